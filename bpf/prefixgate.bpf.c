@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * prefixgate's shared routing state: pinned by name under --bpf-pin-path so
+ * that `bpftool map dump pinned /sys/fs/bpf/prefixgate/pg_backends` shows it,
+ * and mmapped by every worker thread, which update counts with atomics.
+ */
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "prefixgate.h"
+
+/* Backend table: address, health, exact in-flight count, per-decision counts. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, PG_MAX_BACKENDS);
+	__type(key, __u32);
+	__type(value, struct pg_backend);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} pg_backends SEC(".maps");
+
+/* Consistent-hash ring, two copies swapped by generation. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, PG_RING_COPIES);
+	__type(key, __u32);
+	__type(value, struct pg_ring);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} pg_rings SEC(".maps");
+
+/* Live ring generation and routing configuration. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pg_state);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} pg_state SEC(".maps");
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,312 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * prefixgate in-kernel response paths: sockmap programs that carry a
+ * backend's response to its client without the proxy copying it. Structs and
+ * the design overview are in include/pg_splice.h; the loader and the
+ * per-connection API the proxy calls are in user/splice.c.
+ *
+ * Invariants both paths rely on:
+ *  - Never SK_DROP: the bytes are already acknowledged to the backend, so a
+ *    drop loses them, and on the msg path a drop is sticky (later writes fail
+ *    EACCES without the program running). Every failure is SK_PASS: the bytes
+ *    take the normal TCP path to the proxy.
+ *  - Falling back is sticky per pairing (PG_SPLICE_F_FALLBACK): once one byte
+ *    was passed, nothing after it is redirected. That is what keeps the order
+ *    (proofs at each program).
+ *  - Verdict programs for one socket never run concurrently (skb: under the
+ *    receiving socket's lock; msg: under the sending socket's lock), so the
+ *    per-connection flags and `remaining` need no atomics. Counters are added
+ *    atomically only because userspace reads them at any time.
+ *  - Userspace writes a pg_splice_peer only before the socket it describes can
+ *    run the program (pairing), never during.
+ */
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "pg_splice.h"
+
+#define PG_AF_INET 2 /* AF_INET, without pulling in libc headers */
+
+/*
+ * The two fields read from the client's tcp_sock, relocated against the
+ * running kernel's BTF (CO-RE): no vmlinux.h needed.
+ */
+struct tcp_sock {
+	__u64 bytes_acked;
+} __attribute__((preserve_access_index));
+
+/* Loader knobs (set through the skeleton's rodata before load). */
+const volatile __u64 skb_budget = PG_SPLICE_BUDGET_DEFAULT;
+const volatile __u64 msg_budget = PG_SPLICE_BUDGET_DEFAULT;
+
+/*
+ * Client sockets, key: client socket cookie. No programs: only a redirect
+ * target, so the client's own receive path (requests, io_uring recv) is
+ * untouched. Shared by both paths.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_SOCKHASH);
+	__uint(max_entries, PG_SPLICE_MAX_CONNS);
+	__type(key, __u64);
+	__type(value, __u64);
+} splice_clients SEC(".maps");
+
+/* skb path: the proxy's backend-side sockets, key: their cookie. Verdict: splice_skb. */
+struct {
+	__uint(type, BPF_MAP_TYPE_SOCKHASH);
+	__uint(max_entries, PG_SPLICE_MAX_CONNS);
+	__type(key, __u64);
+	__type(value, __u64);
+} splice_backends SEC(".maps");
+
+/* skb path: backend-side socket cookie -> peer state. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PG_SPLICE_MAX_CONNS);
+	__type(key, __u64);
+	__type(value, struct pg_splice_peer);
+} splice_peers SEC(".maps");
+
+/* msg path: backend's server-side sockets, key: 4-tuple. Verdict: splice_msg. */
+struct {
+	__uint(type, BPF_MAP_TYPE_SOCKHASH);
+	__uint(max_entries, PG_SPLICE_MAX_CONNS);
+	__type(key, struct pg_splice_tuple);
+	__type(value, __u64);
+} splice_msgsocks SEC(".maps");
+
+/* msg path: 4-tuple -> route (peer state). Written by the proxy before connect(). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PG_SPLICE_MAX_CONNS);
+	__type(key, struct pg_splice_tuple);
+	__type(value, struct pg_splice_peer);
+} splice_routes SEC(".maps");
+
+/* msg path: same-host backend listening ports (host byte order) -> 1. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PG_SPLICE_MAX_PORTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} splice_ports SEC(".maps");
+
+/* One struct pg_splice_event each time a pairing falls back or its response ends. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, PG_SPLICE_EVENTS_BYTES);
+} splice_events SEC(".maps");
+
+static __always_inline void emit(struct pg_splice_peer *p, __u32 path, __u32 reason)
+{
+	struct pg_splice_event ev = {
+	    .client_key = p->client_key,
+	    .redirected = p->redirected,
+	    .path = path,
+	    .reason = reason,
+	};
+
+	/* A full ring loses the event, not the bytes: the flag stays readable. */
+	bpf_ringbuf_output(&splice_events, &ev, sizeof(ev), 0);
+}
+
+/* Sticky fall-back: this and every later byte of the pairing go to the proxy. */
+static __always_inline int fall_back(struct pg_splice_peer *p, __u32 path, __u32 reason, __u64 len)
+{
+	p->reason = reason;
+	p->flags |= PG_SPLICE_F_FALLBACK;
+	__sync_fetch_and_add(&p->passed, len);
+	emit(p, path, reason);
+	return SK_PASS;
+}
+
+/*
+ * Response framing, for backend connections reused across requests. Returns
+ * 0 to go on redirecting, or a reason to fall back. A count straddled by one
+ * skb/msg means the backend sent past the response (pipelining): pass it all.
+ */
+static __always_inline __u32 check_framing(struct pg_splice_peer *p, __u64 len)
+{
+	if (p->remaining && len > p->remaining)
+		return PG_SPLICE_WHY_FRAMING;
+	return 0;
+}
+
+/* After a successful redirect of len bytes: count, and end a counted response. */
+static __always_inline void redirected(struct pg_splice_peer *p, __u32 path, __u64 len)
+{
+	__sync_fetch_and_add(&p->redirected, len);
+	if (p->remaining) {
+		p->remaining -= len;
+		if (!p->remaining) {
+			p->reason = PG_SPLICE_WHY_END;
+			p->flags |= PG_SPLICE_F_DONE;
+			emit(p, path, PG_SPLICE_WHY_END);
+		}
+	}
+}
+
+/*
+ * skb path verdict, on the proxy's backend-side socket: redirect each
+ * received skb to the paired client socket's egress.
+ *
+ * Bound (no backpressure otherwise): in flight = base + redirected -
+ * client's bytes_acked counts every redirected byte not yet acknowledged by
+ * the client, including those still waiting in the psock backlog. Once it is
+ * at or above the budget the pairing falls back; so at most budget plus one
+ * skb is ever held for a stalled client. After the fall-back, passed skbs are
+ * charged to the backend socket's receive buffer, so TCP flow control towards
+ * the backend applies again as soon as the proxy stops reading.
+ *
+ * Order after a fall-back: skbs of one socket run this program in order, and
+ * after the first pass none is redirected, so the stream is "R redirected
+ * bytes, then passed bytes". `redirected` is final once FALLBACK is set. The
+ * proxy writes passed bytes to the client only when pg_splice_drained() says
+ * the client socket has carried base + redirected bytes (tcpi_bytes_acked +
+ * SIOCOUTQ), i.e. every redirected byte is already in the client's write
+ * queue; TCP keeps that queue in order, so the passed bytes follow them.
+ */
+SEC("sk_skb")
+int splice_skb(struct __sk_buff *skb)
+{
+	struct pg_splice_peer *p;
+	struct bpf_sock *sk;
+	struct tcp_sock *tp;
+	__u64 cookie, key, len = skb->len, total, acked, budget;
+	__u32 why;
+
+	/* The backend's FIN arrives as a zero-length skb: redirecting it would
+	 * put EPIPE on the client and silently drop later redirects. */
+	if (len == 0)
+		return SK_PASS;
+	cookie = bpf_get_socket_cookie(skb);
+	p = bpf_map_lookup_elem(&splice_peers, &cookie);
+	if (!p)
+		return SK_PASS;
+	if (p->flags & (PG_SPLICE_F_FALLBACK | PG_SPLICE_F_DONE)) {
+		__sync_fetch_and_add(&p->passed, len);
+		return SK_PASS;
+	}
+	why = check_framing(p, len);
+	if (why)
+		return fall_back(p, PG_SPLICE_SKB, why, len);
+
+	key = p->client_key;
+	sk = bpf_map_lookup_elem(&splice_clients, &key);
+	if (!sk)
+		return fall_back(p, PG_SPLICE_SKB, PG_SPLICE_WHY_NO_CLIENT, len);
+	tp = bpf_skc_to_tcp_sock(sk);
+	acked = tp ? tp->bytes_acked : 0;
+	bpf_sk_release(sk);
+	if (!tp)
+		return fall_back(p, PG_SPLICE_SKB, PG_SPLICE_WHY_NO_TCP, len);
+
+	budget = p->budget ? p->budget : skb_budget;
+	total = p->base + p->redirected;
+	if (total > acked && total - acked >= budget)
+		return fall_back(p, PG_SPLICE_SKB, PG_SPLICE_WHY_BUDGET, len);
+
+	/* 0: egress of the client socket. On failure nothing is set on the skb,
+	 * so returning SK_PASS passes it to this socket. */
+	if (bpf_sk_redirect_hash(skb, &splice_clients, &key, 0) != SK_PASS)
+		return fall_back(p, PG_SPLICE_SKB, PG_SPLICE_WHY_REDIRECT, len);
+	redirected(p, PG_SPLICE_SKB, len);
+	return SK_PASS;
+}
+
+/* sk_msg and sockops put remote_port's network-order value in the upper 16
+ * bits on little-endian kernels; older kernels put it in the lower 16. */
+static __always_inline __u16 remote_port_host(__u32 raw)
+{
+	return raw > 0xffff ? (__u16)bpf_ntohl(raw) : bpf_ntohs((__u16)raw);
+}
+
+/*
+ * msg path verdict, on the backend's own server-side socket: send the
+ * backend's write straight out of the client socket, inside its send().
+ *
+ * Bound: the client socket's queue cannot be read from here (no sk_release
+ * in sk_msg programs), so the budget is on bytes offered to the redirect
+ * during one route (one response). A blocking backend is held back by the
+ * client's send buffer anyway. A non-blocking backend facing a full client
+ * gets short counts / EAGAIN while its own socket stays writable, so it
+ * retries at once; every retry offers its bytes again and counts them again,
+ * so the spin ends after at most budget / (bytes per retry) attempts, when the
+ * route falls back and the backend's bytes go to the proxy over TCP, where
+ * normal flow control makes it wait. A response longer than the budget takes
+ * the proxy path for its tail even with a fast client.
+ *
+ * Order after a fall-back: the redirect is synchronous (the bytes are in the
+ * client's write queue when the helper's caller returns to the backend) and a
+ * short count means the unsent rest was not queued. Msgs of one socket run in
+ * order and nothing is redirected after the first pass, so every byte the
+ * proxy receives was written by the backend after all redirected bytes were
+ * queued on the client: the proxy may write it to the client as it arrives.
+ * The same holds for the backend's FIN: when the proxy sees EOF, every
+ * redirected byte is already queued on the client.
+ */
+SEC("sk_msg")
+int splice_msg(struct sk_msg_md *msg)
+{
+	struct pg_splice_tuple t = {};
+	struct pg_splice_peer *p;
+	__u64 key, len = msg->size, budget;
+	__u32 why;
+
+	if (len == 0)
+		return SK_PASS;
+	t.backend_ip4 = msg->local_ip4;
+	t.proxy_ip4 = msg->remote_ip4;
+	t.backend_port = (__u16)msg->local_port;
+	t.proxy_port = remote_port_host(msg->remote_port);
+	p = bpf_map_lookup_elem(&splice_routes, &t);
+	if (!p)
+		return SK_PASS;
+	if (p->flags & (PG_SPLICE_F_FALLBACK | PG_SPLICE_F_DONE)) {
+		__sync_fetch_and_add(&p->passed, len);
+		return SK_PASS;
+	}
+	why = check_framing(p, len);
+	if (why)
+		return fall_back(p, PG_SPLICE_MSG, why, len);
+	budget = p->budget ? p->budget : msg_budget;
+	if (p->redirected >= budget)
+		return fall_back(p, PG_SPLICE_MSG, PG_SPLICE_WHY_BUDGET, len);
+	key = p->client_key;
+	if (bpf_msg_redirect_hash(msg, &splice_clients, &key, 0) != SK_PASS)
+		return fall_back(p, PG_SPLICE_MSG, PG_SPLICE_WHY_NO_CLIENT, len);
+	redirected(p, PG_SPLICE_MSG, len);
+	return SK_PASS;
+}
+
+/*
+ * sockops, attached to a cgroup v2 holding the same-host backends: when a
+ * backend accepts a connection that the proxy has a route for (the route is
+ * written before the proxy connects), put the backend's server-side socket
+ * in splice_msgsocks so splice_msg sees its writes. Runs before the backend
+ * can read the request, so before any response byte is written. Always
+ * returns 1 (sockops return values are not verdicts here).
+ */
+SEC("sockops")
+int splice_sockops(struct bpf_sock_ops *skops)
+{
+	struct pg_splice_tuple t = {};
+	__u32 port;
+
+	if (skops->op != BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB || skops->family != PG_AF_INET)
+		return 1;
+	port = skops->local_port;
+	if (!bpf_map_lookup_elem(&splice_ports, &port))
+		return 1;
+	t.backend_ip4 = skops->local_ip4;
+	t.proxy_ip4 = skops->remote_ip4;
+	t.backend_port = (__u16)port;
+	t.proxy_port = remote_port_host(skops->remote_port);
+	if (!bpf_map_lookup_elem(&splice_routes, &t))
+		return 1;
+	bpf_sock_hash_update(skops, &splice_msgsocks, &t, BPF_ANY);
+	return 1;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * prefixgate in-kernel response paths — the structs and constants that
+ * bpf/splice.bpf.c and user/splice.c share. Included by the BPF program
+ * (with only <linux/types.h> before it) and by userspace.
+ *
+ * Two paths carry a response from a backend to the client without the proxy
+ * copying it:
+ *  - sk_skb ("skb"): any backend. The proxy's backend-side socket sits in
+ *    splice_backends; its verdict program redirects each received skb to the
+ *    paired client socket's egress. Keyed by the backend socket's cookie.
+ *  - sk_msg ("msg"): same-host backends. The backend's own server-side socket
+ *    (inserted by a sockops program) sits in splice_msgsocks; its verdict
+ *    program sends the backend's writes straight out of the client socket.
+ *    Keyed by the connection's 4-tuple (struct pg_splice_tuple).
+ * Both use struct pg_splice_peer as the per-connection state.
+ */
+#ifndef PG_SPLICE_H
+#define PG_SPLICE_H
+
+#include <linux/types.h>
+
+/* Paths, as a bit mask of modes (pg_splice_open) and in pg_splice_event.path. */
+#define PG_SPLICE_SKB 0x1 /* sk_skb verdict on the proxy's backend socket: any backend */
+#define PG_SPLICE_MSG 0x2 /* sk_msg verdict on the backend's own socket: same host */
+
+/* Entries in each splice map: concurrent spliced connections per gateway. */
+#ifndef PG_SPLICE_MAX_CONNS
+#define PG_SPLICE_MAX_CONNS 65536
+#endif
+/* Backend ports watched by the sockops program (same-host backends). */
+#define PG_SPLICE_MAX_PORTS 256
+/* Ring buffer for end / fall-back events (bytes; a power of two pages). */
+#define PG_SPLICE_EVENTS_BYTES (256 * 1024)
+
+/*
+ * Default bound, per connection, on redirected bytes not yet acknowledged by
+ * the client (skb path) or offered to the redirect in one response (msg path).
+ * Above it the program stops redirecting for that connection (see
+ * PG_SPLICE_F_FALLBACK). A plain copy proxy holds ~10 MiB for a stalled
+ * client; without a bound sockmap buffered a whole 1 GiB response.
+ */
+#define PG_SPLICE_BUDGET_DEFAULT (4ull << 20)
+
+/* pg_splice_peer.flags */
+#define PG_SPLICE_F_FALLBACK 0x1 /* sticky: every later byte is SK_PASSed to the proxy */
+#define PG_SPLICE_F_DONE     0x2 /* the counted response ended (remaining reached 0) */
+
+/* pg_splice_peer.reason / pg_splice_event.reason: why FALLBACK or DONE was set. */
+enum pg_splice_reason {
+	PG_SPLICE_WHY_NONE = 0,
+	PG_SPLICE_WHY_BUDGET = 1,    /* bound on unacknowledged / offered bytes reached */
+	PG_SPLICE_WHY_NO_CLIENT = 2, /* client socket no longer in splice_clients */
+	PG_SPLICE_WHY_REDIRECT = 3,  /* the redirect helper failed */
+	PG_SPLICE_WHY_FRAMING = 4,   /* an skb crossed the counted end of the response */
+	PG_SPLICE_WHY_END = 5,       /* DONE: exactly `remaining` bytes were redirected */
+	PG_SPLICE_WHY_NO_TCP = 6,    /* client's TCP state unreadable */
+};
+
+/*
+ * One spliced connection. Hash map "splice_peers" (skb path, key: the
+ * proxy's backend-side socket cookie, __u64) and "splice_routes" (msg path,
+ * key: struct pg_splice_tuple). Userspace writes the first four fields at
+ * pairing; the program alone updates the rest, with atomics.
+ */
+struct pg_splice_peer {
+	__u64 client_key; /* client socket cookie: its key in splice_clients */
+	/*
+	 * skb path: bytes the proxy had queued on the client socket when pairing
+	 * (tcpi_bytes_acked + SIOCOUTQ), so that base + redirected is the total
+	 * the client socket will have carried once every redirect is queued.
+	 * msg path: unused (0).
+	 */
+	__u64 base;
+	__u64 budget; /* bound (see PG_SPLICE_BUDGET_DEFAULT); 0: the loaded default */
+	/*
+	 * Bytes of response left to redirect, for backend connections reused
+	 * across requests: the proxy parsed the head itself and knows the body
+	 * length. 0 means unlimited: the response ends with the backend's FIN.
+	 * When it reaches 0 the program sets DONE and emits an event.
+	 */
+	__u64 remaining;
+	__u64 redirected; /* skb: bytes redirected; msg: bytes offered to the redirect */
+	__u64 passed;     /* bytes SK_PASSed to the proxy's normal receive path */
+	__u32 flags;      /* PG_SPLICE_F_* */
+	__u32 reason;     /* enum pg_splice_reason */
+};
+_Static_assert(sizeof(struct pg_splice_peer) == 56, "pg_splice_peer layout");
+
+/*
+ * msg path key: the gateway→backend TCP connection as the backend's
+ * server-side socket sees it. Addresses in network byte order, ports in host
+ * byte order. IPv4 only (same-host backends listen on loopback).
+ */
+struct pg_splice_tuple {
+	__u32 backend_ip4;
+	__u32 proxy_ip4;
+	__u16 backend_port;
+	__u16 proxy_port;
+};
+_Static_assert(sizeof(struct pg_splice_tuple) == 12, "pg_splice_tuple layout");
+
+/* Ring buffer "splice_events": one record when FALLBACK or DONE is first set. */
+struct pg_splice_event {
+	__u64 client_key; /* which client connection */
+	__u64 redirected; /* peer->redirected at the event */
+	__u32 path;       /* PG_SPLICE_SKB or PG_SPLICE_MSG */
+	__u32 reason;     /* enum pg_splice_reason */
+};
+_Static_assert(sizeof(struct pg_splice_event) == 24, "pg_splice_event layout");
+
+#endif /* PG_SPLICE_H */

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * prefixgate — the one definition of everything the BPF side and userspace
+ * share: constants, map value structs. Included by bpf/ programs (with only
+ * <linux/types.h> before it) and by user/ and tools/.
+ */
+#ifndef PREFIXGATE_H
+#define PREFIXGATE_H
+
+#include <linux/types.h>
+
+/* Slots in the backends map. Id 0 is never used: 0 means "no backend". */
+#ifndef PG_MAX_BACKENDS
+#define PG_MAX_BACKENDS 256
+#endif
+/* Slots in one consistent-hash ring copy; a key hash picks slot hash >> 48. */
+#define PG_RING_SLOT_BITS 16
+#define PG_RING_SLOTS (1u << PG_RING_SLOT_BITS)
+/* Ordered distinct candidate backends stored per ring slot. */
+#define PG_RING_CANDIDATES 4
+/* Ring copies in the rings map: one live, one being rebuilt. */
+#define PG_RING_COPIES 2
+
+/* PrefixLength and ConcurrencyThreshold ranges (SageMaker's). */
+#define PG_PREFIX_LENGTH_MIN 1024
+#define PG_PREFIX_LENGTH_MAX 65536
+#define PG_PREFIX_LENGTH_DEFAULT 4096
+#define PG_CONCURRENCY_MIN 1
+#define PG_CONCURRENCY_MAX 1024
+#define PG_CONCURRENCY_DEFAULT 10
+
+/* pg_backend.flags */
+#define PG_BACKEND_ACTIVE 0x1   /* slot holds a member (may be draining) */
+#define PG_BACKEND_DRAINING 0x2 /* being removed: no new requests */
+#define PG_BACKEND_DOWN 0x4     /* failed health: skipped until down_until_ms */
+
+/* Why a request went where it went; indexes pg_backend.requests[]. */
+enum pg_decision {
+	PG_DEC_AFFINITY = 0,          /* first ring candidate under the threshold */
+	PG_DEC_OVERFLOW = 1,          /* a later candidate, or least outstanding */
+	PG_DEC_RANDOM = 2,            /* strategy random */
+	PG_DEC_LEAST_OUTSTANDING = 3, /* strategy least_outstanding_requests */
+	PG_DEC_RETRY = 4,             /* re-dispatch after a failed attempt */
+	PG_DEC_EXPLICIT_KEY = 5,      /* affinity by X-Prefixgate-Key / prompt_cache_key */
+	PG_DEC_MAX = 6,
+};
+
+enum pg_strategy {
+	PG_STRATEGY_RANDOM = 0,
+	PG_STRATEGY_LEAST_OUTSTANDING = 1,
+	PG_STRATEGY_PREFIX_AWARE = 2,
+};
+
+/*
+ * One backend (inference instance). Array map "pg_backends", BPF_F_MMAPABLE:
+ * every worker thread (and every prefixgate process sharing the pin path)
+ * updates in_flight and requests[] with atomics on the mmapped value; the
+ * control thread alone writes the other fields.
+ */
+struct pg_backend {
+	__u32 ipv4;        /* network byte order */
+	__u16 port;        /* host byte order */
+	__u16 flags;       /* PG_BACKEND_* */
+	__s32 in_flight;   /* requests dispatched and not yet finished: exact */
+	__u32 epoch;       /* bumped each time this slot gets a new member */
+	__u64 down_until_ms; /* CLOCK_MONOTONIC ms; DOWN is ignored after it */
+	__u64 failures;    /* attempts that failed (connect, reset, timeout) */
+	__u64 requests[PG_DEC_MAX]; /* dispatches by decision */
+};
+_Static_assert(sizeof(struct pg_backend) == 32 + 8 * PG_DEC_MAX, "pg_backend layout");
+
+/*
+ * One copy of the consistent-hash ring. Array map "pg_rings" with
+ * PG_RING_COPIES entries, BPF_F_MMAPABLE. slot[s] lists up to
+ * PG_RING_CANDIDATES distinct backend ids (0 = none) in preference order for
+ * key hashes whose top PG_RING_SLOT_BITS bits are s.
+ *
+ * seq is a seqlock: odd while the control thread writes the copy. Readers
+ * retry if seq was odd or changed across their read, so no lookup uses a
+ * half-built ring.
+ */
+struct pg_ring {
+	__u64 seq;
+	__u64 generation; /* membership generation this copy was built from */
+	__u32 nbackends;  /* members placed in this copy */
+	__u32 pad;
+	__u16 slot[PG_RING_SLOTS][PG_RING_CANDIDATES];
+};
+_Static_assert(sizeof(struct pg_ring) == 24 + 2 * PG_RING_SLOTS * PG_RING_CANDIDATES,
+	       "pg_ring layout");
+
+/*
+ * Gateway-wide state. Array map "pg_state" with one entry, BPF_F_MMAPABLE.
+ * ring_generation's low bit selects the live copy in pg_rings.
+ */
+struct pg_state {
+	__u64 ring_generation;       /* live ring: pg_rings[ring_generation & 1] */
+	__u32 strategy;              /* enum pg_strategy */
+	__u32 prefix_length;         /* PrefixLength */
+	__u32 concurrency_threshold; /* ConcurrencyThreshold */
+	__u32 nbackends;             /* active members */
+	__u64 remapped_ppm;          /* keys moved by the last change, per million */
+};
+_Static_assert(sizeof(struct pg_state) == 32, "pg_state layout");
+
+#endif /* PREFIXGATE_H */

@@ -1,0 +1,644 @@
+#!/usr/bin/env python3
+"""prefixgate end-to-end tests: real prefixgate and mockllm processes on
+loopback, one fresh fleet per test. TAP output; every wait is bounded.
+
+usage: e2e.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
+  shm: --no-bpf (routing state in shared memory)
+  bpf: routing state in pinned BPF maps (root; skipped with the reason if not)
+"""
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Fleet, check_echo, have_bpf, mock_pattern, wait_until  # noqa: E402
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+def rnd_text(rng, n):
+    words = ["alpha", "beta", "gamma", "delta", "kv", "cache", "prefix", "token", "route"]
+    out = []
+    size = 0
+    while size < n:
+        w = rng.choice(words)
+        out.append(w)
+        size += len(w) + 1
+    return " ".join(out)[:n]
+
+
+def chat(messages, **extra):
+    d = {"model": "m", "messages": messages}
+    d.update(extra)
+    return json.dumps(d)
+
+
+# --- routing -----------------------------------------------------------------
+
+@test
+def prefix_stickiness(opts):
+    """Requests sharing a prefix land on one backend; prefixes spread out."""
+    f = Fleet(opts, 3)
+    try:
+        rng = random.Random(1)
+        used = set()
+        for i in range(12):
+            prefix = rnd_text(rng, 5000)
+            seen = set()
+            for j in range(4):
+                st, h, _ = f.post("/invocations", prefix + " question %d" % rng.random())
+                assert st == 200, st
+                seen.add(h["x-backend-id"])
+            assert len(seen) == 1, "prefix %d went to %s" % (i, seen)
+            used |= seen
+        assert len(used) >= 2, "12 prefixes all on %s" % used
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def prefix_length_boundary(opts):
+    """Bytes past PrefixLength never change the route; bytes inside it do."""
+    f = Fleet(opts, 3, ["--prefix-length", "1024"])
+    try:
+        base = "x" * 1024
+        k1 = f.dry_run(base + "AAAA")["key_hash"]
+        k2 = f.dry_run(base + "BBBB" * 100)["key_hash"]
+        assert k1 == k2, "suffix changed the key"
+        k3 = f.dry_run("y" + base[1:] + "AAAA")["key_hash"]
+        assert k3 != k1, "first byte did not change the key"
+        k4 = f.dry_run(base[:1023] + "z" + "AAAA")["key_hash"]
+        assert k4 != k1, "byte 1023 did not change the key"
+        r = f.dry_run(base + "tail")
+        assert r["key_length"] == 1024, r
+        # Real traffic goes where the dry run says.
+        for tail in ("1", "2" * 3000, "3"):
+            st, h, _ = f.post("/invocations", base + tail)
+            assert st == 200 and f.addr(h["x-backend-id"]) == r["backend"], (h, r)
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def openai_serialization_invariance(opts):
+    """Whitespace, key order and other fields never change an OpenAI key."""
+    f = Fleet(opts, 3)
+    try:
+        msgs = [{"role": "system", "content": "You are a support bot. " * 40},
+                {"role": "user", "content": "Where is my order?"}]
+        bodies = [
+            chat(msgs),
+            json.dumps({"messages": msgs, "model": "m", "temperature": 0.2, "stream": False}),
+            json.dumps({"max_tokens": 7, "messages": msgs, "model": "other"}, indent=4),
+            json.dumps({"model": "m", "messages": [
+                {"content": msgs[0]["content"], "role": "system"},
+                {"content": [{"type": "text", "text": "Where is my order?"}], "role": "user"}]}),
+        ]
+        path = "/v1/chat/completions"
+        hashes = {f.dry_run(b, path=path)["key_hash"] for b in bodies}
+        assert len(hashes) == 1, hashes
+        want = f.dry_run(bodies[0], path=path)["backend"]
+        for b in bodies:
+            st, h, _ = f.post(path, b, {"Content-Type": "application/json"})
+            assert st == 200 and f.addr(h["x-backend-id"]) == want, (st, h)
+        other = chat([msgs[0], {"role": "user", "content": "Something else"}])
+        r = f.dry_run(other, path=path)
+        assert r["key_source"] == "messages" and not r["fallback"], r
+        # Unparseable JSON still routes (raw-bytes key), counted as a fallback.
+        st, h, _ = f.post(path, '{"messages": [ broken')
+        assert "x-backend-id" in h, (st, h)  # routed (the backend may reject it)
+        assert "prefixgate_key_extraction_fallbacks_total 1" in f.metrics()
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def explicit_key(opts):
+    """X-Prefixgate-Key and prompt_cache_key pin a session to one backend."""
+    f = Fleet(opts, 3)
+    try:
+        rng = random.Random(2)
+        for sess in ("alice", "bob", "carol"):
+            seen = set()
+            for i in range(4):
+                st, h, _ = f.post("/invocations", rnd_text(rng, 2000),
+                                  {"X-Prefixgate-Key": sess})
+                seen.add(h["x-backend-id"])
+                st, h, _ = f.post("/v1/chat/completions",
+                                  chat([{"role": "user", "content": rnd_text(rng, 50)}],
+                                       prompt_cache_key=sess, max_tokens=1))
+                seen.add(h["x-backend-id"])
+            assert len(seen) == 1, (sess, seen)
+        assert 'decision="explicit_key"' in f.metrics()
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def concurrency_threshold_overflow(opts):
+    """The key's backend never exceeds ConcurrencyThreshold; excess overflows
+    to other backends and no request fails."""
+    f = Fleet(opts, 3, ["--concurrency-threshold", "2"])
+    try:
+        body = "hot prefix " * 500
+        target = f.dry_run(body)["backend"]
+        peak = {}
+        results = []
+        stop = threading.Event()
+
+        def sample():
+            while not stop.is_set():
+                for a, b in f.backends().items():
+                    peak[a] = max(peak.get(a, 0), b["in_flight"])
+                time.sleep(0.01)
+
+        def one():
+            results.append(f.post("/invocations", body, {"X-Mock-Delay-Ms": "800"}))
+
+        t = threading.Thread(target=sample)
+        t.start()
+        ths = [threading.Thread(target=one) for _ in range(5)]
+        for th in ths:
+            th.start()
+            time.sleep(0.03)
+        for th in ths:
+            th.join(15)
+        stop.set()
+        t.join(5)
+        assert len(results) == 5 and all(r[0] == 200 for r in results), [r[0] for r in results]
+        served = [f.addr(r[1]["x-backend-id"]) for r in results]
+        assert served.count(target) == 2, served
+        assert peak.get(target, 0) <= 2, peak
+        m = f.metrics()
+        assert 'decision="overflow"' in m
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def random_spread(opts):
+    """RANDOM spreads one prefix uniformly."""
+    f = Fleet(opts, 3, ["--strategy", "RANDOM"])
+    try:
+        counts = {}
+        for _ in range(300):
+            st, h, _ = f.post("/invocations", "same body every time")
+            counts[h["x-backend-id"]] = counts.get(h["x-backend-id"], 0) + 1
+        # Binomial(300, 1/3): mean 100, sd 8.2; 60..140 is beyond 4.8 sd.
+        assert len(counts) == 3 and all(60 <= c <= 140 for c in counts.values()), counts
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def least_outstanding_avoids_slow_backend(opts):
+    """LEAST_OUTSTANDING_REQUESTS sends little to a slow backend."""
+    f = Fleet(opts, 3, ["--strategy", "least_outstanding_requests"],
+              mock_args={2: ["--ttft-overhead-ms", "400"]})
+    try:
+        counts = {}
+        lock = threading.Lock()
+        deadline = time.monotonic() + 3
+
+        def client(i):
+            rng = random.Random(i)
+            while time.monotonic() < deadline:
+                st, h, _ = f.post("/v1/chat/completions",
+                                  chat([{"role": "user", "content": rnd_text(rng, 100)}],
+                                       max_tokens=1))
+                assert st == 200
+                with lock:
+                    counts[h["x-backend-id"]] = counts.get(h["x-backend-id"], 0) + 1
+
+        ths = [threading.Thread(target=client, args=(i,)) for i in range(3)]
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join(20)
+        total = sum(counts.values())
+        assert total > 20, counts
+        assert counts.get("b2", 0) < 0.15 * total, counts
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def membership_change_moves_right_keys(opts):
+    """Adding a backend moves ~1/(N+1) of keys, all to it; removing one moves
+    only the keys it owned."""
+    f = Fleet(opts, 4, start_gateway=False)
+    try:
+        f.start_gateway(backends=["b0", "b1", "b2"])
+        keys = ["key-%d " % i + "p" * 100 for i in range(300)]
+        before = [f.dry_run(k)["backend"] for k in keys]
+        st, _ = f.admin("POST", "/backends", {"address": f.addr("b3")})
+        assert st == 201, st
+        after = [f.dry_run(k)["backend"] for k in keys]
+        moved = [(a, b) for a, b in zip(before, after) if a != b]
+        assert all(b == f.addr("b3") for _, b in moved), "a key moved between old backends"
+        assert 0.12 * len(keys) <= len(moved) <= 0.40 * len(keys), len(moved)
+        st, _ = f.admin("DELETE", "/backends/" + f.addr("b0"))
+        assert st == 202, st
+        wait_until(lambda: f.addr("b0") not in f.backends(), 5)
+        final = [f.dry_run(k)["backend"] for k in keys]
+        for a, b in zip(after, final):
+            assert a == b or a == f.addr("b0"), "a key not owned by b0 moved"
+            assert b != f.addr("b0")
+        # Real traffic follows.
+        st, h, _ = f.post("/invocations", keys[0])
+        assert st == 200 and f.addr(h["x-backend-id"]) == final[0]
+        assert "prefixgate_ring_generation" in f.metrics()
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def dead_backend_costs_no_request(opts):
+    """A backend that dies costs no failed request: attempts move on."""
+    f = Fleet(opts, 3)
+    try:
+        rng = random.Random(3)
+        f.kill_mock("b1")
+        for i in range(40):
+            st, h, body = f.post("/invocations", rnd_text(rng, 300))
+            assert st == 200, (i, st, body)
+            assert h["x-backend-id"] != "b1"
+        assert f.idle()
+        # Every backend gone: a clear 502 with a JSON body.
+        f.kill_mock("b0")
+        f.kill_mock("b2")
+        st, h, body = f.post("/invocations", "anything")
+        assert st == 502 and json.loads(body)["error"]["code"] == 502, (st, body)
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+# --- HTTP behaviour ------------------------------------------------------------
+
+@test
+def keepalive_per_request_routing(opts):
+    """One keep-alive connection: each request is routed by its own key."""
+    import http.client
+    f = Fleet(opts, 3)
+    try:
+        rng = random.Random(4)
+        conn = http.client.HTTPConnection("127.0.0.1", f.port, timeout=10)
+        backends = set()
+        for i in range(20):
+            body = rnd_text(rng, 500)
+            want = f.dry_run(body)["backend"]
+            st, h, _ = f.post("/invocations", body, conn=conn)
+            assert st == 200 and f.addr(h["x-backend-id"]) == want, (i, h, want)
+            backends.add(want)
+        conn.close()
+        assert len(backends) >= 2
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def pipelining_in_order(opts):
+    """Pipelined requests are answered in order, each intact."""
+    f = Fleet(opts, 3)
+    try:
+        s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
+        bodies = [("body-%d " % i + "q" * (i * 3000)).encode() for i in range(6)]
+        raw = b"".join(b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+                       b"X-Mock-Delay-Ms: %d\r\n\r\n" % (len(b), (5 - i) * 20) + b
+                       for i, b in enumerate(bodies))
+        s.sendall(raw)
+        f_ = s.makefile("rb")
+        for b in bodies:
+            line = f_.readline()
+            assert line.startswith(b"HTTP/1.1 200"), line
+            hdr = {}
+            while True:
+                l = f_.readline().strip()
+                if not l:
+                    break
+                k, v = l.split(b":", 1)
+                hdr[k.strip().lower().decode()] = v.strip().decode()
+            f_.read(int(hdr["content-length"]))
+            assert int(hdr["x-body-length"]) == len(b), (hdr, len(b))
+            assert int(hdr["x-body-crc32"], 16) == zlib.crc32(b)
+        s.close()
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def sse_streams_event_by_event(opts):
+    """A chunked SSE response reaches the client event by event."""
+    f = Fleet(opts, 2)
+    try:
+        s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
+        body = chat([{"role": "user", "content": "hi"}], stream=True)
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+                  b"X-Mock-Chunks: 5\r\nX-Mock-Chunk-Interval-Ms: 200\r\n\r\n%s"
+                  % (len(body), body.encode()))
+        t0 = time.monotonic()
+        times = []
+        buf = b""
+        while b"[DONE]" not in buf and time.monotonic() - t0 < 10:
+            d = s.recv(65536)
+            if not d:
+                break
+            n_before = buf.count(b"data: {")
+            buf += d
+            for _ in range(buf.count(b"data: {") - n_before):
+                times.append(time.monotonic() - t0)
+        s.close()
+        assert b"[DONE]" in buf, buf[-200:]
+        assert buf.count(b"data: {") >= 5, buf
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        assert sum(1 for g in gaps if g > 0.1) >= 3, "events bunched: %s" % times
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def large_bodies_concurrent_keepalive(opts):
+    """Bodies up to 1 MiB stay intact under 16 concurrent keep-alive clients."""
+    import http.client
+    f = Fleet(opts, 3)
+    try:
+        errors = []
+
+        def client(i):
+            rng = random.Random(100 + i)
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", f.port, timeout=20)
+                for j in range(4):
+                    n = rng.randint(1, 1 << 20)
+                    body = bytes(rng.getrandbits(8) for _ in range(min(n, 4096))) * (n // 4096 + 1)
+                    body = body[:n]
+                    st, h, _ = f.post("/invocations", body, conn=conn)
+                    check_echo(st, h, body)
+                conn.close()
+            except Exception as e:  # noqa: BLE001
+                errors.append("client %d: %r" % (i, e))
+
+        ths = [threading.Thread(target=client, args=(i,)) for i in range(16)]
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join(60)
+        assert not errors, errors[:3]
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def huge_request_and_response(opts):
+    """A 64 MiB request body and an 8 MiB response pass intact."""
+    f = Fleet(opts, 2)
+    try:
+        body = bytes(range(256)) * (64 * 4096)
+        st, h, _ = f.post("/invocations", body)
+        check_echo(st, h, body)
+        chat_body = json.dumps({"messages": [{"role": "user", "content": "z" * (20 << 20)}]})
+        st, h, _ = f.post("/v1/chat/completions", chat_body, {"X-Mock-Response-Bytes": "100"})
+        assert st == 200, st
+        n = 8 << 20
+        st, h, data = f.post("/invocations", "x", {"X-Mock-Response-Bytes": str(n)})
+        assert st == 200 and data == mock_pattern(n), (st, len(data))
+        st, h, data = f.post("/invocations", "x", {"X-Mock-Response-Bytes": str(n),
+                                                   "X-Mock-Chunked": "1"})
+        assert st == 200 and data == mock_pattern(n), (st, len(data))
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def chunked_request_body(opts):
+    """A chunked request body is routed by its decoded bytes and arrives intact."""
+    f = Fleet(opts, 3)
+    try:
+        body = b"chunked-body " * 1000
+        want = f.dry_run(body.decode())["backend"]
+        s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
+        req = b"POST /invocations HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        for i in range(0, len(body), 1000):
+            part = body[i:i + 1000]
+            req += b"%x\r\n%s\r\n" % (len(part), part)
+        req += b"0\r\n\r\n"
+        s.sendall(req)
+        resp = s.recv(65536)
+        s.close()
+        head = resp.split(b"\r\n\r\n")[0].decode().lower()
+        assert head.startswith("http/1.1 200"), head
+        hdr = dict(l.split(": ", 1) for l in head.split("\r\n")[1:])
+        assert int(hdr["x-body-length"]) == len(body)
+        assert int(hdr["x-body-crc32"], 16) == zlib.crc32(body)
+        assert f.addr(hdr["x-backend-id"]) == want
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def malformed_requests_never_reach_backends(opts):
+    """Ambiguous or malformed requests get 4xx/5xx and never reach a backend."""
+    f = Fleet(opts, 2)
+    cases = [
+        (b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n"
+         b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+        (b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", 400),
+        (b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", 400),
+        (b"POST /invocations HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
+        (b"GET / HTTP/2.0\r\nHost: x\r\n\r\n", 505),
+        (b"GET / HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n folded\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: x\r\n" + b"X-Big: " + b"a" * 70000 + b"\r\n\r\n", 431),
+        (b"POST /invocations HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+    ]
+    try:
+        for raw, want in cases:
+            s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
+            s.sendall(raw)
+            resp = b""
+            while b"\r\n\r\n" not in resp:
+                d = s.recv(4096)
+                if not d:
+                    break
+                resp += d
+            s.close()
+            assert resp.startswith(b"HTTP/1.1 %d" % want), (raw[:60], resp[:80])
+        for name in f.mocks:
+            m = subprocess.run(["curl", "-s", "http://%s/metrics" % f.addr(name)],
+                               capture_output=True, text=True, timeout=5).stdout
+            bad = [l for l in m.splitlines() if l.startswith("mockllm_requests_total")
+                   and "/invocations" in l and not l.endswith(" 0")]
+            assert not bad, bad
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def client_abort_releases_slot(opts):
+    """A client leaving mid-stream frees the in-flight slot at once."""
+    f = Fleet(opts, 2)
+    try:
+        s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
+        body = chat([{"role": "user", "content": "hi"}], stream=True)
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+                  b"X-Mock-Chunks: 1000\r\nX-Mock-Chunk-Interval-Ms: 20\r\n\r\n%s"
+                  % (len(body), body.encode()))
+        assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        assert sum(b["in_flight"] for b in f.backends().values()) == 1
+        s.close()
+        assert f.idle(2.0), f.backends()
+        assert "prefixgate_aborted_total 1" in f.metrics()
+    finally:
+        f.stop()
+
+
+@test
+def admin_api(opts):
+    """The admin API answers what DESIGN.md lists."""
+    f = Fleet(opts, 2)
+    try:
+        st, h = f.admin("GET", "/health")
+        assert st == 200 and h["status"] == "ok", h
+        st, b = f.admin("GET", "/backends")
+        assert st == 200 and len(b) == 2 and {"address", "healthy", "in_flight", "requests"} <= set(b[0])
+        st, r = f.admin("GET", "/routing")
+        assert st == 200 and r["RoutingStrategy"] == "PREFIX_AWARE", r
+        new = {"RoutingStrategy": "PREFIX_AWARE",
+               "PrefixAwareRoutingConfig": {"PrefixLength": 2048, "ConcurrencyThreshold": 3}}
+        st, r = f.admin("PUT", "/routing", new)
+        assert st == 200 and f.admin("GET", "/routing")[1]["PrefixAwareRoutingConfig"]["PrefixLength"] == 2048
+        st, r = f.admin("PUT", "/routing", {"RoutingStrategy": "PREFIX_AWARE",
+                                            "PrefixAwareRoutingConfig": {"PrefixLength": 5}})
+        assert st == 400 and "PrefixLength" in json.dumps(r), r
+        st, r = f.admin("POST", "/backends", {"address": "nonsense"})
+        assert st == 400, st
+        st, r = f.admin("DELETE", "/backends/127.0.0.1:1")
+        assert st == 404, st
+        f.post("/invocations", "x")
+        m = f.metrics()
+        for series in ("prefixgate_requests_total{", "prefixgate_backend_in_flight{",
+                       "prefixgate_routing_latency_microseconds_bucket"):
+            assert series in m, series
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def command_line_errors(opts):
+    """Bad flags exit 2 naming the flag and range; --help and --version work."""
+    pg = os.path.join(opts.build, "prefixgate")
+    cases = [(["--prefix-length", "100"], "--prefix-length"),
+             (["--concurrency-threshold", "0"], "1-1024"),
+             (["--strategy", "fastest"], "--strategy"),
+             (["--listen", "nowhere"], "--listen"),
+             (["--bogus"], "--bogus")]
+    for args, want in cases:
+        p = subprocess.run([pg] + args, capture_output=True, text=True, timeout=5)
+        assert p.returncode == 2 and want in p.stderr, (args, p.returncode, p.stderr)
+    p = subprocess.run([pg, "--help"], capture_output=True, text=True, timeout=5)
+    assert p.returncode == 0 and "--prefix-length" in p.stdout
+    p = subprocess.run([pg, "--version"], capture_output=True, text=True, timeout=5)
+    assert p.returncode == 0 and p.stdout.strip()
+
+
+@test
+def bpftool_reads_state(opts):
+    """bpftool prints the pinned backends map with field names."""
+    if opts.mode != "bpf":
+        return "SKIP BPF maps are not used in --no-bpf mode"
+    f = Fleet(opts, 2)
+    try:
+        f.post("/invocations", "x")
+        p = subprocess.run(["bpftool", "map", "dump", "pinned", f.pin + "/pg_backends"],
+                           capture_output=True, text=True, timeout=10)
+        assert p.returncode == 0, p.stderr
+        for field in ("in_flight", "port", "requests", "flags"):
+            assert field in p.stdout, field
+        p = subprocess.run(["bpftool", "map", "dump", "pinned", f.pin + "/pg_state"],
+                           capture_output=True, text=True, timeout=10)
+        assert "ring_generation" in p.stdout and "prefix_length" in p.stdout, p.stdout
+    finally:
+        rc = f.stop()
+    assert rc == 0, "gateway exit code %s" % rc
+    assert not os.path.exists(f.pin), "pin path left behind"
+
+
+# --- runner ---------------------------------------------------------------------
+
+class Timeout(Exception):
+    pass
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--tools")
+    ap.add_argument("--mode", choices=("shm", "bpf"), default="shm")
+    ap.add_argument("-k", default="")
+    opts = ap.parse_args()
+    opts.tools = opts.tools or opts.build
+    tests = [t for t in TESTS if opts.k in t.__name__]
+    print("1..%d" % len(tests))
+    skip_all = have_bpf() if opts.mode == "bpf" else None
+
+    def on_alarm(sig, frame):
+        raise Timeout("test exceeded its time limit")
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    failed = 0
+    for i, t in enumerate(tests, 1):
+        name = "%s [%s]" % (t.__name__, opts.mode)
+        if skip_all:
+            print("ok %d - %s # SKIP %s" % (i, name, skip_all))
+            continue
+        t0 = time.monotonic()
+        signal.alarm(120)
+        try:
+            r = t(opts)
+            signal.alarm(0)
+            if isinstance(r, str) and r.startswith("SKIP"):
+                print("ok %d - %s # %s" % (i, name, r))
+            else:
+                print("ok %d - %s (%.1fs)" % (i, name, time.monotonic() - t0))
+        except Exception as e:  # noqa: BLE001
+            signal.alarm(0)
+            failed += 1
+            print("not ok %d - %s" % (i, name))
+            for line in traceback.format_exc().splitlines()[-8:]:
+                print("# " + line)
+        sys.stdout.flush()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

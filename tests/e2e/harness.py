@@ -1,0 +1,200 @@
+"""Test fleet for prefixgate's end-to-end tests: mockllm instances and one
+prefixgate, real processes on loopback, torn down after each test."""
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import zlib
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_until(pred, timeout=5.0, step=0.02):
+    """Poll pred() until it returns a truthy value or timeout seconds pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            return v
+        time.sleep(step)
+
+
+def http_get(port, path, timeout=5.0):
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        c.request("GET", path)
+        r = c.getresponse()
+        body = r.read()
+        c.close()
+        return r.status, body
+    except OSError:
+        return None, b""
+
+
+def mock_pattern(n):
+    """The body mockllm sends for X-Mock-Response-Bytes: n."""
+    out = bytearray()
+    off = 0
+    while len(out) < n:
+        out += b"%015d\n" % off
+        off += 16
+    return bytes(out[:n])
+
+
+class Fleet:
+    """N mockllm backends behind one prefixgate."""
+
+    def __init__(self, opts, n=3, gw_args=(), mock_args=None, start_gateway=True):
+        self.opts = opts
+        self.tmp = os.path.join(opts.build, "e2e-tmp", str(os.getpid()))
+        os.makedirs(self.tmp, exist_ok=True)
+        self.mocks = {}  # name -> (port, Popen)
+        self.gw = None
+        self.pin = None
+        for i in range(n):
+            self.add_mock("b%d" % i, (mock_args or {}).get(i, []))
+        if start_gateway:
+            self.start_gateway(gw_args)
+
+    # --- processes ---------------------------------------------------------
+    def add_mock(self, name, args=()):
+        port = free_port()
+        log = open(os.path.join(self.tmp, "mock-%s.log" % name), "w")
+        p = subprocess.Popen([os.path.join(self.opts.tools, "mockllm"), "--listen",
+                              "127.0.0.1:%d" % port, "--id", name] + list(args),
+                             stdout=log, stderr=subprocess.STDOUT)
+        self.mocks[name] = (port, p)
+        ok = wait_until(lambda: http_get(port, "/health", 0.5)[0] == 200, 5)
+        if not ok:
+            raise RuntimeError("mockllm %s did not start" % name)
+        return port
+
+    def kill_mock(self, name):
+        port, p = self.mocks[name]
+        p.kill()
+        p.wait(5)
+
+    def addr(self, name):
+        return "127.0.0.1:%d" % self.mocks[name][0]
+
+    def name_of(self, addr):
+        for n, (port, _) in self.mocks.items():
+            if addr == "127.0.0.1:%d" % port:
+                return n
+        return None
+
+    def start_gateway(self, args=(), backends=None):
+        self.port = free_port()
+        self.admin_port = free_port()
+        cmd = [os.path.join(self.opts.build, "prefixgate"),
+               "--listen", "127.0.0.1:%d" % self.port,
+               "--admin", "127.0.0.1:%d" % self.admin_port, "--workers", "2"]
+        if self.opts.mode == "shm":
+            cmd.append("--no-bpf")
+        else:
+            self.pin = "/sys/fs/bpf/pg-e2e-%d-%d" % (os.getpid(), self.port)
+            cmd += ["--bpf-pin-path", self.pin]
+        for name in (backends if backends is not None else list(self.mocks)):
+            cmd += ["--backend", self.addr(name)]
+        cmd += list(args)
+        self.gw_log = os.path.join(self.tmp, "gateway-%d.log" % self.port)
+        self.gw = subprocess.Popen(cmd, stdout=open(self.gw_log, "w"), stderr=subprocess.STDOUT)
+        if not wait_until(lambda: http_get(self.admin_port, "/health", 0.5)[0] == 200, 5):
+            raise RuntimeError("prefixgate did not start:\n" + open(self.gw_log).read()[-2000:])
+
+    def stop(self):
+        rc = None
+        if self.gw:
+            self.gw.send_signal(signal.SIGTERM)
+            try:
+                rc = self.gw.wait(10)
+            except subprocess.TimeoutExpired:
+                self.gw.kill()
+                self.gw.wait()
+                rc = "hung"
+        for port, p in self.mocks.values():
+            p.kill()
+            p.wait(5)
+        return rc
+
+    def log(self):
+        return open(self.gw_log).read() if self.gw else ""
+
+    # --- traffic -----------------------------------------------------------
+    def request(self, method, path, body=None, headers=None, conn=None, timeout=20):
+        own = conn is None
+        if own:
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        if isinstance(body, str):
+            body = body.encode()
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        data = r.read()
+        if own:
+            conn.close()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+
+    def post(self, path, body, headers=None, conn=None):
+        return self.request("POST", path, body, headers, conn)
+
+    def admin(self, method, path, body=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=10)
+        if body is not None and not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+        c.request(method, path, body=body)
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        try:
+            return r.status, json.loads(data)
+        except ValueError:
+            return r.status, data.decode(errors="replace")
+
+    def backends(self):
+        return {b["address"]: b for b in self.admin("GET", "/backends")[1]}
+
+    def dry_run(self, body, path=None, key=None):
+        q = []
+        if path:
+            q.append("path=" + path)
+        if key:
+            q.append("key=" + key)
+        st, r = self.admin("POST", "/route" + ("?" + "&".join(q) if q else ""), body)
+        assert st == 200, "dry run: %s %s" % (st, r)
+        return r
+
+    def idle(self, timeout=5.0):
+        """True once every backend's in-flight count is back to 0."""
+        return wait_until(lambda: all(b["in_flight"] == 0 for b in self.backends().values()),
+                          timeout)
+
+    def metrics(self):
+        return http_get(self.admin_port, "/metrics")[1].decode()
+
+
+def check_echo(status, headers, body_sent):
+    """mockllm echoes the length and CRC-32 of the body it received."""
+    assert status == 200, "status %s" % status
+    assert int(headers["x-body-length"]) == len(body_sent), \
+        "length %s != %d" % (headers["x-body-length"], len(body_sent))
+    assert int(headers["x-body-crc32"], 16) == zlib.crc32(body_sent), "crc mismatch"
+
+
+def have_bpf():
+    if os.geteuid() != 0:
+        return "not root: BPF maps need CAP_BPF"
+    if not shutil.which("bpftool"):
+        return "bpftool not installed"
+    return None

@@ -1,0 +1,54 @@
+#!/bin/sh
+# Run test suites and print one closing line CI understands:
+#   total: N passed, N failed, N skipped
+# usage: tests/run.sh [unit] [asan] [bpf] [e2e] [e2e-asan]
+# Each test program speaks TAP ("ok N - name", "not ok N - name",
+# "ok N - name # SKIP why"); cmocka is switched to TAP. A program that exits
+# non-zero without reporting a failure, or reports nothing, counts as failed.
+# A skip is never counted as a pass.
+set -u
+BUILD=${BUILD:-build}
+LOGS=$BUILD/test-logs
+mkdir -p "$LOGS"
+pass=0 fail=0 skip=0
+
+run_tap() { # name command...
+	name=$1; shift
+	log="$LOGS/$name.log"
+	mkdir -p "$(dirname "$log")"
+	CMOCKA_MESSAGE_OUTPUT=tap "$@" >"$log" 2>&1
+	rc=$?
+	p=$(grep -Ec '^ok [0-9]+' "$log" | tr -d ' ')
+	s=$(grep -Ec '^ok [0-9]+.*# *SKIP' "$log" | tr -d ' ')
+	f=$(grep -Ec '^not ok [0-9]+' "$log" | tr -d ' ')
+	p=$((p - s))
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "  $name: exited $rc without reporting a failure"; fi
+	if [ $((p + f + s)) -eq 0 ]; then f=1; echo "  $name: reported no test"; fi
+	pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
+	printf '%-34s %4d passed, %d failed, %d skipped\n' "$name" "$p" "$f" "$s"
+	if [ "$f" -ne 0 ]; then
+		grep -E '^not ok|^# ' "$log" | head -40 | sed 's/^/    /'
+		echo "    (full log: $log)"
+	fi
+	grep -E '^ok [0-9]+.*# *SKIP' "$log" | sed 's/^/    /'
+}
+
+unit_names() { for f in tests/unit/test_*.c; do basename "$f" .c; done; }
+bpf_names() { for f in tests/bpf/test_*.c; do [ -e "$f" ] && basename "$f" .c; done; }
+
+for suite in "$@"; do
+	case $suite in
+	unit) for t in $(unit_names); do run_tap "unit/$t" "$BUILD/tests/$t"; done ;;
+	asan) for t in $(unit_names); do
+		ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+			run_tap "asan/$t" "$BUILD/asan/tests/$t"; done ;;
+	bpf) for t in $(bpf_names); do run_tap "bpf/$t" "$BUILD/tests/$t"; done ;;
+	e2e) run_tap "e2e/shm" python3 tests/e2e/e2e.py --build "$BUILD" --mode shm
+	     run_tap "e2e/bpf" python3 tests/e2e/e2e.py --build "$BUILD" --mode bpf ;;
+	e2e-asan) ASAN_OPTIONS=detect_leaks=1 run_tap "e2e-asan/shm" \
+		python3 tests/e2e/e2e.py --build "$BUILD/asan" --tools "$BUILD" --mode shm ;;
+	*) echo "tests/run.sh: unknown suite $suite" >&2; exit 2 ;;
+	esac
+done
+echo "total: $pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ]

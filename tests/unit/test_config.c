@@ -1,0 +1,543 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Configuration tests: tables of command lines (valid ones checked field by
+ * field, invalid ones by their exact message), SageMaker RoutingConfig
+ * variants, addresses and the backends file.
+ */
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "config.h"
+
+static char dir[] = "/tmp/pg-test-config-XXXXXX";
+static char rc_ok[64], rc_bad[64], rc_lower[64], be_ok[64], be_bad[64];
+
+static void put(char *path, const char *name, const char *text)
+{
+	FILE *f;
+
+	snprintf(path, 64, "%s/%s", dir, name);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	if (!mkdtemp(dir))
+		return -1;
+	put(rc_ok, "rc.json",
+	    "{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
+	    "{\"PrefixLength\":8192,\"ConcurrencyThreshold\":20}}");
+	put(rc_bad, "bad.json",
+	    "{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
+	    "{\"ConcurrencyThreshold\":0}}");
+	put(rc_lower, "lower.json", "{\"RoutingConfig\":{\"RoutingStrategy\":\"random\"}}");
+	put(be_ok, "backends", "# fleet\n127.0.0.1:8001\n\n  10.0.0.2:8002  # gpu\n");
+	put(be_bad, "backends-bad", "127.0.0.1:8001\n\n127.0.0.1:80x\n");
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	const char *names[] = {rc_ok, rc_bad, rc_lower, be_ok, be_bad};
+
+	(void)state;
+	for (size_t i = 0; i < 5; i++)
+		unlink(names[i]);
+	rmdir(dir);
+	return 0;
+}
+
+/* Parse a NULL-terminated argument list; output text into out_text. */
+static int run(struct pg_config *cfg, const char *const *args, char *err, size_t errlen,
+               char *out_text, size_t out_cap)
+{
+	char *argv[32];
+	int argc = 0;
+	FILE *out = fmemopen(out_text, out_cap, "w");
+	int rc;
+
+	argv[argc++] = (char *)"prefixgate";
+	for (; *args; args++)
+		argv[argc++] = (char *)*args;
+	argv[argc] = NULL;
+	assert_non_null(out);
+	rc = pg_config_parse(cfg, argc, argv, out, err, errlen);
+	fclose(out);
+	return rc;
+}
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static void test_defaults(void **state)
+{
+	struct pg_config cfg;
+	char err[256], out[64];
+	const char *const none[] = {NULL};
+
+	(void)state;
+	assert_int_equal(run(&cfg, none, err, sizeof(err), out, sizeof(out)), 0);
+	assert_int_equal(cfg.listen.sin_addr.s_addr, htonl(INADDR_LOOPBACK));
+	assert_int_equal(ntohs(cfg.listen.sin_port), 8080);
+	assert_int_equal(ntohs(cfg.admin.sin_port), 9090);
+	assert_int_equal(cfg.nbackends, 0);
+	assert_null(cfg.backends_file);
+	assert_null(cfg.routing_config);
+	assert_int_equal(cfg.route.strategy, PG_STRATEGY_PREFIX_AWARE);
+	assert_int_equal(cfg.route.prefix_length, 4096);
+	assert_int_equal(cfg.route.concurrency_threshold, 10);
+	assert_int_equal(cfg.workers, 0);
+	assert_int_equal(cfg.data_path, PG_DATA_AUTO);
+	assert_false(cfg.no_bpf);
+	assert_string_equal(cfg.pin_path, "/sys/fs/bpf/prefixgate");
+	pg_config_free(&cfg);
+}
+
+static void test_valid(void **state)
+{
+	struct pg_config cfg;
+	char err[256], out[64], addr[PG_ADDR_STRLEN];
+
+	(void)state;
+	assert_int_equal(
+	    run(&cfg,
+	        ARGS("--listen", "0.0.0.0:80", "--admin=:9999", "--backend", "localhost:8001",
+	             "--backend=10.1.2.3:8002", "--strategy", "LEAST_OUTSTANDING_REQUESTS",
+	             "--prefix-length=65536", "--concurrency-threshold", "1024", "--workers", "64",
+	             "--data-path=SockMap", "--bpf-pin-path", "/sys/fs/bpf/x"),
+	        err, sizeof(err), out, sizeof(out)),
+	    0);
+	assert_string_equal(pg_addr_format(&cfg.listen, addr), "0.0.0.0:80");
+	assert_string_equal(pg_addr_format(&cfg.admin, addr), "0.0.0.0:9999");
+	assert_int_equal(cfg.nbackends, 2);
+	assert_string_equal(cfg.backends[0], "127.0.0.1:8001");
+	assert_string_equal(cfg.backends[1], "10.1.2.3:8002");
+	assert_int_equal(cfg.route.strategy, PG_STRATEGY_LEAST_OUTSTANDING);
+	assert_int_equal(cfg.route.prefix_length, 65536);
+	assert_int_equal(cfg.route.concurrency_threshold, 1024);
+	assert_int_equal(cfg.workers, 64);
+	assert_int_equal(cfg.data_path, PG_DATA_SOCKMAP);
+	assert_string_equal(cfg.pin_path, "/sys/fs/bpf/x");
+	pg_config_free(&cfg);
+	assert_null(cfg.backends);
+
+	/* minimums, --no-bpf, lowercase strategy, last value wins */
+	assert_int_equal(
+	    run(&cfg,
+	        ARGS("--prefix-length", "1024", "--concurrency-threshold=1", "--workers=1",
+	             "--no-bpf", "--data-path", "copy", "--strategy", "random", "--strategy",
+	             "Prefix_Aware", "--listen", "1.2.3.4:1", "--listen", "1.2.3.4:2"),
+	        err, sizeof(err), out, sizeof(out)),
+	    0);
+	assert_int_equal(cfg.route.prefix_length, 1024);
+	assert_int_equal(cfg.route.concurrency_threshold, 1);
+	assert_int_equal(cfg.workers, 1);
+	assert_true(cfg.no_bpf);
+	assert_int_equal(cfg.data_path, PG_DATA_COPY);
+	assert_int_equal(cfg.route.strategy, PG_STRATEGY_PREFIX_AWARE);
+	assert_int_equal(ntohs(cfg.listen.sin_port), 2);
+	pg_config_free(&cfg);
+}
+
+static void test_routing_config_file(void **state)
+{
+	struct pg_config cfg;
+	char err[256], out[64];
+
+	(void)state;
+	assert_int_equal(
+	    run(&cfg, ARGS("--routing-config", rc_ok), err, sizeof(err), out, sizeof(out)), 0);
+	assert_string_equal(cfg.routing_config, rc_ok);
+	assert_int_equal(cfg.route.prefix_length, 8192);
+	assert_int_equal(cfg.route.concurrency_threshold, 20);
+	/* explicit flags override the file, before or after it */
+	assert_int_equal(
+	    run(&cfg,
+	        ARGS("--prefix-length", "2048", "--routing-config", rc_ok, "--strategy", "random"),
+	        err, sizeof(err), out, sizeof(out)),
+	    0);
+	assert_int_equal(cfg.route.prefix_length, 2048);
+	assert_int_equal(cfg.route.concurrency_threshold, 20);
+	assert_int_equal(cfg.route.strategy, PG_STRATEGY_RANDOM);
+	assert_int_equal(run(&cfg,
+	                     ARGS("--routing-config", rc_lower, "--concurrency-threshold", "3"),
+	                     err, sizeof(err), out, sizeof(out)),
+	                 0);
+	assert_int_equal(cfg.route.strategy, PG_STRATEGY_RANDOM);
+	assert_int_equal(cfg.route.prefix_length, 4096);
+	assert_int_equal(cfg.route.concurrency_threshold, 3);
+	/* a valid backends file is accepted but not merged into --backend */
+	assert_int_equal(run(&cfg, ARGS("--backends-file", be_ok, "--backend", "127.0.0.1:8001"),
+	                     err, sizeof(err), out, sizeof(out)),
+	                 0);
+	assert_string_equal(cfg.backends_file, be_ok);
+	assert_int_equal(cfg.nbackends, 1);
+	pg_config_free(&cfg);
+}
+
+static void test_invalid(void **state)
+{
+	static const struct {
+		const char *args[6];
+		const char *err;
+	} cases[] = {
+	    {{"--prefix-length", "100"}, "--prefix-length: 100 is out of range 1024-65536"},
+	    {{"--prefix-length=65537"}, "--prefix-length: 65537 is out of range 1024-65536"},
+	    {{"--prefix-length", "99999999999999999999999"},
+	     "--prefix-length: 99999999999999999999999 is out of range 1024-65536"},
+	    {{"--concurrency-threshold", "0"}, "--concurrency-threshold: 0 is out of range 1-1024"},
+	    {{"--concurrency-threshold", "1025"},
+	     "--concurrency-threshold: 1025 is out of range 1-1024"},
+	    {{"--workers", "0"}, "--workers: 0 is out of range 1-64"},
+	    {{"--workers", "65"}, "--workers: 65 is out of range 1-64"},
+	    {{"--workers", "4x"}, "--workers: \"4x\" is not a decimal number"},
+	    {{"--workers", "-1"}, "--workers: \"-1\" is not a decimal number"},
+	    {{"--workers", "0x10"}, "--workers: \"0x10\" is not a decimal number"},
+	    {{"--workers="}, "--workers: \"\" is not a decimal number"},
+	    {{"--prefix-length", " 2048"}, "--prefix-length: \" 2048\" is not a decimal number"},
+	    {{"--prefix-length"}, "--prefix-length: missing value N"},
+	    {{"--listen", "1.2.3.4"}, "--listen: \"1.2.3.4\": expected ADDR:PORT"},
+	    {{"--listen", "1.2.3.4:0"},
+	     "--listen: \"1.2.3.4:0\": port must be a decimal number 1-65535"},
+	    {{"--admin", "1.2.3.4:65536"},
+	     "--admin: \"1.2.3.4:65536\": port must be a decimal number 1-65535"},
+	    {{"--admin", "example.com:80"},
+	     "--admin: \"example.com:80\": host must be an IPv4 address A.B.C.D or localhost"},
+	    {{"--backend", "[::1]:80"},
+	     "--backend: \"[::1]:80\": IPv6 addresses are not supported"},
+	    {{"--backend", "1.2.3.4:80", "--backend", "1.2.3.4:80"},
+	     "--backend 1.2.3.4:80: given twice"},
+	    {{"--backend", "127.0.0.1:80", "--backend", "localhost:80"},
+	     "--backend localhost:80: given twice"},
+	    {{"--strategy", "fastest"},
+	     "--strategy: \"fastest\" is not one of random, least_outstanding_requests, "
+	     "prefix_aware"},
+	    {{"--data-path", "zero-copy"},
+	     "--data-path: \"zero-copy\" is not one of auto, copy, sockmap, sockmsg"},
+	    {{"--no-bpf", "--data-path", "sockmsg"},
+	     "--data-path sockmsg needs BPF: drop --no-bpf or use copy"},
+	    {{"--no-bpf=yes"}, "--no-bpf takes no value"},
+	    {{"--bpf-pin-path="}, "--bpf-pin-path: empty directory"},
+	    {{"--frobnicate"}, "unknown option --frobnicate (see --help)"},
+	    {{"--list", "1.2.3.4:5"}, "unknown option --list (see --help)"},
+	    {{"-h"}, "unexpected argument \"-h\" (see --help)"},
+	    {{"extra"}, "unexpected argument \"extra\" (see --help)"},
+	    {{"--"}, "unexpected argument \"--\" (see --help)"},
+	};
+	struct pg_config cfg;
+	char err[256], out[64];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc = run(&cfg, cases[i].args, err, sizeof(err), out, sizeof(out));
+
+		if (rc != 2 || strcmp(err, cases[i].err))
+			fail_msg("case %zu: rc %d err \"%s\", expected \"%s\"", i, rc, err,
+			         cases[i].err);
+		assert_null(cfg.backends);
+	}
+}
+
+static void test_invalid_files(void **state)
+{
+	struct pg_config cfg;
+	char err[256], out[64], want[256];
+
+	(void)state;
+	assert_int_equal(
+	    run(&cfg, ARGS("--routing-config", rc_bad), err, sizeof(err), out, sizeof(out)), 2);
+	snprintf(want, sizeof(want),
+	         "--routing-config %s: PrefixAwareRoutingConfig.ConcurrencyThreshold: 0 is out "
+	         "of range 1-1024",
+	         rc_bad);
+	assert_string_equal(err, want);
+	/* an explicit flag does not excuse a bad file */
+	assert_int_equal(run(&cfg, ARGS("--routing-config", rc_bad, "--concurrency-threshold", "5"),
+	                     err, sizeof(err), out, sizeof(out)),
+	                 2);
+	assert_int_equal(run(&cfg, ARGS("--routing-config", "/nonexistent/rc.json"), err,
+	                     sizeof(err), out, sizeof(out)),
+	                 2);
+	assert_string_equal(err,
+	                    "--routing-config /nonexistent/rc.json: No such file or directory");
+	assert_int_equal(
+	    run(&cfg, ARGS("--backends-file", be_bad), err, sizeof(err), out, sizeof(out)), 2);
+	snprintf(want, sizeof(want),
+	         "--backends-file %s: line 3: \"127.0.0.1:80x\": port must be a decimal number "
+	         "1-65535",
+	         be_bad);
+	assert_string_equal(err, want);
+}
+
+static void test_help_version(void **state)
+{
+	static const char *const flags[] = {
+	    "--listen ADDR:PORT",
+	    "--admin ADDR:PORT",
+	    "--backend ADDR:PORT",
+	    "--backends-file FILE",
+	    "--strategy S",
+	    "--prefix-length N",
+	    "--concurrency-threshold N",
+	    "--routing-config FILE",
+	    "--workers N",
+	    "--data-path auto|copy|sockmap|sockmsg",
+	    "--no-bpf",
+	    "--bpf-pin-path DIR",
+	    "--help",
+	    "--version",
+	    "127.0.0.1:8080",
+	    "127.0.0.1:9090",
+	    "1024-65536",
+	    "(default 4096)",
+	    "1-1024",
+	    "(default 10)",
+	    "1-64",
+	    "/sys/fs/bpf/prefixgate",
+	    "prefix_aware",
+	    "Admin API",
+	};
+	struct pg_config cfg;
+	char err[256], out[4096];
+
+	(void)state;
+	memset(out, 0, sizeof(out));
+	assert_int_equal(run(&cfg, ARGS("--workers", "2", "--help", "--bogus"), err, sizeof(err),
+	                     out, sizeof(out)),
+	                 1);
+	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+		if (!strstr(out, flags[i]))
+			fail_msg("--help lacks \"%s\"", flags[i]);
+	memset(out, 0, sizeof(out));
+	assert_int_equal(run(&cfg, ARGS("--version"), err, sizeof(err), out, sizeof(out)), 1);
+	assert_string_equal(out, "prefixgate " PG_VERSION "\n");
+	assert_int_equal(run(&cfg, ARGS("--help=x"), err, sizeof(err), out, sizeof(out)), 2);
+}
+
+static void test_routing_config_json(void **state)
+{
+	static const struct {
+		const char *json;
+		int rc;
+		enum pg_strategy strategy;
+		uint32_t plen, conc;
+		const char *err;
+	} cases[] = {
+	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
+	     "{\"PrefixLength\":4096,\"ConcurrencyThreshold\":10}}",
+	     0, PG_STRATEGY_PREFIX_AWARE, 4096, 10, NULL},
+	    {"{\"RoutingConfig\":{\"RoutingStrategy\":\"PREFIX_AWARE\","
+	     "\"PrefixAwareRoutingConfig\":"
+	     "{\"PrefixLength\":2048,\"ConcurrencyThreshold\":4}}}",
+	     0, PG_STRATEGY_PREFIX_AWARE, 2048, 4, NULL},
+	    {" {\"RoutingStrategy\" : \"least_outstanding_requests\"} ", 0,
+	     PG_STRATEGY_LEAST_OUTSTANDING, 4096, 10, NULL},
+	    {"{\"RoutingStrategy\":\"Random\",\"PrefixAwareRoutingConfig\":{}}", 0,
+	     PG_STRATEGY_RANDOM, 4096, 10, NULL},
+	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
+	     "{\"ConcurrencyThreshold\":1024}}",
+	     0, PG_STRATEGY_PREFIX_AWARE, 4096, 1024, NULL},
+	    {"{\"RoutingStrategy\":\"PREFIX_\\u0041WARE\",\"PrefixAwareRoutingConfig\":null}", 0,
+	     PG_STRATEGY_PREFIX_AWARE, 4096, 10, NULL},
+
+	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"Foo\":1}", -1, 0, 0, 0, "Foo: unknown field"},
+	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":{\"PrefixLen\":1}"
+	     "}",
+	     -1, 0, 0, 0, "PrefixAwareRoutingConfig.PrefixLen: unknown field"},
+	    {"{\"RoutingConfig\":{\"RoutingStrategy\":\"RANDOM\"},\"Extra\":1}", -1, 0, 0, 0,
+	     "Extra: unknown field"},
+	    {"{\"RoutingConfig\":{\"RoutingStrategy\":\"RANDOM\",\"X\":{}}}", -1, 0, 0, 0,
+	     "RoutingConfig.X: unknown field"},
+	    {"{\"RoutingStrategy\":4}", -1, 0, 0, 0,
+	     "RoutingStrategy: expected a string, got number"},
+	    {"{\"RoutingStrategy\":\"FASTEST\"}", -1, 0, 0, 0,
+	     "RoutingStrategy: \"FASTEST\" is not one of RANDOM, LEAST_OUTSTANDING_REQUESTS, "
+	     "PREFIX_AWARE"},
+	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
+	     "{\"PrefixLength\":\"4096\"}}",
+	     -1, 0, 0, 0, "PrefixAwareRoutingConfig.PrefixLength: expected an integer, got string"},
+	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":[]}", -1, 0, 0, 0,
+	     "PrefixAwareRoutingConfig: expected an object, got array"},
+	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
+	     "{\"PrefixLength\":4096.5}}",
+	     -1, 0, 0, 0, "PrefixAwareRoutingConfig.PrefixLength: 4096.5 is not an integer"},
+	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
+	     "{\"PrefixLength\":100}}",
+	     -1, 0, 0, 0, "PrefixAwareRoutingConfig.PrefixLength: 100 is out of range 1024-65536"},
+	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
+	     "{\"PrefixLength\":-5}}",
+	     -1, 0, 0, 0, "PrefixAwareRoutingConfig.PrefixLength: -5 is out of range 1024-65536"},
+	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
+	     "{\"PrefixLength\":1e400}}",
+	     -1, 0, 0, 0, "PrefixAwareRoutingConfig.PrefixLength: 1e400 is not an integer"},
+	    {"{\"RoutingConfig\":{\"RoutingStrategy\":\"PREFIX_AWARE\","
+	     "\"PrefixAwareRoutingConfig\":"
+	     "{\"ConcurrencyThreshold\":0}}}",
+	     -1, 0, 0, 0,
+	     "RoutingConfig.PrefixAwareRoutingConfig.ConcurrencyThreshold: 0 is out of range "
+	     "1-1024"},
+	    {"{\"PrefixAwareRoutingConfig\":{\"PrefixLength\":4096}}", -1, 0, 0, 0,
+	     "RoutingStrategy: missing (RANDOM, LEAST_OUTSTANDING_REQUESTS or PREFIX_AWARE)"},
+	    {"{\"RoutingConfig\":\"PREFIX_AWARE\"}", -1, 0, 0, 0,
+	     "RoutingConfig: expected an object, got string"},
+	    {"[]", -1, 0, 0, 0, "expected a JSON object, got array"},
+	    {"{\"RoutingStrategy\":\"RANDOM\",}", -1, 0, 0, 0,
+	     "invalid JSON at byte 28: expected a member name string"},
+	    {"", -1, 0, 0, 0, "invalid JSON at byte 0: expected a value"},
+	};
+	char err[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct pg_route_cfg rc = {PG_STRATEGY_RANDOM, 1, 2};
+		int r;
+
+		err[0] = 0;
+		r = pg_routing_config_parse(cases[i].json, strlen(cases[i].json), &rc, err,
+		                            sizeof(err));
+		if (r != cases[i].rc)
+			fail_msg("case %zu: rc %d (%s)", i, r, err);
+		if (r) {
+			if (strcmp(err, cases[i].err))
+				fail_msg("case %zu: \"%s\", expected \"%s\"", i, err, cases[i].err);
+			/* untouched on error */
+			assert_int_equal(rc.prefix_length, 1);
+			assert_int_equal(rc.concurrency_threshold, 2);
+			continue;
+		}
+		assert_int_equal(rc.strategy, cases[i].strategy);
+		assert_int_equal(rc.prefix_length, cases[i].plen);
+		assert_int_equal(rc.concurrency_threshold, cases[i].conc);
+	}
+	assert_string_equal(pg_strategy_name(PG_STRATEGY_LEAST_OUTSTANDING),
+	                    "LEAST_OUTSTANDING_REQUESTS");
+}
+
+static void test_addr(void **state)
+{
+	static const struct {
+		const char *in, *out;
+	} cases[] = {
+	    {"127.0.0.1:8080", "127.0.0.1:8080"},
+	    {"localhost:1", "127.0.0.1:1"},
+	    {"LOCALHOST:65535", "127.0.0.1:65535"},
+	    {":80", "0.0.0.0:80"},
+	    {"10.20.30.40:00080", "10.20.30.40:80"},
+	    {"1.2.3:80", NULL},
+	    {"1.2.3.4.5:80", NULL},
+	    {"01.2.3.4:80", NULL},
+	    {"256.1.1.1:80", NULL},
+	    {"1.2.3.4:", NULL},
+	    {"1.2.3.4:+80", NULL},
+	    {"1.2.3.4:80 ", NULL},
+	    {" 1.2.3.4:80", NULL},
+	    {"", NULL},
+	    {":", NULL},
+	    {"::1:80", NULL},
+	    {"1.2.3.4:99999999999999999999", NULL},
+	    {"host:80", NULL},
+	};
+	struct sockaddr_in a;
+	char err[128], buf[PG_ADDR_STRLEN];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc = pg_addr_parse(cases[i].in, &a, err, sizeof(err));
+
+		if (rc != (cases[i].out ? 0 : -1))
+			fail_msg("\"%s\": rc %d", cases[i].in, rc);
+		if (!rc) {
+			assert_int_equal(a.sin_family, AF_INET);
+			assert_string_equal(pg_addr_format(&a, buf), cases[i].out);
+		} else {
+			assert_non_null(strstr(err, cases[i].in));
+		}
+	}
+}
+
+static void test_backends_file(void **state)
+{
+	static const struct {
+		const char *text, *err;
+		size_t n;
+	} cases[] = {
+	    {"", NULL, 0},
+	    {"# only a comment\n\n   \n", NULL, 0},
+	    {"127.0.0.1:8001", NULL, 1},
+	    {"127.0.0.1:8001\r\n\t10.0.0.1:9000  \r\n# x\nlocalhost:8002 # comment\n", NULL, 3},
+	    {"127.0.0.1:8001\n\n127.0.0.1:80x\n",
+	     "line 3: \"127.0.0.1:80x\": port must be a "
+	     "decimal number 1-65535",
+	     0},
+	    {"127.0.0.1:8001\nlocalhost:8001\n", "line 2: 127.0.0.1:8001 duplicates line 1", 0},
+	    {"1.2.3.4:1 1.2.3.4:2\n", "line 1: \"1.2.3.4:1 1.2.3.4:2\": expected ADDR:PORT", 0},
+	    {"\n\nexample.com:80\n",
+	     "line 3: \"example.com:80\": host must be an IPv4 address "
+	     "A.B.C.D or localhost",
+	     0},
+	};
+	char err[256], **v;
+	size_t n;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc = pg_backends_parse(cases[i].text, strlen(cases[i].text), &v, &n, err,
+		                           sizeof(err));
+
+		if (cases[i].err) {
+			if (rc != -1 || strcmp(err, cases[i].err))
+				fail_msg("case %zu: rc %d \"%s\"", i, rc, rc ? err : "");
+			continue;
+		}
+		if (rc)
+			fail_msg("case %zu: %s", i, err);
+		assert_int_equal(n, cases[i].n);
+		if (n == 3) {
+			assert_string_equal(v[0], "127.0.0.1:8001");
+			assert_string_equal(v[1], "10.0.0.1:9000");
+			assert_string_equal(v[2], "127.0.0.1:8002");
+		}
+		pg_backends_free(v, n);
+	}
+	/* a NUL byte inside a line, and the backend limit */
+	assert_int_equal(pg_backends_parse("1.2.3.4:5\0x\n", 12, &v, &n, err, sizeof(err)), -1);
+	assert_string_equal(err, "line 1: not an ADDR:PORT");
+	{
+		char *text = malloc(PG_MAX_BACKENDS * 16);
+		size_t len = 0;
+
+		for (unsigned i = 1; i <= PG_MAX_BACKENDS; i++)
+			len += (size_t)sprintf(text + len, "10.0.%u.%u:80\n", i / 256, i % 256);
+		assert_int_equal(pg_backends_parse(text, len, &v, &n, err, sizeof(err)), -1);
+		assert_string_equal(err, "line 256: more than 255 backends");
+		free(text);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_valid),
+	    cmocka_unit_test(test_routing_config_file),
+	    cmocka_unit_test(test_invalid),
+	    cmocka_unit_test(test_invalid_files),
+	    cmocka_unit_test(test_help_version),
+	    cmocka_unit_test(test_routing_config_json),
+	    cmocka_unit_test(test_addr),
+	    cmocka_unit_test(test_backends_file),
+	};
+
+	return cmocka_run_group_tests_name("config", tests, setup, teardown);
+}

@@ -1,0 +1,686 @@
+// SPDX-License-Identifier: MIT
+/* Unit tests for user/http.c: request and response heads, chunked decoding. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include "http.h"
+
+#define S(lit) lit, sizeof(lit) - 1
+#define H11    "Host: a\r\n"
+
+static struct pg_http_request req; /* 4 KiB of headers: not on the stack */
+
+/* ---- malformed requests ---------------------------------------------- */
+
+struct bad_case {
+	const char *in;
+	size_t len;
+	int status;
+};
+
+static const struct bad_case bad_requests[] = {
+    /* request line */
+    {S("GET  / HTTP/1.1\r\n" H11 "\r\n"), 400},
+    {S("GET / HTTP/1.1 \r\n" H11 "\r\n"), 400},
+    {S("GET /\tHTTP/1.1\r\n" H11 "\r\n"), 400},
+    {S(" GET / HTTP/1.1\r\n" H11 "\r\n"), 400},
+    {S("G(T / HTTP/1.1\r\n" H11 "\r\n"), 400},
+    {S("GET http://a/ HTTP/1.1\r\n" H11 "\r\n"), 400},
+    {S("CONNECT a:443 HTTP/1.1\r\n" H11 "\r\n"), 400},
+    {S("GET * HTTP/1.1\r\n" H11 "\r\n"), 400},
+    {S("options * HTTP/1.1\r\n" H11 "\r\n"), 400},
+    {S("GET /a#b HTTP/1.1\r\n" H11 "\r\n"), 400},
+    {S("GET /a%zz HTTP/1.1\r\n" H11 "\r\n"), 400},
+    {S("GET /a\"b HTTP/1.1\r\n" H11 "\r\n"), 400},
+    {S("GET /\x80 HTTP/1.1\r\n" H11 "\r\n"), 400},
+    {S("GET / HTTP/1.1\n" H11 "\r\n"), 400},
+    {S("GET / HTTP/1.1\r\r\n" H11 "\r\n"), 400},
+    {S("GET / http/1.1\r\n" H11 "\r\n"), 400},
+    {S("GET / HTTP/1.10\r\n" H11 "\r\n"), 400},
+    {S("GET / HTTP/11\r\n" H11 "\r\n"), 400},
+    {S("GET / HTTP/1\r\n" H11 "\r\n"), 400},
+    {S("GET /\r\n" H11 "\r\n"), 400},
+    {S("GET / HTTP/2.0\r\n" H11 "\r\n"), 505},
+    {S("GET / HTTP/1.2\r\n" H11 "\r\n"), 505},
+    {S("GET / HTTP/0.9\r\n" H11 "\r\n"), 505},
+    {S("\r\r\nGET / HTTP/1.1\r\n" H11 "\r\n"), 400},
+    {S("\nGET / HTTP/1.1\r\n" H11 "\r\n"), 400},
+    /* field syntax */
+    {S("GET / HTTP/1.1\r\n" H11 "Foo : bar\r\n\r\n"), 400},
+    {S("GET / HTTP/1.1\r\n" H11 "Foo\t: bar\r\n\r\n"), 400},
+    {S("GET / HTTP/1.1\r\n" H11 "Foo: a\r\n  b\r\n\r\n"), 400},
+    {S("GET / HTTP/1.1\r\n" H11 "Foo: a\r\n\tb\r\n\r\n"), 400},
+    {S("GET / HTTP/1.1\r\n Host: a\r\n\r\n"), 400},
+    {S("GET / HTTP/1.1\r\n" H11 "Foo: a\nBar: b\r\n\r\n"), 400},
+    {S("GET / HTTP/1.1\r\n" H11 "Foo: a\rb\r\n\r\n"), 400},
+    {S("GET / HTTP/1.1\r\n" H11 "Foo:\nBar: b\r\n\r\n"), 400},
+    {S("GET / HTTP/1.1\r\n" H11 "Foo: a\r\r\n\r\n"), 400},
+    {S("GET / HTTP/1.1\r\n" H11 "Foo: a\0b\r\n\r\n"), 400},
+    {S("GET / HTTP/1.1\r\n" H11 "Foo: a\x01b\r\n\r\n"), 400},
+    {S("GET / HTTP/1.1\r\n" H11 "Foo: a\x7f\r\n\r\n"), 400},
+    {S("GET / HTTP/1.1\r\n" H11 ": novalue\r\n\r\n"), 400},
+    {S("GET / HTTP/1.1\r\n" H11 "Fo@o: x\r\n\r\n"), 400},
+    {S("GET / HTTP/1.1\r\n" H11 "NoColon\r\n\r\n"), 400},
+    {S("GET / HTTP/1.1\r\n" H11 "\n"), 400},
+    {S("GET / HTTP/1.1\r\n" H11 "\r\r"), 400},
+    /* Content-Length */
+    {S("POST / HTTP/1.1\r\n" H11 "Content-Length: -1\r\n\r\n"), 400},
+    {S("POST / HTTP/1.1\r\n" H11 "Content-Length: +5\r\n\r\n"), 400},
+    {S("POST / HTTP/1.1\r\n" H11 "Content-Length: 5, 5\r\n\r\n"), 400},
+    {S("POST / HTTP/1.1\r\n" H11 "Content-Length: 5\r\nContent-Length: 5\r\n\r\n"), 400},
+    {S("POST / HTTP/1.1\r\n" H11 "Content-Length: 1 2\r\n\r\n"), 400},
+    {S("POST / HTTP/1.1\r\n" H11 "Content-Length:\r\n\r\n"), 400},
+    {S("POST / HTTP/1.1\r\n" H11 "Content-Length: 0x10\r\n\r\n"), 400},
+    {S("POST / HTTP/1.1\r\n" H11 "Content-Length: 9223372036854775808\r\n\r\n"), 400},
+    {S("POST / HTTP/1.1\r\n" H11 "Content-Length: 99999999999999999999\r\n\r\n"), 400},
+    {S("POST / HTTP/1.1\r\n" H11 "Content-Length : 5\r\n\r\n"), 400},
+    {S("POST / HTTP/1.1\r\n" H11 "Content_Length: 5\r\n\r\n"), 400},
+    {S("POST / HTTP/1.1\r\n" H11 "transfer_encoding: chunked\r\n\r\n"), 400},
+    /* Transfer-Encoding */
+    {S("POST / HTTP/1.1\r\n" H11 "Transfer-Encoding: gzip\r\n\r\n"), 501},
+    {S("POST / HTTP/1.1\r\n" H11 "Transfer-Encoding: chunked, chunked\r\n\r\n"), 501},
+    {S("POST / HTTP/1.1\r\n" H11 "Transfer-Encoding: identity\r\n\r\n"), 501},
+    {S("POST / HTTP/1.1\r\n" H11 "Transfer-Encoding: gzip, chunked\r\n\r\n"), 501},
+    {S("POST / HTTP/1.1\r\n" H11 "Transfer-Encoding: chunked;x=1\r\n\r\n"), 501},
+    {S("POST / HTTP/1.1\r\n" H11 "Transfer-Encoding: chunked\r\n"
+       "Transfer-Encoding: chunked\r\n\r\n"),
+     501},
+    {S("POST / HTTP/1.1\r\n" H11 "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n"), 400},
+    {S("POST / HTTP/1.1\r\n" H11 "Content-Length: 5\r\nTransfer-Encoding: gzip\r\n\r\n"), 400},
+    {S("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"), 400},
+    {S("POST / HTTP/1.1\r\n" H11 "Transfer-Encoding : chunked\r\n\r\n"), 400},
+    {S("POST / HTTP/1.1\r\n" H11 "Transfer-Encoding: \r\n chunked\r\n\r\n"), 400},
+    /* Expect, key, Host */
+    {S("POST / HTTP/1.1\r\n" H11 "Expect: 100-continue-please\r\n\r\n"), 417},
+    {S("POST / HTTP/1.1\r\n" H11 "Expect: 100-continue, foo\r\n\r\n"), 417},
+    {S("GET / HTTP/1.1\r\n" H11 "X-Prefixgate-Key: a\r\nx-prefixgate-key: a\r\n\r\n"), 400},
+    {S("GET / HTTP/1.1\r\n\r\n"), 400},
+    {S("GET / HTTP/1.1\r\n" H11 "Host: a\r\n\r\n"), 400},
+    {S("GET / HTTP/1.0\r\n" H11 "HOST: b\r\n\r\n"), 400},
+    {S("GET / HTTP/1.1\r\nHost: a/b\r\n\r\n"), 400},
+    {S("GET / HTTP/1.1\r\nHost: a b\r\n\r\n"), 400},
+    {S("GET / HTTP/1.1\r\nHost: u@a\r\n\r\n"), 400},
+};
+
+/* Whole input: the expected status. Every prefix: 0 or that same status. */
+static void test_bad_requests(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad_requests) / sizeof(bad_requests[0]); i++) {
+		const struct bad_case *c = &bad_requests[i];
+		ssize_t r = pg_http_parse_request(c->in, c->len, &req);
+		if (r != -c->status)
+			fail_msg("bad_requests[%zu]: got %zd, want %d", i, r, -c->status);
+		for (size_t k = 0; k < c->len; k++) {
+			r = pg_http_parse_request(c->in, k, &req);
+			if (r != 0 && r != -c->status)
+				fail_msg("bad_requests[%zu] prefix %zu: got %zd", i, k, r);
+		}
+	}
+}
+
+/* Generated inputs for the size limits. */
+static char *repeat_head(const char *pre, char fill, size_t n, const char *post, size_t *len)
+{
+	size_t a = strlen(pre), b = strlen(post);
+	char *p = malloc(a + n + b + 1);
+	assert_non_null(p);
+	memcpy(p, pre, a);
+	memset(p + a, fill, n);
+	memcpy(p + a + n, post, b + 1);
+	*len = a + n + b;
+	return p;
+}
+
+static void test_limits(void **state)
+{
+	size_t len;
+	char *p;
+	(void)state;
+
+	/* target of exactly PG_HTTP_MAX_TARGET: fine; one more: 414 */
+	p = repeat_head("GET /", 'a', PG_HTTP_MAX_TARGET - 1, " HTTP/1.1\r\n" H11 "\r\n", &len);
+	assert_int_equal(pg_http_parse_request(p, len, &req), (ssize_t)len);
+	assert_int_equal(req.target.len, PG_HTTP_MAX_TARGET);
+	free(p);
+	p = repeat_head("GET /", 'a', PG_HTTP_MAX_TARGET, " HTTP/1.1\r\n" H11 "\r\n", &len);
+	assert_int_equal(pg_http_parse_request(p, len, &req), -414);
+	/* known as soon as the target is too long, before the head ends */
+	assert_int_equal(pg_http_parse_request(p, PG_HTTP_MAX_TARGET + 5, &req), -414);
+	assert_int_equal(pg_http_parse_request(p, PG_HTTP_MAX_TARGET + 4, &req), 0);
+	free(p);
+
+	/* head of exactly PG_HTTP_MAX_HEAD: fine; one byte more: 431 */
+	const char *pre = "GET / HTTP/1.1\r\n" H11 "X: ";
+	size_t fill = PG_HTTP_MAX_HEAD - strlen(pre) - 4;
+	p = repeat_head(pre, 'v', fill, "\r\n\r\n", &len);
+	assert_int_equal(len, PG_HTTP_MAX_HEAD);
+	assert_int_equal(pg_http_parse_request(p, len, &req), PG_HTTP_MAX_HEAD);
+	free(p);
+	p = repeat_head(pre, 'v', fill + 1, "\r\n\r\n", &len);
+	assert_int_equal(pg_http_parse_request(p, len, &req), -431);
+	assert_int_equal(pg_http_parse_request(p, len - 1, &req), -431);
+	assert_int_equal(pg_http_parse_request(p, PG_HTTP_MAX_HEAD - 1, &req), 0);
+	free(p);
+	/* no end of head within PG_HTTP_MAX_HEAD bytes: 431, not 0 */
+	p = repeat_head(pre, 'v', PG_HTTP_MAX_HEAD, "", &len);
+	assert_int_equal(pg_http_parse_request(p, len, &req), -431);
+	free(p);
+
+	/* PG_HTTP_MAX_HEADERS fields: fine (Host is one); one more: 431 */
+	char *h = malloc(64 * 1024);
+	assert_non_null(h);
+	for (int extra = 0; extra <= 1; extra++) {
+		int n = sprintf(h, "GET / HTTP/1.1\r\n" H11);
+		for (int i = 1; i < PG_HTTP_MAX_HEADERS + extra; i++)
+			n += sprintf(h + n, "X-%d: %d\r\n", i, i);
+		n += sprintf(h + n, "\r\n");
+		ssize_t r = pg_http_parse_request(h, (size_t)n, &req);
+		assert_int_equal(r, extra ? -431 : n);
+		if (!extra) {
+			assert_int_equal(req.nheaders, PG_HTTP_MAX_HEADERS);
+			assert_memory_equal(req.headers[127].value.p, "127", 3);
+		}
+	}
+	free(h);
+}
+
+/* ---- valid requests ---------------------------------------------------- */
+
+struct good_case {
+	const char *in;
+	size_t len;
+	size_t head_len; /* 0: the whole input */
+	const char *method, *target, *path, *key;
+	int minor;
+	enum pg_body_kind body;
+	uint64_t cl;
+	bool keep_alive, expect_continue;
+};
+
+static const struct good_case good_requests[] = {
+    {S("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), 0, "GET", "/", "/", NULL, 1, PG_BODY_NONE, 0, true,
+     false},
+    {S("POST /v1/chat/completions HTTP/1.1\r\nHost: gw:8080\r\nContent-Length: 123\r\n\r\n"), 0,
+     "POST", "/v1/chat/completions", "/v1/chat/completions", NULL, 1, PG_BODY_LENGTH, 123, true,
+     false},
+    {S("POST /x HTTP/1.1\r\nHost: a\r\ncontent-length: 0\r\n\r\n"), 0, "POST", "/x", "/x", NULL, 1,
+     PG_BODY_NONE, 0, true, false},
+    {S("POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 007\r\n\r\n"), 0, "POST", "/x", "/x", NULL,
+     1, PG_BODY_LENGTH, 7, true, false},
+    {S("POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 9223372036854775807\r\n\r\n"), 0, "POST",
+     "/x", "/x", NULL, 1, PG_BODY_LENGTH, INT64_MAX, true, false},
+    {S("POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"), 0, "POST", "/x", "/x",
+     NULL, 1, PG_BODY_CHUNKED, 0, true, false},
+    {S("POST /x HTTP/1.1\r\nHost: a\r\ntransfer-encoding:  CHUNKED \r\n\r\n"), 0, "POST", "/x",
+     "/x", NULL, 1, PG_BODY_CHUNKED, 0, true, false},
+    {S("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"), 0, "GET", "/", "/", NULL, 1,
+     PG_BODY_NONE, 0, false, false},
+    {S("GET / HTTP/1.1\r\nHost: a\r\nConnection: foo,, Close\r\n\r\n"), 0, "GET", "/", "/", NULL, 1,
+     PG_BODY_NONE, 0, false, false},
+    {S("GET / HTTP/1.1\r\nHost: a\r\nConnection: closed\r\n\r\n"), 0, "GET", "/", "/", NULL, 1,
+     PG_BODY_NONE, 0, true, false},
+    {S("GET / HTTP/1.0\r\n\r\n"), 0, "GET", "/", "/", NULL, 0, PG_BODY_NONE, 0, false, false},
+    {S("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"), 0, "GET", "/", "/", NULL, 0,
+     PG_BODY_NONE, 0, true, false},
+    {S("GET / HTTP/1.0\r\nConnection: Upgrade\r\nConnection: Keep-Alive\r\n\r\n"), 0, "GET", "/",
+     "/", NULL, 0, PG_BODY_NONE, 0, true, false},
+    {S("GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n"), 0, "GET", "/", "/", NULL, 0,
+     PG_BODY_NONE, 0, false, false},
+    {S("POST /x HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 5\r\n\r\n"), 0,
+     "POST", "/x", "/x", NULL, 1, PG_BODY_LENGTH, 5, true, true},
+    {S("POST /x HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"), 0, "POST", "/x",
+     "/x", NULL, 0, PG_BODY_LENGTH, 5, false, false},
+    {S("GET / HTTP/1.1\r\nHost: a\r\nx-prefixgate-key: \t sess 42 \t\r\n\r\n"), 0, "GET", "/", "/",
+     "sess 42", 1, PG_BODY_NONE, 0, true, false},
+    {S("POST /invocations?x=1&y=%2F%aa HTTP/1.1\r\nHost: [::1]:80\r\n\r\n"), 0, "POST",
+     "/invocations?x=1&y=%2F%aa", "/invocations", NULL, 1, PG_BODY_NONE, 0, true, false},
+    {S("GET /a?b?c HTTP/1.1\r\nHost: a\r\n\r\n"), 0, "GET", "/a?b?c", "/a", NULL, 1, PG_BODY_NONE,
+     0, true, false},
+    {S("OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n"), 0, "OPTIONS", "*", "*", NULL, 1, PG_BODY_NONE, 0,
+     true, false},
+    {S("\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"), 0, "GET", "/", "/", NULL, 1, PG_BODY_NONE, 0,
+     true, false},
+    {S("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhiGET / HTTP/1.1\r\n"), 47, "POST",
+     "/", "/", NULL, 1, PG_BODY_LENGTH, 2, true, false},
+    {S("PATCH /p HTTP/1.1\r\nhost: h\r\nEmpty:\r\nU: caf\xc3\xa9\r\nT:\tx\ty\t\r\n\r\n"), 0,
+     "PATCH", "/p", "/p", NULL, 1, PG_BODY_NONE, 0, true, false},
+    {S("GET / HTTP/1.1\r\nHost:\r\n\r\n"), 0, "GET", "/", "/", NULL, 1, PG_BODY_NONE, 0, true,
+     false},
+    {S("M-SEARCH /x HTTP/1.1\r\nHost: a\r\n\r\n"), 0, "M-SEARCH", "/x", "/x", NULL, 1, PG_BODY_NONE,
+     0, true, false},
+};
+
+static void assert_str(struct pg_str s, const char *want)
+{
+	if (!want) {
+		assert_int_equal(s.len, 0);
+		return;
+	}
+	if (s.len != strlen(want) || memcmp(s.p, want, s.len) != 0)
+		fail_msg("got \"%.*s\", want \"%s\"", (int)s.len, s.p, want);
+}
+
+static void test_good_requests(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(good_requests) / sizeof(good_requests[0]); i++) {
+		const struct good_case *c = &good_requests[i];
+		size_t head = c->head_len ? c->head_len : c->len;
+		ssize_t r = pg_http_parse_request(c->in, c->len, &req);
+		if (r != (ssize_t)head)
+			fail_msg("good_requests[%zu]: got %zd, want %zu", i, r, head);
+		assert_int_equal(req.head_len, head);
+		assert_str(req.method, c->method);
+		assert_str(req.target, c->target);
+		assert_str(req.path, c->path);
+		assert_str(req.key, c->key);
+		assert_int_equal(req.minor, c->minor);
+		assert_int_equal(req.body, c->body);
+		assert_int_equal(req.content_length, c->cl);
+		assert_int_equal(req.keep_alive, c->keep_alive);
+		assert_int_equal(req.expect_continue, c->expect_continue);
+		/* every strict prefix of the head is incomplete */
+		for (size_t k = 0; k < head; k++) {
+			r = pg_http_parse_request(c->in, k, &req);
+			if (r != 0)
+				fail_msg("good_requests[%zu] prefix %zu: got %zd", i, k, r);
+		}
+	}
+}
+
+static void test_headers_and_find(void **state)
+{
+	static const char in[] = "PATCH /p HTTP/1.1\r\nhost: h\r\nEmpty:\r\n"
+	                         "U: caf\xc3\xa9\r\nT:\tx\ty\t\r\n\r\n";
+	(void)state;
+	assert_int_equal(pg_http_parse_request(in, sizeof(in) - 1, &req), sizeof(in) - 1);
+	assert_int_equal(req.nheaders, 4);
+	assert_str(req.headers[0].name, "host");
+	assert_str(req.headers[0].value, "h");
+	assert_str(req.headers[1].value, "");
+	assert_str(req.headers[2].value, "caf\xc3\xa9");
+	assert_str(req.headers[3].value, "x\ty");
+	assert_ptr_equal(pg_http_find(&req, "HOST"), &req.headers[0]);
+	assert_ptr_equal(pg_http_find(&req, "t"), &req.headers[3]);
+	assert_null(pg_http_find(&req, "Content-Length"));
+	assert_null(pg_http_find(&req, "hos"));
+}
+
+/* Trickled one byte at a time: ready exactly when the head is complete,
+ * and whenever ready, the parser has a verdict (never 0). */
+static void test_head_ready(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(good_requests) / sizeof(good_requests[0]); i++) {
+		const struct good_case *c = &good_requests[i];
+		size_t head = c->head_len ? c->head_len : c->len, scan = 0;
+		for (size_t k = 0; k <= head; k++) {
+			bool ready = pg_http_head_ready(c->in, k, &scan);
+			if (ready != (k == head))
+				fail_msg("good_requests[%zu] len %zu: ready %d", i, k, ready);
+		}
+		assert_true(pg_http_head_ready(c->in, head, &scan)); /* asking again */
+	}
+	size_t nready = 0;
+	for (size_t i = 0; i < sizeof(bad_requests) / sizeof(bad_requests[0]); i++) {
+		const struct bad_case *c = &bad_requests[i];
+		size_t scan = 0;
+		for (size_t k = 0; k <= c->len; k++) {
+			if (!pg_http_head_ready(c->in, k, &scan))
+				continue;
+			ssize_t r = pg_http_parse_request(c->in, k, &req);
+			if (r != -c->status)
+				fail_msg("bad_requests[%zu] ready at %zu: got %zd", i, k, r);
+			nready++;
+			break;
+		}
+	}
+	/* only "\r\r" at the end of the head leaves no empty line to find */
+	assert_int_equal(nready, sizeof(bad_requests) / sizeof(bad_requests[0]) - 1);
+
+	char *p = malloc(PG_HTTP_MAX_HEAD);
+	size_t scan = 0;
+	assert_non_null(p);
+	memset(p, 'a', PG_HTTP_MAX_HEAD);
+	memcpy(p, "\r\n\r\nGET /", 10);
+	assert_false(pg_http_head_ready(p, PG_HTTP_MAX_HEAD - 1, &scan));
+	assert_true(pg_http_head_ready(p, PG_HTTP_MAX_HEAD, &scan));
+	free(p);
+}
+
+/* ---- responses ---------------------------------------------------------- */
+
+struct resp_case {
+	const char *in;
+	size_t len;
+	bool head_request;
+	int ret; /* < 0: expected error; else 1 = the whole input is the head */
+	int status;
+	int minor;
+	enum pg_body_kind body;
+	uint64_t cl;
+	bool keep_alive;
+};
+
+static const struct resp_case responses[] = {
+    {S("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"), false, 1, 200, 1, PG_BODY_LENGTH, 5, true},
+    {S("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"), false, 1, 200, 1, PG_BODY_NONE, 0, true},
+    {S("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"), false, 1, 200, 1, PG_BODY_CHUNKED,
+     0, true},
+    {S("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, Chunked\r\n\r\n"), false, 1, 200, 1,
+     PG_BODY_CHUNKED, 0, true},
+    {S("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"), false, 1, 200, 1,
+     PG_BODY_EOF, 0, false},
+    {S("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n"), false, 1, 200, 1, PG_BODY_EOF, 0,
+     false},
+    {S("HTTP/1.1 204 No Content\r\n\r\n"), false, 1, 204, 1, PG_BODY_NONE, 0, true},
+    {S("HTTP/1.1 304 Not Modified\r\nContent-Length: 100\r\n\r\n"), false, 1, 304, 1, PG_BODY_NONE,
+     100, true},
+    {S("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n"), true, 1, 200, 1, PG_BODY_NONE, 100, true},
+    {S("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"), true, 1, 200, 1, PG_BODY_NONE, 0,
+     true},
+    {S("HTTP/1.1 100 Continue\r\n\r\n"), false, 1, 100, 1, PG_BODY_NONE, 0, true},
+    {S("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"), false, 1, 103, 1, PG_BODY_NONE, 0, true},
+    {S("HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\n"), false, 1, 200, 0, PG_BODY_LENGTH, 5, false},
+    {S("HTTP/1.0 200 OK\r\nContent-Length: 5\r\nConnection: Keep-Alive\r\n\r\n"), false, 1, 200, 0,
+     PG_BODY_LENGTH, 5, true},
+    {S("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\n"), false, 1, 200, 1,
+     PG_BODY_LENGTH, 5, false},
+    {S("HTTP/1.1 200\r\nContent-Length: 5\r\n\r\n"), false, 1, 200, 1, PG_BODY_LENGTH, 5, true},
+    {S("HTTP/1.1 503 \r\nContent-Length: 5\r\n\r\n"), false, 1, 503, 1, PG_BODY_LENGTH, 5, true},
+    {S("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n"), false, -400,
+     0, 0, 0, 0, false},
+    {S("HTTP/1.1 204 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n"), false, -400,
+     0, 0, 0, 0, false},
+    {S("HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"), false, -400, 0, 0, 0, 0, false},
+    {S("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n"), false, -400, 0, 0, 0, 0,
+     false},
+    {S("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n"), false, -400, 0, 0, 0,
+     0, false},
+    {S("HTTP/1.1 200 OK\r\nTransfer_Encoding: chunked\r\n\r\n"), false, -400, 0, 0, 0, 0, false},
+    {S("HTTP/1.1 200 OK\r\nContent-Length: 5,5\r\n\r\n"), false, -400, 0, 0, 0, 0, false},
+    {S("HTTP/1.1 20 OK\r\n\r\n"), false, -400, 0, 0, 0, 0, false},
+    {S("HTTP/1.1 2000 OK\r\n\r\n"), false, -400, 0, 0, 0, 0, false},
+    {S("HTTP/1.1 099 OK\r\n\r\n"), false, -400, 0, 0, 0, 0, false},
+    {S("HTTP/1.1 600 OK\r\n\r\n"), false, -400, 0, 0, 0, 0, false},
+    {S("HTTP/2 200 OK\r\n\r\n"), false, -400, 0, 0, 0, 0, false},
+    {S("HTTP/2.0 200 OK\r\n\r\n"), false, -505, 0, 0, 0, 0, false},
+    {S("HTTP/1.1 200 OK\nContent-Length: 5\r\n\r\n"), false, -400, 0, 0, 0, 0, false},
+    {S("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n X: y\r\n\r\n"), false, -400, 0, 0, 0, 0, false},
+    {S("HTTP/1.1 200 OK\r\nContent-Length : 5\r\n\r\n"), false, -400, 0, 0, 0, 0, false},
+    {S("HTTP/1.1 200 O\x01K\r\n\r\n"), false, -400, 0, 0, 0, 0, false},
+};
+
+static void test_responses(void **state)
+{
+	struct pg_http_response resp;
+	(void)state;
+	for (size_t i = 0; i < sizeof(responses) / sizeof(responses[0]); i++) {
+		const struct resp_case *c = &responses[i];
+		ssize_t want = c->ret < 0 ? c->ret : (ssize_t)c->len;
+		ssize_t r = pg_http_parse_response(c->in, c->len, c->head_request, &resp);
+		if (r != want)
+			fail_msg("responses[%zu]: got %zd, want %zd", i, r, want);
+		for (size_t k = 0; k < c->len; k++) {
+			ssize_t rk = pg_http_parse_response(c->in, k, c->head_request, &resp);
+			if (rk != 0 && rk != (c->ret < 0 ? c->ret : 0))
+				fail_msg("responses[%zu] prefix %zu: got %zd", i, k, rk);
+		}
+		if (c->ret < 0)
+			continue;
+		pg_http_parse_response(c->in, c->len, c->head_request, &resp);
+		assert_int_equal(resp.head_len, c->len);
+		assert_int_equal(resp.status, c->status);
+		assert_int_equal(resp.minor, c->minor);
+		assert_int_equal(resp.body, c->body);
+		assert_int_equal(resp.content_length, c->cl);
+		if (resp.keep_alive != c->keep_alive)
+			fail_msg("responses[%zu]: keep_alive %d", i, resp.keep_alive);
+	}
+}
+
+/* ---- chunked decoder ---------------------------------------------------- */
+
+/*
+ * Feed in[0..len) in pieces of the sizes step() picks; collects decoded data
+ * into out. Returns the final rc; *used gets the total bytes consumed.
+ */
+static int chunked_run(const char *in, size_t len, size_t (*step)(unsigned *), unsigned seed,
+                       char *out, size_t *outlen, size_t *used)
+{
+	struct pg_chunked c;
+	size_t pos = 0;
+	int rc = PG_CHUNKED_MORE;
+
+	pg_chunked_init(&c);
+	*outlen = 0;
+	while (pos < len) {
+		size_t n = step(&seed);
+		if (n > len - pos)
+			n = len - pos;
+		size_t off = 0;
+		/* one piece may take several calls: one per data span */
+		do {
+			size_t consumed, doff, dlen;
+			rc = pg_chunked_feed(&c, in + pos + off, n - off, &consumed, &doff, &dlen);
+			assert_true(consumed <= n - off);
+			if (rc == PG_CHUNKED_DATA) {
+				assert_true(dlen > 0 && doff + dlen == consumed);
+				memcpy(out + *outlen, in + pos + off + doff, dlen);
+				*outlen += dlen;
+			} else {
+				assert_int_equal(dlen, 0);
+			}
+			off += consumed;
+			if (rc == PG_CHUNKED_DONE || rc == PG_CHUNKED_ERROR) {
+				*used = pos + off;
+				return rc;
+			}
+		} while (off < n);
+		pos += n;
+	}
+	*used = pos;
+	return rc;
+}
+
+static size_t step_all(unsigned *s)
+{
+	(void)s;
+	return SIZE_MAX;
+}
+
+static size_t step_one(unsigned *s)
+{
+	(void)s;
+	return 1;
+}
+
+static size_t step_random(unsigned *s)
+{
+	*s = *s * 1103515245u + 12345u;
+	return 1 + (*s >> 16) % 13;
+}
+
+struct chunk_case {
+	const char *in;
+	size_t len;
+	const char *data; /* decoded; NULL: the input must be rejected */
+	size_t tail;      /* bytes after the body that must stay unconsumed */
+};
+
+static const struct chunk_case chunk_cases[] = {
+    {S("5\r\nhello\r\n0\r\n\r\n"), "hello", 0},
+    {S("5;a=b;c=\"q\\\"x;y\"\r\nhello\r\n1A ; ext\r\nabcdefghijklmnopqrstuvwxyz\r\n"
+       "0\r\nTrailer: x\r\nT2:\r\n\r\n"),
+     "helloabcdefghijklmnopqrstuvwxyz", 0},
+    {S("5 ; a = b ;c\r\nhello\r\n0;last\r\n\r\n"), "hello", 0},
+    {S("000000000000000A\r\n0123456789\r\n00\r\n\r\n"), "0123456789", 0},
+    {S("3\r\nabc\r\n2\r\nde\r\n0\r\n\r\nGET / HTTP/1.1\r\n"), "abcde", 16},
+    {S("0\r\n\r\n"), "", 0},
+    {S("\r\n"), NULL, 0},
+    {S("g\r\n"), NULL, 0},
+    {S("-1\r\n"), NULL, 0},
+    {S("0x5\r\n"), NULL, 0},
+    {S("5\r\nhelloX\r\n0\r\n\r\n"), NULL, 0},
+    {S("5\r\nhello\n0\r\n\r\n"), NULL, 0},
+    {S("5\r\nhello\r0\r\n\r\n"), NULL, 0},
+    {S("5\r\nhello\rX0\r\n\r\n"), NULL, 0},
+    {S("5\nhello\r\n0\r\n\r\n"), NULL, 0},
+    {S("5\r\r\nhello\r\n"), NULL, 0},
+    {S("00000000000000005\r\nhello\r\n"), NULL, 0},
+    {S("FFFFFFFFFFFFFFFFF\r\n"), NULL, 0},
+    {S("5 \r\nhello\r\n"), NULL, 0},
+    {S("5;\r\nhello\r\n"), NULL, 0},
+    {S("5;a=\r\nhello\r\n"), NULL, 0},
+    {S("5;a=\"x\r\nhello\r\n"), NULL, 0},
+    {S("5;a b\r\nhello\r\n"), NULL, 0},
+    {S("5;a=b c\r\nhello\r\n"), NULL, 0},
+    {S("5;a=\"x\"y\r\nhello\r\n"), NULL, 0},
+    {S("5;a@=b\r\nhello\r\n"), NULL, 0},
+    {S("0\r\nBad Trailer: x\r\n\r\n"), NULL, 0},
+    {S("0\r\n obs: fold\r\n\r\n"), NULL, 0},
+    {S("0\r\nT: a\nb\r\n\r\n"), NULL, 0},
+    {S("0\r\nT: a\0\r\n\r\n"), NULL, 0},
+    {S("0\r\n\n"), NULL, 0},
+    {S("0\r\n\r\r"), NULL, 0},
+    {S("0\r\nT x\r\n\r\n"), NULL, 0},
+};
+
+static void test_chunked_cases(void **state)
+{
+	size_t (*steps[])(unsigned *) = {step_all, step_one, step_random};
+	static char out[256];
+	(void)state;
+	for (size_t i = 0; i < sizeof(chunk_cases) / sizeof(chunk_cases[0]); i++) {
+		const struct chunk_case *c = &chunk_cases[i];
+		for (size_t s = 0; s < 3; s++) {
+			for (unsigned seed = 1; seed <= (s == 2 ? 50u : 1u); seed++) {
+				size_t outlen, used;
+				int rc =
+				    chunked_run(c->in, c->len, steps[s], seed, out, &outlen, &used);
+				if (!c->data) {
+					if (rc != PG_CHUNKED_ERROR)
+						fail_msg("chunk_cases[%zu] step %zu: rc %d", i, s,
+						         rc);
+					continue;
+				}
+				if (rc != PG_CHUNKED_DONE || used != c->len - c->tail)
+					fail_msg(
+					    "chunk_cases[%zu] step %zu seed %u: rc %d used %zu", i,
+					    s, seed, rc, used);
+				assert_int_equal(outlen, strlen(c->data));
+				assert_memory_equal(out, c->data, outlen);
+			}
+		}
+	}
+}
+
+/* A larger body, random chunk sizes, split at every byte and at random. */
+static void test_chunked_roundtrip(void **state)
+{
+	enum { DATA = 20000 };
+	char *data = malloc(DATA), *enc = malloc(DATA * 2), *out = malloc(DATA);
+	size_t (*steps[])(unsigned *) = {step_all, step_one, step_random};
+	unsigned s = 7;
+	size_t elen = 0;
+	(void)state;
+
+	assert_non_null(data);
+	assert_non_null(enc);
+	assert_non_null(out);
+	for (size_t i = 0; i < DATA; i++)
+		data[i] = (char)(i * 131 + 7);
+	for (size_t pos = 0; pos < DATA;) {
+		s = s * 1103515245u + 12345u;
+		size_t n = 1 + (s >> 16) % 3000;
+		if (n > DATA - pos)
+			n = DATA - pos;
+		elen += (size_t)sprintf(enc + elen, (s & 1) ? "%zx;k=\"v\"\r\n" : "%zX\r\n", n);
+		memcpy(enc + elen, data + pos, n);
+		elen += n;
+		memcpy(enc + elen, "\r\n", 2);
+		elen += 2;
+		pos += n;
+	}
+	elen += (size_t)sprintf(enc + elen, "0\r\nX-Checksum: 1\r\n\r\n");
+	for (size_t k = 0; k < 3; k++) {
+		for (unsigned seed = 1; seed <= 20; seed++) {
+			size_t outlen, used;
+			assert_int_equal(
+			    chunked_run(enc, elen, steps[k], seed, out, &outlen, &used),
+			    PG_CHUNKED_DONE);
+			assert_int_equal(used, elen);
+			assert_int_equal(outlen, DATA);
+			assert_memory_equal(out, data, DATA);
+		}
+	}
+	free(data);
+	free(enc);
+	free(out);
+}
+
+static void test_chunked_edges(void **state)
+{
+	struct pg_chunked c;
+	size_t consumed, off, len;
+	char *big = malloc(80 * 1024);
+	(void)state;
+	assert_non_null(big);
+
+	/* 16 hex digits of F: a huge but legal size; data flows */
+	pg_chunked_init(&c);
+	assert_int_equal(pg_chunked_feed(&c, S("FFFFFFFFFFFFFFFF\r\nxyz"), &consumed, &off, &len),
+	                 PG_CHUNKED_DATA);
+	assert_int_equal(off, 18);
+	assert_int_equal(len, 3);
+	assert_int_equal(consumed, 21);
+
+	/* errors are sticky; DONE consumes nothing more */
+	pg_chunked_init(&c);
+	assert_int_equal(pg_chunked_feed(&c, S("z"), &consumed, &off, &len), PG_CHUNKED_ERROR);
+	assert_int_equal(pg_chunked_feed(&c, S("0\r\n\r\n"), &consumed, &off, &len),
+	                 PG_CHUNKED_ERROR);
+	pg_chunked_init(&c);
+	assert_int_equal(pg_chunked_feed(&c, S("0\r\n\r\n"), &consumed, &off, &len),
+	                 PG_CHUNKED_DONE);
+	assert_int_equal(pg_chunked_feed(&c, S("0\r\n\r\n"), &consumed, &off, &len),
+	                 PG_CHUNKED_DONE);
+	assert_int_equal(consumed, 0);
+
+	/* trailers: 64 KiB in total is the bound */
+	size_t n = (size_t)sprintf(big, "0\r\n");
+	while (n < 66 * 1024)
+		n += (size_t)sprintf(big + n, "T: %0100d\r\n", 0);
+	memcpy(big + n, "\r\n", 2);
+	pg_chunked_init(&c);
+	assert_int_equal(pg_chunked_feed(&c, big, n + 2, &consumed, &off, &len), PG_CHUNKED_ERROR);
+	pg_chunked_init(&c);
+	assert_int_equal(pg_chunked_feed(&c, big, 3 + 60 * 1024, &consumed, &off, &len),
+	                 PG_CHUNKED_MORE);
+
+	/* one chunk-size line (extensions) is bounded too */
+	n = (size_t)sprintf(big, "1");
+	while (n < 5000)
+		n += (size_t)sprintf(big + n, ";e=%d", 1);
+	pg_chunked_init(&c);
+	assert_int_equal(pg_chunked_feed(&c, big, n, &consumed, &off, &len), PG_CHUNKED_ERROR);
+	free(big);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_bad_requests),  cmocka_unit_test(test_limits),
+	    cmocka_unit_test(test_good_requests), cmocka_unit_test(test_headers_and_find),
+	    cmocka_unit_test(test_head_ready),    cmocka_unit_test(test_responses),
+	    cmocka_unit_test(test_chunked_cases), cmocka_unit_test(test_chunked_roundtrip),
+	    cmocka_unit_test(test_chunked_edges),
+	};
+	return cmocka_run_group_tests_name("http", tests, NULL, NULL);
+}

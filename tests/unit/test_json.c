@@ -1,0 +1,347 @@
+// SPDX-License-Identifier: MIT
+/*
+ * JSON parser tests: a table of valid and invalid documents, then token
+ * structure, the depth limit, UTF-8 validation, string decoding (escapes,
+ * surrogates), member lookup and integer ranges.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "json.h"
+
+struct doc {
+	const char *text;
+	size_t len; /* 0: strlen(text) */
+	bool valid;
+};
+
+/* clang-format off */
+static const struct doc docs[] = {
+	{"{}", 0, true},
+	{"[]", 0, true},
+	{" \t\r\n{ \"a\" : [ 1 , 2 ] } \n", 0, true},
+	{"0", 0, true},
+	{"-0", 0, true},
+	{"-12.5e+3", 0, true},
+	{"1E-2", 0, true},
+	{"0.0", 0, true},
+	{"\"\"", 0, true},
+	{"true", 0, true},
+	{"false", 0, true},
+	{"null", 0, true},
+	{"\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\uD83D\\uDE00\"", 0, true},
+	{"\"\\ud800\"", 0, true},            /* lone surrogate: grammar allows it */
+	{"\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"", 0, true},
+	{"\"\xed\x9f\xbf\"", 0, true},       /* U+D7FF */
+	{"\"\xf4\x8f\xbf\xbf\"", 0, true},   /* U+10FFFF */
+	{"[[[[[]]]]]", 0, true},
+	{"{\"a\":{\"b\":{\"c\":null}},\"d\":[true,false]}", 0, true},
+	{"\"a\x7f\"", 0, true},              /* DEL is not a control character in JSON */
+
+	{"", 0, false},
+	{"   ", 0, false},
+	{"{", 0, false},
+	{"}", 0, false},
+	{"[1,]", 0, false},
+	{"{\"a\":1,}", 0, false},
+	{"{,}", 0, false},
+	{"[,1]", 0, false},
+	{"{\"a\" 1}", 0, false},
+	{"{\"a\":}", 0, false},
+	{"{1:2}", 0, false},
+	{"{'a':1}", 0, false},
+	{"[1 2]", 0, false},
+	{"01", 0, false},
+	{"-", 0, false},
+	{"+1", 0, false},
+	{"1.", 0, false},
+	{".5", 0, false},
+	{"1e", 0, false},
+	{"1e+", 0, false},
+	{"NaN", 0, false},
+	{"Infinity", 0, false},
+	{"tru", 0, false},
+	{"nul", 0, false},
+	{"truex", 0, false},
+	{"\"abc", 0, false},
+	{"\"a\\", 0, false},
+	{"\"\\x\"", 0, false},
+	{"\"\\u12\"", 0, false},
+	{"\"\\u12g4\"", 0, false},
+	{"\"a\nb\"", 0, false},              /* raw control character */
+	{"\"a\tb\"", 0, false},
+	{"\"\x00\"", 3, false},
+	{"{} {}", 0, false},
+	{"[] x", 0, false},
+	{"{}\x00", 3, false},
+	{"/* c */ {}", 0, false},
+	{"\xef\xbb\xbf{}", 0, false},        /* BOM */
+	{"[\"\x80\"]", 0, false},            /* lone continuation byte */
+	{"\"\xc0\xaf\"", 0, false},          /* overlong '/' */
+	{"\"\xc1\xbf\"", 0, false},
+	{"\"\xe0\x80\xaf\"", 0, false},      /* overlong 3-byte */
+	{"\"\xf0\x80\x80\xaf\"", 0, false},  /* overlong 4-byte */
+	{"\"\xed\xa0\x80\"", 0, false},      /* encoded surrogate U+D800 */
+	{"\"\xf4\x90\x80\x80\"", 0, false},  /* above U+10FFFF */
+	{"\"\xf5\x80\x80\x80\"", 0, false},
+	{"\"\xff\"", 0, false},
+	{"\"\xc3\"", 0, false},              /* truncated 2-byte */
+	{"\"\xe2\x82\"", 0, false},          /* truncated 3-byte */
+	{"\"\xf0\x9f\x98\"", 0, false},      /* truncated 4-byte */
+	{"\"\xe2\x82", 0, false},            /* truncated at end of input */
+	{"\xc3\xa9", 0, false},              /* non-ASCII outside a string */
+};
+/* clang-format on */
+
+static void test_table(void **state)
+{
+	struct pg_json js = {0};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++) {
+		size_t len = docs[i].len ? docs[i].len : strlen(docs[i].text);
+		int rc = pg_json_parse(&js, docs[i].text, len);
+
+		if ((rc == 0) != docs[i].valid)
+			fail_msg("doc %zu (%s): rc %d, expected %s; err at %zu: %s", i,
+			         docs[i].text, rc, docs[i].valid ? "valid" : "invalid", js.err_pos,
+			         js.err_msg ? js.err_msg : "-");
+		if (rc)
+			assert_non_null(js.err_msg);
+	}
+	pg_json_free(&js);
+}
+
+static void test_structure(void **state)
+{
+	static const char doc[] = "{\"a\": [1, {\"x\": 2}, \"s\"], \"b\": true, \"c\": {}}";
+	struct pg_json js = {0};
+	uint32_t k;
+
+	(void)state;
+	assert_int_equal(pg_json_parse(&js, doc, strlen(doc)), 0);
+	/* {  "a" [  1  {  "x" 2  "s"  "b" true "c" {} */
+	assert_int_equal(js.ntok, 12);
+	assert_int_equal(js.tok[0].type, PG_JSON_OBJECT);
+	assert_int_equal(js.tok[0].size, 3);
+	assert_int_equal(js.tok[0].next, 12);
+	assert_int_equal(js.tok[0].end, strlen(doc));
+	assert_int_equal(js.tok[2].type, PG_JSON_ARRAY);
+	assert_int_equal(js.tok[2].size, 3);
+	assert_int_equal(js.tok[2].next, 8);
+	assert_int_equal(js.tok[4].type, PG_JSON_OBJECT);
+	assert_int_equal(js.tok[4].next, 7);
+	/* iterate members */
+	k = pg_json_first(0);
+	assert_true(pg_json_str_eq(&js, k, "a", 1));
+	k = pg_json_member_next(&js, k);
+	assert_true(pg_json_str_eq(&js, k, "b", 1));
+	assert_int_equal(js.tok[k + 1].type, PG_JSON_TRUE);
+	k = pg_json_member_next(&js, k);
+	assert_true(pg_json_str_eq(&js, k, "c", 1));
+	assert_int_equal(js.tok[k + 1].size, 0);
+	assert_int_equal(pg_json_find(&js, 0, "c", 1), 11);
+	assert_int_equal(pg_json_find(&js, 0, "x", 1), -1); /* not a top-level member */
+	assert_int_equal(pg_json_find(&js, 2, "a", 1), -1); /* not an object */
+	assert_int_equal(pg_json_find(&js, 4, "x", 1), 6);
+	/* the same struct reused for another document */
+	assert_int_equal(pg_json_parse(&js, "[]", 2), 0);
+	assert_int_equal(js.ntok, 1);
+	pg_json_free(&js);
+}
+
+static char *nest(unsigned depth, char open, char close)
+{
+	char *s = malloc(2 * depth + 1);
+
+	memset(s, open, depth);
+	memset(s + depth, close, depth);
+	s[2 * depth] = 0;
+	return s;
+}
+
+static void test_depth(void **state)
+{
+	struct pg_json js = {0};
+	char *s;
+
+	(void)state;
+	s = nest(PG_JSON_MAX_DEPTH, '[', ']');
+	assert_int_equal(pg_json_parse(&js, s, strlen(s)), 0);
+	assert_int_equal(js.ntok, PG_JSON_MAX_DEPTH);
+	free(s);
+	s = nest(PG_JSON_MAX_DEPTH + 1, '[', ']');
+	assert_int_equal(pg_json_parse(&js, s, strlen(s)), -1);
+	assert_string_equal(js.err_msg, "nested deeper than 256");
+	free(s);
+	/* unbalanced and very deep: must fail cleanly, not recurse */
+	s = nest(100000, '[', '[');
+	assert_int_equal(pg_json_parse(&js, s, strlen(s)), -1);
+	free(s);
+	pg_json_free(&js);
+}
+
+static void test_decode(void **state)
+{
+	static const struct {
+		const char *json, *text;
+		size_t text_len;
+	} cases[] = {
+	    {"\"plain\"", "plain", 5},
+	    {"\"a\\nb\\\"c\\\\d\\/e\\tf\\rg\\bh\\fi\"", "a\nb\"c\\d/e\tf\rg\bh\fi", 17},
+	    {"\"\\u00e9\"", "\xc3\xa9", 2},
+	    {"\"\\u20AC\"", "\xe2\x82\xac", 3},
+	    {"\"\\ud83d\\ude00\"", "\xf0\x9f\x98\x80", 4},
+	    {"\"\\uD83D\\uDE00x\"", "\xf0\x9f\x98\x80x", 5},
+	    {"\"\\ud83dx\"", "\xef\xbf\xbdx", 4}, /* high alone */
+	    {"\"\\ude00\"", "\xef\xbf\xbd", 3},   /* low alone */
+	    {"\"\\ud83d\\u0041\"",
+	     "\xef\xbf\xbd"
+	     "A",
+	     4}, /* high + non-low */
+	    {"\"\\ud83d\\ud83d\\ude00\"", "\xef\xbf\xbd\xf0\x9f\x98\x80", 7},
+	    {"\"\\ud83d\"", "\xef\xbf\xbd", 3}, /* high at end */
+	    {"\"\\u0000\"", "\0", 1},
+	    {"\"caf\xc3\xa9\"", "caf\xc3\xa9", 5},
+	};
+	struct pg_json js = {0};
+	char buf[64];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t n;
+
+		assert_int_equal(pg_json_parse(&js, cases[i].json, strlen(cases[i].json)), 0);
+		n = pg_json_str_copy(&js, 0, buf, sizeof(buf));
+		assert_int_equal(n, cases[i].text_len);
+		assert_memory_equal(buf, cases[i].text, n);
+		assert_true(pg_json_str_eq(&js, 0, cases[i].text, cases[i].text_len));
+		assert_false(pg_json_str_eq(&js, 0, cases[i].text, cases[i].text_len - 1));
+		/* a short buffer gets a prefix and the full length */
+		assert_int_equal(pg_json_str_copy(&js, 0, buf, 1), cases[i].text_len);
+	}
+	pg_json_free(&js);
+}
+
+static void test_find_and_compare(void **state)
+{
+	static const char doc[] =
+	    "{\"k\\u0065y\":1,\"key\":2,\"ke\":3,\"kf\":4,\"\\u00e9\":5,\"z\":6}";
+	struct pg_json js = {0};
+	int64_t v;
+
+	(void)state;
+	assert_int_equal(pg_json_parse(&js, doc, strlen(doc)), 0);
+	/* names compare unescaped; duplicates: the last one wins */
+	v = pg_json_find(&js, 0, "key", 3);
+	assert_true(v > 0);
+	assert_int_equal(pg_json_get_i64(&js, (uint32_t)v, &v), 0);
+	assert_int_equal(v, 2);
+	v = pg_json_find(&js, 0, "\xc3\xa9", 2);
+	assert_true(v > 0);
+	assert_int_equal(pg_json_find(&js, 0, "k", 1), -1);
+	/* names at 1 "key"(escaped), 3 "key", 5 "ke", 7 "kf", 9 "é", 11 "z" */
+	assert_int_equal(pg_json_str_cmp(&js, 1, 3), 0);
+	assert_true(pg_json_str_cmp(&js, 5, 3) < 0);
+	assert_true(pg_json_str_cmp(&js, 3, 7) < 0);
+	assert_true(pg_json_str_cmp(&js, 1, 7) < 0);
+	assert_true(pg_json_str_cmp(&js, 9, 11) > 0); /* code point order */
+	assert_true(pg_json_str_cmp(&js, 11, 9) < 0);
+	pg_json_free(&js);
+}
+
+static void test_numbers(void **state)
+{
+	static const struct {
+		const char *json;
+		int rc;
+		int64_t v;
+	} cases[] = {
+	    {"0", 0, 0},
+	    {"-0", 0, 0},
+	    {"4096", 0, 4096},
+	    {"-17", 0, -17},
+	    {"9223372036854775807", 0, INT64_MAX},
+	    {"-9223372036854775808", 0, INT64_MIN},
+	    {"9223372036854775808", -ERANGE, 0},
+	    {"-9223372036854775809", -ERANGE, 0},
+	    {"100000000000000000000000", -ERANGE, 0},
+	    {"1.0", -EINVAL, 0},
+	    {"1e3", -EINVAL, 0},
+	    {"\"1\"", -EINVAL, 0},
+	    {"true", -EINVAL, 0},
+	};
+	struct pg_json js = {0};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int64_t v = 12345;
+
+		assert_int_equal(pg_json_parse(&js, cases[i].json, strlen(cases[i].json)), 0);
+		if (pg_json_get_i64(&js, 0, &v) != cases[i].rc)
+			fail_msg("%s: expected rc %d", cases[i].json, cases[i].rc);
+		if (!cases[i].rc)
+			assert_true(v == cases[i].v);
+		else
+			assert_true(v == 12345); /* untouched */
+	}
+	pg_json_free(&js);
+}
+
+/* Truncations and single-byte corruptions of a valid document never crash
+ * (ASan build) and never read past the length given. */
+static void test_mutations(void **state)
+{
+	static const char doc[] =
+	    "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+	    "\"text\":\"h\\u00e9llo \\ud83d\\ude00 \xe2\x82\xac\"}]}],\"n\":-1.5e3}";
+	static const unsigned char bytes[] = {0,   '"', '\\', '{',  '}',  '[',  ']',  ',', ':',
+	                                      'u', '0', 0x80, 0xc3, 0xed, 0xf4, 0xff, ' '};
+	struct pg_json js = {0};
+	size_t len = strlen(doc);
+	char *buf = malloc(len);
+	unsigned ok = 0;
+
+	(void)state;
+	for (size_t cut = 0; cut <= len; cut++) {
+		char *t = malloc(cut ? cut : 1);
+
+		memcpy(t, doc, cut);
+		ok += pg_json_parse(&js, t, cut) == 0;
+		free(t);
+	}
+	assert_int_equal(ok, 1); /* only the whole document */
+	for (size_t i = 0; i < len; i++) {
+		for (size_t b = 0; b < sizeof(bytes); b++) {
+			memcpy(buf, doc, len);
+			buf[i] = (char)bytes[b];
+			if (!pg_json_parse(&js, buf, len) && js.tok[0].type == PG_JSON_OBJECT)
+				for (uint32_t k = 0; k < js.ntok; k++)
+					assert_true(js.tok[k].next <= js.ntok);
+		}
+	}
+	free(buf);
+	pg_json_free(&js);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_table),
+	    cmocka_unit_test(test_structure),
+	    cmocka_unit_test(test_depth),
+	    cmocka_unit_test(test_decode),
+	    cmocka_unit_test(test_find_and_compare),
+	    cmocka_unit_test(test_numbers),
+	    cmocka_unit_test(test_mutations),
+	};
+
+	return cmocka_run_group_tests_name("json", tests, NULL, NULL);
+}

@@ -1,0 +1,333 @@
+// SPDX-License-Identifier: MIT
+/*
+ * mockllm timing model, driven by a fake clock: the calibration points
+ * (lone 8,000-token prompt: TTFT ~280 ms uncached, ~63 ms when all but ~50
+ * tokens are cached), decode pacing, first-come-first-served prefill with
+ * cache hits for requests queued behind a shared prefix, the
+ * max_num_seqs limit with its waiting queue, cancellation and counters.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "../../tools/mockllm/sim.h"
+
+#define MS 1000000ull
+#define MAXTOK 64
+#define NREQ 8
+
+struct rec {
+	struct sim_req r;
+	uint64_t *hashes;
+	uint64_t tok_at[MAXTOK]; /* time of each output token */
+	bool done;
+};
+
+struct world {
+	struct sim *s;
+	uint64_t now;
+	struct rec req[NREQ];
+};
+
+static void on_token(void *ctx, struct sim_req *r, bool last)
+{
+	struct world *w = ctx;
+	struct rec *rc = (struct rec *)r; /* r is the first member */
+
+	assert_true(r->tokens_out >= 1 && r->tokens_out <= MAXTOK);
+	rc->tok_at[r->tokens_out - 1] = w->now;
+	if (last) {
+		assert_int_equal(r->state, SIM_IDLE);
+		rc->done = true;
+	}
+}
+
+/* Drive the simulation event by event until time `until`. */
+static void run_until(struct world *w, uint64_t until)
+{
+	for (int guard = 0; guard < 100000; guard++) {
+		uint64_t t = sim_next_event(w->s);
+
+		if (t > until)
+			break;
+		if (t > w->now)
+			w->now = t;
+		sim_advance(w->s, w->now);
+	}
+	w->now = until;
+}
+
+static void world_init(struct world *w, const struct sim_params *p)
+{
+	struct sim_params d;
+
+	memset(w, 0, sizeof(*w));
+	if (!p) {
+		sim_default_params(&d);
+		p = &d;
+	}
+	w->s = sim_create(p, on_token, w);
+	assert_non_null(w->s);
+}
+
+static void world_free(struct world *w)
+{
+	for (int i = 0; i < NREQ; i++)
+		free(w->req[i].hashes);
+	sim_destroy(w->s);
+}
+
+/* Submit request i for prompt text[0..len) at the current time. */
+static void submit(struct world *w, int i, const char *text, size_t len, uint32_t max_tokens)
+{
+	struct rec *rc = &w->req[i];
+	size_t n = kv_block_hashes(text, len, NULL, 0);
+
+	memset(&rc->r, 0, sizeof(rc->r));
+	free(rc->hashes);
+	rc->hashes = calloc(n + 1, sizeof(uint64_t));
+	kv_block_hashes(text, len, rc->hashes, n);
+	rc->r.hashes = rc->hashes;
+	rc->r.nhashes = n;
+	rc->r.prompt_tokens = (uint32_t)kv_prompt_tokens(len);
+	rc->r.max_tokens = max_tokens;
+	rc->done = false;
+	memset(rc->tok_at, 0, sizeof(rc->tok_at));
+	sim_submit(w->s, &rc->r, w->now);
+}
+
+static char *text_of(size_t len, unsigned seed)
+{
+	char *t = malloc(len);
+	uint64_t x = 0x2545f4914f6cdd1dull * (seed + 1);
+
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		t[i] = (char)('a' + x % 26);
+	}
+	return t;
+}
+
+static uint64_t ttft(const struct world *w, int i)
+{
+	return w->req[i].tok_at[0] - w->req[i].r.t_submit;
+}
+
+static void test_calibration(void **state)
+{
+	struct world w;
+	char *a = text_of(32000, 1), *b = text_of(32000, 2);
+	struct sim_stats st;
+
+	(void)state;
+	world_init(&w, NULL);
+	submit(&w, 0, a, 32000, 1);
+	run_until(&w, 10000 * MS);
+	assert_true(w.req[0].done);
+	/* 61.5 ms + 8000 / 36600 s = 280.08 ms */
+	assert_in_range(ttft(&w, 0), 279 * MS, 281 * MS);
+	assert_int_equal(w.req[0].r.cached_tokens, 0);
+
+	/* same prompt except its last 200 bytes (~50 tokens) */
+	memcpy(b, a, 32000 - 200);
+	submit(&w, 1, b, 32000, 1);
+	run_until(&w, 20000 * MS);
+	assert_true(w.req[1].done);
+	assert_int_equal(w.req[1].r.cached_tokens, (32000 - 200) / KV_BLOCK_BYTES * KV_BLOCK_TOKENS);
+	assert_in_range(ttft(&w, 1), 62 * MS, 64 * MS);
+
+	sim_get_stats(w.s, &st);
+	assert_int_equal(st.prefix_queries, 16000);
+	assert_int_equal(st.prefix_hits, w.req[1].r.cached_tokens);
+	assert_int_equal(st.prompt_tokens, 16000);
+	assert_int_equal(st.generation_tokens, 2);
+	assert_int_equal(st.running, 0);
+	free(a);
+	free(b);
+	world_free(&w);
+}
+
+static void test_decode_pacing(void **state)
+{
+	struct world w;
+	char *a = text_of(400, 3);
+
+	(void)state;
+	world_init(&w, NULL);
+	submit(&w, 0, a, 400, 10);
+	run_until(&w, 10000 * MS);
+	assert_true(w.req[0].done);
+	assert_int_equal(w.req[0].r.tokens_out, 10);
+	for (int k = 1; k < 10; k++) /* lone request: exactly 25 ms apart */
+		assert_int_equal(w.req[0].tok_at[k] - w.req[0].tok_at[k - 1], 25 * MS);
+	free(a);
+	world_free(&w);
+}
+
+static void test_fcfs_prefill(void **state)
+{
+	static const struct {
+		int n;              /* requests of 3,660 uncached tokens at once */
+		uint64_t lo[4], hi[4]; /* TTFT of each, ms: 100 ms of prefill each, in order */
+	} tab[] = {
+		{1, {161}, {162}},
+		{2, {161, 261}, {162, 262}},
+		{4, {161, 261, 361, 461}, {162, 262, 362, 462}},
+	};
+
+	(void)state;
+	for (size_t t = 0; t < sizeof(tab) / sizeof(tab[0]); t++) {
+		struct world w;
+		struct sim_stats st;
+		char *txt[4];
+
+		world_init(&w, NULL);
+		for (int i = 0; i < tab[t].n; i++) {
+			/* 14,640 bytes = 3,660 tokens, nothing cached */
+			txt[i] = text_of(14640, 20 + (unsigned)i);
+			submit(&w, i, txt[i], 14640, 1);
+		}
+		sim_get_stats(w.s, &st);
+		assert_int_equal(st.running, 1);
+		assert_int_equal(st.waiting, tab[t].n - 1);
+		run_until(&w, 10000 * MS);
+		for (int i = 0; i < tab[t].n; i++) {
+			assert_true(w.req[i].done);
+			assert_in_range(ttft(&w, i), tab[t].lo[i] * MS, tab[t].hi[i] * MS);
+			free(txt[i]);
+		}
+		world_free(&w);
+	}
+}
+
+/* Requests arriving together with the same long prefix: the first computes
+ * it, the ones queued behind find it cached when their turn comes. */
+static void test_shared_prefix_queued(void **state)
+{
+	struct world w;
+	struct sim_stats st;
+	char *t[3];
+
+	(void)state;
+	world_init(&w, NULL);
+	for (int i = 0; i < 3; i++) {
+		t[i] = text_of(32000, 60);           /* same 8,000-token prefix ... */
+		memset(t[i] + 31800, 'A' + i, 200); /* ... different last 50 tokens */
+		submit(&w, i, t[i], 32000, 1);
+	}
+	run_until(&w, 10000 * MS);
+	assert_int_equal(w.req[0].r.cached_tokens, 0);
+	assert_int_equal(w.req[1].r.cached_tokens, 31744 / KV_BLOCK_BYTES * KV_BLOCK_TOKENS);
+	assert_int_equal(w.req[2].r.cached_tokens, w.req[1].r.cached_tokens);
+	/* 218.6 ms for the first prefill, then ~1.7 ms for each other one */
+	assert_in_range(ttft(&w, 1), 281 * MS, 283 * MS);
+	assert_in_range(ttft(&w, 2), 283 * MS, 285 * MS);
+	sim_get_stats(w.s, &st);
+	assert_int_equal(st.prefix_hits, 2 * w.req[1].r.cached_tokens);
+	for (int i = 0; i < 3; i++)
+		free(t[i]);
+	world_free(&w);
+}
+
+static void test_max_num_seqs(void **state)
+{
+	struct sim_params p;
+	struct world w;
+	struct sim_stats st;
+	char *t[3];
+
+	(void)state;
+	sim_default_params(&p);
+	p.max_num_seqs = 2;
+	world_init(&w, &p);
+	for (int i = 0; i < 3; i++) {
+		t[i] = text_of(400, 30 + (unsigned)i);
+		submit(&w, i, t[i], 400, 10);
+	}
+	run_until(&w, 150 * MS); /* both prefills done (~3 ms each), decoding */
+	sim_get_stats(w.s, &st);
+	assert_int_equal(st.running, 2);
+	assert_int_equal(st.waiting, 1);
+	assert_int_equal(w.req[2].r.state, SIM_WAITING);
+	run_until(&w, 10000 * MS);
+	for (int i = 0; i < 3; i++)
+		assert_true(w.req[i].done);
+	/* the third is admitted only when one of the first two finishes */
+	assert_true(w.req[2].tok_at[0] > w.req[0].tok_at[9]);
+	sim_get_stats(w.s, &st);
+	assert_int_equal(st.running + st.waiting, 0);
+	for (int i = 0; i < 3; i++)
+		free(t[i]);
+	world_free(&w);
+}
+
+static void test_cancel(void **state)
+{
+	struct world w;
+	struct sim_stats st;
+	char *a = text_of(14640, 40), *b = text_of(14640, 41);
+
+	(void)state;
+	world_init(&w, NULL);
+	submit(&w, 0, a, 14640, 3);
+	submit(&w, 1, b, 14640, 3);
+	run_until(&w, 50 * MS); /* the first is half way through its prefill */
+	sim_cancel(w.s, &w.req[0].r, w.now);
+	assert_int_equal(w.req[0].r.state, SIM_IDLE);
+	assert_int_equal(w.req[1].r.state, SIM_PREFILL);
+	run_until(&w, 10000 * MS);
+	assert_false(w.req[0].done);
+	assert_true(w.req[1].done);
+	/* started at 50 ms: 50 + 100 + 61.5 */
+	assert_in_range(ttft(&w, 1), 211 * MS, 212 * MS);
+	sim_get_stats(w.s, &st);
+	assert_int_equal(st.running + st.waiting, 0);
+	assert_int_equal(st.generation_tokens, 3);
+	assert_int_equal(st.prompt_tokens, 3660); /* the cancelled one never finished */
+	free(a);
+	free(b);
+	world_free(&w);
+}
+
+static void test_batch_slows_decode(void **state)
+{
+	struct sim_params p;
+	struct world w;
+	char *t[4];
+
+	(void)state;
+	sim_default_params(&p);
+	p.decode_batch_factor = 0.1;
+	world_init(&w, &p);
+	for (int i = 0; i < 4; i++) {
+		t[i] = text_of(40, 50 + (unsigned)i);
+		submit(&w, i, t[i], 40, 3);
+	}
+	run_until(&w, 10000 * MS);
+	/* 4 running: 25 ms x (1 + 0.1 x 3) = 32.5 ms per token */
+	assert_int_equal(w.req[0].tok_at[1] - w.req[0].tok_at[0], 32500000);
+	for (int i = 0; i < 4; i++)
+		free(t[i]);
+	world_free(&w);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_calibration),
+		cmocka_unit_test(test_decode_pacing),
+		cmocka_unit_test(test_fcfs_prefill),
+		cmocka_unit_test(test_shared_prefix_queued),
+		cmocka_unit_test(test_max_num_seqs),
+		cmocka_unit_test(test_cancel),
+		cmocka_unit_test(test_batch_slows_decode),
+	};
+
+	return cmocka_run_group_tests_name("mockllm_sim", tests, NULL, NULL);
+}

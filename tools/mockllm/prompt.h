@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The prompt of an OpenAI request, rendered to the text the simulated model
+ * tokenizes, plus the request fields the simulation needs. Pure.
+ *
+ * Chat: the tools JSON (as sent) and "\n" first if present, then for each
+ * message "<|ROLE|>\n" + content + "\n"; content is a string, or the "text"
+ * of its parts joined by "\n", or empty. Completions: the prompt string; a
+ * list of strings is concatenated; token ids (a list of integers, or lists
+ * of them) become 4 bytes each, little-endian, so one id is one token.
+ */
+#ifndef MOCKLLM_PROMPT_H
+#define MOCKLLM_PROMPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROMPT_DEFAULT_MAX_TOKENS 16
+#define PROMPT_MAX_MAX_TOKENS 1000000
+
+struct prompt_req {
+	char *text; /* rendered prompt (malloc), len bytes, not NUL-terminated */
+	size_t len;
+	char model[128];      /* "model", "" if absent or too long */
+	uint32_t max_tokens;  /* max_tokens / max_completion_tokens, or the default */
+	bool max_tokens_set;  /* given by the client */
+	bool stream;          /* "stream": true */
+	bool include_usage;   /* "stream_options": {"include_usage": true} */
+};
+
+/*
+ * Parse an OpenAI request body. chat: /v1/chat/completions, else
+ * /v1/completions. Returns 0, or -1 with *err a static message for a 400
+ * (out is then empty). Free with prompt_free().
+ */
+int prompt_parse(const char *body, size_t len, bool chat, struct prompt_req *out,
+		 const char **err);
+void prompt_free(struct prompt_req *p);
+
+#endif /* MOCKLLM_PROMPT_H */

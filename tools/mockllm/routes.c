@@ -1,0 +1,377 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What each request gets: test knobs first (X-Mock-Delay-Ms, X-Mock-Fail,
+ * X-Mock-Response-Bytes, X-Mock-Chunks), then the endpoint: health, models,
+ * metrics, OpenAI completions (simulated, see sim.c), SageMaker-style
+ * /invocations, 404 for anything else.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mockllm.h"
+
+#define NS_PER_MS 1000000ull
+#define RESET_MID_DEFAULT_BYTES (1u << 20)
+
+/* Output token i's text: a fixed cycle of words, so output is deterministic
+ * and needs no JSON escaping. */
+static const char *const vocab[] = {
+	" The",   " quick", " brown",  " fox",  " jumps", " over",  " the",   " lazy",
+	" dog",   " while", " tokens", " flow", " from",  " cache", " to",    " you.",
+};
+
+static const char *token_text(uint32_t i)
+{
+	return vocab[i % (sizeof(vocab) / sizeof(vocab[0]))];
+}
+
+static const char *model_of(const struct mreq *m)
+{
+	return m->pr.model[0] ? m->pr.model : g_srv.cfg.model;
+}
+
+static const char *finish_reason(const struct mreq *m)
+{
+	/* max_tokens given: the model was cut off; default: it "stopped" */
+	return m->pr.max_tokens_set ? "length" : "stop";
+}
+
+static void usage_json(struct buf *b, const struct mreq *m)
+{
+	buf_printf(b,
+		   "\"usage\":{\"prompt_tokens\":%u,\"total_tokens\":%u,"
+		   "\"completion_tokens\":%u,\"prompt_tokens_details\":{\"cached_tokens\":%u}}",
+		   m->prompt_tokens, m->prompt_tokens + m->out_tokens, m->out_tokens,
+		   m->cached_tokens);
+}
+
+/* Start of a chunk object: {"id":..,"object":..,"created":..,"model":.., */
+static void chunk_prefix(struct buf *b, const struct mreq *m)
+{
+	buf_printf(b, "data: {\"id\":\"%s-%s-%llu\",\"object\":\"%s\",\"created\":%llu,\"model\":\"%s\",",
+		   m->chat ? "chatcmpl" : "cmpl", g_srv.cfg.id, (unsigned long long)m->seq,
+		   m->chat ? "chat.completion.chunk" : "text_completion",
+		   (unsigned long long)m->created, model_of(m));
+}
+
+/* One SSE event, one HTTP chunk. text NULL: the chat role event. */
+static void sse_event(struct conn *c, const char *text, bool last)
+{
+	struct mreq *m = &c->req;
+	struct buf b = {0};
+	char fin[16];
+
+	if (last)
+		snprintf(fin, sizeof(fin), "\"%s\"", finish_reason(m));
+	else
+		strcpy(fin, "null");
+	chunk_prefix(&b, m);
+	if (m->chat && !text)
+		buf_puts(&b, "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
+			     "\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+	else if (m->chat)
+		buf_printf(&b,
+			   "\"choices\":[{\"index\":0,\"delta\":{%s%s%s},\"logprobs\":null,"
+			   "\"finish_reason\":%s}]}\n\n",
+			   text[0] ? "\"content\":\"" : "", text, text[0] ? "\"" : "", fin);
+	else
+		buf_printf(&b,
+			   "\"choices\":[{\"index\":0,\"text\":\"%s\",\"logprobs\":null,"
+			   "\"finish_reason\":%s,\"stop_reason\":null}]}\n\n",
+			   text, fin);
+	out_chunk(c, b.p, b.len);
+	buf_release(&b);
+}
+
+/* After the last content event: the usage chunk if asked, [DONE], end. */
+static void sse_finish(struct conn *c)
+{
+	struct mreq *m = &c->req;
+
+	if (m->pr.include_usage) {
+		struct buf b = {0};
+
+		chunk_prefix(&b, m);
+		buf_puts(&b, "\"choices\":[],");
+		usage_json(&b, m);
+		buf_puts(&b, "}\n\n");
+		out_chunk(c, b.p, b.len);
+		buf_release(&b);
+	}
+	out_chunk(c, "data: [DONE]\n\n", 14);
+	out_chunk_end(c);
+	conn_response_done(c);
+}
+
+static void sse_head(struct conn *c)
+{
+	out_head(c, 200, "text/event-stream", -1, "Cache-Control: no-cache\r\n");
+}
+
+/* The whole non-streaming completion. */
+static void full_response(struct conn *c)
+{
+	struct mreq *m = &c->req;
+	struct buf b = {0};
+
+	buf_printf(&b, "{\"id\":\"%s-%s-%llu\",\"object\":\"%s\",\"created\":%llu,\"model\":\"%s\","
+		       "\"choices\":[{\"index\":0,",
+		   m->chat ? "chatcmpl" : "cmpl", g_srv.cfg.id, (unsigned long long)m->seq,
+		   m->chat ? "chat.completion" : "text_completion",
+		   (unsigned long long)m->created, model_of(m));
+	buf_puts(&b, m->chat ? "\"message\":{\"role\":\"assistant\",\"content\":\"" : "\"text\":\"");
+	for (uint32_t i = 0; i < m->out_tokens; i++)
+		buf_puts(&b, token_text(i));
+	buf_printf(&b, "\"%s,\"logprobs\":null,\"finish_reason\":\"%s\",\"stop_reason\":null}],",
+		   m->chat ? ",\"tool_calls\":[]}" : "", finish_reason(m));
+	usage_json(&b, m);
+	buf_puts(&b, "}\n");
+	out_simple(c, 200, "application/json", b.p, b.len);
+	buf_release(&b);
+}
+
+void route_sim_token(void *ctx, struct sim_req *r, bool last)
+{
+	struct conn *c = container_of(r, struct conn, req.sim);
+	struct mreq *m = &c->req;
+
+	(void)ctx;
+	m->out_tokens = r->tokens_out;
+	m->cached_tokens = r->cached_tokens;
+	if (!m->pr.stream) {
+		if (last)
+			full_response(c);
+		return;
+	}
+	if (r->tokens_out == 1 && m->chat)
+		sse_event(c, NULL, false);
+	sse_event(c, token_text(r->tokens_out - 1), last);
+	if (last)
+		sse_finish(c);
+}
+
+/* X-Mock-Chunks: the next of exactly m->chunks content events. */
+static void knob_stream_next(struct conn *c)
+{
+	struct mreq *m = &c->req;
+	bool last;
+
+	if (m->chunks == 0) {
+		if (m->chat)
+			sse_event(c, "", true);
+		sse_finish(c);
+		return;
+	}
+	last = m->sent_tokens + 1 >= (uint64_t)m->chunks;
+	sse_event(c, token_text(m->sent_tokens), last);
+	m->sent_tokens++;
+	if (last) {
+		sse_finish(c);
+		return;
+	}
+	conn_set_timer(c, CT_CHUNK,
+		       (uint64_t)(m->chunk_interval_ms > 0 ? m->chunk_interval_ms : 0) * NS_PER_MS);
+}
+
+static void completion(struct conn *c)
+{
+	struct mreq *m = &c->req;
+	struct sim_req *r = &m->sim;
+	const char *err;
+	size_t n;
+
+	m->chat = m->route == R_CHAT;
+	if (prompt_parse(m->body.p ? m->body.p : "", m->body.len, m->chat, &m->pr, &err)) {
+		out_error(c, 400, err);
+		return;
+	}
+	buf_release(&m->body);
+	n = kv_block_hashes(m->pr.text, m->pr.len, NULL, 0);
+	m->hashes = malloc((n ? n : 1) * sizeof(*m->hashes));
+	if (!m->hashes) {
+		out_error(c, 500, "out of memory");
+		return;
+	}
+	kv_block_hashes(m->pr.text, m->pr.len, m->hashes, n);
+	m->prompt_tokens = (uint32_t)kv_prompt_tokens(m->pr.len);
+	m->seq = ++g_srv.seq;
+	m->created = (uint64_t)time(NULL);
+	r->hashes = m->hashes;
+	r->nhashes = n;
+	r->prompt_tokens = m->prompt_tokens;
+	r->max_tokens = m->pr.max_tokens;
+
+	if (m->pr.stream && m->chunks >= 0) {
+		/* test knob: exactly N events, N ms apart, no timing model */
+		m->out_tokens = (uint32_t)m->chunks;
+		sim_bypass(g_srv.sim, r, m->out_tokens);
+		m->cached_tokens = r->cached_tokens;
+		sse_head(c);
+		if (m->chat)
+			sse_event(c, NULL, false);
+		knob_stream_next(c);
+		return;
+	}
+	if (m->pr.stream)
+		sse_head(c); /* as vLLM: the head at once, events as tokens come */
+	sim_submit(g_srv.sim, r, g_srv.now);
+}
+
+static void metrics(struct conn *c)
+{
+	static const char *const names[R_COUNT] = {
+		[R_HEALTH] = "/health",
+		[R_MODELS] = "/v1/models",
+		[R_METRICS] = "/metrics",
+		[R_CHAT] = "/v1/chat/completions",
+		[R_COMPLETIONS] = "/v1/completions",
+		[R_INVOCATIONS] = "/invocations",
+		[R_OTHER] = "other",
+	};
+	const char *mn = g_srv.cfg.model;
+	struct sim_stats st;
+	struct buf b = {0};
+
+	sim_get_stats(g_srv.sim, &st);
+	buf_printf(&b,
+		   "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+		   "# TYPE vllm:num_requests_running gauge\n"
+		   "vllm:num_requests_running{model_name=\"%s\"} %u\n"
+		   "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
+		   "# TYPE vllm:num_requests_waiting gauge\n"
+		   "vllm:num_requests_waiting{model_name=\"%s\"} %u\n"
+		   "# HELP vllm:gpu_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n"
+		   "# TYPE vllm:gpu_cache_usage_perc gauge\n"
+		   "vllm:gpu_cache_usage_perc{model_name=\"%s\"} %.6f\n"
+		   "# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number of queried tokens.\n"
+		   "# TYPE vllm:prefix_cache_queries_total counter\n"
+		   "vllm:prefix_cache_queries_total{model_name=\"%s\"} %llu\n"
+		   "# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of cached tokens.\n"
+		   "# TYPE vllm:prefix_cache_hits_total counter\n"
+		   "vllm:prefix_cache_hits_total{model_name=\"%s\"} %llu\n"
+		   "# HELP vllm:prompt_tokens_total Number of prefill tokens processed.\n"
+		   "# TYPE vllm:prompt_tokens_total counter\n"
+		   "vllm:prompt_tokens_total{model_name=\"%s\"} %llu\n"
+		   "# HELP vllm:generation_tokens_total Number of generation tokens processed.\n"
+		   "# TYPE vllm:generation_tokens_total counter\n"
+		   "vllm:generation_tokens_total{model_name=\"%s\"} %llu\n"
+		   "# HELP mockllm_requests_total Requests received, by path.\n"
+		   "# TYPE mockllm_requests_total counter\n",
+		   mn, st.running, mn, st.waiting, mn, st.kv_usage, mn,
+		   (unsigned long long)st.prefix_queries, mn, (unsigned long long)st.prefix_hits, mn,
+		   (unsigned long long)st.prompt_tokens, mn,
+		   (unsigned long long)st.generation_tokens);
+	for (int i = 0; i < R_COUNT; i++)
+		buf_printf(&b, "mockllm_requests_total{path=\"%s\"} %llu\n", names[i],
+			   (unsigned long long)g_srv.requests[i]);
+	out_simple(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len);
+	buf_release(&b);
+}
+
+static void respond(struct conn *c)
+{
+	struct mreq *m = &c->req;
+	char body[512];
+	int n;
+
+	switch (m->fail) {
+	case FAIL_RESET:
+		conn_close(c, true);
+		return;
+	case FAIL_CLOSE:
+		conn_close(c, false);
+		return;
+	case FAIL_RESET_MID: {
+		uint64_t total = m->resp_bytes > 0 ? (uint64_t)m->resp_bytes
+						    : RESET_MID_DEFAULT_BYTES;
+
+		out_head(c, 200, "application/octet-stream",
+			 m->resp_chunked ? -1 : (int64_t)total, NULL);
+		out_bulk_start(c, total, m->resp_chunked, total / 2);
+		return;
+	}
+	case FAIL_NONE:
+		break;
+	}
+	if (m->resp_bytes >= 0) {
+		out_head(c, 200, "application/octet-stream", m->resp_chunked ? -1 : m->resp_bytes,
+			 NULL);
+		if (m->is_head)
+			conn_response_done(c);
+		else
+			out_bulk_start(c, (uint64_t)m->resp_bytes, m->resp_chunked,
+				       (uint64_t)m->resp_bytes);
+		return;
+	}
+	switch (m->route) {
+	case R_HEALTH:
+		out_simple(c, 200, "text/plain", "ok", 2);
+		return;
+	case R_MODELS:
+		n = snprintf(body, sizeof(body),
+			     "{\"object\":\"list\",\"data\":[{\"id\":\"%s\",\"object\":\"model\","
+			     "\"created\":0,\"owned_by\":\"mockllm\",\"root\":\"%s\","
+			     "\"parent\":null,\"max_model_len\":131072}]}\n",
+			     g_srv.cfg.model, g_srv.cfg.model);
+		out_simple(c, 200, "application/json", body, (size_t)n);
+		return;
+	case R_METRICS:
+		metrics(c);
+		return;
+	case R_CHAT:
+	case R_COMPLETIONS:
+		if (!m->is_post)
+			out_error(c, 405, "use POST");
+		else
+			completion(c);
+		return;
+	case R_INVOCATIONS:
+		n = snprintf(body, sizeof(body),
+			     "{\"backend\":\"%s\",\"body_length\":%llu,\"crc32\":\"%08x\"}\n",
+			     g_srv.cfg.id, (unsigned long long)m->body_len, m->crc);
+		out_simple(c, 200, "application/json", body, (size_t)n);
+		return;
+	case R_OTHER:
+	case R_COUNT:
+		break;
+	}
+	out_error(c, 404, "not found");
+}
+
+void route_request(struct conn *c)
+{
+	struct mreq *m = &c->req;
+
+	if (m->delay_ms > 0 && !m->delayed) {
+		m->delayed = true;
+		conn_set_timer(c, CT_DELAY, (uint64_t)m->delay_ms * NS_PER_MS);
+		return;
+	}
+	respond(c);
+}
+
+void route_timer(struct conn *c, enum ctimer kind)
+{
+	if (kind == CT_DELAY)
+		respond(c);
+	else
+		knob_stream_next(c);
+}
+
+void route_release(struct conn *c)
+{
+	struct mreq *m = &c->req;
+
+	if (c->tkind == CT_DELAY || c->tkind == CT_CHUNK) {
+		heap_remove(&g_srv.timers, &c->timer);
+		c->tkind = CT_NONE;
+	}
+	if (m->sim.state != SIM_IDLE)
+		sim_cancel(g_srv.sim, &m->sim, g_srv.now);
+	prompt_free(&m->pr);
+	free(m->hashes);
+	m->hashes = NULL;
+	buf_release(&m->body);
+}

@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The simulated instance (what `mockllm --help` summarises).
+ *
+ * Tokens. A prompt's text is cut into tokens of KV_TOKEN_BYTES (4) bytes, the
+ * usual ~4 characters per token of English BPE; prompt_tokens = ceil(len/4).
+ *
+ * Prefix cache. vLLM automatic prefix caching, see kvcache.h: 16-token blocks,
+ * chained block hashes, cached tokens = 16 x the leading blocks found, the
+ * last prompt token always computed, LRU eviction (leaf-first) beyond
+ * --kv-capacity-tokens. The lookup happens when a request is scheduled (its
+ * prefill starts): prefix_cache_queries += prompt tokens, prefix_cache_hits
+ * += cached tokens. Its blocks are inserted when its prefill completes. Only
+ * prompt blocks are cached (not generated ones), and the cache's capacity is
+ * not shared with the running requests' working KV.
+ *
+ * Scheduling and prefill: first come, first served. The instance computes
+ * prefill_tokens_per_s prompt tokens per second, for one request at a time,
+ * in arrival order; only uncached tokens are computed (at least one). This is
+ * the fluid limit of vLLM's scheduler with chunked prefill: each step's token
+ * budget goes to the oldest unfinished prefill first, and a request leaves
+ * the waiting queue (and has its prefix looked up) only when the budget
+ * reaches it, so a request queued behind another with the same prefix finds
+ * that prefix cached. (Processor sharing, every prefill at rate/k, would make
+ * k simultaneous requests all wait for all of them, and none would see the
+ * others' blocks.) At most max_num_seqs requests run (prefill, overhead or
+ * decode); the others wait: vllm:num_requests_waiting.
+ *
+ * Time to first token = waiting + prefill + ttft_overhead_ms (scheduling,
+ * sampling and the first decode step: load-independent).
+ *
+ * Decode. After its first token a request produces one token every
+ * decode_ms_per_token x (1 + decode_batch_factor x (running - 1)) ms, the
+ * running count taken when the interval starts: larger batches are mildly
+ * slower per token (memory-bound decode). Prefill and decode do not slow each
+ * other down (a simplification).
+ *
+ * Calibration (Llama 3.1 70B on vLLM, the published SageMaker figures): a lone
+ * 8,000-token prompt has TTFT 280 ms uncached and 63 ms when all but ~50
+ * tokens are cached, so overhead + 8000/rate = 280 ms and
+ * overhead + 50/rate ~= 63 ms: rate = 36,600 tokens/s, overhead = 61.5 ms.
+ * Decode 25 ms/token (40 tokens/s per stream), +0.2% per extra running
+ * request (x1.5 at 256). Cache: 100,000 tokens (6,250 blocks), a plausible
+ * share of a 70B model's KV memory on an 8-GPU node left to cached prefixes.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "sim.h"
+
+struct sim {
+	struct sim_params p;
+	sim_token_fn fn;
+	void *ctx;
+	struct kv_cache *kv;
+	struct sim_req *wait_head, *wait_tail; /* FIFO */
+	uint32_t waiting;
+	struct sim_req *prefilling; /* the one request being prefilled */
+	uint32_t running;           /* prefill + overhead + decode */
+	struct heap timers;         /* prefill end, first token, next token */
+	uint64_t queries, hits, prompt_tokens, gen_tokens;
+};
+
+void sim_default_params(struct sim_params *p)
+{
+	p->prefill_tokens_per_s = 36600;
+	p->decode_ms_per_token = 25;
+	p->decode_batch_factor = 0.002;
+	p->ttft_overhead_ms = 61.5;
+	p->max_num_seqs = 256;
+	p->kv_capacity_tokens = 100000;
+}
+
+struct sim *sim_create(const struct sim_params *p, sim_token_fn fn, void *ctx)
+{
+	struct sim *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->p = *p;
+	if (s->p.max_num_seqs == 0)
+		s->p.max_num_seqs = 1;
+	if (!(s->p.prefill_tokens_per_s > 0))
+		s->p.prefill_tokens_per_s = 1;
+	s->fn = fn;
+	s->ctx = ctx;
+	s->kv = kv_create(p->kv_capacity_tokens);
+	if (!s->kv) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+void sim_destroy(struct sim *s)
+{
+	if (!s)
+		return;
+	kv_destroy(s->kv);
+	heap_free(&s->timers);
+	free(s);
+}
+
+static uint64_t ms_to_ns(double ms)
+{
+	return (uint64_t)llround(ms * 1e6);
+}
+
+/* The timer heap only grows by doubling and holds at most max_num_seqs
+ * nodes: failing to grow it means the process is out of memory. */
+static void schedule(struct sim *s, struct sim_req *r, uint64_t due)
+{
+	if (heap_push(&s->timers, &r->timer, due) == -1)
+		abort();
+}
+
+static void wait_del(struct sim *s, struct sim_req *r)
+{
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		s->wait_head = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	else
+		s->wait_tail = r->prev;
+	r->prev = r->next = NULL;
+	s->waiting--;
+}
+
+static double decode_interval_ms(const struct sim *s)
+{
+	uint32_t b = s->running ? s->running : 1;
+
+	return s->p.decode_ms_per_token * (1.0 + s->p.decode_batch_factor * (b - 1));
+}
+
+/* Start the oldest waiting request's prefill at t if the prefill engine is
+ * free and a running slot is open. Its prefix is looked up now. */
+static void admit(struct sim *s, uint64_t t)
+{
+	struct sim_req *r = s->wait_head;
+	uint64_t uncached;
+
+	if (!r || s->prefilling || s->running >= s->p.max_num_seqs)
+		return;
+	wait_del(s, r);
+	r->cached_tokens =
+		(uint32_t)(kv_lookup(s->kv, r->hashes, r->nhashes) * KV_BLOCK_TOKENS);
+	s->queries += r->prompt_tokens;
+	s->hits += r->cached_tokens;
+	uncached = r->prompt_tokens > r->cached_tokens ? r->prompt_tokens - r->cached_tokens : 1;
+	r->state = SIM_PREFILL;
+	s->prefilling = r;
+	s->running++;
+	schedule(s, r, t + (uint64_t)ceil(uncached / s->p.prefill_tokens_per_s * 1e9));
+}
+
+void sim_submit(struct sim *s, struct sim_req *r, uint64_t now)
+{
+	r->state = SIM_WAITING;
+	r->cached_tokens = 0;
+	r->tokens_out = 0;
+	r->t_submit = now;
+	r->t_first_token = 0;
+	if (r->max_tokens == 0)
+		r->max_tokens = 1;
+	heap_node_init(&r->timer);
+	r->next = NULL;
+	r->prev = s->wait_tail;
+	if (s->wait_tail)
+		s->wait_tail->next = r;
+	else
+		s->wait_head = r;
+	s->wait_tail = r;
+	s->waiting++;
+	admit(s, now);
+}
+
+void sim_cancel(struct sim *s, struct sim_req *r, uint64_t now)
+{
+	switch (r->state) {
+	case SIM_IDLE:
+		return;
+	case SIM_WAITING:
+		wait_del(s, r);
+		break;
+	case SIM_PREFILL:
+		s->prefilling = NULL;
+		/* fall through */
+	case SIM_OVERHEAD:
+	case SIM_DECODE:
+		heap_remove(&s->timers, &r->timer);
+		s->running--;
+		break;
+	}
+	r->state = SIM_IDLE;
+	admit(s, now);
+}
+
+/* r's timer is due at t: prefill done, or an output token. */
+static void timer_due(struct sim *s, struct sim_req *r, uint64_t t)
+{
+	bool last;
+
+	if (r->state == SIM_PREFILL) {
+		kv_insert(s->kv, r->hashes, r->nhashes);
+		s->prompt_tokens += r->prompt_tokens;
+		r->state = SIM_OVERHEAD;
+		s->prefilling = NULL;
+		schedule(s, r, t + ms_to_ns(s->p.ttft_overhead_ms));
+		admit(s, t);
+		return;
+	}
+	if (r->state == SIM_OVERHEAD) {
+		r->state = SIM_DECODE;
+		r->t_first_token = t;
+	}
+	r->tokens_out++;
+	s->gen_tokens++;
+	last = r->tokens_out >= r->max_tokens;
+	if (last) {
+		r->state = SIM_IDLE;
+		s->running--;
+	} else {
+		schedule(s, r, t + ms_to_ns(decode_interval_ms(s)));
+	}
+	s->fn(s->ctx, r, last);
+	if (last)
+		admit(s, t);
+}
+
+void sim_advance(struct sim *s, uint64_t now)
+{
+	struct heap_node *n;
+
+	while ((n = heap_pop_due(&s->timers, now)))
+		timer_due(s, container_of(n, struct sim_req, timer), n->due);
+}
+
+uint64_t sim_next_event(const struct sim *s)
+{
+	struct heap_node *top = heap_top(&s->timers);
+
+	return top ? top->due : UINT64_MAX;
+}
+
+void sim_get_stats(const struct sim *s, struct sim_stats *st)
+{
+	st->running = s->running;
+	st->waiting = s->waiting;
+	st->prefix_queries = s->queries;
+	st->prefix_hits = s->hits;
+	st->prompt_tokens = s->prompt_tokens;
+	st->generation_tokens = s->gen_tokens;
+	st->kv_usage = s->p.kv_capacity_tokens
+			       ? (double)kv_blocks_held(s->kv) * KV_BLOCK_TOKENS /
+					 (double)s->p.kv_capacity_tokens
+			       : 0;
+}
+
+void sim_bypass(struct sim *s, struct sim_req *r, uint32_t gen_tokens)
+{
+	r->cached_tokens = (uint32_t)(kv_lookup(s->kv, r->hashes, r->nhashes) * KV_BLOCK_TOKENS);
+	kv_insert(s->kv, r->hashes, r->nhashes);
+	s->queries += r->prompt_tokens;
+	s->hits += r->cached_tokens;
+	s->prompt_tokens += r->prompt_tokens;
+	s->gen_tokens += gen_tokens;
+}

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Timing model of one simulated vLLM instance, pure: the caller supplies the
+ * time (ns) and is called back when a request produces an output token. The
+ * model itself is described at the top of sim.c.
+ */
+#ifndef MOCKLLM_SIM_H
+#define MOCKLLM_SIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "heap.h"
+#include "kvcache.h"
+
+struct sim_params {
+	double prefill_tokens_per_s; /* instance-wide prefill throughput */
+	double decode_ms_per_token;  /* per-token decode time of a lone request */
+	double decode_batch_factor;  /* +this fraction per extra running request */
+	double ttft_overhead_ms;     /* fixed part of every TTFT */
+	uint32_t max_num_seqs;       /* running requests at most; others wait */
+	uint64_t kv_capacity_tokens; /* prefix cache size */
+};
+
+/* The calibrated defaults (see sim.c). */
+void sim_default_params(struct sim_params *p);
+
+enum sim_state {
+	SIM_IDLE = 0, /* not submitted, or finished / cancelled */
+	SIM_WAITING,  /* queued: another prefill in progress, or max_num_seqs */
+	SIM_PREFILL,  /* computing its uncached prompt tokens (one at a time) */
+	SIM_OVERHEAD, /* prefill done, first token after the fixed overhead */
+	SIM_DECODE,   /* first token out; one more every decode interval */
+};
+
+struct sim_req {
+	/* Set by the caller before sim_submit; hashes must stay valid until the
+	 * request is finished or cancelled. */
+	const uint64_t *hashes; /* kv_block_hashes() of the prompt */
+	size_t nhashes;
+	uint32_t prompt_tokens;
+	uint32_t max_tokens; /* output tokens to produce, >= 1 */
+	/* Set by the simulation. */
+	enum sim_state state;
+	uint32_t cached_tokens; /* known once the request leaves SIM_WAITING */
+	uint32_t tokens_out;    /* output tokens produced so far */
+	uint64_t t_submit, t_first_token;
+	/* private */
+	struct heap_node timer; /* SIM_PREFILL / SIM_OVERHEAD / SIM_DECODE */
+	struct sim_req *prev, *next;
+};
+
+/*
+ * Called for each output token, r->tokens_out already counting it. When last
+ * is true the simulation has already forgotten r (state SIM_IDLE): the
+ * callback may free it. Otherwise it may sim_cancel() it.
+ */
+typedef void (*sim_token_fn)(void *ctx, struct sim_req *r, bool last);
+
+struct sim_stats {
+	uint32_t running, waiting;
+	uint64_t prefix_queries, prefix_hits; /* tokens */
+	uint64_t prompt_tokens, generation_tokens;
+	double kv_usage; /* cached tokens held / capacity, 0..1 */
+};
+
+struct sim;
+
+/* NULL on allocation failure. */
+struct sim *sim_create(const struct sim_params *p, sim_token_fn fn, void *ctx);
+void sim_destroy(struct sim *s);
+
+/* Start r at now (r->state must be SIM_IDLE). It may be admitted at once. */
+void sim_submit(struct sim *s, struct sim_req *r, uint64_t now);
+/* Forget r (client gone) at now; frees its slot. No callback follows. */
+void sim_cancel(struct sim *s, struct sim_req *r, uint64_t now);
+/* Run every event due at or before now, in time order. */
+void sim_advance(struct sim *s, uint64_t now);
+/* When sim_advance next has something to do; UINT64_MAX if never. */
+uint64_t sim_next_event(const struct sim *s);
+
+void sim_get_stats(const struct sim *s, struct sim_stats *st);
+/*
+ * A request answered without the timing model (test knobs): its cache lookup
+ * and insertion happen at once and it counts in the metrics as if it had
+ * produced gen_tokens tokens. Sets r->cached_tokens; r is not kept.
+ */
+void sim_bypass(struct sim *s, struct sim_req *r, uint32_t gen_tokens);
+
+#endif /* MOCKLLM_SIM_H */

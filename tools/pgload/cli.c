@@ -1,0 +1,384 @@
+// SPDX-License-Identifier: MIT
+/* Command line of pgload: a keyword table, strict number parsing, --help. */
+#include "pgload.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const wl_names[] = {
+    [WL_SHARED_PREFIX] = "shared-prefix",
+    [WL_MULTI_TURN] = "multi-turn",
+    [WL_NO_PREFIX] = "no-prefix",
+    [WL_HOT_PREFIX] = "hot-prefix",
+    [WL_FIXED] = "fixed",
+};
+
+const char *pg_workload_name(enum wl_kind k)
+{
+	return wl_names[k];
+}
+
+static const char usage[] =
+    "usage: pgload [options]\n"
+    "Drive OpenAI-compatible (streaming) chat requests at a target over HTTP/1.1\n"
+    "keep-alive connections, record each request, print a summary.\n"
+    "\n"
+    "Target and request:\n"
+    "  --target ADDR:PORT     numeric IPv4 target (default 127.0.0.1:8080)\n"
+    "  --path PATH            request path (default /v1/chat/completions)\n"
+    "  --model NAME           \"model\" field (default mock)\n"
+    "  --max-tokens N         output tokens asked for (default 32)\n"
+    "  --no-stream            plain JSON responses (default: \"stream\":true with\n"
+    "                         \"stream_options\":{\"include_usage\":true})\n"
+    "  --timeout-ms MS        per-request timeout (default 30000)\n"
+    "\n"
+    "Load (one of):\n"
+    "  --rate R               open loop: Poisson arrivals at R req/s (times from --seed);\n"
+    "                         latency counts from the scheduled arrival\n"
+    "  --concurrency C        closed loop: C requests always in flight (default 16)\n"
+    "  --max-conns N          open loop: at most N connections; later arrivals queue\n"
+    "                         (default 4096)\n"
+    "Stop (either or both; default --duration 10):\n"
+    "  --duration S           stop issuing after S seconds\n"
+    "  --requests N           stop issuing after N requests\n"
+    "  The run always ends by stop time + --timeout-ms + 1 s.\n"
+    "\n"
+    "Workload (--workload NAME, default shared-prefix); all deterministic from --seed\n"
+    "(default 1). A token is 4 bytes of pseudo-random word text.\n"
+    "  shared-prefix  system message (--system-tokens, default 64) + user message:\n"
+    "                 document + \"Question: \" + a --question-tokens (default 50) random\n"
+    "                 question. The document is one of --docs (default 32) documents of\n"
+    "                 --doc-tokens (default 8000) tokens, chosen with Zipf popularity\n"
+    "                 P(rank k) ~ 1/k^s, s = --zipf (default 1.0; 0 = uniform).\n"
+    "  hot-prefix     as shared-prefix, but document 0 takes --hot-share (default 0.5)\n"
+    "                 of requests; the rest are Zipf over the other documents.\n"
+    "  no-prefix      the same shape and sizes, every prompt unique (control).\n"
+    "  multi-turn     --conversations (default 64) live conversations. Each has\n"
+    "                 uniform[--min-turns, --max-turns] (default 2..12) user turns;\n"
+    "                 user turn lengths lognormal, median --user-tokens (default 60),\n"
+    "                 assistant turn lengths lognormal, median --assistant-tokens\n"
+    "                 (default 200), both sigma 0.8, clamped to [4, 16 x median].\n"
+    "                 Each request carries the history so far; a conversation's next\n"
+    "                 turn is sent only after the previous response; a finished\n"
+    "                 conversation is replaced by a new one.\n"
+    "  fixed          the same body of exactly --body-bytes (default 32768) bytes.\n"
+    "\n"
+    "Output:\n"
+    "  --label NAME           name shown in the summary and JSON (e.g. the strategy)\n"
+    "  --csv FILE             one row per request\n"
+    "  --json FILE            the summary as JSON\n"
+    "  --quiet                no summary on stdout\n"
+    "  --help\n";
+
+/* Option codes: in the same order as longopts[] (one_option() indexes it). */
+enum {
+	O_TARGET = 256,
+	O_PATH,
+	O_MODEL,
+	O_MAX_TOKENS,
+	O_NO_STREAM,
+	O_TIMEOUT,
+	O_RATE,
+	O_CONCURRENCY,
+	O_MAX_CONNS,
+	O_DURATION,
+	O_REQUESTS,
+	O_WORKLOAD,
+	O_SEED,
+	O_DOCS,
+	O_DOC_TOKENS,
+	O_ZIPF,
+	O_QUESTION_TOKENS,
+	O_SYSTEM_TOKENS,
+	O_HOT_SHARE,
+	O_CONVERSATIONS,
+	O_MIN_TURNS,
+	O_MAX_TURNS,
+	O_USER_TOKENS,
+	O_ASSISTANT_TOKENS,
+	O_BODY_BYTES,
+	O_LABEL,
+	O_CSV,
+	O_JSON,
+	O_QUIET,
+	O_HELP,
+};
+
+static const struct option longopts[] = {
+    {"target", required_argument, NULL, O_TARGET},
+    {"path", required_argument, NULL, O_PATH},
+    {"model", required_argument, NULL, O_MODEL},
+    {"max-tokens", required_argument, NULL, O_MAX_TOKENS},
+    {"no-stream", no_argument, NULL, O_NO_STREAM},
+    {"timeout-ms", required_argument, NULL, O_TIMEOUT},
+    {"rate", required_argument, NULL, O_RATE},
+    {"concurrency", required_argument, NULL, O_CONCURRENCY},
+    {"max-conns", required_argument, NULL, O_MAX_CONNS},
+    {"duration", required_argument, NULL, O_DURATION},
+    {"requests", required_argument, NULL, O_REQUESTS},
+    {"workload", required_argument, NULL, O_WORKLOAD},
+    {"seed", required_argument, NULL, O_SEED},
+    {"docs", required_argument, NULL, O_DOCS},
+    {"doc-tokens", required_argument, NULL, O_DOC_TOKENS},
+    {"zipf", required_argument, NULL, O_ZIPF},
+    {"question-tokens", required_argument, NULL, O_QUESTION_TOKENS},
+    {"system-tokens", required_argument, NULL, O_SYSTEM_TOKENS},
+    {"hot-share", required_argument, NULL, O_HOT_SHARE},
+    {"conversations", required_argument, NULL, O_CONVERSATIONS},
+    {"min-turns", required_argument, NULL, O_MIN_TURNS},
+    {"max-turns", required_argument, NULL, O_MAX_TURNS},
+    {"user-tokens", required_argument, NULL, O_USER_TOKENS},
+    {"assistant-tokens", required_argument, NULL, O_ASSISTANT_TOKENS},
+    {"body-bytes", required_argument, NULL, O_BODY_BYTES},
+    {"label", required_argument, NULL, O_LABEL},
+    {"csv", required_argument, NULL, O_CSV},
+    {"json", required_argument, NULL, O_JSON},
+    {"quiet", no_argument, NULL, O_QUIET},
+    {"help", no_argument, NULL, O_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+/* Parse an integer in [lo, hi] for the option named opt. */
+static int num_u64(const char *opt, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || *s == '-' || v < lo || v > hi) {
+		fprintf(stderr, "pgload: --%s %s: want an integer in [%llu, %llu]\n", opt, s,
+		        (unsigned long long)lo, (unsigned long long)hi);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static int num_uint(const char *opt, const char *s, unsigned lo, unsigned hi, unsigned *out)
+{
+	uint64_t v;
+
+	if (num_u64(opt, s, lo, hi, &v) == -1)
+		return -1;
+	*out = (unsigned)v;
+	return 0;
+}
+
+static int num_double(const char *opt, const char *s, double lo, double hi, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) {
+		fprintf(stderr, "pgload: --%s %s: want a number in [%g, %g]\n", opt, s, lo, hi);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static int copy_str(const char *opt, const char *s, char *dst, size_t cap)
+{
+	if (strlen(s) >= cap) {
+		fprintf(stderr, "pgload: --%s: longer than %zu bytes\n", opt, cap - 1);
+		return -1;
+	}
+	strcpy(dst, s);
+	return 0;
+}
+
+/* Names and strings a request head or body will carry verbatim. */
+static int plain(const char *opt, const char *s)
+{
+	for (const char *p = s; *p; p++)
+		if (*p <= ' ' || *p == '"' || *p == '\\' || *p == 0x7f) {
+			fprintf(stderr, "pgload: --%s %s: no spaces, quotes or control bytes\n",
+			        opt, s);
+			return -1;
+		}
+	return 0;
+}
+
+static int parse_target(struct pg_opts *o, const char *s)
+{
+	const char *colon = strrchr(s, ':');
+	uint64_t port;
+
+	if (copy_str("target", s, o->target, sizeof(o->target)) == -1)
+		return -1;
+	if (!colon || colon == s || (size_t)(colon - s) >= sizeof(o->host)) {
+		fprintf(stderr, "pgload: --target %s: want ADDR:PORT\n", s);
+		return -1;
+	}
+	memcpy(o->host, s, (size_t)(colon - s));
+	o->host[colon - s] = '\0';
+	if (num_u64("target port", colon + 1, 1, 65535, &port) == -1)
+		return -1;
+	o->port = (uint16_t)port;
+	return 0;
+}
+
+static void defaults(struct pg_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	parse_target(o, "127.0.0.1:8080");
+	strcpy(o->path, "/v1/chat/completions");
+	strcpy(o->model, "mock");
+	o->workload = WL_SHARED_PREFIX;
+	o->max_conns = 4096;
+	o->max_tokens = 32;
+	o->stream = true;
+	o->timeout_ms = 30000;
+	o->seed = 1;
+	o->docs = 32;
+	o->doc_tokens = 8000;
+	o->zipf_s = 1.0;
+	o->question_tokens = 50;
+	o->system_tokens = 64;
+	o->hot_share = 0.5;
+	o->conversations = 64;
+	o->min_turns = 2;
+	o->max_turns = 12;
+	o->user_tokens = 60;
+	o->assistant_tokens = 200;
+	o->body_bytes = 32768;
+}
+
+static int one_option(struct pg_opts *o, int opt, const char *arg)
+{
+	const char *name = longopts[opt - O_TARGET].name;
+	uint64_t v;
+
+	switch (opt) {
+	case O_TARGET:
+		return parse_target(o, arg);
+	case O_PATH:
+		if (arg[0] != '/' || plain(name, arg) == -1) {
+			fprintf(stderr, "pgload: --path %s: want an absolute path\n", arg);
+			return -1;
+		}
+		return copy_str(name, arg, o->path, sizeof(o->path));
+	case O_MODEL:
+		return plain(name, arg) == -1 ? -1
+		                              : copy_str(name, arg, o->model, sizeof(o->model));
+	case O_LABEL:
+		return plain(name, arg) == -1 ? -1
+		                              : copy_str(name, arg, o->label, sizeof(o->label));
+	case O_MAX_TOKENS:
+		return num_uint(name, arg, 1, 1000000, &o->max_tokens);
+	case O_NO_STREAM:
+		o->stream = false;
+		return 0;
+	case O_TIMEOUT:
+		return num_uint(name, arg, 1, 3600000, &o->timeout_ms);
+	case O_RATE:
+		return num_double(name, arg, 1e-3, 1e7, &o->rate);
+	case O_CONCURRENCY:
+		return num_uint(name, arg, 1, 1000000, &o->concurrency);
+	case O_MAX_CONNS:
+		return num_uint(name, arg, 1, 1000000, &o->max_conns);
+	case O_DURATION:
+		return num_double(name, arg, 1e-3, 1e6, &o->duration_s);
+	case O_REQUESTS:
+		return num_u64(name, arg, 1, UINT32_MAX, &o->requests);
+	case O_SEED:
+		return num_u64(name, arg, 0, UINT64_MAX, &o->seed);
+	case O_DOCS:
+		return num_uint(name, arg, 1, 1000000, &o->docs);
+	case O_DOC_TOKENS:
+		return num_uint(name, arg, 1, 1 << 24, &o->doc_tokens);
+	case O_ZIPF:
+		return num_double(name, arg, 0, 10, &o->zipf_s);
+	case O_QUESTION_TOKENS:
+		return num_uint(name, arg, 1, 1 << 20, &o->question_tokens);
+	case O_SYSTEM_TOKENS:
+		return num_uint(name, arg, 0, 1 << 20, &o->system_tokens);
+	case O_HOT_SHARE:
+		return num_double(name, arg, 0, 1, &o->hot_share);
+	case O_CONVERSATIONS:
+		return num_uint(name, arg, 1, 1000000, &o->conversations);
+	case O_MIN_TURNS:
+		return num_uint(name, arg, 1, 64, &o->min_turns);
+	case O_MAX_TURNS:
+		return num_uint(name, arg, 1, 64, &o->max_turns);
+	case O_USER_TOKENS:
+		return num_uint(name, arg, 1, 1 << 16, &o->user_tokens);
+	case O_ASSISTANT_TOKENS:
+		return num_uint(name, arg, 1, 1 << 16, &o->assistant_tokens);
+	case O_BODY_BYTES:
+		if (num_u64(name, arg, 1, 1ULL << 30, &v) == -1)
+			return -1;
+		o->body_bytes = (size_t)v;
+		return 0;
+	case O_CSV:
+		o->csv_path = arg;
+		return 0;
+	case O_JSON:
+		o->json_path = arg;
+		return 0;
+	case O_QUIET:
+		o->quiet = true;
+		return 0;
+	case O_WORKLOAD:
+		for (size_t k = 0; k < sizeof(wl_names) / sizeof(wl_names[0]); k++)
+			if (strcmp(arg, wl_names[k]) == 0) {
+				o->workload = (enum wl_kind)k;
+				return 0;
+			}
+		fprintf(stderr,
+		        "pgload: --workload %s: want shared-prefix, multi-turn, "
+		        "no-prefix, hot-prefix or fixed\n",
+		        arg);
+		return -1;
+	}
+	return -1;
+}
+
+int pg_parse_args(int argc, char **argv, struct pg_opts *o)
+{
+	int opt;
+
+	defaults(o);
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		if (opt == O_HELP) {
+			fputs(usage, stdout);
+			return 1;
+		}
+		if (opt == '?' || opt == ':') {
+			fprintf(stderr, "pgload: bad or incomplete option %s (see --help)\n",
+			        argv[optind - 1]);
+			return -1;
+		}
+		if (one_option(o, opt, optarg) == -1)
+			return -1;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "pgload: unexpected argument %s (see --help)\n", argv[optind]);
+		return -1;
+	}
+	if (o->rate > 0 && o->concurrency) {
+		fprintf(stderr, "pgload: --rate (open loop) and --concurrency (closed loop) "
+		                "exclude each other; cap open-loop connections with --max-conns\n");
+		return -1;
+	}
+	if (o->rate <= 0 && !o->concurrency)
+		o->concurrency = 16;
+	if (o->duration_s <= 0 && !o->requests)
+		o->duration_s = 10;
+	if (o->min_turns > o->max_turns) {
+		fprintf(stderr, "pgload: --min-turns %u exceeds --max-turns %u\n", o->min_turns,
+		        o->max_turns);
+		return -1;
+	}
+	if (!o->label[0])
+		strcpy(o->label, wl_names[o->workload]);
+	return 0;
+}

@@ -1,0 +1,490 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Request bodies for each workload, all OpenAI chat requests:
+ *
+ *   {"model":M,"messages":[...],"max_tokens":N,"stream":true,
+ *    "stream_options":{"include_usage":true}}      (stream fields: not with --no-stream)
+ *
+ * Text is pseudo-random lowercase words; a token is counted as 4 bytes of
+ * text (how mockllm tokenizes), so T tokens are exactly 4T bytes.
+ *
+ *   shared-prefix  system message (--system-tokens, same for every request),
+ *                  then a user message: document d + "\n\nQuestion: " + a
+ *                  random --question-tokens question unique to the request.
+ *                  d ~ Zipf(--zipf) over --docs documents of --doc-tokens.
+ *   hot-prefix     as shared-prefix, but document 0 is chosen with
+ *                  probability --hot-share, else Zipf over documents 1..N-1.
+ *   no-prefix      same shape and sizes, but the system message and the
+ *                  document are unique to the request: nothing is shared.
+ *   multi-turn     --conversations conversations are live at once. Each has
+ *                  U ~ uniform[--min-turns, --max-turns] user turns; user turn
+ *                  lengths ~ lognormal(median --user-tokens, sigma 0.8) and
+ *                  assistant turns ~ lognormal(median --assistant-tokens, sigma
+ *                  0.8), clamped to [4, 16 x median] tokens. Request t carries
+ *                  user 0, assistant 0, ..., user t (no system message). The
+ *                  assistant text is the conversation's own (as in a replayed
+ *                  ShareGPT log), not the server's reply. A conversation's next
+ *                  turn is ready only after its previous response ended; a
+ *                  finished conversation is replaced by a new one.
+ *   fixed          one body of exactly --body-bytes bytes, sent every time.
+ */
+#include "workload.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rng.h"
+
+/* Tags that separate the random streams derived from --seed. */
+enum {
+	TAG_SYSTEM = 1,
+	TAG_DOC,
+	TAG_QUESTION,
+	TAG_PICK,
+	TAG_UNIQUE_SYS,
+	TAG_UNIQUE_DOC,
+	TAG_CONV,
+	TAG_TURN,
+	TAG_FIXED,
+};
+
+#define VOCAB_SIZE      1024
+#define TURN_SIGMA      0.8
+#define MAX_TURNS_LIMIT 64
+
+struct conv {
+	uint32_t id;
+	uint32_t nturns, next;
+	uint32_t user[MAX_TURNS_LIMIT], assistant[MAX_TURNS_LIMIT]; /* tokens */
+};
+
+struct pg_workload {
+	const struct pg_opts *o;
+	char *system;        /* shared system message text */
+	char **docs;         /* generated on first use */
+	struct pg_zipf zipf; /* over all docs, or docs 1..N-1 for hot-prefix */
+	char *fixed;         /* fixed body */
+	size_t fixed_len;
+	/* multi-turn */
+	struct conv *convs;
+	uint32_t *ready; /* FIFO of conversation slots ready for their next turn */
+	size_t ready_head, ready_n;
+	uint32_t next_conv_id;
+};
+
+static char vocab[VOCAB_SIZE][9];
+static uint8_t vocab_len[VOCAB_SIZE];
+static bool vocab_built;
+
+/* Pronounceable words of 2-8 letters from a fixed seed: text that looks
+ * like text in a packet capture, and is the same for every run. */
+static void build_vocab(void)
+{
+	static const char cons[] = "bcdfghjklmnprstvwz", vow[] = "aeiou";
+	struct pg_rng r;
+
+	pg_rng_seed(&r, 0x70676c6f6164ULL);
+	for (int i = 0; i < VOCAB_SIZE; i++) {
+		int len = (int)pg_rng_range(&r, 2, 8);
+
+		for (int j = 0; j < len; j++)
+			vocab[i][j] = j % 2 ? vow[pg_rng_next(&r) % 5] : cons[pg_rng_next(&r) % 18];
+		vocab_len[i] = (uint8_t)len;
+	}
+	vocab_built = true;
+}
+
+void pg_wl_text(char *out, size_t n, uint64_t key)
+{
+	struct pg_rng r;
+	uint64_t bits = 0;
+	int nbits = 0;
+	size_t pos = 0;
+
+	if (!vocab_built)
+		build_vocab();
+	pg_rng_seed(&r, key);
+	while (pos < n) {
+		unsigned w, len;
+		size_t room = n - pos;
+
+		if (nbits < 10) {
+			bits = pg_rng_next(&r);
+			nbits = 64;
+		}
+		w = bits & (VOCAB_SIZE - 1);
+		bits >>= 10;
+		nbits -= 10;
+		len = vocab_len[w];
+		if (pos == 0) {
+			/* First word: no separator. */
+		} else if (room >= 2) {
+			out[pos++] = ' ';
+			room--;
+		} else {
+			/* One byte left: lengthen the last word instead. */
+			out[pos++] = vocab[w][0];
+			break;
+		}
+		if (len > room)
+			len = (unsigned)room;
+		memcpy(out + pos, vocab[w], len);
+		pos += len;
+	}
+}
+
+/* --- a small append-only buffer ------------------------------------------- */
+
+struct sb {
+	char *p;
+	size_t len, cap;
+	bool oom;
+};
+
+static char *sb_room(struct sb *b, size_t n)
+{
+	if (b->oom)
+		return NULL;
+	if (b->len + n > b->cap) {
+		size_t cap = b->cap ? b->cap : 1024;
+		char *p;
+
+		while (cap < b->len + n)
+			cap *= 2;
+		p = realloc(b->p, cap);
+		if (!p) {
+			b->oom = true;
+			return NULL;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	b->len += n;
+	return b->p + b->len - n;
+}
+
+static void sb_put(struct sb *b, const char *s, size_t n)
+{
+	char *d = sb_room(b, n);
+
+	if (d)
+		memcpy(d, s, n);
+}
+
+static void sb_str(struct sb *b, const char *s)
+{
+	sb_put(b, s, strlen(s));
+}
+
+static void sb_text(struct sb *b, size_t nbytes, uint64_t key)
+{
+	char *d = sb_room(b, nbytes);
+
+	if (d)
+		pg_wl_text(d, nbytes, key);
+}
+
+static void body_open(struct sb *b, const struct pg_opts *o)
+{
+	sb_str(b, "{\"model\":\"");
+	sb_str(b, o->model);
+	sb_str(b, "\",\"messages\":[");
+}
+
+static void body_close(struct sb *b, const struct pg_opts *o)
+{
+	char tail[160];
+
+	snprintf(tail, sizeof(tail), "],\"max_tokens\":%u%s}", o->max_tokens,
+	         o->stream ? ",\"stream\":true,\"stream_options\":{\"include_usage\":true}"
+	                   : ",\"stream\":false");
+	sb_str(b, tail);
+}
+
+static void msg_open(struct sb *b, const char *role, bool first)
+{
+	sb_str(b, first ? "{\"role\":\"" : ",{\"role\":\"");
+	sb_str(b, role);
+	sb_str(b, "\",\"content\":\"");
+}
+
+static void msg_close(struct sb *b)
+{
+	sb_str(b, "\"}");
+}
+
+static const char *doc_text(struct pg_workload *w, uint32_t d)
+{
+	size_t n = (size_t)w->o->doc_tokens * 4;
+
+	if (!w->docs[d]) {
+		w->docs[d] = malloc(n);
+		if (!w->docs[d])
+			return NULL;
+		pg_wl_text(w->docs[d], n, pg_mix(w->o->seed, TAG_DOC, d));
+	}
+	return w->docs[d];
+}
+
+static uint32_t pick_doc(struct pg_workload *w, uint64_t idx)
+{
+	const struct pg_opts *o = w->o;
+	struct pg_rng r;
+
+	pg_rng_seed(&r, pg_mix(o->seed, TAG_PICK, idx));
+	if (o->workload == WL_HOT_PREFIX) {
+		if (o->docs == 1 || pg_rng_unit(&r) < o->hot_share)
+			return 0;
+		return 1 + (uint32_t)pg_zipf_sample(&w->zipf, &r);
+	}
+	return (uint32_t)pg_zipf_sample(&w->zipf, &r);
+}
+
+/* shared-prefix, hot-prefix and no-prefix. */
+static int prefix_body(struct pg_workload *w, uint64_t idx, struct pg_wl_req *out)
+{
+	const struct pg_opts *o = w->o;
+	size_t sys_n = (size_t)o->system_tokens * 4, doc_n = (size_t)o->doc_tokens * 4;
+	struct sb b = {0};
+	const char *doc = NULL;
+	uint32_t d = 0;
+
+	if (o->workload != WL_NO_PREFIX) {
+		d = pick_doc(w, idx);
+		doc = doc_text(w, d);
+		if (!doc)
+			return -1;
+	}
+	sb_room(&b, sys_n + doc_n + (size_t)o->question_tokens * 4 + 512);
+	b.len = 0;
+	body_open(&b, o);
+	if (sys_n) {
+		msg_open(&b, "system", true);
+		if (doc)
+			sb_put(&b, w->system, sys_n);
+		else
+			sb_text(&b, sys_n, pg_mix(o->seed, TAG_UNIQUE_SYS, idx));
+		msg_close(&b);
+	}
+	msg_open(&b, "user", sys_n == 0);
+	if (doc)
+		sb_put(&b, doc, doc_n);
+	else
+		sb_text(&b, doc_n, pg_mix(o->seed, TAG_UNIQUE_DOC, idx));
+	sb_str(&b, "\\n\\nQuestion: ");
+	sb_text(&b, (size_t)o->question_tokens * 4, pg_mix(o->seed, TAG_QUESTION, idx));
+	msg_close(&b);
+	body_close(&b, o);
+	if (b.oom) {
+		free(b.p);
+		return -1;
+	}
+	*out = (struct pg_wl_req){.body = b.p, .len = b.len, .owned = true, .group = d};
+	return 0;
+}
+
+static uint32_t clamp_tokens(double x, unsigned median)
+{
+	double hi = 16.0 * median;
+
+	if (x < 4)
+		x = 4;
+	if (x > hi)
+		x = hi;
+	return (uint32_t)lround(x);
+}
+
+/* Draw conversation id's shape into slot c. */
+static void conv_new(struct pg_workload *w, struct conv *c, uint32_t id)
+{
+	const struct pg_opts *o = w->o;
+	struct pg_rng r;
+
+	pg_rng_seed(&r, pg_mix(o->seed, TAG_CONV, id));
+	c->id = id;
+	c->next = 0;
+	c->nturns = (uint32_t)pg_rng_range(&r, o->min_turns, o->max_turns);
+	for (uint32_t t = 0; t < c->nturns; t++) {
+		c->user[t] =
+		    clamp_tokens(pg_rng_lognormal(&r, o->user_tokens, TURN_SIGMA), o->user_tokens);
+		c->assistant[t] = clamp_tokens(
+		    pg_rng_lognormal(&r, o->assistant_tokens, TURN_SIGMA), o->assistant_tokens);
+	}
+}
+
+static uint64_t turn_key(const struct pg_opts *o, uint32_t conv, uint32_t turn, int assistant)
+{
+	return pg_mix(o->seed, TAG_TURN,
+	              ((uint64_t)conv << 16) | (turn << 1) | (uint64_t)assistant);
+}
+
+static int turn_body(struct pg_workload *w, struct pg_wl_req *out)
+{
+	const struct pg_opts *o = w->o;
+	struct sb b = {0};
+	uint32_t slot;
+	struct conv *c;
+
+	if (!w->ready_n)
+		return 1;
+	slot = w->ready[w->ready_head];
+	c = &w->convs[slot];
+	body_open(&b, o);
+	for (uint32_t t = 0; t <= c->next; t++) {
+		msg_open(&b, "user", t == 0);
+		sb_text(&b, (size_t)c->user[t] * 4, turn_key(o, c->id, t, 0));
+		msg_close(&b);
+		if (t == c->next)
+			break;
+		msg_open(&b, "assistant", false);
+		sb_text(&b, (size_t)c->assistant[t] * 4, turn_key(o, c->id, t, 1));
+		msg_close(&b);
+	}
+	body_close(&b, o);
+	if (b.oom) {
+		free(b.p);
+		return -1;
+	}
+	w->ready_head = (w->ready_head + 1) % o->conversations;
+	w->ready_n--;
+	*out = (struct pg_wl_req){
+	    .body = b.p,
+	    .len = b.len,
+	    .owned = true,
+	    .group = c->id,
+	    .turn = c->next,
+	    .slot = slot,
+	};
+	return 0;
+}
+
+static int fixed_init(struct pg_workload *w)
+{
+	const struct pg_opts *o = w->o;
+	struct sb b = {0};
+	size_t env, fill;
+
+	body_open(&b, o);
+	msg_open(&b, "user", true);
+	env = b.len;
+	msg_close(&b);
+	body_close(&b, o);
+	if (b.oom)
+		return -1;
+	if (o->body_bytes < b.len + 1) {
+		fprintf(stderr, "pgload: --body-bytes %zu is below the smallest request (%zu)\n",
+		        o->body_bytes, b.len + 1);
+		free(b.p);
+		return -1;
+	}
+	fill = o->body_bytes - b.len;
+	/* Rebuild with the content in place. */
+	b.len = env;
+	sb_text(&b, fill, pg_mix(o->seed, TAG_FIXED, 0));
+	msg_close(&b);
+	body_close(&b, o);
+	if (b.oom)
+		return -1;
+	w->fixed = b.p;
+	w->fixed_len = b.len;
+	return 0;
+}
+
+struct pg_workload *pg_wl_create(const struct pg_opts *o)
+{
+	struct pg_workload *w = calloc(1, sizeof(*w));
+	int rc = 0;
+
+	if (!w)
+		goto oom;
+	w->o = o;
+	switch (o->workload) {
+	case WL_SHARED_PREFIX:
+	case WL_HOT_PREFIX:
+	case WL_NO_PREFIX:
+		w->system = malloc((size_t)o->system_tokens * 4 + 1);
+		w->docs = calloc(o->docs, sizeof(*w->docs));
+		if (!w->system || !w->docs)
+			goto oom;
+		pg_wl_text(w->system, (size_t)o->system_tokens * 4, pg_mix(o->seed, TAG_SYSTEM, 0));
+		if (o->workload == WL_HOT_PREFIX)
+			rc = o->docs > 1 ? pg_zipf_init(&w->zipf, o->docs - 1, o->zipf_s) : 0;
+		else
+			rc = pg_zipf_init(&w->zipf, o->docs, o->zipf_s);
+		if (rc == -1)
+			goto oom;
+		break;
+	case WL_MULTI_TURN:
+		if (o->max_turns > MAX_TURNS_LIMIT) {
+			fprintf(stderr, "pgload: --max-turns is at most %d\n", MAX_TURNS_LIMIT);
+			goto fail;
+		}
+		w->convs = calloc(o->conversations, sizeof(*w->convs));
+		w->ready = calloc(o->conversations, sizeof(*w->ready));
+		if (!w->convs || !w->ready)
+			goto oom;
+		for (uint32_t i = 0; i < o->conversations; i++) {
+			conv_new(w, &w->convs[i], i);
+			w->ready[i] = i;
+		}
+		w->ready_n = o->conversations;
+		w->next_conv_id = o->conversations;
+		break;
+	case WL_FIXED:
+		if (fixed_init(w) == -1)
+			goto fail;
+		break;
+	}
+	return w;
+oom:
+	fprintf(stderr, "pgload: out of memory building the workload\n");
+fail:
+	pg_wl_destroy(w);
+	return NULL;
+}
+
+int pg_wl_next(struct pg_workload *w, uint64_t idx, struct pg_wl_req *out)
+{
+	switch (w->o->workload) {
+	case WL_MULTI_TURN:
+		return turn_body(w, out);
+	case WL_FIXED:
+		*out = (struct pg_wl_req){.body = w->fixed, .len = w->fixed_len};
+		return 0;
+	default:
+		return prefix_body(w, idx, out);
+	}
+}
+
+void pg_wl_done(struct pg_workload *w, struct pg_wl_req *r)
+{
+	if (r->owned)
+		free(r->body);
+	r->body = NULL;
+	if (w->o->workload == WL_MULTI_TURN) {
+		struct conv *c = &w->convs[r->slot];
+
+		if (++c->next == c->nturns)
+			conv_new(w, c, w->next_conv_id++);
+		w->ready[(w->ready_head + w->ready_n) % w->o->conversations] = r->slot;
+		w->ready_n++;
+	}
+}
+
+void pg_wl_destroy(struct pg_workload *w)
+{
+	if (!w)
+		return;
+	if (w->docs)
+		for (unsigned i = 0; i < w->o->docs; i++)
+			free(w->docs[i]);
+	free(w->docs);
+	free(w->system);
+	pg_zipf_free(&w->zipf);
+	free(w->fixed);
+	free(w->convs);
+	free(w->ready);
+	free(w);
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Deterministic request bodies. Every body is a function of (--seed, the
+ * workload options, the request's index) — and for multi-turn, of which
+ * conversation is ready next — so two runs with the same seed send the same
+ * prompts. The workloads are described in cli.c's --help and workload.c.
+ */
+#ifndef PGLOAD_WORKLOAD_H
+#define PGLOAD_WORKLOAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pgload.h"
+
+/* One request body handed to the engine. */
+struct pg_wl_req {
+	char *body;
+	size_t len;
+	bool owned;     /* body is malloc'd for this request (else shared) */
+	uint32_t group; /* document id, or conversation slot's conversation id */
+	uint32_t turn;  /* turn index (multi-turn), else 0 */
+	uint32_t slot;  /* multi-turn: conversation slot, for pg_wl_done */
+};
+
+struct pg_workload;
+
+/* Returns the workload, or NULL after printing why (bad options / memory). */
+struct pg_workload *pg_wl_create(const struct pg_opts *o);
+/*
+ * Build request number idx into *out. Returns 0; 1 when nothing can be sent
+ * now (multi-turn: every conversation waits for a response — call again
+ * after pg_wl_done); -1 when out of memory.
+ */
+int pg_wl_next(struct pg_workload *w, uint64_t idx, struct pg_wl_req *out);
+/* The response to r has ended (success or not); frees r's body. */
+void pg_wl_done(struct pg_workload *w, struct pg_wl_req *r);
+void pg_wl_destroy(struct pg_workload *w);
+
+/*
+ * Pseudo-random word text of exactly n bytes from key: lowercase words
+ * separated by single spaces, never starting or ending with a space, no
+ * character that needs JSON escaping. Exposed for tests.
+ */
+void pg_wl_text(char *out, size_t n, uint64_t key);
+
+#endif /* PGLOAD_WORKLOAD_H */

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Backend choice, pure: given the routing config, ring candidates and a
+ * snapshot of the backend table, pick one backend and say why. No I/O; the
+ * caller supplies the clock and the random number.
+ */
+#ifndef PG_BALANCER_H
+#define PG_BALANCER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "prefixgate.h"
+
+struct pg_route_cfg {
+	enum pg_strategy strategy;
+	uint32_t prefix_length;
+	uint32_t concurrency_threshold;
+};
+
+struct pg_choice {
+	uint16_t backend;  /* 0: no usable backend */
+	uint8_t decision;  /* enum pg_decision */
+	uint8_t ncand;     /* ring candidates considered (prefix_aware) */
+	uint16_t cand[PG_RING_CANDIDATES];
+};
+
+/* A backend set as a bitmap of ids, e.g. the ones a request already tried. */
+struct pg_idset {
+	uint64_t bits[PG_MAX_BACKENDS / 64];
+};
+
+static inline void pg_idset_add(struct pg_idset *s, unsigned id)
+{
+	s->bits[id / 64] |= 1ull << (id % 64);
+}
+static inline bool pg_idset_has(const struct pg_idset *s, unsigned id)
+{
+	return s->bits[id / 64] >> (id % 64) & 1;
+}
+
+/*
+ * Whether backend b may take a new request now: ACTIVE, not DRAINING, and not
+ * DOWN unless down_until_ms has passed.
+ */
+bool pg_backend_usable(const struct pg_backend *b, uint64_t now_ms);
+
+/*
+ * Choose a backend. backends: the table (PG_MAX_BACKENDS entries; ids
+ * 1..max_id are scanned). cand/ncand: ring candidates for the key (used by
+ * PREFIX_AWARE). exclude: ids not to pick (may be NULL). rnd: a fresh random
+ * 64-bit value. explicit_key: the key came from X-Prefixgate-Key or
+ * prompt_cache_key (affinity decisions are then PG_DEC_EXPLICIT_KEY).
+ *
+ * PREFIX_AWARE: the first usable candidate whose in_flight is below the
+ * threshold (decision AFFINITY if it is the first candidate, OVERFLOW
+ * otherwise); if none, the least-outstanding usable backend (OVERFLOW).
+ * A later candidate taking the request because the first is down, draining
+ * or excluded is OVERFLOW too, as is the least-outstanding pick even when it
+ * happens to be the first candidate.
+ * LEAST_OUTSTANDING: fewest in_flight among usable, ties broken by rnd.
+ * RANDOM: uniform over usable. Load never makes the choice fail: only "no
+ * usable backend" returns 0.
+ *
+ * "Usable" here also means: id in 1..max_id and not in exclude; candidates
+ * beyond max_id are skipped, at most PG_RING_CANDIDATES candidates are used
+ * (out->cand/ncand list them, for PREFIX_AWARE only). The decision is the
+ * strategy's: a caller re-dispatching after a failed attempt records
+ * PG_DEC_RETRY itself. rnd is used only to break ties / draw (its high bits,
+ * by multiply-shift, so bias is at most 255/2^64). No allocation; one pass
+ * over 1..max_id at most; shared fields are read with relaxed atomic loads.
+ */
+uint16_t pg_balance(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
+		    unsigned max_id, const uint16_t *cand, size_t ncand,
+		    const struct pg_idset *exclude, uint64_t now_ms, uint64_t rnd,
+		    bool explicit_key, struct pg_choice *out);
+
+#endif /* PG_BALANCER_H */

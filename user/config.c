@@ -1,0 +1,702 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Configuration parsing (see config.h). The command line is parsed by one
+ * loop over a table of options, which also produces the --help text, so a
+ * flag cannot be accepted without being documented. No global state: unit
+ * tests call pg_config_parse() many times.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "config.h"
+#include "json.h"
+
+__attribute__((format(printf, 3, 4))) static void errf(char *err, size_t errlen, const char *fmt,
+                                                       ...)
+{
+	va_list ap;
+
+	if (!errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- addresses and backends ------------------------------------------- */
+
+int pg_addr_parse(const char *s, struct sockaddr_in *out, char *err, size_t errlen)
+{
+	const char *colon = strrchr(s, ':'), *p;
+	char host[64];
+	size_t hlen;
+	unsigned long port = 0;
+
+	if (s[0] == '[' || (colon && memchr(s, ':', (size_t)(colon - s)) &&
+	                    strspn(s, "0123456789abcdefABCDEF:.") == strlen(s))) {
+		errf(err, errlen, "\"%s\": IPv6 addresses are not supported", s);
+		return -1;
+	}
+	if (!colon || memchr(s, ':', (size_t)(colon - s))) {
+		errf(err, errlen, "\"%s\": expected ADDR:PORT", s);
+		return -1;
+	}
+	for (p = colon + 1; *p >= '0' && *p <= '9' && port <= 65535; p++)
+		port = port * 10 + (unsigned long)(*p - '0');
+	if (p == colon + 1 || *p || !port || port > 65535) {
+		errf(err, errlen, "\"%s\": port must be a decimal number 1-65535", s);
+		return -1;
+	}
+	memset(out, 0, sizeof(*out));
+	out->sin_family = AF_INET;
+	out->sin_port = htons((uint16_t)port);
+	hlen = (size_t)(colon - s);
+	if (hlen == 0) {
+		out->sin_addr.s_addr = htonl(INADDR_ANY);
+		return 0;
+	}
+	if (hlen >= sizeof(host))
+		goto bad_host;
+	memcpy(host, s, hlen);
+	host[hlen] = 0;
+	if (!strcasecmp(host, "localhost")) {
+		out->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		return 0;
+	}
+	if (inet_pton(AF_INET, host, &out->sin_addr) == 1)
+		return 0;
+bad_host:
+	errf(err, errlen, "\"%s\": host must be an IPv4 address A.B.C.D or localhost", s);
+	return -1;
+}
+
+char *pg_addr_format(const struct sockaddr_in *a, char *buf)
+{
+	uint32_t ip = ntohl(a->sin_addr.s_addr);
+
+	snprintf(buf, PG_ADDR_STRLEN, "%u.%u.%u.%u:%u", ip >> 24, ip >> 16 & 255, ip >> 8 & 255,
+	         ip & 255, ntohs(a->sin_port));
+	return buf;
+}
+
+void pg_backends_free(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* Append canonical a to *v unless already there; *dup gets the index of
+ * the earlier copy. 0, -1 out of memory, 1 duplicate, 2 too many. */
+static int backend_add(char ***v, size_t *n, const struct sockaddr_in *a, size_t *dup)
+{
+	char buf[PG_ADDR_STRLEN], **nv;
+
+	pg_addr_format(a, buf);
+	for (size_t i = 0; i < *n; i++) {
+		if (!strcmp((*v)[i], buf)) {
+			*dup = i;
+			return 1;
+		}
+	}
+	if (*n >= PG_MAX_BACKENDS - 1)
+		return 2;
+	nv = realloc(*v, (*n + 1) * sizeof(*nv));
+	if (!nv)
+		return -1;
+	*v = nv;
+	nv[*n] = strdup(buf);
+	if (!nv[*n])
+		return -1;
+	(*n)++;
+	return 0;
+}
+
+int pg_backends_parse(const char *text, size_t len, char ***out, size_t *n, char *err,
+                      size_t errlen)
+{
+	char **v = NULL, line[128], aerr[160];
+	size_t nv = 0, pos = 0, *lines = NULL, dup;
+	unsigned lineno = 0;
+	struct sockaddr_in a;
+
+	/* lines[i]: the line backend i came from, to name it in duplicates */
+	lines = calloc(PG_MAX_BACKENDS, sizeof(*lines));
+	if (!lines)
+		goto oom;
+	while (pos < len) {
+		const char *b = text + pos, *nl = memchr(b, '\n', len - pos), *e, *hash;
+		size_t l = nl ? (size_t)(nl - b) : len - pos;
+
+		pos += l + 1;
+		lineno++;
+		hash = memchr(b, '#', l);
+		e = hash ? hash : b + l;
+		while (b < e && (*b == ' ' || *b == '\t' || *b == '\r'))
+			b++;
+		while (e > b && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+			e--;
+		if (b == e)
+			continue;
+		if ((size_t)(e - b) >= sizeof(line) || memchr(b, 0, (size_t)(e - b))) {
+			errf(err, errlen, "line %u: not an ADDR:PORT", lineno);
+			goto fail;
+		}
+		memcpy(line, b, (size_t)(e - b));
+		line[e - b] = 0;
+		if (pg_addr_parse(line, &a, aerr, sizeof(aerr))) {
+			errf(err, errlen, "line %u: %s", lineno, aerr);
+			goto fail;
+		}
+		switch (backend_add(&v, &nv, &a, &dup)) {
+		case 0:
+			lines[nv - 1] = lineno;
+			break;
+		case 1:
+			errf(err, errlen, "line %u: %s duplicates line %zu", lineno, v[dup],
+			     lines[dup]);
+			goto fail;
+		case 2:
+			errf(err, errlen, "line %u: more than %d backends", lineno,
+			     PG_MAX_BACKENDS - 1);
+			goto fail;
+		default:
+			goto oom;
+		}
+	}
+	free(lines);
+	*out = v;
+	*n = nv;
+	return 0;
+oom:
+	errf(err, errlen, "out of memory");
+fail:
+	free(lines);
+	pg_backends_free(v, nv);
+	return -1;
+}
+
+int pg_read_file(const char *path, size_t max, char **buf, size_t *len, char *err, size_t errlen)
+{
+	size_t n = 0;
+	ssize_t r;
+	char *b = malloc(max + 1);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd == -1 || !b) {
+		errf(err, errlen, "%s", fd == -1 ? strerror(errno) : "out of memory");
+		goto fail;
+	}
+	while ((r = read(fd, b + n, max + 1 - n)) > 0 && (n += (size_t)r) <= max)
+		;
+	if (r == -1) {
+		errf(err, errlen, "read: %s", strerror(errno));
+		goto fail;
+	}
+	if (n > max) {
+		errf(err, errlen, "larger than %zu bytes", max);
+		goto fail;
+	}
+	close(fd);
+	b[n] = 0;
+	*buf = b;
+	*len = n;
+	return 0;
+fail:
+	if (fd != -1)
+		close(fd);
+	free(b);
+	return -1;
+}
+
+/* ---- routing config ---------------------------------------------------- */
+
+static const char *const strategy_names[] = {
+    [PG_STRATEGY_RANDOM] = "RANDOM",
+    [PG_STRATEGY_LEAST_OUTSTANDING] = "LEAST_OUTSTANDING_REQUESTS",
+    [PG_STRATEGY_PREFIX_AWARE] = "PREFIX_AWARE",
+};
+
+int pg_strategy_parse(const char *s, size_t len, enum pg_strategy *out)
+{
+	for (unsigned i = 0; i < sizeof(strategy_names) / sizeof(strategy_names[0]); i++) {
+		if (strlen(strategy_names[i]) == len && !strncasecmp(s, strategy_names[i], len)) {
+			*out = (enum pg_strategy)i;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+const char *pg_strategy_name(enum pg_strategy s)
+{
+	if ((unsigned)s < sizeof(strategy_names) / sizeof(strategy_names[0]))
+		return strategy_names[s];
+	return "UNKNOWN";
+}
+
+/* A token's text for an error message: printable ASCII, bounded. */
+static const char *tok_text(const struct pg_json *js, uint32_t i, bool unescape, char *buf,
+                            size_t cap)
+{
+	size_t n;
+
+	if (unescape) {
+		n = pg_json_str_copy(js, i, buf, cap - 1);
+	} else {
+		n = js->tok[i].end - js->tok[i].start;
+		memcpy(buf, js->src + js->tok[i].start, n < cap - 1 ? n : cap - 1);
+	}
+	if (n > cap - 1) {
+		n = cap - 1;
+		memcpy(buf + n - 3, "...", 3);
+	}
+	buf[n] = 0;
+	for (size_t k = 0; k < n; k++)
+		if ((unsigned char)buf[k] < 0x20 || (unsigned char)buf[k] > 0x7e)
+			buf[k] = '?';
+	return buf;
+}
+
+static int range_field(const struct pg_json *js, uint32_t v, const char *path, const char *name,
+                       int64_t min, int64_t max, uint32_t *out, char *err, size_t errlen)
+{
+	char num[40];
+	int64_t x;
+	int rc;
+
+	if (js->tok[v].type != PG_JSON_NUMBER) {
+		errf(err, errlen, "%s%s: expected an integer, got %s", path, name,
+		     pg_json_type_name(js->tok[v].type));
+		return -1;
+	}
+	rc = pg_json_get_i64(js, v, &x);
+	if (rc == -EINVAL) {
+		errf(err, errlen, "%s%s: %s is not an integer", path, name,
+		     tok_text(js, v, false, num, sizeof(num)));
+		return -1;
+	}
+	if (rc || x < min || x > max) {
+		errf(err, errlen, "%s%s: %s is out of range %lld-%lld", path, name,
+		     tok_text(js, v, false, num, sizeof(num)), (long long)min, (long long)max);
+		return -1;
+	}
+	*out = (uint32_t)x;
+	return 0;
+}
+
+static int prefix_aware_cfg(const struct pg_json *js, uint32_t obj, const char *path,
+                            struct pg_route_cfg *rc, char *err, size_t errlen)
+{
+	uint32_t k = pg_json_first(obj);
+	char name[64];
+
+	for (uint32_t n = 0; n < js->tok[obj].size; n++, k = pg_json_member_next(js, k)) {
+		if (pg_json_str_eq(js, k, "PrefixLength", 12)) {
+			if (range_field(js, k + 1, path, "PrefixLength", PG_PREFIX_LENGTH_MIN,
+			                PG_PREFIX_LENGTH_MAX, &rc->prefix_length, err, errlen))
+				return -1;
+		} else if (pg_json_str_eq(js, k, "ConcurrencyThreshold", 20)) {
+			if (range_field(js, k + 1, path, "ConcurrencyThreshold", PG_CONCURRENCY_MIN,
+			                PG_CONCURRENCY_MAX, &rc->concurrency_threshold, err,
+			                errlen))
+				return -1;
+		} else {
+			errf(err, errlen, "%s%s: unknown field", path,
+			     tok_text(js, k, true, name, sizeof(name)));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int routing_cfg(const struct pg_json *js, char *err, size_t errlen, struct pg_route_cfg *rc)
+{
+	uint32_t root = 0, k, v;
+	const char *path = "";
+	char name[64], sub[96];
+	bool have_strategy = false;
+
+	if (js->tok[0].type != PG_JSON_OBJECT) {
+		errf(err, errlen, "expected a JSON object, got %s",
+		     pg_json_type_name(js->tok[0].type));
+		return -1;
+	}
+	if (pg_json_find(js, 0, "RoutingConfig", 13) >= 0) {
+		/* wrapped: RoutingConfig must then be the only member */
+		for (k = 1; !pg_json_str_eq(js, k, "RoutingConfig", 13);)
+			k = pg_json_member_next(js, k);
+		if (js->tok[0].size != 1) {
+			k = k == 1 ? pg_json_member_next(js, 1) : 1;
+			errf(err, errlen, "%s: unknown field",
+			     tok_text(js, k, true, name, sizeof(name)));
+			return -1;
+		}
+		root = k + 1;
+		path = "RoutingConfig.";
+		if (js->tok[root].type != PG_JSON_OBJECT) {
+			errf(err, errlen, "RoutingConfig: expected an object, got %s",
+			     pg_json_type_name(js->tok[root].type));
+			return -1;
+		}
+	}
+	k = pg_json_first(root);
+	for (uint32_t n = 0; n < js->tok[root].size; n++, k = pg_json_member_next(js, k)) {
+		v = k + 1;
+		if (pg_json_str_eq(js, k, "RoutingStrategy", 15)) {
+			char s[40];
+			size_t l;
+
+			if (js->tok[v].type != PG_JSON_STRING) {
+				errf(err, errlen, "%sRoutingStrategy: expected a string, got %s",
+				     path, pg_json_type_name(js->tok[v].type));
+				return -1;
+			}
+			l = pg_json_str_copy(js, v, s, sizeof(s));
+			if (l > sizeof(s) || pg_strategy_parse(s, l, &rc->strategy)) {
+				errf(err, errlen,
+				     "%sRoutingStrategy: \"%s\" is not one of RANDOM, "
+				     "LEAST_OUTSTANDING_REQUESTS, PREFIX_AWARE",
+				     path, tok_text(js, v, true, name, sizeof(name)));
+				return -1;
+			}
+			have_strategy = true;
+		} else if (pg_json_str_eq(js, k, "PrefixAwareRoutingConfig", 24)) {
+			snprintf(sub, sizeof(sub), "%sPrefixAwareRoutingConfig", path);
+			if (js->tok[v].type == PG_JSON_NULL)
+				continue;
+			if (js->tok[v].type != PG_JSON_OBJECT) {
+				errf(err, errlen, "%s: expected an object, got %s", sub,
+				     pg_json_type_name(js->tok[v].type));
+				return -1;
+			}
+			strcat(sub, ".");
+			if (prefix_aware_cfg(js, v, sub, rc, err, errlen))
+				return -1;
+		} else {
+			errf(err, errlen, "%s%s: unknown field", path,
+			     tok_text(js, k, true, name, sizeof(name)));
+			return -1;
+		}
+	}
+	if (!have_strategy) {
+		errf(err, errlen,
+		     "%sRoutingStrategy: missing (RANDOM, LEAST_OUTSTANDING_REQUESTS "
+		     "or PREFIX_AWARE)",
+		     path);
+		return -1;
+	}
+	return 0;
+}
+
+int pg_routing_config_parse(const char *json, size_t len, struct pg_route_cfg *io, char *err,
+                            size_t errlen)
+{
+	struct pg_route_cfg rc = {
+	    .strategy = PG_STRATEGY_PREFIX_AWARE,
+	    .prefix_length = PG_PREFIX_LENGTH_DEFAULT,
+	    .concurrency_threshold = PG_CONCURRENCY_DEFAULT,
+	};
+	struct pg_json js = {0};
+	int ret = -1;
+
+	if (pg_json_parse(&js, json, len))
+		errf(err, errlen, "invalid JSON at byte %zu: %s", js.err_pos, js.err_msg);
+	else if (!routing_cfg(&js, err, errlen, &rc))
+		ret = 0;
+	pg_json_free(&js);
+	if (!ret)
+		*io = rc;
+	return ret;
+}
+
+/* ---- command line -------------------------------------------------------- */
+
+/* clang-format off */
+enum opt_id {
+	O_LISTEN, O_ADMIN, O_BACKEND, O_BACKENDS_FILE, O_STRATEGY, O_PREFIX_LENGTH, O_CONCURRENCY,
+	O_ROUTING_CONFIG, O_WORKERS, O_DATA_PATH, O_NO_BPF, O_PIN_PATH, O_HELP, O_VERSION,
+};
+/* clang-format on */
+
+static const struct opt {
+	const char *name; /* without "--" */
+	const char *arg;  /* value placeholder, NULL: takes no value */
+	const char *help; /* one line: meaning and default */
+} opts[] = {
+    [O_LISTEN] = {"listen", "ADDR:PORT", "client listener (default " PG_LISTEN_DEFAULT ")"},
+    [O_ADMIN] = {"admin", "ADDR:PORT", "admin API and metrics (default " PG_ADMIN_DEFAULT ")"},
+    [O_BACKEND] = {"backend", "ADDR:PORT", "an inference instance; repeat for each (default none)"},
+    [O_BACKENDS_FILE] = {"backends-file", "FILE",
+                         "more backends, one ADDR:PORT a line, '#' comments; re-read on SIGHUP"},
+    [O_STRATEGY] = {"strategy", "S",
+                    "random | least_outstanding_requests | prefix_aware (default prefix_aware)"},
+    [O_PREFIX_LENGTH] = {"prefix-length", "N",
+                         "prefix key length, characters (bytes for non-OpenAI paths), 1024-65536 "
+                         "(default 4096)"},
+    [O_CONCURRENCY] = {"concurrency-threshold", "N",
+                       "in-flight requests per backend before prefix_aware overflows, 1-1024 "
+                       "(default 10)"},
+    [O_ROUTING_CONFIG] = {"routing-config", "FILE",
+                          "SageMaker RoutingConfig JSON; the three flags above override it"},
+    [O_WORKERS] = {"workers", "N", "worker threads, 1-64 (default: one per CPU)"},
+    [O_DATA_PATH] = {"data-path", "auto|copy|sockmap|sockmsg",
+                     "how response bytes reach the client (default auto)"},
+    [O_NO_BPF] = {"no-bpf", NULL, "no BPF at all: unprivileged, copy data path"},
+    [O_PIN_PATH] = {"bpf-pin-path", "DIR",
+                    "where BPF maps are pinned (default " PG_PIN_PATH_DEFAULT ")"},
+    [O_HELP] = {"help", NULL, "print this help and exit"},
+    [O_VERSION] = {"version", NULL, "print the version and exit"},
+};
+
+#define NOPTS (sizeof(opts) / sizeof(opts[0]))
+
+void pg_config_usage(FILE *out)
+{
+	char left[64];
+
+	fprintf(out, "Usage: prefixgate [OPTION]...\n"
+	             "Prefix-aware HTTP/1.1 router for LLM inference servers.\n\n");
+	for (size_t i = 0; i < NOPTS; i++) {
+		snprintf(left, sizeof(left), "--%s%s%s", opts[i].name, opts[i].arg ? " " : "",
+		         opts[i].arg ? opts[i].arg : "");
+		if (strlen(left) > 28)
+			fprintf(out, "  %s\n  %-28s  %s\n", left, "", opts[i].help);
+		else
+			fprintf(out, "  %-28s  %s\n", left, opts[i].help);
+	}
+	fprintf(out, "\nFlags take \"--flag value\" or \"--flag=value\".\n"
+	             "Admin API on --admin: GET /metrics /backends /routing /health, "
+	             "POST /backends /route,\n"
+	             "DELETE /backends/ADDR:PORT, PUT /routing (RoutingConfig JSON).\n");
+}
+
+/* Decimal number in min..max for flag name; errors name the flag. */
+static int flag_uint(const char *name, const char *v, unsigned long min, unsigned long max,
+                     uint32_t *out, char *err, size_t errlen)
+{
+	unsigned long x = 0;
+	const char *p = v;
+
+	for (; *p >= '0' && *p <= '9'; p++)
+		if (x <= max)
+			x = x * 10 + (unsigned long)(*p - '0');
+	if (p == v || *p) {
+		errf(err, errlen, "--%s: \"%s\" is not a decimal number", name, v);
+		return -1;
+	}
+	if (x < min || x > max) {
+		errf(err, errlen, "--%s: %s is out of range %lu-%lu", name, v, min, max);
+		return -1;
+	}
+	*out = (uint32_t)x;
+	return 0;
+}
+
+static int load_files(struct pg_config *cfg, char *err, size_t errlen)
+{
+	char *buf, e[256], **v;
+	size_t len, n;
+	int rc;
+
+	if (cfg->routing_config) {
+		rc =
+		    pg_read_file(cfg->routing_config, PG_CONFIG_FILE_MAX, &buf, &len, e, sizeof(e));
+		if (!rc) {
+			rc = pg_routing_config_parse(buf, len, &cfg->route, e, sizeof(e));
+			free(buf);
+		}
+		if (rc) {
+			errf(err, errlen, "--routing-config %s: %s", cfg->routing_config, e);
+			return -1;
+		}
+	}
+	if (cfg->backends_file) {
+		rc = pg_read_file(cfg->backends_file, PG_CONFIG_FILE_MAX, &buf, &len, e, sizeof(e));
+		if (!rc) {
+			rc = pg_backends_parse(buf, len, &v, &n, e, sizeof(e));
+			free(buf);
+		}
+		if (rc) {
+			errf(err, errlen, "--backends-file %s: %s", cfg->backends_file, e);
+			return -1;
+		}
+		pg_backends_free(v, n);
+	}
+	return 0;
+}
+
+static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg_route_cfg *flags,
+                 unsigned *set, char *err, size_t errlen)
+{
+	static const char *const paths[] = {"auto", "copy", "sockmap", "sockmsg"};
+	const char *name = opts[id].name;
+	struct sockaddr_in a;
+	char e[160];
+	size_t dup;
+	int rc;
+
+	switch (id) {
+	case O_LISTEN:
+	case O_ADMIN:
+	case O_BACKEND:
+		if (pg_addr_parse(v, &a, e, sizeof(e))) {
+			errf(err, errlen, "--%s: %s", name, e);
+			return -1;
+		}
+		if (id != O_BACKEND) {
+			*(id == O_LISTEN ? &cfg->listen : &cfg->admin) = a;
+			return 0;
+		}
+		rc = backend_add(&cfg->backends, &cfg->nbackends, &a, &dup);
+		if (rc == 1)
+			errf(err, errlen, "--backend %s: given twice", v);
+		else if (rc == 2)
+			errf(err, errlen, "--backend: more than %d backends", PG_MAX_BACKENDS - 1);
+		else if (rc)
+			errf(err, errlen, "out of memory");
+		return rc ? -1 : 0;
+	case O_BACKENDS_FILE:
+		cfg->backends_file = v;
+		return 0;
+	case O_ROUTING_CONFIG:
+		cfg->routing_config = v;
+		return 0;
+	case O_PIN_PATH:
+		if (!*v) {
+			errf(err, errlen, "--%s: empty directory", name);
+			return -1;
+		}
+		cfg->pin_path = v;
+		return 0;
+	case O_STRATEGY:
+		if (pg_strategy_parse(v, strlen(v), &flags->strategy)) {
+			errf(err, errlen,
+			     "--strategy: \"%s\" is not one of random, "
+			     "least_outstanding_requests, prefix_aware",
+			     v);
+			return -1;
+		}
+		*set |= 1u << id;
+		return 0;
+	case O_PREFIX_LENGTH:
+		*set |= 1u << id;
+		return flag_uint(name, v, PG_PREFIX_LENGTH_MIN, PG_PREFIX_LENGTH_MAX,
+		                 &flags->prefix_length, err, errlen);
+	case O_CONCURRENCY:
+		*set |= 1u << id;
+		return flag_uint(name, v, PG_CONCURRENCY_MIN, PG_CONCURRENCY_MAX,
+		                 &flags->concurrency_threshold, err, errlen);
+	case O_WORKERS:
+		return flag_uint(name, v, 1, PG_WORKERS_MAX, &cfg->workers, err, errlen);
+	case O_DATA_PATH:
+		for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+			if (!strcasecmp(v, paths[i])) {
+				cfg->data_path = (enum pg_data_path)i;
+				return 0;
+			}
+		}
+		errf(err, errlen, "--data-path: \"%s\" is not one of auto, copy, sockmap, sockmsg",
+		     v);
+		return -1;
+	case O_NO_BPF:
+		cfg->no_bpf = true;
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+static void config_defaults(struct pg_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	pg_addr_parse(PG_LISTEN_DEFAULT, &cfg->listen, NULL, 0);
+	pg_addr_parse(PG_ADMIN_DEFAULT, &cfg->admin, NULL, 0);
+	cfg->route.strategy = PG_STRATEGY_PREFIX_AWARE;
+	cfg->route.prefix_length = PG_PREFIX_LENGTH_DEFAULT;
+	cfg->route.concurrency_threshold = PG_CONCURRENCY_DEFAULT;
+	cfg->data_path = PG_DATA_AUTO;
+	cfg->pin_path = PG_PIN_PATH_DEFAULT;
+}
+
+int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, char *err,
+                    size_t errlen)
+{
+	struct pg_route_cfg flags = {0};
+	unsigned set = 0;
+	int ret = 2;
+
+	config_defaults(cfg);
+	if (errlen)
+		err[0] = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *eq, *v = NULL;
+		size_t nlen, id;
+
+		if (strncmp(a, "--", 2) || !a[2]) {
+			errf(err, errlen, "unexpected argument \"%s\" (see --help)", a);
+			goto out;
+		}
+		eq = strchr(a + 2, '=');
+		nlen = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+		for (id = 0; id < NOPTS; id++)
+			if (strlen(opts[id].name) == nlen && !memcmp(opts[id].name, a + 2, nlen))
+				break;
+		if (id == NOPTS) {
+			errf(err, errlen, "unknown option --%.*s (see --help)", (int)nlen, a + 2);
+			goto out;
+		}
+		if (opts[id].arg) {
+			v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+			if (!v) {
+				errf(err, errlen, "--%s: missing value %s", opts[id].name,
+				     opts[id].arg);
+				goto out;
+			}
+		} else if (eq) {
+			errf(err, errlen, "--%s takes no value", opts[id].name);
+			goto out;
+		}
+		if (id == O_HELP || id == O_VERSION) {
+			if (id == O_HELP)
+				pg_config_usage(out);
+			else
+				fprintf(out, "prefixgate %s\n", PG_VERSION);
+			ret = 1;
+			goto out;
+		}
+		if (apply(cfg, (enum opt_id)id, v, &flags, &set, err, errlen))
+			goto out;
+	}
+	if (load_files(cfg, err, errlen))
+		goto out;
+	if (set & 1u << O_STRATEGY)
+		cfg->route.strategy = flags.strategy;
+	if (set & 1u << O_PREFIX_LENGTH)
+		cfg->route.prefix_length = flags.prefix_length;
+	if (set & 1u << O_CONCURRENCY)
+		cfg->route.concurrency_threshold = flags.concurrency_threshold;
+	if (cfg->no_bpf &&
+	    (cfg->data_path == PG_DATA_SOCKMAP || cfg->data_path == PG_DATA_SOCKMSG)) {
+		errf(err, errlen, "--data-path %s needs BPF: drop --no-bpf or use copy",
+		     cfg->data_path == PG_DATA_SOCKMAP ? "sockmap" : "sockmsg");
+		goto out;
+	}
+	return 0;
+out:
+	pg_config_free(cfg);
+	return ret;
+}
+
+void pg_config_free(struct pg_config *cfg)
+{
+	pg_backends_free(cfg->backends, cfg->nbackends);
+	cfg->backends = NULL;
+	cfg->nbackends = 0;
+}

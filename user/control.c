@@ -1,0 +1,715 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The control thread (control.h): membership of the backend table, ring
+ * rebuilds, configuration files, periodic drain / DOWN expiry; then the
+ * thread itself with the admin listener, whose requests admin.c answers.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "admin.h"
+#include "config.h"
+#include "control.h"
+#include "log.h"
+#include "metrics.h"
+#include "ring.h"
+
+/* Why a member is in the table (pg_ctl.origin[id]); 0 once draining. */
+#define PG_ORIGIN_STATIC 0x1 /* --backend or POST /backends */
+#define PG_ORIGIN_FILE   0x2 /* --backends-file */
+
+/* One admin client connection. */
+struct admin_conn {
+	int fd;                   /* -1: free */
+	uint64_t since_ms;        /* accepted at */
+	struct pg_admin_conn req; /* the request being received */
+	bool done;                /* the whole reply is in out */
+	bool lingering;           /* reply sent, write side shut: wait for EOF */
+	struct pg_buf out;        /* bytes to send */
+	size_t out_off;           /* of which sent */
+};
+
+/* The control thread's state: process-wide (one gateway per process). */
+static struct {
+	struct pg_gateway *gw;
+	uint8_t origin[PG_MAX_BACKENDS];       /* PG_ORIGIN_* */
+	uint64_t drain_since[PG_MAX_BACKENDS]; /* ms when draining began */
+	char *route_text;                      /* --routing-config as last applied */
+	size_t route_len;
+	pthread_t thread;
+	bool running;
+	int lfd, sfd, efd; /* listener, signalfd, stop eventfd */
+	uint16_t admin_port;
+	struct admin_conn conns[PG_ADMIN_MAX_CONNS];
+} pg_ctl = {.lfd = -1, .sfd = -1, .efd = -1};
+
+static uint16_t flags_load(const struct pg_backend *b)
+{
+	return __atomic_load_n(&b->flags, __ATOMIC_ACQUIRE);
+}
+
+/* Member (ACTIVE slot, draining or not) with this address, or 0. */
+static int find_member(const struct pg_gateway *gw, uint32_t ipv4, uint16_t port)
+{
+	for (int id = 1; id < PG_MAX_BACKENDS; id++) {
+		const struct pg_backend *b = &gw->maps.backends[id];
+
+		if ((flags_load(b) & PG_BACKEND_ACTIVE) && b->ipv4 == ipv4 && b->port == port)
+			return id;
+	}
+	return 0;
+}
+
+static int parse_addr(const char *addr, struct sockaddr_in *sa, char *err, size_t errlen)
+{
+	char e[160];
+
+	if (pg_addr_parse(addr, sa, e, sizeof(e))) {
+		snprintf(err, errlen, "address %s", e);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * Make sa a member with origin bit(s) origin; no ring rebuild. dup_ok: an
+ * active member with that address just gains the origin (file sync, start
+ * up); otherwise it is -EEXIST. *changed is set when the ring must change.
+ */
+static int add_one(struct pg_gateway *gw, const struct sockaddr_in *sa, uint8_t origin, bool dup_ok,
+                   bool *changed, char *err, size_t errlen)
+{
+	const uint32_t ip = sa->sin_addr.s_addr;
+	const uint16_t port = ntohs(sa->sin_port);
+	char name[PG_ADDR_STRLEN];
+	struct pg_backend *b;
+	int id = find_member(gw, ip, port);
+
+	pg_addr_format(sa, name);
+	if (id) {
+		b = &gw->maps.backends[id];
+		if (!(flags_load(b) & PG_BACKEND_DRAINING)) {
+			if (!dup_ok) {
+				snprintf(err, errlen, "%s is already a member (id %d)", name, id);
+				return -EEXIST;
+			}
+			pg_ctl.origin[id] |= origin;
+			return id;
+		}
+		__atomic_fetch_and(&b->flags, (uint16_t)~PG_BACKEND_DRAINING, __ATOMIC_RELEASE);
+		pg_ctl.origin[id] = origin;
+		pg_ctl.drain_since[id] = 0;
+		*changed = true;
+		pg_info("backend %s re-activated (id %d, was draining)", name, id);
+		return id;
+	}
+	for (id = 1; id < PG_MAX_BACKENDS; id++)
+		if (!flags_load(&gw->maps.backends[id]))
+			break;
+	if (id == PG_MAX_BACKENDS) {
+		snprintf(err, errlen, "cannot add %s: the backend table is full (%d members)", name,
+		         PG_MAX_BACKENDS - 1);
+		return -ENOSPC;
+	}
+	b = &gw->maps.backends[id];
+	/* The slot is free, so no worker looks at it: plain stores for the
+	 * fields only we write, atomics for the counters workers add to (a
+	 * straggler from the slot's previous member could still be there; its
+	 * in_flight is left alone so its release balances). Publishing ACTIVE
+	 * last, with release order, makes the rest visible first. */
+	b->ipv4 = ip;
+	b->port = port;
+	b->epoch++;
+	__atomic_store_n(&b->down_until_ms, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->failures, 0, __ATOMIC_RELAXED);
+	for (int d = 0; d < PG_DEC_MAX; d++)
+		__atomic_store_n(&b->requests[d], 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->flags, PG_BACKEND_ACTIVE, __ATOMIC_RELEASE);
+	pg_ctl.origin[id] = origin;
+	pg_ctl.drain_since[id] = 0;
+	*changed = true;
+	pg_info("backend %s added (id %d)", name, id);
+	return id;
+}
+
+static void drain_one(struct pg_gateway *gw, int id)
+{
+	char name[PG_ADDR_STRLEN];
+	struct pg_backend *b = &gw->maps.backends[id];
+
+	__atomic_fetch_or(&b->flags, PG_BACKEND_DRAINING, __ATOMIC_RELEASE);
+	pg_ctl.origin[id] = 0;
+	pg_ctl.drain_since[id] = pg_now_ms();
+	pg_info("backend %s draining (id %d, %d in flight)", pg_backend_name(b, name, sizeof(name)),
+	        id, __atomic_load_n(&b->in_flight, __ATOMIC_RELAXED));
+}
+
+void pg_control_rebuild_ring(struct pg_gateway *gw)
+{
+	static struct pg_ring_member m[PG_MAX_BACKENDS]; /* control thread only */
+	const struct pg_ring *live = pg_maps_live_ring(&gw->maps);
+	struct pg_ring *r;
+	char name[PG_ADDR_STRLEN];
+	uint64_t ppm;
+	size_t n = 0;
+
+	for (int id = 1; id < PG_MAX_BACKENDS; id++) {
+		const struct pg_backend *b = &gw->maps.backends[id];
+		uint16_t f = flags_load(b);
+
+		if (!(f & PG_BACKEND_ACTIVE) || (f & PG_BACKEND_DRAINING))
+			continue;
+		pg_backend_name(b, name, sizeof(name));
+		m[n].id = (uint16_t)id;
+		m[n].seed = pg_ring_seed(name, strlen(name));
+		n++;
+	}
+	/* live is the other copy: it stays intact while the spare is built. */
+	r = pg_maps_ring_begin(&gw->maps);
+	pg_ring_build(r, m, n);
+	ppm = pg_ring_moved_ppm(live, r);
+	__atomic_store_n(&gw->maps.state->remapped_ppm, ppm, __ATOMIC_RELAXED);
+	__atomic_store_n(&gw->maps.state->nbackends, (uint32_t)n, __ATOMIC_RELAXED);
+	pg_maps_ring_publish(&gw->maps, r);
+	pg_info("ring generation %llu: %zu backend%s, %.1f%% of keys remapped",
+	        (unsigned long long)gw->maps.state->ring_generation, n, n == 1 ? "" : "s",
+	        (double)ppm / 10000.0);
+}
+
+int pg_member_add(struct pg_gateway *gw, const char *addr, char *err, size_t errlen)
+{
+	struct sockaddr_in sa;
+	bool changed = false;
+	int id = parse_addr(addr, &sa, err, errlen);
+
+	if (id)
+		return id;
+	id = add_one(gw, &sa, PG_ORIGIN_STATIC, false, &changed, err, errlen);
+	if (changed)
+		pg_control_rebuild_ring(gw);
+	return id;
+}
+
+int pg_member_remove(struct pg_gateway *gw, const char *addr, char *err, size_t errlen)
+{
+	struct sockaddr_in sa;
+	char name[PG_ADDR_STRLEN];
+	int id = parse_addr(addr, &sa, err, errlen);
+
+	if (id)
+		return id;
+	id = find_member(gw, sa.sin_addr.s_addr, ntohs(sa.sin_port));
+	if (!id) {
+		snprintf(err, errlen, "%s is not a member", pg_addr_format(&sa, name));
+		return -ENOENT;
+	}
+	if (!(flags_load(&gw->maps.backends[id]) & PG_BACKEND_DRAINING)) {
+		drain_one(gw, id);
+		pg_control_rebuild_ring(gw);
+	}
+	return id;
+}
+
+/* pg_members_sync without the ring rebuild: *changed says if one is due. */
+static int sync_file(struct pg_gateway *gw, char *const *list, size_t n, bool *changed, char *err,
+                     size_t errlen)
+{
+	static bool listed[PG_MAX_BACKENDS];
+	struct sockaddr_in sa;
+	int id, count = 0, rc = 0;
+
+	memset(listed, 0, sizeof(listed));
+	for (size_t i = 0; i < n && rc >= 0; i++) {
+		if ((rc = parse_addr(list[i], &sa, err, errlen)))
+			break;
+		id = find_member(gw, sa.sin_addr.s_addr, ntohs(sa.sin_port));
+		if (!id || (flags_load(&gw->maps.backends[id]) & PG_BACKEND_DRAINING))
+			count++;
+		rc = add_one(gw, &sa, PG_ORIGIN_FILE, true, changed, err, errlen);
+		if (rc > 0)
+			listed[rc] = true;
+	}
+	if (rc >= 0) {
+		for (id = 1; id < PG_MAX_BACKENDS; id++) {
+			uint16_t f = flags_load(&gw->maps.backends[id]);
+
+			if (listed[id] || !(pg_ctl.origin[id] & PG_ORIGIN_FILE) ||
+			    !(f & PG_BACKEND_ACTIVE) || (f & PG_BACKEND_DRAINING))
+				continue;
+			pg_ctl.origin[id] &= (uint8_t)~PG_ORIGIN_FILE;
+			if (!pg_ctl.origin[id]) {
+				drain_one(gw, id);
+				*changed = true;
+				count++;
+			}
+		}
+	}
+	return rc < 0 ? -1 : count;
+}
+
+int pg_members_sync(struct pg_gateway *gw, char *const *list, size_t n, char *err, size_t errlen)
+{
+	bool changed = false;
+	int rc = sync_file(gw, list, n, &changed, err, errlen);
+
+	/* Even after an error, what was added is in the table: publish it. */
+	if (changed)
+		pg_control_rebuild_ring(gw);
+	return rc;
+}
+
+void pg_control_tick(struct pg_gateway *gw, uint64_t now_ms)
+{
+	char name[PG_ADDR_STRLEN];
+
+	for (int id = 1; id < PG_MAX_BACKENDS; id++) {
+		struct pg_backend *b = &gw->maps.backends[id];
+		uint16_t f = flags_load(b);
+
+		if (!(f & PG_BACKEND_ACTIVE))
+			continue;
+		if (f & PG_BACKEND_DRAINING) {
+			if (__atomic_load_n(&b->in_flight, __ATOMIC_ACQUIRE) > 0 ||
+			    now_ms < pg_ctl.drain_since[id] + PG_DRAIN_GRACE_MS)
+				continue;
+			pg_info("backend %s removed (id %d, drained)",
+			        pg_backend_name(b, name, sizeof(name)), id);
+			__atomic_store_n(&b->flags, 0, __ATOMIC_RELEASE);
+			b->ipv4 = 0;
+			b->port = 0;
+			pg_ctl.origin[id] = 0;
+			pg_ctl.drain_since[id] = 0;
+		} else if ((f & PG_BACKEND_DOWN) &&
+		           now_ms >= __atomic_load_n(&b->down_until_ms, __ATOMIC_ACQUIRE)) {
+			__atomic_fetch_and(&b->flags, (uint16_t)~PG_BACKEND_DOWN, __ATOMIC_ACQ_REL);
+			/* A worker may have marked it down again meanwhile. */
+			if (__atomic_load_n(&b->down_until_ms, __ATOMIC_ACQUIRE) > now_ms) {
+				__atomic_fetch_or(&b->flags, PG_BACKEND_DOWN, __ATOMIC_RELEASE);
+				continue;
+			}
+			pg_info("backend %s back (id %d)", pg_backend_name(b, name, sizeof(name)),
+			        id);
+		}
+	}
+}
+
+void pg_control_set_routing(struct pg_gateway *gw, const struct pg_route_cfg *rc, const char *why)
+{
+	struct pg_state *st = gw->maps.state;
+	struct pg_route_cfg old;
+
+	pg_route_cfg_load(gw, &old);
+	__atomic_store_n(&st->strategy, (uint32_t)rc->strategy, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->prefix_length, rc->prefix_length, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->concurrency_threshold, rc->concurrency_threshold, __ATOMIC_RELAXED);
+	pg_info("routing config (%s): %s PrefixLength=%u ConcurrencyThreshold=%u -> %s "
+	        "PrefixLength=%u ConcurrencyThreshold=%u",
+	        why, pg_strategy_name(old.strategy), old.prefix_length, old.concurrency_threshold,
+	        pg_strategy_name(rc->strategy), rc->prefix_length, rc->concurrency_threshold);
+}
+
+/* Read and parse --backends-file; errors name FILE:LINE. */
+static int read_backends_file(const char *path, char ***list, size_t *n, char *err, size_t errlen)
+{
+	char *text, e[256];
+	size_t len;
+	unsigned line;
+	int off = 0;
+
+	if (pg_read_file(path, PG_CONFIG_FILE_MAX, &text, &len, e, sizeof(e))) {
+		snprintf(err, errlen, "--backends-file %s: %s", path, e);
+		return -1;
+	}
+	if (pg_backends_parse(text, len, list, n, e, sizeof(e))) {
+		if (sscanf(e, "line %u: %n", &line, &off) == 1 && off > 0)
+			snprintf(err, errlen, "%s:%u: %s", path, line, e + off);
+		else
+			snprintf(err, errlen, "%s: %s", path, e);
+		free(text);
+		return -1;
+	}
+	free(text);
+	return 0;
+}
+
+/* Remember the routing config file's content (it is applied again on
+ * SIGHUP only if it changes). 1: it changed, 0: same, -1: unreadable. */
+static int routing_file_changed(const char *path, char **text, size_t *len, char *err,
+                                size_t errlen)
+{
+	char e[256];
+
+	if (pg_read_file(path, PG_CONFIG_FILE_MAX, text, len, e, sizeof(e))) {
+		snprintf(err, errlen, "--routing-config %s: %s", path, e);
+		return -1;
+	}
+	if (pg_ctl.route_text && pg_ctl.route_len == *len &&
+	    !memcmp(pg_ctl.route_text, *text, *len)) {
+		free(*text);
+		return 0;
+	}
+	return 1;
+}
+
+static void keep_routing_text(char *text, size_t len)
+{
+	free(pg_ctl.route_text);
+	pg_ctl.route_text = text;
+	pg_ctl.route_len = len;
+}
+
+int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
+{
+	const struct pg_config *cfg = gw->cfg;
+	struct sockaddr_in sa;
+	bool changed = false;
+	char **list = NULL, *text;
+	size_t n = 0, len;
+	int rc = 0;
+
+	memset(pg_ctl.origin, 0, sizeof(pg_ctl.origin));
+	memset(pg_ctl.drain_since, 0, sizeof(pg_ctl.drain_since));
+	keep_routing_text(NULL, 0);
+	pg_ctl.gw = gw;
+	gw->maps.state->strategy = (uint32_t)cfg->route.strategy;
+	gw->maps.state->prefix_length = cfg->route.prefix_length;
+	gw->maps.state->concurrency_threshold = cfg->route.concurrency_threshold;
+
+	/* The command line already applied the file: only remember it. */
+	if (cfg->routing_config) {
+		if (routing_file_changed(cfg->routing_config, &text, &len, err, errlen) < 0)
+			return -1;
+		keep_routing_text(text, len);
+	}
+	for (size_t i = 0; i < cfg->nbackends && rc >= 0; i++) {
+		rc = parse_addr(cfg->backends[i], &sa, err, errlen);
+		if (!rc)
+			rc = add_one(gw, &sa, PG_ORIGIN_STATIC, true, &changed, err, errlen);
+	}
+	if (rc >= 0 && cfg->backends_file) {
+		rc = read_backends_file(cfg->backends_file, &list, &n, err, errlen);
+		if (!rc)
+			rc = sync_file(gw, list, n, &changed, err, errlen);
+		pg_backends_free(list, n);
+	}
+	if (rc < 0)
+		return -1;
+	pg_control_rebuild_ring(gw);
+	if (!gw->maps.state->nbackends)
+		pg_warn("no backends yet: requests get 502 until some are added "
+		        "(POST /backends, or the backends file and SIGHUP)");
+	return 0;
+}
+
+int pg_control_reload(struct pg_gateway *gw)
+{
+	const struct pg_config *cfg = gw->cfg;
+	struct pg_route_cfg rc;
+	char err[512], **list, *text;
+	size_t n, len;
+	uint32_t before = gw->maps.state->nbackends;
+	int ret = 0, changes;
+
+	if (cfg->backends_file) {
+		if (read_backends_file(cfg->backends_file, &list, &n, err, sizeof(err))) {
+			pg_error("reload: %s; membership unchanged", err);
+			ret = -1;
+		} else {
+			changes = pg_members_sync(gw, list, n, err, sizeof(err));
+			pg_backends_free(list, n);
+			if (changes < 0) {
+				pg_error("reload: %s", err);
+				ret = -1;
+			}
+			pg_info("reload: --backends-file %s: %u -> %u backends in the ring "
+			        "(%d added or drained)",
+			        cfg->backends_file, before, gw->maps.state->nbackends,
+			        changes < 0 ? 0 : changes);
+		}
+	}
+	if (cfg->routing_config) {
+		switch (routing_file_changed(cfg->routing_config, &text, &len, err, sizeof(err))) {
+		case -1:
+			pg_error("reload: %s; routing config unchanged", err);
+			ret = -1;
+			break;
+		case 0:
+			pg_info("reload: --routing-config %s unchanged", cfg->routing_config);
+			break;
+		default:
+			if (pg_routing_config_parse(text, len, &rc, err, sizeof(err))) {
+				pg_error(
+				    "reload: --routing-config %s: %s; routing config unchanged",
+				    cfg->routing_config, err);
+				free(text);
+				ret = -1;
+				break;
+			}
+			keep_routing_text(text, len);
+			pg_control_set_routing(gw, &rc, "--routing-config re-read");
+		}
+	}
+	return ret;
+}
+
+/* ---- the thread and the admin listener ------------------------------- */
+
+static void conn_close(struct admin_conn *c)
+{
+	close(c->fd);
+	pg_admin_conn_free(&c->req);
+	pg_buf_free(&c->out);
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
+}
+
+/* Send what out holds; once the whole reply is sent, shut our side. */
+static void conn_write(struct admin_conn *c)
+{
+	ssize_t n;
+
+	while (c->out_off < c->out.len) {
+		n = send(c->fd, c->out.p + c->out_off, c->out.len - c->out_off, MSG_NOSIGNAL);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n == -1) {
+			conn_close(c);
+			return;
+		}
+		c->out_off += (size_t)n;
+	}
+	if (!c->done || c->lingering)
+		return;
+	/* Closing now with unread client bytes would reset the connection
+	 * and could destroy the reply in flight: shut our side and wait for
+	 * the client's EOF instead (bounded by the timeout). */
+	shutdown(c->fd, SHUT_WR);
+	c->lingering = true;
+}
+
+static void conn_read(struct pg_gateway *gw, struct admin_conn *c)
+{
+	char buf[65536];
+	ssize_t n;
+
+	for (;;) {
+		n = recv(c->fd, buf, sizeof(buf), 0);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n == 0 && c->done && c->out_off < c->out.len)
+			return; /* client half-closed after its request: still send */
+		if (n <= 0) {   /* peer closed (or failed) */
+			conn_close(c);
+			return;
+		}
+		if (c->done)
+			continue; /* after the request: discard until the client closes */
+		pg_buf_append(&c->req.in, buf, (size_t)n);
+		if (c->req.in.oom) {
+			conn_close(c);
+			return;
+		}
+		c->done = pg_admin_input(gw, &c->req, &c->out);
+		if (c->out.len > c->out_off)
+			conn_write(c);
+		if (c->fd == -1)
+			return;
+	}
+}
+
+static void admin_accept(void)
+{
+	for (int i = 0; i < PG_ADMIN_MAX_CONNS; i++) {
+		struct admin_conn *c = &pg_ctl.conns[i];
+		int fd;
+
+		if (c->fd != -1)
+			continue;
+		fd = accept4(pg_ctl.lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd == -1) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+				pg_warn("admin: accept: %s", strerror(errno));
+			return;
+		}
+		memset(c, 0, sizeof(*c));
+		c->fd = fd;
+		c->since_ms = pg_now_ms();
+	}
+}
+
+static void read_signals(struct pg_gateway *gw)
+{
+	struct signalfd_siginfo si;
+
+	while (read(pg_ctl.sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo != SIGHUP)
+			continue;
+		pg_info("SIGHUP: re-reading configuration files");
+		pg_control_reload(gw);
+	}
+}
+
+static void *control_main(void *arg)
+{
+	struct pg_gateway *gw = arg;
+	struct pollfd pfd[3 + PG_ADMIN_MAX_CONNS];
+	struct admin_conn *pc[3 + PG_ADMIN_MAX_CONNS];
+	uint64_t now = pg_now_ms(), next_tick = now + PG_CONTROL_TICK_MS;
+	bool stop = false;
+
+	while (!stop && !__atomic_load_n(&gw->stop, __ATOMIC_RELAXED)) {
+		nfds_t n = 3, nconn = 0;
+
+		pfd[0] = (struct pollfd){.fd = pg_ctl.efd, .events = POLLIN};
+		pfd[1] = (struct pollfd){.fd = pg_ctl.sfd, .events = POLLIN};
+		pfd[2] = (struct pollfd){.fd = -1, .events = POLLIN}; /* listener if room */
+		for (int i = 0; i < PG_ADMIN_MAX_CONNS; i++) {
+			struct admin_conn *c = &pg_ctl.conns[i];
+
+			if (c->fd == -1)
+				continue;
+			pc[n] = c;
+			pfd[n++] = (struct pollfd){
+			    .fd = c->fd, .events = c->out_off < c->out.len ? POLLOUT : POLLIN};
+			nconn++;
+		}
+		if (nconn < PG_ADMIN_MAX_CONNS)
+			pfd[2].fd = pg_ctl.lfd;
+		if (poll(pfd, n, (int)(next_tick > now ? next_tick - now : 0)) == -1 &&
+		    errno != EINTR) {
+			pg_error("control thread: poll: %s", strerror(errno));
+			usleep(PG_CONTROL_TICK_MS * 1000);
+		}
+		if (pfd[0].revents)
+			stop = true;
+		if (pfd[1].revents)
+			read_signals(gw);
+		for (nfds_t i = 3; i < n; i++) {
+			if (pfd[i].revents & (POLLERR | POLLHUP | POLLNVAL) &&
+			    !(pfd[i].revents & POLLIN))
+				conn_close(pc[i]);
+			else if (pfd[i].revents & POLLOUT)
+				conn_write(pc[i]);
+			else if (pfd[i].revents & POLLIN)
+				conn_read(gw, pc[i]);
+		}
+		if (pfd[2].revents)
+			admin_accept();
+		now = pg_now_ms();
+		if (now >= next_tick) {
+			pg_control_tick(gw, now);
+			for (int i = 0; i < PG_ADMIN_MAX_CONNS; i++) {
+				struct admin_conn *c = &pg_ctl.conns[i];
+
+				if (c->fd != -1 && now - c->since_ms > PG_ADMIN_TIMEOUT_MS)
+					conn_close(c);
+			}
+			next_tick = now + PG_CONTROL_TICK_MS;
+		}
+	}
+	return NULL;
+}
+
+static void close_fds(void)
+{
+	for (int i = 0; i < PG_ADMIN_MAX_CONNS; i++)
+		if (pg_ctl.conns[i].fd != -1)
+			conn_close(&pg_ctl.conns[i]);
+	if (pg_ctl.lfd != -1)
+		close(pg_ctl.lfd);
+	if (pg_ctl.sfd != -1)
+		close(pg_ctl.sfd);
+	if (pg_ctl.efd != -1)
+		close(pg_ctl.efd);
+	pg_ctl.lfd = pg_ctl.sfd = pg_ctl.efd = -1;
+	pg_ctl.admin_port = 0;
+}
+
+int pg_control_start(struct pg_gateway *gw, char *err, size_t errlen)
+{
+	struct sockaddr_in sa = gw->cfg->admin;
+	socklen_t sl = sizeof(sa);
+	char name[PG_ADDR_STRLEN];
+	const char *what;
+	sigset_t hup;
+	int one = 1, rc;
+
+	pg_addr_format(&gw->cfg->admin, name);
+	for (int i = 0; i < PG_ADMIN_MAX_CONNS; i++)
+		pg_ctl.conns[i].fd = -1;
+	pg_ctl.gw = gw;
+	what = "socket";
+	pg_ctl.lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (pg_ctl.lfd == -1)
+		goto fail;
+	what = "SO_REUSEADDR";
+	if (setsockopt(pg_ctl.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1)
+		goto fail;
+	what = "bind";
+	if (bind(pg_ctl.lfd, (struct sockaddr *)&sa, sizeof(sa)) == -1)
+		goto fail;
+	what = "listen";
+	if (listen(pg_ctl.lfd, 128) == -1)
+		goto fail;
+	what = "getsockname";
+	if (getsockname(pg_ctl.lfd, (struct sockaddr *)&sa, &sl) == -1)
+		goto fail;
+	pg_ctl.admin_port = ntohs(sa.sin_port);
+	sigemptyset(&hup);
+	sigaddset(&hup, SIGHUP);
+	what = "signalfd(SIGHUP)";
+	pg_ctl.sfd = signalfd(-1, &hup, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (pg_ctl.sfd == -1)
+		goto fail;
+	what = "eventfd";
+	pg_ctl.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (pg_ctl.efd == -1)
+		goto fail;
+	rc = pthread_create(&pg_ctl.thread, NULL, control_main, gw);
+	if (rc) {
+		errno = rc;
+		what = "starting the control thread";
+		goto fail;
+	}
+	pg_ctl.running = true;
+	pg_info("admin API on http://%s:%u/ (metrics, backends, route, routing)",
+	        inet_ntop(AF_INET, &sa.sin_addr, name, sizeof(name)), pg_ctl.admin_port);
+	return 0;
+fail:
+	snprintf(err, errlen, "--admin %s: %s: %s", name, what, strerror(errno));
+	close_fds();
+	return -1;
+}
+
+void pg_control_stop(struct pg_gateway *gw)
+{
+	uint64_t one = 1;
+
+	(void)gw;
+	if (!pg_ctl.running)
+		return;
+	if (write(pg_ctl.efd, &one, sizeof(one)) == -1)
+		pg_warn("stopping the control thread: %s", strerror(errno));
+	pthread_join(pg_ctl.thread, NULL);
+	pg_ctl.running = false;
+	close_fds();
+}
+
+uint16_t pg_control_admin_port(void)
+{
+	return pg_ctl.admin_port;
+}

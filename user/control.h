@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control thread: membership of the backend table, ring rebuilds, the
+ * backends file and routing config file (re-read on SIGHUP), drain and
+ * DOWN expiry, and the admin HTTP listener (admin.h answers the requests).
+ *
+ * Ownership of gw->maps.backends: the control thread alone writes a slot's
+ * ipv4, port, epoch and flags (flags with atomics, since workers may OR in
+ * PG_BACKEND_DOWN and set down_until_ms for passive failure detection);
+ * workers only add to in_flight, requests[] and failures. All functions
+ * below run on the control thread, or before it starts (pg_control_init),
+ * never concurrently with each other.
+ *
+ * Member origins: a member added by --backend or by the admin API stays
+ * until DELETE /backends removes it; a member that came only from
+ * --backends-file is drained when a re-read file no longer lists it. A
+ * DELETEd member still listed in the file comes back on the next SIGHUP.
+ *
+ * SIGHUP re-reads --backends-file (syncs membership) and --routing-config:
+ * the routing config file is applied only if its content changed since it
+ * was last read, so --strategy/--prefix-length/--concurrency-threshold
+ * overrides and PUT /routing changes survive a SIGHUP that did not touch
+ * the file; when the file does change, it replaces all three fields.
+ *
+ * One gateway per process: the thread's state is process-wide.
+ */
+#ifndef PG_CONTROL_H
+#define PG_CONTROL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "gateway.h"
+
+/* Tick period of the control thread. */
+#define PG_CONTROL_TICK_MS 100
+/* A draining member's slot is cleared once its in_flight has been 0 and it
+ * has been draining at least this long: a worker that chose it just before
+ * it started draining has then long taken its in-flight slot. */
+#define PG_DRAIN_GRACE_MS 200
+/* Admin connections closed if a request takes longer than this. */
+#define PG_ADMIN_TIMEOUT_MS 10000
+/* Admin connections served at once (more wait in the listen backlog). */
+#define PG_ADMIN_MAX_CONNS 64
+
+/*
+ * Before any worker starts: write gw->cfg->route into gw->maps.state, add
+ * every gw->cfg->backends entry and every line of gw->cfg->backends_file,
+ * build and publish the ring (zero backends is allowed: the gateway answers
+ * 502 until some are added). 0, or -1 with err naming the cause (a file
+ * error names FILE:LINE).
+ */
+int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen);
+
+/*
+ * Open the admin listener on gw->cfg->admin and start the control thread.
+ * The caller has blocked SIGHUP (and SIGINT/SIGTERM) in every thread; the
+ * control thread reads SIGHUP through a signalfd. 0, or -1 with err set
+ * (e.g. "--admin 127.0.0.1:9090: bind: Address already in use").
+ */
+int pg_control_start(struct pg_gateway *gw, char *err, size_t errlen);
+
+/* Stop the control thread (it also stops by itself once gw->stop is set)
+ * and close the listener and connections. Safe if it never started. */
+void pg_control_stop(struct pg_gateway *gw);
+
+/* Port the admin listener is bound to (useful with port 0), or 0. */
+uint16_t pg_control_admin_port(void);
+
+/*
+ * Add "a.b.c.d:port" (anything pg_addr_parse accepts) as a member added by
+ * the admin API or the command line. Re-activates a DRAINING member with
+ * that address; otherwise takes the lowest free id (epoch bumped, ACTIVE,
+ * counters cleared). Rebuilds and publishes the ring. Returns the id, or
+ * -EINVAL (bad address), -EEXIST (already an active member), -ENOSPC (table
+ * full), with err naming the cause.
+ */
+int pg_member_add(struct pg_gateway *gw, const char *addr, char *err, size_t errlen);
+
+/* Start draining member addr: no new requests, ring rebuilt without it; its
+ * slot is cleared by pg_control_tick once its in_flight is 0. Returns the id
+ * (also if it was already draining), or -EINVAL / -ENOENT with err set. */
+int pg_member_remove(struct pg_gateway *gw, const char *addr, char *err, size_t errlen);
+
+/* Make the file-origin members exactly list[0..n) (canonical addresses, as
+ * pg_backends_parse returns): add the new ones, drain those no longer
+ * listed unless they also have another origin. One ring rebuild. Returns the
+ * number of members added or drained, or -1 with err set (table full). */
+int pg_members_sync(struct pg_gateway *gw, char *const *list, size_t n, char *err, size_t errlen);
+
+/* Re-read --backends-file and --routing-config as on SIGHUP, logging what
+ * changed. 0, or -1 if a file could not be used (logged; that part of the
+ * configuration is left unchanged). */
+int pg_control_reload(struct pg_gateway *gw);
+
+/* Store a routing config into gw->maps.state (each field atomically:
+ * workers read them one by one) and log it before -> after; why names the
+ * source ("PUT /routing"). The values must be valid (pg_routing_config_parse). */
+void pg_control_set_routing(struct pg_gateway *gw, const struct pg_route_cfg *rc, const char *why);
+
+/* Periodic work (each PG_CONTROL_TICK_MS): clear the slots of drained
+ * members, clear DOWN flags whose down_until_ms has passed. now_ms:
+ * pg_now_ms(), passed in so tests can drive time. */
+void pg_control_tick(struct pg_gateway *gw, uint64_t now_ms);
+
+/* Rebuild the ring from the current members and publish it (also done by
+ * every membership change). */
+void pg_control_rebuild_ring(struct pg_gateway *gw);
+
+#endif /* PG_CONTROL_H */

@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: MIT
+#include <arpa/inet.h>
+#include <stdio.h>
+#include "gateway.h"
+
+const uint32_t pg_lat_bounds_us[PG_LAT_BUCKETS - 1] = {1,   2,    5,    10,   20,   50,   100,
+							200, 500, 1000, 2000, 5000, 10000};
+
+const char *pg_backend_name(const struct pg_backend *b, char *buf, size_t len)
+{
+	struct in_addr a = {.s_addr = b->ipv4};
+	char ip[INET_ADDRSTRLEN];
+
+	inet_ntop(AF_INET, &a, ip, sizeof(ip));
+	snprintf(buf, len, "%s:%u", ip, b->port);
+	return buf;
+}
+
+void pg_stats_route_latency(struct pg_worker_stats *st, uint64_t ns)
+{
+	unsigned i = 0;
+
+	while (i < PG_LAT_BUCKETS - 1 && ns > (uint64_t)pg_lat_bounds_us[i] * 1000)
+		i++;
+	__atomic_fetch_add(&st->route_lat[i], 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&st->route_lat_sum_ns, ns, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&st->requests, 1, __ATOMIC_RELAXED);
+}

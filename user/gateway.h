@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The running gateway: configuration, shared routing state, worker threads
+ * and their statistics. Shared by the workers, the control thread and the
+ * admin API.
+ */
+#ifndef PG_GATEWAY_H
+#define PG_GATEWAY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+#include "balancer.h"
+#include "config.h"
+#include "maps.h"
+
+/* Routing-latency histogram bucket upper bounds, µs (last bucket: +Inf). */
+#define PG_LAT_BUCKETS 14
+extern const uint32_t pg_lat_bounds_us[PG_LAT_BUCKETS - 1];
+
+/* Per-worker counters: each worker writes its own with relaxed atomics, the
+ * admin API sums them. Cache-line aligned so workers never share a line. */
+struct pg_worker_stats {
+	uint64_t route_lat[PG_LAT_BUCKETS]; /* request head parsed -> backend chosen */
+	uint64_t route_lat_sum_ns;
+	uint64_t requests;       /* requests routed */
+	uint64_t key_fallbacks;  /* OpenAI body unusable as JSON: raw-bytes key */
+	uint64_t client_errors;  /* requests answered 4xx by the gateway */
+	uint64_t no_backend;     /* requests answered 502 */
+	uint64_t aborted;        /* client went away before its response ended */
+	uint64_t backend_errors; /* backend failed mid-response */
+	uint64_t connections;    /* client connections accepted */
+} __attribute__((aligned(64)));
+
+struct pg_worker;
+
+struct pg_gateway {
+	struct pg_config *cfg;
+	struct pg_maps maps;
+	unsigned nworkers;
+	struct pg_worker **workers;
+	struct pg_worker_stats *stats; /* nworkers entries */
+	int stop;                      /* set (atomically) to stop every thread */
+};
+
+static inline uint64_t pg_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t pg_now_ms(void)
+{
+	return pg_now_ns() / 1000000;
+}
+
+/* The live routing configuration (the control thread may change it at any
+ * time; each field is read atomically). */
+static inline void pg_route_cfg_load(const struct pg_gateway *gw, struct pg_route_cfg *rc)
+{
+	const struct pg_state *st = gw->maps.state;
+
+	rc->strategy = (enum pg_strategy)__atomic_load_n(&st->strategy, __ATOMIC_RELAXED);
+	rc->prefix_length = __atomic_load_n(&st->prefix_length, __ATOMIC_RELAXED);
+	rc->concurrency_threshold = __atomic_load_n(&st->concurrency_threshold, __ATOMIC_RELAXED);
+}
+
+/* Highest backend id in use (bounds scans of the backend table). */
+static inline unsigned pg_max_backend_id(const struct pg_gateway *gw)
+{
+	unsigned id;
+
+	for (id = PG_MAX_BACKENDS - 1; id > 0; id--)
+		if (__atomic_load_n(&gw->maps.backends[id].flags, __ATOMIC_RELAXED) &
+		    PG_BACKEND_ACTIVE)
+			break;
+	return id;
+}
+
+/* "a.b.c.d:port" of backend id. buf must hold 22 bytes. */
+const char *pg_backend_name(const struct pg_backend *b, char *buf, size_t len);
+
+/* Record one routing latency sample into a worker's histogram. */
+void pg_stats_route_latency(struct pg_worker_stats *st, uint64_t ns);
+
+#endif /* PG_GATEWAY_H */

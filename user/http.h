@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Strict HTTP/1.1 message parsing (RFC 9112), pure: no I/O, no allocation.
+ * The caller keeps the bytes; parsed results point into them.
+ */
+#ifndef PG_HTTP_H
+#define PG_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PG_HTTP_MAX_HEAD (64 * 1024)  /* larger header block: 431 */
+#define PG_HTTP_MAX_TARGET (8 * 1024) /* longer request target: 414 */
+#define PG_HTTP_MAX_HEADERS 128       /* more header fields: 431 */
+
+struct pg_str {
+	const char *p;
+	size_t len;
+};
+
+struct pg_http_header {
+	struct pg_str name, value; /* value without surrounding OWS */
+};
+
+enum pg_body_kind {
+	PG_BODY_NONE = 0,    /* no body (no Content-Length / TE, or length 0) */
+	PG_BODY_LENGTH = 1,  /* Content-Length bytes */
+	PG_BODY_CHUNKED = 2, /* Transfer-Encoding: chunked */
+	PG_BODY_EOF = 3,     /* responses only: body ends when the peer closes */
+};
+
+struct pg_http_request {
+	struct pg_str method, target, path; /* path: target without ?query */
+	int minor;                          /* HTTP/1.<minor>: 0 or 1 */
+	enum pg_body_kind body;
+	uint64_t content_length; /* when body == PG_BODY_LENGTH */
+	bool keep_alive;         /* after this exchange, per version + Connection */
+	bool expect_continue;    /* Expect: 100-continue */
+	struct pg_str key;       /* X-Prefixgate-Key value, len 0 if absent */
+	size_t head_len;         /* bytes of request line + headers + CRLFCRLF */
+	size_t nheaders;
+	struct pg_http_header headers[PG_HTTP_MAX_HEADERS];
+};
+
+struct pg_http_response {
+	int status;
+	int minor;
+	enum pg_body_kind body;
+	uint64_t content_length;
+	bool keep_alive; /* the connection may carry another request after it */
+	size_t head_len;
+};
+
+/*
+ * Parse a request head from buf[0..len). Returns the head length (> 0) when
+ * a complete head is present and valid, 0 when more bytes are needed (and
+ * len < PG_HTTP_MAX_HEAD), or a negative HTTP status to answer with:
+ * -400 malformed or ambiguous framing, -414 target too long, -417 an Expect
+ * other than 100-continue, -431 header block too large, -501 unsupported
+ * Transfer-Encoding, -505 version other than HTTP/1.0 and HTTP/1.1.
+ * Leading empty lines (CRLF) before the request line are skipped and counted
+ * in the returned length.
+ */
+ssize_t pg_http_parse_request(const char *buf, size_t len, struct pg_http_request *req);
+
+/*
+ * For a head read in pieces: re-parsing from the start after every read is
+ * quadratic when a client trickles its head a few bytes at a time, so call
+ * pg_http_parse_request only once this returns true. *scan is the search
+ * position, kept by the caller between calls: set it to 0 for a new head
+ * (also for the next pipelined one). True once buf[0..len) holds an empty
+ * line after a non-empty one (bare-LF ones too, so they get their 400 at
+ * once), a malformed start, or len >= PG_HTTP_MAX_HEAD; then it stays true.
+ * Amortised O(1) per byte. A head ending in junk such as "" is not
+ * found: the caller's read timeout (or PG_HTTP_MAX_HEAD) ends it.
+ */
+bool pg_http_head_ready(const char *buf, size_t len, size_t *scan);
+
+/*
+ * Parse a response head. head_request: the request was HEAD (no body).
+ * 1xx responses are returned as such (status < 200, body PG_BODY_NONE); the
+ * caller forwards them and parses the next head. Same return convention as
+ * pg_http_parse_request (any negative value means a broken backend).
+ */
+ssize_t pg_http_parse_response(const char *buf, size_t len, bool head_request,
+			       struct pg_http_response *resp);
+
+/* Case-insensitive header lookup; returns NULL if absent. */
+const struct pg_http_header *pg_http_find(const struct pg_http_request *req, const char *name);
+
+/*
+ * Incremental chunked-body decoder. Feed bytes as they arrive; each call
+ * consumes a prefix of the input and reports at most one span of decoded
+ * data inside what it consumed. Trailers are consumed and ignored. Limits:
+ * 16 hex digits per chunk-size, 4 KiB per chunk-size line (extensions
+ * included), 64 KiB of trailers. On DONE, *consumed stops right after the
+ * final CRLF (what follows is the next message).
+ */
+struct pg_chunked {
+	int state;
+	uint64_t remaining; /* data bytes left in the current chunk */
+	unsigned digits;
+	size_t line_len;
+};
+
+enum pg_chunked_rc {
+	PG_CHUNKED_MORE = 0,   /* consumed everything given, need more */
+	PG_CHUNKED_DATA = 1,   /* *data_off, *data_len set; call again with the rest */
+	PG_CHUNKED_DONE = 2,   /* last chunk and trailers complete */
+	PG_CHUNKED_ERROR = -1, /* bad chunk size, extension or framing: 400 */
+};
+
+void pg_chunked_init(struct pg_chunked *c);
+/* *consumed gets the bytes used from buf; data span is buf[*data_off, +*data_len). */
+enum pg_chunked_rc pg_chunked_feed(struct pg_chunked *c, const char *buf, size_t len,
+				   size_t *consumed, size_t *data_off, size_t *data_len);
+
+#endif /* PG_HTTP_H */

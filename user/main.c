@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: MIT
+/*
+ * prefixgate: prefix-aware HTTP router for LLM inference fleets.
+ * Startup order: configuration -> shared routing state (BPF maps or shared
+ * memory) -> membership and ring -> workers -> control thread; then wait for
+ * SIGINT/SIGTERM and undo it all in reverse.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "control.h"
+#include "log.h"
+#include "worker.h"
+
+static const char *const strategy_names[] = {"random", "least_outstanding_requests",
+					     "prefix_aware"};
+
+static int open_state(struct pg_gateway *gw, const struct pg_config *cfg)
+{
+	char err[512];
+	int rc;
+
+	if (cfg->no_bpf) {
+		rc = pg_maps_open(&gw->maps, false, "", err, sizeof(err));
+		if (!rc)
+			pg_info("routing state in shared memory (--no-bpf): not visible to bpftool");
+	} else {
+		rc = pg_maps_open(&gw->maps, true, cfg->pin_path, err, sizeof(err));
+		if (rc == -EPERM || rc == -EACCES) {
+			pg_warn("BPF maps unavailable: %s; falling back to shared memory", err);
+			rc = pg_maps_open(&gw->maps, false, "", err, sizeof(err));
+		} else if (!rc) {
+			pg_info("routing state in BPF maps pinned at %s "
+				"(bpftool map dump pinned %s/pg_backends)",
+				cfg->pin_path, cfg->pin_path);
+		}
+	}
+	if (rc)
+		pg_error("%s", err);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct pg_gateway gw = {0};
+	struct pg_config cfg;
+	char err[512], addr[32];
+	unsigned started = 0;
+	sigset_t sigs;
+	int rc, sig, status = 1;
+
+	rc = pg_config_parse(&cfg, argc, argv, stdout, err, sizeof(err));
+	if (rc == 1)
+		return 0;
+	if (rc) {
+		fprintf(stderr, "prefixgate: %s\n(see prefixgate --help)\n", err);
+		return 2;
+	}
+	if (cfg.data_path == PG_DATA_SOCKMAP || cfg.data_path == PG_DATA_SOCKMSG) {
+		fprintf(stderr, "prefixgate: --data-path %s: this build forwards responses "
+				"in userspace only (use auto or copy)\n",
+			cfg.data_path == PG_DATA_SOCKMAP ? "sockmap" : "sockmsg");
+		pg_config_free(&cfg);
+		return 2;
+	}
+	/* Signals go to sigwait() here and to the control thread's signalfd;
+	 * block them before any thread exists so every thread inherits that. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	gw.cfg = &cfg;
+	if (open_state(&gw, &cfg))
+		goto out_cfg;
+	if (pg_control_init(&gw, err, sizeof(err))) {
+		pg_error("%s", err);
+		goto out_maps;
+	}
+	gw.nworkers = cfg.workers ? cfg.workers : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+	if (!gw.nworkers)
+		gw.nworkers = 1;
+	gw.stats = aligned_alloc(64, sizeof(*gw.stats) * gw.nworkers);
+	gw.workers = calloc(gw.nworkers, sizeof(*gw.workers));
+	if (!gw.stats || !gw.workers) {
+		pg_error("out of memory");
+		goto out_workers;
+	}
+	memset(gw.stats, 0, sizeof(*gw.stats) * gw.nworkers);
+	for (; started < gw.nworkers; started++) {
+		if (pg_worker_start(&gw, started, &gw.workers[started], err, sizeof(err))) {
+			pg_error("%s", err);
+			goto out_workers;
+		}
+	}
+	if (pg_control_start(&gw, err, sizeof(err))) {
+		pg_error("%s", err);
+		goto out_workers;
+	}
+	inet_ntop(AF_INET, &cfg.listen.sin_addr, addr, sizeof(addr));
+	pg_info("listening on %s:%u with %u workers, strategy %s, PrefixLength %u, "
+		"ConcurrencyThreshold %u, data path copy",
+		addr, ntohs(cfg.listen.sin_port), gw.nworkers,
+		strategy_names[gw.maps.state->strategy], gw.maps.state->prefix_length,
+		gw.maps.state->concurrency_threshold);
+
+	sigdelset(&sigs, SIGHUP);
+	while (sigwait(&sigs, &sig) == 0 && sig != SIGINT && sig != SIGTERM)
+		;
+	pg_info("signal %d: stopping", sig);
+	status = 0;
+	__atomic_store_n(&gw.stop, 1, __ATOMIC_RELAXED);
+	pg_control_stop(&gw);
+out_workers:
+	__atomic_store_n(&gw.stop, 1, __ATOMIC_RELAXED);
+	while (started)
+		pg_worker_join(gw.workers[--started]);
+	free(gw.workers);
+	free(gw.stats);
+out_maps:
+	pg_maps_close(&gw.maps);
+out_cfg:
+	pg_config_free(&cfg);
+	return status;
+}

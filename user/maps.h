@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shared routing state (include/prefixgate.h): backends, ring copies,
+ * gateway state. Either BPF array maps pinned under --bpf-pin-path and
+ * mmapped (the default when privileged: bpftool can read them), or plain
+ * shared memory (--no-bpf). Either way every thread sees the same counts
+ * through the same pointers.
+ */
+#ifndef PG_MAPS_H
+#define PG_MAPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "prefixgate.h"
+
+struct prefixgate_bpf;
+
+struct pg_maps {
+	struct pg_backend *backends; /* PG_MAX_BACKENDS entries */
+	struct pg_ring *rings;       /* PG_RING_COPIES entries */
+	struct pg_state *state;      /* one entry */
+	bool bpf;                    /* BPF maps (else shared memory) */
+	int lock_fd;                 /* pin directory, flock()ed while we run */
+	char pin_path[256];
+	struct prefixgate_bpf *skel;
+};
+
+/*
+ * Open the shared state. use_bpf: create or reuse the pinned BPF maps under
+ * pin_path (mounting bpffs at /sys/fs/bpf if needed); otherwise anonymous
+ * shared memory. On failure returns -errno and a message naming the cause
+ * in err. A pin path already used by a running prefixgate is refused
+ * (-EBUSY). The state is reset: no stale in-flight counts survive a restart.
+ */
+int pg_maps_open(struct pg_maps *m, bool use_bpf, const char *pin_path, char *err, size_t errlen);
+
+/* Unmap, and for BPF maps unpin them (the state belongs to this process). */
+void pg_maps_close(struct pg_maps *m);
+
+/* Ring candidates for a key hash through the seqlock: never a half-built ring. */
+size_t pg_maps_candidates(const struct pg_maps *m, uint64_t key_hash,
+			  uint16_t out[PG_RING_CANDIDATES]);
+
+/* Control thread only: start rebuilding the spare ring copy (returned, with
+ * its seqlock held), then publish it as the live one. */
+struct pg_ring *pg_maps_ring_begin(struct pg_maps *m);
+void pg_maps_ring_publish(struct pg_maps *m, struct pg_ring *ring);
+
+/* The live ring copy (for reading by the control thread, the only writer). */
+const struct pg_ring *pg_maps_live_ring(const struct pg_maps *m);
+
+#endif /* PG_MAPS_H */

@@ -1,0 +1,910 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The HTTP state machine of one client connection and the backend
+ * connection serving its current request. Requests on a connection are
+ * served one at a time, in order (pipelined requests wait in the input
+ * buffer), each routed by its own key.
+ *
+ * A request goes HEAD -> KEY (read the body bytes its key needs) -> routed
+ * and dispatched -> STREAM (rest of the body) -> WAIT (response streaming
+ * back) -> HEAD. What an attempt sends first (rewritten head plus the body
+ * held for the key) stays in c->fwd, so a failed connect or a stale pooled
+ * connection can be retried elsewhere as long as no response byte reached
+ * the client and no body byte beyond c->fwd was sent.
+ *
+ * The in-flight slot of a backend is taken at dispatch and given back
+ * exactly once: when the backend has sent the whole response, when the
+ * client goes away, or when the attempt fails (c->counted guards it).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <netinet/tcp.h>
+#include <unistd.h>
+#include "log.h"
+#include "route.h"
+#include "worker.h"
+
+#define LINGER_MS 2000
+
+static void client_advance(struct pg_worker *w, struct pg_client *c);
+
+/* --- small buffers ---------------------------------------------------------- */
+
+static void buf_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n)
+{
+	if (*len + n > *cap) {
+		size_t ncap = *cap ? *cap : 1024;
+
+		while (ncap < *len + n)
+			ncap *= 2;
+		*buf = realloc(*buf, ncap);
+		if (!*buf)
+			abort();
+		*cap = ncap;
+	}
+	memcpy(*buf + *len, data, n);
+	*len += n;
+}
+
+static void in_consume(struct pg_client *c, size_t n)
+{
+	memmove(c->in, c->in + n, c->in_len - n);
+	c->in_len -= n;
+}
+
+static bool name_is(struct pg_str s, const char *name)
+{
+	return strlen(name) == s.len && strncasecmp(s.p, name, s.len) == 0;
+}
+
+/* Hop-by-hop headers (RFC 9110 §7.6.1) are the gateway's own business. */
+static bool hop_by_hop(struct pg_str n)
+{
+	return name_is(n, "connection") || name_is(n, "keep-alive") ||
+	       name_is(n, "proxy-connection") || name_is(n, "te") || name_is(n, "upgrade") ||
+	       name_is(n, "expect");
+}
+
+/* --- answers of the gateway's own --------------------------------------------- */
+
+static const char *reason(int status)
+{
+	switch (status) {
+	case 400: return "Bad Request";
+	case 413: return "Content Too Large";
+	case 414: return "URI Too Long";
+	case 417: return "Expectation Failed";
+	case 431: return "Request Header Fields Too Large";
+	case 501: return "Not Implemented";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 505: return "HTTP Version Not Supported";
+	default: return "Error";
+	}
+}
+
+static void reply(struct pg_worker *w, struct pg_client *c, int status, const char *msg, bool close)
+{
+	char body[256], head[256];
+	int bl, hl;
+
+	bl = snprintf(body, sizeof(body),
+		      "{\"error\":{\"message\":\"%s\",\"type\":\"prefixgate_error\",\"code\":%d}}\n",
+		      msg, status);
+	hl = snprintf(head, sizeof(head),
+		      "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n",
+		      status, reason(status), bl, close ? "Connection: close\r\n" : "");
+	pg_sock_queue_copy(w, &c->s, head, (size_t)hl);
+	pg_sock_queue_copy(w, &c->s, body, (size_t)bl);
+}
+
+/* --- request bookkeeping ---------------------------------------------------- */
+
+static void release_slot(struct pg_worker *w, struct pg_client *c)
+{
+	if (c->counted) {
+		pg_inflight_release(w->gw, c->backend);
+		c->counted = false;
+	}
+}
+
+static void pool_remove(struct pg_worker *w, struct pg_upstream *u)
+{
+	struct pg_upstream **pp = &w->pool[u->backend];
+
+	while (*pp && *pp != u)
+		pp = &(*pp)->pool_next;
+	if (*pp) {
+		*pp = u->pool_next;
+		w->pool_len[u->backend]--;
+	}
+	u->in_pool = false;
+}
+
+static void upstream_close(struct pg_worker *w, struct pg_upstream *u)
+{
+	if (u->in_pool)
+		pool_remove(w, u);
+	u->c = NULL;
+	pg_sock_close(w, &u->s);
+}
+
+/* Forget the current request (after its response, or when giving up). */
+static void request_reset(struct pg_worker *w, struct pg_client *c)
+{
+	release_slot(w, c);
+	if (c->up) {
+		upstream_close(w, c->up); /* drops any segment borrowing c->fwd */
+		c->up = NULL;
+	}
+	free(c->fwd);
+	free(c->kbuf);
+	free(c->hdr_key);
+	c->fwd = c->kbuf = c->hdr_key = NULL;
+	c->fwd_len = c->fwd_cap = c->klen = c->kcap = c->hdr_key_len = 0;
+	memset(&c->tried, 0, sizeof(c->tried));
+	c->attempts = 0;
+	c->t0_ns = 0;
+	c->resp_started = false;
+	c->streamed = 0;
+	c->ch_off = 0;
+	c->ch_done = false;
+	c->backend = 0;
+}
+
+static void client_close(struct pg_worker *w, struct pg_client *c)
+{
+	if (c->s.closed)
+		return;
+	request_reset(w, c);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		w->clients = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->prev = c->next = NULL;
+	pg_sock_close(w, &c->s);
+}
+
+/* Answer, then close gracefully: flush, shut our side, drain the client's
+ * input for a while so the kernel does not reset the answer away. */
+static void client_linger(struct pg_worker *w, struct pg_client *c)
+{
+	request_reset(w, c);
+	c->state = PG_C_LINGER;
+	c->in_len = 0;
+	c->head_scan = 0;
+	c->linger_until_ms = w->now_ms + LINGER_MS;
+	pg_sock_recv(w, &c->s);
+	if (!c->s.qbytes && !c->shut) {
+		shutdown(c->s.fd, SHUT_WR);
+		c->shut = true;
+	}
+}
+
+static void client_error(struct pg_worker *w, struct pg_client *c, int status, const char *msg)
+{
+	__atomic_fetch_add(status >= 500 ? &w->stats->no_backend : &w->stats->client_errors, 1,
+			   __ATOMIC_RELAXED);
+	if (c->resp_started) {
+		client_close(w, c); /* mid-response: the truncation tells the client */
+		return;
+	}
+	reply(w, c, status, msg, true);
+	client_linger(w, c);
+}
+
+/* --- request head ------------------------------------------------------------- */
+
+static void build_forward_head(struct pg_client *c, const struct pg_http_request *req)
+{
+	char line[32];
+	int n;
+
+	buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, req->method.p, req->method.len);
+	buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, " ", 1);
+	buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, req->target.p, req->target.len);
+	n = snprintf(line, sizeof(line), " HTTP/1.%d\r\n", req->minor);
+	buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, line, (size_t)n);
+	for (size_t i = 0; i < req->nheaders; i++) {
+		const struct pg_http_header *h = &req->headers[i];
+
+		if (hop_by_hop(h->name))
+			continue;
+		buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, h->name.p, h->name.len);
+		buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, ": ", 2);
+		buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, h->value.p, h->value.len);
+		buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, "\r\n", 2);
+	}
+	buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, "\r\n", 2);
+}
+
+static bool request_head(struct pg_worker *w, struct pg_client *c)
+{
+	struct pg_http_request req;
+	struct pg_route_cfg rc;
+	ssize_t n;
+
+	if (!c->in_len)
+		return false;
+	if (!c->t0_ns)
+		c->t0_ns = pg_now_ns();
+	/* Parse only once the head is complete: a head trickling in a byte at
+	 * a time must not be re-parsed from its start on every read. */
+	if (!pg_http_head_ready(c->in, c->in_len, &c->head_scan))
+		return false;
+	c->head_scan = 0;
+	n = pg_http_parse_request(c->in, c->in_len, &req);
+	if (n == 0)
+		return false;
+	if (n < 0) {
+		client_error(w, c, (int)-n, "malformed request");
+		return false;
+	}
+	c->minor = (uint8_t)req.minor;
+	c->keep_alive = req.keep_alive;
+	c->head_method = name_is(req.method, "HEAD");
+	c->api = (uint8_t)pg_key_api(req.method, req.path);
+	c->body = (uint8_t)req.body;
+	c->body_left = req.body == PG_BODY_LENGTH ? req.content_length : 0;
+	if (req.key.len) {
+		c->hdr_key = malloc(req.key.len);
+		if (!c->hdr_key)
+			abort();
+		memcpy(c->hdr_key, req.key.p, req.key.len);
+		c->hdr_key_len = req.key.len;
+	}
+	build_forward_head(c, &req);
+	if (req.expect_continue && req.body != PG_BODY_NONE)
+		pg_sock_queue_copy(w, &c->s, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+	in_consume(c, (size_t)n);
+
+	pg_route_cfg_load(w->gw, &rc);
+	c->key_need = pg_key_body_need((enum pg_api)c->api, rc.prefix_length);
+	if (req.body == PG_BODY_LENGTH) {
+		/* Too big to hold whole for its JSON: key on the raw prefix. */
+		if (c->api != PG_API_RAW && req.content_length > PG_KEY_JSON_BODY_MAX)
+			c->key_need = rc.prefix_length;
+		if (c->key_need > req.content_length)
+			c->key_need = req.content_length;
+	} else if (req.body == PG_BODY_NONE) {
+		c->key_need = 0;
+	} else {
+		pg_chunked_init(&c->ch);
+	}
+	c->state = PG_C_KEY;
+	return true;
+}
+
+/* --- dispatch ----------------------------------------------------------------- */
+
+static struct pg_upstream *pool_get(struct pg_worker *w, uint16_t id)
+{
+	struct pg_upstream *u;
+
+	while ((u = w->pool[id])) {
+		pool_remove(w, u);
+		if (u->epoch == w->gw->maps.backends[id].epoch && !u->s.closed) {
+			u->reused = true;
+			return u;
+		}
+		upstream_close(w, u);
+	}
+	return NULL;
+}
+
+static struct pg_upstream *upstream_new(struct pg_worker *w, uint16_t id)
+{
+	const struct pg_backend *b = &w->gw->maps.backends[id];
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	struct pg_upstream *u;
+	int fd, one = 1;
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd == -1)
+		return NULL;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	u = calloc(1, sizeof(*u));
+	if (!u) {
+		close(fd);
+		return NULL;
+	}
+	u->s.fd = fd;
+	u->s.kind = PG_SOCK_UPSTREAM;
+	u->w = w;
+	u->backend = id;
+	u->epoch = b->epoch;
+	u->connecting = true;
+	sa.sin_addr.s_addr = b->ipv4;
+	sa.sin_port = htons(b->port);
+	pg_sock_connect(w, &u->s, &sa);
+	return u;
+}
+
+static void attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why,
+			   bool mark_down);
+
+/* Send the request to backend id (pooled connection unless fresh). */
+static void attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned decision,
+		    bool fresh)
+{
+	struct pg_upstream *u = fresh ? NULL : pool_get(w, id);
+
+	c->backend = id;
+	c->attempts++;
+	pg_idset_add(&c->tried, id);
+	pg_inflight_take(w->gw, id, decision);
+	c->counted = true;
+	if (!u)
+		u = upstream_new(w, id);
+	if (!u) {
+		attempt_failed(w, c, strerror(errno), false);
+		return;
+	}
+	u->c = c;
+	u->rstate = PG_R_HEAD;
+	u->hlen = 0;
+	c->up = u;
+	pg_sock_queue(w, &u->s, c->fwd, c->fwd_len, -1, false); /* borrowed: kept for retries */
+	pg_sock_recv(w, &u->s);
+}
+
+static void attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why,
+			   bool mark_down)
+{
+	struct pg_backend *b = &w->gw->maps.backends[c->backend];
+	struct pg_upstream *u = c->up;
+	bool stale = u && u->reused && !mark_down;
+	uint16_t id;
+
+	if (u) {
+		c->up = NULL;
+		upstream_close(w, u);
+	}
+	__atomic_fetch_add(&b->failures, 1, __ATOMIC_RELAXED);
+	if (mark_down) {
+		uint16_t old;
+		char name[32];
+
+		__atomic_store_n(&b->down_until_ms, w->now_ms + PG_DOWN_MS, __ATOMIC_RELAXED);
+		old = __atomic_fetch_or(&b->flags, PG_BACKEND_DOWN, __ATOMIC_RELAXED);
+		if (!(old & PG_BACKEND_DOWN))
+			pg_warn("backend %s down for %d ms: %s", pg_backend_name(b, name, sizeof(name)),
+				PG_DOWN_MS, why);
+	}
+	release_slot(w, c);
+	if (c->resp_started || c->streamed || c->attempts >= PG_MAX_ATTEMPTS) {
+		client_error(w, c, 502, "backend failed");
+		return;
+	}
+	if (stale) {
+		/* A pooled connection the backend had closed: same backend, fresh. */
+		attempt(w, c, c->backend, PG_DEC_RETRY, true);
+		return;
+	}
+	id = pg_route_again(w->gw, &c->key, &c->tried, pg_worker_rand(w), &c->choice);
+	if (!id) {
+		client_error(w, c, 502, "no healthy backend");
+		return;
+	}
+	attempt(w, c, id, PG_DEC_RETRY, false);
+}
+
+/* Decode more of a chunked body from c->in, collecting data for the key. */
+static bool key_chunked(struct pg_worker *w, struct pg_client *c)
+{
+	while (!c->ch_done && c->klen < c->key_need && c->ch_off < c->in_len) {
+		size_t used, doff, dlen;
+		enum pg_chunked_rc rc = pg_chunked_feed(&c->ch, c->in + c->ch_off,
+							c->in_len - c->ch_off, &used, &doff, &dlen);
+
+		if (rc == PG_CHUNKED_ERROR) {
+			client_error(w, c, 400, "bad chunked body");
+			return false;
+		}
+		if (rc == PG_CHUNKED_DATA)
+			buf_append(&c->kbuf, &c->klen, &c->kcap, c->in + c->ch_off + doff, dlen);
+		c->ch_off += used;
+		if (rc == PG_CHUNKED_DONE)
+			c->ch_done = true;
+	}
+	return c->ch_done || c->klen >= c->key_need;
+}
+
+static bool request_key(struct pg_worker *w, struct pg_client *c)
+{
+	struct pg_route_input in = {.api = (enum pg_api)c->api,
+				    .header_key = {c->hdr_key, c->hdr_key_len}};
+	uint16_t id;
+	size_t n;
+
+	switch (c->body) {
+	case PG_BODY_NONE:
+		in.complete = true;
+		break;
+	case PG_BODY_LENGTH:
+		n = c->in_len < c->body_left ? c->in_len : c->body_left;
+		if (n < c->key_need)
+			return false;
+		in.body = c->in;
+		in.body_len = n;
+		in.complete = n == c->body_left;
+		break;
+	default:
+		if (!key_chunked(w, c))
+			return false;
+		in.body = c->kbuf;
+		in.body_len = c->klen;
+		in.complete = c->ch_done;
+		break;
+	}
+	id = pg_route(w->gw, &in, NULL, pg_worker_rand(w), &c->key, &c->choice);
+	pg_stats_route_latency(w->stats, pg_now_ns() - c->t0_ns);
+	if (c->key.fallback)
+		__atomic_fetch_add(&w->stats->key_fallbacks, 1, __ATOMIC_RELAXED);
+	if (!id) {
+		client_error(w, c, 502, "no healthy backend");
+		return false;
+	}
+	/* The body held so far joins the head in c->fwd. */
+	if (c->body == PG_BODY_LENGTH) {
+		n = c->in_len < c->body_left ? c->in_len : c->body_left;
+		buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, c->in, n);
+		in_consume(c, n);
+		c->body_left -= n;
+		c->replayable = c->body_left == 0;
+	} else if (c->body == PG_BODY_CHUNKED) {
+		buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, c->in, c->ch_off);
+		in_consume(c, c->ch_off);
+		c->ch_off = 0;
+		c->replayable = c->ch_done;
+	} else {
+		c->replayable = true;
+	}
+	free(c->kbuf);
+	c->kbuf = NULL;
+	c->klen = c->kcap = 0;
+	c->state = c->replayable ? PG_C_WAIT : PG_C_STREAM;
+	attempt(w, c, id, c->choice.decision, false);
+	return true;
+}
+
+/* Forward the rest of the body as it arrives, once the backend connection is
+ * up (until then a failed connect can still be retried elsewhere). */
+static void request_stream(struct pg_worker *w, struct pg_client *c)
+{
+	struct pg_upstream *u = c->up;
+	size_t n = 0;
+
+	if (!u || !u->s.can_send || !c->in_len)
+		return;
+	if (u->s.qbytes > PG_REQ_QUEUE_MAX) {
+		pg_sock_pause(w, &c->s); /* resumed by pg_upstream_sent */
+		return;
+	}
+	if (c->body == PG_BODY_LENGTH) {
+		n = c->in_len < c->body_left ? c->in_len : c->body_left;
+		c->body_left -= n;
+		if (!c->body_left)
+			c->state = PG_C_WAIT;
+	} else {
+		while (n < c->in_len) {
+			size_t used, doff, dlen;
+			enum pg_chunked_rc rc =
+				pg_chunked_feed(&c->ch, c->in + n, c->in_len - n, &used, &doff, &dlen);
+
+			if (rc == PG_CHUNKED_ERROR) {
+				client_error(w, c, 400, "bad chunked body");
+				return;
+			}
+			n += used;
+			if (rc == PG_CHUNKED_DONE) {
+				c->ch_done = true;
+				c->state = PG_C_WAIT;
+				break;
+			}
+		}
+	}
+	if (n) {
+		pg_sock_queue_copy(w, &u->s, c->in, n);
+		in_consume(c, n);
+		c->streamed += n;
+	}
+}
+
+static void client_advance(struct pg_worker *w, struct pg_client *c)
+{
+	for (;;) {
+		switch (c->state) {
+		case PG_C_HEAD:
+			if (!request_head(w, c))
+				return;
+			break;
+		case PG_C_KEY:
+			if (!request_key(w, c))
+				return;
+			break;
+		case PG_C_STREAM:
+			request_stream(w, c);
+			if (c->state == PG_C_STREAM)
+				return;
+			break;
+		case PG_C_WAIT:
+			/* Pipelined requests wait their turn, within bounds. */
+			if (c->in_len > PG_PIPELINE_MAX)
+				pg_sock_pause(w, &c->s);
+			return;
+		case PG_C_LINGER:
+			c->in_len = 0;
+			return;
+		}
+		if (c->s.closed)
+			return;
+	}
+}
+
+/* --- client socket events ---------------------------------------------------------- */
+
+struct pg_client *pg_client_new(struct pg_worker *w, int fd)
+{
+	struct pg_client *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->s.fd = fd;
+	c->s.kind = PG_SOCK_CLIENT;
+	c->s.can_send = true;
+	c->w = w;
+	c->state = PG_C_HEAD;
+	c->next = w->clients;
+	if (c->next)
+		c->next->prev = c;
+	w->clients = c;
+	__atomic_fetch_add(&w->stats->connections, 1, __ATOMIC_RELAXED);
+	return c;
+}
+
+bool pg_client_data(struct pg_worker *w, struct pg_client *c, char *data, size_t len)
+{
+	if (c->state == PG_C_LINGER)
+		return false; /* discarded */
+	buf_append(&c->in, &c->in_len, &c->in_cap, data, len);
+	client_advance(w, c);
+	/* Bound what one connection makes us hold: the key's bytes at most while
+	 * reading them, a pipeline's worth otherwise. */
+	if (!c->s.closed && c->state != PG_C_KEY && c->in_len > PG_PIPELINE_MAX)
+		pg_sock_pause(w, &c->s);
+	return false;
+}
+
+void pg_client_eof(struct pg_worker *w, struct pg_client *c, int err)
+{
+	(void)err;
+	if (c->state != PG_C_LINGER && (c->up || c->counted))
+		__atomic_fetch_add(&w->stats->aborted, 1, __ATOMIC_RELAXED);
+	/* The client is gone: the backend connection closes with it, so the
+	 * inference server stops generating for nobody. */
+	client_close(w, c);
+}
+
+void pg_client_sent(struct pg_worker *w, struct pg_client *c)
+{
+	if (c->state == PG_C_LINGER) {
+		if (!c->s.qbytes && !c->shut) {
+			shutdown(c->s.fd, SHUT_WR);
+			c->shut = true;
+		}
+		return;
+	}
+	if (c->up && !c->up->s.want_recv && !c->up->s.closed && c->s.qbytes < PG_RESP_QUEUE_MAX / 2)
+		pg_sock_recv(w, &c->up->s);
+}
+
+void pg_client_free(struct pg_client *c)
+{
+	free(c->in);
+	free(c->fwd);
+	free(c->kbuf);
+	free(c->hdr_key);
+	free(c);
+}
+
+/* --- backend socket events --------------------------------------------------------- */
+
+static void response_end(struct pg_worker *w, struct pg_client *c, struct pg_upstream *u)
+{
+	const struct pg_backend *b = &w->gw->maps.backends[u->backend];
+	bool reuse = u->keep_alive && !u->s.qbytes && !u->s.closed && u->epoch == b->epoch &&
+		     (b->flags & PG_BACKEND_ACTIVE) && w->pool_len[u->backend] < PG_POOL_MAX;
+
+	release_slot(w, c);
+	c->up = NULL;
+	u->c = NULL;
+	if (reuse) {
+		u->in_pool = true;
+		u->reused = false;
+		u->idle_since_ms = w->now_ms;
+		u->pool_next = w->pool[u->backend];
+		w->pool[u->backend] = u;
+		w->pool_len[u->backend]++;
+	} else {
+		upstream_close(w, u);
+	}
+	if (c->state == PG_C_STREAM)
+		c->keep_alive = false; /* the rest of its body was never read */
+	if (!c->keep_alive) {
+		client_linger(w, c);
+		return;
+	}
+	request_reset(w, c);
+	c->state = PG_C_HEAD;
+	pg_sock_recv(w, &c->s);
+	client_advance(w, c);
+}
+
+/* Mid-response failure of the backend: the client gets what was sent and a
+ * close (a chunked stream without its last chunk, or a short body). */
+static void backend_broke(struct pg_worker *w, struct pg_client *c)
+{
+	__atomic_fetch_add(&w->stats->backend_errors, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&w->gw->maps.backends[c->backend].failures, 1, __ATOMIC_RELAXED);
+	c->keep_alive = false;
+	client_linger(w, c);
+}
+
+/* Copy the response head, replacing its hop-by-hop fields with ours. */
+static void forward_response_head(struct pg_worker *w, struct pg_client *c, const char *h,
+				  size_t n)
+{
+	char *out = NULL;
+	size_t len = 0, cap = 0;
+	const char *p = h, *end = h + n - 2; /* before the final CRLF */
+	const char *eol = memchr(p, '\n', (size_t)(end - p));
+
+	buf_append(&out, &len, &cap, p, (size_t)(eol + 1 - p)); /* status line */
+	for (p = eol + 1; p < end; p = eol + 1) {
+		struct pg_str name;
+		const char *colon;
+
+		eol = memchr(p, '\n', (size_t)(end - p) + 1);
+		colon = memchr(p, ':', (size_t)(eol - p));
+		name.p = p;
+		name.len = colon ? (size_t)(colon - p) : 0;
+		if (colon && (name_is(name, "connection") || name_is(name, "keep-alive")))
+			continue;
+		buf_append(&out, &len, &cap, p, (size_t)(eol + 1 - p));
+	}
+	if (!c->keep_alive)
+		buf_append(&out, &len, &cap, "Connection: close\r\n", 19);
+	buf_append(&out, &len, &cap, "\r\n", 2);
+	pg_sock_queue(w, &c->s, out, len, -1, true);
+}
+
+/* Forward response body bytes (zero copy from a provided buffer while they
+ * are plentiful), tracking the framing to find the end. */
+static bool forward_body(struct pg_worker *w, struct pg_upstream *u, char *data, size_t len,
+			 int bid)
+{
+	struct pg_client *c = u->c;
+	size_t take = 0;
+	bool done = false, kept = false;
+
+	switch (u->rstate) {
+	case PG_R_LENGTH:
+		take = len < u->left ? len : (size_t)u->left;
+		u->left -= take;
+		done = !u->left;
+		break;
+	case PG_R_CHUNKED:
+		while (take < len) {
+			size_t used, doff, dlen;
+			enum pg_chunked_rc rc =
+				pg_chunked_feed(&u->ch, data + take, len - take, &used, &doff, &dlen);
+
+			if (rc == PG_CHUNKED_ERROR) {
+				pg_sock_queue_copy(w, &c->s, data, take);
+				backend_broke(w, c);
+				return false;
+			}
+			take += used;
+			if (rc == PG_CHUNKED_DONE) {
+				done = true;
+				break;
+			}
+		}
+		break;
+	case PG_R_EOF:
+		take = len;
+		break;
+	default:
+		done = true;
+		break;
+	}
+	if (take < len)
+		u->keep_alive = false; /* bytes after the response: never reuse */
+	if (take) {
+		if (bid >= 0 && w->bufs_out < PG_NBUFS / 2) {
+			pg_sock_queue(w, &c->s, data, take, bid, false);
+			kept = true;
+		} else {
+			pg_sock_queue_copy(w, &c->s, data, take);
+		}
+	}
+	if (done)
+		response_end(w, c, u);
+	else if (c->s.qbytes > PG_RESP_QUEUE_MAX)
+		pg_sock_pause(w, &u->s); /* resumed by pg_client_sent */
+	return kept;
+}
+
+static void response_head(struct pg_worker *w, struct pg_upstream *u)
+{
+	struct pg_client *c = u->c;
+	struct pg_http_response resp;
+	ssize_t n;
+
+	for (;;) {
+		n = pg_http_parse_response(u->hbuf, u->hlen, c->head_method, &resp);
+		if (n == 0)
+			return;
+		if (n < 0) {
+			attempt_failed(w, c, "invalid response head", true);
+			return;
+		}
+		if (resp.status >= 200)
+			break;
+		/* 1xx: Expect was answered by us and Upgrade is not forwarded. */
+		memmove(u->hbuf, u->hbuf + n, u->hlen - (size_t)n);
+		u->hlen -= (size_t)n;
+	}
+	c->resp_started = true;
+	u->keep_alive = resp.keep_alive;
+	switch (resp.body) {
+	case PG_BODY_LENGTH:
+		u->left = resp.content_length;
+		u->rstate = u->left ? PG_R_LENGTH : PG_R_DONE;
+		break;
+	case PG_BODY_CHUNKED:
+		pg_chunked_init(&u->ch);
+		u->rstate = PG_R_CHUNKED;
+		break;
+	case PG_BODY_EOF:
+		c->keep_alive = false; /* the close is the end of the body */
+		u->rstate = PG_R_EOF;
+		break;
+	default:
+		u->rstate = PG_R_DONE;
+		break;
+	}
+	forward_response_head(w, c, u->hbuf, (size_t)n);
+	u->hlen -= (size_t)n;
+	if (u->rstate == PG_R_DONE && !u->hlen) {
+		response_end(w, c, u);
+		return;
+	}
+	/* Body bytes that came with the head. */
+	forward_body(w, u, u->hbuf + n, u->hlen, -1);
+	if (!u->s.closed)
+		u->hlen = 0;
+}
+
+bool pg_upstream_data(struct pg_worker *w, struct pg_upstream *u, char *data, size_t len, int bid)
+{
+	if (!u->c) {
+		upstream_close(w, u); /* an idle connection must not speak */
+		return false;
+	}
+	if (u->rstate != PG_R_HEAD)
+		return forward_body(w, u, data, len, bid);
+	if (u->hlen + len > PG_HTTP_MAX_HEAD) {
+		attempt_failed(w, u->c, "response head too large", true);
+		return false;
+	}
+	buf_append(&u->hbuf, &u->hlen, &u->hcap, data, len);
+	response_head(w, u);
+	return false;
+}
+
+void pg_upstream_eof(struct pg_worker *w, struct pg_upstream *u, int err)
+{
+	struct pg_client *c = u->c;
+
+	if (!c) {
+		upstream_close(w, u);
+		return;
+	}
+	if (u->rstate == PG_R_EOF && !err) {
+		u->keep_alive = false;
+		response_end(w, c, u);
+	} else if (u->rstate == PG_R_HEAD && !c->resp_started) {
+		attempt_failed(w, c, err ? strerror(-err) : "connection closed before a response",
+			       !u->reused);
+	} else {
+		backend_broke(w, c);
+	}
+}
+
+void pg_upstream_connected(struct pg_worker *w, struct pg_upstream *u, int res)
+{
+	struct pg_client *c = u->c;
+
+	u->connecting = false;
+	if (res == 0) {
+		u->s.can_send = true;
+		pg_sock_flush(w, &u->s);
+		if (c && c->state == PG_C_STREAM)
+			client_advance(w, c);
+		return;
+	}
+	if (!c) {
+		upstream_close(w, u);
+		return;
+	}
+	attempt_failed(w, c, res == -ECANCELED ? "connect timed out" : strerror(-res), true);
+}
+
+void pg_upstream_sent(struct pg_worker *w, struct pg_upstream *u, int err)
+{
+	struct pg_client *c = u->c;
+
+	if (!c) {
+		if (err)
+			upstream_close(w, u);
+		return;
+	}
+	if (err) {
+		if (!c->resp_started && !c->streamed)
+			attempt_failed(w, c, strerror(-err), !u->reused);
+		else
+			backend_broke(w, c);
+		return;
+	}
+	if (c->state == PG_C_STREAM && u->s.qbytes < PG_REQ_QUEUE_MAX / 2) {
+		pg_sock_recv(w, &c->s);
+		client_advance(w, c);
+	}
+}
+
+void pg_upstream_free(struct pg_upstream *u)
+{
+	free(u->hbuf);
+	free(u);
+}
+
+/* --- housekeeping ------------------------------------------------------------------ */
+
+void pg_proxy_tick(struct pg_worker *w)
+{
+	const struct pg_backend *bs = w->gw->maps.backends;
+	struct pg_client *c, *next;
+
+	for (c = w->clients; c; c = next) {
+		next = c->next;
+		if (c->state == PG_C_LINGER && w->now_ms >= c->linger_until_ms)
+			client_close(w, c);
+	}
+	for (unsigned id = 1; id < PG_MAX_BACKENDS; id++) {
+		struct pg_upstream *u, *un;
+
+		for (u = w->pool[id]; u; u = un) {
+			un = u->pool_next;
+			if (w->now_ms - u->idle_since_ms > PG_POOL_IDLE_MS || u->epoch != bs[id].epoch ||
+			    !(bs[id].flags & PG_BACKEND_ACTIVE))
+				upstream_close(w, u);
+		}
+	}
+}
+
+void pg_proxy_shutdown(struct pg_worker *w)
+{
+	while (w->clients)
+		client_close(w, w->clients);
+	for (unsigned id = 1; id < PG_MAX_BACKENDS; id++)
+		while (w->pool[id])
+			upstream_close(w, w->pool[id]);
+}

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Consistent-hash ring, pure: membership in, table out (struct pg_ring from
+ * include/prefixgate.h). Each slot holds its PG_RING_CANDIDATES best backends
+ * by rendezvous (highest random weight) score of (backend identity, slot), so:
+ * adding a backend only changes slots it now wins (keys move only to it),
+ * removing one only changes the slots it held, and the table depends on the
+ * set of identities, not on their order or ids' assignment order.
+ */
+#ifndef PG_RING_H
+#define PG_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "prefixgate.h"
+
+struct pg_ring_member {
+	uint16_t id;   /* backend id written into slots (1..PG_MAX_BACKENDS-1) */
+	uint64_t seed; /* identity: pg_ring_seed("addr:port") */
+};
+
+/* Identity hash of a backend's canonical "a.b.c.d:port" text. */
+uint64_t pg_ring_seed(const char *ident, size_t len);
+
+/*
+ * Fill ring->slot and ring->nbackends from members (n may be 0). Each slot
+ * gets the min(n, PG_RING_CANDIDATES) members with the highest score for it,
+ * best first; unused entries are 0. Distinct seeds never tie (the score is a
+ * bijection of the seed per slot); equal seeds rank the lower id first; so the
+ * result never depends on the members' order. Members must have distinct ids
+ * in 1..PG_MAX_BACKENDS-1 and should have distinct seeds. Does not touch seq
+ * or generation (the caller's seqlock).
+ */
+void pg_ring_build(struct pg_ring *ring, const struct pg_ring_member *members, size_t n);
+
+/* Slot a key hash falls in. */
+static inline uint32_t pg_ring_slot(uint64_t key_hash)
+{
+	return (uint32_t)(key_hash >> (64 - PG_RING_SLOT_BITS));
+}
+
+/* Copy the ordered candidates for key_hash into out; returns how many (0 if
+ * the ring is empty). */
+size_t pg_ring_candidates(const struct pg_ring *ring, uint64_t key_hash,
+			  uint16_t out[PG_RING_CANDIDATES]);
+
+/*
+ * Share of slots, in parts per million, whose first candidate differs. Slots
+ * are compared by id: ids are assigned per process and the identity is the
+ * seed, so the result means "keys moved" only when an id denotes the same
+ * member in both rings (as between two builds by the same control thread).
+ */
+uint64_t pg_ring_moved_ppm(const struct pg_ring *a, const struct pg_ring *b);
+
+#endif /* PG_RING_H */

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One routing decision, exactly as real traffic gets it: key extraction,
+ * ring lookup through the shared maps, balancer. Used by the workers and by
+ * the admin API's dry run (POST /route), so the dry run cannot disagree.
+ */
+#ifndef PG_ROUTE_H
+#define PG_ROUTE_H
+
+#include "balancer.h"
+#include "gateway.h"
+#include "key.h"
+
+struct pg_route_input {
+	enum pg_api api;
+	struct pg_str header_key; /* X-Prefixgate-Key, len 0 if absent */
+	const char *body;         /* body bytes held (decoded) */
+	size_t body_len;
+	bool complete;            /* body is whole */
+};
+
+/*
+ * Compute the key of a request and choose its backend. exclude: backends
+ * already tried (may be NULL). Returns the chosen id (0: none usable) with
+ * the key and the choice filled in. Does not touch in-flight counts.
+ */
+uint16_t pg_route(struct pg_gateway *gw, const struct pg_route_input *in,
+		  const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
+		  struct pg_choice *choice);
+
+/* Re-choose for a request whose key is known (after a failed attempt). */
+uint16_t pg_route_again(struct pg_gateway *gw, const struct pg_key *key,
+			const struct pg_idset *exclude, uint64_t rnd, struct pg_choice *choice);
+
+/* Take / give back one in-flight slot of backend id, counting the decision. */
+static inline void pg_inflight_take(struct pg_gateway *gw, uint16_t id, unsigned decision)
+{
+	struct pg_backend *b = &gw->maps.backends[id];
+
+	__atomic_fetch_add(&b->in_flight, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&b->requests[decision], 1, __ATOMIC_RELAXED);
+}
+
+static inline void pg_inflight_release(struct pg_gateway *gw, uint16_t id)
+{
+	__atomic_fetch_sub(&gw->maps.backends[id].in_flight, 1, __ATOMIC_RELAXED);
+}
+
+#endif /* PG_ROUTE_H */

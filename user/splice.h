@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Loader and per-connection API of the in-kernel response paths
+ * (bpf/splice.bpf.c; structs and design in include/pg_splice.h).
+ *
+ * Every call is non-blocking (bpf(2) map operations, getsockopt, ioctl, one
+ * MSG_DONTWAIT recv): safe from an io_uring event loop, and from several
+ * worker threads at once on one struct pg_splice. Calls return 0 (or the
+ * documented positive value) on success and -errno on failure.
+ *
+ * skb path (any backend), per request, on a fresh backend connection with the
+ * request rewritten to "Connection: close":
+ *   connect -> pg_splice_pair(backend, client) -> send the request ->
+ *   wait for POLLRDHUP on the backend fd (not POLLIN: spliced fds report
+ *   spurious POLLIN) or a pg_splice event -> read the backend fd to EAGAIN or
+ *   EOF, holding any bytes read (they were passed: fall-back) ->
+ *   poll pg_splice_progress() until drained -> write the held bytes, then
+ *   keep copying -> pg_splice_unpair -> close the backend fd.
+ * msg path (same-host backend), per request:
+ *   socket, bind 127.0.0.1:0 -> pg_splice_route_add -> connect -> send the
+ *   request -> any byte read from the backend fd is passed (fall-back) and
+ *   may be written to the client at once -> on EOF the response is complete
+ *   on the client socket -> pg_splice_route_del -> close.
+ */
+#ifndef PG_USER_SPLICE_H
+#define PG_USER_SPLICE_H
+
+#include <stddef.h>
+#include <netinet/in.h>
+#include <linux/types.h>
+#include "pg_splice.h"
+
+struct pg_splice;
+
+/* Loader options; a NULL pointer or 0 field means the default. */
+struct pg_splice_config {
+	__u64 skb_budget;   /* PG_SPLICE_BUDGET_DEFAULT: unacked redirected bytes */
+	__u64 msg_budget;   /* PG_SPLICE_BUDGET_DEFAULT: bytes offered per route */
+	const char *cgroup; /* cgroup v2 for sockops: /sys/fs/cgroup/unified */
+};
+
+/*
+ * Load the programs for `modes` (PG_SPLICE_SKB | PG_SPLICE_MSG), attach them
+ * (sk_skb verdict to splice_backends, sk_msg verdict to splice_msgsocks,
+ * sockops to the cgroup) and pin every map as <pin_path>/<map name>
+ * (pin_path is created; stale pins of a previous run are replaced).
+ * On failure returns -errno, *out = NULL, and err holds one line naming the
+ * cause (no privilege, no bpffs, no cgroup v2, missing kernel feature) for
+ * `--data-path auto` to log before falling back to the copy path.
+ */
+int pg_splice_open(struct pg_splice **out, const char *pin_path, unsigned int modes,
+                   const struct pg_splice_config *cfg, char *err, size_t errlen);
+
+/* Detach everything, remove our pins, free. Spliced sockets keep working as
+ * plain TCP sockets. NULL is a no-op. */
+void pg_splice_close(struct pg_splice *sp);
+
+/* Modes loaded, and the ring buffer of struct pg_splice_event (poll it for
+ * POLLIN; drain it with pg_splice_events_consume). */
+unsigned int pg_splice_modes(const struct pg_splice *sp);
+int pg_splice_events_fd(const struct pg_splice *sp);
+
+/* Call fn for each pending event without waiting; returns the count or -errno. */
+int pg_splice_events_consume(struct pg_splice *sp,
+                             void (*fn)(void *ctx, const struct pg_splice_event *ev), void *ctx);
+
+/*
+ * skb path: splice backend_fd's received bytes to client_fd's egress.
+ * Both must be established TCP sockets. Order inside: client into
+ * splice_clients, peer state, then the backend socket into splice_backends,
+ * then one MSG_PEEK|MSG_DONTWAIT recv that makes the kernel run the verdict
+ * over bytes already queued. Call it before sending the request, or after
+ * reading the backend fd to EAGAIN (a partly read queue breaks the stream).
+ * budget: 0 = loaded default. remaining: body bytes still to come when the
+ * proxy parsed the head itself (keep-alive backend), 0 = until FIN.
+ * -EEXIST if backend_fd is already paired.
+ */
+int pg_splice_pair(struct pg_splice *sp, int backend_fd, int client_fd, __u64 budget,
+                   __u64 remaining);
+
+/*
+ * Stop splicing backend_fd (the client stays in splice_clients until it is
+ * closed). Call while backend_fd is still open, after reading it to EAGAIN or
+ * EOF: bytes passed but not yet read are dropped with the socket's sockmap
+ * state. -ENOENT if it was not paired.
+ */
+int pg_splice_unpair(struct pg_splice *sp, int backend_fd);
+
+/* Where a spliced response stands. */
+struct pg_splice_progress {
+	struct pg_splice_peer peer; /* program's counters and flags */
+	__u64 queued;               /* bytes put on the client socket since pairing */
+	__u64 acked;                /* of those, acknowledged by the client */
+	int drained;                /* queued >= peer.redirected: may write/close */
+};
+
+/*
+ * skb path: read the peer state and the client's TCP counters
+ * (tcpi_bytes_acked + SIOCOUTQ). drained = 1 means every redirected byte is in
+ * the client's write queue: the proxy may now write (passed bytes, an error
+ * page) or close. Counts nothing the proxy wrote to client_fd itself after
+ * pairing, so it must write nothing while paired and not drained.
+ */
+int pg_splice_progress(struct pg_splice *sp, int backend_fd, int client_fd,
+                       struct pg_splice_progress *out);
+
+/* msg path: watch connections to this same-host backend port (host order). */
+int pg_splice_port_add(struct pg_splice *sp, __u16 port);
+int pg_splice_port_del(struct pg_splice *sp, __u16 port);
+
+/*
+ * msg path: route the response of the connection proxy_fd -> backend to
+ * client_fd. proxy_fd must be bound to a local IPv4 address and port (bind to
+ * 127.0.0.1:0) and not yet connected, or connected and idle (reused
+ * connection: the new route replaces the previous one). Call before connect()
+ * / before sending the request. The backend's port must have been added.
+ */
+int pg_splice_route_add(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend,
+                        int client_fd, __u64 budget, __u64 remaining);
+int pg_splice_route_get(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend,
+                        struct pg_splice_peer *out);
+int pg_splice_route_del(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend);
+
+/* The cookie that keys a socket in the splice maps (SO_COOKIE). */
+int pg_splice_cookie(int fd, __u64 *cookie);
+
+#endif /* PG_USER_SPLICE_H */
