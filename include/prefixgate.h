@@ -32,7 +32,8 @@
 /* pg_backend.flags */
 #define PG_BACKEND_ACTIVE 0x1   /* slot holds a member (may be draining) */
 #define PG_BACKEND_DRAINING 0x2 /* being removed: no new requests */
-#define PG_BACKEND_DOWN 0x4     /* failed health: skipped until down_until_ms */
+#define PG_BACKEND_DOWN 0x4     /* refused/reset a connection: skipped until down_until_ms */
+#define PG_BACKEND_UNHEALTHY 0x8 /* failing active health checks: skipped until they pass */
 
 /* Why a request went where it went; indexes pg_backend.requests[]. */
 enum pg_decision {

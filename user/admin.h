@@ -30,28 +30,13 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include "buf.h"
 #include "gateway.h"
 #include "http.h"
 
 /* Largest request body the admin API takes (a /route dry-run body: as large
  * as the gateway buffers to extract a key). */
 #define PG_ADMIN_BODY_MAX (16u * 1024 * 1024)
-
-/* A growing output buffer. Zero-initialised is empty; after an allocation
- * failure oom is set and further appends are dropped. */
-struct pg_buf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
-void pg_buf_append(struct pg_buf *b, const void *s, size_t n);
-void pg_buf_puts(struct pg_buf *b, const char *s);
-void pg_buf_printf(struct pg_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* s[0..n) as a JSON string literal, quotes included. Bytes >= 0x80 are
- * copied as they are (callers pass UTF-8 or ASCII). */
-void pg_buf_json_str(struct pg_buf *b, const char *s, size_t n);
-void pg_buf_free(struct pg_buf *b);
 
 struct pg_admin_reply {
 	int status;               /* HTTP status */

@@ -13,15 +13,24 @@
 
 #include "balancer.h"
 
+bool pg_backend_healthy(const struct pg_backend *b, uint64_t now_ms)
+{
+	const uint16_t flags = __atomic_load_n(&b->flags, __ATOMIC_RELAXED);
+
+	if (flags & PG_BACKEND_UNHEALTHY)
+		return false;
+	if (!(flags & PG_BACKEND_DOWN))
+		return true;
+	return now_ms >= __atomic_load_n(&b->down_until_ms, __ATOMIC_RELAXED);
+}
+
 bool pg_backend_usable(const struct pg_backend *b, uint64_t now_ms)
 {
 	const uint16_t flags = __atomic_load_n(&b->flags, __ATOMIC_RELAXED);
 
 	if (!(flags & PG_BACKEND_ACTIVE) || (flags & PG_BACKEND_DRAINING))
 		return false;
-	if (!(flags & PG_BACKEND_DOWN))
-		return true;
-	return now_ms >= __atomic_load_n(&b->down_until_ms, __ATOMIC_RELAXED);
+	return pg_backend_healthy(b, now_ms);
 }
 
 /* Uniform index in [0, n) from 64 random bits (n > 0): the high half of the

@@ -40,8 +40,14 @@ static inline bool pg_idset_has(const struct pg_idset *s, unsigned id)
 }
 
 /*
- * Whether backend b may take a new request now: ACTIVE, not DRAINING, and not
- * DOWN unless down_until_ms has passed.
+ * Whether backend b is healthy now: not failing active health checks
+ * (UNHEALTHY), and not DOWN unless down_until_ms has passed.
+ */
+bool pg_backend_healthy(const struct pg_backend *b, uint64_t now_ms);
+
+/*
+ * Whether backend b may take a new request now: ACTIVE, not DRAINING, and
+ * pg_backend_healthy().
  */
 bool pg_backend_usable(const struct pg_backend *b, uint64_t now_ms);
 

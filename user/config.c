@@ -15,10 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "config.h"
-#include "json.h"
+#include "config_internal.h"
 
-__attribute__((format(printf, 3, 4))) static void errf(char *err, size_t errlen, const char *fmt,
-                                                       ...)
+void pg_errf(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -40,17 +39,17 @@ int pg_addr_parse(const char *s, struct sockaddr_in *out, char *err, size_t errl
 
 	if (s[0] == '[' || (colon && memchr(s, ':', (size_t)(colon - s)) &&
 	                    strspn(s, "0123456789abcdefABCDEF:.") == strlen(s))) {
-		errf(err, errlen, "\"%s\": IPv6 addresses are not supported", s);
+		pg_errf(err, errlen, "\"%s\": IPv6 addresses are not supported", s);
 		return -1;
 	}
 	if (!colon || memchr(s, ':', (size_t)(colon - s))) {
-		errf(err, errlen, "\"%s\": expected ADDR:PORT", s);
+		pg_errf(err, errlen, "\"%s\": expected ADDR:PORT", s);
 		return -1;
 	}
 	for (p = colon + 1; *p >= '0' && *p <= '9' && port <= 65535; p++)
 		port = port * 10 + (unsigned long)(*p - '0');
 	if (p == colon + 1 || *p || !port || port > 65535) {
-		errf(err, errlen, "\"%s\": port must be a decimal number 1-65535", s);
+		pg_errf(err, errlen, "\"%s\": port must be a decimal number 1-65535", s);
 		return -1;
 	}
 	memset(out, 0, sizeof(*out));
@@ -72,7 +71,7 @@ int pg_addr_parse(const char *s, struct sockaddr_in *out, char *err, size_t errl
 	if (inet_pton(AF_INET, host, &out->sin_addr) == 1)
 		return 0;
 bad_host:
-	errf(err, errlen, "\"%s\": host must be an IPv4 address A.B.C.D or localhost", s);
+	pg_errf(err, errlen, "\"%s\": host must be an IPv4 address A.B.C.D or localhost", s);
 	return -1;
 }
 
@@ -145,13 +144,13 @@ int pg_backends_parse(const char *text, size_t len, char ***out, size_t *n, char
 		if (b == e)
 			continue;
 		if ((size_t)(e - b) >= sizeof(line) || memchr(b, 0, (size_t)(e - b))) {
-			errf(err, errlen, "line %u: not an ADDR:PORT", lineno);
+			pg_errf(err, errlen, "line %u: not an ADDR:PORT", lineno);
 			goto fail;
 		}
 		memcpy(line, b, (size_t)(e - b));
 		line[e - b] = 0;
 		if (pg_addr_parse(line, &a, aerr, sizeof(aerr))) {
-			errf(err, errlen, "line %u: %s", lineno, aerr);
+			pg_errf(err, errlen, "line %u: %s", lineno, aerr);
 			goto fail;
 		}
 		switch (backend_add(&v, &nv, &a, &dup)) {
@@ -159,12 +158,12 @@ int pg_backends_parse(const char *text, size_t len, char ***out, size_t *n, char
 			lines[nv - 1] = lineno;
 			break;
 		case 1:
-			errf(err, errlen, "line %u: %s duplicates line %zu", lineno, v[dup],
-			     lines[dup]);
+			pg_errf(err, errlen, "line %u: %s duplicates line %zu", lineno, v[dup],
+			        lines[dup]);
 			goto fail;
 		case 2:
-			errf(err, errlen, "line %u: more than %d backends", lineno,
-			     PG_MAX_BACKENDS - 1);
+			pg_errf(err, errlen, "line %u: more than %d backends", lineno,
+			        PG_MAX_BACKENDS - 1);
 			goto fail;
 		default:
 			goto oom;
@@ -175,7 +174,7 @@ int pg_backends_parse(const char *text, size_t len, char ***out, size_t *n, char
 	*n = nv;
 	return 0;
 oom:
-	errf(err, errlen, "out of memory");
+	pg_errf(err, errlen, "out of memory");
 fail:
 	free(lines);
 	pg_backends_free(v, nv);
@@ -190,17 +189,17 @@ int pg_read_file(const char *path, size_t max, char **buf, size_t *len, char *er
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd == -1 || !b) {
-		errf(err, errlen, "%s", fd == -1 ? strerror(errno) : "out of memory");
+		pg_errf(err, errlen, "%s", fd == -1 ? strerror(errno) : "out of memory");
 		goto fail;
 	}
 	while ((r = read(fd, b + n, max + 1 - n)) > 0 && (n += (size_t)r) <= max)
 		;
 	if (r == -1) {
-		errf(err, errlen, "read: %s", strerror(errno));
+		pg_errf(err, errlen, "read: %s", strerror(errno));
 		goto fail;
 	}
 	if (n > max) {
-		errf(err, errlen, "larger than %zu bytes", max);
+		pg_errf(err, errlen, "larger than %zu bytes", max);
 		goto fail;
 	}
 	close(fd);
@@ -215,213 +214,13 @@ fail:
 	return -1;
 }
 
-/* ---- routing config ---------------------------------------------------- */
-
-static const char *const strategy_names[] = {
-    [PG_STRATEGY_RANDOM] = "RANDOM",
-    [PG_STRATEGY_LEAST_OUTSTANDING] = "LEAST_OUTSTANDING_REQUESTS",
-    [PG_STRATEGY_PREFIX_AWARE] = "PREFIX_AWARE",
-};
-
-int pg_strategy_parse(const char *s, size_t len, enum pg_strategy *out)
-{
-	for (unsigned i = 0; i < sizeof(strategy_names) / sizeof(strategy_names[0]); i++) {
-		if (strlen(strategy_names[i]) == len && !strncasecmp(s, strategy_names[i], len)) {
-			*out = (enum pg_strategy)i;
-			return 0;
-		}
-	}
-	return -1;
-}
-
-const char *pg_strategy_name(enum pg_strategy s)
-{
-	if ((unsigned)s < sizeof(strategy_names) / sizeof(strategy_names[0]))
-		return strategy_names[s];
-	return "UNKNOWN";
-}
-
-/* A token's text for an error message: printable ASCII, bounded. */
-static const char *tok_text(const struct pg_json *js, uint32_t i, bool unescape, char *buf,
-                            size_t cap)
-{
-	size_t n;
-
-	if (unescape) {
-		n = pg_json_str_copy(js, i, buf, cap - 1);
-	} else {
-		n = js->tok[i].end - js->tok[i].start;
-		memcpy(buf, js->src + js->tok[i].start, n < cap - 1 ? n : cap - 1);
-	}
-	if (n > cap - 1) {
-		n = cap - 1;
-		memcpy(buf + n - 3, "...", 3);
-	}
-	buf[n] = 0;
-	for (size_t k = 0; k < n; k++)
-		if ((unsigned char)buf[k] < 0x20 || (unsigned char)buf[k] > 0x7e)
-			buf[k] = '?';
-	return buf;
-}
-
-static int range_field(const struct pg_json *js, uint32_t v, const char *path, const char *name,
-                       int64_t min, int64_t max, uint32_t *out, char *err, size_t errlen)
-{
-	char num[40];
-	int64_t x;
-	int rc;
-
-	if (js->tok[v].type != PG_JSON_NUMBER) {
-		errf(err, errlen, "%s%s: expected an integer, got %s", path, name,
-		     pg_json_type_name(js->tok[v].type));
-		return -1;
-	}
-	rc = pg_json_get_i64(js, v, &x);
-	if (rc == -EINVAL) {
-		errf(err, errlen, "%s%s: %s is not an integer", path, name,
-		     tok_text(js, v, false, num, sizeof(num)));
-		return -1;
-	}
-	if (rc || x < min || x > max) {
-		errf(err, errlen, "%s%s: %s is out of range %lld-%lld", path, name,
-		     tok_text(js, v, false, num, sizeof(num)), (long long)min, (long long)max);
-		return -1;
-	}
-	*out = (uint32_t)x;
-	return 0;
-}
-
-static int prefix_aware_cfg(const struct pg_json *js, uint32_t obj, const char *path,
-                            struct pg_route_cfg *rc, char *err, size_t errlen)
-{
-	uint32_t k = pg_json_first(obj);
-	char name[64];
-
-	for (uint32_t n = 0; n < js->tok[obj].size; n++, k = pg_json_member_next(js, k)) {
-		if (pg_json_str_eq(js, k, "PrefixLength", 12)) {
-			if (range_field(js, k + 1, path, "PrefixLength", PG_PREFIX_LENGTH_MIN,
-			                PG_PREFIX_LENGTH_MAX, &rc->prefix_length, err, errlen))
-				return -1;
-		} else if (pg_json_str_eq(js, k, "ConcurrencyThreshold", 20)) {
-			if (range_field(js, k + 1, path, "ConcurrencyThreshold", PG_CONCURRENCY_MIN,
-			                PG_CONCURRENCY_MAX, &rc->concurrency_threshold, err,
-			                errlen))
-				return -1;
-		} else {
-			errf(err, errlen, "%s%s: unknown field", path,
-			     tok_text(js, k, true, name, sizeof(name)));
-			return -1;
-		}
-	}
-	return 0;
-}
-
-static int routing_cfg(const struct pg_json *js, char *err, size_t errlen, struct pg_route_cfg *rc)
-{
-	uint32_t root = 0, k, v;
-	const char *path = "";
-	char name[64], sub[96];
-	bool have_strategy = false;
-
-	if (js->tok[0].type != PG_JSON_OBJECT) {
-		errf(err, errlen, "expected a JSON object, got %s",
-		     pg_json_type_name(js->tok[0].type));
-		return -1;
-	}
-	if (pg_json_find(js, 0, "RoutingConfig", 13) >= 0) {
-		/* wrapped: RoutingConfig must then be the only member */
-		for (k = 1; !pg_json_str_eq(js, k, "RoutingConfig", 13);)
-			k = pg_json_member_next(js, k);
-		if (js->tok[0].size != 1) {
-			k = k == 1 ? pg_json_member_next(js, 1) : 1;
-			errf(err, errlen, "%s: unknown field",
-			     tok_text(js, k, true, name, sizeof(name)));
-			return -1;
-		}
-		root = k + 1;
-		path = "RoutingConfig.";
-		if (js->tok[root].type != PG_JSON_OBJECT) {
-			errf(err, errlen, "RoutingConfig: expected an object, got %s",
-			     pg_json_type_name(js->tok[root].type));
-			return -1;
-		}
-	}
-	k = pg_json_first(root);
-	for (uint32_t n = 0; n < js->tok[root].size; n++, k = pg_json_member_next(js, k)) {
-		v = k + 1;
-		if (pg_json_str_eq(js, k, "RoutingStrategy", 15)) {
-			char s[40];
-			size_t l;
-
-			if (js->tok[v].type != PG_JSON_STRING) {
-				errf(err, errlen, "%sRoutingStrategy: expected a string, got %s",
-				     path, pg_json_type_name(js->tok[v].type));
-				return -1;
-			}
-			l = pg_json_str_copy(js, v, s, sizeof(s));
-			if (l > sizeof(s) || pg_strategy_parse(s, l, &rc->strategy)) {
-				errf(err, errlen,
-				     "%sRoutingStrategy: \"%s\" is not one of RANDOM, "
-				     "LEAST_OUTSTANDING_REQUESTS, PREFIX_AWARE",
-				     path, tok_text(js, v, true, name, sizeof(name)));
-				return -1;
-			}
-			have_strategy = true;
-		} else if (pg_json_str_eq(js, k, "PrefixAwareRoutingConfig", 24)) {
-			snprintf(sub, sizeof(sub), "%sPrefixAwareRoutingConfig", path);
-			if (js->tok[v].type == PG_JSON_NULL)
-				continue;
-			if (js->tok[v].type != PG_JSON_OBJECT) {
-				errf(err, errlen, "%s: expected an object, got %s", sub,
-				     pg_json_type_name(js->tok[v].type));
-				return -1;
-			}
-			strcat(sub, ".");
-			if (prefix_aware_cfg(js, v, sub, rc, err, errlen))
-				return -1;
-		} else {
-			errf(err, errlen, "%s%s: unknown field", path,
-			     tok_text(js, k, true, name, sizeof(name)));
-			return -1;
-		}
-	}
-	if (!have_strategy) {
-		errf(err, errlen,
-		     "%sRoutingStrategy: missing (RANDOM, LEAST_OUTSTANDING_REQUESTS "
-		     "or PREFIX_AWARE)",
-		     path);
-		return -1;
-	}
-	return 0;
-}
-
-int pg_routing_config_parse(const char *json, size_t len, struct pg_route_cfg *io, char *err,
-                            size_t errlen)
-{
-	struct pg_route_cfg rc = {
-	    .strategy = PG_STRATEGY_PREFIX_AWARE,
-	    .prefix_length = PG_PREFIX_LENGTH_DEFAULT,
-	    .concurrency_threshold = PG_CONCURRENCY_DEFAULT,
-	};
-	struct pg_json js = {0};
-	int ret = -1;
-
-	if (pg_json_parse(&js, json, len))
-		errf(err, errlen, "invalid JSON at byte %zu: %s", js.err_pos, js.err_msg);
-	else if (!routing_cfg(&js, err, errlen, &rc))
-		ret = 0;
-	pg_json_free(&js);
-	if (!ret)
-		*io = rc;
-	return ret;
-}
-
 /* ---- command line -------------------------------------------------------- */
 
 /* clang-format off */
 enum opt_id {
 	O_LISTEN, O_ADMIN, O_BACKEND, O_BACKENDS_FILE, O_STRATEGY, O_PREFIX_LENGTH, O_CONCURRENCY,
-	O_ROUTING_CONFIG, O_WORKERS, O_DATA_PATH, O_NO_BPF, O_PIN_PATH, O_HELP, O_VERSION,
+	O_ROUTING_CONFIG, O_WORKERS, O_DATA_PATH, O_NO_BPF, O_PIN_PATH, O_HC_PATH, O_HC_INTERVAL,
+	O_HC_TIMEOUT, O_HC_RISE, O_HC_FALL, O_HELP, O_VERSION,
 };
 /* clang-format on */
 
@@ -451,6 +250,16 @@ static const struct opt {
     [O_NO_BPF] = {"no-bpf", NULL, "no BPF at all: unprivileged, copy data path"},
     [O_PIN_PATH] = {"bpf-pin-path", "DIR",
                     "where BPF maps are pinned (default " PG_PIN_PATH_DEFAULT ")"},
+    [O_HC_PATH] = {"health-check-path", "PATH",
+                   "active health check: GET PATH on each backend; none: off (default /health)"},
+    [O_HC_INTERVAL] = {"health-check-interval", "MS",
+                       "time between checks, 100-600000 (default 2000)"},
+    [O_HC_TIMEOUT] = {"health-check-timeout", "MS",
+                      "a check not answered 2xx within MS fails, 10-60000 (default 1000)"},
+    [O_HC_RISE] = {"health-rise", "N",
+                   "passed checks in a row that bring a backend back, 1-100 (default 2)"},
+    [O_HC_FALL] = {"health-fall", "N",
+                   "failed checks in a row that take a backend out, 1-100 (default 3)"},
     [O_HELP] = {"help", NULL, "print this help and exit"},
     [O_VERSION] = {"version", NULL, "print the version and exit"},
 };
@@ -488,11 +297,11 @@ static int flag_uint(const char *name, const char *v, unsigned long min, unsigne
 		if (x <= max)
 			x = x * 10 + (unsigned long)(*p - '0');
 	if (p == v || *p) {
-		errf(err, errlen, "--%s: \"%s\" is not a decimal number", name, v);
+		pg_errf(err, errlen, "--%s: \"%s\" is not a decimal number", name, v);
 		return -1;
 	}
 	if (x < min || x > max) {
-		errf(err, errlen, "--%s: %s is out of range %lu-%lu", name, v, min, max);
+		pg_errf(err, errlen, "--%s: %s is out of range %lu-%lu", name, v, min, max);
 		return -1;
 	}
 	*out = (uint32_t)x;
@@ -513,7 +322,7 @@ static int load_files(struct pg_config *cfg, char *err, size_t errlen)
 			free(buf);
 		}
 		if (rc) {
-			errf(err, errlen, "--routing-config %s: %s", cfg->routing_config, e);
+			pg_errf(err, errlen, "--routing-config %s: %s", cfg->routing_config, e);
 			return -1;
 		}
 	}
@@ -524,7 +333,7 @@ static int load_files(struct pg_config *cfg, char *err, size_t errlen)
 			free(buf);
 		}
 		if (rc) {
-			errf(err, errlen, "--backends-file %s: %s", cfg->backends_file, e);
+			pg_errf(err, errlen, "--backends-file %s: %s", cfg->backends_file, e);
 			return -1;
 		}
 		pg_backends_free(v, n);
@@ -547,7 +356,7 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 	case O_ADMIN:
 	case O_BACKEND:
 		if (pg_addr_parse(v, &a, e, sizeof(e))) {
-			errf(err, errlen, "--%s: %s", name, e);
+			pg_errf(err, errlen, "--%s: %s", name, e);
 			return -1;
 		}
 		if (id != O_BACKEND) {
@@ -556,11 +365,12 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 		}
 		rc = backend_add(&cfg->backends, &cfg->nbackends, &a, &dup);
 		if (rc == 1)
-			errf(err, errlen, "--backend %s: given twice", v);
+			pg_errf(err, errlen, "--backend %s: given twice", v);
 		else if (rc == 2)
-			errf(err, errlen, "--backend: more than %d backends", PG_MAX_BACKENDS - 1);
+			pg_errf(err, errlen, "--backend: more than %d backends",
+			        PG_MAX_BACKENDS - 1);
 		else if (rc)
-			errf(err, errlen, "out of memory");
+			pg_errf(err, errlen, "out of memory");
 		return rc ? -1 : 0;
 	case O_BACKENDS_FILE:
 		cfg->backends_file = v;
@@ -570,17 +380,17 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 		return 0;
 	case O_PIN_PATH:
 		if (!*v) {
-			errf(err, errlen, "--%s: empty directory", name);
+			pg_errf(err, errlen, "--%s: empty directory", name);
 			return -1;
 		}
 		cfg->pin_path = v;
 		return 0;
 	case O_STRATEGY:
 		if (pg_strategy_parse(v, strlen(v), &flags->strategy)) {
-			errf(err, errlen,
-			     "--strategy: \"%s\" is not one of random, "
-			     "least_outstanding_requests, prefix_aware",
-			     v);
+			pg_errf(err, errlen,
+			        "--strategy: \"%s\" is not one of random, "
+			        "least_outstanding_requests, prefix_aware",
+			        v);
 			return -1;
 		}
 		*set |= 1u << id;
@@ -602,12 +412,31 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 				return 0;
 			}
 		}
-		errf(err, errlen, "--data-path: \"%s\" is not one of auto, copy, sockmap, sockmsg",
-		     v);
+		pg_errf(err, errlen,
+		        "--data-path: \"%s\" is not one of auto, copy, sockmap, sockmsg", v);
 		return -1;
 	case O_NO_BPF:
 		cfg->no_bpf = true;
 		return 0;
+	case O_HC_PATH:
+		if (!strcmp(v, "none")) {
+			cfg->health.path = NULL;
+			return 0;
+		}
+		if (v[0] != '/' || strpbrk(v, " \t\r\n")) {
+			pg_errf(err, errlen, "--%s: \"%s\" is not an absolute path (or none)", name, v);
+			return -1;
+		}
+		cfg->health.path = v;
+		return 0;
+	case O_HC_INTERVAL:
+		return flag_uint(name, v, 100, 600000, &cfg->health.interval_ms, err, errlen);
+	case O_HC_TIMEOUT:
+		return flag_uint(name, v, 10, 60000, &cfg->health.timeout_ms, err, errlen);
+	case O_HC_RISE:
+		return flag_uint(name, v, 1, 100, &cfg->health.rise, err, errlen);
+	case O_HC_FALL:
+		return flag_uint(name, v, 1, 100, &cfg->health.fall, err, errlen);
 	default:
 		return 0;
 	}
@@ -619,6 +448,11 @@ static void config_defaults(struct pg_config *cfg)
 	pg_addr_parse(PG_LISTEN_DEFAULT, &cfg->listen, NULL, 0);
 	pg_addr_parse(PG_ADMIN_DEFAULT, &cfg->admin, NULL, 0);
 	cfg->route.strategy = PG_STRATEGY_PREFIX_AWARE;
+	cfg->health.path = "/health";
+	cfg->health.interval_ms = 2000;
+	cfg->health.timeout_ms = 1000;
+	cfg->health.rise = 2;
+	cfg->health.fall = 3;
 	cfg->route.prefix_length = PG_PREFIX_LENGTH_DEFAULT;
 	cfg->route.concurrency_threshold = PG_CONCURRENCY_DEFAULT;
 	cfg->data_path = PG_DATA_AUTO;
@@ -640,7 +474,7 @@ int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, cha
 		size_t nlen, id;
 
 		if (strncmp(a, "--", 2) || !a[2]) {
-			errf(err, errlen, "unexpected argument \"%s\" (see --help)", a);
+			pg_errf(err, errlen, "unexpected argument \"%s\" (see --help)", a);
 			goto out;
 		}
 		eq = strchr(a + 2, '=');
@@ -649,18 +483,19 @@ int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, cha
 			if (strlen(opts[id].name) == nlen && !memcmp(opts[id].name, a + 2, nlen))
 				break;
 		if (id == NOPTS) {
-			errf(err, errlen, "unknown option --%.*s (see --help)", (int)nlen, a + 2);
+			pg_errf(err, errlen, "unknown option --%.*s (see --help)", (int)nlen,
+			        a + 2);
 			goto out;
 		}
 		if (opts[id].arg) {
 			v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
 			if (!v) {
-				errf(err, errlen, "--%s: missing value %s", opts[id].name,
-				     opts[id].arg);
+				pg_errf(err, errlen, "--%s: missing value %s", opts[id].name,
+				        opts[id].arg);
 				goto out;
 			}
 		} else if (eq) {
-			errf(err, errlen, "--%s takes no value", opts[id].name);
+			pg_errf(err, errlen, "--%s takes no value", opts[id].name);
 			goto out;
 		}
 		if (id == O_HELP || id == O_VERSION) {
@@ -684,8 +519,8 @@ int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, cha
 		cfg->route.concurrency_threshold = flags.concurrency_threshold;
 	if (cfg->no_bpf &&
 	    (cfg->data_path == PG_DATA_SOCKMAP || cfg->data_path == PG_DATA_SOCKMSG)) {
-		errf(err, errlen, "--data-path %s needs BPF: drop --no-bpf or use copy",
-		     cfg->data_path == PG_DATA_SOCKMAP ? "sockmap" : "sockmsg");
+		pg_errf(err, errlen, "--data-path %s needs BPF: drop --no-bpf or use copy",
+		        cfg->data_path == PG_DATA_SOCKMAP ? "sockmap" : "sockmsg");
 		goto out;
 	}
 	return 0;

@@ -32,6 +32,14 @@ enum pg_data_path {
 	PG_DATA_SOCKMSG = 3, /* sk_msg on same-host backends' sockets */
 };
 
+/* Active health checks (health.h). */
+struct pg_health_cfg {
+	const char *path;     /* GET this on each backend; NULL: checks off */
+	unsigned interval_ms; /* between rounds */
+	unsigned timeout_ms;  /* per check */
+	unsigned rise, fall;  /* results in a row that change a backend's state */
+};
+
 struct pg_config {
 	struct sockaddr_in listen, admin;
 	char **backends; /* --backend values, canonical "A.B.C.D:PORT", owned */
@@ -43,6 +51,7 @@ struct pg_config {
 	enum pg_data_path data_path;
 	bool no_bpf;
 	const char *pin_path; /* points into argv, or PG_PIN_PATH_DEFAULT */
+	struct pg_health_cfg health;
 };
 
 /*

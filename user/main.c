@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "control.h"
+#include "health.h"
 #include "log.h"
 #include "worker.h"
 
@@ -103,6 +104,11 @@ int main(int argc, char **argv)
 		pg_error("%s", err);
 		goto out_workers;
 	}
+	if (pg_health_start(&gw, err, sizeof(err))) {
+		pg_error("%s", err);
+		pg_control_stop(&gw);
+		goto out_workers;
+	}
 	inet_ntop(AF_INET, &cfg.listen.sin_addr, addr, sizeof(addr));
 	pg_info("listening on %s:%u with %u workers, strategy %s, PrefixLength %u, "
 		"ConcurrencyThreshold %u, data path copy",
@@ -116,6 +122,7 @@ int main(int argc, char **argv)
 	pg_info("signal %d: stopping", sig);
 	status = 0;
 	__atomic_store_n(&gw.stop, 1, __ATOMIC_RELAXED);
+	pg_health_stop(&gw);
 	pg_control_stop(&gw);
 out_workers:
 	__atomic_store_n(&gw.stop, 1, __ATOMIC_RELAXED);

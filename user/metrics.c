@@ -50,8 +50,7 @@ static size_t snapshot(const struct pg_gateway *gw, struct member *m)
 			continue;
 		pg_backend_name(b, m[n].name, sizeof(m[n].name));
 		m[n].flags = f;
-		m[n].down = (f & PG_BACKEND_DOWN) &&
-		            now < __atomic_load_n(&b->down_until_ms, __ATOMIC_RELAXED);
+		m[n].down = !pg_backend_healthy(b, now);
 		m[n].in_flight = __atomic_load_n(&b->in_flight, __ATOMIC_RELAXED);
 		m[n].failures = __atomic_load_n(&b->failures, __ATOMIC_RELAXED);
 		for (int d = 0; d < PG_DEC_MAX; d++)

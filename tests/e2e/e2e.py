@@ -296,6 +296,44 @@ def dead_backend_costs_no_request(opts):
         f.stop()
 
 
+@test
+def active_health_checks(opts):
+    """A backend failing its health checks (errors or silence) gets no
+    traffic until it passes them again."""
+    from harness import SickBackend
+    sick = SickBackend()
+    f = Fleet(opts, 2, start_gateway=False)
+    try:
+        f.start_gateway(["--health-check-interval", "100", "--health-check-timeout", "200",
+                         "--health-fall", "2", "--health-rise", "2"],
+                        extra_backends=[sick.addr()])
+        rng = random.Random(5)
+
+        def served(n=30):
+            got = set()
+            for _ in range(n):
+                st, h, _ = f.post("/invocations", rnd_text(rng, 200))
+                assert st == 200, st
+                got.add(h["x-backend-id"])
+            return got
+
+        assert wait_until(lambda: "sick" in served(10), 3), "sick backend never used while healthy"
+        for mode in ("error", "hang"):
+            sick.mode = mode
+            assert wait_until(lambda: not f.backends()[sick.addr()]["healthy"], 3), mode
+            assert "sick" not in served(), "unhealthy backend got traffic (%s)" % mode
+            sick.mode = "ok"
+            assert wait_until(lambda: f.backends()[sick.addr()]["healthy"], 3), \
+                "never recovered from %s" % mode
+            assert wait_until(lambda: "sick" in served(10), 3)
+        log = f.log()
+        assert "unhealthy after 2 failed checks" in log and "healthy again" in log, log[-500:]
+        assert f.idle()
+    finally:
+        f.stop()
+        sick.stop()
+
+
 # --- HTTP behaviour ------------------------------------------------------------
 
 @test

@@ -95,7 +95,7 @@ class Fleet:
                 return n
         return None
 
-    def start_gateway(self, args=(), backends=None):
+    def start_gateway(self, args=(), backends=None, extra_backends=()):
         self.port = free_port()
         self.admin_port = free_port()
         cmd = [os.path.join(self.opts.build, "prefixgate"),
@@ -108,6 +108,8 @@ class Fleet:
             cmd += ["--bpf-pin-path", self.pin]
         for name in (backends if backends is not None else list(self.mocks)):
             cmd += ["--backend", self.addr(name)]
+        for addr in extra_backends:
+            cmd += ["--backend", addr]
         cmd += list(args)
         self.gw_log = os.path.join(self.tmp, "gateway-%d.log" % self.port)
         self.gw = subprocess.Popen(cmd, stdout=open(self.gw_log, "w"), stderr=subprocess.STDOUT)
@@ -198,3 +200,51 @@ def have_bpf():
     if not shutil.which("bpftool"):
         return "bpftool not installed"
     return None
+
+
+class SickBackend:
+    """A backend whose /health answers per `mode`: "ok" (200), "error" (503)
+    or "hang" (never answers). Other paths answer 200 with X-Backend-Id."""
+
+    def __init__(self, name="sick"):
+        import http.server
+        import threading
+
+        outer = self
+        self.mode = "ok"
+        self.name = name
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                if self.path == "/health" and outer.mode == "hang":
+                    time.sleep(3)
+                    return
+                code = 503 if self.path == "/health" and outer.mode == "error" else 200
+                self.send_response(code)
+                self.send_header("Content-Length", "2")
+                self.send_header("X-Backend-Id", outer.name)
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", 0))
+                self.rfile.read(n)
+                self.do_GET()
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.srv.daemon_threads = True
+        self.port = self.srv.server_address[1]
+        self.thread = threading.Thread(target=self.srv.serve_forever, daemon=True)
+        self.thread.start()
+
+    def addr(self):
+        return "127.0.0.1:%d" % self.port
+
+    def stop(self):
+        self.srv.shutdown()
+        self.srv.server_close()

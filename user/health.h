@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Active health checks: a thread of its own sends GET <path> to every
+ * member every interval (non-blocking sockets, one poll loop, each probe
+ * bounded by a timeout) and marks a member PG_BACKEND_UNHEALTHY after `fall`
+ * failures in a row, healthy again after `rise` successes. Passive detection
+ * (a refused or reset connection marks a member DOWN for a while) is the
+ * workers'; both are needed: passive reacts within one request, active
+ * notices a backend that accepts connections but answers errors or hangs,
+ * and brings a recovered backend back.
+ */
+#ifndef PG_HEALTH_H
+#define PG_HEALTH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "gateway.h"
+
+/* One member's run of results (pure: unit-tested). */
+struct pg_health_state {
+	uint32_t epoch;   /* member this state belongs to */
+	uint16_t ok_run;  /* successes in a row */
+	uint16_t fail_run; /* failures in a row */
+	bool unhealthy;
+};
+
+/* Feed one result; returns +1 if the member just became healthy, -1 if it
+ * just became unhealthy, 0 otherwise. */
+int pg_health_result(struct pg_health_state *st, bool ok, unsigned rise, unsigned fall);
+
+/* Start / stop the checker thread (no thread when checks are off). */
+int pg_health_start(struct pg_gateway *gw, char *err, size_t errlen);
+void pg_health_stop(struct pg_gateway *gw);
+
+#endif /* PG_HEALTH_H */
