@@ -44,9 +44,13 @@ for suite in "$@"; do
 			run_tap "asan/$t" "$BUILD/asan/tests/$t"; done ;;
 	bpf) for t in $(bpf_names); do run_tap "bpf/$t" "$BUILD/tests/$t"; done ;;
 	e2e) run_tap "e2e/shm" python3 tests/e2e/e2e.py --build "$BUILD" --mode shm
-	     run_tap "e2e/bpf" python3 tests/e2e/e2e.py --build "$BUILD" --mode bpf ;;
-	e2e-asan) ASAN_OPTIONS=detect_leaks=1 run_tap "e2e-asan/shm" \
-		python3 tests/e2e/e2e.py --build "$BUILD/asan" --tools "$BUILD" --mode shm ;;
+	     run_tap "e2e/bpf" python3 tests/e2e/e2e.py --build "$BUILD" --mode bpf
+	     run_tap "e2e/hostile" python3 tests/e2e/test_hostile.py --build "$BUILD" --mode shm ;;
+	e2e-asan) export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
+		run_tap "e2e-asan/shm" \
+		python3 tests/e2e/e2e.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
+		run_tap "e2e-asan/hostile" \
+		python3 tests/e2e/test_hostile.py --build "$BUILD/asan" --tools "$BUILD" --mode shm ;;
 	*) echo "tests/run.sh: unknown suite $suite" >&2; exit 2 ;;
 	esac
 done

@@ -106,6 +106,8 @@ class Fleet:
         else:
             self.pin = "/sys/fs/bpf/pg-e2e-%d-%d" % (os.getpid(), self.port)
             cmd += ["--bpf-pin-path", self.pin]
+        if getattr(self.opts, "data_path", None):
+            cmd += ["--data-path", self.opts.data_path]
         for name in (backends if backends is not None else list(self.mocks)):
             cmd += ["--backend", self.addr(name)]
         for addr in extra_backends:
@@ -129,6 +131,12 @@ class Fleet:
         for port, p in self.mocks.values():
             p.kill()
             p.wait(5)
+        # Under ASan/UBSan (make test-asan) a report in the log fails the test.
+        log = self.log()
+        for marker in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
+            if marker in log:
+                raise AssertionError("sanitizer report in prefixgate's log:\n" +
+                                     log[log.index(marker) - 200:][:3000])
         return rc
 
     def log(self):

@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""Hostile clients and failing backends, end to end (issue 5): malformed and
+ambiguous requests never reach a backend, a backend dying mid-response ends
+the client's response visibly, slow clients cannot delay others. TAP output;
+every wait is bounded.
+
+usage: test_hostile.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
+"""
+import argparse
+import os
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Fleet, have_bpf, wait_until  # noqa: E402
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+H = b"Host: x\r\n"
+P = b"POST /invocations HTTP/1.1\r\n"
+# (raw request, status the gateway must answer). None of them may reach a backend.
+MALFORMED = [
+    # request line
+    (b"GET  / HTTP/1.1\r\n" + H + b"\r\n", 400),
+    (b"GET / HTTP/1.1 \r\n" + H + b"\r\n", 400),
+    (b" GET / HTTP/1.1\r\n" + H + b"\r\n", 400),
+    (b"G(T / HTTP/1.1\r\n" + H + b"\r\n", 400),
+    (b"GET http://a/ HTTP/1.1\r\n" + H + b"\r\n", 400),
+    (b"CONNECT a:443 HTTP/1.1\r\n" + H + b"\r\n", 400),
+    (b"GET /a#b HTTP/1.1\r\n" + H + b"\r\n", 400),
+    (b"GET /a%zz HTTP/1.1\r\n" + H + b"\r\n", 400),
+    (b"GET / HTTP/1.1\n" + H + b"\r\n", 400),
+    (b"GET / http/1.1\r\n" + H + b"\r\n", 400),
+    (b"GET / HTTP/1.10\r\n" + H + b"\r\n", 400),
+    (b"GET / HTTP/2.0\r\n" + H + b"\r\n", 505),
+    (b"GET / HTTP/1.2\r\n" + H + b"\r\n", 505),
+    (b"GET / HTTP/0.9\r\n" + H + b"\r\n", 505),
+    (b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n" + H + b"\r\n", 414),
+    # header syntax
+    (b"GET / HTTP/1.1\r\n" + H + b"Foo : bar\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\n" + H + b"Foo: a\r\n  b\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\n" + H + b"Foo: a\r\n\tb\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\n Host: a\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\n" + H + b"Foo: a\nBar: b\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\n" + H + b"Foo: a\rb\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\n" + H + b"Foo: a\x00b\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\n" + H + b"F\x00o: a\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\n" + H + b"Fo(o: a\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\n" + H + b": a\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\n\r\n", 400),                       # HTTP/1.1 without Host
+    (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),  # two Hosts
+    (b"GET / HTTP/1.1\r\n" + H + b"X-Big: " + b"a" * 70000 + b"\r\n\r\n", 431),
+    (b"GET / HTTP/1.1\r\n" + H + b"".join(b"X-%d: 1\r\n" % i for i in range(200)) + b"\r\n", 431),
+    (b"GET / HTTP/1.1\r\n" + H + b"Expect: 200-ok\r\n\r\n", 417),
+    # framing: the smuggling classics
+    (P + H + b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+    (P + H + b"Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n", 400),
+    (P + H + b"Content-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", 400),
+    (P + H + b"Content-Length: 3\r\nContent-Length: 3\r\n\r\nabc", 400),
+    (P + H + b"Content-Length: 3, 3\r\n\r\nabc", 400),
+    (P + H + b"Content-Length: -1\r\n\r\n", 400),
+    (P + H + b"Content-Length: +3\r\n\r\nabc", 400),
+    (P + H + b"Content-Length: 0x3\r\n\r\nabc", 400),
+    (P + H + b"Content-Length: 99999999999999999999999\r\n\r\n", 400),
+    (P + H + b"Content_Length: 3\r\n\r\nabc", 400),
+    (P + H + b"Transfer-Encoding: gzip\r\n\r\n", 501),
+    (P + H + b"Transfer-Encoding: chunked, chunked\r\n\r\n", 501),
+    (P + H + b"Transfer-Encoding: identity\r\n\r\n", 501),
+    (P + H + b"Transfer-Encoding : chunked\r\n\r\n0\r\n\r\n", 400),
+    (b"POST /invocations HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+    # chunked bodies
+    (P + H + b"Transfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n0\r\n\r\n", 400),
+    (P + H + b"Transfer-Encoding: chunked\r\n\r\n-1\r\n\r\n", 400),
+    (P + H + b"Transfer-Encoding: chunked\r\n\r\n" + b"1" * 17 + b"\r\n", 400),
+    (P + H + b"Transfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n0\r\n\r\n", 400),
+    (P + H + b"Transfer-Encoding: chunked\r\n\r\n3;=x\r\nabc\r\n0\r\n\r\n", 400),
+    (P + H + b"Transfer-Encoding: chunked\r\n\r\n3\nabc\r\n0\r\n\r\n", 400),
+]
+
+
+def exchange(port, raw, timeout=10):
+    """Send raw bytes, return the response head (up to the blank line)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(raw)
+    except OSError:
+        pass  # the gateway may answer and close before reading it all
+    resp = b""
+    try:
+        while b"\r\n\r\n" not in resp:
+            d = s.recv(4096)
+            if not d:
+                break
+            resp += d
+    except OSError:
+        pass
+    s.close()
+    return resp
+
+
+def mock_requests(f):
+    """Requests each mock has received (its own counter)."""
+    total = 0
+    for name in f.mocks:
+        m = subprocess.run(["curl", "-s", "http://%s/metrics" % f.addr(name)],
+                           capture_output=True, text=True, timeout=5).stdout
+        for line in m.splitlines():
+            if line.startswith("mockllm_requests_total") and "/metrics" not in line \
+                    and "/health" not in line:
+                total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+@test
+def malformed_table(opts):
+    """At least 40 malformed or ambiguous requests, each answered with its
+    status by the gateway, none forwarded."""
+    assert len(MALFORMED) >= 40
+    f = Fleet(opts, 2, ["--health-check-path", "none"])
+    try:
+        before = mock_requests(f)
+        wrong = []
+        for raw, want in MALFORMED:
+            resp = exchange(f.port, raw)
+            if not resp.startswith(b"HTTP/1.1 %d " % want):
+                wrong.append((raw[:70], want, resp[:40]))
+        assert not wrong, wrong
+        assert mock_requests(f) == before, "a malformed request reached a backend"
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+def read_response(s, deadline):
+    """Read until the peer closes (or deadline); return all bytes."""
+    data = b""
+    while time.monotonic() < deadline:
+        try:
+            d = s.recv(65536)
+        except socket.timeout:
+            break
+        except OSError:
+            break
+        if not d:
+            break
+        data += d
+    return data
+
+
+@test
+def backend_dies_mid_response(opts):
+    """A backend resetting mid-body: the client sees a short body (Content-Length)
+    or a chunked stream without its last chunk, then a close; the slot is freed."""
+    f = Fleet(opts, 2)
+    try:
+        for chunked in (False, True):
+            s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
+            s.sendall(P + H + b"Content-Length: 1\r\nX-Mock-Fail: reset-mid-body\r\n"
+                      b"X-Mock-Response-Bytes: 4000000\r\n" +
+                      (b"X-Mock-Chunked: 1\r\n" if chunked else b"") + b"\r\nx")
+            data = read_response(s, time.monotonic() + 10)
+            s.close()
+            head, _, body = data.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200"), head[:60]
+            if chunked:
+                assert not body.endswith(b"0\r\n\r\n"), "chunked stream looked complete"
+            else:
+                assert len(body) < 4000000, "body looked complete"
+            assert f.idle(), f.backends()
+        assert "prefixgate_backend_errors_total 2" in f.metrics()
+    finally:
+        f.stop()
+
+
+@test
+def slowloris_does_not_delay_others(opts):
+    """1,000 connections trickling their heads do not delay a normal request."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
+    f = Fleet(opts, 2)
+    slow = []
+    try:
+        for i in range(1000):
+            s = socket.create_connection(("127.0.0.1", f.port), timeout=5)
+            s.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            slow.append(s)
+        lat = []
+        for i in range(20):
+            for s in slow[i * 50:(i + 1) * 50]:
+                try:
+                    s.sendall(b"a")
+                except OSError:
+                    pass
+            t0 = time.monotonic()
+            st, h, _ = f.post("/invocations", "normal request %d" % i)
+            lat.append(time.monotonic() - t0)
+            assert st == 200, st
+        lat.sort()
+        assert lat[len(lat) // 2] < 0.1 and lat[-1] < 1.0, lat
+    finally:
+        for s in slow:
+            s.close()
+        f.stop()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@test
+def client_abort_closes_backend(opts):
+    """A client leaving mid-stream makes the gateway close the backend
+    connection at once (the inference server stops generating)."""
+    f = Fleet(opts, 1)
+    try:
+        s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
+        body = b'{"messages":[{"role":"user","content":"hi"}],"stream":true}'
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\n" + H +
+                  b"Content-Length: %d\r\nX-Mock-Chunks: 1000\r\n"
+                  b"X-Mock-Chunk-Interval-Ms: 20\r\n\r\n%s" % (len(body), body))
+        assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        mock_port = f.mocks["b0"][0]
+
+        def backend_conns():
+            out = subprocess.run(["ss", "-tnH", "state", "established", "sport", "= :%d" % mock_port],
+                                 capture_output=True, text=True, timeout=5).stdout
+            return len([l for l in out.splitlines() if l.strip()])
+
+        assert backend_conns() >= 1
+        s.close()
+        assert wait_until(lambda: backend_conns() == 0, 2), "backend connection left open"
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+class Timeout(Exception):
+    pass
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--tools")
+    ap.add_argument("--mode", choices=("shm", "bpf"), default="shm")
+    ap.add_argument("-k", default="")
+    opts = ap.parse_args()
+    opts.tools = opts.tools or opts.build
+    tests = [t for t in TESTS if opts.k in t.__name__]
+    print("1..%d" % len(tests))
+    skip_all = have_bpf() if opts.mode == "bpf" else None
+
+    def on_alarm(sig, frame):
+        raise Timeout("test exceeded its time limit")
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    failed = 0
+    for i, t in enumerate(tests, 1):
+        name = "%s [%s]" % (t.__name__, opts.mode)
+        if skip_all:
+            print("ok %d - %s # SKIP %s" % (i, name, skip_all))
+            continue
+        t0 = time.monotonic()
+        signal.alarm(120)
+        try:
+            t(opts)
+            signal.alarm(0)
+            print("ok %d - %s (%.1fs)" % (i, name, time.monotonic() - t0))
+        except Exception:  # noqa: BLE001
+            signal.alarm(0)
+            failed += 1
+            print("not ok %d - %s" % (i, name))
+            for line in traceback.format_exc().splitlines()[-8:]:
+                print("# " + line)
+        sys.stdout.flush()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
