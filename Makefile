@@ -42,7 +42,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 BPFT_SRCS := $(wildcard tests/bpf/test_*.c)
 BPFT_BINS := $(patsubst tests/bpf/%.c,$(BUILD)/tests/%,$(BPFT_SRCS))
 
-.PHONY: all deps test test-unit test-asan test-bpf test-e2e demo bench clean format tests-build
+.PHONY: all deps test test-unit test-asan test-bpf test-e2e demo bench soak clean format tests-build
 all: deps $(BUILD)/prefixgate $(TOOL_BINS)
 
 deps:
@@ -137,6 +137,11 @@ demo: all
 bench: all
 	$(Q)BUILD=$(BUILD) tools/bench.sh
 
+# Mixed traffic with chaos for SOAK_SECONDS (default 600), every response checked.
+SOAK_SECONDS ?= 600
+soak: all
+	$(Q)python3 tools/bench/soak.py --build $(BUILD) --duration $(SOAK_SECONDS)
+
 format:
 	$(Q)clang-format -i $(wildcard user/*.[ch] include/*.h bpf/*.c tools/*/*.[ch] tests/*/*.c)
 
@@ -147,7 +152,7 @@ clean:
 #   make fuzz        run each tests/fuzz/fuzz_NAME.c for FUZZ_SECONDS (default
 #                    120) from its seeds tests/fuzz/corpus/NAME/; new inputs go
 #                    to $(BUILD)/fuzz/corpus-NAME/, crashes to
-#                    $(BUILD)/fuzz/crash-NAME-*; prints executions per target
+#                    $(BUILD)/fuzz/NAME-crash-*; prints executions per target
 #                    and in all
 #   make fuzz-smoke  the same for FUZZ_SMOKE_SECONDS (default 10) each, as TAP
 #                    (tests/run.sh fuzz counts it)
@@ -167,10 +172,10 @@ FUZZ_MODS_http   := http
 FUZZ_MODS_json   := json
 FUZZ_MODS_key    := key json
 FUZZ_MODS_config := config routing_config json balancer
-FUZZ_MODS_admin  := admin control config routing_config json key http metrics route ring \
-	balancer maps gateway log
+FUZZ_MODS_admin  := admin buf control members health config routing_config json key http \
+	metrics route routestats ring balancer maps gateway log
 fuzz_objs = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,\
-	$(foreach m,$(FUZZ_MODS_$(1)),$(wildcard user/$(m).c user/$(m)_*.c)))
+	$(sort $(foreach m,$(FUZZ_MODS_$(1)),$(wildcard user/$(m).c user/$(m)_*.c))))
 
 .PHONY: fuzz fuzz-smoke fuzz-build
 

@@ -133,3 +133,14 @@ def pgload(build, target, out_json, args, logdir):
         subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=True)
     with open(out_json) as f:
         return json.load(f)
+
+
+def admin_request(port, method, path, body=None):
+    """(status, text) of one admin API request."""
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    c.request(method, path, body=body)
+    r = c.getresponse()
+    text = r.read().decode(errors="replace")
+    c.close()
+    return r.status, text

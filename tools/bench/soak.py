@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""make soak: mixed traffic through prefixgate for --duration seconds
+(default 600) while backends are killed and restarted, members removed and
+re-added and the routing config changed; every response is checked.
+
+Pass criteria (exit 0 only if all hold):
+  - 0 mixed or corrupted bytes: every complete response is exactly what
+    its request asked for (request-body CRC echoed, bulk body pattern,
+    one stream id and the right number of events per SSE stream);
+  - failures only where chaos explains them (a backend killed mid-request,
+    or no backend up): 502 before a response started, or a truncated
+    response; never a wrong byte;
+  - in-flight counts back to 0 once traffic stops;
+  - no leaked fds: after the soak every member is removed, and prefixgate's
+    open fds return to what they were before traffic;
+  - RSS flat: growth from the first quarter of the run to its end below
+    16 MiB.
+Figures are printed and saved to build/soak/result.json."""
+import argparse
+import http.client
+import json
+import os
+import random
+import socket
+import sys
+import threading
+import time
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fleet  # noqa: E402
+
+VOCAB = [" The", " quick", " brown", " fox", " jumps", " over", " the", " lazy",
+         " dog", " while", " tokens", " flow", " from", " cache", " to", " you."]
+
+
+def pattern(n):
+    out = bytearray()
+    off = 0
+    while len(out) < n:
+        out += b"%015d\n" % off
+        off += 16
+    return bytes(out[:n])
+
+
+class Stats:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.c = {}
+
+    def add(self, k, n=1):
+        with self.lock:
+            self.c[k] = self.c.get(k, 0) + n
+
+
+def read_http(sock_file):
+    """Parse one response: (status, headers, body, complete)."""
+    line = sock_file.readline()
+    if not line:
+        return None, {}, b"", False
+    status = int(line.split()[1])
+    h = {}
+    while True:
+        l = sock_file.readline()
+        if not l:
+            return status, h, b"", False
+        l = l.strip()
+        if not l:
+            break
+        k, v = l.split(b":", 1)
+        h[k.strip().lower().decode()] = v.strip().decode()
+    body = b""
+    if "content-length" in h:
+        n = int(h["content-length"])
+        body = sock_file.read(n)
+        return status, h, body, len(body) == n
+    if h.get("transfer-encoding") == "chunked":
+        while True:
+            size_line = sock_file.readline()
+            if not size_line:
+                return status, h, body, False
+            n = int(size_line.strip().split(b";")[0], 16)
+            if n == 0:
+                sock_file.readline()
+                return status, h, body, True
+            part = sock_file.read(n + 2)
+            if len(part) < n + 2:
+                return status, h, body + part, False
+            body += part[:n]
+    return status, h, body, True
+
+
+def client(port, deadline, seed, st):
+    rng = random.Random(seed)
+    sock = None
+    f = None
+    while time.monotonic() < deadline:
+        if sock is None or rng.random() < 0.05:
+            if sock:
+                sock.close()
+            sock = socket.create_connection(("127.0.0.1", port), timeout=15)
+            f = sock.makefile("rb")
+        kind = rng.choices(["echo", "stream", "bulk", "abort"], [5, 3, 1, 1])[0]
+        try:
+            if kind == "echo":
+                body = rng.randbytes(rng.randint(0, 256 * 1024))
+                sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: s\r\nContent-Length: %d\r\n\r\n"
+                             % len(body) + body)
+                status, h, resp, complete = read_http(f)
+                if status == 200 and complete:
+                    ok = (int(h["x-body-length"]) == len(body) and
+                          int(h["x-body-crc32"], 16) == zlib.crc32(body))
+                    st.add("ok" if ok else "CORRUPT")
+                else:
+                    st.add("failed:%s" % status)
+                    sock = None
+            elif kind == "stream":
+                n = rng.randint(1, 20)
+                body = json.dumps({"messages": [{"role": "user", "content": "s%d" % rng.random()}],
+                                   "stream": True}).encode()
+                sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: s\r\nContent-Length: %d\r\n"
+                             b"X-Mock-Chunks: %d\r\nX-Mock-Chunk-Interval-Ms: 5\r\n\r\n" % (len(body), n)
+                             + body)
+                status, h, resp, complete = read_http(f)
+                if status == 200 and complete:
+                    events = [e for e in resp.split(b"\n\n") if e.startswith(b"data: {")]
+                    ids = {json.loads(e[6:])["id"] for e in events}
+                    content = "".join(json.loads(e[6:])["choices"][0]["delta"].get("content", "")
+                                      for e in events if json.loads(e[6:])["choices"])
+                    want = "".join(VOCAB[i % 16] for i in range(n))
+                    ok = len(ids) == 1 and content == want and resp.rstrip().endswith(b"[DONE]")
+                    st.add("ok" if ok else "CORRUPT")
+                else:
+                    st.add("failed:%s" % status)
+                    sock = None
+            elif kind == "bulk":
+                n = rng.randint(1, 4 << 20)
+                chunked = rng.random() < 0.5
+                sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: s\r\nContent-Length: 0\r\n"
+                             b"X-Mock-Response-Bytes: %d\r\n%s\r\n" %
+                             (n, b"X-Mock-Chunked: 1\r\n" if chunked else b""))
+                status, h, resp, complete = read_http(f)
+                if status == 200 and complete:
+                    st.add("ok" if resp == pattern(n) else "CORRUPT")
+                else:
+                    st.add("failed:%s" % status)
+                    sock = None
+            else:  # abort mid-stream
+                body = b'{"messages":[{"role":"user","content":"abort"}],"stream":true}'
+                sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: s\r\nContent-Length: %d\r\n"
+                             b"X-Mock-Chunks: 200\r\nX-Mock-Chunk-Interval-Ms: 10\r\n\r\n" % len(body)
+                             + body)
+                sock.recv(rng.randint(1, 2000))
+                sock.close()
+                sock = None
+                st.add("aborted")
+        except (OSError, ValueError, IndexError, KeyError) as e:
+            st.add("failed:%s" % type(e).__name__)
+            sock = None
+    if sock:
+        sock.close()
+
+
+def fd_count(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def rss_kb(pid):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.environ.get("BUILD", "build"))
+    ap.add_argument("--duration", type=int, default=600)
+    ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--instances", type=int, default=4)
+    opts = ap.parse_args()
+    logdir = os.path.join(opts.build, "soak")
+    os.makedirs(logdir, exist_ok=True)
+    inst = fleet.Instances(opts.build, opts.instances, logdir)
+    gw = fleet.Gateway(opts.build, inst.addrs(), logdir,
+                       ["--health-check-interval", "500", "--health-fall", "2"])
+    pid = gw.proc.pid
+    fds0 = fd_count(pid)
+    st = Stats()
+    deadline = time.monotonic() + opts.duration
+    threads = [threading.Thread(target=client, args=(gw.port, deadline, i, st))
+               for i in range(opts.clients)]
+    for t in threads:
+        t.start()
+    rng = random.Random(99)
+    rss = []
+    chaos = {"kills": 0, "removes": 0, "routing_changes": 0}
+    t_start = time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(min(3, max(0, deadline - time.monotonic())))
+        rss.append((time.monotonic() - t_start, rss_kb(pid)))
+        action = rng.choice(["kill", "remove", "routing", "none"])
+        i = rng.randrange(opts.instances)
+        if action == "kill":
+            inst.procs[i].kill()
+            inst.procs[i].wait()
+            time.sleep(1)
+            inst.procs[i] = fleet.spawn([os.path.join(opts.build, "mockllm"), "--listen",
+                                         "127.0.0.1:%d" % inst.ports[i], "--id", "i%d" % i],
+                                        os.path.join(logdir, "mockllm-%d.log" % i))
+            chaos["kills"] += 1
+        elif action == "remove":
+            addr = inst.addrs()[i]
+            fleet.admin_request(gw.admin, "DELETE", "/backends/" + addr)
+            time.sleep(1)
+            fleet.admin_request(gw.admin, "POST", "/backends", json.dumps({"address": addr}))
+            chaos["removes"] += 1
+        elif action == "routing":
+            s = rng.choice(["RANDOM", "LEAST_OUTSTANDING_REQUESTS", "PREFIX_AWARE"])
+            fleet.admin_request(gw.admin, "PUT", "/routing", json.dumps({"RoutingStrategy": s}))
+            chaos["routing_changes"] += 1
+    for t in threads:
+        t.join(60)
+    # Checks after traffic.
+    time.sleep(1)
+    inflight = sum(b["in_flight"] for b in json.loads(fleet.get(gw.admin, "/backends")))
+    for a in inst.addrs():
+        fleet.admin_request(gw.admin, "DELETE", "/backends/" + a)
+    time.sleep(1.5)  # drains finish, the workers' ticks close pooled connections
+    fds1 = fd_count(pid)
+    quarter = [kb for t, kb in rss if t >= opts.duration / 4][:1] or [rss[0][1]]
+    growth_kb = rss[-1][1] - quarter[0]
+    rc = gw.stop()
+    inst.stop()
+    c = st.c
+    total = sum(c.values())
+    corrupt = c.get("CORRUPT", 0)
+    res = {"duration_s": opts.duration, "responses": total, "counts": c, "chaos": chaos,
+           "in_flight_after": inflight, "fds_before": fds0, "fds_after": fds1,
+           "rss_kb_first_quarter": quarter[0], "rss_kb_end": rss[-1][1],
+           "rss_growth_kb": growth_kb, "exit_code": rc}
+    json.dump(res, open(os.path.join(logdir, "result.json"), "w"), indent=1)
+    print(json.dumps(res, indent=1))
+    checks = {"0 corrupt responses": corrupt == 0,
+              "in-flight back to 0": inflight == 0,
+              "no leaked fds": fds1 <= fds0,
+              "RSS flat (< 16 MiB growth)": growth_kb < 16 * 1024,
+              "clean exit": rc == 0,
+              "traffic flowed": c.get("ok", 0) > total * 0.5}
+    for k, v in checks.items():
+        print("%-28s %s" % (k, "yes" if v else "NO"))
+    return 0 if all(checks.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
