@@ -115,7 +115,8 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory tests-build
 	$(Q)$(MAKE) --no-print-directory BUILD=$(BUILD)/asan CFLAGS="-O1 -g" \
 		SANFLAGS="$(ASAN_FLAGS)" tests-build
-	$(Q)BUILD=$(BUILD) tests/run.sh unit asan bpf e2e e2e-asan
+	$(Q)$(MAKE) --no-print-directory fuzz-build
+	$(Q)BUILD=$(BUILD) tests/run.sh unit asan bpf e2e e2e-asan fuzz
 
 test-unit: deps tests-build
 	$(Q)BUILD=$(BUILD) tests/run.sh unit
@@ -135,7 +136,8 @@ demo: all
 	$(Q)python3 tools/bench/demo.py --build $(BUILD)
 
 bench: all
-	$(Q)BUILD=$(BUILD) tools/bench.sh
+	$(Q)tools/deps.sh haproxy nginx-light gnuplot-nox
+	$(Q)python3 tools/bench/bench.py --build $(BUILD)
 
 # Mixed traffic with chaos for SOAK_SECONDS (default 600), every response checked.
 SOAK_SECONDS ?= 600
@@ -173,7 +175,7 @@ FUZZ_MODS_json   := json
 FUZZ_MODS_key    := key json
 FUZZ_MODS_config := config routing_config json balancer
 FUZZ_MODS_admin  := admin buf control members health config routing_config json key http \
-	metrics route routestats ring balancer maps gateway log
+	metrics route routestats scrape ring balancer maps gateway log
 fuzz_objs = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,\
 	$(sort $(foreach m,$(FUZZ_MODS_$(1)),$(wildcard user/$(m).c user/$(m)_*.c))))
 

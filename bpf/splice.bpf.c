@@ -34,6 +34,7 @@
  */
 struct tcp_sock {
 	__u64 bytes_acked;
+	__u32 write_seq;
 } __attribute__((preserve_access_index));
 
 /* Loader knobs (set through the skeleton's rodata before load). */
@@ -83,6 +84,17 @@ struct {
 	__type(key, struct pg_splice_tuple);
 	__type(value, struct pg_splice_peer);
 } splice_routes SEC(".maps");
+
+/* msg path: 4-tuple -> gate (see pg_splice.h), written by the proxy only.
+ * Not preallocated: a replaced value is freed after an RCU grace period, so
+ * a program holding the old one never reads a recycled element. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PG_SPLICE_MAX_CONNS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct pg_splice_tuple);
+	__type(value, __u64);
+} splice_gates SEC(".maps");
 
 /* msg path: same-host backend listening ports (host byte order) -> 1. */
 struct {
@@ -245,13 +257,25 @@ static __always_inline __u16 remote_port_host(__u32 raw)
  * queued on the client: the proxy may write it to the client as it arrives.
  * The same holds for the backend's FIN: when the proxy sees EOF, every
  * redirected byte is already queued on the client.
+ *
+ * With a gate (splice_gates, used by the gateway): the proxy reads the
+ * response head itself, so the route starts closed and every write is
+ * passed. The proxy opens the gate at the count of backend bytes it has
+ * received once all of them are in the client's write queue; a write is
+ * redirected only while passed == open_at, so it always follows everything
+ * the proxy forwarded, and a write arriving while passed bytes are still in
+ * flight to the proxy is passed too. A fall-back (budget reached) passes
+ * bytes, which closes the gate implicitly until the proxy reopens it; each
+ * opening gets a fresh budget of offered bytes, so a non-blocking backend
+ * facing a full client spins at most budget / write size times before its
+ * bytes go to the proxy, whose TCP window then blocks it.
  */
 SEC("sk_msg")
 int splice_msg(struct sk_msg_md *msg)
 {
 	struct pg_splice_tuple t = {};
 	struct pg_splice_peer *p;
-	__u64 key, len = msg->size, budget;
+	__u64 key, len = msg->size, budget, *gate;
 	__u32 why;
 
 	if (len == 0)
@@ -263,7 +287,52 @@ int splice_msg(struct sk_msg_md *msg)
 	p = bpf_map_lookup_elem(&splice_routes, &t);
 	if (!p)
 		return SK_PASS;
+	gate = bpf_map_lookup_elem(&splice_gates, &t);
+	if (gate) {
+		__u64 g = *(volatile __u64 *)gate;
+		struct bpf_sock *sk = msg->sk;
+		struct tcp_sock *tp;
+		__u32 written;
+
+		/* Bytes this socket ever queued on its own TCP path: write_seq
+		 * from the base the sockops program recorded. Not p->passed: a
+		 * send after one that hit a full buffer reuses the cached PASS
+		 * verdict without running this program, so a counter kept here
+		 * can fall short of what went through TCP. */
+		if (!sk)
+			goto closed;
+		tp = bpf_skc_to_tcp_sock(sk);
+		if (!tp)
+			goto closed;
+		written = tp->write_seq - (__u32)p->base;
+		/* Closed, or bytes passed earlier are still on their way to the
+		 * proxy: this write must follow them through TCP. */
+		if ((__u32)(g & PG_SPLICE_GATE_CLOSED) != written ||
+		    (g & PG_SPLICE_GATE_CLOSED) == PG_SPLICE_GATE_CLOSED) {
+closed:
+			__sync_fetch_and_add(&p->passed, len);
+			return SK_PASS;
+		}
+		if ((g >> 48) != p->gate_gen) {
+			/* Reopened by the proxy: a fresh budget. */
+			p->gate_gen = g >> 48;
+			p->since = 0;
+			p->flags &= ~PG_SPLICE_F_FALLBACK;
+		}
+		budget = p->budget ? p->budget : msg_budget;
+		if (p->flags & PG_SPLICE_F_DONE)
+			goto pass;
+		if (p->since >= budget)
+			return fall_back(p, PG_SPLICE_MSG, PG_SPLICE_WHY_BUDGET, len);
+		key = p->client_key;
+		if (bpf_msg_redirect_hash(msg, &splice_clients, &key, 0) != SK_PASS)
+			return fall_back(p, PG_SPLICE_MSG, PG_SPLICE_WHY_NO_CLIENT, len);
+		p->since += len;
+		redirected(p, PG_SPLICE_MSG, len);
+		return SK_PASS;
+	}
 	if (p->flags & (PG_SPLICE_F_FALLBACK | PG_SPLICE_F_DONE)) {
+pass:
 		__sync_fetch_and_add(&p->passed, len);
 		return SK_PASS;
 	}
@@ -292,6 +361,7 @@ SEC("sockops")
 int splice_sockops(struct bpf_sock_ops *skops)
 {
 	struct pg_splice_tuple t = {};
+	struct pg_splice_peer *r;
 	__u32 port;
 
 	if (skops->op != BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB || skops->family != PG_AF_INET)
@@ -303,8 +373,11 @@ int splice_sockops(struct bpf_sock_ops *skops)
 	t.proxy_ip4 = skops->remote_ip4;
 	t.backend_port = (__u16)port;
 	t.proxy_port = remote_port_host(skops->remote_port);
-	if (!bpf_map_lookup_elem(&splice_routes, &t))
+	r = bpf_map_lookup_elem(&splice_routes, &t);
+	if (!r)
 		return 1;
+	/* Nothing sent yet: the gate counts this socket's bytes from here. */
+	r->base = skops->snd_nxt;
 	bpf_sock_hash_update(skops, &splice_msgsocks, &t, BPF_ANY);
 	return 1;
 }

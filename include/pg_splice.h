@@ -69,7 +69,8 @@ struct pg_splice_peer {
 	 * skb path: bytes the proxy had queued on the client socket when pairing
 	 * (tcpi_bytes_acked + SIOCOUTQ), so that base + redirected is the total
 	 * the client socket will have carried once every redirect is queued.
-	 * msg path: unused (0).
+	 * msg path: the backend socket's snd_nxt when it was established
+	 * (written by the sockops program): the gate counts from it.
 	 */
 	__u64 base;
 	__u64 budget; /* bound (see PG_SPLICE_BUDGET_DEFAULT); 0: the loaded default */
@@ -84,8 +85,28 @@ struct pg_splice_peer {
 	__u64 passed;     /* bytes SK_PASSed to the proxy's normal receive path */
 	__u32 flags;      /* PG_SPLICE_F_* */
 	__u32 reason;     /* enum pg_splice_reason */
+	/* msg path with a gate (splice_gates): the gate generation last seen and
+	 * bytes offered to the redirect since that gate opened. Program-owned. */
+	__u64 gate_gen;
+	__u64 since;
 };
-_Static_assert(sizeof(struct pg_splice_peer) == 56, "pg_splice_peer layout");
+_Static_assert(sizeof(struct pg_splice_peer) == 72, "pg_splice_peer layout");
+
+/*
+ * msg path gate, hash map "splice_gates" (key: struct pg_splice_tuple, value:
+ * __u64, written by userspace only, read by the program in one load):
+ *   bits 0-47  open_at: the program redirects a backend write only when the
+ *              bytes the backend's socket has queued on its own TCP path
+ *              (write_seq - peer.base, mod 2^32) equal open_at, i.e. when the
+ *              proxy has received and forwarded every byte the backend sent
+ *              through TCP. PG_SPLICE_GATE_CLOSED never matches.
+ *   bits 48-63 generation: bumped at each (re)opening; a new generation
+ *              restarts the per-opening budget (peer.since).
+ * Without a gate entry a route redirects from its first byte (sticky
+ * fall-back, as the selftests use it).
+ */
+#define PG_SPLICE_GATE_CLOSED ((1ull << 48) - 1)
+#define PG_SPLICE_GATE(open_at, gen) (((__u64)(gen) << 48) | ((open_at) & PG_SPLICE_GATE_CLOSED))
 
 /*
  * msg path key: the gateway→backend TCP connection as the backend's

@@ -56,7 +56,8 @@ enum pg_strategy {
  * One backend (inference instance). Array map "pg_backends", BPF_F_MMAPABLE:
  * every worker thread (and every prefixgate process sharing the pin path)
  * updates in_flight and requests[] with atomics on the mmapped value; the
- * control thread alone writes the other fields.
+ * health-check thread writes the scraped fields (waiting .. kv_query_tokens);
+ * the control thread alone writes the other fields.
  */
 struct pg_backend {
 	__u32 ipv4;        /* network byte order */
@@ -67,8 +68,20 @@ struct pg_backend {
 	__u64 down_until_ms; /* CLOCK_MONOTONIC ms; DOWN is ignored after it */
 	__u64 failures;    /* attempts that failed (connect, reset, timeout) */
 	__u64 requests[PG_DEC_MAX]; /* dispatches by decision */
+	/*
+	 * The backend's own view of itself, scraped from its /metrics (vLLM
+	 * names) by the health-check thread every --metrics-scrape-interval;
+	 * all zero while never scraped. Valid while CLOCK_MONOTONIC ms <
+	 * metrics_until_ms (a failed or missing scrape lets them expire).
+	 */
+	__u32 waiting;          /* vllm:num_requests_waiting */
+	__u32 running;          /* vllm:num_requests_running */
+	__u64 metrics_until_ms; /* scraped values valid until; 0: never scraped */
+	__u64 kv_hit_tokens;    /* vllm:prefix_cache_hits_total (tokens, cumulative) */
+	__u64 kv_query_tokens;  /* vllm:prefix_cache_queries_total (tokens, cumulative) */
 };
-_Static_assert(sizeof(struct pg_backend) == 32 + 8 * PG_DEC_MAX, "pg_backend layout");
+_Static_assert(sizeof(struct pg_backend) == 64 + 8 * PG_DEC_MAX, "pg_backend layout");
+_Static_assert(sizeof(struct pg_backend) % 8 == 0, "pg_backend alignment");
 
 /*
  * One copy of the consistent-hash ring. Array map "pg_rings" with

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Run test suites and print one closing line CI understands:
 #   total: N passed, N failed, N skipped
-# usage: tests/run.sh [unit] [asan] [bpf] [e2e] [e2e-asan]
+# usage: tests/run.sh [unit] [asan] [bpf] [e2e] [e2e-asan] [fuzz]
+# (fuzz: each libFuzzer target of $BUILD/fuzz for FUZZ_SMOKE_SECONDS, 10)
 # Each test program speaks TAP ("ok N - name", "not ok N - name",
 # "ok N - name # SKIP why"); cmocka is switched to TAP. A program that exits
 # non-zero without reporting a failure, or reports nothing, counts as failed.
@@ -43,14 +44,23 @@ for suite in "$@"; do
 		ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 			run_tap "asan/$t" "$BUILD/asan/tests/$t"; done ;;
 	bpf) for t in $(bpf_names); do run_tap "bpf/$t" "$BUILD/tests/$t"; done ;;
-	e2e) run_tap "e2e/shm" python3 tests/e2e/e2e.py --build "$BUILD" --mode shm
-	     run_tap "e2e/bpf" python3 tests/e2e/e2e.py --build "$BUILD" --mode bpf
-	     run_tap "e2e/hostile" python3 tests/e2e/test_hostile.py --build "$BUILD" --mode shm ;;
+	e2e) E="python3 tests/e2e"
+	     run_tap "e2e/shm" $E/e2e.py --build "$BUILD" --mode shm
+	     run_tap "e2e/bpf" $E/e2e.py --build "$BUILD" --mode bpf
+	     run_tap "e2e/sockmsg" $E/e2e.py --build "$BUILD" --mode bpf --data-path sockmsg
+	     run_tap "e2e/hostile" $E/test_hostile.py --build "$BUILD" --mode shm
+	     run_tap "e2e/ops-shm" $E/test_ops.py --build "$BUILD" --mode shm
+	     run_tap "e2e/ops-bpf" $E/test_ops.py --build "$BUILD" --mode bpf
+	     run_tap "e2e/ctl" $E/test_ctl.py --build "$BUILD" ;;
 	e2e-asan) export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 		run_tap "e2e-asan/shm" \
 		python3 tests/e2e/e2e.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/hostile" \
-		python3 tests/e2e/test_hostile.py --build "$BUILD/asan" --tools "$BUILD" --mode shm ;;
+		python3 tests/e2e/test_hostile.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
+		run_tap "e2e-asan/ops" \
+		python3 tests/e2e/test_ops.py --build "$BUILD/asan" --tools "$BUILD" --mode shm ;;
+	fuzz) run_tap "fuzz/smoke" tests/fuzz/run.sh "${FUZZ_SMOKE_SECONDS:-10}" \
+		$(for f in tests/fuzz/fuzz_*.c; do basename "$f" .c | sed 's/^fuzz_//'; done) ;;
 	*) echo "tests/run.sh: unknown suite $suite" >&2; exit 2 ;;
 	esac
 done

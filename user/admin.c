@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "admin.h"
 #include "config.h"
 #include "control.h"
@@ -28,6 +29,7 @@ const char *pg_admin_reason(int status)
 	    {201, "Created"},
 	    {202, "Accepted"},
 	    {400, "Bad Request"},
+	    {401, "Unauthorized"},
 	    {404, "Not Found"},
 	    {405, "Method Not Allowed"},
 	    {409, "Conflict"},
@@ -343,7 +345,7 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 		in.header_key = (struct pg_str){key, key_len};
 
 	pg_route_cfg_load(gw, &rc);
-	id = pg_route(gw, &in, NULL, dry_run_rnd(), &k, &ch);
+	id = pg_route_dry(gw, &in, NULL, dry_run_rnd(), &k, &ch);
 	/* The key again, for its text: same inputs, same key. */
 	pg_key_compute(in.api, in.header_key, in.body, in.body_len, true, rc.prefix_length, &k,
 	               preview, sizeof(preview), &tlen);
@@ -450,6 +452,8 @@ static void reply_bytes(struct pg_buf *out, struct pg_admin_reply *r)
 	              r->status, pg_admin_reason(r->status), r->content_type, r->body.len);
 	if (r->allow)
 		pg_buf_printf(out, "Allow: %s\r\n", r->allow);
+	if (r->status == 401)
+		pg_buf_puts(out, "WWW-Authenticate: Bearer realm=\"prefixgate\"\r\n");
 	pg_buf_puts(out, "\r\n");
 	pg_buf_append(out, r->body.p, r->body.len);
 	pg_buf_free(&r->body);
@@ -470,6 +474,31 @@ static bool input_error(struct pg_buf *out, int status)
 	return true;
 }
 
+bool pg_admin_authorized(const struct pg_gateway *gw, const struct pg_http_request *req)
+{
+	const char *want = gw->cfg ? gw->cfg->admin_token : NULL;
+	const struct pg_http_header *h;
+	volatile unsigned char diff;
+	size_t n, tlen;
+	const char *tok;
+
+	if (!want)
+		return true;
+	h = pg_http_find(req, "Authorization");
+	if (!h || h->value.len < 7 || strncasecmp(h->value.p, "Bearer ", 7))
+		return false;
+	tok = h->value.p + 7;
+	tlen = h->value.len - 7;
+	n = strlen(want);
+	/* Constant time in what the client sent: every byte of the token is
+	 * compared whatever the first difference, and the loop runs over the
+	 * token's length, not the client's. */
+	diff = tlen != n;
+	for (size_t i = 0; i < n; i++)
+		diff |= (unsigned char)want[i] ^ (unsigned char)(i < tlen ? tok[i] : 0);
+	return diff == 0;
+}
+
 bool pg_admin_input(struct pg_gateway *gw, struct pg_admin_conn *c, struct pg_buf *out)
 {
 	struct pg_http_request req;
@@ -487,6 +516,14 @@ bool pg_admin_input(struct pg_gateway *gw, struct pg_admin_conn *c, struct pg_bu
 	h = pg_http_parse_request(c->in.p, c->in.len, &req);
 	if (h <= 0)
 		return h < 0 ? input_error(out, (int)-h) : false;
+	if (!pg_admin_authorized(gw, &req)) {
+		/* At the head: no body of an unauthenticated client is buffered. */
+		memset(&r, 0, sizeof(r));
+		reply_error(&r, 401, "missing or wrong admin token: send \"Authorization: Bearer "
+		                     "TOKEN\" (--admin-token)");
+		reply_bytes(out, &r);
+		return true;
+	}
 	if (!c->head_done) {
 		c->head_done = true;
 		pg_chunked_init(&c->ch);

@@ -80,6 +80,12 @@ struct pg_admin_conn {
 bool pg_admin_input(struct pg_gateway *gw, struct pg_admin_conn *c, struct pg_buf *out);
 void pg_admin_conn_free(struct pg_admin_conn *c);
 
+/* With an admin token (--admin-token), does req carry "Authorization:
+ * Bearer TOKEN" (scheme case-insensitive)? Compared in constant time. True
+ * when no token is configured. pg_admin_input answers 401 otherwise, as
+ * soon as the head is parsed. */
+bool pg_admin_authorized(const struct pg_gateway *gw, const struct pg_http_request *req);
+
 /* Reason phrase of an HTTP status ("Not Found"). */
 const char *pg_admin_reason(int status);
 

@@ -33,6 +33,18 @@ bool pg_backend_usable(const struct pg_backend *b, uint64_t now_ms)
 	return pg_backend_healthy(b, now_ms);
 }
 
+int64_t pg_backend_load(const struct pg_backend *b, enum pg_load_signal s, uint64_t now_ms)
+{
+	const int64_t in_flight = __atomic_load_n(&b->in_flight, __ATOMIC_RELAXED);
+
+	if (s == PG_LOAD_INFLIGHT || now_ms >= __atomic_load_n(&b->metrics_until_ms, __ATOMIC_RELAXED))
+		return in_flight;
+	if (s == PG_LOAD_BACKEND)
+		return (int64_t)__atomic_load_n(&b->running, __ATOMIC_RELAXED) +
+		       __atomic_load_n(&b->waiting, __ATOMIC_RELAXED);
+	return in_flight + __atomic_load_n(&b->waiting, __ATOMIC_RELAXED);
+}
+
 /* Uniform index in [0, n) from 64 random bits (n > 0): the high half of the
  * 128-bit product. Bias is at most n / 2^64, i.e. nothing for n <= 255. */
 static inline size_t pick_index(uint64_t rnd, size_t n)
@@ -53,24 +65,25 @@ static inline bool eligible(const struct pg_backend *backends, unsigned max_id, 
 }
 
 /*
- * The eligible backend with the fewest in_flight, ties broken uniformly by
+ * The eligible backend with the lowest load (pg_backend_load), ties broken uniformly by
  * rnd; 0 if none. Tied ids are collected during the one scan and one is drawn
  * afterwards, instead of counting first and picking in a second scan: counts
  * change under us, and a second scan could disagree with the first.
  */
 static uint16_t least_outstanding(const struct pg_backend *backends, unsigned max_id,
-                                  const struct pg_idset *exclude, uint64_t now_ms, uint64_t rnd)
+                                  const struct pg_idset *exclude, enum pg_load_signal signal,
+                                  uint64_t now_ms, uint64_t rnd)
 {
 	uint16_t ties[PG_MAX_BACKENDS];
 	size_t nties = 0;
-	int32_t best = INT32_MAX;
+	int64_t best = INT64_MAX;
 
 	for (unsigned id = 1; id <= max_id; id++) {
-		int32_t load;
+		int64_t load;
 
 		if (!eligible(backends, max_id, id, exclude, now_ms))
 			continue;
-		load = __atomic_load_n(&backends[id].in_flight, __ATOMIC_RELAXED);
+		load = pg_backend_load(&backends[id], signal, now_ms);
 		if (load < best) {
 			best = load;
 			nties = 0;
@@ -114,7 +127,7 @@ uint16_t pg_balance(const struct pg_route_cfg *cfg, const struct pg_backend *bac
 		out->decision = PG_DEC_RANDOM;
 		break;
 	case PG_STRATEGY_LEAST_OUTSTANDING:
-		id = least_outstanding(backends, max_id, exclude, now_ms, rnd);
+		id = least_outstanding(backends, max_id, exclude, cfg->load_signal, now_ms, rnd);
 		out->decision = PG_DEC_LEAST_OUTSTANDING;
 		break;
 	case PG_STRATEGY_PREFIX_AWARE:
@@ -139,7 +152,7 @@ uint16_t pg_balance(const struct pg_route_cfg *cfg, const struct pg_backend *bac
 			break;
 		}
 		if (!id) {
-			id = least_outstanding(backends, max_id, exclude, now_ms, rnd);
+			id = least_outstanding(backends, max_id, exclude, cfg->load_signal, now_ms, rnd);
 			out->decision = PG_DEC_OVERFLOW;
 		}
 		break;

@@ -12,11 +12,30 @@
 #include <stdint.h>
 #include "prefixgate.h"
 
+/*
+ * What "least outstanding" compares (--load-signal). The backend's scraped
+ * numbers count only while fresh (now < metrics_until_ms); a backend whose
+ * numbers are stale or never came is compared by in_flight alone.
+ *   INFLIGHT: in_flight, this gateway's exact count (the default).
+ *   BACKEND:  running + waiting as the backend reported them (includes other
+ *             clients' requests; only as fresh as the last scrape).
+ *   BOTH:     in_flight + waiting: our exact count plus the backend's queue.
+ */
+enum pg_load_signal {
+	PG_LOAD_INFLIGHT = 0,
+	PG_LOAD_BACKEND = 1,
+	PG_LOAD_BOTH = 2,
+};
+
 struct pg_route_cfg {
 	enum pg_strategy strategy;
 	uint32_t prefix_length;
 	uint32_t concurrency_threshold;
+	enum pg_load_signal load_signal; /* LEAST_OUTSTANDING and the PREFIX_AWARE fallback */
 };
+
+/* The load pg_balance compares for backend b under signal s (see above). */
+int64_t pg_backend_load(const struct pg_backend *b, enum pg_load_signal s, uint64_t now_ms);
 
 struct pg_choice {
 	uint16_t backend;  /* 0: no usable backend */
@@ -61,10 +80,12 @@ bool pg_backend_usable(const struct pg_backend *b, uint64_t now_ms);
  * PREFIX_AWARE: the first usable candidate whose in_flight is below the
  * threshold (decision AFFINITY if it is the first candidate, OVERFLOW
  * otherwise); if none, the least-outstanding usable backend (OVERFLOW).
+ * The threshold always compares in_flight; "least outstanding" compares
+ * pg_backend_load() under cfg->load_signal.
  * A later candidate taking the request because the first is down, draining
  * or excluded is OVERFLOW too, as is the least-outstanding pick even when it
  * happens to be the first candidate.
- * LEAST_OUTSTANDING: fewest in_flight among usable, ties broken by rnd.
+ * LEAST_OUTSTANDING: lowest load among usable, ties broken by rnd.
  * RANDOM: uniform over usable. Load never makes the choice fail: only "no
  * usable backend" returns 0.
  *

@@ -220,7 +220,9 @@ fail:
 enum opt_id {
 	O_LISTEN, O_ADMIN, O_BACKEND, O_BACKENDS_FILE, O_STRATEGY, O_PREFIX_LENGTH, O_CONCURRENCY,
 	O_ROUTING_CONFIG, O_WORKERS, O_DATA_PATH, O_NO_BPF, O_PIN_PATH, O_HC_PATH, O_HC_INTERVAL,
-	O_HC_TIMEOUT, O_HC_RISE, O_HC_FALL, O_HELP, O_VERSION,
+	O_HC_TIMEOUT, O_HC_RISE, O_HC_FALL, O_SCRAPE, O_LOAD_SIGNAL, O_SHADOW, O_PREDICT_WINDOW,
+	O_USER, O_ADMIN_TOKEN, O_ADMIN_TOKEN_FILE, O_SHUTDOWN_TIMEOUT, O_MAX_IN_FLIGHT, O_MAX_CONNS,
+	O_HELP, O_VERSION,
 };
 /* clang-format on */
 
@@ -260,6 +262,34 @@ static const struct opt {
                    "passed checks in a row that bring a backend back, 1-100 (default 2)"},
     [O_HC_FALL] = {"health-fall", "N",
                    "failed checks in a row that take a backend out, 1-100 (default 3)"},
+    [O_SCRAPE] = {"metrics-scrape-interval", "MS",
+                  "GET /metrics of each backend (vLLM KV hits, queue) every MS, 0 or "
+                  "100-600000; 0: off (default 5000)"},
+    [O_LOAD_SIGNAL] = {"load-signal", "inflight|backend|both",
+                       "least-outstanding compares in_flight, the backend's running+waiting, "
+                       "or in_flight+waiting (default inflight)"},
+    [O_SHADOW] = {"shadow", NULL,
+                  "also compute what prefix_aware would choose: prefixgate_shadow_* metrics"},
+    [O_PREDICT_WINDOW] = {"predict-window", "MS",
+                          "a request is a predicted KV hit if its key went to the same backend "
+                          "within MS, 1000-3600000 (default 60000)"},
+    [O_USER] = {"user", "NAME",
+                "after start-up run as NAME (uid, gid, groups), keeping no capability the "
+                "gateway does not use (default: stay as started)"},
+    [O_ADMIN_TOKEN] = {"admin-token", "TOKEN",
+                       "every admin request needs \"Authorization: Bearer TOKEN\" (16-256 "
+                       "chars); required for a non-loopback --admin"},
+    [O_ADMIN_TOKEN_FILE] = {"admin-token-file", "FILE",
+                            "the same, read from FILE (keeps the token out of ps)"},
+    [O_SHUTDOWN_TIMEOUT] = {"shutdown-timeout", "SECONDS",
+                            "SIGTERM/SIGINT: stop accepting, let in-flight requests finish "
+                            "for at most SECONDS, 0-3600 (default 10)"},
+    [O_MAX_IN_FLIGHT] = {"max-in-flight", "N",
+                         "gateway-wide cap on requests in flight; beyond it 503 with "
+                         "Retry-After, 0-10000000; 0: off (default 0)"},
+    [O_MAX_CONNS] = {"max-connections", "N",
+                     "client connections per worker; beyond it 503, 1-10000000 "
+                     "(default 65536)"},
     [O_HELP] = {"help", NULL, "print this help and exit"},
     [O_VERSION] = {"version", NULL, "print the version and exit"},
 };
@@ -437,6 +467,47 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 		return flag_uint(name, v, 1, 100, &cfg->health.rise, err, errlen);
 	case O_HC_FALL:
 		return flag_uint(name, v, 1, 100, &cfg->health.fall, err, errlen);
+	case O_SCRAPE:
+		if (!strcmp(v, "0")) {
+			cfg->metrics_scrape_ms = 0;
+			return 0;
+		}
+		return flag_uint(name, v, 100, 600000, &cfg->metrics_scrape_ms, err, errlen);
+	case O_LOAD_SIGNAL: {
+		static const char *const signals[] = {"inflight", "backend", "both"};
+
+		for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]); i++) {
+			if (!strcasecmp(v, signals[i])) {
+				cfg->load_signal = (enum pg_load_signal)i;
+				return 0;
+			}
+		}
+		pg_errf(err, errlen, "--load-signal: \"%s\" is not one of inflight, backend, both",
+		        v);
+		return -1;
+	}
+	case O_SHADOW:
+		cfg->shadow = true;
+		return 0;
+	case O_PREDICT_WINDOW:
+		return flag_uint(name, v, 1000, 3600000, &cfg->predict_window_ms, err, errlen);
+	case O_USER:
+		cfg->user = v;
+		return 0;
+	case O_ADMIN_TOKEN:
+		free(cfg->admin_token);
+		cfg->admin_token = strdup(v);
+		cfg->admin_token_file = NULL;
+		return cfg->admin_token ? 0 : (pg_errf(err, errlen, "out of memory"), -1);
+	case O_ADMIN_TOKEN_FILE:
+		cfg->admin_token_file = v;
+		return 0;
+	case O_SHUTDOWN_TIMEOUT:
+		return flag_uint(name, v, 0, 3600, &cfg->shutdown_timeout_s, err, errlen);
+	case O_MAX_IN_FLIGHT:
+		return flag_uint(name, v, 0, 10000000, &cfg->max_in_flight, err, errlen);
+	case O_MAX_CONNS:
+		return flag_uint(name, v, 1, 10000000, &cfg->max_connections, err, errlen);
 	default:
 		return 0;
 	}
@@ -453,10 +524,15 @@ static void config_defaults(struct pg_config *cfg)
 	cfg->health.timeout_ms = 1000;
 	cfg->health.rise = 2;
 	cfg->health.fall = 3;
+	cfg->metrics_scrape_ms = 5000;
+	cfg->predict_window_ms = 60000;
+	cfg->load_signal = PG_LOAD_INFLIGHT;
 	cfg->route.prefix_length = PG_PREFIX_LENGTH_DEFAULT;
 	cfg->route.concurrency_threshold = PG_CONCURRENCY_DEFAULT;
 	cfg->data_path = PG_DATA_AUTO;
 	cfg->pin_path = PG_PIN_PATH_DEFAULT;
+	cfg->shutdown_timeout_s = 10;
+	cfg->max_connections = 65536;
 }
 
 int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, char *err,
@@ -509,7 +585,7 @@ int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, cha
 		if (apply(cfg, (enum opt_id)id, v, &flags, &set, err, errlen))
 			goto out;
 	}
-	if (load_files(cfg, err, errlen))
+	if (load_files(cfg, err, errlen) || pg_config_check_ops(cfg, err, errlen))
 		goto out;
 	if (set & 1u << O_STRATEGY)
 		cfg->route.strategy = flags.strategy;
@@ -534,4 +610,6 @@ void pg_config_free(struct pg_config *cfg)
 	pg_backends_free(cfg->backends, cfg->nbackends);
 	cfg->backends = NULL;
 	cfg->nbackends = 0;
+	free(cfg->admin_token);
+	cfg->admin_token = NULL;
 }

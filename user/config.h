@@ -52,6 +52,17 @@ struct pg_config {
 	bool no_bpf;
 	const char *pin_path; /* points into argv, or PG_PIN_PATH_DEFAULT */
 	struct pg_health_cfg health;
+	/* Operations (privilege.h, lifecycle.h). */
+	const char *user;            /* --user: drop to it after start-up, or NULL */
+	const char *admin_token_file; /* --admin-token-file (points into argv), or NULL */
+	char *admin_token;           /* --admin-token or the file's; owned; NULL: none */
+	unsigned shutdown_timeout_s; /* drain at SIGTERM at most this long */
+	unsigned max_in_flight;      /* gateway-wide request cap; 0: off */
+	unsigned max_connections;    /* client connections per worker; 0: off */
+	unsigned metrics_scrape_ms; /* GET /metrics of each backend every MS; 0: off */
+	unsigned predict_window_ms; /* predicted hit: same backend within this long */
+	bool shadow;                /* also compute what prefix_aware would choose */
+	enum pg_load_signal load_signal;
 };
 
 /*

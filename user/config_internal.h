@@ -15,4 +15,15 @@
  */
 __attribute__((format(printf, 3, 4))) void pg_errf(char *err, size_t errlen, const char *fmt, ...);
 
+struct pg_config;
+
+/*
+ * Checks of the operations flags once the command line is parsed
+ * (config_ops.c): read --admin-token-file into cfg->admin_token (surrounding
+ * whitespace stripped); the token must be 16-256 visible ASCII characters
+ * without spaces; a non-loopback --admin needs a token. 0, or -1 with err
+ * naming the flag.
+ */
+int pg_config_check_ops(struct pg_config *cfg, char *err, size_t errlen);
+
 #endif /* PG_CONFIG_INTERNAL_H */

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -26,7 +27,7 @@
 #include "metrics.h"
 
 /* The one definition of the control thread's state (control_internal.h). */
-struct pg_ctl_state pg_ctl = {.lfd = -1, .sfd = -1, .efd = -1};
+struct pg_ctl_state pg_ctl = {.lfd = -1, .sfd = -1, .efd = -1, .ifd = -1};
 
 /* Read and parse --backends-file; errors name FILE:LINE. */
 static int read_backends_file(const char *path, char ***list, size_t *n, char *err, size_t errlen)
@@ -121,32 +122,38 @@ int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 	return 0;
 }
 
+/* Re-read --backends-file and sync membership; why names the trigger. */
+static int reload_backends(struct pg_gateway *gw, const char *why)
+{
+	const struct pg_config *cfg = gw->cfg;
+	uint32_t before = gw->maps.state->nbackends;
+	char err[512], **list;
+	size_t n;
+	int changes;
+
+	if (read_backends_file(cfg->backends_file, &list, &n, err, sizeof(err))) {
+		pg_error("%s: %s; membership unchanged", why, err);
+		return -1;
+	}
+	changes = pg_members_sync(gw, list, n, err, sizeof(err));
+	pg_backends_free(list, n);
+	if (changes < 0)
+		pg_error("%s: %s", why, err);
+	pg_info("%s: --backends-file %s: %u -> %u backends in the ring (%d added or drained)", why,
+	        cfg->backends_file, before, gw->maps.state->nbackends, changes < 0 ? 0 : changes);
+	return changes < 0 ? -1 : 0;
+}
+
 int pg_control_reload(struct pg_gateway *gw)
 {
 	const struct pg_config *cfg = gw->cfg;
 	struct pg_route_cfg rc;
-	char err[512], **list, *text;
-	size_t n, len;
-	uint32_t before = gw->maps.state->nbackends;
-	int ret = 0, changes;
+	char err[512], *text;
+	size_t len;
+	int ret = 0;
 
-	if (cfg->backends_file) {
-		if (read_backends_file(cfg->backends_file, &list, &n, err, sizeof(err))) {
-			pg_error("reload: %s; membership unchanged", err);
-			ret = -1;
-		} else {
-			changes = pg_members_sync(gw, list, n, err, sizeof(err));
-			pg_backends_free(list, n);
-			if (changes < 0) {
-				pg_error("reload: %s", err);
-				ret = -1;
-			}
-			pg_info("reload: --backends-file %s: %u -> %u backends in the ring "
-			        "(%d added or drained)",
-			        cfg->backends_file, before, gw->maps.state->nbackends,
-			        changes < 0 ? 0 : changes);
-		}
-	}
+	if (cfg->backends_file && reload_backends(gw, "reload"))
+		ret = -1;
 	if (cfg->routing_config) {
 		switch (routing_file_changed(cfg->routing_config, &text, &len, err, sizeof(err))) {
 		case -1:
@@ -273,20 +280,76 @@ static void read_signals(struct pg_gateway *gw)
 	}
 }
 
+/*
+ * Watch --backends-file for changes: its directory, for IN_CLOSE_WRITE
+ * (written in place) and IN_MOVED_TO (an editor's or config manager's
+ * write-then-rename, which a watch on the file itself would miss: the
+ * watched inode is the replaced one). Also "..data", the symlink a
+ * Kubernetes ConfigMap volume swaps. Without inotify, SIGHUP still works.
+ */
+static void watch_backends_file(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[4096];
+
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	pg_ctl.watch_base = slash ? slash + 1 : path;
+	pg_ctl.ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (pg_ctl.ifd == -1 ||
+	    inotify_add_watch(pg_ctl.ifd, dir, IN_CLOSE_WRITE | IN_MOVED_TO) == -1) {
+		pg_warn("--backends-file %s: cannot watch %s for changes (%s): re-read on SIGHUP "
+		        "only",
+		        path, dir, strerror(errno));
+		if (pg_ctl.ifd != -1)
+			close(pg_ctl.ifd);
+		pg_ctl.ifd = -1;
+		return;
+	}
+	pg_info("--backends-file %s: re-read when it changes, and on SIGHUP", path);
+}
+
+/* Drain the inotify queue; re-read the backends file once if it changed. */
+static void read_inotify(struct pg_gateway *gw)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	bool changed = false;
+	ssize_t n;
+
+	while ((n = read(pg_ctl.ifd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (const struct inotify_event *)p;
+
+			if ((ev->mask & IN_Q_OVERFLOW) ||
+			    (ev->len && (!strcmp(ev->name, pg_ctl.watch_base) ||
+			                 !strcmp(ev->name, "..data"))))
+				changed = true;
+			p += sizeof(*ev) + ev->len;
+		}
+	}
+	if (changed)
+		reload_backends(gw, "inotify");
+}
+
 static void *control_main(void *arg)
 {
 	struct pg_gateway *gw = arg;
-	struct pollfd pfd[3 + PG_ADMIN_MAX_CONNS];
-	struct admin_conn *pc[3 + PG_ADMIN_MAX_CONNS];
+	struct pollfd pfd[4 + PG_ADMIN_MAX_CONNS];
+	struct admin_conn *pc[4 + PG_ADMIN_MAX_CONNS];
 	uint64_t now = pg_now_ms(), next_tick = now + PG_CONTROL_TICK_MS;
 	bool stop = false;
 
 	while (!stop && !__atomic_load_n(&gw->stop, __ATOMIC_RELAXED)) {
-		nfds_t n = 3, nconn = 0;
+		nfds_t n = 4, nconn = 0;
 
 		pfd[0] = (struct pollfd){.fd = pg_ctl.efd, .events = POLLIN};
 		pfd[1] = (struct pollfd){.fd = pg_ctl.sfd, .events = POLLIN};
 		pfd[2] = (struct pollfd){.fd = -1, .events = POLLIN}; /* listener if room */
+		pfd[3] = (struct pollfd){.fd = pg_ctl.ifd, .events = POLLIN}; /* -1: ignored */
 		for (int i = 0; i < PG_ADMIN_MAX_CONNS; i++) {
 			struct admin_conn *c = &pg_ctl.conns[i];
 
@@ -308,7 +371,9 @@ static void *control_main(void *arg)
 			stop = true;
 		if (pfd[1].revents)
 			read_signals(gw);
-		for (nfds_t i = 3; i < n; i++) {
+		if (pfd[3].revents)
+			read_inotify(gw);
+		for (nfds_t i = 4; i < n; i++) {
 			if (pfd[i].revents & (POLLERR | POLLHUP | POLLNVAL) &&
 			    !(pfd[i].revents & POLLIN))
 				conn_close(pc[i]);
@@ -345,7 +410,9 @@ static void close_fds(void)
 		close(pg_ctl.sfd);
 	if (pg_ctl.efd != -1)
 		close(pg_ctl.efd);
-	pg_ctl.lfd = pg_ctl.sfd = pg_ctl.efd = -1;
+	if (pg_ctl.ifd != -1)
+		close(pg_ctl.ifd);
+	pg_ctl.lfd = pg_ctl.sfd = pg_ctl.efd = pg_ctl.ifd = -1;
 	pg_ctl.admin_port = 0;
 }
 
@@ -389,6 +456,8 @@ int pg_control_start(struct pg_gateway *gw, char *err, size_t errlen)
 	pg_ctl.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (pg_ctl.efd == -1)
 		goto fail;
+	if (gw->cfg->backends_file)
+		watch_backends_file(gw->cfg->backends_file);
 	rc = pthread_create(&pg_ctl.thread, NULL, control_main, gw);
 	if (rc) {
 		errno = rc;

@@ -16,6 +16,9 @@
  * --backends-file is drained when a re-read file no longer lists it. A
  * DELETEd member still listed in the file comes back on the next SIGHUP.
  *
+ * --backends-file is also re-read whenever it changes (inotify on its
+ * directory: written in place, or replaced by rename).
+ *
  * SIGHUP re-reads --backends-file (syncs membership) and --routing-config:
  * the routing config file is applied only if its content changed since it
  * was last read, so --strategy/--prefix-length/--concurrency-threshold

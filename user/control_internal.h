@@ -42,6 +42,8 @@ struct pg_ctl_state {
 	pthread_t thread;
 	bool running;
 	int lfd, sfd, efd; /* listener, signalfd, stop eventfd */
+	int ifd;                /* inotify on --backends-file's directory, or -1 */
+	const char *watch_base; /* the file's name in that directory */
 	uint16_t admin_port;
 	struct admin_conn conns[PG_ADMIN_MAX_CONNS];
 };

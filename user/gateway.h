@@ -23,6 +23,8 @@ extern const uint32_t pg_lat_bounds_us[PG_LAT_BUCKETS - 1];
 struct pg_worker_stats {
 	uint64_t route_lat[PG_LAT_BUCKETS]; /* request head parsed -> backend chosen */
 	uint64_t route_lat_sum_ns;
+	uint64_t send_lat[PG_LAT_BUCKETS];  /* request head parsed -> first byte sent to backend */
+	uint64_t send_lat_sum_ns;
 	uint64_t requests;       /* requests routed */
 	uint64_t key_fallbacks;  /* OpenAI body unusable as JSON: raw-bytes key */
 	uint64_t client_errors;  /* requests answered 4xx by the gateway */
@@ -41,6 +43,13 @@ struct pg_gateway {
 	struct pg_worker **workers;
 	struct pg_worker_stats *stats; /* nworkers entries */
 	int stop;                      /* set (atomically) to stop every thread */
+	/* Set (atomically) at SIGTERM/SIGINT, before stop: workers close their
+	 * listeners and idle keep-alive clients, in-flight requests finish
+	 * (lifecycle.h). */
+	int draining;
+	/* Requests admitted under --max-in-flight (lifecycle.h; only counted
+	 * when the cap is on). Its own cache line: every worker writes it. */
+	int64_t admitted __attribute__((aligned(64)));
 };
 
 static inline uint64_t pg_now_ns(void)
@@ -65,6 +74,7 @@ static inline void pg_route_cfg_load(const struct pg_gateway *gw, struct pg_rout
 	rc->strategy = (enum pg_strategy)__atomic_load_n(&st->strategy, __ATOMIC_RELAXED);
 	rc->prefix_length = __atomic_load_n(&st->prefix_length, __ATOMIC_RELAXED);
 	rc->concurrency_threshold = __atomic_load_n(&st->concurrency_threshold, __ATOMIC_RELAXED);
+	rc->load_signal = gw->cfg ? gw->cfg->load_signal : PG_LOAD_INFLIGHT;
 }
 
 /* Highest backend id in use (bounds scans of the backend table). */
@@ -84,5 +94,10 @@ const char *pg_backend_name(const struct pg_backend *b, char *buf, size_t len);
 
 /* Record one routing latency sample into a worker's histogram. */
 void pg_stats_route_latency(struct pg_worker_stats *st, uint64_t ns);
+
+/* Record one "request head parsed -> first request byte written to the
+ * backend" sample (routestats.c; the proxy calls it once per request, on
+ * the first completed send of the first attempt). */
+void pg_stats_send_latency(struct pg_worker_stats *st, uint64_t ns);
 
 #endif /* PG_GATEWAY_H */

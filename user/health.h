@@ -28,7 +28,17 @@ struct pg_health_state {
  * just became unhealthy, 0 otherwise. */
 int pg_health_result(struct pg_health_state *st, bool ok, unsigned rise, unsigned fall);
 
-/* Start / stop the checker thread (no thread when checks are off). */
+struct pg_scrape;
+
+/* Store a finished scrape's values into backend b (relaxed atomics,
+ * metrics_until_ms last with release order). */
+void pg_health_store_scrape(struct pg_backend *b, const struct pg_scrape *s,
+                            uint64_t valid_until_ms);
+
+/* Start / stop the checker thread (no thread when both health checks and
+ * --metrics-scrape-interval are off). The same thread scrapes each
+ * member's GET /metrics (HTTP/1.0, read to EOF, parsed by scrape.h) every
+ * --metrics-scrape-interval into the pg_backend scraped fields. */
 int pg_health_start(struct pg_gateway *gw, char *err, size_t errlen);
 void pg_health_stop(struct pg_gateway *gw);
 

@@ -3,18 +3,24 @@
  * prefixgate: prefix-aware HTTP router for LLM inference fleets.
  * Startup order: configuration -> shared routing state (BPF maps or shared
  * memory) -> membership and ring -> workers -> control thread; then wait for
- * SIGINT/SIGTERM and undo it all in reverse.
+ * SIGINT/SIGTERM and undo it all in reverse. With --user, privileges are
+ * dropped once everything privileged is done (privilege.h); at the first
+ * SIGINT/SIGTERM the gateway drains (lifecycle.h) before stopping.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/capability.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "control.h"
+#include "datapath.h"
 #include "health.h"
+#include "lifecycle.h"
 #include "log.h"
+#include "privilege.h"
 #include "worker.h"
 
 static const char *const strategy_names[] = {"random", "least_outstanding_requests",
@@ -45,10 +51,29 @@ static int open_state(struct pg_gateway *gw, const struct pg_config *cfg)
 	return rc;
 }
 
+/* --user: keep CAP_BPF only if bpf(2) calls happen at run time (the splice
+ * data paths update their maps per connection) and this kernel refuses them
+ * to an unprivileged user; then become the user. */
+static int drop_privileges(struct pg_gateway *gw, const struct pg_priv *priv)
+{
+	uint64_t keep = 0;
+	char err[512];
+
+	if (gw->maps.bpf && strcmp(pg_datapath_name(), "copy") &&
+	    pg_priv_bpf_ops_need_cap(priv, pg_maps_state_fd(&gw->maps)))
+		keep |= 1ull << CAP_BPF;
+	if (pg_priv_drop(priv, keep, err, sizeof(err))) {
+		pg_error("dropping privileges failed: %s", err);
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct pg_gateway gw = {0};
 	struct pg_config cfg;
+	struct pg_priv priv = {0};
 	char err[512], addr[32];
 	unsigned started = 0;
 	sigset_t sigs;
@@ -61,10 +86,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "prefixgate: %s\n(see prefixgate --help)\n", err);
 		return 2;
 	}
-	if (cfg.data_path == PG_DATA_SOCKMAP || cfg.data_path == PG_DATA_SOCKMSG) {
-		fprintf(stderr, "prefixgate: --data-path %s: this build forwards responses "
-				"in userspace only (use auto or copy)\n",
-			cfg.data_path == PG_DATA_SOCKMAP ? "sockmap" : "sockmsg");
+	/* Before any thread exists: what it sets is inherited by all. */
+	if (cfg.user && pg_priv_prepare(&priv, cfg.user, err, sizeof(err))) {
+		fprintf(stderr, "prefixgate: %s\n", err);
 		pg_config_free(&cfg);
 		return 2;
 	}
@@ -80,6 +104,12 @@ int main(int argc, char **argv)
 	gw.cfg = &cfg;
 	if (open_state(&gw, &cfg))
 		goto out_cfg;
+	/* data path (datapath.c): an explicit kernel path that cannot load exits 2 */
+	if (pg_datapath_init(&cfg, 0, err, sizeof(err))) {
+		fprintf(stderr, "prefixgate: %s\n", err);
+		status = 2;
+		goto out_maps;
+	}
 	if (pg_control_init(&gw, err, sizeof(err))) {
 		pg_error("%s", err);
 		goto out_maps;
@@ -109,18 +139,24 @@ int main(int argc, char **argv)
 		pg_control_stop(&gw);
 		goto out_workers;
 	}
+	if (cfg.user && drop_privileges(&gw, &priv)) {
+		pg_health_stop(&gw);
+		pg_control_stop(&gw);
+		goto out_workers;
+	}
 	inet_ntop(AF_INET, &cfg.listen.sin_addr, addr, sizeof(addr));
 	pg_info("listening on %s:%u with %u workers, strategy %s, PrefixLength %u, "
-		"ConcurrencyThreshold %u, data path copy",
+		"ConcurrencyThreshold %u, data path %s",
 		addr, ntohs(cfg.listen.sin_port), gw.nworkers,
 		strategy_names[gw.maps.state->strategy], gw.maps.state->prefix_length,
-		gw.maps.state->concurrency_threshold);
+		gw.maps.state->concurrency_threshold, pg_datapath_name());
 
 	sigdelset(&sigs, SIGHUP);
 	while (sigwait(&sigs, &sig) == 0 && sig != SIGINT && sig != SIGTERM)
 		;
 	pg_info("signal %d: stopping", sig);
 	status = 0;
+	pg_drain(&gw, cfg.shutdown_timeout_s, &sigs);
 	__atomic_store_n(&gw.stop, 1, __ATOMIC_RELAXED);
 	pg_health_stop(&gw);
 	pg_control_stop(&gw);
@@ -131,6 +167,7 @@ out_workers:
 	free(gw.workers);
 	free(gw.stats);
 out_maps:
+	pg_datapath_fini(); /* data path (datapath.c) */
 	pg_maps_close(&gw.maps);
 out_cfg:
 	pg_config_free(&cfg);

@@ -92,10 +92,58 @@ static void *map_mmap(int fd, size_t len)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-static int open_bpf(struct pg_maps *m, const char *pin_path, char *err, size_t errlen)
+/* Remove the pins of our maps under pin_path (after a version whose maps no
+ * longer match; we hold the pin path's lock, so nobody uses them). */
+static void unpin_stale(struct prefixgate_bpf *skel, const char *pin_path)
+{
+	struct bpf_map *map;
+	char path[512];
+
+	bpf_object__for_each_map(map, skel->obj) {
+		snprintf(path, sizeof(path), "%s/%s", pin_path, bpf_map__name(map));
+		if (unlink(path) == 0)
+			pg_warn("removed %s: pinned by another prefixgate version, its layout "
+				"differs from this one's",
+				path);
+	}
+}
+
+/* Open and load the skeleton, creating the maps or reusing those pinned
+ * under pin_path. */
+static int load_skel(struct pg_maps *m, const char *pin_path, char *err, size_t errlen)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .pin_root_path = pin_path);
+	int rc = 0;
+
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (m->skel) {
+			unpin_stale(m->skel, pin_path);
+			prefixgate_bpf__destroy(m->skel);
+		}
+		m->skel = prefixgate_bpf__open_opts(&opts);
+		if (!m->skel) {
+			rc = -errno;
+			snprintf(err, errlen, "opening the BPF object failed: %s", strerror(errno));
+			return rc;
+		}
+		rc = prefixgate_bpf__load(m->skel);
+		/* Only a layout mismatch is worth a second try. */
+		if (!rc || rc == -EPERM || rc == -EACCES)
+			break;
+	}
+	if (rc)
+		snprintf(err, errlen, "creating BPF maps under %s failed: %s%s", pin_path,
+			 strerror(-rc),
+			 rc == -EPERM || rc == -EACCES ? " (needs root or CAP_BPF; --no-bpf runs without)"
+						       : "");
+	return rc;
+}
+
+static int open_bpf(struct pg_maps *m, const char *pin_path, char *err, size_t errlen)
+{
 	struct prefixgate_bpf *skel;
+	char path[512];
+	bool reused;
 	int rc;
 
 	libbpf_set_print(libbpf_log);
@@ -105,21 +153,15 @@ static int open_bpf(struct pg_maps *m, const char *pin_path, char *err, size_t e
 	rc = lock_pin_path(m, pin_path, err, errlen);
 	if (rc)
 		return rc;
-	skel = prefixgate_bpf__open_opts(&opts);
-	if (!skel) {
-		rc = -errno;
-		snprintf(err, errlen, "opening the BPF object failed: %s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/pg_state", pin_path);
+	reused = access(path, F_OK) == 0;
+	rc = load_skel(m, pin_path, err, errlen);
+	if (rc)
 		return rc;
-	}
-	m->skel = skel;
-	rc = prefixgate_bpf__load(skel);
-	if (rc) {
-		snprintf(err, errlen,
-			 "creating BPF maps under %s failed: %s%s", pin_path, strerror(-rc),
-			 rc == -EPERM ? " (needs root or CAP_BPF; --no-bpf runs without)"
-				      : " (maps pinned by an older version? remove the pin path)");
-		return rc;
-	}
+	skel = m->skel;
+	if (reused)
+		pg_info("reusing the maps pinned at %s by a previous run; their counts are reset",
+			pin_path);
 	m->backends = map_mmap(bpf_map__fd(skel->maps.pg_backends),
 			       map_bytes(sizeof(struct pg_backend), PG_MAX_BACKENDS));
 	m->rings = map_mmap(bpf_map__fd(skel->maps.pg_rings),
@@ -183,17 +225,20 @@ void pg_maps_close(struct pg_maps *m)
 	m->rings = NULL;
 	m->state = NULL;
 	if (m->skel) {
-		/* Unpin: the state belongs to this process and is stale after it. */
-		bpf_object__unpin_maps(m->skel->obj, NULL);
+		/* The pins stay: bpftool can still read the last state, and the
+		 * next run on this pin path reuses the maps (resetting them). */
 		prefixgate_bpf__destroy(m->skel);
 		m->skel = NULL;
 	}
 	if (m->lock_fd != -1) {
-		if (m->bpf)
-			rmdir(m->pin_path); /* fails harmlessly if others pinned there */
 		close(m->lock_fd);
 		m->lock_fd = -1;
 	}
+}
+
+int pg_maps_state_fd(const struct pg_maps *m)
+{
+	return m->skel ? bpf_map__fd(m->skel->maps.pg_state) : -1;
 }
 
 size_t pg_maps_candidates(const struct pg_maps *m, uint64_t key_hash,

@@ -31,12 +31,19 @@ struct pg_maps {
  * pin_path (mounting bpffs at /sys/fs/bpf if needed); otherwise anonymous
  * shared memory. On failure returns -errno and a message naming the cause
  * in err. A pin path already used by a running prefixgate is refused
- * (-EBUSY). The state is reset: no stale in-flight counts survive a restart.
+ * (-EBUSY). Maps pinned there by a previous run (which may have been
+ * killed) are reused, and those of a version whose layout differs replaced.
+ * The state is reset: no stale in-flight counts survive a restart.
  */
 int pg_maps_open(struct pg_maps *m, bool use_bpf, const char *pin_path, char *err, size_t errlen);
 
-/* Unmap, and for BPF maps unpin them (the state belongs to this process). */
+/* Unmap and release the pin path. BPF maps stay pinned: bpftool can read
+ * the last state after exit, and the next run on the pin path reuses them
+ * (and resets them). Remove the directory to free them. */
 void pg_maps_close(struct pg_maps *m);
+
+/* fd of the pg_state BPF map (for probing bpf(2) permissions), or -1. */
+int pg_maps_state_fd(const struct pg_maps *m);
 
 /* Ring candidates for a key hash through the seqlock: never a half-built ring. */
 size_t pg_maps_candidates(const struct pg_maps *m, uint64_t key_hash,

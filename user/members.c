@@ -13,6 +13,7 @@
 #include "control.h"
 #include "control_internal.h"
 #include "log.h"
+#include "metrics.h"
 #include "ring.h"
 
 static uint16_t flags_load(const struct pg_backend *b)
@@ -96,6 +97,12 @@ int pg_ctl_add_one(struct pg_gateway *gw, const struct sockaddr_in *sa, uint8_t 
 	__atomic_store_n(&b->failures, 0, __ATOMIC_RELAXED);
 	for (int d = 0; d < PG_DEC_MAX; d++)
 		__atomic_store_n(&b->requests[d], 0, __ATOMIC_RELAXED);
+	/* The previous member's scraped numbers are not this one's. */
+	__atomic_store_n(&b->metrics_until_ms, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->waiting, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->running, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->kv_hit_tokens, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->kv_query_tokens, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->flags, PG_BACKEND_ACTIVE, __ATOMIC_RELEASE);
 	pg_ctl.origin[id] = origin;
 	pg_ctl.drain_since[id] = 0;
@@ -233,6 +240,8 @@ int pg_members_sync(struct pg_gateway *gw, char *const *list, size_t n, char *er
 void pg_control_tick(struct pg_gateway *gw, uint64_t now_ms)
 {
 	char name[PG_ADDR_STRLEN];
+
+	pg_metrics_sample(gw, now_ms);
 
 	for (int id = 1; id < PG_MAX_BACKENDS; id++) {
 		struct pg_backend *b = &gw->maps.backends[id];

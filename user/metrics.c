@@ -60,15 +60,6 @@ static size_t snapshot(const struct pg_gateway *gw, struct member *m)
 	return n;
 }
 
-/* Sum of one uint64_t field of struct pg_worker_stats over the workers. */
-#define STAT_SUM(gw, field)                                                                        \
-	({                                                                                         \
-		uint64_t s_ = 0;                                                                   \
-		for (unsigned w_ = 0; (gw)->stats && w_ < (gw)->nworkers; w_++)                    \
-			s_ += __atomic_load_n(&(gw)->stats[w_].field, __ATOMIC_RELAXED);           \
-		s_;                                                                                \
-	})
-
 static void counters(const struct pg_gateway *gw, struct pg_buf *o)
 {
 	static const struct {
@@ -105,16 +96,22 @@ static void counters(const struct pg_gateway *gw, struct pg_buf *o)
 	}
 }
 
-static void latency(const struct pg_gateway *gw, struct pg_buf *o)
+/* A latency histogram from the per-worker buckets at offset lat (uint64_t
+ * [PG_LAT_BUCKETS]) and their sum in ns at offset sum. */
+static void histogram(const struct pg_gateway *gw, struct pg_buf *o, const char *h,
+                      const char *help, size_t lat, size_t sum)
 {
-	const char *h = "prefixgate_routing_latency_microseconds";
-	uint64_t cum = 0, sum_ns = STAT_SUM(gw, route_lat_sum_ns);
+	uint64_t cum = 0, sum_ns = 0;
 
-	family(o, h, "histogram",
-	       "Time from a request's head being parsed to its backend being chosen, "
-	       "microseconds.");
+	family(o, h, "histogram", help);
+	for (unsigned w = 0; gw->stats && w < gw->nworkers; w++)
+		sum_ns += __atomic_load_n((const uint64_t *)((const char *)&gw->stats[w] + sum),
+		                          __ATOMIC_RELAXED);
 	for (unsigned b = 0; b < PG_LAT_BUCKETS; b++) {
-		cum += STAT_SUM(gw, route_lat[b]);
+		for (unsigned w = 0; gw->stats && w < gw->nworkers; w++)
+			cum += __atomic_load_n((const uint64_t *)((const char *)&gw->stats[w] + lat) +
+			                           b,
+			                       __ATOMIC_RELAXED);
 		if (b < PG_LAT_BUCKETS - 1)
 			pg_buf_printf(o, "%s_bucket{le=\"%u\"} %llu\n", h, pg_lat_bounds_us[b],
 			              (unsigned long long)cum);
@@ -125,6 +122,20 @@ static void latency(const struct pg_gateway *gw, struct pg_buf *o)
 	pg_buf_printf(o, "%s_sum %llu.%03llu\n%s_count %llu\n", h,
 	              (unsigned long long)(sum_ns / 1000), (unsigned long long)(sum_ns % 1000), h,
 	              (unsigned long long)cum);
+}
+
+static void latency(const struct pg_gateway *gw, struct pg_buf *o)
+{
+	histogram(gw, o, "prefixgate_routing_latency_microseconds",
+	          "Time from a request's head being parsed to its backend being chosen, "
+	          "microseconds.",
+	          offsetof(struct pg_worker_stats, route_lat),
+	          offsetof(struct pg_worker_stats, route_lat_sum_ns));
+	histogram(gw, o, "prefixgate_dispatch_latency_microseconds",
+	          "Time from a request's head being parsed to its first byte being written to "
+	          "the backend, microseconds.",
+	          offsetof(struct pg_worker_stats, send_lat),
+	          offsetof(struct pg_worker_stats, send_lat_sum_ns));
 }
 
 void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
@@ -192,4 +203,5 @@ void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 	family(o, "prefixgate_concurrency_threshold", "gauge",
 	       "ConcurrencyThreshold of prefix-aware routing.");
 	pg_buf_printf(o, "prefixgate_concurrency_threshold %u\n", rc.concurrency_threshold);
+	pg_metrics_ops_render(gw, o);
 }

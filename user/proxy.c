@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 #include <netinet/tcp.h>
 #include <unistd.h>
+#include "datapath.h"
 #include "log.h"
 #include "route.h"
 #include "worker.h"
@@ -129,6 +130,7 @@ static void upstream_close(struct pg_worker *w, struct pg_upstream *u)
 {
 	if (u->in_pool)
 		pool_remove(w, u);
+	pg_dp_upstream_closing(w, u); /* kernel state goes while the fd is open */
 	u->c = NULL;
 	pg_sock_close(w, &u->s);
 }
@@ -146,6 +148,8 @@ static void request_reset(struct pg_worker *w, struct pg_client *c)
 	free(c->hdr_key);
 	c->fwd = c->kbuf = c->hdr_key = NULL;
 	c->fwd_len = c->fwd_cap = c->klen = c->kcap = c->hdr_key_len = 0;
+	c->fwd_head = 0;
+	c->fwd_close = false;
 	memset(&c->tried, 0, sizeof(c->tried));
 	c->attempts = 0;
 	c->t0_ns = 0;
@@ -260,6 +264,7 @@ static bool request_head(struct pg_worker *w, struct pg_client *c)
 		c->hdr_key_len = req.key.len;
 	}
 	build_forward_head(c, &req);
+	c->fwd_head = c->fwd_len;
 	if (req.expect_continue && req.body != PG_BODY_NONE)
 		pg_sock_queue_copy(w, &c->s, "HTTP/1.1 100 Continue\r\n\r\n", 25);
 	in_consume(c, (size_t)n);
@@ -298,7 +303,8 @@ static struct pg_upstream *pool_get(struct pg_worker *w, uint16_t id)
 	return NULL;
 }
 
-static struct pg_upstream *upstream_new(struct pg_worker *w, uint16_t id)
+static struct pg_upstream *upstream_new(struct pg_worker *w, uint16_t id, struct pg_client *c,
+				       enum pg_dp_path path)
 {
 	const struct pg_backend *b = &w->gw->maps.backends[id];
 	struct sockaddr_in sa = {.sin_family = AF_INET};
@@ -322,6 +328,8 @@ static struct pg_upstream *upstream_new(struct pg_worker *w, uint16_t id)
 	u->connecting = true;
 	sa.sin_addr.s_addr = b->ipv4;
 	sa.sin_port = htons(b->port);
+	u->path = (uint8_t)path;
+	pg_dp_upstream_setup(w, u, c, &sa); /* on failure u->path is copy */
 	pg_sock_connect(w, &u->s, &sa);
 	return u;
 }
@@ -329,19 +337,40 @@ static struct pg_upstream *upstream_new(struct pg_worker *w, uint16_t id)
 static void attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why,
 			   bool mark_down);
 
+/* A spliced response ends with the backend's FIN: ask for it. */
+static void fwd_add_close(struct pg_client *c)
+{
+	static const char hdr[] = "Connection: close\r\n";
+	size_t n = sizeof(hdr) - 1, at = c->fwd_head - 2; /* before the blank line */
+
+	if (c->fwd_close)
+		return;
+	buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, hdr, n);
+	memmove(c->fwd + at + n, c->fwd + at, c->fwd_len - n - at);
+	memcpy(c->fwd + at, hdr, n);
+	c->fwd_head += n;
+	c->fwd_close = true;
+}
+
 /* Send the request to backend id (pooled connection unless fresh). */
 static void attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned decision,
 		    bool fresh)
 {
-	struct pg_upstream *u = fresh ? NULL : pool_get(w, id);
+	enum pg_dp_path path = pg_dp_choose(w, id, c->head_method);
+	struct pg_upstream *u;
 
+	if (path != PG_DP_COPY) {
+		fresh = true; /* one connection per spliced response */
+		fwd_add_close(c);
+	}
+	u = fresh ? NULL : pool_get(w, id);
 	c->backend = id;
 	c->attempts++;
 	pg_idset_add(&c->tried, id);
 	pg_inflight_take(w->gw, id, decision);
 	c->counted = true;
 	if (!u)
-		u = upstream_new(w, id);
+		u = upstream_new(w, id, c, path);
 	if (!u) {
 		attempt_failed(w, c, strerror(errno), false);
 		return;
@@ -601,6 +630,8 @@ void pg_client_sent(struct pg_worker *w, struct pg_client *c)
 		}
 		return;
 	}
+	if (pg_dp_client_sent(w, c))
+		return;
 	if (c->up && !c->up->s.want_recv && !c->up->s.closed && c->s.qbytes < PG_RESP_QUEUE_MAX / 2)
 		pg_sock_recv(w, &c->up->s);
 }
@@ -719,6 +750,7 @@ static bool forward_body(struct pg_worker *w, struct pg_upstream *u, char *data,
 		}
 		break;
 	case PG_R_EOF:
+	case PG_R_SPLICE:
 		take = len;
 		break;
 	default:
@@ -763,7 +795,7 @@ static void response_head(struct pg_worker *w, struct pg_upstream *u)
 		u->hlen -= (size_t)n;
 	}
 	c->resp_started = true;
-	u->keep_alive = resp.keep_alive;
+	u->keep_alive = resp.keep_alive && u->path == PG_DP_COPY;
 	switch (resp.body) {
 	case PG_BODY_LENGTH:
 		u->left = resp.content_length;
@@ -789,8 +821,11 @@ static void response_head(struct pg_worker *w, struct pg_upstream *u)
 	}
 	/* Body bytes that came with the head. */
 	forward_body(w, u, u->hbuf + n, u->hlen, -1);
-	if (!u->s.closed)
+	if (!u->s.closed) {
 		u->hlen = 0;
+		if (u->path != PG_DP_COPY && c->up == u)
+			pg_dp_body_start(w, u); /* the rest of the body via the kernel */
+	}
 }
 
 bool pg_upstream_data(struct pg_worker *w, struct pg_upstream *u, char *data, size_t len, int bid)
@@ -799,8 +834,14 @@ bool pg_upstream_data(struct pg_worker *w, struct pg_upstream *u, char *data, si
 		upstream_close(w, u); /* an idle connection must not speak */
 		return false;
 	}
-	if (u->rstate != PG_R_HEAD)
-		return forward_body(w, u, data, len, bid);
+	u->rx += len;
+	if (u->rstate != PG_R_HEAD) {
+		bool kept = forward_body(w, u, data, len, bid);
+
+		if (u->rstate == PG_R_SPLICE && !u->s.closed)
+			pg_dp_forwarded(w, u);
+		return kept;
+	}
 	if (u->hlen + len > PG_HTTP_MAX_HEAD) {
 		attempt_failed(w, u->c, "response head too large", true);
 		return false;
@@ -818,7 +859,7 @@ void pg_upstream_eof(struct pg_worker *w, struct pg_upstream *u, int err)
 		upstream_close(w, u);
 		return;
 	}
-	if (u->rstate == PG_R_EOF && !err) {
+	if ((u->rstate == PG_R_EOF || u->rstate == PG_R_SPLICE) && !err) {
 		u->keep_alive = false;
 		response_end(w, c, u);
 	} else if (u->rstate == PG_R_HEAD && !c->resp_started) {
@@ -883,6 +924,7 @@ void pg_proxy_tick(struct pg_worker *w)
 	const struct pg_backend *bs = w->gw->maps.backends;
 	struct pg_client *c, *next;
 
+	pg_dp_tick(w);
 	for (c = w->clients; c; c = next) {
 		next = c->next;
 		if (c->state == PG_C_LINGER && w->now_ms >= c->linger_until_ms)

@@ -23,12 +23,21 @@ struct pg_route_input {
  * Compute the key of a request and choose its backend. exclude: backends
  * already tried (may be NULL). Returns the chosen id (0: none usable) with
  * the key and the choice filled in. Does not touch in-flight counts.
+ * For real traffic (the workers): a chosen request is also recorded in the
+ * routing statistics (routestats.h: predicted hit, hot keys, and with
+ * --shadow what PREFIX_AWARE would have chosen).
  */
 uint16_t pg_route(struct pg_gateway *gw, const struct pg_route_input *in,
 		  const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
 		  struct pg_choice *choice);
 
-/* Re-choose for a request whose key is known (after a failed attempt). */
+/* The same decision with no side effect at all: the admin dry run. */
+uint16_t pg_route_dry(struct pg_gateway *gw, const struct pg_route_input *in,
+		      const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
+		      struct pg_choice *choice);
+
+/* Re-choose for a request whose key is known (after a failed attempt); not
+ * recorded again in the routing statistics. */
 uint16_t pg_route_again(struct pg_gateway *gw, const struct pg_key *key,
 			const struct pg_idset *exclude, uint64_t rnd, struct pg_choice *choice);
 

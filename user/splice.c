@@ -573,7 +573,37 @@ int pg_splice_route_del(struct pg_splice *sp, int proxy_fd, const struct sockadd
 	rc = route_key(proxy_fd, backend, &t);
 	if (rc)
 		return rc;
+	bpf_map_delete_elem(bpf_map__fd(sp->skel->maps.splice_gates), &t);
 	if (bpf_map_delete_elem(bpf_map__fd(sp->skel->maps.splice_routes), &t))
+		return -errno;
+	return 0;
+}
+
+int pg_splice_route_gate(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend,
+                         __u64 gate)
+{
+	struct pg_splice_tuple t;
+	int rc;
+
+	if (!(sp->modes & PG_SPLICE_MSG))
+		return -EOPNOTSUPP;
+	rc = route_key(proxy_fd, backend, &t);
+	if (rc)
+		return rc;
+	if (bpf_map_update_elem(bpf_map__fd(sp->skel->maps.splice_gates), &t, &gate, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+int pg_splice_peer_get(struct pg_splice *sp, int backend_fd, struct pg_splice_peer *out)
+{
+	__u64 bkey;
+	int rc;
+
+	rc = pg_splice_cookie(backend_fd, &bkey);
+	if (rc)
+		return rc;
+	if (bpf_map_lookup_elem(bpf_map__fd(sp->skel->maps.splice_peers), &bkey, out))
 		return -errno;
 	return 0;
 }

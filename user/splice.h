@@ -119,7 +119,21 @@ int pg_splice_route_add(struct pg_splice *sp, int proxy_fd, const struct sockadd
                         int client_fd, __u64 budget, __u64 remaining);
 int pg_splice_route_get(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend,
                         struct pg_splice_peer *out);
+/* Removes the route and its gate. */
 int pg_splice_route_del(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend);
+
+/*
+ * msg path: set the route's gate (PG_SPLICE_GATE(open_at, generation), or
+ * PG_SPLICE_GATE_CLOSED; see pg_splice.h). Set it closed before connect()
+ * when the proxy reads the response head itself; open it at the count of
+ * backend bytes received once all of them are in the client's write queue.
+ */
+int pg_splice_route_gate(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend,
+                         __u64 gate);
+
+/* skb path: the program's counters and flags of a paired backend socket
+ * (cheaper than pg_splice_progress: no TCP counters of the client). */
+int pg_splice_peer_get(struct pg_splice *sp, int backend_fd, struct pg_splice_peer *out);
 
 /* The cookie that keys a socket in the splice maps (SO_COOKIE). */
 int pg_splice_cookie(int fd, __u64 *cookie);

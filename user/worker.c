@@ -22,6 +22,8 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <poll.h>
+#include "datapath.h"
 #include "log.h"
 #include "worker.h"
 
@@ -242,6 +244,17 @@ void pg_sock_close(struct pg_worker *w, struct pg_sock *s)
 	bury(w, s);
 }
 
+void pg_sock_poll_rdhup(struct pg_worker *w, struct pg_sock *s)
+{
+	struct io_uring_sqe *sqe = pg_sqe(w);
+
+	/* One-shot: spliced sockets report spurious POLLIN, so only the peer's
+	 * FIN (or an error, always reported) completes it. */
+	io_uring_prep_poll_add(sqe, s->fd, POLLRDHUP);
+	io_uring_sqe_set_data64(sqe, ud_pack(s, PG_OP_POLL));
+	s->refs++;
+}
+
 static void sock_put(struct pg_worker *w, struct pg_sock *s)
 {
 	s->refs--;
@@ -363,6 +376,8 @@ static void on_recv(struct pg_worker *w, struct pg_sock *s, struct io_uring_cqe 
 	if (!more) {
 		if (res != 0 && !s->closed && s->want_recv && !s->starved)
 			pg_sock_recv(w, s);
+		else if (!s->closed && !s->recv_armed && s->kind == PG_SOCK_UPSTREAM)
+			pg_dp_recv_ended(w, (struct pg_upstream *)s);
 		sock_put(w, s);
 	}
 }
@@ -423,6 +438,14 @@ static void handle_cqe(struct pg_worker *w, struct io_uring_cqe *cqe)
 		sock_put(w, s);
 		break;
 	}
+	case PG_OP_POLL: {
+		struct pg_sock *s = p;
+
+		if (!s->closed)
+			pg_dp_polled(w, (struct pg_upstream *)s, cqe->res);
+		sock_put(w, s);
+		break;
+	}
 	case PG_OP_TIMEOUT:
 	case PG_OP_CANCEL:
 		sock_put(w, p);
@@ -476,8 +499,10 @@ static void *worker_main(void *arg)
 	while (!__atomic_load_n(&w->gw->stop, __ATOMIC_RELAXED)) {
 		struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = 100 * 1000000};
 		struct io_uring_cqe *cqe;
-		unsigned head, n = 0;
+		unsigned head, n = 0, wait_ms = pg_dp_next_ms(w);
 
+		if (wait_ms < 100)
+			ts.tv_nsec = (long long)wait_ms * 1000000;
 		io_uring_submit_and_wait_timeout(&w->ring, &cqe, 1, &ts, NULL);
 		w->now_ms = pg_now_ms();
 		io_uring_for_each_cqe(&w->ring, head, cqe)
@@ -486,6 +511,8 @@ static void *worker_main(void *arg)
 			n++;
 		}
 		io_uring_cq_advance(&w->ring, n);
+		if (w->dp_wait)
+			pg_dp_run(w);
 		free_graveyard(w, false);
 		if (w->now_ms - last_tick >= 100) {
 			last_tick = w->now_ms;

@@ -47,6 +47,7 @@ enum pg_op {
 	PG_OP_CONNECT = 4,
 	PG_OP_TIMEOUT = 5, /* link timeout of a connect */
 	PG_OP_CANCEL = 6,
+	PG_OP_POLL = 7, /* POLLRDHUP on a spliced backend socket (datapath.c) */
 };
 
 /* A piece of output waiting to be sent: heap data, or a provided buffer
@@ -120,6 +121,8 @@ struct pg_client {
 	size_t hdr_key_len;
 	char *fwd;        /* rewritten head + held body: what an attempt sends */
 	size_t fwd_len, fwd_cap;
+	size_t fwd_head;  /* length of the head in fwd */
+	bool fwd_close;   /* "Connection: close" added to it (spliced attempt) */
 	uint64_t streamed; /* body bytes sent after fwd (no retry once > 0) */
 	struct pg_key key;
 	struct pg_choice choice;
@@ -129,7 +132,24 @@ struct pg_client {
 	struct pg_upstream *up;
 };
 
-enum pg_resp_state { PG_R_HEAD, PG_R_LENGTH, PG_R_CHUNKED, PG_R_EOF, PG_R_DONE };
+/* PG_R_SPLICE: the body goes through the kernel (datapath.c); the proxy
+ * forwards whatever falls back to it, and the backend's FIN ends it. */
+enum pg_resp_state { PG_R_HEAD, PG_R_LENGTH, PG_R_CHUNKED, PG_R_EOF, PG_R_DONE, PG_R_SPLICE };
+
+/* Data path of one backend connection (datapath.h). */
+enum pg_dp_path { PG_DP_COPY = 0, PG_DP_SKB = 1, PG_DP_MSG = 2 };
+
+/* Where a spliced response stands (datapath.c has the transitions). */
+enum pg_dp_state {
+	PG_SP_NONE = 0,   /* copying (or head not read yet) */
+	PG_SP_MSG,        /* msg route in place; gate at gate_at */
+	PG_SP_STOPPING,   /* skb: multishot recv cancelled, waiting for its last CQE */
+	PG_SP_DRAIN,      /* skb: reading the socket to EAGAIN, then waiting for the
+	                   * client's queue to empty before pairing */
+	PG_SP_PAIRED,     /* skb: kernel redirects; POLLRDHUP armed */
+	PG_SP_WAIT,       /* skb: FIN or fall-back seen; waiting until drained */
+	PG_SP_COPY,       /* skb: drained; passed bytes and EOF read by the proxy */
+};
 
 struct pg_upstream {
 	struct pg_sock s; /* first member */
@@ -148,6 +168,18 @@ struct pg_upstream {
 	size_t hlen, hcap;
 	uint64_t left;     /* Content-Length bytes to go */
 	struct pg_chunked ch;
+	/* Kernel data path (datapath.c). */
+	uint8_t path;        /* enum pg_dp_path */
+	uint8_t sstate;      /* enum pg_dp_state */
+	bool polling;        /* POLLRDHUP outstanding */
+	bool on_wait;        /* on the worker's dp_wait list */
+	uint16_t gate_gen;   /* msg: generation of the last gate opening */
+	uint64_t rx;         /* bytes received from the backend */
+	uint64_t gate_at;    /* msg: open_at last published, or PG_SPLICE_GATE_CLOSED */
+	uint64_t wait_at_ms; /* skb WAIT: next drained check */
+	uint32_t wait_ms;    /* skb WAIT: current back-off */
+	struct sockaddr_in sa; /* backend address (msg route key) */
+	struct pg_upstream *wait_next;
 };
 
 struct pg_worker {
@@ -171,6 +203,7 @@ struct pg_worker {
 	struct pg_worker_stats *stats;
 	uint64_t rng;
 	uint64_t now_ms; /* refreshed once per loop turn */
+	struct pg_upstream *dp_wait; /* skb connections waiting to be drained */
 	char err[256];
 };
 
@@ -190,6 +223,7 @@ void pg_sock_queue_copy(struct pg_worker *w, struct pg_sock *s, const void *data
 void pg_sock_flush(struct pg_worker *w, struct pg_sock *s);
 void pg_sock_connect(struct pg_worker *w, struct pg_sock *s, const struct sockaddr_in *sa);
 void pg_sock_close(struct pg_worker *w, struct pg_sock *s);
+void pg_sock_poll_rdhup(struct pg_worker *w, struct pg_sock *s);
 void pg_buf_return(struct pg_worker *w, int bid);
 uint64_t pg_worker_rand(struct pg_worker *w);
 

@@ -2,7 +2,8 @@
 """prefixgate end-to-end tests: real prefixgate and mockllm processes on
 loopback, one fresh fleet per test. TAP output; every wait is bounded.
 
-usage: e2e.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
+usage: e2e.py --build DIR [--tools DIR] --mode shm|bpf
+              [--data-path auto|copy|sockmap|sockmsg] [-k SUBSTRING]
   shm: --no-bpf (routing state in shared memory)
   bpf: routing state in pinned BPF maps (root; skipped with the reason if not)
 """
@@ -559,6 +560,79 @@ def client_abort_releases_slot(opts):
         f.stop()
 
 
+def _proc_cpu_s(pid):
+    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss_kib(pid):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _tcp_mem_kib():
+    for line in open("/proc/net/sockstat"):
+        if line.startswith("TCP:"):
+            f = line.split()
+            return int(f[f.index("mem") + 1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+    return 0
+
+
+@test
+def stalled_reader_bounded(opts):
+    """A client that stops reading a 1 GiB response: gateway RSS and kernel
+    TCP memory stay bounded, the (non-blocking) backend does not spin, and
+    the rest arrives intact once the client reads again."""
+    f = Fleet(opts, 1)
+    try:
+        n = 1 << 30
+        port, mock = f.mocks["b0"]
+        rss0, mem0 = _rss_kib(f.gw.pid), _tcp_mem_kib()
+        s = socket.create_connection(("127.0.0.1", f.port), timeout=20)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 256 * 1024)
+        s.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
+                  b"X-Mock-Response-Bytes: %d\r\n\r\nx" % n)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += s.recv(65536)
+        got = len(buf) - buf.index(b"\r\n\r\n") - 4
+        while got < (1 << 20):
+            got += len(s.recv(65536))
+        time.sleep(1.0)  # let every buffer on the way fill up
+        c0 = _proc_cpu_s(mock.pid) + _proc_cpu_s(f.gw.pid)
+        time.sleep(3.0)
+        cpu = _proc_cpu_s(mock.pid) + _proc_cpu_s(f.gw.pid) - c0
+        rss, mem = _rss_kib(f.gw.pid) - rss0, _tcp_mem_kib() - mem0
+        print("# stalled: gateway RSS +%d KiB, kernel TCP memory +%d KiB, "
+              "backend+gateway CPU %.2f s in 3 s" % (rss, mem, cpu))
+        assert rss < 64 * 1024, "gateway RSS grew %d KiB" % rss
+        assert mem < 96 * 1024, "kernel TCP memory grew %d KiB" % mem
+        assert cpu < 0.3, "backend or gateway busy while the client stalls: %.2f s" % cpu
+        tail = b""
+        while got < n:
+            d = s.recv(1 << 20)
+            assert d, "EOF after %d of %d bytes" % (got, n)
+            off = got % 16
+            # spot check: every 16-byte line is its own offset
+            if len(d) > 64 and got // (1 << 26) != (got + len(d)) // (1 << 26):
+                i = (16 - off) % 16
+                line = d[i:i + 16]
+                if len(line) == 16:
+                    assert line == b"%015d\n" % (got + i), (got + i, line)
+            got += len(d)
+            tail = (tail + d)[-64:]
+        assert got == n, (got, n)
+        assert tail == b"".join(b"%015d\n" % o for o in range(n - 64, n, 16)), tail
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert s.recv(4096).startswith(b"HTTP/1.1"), "keep-alive broken after the stall"
+        s.close()
+        assert f.idle()
+    finally:
+        f.stop()
+
+
 @test
 def admin_api(opts):
     """The admin API answers what DESIGN.md lists."""
@@ -625,10 +699,16 @@ def bpftool_reads_state(opts):
         p = subprocess.run(["bpftool", "map", "dump", "pinned", f.pin + "/pg_state"],
                            capture_output=True, text=True, timeout=10)
         assert "ring_generation" in p.stdout and "prefix_length" in p.stdout, p.stdout
+        # The maps stay pinned after a clean exit: bpftool reads the last state.
+        f.gw.send_signal(signal.SIGTERM)
+        assert f.gw.wait(15) == 0, "gateway exit code %s" % f.gw.returncode
+        p = subprocess.run(["bpftool", "map", "dump", "pinned", f.pin + "/pg_backends"],
+                           capture_output=True, text=True, timeout=10)
+        assert p.returncode == 0 and "in_flight" in p.stdout, "pins gone after exit: " + p.stderr
     finally:
         rc = f.stop()
     assert rc == 0, "gateway exit code %s" % rc
-    assert not os.path.exists(f.pin), "pin path left behind"
+    assert not os.path.exists(f.pin), "the harness left the pin dir behind"
 
 
 # --- runner ---------------------------------------------------------------------
@@ -642,6 +722,8 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--tools")
     ap.add_argument("--mode", choices=("shm", "bpf"), default="shm")
+    ap.add_argument("--data-path", choices=("auto", "copy", "sockmap", "sockmsg"),
+                    help="passed to prefixgate (sockmap/sockmsg need --mode bpf)")
     ap.add_argument("-k", default="")
     opts = ap.parse_args()
     opts.tools = opts.tools or opts.build
@@ -655,7 +737,8 @@ def main():
     signal.signal(signal.SIGALRM, on_alarm)
     failed = 0
     for i, t in enumerate(tests, 1):
-        name = "%s [%s]" % (t.__name__, opts.mode)
+        name = "%s [%s%s]" % (t.__name__, opts.mode,
+                              "/" + opts.data_path if opts.data_path else "")
         if skip_all:
             print("ok %d - %s # SKIP %s" % (i, name, skip_all))
             continue

@@ -3,6 +3,7 @@ prefixgate, real processes on loopback, torn down after each test."""
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -31,10 +32,10 @@ def wait_until(pred, timeout=5.0, step=0.02):
         time.sleep(step)
 
 
-def http_get(port, path, timeout=5.0):
+def http_get(port, path, timeout=5.0, headers=None):
     try:
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-        c.request("GET", path)
+        c.request("GET", path, headers=headers or {})
         r = c.getresponse()
         body = r.read()
         c.close()
@@ -56,8 +57,12 @@ def mock_pattern(n):
 class Fleet:
     """N mockllm backends behind one prefixgate."""
 
-    def __init__(self, opts, n=3, gw_args=(), mock_args=None, start_gateway=True):
+    def __init__(self, opts, n=3, gw_args=(), mock_args=None, start_gateway=True,
+                 admin_token=None):
         self.opts = opts
+        # sent as "Authorization: Bearer" on admin requests (--admin-token)
+        self.admin_token = admin_token
+        self.pins = set()  # bpf mode: pin dirs this fleet's gateways used
         self.tmp = os.path.join(opts.build, "e2e-tmp", str(os.getpid()))
         os.makedirs(self.tmp, exist_ok=True)
         self.mocks = {}  # name -> (port, Popen)
@@ -70,11 +75,22 @@ class Fleet:
 
     # --- processes ---------------------------------------------------------
     def add_mock(self, name, args=()):
-        port = free_port()
-        log = open(os.path.join(self.tmp, "mock-%s.log" % name), "w")
+        # Port 0: mockllm binds a free port itself and logs it (no race with
+        # other processes picking ports).
+        path = os.path.join(self.tmp, "mock-%s.log" % name)
+        log = open(path, "w")
         p = subprocess.Popen([os.path.join(self.opts.tools, "mockllm"), "--listen",
-                              "127.0.0.1:%d" % port, "--id", name] + list(args),
+                              "127.0.0.1:0", "--id", name] + list(args),
                              stdout=log, stderr=subprocess.STDOUT)
+
+        def logged_port():
+            m = re.search(r"listening on \S+ port (\d+)", open(path).read())
+            return int(m.group(1)) if m else None
+
+        port = wait_until(logged_port, 5)
+        if not port:
+            p.kill()
+            raise RuntimeError("mockllm %s did not start" % name)
         self.mocks[name] = (port, p)
         ok = wait_until(lambda: http_get(port, "/health", 0.5)[0] == 200, 5)
         if not ok:
@@ -95,7 +111,11 @@ class Fleet:
                 return n
         return None
 
-    def start_gateway(self, args=(), backends=None, extra_backends=()):
+    def admin_headers(self):
+        return {"Authorization": "Bearer " + self.admin_token} if self.admin_token else {}
+
+    def start_gateway(self, args=(), backends=None, extra_backends=(), pin=None):
+        """Start prefixgate; pin: reuse that --bpf-pin-path (bpf mode)."""
         self.port = free_port()
         self.admin_port = free_port()
         cmd = [os.path.join(self.opts.build, "prefixgate"),
@@ -104,7 +124,8 @@ class Fleet:
         if self.opts.mode == "shm":
             cmd.append("--no-bpf")
         else:
-            self.pin = "/sys/fs/bpf/pg-e2e-%d-%d" % (os.getpid(), self.port)
+            self.pin = pin or "/sys/fs/bpf/pg-e2e-%d-%d" % (os.getpid(), self.port)
+            self.pins.add(self.pin)
             cmd += ["--bpf-pin-path", self.pin]
         if getattr(self.opts, "data_path", None):
             cmd += ["--data-path", self.opts.data_path]
@@ -115,7 +136,8 @@ class Fleet:
         cmd += list(args)
         self.gw_log = os.path.join(self.tmp, "gateway-%d.log" % self.port)
         self.gw = subprocess.Popen(cmd, stdout=open(self.gw_log, "w"), stderr=subprocess.STDOUT)
-        if not wait_until(lambda: http_get(self.admin_port, "/health", 0.5)[0] == 200, 5):
+        if not wait_until(lambda: http_get(self.admin_port, "/health", 0.5,
+                                           self.admin_headers())[0] == 200, 5):
             raise RuntimeError("prefixgate did not start:\n" + open(self.gw_log).read()[-2000:])
 
     def stop(self):
@@ -131,6 +153,9 @@ class Fleet:
         for port, p in self.mocks.values():
             p.kill()
             p.wait(5)
+        # Maps stay pinned after prefixgate exits (for bpftool): remove ours.
+        for pin in self.pins:
+            shutil.rmtree(pin, ignore_errors=True)
         # Under ASan/UBSan (make test-asan) a report in the log fails the test.
         log = self.log()
         for marker in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
@@ -163,7 +188,7 @@ class Fleet:
         c = http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=10)
         if body is not None and not isinstance(body, (bytes, str)):
             body = json.dumps(body)
-        c.request(method, path, body=body)
+        c.request(method, path, body=body, headers=self.admin_headers())
         r = c.getresponse()
         data = r.read()
         c.close()
@@ -191,7 +216,7 @@ class Fleet:
                           timeout)
 
     def metrics(self):
-        return http_get(self.admin_port, "/metrics")[1].decode()
+        return http_get(self.admin_port, "/metrics", 5.0, self.admin_headers())[1].decode()
 
 
 def check_echo(status, headers, body_sent):

@@ -364,9 +364,86 @@ static void test_lor_tie_spread(void **state)
 	}
 }
 
+/*
+ * --load-signal: which backend least-outstanding picks, per signal, for
+ * LOR and for the prefix_aware fallback (the threshold still compares
+ * in_flight only). Backends: in_flight, scraped waiting / running, and
+ * whether the scrape is still fresh at NOW.
+ */
+static void test_load_signal(void **state)
+{
+	static const struct {
+		int32_t in_flight;
+		uint32_t waiting, running;
+		bool fresh;
+	} bes[] = {
+	    [1] = {1, 9, 1, true},  /* inflight 1, both 10, backend 10 */
+	    [2] = {3, 0, 2, true},  /* inflight 3, both 3, backend 2 */
+	    [3] = {2, 5, 0, true},  /* inflight 2, both 7, backend 5 */
+	    [4] = {4, 0, 0, false}, /* stale: 4 whatever the signal */
+	};
+	static const struct {
+		enum pg_load_signal sig;
+		uint16_t want;
+	} cases[] = {
+	    {PG_LOAD_INFLIGHT, 1},
+	    {PG_LOAD_BOTH, 2},
+	    {PG_LOAD_BACKEND, 2},
+	};
+	static const enum pg_strategy strategies[] = {PG_STRATEGY_LEAST_OUTSTANDING,
+	                                              PG_STRATEGY_PREFIX_AWARE};
+	const uint16_t cand[] = {4}; /* at the threshold: prefix_aware falls back */
+
+	(void)state;
+	memset(table, 0, sizeof(table));
+	for (unsigned id = 1; id <= 4; id++) {
+		table[id].flags = A;
+		table[id].in_flight = bes[id].in_flight;
+		table[id].waiting = bes[id].waiting;
+		table[id].running = bes[id].running;
+		table[id].metrics_until_ms = bes[id].fresh ? NOW + 1 : NOW;
+	}
+	for (size_t s = 0; s < 2; s++) {
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			struct pg_route_cfg cfg = {.strategy = strategies[s],
+			                           .concurrency_threshold = 4,
+			                           .load_signal = cases[i].sig};
+			struct pg_choice out;
+			uint16_t got = pg_balance(&cfg, table, 4, cand, 1, NULL, NOW, 7, false, &out);
+
+			if (got != cases[i].want)
+				fail_msg("strategy %d signal %d: got %u, want %u", strategies[s],
+				         cases[i].sig, got, cases[i].want);
+		}
+	}
+	/* The threshold compares in_flight only: a first candidate with a long
+	 * backend queue but in_flight under the threshold keeps its key. */
+	{
+		struct pg_route_cfg cfg = {.strategy = PG_STRATEGY_PREFIX_AWARE,
+		                           .concurrency_threshold = 4,
+		                           .load_signal = PG_LOAD_BOTH};
+		const uint16_t c1[] = {1};
+		struct pg_choice out;
+
+		assert_int_equal(pg_balance(&cfg, table, 4, c1, 1, NULL, NOW, 7, false, &out), 1);
+		assert_int_equal(out.decision, PG_DEC_AFFINITY);
+	}
+	/* A stale backend is compared by in_flight under every signal: make
+	 * 4 the idlest by in_flight and the others busy. */
+	table[4].in_flight = 0;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct pg_route_cfg cfg = {.strategy = PG_STRATEGY_LEAST_OUTSTANDING,
+		                           .load_signal = cases[i].sig};
+		struct pg_choice out;
+
+		assert_int_equal(pg_balance(&cfg, table, 4, NULL, 0, NULL, NOW, 7, false, &out), 4);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_load_signal),
 	    cmocka_unit_test(test_idset),
 	    cmocka_unit_test(test_usable),
 	    cmocka_unit_test(test_decisions),

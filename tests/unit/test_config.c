@@ -115,7 +115,8 @@ static void test_valid(void **state)
 	        ARGS("--listen", "0.0.0.0:80", "--admin=:9999", "--backend", "localhost:8001",
 	             "--backend=10.1.2.3:8002", "--strategy", "LEAST_OUTSTANDING_REQUESTS",
 	             "--prefix-length=65536", "--concurrency-threshold", "1024", "--workers", "64",
-	             "--data-path=SockMap", "--bpf-pin-path", "/sys/fs/bpf/x"),
+	             "--data-path=SockMap", "--bpf-pin-path", "/sys/fs/bpf/x",
+	             "--admin-token", "0123456789abcdef"),
 	        err, sizeof(err), out, sizeof(out)),
 	    0);
 	assert_string_equal(pg_addr_format(&cfg.listen, addr), "0.0.0.0:80");
@@ -148,6 +149,54 @@ static void test_valid(void **state)
 	assert_int_equal(cfg.route.strategy, PG_STRATEGY_PREFIX_AWARE);
 	assert_int_equal(ntohs(cfg.listen.sin_port), 2);
 	pg_config_free(&cfg);
+}
+
+/* Operations flags: load signal, metrics scraping, shadow, predict window. */
+static void test_ops_flags(void **state)
+{
+	static const struct {
+		const char *args[3];
+		int rc;
+		enum pg_load_signal sig;
+		unsigned scrape, window;
+		bool shadow;
+		const char *err;
+	} cases[] = {
+	    {{NULL}, 0, PG_LOAD_INFLIGHT, 5000, 60000, false, NULL},
+	    {{"--load-signal", "BOTH"}, 0, PG_LOAD_BOTH, 5000, 60000, false, NULL},
+	    {{"--load-signal=backend"}, 0, PG_LOAD_BACKEND, 5000, 60000, false, NULL},
+	    {{"--metrics-scrape-interval", "0"}, 0, PG_LOAD_INFLIGHT, 0, 60000, false, NULL},
+	    {{"--metrics-scrape-interval=250", "--shadow"}, 0, PG_LOAD_INFLIGHT, 250, 60000, true,
+	     NULL},
+	    {{"--predict-window", "1000"}, 0, PG_LOAD_INFLIGHT, 5000, 1000, false, NULL},
+	    {{"--load-signal", "queue"}, 2, 0, 0, 0, false,
+	     "--load-signal: \"queue\" is not one of inflight, backend, both"},
+	    {{"--metrics-scrape-interval", "50"}, 2, 0, 0, 0, false,
+	     "--metrics-scrape-interval: 50 is out of range 100-600000"},
+	    {{"--predict-window", "999"}, 2, 0, 0, 0, false,
+	     "--predict-window: 999 is out of range 1000-3600000"},
+	    {{"--shadow=1"}, 2, 0, 0, 0, false, "--shadow takes no value"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct pg_config cfg;
+		char err[256] = "", out[64];
+		const char *argv[4] = {cases[i].args[0], cases[i].args[1], cases[i].args[2], NULL};
+		int rc = run(&cfg, argv, err, sizeof(err), out, sizeof(out));
+
+		if (rc != cases[i].rc)
+			fail_msg("case %zu: rc %d (%s)", i, rc, err);
+		if (rc) {
+			assert_string_equal(err, cases[i].err);
+			continue;
+		}
+		assert_int_equal(cfg.load_signal, cases[i].sig);
+		assert_int_equal(cfg.metrics_scrape_ms, cases[i].scrape);
+		assert_int_equal(cfg.predict_window_ms, cases[i].window);
+		assert_int_equal(cfg.shadow, cases[i].shadow);
+		pg_config_free(&cfg);
+	}
 }
 
 static void test_routing_config_file(void **state)
@@ -400,7 +449,7 @@ static void test_routing_config_json(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct pg_route_cfg rc = {PG_STRATEGY_RANDOM, 1, 2};
+		struct pg_route_cfg rc = {PG_STRATEGY_RANDOM, 1, 2, PG_LOAD_INFLIGHT};
 		int r;
 
 		err[0] = 0;
@@ -530,6 +579,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_defaults),
 	    cmocka_unit_test(test_valid),
+	    cmocka_unit_test(test_ops_flags),
 	    cmocka_unit_test(test_routing_config_file),
 	    cmocka_unit_test(test_invalid),
 	    cmocka_unit_test(test_invalid_files),

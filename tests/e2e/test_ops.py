@@ -1,0 +1,481 @@
+#!/usr/bin/env python3
+"""Running prefixgate in production, end to end (issue 5): privilege drop
+(--user), the admin token, graceful shutdown, restarts on a pin path, the
+overload caps. TAP output; every wait is bounded.
+
+usage: test_ops.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
+  The --user tests need root (they create the system user prefixgate-test
+  if it is missing); the pin-path tests need --mode bpf. Tests of behaviour
+  that lives in the workers (stop accepting at SIGTERM, the overload caps)
+  are skipped, with the reason, while proxy.c/worker.c do not call the hook
+  (lifecycle.h).
+"""
+import argparse
+import http.client
+import os
+import pwd
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Fleet, free_port, have_bpf, http_get, wait_until  # noqa: E402
+
+TESTS = []
+USER = "prefixgate-test"
+TOKEN = "s3cret-token-0123456789"
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+def hook_missing(name):
+    """A reason to skip if the data path does not call lifecycle.h's name yet."""
+    for f in ("user/proxy.c", "user/worker.c"):
+        try:
+            if re.search(r"\b%s\s*\(" % name, open(os.path.join(REPO, f)).read()):
+                return None
+        except OSError:
+            pass
+    return "SKIP proxy.c/worker.c do not call %s() yet (hook for the lead: lifecycle.h)" % name
+
+
+def ensure_user():
+    """The test user's pwd entry, creating it if needed; or a SKIP reason."""
+    if os.geteuid() != 0:
+        return None, "SKIP not root: --user needs root to drop from"
+    try:
+        return pwd.getpwnam(USER), None
+    except KeyError:
+        pass
+    p = subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
+                        "/usr/sbin/nologin", USER], capture_output=True, text=True, timeout=20)
+    if p.returncode != 0:
+        return None, "SKIP useradd %s failed: %s" % (USER, p.stderr.strip())
+    return pwd.getpwnam(USER), None
+
+
+def task_status(pid):
+    """{tid: {field: value}} of every thread of pid."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            text = open("/proc/%d/task/%s/status" % (pid, tid)).read()
+        except OSError:
+            continue
+        out[tid] = dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
+    return out
+
+
+class Slow(threading.Thread):
+    """One request the backend answers after delay_ms; result in .status/.error."""
+
+    def __init__(self, port, delay_ms, timeout=30):
+        super().__init__(daemon=True)
+        self.port, self.delay_ms, self.timeout = port, delay_ms, timeout
+        self.status, self.body, self.error = None, b"", None
+        self.done_at = None
+
+    def run(self):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+            c.request("POST", "/invocations", body=b"slow request",
+                      headers={"X-Mock-Delay-Ms": str(self.delay_ms)})
+            r = c.getresponse()
+            self.status, self.body = r.status, r.read()
+            c.close()
+        except (OSError, http.client.HTTPException) as e:
+            self.error = e
+        self.done_at = time.monotonic()
+
+
+def in_flight(f):
+    return sum(b["in_flight"] for b in f.backends().values())
+
+
+def start_slow(f, n, delay_ms):
+    ts = [Slow(f.port, delay_ms) for _ in range(n)]
+    for t in ts:
+        t.start()
+    assert wait_until(lambda: in_flight(f) >= n, 5), "requests never got in flight"
+    return ts
+
+
+# --- least privilege -----------------------------------------------------------
+
+@test
+def user_drops_privileges(opts):
+    """--user: every thread runs as the user with no capability left, and the
+    gateway still routes, takes a backend from the admin API and reloads its
+    backends file on SIGHUP."""
+    pw, skip = ensure_user()
+    if skip:
+        return skip
+    f = Fleet(opts, 3, start_gateway=False)
+    try:
+        bfile = os.path.join(f.tmp, "backends-%d.txt" % os.getpid())
+        with open(bfile, "w") as fh:
+            fh.write(f.addr("b0") + "\n")
+        os.chmod(bfile, 0o644)
+        f.start_gateway(["--user", USER, "--backends-file", bfile], backends=[])
+        # the admin API answers from just before the drop
+        assert wait_until(lambda: "privileges dropped" in f.log(), 5), f.log()[-2000:]
+        tasks = task_status(f.gw.pid)
+        assert len(tasks) >= 3, tasks.keys()
+        for tid, st in tasks.items():
+            uids = st["Uid"].split()
+            gids = st["Gid"].split()
+            assert all(int(u) == pw.pw_uid for u in uids), (tid, st["Uid"])
+            assert all(int(g) == pw.pw_gid for g in gids), (tid, st["Gid"])
+            for cap in ("CapPrm", "CapEff", "CapInh", "CapAmb"):
+                assert int(st[cap], 16) == 0, (tid, cap, st[cap])
+            assert st["NoNewPrivs"].strip() == "1", (tid, st["NoNewPrivs"])
+        assert "privileges dropped: running as %s" % USER in f.log(), f.log()[-2000:]
+        st, h, _ = f.post("/invocations", "hello")
+        assert st == 200 and h["x-backend-id"] == "b0", (st, h)
+        st, r = f.admin("POST", "/backends", {"address": f.addr("b1")})
+        assert st == 201, (st, r)
+        with open(bfile, "a") as fh:
+            fh.write(f.addr("b2") + "\n")
+        f.gw.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: f.addr("b2") in f.backends(), 5), f.log()[-2000:]
+        seen = set()
+        for i in range(60):
+            st, h, _ = f.post("/invocations", "prefix %d " % i * 300)
+            assert st == 200, st
+            seen.add(h["x-backend-id"])
+        assert seen == {"b0", "b1", "b2"}, seen
+        assert f.idle()
+    finally:
+        rc = f.stop()
+    assert rc == 0, "exit code %s" % rc
+
+
+@test
+def user_unknown_refused(opts):
+    """--user naming no user is a start-up error (exit 2) naming the flag."""
+    if os.geteuid() != 0:
+        return "SKIP not root: --user needs root"
+    p = subprocess.run([os.path.join(opts.build, "prefixgate"), "--no-bpf", "--listen",
+                        "127.0.0.1:%d" % free_port(), "--admin", "127.0.0.1:%d" % free_port(),
+                        "--user", "no-such-user-pg"], capture_output=True, text=True, timeout=10)
+    assert p.returncode == 2 and "--user no-such-user-pg" in p.stderr, (p.returncode, p.stderr)
+
+
+# --- admin token -------------------------------------------------------------------
+
+def admin_status(f, headers):
+    c = http.client.HTTPConnection("127.0.0.1", f.admin_port, timeout=5)
+    c.request("GET", "/backends", headers=headers)
+    r = c.getresponse()
+    r.read()
+    c.close()
+    return r.status, r.getheader("WWW-Authenticate")
+
+
+@test
+def admin_token_required(opts):
+    """--admin-token: 401 without or with a wrong bearer token, 200 with it."""
+    f = Fleet(opts, 1, ["--admin-token", TOKEN], admin_token=TOKEN)
+    try:
+        st, www = admin_status(f, {})
+        assert st == 401 and www and www.startswith("Bearer"), (st, www)
+        for bad in ("Bearer " + TOKEN[:-1], "Bearer " + TOKEN + "x", "Basic " + TOKEN,
+                    TOKEN, "Bearer " + TOKEN.upper()):
+            assert admin_status(f, {"Authorization": bad})[0] == 401, bad
+        assert admin_status(f, {"Authorization": "Bearer " + TOKEN})[0] == 200
+        assert admin_status(f, {"Authorization": "bearer " + TOKEN})[0] == 200
+        assert http_get(f.admin_port, "/metrics")[0] == 401
+        st, _, _ = f.post("/invocations", "x")  # the client listener needs no token
+        assert st == 200, st
+    finally:
+        f.stop()
+
+
+@test
+def admin_token_file(opts):
+    """--admin-token-file reads the token (trailing newline ignored)."""
+    path = os.path.join(opts.build, "e2e-tmp", "token-%d" % os.getpid())
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as fh:
+        fh.write(TOKEN + "\n")
+    try:
+        f = Fleet(opts, 1, ["--admin-token-file", path], admin_token=TOKEN)
+        try:
+            assert admin_status(f, {})[0] == 401
+            assert admin_status(f, {"Authorization": "Bearer " + TOKEN})[0] == 200
+        finally:
+            f.stop()
+    finally:
+        os.unlink(path)
+
+
+@test
+def admin_non_loopback_needs_token(opts):
+    """A non-loopback --admin without a token exits 2 naming --admin-token."""
+    pg = os.path.join(opts.build, "prefixgate")
+    for args, want in ((["--admin", "0.0.0.0:%d" % free_port()], "--admin-token"),
+                       (["--admin", ":%d" % free_port()], "--admin-token"),
+                       (["--admin-token", "short"], "--admin-token"),
+                       (["--admin-token-file", "/nonexistent/pg-token"], "--admin-token-file"),
+                       (["--shutdown-timeout", "5000"], "--shutdown-timeout"),
+                       (["--max-in-flight", "x"], "--max-in-flight"),
+                       (["--max-connections", "0"], "--max-connections")):
+        p = subprocess.run([pg, "--no-bpf"] + args, capture_output=True, text=True, timeout=10)
+        assert p.returncode == 2 and want in p.stderr, (args, p.returncode, p.stderr)
+    p = subprocess.run([pg, "--help"], capture_output=True, text=True, timeout=5)
+    for flag in ("--user", "--admin-token", "--admin-token-file", "--shutdown-timeout",
+                 "--max-in-flight", "--max-connections"):
+        assert flag in p.stdout, flag
+
+
+# --- shutdown ----------------------------------------------------------------------
+
+@test
+def shutdown_finishes_in_flight(opts):
+    """SIGTERM during slow requests: they complete, then exit 0, within the deadline."""
+    f = Fleet(opts, 2, ["--shutdown-timeout", "8"])
+    try:
+        ts = start_slow(f, 3, 1500)
+        t0 = time.monotonic()
+        f.gw.send_signal(signal.SIGTERM)
+        rc = f.gw.wait(10)
+        took = time.monotonic() - t0
+        for t in ts:
+            t.join(5)
+            assert t.status == 200 and t.error is None, (t.status, t.error)
+        assert rc == 0, rc
+        assert took < 8, took
+        assert "drained: no request in flight" in f.log()
+    finally:
+        f.stop()
+
+
+@test
+def shutdown_deadline(opts):
+    """A request outliving --shutdown-timeout is cut; the exit is still 0, on time."""
+    f = Fleet(opts, 1, ["--shutdown-timeout", "1"])
+    try:
+        ts = start_slow(f, 1, 20000)
+        t0 = time.monotonic()
+        f.gw.send_signal(signal.SIGTERM)
+        rc = f.gw.wait(10)
+        took = time.monotonic() - t0
+        assert rc == 0 and 0.9 < took < 4, (rc, took)
+        ts[0].join(5)
+        assert ts[0].status != 200, ts[0].status
+    finally:
+        f.stop()
+
+
+@test
+def shutdown_second_signal(opts):
+    """A second SIGTERM during the drain stops at once."""
+    f = Fleet(opts, 1, ["--shutdown-timeout", "60"])
+    try:
+        start_slow(f, 1, 30000)
+        t0 = time.monotonic()
+        f.gw.send_signal(signal.SIGTERM)
+        assert wait_until(lambda: "draining" in f.log(), 3)
+        f.gw.send_signal(signal.SIGTERM)
+        rc = f.gw.wait(10)
+        assert rc == 0 and time.monotonic() - t0 < 4, (rc, time.monotonic() - t0)
+    finally:
+        f.stop()
+
+
+@test
+def shutdown_stops_accepting(opts):
+    """While draining, new connections are refused; the in-flight one finishes."""
+    skip = hook_missing("pg_draining")
+    if skip:
+        return skip
+    f = Fleet(opts, 1, ["--shutdown-timeout", "8"])
+    try:
+        ts = start_slow(f, 1, 2000)
+        f.gw.send_signal(signal.SIGTERM)
+        assert wait_until(lambda: "draining" in f.log(), 3)
+        time.sleep(0.3)  # a worker tick (100 ms) closes the listeners
+
+        def refused():
+            try:
+                s = socket.create_connection(("127.0.0.1", f.port), timeout=2)
+            except ConnectionRefusedError:
+                return True
+            try:
+                s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                return s.recv(100) == b""
+            except OSError:
+                return True
+            finally:
+                s.close()
+        assert refused(), "a new connection was accepted while draining"
+        ts[0].join(10)
+        assert ts[0].status == 200, (ts[0].status, ts[0].error)
+        assert f.gw.wait(10) == 0
+    finally:
+        f.stop()
+
+
+# --- restarts on a pin path ---------------------------------------------------------
+
+def dump_in_flight(pin):
+    p = subprocess.run(["bpftool", "-j", "map", "dump", "pinned", pin + "/pg_backends"],
+                       capture_output=True, text=True, timeout=10)
+    assert p.returncode == 0, p.stderr
+    return sum(int(n) for n in re.findall(r'"in_flight":\s*(-?\d+)', p.stdout))
+
+
+@test
+def restart_no_stale_counts(opts):
+    """kill -9 with requests in flight, restart on the same pin path: the maps
+    are reused (bpftool still reads the dead run's counts) and start from 0."""
+    if opts.mode != "bpf":
+        return "SKIP pinned maps are not used in --no-bpf mode"
+    f = Fleet(opts, 2)
+    try:
+        start_slow(f, 4, 20000)
+        pin = f.pin
+        f.gw.kill()
+        f.gw.wait(5)
+        assert dump_in_flight(pin) == 4, "the dead run's counts are not readable"
+        f.start_gateway(pin=pin)
+        assert "reusing the maps pinned at" in f.log()
+        assert in_flight(f) == 0, f.backends()
+        assert dump_in_flight(pin) == 0
+        st, _, _ = f.post("/invocations", "after restart")
+        assert st == 200 and f.idle()
+    finally:
+        f.stop()
+    assert not os.path.exists(pin)
+
+
+@test
+def second_instance_refused(opts):
+    """A second prefixgate on a pin path in use exits with a clear message."""
+    if opts.mode != "bpf":
+        return "SKIP pinned maps are not used in --no-bpf mode"
+    f = Fleet(opts, 1)
+    try:
+        p = subprocess.run([os.path.join(opts.build, "prefixgate"), "--bpf-pin-path", f.pin,
+                            "--listen", "127.0.0.1:%d" % free_port(),
+                            "--admin", "127.0.0.1:%d" % free_port()],
+                           capture_output=True, text=True, timeout=10)
+        assert p.returncode != 0, p.returncode
+        assert "in use by another running prefixgate" in p.stderr, p.stderr
+        st, _, _ = f.post("/invocations", "still serving")  # the first is unharmed
+        assert st == 200 and f.gw.poll() is None
+    finally:
+        f.stop()
+
+
+# --- overload -------------------------------------------------------------------------
+
+@test
+def max_in_flight_503(opts):
+    """--max-in-flight N: request N+1 gets 503 with Retry-After and a JSON body."""
+    skip = hook_missing("pg_admit")
+    if skip:
+        return skip
+    f = Fleet(opts, 2, ["--max-in-flight", "2"])
+    try:
+        ts = start_slow(f, 2, 2000)
+        st, h, body = f.post("/invocations", "one too many")
+        assert st == 503 and h.get("retry-after") == "1", (st, h)
+        assert b"overloaded" in body, body
+        for t in ts:
+            t.join(10)
+            assert t.status == 200
+        st, _, _ = f.post("/invocations", "fits again")
+        assert st == 200, st
+    finally:
+        f.stop()
+
+
+@test
+def max_connections_503(opts):
+    """--max-connections N per worker: connection N+1 gets 503, then is closed."""
+    skip = hook_missing("pg_conn_over_cap")
+    if skip:
+        return skip
+    f = Fleet(opts, 1, ["--max-connections", "2", "--workers", "1"])
+    held = []
+    try:
+        for _ in range(2):
+            held.append(socket.create_connection(("127.0.0.1", f.port), timeout=5))
+        time.sleep(0.2)
+        s = socket.create_connection(("127.0.0.1", f.port), timeout=5)
+        data = b""
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        s.close()
+        assert data.startswith(b"HTTP/1.1 503"), data[:100]
+        for c in held:
+            c.close()
+        assert wait_until(lambda: f.post("/invocations", "x")[0] == 200, 5)
+    finally:
+        for c in held:
+            c.close()
+        f.stop()
+
+
+# --- runner ---------------------------------------------------------------------------
+
+class Timeout(Exception):
+    pass
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--tools")
+    ap.add_argument("--mode", choices=("shm", "bpf"), default="shm")
+    ap.add_argument("-k", default="")
+    opts = ap.parse_args()
+    opts.tools = opts.tools or opts.build
+    tests = [t for t in TESTS if opts.k in t.__name__]
+    print("1..%d" % len(tests))
+    skip_all = have_bpf() if opts.mode == "bpf" else None
+
+    def on_alarm(sig, frame):
+        raise Timeout("test exceeded its time limit")
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    failed = 0
+    for i, t in enumerate(tests, 1):
+        name = "%s [%s]" % (t.__name__, opts.mode)
+        if skip_all:
+            print("ok %d - %s # SKIP %s" % (i, name, skip_all))
+            continue
+        t0 = time.monotonic()
+        signal.alarm(90)
+        try:
+            r = t(opts)
+            signal.alarm(0)
+            if isinstance(r, str) and r.startswith("SKIP"):
+                print("ok %d - %s # %s" % (i, name, r))
+            else:
+                print("ok %d - %s (%.1fs)" % (i, name, time.monotonic() - t0))
+        except Exception:  # noqa: BLE001
+            signal.alarm(0)
+            failed += 1
+            print("not ok %d - %s" % (i, name))
+            for line in traceback.format_exc().splitlines()[-8:]:
+                print("# " + line)
+        sys.stdout.flush()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

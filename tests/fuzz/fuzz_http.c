@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libFuzzer target over user/http.c. Each input is used as a request head,
+ * as a response head (after a GET and after a HEAD) and as a chunked body
+ * (after the request head if one parsed, else from its first byte). Every
+ * parser also gets the input in pieces whose sizes come from the input
+ * bytes, as a socket would deliver it. Invariants: results point inside the
+ * input, a complete head gives the same result at every later read, a
+ * prefix of a complete head is "need more", pg_http_head_ready kept between
+ * reads agrees with a fresh scan and stays true, and the chunked decoder
+ * decodes the same bytes and stops at the same offset however it is fed
+ * (DONE and ERROR stay put).
+ */
+#include <stdbool.h>
+#include <string.h>
+#include <strings.h>
+#include "fuzz.h"
+#include "http.h"
+
+static bool is_error(ssize_t r)
+{
+	return r == -400 || r == -414 || r == -417 || r == -431 || r == -501 || r == -505;
+}
+
+/* s lies inside buf[0..end). */
+static bool str_within(struct pg_str s, const char *buf, size_t end)
+{
+	if (!s.len)
+		return true;
+	return s.p >= buf && s.p <= buf + end && s.len <= (size_t)(buf + end - s.p);
+}
+
+static bool str_same(struct pg_str a, struct pg_str b)
+{
+	return a.len == b.len && (!a.len || a.p == b.p);
+}
+
+static void check_request_fields(const struct pg_http_request *r, const char *buf, ssize_t n)
+{
+	FUZZ_CHECK(r->head_len == (size_t)n);
+	FUZZ_CHECK(str_within(r->method, buf, (size_t)n) && r->method.len > 0);
+	FUZZ_CHECK(str_within(r->target, buf, (size_t)n) && r->target.len > 0);
+	FUZZ_CHECK(r->target.len <= PG_HTTP_MAX_TARGET);
+	FUZZ_CHECK(str_within(r->path, buf, (size_t)n) && r->path.len <= r->target.len);
+	FUZZ_CHECK(str_within(r->key, buf, (size_t)n));
+	FUZZ_CHECK(r->minor == 0 || r->minor == 1);
+	FUZZ_CHECK(r->body >= PG_BODY_NONE && r->body <= PG_BODY_CHUNKED);
+	FUZZ_CHECK(r->nheaders <= PG_HTTP_MAX_HEADERS);
+	for (size_t i = 0; i < r->nheaders; i++) {
+		FUZZ_CHECK(str_within(r->headers[i].name, buf, (size_t)n));
+		FUZZ_CHECK(r->headers[i].name.len > 0);
+		FUZZ_CHECK(str_within(r->headers[i].value, buf, (size_t)n));
+	}
+	if (r->nheaders) {
+		/* a lookup by a present name finds a header with that name */
+		char name[64];
+		size_t nl = r->headers[0].name.len < sizeof(name) - 1 ? r->headers[0].name.len
+		                                                      : sizeof(name) - 1;
+		const struct pg_http_header *h;
+
+		memcpy(name, r->headers[0].name.p, nl);
+		name[nl] = 0;
+		h = pg_http_find(r, name);
+		if (nl == r->headers[0].name.len && !memchr(name, 0, nl)) {
+			FUZZ_CHECK(h != NULL);
+			FUZZ_CHECK(h->name.len == nl && !strncasecmp(h->name.p, name, nl));
+		}
+	}
+}
+
+static void check_same_request(const struct pg_http_request *a, const struct pg_http_request *b)
+{
+	FUZZ_CHECK(str_same(a->method, b->method) && str_same(a->target, b->target));
+	FUZZ_CHECK(str_same(a->path, b->path) && str_same(a->key, b->key));
+	FUZZ_CHECK(a->minor == b->minor && a->body == b->body);
+	FUZZ_CHECK(a->body != PG_BODY_LENGTH || a->content_length == b->content_length);
+	FUZZ_CHECK(a->keep_alive == b->keep_alive && a->expect_continue == b->expect_continue);
+	FUZZ_CHECK(a->head_len == b->head_len && a->nheaders == b->nheaders);
+	for (size_t i = 0; i < a->nheaders; i++)
+		FUZZ_CHECK(str_same(a->headers[i].name, b->headers[i].name) &&
+		           str_same(a->headers[i].value, b->headers[i].value));
+}
+
+/* The request parser, whole and read in pieces; returns the head length. */
+static ssize_t check_request(const char *buf, size_t len, struct fuzz_rng *rng)
+{
+	static struct pg_http_request whole, part;
+	ssize_t rn = pg_http_parse_request(buf, len, &whole), rk;
+	size_t got = 0, scan = 0, fresh;
+	bool ready = false, r;
+
+	FUZZ_CHECK(rn == 0 || is_error(rn) || (rn > 0 && (size_t)rn <= len));
+	if (rn == 0)
+		FUZZ_CHECK(len < PG_HTTP_MAX_HEAD);
+	if (rn > 0)
+		check_request_fields(&whole, buf, rn);
+	while (got < len) {
+		got += fuzz_piece(rng, len - got);
+		r = pg_http_head_ready(buf, got, &scan);
+		FUZZ_CHECK(scan <= got);
+		fresh = 0;
+		FUZZ_CHECK(r == pg_http_head_ready(buf, got, &fresh));
+		FUZZ_CHECK(!ready || r); /* once true, stays true */
+		ready = r;
+		rk = pg_http_parse_request(buf, got, &part);
+		if (rk > 0)
+			FUZZ_CHECK(ready);
+		if (rn > 0 && got >= (size_t)rn) {
+			FUZZ_CHECK(rk == rn);
+			check_same_request(&whole, &part);
+		} else if (rn > 0) {
+			FUZZ_CHECK(rk == 0);
+		} else {
+			FUZZ_CHECK(rk == 0 || rk == rn);
+		}
+	}
+	return rn;
+}
+
+static void check_same_response(const struct pg_http_response *a, const struct pg_http_response *b)
+{
+	FUZZ_CHECK(a->status == b->status && a->minor == b->minor && a->body == b->body);
+	FUZZ_CHECK(a->body != PG_BODY_LENGTH || a->content_length == b->content_length);
+	FUZZ_CHECK(a->keep_alive == b->keep_alive && a->head_len == b->head_len);
+}
+
+static void check_response(const char *buf, size_t len, bool head, struct fuzz_rng *rng)
+{
+	struct pg_http_response whole, part;
+	ssize_t rn = pg_http_parse_response(buf, len, head, &whole), rk;
+	size_t got = 0;
+
+	FUZZ_CHECK(rn <= 0 || (size_t)rn <= len);
+	if (rn == 0)
+		FUZZ_CHECK(len < PG_HTTP_MAX_HEAD);
+	if (rn > 0) {
+		FUZZ_CHECK(whole.head_len == (size_t)rn);
+		FUZZ_CHECK(whole.status >= 100 && whole.status <= 999);
+		FUZZ_CHECK(whole.minor == 0 || whole.minor == 1);
+		FUZZ_CHECK(whole.body >= PG_BODY_NONE && whole.body <= PG_BODY_EOF);
+		if (head || whole.status < 200 || whole.status == 204 || whole.status == 304)
+			FUZZ_CHECK(whole.body == PG_BODY_NONE);
+	}
+	while (got < len) {
+		got += fuzz_piece(rng, len - got);
+		rk = pg_http_parse_response(buf, got, head, &part);
+		if (rn > 0 && got >= (size_t)rn) {
+			FUZZ_CHECK(rk == rn);
+			check_same_response(&whole, &part);
+		} else if (rn > 0) {
+			FUZZ_CHECK(rk == 0);
+		} else {
+			FUZZ_CHECK(rk == 0 || rk == rn);
+		}
+	}
+}
+
+struct dechunk {
+	enum pg_chunked_rc rc;
+	size_t pos;     /* bytes consumed in all */
+	size_t out_len; /* decoded bytes */
+};
+
+/* Feed buf[0..len) to a fresh decoder, `avail` growing by pieces (whole at
+ * once when rng is NULL), each piece fed until the decoder wants more. */
+static struct dechunk dechunk(const char *buf, size_t len, struct fuzz_rng *rng, char *out)
+{
+	struct pg_chunked c;
+	struct dechunk d = {PG_CHUNKED_MORE, 0, 0};
+	size_t avail = 0, used, off, dlen;
+
+	pg_chunked_init(&c);
+	while (avail < len && d.rc == PG_CHUNKED_MORE) {
+		avail += rng ? fuzz_piece(rng, len - avail) : len;
+		for (;;) {
+			used = off = dlen = (size_t)-1;
+			d.rc = pg_chunked_feed(&c, buf + d.pos, avail - d.pos, &used, &off, &dlen);
+			FUZZ_CHECK(used <= avail - d.pos);
+			if (d.rc == PG_CHUNKED_DATA) {
+				FUZZ_CHECK(dlen > 0 && off <= used && dlen <= used - off);
+				memcpy(out + d.out_len, buf + d.pos + off, dlen);
+				d.out_len += dlen;
+			} else {
+				FUZZ_CHECK(dlen == 0);
+			}
+			d.pos += used;
+			if (d.rc == PG_CHUNKED_MORE)
+				FUZZ_CHECK(d.pos == avail);
+			if (d.rc != PG_CHUNKED_DATA)
+				break;
+		}
+	}
+	if (d.rc == PG_CHUNKED_DONE || d.rc == PG_CHUNKED_ERROR) {
+		/* final states stay final and take nothing more */
+		enum pg_chunked_rc again =
+		    pg_chunked_feed(&c, buf + d.pos, len - d.pos, &used, &off, &dlen);
+		FUZZ_CHECK(again == d.rc && used == 0 && dlen == 0);
+	}
+	return d;
+}
+
+static void check_chunked(const char *buf, size_t len, struct fuzz_rng *rng)
+{
+	char *a = malloc(len + 1), *b = malloc(len + 1);
+	struct dechunk whole, split;
+
+	FUZZ_CHECK(a && b);
+	whole = dechunk(buf, len, NULL, a);
+	split = dechunk(buf, len, rng, b);
+	FUZZ_CHECK(whole.rc == split.rc);
+	FUZZ_CHECK(whole.pos == split.pos);
+	FUZZ_CHECK(whole.out_len == split.out_len && !memcmp(a, b, whole.out_len));
+	FUZZ_CHECK(whole.out_len <= whole.pos);
+	free(a);
+	free(b);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const char *buf = (const char *)data;
+	struct fuzz_rng rng;
+	ssize_t head;
+
+	fuzz_rng_seed(&rng, data, size);
+	head = check_request(buf, size, &rng);
+	check_response(buf, size, false, &rng);
+	check_response(buf, size, true, &rng);
+	if (head > 0)
+		check_chunked(buf + head, size - (size_t)head, &rng);
+	else
+		check_chunked(buf, size, &rng);
+	return 0;
+}

@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libFuzzer target over user/json.c: parse the input, then walk every token
+ * and decode every string every way json.h offers. Invariants: an accepted
+ * input is valid UTF-8 (checked here independently); token spans nest and
+ * stay inside the input; each container's size matches a walk of its
+ * children by .next; names are strings; string decoding one code point at
+ * a time, pg_json_str_copy (whole and truncated) and pg_json_str_eq agree;
+ * decoded code points are scalar values; the escaped / non-ASCII flags match
+ * the raw bytes; pg_json_str_cmp is code point (= UTF-8 byte) order;
+ * pg_json_find returns the last member of a name; integers agree with
+ * strtoll. The parse struct is reused across inputs, as callers do.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+#include "fuzz.h"
+#include "json.h"
+
+static struct pg_json js;
+
+/* Strict UTF-8 (RFC 3629), written apart from the parser's. */
+static bool utf8_valid(const unsigned char *s, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		unsigned c = s[i], k;
+		uint32_t cp;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf)
+			k = 1, cp = c & 0x1f;
+		else if (c >= 0xe0 && c <= 0xef)
+			k = 2, cp = c & 0x0f;
+		else if (c >= 0xf0 && c <= 0xf4)
+			k = 3, cp = c & 0x07;
+		else
+			return false;
+		if (n - i <= k)
+			return false;
+		for (unsigned j = 1; j <= k; j++) {
+			if ((s[i + j] & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (s[i + j] & 0x3f);
+		}
+		if ((k == 2 && cp < 0x800) || (k == 3 && cp < 0x10000) || cp > 0x10ffff ||
+		    (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += k + 1;
+	}
+	return true;
+}
+
+/* Decoded string i into a malloc'ed buffer, code point by code point. */
+static char *decode(uint32_t i, size_t *n)
+{
+	const struct pg_json_tok *t = &js.tok[i];
+	char *out = malloc(4 * (size_t)(t->end - t->start) + 1);
+	size_t pos = t->start, last;
+	uint32_t cp;
+
+	FUZZ_CHECK(out);
+	*n = 0;
+	while (pos < t->end) {
+		last = pos;
+		cp = pg_json_str_next(&js, &pos);
+		FUZZ_CHECK(pos > last && pos <= t->end);
+		FUZZ_CHECK(cp <= 0x10ffff && (cp < 0xd800 || cp > 0xdfff));
+		*n += pg_utf8_encode(cp, out + *n);
+	}
+	FUZZ_CHECK(pos == t->end);
+	return out;
+}
+
+static void check_string(uint32_t i)
+{
+	const struct pg_json_tok *t = &js.tok[i];
+	const char *raw = js.src + t->start;
+	size_t rl = t->end - t->start, n, full, half;
+	char *dec = decode(i, &n), *cp = malloc(n + 1);
+	bool bs = memchr(raw, '\\', rl) != NULL, hi = false;
+
+	FUZZ_CHECK(cp);
+	FUZZ_CHECK(t->start > 0 && js.src[t->start - 1] == '"' && js.src[t->end] == '"');
+	for (size_t k = 0; k < rl; k++)
+		hi |= (unsigned char)raw[k] >= 0x80;
+	FUZZ_CHECK(!!(t->flags & PG_JSON_F_ESCAPED) == bs);
+	FUZZ_CHECK(!!(t->flags & PG_JSON_F_NONASCII) == hi);
+	FUZZ_CHECK(utf8_valid((const unsigned char *)dec, n));
+	if (!bs)
+		FUZZ_CHECK(n == rl && !memcmp(dec, raw, rl));
+	else
+		FUZZ_CHECK(n <= rl);
+
+	full = pg_json_str_copy(&js, i, cp, n);
+	FUZZ_CHECK(full == n && !memcmp(cp, dec, n));
+	half = n / 2;
+	memset(cp, 0, n + 1);
+	FUZZ_CHECK(pg_json_str_copy(&js, i, cp, half) == n);
+	FUZZ_CHECK(!memcmp(cp, dec, half) && (half == n || cp[half] == 0));
+
+	FUZZ_CHECK(pg_json_str_eq(&js, i, dec, n));
+	if (n)
+		FUZZ_CHECK(!pg_json_str_eq(&js, i, dec, n - 1));
+	FUZZ_CHECK(pg_json_str_cmp(&js, i, i) == 0);
+	free(cp);
+	free(dec);
+}
+
+static int sign(int v)
+{
+	return (v > 0) - (v < 0);
+}
+
+/* Code point order of two strings, by their decoded UTF-8 bytes. */
+static void check_cmp(uint32_t a, uint32_t b)
+{
+	size_t na, nb;
+	char *da = decode(a, &na), *db = decode(b, &nb);
+	int m = memcmp(da, db, na < nb ? na : nb);
+	int want = m ? sign(m) : sign((int)(na > nb) - (int)(na < nb));
+
+	FUZZ_CHECK(sign(pg_json_str_cmp(&js, a, b)) == want);
+	FUZZ_CHECK(sign(pg_json_str_cmp(&js, b, a)) == -want);
+	free(da);
+	free(db);
+}
+
+static void check_number(uint32_t i)
+{
+	const struct pg_json_tok *t = &js.tok[i];
+	size_t rl = t->end - t->start;
+	char text[64];
+	int64_t v = 0;
+	long long want;
+	int rc = pg_json_get_i64(&js, i, &v);
+	bool integer = !memchr(js.src + t->start, '.', rl) && !memchr(js.src + t->start, 'e', rl) &&
+	               !memchr(js.src + t->start, 'E', rl);
+
+	FUZZ_CHECK(!!(t->flags & PG_JSON_F_INTEGER) == integer);
+	if (!integer) {
+		FUZZ_CHECK(rc == -EINVAL);
+		return;
+	}
+	FUZZ_CHECK(rc == 0 || rc == -ERANGE);
+	if (rl >= sizeof(text)) {
+		FUZZ_CHECK(rc == -ERANGE);
+		return;
+	}
+	memcpy(text, js.src + t->start, rl);
+	text[rl] = 0;
+	errno = 0;
+	want = strtoll(text, NULL, 10);
+	FUZZ_CHECK((errno == ERANGE) == (rc == -ERANGE));
+	if (!rc)
+		FUZZ_CHECK(v == want);
+}
+
+static void check_object(uint32_t i)
+{
+	const struct pg_json_tok *t = &js.tok[i];
+	uint32_t k = i + 1, names[64];
+	size_t n = 0;
+
+	for (uint32_t m = 0; m < t->size; m++) {
+		FUZZ_CHECK(k + 1 < js.ntok && js.tok[k].type == PG_JSON_STRING);
+		FUZZ_CHECK(js.tok[k].next == k + 1);
+		if (n < 64)
+			names[n++] = k;
+		k = pg_json_member_next(&js, k);
+	}
+	FUZZ_CHECK(k == t->next);
+	if (t->size > 64)
+		return;
+	/* pg_json_find: the last member with an equal name */
+	for (size_t a = 0; a < n; a++) {
+		size_t len;
+		char *name = decode(names[a], &len);
+		int64_t want = -1;
+
+		for (size_t b = 0; b < n; b++)
+			if (pg_json_str_eq(&js, names[b], name, len)) {
+				FUZZ_CHECK(pg_json_str_cmp(&js, names[a], names[b]) == 0);
+				want = names[b] + 1;
+			}
+		FUZZ_CHECK(pg_json_find(&js, i, name, len) == want);
+		if (a + 1 < n)
+			check_cmp(names[a], names[a + 1]);
+		free(name);
+	}
+}
+
+static void check_tokens(size_t len)
+{
+	FUZZ_CHECK(js.ntok >= 1 && js.ntok <= len && js.tok[0].next == js.ntok);
+	for (uint32_t i = 0; i < js.ntok; i++) {
+		const struct pg_json_tok *t = &js.tok[i];
+
+		FUZZ_CHECK(t->start <= t->end && t->end <= len);
+		FUZZ_CHECK(t->next > i && t->next <= js.ntok);
+		FUZZ_CHECK(pg_json_type_name(t->type) != NULL);
+		/* a subtree lies inside its root's span */
+		for (uint32_t c = i + 1; c < t->next; c = js.tok[c].next)
+			FUZZ_CHECK(js.tok[c].start >= t->start && js.tok[c].end <= t->end);
+		switch (t->type) {
+		case PG_JSON_ARRAY: {
+			uint32_t k = i + 1;
+
+			for (uint32_t m = 0; m < t->size; m++) {
+				FUZZ_CHECK(k < js.ntok);
+				k = js.tok[k].next;
+			}
+			FUZZ_CHECK(k == t->next);
+			FUZZ_CHECK(pg_json_find(&js, i, "a", 1) == -1);
+			break;
+		}
+		case PG_JSON_OBJECT:
+			check_object(i);
+			break;
+		case PG_JSON_STRING:
+			FUZZ_CHECK(t->size == 0 && t->next == i + 1);
+			check_string(i);
+			break;
+		case PG_JSON_NUMBER:
+			FUZZ_CHECK(t->size == 0 && t->next == i + 1);
+			check_number(i);
+			break;
+		case PG_JSON_TRUE:
+		case PG_JSON_FALSE:
+		case PG_JSON_NULL:
+			FUZZ_CHECK(t->size == 0 && t->next == i + 1);
+			FUZZ_CHECK(t->end - t->start == (t->type == PG_JSON_FALSE ? 5u : 4u));
+			break;
+		default:
+			FUZZ_CHECK(!"token type");
+		}
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const char *src = (const char *)data;
+
+	if (pg_json_parse(&js, src, size)) {
+		FUZZ_CHECK(js.ntok == 0 && js.err_pos <= size && js.err_msg != NULL);
+		return 0;
+	}
+	FUZZ_CHECK(utf8_valid(data, size));
+	check_tokens(size);
+	return 0;
+}

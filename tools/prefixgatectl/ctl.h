@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * prefixgatectl: the operator's command line for a running prefixgate.
+ *
+ * Two sources of truth, in this order:
+ *   - the BPF maps prefixgate pins under --pin-path (struct pg_backend,
+ *     pg_ring, pg_state from include/prefixgate.h), opened read-only and
+ *     mmapped: status works even when the admin API is unreachable;
+ *   - the admin HTTP API (user/admin.h) on --admin: changes (backends
+ *     add/remove/drain), the /route dry run, and the fallback when no maps
+ *     are pinned (--no-bpf, another pin path, not running).
+ *
+ * Files: main.c (command line, help, dispatch), http.c (blocking HTTP/1.1
+ * client), source.c (snapshots from the maps or the API), view.c (status,
+ * list and top output), cmds.c (route, backends add/remove/drain).
+ */
+#ifndef PG_CTL_H
+#define PG_CTL_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "prefixgate.h"
+
+#define CTL_VERSION               "0.1.0"
+#define CTL_PIN_PATH_DEFAULT      "/sys/fs/bpf/prefixgate"
+#define CTL_ADMIN_DEFAULT         "127.0.0.1:9090"
+#define CTL_TIMEOUT_DEFAULT       10.0                /* seconds, any command but drain */
+#define CTL_DRAIN_TIMEOUT_DEFAULT 300.0               /* seconds, backends drain */
+#define CTL_BODY_MAX              (16u * 1024 * 1024) /* a /route body: the API's limit */
+
+/* Exit statuses. */
+enum { CTL_OK = 0, CTL_ERR = 1, CTL_USAGE = 2 };
+
+enum ctl_source_kind {
+	CTL_SRC_AUTO = 0, /* maps if pinned, else the admin API */
+	CTL_SRC_MAPS = 1,
+	CTL_SRC_API = 2,
+};
+
+struct ctl_opts {
+	const char *pin_path;
+	const char *admin; /* as given, for messages */
+	struct sockaddr_in admin_sa;
+	bool json;
+	enum ctl_source_kind source;
+	double timeout;       /* seconds; <= 0: the command's default */
+	double interval;      /* top */
+	long count;           /* top: refreshes, 0 = until Ctrl-C */
+	const char *path;     /* route --path */
+	const char *key;      /* route --key */
+	const char *token;    /* admin API bearer token, or NULL */
+	char token_buf[4097]; /* --admin-token-file's content */
+};
+
+/* ---- http.c ------------------------------------------------------------ */
+
+struct ctl_http_resp {
+	int status;
+	char *body; /* NUL-terminated (the NUL is not counted in len); free() it */
+	size_t len;
+};
+
+/*
+ * One request to the admin API: connect to o->admin_sa, send method target
+ * (already percent-encoded) with body[0..len) (content type ctype, if body),
+ * read the whole response (Content-Length, chunked or until close), skipping
+ * 1xx. Every step is bounded by timeout_s seconds (connect with poll(), the
+ * rest with SO_SNDTIMEO/SO_RCVTIMEO). 0 with *r filled (any status), or -1
+ * with err naming what failed ("admin API 127.0.0.1:9090: connect: ...").
+ */
+int ctl_http(const struct ctl_opts *o, const char *method, const char *target, const char *ctype,
+             const char *body, size_t len, double timeout_s, struct ctl_http_resp *r, char *err,
+             size_t errlen);
+void ctl_http_resp_free(struct ctl_http_resp *r);
+
+/* Append s percent-encoded (RFC 3986 unreserved kept) to out[0..cap) at *n;
+ * false if it does not fit. */
+bool ctl_url_encode(const char *s, char *out, size_t cap, size_t *n);
+
+/* The "error" member of a JSON error reply, or the body's first line, into
+ * buf (printable ASCII only). */
+const char *ctl_api_error(const struct ctl_http_resp *r, char *buf, size_t cap);
+
+/* ---- source.c ------------------------------------------------------------ */
+
+struct ctl_backend {
+	unsigned id;
+	char addr[24];
+	bool draining, down;
+	int32_t in_flight;
+	uint32_t epoch;
+	uint64_t failures;
+	uint64_t requests[PG_DEC_MAX];
+	int64_t ring_slots; /* slots whose first candidate it is; -1 unknown */
+};
+
+/* A consistent view of the gateway at one instant. */
+struct ctl_snapshot {
+	enum ctl_source_kind source; /* MAPS or API */
+	double taken;                /* CLOCK_MONOTONIC seconds */
+	bool have_routing;
+	uint32_t strategy, prefix_length, concurrency_threshold;
+	bool have_ring; /* generation and remap known */
+	uint64_t ring_generation;
+	double remapped; /* share of keys moved by the last change, 0..1 */
+	bool have_ring_members;
+	uint32_t ring_members; /* members placed in the live ring (maps only) */
+	size_t n;
+	struct ctl_backend b[PG_MAX_BACKENDS];
+};
+
+struct ctl_maps;
+
+/* Where snapshots come from: opened once, read many times (top). */
+struct ctl_source {
+	enum ctl_source_kind kind;
+	struct ctl_maps *maps; /* kind MAPS */
+	const struct ctl_opts *o;
+};
+
+/*
+ * Open o->source: AUTO tries the maps and, if they are not pinned or not
+ * readable, says why on stderr and uses the admin API (checked with GET
+ * /health). -1 with err naming every cause when nothing is usable.
+ */
+int ctl_source_open(struct ctl_source *s, const struct ctl_opts *o, char *err, size_t errlen);
+void ctl_source_close(struct ctl_source *s);
+/* Maps: fails if the gateway whose maps are open stopped or restarted
+ * (what is mapped would be frozen or stale). API: always 0. */
+int ctl_source_check(struct ctl_source *s, char *err, size_t errlen);
+/* Fill *snap (large: allocate it) from s. 0, or -1 with err set. */
+int ctl_snapshot_take(struct ctl_source *s, struct ctl_snapshot *snap, char *err, size_t errlen);
+
+/* The backends of a GET /backends reply into snap->b (ring_slots -1).
+ * 0, or -1 with err set. Pure: unit-testable. */
+int ctl_parse_backends_json(const char *body, size_t len, struct ctl_snapshot *snap, char *err,
+                            size_t errlen);
+
+double ctl_now(void);
+
+/* ---- view.c ------------------------------------------------------------ */
+
+/* status and backends list (backends_only: just the table). */
+void ctl_view_status(FILE *out, const struct ctl_opts *o, const struct ctl_snapshot *s,
+                     bool backends_only);
+/* One refresh of top: rates from the counters' change between prev and cur. */
+void ctl_view_top(FILE *out, const struct ctl_opts *o, const struct ctl_snapshot *prev,
+                  const struct ctl_snapshot *cur);
+/* Decision names as the admin API spells them (requests_by_decision keys,
+ * metrics labels: pg_decision_name() in user/metrics.h), indexed by enum
+ * pg_decision. Kept here so this tool links only the pure parsers (config,
+ * json, http); tests/e2e/test_ctl.py checks they match GET /backends. */
+extern const char *const ctl_decision_name[PG_DEC_MAX];
+/* "up", "down" or "draining". */
+const char *ctl_health(const struct ctl_backend *b);
+uint64_t ctl_requests_total(const struct ctl_backend *b);
+/* s[0..n) as a JSON string literal. */
+void ctl_json_str(FILE *out, const char *s, size_t n);
+
+/* ---- commands (cmds.c, main.c) --------------------------------------------- */
+
+int ctl_cmd_status(const struct ctl_opts *o, bool backends_only);
+int ctl_cmd_top(const struct ctl_opts *o);
+int ctl_cmd_route(const struct ctl_opts *o, const char *file);
+int ctl_cmd_backends_add(const struct ctl_opts *o, const char *addr);
+/* wait: drain (poll until removed, bounded by the timeout), else remove. */
+int ctl_cmd_backends_remove(const struct ctl_opts *o, const char *addr, bool wait);
+
+/* "prefixgatectl: " + message on stderr. */
+void ctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif /* PG_CTL_H */

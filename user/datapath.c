@@ -1,0 +1,424 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Response data paths: which one carries a response body, and the hand-offs
+ * between the proxy and the kernel (overview and contracts in datapath.h;
+ * the programs and their ordering proofs in bpf/splice.bpf.c).
+ *
+ * sockmsg (same-host backend), per request:
+ *   socket -> bind(backend address, port 0) -> route with its gate closed ->
+ *   connect (the sockops program puts the backend's socket in the sockmap) ->
+ *   request -> every backend write is passed to the proxy while the gate is
+ *   closed: the proxy reads the head, rewrites it, forwards it and whatever
+ *   body came with it -> once the client's send queue is empty (every byte
+ *   the proxy read is in the client's kernel queue) it opens the gate at the
+ *   count of bytes it received -> later writes go straight to the client
+ *   socket inside the backend's send(). A write over the budget of an
+ *   opening (slow client) is passed instead: the proxy forwards it and
+ *   reopens when its queue is empty again. The backend's FIN ends the
+ *   response; every redirected byte is in the client's queue by then.
+ *
+ * sockmap (any backend), per request:
+ *   fresh connection, request with "Connection: close" -> the proxy reads the
+ *   head -> STOPPING: cancel the multishot recv, wait for its last CQE ->
+ *   DRAIN: read the socket to EAGAIN (a partly read queue breaks the
+ *   stream), forward it, wait until the client's send queue is empty ->
+ *   PAIRED: pg_splice_pair, one POLLRDHUP poll -> WAIT: FIN seen (or the
+ *   100 ms tick found a fall-back) -> poll pg_splice_progress with back-off
+ *   until drained -> COPY: multishot recv again for passed bytes and the EOF
+ *   -> unpair while the fd is open -> close.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "datapath.h"
+#include "log.h"
+#include "splice.h"
+
+#define DP_READ_MAX (64 * 1024)
+#define DP_LOCAL_MAX 64
+#define DP_WAIT_MAX_MS 64
+
+static struct {
+	struct pg_splice *sp;
+	enum pg_dp_path mode;
+	uint64_t budget;
+	uint32_t local[DP_LOCAL_MAX]; /* this host's IPv4 addresses */
+	unsigned nlocal;
+	uint32_t port_added[PG_MAX_BACKENDS]; /* msg: backend port + 1 registered */
+	uint8_t logged[PG_MAX_BACKENDS];      /* "not on this host" said once */
+	uint64_t err_logged_ms;
+} dp;
+
+static void local_addrs(void)
+{
+	struct ifaddrs *ifa, *i;
+
+	if (getifaddrs(&ifa) == -1)
+		return;
+	for (i = ifa; i && dp.nlocal < DP_LOCAL_MAX; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET)
+			dp.local[dp.nlocal++] = ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
+	freeifaddrs(ifa);
+}
+
+static bool is_local(uint32_t ip)
+{
+	if ((ntohl(ip) >> 24) == 127)
+		return true;
+	for (unsigned i = 0; i < dp.nlocal; i++)
+		if (dp.local[i] == ip)
+			return true;
+	return false;
+}
+
+/* Rate-limited: a per-request failure must not flood the log. */
+static void dp_warn(struct pg_worker *w, const char *what, int rc)
+{
+	if (w->now_ms - __atomic_load_n(&dp.err_logged_ms, __ATOMIC_RELAXED) < 1000)
+		return;
+	__atomic_store_n(&dp.err_logged_ms, w->now_ms, __ATOMIC_RELAXED);
+	pg_warn("data path %s: %s: %s; this response is copied", pg_datapath_name(), what,
+		strerror(-rc));
+}
+
+int pg_datapath_init(const struct pg_config *cfg, uint64_t budget, char *err, size_t errlen)
+{
+	struct pg_splice_config sc = {0};
+	const char *name;
+	unsigned modes;
+	char why[512];
+	int rc;
+
+	dp.mode = PG_DP_COPY;
+	dp.budget = budget ? budget : PG_SPLICE_BUDGET_DEFAULT;
+	if (cfg->no_bpf || cfg->data_path == PG_DATA_COPY)
+		return 0;
+	/* auto: sockmsg, the path that measured better than copy (README). */
+	modes = cfg->data_path == PG_DATA_SOCKMAP ? PG_SPLICE_SKB : PG_SPLICE_MSG;
+	name = modes == PG_SPLICE_SKB ? "sockmap" : "sockmsg";
+	sc.skb_budget = sc.msg_budget = dp.budget;
+	rc = pg_splice_open(&dp.sp, cfg->pin_path, modes, &sc, why, sizeof(why));
+	if (rc) {
+		if (cfg->data_path == PG_DATA_AUTO) {
+			pg_warn("--data-path auto: sockmsg unavailable (%s); using copy", why);
+			return 0;
+		}
+		snprintf(err, errlen, "--data-path %s: %s", name, why);
+		return -1;
+	}
+	dp.mode = modes == PG_SPLICE_SKB ? PG_DP_SKB : PG_DP_MSG;
+	if (dp.mode == PG_DP_MSG)
+		local_addrs();
+	return 0;
+}
+
+void pg_datapath_fini(void)
+{
+	pg_splice_close(dp.sp);
+	dp.sp = NULL;
+	dp.mode = PG_DP_COPY;
+}
+
+const char *pg_datapath_name(void)
+{
+	switch (dp.mode) {
+	case PG_DP_SKB: return "sockmap";
+	case PG_DP_MSG: return "sockmsg (same-host backends; copy for others)";
+	default: return "copy";
+	}
+}
+
+enum pg_dp_path pg_dp_choose(struct pg_worker *w, uint16_t id, bool head_method)
+{
+	const struct pg_backend *b = &w->gw->maps.backends[id];
+	uint32_t port1 = (uint32_t)b->port + 1;
+	char name[32];
+	int rc;
+
+	/* No body to splice: keep the pooled keep-alive connection. */
+	if (dp.mode == PG_DP_COPY || head_method)
+		return PG_DP_COPY;
+	if (dp.mode == PG_DP_SKB)
+		return PG_DP_SKB;
+	if (!is_local(b->ipv4)) {
+		if (!__atomic_exchange_n(&dp.logged[id], 1, __ATOMIC_RELAXED))
+			pg_info("backend %s is not on this host: its responses take the copy path "
+				"(sockmsg needs a same-host backend)",
+				pg_backend_name(b, name, sizeof(name)));
+		return PG_DP_COPY;
+	}
+	if (__atomic_load_n(&dp.port_added[id], __ATOMIC_RELAXED) != port1) {
+		rc = pg_splice_port_add(dp.sp, b->port);
+		if (rc) {
+			dp_warn(w, "watch backend port", rc);
+			return PG_DP_COPY;
+		}
+		__atomic_store_n(&dp.port_added[id], port1, __ATOMIC_RELAXED);
+	}
+	return PG_DP_MSG;
+}
+
+int pg_dp_upstream_setup(struct pg_worker *w, struct pg_upstream *u, struct pg_client *c,
+			 const struct sockaddr_in *sa)
+{
+	struct sockaddr_in local = {.sin_family = AF_INET, .sin_addr = sa->sin_addr};
+	int rc;
+
+	u->sa = *sa;
+	u->rx = 0;
+	u->gate_at = PG_SPLICE_GATE_CLOSED;
+	u->sstate = PG_SP_NONE;
+	if (u->path != PG_DP_MSG)
+		return 0;
+	/* The route is keyed by our port, so bind before connect(); a same-host
+	 * backend's address is one of ours. The route exists before the
+	 * backend accepts, so the sockops program inserts its socket. */
+	if (bind(u->s.fd, (const struct sockaddr *)&local, sizeof(local)) == -1)
+		rc = -errno;
+	else
+		rc = pg_splice_route_add(dp.sp, u->s.fd, sa, c->s.fd, dp.budget, 0);
+	if (!rc) {
+		rc = pg_splice_route_gate(dp.sp, u->s.fd, sa, PG_SPLICE_GATE_CLOSED);
+		if (rc)
+			pg_splice_route_del(dp.sp, u->s.fd, sa);
+	}
+	if (rc) {
+		dp_warn(w, "install route", rc);
+		u->path = PG_DP_COPY;
+		return rc;
+	}
+	u->sstate = PG_SP_MSG;
+	return 0;
+}
+
+/* msg: open the gate at the bytes received, once all are in the client's
+ * kernel queue (nothing queued or being sent by the proxy). */
+static void msg_gate(struct pg_worker *w, struct pg_upstream *u)
+{
+	struct pg_client *c = u->c;
+	uint16_t gen;
+	int rc;
+
+	if (u->sstate != PG_SP_MSG || u->rstate != PG_R_SPLICE || !c || c->s.qbytes ||
+	    c->s.send_busy || u->gate_at == u->rx || u->s.closed)
+		return;
+	gen = (uint16_t)(u->gate_gen + 1);
+	if (!gen)
+		gen = 1; /* the program starts at generation 0: never reuse it */
+	rc = pg_splice_route_gate(dp.sp, u->s.fd, &u->sa, PG_SPLICE_GATE(u->rx, gen));
+	if (rc) {
+		dp_warn(w, "open gate", rc);
+		u->sstate = PG_SP_NONE; /* closed for good: the proxy copies the rest */
+		pg_splice_route_del(dp.sp, u->s.fd, &u->sa);
+		return;
+	}
+	u->gate_gen = gen;
+	u->gate_at = u->rx;
+}
+
+void pg_dp_forwarded(struct pg_worker *w, struct pg_upstream *u)
+{
+	msg_gate(w, u);
+}
+
+static void skb_try_pair(struct pg_worker *w, struct pg_upstream *u)
+{
+	struct pg_client *c = u->c;
+	int rc;
+
+	/* Redirected bytes join the client's queue behind what it holds: the
+	 * proxy's own bytes must all be there first. */
+	if (c->s.qbytes || c->s.send_busy)
+		return; /* pg_dp_client_sent comes back */
+	rc = pg_splice_pair(dp.sp, u->s.fd, c->s.fd, dp.budget, 0);
+	if (rc) {
+		dp_warn(w, "pair sockets", rc);
+		u->sstate = PG_SP_COPY;
+		pg_sock_recv(w, &u->s);
+		return;
+	}
+	u->sstate = PG_SP_PAIRED;
+	u->polling = true;
+	pg_sock_poll_rdhup(w, &u->s);
+}
+
+/* skb DRAIN: read to EAGAIN (bounded by the client's queue), then pair. */
+static void skb_drain(struct pg_worker *w, struct pg_upstream *u)
+{
+	struct pg_client *c = u->c;
+	char buf[DP_READ_MAX];
+
+	while (c->s.qbytes <= PG_RESP_QUEUE_MAX) {
+		ssize_t n = recv(u->s.fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (n > 0) {
+			pg_upstream_data(w, u, buf, (size_t)n, -1);
+			if (u->s.closed || u->c != c)
+				return;
+			continue;
+		}
+		if (n == 0) {
+			pg_upstream_eof(w, u, 0);
+			return;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			skb_try_pair(w, u);
+		else
+			pg_upstream_eof(w, u, -errno);
+		return;
+	}
+}
+
+void pg_dp_body_start(struct pg_worker *w, struct pg_upstream *u)
+{
+	u->rstate = PG_R_SPLICE;
+	u->keep_alive = false;
+	if (u->path == PG_DP_MSG) {
+		msg_gate(w, u);
+	} else if (u->path == PG_DP_SKB) {
+		/* Called from a recv completion: pg_dp_recv_ended follows once the
+		 * multishot recv is over (now, or after the cancel). */
+		u->sstate = PG_SP_STOPPING;
+		pg_sock_pause(w, &u->s);
+	}
+}
+
+void pg_dp_recv_ended(struct pg_worker *w, struct pg_upstream *u)
+{
+	if (u->sstate != PG_SP_STOPPING || !u->c)
+		return;
+	u->sstate = PG_SP_DRAIN;
+	skb_drain(w, u);
+}
+
+bool pg_dp_client_sent(struct pg_worker *w, struct pg_client *c)
+{
+	struct pg_upstream *u = c->up;
+
+	if (!u || u->s.closed)
+		return false;
+	switch ((enum pg_dp_state)u->sstate) {
+	case PG_SP_MSG:
+		msg_gate(w, u);
+		return false; /* bytes that fell back are copied as usual */
+	case PG_SP_DRAIN:
+		if (c->s.qbytes <= PG_RESP_QUEUE_MAX / 2)
+			skb_drain(w, u);
+		return true;
+	case PG_SP_STOPPING:
+	case PG_SP_PAIRED:
+	case PG_SP_WAIT:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void wait_add(struct pg_worker *w, struct pg_upstream *u)
+{
+	u->sstate = PG_SP_WAIT;
+	u->wait_ms = 1;
+	u->wait_at_ms = w->now_ms;
+	if (!u->on_wait) {
+		u->on_wait = true;
+		u->wait_next = w->dp_wait;
+		w->dp_wait = u;
+	}
+}
+
+static void wait_remove(struct pg_worker *w, struct pg_upstream *u)
+{
+	struct pg_upstream **pp = &w->dp_wait;
+
+	if (!u->on_wait)
+		return;
+	while (*pp && *pp != u)
+		pp = &(*pp)->wait_next;
+	if (*pp)
+		*pp = u->wait_next;
+	u->on_wait = false;
+}
+
+void pg_dp_polled(struct pg_worker *w, struct pg_upstream *u, int res)
+{
+	u->polling = false;
+	if (u->sstate != PG_SP_PAIRED || res == -ECANCELED || !u->c)
+		return;
+	/* FIN or error: redirects may still be on their way to the client. */
+	wait_add(w, u);
+}
+
+unsigned pg_dp_next_ms(struct pg_worker *w)
+{
+	uint64_t next = w->now_ms + 100;
+
+	for (struct pg_upstream *u = w->dp_wait; u; u = u->wait_next)
+		if (u->wait_at_ms < next)
+			next = u->wait_at_ms;
+	return next <= w->now_ms ? 0 : (unsigned)(next - w->now_ms);
+}
+
+void pg_dp_run(struct pg_worker *w)
+{
+	struct pg_upstream **pp = &w->dp_wait;
+
+	while (*pp) {
+		struct pg_upstream *u = *pp;
+		struct pg_splice_progress pr;
+
+		if (w->now_ms < u->wait_at_ms) {
+			pp = &u->wait_next;
+			continue;
+		}
+		if (!pg_splice_progress(dp.sp, u->s.fd, u->c->s.fd, &pr) && !pr.drained) {
+			/* A stalled client: back off up to DP_WAIT_MAX_MS. */
+			u->wait_at_ms = w->now_ms + u->wait_ms;
+			if (u->wait_ms < DP_WAIT_MAX_MS)
+				u->wait_ms *= 2;
+			pp = &u->wait_next;
+			continue;
+		}
+		/* Every redirected byte is in the client's queue: what the program
+		 * passed, and the EOF, are the proxy's to read and forward now. */
+		*pp = u->wait_next;
+		u->on_wait = false;
+		u->sstate = PG_SP_COPY;
+		pg_sock_recv(w, &u->s);
+	}
+}
+
+void pg_dp_tick(struct pg_worker *w)
+{
+	struct pg_splice_peer peer;
+
+	if (dp.mode != PG_DP_SKB)
+		return;
+	/* A fall-back (budget reached: a slow client) leaves bytes for the
+	 * proxy without a wake-up it can wait for; 100 ms is soon enough for a
+	 * client that slow. */
+	for (struct pg_client *c = w->clients; c; c = c->next) {
+		struct pg_upstream *u = c->up;
+
+		if (u && u->sstate == PG_SP_PAIRED && !pg_splice_peer_get(dp.sp, u->s.fd, &peer) &&
+		    (peer.flags & PG_SPLICE_F_FALLBACK))
+			wait_add(w, u);
+	}
+}
+
+void pg_dp_upstream_closing(struct pg_worker *w, struct pg_upstream *u)
+{
+	if (u->s.closed)
+		return;
+	wait_remove(w, u);
+	if (u->path == PG_DP_SKB && u->sstate >= PG_SP_PAIRED)
+		pg_splice_unpair(dp.sp, u->s.fd); /* fd still open: its cookie still reads */
+	else if (u->path == PG_DP_MSG && u->sstate == PG_SP_MSG)
+		pg_splice_route_del(dp.sp, u->s.fd, &u->sa);
+	u->sstate = PG_SP_NONE;
+}

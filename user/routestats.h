@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Statistics of routing decisions that explain the KV-cache hit rate:
+ *
+ * - predicted hits: a request is a predicted hit when its key hash went to
+ *   the same backend within the last --predict-window ms. One shared lossy
+ *   table of PG_PREDICT_SLOTS entries (key tag, backend id, time) packed in
+ *   a uint64_t, read and written with relaxed atomics: two keys sharing a
+ *   slot evict each other (a miss counted, never a wrong hit unless their
+ *   16-bit tags collide too), two workers racing on one slot lose one
+ *   update. Both are noise well below what the ratio is used for.
+ * - shadow mode (--shadow): the same prediction for the backend that
+ *   PREFIX_AWARE would have chosen, plus its per-backend spread.
+ * - hot keys: per thread, a space-saving table of PG_HOT_SLOTS key hashes
+ *   counted over PG_HOT_WINDOW_MS windows, one request in PG_HOT_SAMPLE
+ *   sampled; each finished window is published through a seqcount and
+ *   merged by the reader.
+ *
+ * Writers are the worker threads, through pg_route() (route.c) only: each
+ * thread gets its own slot of counters on its first request (lock-free,
+ * single writer per slot: plain relaxed load + store, no locked
+ * instruction). Readers (metrics, control thread) sum the slots with
+ * relaxed loads. State is process-wide, like the control thread's.
+ */
+#ifndef PG_ROUTESTATS_H
+#define PG_ROUTESTATS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "gateway.h"
+
+#define PG_PREDICT_SLOTS (1u << 16)
+/* Key hashes tracked per thread and per window for hot keys. */
+#define PG_HOT_SLOTS     16
+#define PG_HOT_WINDOW_MS 10000
+/* One request in this many is counted for hot keys (then scaled back). */
+#define PG_HOT_SAMPLE 8
+/* Hot keys shown by the metrics. */
+#define PG_HOT_TOP 5
+/* Counter slots: one per worker thread, and a shared last one if more. */
+#define PG_RSTATS_SLOTS (PG_WORKERS_MAX + 1)
+
+/* ---- pure pieces (unit-tested) -------------------------------------------- */
+
+/*
+ * Look up and refresh the prediction table entry of hash: true if hash
+ * went to backend id (1..255) within window_ms before now_ms. Then the
+ * entry records (hash, id, now_ms). table has PG_PREDICT_SLOTS entries.
+ */
+bool pg_predict(uint64_t *table, uint64_t hash, uint16_t id, uint64_t now_ms, uint64_t window_ms);
+
+/* Space-saving top-k counter of key hashes. Zero-initialise. */
+struct pg_hot {
+	uint64_t hash[PG_HOT_SLOTS];
+	uint32_t count[PG_HOT_SLOTS]; /* 0: slot free */
+};
+
+/* Count one occurrence of hash: its slot's count + 1, else the slot with
+ * the lowest count is taken over (count = that lowest + 1, an upper bound
+ * of the true count, as space-saving does). hash 0 is counted like any. */
+void pg_hot_add(struct pg_hot *h, uint64_t hash);
+
+struct pg_hot_key {
+	uint64_t hash;
+	uint64_t count;
+};
+
+/* Merge count into a list of at most cap distinct hashes kept sorted by
+ * count, highest first (the lowest falls off when full). *n: entries. */
+void pg_hot_merge(struct pg_hot_key *list, size_t *n, size_t cap, uint64_t hash, uint64_t count);
+
+/* ---- recording (workers) ------------------------------------------------ */
+
+/*
+ * Record one routed request: key hash, the backend chosen (1..255), the
+ * backend PREFIX_AWARE would have chosen in shadow mode (0: shadow off or
+ * no usable backend) and the time. Called by pg_route() only.
+ */
+void pg_rstats_record(const struct pg_gateway *gw, uint64_t hash, uint16_t id, uint16_t shadow_id,
+                      uint64_t now_ms);
+
+/* ---- reading (control thread) ------------------------------------------- */
+
+struct pg_rstats_totals {
+	uint64_t requests;        /* requests recorded */
+	uint64_t hits;            /* of which predicted hits */
+	uint64_t shadow_requests; /* requests with a shadow choice */
+	uint64_t shadow_hits;     /* of which predicted hits for the shadow choice */
+	uint64_t shadow_agree;    /* shadow choice == real choice */
+	uint64_t shadow_by_backend[PG_MAX_BACKENDS];
+};
+
+/* Sum every thread's counters (relaxed loads: a recent snapshot). */
+void pg_rstats_sum(struct pg_rstats_totals *t);
+
+/* The hottest keys of the last finished window of each thread (windows
+ * that ended more than 2 windows before now_ms are ignored), merged:
+ * at most max entries, highest count first. Returns how many. */
+size_t pg_rstats_hot(uint64_t now_ms, struct pg_hot_key *out, size_t max);
+
+/* Forget everything (tests; prefixgate starts from zero anyway). Not safe
+ * while workers run. */
+void pg_rstats_reset(void);
+
+#endif /* PG_ROUTESTATS_H */
