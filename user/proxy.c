@@ -27,15 +27,14 @@
 #include "datapath.h"
 #include "log.h"
 #include "route.h"
+#include "proxy_internal.h"
 #include "worker.h"
 
 #define LINGER_MS 2000
 
-static void client_advance(struct pg_worker *w, struct pg_client *c);
-
 /* --- small buffers ---------------------------------------------------------- */
 
-static void buf_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n)
+void pg_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n)
 {
 	if (*len + n > *cap) {
 		size_t ncap = *cap ? *cap : 1024;
@@ -57,7 +56,7 @@ static void in_consume(struct pg_client *c, size_t n)
 	c->in_len -= n;
 }
 
-static bool name_is(struct pg_str s, const char *name)
+bool pg_name_is(struct pg_str s, const char *name)
 {
 	return strlen(name) == s.len && strncasecmp(s.p, name, s.len) == 0;
 }
@@ -65,9 +64,9 @@ static bool name_is(struct pg_str s, const char *name)
 /* Hop-by-hop headers (RFC 9110 §7.6.1) are the gateway's own business. */
 static bool hop_by_hop(struct pg_str n)
 {
-	return name_is(n, "connection") || name_is(n, "keep-alive") ||
-	       name_is(n, "proxy-connection") || name_is(n, "te") || name_is(n, "upgrade") ||
-	       name_is(n, "expect");
+	return pg_name_is(n, "connection") || pg_name_is(n, "keep-alive") ||
+	       pg_name_is(n, "proxy-connection") || pg_name_is(n, "te") || pg_name_is(n, "upgrade") ||
+	       pg_name_is(n, "expect");
 }
 
 /* --- answers of the gateway's own --------------------------------------------- */
@@ -113,34 +112,13 @@ static void release_slot(struct pg_worker *w, struct pg_client *c)
 	}
 }
 
-static void pool_remove(struct pg_worker *w, struct pg_upstream *u)
-{
-	struct pg_upstream **pp = &w->pool[u->backend];
-
-	while (*pp && *pp != u)
-		pp = &(*pp)->pool_next;
-	if (*pp) {
-		*pp = u->pool_next;
-		w->pool_len[u->backend]--;
-	}
-	u->in_pool = false;
-}
-
-static void upstream_close(struct pg_worker *w, struct pg_upstream *u)
-{
-	if (u->in_pool)
-		pool_remove(w, u);
-	pg_dp_upstream_closing(w, u); /* kernel state goes while the fd is open */
-	u->c = NULL;
-	pg_sock_close(w, &u->s);
-}
 
 /* Forget the current request (after its response, or when giving up). */
 static void request_reset(struct pg_worker *w, struct pg_client *c)
 {
 	release_slot(w, c);
 	if (c->up) {
-		upstream_close(w, c->up); /* drops any segment borrowing c->fwd */
+		pg_upstream_close(w, c->up); /* drops any segment borrowing c->fwd */
 		c->up = NULL;
 	}
 	free(c->fwd);
@@ -210,22 +188,22 @@ static void build_forward_head(struct pg_client *c, const struct pg_http_request
 	char line[32];
 	int n;
 
-	buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, req->method.p, req->method.len);
-	buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, " ", 1);
-	buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, req->target.p, req->target.len);
+	pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, req->method.p, req->method.len);
+	pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, " ", 1);
+	pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, req->target.p, req->target.len);
 	n = snprintf(line, sizeof(line), " HTTP/1.%d\r\n", req->minor);
-	buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, line, (size_t)n);
+	pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, line, (size_t)n);
 	for (size_t i = 0; i < req->nheaders; i++) {
 		const struct pg_http_header *h = &req->headers[i];
 
 		if (hop_by_hop(h->name))
 			continue;
-		buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, h->name.p, h->name.len);
-		buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, ": ", 2);
-		buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, h->value.p, h->value.len);
-		buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, "\r\n", 2);
+		pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, h->name.p, h->name.len);
+		pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, ": ", 2);
+		pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, h->value.p, h->value.len);
+		pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, "\r\n", 2);
 	}
-	buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, "\r\n", 2);
+	pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, "\r\n", 2);
 }
 
 static bool request_head(struct pg_worker *w, struct pg_client *c)
@@ -252,7 +230,7 @@ static bool request_head(struct pg_worker *w, struct pg_client *c)
 	}
 	c->minor = (uint8_t)req.minor;
 	c->keep_alive = req.keep_alive;
-	c->head_method = name_is(req.method, "HEAD");
+	c->head_method = pg_name_is(req.method, "HEAD");
 	c->api = (uint8_t)pg_key_api(req.method, req.path);
 	c->body = (uint8_t)req.body;
 	c->body_left = req.body == PG_BODY_LENGTH ? req.content_length : 0;
@@ -288,54 +266,7 @@ static bool request_head(struct pg_worker *w, struct pg_client *c)
 
 /* --- dispatch ----------------------------------------------------------------- */
 
-static struct pg_upstream *pool_get(struct pg_worker *w, uint16_t id)
-{
-	struct pg_upstream *u;
 
-	while ((u = w->pool[id])) {
-		pool_remove(w, u);
-		if (u->epoch == w->gw->maps.backends[id].epoch && !u->s.closed) {
-			u->reused = true;
-			return u;
-		}
-		upstream_close(w, u);
-	}
-	return NULL;
-}
-
-static struct pg_upstream *upstream_new(struct pg_worker *w, uint16_t id, struct pg_client *c,
-				       enum pg_dp_path path)
-{
-	const struct pg_backend *b = &w->gw->maps.backends[id];
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	struct pg_upstream *u;
-	int fd, one = 1;
-
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd == -1)
-		return NULL;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	u = calloc(1, sizeof(*u));
-	if (!u) {
-		close(fd);
-		return NULL;
-	}
-	u->s.fd = fd;
-	u->s.kind = PG_SOCK_UPSTREAM;
-	u->w = w;
-	u->backend = id;
-	u->epoch = b->epoch;
-	u->connecting = true;
-	sa.sin_addr.s_addr = b->ipv4;
-	sa.sin_port = htons(b->port);
-	u->path = (uint8_t)path;
-	pg_dp_upstream_setup(w, u, c, &sa); /* on failure u->path is copy */
-	pg_sock_connect(w, &u->s, &sa);
-	return u;
-}
-
-static void attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why,
-			   bool mark_down);
 
 /* A spliced response ends with the backend's FIN: ask for it. */
 static void fwd_add_close(struct pg_client *c)
@@ -345,7 +276,7 @@ static void fwd_add_close(struct pg_client *c)
 
 	if (c->fwd_close)
 		return;
-	buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, hdr, n);
+	pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, hdr, n);
 	memmove(c->fwd + at + n, c->fwd + at, c->fwd_len - n - at);
 	memcpy(c->fwd + at, hdr, n);
 	c->fwd_head += n;
@@ -363,16 +294,16 @@ static void attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsig
 		fresh = true; /* one connection per spliced response */
 		fwd_add_close(c);
 	}
-	u = fresh ? NULL : pool_get(w, id);
+	u = fresh ? NULL : pg_pool_get(w, id);
 	c->backend = id;
 	c->attempts++;
 	pg_idset_add(&c->tried, id);
 	pg_inflight_take(w->gw, id, decision);
 	c->counted = true;
 	if (!u)
-		u = upstream_new(w, id, c, path);
+		u = pg_upstream_new(w, id, c, path);
 	if (!u) {
-		attempt_failed(w, c, strerror(errno), false);
+		pg_attempt_failed(w, c, strerror(errno), false);
 		return;
 	}
 	u->c = c;
@@ -383,7 +314,7 @@ static void attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsig
 	pg_sock_recv(w, &u->s);
 }
 
-static void attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why,
+void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why,
 			   bool mark_down)
 {
 	struct pg_backend *b = &w->gw->maps.backends[c->backend];
@@ -393,7 +324,7 @@ static void attempt_failed(struct pg_worker *w, struct pg_client *c, const char 
 
 	if (u) {
 		c->up = NULL;
-		upstream_close(w, u);
+		pg_upstream_close(w, u);
 	}
 	__atomic_fetch_add(&b->failures, 1, __ATOMIC_RELAXED);
 	if (mark_down) {
@@ -437,7 +368,7 @@ static bool key_chunked(struct pg_worker *w, struct pg_client *c)
 			return false;
 		}
 		if (rc == PG_CHUNKED_DATA)
-			buf_append(&c->kbuf, &c->klen, &c->kcap, c->in + c->ch_off + doff, dlen);
+			pg_bytes_append(&c->kbuf, &c->klen, &c->kcap, c->in + c->ch_off + doff, dlen);
 		c->ch_off += used;
 		if (rc == PG_CHUNKED_DONE)
 			c->ch_done = true;
@@ -483,12 +414,12 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 	/* The body held so far joins the head in c->fwd. */
 	if (c->body == PG_BODY_LENGTH) {
 		n = c->in_len < c->body_left ? c->in_len : c->body_left;
-		buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, c->in, n);
+		pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, c->in, n);
 		in_consume(c, n);
 		c->body_left -= n;
 		c->replayable = c->body_left == 0;
 	} else if (c->body == PG_BODY_CHUNKED) {
-		buf_append(&c->fwd, &c->fwd_len, &c->fwd_cap, c->in, c->ch_off);
+		pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, c->in, c->ch_off);
 		in_consume(c, c->ch_off);
 		c->ch_off = 0;
 		c->replayable = c->ch_done;
@@ -546,7 +477,7 @@ static void request_stream(struct pg_worker *w, struct pg_client *c)
 	}
 }
 
-static void client_advance(struct pg_worker *w, struct pg_client *c)
+void pg_client_advance(struct pg_worker *w, struct pg_client *c)
 {
 	for (;;) {
 		switch (c->state) {
@@ -602,8 +533,8 @@ bool pg_client_data(struct pg_worker *w, struct pg_client *c, char *data, size_t
 {
 	if (c->state == PG_C_LINGER)
 		return false; /* discarded */
-	buf_append(&c->in, &c->in_len, &c->in_cap, data, len);
-	client_advance(w, c);
+	pg_bytes_append(&c->in, &c->in_len, &c->in_cap, data, len);
+	pg_client_advance(w, c);
 	/* Bound what one connection makes us hold: the key's bytes at most while
 	 * reading them, a pipeline's worth otherwise. */
 	if (!c->s.closed && c->state != PG_C_KEY && c->in_len > PG_PIPELINE_MAX)
@@ -645,9 +576,9 @@ void pg_client_free(struct pg_client *c)
 	free(c);
 }
 
-/* --- backend socket events --------------------------------------------------------- */
+/* --- the response's end, as the client sees it ---------------------------------- */
 
-static void response_end(struct pg_worker *w, struct pg_client *c, struct pg_upstream *u)
+void pg_response_end(struct pg_worker *w, struct pg_client *c, struct pg_upstream *u)
 {
 	const struct pg_backend *b = &w->gw->maps.backends[u->backend];
 	bool reuse = u->keep_alive && !u->s.qbytes && !u->s.closed && u->epoch == b->epoch &&
@@ -656,16 +587,10 @@ static void response_end(struct pg_worker *w, struct pg_client *c, struct pg_ups
 	release_slot(w, c);
 	c->up = NULL;
 	u->c = NULL;
-	if (reuse) {
-		u->in_pool = true;
-		u->reused = false;
-		u->idle_since_ms = w->now_ms;
-		u->pool_next = w->pool[u->backend];
-		w->pool[u->backend] = u;
-		w->pool_len[u->backend]++;
-	} else {
-		upstream_close(w, u);
-	}
+	if (reuse)
+		pg_pool_put(w, u);
+	else
+		pg_upstream_close(w, u);
 	if (c->state == PG_C_STREAM)
 		c->keep_alive = false; /* the rest of its body was never read */
 	if (!c->keep_alive) {
@@ -675,12 +600,12 @@ static void response_end(struct pg_worker *w, struct pg_client *c, struct pg_ups
 	request_reset(w, c);
 	c->state = PG_C_HEAD;
 	pg_sock_recv(w, &c->s);
-	client_advance(w, c);
+	pg_client_advance(w, c);
 }
 
 /* Mid-response failure of the backend: the client gets what was sent and a
  * close (a chunked stream without its last chunk, or a short body). */
-static void backend_broke(struct pg_worker *w, struct pg_client *c)
+void pg_backend_broke(struct pg_worker *w, struct pg_client *c)
 {
 	__atomic_fetch_add(&w->stats->backend_errors, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&w->gw->maps.backends[c->backend].failures, 1, __ATOMIC_RELAXED);
@@ -688,240 +613,11 @@ static void backend_broke(struct pg_worker *w, struct pg_client *c)
 	client_linger(w, c);
 }
 
-/* Copy the response head, replacing its hop-by-hop fields with ours. */
-static void forward_response_head(struct pg_worker *w, struct pg_client *c, const char *h,
-				  size_t n)
-{
-	char *out = NULL;
-	size_t len = 0, cap = 0;
-	const char *p = h, *end = h + n - 2; /* before the final CRLF */
-	const char *eol = memchr(p, '\n', (size_t)(end - p));
-
-	buf_append(&out, &len, &cap, p, (size_t)(eol + 1 - p)); /* status line */
-	for (p = eol + 1; p < end; p = eol + 1) {
-		struct pg_str name;
-		const char *colon;
-
-		eol = memchr(p, '\n', (size_t)(end - p) + 1);
-		colon = memchr(p, ':', (size_t)(eol - p));
-		name.p = p;
-		name.len = colon ? (size_t)(colon - p) : 0;
-		if (colon && (name_is(name, "connection") || name_is(name, "keep-alive")))
-			continue;
-		buf_append(&out, &len, &cap, p, (size_t)(eol + 1 - p));
-	}
-	if (!c->keep_alive)
-		buf_append(&out, &len, &cap, "Connection: close\r\n", 19);
-	buf_append(&out, &len, &cap, "\r\n", 2);
-	pg_sock_queue(w, &c->s, out, len, -1, true);
-}
-
-/* Forward response body bytes (zero copy from a provided buffer while they
- * are plentiful), tracking the framing to find the end. */
-static bool forward_body(struct pg_worker *w, struct pg_upstream *u, char *data, size_t len,
-			 int bid)
-{
-	struct pg_client *c = u->c;
-	size_t take = 0;
-	bool done = false, kept = false;
-
-	switch (u->rstate) {
-	case PG_R_LENGTH:
-		take = len < u->left ? len : (size_t)u->left;
-		u->left -= take;
-		done = !u->left;
-		break;
-	case PG_R_CHUNKED:
-		while (take < len) {
-			size_t used, doff, dlen;
-			enum pg_chunked_rc rc =
-				pg_chunked_feed(&u->ch, data + take, len - take, &used, &doff, &dlen);
-
-			if (rc == PG_CHUNKED_ERROR) {
-				pg_sock_queue_copy(w, &c->s, data, take);
-				backend_broke(w, c);
-				return false;
-			}
-			take += used;
-			if (rc == PG_CHUNKED_DONE) {
-				done = true;
-				break;
-			}
-		}
-		break;
-	case PG_R_EOF:
-	case PG_R_SPLICE:
-		take = len;
-		break;
-	default:
-		done = true;
-		break;
-	}
-	if (take < len)
-		u->keep_alive = false; /* bytes after the response: never reuse */
-	if (take) {
-		if (bid >= 0 && w->bufs_out < PG_NBUFS / 2) {
-			pg_sock_queue(w, &c->s, data, take, bid, false);
-			kept = true;
-		} else {
-			pg_sock_queue_copy(w, &c->s, data, take);
-		}
-	}
-	if (done)
-		response_end(w, c, u);
-	else if (c->s.qbytes > PG_RESP_QUEUE_MAX)
-		pg_sock_pause(w, &u->s); /* resumed by pg_client_sent */
-	return kept;
-}
-
-static void response_head(struct pg_worker *w, struct pg_upstream *u)
-{
-	struct pg_client *c = u->c;
-	struct pg_http_response resp;
-	ssize_t n;
-
-	for (;;) {
-		n = pg_http_parse_response(u->hbuf, u->hlen, c->head_method, &resp);
-		if (n == 0)
-			return;
-		if (n < 0) {
-			attempt_failed(w, c, "invalid response head", true);
-			return;
-		}
-		if (resp.status >= 200)
-			break;
-		/* 1xx: Expect was answered by us and Upgrade is not forwarded. */
-		memmove(u->hbuf, u->hbuf + n, u->hlen - (size_t)n);
-		u->hlen -= (size_t)n;
-	}
-	c->resp_started = true;
-	u->keep_alive = resp.keep_alive && u->path == PG_DP_COPY;
-	switch (resp.body) {
-	case PG_BODY_LENGTH:
-		u->left = resp.content_length;
-		u->rstate = u->left ? PG_R_LENGTH : PG_R_DONE;
-		break;
-	case PG_BODY_CHUNKED:
-		pg_chunked_init(&u->ch);
-		u->rstate = PG_R_CHUNKED;
-		break;
-	case PG_BODY_EOF:
-		c->keep_alive = false; /* the close is the end of the body */
-		u->rstate = PG_R_EOF;
-		break;
-	default:
-		u->rstate = PG_R_DONE;
-		break;
-	}
-	forward_response_head(w, c, u->hbuf, (size_t)n);
-	u->hlen -= (size_t)n;
-	if (u->rstate == PG_R_DONE && !u->hlen) {
-		response_end(w, c, u);
-		return;
-	}
-	/* Body bytes that came with the head. */
-	forward_body(w, u, u->hbuf + n, u->hlen, -1);
-	if (!u->s.closed) {
-		u->hlen = 0;
-		if (u->path != PG_DP_COPY && c->up == u)
-			pg_dp_body_start(w, u); /* the rest of the body via the kernel */
-	}
-}
-
-bool pg_upstream_data(struct pg_worker *w, struct pg_upstream *u, char *data, size_t len, int bid)
-{
-	if (!u->c) {
-		upstream_close(w, u); /* an idle connection must not speak */
-		return false;
-	}
-	u->rx += len;
-	if (u->rstate != PG_R_HEAD) {
-		bool kept = forward_body(w, u, data, len, bid);
-
-		if (u->rstate == PG_R_SPLICE && !u->s.closed)
-			pg_dp_forwarded(w, u);
-		return kept;
-	}
-	if (u->hlen + len > PG_HTTP_MAX_HEAD) {
-		attempt_failed(w, u->c, "response head too large", true);
-		return false;
-	}
-	buf_append(&u->hbuf, &u->hlen, &u->hcap, data, len);
-	response_head(w, u);
-	return false;
-}
-
-void pg_upstream_eof(struct pg_worker *w, struct pg_upstream *u, int err)
-{
-	struct pg_client *c = u->c;
-
-	if (!c) {
-		upstream_close(w, u);
-		return;
-	}
-	if ((u->rstate == PG_R_EOF || u->rstate == PG_R_SPLICE) && !err) {
-		u->keep_alive = false;
-		response_end(w, c, u);
-	} else if (u->rstate == PG_R_HEAD && !c->resp_started) {
-		attempt_failed(w, c, err ? strerror(-err) : "connection closed before a response",
-			       !u->reused);
-	} else {
-		backend_broke(w, c);
-	}
-}
-
-void pg_upstream_connected(struct pg_worker *w, struct pg_upstream *u, int res)
-{
-	struct pg_client *c = u->c;
-
-	u->connecting = false;
-	if (res == 0) {
-		u->s.can_send = true;
-		pg_sock_flush(w, &u->s);
-		if (c && c->state == PG_C_STREAM)
-			client_advance(w, c);
-		return;
-	}
-	if (!c) {
-		upstream_close(w, u);
-		return;
-	}
-	attempt_failed(w, c, res == -ECANCELED ? "connect timed out" : strerror(-res), true);
-}
-
-void pg_upstream_sent(struct pg_worker *w, struct pg_upstream *u, int err)
-{
-	struct pg_client *c = u->c;
-
-	if (!c) {
-		if (err)
-			upstream_close(w, u);
-		return;
-	}
-	if (err) {
-		if (!c->resp_started && !c->streamed)
-			attempt_failed(w, c, strerror(-err), !u->reused);
-		else
-			backend_broke(w, c);
-		return;
-	}
-	if (c->state == PG_C_STREAM && u->s.qbytes < PG_REQ_QUEUE_MAX / 2) {
-		pg_sock_recv(w, &c->s);
-		client_advance(w, c);
-	}
-}
-
-void pg_upstream_free(struct pg_upstream *u)
-{
-	free(u->hbuf);
-	free(u);
-}
 
 /* --- housekeeping ------------------------------------------------------------------ */
 
 void pg_proxy_tick(struct pg_worker *w)
 {
-	const struct pg_backend *bs = w->gw->maps.backends;
 	struct pg_client *c, *next;
 
 	pg_dp_tick(w);
@@ -930,23 +626,12 @@ void pg_proxy_tick(struct pg_worker *w)
 		if (c->state == PG_C_LINGER && w->now_ms >= c->linger_until_ms)
 			client_close(w, c);
 	}
-	for (unsigned id = 1; id < PG_MAX_BACKENDS; id++) {
-		struct pg_upstream *u, *un;
-
-		for (u = w->pool[id]; u; u = un) {
-			un = u->pool_next;
-			if (w->now_ms - u->idle_since_ms > PG_POOL_IDLE_MS || u->epoch != bs[id].epoch ||
-			    !(bs[id].flags & PG_BACKEND_ACTIVE))
-				upstream_close(w, u);
-		}
-	}
+	pg_pool_tick(w);
 }
 
 void pg_proxy_shutdown(struct pg_worker *w)
 {
 	while (w->clients)
 		client_close(w, w->clients);
-	for (unsigned id = 1; id < PG_MAX_BACKENDS; id++)
-		while (w->pool[id])
-			upstream_close(w, w->pool[id]);
+	pg_pool_close_all(w);
 }

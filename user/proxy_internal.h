@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the two halves of the HTTP state machine call of each other:
+ * proxy.c is the client side (requests in, routing, dispatch, how a
+ * response's end or failure reaches the client), upstream.c the backend
+ * side (connections and their pool, response heads and bodies).
+ */
+#ifndef PG_PROXY_INTERNAL_H
+#define PG_PROXY_INTERNAL_H
+
+#include "datapath.h"
+#include "worker.h"
+
+/* Growable byte buffer append (aborts on out of memory). */
+void pg_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n);
+/* Header name s equals name, case-insensitively. */
+bool pg_name_is(struct pg_str s, const char *name);
+
+/* --- proxy.c ---------------------------------------------------------------------- */
+/* Run the client's request state machine as far as its input allows. */
+void pg_client_advance(struct pg_worker *w, struct pg_client *c);
+/* The attempt on c->backend failed before a response byte reached the
+ * client: retry elsewhere (or fresh) while possible, else answer 502. */
+void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why, bool mark_down);
+/* The backend has sent the whole response: free the slot, pool or close u,
+ * then serve the client's next request (or close it). */
+void pg_response_end(struct pg_worker *w, struct pg_client *c, struct pg_upstream *u);
+/* The backend failed mid-response: the client gets what was sent, then a close. */
+void pg_backend_broke(struct pg_worker *w, struct pg_client *c);
+
+/* --- upstream.c ------------------------------------------------------------------- */
+struct pg_upstream *pg_upstream_new(struct pg_worker *w, uint16_t id, struct pg_client *c,
+				    enum pg_dp_path path);
+void pg_upstream_close(struct pg_worker *w, struct pg_upstream *u);
+/* An idle keep-alive connection to backend id (NULL if none is usable). */
+struct pg_upstream *pg_pool_get(struct pg_worker *w, uint16_t id);
+void pg_pool_put(struct pg_worker *w, struct pg_upstream *u);
+void pg_pool_remove(struct pg_worker *w, struct pg_upstream *u);
+/* Close pooled connections idle too long or to a changed/removed member. */
+void pg_pool_tick(struct pg_worker *w);
+void pg_pool_close_all(struct pg_worker *w);
+
+#endif /* PG_PROXY_INTERNAL_H */

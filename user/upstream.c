@@ -1,0 +1,348 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The backend side of a request: connections to backends and the pool of
+ * idle keep-alive ones, the response head (rewritten for the client) and
+ * the body, forwarded as it arrives (zero copy from provided buffers while
+ * they are plentiful) with its framing tracked to find its end. Failures
+ * before any response byte reached the client go back to proxy.c for a
+ * retry; later ones end the client's response visibly.
+ */
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "log.h"
+#include "proxy_internal.h"
+
+/* --- connections and the pool -------------------------------------------------------- */
+
+void pg_pool_remove(struct pg_worker *w, struct pg_upstream *u)
+{
+	struct pg_upstream **pp = &w->pool[u->backend];
+
+	while (*pp && *pp != u)
+		pp = &(*pp)->pool_next;
+	if (*pp) {
+		*pp = u->pool_next;
+		w->pool_len[u->backend]--;
+	}
+	u->in_pool = false;
+}
+
+void pg_upstream_close(struct pg_worker *w, struct pg_upstream *u)
+{
+	if (u->in_pool)
+		pg_pool_remove(w, u);
+	pg_dp_upstream_closing(w, u); /* kernel state goes while the fd is open */
+	u->c = NULL;
+	pg_sock_close(w, &u->s);
+}
+
+struct pg_upstream *pg_pool_get(struct pg_worker *w, uint16_t id)
+{
+	struct pg_upstream *u;
+
+	while ((u = w->pool[id])) {
+		pg_pool_remove(w, u);
+		if (u->epoch == w->gw->maps.backends[id].epoch && !u->s.closed) {
+			u->reused = true;
+			return u;
+		}
+		pg_upstream_close(w, u);
+	}
+	return NULL;
+}
+
+struct pg_upstream *pg_upstream_new(struct pg_worker *w, uint16_t id, struct pg_client *c,
+				       enum pg_dp_path path)
+{
+	const struct pg_backend *b = &w->gw->maps.backends[id];
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	struct pg_upstream *u;
+	int fd, one = 1;
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd == -1)
+		return NULL;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	u = calloc(1, sizeof(*u));
+	if (!u) {
+		close(fd);
+		return NULL;
+	}
+	u->s.fd = fd;
+	u->s.kind = PG_SOCK_UPSTREAM;
+	u->w = w;
+	u->backend = id;
+	u->epoch = b->epoch;
+	u->connecting = true;
+	sa.sin_addr.s_addr = b->ipv4;
+	sa.sin_port = htons(b->port);
+	u->path = (uint8_t)path;
+	pg_dp_upstream_setup(w, u, c, &sa); /* on failure u->path is copy */
+	pg_sock_connect(w, &u->s, &sa);
+	return u;
+}
+
+/* Copy the response head, replacing its hop-by-hop fields with ours. */
+static void forward_response_head(struct pg_worker *w, struct pg_client *c, const char *h,
+				  size_t n)
+{
+	char *out = NULL;
+	size_t len = 0, cap = 0;
+	const char *p = h, *end = h + n - 2; /* before the final CRLF */
+	const char *eol = memchr(p, '\n', (size_t)(end - p));
+
+	pg_bytes_append(&out, &len, &cap, p, (size_t)(eol + 1 - p)); /* status line */
+	for (p = eol + 1; p < end; p = eol + 1) {
+		struct pg_str name;
+		const char *colon;
+
+		eol = memchr(p, '\n', (size_t)(end - p) + 1);
+		colon = memchr(p, ':', (size_t)(eol - p));
+		name.p = p;
+		name.len = colon ? (size_t)(colon - p) : 0;
+		if (colon && (pg_name_is(name, "connection") || pg_name_is(name, "keep-alive")))
+			continue;
+		pg_bytes_append(&out, &len, &cap, p, (size_t)(eol + 1 - p));
+	}
+	if (!c->keep_alive)
+		pg_bytes_append(&out, &len, &cap, "Connection: close\r\n", 19);
+	pg_bytes_append(&out, &len, &cap, "\r\n", 2);
+	pg_sock_queue(w, &c->s, out, len, -1, true);
+}
+
+/* Forward response body bytes (zero copy from a provided buffer while they
+ * are plentiful), tracking the framing to find the end. */
+static bool forward_body(struct pg_worker *w, struct pg_upstream *u, char *data, size_t len,
+			 int bid)
+{
+	struct pg_client *c = u->c;
+	size_t take = 0;
+	bool done = false, kept = false;
+
+	switch (u->rstate) {
+	case PG_R_LENGTH:
+		take = len < u->left ? len : (size_t)u->left;
+		u->left -= take;
+		done = !u->left;
+		break;
+	case PG_R_CHUNKED:
+		while (take < len) {
+			size_t used, doff, dlen;
+			enum pg_chunked_rc rc =
+				pg_chunked_feed(&u->ch, data + take, len - take, &used, &doff, &dlen);
+
+			if (rc == PG_CHUNKED_ERROR) {
+				pg_sock_queue_copy(w, &c->s, data, take);
+				pg_backend_broke(w, c);
+				return false;
+			}
+			take += used;
+			if (rc == PG_CHUNKED_DONE) {
+				done = true;
+				break;
+			}
+		}
+		break;
+	case PG_R_EOF:
+	case PG_R_SPLICE:
+		take = len;
+		break;
+	default:
+		done = true;
+		break;
+	}
+	if (take < len)
+		u->keep_alive = false; /* bytes after the response: never reuse */
+	if (take) {
+		if (bid >= 0 && w->bufs_out < PG_NBUFS / 2) {
+			pg_sock_queue(w, &c->s, data, take, bid, false);
+			kept = true;
+		} else {
+			pg_sock_queue_copy(w, &c->s, data, take);
+		}
+	}
+	if (done)
+		pg_response_end(w, c, u);
+	else if (c->s.qbytes > PG_RESP_QUEUE_MAX)
+		pg_sock_pause(w, &u->s); /* resumed by pg_client_sent */
+	return kept;
+}
+
+static void response_head(struct pg_worker *w, struct pg_upstream *u)
+{
+	struct pg_client *c = u->c;
+	struct pg_http_response resp;
+	ssize_t n;
+
+	for (;;) {
+		n = pg_http_parse_response(u->hbuf, u->hlen, c->head_method, &resp);
+		if (n == 0)
+			return;
+		if (n < 0) {
+			pg_attempt_failed(w, c, "invalid response head", true);
+			return;
+		}
+		if (resp.status >= 200)
+			break;
+		/* 1xx: Expect was answered by us and Upgrade is not forwarded. */
+		memmove(u->hbuf, u->hbuf + n, u->hlen - (size_t)n);
+		u->hlen -= (size_t)n;
+	}
+	c->resp_started = true;
+	u->keep_alive = resp.keep_alive && u->path == PG_DP_COPY;
+	switch (resp.body) {
+	case PG_BODY_LENGTH:
+		u->left = resp.content_length;
+		u->rstate = u->left ? PG_R_LENGTH : PG_R_DONE;
+		break;
+	case PG_BODY_CHUNKED:
+		pg_chunked_init(&u->ch);
+		u->rstate = PG_R_CHUNKED;
+		break;
+	case PG_BODY_EOF:
+		c->keep_alive = false; /* the close is the end of the body */
+		u->rstate = PG_R_EOF;
+		break;
+	default:
+		u->rstate = PG_R_DONE;
+		break;
+	}
+	forward_response_head(w, c, u->hbuf, (size_t)n);
+	u->hlen -= (size_t)n;
+	if (u->rstate == PG_R_DONE && !u->hlen) {
+		pg_response_end(w, c, u);
+		return;
+	}
+	/* Body bytes that came with the head. */
+	forward_body(w, u, u->hbuf + n, u->hlen, -1);
+	if (!u->s.closed) {
+		u->hlen = 0;
+		if (u->path != PG_DP_COPY && c->up == u)
+			pg_dp_body_start(w, u); /* the rest of the body via the kernel */
+	}
+}
+
+bool pg_upstream_data(struct pg_worker *w, struct pg_upstream *u, char *data, size_t len, int bid)
+{
+	if (!u->c) {
+		pg_upstream_close(w, u); /* an idle connection must not speak */
+		return false;
+	}
+	u->rx += len;
+	if (u->rstate != PG_R_HEAD) {
+		bool kept = forward_body(w, u, data, len, bid);
+
+		if (u->rstate == PG_R_SPLICE && !u->s.closed)
+			pg_dp_forwarded(w, u);
+		return kept;
+	}
+	if (u->hlen + len > PG_HTTP_MAX_HEAD) {
+		pg_attempt_failed(w, u->c, "response head too large", true);
+		return false;
+	}
+	pg_bytes_append(&u->hbuf, &u->hlen, &u->hcap, data, len);
+	response_head(w, u);
+	return false;
+}
+
+void pg_upstream_eof(struct pg_worker *w, struct pg_upstream *u, int err)
+{
+	struct pg_client *c = u->c;
+
+	if (!c) {
+		pg_upstream_close(w, u);
+		return;
+	}
+	if ((u->rstate == PG_R_EOF || u->rstate == PG_R_SPLICE) && !err) {
+		u->keep_alive = false;
+		pg_response_end(w, c, u);
+	} else if (u->rstate == PG_R_HEAD && !c->resp_started) {
+		pg_attempt_failed(w, c, err ? strerror(-err) : "connection closed before a response",
+			       !u->reused);
+	} else {
+		pg_backend_broke(w, c);
+	}
+}
+
+void pg_upstream_connected(struct pg_worker *w, struct pg_upstream *u, int res)
+{
+	struct pg_client *c = u->c;
+
+	u->connecting = false;
+	if (res == 0) {
+		u->s.can_send = true;
+		pg_sock_flush(w, &u->s);
+		if (c && c->state == PG_C_STREAM)
+			pg_client_advance(w, c);
+		return;
+	}
+	if (!c) {
+		pg_upstream_close(w, u);
+		return;
+	}
+	pg_attempt_failed(w, c, res == -ECANCELED ? "connect timed out" : strerror(-res), true);
+}
+
+void pg_upstream_sent(struct pg_worker *w, struct pg_upstream *u, int err)
+{
+	struct pg_client *c = u->c;
+
+	if (!c) {
+		if (err)
+			pg_upstream_close(w, u);
+		return;
+	}
+	if (err) {
+		if (!c->resp_started && !c->streamed)
+			pg_attempt_failed(w, c, strerror(-err), !u->reused);
+		else
+			pg_backend_broke(w, c);
+		return;
+	}
+	if (c->state == PG_C_STREAM && u->s.qbytes < PG_REQ_QUEUE_MAX / 2) {
+		pg_sock_recv(w, &c->s);
+		pg_client_advance(w, c);
+	}
+}
+
+void pg_upstream_free(struct pg_upstream *u)
+{
+	free(u->hbuf);
+	free(u);
+}
+void pg_pool_put(struct pg_worker *w, struct pg_upstream *u)
+{
+	u->in_pool = true;
+	u->reused = false;
+	u->idle_since_ms = w->now_ms;
+	u->pool_next = w->pool[u->backend];
+	w->pool[u->backend] = u;
+	w->pool_len[u->backend]++;
+}
+
+void pg_pool_tick(struct pg_worker *w)
+{
+	const struct pg_backend *bs = w->gw->maps.backends;
+
+	for (unsigned id = 1; id < PG_MAX_BACKENDS; id++) {
+		struct pg_upstream *u, *un;
+
+		for (u = w->pool[id]; u; u = un) {
+			un = u->pool_next;
+			if (w->now_ms - u->idle_since_ms > PG_POOL_IDLE_MS || u->epoch != bs[id].epoch ||
+			    !(bs[id].flags & PG_BACKEND_ACTIVE))
+				pg_upstream_close(w, u);
+		}
+	}
+}
+
+void pg_pool_close_all(struct pg_worker *w)
+{
+	for (unsigned id = 1; id < PG_MAX_BACKENDS; id++)
+		while (w->pool[id])
+			pg_upstream_close(w, w->pool[id]);
+}
