@@ -222,7 +222,7 @@ enum opt_id {
 	O_ROUTING_CONFIG, O_WORKERS, O_DATA_PATH, O_NO_BPF, O_PIN_PATH, O_HC_PATH, O_HC_INTERVAL,
 	O_HC_TIMEOUT, O_HC_RISE, O_HC_FALL, O_SCRAPE, O_LOAD_SIGNAL, O_SHADOW, O_PREDICT_WINDOW,
 	O_USER, O_ADMIN_TOKEN, O_ADMIN_TOKEN_FILE, O_SHUTDOWN_TIMEOUT, O_MAX_IN_FLIGHT, O_MAX_CONNS,
-	O_HELP, O_VERSION,
+	O_T_HEADER, O_T_BODY, O_T_IDLE, O_T_CONNECT, O_T_FIRST_BYTE, O_SPLICE_BUDGET, O_HELP, O_VERSION,
 };
 /* clang-format on */
 
@@ -290,6 +290,22 @@ static const struct opt {
     [O_MAX_CONNS] = {"max-connections", "N",
                      "client connections per worker; beyond it 503, 1-10000000 "
                      "(default 65536)"},
+    [O_T_HEADER] = {"header-timeout", "MS",
+                    "a request head not complete MS after its first byte: 408, 100-3600000 "
+                    "(default 10000)"},
+    [O_T_BODY] = {"body-timeout", "MS",
+                  "no request body byte for MS: 408, 100-3600000 (default 30000)"},
+    [O_T_IDLE] = {"idle-timeout", "MS",
+                  "idle keep-alive client connections closed after MS, 100-3600000 "
+                  "(default 60000)"},
+    [O_T_CONNECT] = {"connect-timeout", "MS",
+                     "backend connect; then the next candidate, 100-600000 (default 3000)"},
+    [O_T_FIRST_BYTE] = {"first-byte-timeout", "MS",
+                        "request sent, no response byte for MS: 504 (prefill can take long), "
+                        "100-3600000 (default 300000)"},
+    [O_SPLICE_BUDGET] = {"splice-budget", "BYTES",
+                         "in-kernel data paths: response bytes in flight to one slow client "
+                         "before falling back, 65536-1073741824 (default 4194304)"},
     [O_HELP] = {"help", NULL, "print this help and exit"},
     [O_VERSION] = {"version", NULL, "print the version and exit"},
 };
@@ -508,6 +524,18 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 		return flag_uint(name, v, 0, 10000000, &cfg->max_in_flight, err, errlen);
 	case O_MAX_CONNS:
 		return flag_uint(name, v, 1, 10000000, &cfg->max_connections, err, errlen);
+	case O_T_HEADER:
+		return flag_uint(name, v, 100, 3600000, &cfg->timeouts.header_ms, err, errlen);
+	case O_T_BODY:
+		return flag_uint(name, v, 100, 3600000, &cfg->timeouts.body_ms, err, errlen);
+	case O_T_IDLE:
+		return flag_uint(name, v, 100, 3600000, &cfg->timeouts.idle_ms, err, errlen);
+	case O_T_CONNECT:
+		return flag_uint(name, v, 100, 600000, &cfg->timeouts.connect_ms, err, errlen);
+	case O_T_FIRST_BYTE:
+		return flag_uint(name, v, 100, 3600000, &cfg->timeouts.first_byte_ms, err, errlen);
+	case O_SPLICE_BUDGET:
+		return flag_uint(name, v, 65536, 1u << 30, &cfg->splice_budget, err, errlen);
 	default:
 		return 0;
 	}
@@ -533,6 +561,9 @@ static void config_defaults(struct pg_config *cfg)
 	cfg->pin_path = PG_PIN_PATH_DEFAULT;
 	cfg->shutdown_timeout_s = 10;
 	cfg->max_connections = 65536;
+	cfg->timeouts = (struct pg_timeouts){.header_ms = 10000, .body_ms = 30000, .idle_ms = 60000,
+	                                     .connect_ms = 3000, .first_byte_ms = 300000};
+	cfg->splice_budget = 4u << 20;
 }
 
 int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, char *err,

@@ -40,6 +40,15 @@ struct pg_health_cfg {
 	unsigned rise, fall;  /* results in a row that change a backend's state */
 };
 
+/* Client and backend timeouts, milliseconds. */
+struct pg_timeouts {
+	unsigned header_ms;     /* first byte of a request head -> head complete */
+	unsigned body_ms;       /* between request body bytes */
+	unsigned idle_ms;       /* keep-alive client with no request */
+	unsigned connect_ms;    /* backend connect */
+	unsigned first_byte_ms; /* request dispatched -> first response byte */
+};
+
 struct pg_config {
 	struct sockaddr_in listen, admin;
 	char **backends; /* --backend values, canonical "A.B.C.D:PORT", owned */
@@ -59,6 +68,8 @@ struct pg_config {
 	unsigned shutdown_timeout_s; /* drain at SIGTERM at most this long */
 	unsigned max_in_flight;      /* gateway-wide request cap; 0: off */
 	unsigned max_connections;    /* client connections per worker; 0: off */
+	struct pg_timeouts timeouts;
+	unsigned splice_budget;      /* in-kernel paths: bytes in flight per client */
 	unsigned metrics_scrape_ms; /* GET /metrics of each backend every MS; 0: off */
 	unsigned predict_window_ms; /* predicted hit: same backend within this long */
 	bool shadow;                /* also compute what prefix_aware would choose */

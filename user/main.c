@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <linux/capability.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,19 @@ static int drop_privileges(struct pg_gateway *gw, const struct pg_priv *priv)
 	return 0;
 }
 
+/* A gateway holds two sockets per request in flight plus idle keep-alive
+ * connections: the default soft limit of 1024 descriptors is far too low. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) == -1)
+			pg_warn("raising the open-files limit: %s", strerror(errno));
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct pg_gateway gw = {0};
@@ -100,12 +114,13 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	raise_fd_limit();
 
 	gw.cfg = &cfg;
 	if (open_state(&gw, &cfg))
 		goto out_cfg;
 	/* data path (datapath.c): an explicit kernel path that cannot load exits 2 */
-	if (pg_datapath_init(&cfg, 0, err, sizeof(err))) {
+	if (pg_datapath_init(&cfg, cfg.splice_budget, err, sizeof(err))) {
 		fprintf(stderr, "prefixgate: %s\n", err);
 		status = 2;
 		goto out_maps;

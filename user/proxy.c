@@ -25,6 +25,7 @@
 #include <netinet/tcp.h>
 #include <unistd.h>
 #include "datapath.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "route.h"
 #include "proxy_internal.h"
@@ -75,6 +76,7 @@ static const char *reason(int status)
 {
 	switch (status) {
 	case 400: return "Bad Request";
+	case 408: return "Request Timeout";
 	case 413: return "Content Too Large";
 	case 414: return "URI Too Long";
 	case 417: return "Expectation Failed";
@@ -82,6 +84,7 @@ static const char *reason(int status)
 	case 501: return "Not Implemented";
 	case 502: return "Bad Gateway";
 	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
 	case 505: return "HTTP Version Not Supported";
 	default: return "Error";
 	}
@@ -136,6 +139,12 @@ static void request_reset(struct pg_worker *w, struct pg_client *c)
 	c->ch_off = 0;
 	c->ch_done = false;
 	c->backend = 0;
+	c->first_sent = false;
+	c->sent_ms = 0;
+	if (c->admitted) {
+		pg_admit_release(w->gw);
+		c->admitted = false;
+	}
 }
 
 static void client_close(struct pg_worker *w, struct pg_client *c)
@@ -150,6 +159,7 @@ static void client_close(struct pg_worker *w, struct pg_client *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	c->prev = c->next = NULL;
+	w->nclients--;
 	pg_sock_close(w, &c->s);
 }
 
@@ -228,6 +238,12 @@ static bool request_head(struct pg_worker *w, struct pg_client *c)
 		client_error(w, c, (int)-n, "malformed request");
 		return false;
 	}
+	if (!pg_admit(w->gw)) { /* --max-in-flight reached */
+		pg_sock_queue_copy(w, &c->s, PG_OVERLOAD_REPLY, sizeof(PG_OVERLOAD_REPLY) - 1);
+		client_linger(w, c);
+		return false;
+	}
+	c->admitted = true;
 	c->minor = (uint8_t)req.minor;
 	c->keep_alive = req.keep_alive;
 	c->head_method = pg_name_is(req.method, "HEAD");
@@ -296,6 +312,7 @@ static void attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsig
 	}
 	u = fresh ? NULL : pg_pool_get(w, id);
 	c->backend = id;
+	c->sent_ms = w->now_ms;
 	c->attempts++;
 	pg_idset_add(&c->tried, id);
 	pg_inflight_take(w->gw, id, decision);
@@ -521,6 +538,8 @@ struct pg_client *pg_client_new(struct pg_worker *w, int fd)
 	c->s.can_send = true;
 	c->w = w;
 	c->state = PG_C_HEAD;
+	c->idle_since_ms = c->last_rx_ms = w->now_ms;
+	w->nclients++;
 	c->next = w->clients;
 	if (c->next)
 		c->next->prev = c;
@@ -533,6 +552,7 @@ bool pg_client_data(struct pg_worker *w, struct pg_client *c, char *data, size_t
 {
 	if (c->state == PG_C_LINGER)
 		return false; /* discarded */
+	c->last_rx_ms = w->now_ms;
 	pg_bytes_append(&c->in, &c->in_len, &c->in_cap, data, len);
 	pg_client_advance(w, c);
 	/* Bound what one connection makes us hold: the key's bytes at most while
@@ -599,6 +619,7 @@ void pg_response_end(struct pg_worker *w, struct pg_client *c, struct pg_upstrea
 	}
 	request_reset(w, c);
 	c->state = PG_C_HEAD;
+	c->idle_since_ms = w->now_ms;
 	pg_sock_recv(w, &c->s);
 	pg_client_advance(w, c);
 }
@@ -616,15 +637,59 @@ void pg_backend_broke(struct pg_worker *w, struct pg_client *c)
 
 /* --- housekeeping ------------------------------------------------------------------ */
 
+/* Enforce the timeouts on one client; true if it was closed or answered. */
+static bool client_timeouts(struct pg_worker *w, struct pg_client *c, const struct pg_timeouts *t,
+			    bool draining)
+{
+	uint64_t now = w->now_ms;
+
+	switch (c->state) {
+	case PG_C_LINGER:
+		if (now < c->linger_until_ms)
+			return false;
+		client_close(w, c);
+		return true;
+	case PG_C_HEAD:
+		if (!c->in_len) {
+			/* Idle keep-alive connection (closed at once when draining). */
+			if (!draining && now - c->idle_since_ms < t->idle_ms)
+				return false;
+			client_close(w, c);
+			return true;
+		}
+		if (now - c->t0_ns / 1000000 < t->header_ms)
+			return false;
+		client_error(w, c, 408, "request head timed out");
+		return true;
+	case PG_C_KEY:
+	case PG_C_STREAM:
+		/* Only while we want its bytes: our own backpressure is no stall. */
+		if (c->s.want_recv && now - c->last_rx_ms >= t->body_ms) {
+			client_error(w, c, 408, "request body timed out");
+			return true;
+		}
+		/* A streaming request may have a backend answering too. */
+		__attribute__((fallthrough));
+	case PG_C_WAIT:
+		if (c->resp_started || !c->sent_ms || now - c->sent_ms < t->first_byte_ms)
+			return false;
+		__atomic_fetch_add(&w->gw->maps.backends[c->backend].failures, 1, __ATOMIC_RELAXED);
+		client_error(w, c, 504, "backend sent no response in time");
+		return true;
+	}
+	return false;
+}
+
 void pg_proxy_tick(struct pg_worker *w)
 {
+	const struct pg_timeouts *t = &w->gw->cfg->timeouts;
+	bool draining = pg_draining(w->gw);
 	struct pg_client *c, *next;
 
 	pg_dp_tick(w);
 	for (c = w->clients; c; c = next) {
 		next = c->next;
-		if (c->state == PG_C_LINGER && w->now_ms >= c->linger_until_ms)
-			client_close(w, c);
+		client_timeouts(w, c, t, draining);
 	}
 	pg_pool_tick(w);
 }

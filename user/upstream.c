@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include "lifecycle.h"
 #include "log.h"
 #include "proxy_internal.h"
 
@@ -94,6 +95,9 @@ static void forward_response_head(struct pg_worker *w, struct pg_client *c, cons
 	size_t len = 0, cap = 0;
 	const char *p = h, *end = h + n - 2; /* before the final CRLF */
 	const char *eol = memchr(p, '\n', (size_t)(end - p));
+
+	if (pg_draining(w->gw))
+		c->keep_alive = false; /* shutting down: this is its last response */
 
 	pg_bytes_append(&out, &len, &cap, p, (size_t)(eol + 1 - p)); /* status line */
 	for (p = eol + 1; p < end; p = eol + 1) {
@@ -302,6 +306,10 @@ void pg_upstream_sent(struct pg_worker *w, struct pg_upstream *u, int err)
 		else
 			pg_backend_broke(w, c);
 		return;
+	}
+	if (!c->first_sent) {
+		c->first_sent = true;
+		pg_stats_send_latency(w->stats, pg_now_ns() - c->t0_ns);
 	}
 	if (c->state == PG_C_STREAM && u->s.qbytes < PG_REQ_QUEUE_MAX / 2) {
 		pg_sock_recv(w, &c->s);

@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include <poll.h>
 #include "datapath.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "worker.h"
 
@@ -157,6 +158,8 @@ void pg_sock_flush(struct pg_worker *w, struct pg_sock *s)
 		submit_send(w, s);
 }
 
+static void seg_release(struct pg_worker *w, struct pg_seg *g);
+
 void pg_sock_queue(struct pg_worker *w, struct pg_sock *s, char *data, size_t len, int bid,
 		   bool owned)
 {
@@ -170,6 +173,10 @@ void pg_sock_queue(struct pg_worker *w, struct pg_sock *s, char *data, size_t le
 	g->off = 0;
 	g->bid = bid;
 	g->owned = owned;
+	if (s->closed) {
+		seg_release(w, g);
+		return;
+	}
 	if (s->qtail)
 		s->qtail->next = g;
 	else
@@ -284,9 +291,10 @@ static void free_graveyard(struct pg_worker *w, bool all)
 void pg_sock_connect(struct pg_worker *w, struct pg_sock *s, const struct sockaddr_in *sa)
 {
 	struct io_uring_sqe *sqe = pg_sqe(w);
+	unsigned ms = w->gw->cfg->timeouts.connect_ms;
 
-	w->ts_connect.tv_sec = PG_CONNECT_TIMEOUT_MS / 1000;
-	w->ts_connect.tv_nsec = (PG_CONNECT_TIMEOUT_MS % 1000) * 1000000ll;
+	w->ts_connect.tv_sec = ms / 1000;
+	w->ts_connect.tv_nsec = (ms % 1000) * 1000000ll;
 	io_uring_prep_connect(sqe, s->fd, (const struct sockaddr *)sa, sizeof(*sa));
 	io_uring_sqe_set_data64(sqe, ud_pack(s, PG_OP_CONNECT));
 	sqe->flags |= IOSQE_IO_LINK;
@@ -318,6 +326,14 @@ static void on_accept(struct pg_worker *w, struct io_uring_cqe *cqe)
 		int one = 1;
 		struct pg_client *c;
 
+		if (pg_conn_over_cap(w->gw, w->nclients)) {
+			/* Best effort: a full send buffer on a fresh socket cannot be. */
+			if (send(cqe->res, PG_CONN_CAP_REPLY, sizeof(PG_CONN_CAP_REPLY) - 1,
+				 MSG_DONTWAIT | MSG_NOSIGNAL) == -1)
+				pg_debug("worker %u: connection cap reply: %s", w->id, strerror(errno));
+			close(cqe->res);
+			goto rearm;
+		}
 		setsockopt(cqe->res, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		c = pg_client_new(w, cqe->res);
 		if (!c)
@@ -332,8 +348,25 @@ static void on_accept(struct pg_worker *w, struct io_uring_cqe *cqe)
 		}
 		return;
 	}
-	if (!w->accept_armed && !__atomic_load_n(&w->gw->stop, __ATOMIC_RELAXED))
+rearm:
+	if (!w->accept_armed && w->listen_fd != -1 && !pg_draining(w->gw) &&
+	    !__atomic_load_n(&w->gw->stop, __ATOMIC_RELAXED))
 		arm_accept(w);
+}
+
+/* Draining (SIGTERM): stop accepting; connections in progress finish. */
+static void stop_accepting(struct pg_worker *w)
+{
+	if (w->accept_armed) {
+		struct io_uring_sqe *sqe = pg_sqe(w);
+
+		io_uring_prep_cancel64(sqe, ud_pack(w, PG_OP_ACCEPT), 0);
+		io_uring_sqe_set_data64(sqe, 0); /* its completion needs nothing */
+		io_uring_submit(&w->ring);
+	}
+	close(w->listen_fd);
+	w->listen_fd = -1;
+	pg_info("worker %u: draining: listener closed", w->id);
 }
 
 static void on_recv(struct pg_worker *w, struct pg_sock *s, struct io_uring_cqe *cqe)
@@ -516,7 +549,9 @@ static void *worker_main(void *arg)
 		free_graveyard(w, false);
 		if (w->now_ms - last_tick >= 100) {
 			last_tick = w->now_ms;
-			if (!w->accept_armed)
+			if (pg_draining(w->gw) && w->listen_fd != -1)
+				stop_accepting(w);
+			if (!w->accept_armed && w->listen_fd != -1)
 				arm_accept(w);
 			pg_proxy_tick(w);
 		}
@@ -525,6 +560,27 @@ static void *worker_main(void *arg)
 	io_uring_queue_exit(&w->ring); /* cancels whatever is left */
 	free_graveyard(w, true);
 	return NULL;
+}
+
+/* SO_REUSEPORT would let a second gateway (same user) bind the same port and
+ * silently take half the connections: check with a plain bind first. */
+static bool listen_taken(const struct sockaddr_in *sa, char *err, size_t errlen)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	bool taken = false;
+	char a[32];
+
+	if (fd == -1)
+		return false; /* the real bind will say what is wrong */
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) == -1 && errno == EADDRINUSE) {
+		inet_ntop(AF_INET, &sa->sin_addr, a, sizeof(a));
+		snprintf(err, errlen, "--listen %s:%u: address already in use (another process "
+			 "listens there)", a, ntohs(sa->sin_port));
+		taken = true;
+	}
+	close(fd);
+	return taken;
 }
 
 static int listener(const struct sockaddr_in *sa, char *err, size_t errlen)
@@ -563,6 +619,10 @@ int pg_worker_start(struct pg_gateway *gw, unsigned id, struct pg_worker **out, 
 	w->stats = &gw->stats[id];
 	if (getrandom(&w->rng, sizeof(w->rng), 0) != sizeof(w->rng) || !w->rng)
 		w->rng = 0x9E3779B97F4A7C15ull ^ (pg_now_ns() + id);
+	if (id == 0 && listen_taken(&gw->cfg->listen, err, errlen)) {
+		free(w);
+		return -1;
+	}
 	w->listen_fd = listener(&gw->cfg->listen, err, errlen);
 	if (w->listen_fd == -1) {
 		free(w);
@@ -593,7 +653,8 @@ int pg_worker_start(struct pg_gateway *gw, unsigned id, struct pg_worker **out, 
 void pg_worker_join(struct pg_worker *w)
 {
 	pthread_join(w->thread, NULL);
-	close(w->listen_fd);
+	if (w->listen_fd != -1)
+		close(w->listen_fd);
 	if (w->br)
 		munmap(w->br, PG_NBUFS * sizeof(struct io_uring_buf));
 	free(w->bufs);

@@ -34,8 +34,7 @@
 /* Idle keep-alive backend connections kept per backend per worker, and for how long. */
 #define PG_POOL_MAX 64
 #define PG_POOL_IDLE_MS 30000
-/* Backend connect timeout, and how long a refused/reset backend is skipped. */
-#define PG_CONNECT_TIMEOUT_MS 3000
+/* How long a refused/reset backend is skipped. */
 #define PG_DOWN_MS 2000
 /* Attempts per request (first + retries on other backends). */
 #define PG_MAX_ATTEMPTS 4
@@ -109,6 +108,11 @@ struct pg_client {
 	bool resp_started; /* a response byte was queued to the client */
 	bool counted;     /* holds an in-flight slot on backend */
 	bool shut;        /* our side shut down (lingering close) */
+	bool admitted;    /* holds a gateway-wide --max-in-flight slot */
+	bool first_sent;  /* the request's first byte reached the backend socket */
+	uint64_t last_rx_ms;   /* client bytes last received (timeouts) */
+	uint64_t idle_since_ms; /* waiting for a request since then */
+	uint64_t sent_ms;      /* request handed to the backend (first-byte timeout) */
 	uint8_t body;     /* enum pg_body_kind */
 	uint64_t body_left; /* Content-Length bytes not yet forwarded */
 	struct pg_chunked ch;
@@ -198,6 +202,7 @@ struct pg_worker {
 	uint64_t accept_err_logged_ms;
 	void *boot;
 	struct pg_client *clients;
+	unsigned nclients;        /* open client connections (--max-connections) */
 	struct pg_upstream *pool[PG_MAX_BACKENDS];
 	unsigned pool_len[PG_MAX_BACKENDS];
 	struct pg_worker_stats *stats;

@@ -242,6 +242,69 @@ def client_abort_closes_backend(opts):
         f.stop()
 
 
+@test
+def timeouts(opts):
+    """A head or body that stalls gets 408, an idle keep-alive connection is
+    closed, a backend that never answers costs a 504 (not a hang), and a
+    backend that never accepts the connection is skipped for the next."""
+    f = Fleet(opts, 1, ["--header-timeout", "300", "--body-timeout", "300",
+                        "--idle-timeout", "400", "--first-byte-timeout", "500",
+                        "--connect-timeout", "300", "--health-check-path", "none"])
+    try:
+        def stalled(raw):
+            s = socket.create_connection(("127.0.0.1", f.port), timeout=5)
+            s.sendall(raw)
+            t0 = time.monotonic()
+            data = read_response(s, time.monotonic() + 5)
+            s.close()
+            return data, time.monotonic() - t0
+
+        data, dt = stalled(b"POST /invocations HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        assert data.startswith(b"HTTP/1.1 408") and dt < 2, (data[:40], dt)
+        data, dt = stalled(P + H + b"Content-Length: 10\r\n\r\nabc")
+        assert data.startswith(b"HTTP/1.1 408") and dt < 2, (data[:40], dt)
+        # Idle keep-alive: served, then closed after --idle-timeout.
+        s = socket.create_connection(("127.0.0.1", f.port), timeout=5)
+        s.sendall(P + H + b"Content-Length: 1\r\n\r\nx")
+        t0 = time.monotonic()
+        data = read_response(s, time.monotonic() + 5)
+        s.close()
+        assert data.startswith(b"HTTP/1.1 200") and 0.3 < time.monotonic() - t0 < 2, \
+            time.monotonic() - t0
+        # No first byte: 504 after --first-byte-timeout, slot freed.
+        data, dt = stalled(P + H + b"Content-Length: 1\r\nX-Mock-Delay-Ms: 3000\r\n\r\nx")
+        assert data.startswith(b"HTTP/1.1 504") and dt < 2, (data[:40], dt)
+        assert f.idle(), f.backends()
+    finally:
+        f.stop()
+    # A backend whose listen queue is full never completes the handshake.
+    black = socket.socket()
+    black.bind(("127.0.0.1", 0))
+    black.listen(0)
+    fillers = []
+    for _ in range(4):
+        c = socket.socket()
+        c.setblocking(False)
+        c.connect_ex(black.getsockname())
+        fillers.append(c)
+    f = Fleet(opts, 1, start_gateway=False)
+    try:
+        f.start_gateway(["--connect-timeout", "300", "--health-check-path", "none"],
+                        extra_backends=["127.0.0.1:%d" % black.getsockname()[1]])
+        for i in range(10):
+            st, h, _ = f.post("/invocations", "k%d" % i)
+            assert st == 200 and h["x-backend-id"] == "b0", (st, h)
+        black_addr = "127.0.0.1:%d" % black.getsockname()[1]
+        assert f.backends()[black_addr]["failures"] >= 1, "connect timeout never hit"
+        assert "connect timed out" in f.log()
+        assert f.idle()
+    finally:
+        f.stop()
+        for c in fillers:
+            c.close()
+        black.close()
+
+
 class Timeout(Exception):
     pass
 
