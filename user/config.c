@@ -222,7 +222,8 @@ enum opt_id {
 	O_ROUTING_CONFIG, O_WORKERS, O_DATA_PATH, O_NO_BPF, O_PIN_PATH, O_HC_PATH, O_HC_INTERVAL,
 	O_HC_TIMEOUT, O_HC_RISE, O_HC_FALL, O_SCRAPE, O_LOAD_SIGNAL, O_SHADOW, O_PREDICT_WINDOW,
 	O_USER, O_ADMIN_TOKEN, O_ADMIN_TOKEN_FILE, O_SHUTDOWN_TIMEOUT, O_MAX_IN_FLIGHT, O_MAX_CONNS,
-	O_T_HEADER, O_T_BODY, O_T_IDLE, O_T_CONNECT, O_T_FIRST_BYTE, O_SPLICE_BUDGET, O_HELP, O_VERSION,
+	O_T_HEADER, O_T_BODY, O_T_IDLE, O_T_CONNECT, O_T_FIRST_BYTE, O_SPLICE_BUDGET, O_ACCESS_LOG,
+	O_HELP, O_VERSION,
 };
 /* clang-format on */
 
@@ -306,6 +307,9 @@ static const struct opt {
     [O_SPLICE_BUDGET] = {"splice-budget", "BYTES",
                          "in-kernel data paths: response bytes in flight to one slow client "
                          "before falling back, 65536-1073741824 (default 4194304)"},
+    [O_ACCESS_LOG] = {"access-log", "FILE",
+                      "append one JSON line per request to FILE, written off the request path "
+                      "(default: none)"},
     [O_HELP] = {"help", NULL, "print this help and exit"},
     [O_VERSION] = {"version", NULL, "print the version and exit"},
 };
@@ -534,6 +538,9 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 		return flag_uint(name, v, 100, 600000, &cfg->timeouts.connect_ms, err, errlen);
 	case O_T_FIRST_BYTE:
 		return flag_uint(name, v, 100, 3600000, &cfg->timeouts.first_byte_ms, err, errlen);
+	case O_ACCESS_LOG:
+		cfg->access_log = v;
+		return 0;
 	case O_SPLICE_BUDGET:
 		return flag_uint(name, v, 65536, 1u << 30, &cfg->splice_budget, err, errlen);
 	default:

@@ -60,6 +60,15 @@ static inline uint64_t pg_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Wall-clock milliseconds (for logs; never for intervals). */
+static inline uint64_t pg_wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 static inline uint64_t pg_now_ms(void)
 {
 	return pg_now_ns() / 1000000;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "accesslog.h"
 #include "control.h"
 #include "datapath.h"
 #include "health.h"
@@ -139,6 +140,10 @@ int main(int argc, char **argv)
 		goto out_workers;
 	}
 	memset(gw.stats, 0, sizeof(*gw.stats) * gw.nworkers);
+	if (pg_alog_start(&gw, cfg.access_log, err, sizeof(err))) {
+		pg_error("%s", err);
+		goto out_workers;
+	}
 	for (; started < gw.nworkers; started++) {
 		if (pg_worker_start(&gw, started, &gw.workers[started], err, sizeof(err))) {
 			pg_error("%s", err);
@@ -179,6 +184,7 @@ out_workers:
 	__atomic_store_n(&gw.stop, 1, __ATOMIC_RELAXED);
 	while (started)
 		pg_worker_join(gw.workers[--started]);
+	pg_alog_stop(); /* after the workers: every record is in */
 	free(gw.workers);
 	free(gw.stats);
 out_maps:

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "config.h"
+#include "accesslog.h"
 #include "metrics.h"
 
 static const char *const decision_names[PG_DEC_MAX] = {
@@ -94,6 +95,10 @@ static void counters(const struct pg_gateway *gw, struct pg_buf *o)
 		family(o, c[i].name, "counter", c[i].help);
 		pg_buf_printf(o, "%s %llu\n", c[i].name, (unsigned long long)sum);
 	}
+	family(o, "prefixgate_access_log_dropped_total", "counter",
+	       "Access-log records dropped because the logger fell behind.");
+	pg_buf_printf(o, "prefixgate_access_log_dropped_total %llu\n",
+	              (unsigned long long)pg_alog_dropped());
 }
 
 /* A latency histogram from the per-worker buckets at offset lat (uint64_t

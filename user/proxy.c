@@ -25,6 +25,7 @@
 #include <netinet/tcp.h>
 #include <unistd.h>
 #include "datapath.h"
+#include "accesslog.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "route.h"
@@ -116,6 +117,30 @@ static void release_slot(struct pg_worker *w, struct pg_client *c)
 }
 
 
+/* One access-log record for the request ending now (off unless --access-log). */
+static void log_request(struct pg_worker *w, struct pg_client *c, unsigned status,
+			enum pg_alog_outcome outcome)
+{
+	uint64_t now = pg_now_ns();
+	struct pg_alog_rec r = {
+	    .wall_ms = pg_wall_ms() - (c->t0_ns ? (now - c->t0_ns) / 1000000 : 0),
+	    .key_hash = c->key.hash,
+	    .bytes_in = c->fwd_len + c->streamed,
+	    .bytes_out = c->resp_bytes,
+	    .route_us = c->route_ns / 1000,
+	    .total_us = c->t0_ns ? (uint32_t)((now - c->t0_ns) / 1000) : 0,
+	    .status = (uint16_t)status,
+	    .backend = c->backend,
+	    .decision = c->attempts > 1 ? PG_DEC_RETRY : c->choice.decision,
+	    .key_source = c->key.source,
+	    .outcome = (uint8_t)outcome,
+	    .attempts = c->attempts,
+	};
+
+	if (pg_alog_enabled() && c->t0_ns)
+		pg_alog_push(w->id, &r);
+}
+
 /* Forget the current request (after its response, or when giving up). */
 static void request_reset(struct pg_worker *w, struct pg_client *c)
 {
@@ -141,6 +166,10 @@ static void request_reset(struct pg_worker *w, struct pg_client *c)
 	c->backend = 0;
 	c->first_sent = false;
 	c->sent_ms = 0;
+	c->resp_status = 0;
+	c->resp_bytes = 0;
+	c->route_ns = 0;
+	memset(&c->key, 0, sizeof(c->key));
 	if (c->admitted) {
 		pg_admit_release(w->gw);
 		c->admitted = false;
@@ -183,6 +212,7 @@ static void client_error(struct pg_worker *w, struct pg_client *c, int status, c
 {
 	__atomic_fetch_add(status >= 500 ? &w->stats->no_backend : &w->stats->client_errors, 1,
 			   __ATOMIC_RELAXED);
+	log_request(w, c, c->resp_started ? c->resp_status : (unsigned)status, PG_ALOG_GATEWAY);
 	if (c->resp_started) {
 		client_close(w, c); /* mid-response: the truncation tells the client */
 		return;
@@ -421,7 +451,8 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 		break;
 	}
 	id = pg_route(w->gw, &in, NULL, pg_worker_rand(w), &c->key, &c->choice);
-	pg_stats_route_latency(w->stats, pg_now_ns() - c->t0_ns);
+	c->route_ns = (uint32_t)(pg_now_ns() - c->t0_ns);
+	pg_stats_route_latency(w->stats, c->route_ns);
 	if (c->key.fallback)
 		__atomic_fetch_add(&w->stats->key_fallbacks, 1, __ATOMIC_RELAXED);
 	if (!id) {
@@ -565,8 +596,10 @@ bool pg_client_data(struct pg_worker *w, struct pg_client *c, char *data, size_t
 void pg_client_eof(struct pg_worker *w, struct pg_client *c, int err)
 {
 	(void)err;
-	if (c->state != PG_C_LINGER && (c->up || c->counted))
+	if (c->state != PG_C_LINGER && (c->up || c->counted)) {
 		__atomic_fetch_add(&w->stats->aborted, 1, __ATOMIC_RELAXED);
+		log_request(w, c, c->resp_status, PG_ALOG_CLIENT_ABORT);
+	}
 	/* The client is gone: the backend connection closes with it, so the
 	 * inference server stops generating for nobody. */
 	client_close(w, c);
@@ -604,6 +637,7 @@ void pg_response_end(struct pg_worker *w, struct pg_client *c, struct pg_upstrea
 	bool reuse = u->keep_alive && !u->s.qbytes && !u->s.closed && u->epoch == b->epoch &&
 		     (b->flags & PG_BACKEND_ACTIVE) && w->pool_len[u->backend] < PG_POOL_MAX;
 
+	log_request(w, c, c->resp_status, PG_ALOG_OK);
 	release_slot(w, c);
 	c->up = NULL;
 	u->c = NULL;
@@ -630,6 +664,7 @@ void pg_backend_broke(struct pg_worker *w, struct pg_client *c)
 {
 	__atomic_fetch_add(&w->stats->backend_errors, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&w->gw->maps.backends[c->backend].failures, 1, __ATOMIC_RELAXED);
+	log_request(w, c, c->resp_status, PG_ALOG_BACKEND_ERROR);
 	c->keep_alive = false;
 	client_linger(w, c);
 }

@@ -98,6 +98,7 @@ static void forward_response_head(struct pg_worker *w, struct pg_client *c, cons
 
 	if (pg_draining(w->gw))
 		c->keep_alive = false; /* shutting down: this is its last response */
+	c->resp_bytes += n;
 
 	pg_bytes_append(&out, &len, &cap, p, (size_t)(eol + 1 - p)); /* status line */
 	for (p = eol + 1; p < end; p = eol + 1) {
@@ -161,6 +162,7 @@ static bool forward_body(struct pg_worker *w, struct pg_upstream *u, char *data,
 	}
 	if (take < len)
 		u->keep_alive = false; /* bytes after the response: never reuse */
+	c->resp_bytes += take;
 	if (take) {
 		if (bid >= 0 && w->bufs_out < PG_NBUFS / 2) {
 			pg_sock_queue(w, &c->s, data, take, bid, false);
@@ -197,6 +199,7 @@ static void response_head(struct pg_worker *w, struct pg_upstream *u)
 		u->hlen -= (size_t)n;
 	}
 	c->resp_started = true;
+	c->resp_status = (uint16_t)resp.status;
 	u->keep_alive = resp.keep_alive && u->path == PG_DP_COPY;
 	switch (resp.body) {
 	case PG_BODY_LENGTH:

@@ -110,6 +110,9 @@ struct pg_client {
 	bool shut;        /* our side shut down (lingering close) */
 	bool admitted;    /* holds a gateway-wide --max-in-flight slot */
 	bool first_sent;  /* the request's first byte reached the backend socket */
+	uint16_t resp_status;  /* status of the response being forwarded */
+	uint64_t resp_bytes;   /* response bytes forwarded by us (access log) */
+	uint32_t route_ns;     /* request start -> backend chosen */
 	uint64_t last_rx_ms;   /* client bytes last received (timeouts) */
 	uint64_t idle_since_ms; /* waiting for a request since then */
 	uint64_t sent_ms;      /* request handed to the backend (first-byte timeout) */

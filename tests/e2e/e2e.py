@@ -684,6 +684,40 @@ def command_line_errors(opts):
 
 
 @test
+def access_log(opts):
+    """--access-log: one JSON line per request, with backend, decision, key
+    hash, status, bytes, durations and outcome."""
+    f = Fleet(opts, 2, start_gateway=False)
+    path = os.path.join(f.tmp, "access-%d.log" % os.getpid())
+    try:
+        f.start_gateway(["--access-log", path])
+        body = "logged " * 300
+        want = f.dry_run(body)
+        for _ in range(3):
+            st, h, _ = f.post("/invocations", body)
+            assert st == 200
+        s = socket.create_connection(("127.0.0.1", f.port), timeout=5)
+        s.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n")
+        assert s.recv(100).startswith(b"HTTP/1.1 400")
+        s.close()
+        assert f.idle()
+    finally:
+        rc = f.stop()
+    assert rc == 0
+    recs = [json.loads(l) for l in open(path)]
+    ok = [r for r in recs if r["outcome"] == "ok"]
+    assert len(ok) == 3, recs
+    for r in ok:
+        assert r["backend"] == want["backend"] and r["status"] == 200, r
+        assert r["key_hash"] == want["key_hash"] and r["decision"] == "affinity", (r, want)
+        assert r["bytes_in"] > len(body) and r["bytes_out"] > 0 and r["duration_us"] > 0, r
+        assert r["key_source"] == "raw" and r["attempts"] == 1, r
+    bad = [r for r in recs if r["outcome"] == "gateway"]
+    assert len(bad) == 1 and bad[0]["status"] == 400, recs
+
+
+@test
 def bpftool_reads_state(opts):
     """bpftool prints the pinned backends map with field names."""
     if opts.mode != "bpf":

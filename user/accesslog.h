@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Access log (--access-log FILE): one JSON line per request. Workers never
+ * write the file: each pushes a fixed-size record into its own
+ * single-producer ring (a few stores, no lock, no syscall); a logger thread
+ * drains the rings every 100 ms, formats and appends. A full ring drops the
+ * record and counts it (prefixgate_access_log_dropped_total): the request
+ * path never waits for a disk.
+ */
+#ifndef PG_ACCESSLOG_H
+#define PG_ACCESSLOG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "gateway.h"
+
+enum pg_alog_outcome {
+	PG_ALOG_OK = 0,            /* the backend's whole response was forwarded */
+	PG_ALOG_CLIENT_ABORT = 1,  /* the client went away first */
+	PG_ALOG_BACKEND_ERROR = 2, /* the backend failed mid-response */
+	PG_ALOG_GATEWAY = 3,       /* answered by the gateway (4xx/5xx of its own) */
+};
+
+struct pg_alog_rec {
+	uint64_t wall_ms;   /* request start, CLOCK_REALTIME */
+	uint64_t key_hash;
+	uint64_t bytes_in;  /* request bytes sent to the backend */
+	uint64_t bytes_out; /* response bytes forwarded by the gateway itself */
+	uint32_t route_us;  /* first byte of the request -> backend chosen */
+	uint32_t total_us;  /* first byte of the request -> its end */
+	uint16_t status;    /* response status (0: none was sent) */
+	uint16_t backend;   /* backend id (0: none) */
+	uint8_t decision;   /* enum pg_decision */
+	uint8_t key_source; /* enum pg_key_source */
+	uint8_t outcome;    /* enum pg_alog_outcome */
+	uint8_t attempts;
+};
+
+/* Open path for appending and start the logger (no-op when path is NULL). */
+int pg_alog_start(struct pg_gateway *gw, const char *path, char *err, size_t errlen);
+/* Drain what is left, stop the logger, close the file. */
+void pg_alog_stop(void);
+/* Is the access log on? (Workers skip building records when not.) */
+bool pg_alog_enabled(void);
+/* Worker `worker` hands one record over (never blocks; drops when full). */
+void pg_alog_push(unsigned worker, const struct pg_alog_rec *r);
+/* Records dropped because a ring was full. */
+uint64_t pg_alog_dropped(void);
+
+#endif /* PG_ACCESSLOG_H */
