@@ -7,7 +7,6 @@ usage: e2e.py --build DIR [--tools DIR] --mode shm|bpf
   shm: --no-bpf (routing state in shared memory)
   bpf: routing state in pinned BPF maps (root; skipped with the reason if not)
 """
-import argparse
 import json
 import os
 import random
@@ -17,11 +16,10 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, check_echo, have_bpf, mock_pattern, wait_until  # noqa: E402
+from harness import Fleet, check_echo, mock_pattern, run_suite, wait_until  # noqa: E402
 
 TESTS = []
 
@@ -745,54 +743,15 @@ def bpftool_reads_state(opts):
     assert not os.path.exists(f.pin), "the harness left the pin dir behind"
 
 
-# --- runner ---------------------------------------------------------------------
-
-class Timeout(Exception):
-    pass
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--tools")
-    ap.add_argument("--mode", choices=("shm", "bpf"), default="shm")
-    ap.add_argument("--data-path", choices=("auto", "copy", "sockmap", "sockmsg"),
-                    help="passed to prefixgate (sockmap/sockmsg need --mode bpf)")
-    ap.add_argument("-k", default="")
-    opts = ap.parse_args()
-    opts.tools = opts.tools or opts.build
-    tests = [t for t in TESTS if opts.k in t.__name__]
-    print("1..%d" % len(tests))
-    skip_all = have_bpf() if opts.mode == "bpf" else None
+    def add(ap):
+        ap.add_argument("--data-path", choices=("auto", "copy", "sockmap", "sockmsg"),
+                        help="passed to prefixgate (sockmap/sockmsg need --mode bpf)")
 
-    def on_alarm(sig, frame):
-        raise Timeout("test exceeded its time limit")
+    def setup(opts):
+        opts.label = opts.mode + ("/" + opts.data_path if opts.data_path else "")
 
-    signal.signal(signal.SIGALRM, on_alarm)
-    failed = 0
-    for i, t in enumerate(tests, 1):
-        name = "%s [%s%s]" % (t.__name__, opts.mode,
-                              "/" + opts.data_path if opts.data_path else "")
-        if skip_all:
-            print("ok %d - %s # SKIP %s" % (i, name, skip_all))
-            continue
-        t0 = time.monotonic()
-        signal.alarm(120)
-        try:
-            r = t(opts)
-            signal.alarm(0)
-            if isinstance(r, str) and r.startswith("SKIP"):
-                print("ok %d - %s # %s" % (i, name, r))
-            else:
-                print("ok %d - %s (%.1fs)" % (i, name, time.monotonic() - t0))
-        except Exception as e:  # noqa: BLE001
-            signal.alarm(0)
-            failed += 1
-            print("not ok %d - %s" % (i, name))
-            for line in traceback.format_exc().splitlines()[-8:]:
-                print("# " + line)
-        sys.stdout.flush()
-    return 1 if failed else 0
+    return run_suite(TESTS, add_args=add, setup=setup)
 
 
 if __name__ == "__main__":

@@ -281,3 +281,67 @@ class SickBackend:
     def stop(self):
         self.srv.shutdown()
         self.srv.server_close()
+
+
+class TestTimeout(Exception):
+    pass
+
+
+def run_suite(tests, add_args=None, setup=None, modes=("shm", "bpf"), limit_s=120):
+    """The TAP runner every e2e script shares: common options (--build,
+    --tools, --mode, -k SUBSTRING, plus add_args(parser), then setup(opts)),
+    tests in order,
+    each under a SIGALRM time limit. A test returning "SKIP why" is reported
+    as a skip, never as a pass; in bpf mode without root/bpftool every test
+    skips, saying why. Returns the exit status (1 if any test failed)."""
+    import argparse
+    import sys
+    import traceback
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--tools")
+    if modes:
+        ap.add_argument("--mode", choices=modes, default=modes[0])
+    ap.add_argument("-k", default="")
+    if add_args:
+        add_args(ap)
+    opts = ap.parse_args()
+    opts.tools = opts.tools or opts.build
+    if not modes:
+        opts.mode = "shm"
+    if setup:
+        setup(opts)
+    label = getattr(opts, "label", None) or opts.mode
+    chosen = [t for t in tests if opts.k in t.__name__]
+    print("1..%d" % len(chosen))
+    sys.stdout.flush()
+    skip_all = have_bpf() if opts.mode == "bpf" else None
+
+    def on_alarm(sig, frame):
+        raise TestTimeout("test exceeded its %d s limit" % limit_s)
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    failed = 0
+    for i, t in enumerate(chosen, 1):
+        name = "%s [%s]" % (t.__name__, label) if modes else t.__name__
+        if skip_all:
+            print("ok %d - %s # SKIP %s" % (i, name, skip_all))
+            continue
+        t0 = time.monotonic()
+        signal.alarm(limit_s)
+        try:
+            r = t(opts)
+            signal.alarm(0)
+            if isinstance(r, str) and r.startswith("SKIP"):
+                print("ok %d - %s # %s" % (i, name, r))
+            else:
+                print("ok %d - %s (%.1fs)" % (i, name, time.monotonic() - t0))
+        except Exception:  # noqa: BLE001
+            signal.alarm(0)
+            failed += 1
+            print("not ok %d - %s" % (i, name))
+            for line in traceback.format_exc().splitlines()[-10:]:
+                print("# " + line)
+        sys.stdout.flush()
+    return 1 if failed else 0

@@ -8,7 +8,6 @@ usage: test_ctl.py --build DIR [--tools DIR] [--ctl PATH] [-k SUBSTRING]
   Tests that read pinned BPF maps need root and bpftool; without them they
   are skipped with the reason. The others run unprivileged (--no-bpf fleets).
 """
-import argparse
 import copy
 import json
 import os
@@ -21,10 +20,9 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, free_port, have_bpf, http_get, wait_until  # noqa: E402
+from harness import Fleet, free_port, have_bpf, http_get, run_suite, wait_until  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 DECISIONS = ["affinity", "overflow", "random", "least_outstanding", "retry", "explicit_key"]
@@ -35,10 +33,6 @@ TESTS = []
 def test(fn):
     TESTS.append(fn)
     return fn
-
-
-class Timeout(Exception):
-    pass
 
 
 def fleet(opts, mode, n=3, **kw):
@@ -648,42 +642,13 @@ def systemd_unit_verifies(opts):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--tools")
-    ap.add_argument("--ctl")
-    ap.add_argument("-k", default="")
-    opts = ap.parse_args()
-    opts.tools = opts.tools or opts.build
-    opts.ctl = opts.ctl or os.path.join(opts.build, "prefixgatectl")
-    opts.mode = "shm"
-    tests = [t for t in TESTS if opts.k in t.__name__]
-    print("1..%d" % len(tests))
-    sys.stdout.flush()
+    def add(ap):
+        ap.add_argument("--ctl", help="prefixgatectl to test (default BUILD/prefixgatectl)")
 
-    def on_alarm(sig, frame):
-        raise Timeout("test exceeded its time limit")
+    def setup(opts):
+        opts.ctl = opts.ctl or os.path.join(opts.build, "prefixgatectl")
 
-    signal.signal(signal.SIGALRM, on_alarm)
-    failed = 0
-    for i, t in enumerate(tests, 1):
-        t0 = time.monotonic()
-        signal.alarm(120)
-        try:
-            r = t(opts)
-            signal.alarm(0)
-            if isinstance(r, str) and r.startswith("SKIP"):
-                print("ok %d - %s # %s" % (i, t.__name__, r))
-            else:
-                print("ok %d - %s (%.1fs)" % (i, t.__name__, time.monotonic() - t0))
-        except Exception:  # noqa: BLE001
-            signal.alarm(0)
-            failed += 1
-            print("not ok %d - %s" % (i, t.__name__))
-            for line in traceback.format_exc().splitlines()[-10:]:
-                print("# " + line)
-        sys.stdout.flush()
-    return 1 if failed else 0
+    return run_suite(TESTS, add_args=add, setup=setup, modes=None)
 
 
 if __name__ == "__main__":

@@ -6,18 +6,15 @@ every wait is bounded.
 
 usage: test_hostile.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
 """
-import argparse
 import os
 import resource
-import signal
 import socket
 import subprocess
 import sys
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, have_bpf, wait_until  # noqa: E402
+from harness import Fleet, wait_until, run_suite  # noqa: E402
 
 TESTS = []
 
@@ -305,46 +302,8 @@ def timeouts(opts):
         black.close()
 
 
-class Timeout(Exception):
-    pass
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--tools")
-    ap.add_argument("--mode", choices=("shm", "bpf"), default="shm")
-    ap.add_argument("-k", default="")
-    opts = ap.parse_args()
-    opts.tools = opts.tools or opts.build
-    tests = [t for t in TESTS if opts.k in t.__name__]
-    print("1..%d" % len(tests))
-    skip_all = have_bpf() if opts.mode == "bpf" else None
-
-    def on_alarm(sig, frame):
-        raise Timeout("test exceeded its time limit")
-
-    signal.signal(signal.SIGALRM, on_alarm)
-    failed = 0
-    for i, t in enumerate(tests, 1):
-        name = "%s [%s]" % (t.__name__, opts.mode)
-        if skip_all:
-            print("ok %d - %s # SKIP %s" % (i, name, skip_all))
-            continue
-        t0 = time.monotonic()
-        signal.alarm(120)
-        try:
-            t(opts)
-            signal.alarm(0)
-            print("ok %d - %s (%.1fs)" % (i, name, time.monotonic() - t0))
-        except Exception:  # noqa: BLE001
-            signal.alarm(0)
-            failed += 1
-            print("not ok %d - %s" % (i, name))
-            for line in traceback.format_exc().splitlines()[-8:]:
-                print("# " + line)
-        sys.stdout.flush()
-    return 1 if failed else 0
+    return run_suite(TESTS)
 
 
 if __name__ == "__main__":
