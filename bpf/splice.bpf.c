@@ -6,10 +6,11 @@
  * per-connection API the proxy calls are in user/splice.c.
  *
  * Invariants both paths rely on:
- *  - Never SK_DROP: the bytes are already acknowledged to the backend, so a
- *    drop loses them, and on the msg path a drop is sticky (later writes fail
- *    EACCES without the program running). Every failure is SK_PASS: the bytes
- *    take the normal TCP path to the proxy.
+ *  - Never SK_DROP new bytes: they are already acknowledged to the backend,
+ *    so a drop loses them, and on the msg path a drop is sticky (later writes
+ *    fail EACCES without the program running). Every failure is SK_PASS: the
+ *    bytes take the normal TCP path to the proxy. The one drop is an skb
+ *    (sk_skb path) that only repeats bytes already handed on.
  *  - Falling back is sticky per pairing (PG_SPLICE_F_FALLBACK): once one byte
  *    was passed, nothing after it is redirected. That is what keeps the order
  *    (proofs at each program).
@@ -35,7 +36,23 @@
 struct tcp_sock {
 	__u64 bytes_acked;
 	__u32 write_seq;
+	__u32 copied_seq;
 } __attribute__((preserve_access_index));
+
+/*
+ * The start of skb->cb holds TCP's control block for a received skb; its
+ * first field is the sequence number of the skb's first byte. The verdict
+ * context is the sk_buff itself; bpf_probe_read_kernel reads the field
+ * (root / CAP_PERFMON, as loading these programs needs anyway).
+ */
+struct sk_buff {
+	char cb[48];
+} __attribute__((preserve_access_index));
+
+/* bpf_skb_adjust_room pops at most this many bytes per call in sk_skb. */
+#define PG_TRIM_STEP 4095
+/* Bound on the cut, in steps: 64 * 4095 bytes, well over one loopback skb. */
+#define PG_TRIM_STEPS 64
 
 /* Loader knobs (set through the skeleton's rodata before load). */
 const volatile __u64 skb_budget = PG_SPLICE_BUDGET_DEFAULT;
@@ -160,6 +177,73 @@ static __always_inline void redirected(struct pg_splice_peer *p, __u32 path, __u
 }
 
 /*
+ * skb path: cut off the head of an skb that repeats bytes already handed
+ * on. TCP queues a retransmitted segment that overlaps data it already
+ * received as it came (seq < rcv_nxt < end_seq: recvmsg skips the overlap
+ * by its copied_seq offset), but the verdict path hands over whole skbs,
+ * so the overlap would be redirected or passed a second time. Measured:
+ * a stalled reader on loopback, one 65,483-byte segment repeated about
+ * once per three 1 GiB transfers.
+ *
+ * Returns the skb's length after the cut, 0 if every byte was a repeat (the
+ * caller drops it: nothing in it is new), or -1 if the cut failed (the
+ * stream cannot be kept intact: PG_SPLICE_F_BROKEN, the caller passes it
+ * and the proxy aborts the response).
+ */
+static __always_inline long skb_cut_repeat(struct __sk_buff *skb, struct pg_splice_peer *p)
+{
+	__u32 seq, over, len = skb->len;
+	int i;
+
+	if (bpf_probe_read_kernel(&seq, sizeof(seq), &((struct sk_buff *)skb)->cb[0]))
+		return len; /* cannot tell: unchanged, as without the check */
+	if (!(p->flags & PG_SPLICE_F_SEQ)) {
+		/* First skb since pairing: nothing was handed on before
+		 * copied_seq (the proxy read the socket to EAGAIN first). */
+		struct bpf_sock *sk = skb->sk;
+		struct tcp_sock *tp;
+		__u32 first = seq;
+
+		if (sk) {
+			tp = bpf_skc_to_tcp_sock(sk);
+			if (tp) {
+				first = tp->copied_seq;
+				/* keep the two loads apart: the verifier rejects one
+				 * load insn shared by a stack and a socket pointer */
+				asm volatile("" : "+r"(first));
+			}
+		}
+		p->next_seq = first;
+		p->flags |= PG_SPLICE_F_SEQ;
+	}
+	over = p->next_seq - seq;
+	if ((__s32)over <= 0 || !len) {
+		/* In order (or a gap TCP would never leave): all new. */
+		p->next_seq = seq + len;
+		return len;
+	}
+	if (over >= len) {
+		__sync_fetch_and_add(&p->repeated, len);
+		return 0;
+	}
+	__sync_fetch_and_add(&p->repeated, over);
+	for (i = 0; i < PG_TRIM_STEPS && over; i++) {
+		__u32 step = over > PG_TRIM_STEP ? PG_TRIM_STEP : over;
+
+		if (bpf_skb_adjust_room(skb, -(__s32)step, 0, 0))
+			break;
+		over -= step;
+	}
+	if (over) {
+		p->flags |= PG_SPLICE_F_BROKEN;
+		return -1;
+	}
+	len = skb->len;
+	p->next_seq += len;
+	return len;
+}
+
+/*
  * skb path verdict, on the proxy's backend-side socket: redirect each
  * received skb to the paired client socket's egress.
  *
@@ -186,6 +270,7 @@ int splice_skb(struct __sk_buff *skb)
 	struct bpf_sock *sk;
 	struct tcp_sock *tp;
 	__u64 cookie, key, len = skb->len, total, acked, budget;
+	long cut;
 	__u32 why;
 
 	/* The backend's FIN arrives as a zero-length skb: redirecting it would
@@ -196,7 +281,12 @@ int splice_skb(struct __sk_buff *skb)
 	p = bpf_map_lookup_elem(&splice_peers, &cookie);
 	if (!p)
 		return SK_PASS;
-	if (p->flags & (PG_SPLICE_F_FALLBACK | PG_SPLICE_F_DONE)) {
+	cut = skb_cut_repeat(skb, p);
+	if (cut == 0)
+		return SK_DROP; /* a repeat of bytes already handed on: nothing lost */
+	if (cut > 0)
+		len = (__u64)cut;
+	if (p->flags & (PG_SPLICE_F_FALLBACK | PG_SPLICE_F_DONE | PG_SPLICE_F_BROKEN)) {
 		__sync_fetch_and_add(&p->passed, len);
 		return SK_PASS;
 	}

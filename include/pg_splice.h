@@ -45,6 +45,9 @@
 /* pg_splice_peer.flags */
 #define PG_SPLICE_F_FALLBACK 0x1 /* sticky: every later byte is SK_PASSed to the proxy */
 #define PG_SPLICE_F_DONE     0x2 /* the counted response ended (remaining reached 0) */
+#define PG_SPLICE_F_SEQ      0x4 /* skb: next_seq is valid */
+#define PG_SPLICE_F_BROKEN   0x8 /* skb: a repeated head could not be cut off: the
+                                  * stream is damaged, the proxy must abort it */
 
 /* pg_splice_peer.reason / pg_splice_event.reason: why FALLBACK or DONE was set. */
 enum pg_splice_reason {
@@ -89,8 +92,20 @@ struct pg_splice_peer {
 	 * bytes offered to the redirect since that gate opened. Program-owned. */
 	__u64 gate_gen;
 	__u64 since;
+	/*
+	 * skb path, program-owned: TCP sequence number of the next byte not yet
+	 * handed on (redirected or passed), valid once PG_SPLICE_F_SEQ is set,
+	 * and the bytes cut off because they repeated bytes already handed on.
+	 * TCP can queue a retransmitted segment that overlaps what it already
+	 * received (the reader is expected to skip up to copied_seq); the
+	 * verdict path hands over whole skbs, so without the cut the overlap
+	 * reaches the client twice.
+	 */
+	__u32 next_seq;
+	__u32 pad;
+	__u64 repeated;
 };
-_Static_assert(sizeof(struct pg_splice_peer) == 72, "pg_splice_peer layout");
+_Static_assert(sizeof(struct pg_splice_peer) == 88, "pg_splice_peer layout");
 
 /*
  * msg path gate, hash map "splice_gates" (key: struct pg_splice_tuple, value:

@@ -388,6 +388,13 @@ void pg_dp_run(struct pg_worker *w)
 		 * passed, and the EOF, are the proxy's to read and forward now. */
 		*pp = u->wait_next;
 		u->on_wait = false;
+		if (pr.peer.flags & PG_SPLICE_F_BROKEN) {
+			/* The program could not keep the stream intact (see
+			 * skb_cut_repeat): the client must not take it as whole. */
+			dp_warn(w, "repeated bytes could not be cut", -EIO);
+			pg_upstream_eof(w, u, -EIO);
+			continue;
+		}
 		u->sstate = PG_SP_COPY;
 		pg_sock_recv(w, &u->s);
 	}
@@ -406,7 +413,7 @@ void pg_dp_tick(struct pg_worker *w)
 		struct pg_upstream *u = c->up;
 
 		if (u && u->sstate == PG_SP_PAIRED && !pg_splice_peer_get(dp.sp, u->s.fd, &peer) &&
-		    (peer.flags & PG_SPLICE_F_FALLBACK))
+		    (peer.flags & (PG_SPLICE_F_FALLBACK | PG_SPLICE_F_BROKEN)))
 			wait_add(w, u);
 	}
 }
@@ -416,8 +423,15 @@ void pg_dp_upstream_closing(struct pg_worker *w, struct pg_upstream *u)
 	if (u->s.closed)
 		return;
 	wait_remove(w, u);
-	if (u->path == PG_DP_SKB && u->sstate >= PG_SP_PAIRED)
+	if (u->path == PG_DP_SKB && u->sstate >= PG_SP_PAIRED) {
+		struct pg_splice_peer peer;
+
+		if (!pg_splice_peer_get(dp.sp, u->s.fd, &peer) && peer.repeated)
+			pg_info("sockmap: cut %llu repeated bytes (TCP retransmission overlap) "
+				"from a spliced response",
+				(unsigned long long)peer.repeated);
 		pg_splice_unpair(dp.sp, u->s.fd); /* fd still open: its cookie still reads */
+	}
 	else if (u->path == PG_DP_MSG && u->sstate == PG_SP_MSG)
 		pg_splice_route_del(dp.sp, u->s.fd, &u->sa);
 	u->sstate = PG_SP_NONE;
