@@ -13,11 +13,32 @@ import zlib
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A free loopback port below the kernel's ephemeral range, so that no
+    outgoing connection (whose local port comes from that range) can take
+    it between now and the moment a server binds it."""
+    import random
+    try:
+        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    lo, hi = max(1024, low - 12000), low
+    for _ in range(200):
+        port = random.randrange(lo, hi)
+        if port in _GIVEN:
+            continue
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            s.close()
+        _GIVEN.add(port)
+        return port
+    raise RuntimeError("no free port below %d" % low)
+
+
+_GIVEN = set()
 
 
 def wait_until(pred, timeout=5.0, step=0.02):
