@@ -48,9 +48,12 @@ for suite in "$@"; do
 	     run_tap "e2e/shm" $E/e2e.py --build "$BUILD" --mode shm
 	     run_tap "e2e/bpf" $E/e2e.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/sockmsg" $E/e2e.py --build "$BUILD" --mode bpf --data-path sockmsg
+	     run_tap "e2e/sockmap" $E/e2e.py --build "$BUILD" --mode bpf --data-path sockmap
 	     run_tap "e2e/hostile" $E/test_hostile.py --build "$BUILD" --mode shm
 	     run_tap "e2e/ops-shm" $E/test_ops.py --build "$BUILD" --mode shm
 	     run_tap "e2e/ops-bpf" $E/test_ops.py --build "$BUILD" --mode bpf
+	     run_tap "e2e/metrics-shm" $E/test_metrics.py --build "$BUILD" --mode shm
+	     run_tap "e2e/metrics-bpf" $E/test_metrics.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/ctl" $E/test_ctl.py --build "$BUILD" ;;
 	e2e-asan) export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 		run_tap "e2e-asan/shm" \
@@ -58,7 +61,9 @@ for suite in "$@"; do
 		run_tap "e2e-asan/hostile" \
 		python3 tests/e2e/test_hostile.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/ops" \
-		python3 tests/e2e/test_ops.py --build "$BUILD/asan" --tools "$BUILD" --mode shm ;;
+		python3 tests/e2e/test_ops.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
+		run_tap "e2e-asan/metrics" \
+		python3 tests/e2e/test_metrics.py --build "$BUILD/asan" --tools "$BUILD" --mode shm ;;
 	fuzz) run_tap "fuzz/smoke" tests/fuzz/run.sh "${FUZZ_SMOKE_SECONDS:-10}" \
 		$(for f in tests/fuzz/fuzz_*.c; do basename "$f" .c | sed 's/^fuzz_//'; done) ;;
 	*) echo "tests/run.sh: unknown suite $suite" >&2; exit 2 ;;

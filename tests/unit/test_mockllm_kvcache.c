@@ -43,9 +43,9 @@ static void test_prompt_tokens(void **state)
 		uint64_t tokens;
 		size_t blocks; /* cacheable: within the first tokens - 1 */
 	} tab[] = {
-		{0, 0, 0},    {1, 1, 0},    {4, 1, 0},      {5, 2, 0},    {64, 16, 0},
-		{65, 17, 1},  {68, 17, 1},  {69, 18, 1},    {128, 32, 1}, {129, 33, 2},
-		{32000, 8000, 499}, {32001, 8001, 500},
+	    {0, 0, 0},    {1, 1, 0},    {4, 1, 0},          {5, 2, 0},
+	    {64, 16, 0},  {65, 17, 1},  {68, 17, 1},        {69, 18, 1},
+	    {128, 32, 1}, {129, 33, 2}, {32000, 8000, 499}, {32001, 8001, 500},
 	};
 	static char text[32001];
 
@@ -216,14 +216,14 @@ static void test_churn(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_prompt_tokens),
-		cmocka_unit_test(test_hashes_chain),
-		cmocka_unit_test(test_divergence),
-		cmocka_unit_test(test_same_block_other_parent),
-		cmocka_unit_test(test_lru_leaf_first),
-		cmocka_unit_test(test_lru_touch_on_hit),
-		cmocka_unit_test(test_capacity_accounting),
-		cmocka_unit_test(test_churn),
+	    cmocka_unit_test(test_prompt_tokens),
+	    cmocka_unit_test(test_hashes_chain),
+	    cmocka_unit_test(test_divergence),
+	    cmocka_unit_test(test_same_block_other_parent),
+	    cmocka_unit_test(test_lru_leaf_first),
+	    cmocka_unit_test(test_lru_touch_on_hit),
+	    cmocka_unit_test(test_capacity_accounting),
+	    cmocka_unit_test(test_churn),
 	};
 
 	return cmocka_run_group_tests_name("mockllm_kvcache", tests, NULL, NULL);

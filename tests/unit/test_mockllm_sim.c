@@ -16,9 +16,9 @@
 
 #include "../../tools/mockllm/sim.h"
 
-#define MS 1000000ull
+#define MS     1000000ull
 #define MAXTOK 64
-#define NREQ 8
+#define NREQ   8
 
 struct rec {
 	struct sim_req r;
@@ -139,7 +139,8 @@ static void test_calibration(void **state)
 	submit(&w, 1, b, 32000, 1);
 	run_until(&w, 20000 * MS);
 	assert_true(w.req[1].done);
-	assert_int_equal(w.req[1].r.cached_tokens, (32000 - 200) / KV_BLOCK_BYTES * KV_BLOCK_TOKENS);
+	assert_int_equal(w.req[1].r.cached_tokens,
+	                 (32000 - 200) / KV_BLOCK_BYTES * KV_BLOCK_TOKENS);
 	assert_in_range(ttft(&w, 1), 62 * MS, 64 * MS);
 
 	sim_get_stats(w.s, &st);
@@ -173,12 +174,12 @@ static void test_decode_pacing(void **state)
 static void test_fcfs_prefill(void **state)
 {
 	static const struct {
-		int n;              /* requests of 3,660 uncached tokens at once */
+		int n;                 /* requests of 3,660 uncached tokens at once */
 		uint64_t lo[4], hi[4]; /* TTFT of each, ms: 100 ms of prefill each, in order */
 	} tab[] = {
-		{1, {161}, {162}},
-		{2, {161, 261}, {162, 262}},
-		{4, {161, 261, 361, 461}, {162, 262, 362, 462}},
+	    {1, {161}, {162}},
+	    {2, {161, 261}, {162, 262}},
+	    {4, {161, 261, 361, 461}, {162, 262, 362, 462}},
 	};
 
 	(void)state;
@@ -217,7 +218,7 @@ static void test_shared_prefix_queued(void **state)
 	(void)state;
 	world_init(&w, NULL);
 	for (int i = 0; i < 3; i++) {
-		t[i] = text_of(32000, 60);           /* same 8,000-token prefix ... */
+		t[i] = text_of(32000, 60);          /* same 8,000-token prefix ... */
 		memset(t[i] + 31800, 'A' + i, 200); /* ... different last 50 tokens */
 		submit(&w, i, t[i], 32000, 1);
 	}
@@ -317,16 +318,55 @@ static void test_batch_slows_decode(void **state)
 	world_free(&w);
 }
 
+/*
+ * --time-scale K: every simulated duration is the default's / K, so TTFT
+ * (uncached and cached) and decode pacing times K give the default model's.
+ * K <= 0 leaves the parameters alone.
+ */
+static void test_time_scale(void **state)
+{
+	static const struct {
+		double k;
+		double want_factor; /* durations are the default's x this */
+	} cases[] = {{1, 1}, {4, 0.25}, {8, 0.125}, {0.5, 2}, {0, 1}, {-2, 1}};
+
+	(void)state;
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct sim_params p;
+		struct world w;
+		char *a = text_of(32000, 60), *b = text_of(32000, 60);
+		double f = cases[c].want_factor;
+
+		sim_default_params(&p);
+		sim_scale_params(&p, cases[c].k);
+		assert_true(p.kv_capacity_tokens == 100000 && p.max_num_seqs == 256);
+		world_init(&w, &p);
+		submit(&w, 0, a, 32000, 2);
+		run_until(&w, 100000 * MS);
+		assert_true(w.req[0].done);
+		/* uncached: 280.08 ms x f; decode 25 ms x f */
+		assert_in_range(ttft(&w, 0), (uint64_t)(279 * MS * f), (uint64_t)(281 * MS * f));
+		assert_in_range(w.req[0].tok_at[1] - w.req[0].tok_at[0],
+		                (uint64_t)(25 * MS * f) - 1, (uint64_t)(25 * MS * f) + 1);
+		/* all but ~50 tokens cached: ~63 ms x f */
+		b[31900] ^= 1;
+		submit(&w, 1, b, 32000, 1);
+		run_until(&w, 200000 * MS);
+		assert_true(w.req[1].done);
+		assert_in_range(ttft(&w, 1), (uint64_t)(62 * MS * f), (uint64_t)(64 * MS * f));
+		free(a);
+		free(b);
+		world_free(&w);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_calibration),
-		cmocka_unit_test(test_decode_pacing),
-		cmocka_unit_test(test_fcfs_prefill),
-		cmocka_unit_test(test_shared_prefix_queued),
-		cmocka_unit_test(test_max_num_seqs),
-		cmocka_unit_test(test_cancel),
-		cmocka_unit_test(test_batch_slows_decode),
+	    cmocka_unit_test(test_calibration),        cmocka_unit_test(test_decode_pacing),
+	    cmocka_unit_test(test_fcfs_prefill),       cmocka_unit_test(test_shared_prefix_queued),
+	    cmocka_unit_test(test_max_num_seqs),       cmocka_unit_test(test_cancel),
+	    cmocka_unit_test(test_batch_slows_decode), cmocka_unit_test(test_time_scale),
 	};
 
 	return cmocka_run_group_tests_name("mockllm_sim", tests, NULL, NULL);

@@ -1,12 +1,15 @@
 """Process management for the demo and the benchmarks: simulated vLLM
-instances (mockllm), prefixgate, and pgload runs, all on loopback. Every
-process started is stopped on exit."""
+instances (mockllm), prefixgate, HAProxy, nginx and pgload runs, all on
+loopback. Every process started is stopped on exit (atexit and SIGINT/TERM),
+and nothing else is touched."""
 import atexit
+import csv
 import json
 import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
 
@@ -23,6 +26,7 @@ def _cleanup():
             p.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             p.kill()
+            p.wait()
 
 
 atexit.register(_cleanup)
@@ -31,11 +35,32 @@ for _sig in (signal.SIGINT, signal.SIGTERM):
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A free loopback port below the kernel's ephemeral range, so that no
+    outgoing connection (whose local port comes from that range) can take
+    it between now and the moment a server binds it."""
+    import random
+    try:
+        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    lo, hi = max(1024, low - 12000), low
+    for _ in range(200):
+        port = random.randrange(lo, hi)
+        if port in _GIVEN:
+            continue
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            s.close()
+        _GIVEN.add(port)
+        return port
+    raise RuntimeError("no free port below %d" % low)
+
+
+_GIVEN = set()
 
 
 def spawn(cmd, log):
@@ -52,23 +77,46 @@ def stop(p, timeout=10):
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
+    if p in PROCS:
+        PROCS.remove(p)
     return p.returncode
 
 
-def get(port, path, timeout=2.0):
-    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=timeout) as r:
+def http(port, path, method="GET", body=None, timeout=2.0):
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), method=method,
+                                 data=body.encode() if body is not None else None)
+    with urllib.request.urlopen(req, timeout=timeout) as r:
         return r.read().decode()
 
 
-def wait_http(port, path="/health", timeout=10.0):
+def get(port, path, timeout=2.0):
+    return http(port, path, timeout=timeout)
+
+
+def wait_http(port, path="/health", timeout=10.0, proc=None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            break
         try:
             get(port, path, 0.5)
             return True
         except OSError:
             time.sleep(0.05)
     raise RuntimeError("nothing answers on 127.0.0.1:%d%s" % (port, path))
+
+
+def wait_tcp(port, timeout=10.0, proc=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            break
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("nothing listens on 127.0.0.1:%d" % port)
 
 
 def prom(text, name):
@@ -81,26 +129,39 @@ def prom(text, name):
 
 
 class Instances:
-    """n simulated vLLM instances (fresh KV caches)."""
+    """Simulated vLLM instances (fresh KV caches), more can be added."""
 
     def __init__(self, build, n, logdir, args=()):
-        self.ports = [free_port() for _ in range(n)]
-        self.procs = [spawn([os.path.join(build, "mockllm"), "--listen", "127.0.0.1:%d" % p,
-                             "--id", "i%d" % i] + list(args),
-                            os.path.join(logdir, "mockllm-%d.log" % i))
-                      for i, p in enumerate(self.ports)]
-        for p in self.ports:
-            wait_http(p)
+        self.build, self.logdir, self.args = build, logdir, list(args)
+        self.ports, self.procs = [], []
+        for _ in range(n):
+            self.add()
+
+    def add(self):
+        i, port = len(self.ports), free_port()
+        p = spawn([os.path.join(self.build, "mockllm"), "--listen", "127.0.0.1:%d" % port,
+                   "--id", "i%d" % i] + self.args,
+                  os.path.join(self.logdir, "mockllm-%d.log" % port))
+        wait_http(port, proc=p)
+        self.ports.append(port)
+        self.procs.append(p)
+        return "127.0.0.1:%d" % port
 
     def addrs(self):
         return ["127.0.0.1:%d" % p for p in self.ports]
 
-    def kv_hit_rate(self):
+    def counters(self):
+        """(prefix-cache hit tokens, query tokens) summed over every instance."""
         hits = queries = 0.0
         for p in self.ports:
             m = get(p, "/metrics")
             hits += prom(m, "vllm:prefix_cache_hits_total")
             queries += prom(m, "vllm:prefix_cache_queries_total")
+        return hits, queries
+
+    def kv_hit_rate(self, since=(0.0, 0.0)):
+        hits, queries = self.counters()
+        hits, queries = hits - since[0], queries - since[1]
         return hits / queries if queries else 0.0
 
     def stop(self):
@@ -109,30 +170,194 @@ class Instances:
 
 
 class Gateway:
+    """prefixgate; as root its state is in BPF maps under a private pin path."""
+    name = "prefixgate"
+
     def __init__(self, build, backends, logdir, args=()):
         self.port, self.admin = free_port(), free_port()
         cmd = [os.path.join(build, "prefixgate"), "--listen", "127.0.0.1:%d" % self.port,
                "--admin", "127.0.0.1:%d" % self.admin]
+        self.pin = None
         if os.geteuid() != 0:
             cmd.append("--no-bpf")
         else:
-            cmd += ["--bpf-pin-path", "/sys/fs/bpf/prefixgate-bench-%d" % self.port]
+            self.pin = "/sys/fs/bpf/prefixgate-bench-%d" % self.port
+            cmd += ["--bpf-pin-path", self.pin]
         for b in backends:
             cmd += ["--backend", b]
         self.proc = spawn(cmd + list(args), os.path.join(logdir, "prefixgate-%d.log" % self.port))
-        wait_http(self.admin)
+        wait_http(self.admin, proc=self.proc)
+
+    def in_flight(self):
+        """{address: in-flight requests} from GET /backends."""
+        return {b["address"]: b["in_flight"] for b in json.loads(get(self.admin, "/backends"))}
+
+    def add_backend(self, addr):
+        http(self.admin, "/backends", "POST", json.dumps({"address": addr}))
+
+    def remove_backend(self, addr):
+        http(self.admin, "/backends/" + addr, "DELETE")
+
+    def stop(self):
+        rc = stop(self.proc)
+        # This private pin path dies with the process: remove what is left.
+        if self.pin and os.path.isdir(self.pin):
+            for f in os.listdir(self.pin):
+                os.unlink(os.path.join(self.pin, f))
+            os.rmdir(self.pin)
+        return rc
+
+
+class HAProxy:
+    """HAProxy 2.6 hashing the first prefix_bytes of the request body onto a
+    consistent-hash ring with bounded load (hash-balance-factor)."""
+    name = "haproxy"
+
+    def __init__(self, backends, logdir, prefix_bytes=4096, balance_factor=150, threads=2):
+        self.port = free_port()
+        cfg = os.path.join(logdir, "haproxy-%d.cfg" % self.port)
+        servers = "".join("    server s%d %s maxconn 4096\n" % (i, b)
+                          for i, b in enumerate(backends))
+        with open(cfg, "w") as f:
+            f.write(HAPROXY_CFG % {"port": self.port, "bytes": prefix_bytes,
+                                   "factor": balance_factor, "servers": servers,
+                                   "threads": threads})
+        self.proc = spawn(["haproxy", "-db", "-f", cfg],
+                          os.path.join(logdir, "haproxy-%d.log" % self.port))
+        wait_tcp(self.port, proc=self.proc)
 
     def stop(self):
         return stop(self.proc)
 
 
-def pgload(build, target, out_json, args, logdir):
+# http-buffer-request: wait for the body (up to tune.bufsize) before picking a
+# server, so req.body is there to hash. 64 KiB buffers hold the prefix of any
+# benchmark body; bytes(0,N) takes at most what was buffered. http-no-delay:
+# without it HAProxy sends with MSG_MORE and the kernel holds small writes,
+# so an SSE stream arrives all at once when it ends (TTFT = end-to-end).
+HAPROXY_CFG = """global
+    nbthread %(threads)d
+    maxconn 8000
+    tune.bufsize 65536
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 120s
+    timeout server 120s
+    option http-buffer-request
+    option http-no-delay
+    http-reuse always
+frontend fe
+    bind 127.0.0.1:%(port)d
+    default_backend be
+backend be
+    balance hash req.body,bytes(0,%(bytes)d)
+    hash-type consistent
+    hash-balance-factor %(factor)d
+%(servers)s"""
+
+
+class Nginx:
+    """nginx hashing the whole request body on a consistent ring (nginx has no
+    body-prefix hash without modules): only for the overhead benchmark."""
+    name = "nginx"
+
+    def __init__(self, backends, logdir, workers=2):
+        self.port = free_port()
+        d = os.path.abspath(os.path.join(logdir, "nginx-%d" % self.port))
+        os.makedirs(d, exist_ok=True)
+        cfg = os.path.join(d, "nginx.conf")
+        with open(cfg, "w") as f:
+            f.write(NGINX_CFG % {"port": self.port, "dir": os.path.abspath(d),
+                                 "workers": workers,
+                                 "servers": "".join("        server %s;\n" % b for b in backends)})
+        self.proc = spawn(["nginx", "-p", os.path.abspath(d), "-c", cfg, "-e", "stderr",
+                           "-g", "daemon off;"], os.path.join(logdir, "nginx-%d.log" % self.port))
+        wait_tcp(self.port, proc=self.proc)
+
+    def stop(self):
+        return stop(self.proc)
+
+
+# $request_body is only set when the whole body sits in one memory buffer:
+# client_body_buffer_size covers the 32 KiB benchmark body.
+NGINX_CFG = """worker_processes %(workers)d;
+pid %(dir)s/nginx.pid;
+error_log stderr warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path %(dir)s/body;
+    proxy_temp_path %(dir)s/proxy;
+    fastcgi_temp_path %(dir)s/fastcgi;
+    uwsgi_temp_path %(dir)s/uwsgi;
+    scgi_temp_path %(dir)s/scgi;
+    client_body_buffer_size 1m;
+    client_max_body_size 16m;
+    upstream be {
+        hash $request_body consistent;
+%(servers)s        keepalive 256;
+    }
+    server {
+        listen 127.0.0.1:%(port)d;
+        keepalive_requests 1000000;
+        location / {
+            proxy_pass http://be;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+        }
+    }
+}
+"""
+
+
+class Sampler(threading.Thread):
+    """Samples prefixgate's per-backend in-flight counts every period s."""
+
+    def __init__(self, gw, period=0.1):
+        super().__init__(daemon=True)
+        self.gw, self.period = gw, period
+        self.samples = []  # (t, {addr: in_flight})
+        self.halt = threading.Event()
+
+    def run(self):
+        t0 = time.monotonic()
+        while not self.halt.is_set():
+            try:
+                self.samples.append((time.monotonic() - t0, self.gw.in_flight()))
+            except (OSError, ValueError):
+                pass
+            self.halt.wait(self.period)
+
+    def finish(self):
+        self.halt.set()
+        self.join()
+        peak = {}
+        for _, m in self.samples:
+            for a, v in m.items():
+                peak[a] = max(peak.get(a, 0), v)
+        return peak
+
+
+def pgload(build, target, out_json, args, logdir, csv_path=None):
     cmd = [os.path.join(build, "pgload"), "--target", target, "--json", out_json,
            "--quiet"] + list(args)
+    if csv_path:
+        cmd += ["--csv", csv_path]
     with open(os.path.join(logdir, "pgload.log"), "a") as log:
-        subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=True)
+        log.write("$ %s\n" % " ".join(cmd))
+        log.flush()
+        # 1: some requests failed (counted in the JSON and reported); 2: no run
+        if subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode not in (0, 1):
+            raise RuntimeError("pgload failed: %s (see %s/pgload.log)" % (" ".join(cmd), logdir))
     with open(out_json) as f:
         return json.load(f)
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
 
 
 def admin_request(port, method, path, body=None):

@@ -26,9 +26,10 @@
 
 #include "mockllm.h"
 
-#define LINGER_NS (2ull * 1000000000)  /* drain input this long before close */
-#define RST_POLL_NS 1000000ull         /* reset-mid-body: poll the send queue */
+#define LINGER_NS     (2ull * 1000000000) /* drain input this long before close */
+#define RST_POLL_NS   1000000ull          /* reset-mid-body: poll the send queue */
 #define RST_POLLS_MAX 2000
+#define READ_BURST    (256u * 1024)
 
 static void process(struct conn *c);
 
@@ -73,7 +74,7 @@ void conn_accept_all(void)
 			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM) {
 				/* resumed when a connection closes */
 				fprintf(stderr, "mockllm: accept: %s; pausing accepts\n",
-					strerror(errno));
+				        strerror(errno));
 				epoll_ctl(g_srv.epfd, EPOLL_CTL_DEL, g_srv.lfd, NULL);
 				g_srv.accept_paused = true;
 			} else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
@@ -290,12 +291,12 @@ static enum route route_of(struct pg_str path)
 		const char *path;
 		enum route r;
 	} tab[] = {
-		{"/health", R_HEALTH},
-		{"/v1/models", R_MODELS},
-		{"/metrics", R_METRICS},
-		{"/v1/chat/completions", R_CHAT},
-		{"/v1/completions", R_COMPLETIONS},
-		{"/invocations", R_INVOCATIONS},
+	    {"/health", R_HEALTH},
+	    {"/v1/models", R_MODELS},
+	    {"/metrics", R_METRICS},
+	    {"/v1/chat/completions", R_CHAT},
+	    {"/v1/completions", R_COMPLETIONS},
+	    {"/invocations", R_INVOCATIONS},
 	};
 
 	for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
@@ -331,7 +332,7 @@ static void begin_request(struct conn *c, const struct pg_http_request *r)
 	else if (header_is(r, "X-Mock-Fail", "reset-mid-body"))
 		m->fail = FAIL_RESET_MID;
 	m->want_body = m->is_post && (m->route == R_CHAT || m->route == R_COMPLETIONS) &&
-		       m->resp_bytes < 0 && m->fail == FAIL_NONE;
+	               m->resp_bytes < 0 && m->fail == FAIL_NONE;
 	g_srv.requests[m->route]++;
 }
 
@@ -371,8 +372,8 @@ static int read_body(struct conn *c)
 			return m->body_left == 0;
 		} else if (m->body_kind == PG_BODY_CHUNKED) {
 			size_t used, doff, dlen;
-			enum pg_chunked_rc rc = pg_chunked_feed(&m->ck, p, avail, &used, &doff,
-								&dlen);
+			enum pg_chunked_rc rc =
+			    pg_chunked_feed(&m->ck, p, avail, &used, &doff, &dlen);
 
 			in->off += used;
 			if (rc == PG_CHUNKED_ERROR) {
@@ -424,7 +425,7 @@ static void process(struct conn *c)
 				memset(&c->req, 0, sizeof(c->req));
 				c->req.crc = (uint32_t)crc32(0L, Z_NULL, 0);
 				c->phase = PH_WORK;
-				out_error(c, (int)-n, "malformed request");
+				out_error(c, (int)-n, status_text((int)-n));
 				break;
 			}
 			begin_request(c, &r);
@@ -462,10 +463,16 @@ static void process(struct conn *c)
 	conn_mark_dirty(c);
 }
 
+/* Read what the socket has, at most READ_BURST bytes per event so that the
+ * input buffer stays small while a large body streams in (level-triggered
+ * epoll calls again for the rest). */
 static void do_read(struct conn *c)
 {
-	for (;;) {
+	size_t total = 0;
+
+	while (total < READ_BURST) {
 		struct buf *in = &c->in;
+		size_t room;
 		ssize_t n;
 
 		if (c->phase == PH_WORK && in->len >= MOCK_MAX_PIPELINED)
@@ -473,7 +480,8 @@ static void do_read(struct conn *c)
 		if (in->off > 0 && in->off == in->len)
 			in->off = in->len = 0;
 		buf_reserve(in, 16384);
-		n = recv(c->fd, in->p + in->len, in->cap - in->len, 0);
+		room = in->cap - in->len < 65536 ? in->cap - in->len : 65536;
+		n = recv(c->fd, in->p + in->len, room, 0);
 		if (n == -1) {
 			if (errno == EINTR)
 				continue;
@@ -496,7 +504,8 @@ static void do_read(struct conn *c)
 			continue;
 		}
 		in->len += (size_t)n;
-		if ((size_t)n < 16384)
+		total += (size_t)n;
+		if ((size_t)n < room)
 			break;
 	}
 	if (c->phase == PH_DEAD)

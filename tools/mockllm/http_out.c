@@ -91,18 +91,30 @@ void buf_release(struct buf *b)
 const char *status_text(int status)
 {
 	switch (status) {
-	case 100: return "Continue";
-	case 200: return "OK";
-	case 400: return "Bad Request";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 413: return "Content Too Large";
-	case 414: return "URI Too Long";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 501: return "Not Implemented";
-	case 505: return "HTTP Version Not Supported";
-	default: return "Unknown";
+	case 100:
+		return "Continue";
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 413:
+		return "Content Too Large";
+	case 414:
+		return "URI Too Long";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 500:
+		return "Internal Server Error";
+	case 501:
+		return "Not Implemented";
+	case 505:
+		return "HTTP Version Not Supported";
+	default:
+		return "Unknown";
 	}
 }
 
@@ -112,20 +124,19 @@ const char *status_text(int status)
  * or NULL. Decides whether the connection closes after this response.
  */
 void out_head(struct conn *c, int status, const char *ctype, int64_t content_length,
-	      const char *extra)
+              const char *extra)
 {
 	struct buf *o = &c->out;
 
 	if (!c->req.keep_alive)
 		c->close_after = true;
-	buf_printf(o, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n", status, status_text(status),
-		   ctype);
+	buf_printf(o, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n", status, status_text(status), ctype);
 	if (content_length >= 0)
 		buf_printf(o, "Content-Length: %lld\r\n", (long long)content_length);
 	else
 		buf_puts(o, "Transfer-Encoding: chunked\r\n");
 	buf_printf(o, "X-Backend-Id: %s\r\nX-Body-Length: %llu\r\nX-Body-Crc32: %08x\r\n",
-		   g_srv.cfg.id, (unsigned long long)c->req.body_len, c->req.crc);
+	           g_srv.cfg.id, (unsigned long long)c->req.body_len, c->req.crc);
 	if (c->close_after)
 		buf_puts(o, "Connection: close\r\n");
 	if (extra)
@@ -143,18 +154,22 @@ void out_simple(struct conn *c, int status, const char *ctype, const char *body,
 	conn_response_done(c);
 }
 
-/* An OpenAI-style error object; msg must not need JSON escaping. */
+/* An OpenAI-style error object. msg: printable ASCII (quotes and
+ * backslashes are escaped here). */
 void out_error(struct conn *c, int status, const char *msg)
 {
-	char body[512];
-	int n = snprintf(body, sizeof(body),
-			 "{\"object\":\"error\",\"message\":\"%s\",\"type\":\"%s\","
-			 "\"param\":null,\"code\":%d}\n",
-			 msg, status == 404 ? "NotFoundError" : "BadRequestError", status);
+	struct buf b = {0};
 
-	if (n >= (int)sizeof(body))
-		n = sizeof(body) - 1;
-	out_simple(c, status, "application/json", body, (size_t)n);
+	buf_puts(&b, "{\"object\":\"error\",\"message\":\"");
+	for (; *msg; msg++) {
+		if (*msg == '"' || *msg == '\\')
+			buf_append(&b, "\\", 1);
+		buf_append(&b, msg, 1);
+	}
+	buf_printf(&b, "\",\"type\":\"%s\",\"param\":null,\"code\":%d}\n",
+	           status == 404 ? "NotFoundError" : "BadRequestError", status);
+	out_simple(c, status, "application/json", b.p, b.len);
+	buf_release(&b);
 }
 
 void out_chunk(struct conn *c, const char *data, size_t len)

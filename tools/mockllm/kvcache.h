@@ -19,9 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KV_TOKEN_BYTES 4   /* bytes of prompt text per simulated token */
+#define KV_TOKEN_BYTES  4  /* bytes of prompt text per simulated token */
 #define KV_BLOCK_TOKENS 16 /* tokens per KV block, vLLM's default */
-#define KV_BLOCK_BYTES (KV_TOKEN_BYTES * KV_BLOCK_TOKENS)
+#define KV_BLOCK_BYTES  (KV_TOKEN_BYTES * KV_BLOCK_TOKENS)
 
 struct kv_cache;
 

@@ -24,49 +24,54 @@
 struct server g_srv;
 
 static const char usage_text[] =
-	"usage: mockllm [--listen ADDR:PORT] [--id NAME] [--model NAME]\n"
-	"               [--prefill-tokens-per-s N] [--decode-ms-per-token MS]\n"
-	"               [--decode-batch-factor F] [--ttft-overhead-ms MS]\n"
-	"               [--kv-capacity-tokens N] [--max-num-seqs N]\n"
-	"\n"
-	"A simulated OpenAI-compatible inference server behaving like one vLLM instance\n"
-	"with automatic prefix caching. Simulated time is timers: no CPU is burnt.\n"
-	"\n"
-	"  --listen ADDR:PORT        default 127.0.0.1:8000 (port 0: any; the port is printed)\n"
-	"  --id NAME                 X-Backend-Id of every response (default: the port)\n"
-	"  --model NAME              model name served (default mockllm)\n"
-	"\n"
-	"Model (see tools/mockllm/sim.c):\n"
-	"  tokens     prompt text in 4-byte tokens (~4 chars/token): ceil(len/4). Chat is\n"
-	"             rendered as tools JSON + \"\\n\", then \"<|ROLE|>\\n\" CONTENT \"\\n\" per message.\n"
-	"  cache      vLLM prefix caching: 16-token blocks, chained hashes, cached tokens =\n"
-	"             16 x leading blocks found (the last prompt token always computed),\n"
-	"             looked up when the prefill starts, inserted when it ends, LRU\n"
-	"             eviction leaf-first beyond --kv-capacity-tokens (default 100000).\n"
-	"  prefill    first come, first served, one request at a time, at\n"
-	"             --prefill-tokens-per-s (default 36600); only uncached tokens are\n"
-	"             computed (vLLM's chunked-prefill scheduler in the fluid limit).\n"
-	"  schedule   at most --max-num-seqs running (default 256); the rest wait.\n"
-	"  TTFT       waiting + prefill + --ttft-overhead-ms (default 61.5).\n"
-	"  decode     one token per --decode-ms-per-token (default 25) x\n"
-	"             (1 + --decode-batch-factor (default 0.002) x (running - 1)).\n"
-	"  calibrated so a lone 8,000-token prompt has TTFT ~280 ms uncached and ~63 ms\n"
-	"  with all but ~50 tokens cached (Llama 3.1 70B on vLLM).\n"
-	"\n"
-	"Endpoints: GET /health, GET /v1/models, GET /metrics (vllm:* names),\n"
-	"POST /v1/chat/completions, POST /v1/completions (stream or not; max_tokens\n"
-	"output tokens, default 16), POST /invocations; anything else 404.\n"
-	"Every response has X-Backend-Id, X-Body-Length and X-Body-Crc32 (of the request\n"
-	"body as received, de-chunked).\n"
-	"\n"
-	"Test knobs (request headers, override the simulation):\n"
-	"  X-Mock-Delay-Ms: N           wait N ms before answering\n"
-	"  X-Mock-Chunks: N             streaming: exactly N content events ...\n"
-	"  X-Mock-Chunk-Interval-Ms: N  ... N ms apart (the first at once)\n"
-	"  X-Mock-Response-Bytes: N     any path: 200 with N bytes of 16-byte lines\n"
-	"                               \"%015llu\\n\" (offset of the line)\n"
-	"  X-Mock-Chunked: 1            ... sent chunked, ~16 KiB chunks\n"
-	"  X-Mock-Fail: reset | close | reset-mid-body\n";
+    "usage: mockllm [--listen ADDR:PORT] [--id NAME] [--model NAME]\n"
+    "               [--prefill-tokens-per-s N] [--decode-ms-per-token MS]\n"
+    "               [--decode-batch-factor F] [--ttft-overhead-ms MS]\n"
+    "               [--kv-capacity-tokens N] [--max-num-seqs N] [--time-scale K]\n"
+    "\n"
+    "A simulated OpenAI-compatible inference server behaving like one vLLM instance\n"
+    "with automatic prefix caching. Simulated time is timers: no CPU is burnt.\n"
+    "\n"
+    "  --listen ADDR:PORT        default 127.0.0.1:8000 (port 0: any; the port is printed)\n"
+    "  --id NAME                 X-Backend-Id of every response (default: the port)\n"
+    "  --model NAME              model name served (default mockllm)\n"
+    "\n"
+    "Model (see tools/mockllm/sim.c):\n"
+    "  tokens     prompt text in 4-byte tokens (~4 chars/token): ceil(len/4). Chat is\n"
+    "             rendered as tools JSON + \"\\n\", then \"<|ROLE|>\\n\" CONTENT \"\\n\" per "
+    "message.\n"
+    "  cache      vLLM prefix caching: 16-token blocks, chained hashes, cached tokens =\n"
+    "             16 x leading blocks found (the last prompt token always computed),\n"
+    "             looked up when the prefill starts, inserted when it ends, LRU\n"
+    "             eviction leaf-first beyond --kv-capacity-tokens (default 100000).\n"
+    "  prefill    first come, first served, one request at a time, at\n"
+    "             --prefill-tokens-per-s (default 36600); only uncached tokens are\n"
+    "             computed (vLLM's chunked-prefill scheduler in the fluid limit).\n"
+    "  schedule   at most --max-num-seqs running (default 256); the rest wait.\n"
+    "  TTFT       waiting + prefill + --ttft-overhead-ms (default 61.5).\n"
+    "  decode     one token per --decode-ms-per-token (default 25) x\n"
+    "             (1 + --decode-batch-factor (default 0.002) x (running - 1)).\n"
+    "  calibrated so a lone 8,000-token prompt has TTFT ~280 ms uncached and ~63 ms\n"
+    "  with all but ~50 tokens cached (Llama 3.1 70B on vLLM).\n"
+    "  --time-scale K  run K times faster (default 1): prefill rate x K, decode and\n"
+    "             TTFT overhead / K, applied after the flags above; a latency\n"
+    "             measured x K is the model's. For benchmarks that need many\n"
+    "             requests in little wall time.\n"
+    "\n"
+    "Endpoints: GET /health, GET /v1/models, GET /metrics (vllm:* names),\n"
+    "POST /v1/chat/completions, POST /v1/completions (stream or not; max_tokens\n"
+    "output tokens, default 16), POST /invocations; anything else 404.\n"
+    "Every response has X-Backend-Id, X-Body-Length and X-Body-Crc32 (of the request\n"
+    "body as received, de-chunked).\n"
+    "\n"
+    "Test knobs (request headers, override the simulation):\n"
+    "  X-Mock-Delay-Ms: N           wait N ms before answering\n"
+    "  X-Mock-Chunks: N             streaming: exactly N content events ...\n"
+    "  X-Mock-Chunk-Interval-Ms: N  ... N ms apart (the first at once)\n"
+    "  X-Mock-Response-Bytes: N     any path: 200 with N bytes of 16-byte lines\n"
+    "                               \"%015llu\\n\" (offset of the line)\n"
+    "  X-Mock-Chunked: 1            ... sent chunked, ~16 KiB chunks\n"
+    "  X-Mock-Fail: reset | close | reset-mid-body\n";
 
 static uint64_t now_ns(void)
 {
@@ -88,8 +93,7 @@ static double num_arg(const char *flag, const char *v, double min, double max)
 	double d = strtod(v, &end);
 
 	if (*v == '\0' || *end || !(d >= min && d <= max)) {
-		fprintf(stderr, "mockllm: %s %s: want a number from %g to %g\n", flag, v, min,
-			max);
+		fprintf(stderr, "mockllm: %s %s: want a number from %g to %g\n", flag, v, min, max);
 		exit(2);
 	}
 	return d;
@@ -110,20 +114,22 @@ static bool plain_name(const char *s, size_t max)
 
 static void parse_args(int argc, char **argv, struct config *cfg)
 {
-	enum { O_PREFILL = 256, O_DECODE, O_BATCH, O_OVERHEAD, O_KV, O_SEQS, O_MODEL };
+	enum { O_PREFILL = 256, O_DECODE, O_BATCH, O_OVERHEAD, O_KV, O_SEQS, O_MODEL, O_SCALE };
 	static const struct option opts[] = {
-		{"listen", required_argument, NULL, 'l'},
-		{"id", required_argument, NULL, 'i'},
-		{"model", required_argument, NULL, O_MODEL},
-		{"prefill-tokens-per-s", required_argument, NULL, O_PREFILL},
-		{"decode-ms-per-token", required_argument, NULL, O_DECODE},
-		{"decode-batch-factor", required_argument, NULL, O_BATCH},
-		{"ttft-overhead-ms", required_argument, NULL, O_OVERHEAD},
-		{"kv-capacity-tokens", required_argument, NULL, O_KV},
-		{"max-num-seqs", required_argument, NULL, O_SEQS},
-		{"help", no_argument, NULL, 'h'},
-		{0},
+	    {"listen", required_argument, NULL, 'l'},
+	    {"id", required_argument, NULL, 'i'},
+	    {"model", required_argument, NULL, O_MODEL},
+	    {"prefill-tokens-per-s", required_argument, NULL, O_PREFILL},
+	    {"decode-ms-per-token", required_argument, NULL, O_DECODE},
+	    {"decode-batch-factor", required_argument, NULL, O_BATCH},
+	    {"ttft-overhead-ms", required_argument, NULL, O_OVERHEAD},
+	    {"kv-capacity-tokens", required_argument, NULL, O_KV},
+	    {"max-num-seqs", required_argument, NULL, O_SEQS},
+	    {"time-scale", required_argument, NULL, O_SCALE},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
+	double scale = 1;
 	int o;
 
 	cfg->listen = "127.0.0.1:8000";
@@ -136,8 +142,9 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 			break;
 		case 'i':
 			if (!plain_name(optarg, sizeof(cfg->id))) {
-				fprintf(stderr, "mockllm: --id %s: use up to 63 of [A-Za-z0-9._:/-]\n",
-					optarg);
+				fprintf(stderr,
+				        "mockllm: --id %s: use up to 63 of [A-Za-z0-9._:/-]\n",
+				        optarg);
 				exit(2);
 			}
 			strcpy(cfg->id, optarg);
@@ -145,30 +152,36 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		case O_MODEL:
 			if (!plain_name(optarg, 128)) {
 				fprintf(stderr,
-					"mockllm: --model %s: use up to 127 of [A-Za-z0-9._:/-]\n",
-					optarg);
+				        "mockllm: --model %s: use up to 127 of [A-Za-z0-9._:/-]\n",
+				        optarg);
 				exit(2);
 			}
 			cfg->model = optarg;
 			break;
 		case O_PREFILL:
-			cfg->sim.prefill_tokens_per_s = num_arg("--prefill-tokens-per-s", optarg, 1, 1e9);
+			cfg->sim.prefill_tokens_per_s =
+			    num_arg("--prefill-tokens-per-s", optarg, 1, 1e9);
 			break;
 		case O_DECODE:
-			cfg->sim.decode_ms_per_token = num_arg("--decode-ms-per-token", optarg, 0, 1e6);
+			cfg->sim.decode_ms_per_token =
+			    num_arg("--decode-ms-per-token", optarg, 0, 1e6);
 			break;
 		case O_BATCH:
-			cfg->sim.decode_batch_factor = num_arg("--decode-batch-factor", optarg, 0, 100);
+			cfg->sim.decode_batch_factor =
+			    num_arg("--decode-batch-factor", optarg, 0, 100);
 			break;
 		case O_OVERHEAD:
 			cfg->sim.ttft_overhead_ms = num_arg("--ttft-overhead-ms", optarg, 0, 1e6);
 			break;
 		case O_KV:
 			cfg->sim.kv_capacity_tokens =
-				(uint64_t)num_arg("--kv-capacity-tokens", optarg, 16, 1e9);
+			    (uint64_t)num_arg("--kv-capacity-tokens", optarg, 16, 1e9);
 			break;
 		case O_SEQS:
 			cfg->sim.max_num_seqs = (uint32_t)num_arg("--max-num-seqs", optarg, 1, 1e6);
+			break;
+		case O_SCALE:
+			scale = num_arg("--time-scale", optarg, 0.01, 1000);
 			break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -182,6 +195,7 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		fprintf(stderr, "mockllm: unexpected argument %s\n", argv[optind]);
 		exit(2);
 	}
+	sim_scale_params(&cfg->sim, scale);
 }
 
 /* Bind and listen on ADDR:PORT ("[v6]:port" for IPv6); returns the port. */
@@ -190,7 +204,7 @@ static int open_listener(const char *spec)
 	char host[256];
 	const char *colon = strrchr(spec, ':');
 	struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE,
-				 .ai_socktype = SOCK_STREAM};
+	                         .ai_socktype = SOCK_STREAM};
 	struct addrinfo *ai;
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
@@ -315,7 +329,8 @@ int main(int argc, char **argv)
 		snprintf(g_srv.cfg.id, sizeof(g_srv.cfg.id), "%d", port);
 	g_srv.sim = sim_create(&g_srv.cfg.sim, route_sim_token, NULL);
 	if (!g_srv.sim) {
-		fprintf(stderr, "mockllm: cannot allocate the simulation (--kv-capacity-tokens?)\n");
+		fprintf(stderr,
+		        "mockllm: cannot allocate the simulation (--kv-capacity-tokens?)\n");
 		return 1;
 	}
 	g_srv.epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -332,7 +347,7 @@ int main(int argc, char **argv)
 		die("epoll_ctl(timerfd)");
 	g_srv.now = now_ns();
 	fprintf(stderr, "mockllm: %s listening on %s port %d\n", g_srv.cfg.id, g_srv.cfg.listen,
-		port);
+	        port);
 	run();
 	return 0;
 }

@@ -19,8 +19,8 @@
 
 #define MOCK_MAX_JSON_BODY (64u << 20) /* larger OpenAI request bodies: 413 */
 #define MOCK_MAX_PIPELINED (1u << 20)  /* buffered input beyond the request */
-#define MOCK_BULK_CHUNK 16384          /* X-Mock-Chunked: data per chunk */
-#define MOCK_OUT_LOW 262144            /* generate bulk body below this */
+#define MOCK_BULK_CHUNK    16384       /* X-Mock-Chunked: data per chunk */
+#define MOCK_OUT_LOW       262144      /* generate bulk body below this */
 
 /* Growable byte buffer; for output, off is how much has been sent. */
 struct buf {
@@ -32,7 +32,7 @@ void buf_reserve(struct buf *b, size_t extra);
 void buf_append(struct buf *b, const void *p, size_t n);
 void buf_puts(struct buf *b, const char *s);
 void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void buf_reset(struct buf *b); /* empty it, keep memory */
+void buf_reset(struct buf *b);   /* empty it, keep memory */
 void buf_release(struct buf *b); /* free the memory */
 
 enum route {
@@ -154,7 +154,7 @@ void route_release(struct conn *c); /* free per-request generation state */
 
 /* http_out.c */
 void out_head(struct conn *c, int status, const char *ctype, int64_t content_length,
-	      const char *extra);
+              const char *extra);
 void out_simple(struct conn *c, int status, const char *ctype, const char *body, size_t len);
 void out_error(struct conn *c, int status, const char *msg);
 void out_chunk(struct conn *c, const char *data, size_t len);

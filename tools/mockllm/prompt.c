@@ -79,7 +79,7 @@ static int add_token_id(struct text *t, const struct pg_json *js, uint32_t i)
 }
 
 static int render_completion(struct text *t, const struct pg_json *js, int64_t prompt,
-			     const char **err)
+                             const char **err)
 {
 	uint32_t k, n;
 
@@ -199,13 +199,12 @@ static int parse_fields(const struct pg_json *js, struct prompt_req *out, const 
 	out->stream = is_type(js, v, PG_JSON_TRUE);
 	v = member(js, 0, "stream_options");
 	if (is_type(js, v, PG_JSON_OBJECT))
-		out->include_usage = is_type(js, member(js, (uint32_t)v, "include_usage"),
-					     PG_JSON_TRUE);
+		out->include_usage =
+		    is_type(js, member(js, (uint32_t)v, "include_usage"), PG_JSON_TRUE);
 	return 0;
 }
 
-int prompt_parse(const char *body, size_t len, bool chat, struct prompt_req *out,
-		 const char **err)
+int prompt_parse(const char *body, size_t len, bool chat, struct prompt_req *out, const char **err)
 {
 	struct pg_json js = {0};
 	struct text t = {0};

@@ -17,16 +17,16 @@
 #include <stdint.h>
 
 #define PROMPT_DEFAULT_MAX_TOKENS 16
-#define PROMPT_MAX_MAX_TOKENS 1000000
+#define PROMPT_MAX_MAX_TOKENS     1000000
 
 struct prompt_req {
 	char *text; /* rendered prompt (malloc), len bytes, not NUL-terminated */
 	size_t len;
-	char model[128];      /* "model", "" if absent or too long */
-	uint32_t max_tokens;  /* max_tokens / max_completion_tokens, or the default */
-	bool max_tokens_set;  /* given by the client */
-	bool stream;          /* "stream": true */
-	bool include_usage;   /* "stream_options": {"include_usage": true} */
+	char model[128];     /* "model", "" if absent or too long */
+	uint32_t max_tokens; /* max_tokens / max_completion_tokens, or the default */
+	bool max_tokens_set; /* given by the client */
+	bool stream;         /* "stream": true */
+	bool include_usage;  /* "stream_options": {"include_usage": true} */
 };
 
 /*
@@ -34,8 +34,7 @@ struct prompt_req {
  * /v1/completions. Returns 0, or -1 with *err a static message for a 400
  * (out is then empty). Free with prompt_free().
  */
-int prompt_parse(const char *body, size_t len, bool chat, struct prompt_req *out,
-		 const char **err);
+int prompt_parse(const char *body, size_t len, bool chat, struct prompt_req *out, const char **err);
 void prompt_free(struct prompt_req *p);
 
 #endif /* MOCKLLM_PROMPT_H */

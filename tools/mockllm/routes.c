@@ -12,14 +12,14 @@
 
 #include "mockllm.h"
 
-#define NS_PER_MS 1000000ull
+#define NS_PER_MS               1000000ull
 #define RESET_MID_DEFAULT_BYTES (1u << 20)
 
 /* Output token i's text: a fixed cycle of words, so output is deterministic
  * and needs no JSON escaping. */
 static const char *const vocab[] = {
-	" The",   " quick", " brown",  " fox",  " jumps", " over",  " the",   " lazy",
-	" dog",   " while", " tokens", " flow", " from",  " cache", " to",    " you.",
+    " The", " quick", " brown",  " fox",  " jumps", " over",  " the", " lazy",
+    " dog", " while", " tokens", " flow", " from",  " cache", " to",  " you.",
 };
 
 static const char *token_text(uint32_t i)
@@ -41,19 +41,20 @@ static const char *finish_reason(const struct mreq *m)
 static void usage_json(struct buf *b, const struct mreq *m)
 {
 	buf_printf(b,
-		   "\"usage\":{\"prompt_tokens\":%u,\"total_tokens\":%u,"
-		   "\"completion_tokens\":%u,\"prompt_tokens_details\":{\"cached_tokens\":%u}}",
-		   m->prompt_tokens, m->prompt_tokens + m->out_tokens, m->out_tokens,
-		   m->cached_tokens);
+	           "\"usage\":{\"prompt_tokens\":%u,\"total_tokens\":%u,"
+	           "\"completion_tokens\":%u,\"prompt_tokens_details\":{\"cached_tokens\":%u}}",
+	           m->prompt_tokens, m->prompt_tokens + m->out_tokens, m->out_tokens,
+	           m->cached_tokens);
 }
 
 /* Start of a chunk object: {"id":..,"object":..,"created":..,"model":.., */
 static void chunk_prefix(struct buf *b, const struct mreq *m)
 {
-	buf_printf(b, "data: {\"id\":\"%s-%s-%llu\",\"object\":\"%s\",\"created\":%llu,\"model\":\"%s\",",
-		   m->chat ? "chatcmpl" : "cmpl", g_srv.cfg.id, (unsigned long long)m->seq,
-		   m->chat ? "chat.completion.chunk" : "text_completion",
-		   (unsigned long long)m->created, model_of(m));
+	buf_printf(
+	    b, "data: {\"id\":\"%s-%s-%llu\",\"object\":\"%s\",\"created\":%llu,\"model\":\"%s\",",
+	    m->chat ? "chatcmpl" : "cmpl", g_srv.cfg.id, (unsigned long long)m->seq,
+	    m->chat ? "chat.completion.chunk" : "text_completion", (unsigned long long)m->created,
+	    model_of(m));
 }
 
 /* One SSE event, one HTTP chunk. text NULL: the chat role event. */
@@ -70,17 +71,17 @@ static void sse_event(struct conn *c, const char *text, bool last)
 	chunk_prefix(&b, m);
 	if (m->chat && !text)
 		buf_puts(&b, "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
-			     "\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+		             "\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
 	else if (m->chat)
 		buf_printf(&b,
-			   "\"choices\":[{\"index\":0,\"delta\":{%s%s%s},\"logprobs\":null,"
-			   "\"finish_reason\":%s}]}\n\n",
-			   text[0] ? "\"content\":\"" : "", text, text[0] ? "\"" : "", fin);
+		           "\"choices\":[{\"index\":0,\"delta\":{%s%s%s},\"logprobs\":null,"
+		           "\"finish_reason\":%s}]}\n\n",
+		           text[0] ? "\"content\":\"" : "", text, text[0] ? "\"" : "", fin);
 	else
 		buf_printf(&b,
-			   "\"choices\":[{\"index\":0,\"text\":\"%s\",\"logprobs\":null,"
-			   "\"finish_reason\":%s,\"stop_reason\":null}]}\n\n",
-			   text, fin);
+		           "\"choices\":[{\"index\":0,\"text\":\"%s\",\"logprobs\":null,"
+		           "\"finish_reason\":%s,\"stop_reason\":null}]}\n\n",
+		           text, fin);
 	out_chunk(c, b.p, b.len);
 	buf_release(&b);
 }
@@ -116,16 +117,18 @@ static void full_response(struct conn *c)
 	struct mreq *m = &c->req;
 	struct buf b = {0};
 
-	buf_printf(&b, "{\"id\":\"%s-%s-%llu\",\"object\":\"%s\",\"created\":%llu,\"model\":\"%s\","
-		       "\"choices\":[{\"index\":0,",
-		   m->chat ? "chatcmpl" : "cmpl", g_srv.cfg.id, (unsigned long long)m->seq,
-		   m->chat ? "chat.completion" : "text_completion",
-		   (unsigned long long)m->created, model_of(m));
-	buf_puts(&b, m->chat ? "\"message\":{\"role\":\"assistant\",\"content\":\"" : "\"text\":\"");
+	buf_printf(&b,
+	           "{\"id\":\"%s-%s-%llu\",\"object\":\"%s\",\"created\":%llu,\"model\":\"%s\","
+	           "\"choices\":[{\"index\":0,",
+	           m->chat ? "chatcmpl" : "cmpl", g_srv.cfg.id, (unsigned long long)m->seq,
+	           m->chat ? "chat.completion" : "text_completion", (unsigned long long)m->created,
+	           model_of(m));
+	buf_puts(&b,
+	         m->chat ? "\"message\":{\"role\":\"assistant\",\"content\":\"" : "\"text\":\"");
 	for (uint32_t i = 0; i < m->out_tokens; i++)
 		buf_puts(&b, token_text(i));
 	buf_printf(&b, "\"%s,\"logprobs\":null,\"finish_reason\":\"%s\",\"stop_reason\":null}],",
-		   m->chat ? ",\"tool_calls\":[]}" : "", finish_reason(m));
+	           m->chat ? ",\"tool_calls\":[]}" : "", finish_reason(m));
 	usage_json(&b, m);
 	buf_puts(&b, "}\n");
 	out_simple(c, 200, "application/json", b.p, b.len);
@@ -172,7 +175,7 @@ static void knob_stream_next(struct conn *c)
 		return;
 	}
 	conn_set_timer(c, CT_CHUNK,
-		       (uint64_t)(m->chunk_interval_ms > 0 ? m->chunk_interval_ms : 0) * NS_PER_MS);
+	               (uint64_t)(m->chunk_interval_ms > 0 ? m->chunk_interval_ms : 0) * NS_PER_MS);
 }
 
 static void completion(struct conn *c)
@@ -222,50 +225,52 @@ static void completion(struct conn *c)
 static void metrics(struct conn *c)
 {
 	static const char *const names[R_COUNT] = {
-		[R_HEALTH] = "/health",
-		[R_MODELS] = "/v1/models",
-		[R_METRICS] = "/metrics",
-		[R_CHAT] = "/v1/chat/completions",
-		[R_COMPLETIONS] = "/v1/completions",
-		[R_INVOCATIONS] = "/invocations",
-		[R_OTHER] = "other",
+	    [R_HEALTH] = "/health",
+	    [R_MODELS] = "/v1/models",
+	    [R_METRICS] = "/metrics",
+	    [R_CHAT] = "/v1/chat/completions",
+	    [R_COMPLETIONS] = "/v1/completions",
+	    [R_INVOCATIONS] = "/invocations",
+	    [R_OTHER] = "other",
 	};
 	const char *mn = g_srv.cfg.model;
 	struct sim_stats st;
 	struct buf b = {0};
 
 	sim_get_stats(g_srv.sim, &st);
-	buf_printf(&b,
-		   "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
-		   "# TYPE vllm:num_requests_running gauge\n"
-		   "vllm:num_requests_running{model_name=\"%s\"} %u\n"
-		   "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
-		   "# TYPE vllm:num_requests_waiting gauge\n"
-		   "vllm:num_requests_waiting{model_name=\"%s\"} %u\n"
-		   "# HELP vllm:gpu_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n"
-		   "# TYPE vllm:gpu_cache_usage_perc gauge\n"
-		   "vllm:gpu_cache_usage_perc{model_name=\"%s\"} %.6f\n"
-		   "# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number of queried tokens.\n"
-		   "# TYPE vllm:prefix_cache_queries_total counter\n"
-		   "vllm:prefix_cache_queries_total{model_name=\"%s\"} %llu\n"
-		   "# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of cached tokens.\n"
-		   "# TYPE vllm:prefix_cache_hits_total counter\n"
-		   "vllm:prefix_cache_hits_total{model_name=\"%s\"} %llu\n"
-		   "# HELP vllm:prompt_tokens_total Number of prefill tokens processed.\n"
-		   "# TYPE vllm:prompt_tokens_total counter\n"
-		   "vllm:prompt_tokens_total{model_name=\"%s\"} %llu\n"
-		   "# HELP vllm:generation_tokens_total Number of generation tokens processed.\n"
-		   "# TYPE vllm:generation_tokens_total counter\n"
-		   "vllm:generation_tokens_total{model_name=\"%s\"} %llu\n"
-		   "# HELP mockllm_requests_total Requests received, by path.\n"
-		   "# TYPE mockllm_requests_total counter\n",
-		   mn, st.running, mn, st.waiting, mn, st.kv_usage, mn,
-		   (unsigned long long)st.prefix_queries, mn, (unsigned long long)st.prefix_hits, mn,
-		   (unsigned long long)st.prompt_tokens, mn,
-		   (unsigned long long)st.generation_tokens);
+	buf_printf(
+	    &b,
+	    "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+	    "# TYPE vllm:num_requests_running gauge\n"
+	    "vllm:num_requests_running{model_name=\"%s\"} %u\n"
+	    "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
+	    "# TYPE vllm:num_requests_waiting gauge\n"
+	    "vllm:num_requests_waiting{model_name=\"%s\"} %u\n"
+	    "# HELP vllm:gpu_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n"
+	    "# TYPE vllm:gpu_cache_usage_perc gauge\n"
+	    "vllm:gpu_cache_usage_perc{model_name=\"%s\"} %.6f\n"
+	    "# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number of "
+	    "queried tokens.\n"
+	    "# TYPE vllm:prefix_cache_queries_total counter\n"
+	    "vllm:prefix_cache_queries_total{model_name=\"%s\"} %llu\n"
+	    "# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of cached "
+	    "tokens.\n"
+	    "# TYPE vllm:prefix_cache_hits_total counter\n"
+	    "vllm:prefix_cache_hits_total{model_name=\"%s\"} %llu\n"
+	    "# HELP vllm:prompt_tokens_total Number of prefill tokens processed.\n"
+	    "# TYPE vllm:prompt_tokens_total counter\n"
+	    "vllm:prompt_tokens_total{model_name=\"%s\"} %llu\n"
+	    "# HELP vllm:generation_tokens_total Number of generation tokens processed.\n"
+	    "# TYPE vllm:generation_tokens_total counter\n"
+	    "vllm:generation_tokens_total{model_name=\"%s\"} %llu\n"
+	    "# HELP mockllm_requests_total Requests received, by path.\n"
+	    "# TYPE mockllm_requests_total counter\n",
+	    mn, st.running, mn, st.waiting, mn, st.kv_usage, mn,
+	    (unsigned long long)st.prefix_queries, mn, (unsigned long long)st.prefix_hits, mn,
+	    (unsigned long long)st.prompt_tokens, mn, (unsigned long long)st.generation_tokens);
 	for (int i = 0; i < R_COUNT; i++)
 		buf_printf(&b, "mockllm_requests_total{path=\"%s\"} %llu\n", names[i],
-			   (unsigned long long)g_srv.requests[i]);
+		           (unsigned long long)g_srv.requests[i]);
 	out_simple(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len);
 	buf_release(&b);
 }
@@ -284,11 +289,11 @@ static void respond(struct conn *c)
 		conn_close(c, false);
 		return;
 	case FAIL_RESET_MID: {
-		uint64_t total = m->resp_bytes > 0 ? (uint64_t)m->resp_bytes
-						    : RESET_MID_DEFAULT_BYTES;
+		uint64_t total =
+		    m->resp_bytes > 0 ? (uint64_t)m->resp_bytes : RESET_MID_DEFAULT_BYTES;
 
-		out_head(c, 200, "application/octet-stream",
-			 m->resp_chunked ? -1 : (int64_t)total, NULL);
+		out_head(c, 200, "application/octet-stream", m->resp_chunked ? -1 : (int64_t)total,
+		         NULL);
 		out_bulk_start(c, total, m->resp_chunked, total / 2);
 		return;
 	}
@@ -297,12 +302,12 @@ static void respond(struct conn *c)
 	}
 	if (m->resp_bytes >= 0) {
 		out_head(c, 200, "application/octet-stream", m->resp_chunked ? -1 : m->resp_bytes,
-			 NULL);
+		         NULL);
 		if (m->is_head)
 			conn_response_done(c);
 		else
 			out_bulk_start(c, (uint64_t)m->resp_bytes, m->resp_chunked,
-				       (uint64_t)m->resp_bytes);
+			               (uint64_t)m->resp_bytes);
 		return;
 	}
 	switch (m->route) {
@@ -311,10 +316,10 @@ static void respond(struct conn *c)
 		return;
 	case R_MODELS:
 		n = snprintf(body, sizeof(body),
-			     "{\"object\":\"list\",\"data\":[{\"id\":\"%s\",\"object\":\"model\","
-			     "\"created\":0,\"owned_by\":\"mockllm\",\"root\":\"%s\","
-			     "\"parent\":null,\"max_model_len\":131072}]}\n",
-			     g_srv.cfg.model, g_srv.cfg.model);
+		             "{\"object\":\"list\",\"data\":[{\"id\":\"%s\",\"object\":\"model\","
+		             "\"created\":0,\"owned_by\":\"mockllm\",\"root\":\"%s\","
+		             "\"parent\":null,\"max_model_len\":131072}]}\n",
+		             g_srv.cfg.model, g_srv.cfg.model);
 		out_simple(c, 200, "application/json", body, (size_t)n);
 		return;
 	case R_METRICS:
@@ -329,8 +334,8 @@ static void respond(struct conn *c)
 		return;
 	case R_INVOCATIONS:
 		n = snprintf(body, sizeof(body),
-			     "{\"backend\":\"%s\",\"body_length\":%llu,\"crc32\":\"%08x\"}\n",
-			     g_srv.cfg.id, (unsigned long long)m->body_len, m->crc);
+		             "{\"backend\":\"%s\",\"body_length\":%llu,\"crc32\":\"%08x\"}\n",
+		             g_srv.cfg.id, (unsigned long long)m->body_len, m->crc);
 		out_simple(c, 200, "application/json", body, (size_t)n);
 		return;
 	case R_OTHER:

@@ -42,6 +42,12 @@
  * Decode 25 ms/token (40 tokens/s per stream), +0.2% per extra running
  * request (x1.5 at 256). Cache: 100,000 tokens (6,250 blocks), a plausible
  * share of a 70B model's KV memory on an 8-GPU node left to cached prefixes.
+ *
+ * Time scale (--time-scale K, sim_scale_params): every simulated duration is
+ * divided by K, so a benchmark can push K times the request rate through the
+ * same model and report latencies x K. Only what is not simulated (loopback,
+ * the router, scheduling delays of the host) is magnified by K in those
+ * reports; the benchmark says which K it used.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -69,6 +75,15 @@ void sim_default_params(struct sim_params *p)
 	p->ttft_overhead_ms = 61.5;
 	p->max_num_seqs = 256;
 	p->kv_capacity_tokens = 100000;
+}
+
+void sim_scale_params(struct sim_params *p, double k)
+{
+	if (!(k > 0))
+		return;
+	p->prefill_tokens_per_s *= k;
+	p->decode_ms_per_token /= k;
+	p->ttft_overhead_ms /= k;
 }
 
 struct sim *sim_create(const struct sim_params *p, sim_token_fn fn, void *ctx)
@@ -145,8 +160,7 @@ static void admit(struct sim *s, uint64_t t)
 	if (!r || s->prefilling || s->running >= s->p.max_num_seqs)
 		return;
 	wait_del(s, r);
-	r->cached_tokens =
-		(uint32_t)(kv_lookup(s->kv, r->hashes, r->nhashes) * KV_BLOCK_TOKENS);
+	r->cached_tokens = (uint32_t)(kv_lookup(s->kv, r->hashes, r->nhashes) * KV_BLOCK_TOKENS);
 	s->queries += r->prompt_tokens;
 	s->hits += r->cached_tokens;
 	uncached = r->prompt_tokens > r->cached_tokens ? r->prompt_tokens - r->cached_tokens : 1;
@@ -253,10 +267,9 @@ void sim_get_stats(const struct sim *s, struct sim_stats *st)
 	st->prefix_hits = s->hits;
 	st->prompt_tokens = s->prompt_tokens;
 	st->generation_tokens = s->gen_tokens;
-	st->kv_usage = s->p.kv_capacity_tokens
-			       ? (double)kv_blocks_held(s->kv) * KV_BLOCK_TOKENS /
-					 (double)s->p.kv_capacity_tokens
-			       : 0;
+	st->kv_usage = s->p.kv_capacity_tokens ? (double)kv_blocks_held(s->kv) * KV_BLOCK_TOKENS /
+	                                             (double)s->p.kv_capacity_tokens
+	                                       : 0;
 }
 
 void sim_bypass(struct sim *s, struct sim_req *r, uint32_t gen_tokens)

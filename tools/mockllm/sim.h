@@ -24,6 +24,14 @@ struct sim_params {
 
 /* The calibrated defaults (see sim.c). */
 void sim_default_params(struct sim_params *p);
+/*
+ * Run the instance k times faster (k > 0): prefill throughput x k, decode
+ * time and TTFT overhead / k. Every simulated duration shrinks by k, so a
+ * latency measured against the scaled instance, times k, is the unscaled
+ * model's (plus k x whatever the network path added). Cache, batching and
+ * max_num_seqs are unchanged.
+ */
+void sim_scale_params(struct sim_params *p, double k);
 
 enum sim_state {
 	SIM_IDLE = 0, /* not submitted, or finished / cancelled */

@@ -35,6 +35,7 @@ static const char usage[] =
     "  --no-stream            plain JSON responses (default: \"stream\":true with\n"
     "                         \"stream_options\":{\"include_usage\":true})\n"
     "  --timeout-ms MS        per-request timeout (default 30000)\n"
+    "  --header 'NAME: VALUE' an extra request header (repeatable, 500 bytes in all)\n"
     "\n"
     "Load (one of):\n"
     "  --rate R               open loop: Poisson arrivals at R req/s (times from --seed);\n"
@@ -66,6 +67,9 @@ static const char usage[] =
     "                 turn is sent only after the previous response; a finished\n"
     "                 conversation is replaced by a new one.\n"
     "  fixed          the same body of exactly --body-bytes (default 32768) bytes.\n"
+    "  --first-index N  build request i as the workload's request N + i (default 0):\n"
+    "                 a warm-up run and a measured run with the same --seed share the\n"
+    "                 documents but not the sequence of draws.\n"
     "\n"
     "Output:\n"
     "  --label NAME           name shown in the summary and JSON (e.g. the strategy)\n"
@@ -101,6 +105,8 @@ enum {
 	O_USER_TOKENS,
 	O_ASSISTANT_TOKENS,
 	O_BODY_BYTES,
+	O_FIRST_INDEX,
+	O_HEADER,
 	O_LABEL,
 	O_CSV,
 	O_JSON,
@@ -134,6 +140,8 @@ static const struct option longopts[] = {
     {"user-tokens", required_argument, NULL, O_USER_TOKENS},
     {"assistant-tokens", required_argument, NULL, O_ASSISTANT_TOKENS},
     {"body-bytes", required_argument, NULL, O_BODY_BYTES},
+    {"first-index", required_argument, NULL, O_FIRST_INDEX},
+    {"header", required_argument, NULL, O_HEADER},
     {"label", required_argument, NULL, O_LABEL},
     {"csv", required_argument, NULL, O_CSV},
     {"json", required_argument, NULL, O_JSON},
@@ -203,6 +211,40 @@ static int plain(const char *opt, const char *s)
 			        opt, s);
 			return -1;
 		}
+	return 0;
+}
+
+/*
+ * Append one "NAME: VALUE" request header to o->headers: a token name, a
+ * colon, a value without control bytes. Returns 0, or -1 after a message.
+ */
+static int add_header(struct pg_opts *o, const char *s)
+{
+	const char *colon = strchr(s, ':');
+	size_t n = strlen(s);
+
+	if (!colon || colon == s) {
+		fprintf(stderr, "pgload: --header %s: want 'NAME: VALUE'\n", s);
+		return -1;
+	}
+	for (const char *p = s; p < colon; p++)
+		if (*p <= ' ' || *p >= 0x7f || strchr("\"(),/:;<=>?@[\\]{}", *p)) {
+			fprintf(stderr, "pgload: --header %s: bad header name\n", s);
+			return -1;
+		}
+	for (const char *p = colon + 1; *p; p++)
+		if ((unsigned char)*p < ' ' || *p == 0x7f) {
+			fprintf(stderr, "pgload: --header %s: control byte in the value\n", s);
+			return -1;
+		}
+	if (o->headers_len + n + 3 > sizeof(o->headers)) {
+		fprintf(stderr, "pgload: --header: more than %zu bytes of headers\n",
+		        sizeof(o->headers) - 1);
+		return -1;
+	}
+	memcpy(o->headers + o->headers_len, s, n);
+	memcpy(o->headers + o->headers_len + n, "\r\n", 3);
+	o->headers_len += n + 2;
 	return 0;
 }
 
@@ -317,6 +359,10 @@ static int one_option(struct pg_opts *o, int opt, const char *arg)
 			return -1;
 		o->body_bytes = (size_t)v;
 		return 0;
+	case O_FIRST_INDEX:
+		return num_u64(name, arg, 0, UINT64_MAX / 2, &o->first_index);
+	case O_HEADER:
+		return add_header(o, arg);
 	case O_CSV:
 		o->csv_path = arg;
 		return 0;

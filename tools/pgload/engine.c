@@ -75,7 +75,10 @@ static void stop_issuing(struct pg_eng *e, bool drop_pending)
 	e->issuing = false;
 	e->run->issue_end_ns = now;
 	if (drop_pending) {
-		e->run->arrivals_unsent += e->pend_n;
+		/* Closed loop: a pending arrival is only the next request of a
+		 * client slot, not load the target failed to take. */
+		if (e->o->rate > 0)
+			e->run->arrivals_unsent += e->pend_n;
 		e->pend_n = 0;
 	}
 	push_timer(e, now + (uint64_t)e->o->timeout_ms * NS_PER_MS + DEADLINE_GRACE_NS,
@@ -179,7 +182,7 @@ static void pump(struct pg_eng *e)
 		size_t idx;
 		int rc, err;
 
-		rc = pg_wl_next(e->wl, e->run->nrecs, &wl);
+		rc = pg_wl_next(e->wl, e->o->first_index + e->run->nrecs, &wl);
 		if (rc == 1) {
 			e->wl_blocked = true; /* every conversation awaits a response */
 			return;
@@ -330,9 +333,9 @@ static int setup(struct pg_eng *e)
 	e->nfree = n;
 	e->head_prefix_len = (size_t)snprintf(
 	    e->head_prefix, sizeof(e->head_prefix),
-	    "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: pgload\r\n"
+	    "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: pgload\r\n%s"
 	    "Content-Type: application/json\r\nAccept: %s\r\nContent-Length: ",
-	    o->path, o->target, o->stream ? "text/event-stream" : "application/json");
+	    o->path, o->target, o->headers, o->stream ? "text/event-stream" : "application/json");
 	if (e->head_prefix_len >= sizeof(e->head_prefix) - 32) {
 		fprintf(stderr, "pgload: --path is too long\n");
 		return -1;

@@ -42,7 +42,7 @@ struct pg_conn {
 	/* the request on this connection */
 	size_t rec; /* index into run->recs */
 	struct pg_wl_req wl;
-	char head[512];
+	char head[1280];
 	size_t head_len, sent;
 	bool retried;
 	/* its response */
@@ -71,7 +71,7 @@ struct pg_eng {
 	uint32_t *free_slots; /* stack of free slots */
 	uint32_t nfree;
 	uint32_t inflight;
-	char head_prefix[400]; /* request head up to "Content-Length: " */
+	char head_prefix[1200]; /* request head up to "Content-Length: " */
 	size_t head_prefix_len;
 	/* arrivals waiting for a connection or a ready conversation */
 	uint64_t *pending; /* FIFO ring of scheduled start times */

@@ -53,6 +53,9 @@ struct pg_opts {
 	unsigned min_turns, max_turns;
 	unsigned user_tokens, assistant_tokens; /* lognormal medians */
 	size_t body_bytes;
+	uint64_t first_index; /* request i is built as workload request first_index + i */
+	char headers[512];    /* extra head lines, each "Name: value\r\n" */
+	size_t headers_len;
 	const char *csv_path;
 	const char *json_path;
 	bool quiet;

@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""make bench: the full benchmark, in one run, on loopback.
+
+  1. Workloads (a) shared prefix, (b) multi-turn, (c) no prefix on 7 simulated
+     vLLM instances through RANDOM, LEAST_OUTSTANDING_REQUESTS, PREFIX_AWARE
+     (prefixgate) and HAProxy hashing the body prefix: P50/P90 TTFT, KV hit
+     rate from the instances' /metrics, throughput, per-instance share.
+  2. Hot prefix (one document takes 50% of traffic): ConcurrencyThreshold 10
+     versus 1024 (no overflow) versus RANDOM; in-flight sampled from /backends.
+  3. Scale event: an 8th instance added, later one removed, PREFIX_AWARE vs
+     RANDOM: hit rate per second from pgload's per-request CSV.
+  4. Overhead: direct vs prefixgate vs HAProxy vs nginx, 32 KiB OpenAI body,
+     an instance that answers at once; added p50/p99 at concurrency 1,
+     throughput at concurrency 32.
+Raw results, the tables and PNG plots go to build/bench/<date>/. Latencies
+are in model time (see runs.py: instances run SCALE times faster).
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fleet  # noqa: E402
+import plots  # noqa: E402
+import runs  # noqa: E402
+from runs import LABELS, SCALE  # noqa: E402
+
+WORKLOADS = [
+    # key, title, pgload args, model req/s, wall s, warm-up requests, PrefixLength
+    ("a", "(a) shared prefix: 6,000 docs x 8,000 tokens, Zipf s=0.3, +50-token question",
+     runs.WL_SHARED, 20, 75, 18000, None),
+    ("b", "(b) multi-turn: 64 live ShareGPT-style chats, 2-12 turns, whole history each turn",
+     ["--workload", "multi-turn", "--conversations", "64", "--max-tokens", "16",
+      "--seed", "7"], 20, 30, 0, 1024),
+    ("c", "(c) no shared prefix (control): unique 8,000-token prompts",
+     ["--workload", "no-prefix", "--max-tokens", "16", "--seed", "7"], 16, 25, 0, None),
+]
+
+HOT = ["--workload", "hot-prefix", "--docs", "6000", "--zipf", "0.3", "--hot-share", "0.5",
+       "--max-tokens", "64", "--seed", "7"]
+
+
+def pct(a, b):
+    return 100.0 * (a - b) / b if b else float("nan")
+
+
+def workload_table(title, res, rate, duration):
+    lines = ["%s; open loop %g req/s for %g s (model time)" % (title, rate, duration * SCALE),
+             "%-19s %8s %7s %9s %9s %7s %12s %8s %8s %8s %11s" % (
+                 "strategy", "requests", "KV hit", "P50 TTFT", "P90 TTFT", "req/s",
+                 "inst. share", "P50 vs R", "P90 vs R", "req/s vs R", "gen CPU/lag")]
+    base = res.get("random")
+    for s, r in res.items():
+        t = r["ttft_ms"]
+        d = ("%+7.0f%% %+7.0f%% %+9.1f%%" % (pct(t["p50"], base["ttft_ms"]["p50"]),
+                                               pct(t["p90"], base["ttft_ms"]["p90"]),
+                                               pct(r["req_per_s"], base["req_per_s"]))
+             if base and s != "random" else "%8s %8s %10s" % ("", "", ""))
+        lines.append("%-19s %8d %7.2f %7.0fms %7.0fms %7.2f %5.1f-%4.1f%% %s %4.0f%%/%.0fms" % (
+            LABELS[s], r["ok"], r["kv_hit_rate"], t["p50"], t["p90"], r["req_per_s"],
+            r["share_min_pct"], r["share_max_pct"], d, r["gen_cpu_pct"],
+            r["gen_max_timer_lag_ms"]))
+        if r["errors"]:
+            lines.append("%19s %d requests failed" % ("", r["errors"]))
+    return lines
+
+
+def bench_workloads(opts, out):
+    results, lines = {}, []
+    for key, title, args, rate, dur, warm, plen in WORKLOADS:
+        if key not in opts.workloads:
+            continue
+        res = {}
+        for s in opts.strategies:
+            print("  workload %s, %s ..." % (key, s), flush=True)
+            res[s] = runs.run(opts.build, out, "%s-%s" % (key, s), s, args, rate,
+                              dur * opts.time_factor, warm, prefix_length=plen)
+        results[key] = res
+        lines += workload_table(title, res, rate, dur * opts.time_factor) + [""]
+        plots.ttft_cdf(out, key, title, res)
+        plots.shares(out, key, title, res)
+    return results, lines
+
+
+def gateway_decisions(rt):
+    m = fleet.get(rt.admin, "/metrics")
+    d = {}
+    for line in m.splitlines():
+        if line.startswith("prefixgate_requests_total{") and "decision=\"" in line:
+            k = line.split("decision=\"", 1)[1].split("\"", 1)[0]
+            d[k] = d.get(k, 0) + float(line.rsplit(" ", 1)[1])
+    return d
+
+
+def bench_hot(opts, out):
+    """ConcurrencyThreshold on a hot prefix. Instances run at most 16
+    sequences (--max-num-seqs): the hot instance saturates when it alone
+    takes the hot document's 50%."""
+    res = {}
+    for name, strat, thr in (("random", "random", None), ("pa_t10", "pa_t10", 10),
+                             ("pa_t1024", "pa_t1024", 1024)):
+        print("  hot prefix, %s ..." % LABELS[name], flush=True)
+        res[name] = runs.run(opts.build, out, "hot-" + name, strat, HOT, 24,
+                             30 * opts.time_factor, 12000, inst_args=["--max-num-seqs", "16"],
+                             threshold=thr, sample=True)
+    lines = ["Hot prefix: document 0 takes 50%% of 24 req/s, 64 output tokens, instances "
+             "run at most 16 sequences; %g s (model time)" % (30 * opts.time_factor * SCALE),
+             "%-21s %7s %9s %9s %9s %12s %18s" % ("strategy", "KV hit", "P50 TTFT", "P90 TTFT",
+                                                 "P99 TTFT", "inst. share",
+                                                 "peak in-flight max")]
+    for name, r in res.items():
+        t = r["ttft_ms"]
+        peak = r.get("in_flight_peak", {})
+        lines.append("%-21s %7.2f %7.0fms %7.0fms %7.0fms %5.1f-%4.1f%% %18s" % (
+            LABELS[name], r["kv_hit_rate"], t["p50"], t["p90"], t["p99"], r["share_min_pct"],
+            r["share_max_pct"], max(peak.values()) if peak else "n/a"))
+    plots.hot_inflight(out, res)
+    for r in res.values():
+        r.pop("in_flight_samples", None)
+    return res, lines + [""]
+
+
+def hit_series(csv_path, bin_s=1.0):
+    """[(bin start in model s, cached/prompt tokens in that bin)], by arrival."""
+    bins = {}
+    for row in fleet.read_csv(csv_path):
+        if row["error"] or not row["prompt_tokens"] or int(row["prompt_tokens"]) <= 0:
+            continue
+        b = int(int(row["start_us"]) / 1e6 / bin_s)
+        c, p = bins.get(b, (0, 0))
+        bins[b] = (c + int(row["cached_tokens"]), p + int(row["prompt_tokens"]))
+    return [(b * bin_s * SCALE, c / p) for b, (c, p) in sorted(bins.items()) if p]
+
+
+def dip_recovery(series, t_event, baseline_window, tol=0.03):
+    """Baseline (mean hit rate before the event), the lowest 3-bin moving
+    average after it, and the model seconds until the moving average is back
+    within tol of the baseline (None: not within the run)."""
+    before = [h for t, h in series if t_event - baseline_window <= t < t_event]
+    base = sum(before) / len(before) if before else 0.0
+    after = [(t, h) for t, h in series if t >= t_event]
+    ma = [(after[i][0], sum(h for _, h in after[i:i + 3]) / 3) for i in range(len(after) - 2)]
+    low = min((h for _, h in ma), default=base)
+    rec = None
+    hit_low = False
+    for t, h in ma:
+        if h <= low + 1e-9:
+            hit_low = True
+        if hit_low and h >= base - tol:
+            rec = t - t_event
+            break
+    return base, low, rec
+
+
+def bench_scale(opts, out):
+    f = opts.time_factor
+    t_add, t_del, dur = 20 * f, 60 * f, 100 * f
+    res = {}
+
+    def add(inst, rt):
+        rt.add_backend(inst.add())
+
+    def remove(inst, rt):
+        rt.remove_backend(inst.addrs()[0])
+
+    for s in ("random", "prefix_aware"):
+        print("  scale event, %s ..." % LABELS[s], flush=True)
+        r = runs.run(opts.build, out, "scale-" + s, s, runs.WL_SHARED, 20, dur, 18000,
+                     events=[(t_add, add), (t_del, remove)])
+        ser = hit_series(r["csv"])
+        r["series"] = ser
+        r["add"] = dip_recovery(ser, t_add * SCALE, 10 * f * SCALE)
+        r["remove"] = dip_recovery(ser, t_del * SCALE, 10 * f * SCALE)
+        res[s] = r
+    lines = ["Scale event, workload (a), 20 req/s: 8th instance added at %g s, instance 0 "
+             "removed at %g s (model time; hit rate per %g model s, 3-bin moving average)"
+             % (t_add * SCALE, t_del * SCALE, SCALE),
+             "%-14s %-8s %9s %9s %10s %18s" % ("strategy", "event", "hit before", "lowest",
+                                               "dip", "recovered (model s)")]
+    for s, r in res.items():
+        for ev in ("add", "remove"):
+            base, low, rec = r[ev]
+            lines.append("%-14s %-8s %9.2f %9.2f %10.2f %18s" % (
+                LABELS[s], ev, base, low, base - low,
+                "%.0f" % rec if rec is not None else "not in run"))
+    plots.scale_series(out, res, t_add * SCALE, t_del * SCALE)
+    return res, lines + [""]
+
+
+INSTANT = ["--prefill-tokens-per-s", "1e9", "--ttft-overhead-ms", "0",
+           "--decode-ms-per-token", "0"]
+FIXED = ["--workload", "fixed", "--body-bytes", "32768", "--no-stream", "--max-tokens", "1",
+         "--seed", "1"]
+
+
+def bench_overhead(opts, out):
+    """The routers at full speed (no time scale): instances answer at once."""
+    logdir = os.path.join(out, "logs")
+    os.makedirs(logdir, exist_ok=True)
+    inst = fleet.Instances(opts.build, 2, logdir, INSTANT)
+    addrs = inst.addrs()
+    proxies = [("direct", None), ("prefixgate", fleet.Gateway(opts.build, addrs, logdir)),
+               ("pg-copy", fleet.Gateway(opts.build, addrs, logdir, ["--data-path", "copy"])),
+               ("haproxy", fleet.HAProxy(addrs, logdir, prefix_bytes=4096)),
+               ("nginx", fleet.Nginx(addrs, logdir))]
+    raw = {n: [] for n, _ in proxies}
+    secs = 4 * opts.time_factor
+    try:
+        for rnd in range(3):
+            print("  overhead round %d ..." % (rnd + 1), flush=True)
+            for name, p in proxies:
+                target = addrs[0] if p is None else "127.0.0.1:%d" % p.port
+                r1 = fleet.pgload(opts.build, target, os.path.join(
+                    out, "overhead-%s-c1-%d.json" % (name, rnd)), FIXED + [
+                    "--concurrency", "1", "--duration", "%g" % secs, "--label", name], logdir)
+                r32 = fleet.pgload(opts.build, target, os.path.join(
+                    out, "overhead-%s-c32-%d.json" % (name, rnd)), FIXED + [
+                    "--concurrency", "32", "--duration", "%g" % secs, "--label", name], logdir)
+                raw[name].append((r1, r32))
+    finally:
+        for _, p in proxies:
+            if p:
+                p.stop()
+        inst.stop()
+
+    def med(xs):
+        xs = sorted(xs)
+        return xs[len(xs) // 2]
+
+    res = {}
+    for name, rr in raw.items():
+        res[name] = {"p50_ms": med([a["e2e_ms"]["p50"] for a, _ in rr]),
+                     "p99_ms": med([a["e2e_ms"]["p99"] for a, _ in rr]),
+                     "rps_c32": med([b["req_per_s"] for _, b in rr]),
+                     "p50_c32_ms": med([b["e2e_ms"]["p50"] for _, b in rr]),
+                     "errors": sum(a["errors"] + b["errors"] for a, b in rr),
+                     "gen_cpu_pct_c32": med([b["cpu_pct"] for _, b in rr]),
+                     "gen_lag_ms": max(max(a["max_timer_lag_ms"], b["max_timer_lag_ms"])
+                                       for a, b in rr)}
+    d = res["direct"]
+    lines = ["Overhead: 32 KiB OpenAI chat body (non-streaming), 2 instances answering at "
+             "once, real time; median of 3 rounds of %g s each; prefixgate = default "
+             "--data-path auto, pg-copy = --data-path copy" % secs,
+             "%-11s %9s %9s %11s %11s %12s %9s %9s" % ("path", "p50 (c=1)", "p99 (c=1)",
+                                                     "added p50", "added p99",
+                                                     "req/s (c=32)", "vs HAProxy",
+                                                     "gen CPU")]
+    for name, r in res.items():
+        r["added_p50_ms"] = r["p50_ms"] - d["p50_ms"]
+        r["added_p99_ms"] = r["p99_ms"] - d["p99_ms"]
+        lines.append("%-11s %7.3fms %7.3fms %9.3fms %9.3fms %12.0f %8.2fx %8.0f%%" % (
+            name, r["p50_ms"], r["p99_ms"], r["added_p50_ms"], r["added_p99_ms"],
+            r["rps_c32"], r["rps_c32"] / res["haproxy"]["rps_c32"], r["gen_cpu_pct_c32"]))
+        if r["errors"]:
+            lines.append("%11s %d requests failed" % ("", r["errors"]))
+    hp = res["haproxy"]
+    for name in ("prefixgate", "pg-copy"):
+        pg = res[name]
+        lines.append("%s vs HAProxy: added p50 %.3f vs %.3f ms (ratio %.2f, target <= 0.5), "
+                     "throughput %.2fx (target >= 1.3)" % (
+                         name, pg["added_p50_ms"], hp["added_p50_ms"],
+                         pg["added_p50_ms"] / hp["added_p50_ms"] if hp["added_p50_ms"] > 0
+                         else float("nan"), pg["rps_c32"] / hp["rps_c32"]))
+    return res, lines + [""]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.environ.get("BUILD", "build"))
+    ap.add_argument("--out", help="results directory (default build/bench/<date>)")
+    ap.add_argument("--parts", default="workloads,hot,scale,overhead")
+    ap.add_argument("--workloads", default="a,b,c")
+    ap.add_argument("--strategies", default=",".join(runs.STRATEGIES))
+    ap.add_argument("--time-factor", type=float, default=1.0,
+                    help="multiply every run's duration (0.2: a quick smoke run)")
+    opts = ap.parse_args()
+    opts.workloads = opts.workloads.split(",")
+    opts.strategies = opts.strategies.split(",")
+    parts = opts.parts.split(",")
+    for tool in ("haproxy", "nginx", "gnuplot"):
+        if not shutil.which(tool):
+            print("bench: %s is missing (make bench installs it: tools/deps.sh haproxy "
+                  "nginx-light gnuplot-nox)" % tool)
+            return 1
+    stamp = time.strftime("%Y-%m-%d-%H%M%S")
+    out = opts.out or os.path.join(opts.build, "bench", stamp)
+    os.makedirs(out, exist_ok=True)
+    t0 = time.monotonic()
+    print("prefixgate bench: results in %s" % out, flush=True)
+    results, lines = {}, ["prefixgate bench, %s, %s, %d CPUs; instances at time scale %g "
+                          "(latencies and rates in model time)" % (
+                              time.strftime("%Y-%m-%d %H:%M"), os.uname().nodename,
+                              os.cpu_count(), SCALE), ""]
+    failed = []
+    for part, fn in (("workloads", bench_workloads), ("hot", bench_hot),
+                     ("scale", bench_scale), ("overhead", bench_overhead)):
+        if part not in parts:
+            continue
+        try:
+            results[part], ls = fn(opts, out)
+            lines += ls
+        except Exception as e:  # one part failing must not lose the others
+            failed.append(part)
+            lines += ["%s: FAILED: %r (logs in %s)" % (part, e, os.path.join(out, "logs")), ""]
+        save(out, lines, results)  # what is measured so far survives a crash
+    lines.append("bench took %.0f s" % (time.monotonic() - t0))
+    text = save(out, lines, results)
+    print()
+    print(text, end="")
+    print("raw results, tables and plots: %s" % out)
+    return 1 if failed or "requests failed" in text else 0
+
+
+def save(out, lines, results):
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(out, "results.txt"), "w") as f:
+        f.write(text)
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1, default=str)
+    return text
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""One benchmark run: fresh simulated instances, one router (prefixgate with
+a strategy, or HAProxy), an optional fast-forward warm-up, one measured
+pgload run; what it measured, in model time. Shared by bench.py and demo.py.
+
+Time scale. The instances run --time-scale SCALE times faster than the model
+they simulate (sim.c), and pgload offers SCALE times the model's request rate,
+so a run needs 1/SCALE of the wall time. Every latency reported here is the
+measured one x SCALE and every rate the measured one / SCALE: model time.
+What the simulation does not scale (loopback, the router, the host's
+scheduling) is magnified by SCALE in those figures; the overhead benchmark
+measures the routers at full speed instead.
+
+Warm-up. The published runs lasted 30-60 minutes, long enough that the first
+request for each document (a cold miss whatever the routing) does not count.
+A one-minute run with thousands of documents would be mostly cold misses, so
+each run starts with a warm-up: WARMUP requests of the same workload (other
+draws: --first-index), through the same router and strategy, answered by the
+instances in fast-forward (X-Mock-Chunks: 1 — cache lookup and insertion at
+once, no simulated time), and not counted. The caches are then in the state a
+long run of that strategy leaves them in; the instances' counters are read
+after the warm-up and again at the end.
+"""
+import os
+import threading
+
+import fleet
+
+SCALE = 4.0
+STRATEGIES = ["random", "least_outstanding_requests", "prefix_aware", "haproxy"]
+LABELS = {"random": "RANDOM", "least_outstanding_requests": "LEAST_OUTSTANDING",
+          "prefix_aware": "PREFIX_AWARE", "haproxy": "HAProxy hash",
+          "pa_t10": "PREFIX_AWARE ct=10", "pa_t1024": "PREFIX_AWARE ct=1024"}
+
+# Workload (a), see README "Results": 6,000 documents of 8,000 tokens, Zipf
+# s=0.3; each instance caches 11,000,000 tokens (~1,360 documents).
+FLEET_ARGS = ["--kv-capacity-tokens", "11000000"]
+WL_SHARED = ["--workload", "shared-prefix", "--docs", "6000", "--zipf", "0.3",
+             "--max-tokens", "16", "--seed", "7"]
+
+
+def router(build, strategy, backends, logdir, prefix_length=None, threshold=None):
+    if strategy == "haproxy":
+        return fleet.HAProxy(backends, logdir, prefix_bytes=prefix_length or 4096)
+    args = ["--strategy", "prefix_aware" if strategy.startswith("pa_") else strategy]
+    if prefix_length:
+        args += ["--prefix-length", str(prefix_length)]
+    if threshold:
+        args += ["--concurrency-threshold", str(threshold)]
+    return fleet.Gateway(build, backends, logdir, args)
+
+
+def summarise(r, kv_hit, scale=SCALE):
+    """The pgload JSON summary converted to model time, plus the instances'
+    KV hit rate over the measured part."""
+    ms = lambda d: {k: (v * scale if v is not None else None) for k, v in d.items()}  # noqa
+    return {
+        "requests": r["requests"], "ok": r["ok"], "errors": r["errors"],
+        "ttft_ms": ms(r["ttft_ms"]), "e2e_ms": ms(r["e2e_ms"]),
+        "req_per_s": r["req_per_s"] / scale,
+        "output_tokens_per_s": r["output_tokens_per_s"] / scale,
+        "kv_hit_rate": kv_hit, "cached_ratio": r["cached_ratio"],
+        "share_min_pct": r["share_min_pct"], "share_max_pct": r["share_max_pct"],
+        "backends": r["backends"], "gen_cpu_pct": r["cpu_pct"],
+        "gen_max_timer_lag_ms": r["max_timer_lag_ms"],
+        "gen_arrivals_delayed": r["arrivals_delayed"], "wall_s": r["wall_s"],
+    }
+
+
+def run(build, outdir, name, strategy, workload, rate, duration, warmup=0, instances=7,
+        inst_args=(), prefix_length=None, threshold=None, events=(), sample=False,
+        scale=SCALE):
+    """Run one strategy on one workload; results (and raw CSV/JSON) in outdir.
+    events: [(wall seconds into the measured run, fn(instances, router))]."""
+    logdir = os.path.join(outdir, "logs")
+    os.makedirs(logdir, exist_ok=True)
+    inst = fleet.Instances(build, instances, logdir,
+                           FLEET_ARGS + ["--time-scale", "%g" % scale] + list(inst_args))
+    rt = router(build, strategy, inst.addrs(), logdir, prefix_length, threshold)
+    target = "127.0.0.1:%d" % rt.port
+    try:
+        if warmup:
+            fleet.pgload(build, target, os.path.join(outdir, name + "-warmup.json"),
+                         workload + ["--concurrency", "16", "--requests", str(warmup),
+                                     "--header", "X-Mock-Chunks: 1",
+                                     "--first-index", "1000000000", "--label", "warmup"],
+                         logdir)
+        since = inst.counters()
+        sampler = fleet.Sampler(rt) if sample and isinstance(rt, fleet.Gateway) else None
+        timers = []
+        if sampler:
+            sampler.start()
+        for at, fn in events:
+            t = threading.Timer(at, fn, (inst, rt))
+            t.daemon = True
+            t.start()
+            timers.append(t)
+        csv = os.path.join(outdir, name + ".csv")
+        r = fleet.pgload(build, target, os.path.join(outdir, name + ".json"),
+                         workload + ["--rate", "%g" % (rate * scale), "--duration",
+                                     "%g" % duration, "--label", name], logdir, csv)
+        for t in timers:
+            t.cancel()
+        res = summarise(r, inst.kv_hit_rate(since), scale)
+        res["strategy"], res["csv"] = strategy, csv
+        if sampler:
+            peak = sampler.finish()
+            res["in_flight_peak"] = peak
+            res["in_flight_samples"] = sampler.samples
+        return res
+    finally:
+        rt.stop()
+        inst.stop()
