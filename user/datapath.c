@@ -45,6 +45,7 @@
 static struct {
 	struct pg_splice *sp;
 	enum pg_dp_path mode;
+	bool auto_mode; /* --data-path auto: splice streamed responses only */
 	uint64_t budget;
 	uint32_t local[DP_LOCAL_MAX]; /* this host's IPv4 addresses */
 	unsigned nlocal;
@@ -111,6 +112,7 @@ int pg_datapath_init(const struct pg_config *cfg, uint64_t budget, char *err, si
 		return -1;
 	}
 	dp.mode = modes == PG_SPLICE_SKB ? PG_DP_SKB : PG_DP_MSG;
+	dp.auto_mode = cfg->data_path == PG_DATA_AUTO;
 	if (dp.mode == PG_DP_MSG)
 		local_addrs();
 	return 0;
@@ -132,7 +134,7 @@ const char *pg_datapath_name(void)
 	}
 }
 
-enum pg_dp_path pg_dp_choose(struct pg_worker *w, uint16_t id, bool head_method)
+enum pg_dp_path pg_dp_choose(struct pg_worker *w, uint16_t id, bool head_method, bool stream)
 {
 	const struct pg_backend *b = &w->gw->maps.backends[id];
 	uint32_t port1 = (uint32_t)b->port + 1;
@@ -141,6 +143,10 @@ enum pg_dp_path pg_dp_choose(struct pg_worker *w, uint16_t id, bool head_method)
 
 	/* No body to splice: keep the pooled keep-alive connection. */
 	if (dp.mode == PG_DP_COPY || head_method)
+		return PG_DP_COPY;
+	/* auto: only streamed responses pay for a fresh backend connection;
+	 * short answers measured faster on pooled connections (README). */
+	if (dp.auto_mode && !stream)
 		return PG_DP_COPY;
 	if (dp.mode == PG_DP_SKB)
 		return PG_DP_SKB;

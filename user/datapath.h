@@ -38,8 +38,9 @@ void pg_datapath_fini(void);
 /* "copy", "sockmap" or "sockmsg (same-host backends; copy for others)". */
 const char *pg_datapath_name(void);
 
-/* The path for a new request to backend id (head_method: HEAD, no body). */
-enum pg_dp_path pg_dp_choose(struct pg_worker *w, uint16_t id, bool head_method);
+/* The path for a new request to backend id (head_method: HEAD, no body;
+ * stream: the request asks for a streamed response). */
+enum pg_dp_path pg_dp_choose(struct pg_worker *w, uint16_t id, bool head_method, bool stream);
 
 /* A new backend socket for client c, before connect(): msg path binds it and
  * installs the route with its gate closed. Non-zero: use copy instead. */

@@ -391,11 +391,14 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
                     struct pg_key *out, char *text, size_t text_cap, size_t *text_len)
 {
 	int64_t ck = pg_json_find(js, 0, "prompt_cache_key", 16);
+	int64_t st = pg_json_find(js, 0, "stream", 6);
 	struct emit e = {.limit = prefix_length};
 	int rc;
 
 	if (js->tok[0].type != PG_JSON_OBJECT)
 		return -1;
+	/* Not part of the key: tells the data path the response will stream. */
+	out->stream = is_type(js, st, PG_JSON_TRUE);
 	if (is_type(js, ck, PG_JSON_STRING) && js->tok[ck].end > js->tok[ck].start) {
 		size_t n = js->tok[ck].end - js->tok[ck].start; /* unescaped is no longer */
 		char *buf = malloc(n);

@@ -80,6 +80,7 @@ struct pg_key {
 	uint32_t length;   /* key length: code points (MESSAGES) or bytes */
 	uint8_t source;    /* enum pg_key_source */
 	bool fallback;     /* OpenAI path, but the JSON could not be used */
+	bool stream;       /* the OpenAI body asks for a streamed response */
 };
 
 /* API by method and path (path without query string). */

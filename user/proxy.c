@@ -333,7 +333,7 @@ static void fwd_add_close(struct pg_client *c)
 static void attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned decision,
 		    bool fresh)
 {
-	enum pg_dp_path path = pg_dp_choose(w, id, c->head_method);
+	enum pg_dp_path path = pg_dp_choose(w, id, c->head_method, c->key.stream);
 	struct pg_upstream *u;
 
 	if (path != PG_DP_COPY) {

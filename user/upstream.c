@@ -218,6 +218,11 @@ static void response_head(struct pg_worker *w, struct pg_upstream *u)
 		u->rstate = PG_R_DONE;
 		break;
 	}
+	/* A spliced body ends with the backend's FIN, which the gateway cannot
+	 * tell from a backend dying mid-body: the client connection ends with
+	 * it (the head says so), so a cut-short body shows as one. */
+	if (u->path != PG_DP_COPY)
+		c->keep_alive = false;
 	forward_response_head(w, c, u->hbuf, (size_t)n);
 	u->hlen -= (size_t)n;
 	if (u->rstate == PG_R_DONE && !u->hlen) {

@@ -359,7 +359,10 @@ def keepalive_per_request_routing(opts):
 
 @test
 def pipelining_in_order(opts):
-    """Pipelined requests are answered in order, each intact."""
+    """Pipelined requests are answered in order, each intact. (A spliced
+    response ends its client connection, saying so: on sockmap/sockmsg the
+    first answer carries Connection: close and the rest are not served.)"""
+    spliced = getattr(opts, "data_path", None) in ("sockmap", "sockmsg")
     f = Fleet(opts, 3)
     try:
         s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
@@ -379,10 +382,48 @@ def pipelining_in_order(opts):
                     break
                 k, v = l.split(b":", 1)
                 hdr[k.strip().lower().decode()] = v.strip().decode()
-            f_.read(int(hdr["content-length"]))
+            data = f_.read(int(hdr["content-length"]))
             assert int(hdr["x-body-length"]) == len(b), (hdr, len(b))
             assert int(hdr["x-body-crc32"], 16) == zlib.crc32(b)
+            if spliced:
+                assert hdr.get("connection") == "close", hdr
+                assert len(data) == int(hdr["content-length"])
+                assert f_.read(1) == b"", "served past a Connection: close"
+                break
         s.close()
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def backend_fin_mid_body_is_visible(opts):
+    """A backend closing cleanly in the middle of a body (FIN, no reset):
+    the client sees a short body or a chunked stream without its last
+    chunk, then a close -- never a hang, on every data path."""
+    f = Fleet(opts, 1)
+    try:
+        for chunked in (False, True):
+            body = b'{"messages":[{"role":"user","content":"x"}],"stream":true}'
+            s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+                      b"X-Mock-Fail: close-mid-body\r\nX-Mock-Response-Bytes: 3000000\r\n%s\r\n%s"
+                      % (len(body), b"X-Mock-Chunked: 1\r\n" if chunked else b"", body))
+            data = b""
+            deadline = time.monotonic() + 8
+            while time.monotonic() < deadline:
+                d = s.recv(1 << 20)
+                if not d:
+                    break
+                data += d
+            s.close()
+            assert time.monotonic() < deadline, "client left hanging (chunked=%s)" % chunked
+            head, _, rest = data.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200"), head[:60]
+            if chunked:
+                assert not rest.endswith(b"0\r\n\r\n"), "stream looked complete"
+            else:
+                assert len(rest) < 3000000, "body looked complete"
         assert f.idle()
     finally:
         f.stop()
@@ -623,8 +664,12 @@ def stalled_reader_bounded(opts):
             tail = (tail + d)[-64:]
         assert got == n, (got, n)
         assert tail == b"".join(b"%015d\n" % o for o in range(n - 64, n, 16)), tail
-        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert s.recv(4096).startswith(b"HTTP/1.1"), "keep-alive broken after the stall"
+        if getattr(opts, "data_path", None) in ("sockmap", "sockmsg"):
+            # A spliced response ends its connection (README, Data paths).
+            assert s.recv(1) == b"", "served past a spliced response"
+        else:
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert s.recv(4096).startswith(b"HTTP/1.1"), "keep-alive broken after the stall"
         s.close()
         assert f.idle()
     finally:

@@ -394,6 +394,27 @@ static void test_fallback(void **state)
 	expect_fallback(PG_API_CHAT, "{broken json that is long", 25, true, 10);
 }
 
+/* "stream": true is reported (it picks the data path) but never keys. */
+static void test_stream_flag(void **state)
+{
+	const char *m = "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]";
+	char a[256], b[256], c[256];
+	struct res ra, rb, rc;
+
+	(void)state;
+	snprintf(a, sizeof(a), "{%s,\"stream\":true}", m);
+	snprintf(b, sizeof(b), "{%s,\"stream\":false}", m);
+	snprintf(c, sizeof(c), "{\"stream\":\"true\",%s}", m);
+	ra = chat(a, 4096);
+	rb = chat(b, 4096);
+	rc = chat(c, 4096);
+	assert_true(ra.k.stream);
+	assert_false(rb.k.stream);
+	assert_false(rc.k.stream); /* a string is not true */
+	assert_true(ra.k.hash == rb.k.hash && rb.k.hash == rc.k.hash);
+	assert_false(key_of(PG_API_RAW, a, strlen(a), true, 4096, NULL).k.stream);
+}
+
 static void test_explicit(void **state)
 {
 	static const char body[] = "{\"prompt_cache_key\":\"sess\\u00e9-1\",\"messages\":"
@@ -517,6 +538,7 @@ int main(void)
 	    cmocka_unit_test(test_completions),
 	    cmocka_unit_test(test_fallback),
 	    cmocka_unit_test(test_explicit),
+	    cmocka_unit_test(test_stream_flag),
 	    cmocka_unit_test(test_raw),
 	    cmocka_unit_test(test_mutations),
 	};

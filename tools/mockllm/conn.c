@@ -190,7 +190,10 @@ static void drained(struct conn *c)
 	buf_reset(&c->out);
 	if (c->out.cap > 65536)
 		buf_release(&c->out);
-	if (c->rst_after) {
+	if (c->fin_after) {
+		conn_close(c, false); /* a clean FIN in the middle of the body */
+		return;
+	} else if (c->rst_after) {
 		if (c->tkind != CT_RST_WAIT)
 			reset_when_sent(c);
 	} else if (c->phase == PH_LINGER && c->tkind != CT_LINGER) {
@@ -213,7 +216,9 @@ static void flush(struct conn *c)
 		ssize_t n;
 
 		if (c->bulk.active && c->out.len - c->out.off < MOCK_OUT_LOW && out_bulk_fill(c)) {
-			if (c->bulk.made < c->bulk.total)
+			if (c->bulk.made < c->bulk.total && c->req.fail == FAIL_CLOSE_MID)
+				c->fin_after = true; /* close-mid-body */
+			else if (c->bulk.made < c->bulk.total)
 				c->rst_after = true; /* reset-mid-body */
 			else
 				conn_response_done(c);
@@ -331,6 +336,8 @@ static void begin_request(struct conn *c, const struct pg_http_request *r)
 		m->fail = FAIL_CLOSE;
 	else if (header_is(r, "X-Mock-Fail", "reset-mid-body"))
 		m->fail = FAIL_RESET_MID;
+	else if (header_is(r, "X-Mock-Fail", "close-mid-body"))
+		m->fail = FAIL_CLOSE_MID;
 	m->want_body = m->is_post && (m->route == R_CHAT || m->route == R_COMPLETIONS) &&
 	               m->resp_bytes < 0 && m->fail == FAIL_NONE;
 	g_srv.requests[m->route]++;

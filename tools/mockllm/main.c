@@ -71,7 +71,7 @@ static const char usage_text[] =
     "  X-Mock-Response-Bytes: N     any path: 200 with N bytes of 16-byte lines\n"
     "                               \"%015llu\\n\" (offset of the line)\n"
     "  X-Mock-Chunked: 1            ... sent chunked, ~16 KiB chunks\n"
-    "  X-Mock-Fail: reset | close | reset-mid-body\n";
+    "  X-Mock-Fail: reset | close | reset-mid-body | close-mid-body\n";
 
 static uint64_t now_ns(void)
 {

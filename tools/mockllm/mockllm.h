@@ -46,7 +46,7 @@ enum route {
 	R_COUNT,
 };
 
-enum mock_fail { FAIL_NONE = 0, FAIL_RESET, FAIL_CLOSE, FAIL_RESET_MID };
+enum mock_fail { FAIL_NONE = 0, FAIL_RESET, FAIL_CLOSE, FAIL_RESET_MID, FAIL_CLOSE_MID };
 
 /* How a connection is waiting, besides I/O. */
 enum ctimer { CT_NONE = 0, CT_DELAY, CT_CHUNK, CT_RST_WAIT, CT_LINGER };
@@ -104,6 +104,7 @@ struct conn {
 	bool rd_eof;      /* peer finished sending */
 	bool close_after; /* close once out is sent */
 	bool rst_after;   /* reset once out is sent (reset-mid-body) */
+	bool fin_after;   /* close cleanly once out is sent (close-mid-body) */
 	bool dirty;
 	bool in_process; /* inside process(): do not re-enter */
 	enum ctimer tkind;

@@ -288,7 +288,8 @@ static void respond(struct conn *c)
 	case FAIL_CLOSE:
 		conn_close(c, false);
 		return;
-	case FAIL_RESET_MID: {
+	case FAIL_RESET_MID:
+	case FAIL_CLOSE_MID: {
 		uint64_t total =
 		    m->resp_bytes > 0 ? (uint64_t)m->resp_bytes : RESET_MID_DEFAULT_BYTES;
 
