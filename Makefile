@@ -138,6 +138,8 @@ demo: all
 bench: all
 	$(Q)tools/deps.sh haproxy nginx-light gnuplot-nox
 	$(Q)python3 tools/bench/bench.py --build $(BUILD)
+	$(Q)python3 tools/bench/datapath.py --build $(BUILD) --out $(BUILD)/bench
+	$(Q)python3 tools/bench/slowloris.py --build $(BUILD) --out $(BUILD)/bench
 
 # Mixed traffic with chaos for SOAK_SECONDS (default 600), every response checked.
 SOAK_SECONDS ?= 600

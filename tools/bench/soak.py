@@ -122,6 +122,8 @@ def client(port, deadline, seed, st):
                              b"X-Mock-Chunks: %d\r\nX-Mock-Chunk-Interval-Ms: 5\r\n\r\n" % (len(body), n)
                              + body)
                 status, h, resp, complete = read_http(f)
+                if h.get("connection") == "close":
+                    sock = None  # a spliced stream ends its connection (README)
                 if status == 200 and complete:
                     events = [e for e in resp.split(b"\n\n") if e.startswith(b"data: {")]
                     ids = {json.loads(e[6:])["id"] for e in events}
