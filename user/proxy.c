@@ -52,23 +52,9 @@ void pg_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, siz
 	*len += n;
 }
 
-static void in_consume(struct pg_client *c, size_t n)
-{
-	memmove(c->in, c->in + n, c->in_len - n);
-	c->in_len -= n;
-}
-
 bool pg_name_is(struct pg_str s, const char *name)
 {
 	return strlen(name) == s.len && strncasecmp(s.p, name, s.len) == 0;
-}
-
-/* Hop-by-hop headers (RFC 9110 §7.6.1) are the gateway's own business. */
-static bool hop_by_hop(struct pg_str n)
-{
-	return pg_name_is(n, "connection") || pg_name_is(n, "keep-alive") ||
-	       pg_name_is(n, "proxy-connection") || pg_name_is(n, "te") || pg_name_is(n, "upgrade") ||
-	       pg_name_is(n, "expect");
 }
 
 /* --- answers of the gateway's own --------------------------------------------- */
@@ -194,7 +180,7 @@ static void client_close(struct pg_worker *w, struct pg_client *c)
 
 /* Answer, then close gracefully: flush, shut our side, drain the client's
  * input for a while so the kernel does not reset the answer away. */
-static void client_linger(struct pg_worker *w, struct pg_client *c)
+void pg_client_linger(struct pg_worker *w, struct pg_client *c)
 {
 	request_reset(w, c);
 	c->state = PG_C_LINGER;
@@ -208,7 +194,7 @@ static void client_linger(struct pg_worker *w, struct pg_client *c)
 	}
 }
 
-static void client_error(struct pg_worker *w, struct pg_client *c, int status, const char *msg)
+void pg_client_error(struct pg_worker *w, struct pg_client *c, int status, const char *msg)
 {
 	__atomic_fetch_add(status >= 500 ? &w->stats->no_backend : &w->stats->client_errors, 1,
 			   __ATOMIC_RELAXED);
@@ -218,96 +204,7 @@ static void client_error(struct pg_worker *w, struct pg_client *c, int status, c
 		return;
 	}
 	reply(w, c, status, msg, true);
-	client_linger(w, c);
-}
-
-/* --- request head ------------------------------------------------------------- */
-
-static void build_forward_head(struct pg_client *c, const struct pg_http_request *req)
-{
-	char line[32];
-	int n;
-
-	pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, req->method.p, req->method.len);
-	pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, " ", 1);
-	pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, req->target.p, req->target.len);
-	n = snprintf(line, sizeof(line), " HTTP/1.%d\r\n", req->minor);
-	pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, line, (size_t)n);
-	for (size_t i = 0; i < req->nheaders; i++) {
-		const struct pg_http_header *h = &req->headers[i];
-
-		if (hop_by_hop(h->name))
-			continue;
-		pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, h->name.p, h->name.len);
-		pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, ": ", 2);
-		pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, h->value.p, h->value.len);
-		pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, "\r\n", 2);
-	}
-	pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, "\r\n", 2);
-}
-
-static bool request_head(struct pg_worker *w, struct pg_client *c)
-{
-	struct pg_http_request req;
-	struct pg_route_cfg rc;
-	ssize_t n;
-
-	if (!c->in_len)
-		return false;
-	if (!c->t0_ns)
-		c->t0_ns = pg_now_ns();
-	/* Parse only once the head is complete: a head trickling in a byte at
-	 * a time must not be re-parsed from its start on every read. */
-	if (!pg_http_head_ready(c->in, c->in_len, &c->head_scan))
-		return false;
-	c->head_scan = 0;
-	n = pg_http_parse_request(c->in, c->in_len, &req);
-	if (n == 0)
-		return false;
-	if (n < 0) {
-		client_error(w, c, (int)-n, "malformed request");
-		return false;
-	}
-	if (!pg_admit(w->gw)) { /* --max-in-flight reached */
-		pg_sock_queue_copy(w, &c->s, PG_OVERLOAD_REPLY, sizeof(PG_OVERLOAD_REPLY) - 1);
-		client_linger(w, c);
-		return false;
-	}
-	c->admitted = true;
-	c->minor = (uint8_t)req.minor;
-	c->keep_alive = req.keep_alive;
-	c->head_method = pg_name_is(req.method, "HEAD");
-	c->api = (uint8_t)pg_key_api(req.method, req.path);
-	c->body = (uint8_t)req.body;
-	c->body_left = req.body == PG_BODY_LENGTH ? req.content_length : 0;
-	if (req.key.len) {
-		c->hdr_key = malloc(req.key.len);
-		if (!c->hdr_key)
-			abort();
-		memcpy(c->hdr_key, req.key.p, req.key.len);
-		c->hdr_key_len = req.key.len;
-	}
-	build_forward_head(c, &req);
-	c->fwd_head = c->fwd_len;
-	if (req.expect_continue && req.body != PG_BODY_NONE)
-		pg_sock_queue_copy(w, &c->s, "HTTP/1.1 100 Continue\r\n\r\n", 25);
-	in_consume(c, (size_t)n);
-
-	pg_route_cfg_load(w->gw, &rc);
-	c->key_need = pg_key_body_need((enum pg_api)c->api, rc.prefix_length);
-	if (req.body == PG_BODY_LENGTH) {
-		/* Too big to hold whole for its JSON: key on the raw prefix. */
-		if (c->api != PG_API_RAW && req.content_length > PG_KEY_JSON_BODY_MAX)
-			c->key_need = rc.prefix_length;
-		if (c->key_need > req.content_length)
-			c->key_need = req.content_length;
-	} else if (req.body == PG_BODY_NONE) {
-		c->key_need = 0;
-	} else {
-		pg_chunked_init(&c->ch);
-	}
-	c->state = PG_C_KEY;
-	return true;
+	pg_client_linger(w, c);
 }
 
 /* --- dispatch ----------------------------------------------------------------- */
@@ -330,7 +227,7 @@ static void fwd_add_close(struct pg_client *c)
 }
 
 /* Send the request to backend id (pooled connection unless fresh). */
-static void attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned decision,
+void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned decision,
 		    bool fresh)
 {
 	enum pg_dp_path path = pg_dp_choose(w, id, c->head_method, c->key.stream);
@@ -386,174 +283,20 @@ void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why
 	}
 	release_slot(w, c);
 	if (c->resp_started || c->streamed || c->attempts >= PG_MAX_ATTEMPTS) {
-		client_error(w, c, 502, "backend failed");
+		pg_client_error(w, c, 502, "backend failed");
 		return;
 	}
 	if (stale) {
 		/* A pooled connection the backend had closed: same backend, fresh. */
-		attempt(w, c, c->backend, PG_DEC_RETRY, true);
+		pg_attempt(w, c, c->backend, PG_DEC_RETRY, true);
 		return;
 	}
 	id = pg_route_again(w->gw, &c->key, &c->tried, pg_worker_rand(w), &c->choice);
 	if (!id) {
-		client_error(w, c, 502, "no healthy backend");
+		pg_client_error(w, c, 502, "no healthy backend");
 		return;
 	}
-	attempt(w, c, id, PG_DEC_RETRY, false);
-}
-
-/* Decode more of a chunked body from c->in, collecting data for the key. */
-static bool key_chunked(struct pg_worker *w, struct pg_client *c)
-{
-	while (!c->ch_done && c->klen < c->key_need && c->ch_off < c->in_len) {
-		size_t used, doff, dlen;
-		enum pg_chunked_rc rc = pg_chunked_feed(&c->ch, c->in + c->ch_off,
-							c->in_len - c->ch_off, &used, &doff, &dlen);
-
-		if (rc == PG_CHUNKED_ERROR) {
-			client_error(w, c, 400, "bad chunked body");
-			return false;
-		}
-		if (rc == PG_CHUNKED_DATA)
-			pg_bytes_append(&c->kbuf, &c->klen, &c->kcap, c->in + c->ch_off + doff, dlen);
-		c->ch_off += used;
-		if (rc == PG_CHUNKED_DONE)
-			c->ch_done = true;
-	}
-	return c->ch_done || c->klen >= c->key_need;
-}
-
-static bool request_key(struct pg_worker *w, struct pg_client *c)
-{
-	struct pg_route_input in = {.api = (enum pg_api)c->api,
-				    .header_key = {c->hdr_key, c->hdr_key_len}};
-	uint16_t id;
-	size_t n;
-
-	switch (c->body) {
-	case PG_BODY_NONE:
-		in.complete = true;
-		break;
-	case PG_BODY_LENGTH:
-		n = c->in_len < c->body_left ? c->in_len : c->body_left;
-		if (n < c->key_need)
-			return false;
-		in.body = c->in;
-		in.body_len = n;
-		in.complete = n == c->body_left;
-		break;
-	default:
-		if (!key_chunked(w, c))
-			return false;
-		in.body = c->kbuf;
-		in.body_len = c->klen;
-		in.complete = c->ch_done;
-		break;
-	}
-	id = pg_route(w->gw, &in, NULL, pg_worker_rand(w), &c->key, &c->choice);
-	c->route_ns = (uint32_t)(pg_now_ns() - c->t0_ns);
-	pg_stats_route_latency(w->stats, c->route_ns);
-	if (c->key.fallback)
-		__atomic_fetch_add(&w->stats->key_fallbacks, 1, __ATOMIC_RELAXED);
-	if (!id) {
-		client_error(w, c, 502, "no healthy backend");
-		return false;
-	}
-	/* The body held so far joins the head in c->fwd. */
-	if (c->body == PG_BODY_LENGTH) {
-		n = c->in_len < c->body_left ? c->in_len : c->body_left;
-		pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, c->in, n);
-		in_consume(c, n);
-		c->body_left -= n;
-		c->replayable = c->body_left == 0;
-	} else if (c->body == PG_BODY_CHUNKED) {
-		pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, c->in, c->ch_off);
-		in_consume(c, c->ch_off);
-		c->ch_off = 0;
-		c->replayable = c->ch_done;
-	} else {
-		c->replayable = true;
-	}
-	free(c->kbuf);
-	c->kbuf = NULL;
-	c->klen = c->kcap = 0;
-	c->state = c->replayable ? PG_C_WAIT : PG_C_STREAM;
-	attempt(w, c, id, c->choice.decision, false);
-	return true;
-}
-
-/* Forward the rest of the body as it arrives, once the backend connection is
- * up (until then a failed connect can still be retried elsewhere). */
-static void request_stream(struct pg_worker *w, struct pg_client *c)
-{
-	struct pg_upstream *u = c->up;
-	size_t n = 0;
-
-	if (!u || !u->s.can_send || !c->in_len)
-		return;
-	if (u->s.qbytes > PG_REQ_QUEUE_MAX) {
-		pg_sock_pause(w, &c->s); /* resumed by pg_upstream_sent */
-		return;
-	}
-	if (c->body == PG_BODY_LENGTH) {
-		n = c->in_len < c->body_left ? c->in_len : c->body_left;
-		c->body_left -= n;
-		if (!c->body_left)
-			c->state = PG_C_WAIT;
-	} else {
-		while (n < c->in_len) {
-			size_t used, doff, dlen;
-			enum pg_chunked_rc rc =
-				pg_chunked_feed(&c->ch, c->in + n, c->in_len - n, &used, &doff, &dlen);
-
-			if (rc == PG_CHUNKED_ERROR) {
-				client_error(w, c, 400, "bad chunked body");
-				return;
-			}
-			n += used;
-			if (rc == PG_CHUNKED_DONE) {
-				c->ch_done = true;
-				c->state = PG_C_WAIT;
-				break;
-			}
-		}
-	}
-	if (n) {
-		pg_sock_queue_copy(w, &u->s, c->in, n);
-		in_consume(c, n);
-		c->streamed += n;
-	}
-}
-
-void pg_client_advance(struct pg_worker *w, struct pg_client *c)
-{
-	for (;;) {
-		switch (c->state) {
-		case PG_C_HEAD:
-			if (!request_head(w, c))
-				return;
-			break;
-		case PG_C_KEY:
-			if (!request_key(w, c))
-				return;
-			break;
-		case PG_C_STREAM:
-			request_stream(w, c);
-			if (c->state == PG_C_STREAM)
-				return;
-			break;
-		case PG_C_WAIT:
-			/* Pipelined requests wait their turn, within bounds. */
-			if (c->in_len > PG_PIPELINE_MAX)
-				pg_sock_pause(w, &c->s);
-			return;
-		case PG_C_LINGER:
-			c->in_len = 0;
-			return;
-		}
-		if (c->s.closed)
-			return;
-	}
+	pg_attempt(w, c, id, PG_DEC_RETRY, false);
 }
 
 /* --- client socket events ---------------------------------------------------------- */
@@ -648,7 +391,7 @@ void pg_response_end(struct pg_worker *w, struct pg_client *c, struct pg_upstrea
 	if (c->state == PG_C_STREAM)
 		c->keep_alive = false; /* the rest of its body was never read */
 	if (!c->keep_alive) {
-		client_linger(w, c);
+		pg_client_linger(w, c);
 		return;
 	}
 	request_reset(w, c);
@@ -666,7 +409,7 @@ void pg_backend_broke(struct pg_worker *w, struct pg_client *c)
 	__atomic_fetch_add(&w->gw->maps.backends[c->backend].failures, 1, __ATOMIC_RELAXED);
 	log_request(w, c, c->resp_status, PG_ALOG_BACKEND_ERROR);
 	c->keep_alive = false;
-	client_linger(w, c);
+	pg_client_linger(w, c);
 }
 
 
@@ -694,13 +437,13 @@ static bool client_timeouts(struct pg_worker *w, struct pg_client *c, const stru
 		}
 		if (now - c->t0_ns / 1000000 < t->header_ms)
 			return false;
-		client_error(w, c, 408, "request head timed out");
+		pg_client_error(w, c, 408, "request head timed out");
 		return true;
 	case PG_C_KEY:
 	case PG_C_STREAM:
 		/* Only while we want its bytes: our own backpressure is no stall. */
 		if (c->s.want_recv && now - c->last_rx_ms >= t->body_ms) {
-			client_error(w, c, 408, "request body timed out");
+			pg_client_error(w, c, 408, "request body timed out");
 			return true;
 		}
 		/* A streaming request may have a backend answering too. */
@@ -709,7 +452,7 @@ static bool client_timeouts(struct pg_worker *w, struct pg_client *c, const stru
 		if (c->resp_started || !c->sent_ms || now - c->sent_ms < t->first_byte_ms)
 			return false;
 		__atomic_fetch_add(&w->gw->maps.backends[c->backend].failures, 1, __ATOMIC_RELAXED);
-		client_error(w, c, 504, "backend sent no response in time");
+		pg_client_error(w, c, 504, "backend sent no response in time");
 		return true;
 	}
 	return false;

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the two halves of the HTTP state machine call of each other:
- * proxy.c is the client side (requests in, routing, dispatch, how a
- * response's end or failure reaches the client), upstream.c the backend
- * side (connections and their pool, response heads and bodies).
+ * What the parts of the HTTP state machine call of each other: request.c
+ * reads requests (head, key body, streamed body); proxy.c is the rest of the
+ * client side (dispatch, retries, errors, how a response's end or failure
+ * reaches the client, timeouts); upstream.c the backend side (connections
+ * and their pool, response heads and bodies).
  */
 #ifndef PG_PROXY_INTERNAL_H
 #define PG_PROXY_INTERNAL_H
@@ -16,9 +17,18 @@ void pg_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, siz
 /* Header name s equals name, case-insensitively. */
 bool pg_name_is(struct pg_str s, const char *name);
 
-/* --- proxy.c ---------------------------------------------------------------------- */
+/* --- request.c -------------------------------------------------------------------- */
 /* Run the client's request state machine as far as its input allows. */
 void pg_client_advance(struct pg_worker *w, struct pg_client *c);
+
+/* --- proxy.c ---------------------------------------------------------------------- */
+/* Answer status with a JSON error and close (or just close mid-response). */
+void pg_client_error(struct pg_worker *w, struct pg_client *c, int status, const char *msg);
+/* Close gracefully: flush, shut our side, drain input for a while. */
+void pg_client_linger(struct pg_worker *w, struct pg_client *c);
+/* Send the request to backend id (a pooled connection unless fresh). */
+void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned decision,
+		bool fresh);
 /* The attempt on c->backend failed before a response byte reached the
  * client: retry elsewhere (or fresh) while possible, else answer 502. */
 void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why, bool mark_down);
