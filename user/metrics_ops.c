@@ -64,12 +64,14 @@ void pg_metrics_reset(void)
 	memset(&win, 0, sizeof(win));
 }
 
-/* Oldest sample, or an all-zero one (ratios since start-up). */
+/* The window's start: the oldest sample once a whole window is held; before
+ * that an all-zero one, so early ratios count everything since start-up
+ * (the first sample may be taken after traffic has begun). */
 static const struct sample *base(void)
 {
 	static const struct sample zero;
 
-	return win.n ? &win.s[(win.head + NSAMPLES - win.n) % NSAMPLES] : &zero;
+	return win.n == NSAMPLES ? &win.s[win.head] : &zero;
 }
 
 static uint64_t delta(uint64_t cur, uint64_t old)

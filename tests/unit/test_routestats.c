@@ -252,9 +252,19 @@ static void test_ops_metrics(void **state)
 	assert_non_null(strstr(m, "# TYPE prefixgate_dispatch_latency_microseconds histogram"));
 	free(m);
 
-	/* A sample, then 900 more hit tokens of 1000: the window shows 0.9;
-	 * 2 more requests, both hits: 1.0. */
+	/* A sample before a whole window has passed: still since start-up
+	 * (the first sample may come after traffic began). */
 	pg_metrics_sample(&gw, 100000);
+	b->kv_hit_tokens += 900;
+	b->kv_query_tokens += 1000;
+	m = render();
+	assert_true(value(m, "prefixgate_backend_kv_hit_ratio{backend=\"127.0.0.1:9001\"}") == 0.5);
+	free(m);
+	/* A whole window of samples: then the ratio covers the last window
+	 * only: 900 more hit tokens of 1000 -> 0.9; 2 more requests, both
+	 * hits -> 1.0. */
+	for (unsigned i = 1; i <= PG_METRICS_WINDOW_MS / PG_METRICS_SAMPLE_MS; i++)
+		pg_metrics_sample(&gw, 100000 + i * PG_METRICS_SAMPLE_MS);
 	b->kv_hit_tokens += 900;
 	b->kv_query_tokens += 1000;
 	pg_rstats_record(&gw, 5, 1, 1, 20);
