@@ -5,10 +5,7 @@ overload caps. TAP output; every wait is bounded.
 
 usage: test_ops.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
   The --user tests need root (they create the system user prefixgate-test
-  if it is missing); the pin-path tests need --mode bpf. Tests of behaviour
-  that lives in the workers (stop accepting at SIGTERM, the overload caps)
-  are skipped, with the reason, while proxy.c/worker.c do not call the hook
-  (lifecycle.h).
+  if it is missing); the pin-path tests need --mode bpf.
 """
 import http.client
 import os
@@ -27,23 +24,11 @@ from harness import Fleet, free_port, http_get, wait_until, run_suite  # noqa: E
 TESTS = []
 USER = "prefixgate-test"
 TOKEN = "s3cret-token-0123456789"
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test(fn):
     TESTS.append(fn)
     return fn
-
-
-def hook_missing(name):
-    """A reason to skip if the data path does not call lifecycle.h's name yet."""
-    for f in ("user/proxy.c", "user/worker.c"):
-        try:
-            if re.search(r"\b%s\s*\(" % name, open(os.path.join(REPO, f)).read()):
-                return None
-        except OSError:
-            pass
-    return "SKIP proxy.c/worker.c do not call %s() yet (hook for the lead: lifecycle.h)" % name
 
 
 def ensure_user():
@@ -293,9 +278,6 @@ def shutdown_second_signal(opts):
 @test
 def shutdown_stops_accepting(opts):
     """While draining, new connections are refused; the in-flight one finishes."""
-    skip = hook_missing("pg_draining")
-    if skip:
-        return skip
     f = Fleet(opts, 1, ["--shutdown-timeout", "8"])
     try:
         ts = start_slow(f, 1, 2000)
@@ -380,9 +362,6 @@ def second_instance_refused(opts):
 @test
 def max_in_flight_503(opts):
     """--max-in-flight N: request N+1 gets 503 with Retry-After and a JSON body."""
-    skip = hook_missing("pg_admit")
-    if skip:
-        return skip
     f = Fleet(opts, 2, ["--max-in-flight", "2"])
     try:
         ts = start_slow(f, 2, 2000)
@@ -401,9 +380,6 @@ def max_in_flight_503(opts):
 @test
 def max_connections_503(opts):
     """--max-connections N per worker: connection N+1 gets 503, then is closed."""
-    skip = hook_missing("pg_conn_over_cap")
-    if skip:
-        return skip
     f = Fleet(opts, 1, ["--max-connections", "2", "--workers", "1"])
     held = []
     try:
