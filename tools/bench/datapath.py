@@ -20,6 +20,7 @@ import argparse
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -142,6 +143,9 @@ def main():
             finally:
                 if gw:
                     fleet.stop(gw)
+                    # prefixgate keeps its maps pinned across restarts: a
+                    # benchmark removes the ones it made.
+                    shutil.rmtree("/sys/fs/bpf/pg-bench-%d" % port, ignore_errors=True)
                 for p in mock.procs:
                     fleet.stop(p)
     name = os.path.join(out, "datapath-%s.json" % time.strftime("%Y%m%d-%H%M%S"))
