@@ -89,10 +89,14 @@ class Fleet:
         self.mocks = {}  # name -> (port, Popen)
         self.gw = None
         self.pin = None
-        for i in range(n):
-            self.add_mock("b%d" % i, (mock_args or {}).get(i, []))
-        if start_gateway:
-            self.start_gateway(gw_args)
+        try:
+            for i in range(n):
+                self.add_mock("b%d" % i, (mock_args or {}).get(i, []))
+            if start_gateway:
+                self.start_gateway(gw_args)
+        except Exception:
+            self.stop_quietly()  # a failed start leaves no process behind
+            raise
 
     # --- processes ---------------------------------------------------------
     def add_mock(self, name, args=()):
@@ -184,6 +188,15 @@ class Fleet:
                 raise AssertionError("sanitizer report in prefixgate's log:\n" +
                                      log[log.index(marker) - 200:][:3000])
         return rc
+
+    def stop_quietly(self):
+        """Stop every process started so far, reporting nothing."""
+        if self.gw and self.gw.poll() is None:
+            self.gw.kill()
+            self.gw.wait()
+        for port, p in self.mocks.values():
+            p.kill()
+            p.wait(5)
 
     def log(self):
         return open(self.gw_log).read() if self.gw else ""
