@@ -9,6 +9,7 @@
 #define PG_HTTP_INTERNAL_H
 
 #include <stdbool.h>
+#include "hexval.h"
 
 /* tchar (RFC 9110 §5.6.2): the bytes of a method, field name or token. */
 static const bool tchar[256] = {
@@ -23,16 +24,6 @@ static const bool fchar[256] = {
     [' ' ... '~'] = 1,
     [0x80 ... 0xff] = 1,
 };
-
-static inline int hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c |= 0x20;
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
 
 static inline bool is_ows(char c)
 {

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include "hexval.h"
 #include "json.h"
 
 #define ONES  0x0101010101010101ull
@@ -88,16 +89,6 @@ static size_t utf8_seq(const unsigned char *s, size_t avail)
 		return 4;
 	}
 	return 0;
-}
-
-static int hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c |= 0x20;
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
 }
 
 /* Scan the string whose opening quote is at *pos into token t; on success

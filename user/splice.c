@@ -527,6 +527,15 @@ static int route_key(int proxy_fd, const struct sockaddr_in *backend, struct pg_
 	return 0;
 }
 
+/* The msg path's route key of a proxy-side socket, or why there is none. */
+static int msg_route_key(const struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend,
+                         struct pg_splice_tuple *t)
+{
+	if (!(sp->modes & PG_SPLICE_MSG))
+		return -EOPNOTSUPP;
+	return route_key(proxy_fd, backend, t);
+}
+
 int pg_splice_route_add(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend,
                         int client_fd, __u64 budget, __u64 remaining)
 {
@@ -534,9 +543,7 @@ int pg_splice_route_add(struct pg_splice *sp, int proxy_fd, const struct sockadd
 	struct pg_splice_tuple t;
 	int rc;
 
-	if (!(sp->modes & PG_SPLICE_MSG))
-		return -EOPNOTSUPP;
-	rc = route_key(proxy_fd, backend, &t);
+	rc = msg_route_key(sp, proxy_fd, backend, &t);
 	if (rc)
 		return rc;
 	rc = add_client(sp, client_fd, &route.client_key);
@@ -553,9 +560,7 @@ int pg_splice_route_get(struct pg_splice *sp, int proxy_fd, const struct sockadd
 	struct pg_splice_tuple t;
 	int rc;
 
-	if (!(sp->modes & PG_SPLICE_MSG))
-		return -EOPNOTSUPP;
-	rc = route_key(proxy_fd, backend, &t);
+	rc = msg_route_key(sp, proxy_fd, backend, &t);
 	if (rc)
 		return rc;
 	if (bpf_map_lookup_elem(bpf_map__fd(sp->skel->maps.splice_routes), &t, out))
@@ -568,9 +573,7 @@ int pg_splice_route_del(struct pg_splice *sp, int proxy_fd, const struct sockadd
 	struct pg_splice_tuple t;
 	int rc;
 
-	if (!(sp->modes & PG_SPLICE_MSG))
-		return -EOPNOTSUPP;
-	rc = route_key(proxy_fd, backend, &t);
+	rc = msg_route_key(sp, proxy_fd, backend, &t);
 	if (rc)
 		return rc;
 	bpf_map_delete_elem(bpf_map__fd(sp->skel->maps.splice_gates), &t);
@@ -585,9 +588,7 @@ int pg_splice_route_gate(struct pg_splice *sp, int proxy_fd, const struct sockad
 	struct pg_splice_tuple t;
 	int rc;
 
-	if (!(sp->modes & PG_SPLICE_MSG))
-		return -EOPNOTSUPP;
-	rc = route_key(proxy_fd, backend, &t);
+	rc = msg_route_key(sp, proxy_fd, backend, &t);
 	if (rc)
 		return rc;
 	if (bpf_map_update_elem(bpf_map__fd(sp->skel->maps.splice_gates), &t, &gate, BPF_ANY))

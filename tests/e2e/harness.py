@@ -8,37 +8,13 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import zlib
 
-
-def free_port():
-    """A free loopback port below the kernel's ephemeral range, so that no
-    outgoing connection (whose local port comes from that range) can take
-    it between now and the moment a server binds it."""
-    import random
-    try:
-        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    lo, hi = max(1024, low - 12000), low
-    for _ in range(200):
-        port = random.randrange(lo, hi)
-        if port in _GIVEN:
-            continue
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            s.close()
-        _GIVEN.add(port)
-        return port
-    raise RuntimeError("no free port below %d" % low)
-
-
-_GIVEN = set()
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                "..", "tools", "bench"))
+from netutil import free_port, mock_pattern  # noqa: E402,F401
 
 
 def wait_until(pred, timeout=5.0, step=0.02):
@@ -63,16 +39,6 @@ def http_get(port, path, timeout=5.0, headers=None):
         return r.status, body
     except OSError:
         return None, b""
-
-
-def mock_pattern(n):
-    """The body mockllm sends for X-Mock-Response-Bytes: n."""
-    out = bytearray()
-    off = 0
-    while len(out) < n:
-        out += b"%015d\n" % off
-        off += 16
-    return bytes(out[:n])
 
 
 class Fleet:

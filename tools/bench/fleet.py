@@ -13,6 +13,8 @@ import threading
 import time
 import urllib.request
 
+from netutil import free_port  # noqa: F401 (fleet.free_port for the scripts)
+
 PROCS = []
 
 
@@ -32,35 +34,6 @@ def _cleanup():
 atexit.register(_cleanup)
 for _sig in (signal.SIGINT, signal.SIGTERM):
     signal.signal(_sig, lambda s, f: (_cleanup(), os._exit(130)))
-
-
-def free_port():
-    """A free loopback port below the kernel's ephemeral range, so that no
-    outgoing connection (whose local port comes from that range) can take
-    it between now and the moment a server binds it."""
-    import random
-    try:
-        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    lo, hi = max(1024, low - 12000), low
-    for _ in range(200):
-        port = random.randrange(lo, hi)
-        if port in _GIVEN:
-            continue
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            s.close()
-        _GIVEN.add(port)
-        return port
-    raise RuntimeError("no free port below %d" % low)
-
-
-_GIVEN = set()
 
 
 def spawn(cmd, log):

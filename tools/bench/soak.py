@@ -29,18 +29,10 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fleet  # noqa: E402
+from netutil import mock_pattern as pattern  # noqa: E402
 
 VOCAB = [" The", " quick", " brown", " fox", " jumps", " over", " the", " lazy",
          " dog", " while", " tokens", " flow", " from", " cache", " to", " you."]
-
-
-def pattern(n):
-    out = bytearray()
-    off = 0
-    while len(out) < n:
-        out += b"%015d\n" % off
-        off += 16
-    return bytes(out[:n])
 
 
 class Stats:
