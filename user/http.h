@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "pg_frame.h"
 
 #define PG_HTTP_MAX_HEAD (64 * 1024)  /* larger header block: 431 */
 #define PG_HTTP_MAX_TARGET (8 * 1024) /* longer request target: 414 */
@@ -73,7 +74,9 @@ ssize_t pg_http_parse_request(const char *buf, size_t len, struct pg_http_reques
  * (also for the next pipelined one). True once buf[0..len) holds an empty
  * line after a non-empty one (bare-LF ones too, so they get their 400 at
  * once), a malformed start, or len >= PG_HTTP_MAX_HEAD; then it stays true.
- * Amortised O(1) per byte. A head ending in junk such as "" is not
+ * Amortised O(1) per byte. A head ending in junk such as "
+
+" is not
  * found: the caller's read timeout (or PG_HTTP_MAX_HEAD) ends it.
  */
 bool pg_http_head_ready(const char *buf, size_t len, size_t *scan);
@@ -99,10 +102,7 @@ const struct pg_http_header *pg_http_find(const struct pg_http_request *req, con
  * final CRLF (what follows is the next message).
  */
 struct pg_chunked {
-	int state;
-	uint64_t remaining; /* data bytes left in the current chunk */
-	unsigned digits;
-	size_t line_len;
+	struct pg_frame f; /* shared with the in-kernel response paths */
 };
 
 enum pg_chunked_rc {
