@@ -101,6 +101,7 @@ void conn_accept_all(void)
 			continue;
 		}
 		g_srv.conns_open++;
+		g_srv.conns_accepted++;
 	}
 }
 

@@ -132,6 +132,7 @@ struct server {
 	uint64_t seq;
 	uint64_t requests[R_COUNT];
 	uint64_t conns_open;
+	uint64_t conns_accepted;
 };
 
 extern struct server g_srv;

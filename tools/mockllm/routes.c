@@ -263,11 +263,18 @@ static void metrics(struct conn *c)
 	    "# HELP vllm:generation_tokens_total Number of generation tokens processed.\n"
 	    "# TYPE vllm:generation_tokens_total counter\n"
 	    "vllm:generation_tokens_total{model_name=\"%s\"} %llu\n"
+	    "# HELP mockllm_connections_accepted_total Connections accepted.\n"
+	    "# TYPE mockllm_connections_accepted_total counter\n"
+	    "mockllm_connections_accepted_total %llu\n"
+	    "# HELP mockllm_connections_open Connections open.\n"
+	    "# TYPE mockllm_connections_open gauge\n"
+	    "mockllm_connections_open %llu\n"
 	    "# HELP mockllm_requests_total Requests received, by path.\n"
 	    "# TYPE mockllm_requests_total counter\n",
 	    mn, st.running, mn, st.waiting, mn, st.kv_usage, mn,
 	    (unsigned long long)st.prefix_queries, mn, (unsigned long long)st.prefix_hits, mn,
-	    (unsigned long long)st.prompt_tokens, mn, (unsigned long long)st.generation_tokens);
+	    (unsigned long long)st.prompt_tokens, mn, (unsigned long long)st.generation_tokens,
+	    (unsigned long long)g_srv.conns_accepted, (unsigned long long)g_srv.conns_open);
 	for (int i = 0; i < R_COUNT; i++)
 		buf_printf(&b, "mockllm_requests_total{path=\"%s\"} %llu\n", names[i],
 		           (unsigned long long)g_srv.requests[i]);
