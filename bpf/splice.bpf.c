@@ -110,7 +110,7 @@ struct {
 	__uint(max_entries, PG_SPLICE_MAX_CONNS);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct pg_splice_tuple);
-	__type(value, __u64);
+	__type(value, struct pg_splice_gate);
 } splice_gates SEC(".maps");
 
 /* msg path: same-host backend listening ports (host byte order) -> 1. */
@@ -150,29 +150,128 @@ static __always_inline int fall_back(struct pg_splice_peer *p, __u32 path, __u32
 	return SK_PASS;
 }
 
+/* scan() results: where the bytes of one skb/msg stand in the response. */
+enum {
+	SCAN_BODY = 0, /* all inside the body; the end not reached */
+	SCAN_END = 1,  /* the response ends exactly at the last byte */
+	SCAN_FAIL = 2, /* bytes past the end, malformed framing, or more framing
+	                * than the bounded scan reads: the proxy must decode them */
+};
+
 /*
- * Response framing, for backend connections reused across requests. Returns
- * 0 to go on redirecting, or a reason to fall back. A count straddled by one
- * skb/msg means the backend sent past the response (pipelining): pass it all.
+ * Feed up to PG_SPLICE_SCAN_WIN framing bytes to the decoder; stops after
+ * the byte that starts chunk data, ends the body or is malformed. Returns
+ * the bytes used.
  */
-static __always_inline __u32 check_framing(struct pg_splice_peer *p, __u64 len)
+static __always_inline __u32 step_window(struct pg_frame *f, const __u8 *buf, __u32 n)
 {
-	if (p->remaining && len > p->remaining)
-		return PG_SPLICE_WHY_FRAMING;
-	return 0;
+	__u32 j;
+
+	for (j = 0; j < PG_SPLICE_SCAN_WIN && j < n;) {
+		__u32 st = pg_chunk_step(f, buf[j++]);
+
+		if (st == PG_CH_DATA || st == PG_CH_DONE || st == PG_CH_ERROR)
+			break;
+	}
+	return j;
 }
 
-/* After a successful redirect of len bytes: count, and end a counted response. */
-static __always_inline void redirected(struct pg_splice_peer *p, __u32 path, __u64 len)
+/*
+ * One window of framing bytes at off (n of them, 1..PG_SPLICE_SCAN_WIN) of
+ * an skb / a msg. Global functions: the verifier checks each once, not once
+ * per iteration of the scan loop that calls it. Return the bytes used, or
+ * -1 if they could not be read.
+ */
+__noinline int scan_skb_window(struct __sk_buff *skb, struct pg_frame *f, __u32 off, __u32 len)
+{
+	__u8 buf[PG_SPLICE_SCAN_WIN];
+	__u64 n = len;
+
+	/* Bound the very register the helper gets (clang may test a copy). */
+	asm volatile("" : "+r"(n));
+	if (!skb || !f || n == 0 || n > PG_SPLICE_SCAN_WIN)
+		return -1;
+	if (bpf_skb_load_bytes(skb, off, buf, n))
+		return -1;
+	return (int)step_window(f, buf, n);
+}
+
+__noinline int scan_msg_window(struct sk_msg_md *msg, struct pg_frame *f, __u32 off, __u32 len)
+{
+	__u8 buf[PG_SPLICE_SCAN_WIN];
+	__u64 n = len;
+
+	asm volatile("" : "+r"(n));
+	if (!msg || !f || n == 0 || n > PG_SPLICE_SCAN_WIN)
+		return -1;
+	/* Linear bytes at msg->data (copied only if they span pages). */
+	if (bpf_msg_pull_data(msg, off, off + n, 0))
+		return -1;
+	if ((__u64)msg->data_end - (__u64)msg->data < n ||
+	    bpf_probe_read_kernel(buf, n, (void *)(long)msg->data))
+		return -1;
+	return (int)step_window(f, buf, n);
+}
+
+/*
+ * Advance f over the len bytes of an skb (msg = 0) or a msg (msg = 1) with
+ * the rules the proxy's own decoder uses (pg_chunk_step, include/pg_frame.h).
+ * Chunk data and Content-Length bodies are skipped by count; only framing
+ * bytes are read, a window at a time. f is the caller's copy: it commits it
+ * only if it redirects the bytes.
+ */
+static __always_inline int scan(void *ctx, const int msg, struct pg_frame *f, __u32 len)
+{
+	__u32 off = 0, n;
+	int i, used;
+
+	if (f->kind == PG_FRAME_NONE)
+		return SCAN_BODY;
+	if (f->kind == PG_FRAME_LENGTH) {
+		if (len > f->remaining)
+			return SCAN_FAIL;
+		f->remaining -= len;
+		return f->remaining ? SCAN_BODY : SCAN_END;
+	}
+	for (i = 0; i < PG_SPLICE_SCAN_STEPS; i++) {
+		if (off >= len)
+			break;
+		if (f->state == PG_CH_DONE || f->state == PG_CH_ERROR)
+			return SCAN_FAIL; /* bytes past the end, or malformed */
+		if (f->state == PG_CH_DATA) {
+			__u64 skip = len - off;
+
+			if (skip > f->remaining)
+				skip = f->remaining;
+			f->remaining -= skip;
+			off += (__u32)skip;
+			if (!f->remaining)
+				f->state = PG_CH_DATA_CR;
+			continue;
+		}
+		n = len - off;
+		if (n > PG_SPLICE_SCAN_WIN)
+			n = PG_SPLICE_SCAN_WIN;
+		used = msg ? scan_msg_window(ctx, f, off, n) : scan_skb_window(ctx, f, off, n);
+		if (used <= 0)
+			return SCAN_FAIL;
+		off += (__u32)used;
+	}
+	if (off < len || f->state == PG_CH_ERROR)
+		return SCAN_FAIL;
+	return f->state == PG_CH_DONE ? SCAN_END : SCAN_BODY;
+}
+
+/* After a successful redirect of len bytes that ended at framing f. */
+static __always_inline void redirected(struct pg_splice_peer *p, __u32 path, __u64 len,
+				       const struct pg_frame *f, int rc)
 {
 	__sync_fetch_and_add(&p->redirected, len);
-	if (p->remaining) {
-		p->remaining -= len;
-		if (!p->remaining) {
-			p->reason = PG_SPLICE_WHY_END;
-			p->flags |= PG_SPLICE_F_DONE;
-			emit(p, path, PG_SPLICE_WHY_END);
-		}
+	p->frame = *f;
+	if (rc == SCAN_END) {
+		p->reason = PG_SPLICE_WHY_END;
+		p->flags |= PG_SPLICE_F_DONE;
+		emit(p, path, PG_SPLICE_WHY_END);
 	}
 }
 
@@ -267,11 +366,12 @@ SEC("sk_skb")
 int splice_skb(struct __sk_buff *skb)
 {
 	struct pg_splice_peer *p;
+	struct pg_frame f;
 	struct bpf_sock *sk;
 	struct tcp_sock *tp;
 	__u64 cookie, key, len = skb->len, total, acked, budget;
 	long cut;
-	__u32 why;
+	int rc;
 
 	/* The backend's FIN arrives as a zero-length skb: redirecting it would
 	 * put EPIPE on the client and silently drop later redirects. */
@@ -290,9 +390,10 @@ int splice_skb(struct __sk_buff *skb)
 		__sync_fetch_and_add(&p->passed, len);
 		return SK_PASS;
 	}
-	why = check_framing(p, len);
-	if (why)
-		return fall_back(p, PG_SPLICE_SKB, why, len);
+	f = p->frame;
+	rc = scan(skb, 0, &f, (__u32)len);
+	if (rc == SCAN_FAIL)
+		return fall_back(p, PG_SPLICE_SKB, PG_SPLICE_WHY_FRAMING, len);
 
 	key = p->client_key;
 	sk = bpf_map_lookup_elem(&splice_clients, &key);
@@ -313,7 +414,7 @@ int splice_skb(struct __sk_buff *skb)
 	 * so returning SK_PASS passes it to this socket. */
 	if (bpf_sk_redirect_hash(skb, &splice_clients, &key, 0) != SK_PASS)
 		return fall_back(p, PG_SPLICE_SKB, PG_SPLICE_WHY_REDIRECT, len);
-	redirected(p, PG_SPLICE_SKB, len);
+	redirected(p, PG_SPLICE_SKB, len, &f, rc);
 	return SK_PASS;
 }
 
@@ -365,8 +466,10 @@ int splice_msg(struct sk_msg_md *msg)
 {
 	struct pg_splice_tuple t = {};
 	struct pg_splice_peer *p;
-	__u64 key, len = msg->size, budget, *gate;
-	__u32 why;
+	struct pg_splice_gate *gate;
+	struct pg_frame f;
+	__u64 key, len = msg->size, budget;
+	int rc;
 
 	if (len == 0)
 		return SK_PASS;
@@ -379,7 +482,7 @@ int splice_msg(struct sk_msg_md *msg)
 		return SK_PASS;
 	gate = bpf_map_lookup_elem(&splice_gates, &t);
 	if (gate) {
-		__u64 g = *(volatile __u64 *)gate;
+		__u64 g = gate->gate;
 		struct bpf_sock *sk = msg->sk;
 		struct tcp_sock *tp;
 		__u32 written;
@@ -390,35 +493,40 @@ int splice_msg(struct sk_msg_md *msg)
 		 * verdict without running this program, so a counter kept here
 		 * can fall short of what went through TCP. */
 		if (!sk)
-			goto closed;
+			goto pass;
 		tp = bpf_skc_to_tcp_sock(sk);
 		if (!tp)
-			goto closed;
+			goto pass;
 		written = tp->write_seq - (__u32)p->base;
 		/* Closed, or bytes passed earlier are still on their way to the
 		 * proxy: this write must follow them through TCP. */
 		if ((__u32)(g & PG_SPLICE_GATE_CLOSED) != written ||
-		    (g & PG_SPLICE_GATE_CLOSED) == PG_SPLICE_GATE_CLOSED) {
-closed:
-			__sync_fetch_and_add(&p->passed, len);
-			return SK_PASS;
-		}
+		    (g & PG_SPLICE_GATE_CLOSED) == PG_SPLICE_GATE_CLOSED)
+			goto pass;
 		if ((g >> 48) != p->gate_gen) {
-			/* Reopened by the proxy: a fresh budget. */
+			/* Reopened by the proxy: a fresh budget, and its decoder's
+			 * state at open_at. */
 			p->gate_gen = g >> 48;
 			p->since = 0;
-			p->flags &= ~PG_SPLICE_F_FALLBACK;
+			p->flags &= ~(PG_SPLICE_F_FALLBACK | PG_SPLICE_F_DONE);
+			p->frame = gate->frame;
 		}
-		budget = p->budget ? p->budget : msg_budget;
-		if (p->flags & PG_SPLICE_F_DONE)
-			goto pass;
-		if (p->since >= budget)
+		budget = gate->budget ? gate->budget : p->budget ? p->budget : msg_budget;
+		if (p->since + len > budget)
 			return fall_back(p, PG_SPLICE_MSG, PG_SPLICE_WHY_BUDGET, len);
+		/* The write that ends the response is passed: the proxy decodes
+		 * it (from the frame left here), which tells it the response is
+		 * over without waiting for the backend's FIN. */
+		f = p->frame;
+		rc = scan(msg, 1, &f, (__u32)len);
+		if (rc != SCAN_BODY)
+			return fall_back(p, PG_SPLICE_MSG,
+					 rc == SCAN_END ? PG_SPLICE_WHY_END : PG_SPLICE_WHY_FRAMING, len);
 		key = p->client_key;
 		if (bpf_msg_redirect_hash(msg, &splice_clients, &key, 0) != SK_PASS)
 			return fall_back(p, PG_SPLICE_MSG, PG_SPLICE_WHY_NO_CLIENT, len);
 		p->since += len;
-		redirected(p, PG_SPLICE_MSG, len);
+		redirected(p, PG_SPLICE_MSG, len, &f, rc);
 		return SK_PASS;
 	}
 	if (p->flags & (PG_SPLICE_F_FALLBACK | PG_SPLICE_F_DONE)) {
@@ -426,16 +534,17 @@ pass:
 		__sync_fetch_and_add(&p->passed, len);
 		return SK_PASS;
 	}
-	why = check_framing(p, len);
-	if (why)
-		return fall_back(p, PG_SPLICE_MSG, why, len);
+	f = p->frame;
+	rc = scan(msg, 1, &f, (__u32)len);
+	if (rc == SCAN_FAIL)
+		return fall_back(p, PG_SPLICE_MSG, PG_SPLICE_WHY_FRAMING, len);
 	budget = p->budget ? p->budget : msg_budget;
 	if (p->redirected >= budget)
 		return fall_back(p, PG_SPLICE_MSG, PG_SPLICE_WHY_BUDGET, len);
 	key = p->client_key;
 	if (bpf_msg_redirect_hash(msg, &splice_clients, &key, 0) != SK_PASS)
 		return fall_back(p, PG_SPLICE_MSG, PG_SPLICE_WHY_NO_CLIENT, len);
-	redirected(p, PG_SPLICE_MSG, len);
+	redirected(p, PG_SPLICE_MSG, len, &f, rc);
 	return SK_PASS;
 }
 

@@ -19,6 +19,7 @@
 #define PG_SPLICE_H
 
 #include <linux/types.h>
+#include "pg_frame.h"
 
 /* Paths, as a bit mask of modes (pg_splice_open) and in pg_splice_event.path. */
 #define PG_SPLICE_SKB 0x1 /* sk_skb verdict on the proxy's backend socket: any backend */
@@ -44,7 +45,7 @@
 
 /* pg_splice_peer.flags */
 #define PG_SPLICE_F_FALLBACK 0x1 /* sticky: every later byte is SK_PASSed to the proxy */
-#define PG_SPLICE_F_DONE     0x2 /* the counted response ended (remaining reached 0) */
+#define PG_SPLICE_F_DONE     0x2 /* the response ended exactly at a redirected byte */
 #define PG_SPLICE_F_SEQ      0x4 /* skb: next_seq is valid */
 #define PG_SPLICE_F_BROKEN   0x8 /* skb: a repeated head could not be cut off: the
                                   * stream is damaged, the proxy must abort it */
@@ -55,8 +56,11 @@ enum pg_splice_reason {
 	PG_SPLICE_WHY_BUDGET = 1,    /* bound on unacknowledged / offered bytes reached */
 	PG_SPLICE_WHY_NO_CLIENT = 2, /* client socket no longer in splice_clients */
 	PG_SPLICE_WHY_REDIRECT = 3,  /* the redirect helper failed */
-	PG_SPLICE_WHY_FRAMING = 4,   /* an skb crossed the counted end of the response */
-	PG_SPLICE_WHY_END = 5,       /* DONE: exactly `remaining` bytes were redirected */
+	PG_SPLICE_WHY_FRAMING = 4,   /* bytes past the response's end, malformed framing,
+	                              * or more framing in one skb/msg than the program
+	                              * reads (PG_SPLICE_SCAN_*): the proxy decodes them */
+	PG_SPLICE_WHY_END = 5,       /* the response ended: DONE (skb, msg without a
+	                              * gate), or its last bytes passed (msg with a gate) */
 	PG_SPLICE_WHY_NO_TCP = 6,    /* client's TCP state unreadable */
 };
 
@@ -78,12 +82,15 @@ struct pg_splice_peer {
 	__u64 base;
 	__u64 budget; /* bound (see PG_SPLICE_BUDGET_DEFAULT); 0: the loaded default */
 	/*
-	 * Bytes of response left to redirect, for backend connections reused
-	 * across requests: the proxy parsed the head itself and knows the body
-	 * length. 0 means unlimited: the response ends with the backend's FIN.
-	 * When it reaches 0 the program sets DONE and emits an event.
+	 * The response's framing after the bytes handed on so far, so that its
+	 * end is found without the proxy reading the body: the proxy sets it at
+	 * pairing (skb) or at each gate opening (msg, through the gate value)
+	 * from its own decoder, the program advances it over each skb/msg it
+	 * redirects (not over passed bytes), and the proxy takes it back before
+	 * decoding bytes that follow redirected ones. PG_FRAME_NONE: not
+	 * tracked, the response ends with the backend's FIN.
 	 */
-	__u64 remaining;
+	struct pg_frame frame;
 	__u64 redirected; /* skb: bytes redirected; msg: bytes offered to the redirect */
 	__u64 passed;     /* bytes SK_PASSed to the proxy's normal receive path */
 	__u32 flags;      /* PG_SPLICE_F_* */
@@ -105,21 +112,35 @@ struct pg_splice_peer {
 	__u32 pad;
 	__u64 repeated;
 };
-_Static_assert(sizeof(struct pg_splice_peer) == 88, "pg_splice_peer layout");
+_Static_assert(sizeof(struct pg_splice_peer) == 104, "pg_splice_peer layout");
 
 /*
  * msg path gate, hash map "splice_gates" (key: struct pg_splice_tuple, value:
- * __u64, written by userspace only, read by the program in one load):
- *   bits 0-47  open_at: the program redirects a backend write only when the
- *              bytes the backend's socket has queued on its own TCP path
+ * struct pg_splice_gate, written by userspace only; replaced whole, never
+ * changed in place, so the program reads one consistent value):
+ *   gate bits 0-47  open_at: the program redirects a backend write only when
+ *              the bytes the backend's socket has queued on its own TCP path
  *              (write_seq - peer.base, mod 2^32) equal open_at, i.e. when the
  *              proxy has received and forwarded every byte the backend sent
  *              through TCP. PG_SPLICE_GATE_CLOSED never matches.
- *   bits 48-63 generation: bumped at each (re)opening; a new generation
- *              restarts the per-opening budget (peer.since).
+ *   gate bits 48-63 generation: bumped at each (re)opening; a new generation
+ *              restarts the per-opening count (peer.since) and loads `frame`
+ *              (the proxy's decoder state at open_at) into peer.frame. A write
+ *              that would take `since` past the opening's budget is passed.
  * Without a gate entry a route redirects from its first byte (sticky
  * fall-back, as the selftests use it).
  */
+struct pg_splice_gate {
+	__u64 gate;
+	struct pg_frame frame;
+	/* Bytes this opening may redirect (0: the route's budget). The proxy
+	 * sizes it to the room left in the client's send buffer: a redirect
+	 * into a full buffer gives a non-blocking backend a short count, and
+	 * the bytes it sends again would be counted twice by `frame`. */
+	__u64 budget;
+};
+_Static_assert(sizeof(struct pg_splice_gate) == 40, "pg_splice_gate layout");
+
 #define PG_SPLICE_GATE_CLOSED ((1ull << 48) - 1)
 #define PG_SPLICE_GATE(open_at, gen) (((__u64)(gen) << 48) | ((open_at) & PG_SPLICE_GATE_CLOSED))
 
@@ -135,6 +156,15 @@ struct pg_splice_tuple {
 	__u16 proxy_port;
 };
 _Static_assert(sizeof(struct pg_splice_tuple) == 12, "pg_splice_tuple layout");
+
+/*
+ * Bounds on the framing the program reads in one skb/msg (chunk-size lines
+ * and CRLFs; chunk data is skipped, not read): PG_SPLICE_SCAN_STEPS spans
+ * (a framing window or a data skip), each window up to PG_SPLICE_SCAN_WIN
+ * bytes. About STEPS/2 chunks per skb/msg; more is handed to the proxy.
+ */
+#define PG_SPLICE_SCAN_STEPS 64
+#define PG_SPLICE_SCAN_WIN   16
 
 /* Ring buffer "splice_events": one record when FALLBACK or DONE is first set. */
 struct pg_splice_event {

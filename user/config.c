@@ -219,8 +219,9 @@ fail:
 /* clang-format off */
 enum opt_id {
 	O_LISTEN, O_ADMIN, O_BACKEND, O_BACKENDS_FILE, O_STRATEGY, O_PREFIX_LENGTH, O_CONCURRENCY,
-	O_ROUTING_CONFIG, O_WORKERS, O_DATA_PATH, O_NO_BPF, O_PIN_PATH, O_HC_PATH, O_HC_INTERVAL,
-	O_HC_TIMEOUT, O_HC_RISE, O_HC_FALL, O_SCRAPE, O_LOAD_SIGNAL, O_SHADOW, O_PREDICT_WINDOW,
+	O_ROUTING_CONFIG, O_WORKERS, O_DATA_PATH, O_NO_BPF, O_PIN_PATH, O_BPF_CGROUP, O_HC_PATH,
+	O_HC_INTERVAL, O_HC_TIMEOUT, O_HC_RISE, O_HC_FALL, O_SCRAPE, O_LOAD_SIGNAL, O_SHADOW,
+	O_PREDICT_WINDOW,
 	O_USER, O_ADMIN_TOKEN, O_ADMIN_TOKEN_FILE, O_SHUTDOWN_TIMEOUT, O_MAX_IN_FLIGHT, O_MAX_CONNS,
 	O_T_HEADER, O_T_BODY, O_T_IDLE, O_T_CONNECT, O_T_FIRST_BYTE, O_SPLICE_BUDGET, O_ACCESS_LOG,
 	O_HELP, O_VERSION,
@@ -253,6 +254,9 @@ static const struct opt {
     [O_NO_BPF] = {"no-bpf", NULL, "no BPF at all: unprivileged, copy data path"},
     [O_PIN_PATH] = {"bpf-pin-path", "DIR",
                     "where BPF maps are pinned (default " PG_PIN_PATH_DEFAULT ")"},
+    [O_BPF_CGROUP] = {"bpf-cgroup", "PATH",
+                      "cgroup v2 directory the sockmsg path attaches to (default: the first "
+                      "cgroup2 mount of /sys/fs/cgroup/unified, /sys/fs/cgroup)"},
     [O_HC_PATH] = {"health-check-path", "PATH",
                    "active health check: GET PATH on each backend; none: off (default /health)"},
     [O_HC_INTERVAL] = {"health-check-interval", "MS",
@@ -434,6 +438,13 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 			return -1;
 		}
 		cfg->pin_path = v;
+		return 0;
+	case O_BPF_CGROUP:
+		if (!*v) {
+			pg_errf(err, errlen, "--%s: empty path", name);
+			return -1;
+		}
+		cfg->bpf_cgroup = v;
 		return 0;
 	case O_STRATEGY:
 		if (pg_strategy_parse(v, strlen(v), &flags->strategy)) {

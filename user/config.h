@@ -60,6 +60,7 @@ struct pg_config {
 	enum pg_data_path data_path;
 	bool no_bpf;
 	const char *pin_path; /* points into argv, or PG_PIN_PATH_DEFAULT */
+	const char *bpf_cgroup; /* --bpf-cgroup (points into argv); NULL: probe */
 	struct pg_health_cfg health;
 	/* Operations (privilege.h, lifecycle.h). */
 	const char *user;            /* --user: drop to it after start-up, or NULL */

@@ -14,18 +14,22 @@
  *   count of bytes it received -> later writes go straight to the client
  *   socket inside the backend's send(). A write over the budget of an
  *   opening (slow client) is passed instead: the proxy forwards it and
- *   reopens when its queue is empty again. The backend's FIN ends the
- *   response; every redirected byte is in the client's queue by then.
+ *   reopens when its queue is empty again. Each opening hands the program
+ *   the decoder's state; the write that ends the body is passed, so the
+ *   proxy decodes it (from the state the program hands back, pg_dp_sync)
+ *   and ends the response, keeping the client connection.
  *
  * sockmap (any backend), per request:
  *   fresh connection, request with "Connection: close" -> the proxy reads the
  *   head -> STOPPING: cancel the multishot recv, wait for its last CQE ->
  *   DRAIN: read the socket to EAGAIN (a partly read queue breaks the
  *   stream), forward it, wait until the client's send queue is empty ->
- *   PAIRED: pg_splice_pair, one POLLRDHUP poll -> WAIT: FIN seen (or the
- *   100 ms tick found a fall-back) -> poll pg_splice_progress with back-off
- *   until drained -> COPY: multishot recv again for passed bytes and the EOF
- *   -> unpair while the fd is open -> close.
+ *   PAIRED: pg_splice_pair with the decoder's state, one POLLRDHUP poll ->
+ *   WAIT: FIN seen (or the 100 ms tick found a fall-back or the body's end)
+ *   -> poll pg_splice_progress with back-off until drained -> the program's
+ *   state says the body is complete: the response ends (client kept), or
+ *   COPY: multishot recv again for passed bytes and the EOF, decoded from
+ *   that state -> unpair while the fd is open -> close.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -41,6 +45,7 @@
 #define DP_READ_MAX (64 * 1024)
 #define DP_LOCAL_MAX 64
 #define DP_WAIT_MAX_MS 64
+#define DP_OPEN_MIN (8 * 1024) /* msg: least budget worth opening the gate for */
 
 static struct {
 	struct pg_splice *sp;
@@ -102,6 +107,7 @@ int pg_datapath_init(const struct pg_config *cfg, uint64_t budget, char *err, si
 	modes = cfg->data_path == PG_DATA_SOCKMAP ? PG_SPLICE_SKB : PG_SPLICE_MSG;
 	name = modes == PG_SPLICE_SKB ? "sockmap" : "sockmsg";
 	sc.skb_budget = sc.msg_budget = dp.budget;
+	sc.cgroup = cfg->bpf_cgroup; /* NULL: the loader probes the usual mounts */
 	rc = pg_splice_open(&dp.sp, cfg->pin_path, modes, &sc, why, sizeof(why));
 	if (rc) {
 		if (cfg->data_path == PG_DATA_AUTO) {
@@ -178,6 +184,8 @@ int pg_dp_upstream_setup(struct pg_worker *w, struct pg_upstream *u, struct pg_c
 	u->rx = 0;
 	u->gate_at = PG_SPLICE_GATE_CLOSED;
 	u->sstate = PG_SP_NONE;
+	u->spliced = false;
+	u->synced_gen = 0;
 	if (u->path != PG_DP_MSG)
 		return 0;
 	/* The route is keyed by our port, so bind before connect(); a same-host
@@ -186,9 +194,9 @@ int pg_dp_upstream_setup(struct pg_worker *w, struct pg_upstream *u, struct pg_c
 	if (bind(u->s.fd, (const struct sockaddr *)&local, sizeof(local)) == -1)
 		rc = -errno;
 	else
-		rc = pg_splice_route_add(dp.sp, u->s.fd, sa, c->s.fd, dp.budget, 0);
+		rc = pg_splice_route_add(dp.sp, u->s.fd, sa, c->s.fd, dp.budget, NULL);
 	if (!rc) {
-		rc = pg_splice_route_gate(dp.sp, u->s.fd, sa, PG_SPLICE_GATE_CLOSED);
+		rc = pg_splice_route_gate(dp.sp, u->s.fd, sa, PG_SPLICE_GATE_CLOSED, NULL, 0);
 		if (rc)
 			pg_splice_route_del(dp.sp, u->s.fd, sa);
 	}
@@ -202,20 +210,37 @@ int pg_dp_upstream_setup(struct pg_worker *w, struct pg_upstream *u, struct pg_c
 }
 
 /* msg: open the gate at the bytes received, once all are in the client's
- * kernel queue (nothing queued or being sent by the proxy). */
+ * kernel queue (nothing queued or being sent by the proxy), handing the
+ * program the decoder's state at that count. */
 static void msg_gate(struct pg_worker *w, struct pg_upstream *u)
 {
 	struct pg_client *c = u->c;
+	struct pg_frame f;
+	__u64 room = 0;
 	uint16_t gen;
 	int rc;
 
-	if (u->sstate != PG_SP_MSG || u->rstate != PG_R_SPLICE || !c || c->s.qbytes ||
+	if (u->sstate != PG_SP_MSG || !u->spliced || !c || c->s.qbytes ||
 	    c->s.send_busy || u->gate_at == u->rx || u->s.closed)
 		return;
 	gen = (uint16_t)(u->gate_gen + 1);
 	if (!gen)
 		gen = 1; /* the program starts at generation 0: never reuse it */
-	rc = pg_splice_route_gate(dp.sp, u->s.fd, &u->sa, PG_SPLICE_GATE(u->rx, gen));
+	/* Redirect no more than half the room left in the client's send
+	 * buffer (the rest covers buffer overhead): a redirect into a full
+	 * buffer is a short write for a non-blocking backend, after which the
+	 * program's framing state cannot be trusted (pg_dp_sync). With less
+	 * room the gate stays closed and the backend's writes come to us;
+	 * each one we forward brings us back here. */
+	rc = pg_splice_send_room(c->s.fd, &room);
+	if (!rc && room < 2 * DP_OPEN_MIN)
+		return;
+	pg_upstream_frame(u, &f);
+	if (!rc)
+		rc = pg_splice_carried(c->s.fd, &u->carried_at);
+	if (!rc)
+		rc = pg_splice_route_gate(dp.sp, u->s.fd, &u->sa, PG_SPLICE_GATE(u->rx, gen), &f,
+					  room / 2 < dp.budget ? room / 2 : dp.budget);
 	if (rc) {
 		dp_warn(w, "open gate", rc);
 		u->sstate = PG_SP_NONE; /* closed for good: the proxy copies the rest */
@@ -231,16 +256,64 @@ void pg_dp_forwarded(struct pg_worker *w, struct pg_upstream *u)
 	msg_gate(w, u);
 }
 
+void pg_dp_sync(struct pg_worker *w, struct pg_upstream *u)
+{
+	struct pg_splice_peer r;
+	__u64 carried = 0;
+	int rc;
+
+	/* Only what arrives while the gate is open at our count can follow
+	 * redirected bytes (anything else was passed before it opened), and
+	 * the program takes the gate's state at the first write it sees of a
+	 * generation: no write seen, no bytes redirected, our state stands.
+	 * The backend's writes are serialised by its socket lock and each
+	 * reaches us only after its verdict, so the state read here is final
+	 * for this opening. */
+	if (u->sstate != PG_SP_MSG || u->gate_at != u->rx || u->synced_gen == u->gate_gen)
+		return;
+	u->synced_gen = u->gate_gen;
+	rc = pg_splice_route_get(dp.sp, u->s.fd, &u->sa, &r);
+	if (!rc && r.gate_gen != u->gate_gen)
+		return; /* no write seen since the opening: nothing redirected */
+	if (!rc && u->c)
+		rc = pg_splice_carried(u->c->s.fd, &carried);
+	/*
+	 * The program advances its state over each write it redirects, but a
+	 * non-blocking backend facing a full client socket gets a short count:
+	 * only part of that write reached the client, and the backend sends the
+	 * rest again. The client socket carried exactly the redirected bytes
+	 * since the opening (the proxy wrote nothing meanwhile); if that is not
+	 * what the program offered, its state is off by the bytes sent twice.
+	 */
+	if (!rc && carried - u->carried_at == r.since) {
+		pg_upstream_take_frame(w, u, &r.frame);
+		return;
+	}
+	/* Where the body stands is unknown: it ends with the backend's close,
+	 * and so does the client's connection (a body cut short shows as one). */
+	if (rc)
+		dp_warn(w, "read route", rc);
+	u->rstate = PG_R_EOF;
+	if (u->c)
+		u->c->keep_alive = false;
+	/* Nothing more to track: the proxy copies the rest. */
+	u->sstate = PG_SP_NONE;
+	pg_splice_route_del(dp.sp, u->s.fd, &u->sa);
+	__atomic_fetch_add(&w->stats->splice_unframed, 1, __ATOMIC_RELAXED);
+}
+
 static void skb_try_pair(struct pg_worker *w, struct pg_upstream *u)
 {
 	struct pg_client *c = u->c;
+	struct pg_frame f;
 	int rc;
 
 	/* Redirected bytes join the client's queue behind what it holds: the
 	 * proxy's own bytes must all be there first. */
 	if (c->s.qbytes || c->s.send_busy)
 		return; /* pg_dp_client_sent comes back */
-	rc = pg_splice_pair(dp.sp, u->s.fd, c->s.fd, dp.budget, 0);
+	pg_upstream_frame(u, &f);
+	rc = pg_splice_pair(dp.sp, u->s.fd, c->s.fd, dp.budget, &f);
 	if (rc) {
 		dp_warn(w, "pair sockets", rc);
 		u->sstate = PG_SP_COPY;
@@ -283,8 +356,9 @@ static void skb_drain(struct pg_worker *w, struct pg_upstream *u)
 
 void pg_dp_body_start(struct pg_worker *w, struct pg_upstream *u)
 {
-	u->rstate = PG_R_SPLICE;
+	u->spliced = true;
 	u->keep_alive = false;
+	__atomic_fetch_add(&w->stats->spliced, 1, __ATOMIC_RELAXED);
 	if (u->path == PG_DP_MSG) {
 		msg_gate(w, u);
 	} else if (u->path == PG_DP_SKB) {
@@ -401,6 +475,10 @@ void pg_dp_run(struct pg_worker *w)
 			pg_upstream_eof(w, u, -EIO);
 			continue;
 		}
+		/* Where the body stands after the redirected bytes: complete
+		 * (the program saw its end), or the proxy decodes the rest. */
+		if (pg_upstream_take_frame(w, u, &pr.peer.frame))
+			continue;
 		u->sstate = PG_SP_COPY;
 		pg_sock_recv(w, &u->s);
 	}
@@ -414,12 +492,13 @@ void pg_dp_tick(struct pg_worker *w)
 		return;
 	/* A fall-back (budget reached: a slow client) leaves bytes for the
 	 * proxy without a wake-up it can wait for; 100 ms is soon enough for a
-	 * client that slow. */
+	 * client that slow. A response whose end was redirected is normally
+	 * closed by the backend's FIN at once; the tick covers one that is not. */
 	for (struct pg_client *c = w->clients; c; c = c->next) {
 		struct pg_upstream *u = c->up;
 
 		if (u && u->sstate == PG_SP_PAIRED && !pg_splice_peer_get(dp.sp, u->s.fd, &peer) &&
-		    (peer.flags & (PG_SPLICE_F_FALLBACK | PG_SPLICE_F_BROKEN)))
+		    (peer.flags & (PG_SPLICE_F_FALLBACK | PG_SPLICE_F_BROKEN | PG_SPLICE_F_DONE)))
 			wait_add(w, u);
 	}
 }

@@ -10,8 +10,15 @@
  * Common to both kernel paths (proxy.c calls these at fixed points):
  *  - Requests are parsed and forwarded from userspace; only the response
  *    body is spliced. A spliced attempt uses a fresh backend connection with
- *    the request rewritten to "Connection: close": the backend's FIN is the
- *    end of the response, so the gateway never reads the body to find it.
+ *    the request rewritten to "Connection: close".
+ *  - The body's framing (Content-Length count, chunked decoder state) is
+ *    tracked across the hand-offs: the proxy gives the program its decoder
+ *    state, the program advances it over what it redirects and gives it
+ *    back, so the gateway knows a complete response from a cut-short one
+ *    without reading the body, and the client's connection stays open after
+ *    a complete one (keep-alive). sockmsg passes the write that ends the
+ *    response to the proxy, which sees the end at once; sockmap redirects
+ *    it and the backend's FIN wakes the proxy to check.
  *  - The proxy reads and rewrites the response head itself (hop-by-hop
  *    headers, client keep-alive), and hands over the body only once every
  *    byte it read is in the client's write queue.
@@ -56,6 +63,11 @@ bool pg_dp_client_sent(struct pg_worker *w, struct pg_client *c);
 
 /* Backend bytes were forwarded by the proxy (msg: maybe reopen the gate). */
 void pg_dp_forwarded(struct pg_worker *w, struct pg_upstream *u);
+
+/* Backend bytes or the EOF arrived on a spliced connection, before the proxy
+ * decodes them: if they follow bytes the program redirected, take its
+ * framing state back (msg path; the skb path does it in pg_dp_run). */
+void pg_dp_sync(struct pg_worker *w, struct pg_upstream *u);
 
 /* Completions routed from worker.c. */
 void pg_dp_recv_ended(struct pg_worker *w, struct pg_upstream *u);

@@ -32,6 +32,8 @@ struct pg_worker_stats {
 	uint64_t aborted;        /* client went away before its response ended */
 	uint64_t backend_errors; /* backend failed mid-response */
 	uint64_t connections;    /* client connections accepted */
+	uint64_t spliced;        /* response bodies handed to an in-kernel path */
+	uint64_t splice_unframed; /* ...of which the end could not be tracked */
 } __attribute__((aligned(64)));
 
 struct pg_worker;

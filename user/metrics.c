@@ -83,6 +83,13 @@ static void counters(const struct pg_gateway *gw, struct pg_buf *o)
 	     offsetof(struct pg_worker_stats, backend_errors)},
 	    {"prefixgate_connections_total", "Client connections accepted.",
 	     offsetof(struct pg_worker_stats, connections)},
+	    {"prefixgate_spliced_responses_total",
+	     "Response bodies carried by an in-kernel data path (sockmap, sockmsg).",
+	     offsetof(struct pg_worker_stats, spliced)},
+	    {"prefixgate_spliced_unframed_total",
+	     "Spliced responses whose end could not be tracked (a short write to a slow "
+	     "client): ended by the backend's close, client connection closed.",
+	     offsetof(struct pg_worker_stats, splice_unframed)},
 	};
 
 	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {

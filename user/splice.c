@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <linux/sock_diag.h>
 #include <linux/sockios.h>
 #include <linux/tcp.h>
 #include <bpf/bpf.h>
@@ -28,7 +29,11 @@
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
 #endif
-#define PG_SPLICE_CGROUP_DEFAULT "/sys/fs/cgroup/unified"
+
+/* Where sockops attaches when the caller names no cgroup, first match wins:
+ * the cgroup2 mount of a hybrid hierarchy, then that of a cgroup v2 only
+ * host (systemd's default). */
+static const char *const cgroup_probe[] = {"/sys/fs/cgroup/unified", "/sys/fs/cgroup"};
 
 struct pg_splice {
 	struct splice_bpf *skel;
@@ -189,6 +194,56 @@ static const char *load_hint(int e)
 	return "missing kernel feature (sockmap, sk_msg, sockops or bpf_skc_to_tcp_sock)";
 }
 
+/* path opened as a directory on a cgroup2 file system: an fd, or -errno
+ * (-EMEDIUMTYPE: a directory of another file system). */
+static int open_cgroup2(const char *path)
+{
+	struct statfs st;
+	int fd, rc;
+
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd == -1)
+		return -errno;
+	if (fstatfs(fd, &st) == -1)
+		rc = -errno;
+	else if ((long)st.f_type != CGROUP2_SUPER_MAGIC)
+		rc = -EMEDIUMTYPE;
+	else
+		return fd;
+	close(fd);
+	return rc;
+}
+
+/*
+ * The cgroup the sockops program attaches to: want, or the first cgroup2
+ * mount of cgroup_probe. Only sockets of processes in it (or below) are
+ * seen, so the same-host backends must run there. An fd with *used set, or
+ * -errno with err naming every path tried.
+ */
+static int open_sockops_cgroup(const char *want, const char **used, char *err, size_t errlen)
+{
+	size_t i;
+	int fd;
+
+	if (want) {
+		*used = want;
+		fd = open_cgroup2(want);
+		if (fd < 0)
+			seterr(err, errlen, "splice: no cgroup v2 at %s (%s)", want,
+			       fd == -EMEDIUMTYPE ? "not a cgroup2 file system" : strerror(-fd));
+		return fd;
+	}
+	for (i = 0; i < sizeof(cgroup_probe) / sizeof(cgroup_probe[0]); i++) {
+		*used = cgroup_probe[i];
+		fd = open_cgroup2(cgroup_probe[i]);
+		if (fd >= 0)
+			return fd;
+	}
+	seterr(err, errlen, "splice: no cgroup v2 at %s or %s (mount -t cgroup2 none %s)",
+	       cgroup_probe[0], cgroup_probe[1], cgroup_probe[1]);
+	return -ENOENT;
+}
+
 static int attach_all(struct pg_splice *sp, const struct pg_splice_config *cfg, char *err,
                       size_t errlen)
 {
@@ -214,18 +269,10 @@ static int attach_all(struct pg_splice *sp, const struct pg_splice_config *cfg, 
 		seterr(err, errlen, "splice: attach sk_msg verdict: %s", strerror(-rc));
 		return rc;
 	}
-	cg = cfg && cfg->cgroup ? cfg->cgroup : PG_SPLICE_CGROUP_DEFAULT;
-	if (!on_fs(cg, CGROUP2_SUPER_MAGIC)) {
-		seterr(err, errlen, "splice: no cgroup v2 at %s (mount -t cgroup2 none %s)", cg,
-		       cg);
-		return -ENOENT;
-	}
-	sp->cgroup_fd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (sp->cgroup_fd == -1) {
-		rc = -errno;
-		seterr(err, errlen, "splice: open cgroup %s: %s", cg, strerror(errno));
+	rc = open_sockops_cgroup(cfg ? cfg->cgroup : NULL, &cg, err, errlen);
+	if (rc < 0)
 		return rc;
-	}
+	sp->cgroup_fd = rc;
 	sp->sockops_link = bpf_program__attach_cgroup(s->progs.splice_sockops, sp->cgroup_fd);
 	if (!sp->sockops_link) {
 		rc = -errno;
@@ -409,10 +456,32 @@ static int tcp_carried(int fd, __u64 *queued, __u64 *acked)
 	return 0;
 }
 
-int pg_splice_pair(struct pg_splice *sp, int backend_fd, int client_fd, __u64 budget,
-                   __u64 remaining)
+int pg_splice_carried(int fd, __u64 *carried)
 {
-	struct pg_splice_peer peer = {.budget = budget, .remaining = remaining};
+	__u64 acked;
+
+	return tcp_carried(fd, carried, &acked);
+}
+
+int pg_splice_send_room(int fd, __u64 *room)
+{
+	__u32 mem[SK_MEMINFO_VARS];
+	socklen_t len = sizeof(mem);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_MEMINFO, mem, &len) == -1)
+		return -errno;
+	if (len < sizeof(__u32) * (SK_MEMINFO_WMEM_QUEUED + 1))
+		return -ENOTSUP;
+	*room = mem[SK_MEMINFO_SNDBUF] > mem[SK_MEMINFO_WMEM_QUEUED]
+	            ? mem[SK_MEMINFO_SNDBUF] - mem[SK_MEMINFO_WMEM_QUEUED]
+	            : 0;
+	return 0;
+}
+
+int pg_splice_pair(struct pg_splice *sp, int backend_fd, int client_fd, __u64 budget,
+                   const struct pg_frame *frame)
+{
+	struct pg_splice_peer peer = {.budget = budget};
 	int peers = bpf_map__fd(sp->skel->maps.splice_peers);
 	__u64 bkey, v = (__u64)backend_fd, acked;
 	char c;
@@ -423,6 +492,8 @@ int pg_splice_pair(struct pg_splice *sp, int backend_fd, int client_fd, __u64 bu
 	rc = pg_splice_cookie(backend_fd, &bkey);
 	if (rc)
 		return rc;
+	if (frame)
+		peer.frame = *frame;
 	rc = add_client(sp, client_fd, &peer.client_key);
 	if (rc)
 		return rc;
@@ -537,18 +608,24 @@ static int msg_route_key(const struct pg_splice *sp, int proxy_fd, const struct 
 }
 
 int pg_splice_route_add(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend,
-                        int client_fd, __u64 budget, __u64 remaining)
+                        int client_fd, __u64 budget, const struct pg_frame *frame)
 {
-	struct pg_splice_peer route = {.budget = budget, .remaining = remaining};
+	struct pg_splice_peer route = {.budget = budget}, old;
 	struct pg_splice_tuple t;
 	int rc;
 
 	rc = msg_route_key(sp, proxy_fd, backend, &t);
 	if (rc)
 		return rc;
+	if (frame)
+		route.frame = *frame;
 	rc = add_client(sp, client_fd, &route.client_key);
 	if (rc)
 		return rc;
+	/* A connected, idle connection keeps the base its sockops entry recorded:
+	 * the gate counts the backend's bytes from there. */
+	if (!bpf_map_lookup_elem(bpf_map__fd(sp->skel->maps.splice_routes), &t, &old))
+		route.base = old.base;
 	if (bpf_map_update_elem(bpf_map__fd(sp->skel->maps.splice_routes), &t, &route, BPF_ANY))
 		return -errno;
 	return 0;
@@ -583,15 +660,18 @@ int pg_splice_route_del(struct pg_splice *sp, int proxy_fd, const struct sockadd
 }
 
 int pg_splice_route_gate(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend,
-                         __u64 gate)
+                         __u64 gate, const struct pg_frame *frame, __u64 budget)
 {
+	struct pg_splice_gate g = {.gate = gate, .budget = budget};
 	struct pg_splice_tuple t;
 	int rc;
 
+	if (frame)
+		g.frame = *frame;
 	rc = msg_route_key(sp, proxy_fd, backend, &t);
 	if (rc)
 		return rc;
-	if (bpf_map_update_elem(bpf_map__fd(sp->skel->maps.splice_gates), &t, &gate, BPF_ANY))
+	if (bpf_map_update_elem(bpf_map__fd(sp->skel->maps.splice_gates), &t, &g, BPF_ANY))
 		return -errno;
 	return 0;
 }

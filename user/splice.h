@@ -36,7 +36,8 @@ struct pg_splice;
 struct pg_splice_config {
 	__u64 skb_budget;   /* PG_SPLICE_BUDGET_DEFAULT: unacked redirected bytes */
 	__u64 msg_budget;   /* PG_SPLICE_BUDGET_DEFAULT: bytes offered per route */
-	const char *cgroup; /* cgroup v2 for sockops: /sys/fs/cgroup/unified */
+	const char *cgroup; /* cgroup v2 for sockops; NULL: the first cgroup2 mount
+	                     * of /sys/fs/cgroup/unified and /sys/fs/cgroup */
 };
 
 /*
@@ -71,12 +72,14 @@ int pg_splice_events_consume(struct pg_splice *sp,
  * then one MSG_PEEK|MSG_DONTWAIT recv that makes the kernel run the verdict
  * over bytes already queued. Call it before sending the request, or after
  * reading the backend fd to EAGAIN (a partly read queue breaks the stream).
- * budget: 0 = loaded default. remaining: body bytes still to come when the
- * proxy parsed the head itself (keep-alive backend), 0 = until FIN.
+ * budget: 0 = loaded default. frame: the response's framing after the bytes
+ * the proxy read itself (its decoder's state), so that the program finds the
+ * end (PG_SPLICE_F_DONE) and hands its state back in the peer; NULL = not
+ * tracked (the response ends with the backend's FIN).
  * -EEXIST if backend_fd is already paired.
  */
 int pg_splice_pair(struct pg_splice *sp, int backend_fd, int client_fd, __u64 budget,
-                   __u64 remaining);
+                   const struct pg_frame *frame);
 
 /*
  * Stop splicing backend_fd (the client stays in splice_clients until it is
@@ -116,7 +119,7 @@ int pg_splice_port_del(struct pg_splice *sp, __u16 port);
  * / before sending the request. The backend's port must have been added.
  */
 int pg_splice_route_add(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend,
-                        int client_fd, __u64 budget, __u64 remaining);
+                        int client_fd, __u64 budget, const struct pg_frame *frame);
 int pg_splice_route_get(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend,
                         struct pg_splice_peer *out);
 /* Removes the route and its gate. */
@@ -126,14 +129,26 @@ int pg_splice_route_del(struct pg_splice *sp, int proxy_fd, const struct sockadd
  * msg path: set the route's gate (PG_SPLICE_GATE(open_at, generation), or
  * PG_SPLICE_GATE_CLOSED; see pg_splice.h). Set it closed before connect()
  * when the proxy reads the response head itself; open it at the count of
- * backend bytes received once all of them are in the client's write queue.
+ * backend bytes received once all of them are in the client's write queue,
+ * with frame = the proxy's decoder state at that count (NULL: not tracked)
+ * and budget = the bytes this opening may redirect (0: the route's budget;
+ * keep it within the room of the client's send buffer, see pg_splice.h).
  */
 int pg_splice_route_gate(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend,
-                         __u64 gate);
+                         __u64 gate, const struct pg_frame *frame, __u64 budget);
 
 /* skb path: the program's counters and flags of a paired backend socket
  * (cheaper than pg_splice_progress: no TCP counters of the client). */
 int pg_splice_peer_get(struct pg_splice *sp, int backend_fd, struct pg_splice_peer *out);
+
+/* Bytes a TCP socket has carried: every byte written to it that is in its
+ * write queue or acknowledged (tcpi_bytes_acked + SIOCOUTQ). Redirected
+ * bytes count as they are queued. */
+int pg_splice_carried(int fd, __u64 *carried);
+
+/* Room left in a socket's send buffer, in the kernel's accounting
+ * (SO_MEMINFO: sndbuf - wmem_queued, which counts buffer overhead too). */
+int pg_splice_send_room(int fd, __u64 *room);
 
 /* The cookie that keys a socket in the splice maps (SO_COOKIE). */
 int pg_splice_cookie(int fd, __u64 *cookie);

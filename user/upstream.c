@@ -153,7 +153,6 @@ static bool forward_body(struct pg_worker *w, struct pg_upstream *u, char *data,
 		}
 		break;
 	case PG_R_EOF:
-	case PG_R_SPLICE:
 		take = len;
 		break;
 	default:
@@ -218,11 +217,6 @@ static void response_head(struct pg_worker *w, struct pg_upstream *u)
 		u->rstate = PG_R_DONE;
 		break;
 	}
-	/* A spliced body ends with the backend's FIN, which the gateway cannot
-	 * tell from a backend dying mid-body: the client connection ends with
-	 * it (the head says so), so a cut-short body shows as one. */
-	if (u->path != PG_DP_COPY)
-		c->keep_alive = false;
 	forward_response_head(w, c, u->hbuf, (size_t)n);
 	u->hlen -= (size_t)n;
 	if (u->rstate == PG_R_DONE && !u->hlen) {
@@ -238,17 +232,47 @@ static void response_head(struct pg_worker *w, struct pg_upstream *u)
 	}
 }
 
+void pg_upstream_frame(const struct pg_upstream *u, struct pg_frame *f)
+{
+	memset(f, 0, sizeof(*f));
+	if (u->rstate == PG_R_LENGTH) {
+		f->kind = PG_FRAME_LENGTH;
+		f->remaining = u->left;
+	} else if (u->rstate == PG_R_CHUNKED) {
+		*f = u->ch.f;
+	}
+}
+
+bool pg_upstream_take_frame(struct pg_worker *w, struct pg_upstream *u, const struct pg_frame *f)
+{
+	if (u->rstate == PG_R_LENGTH && f->kind == PG_FRAME_LENGTH)
+		u->left = f->remaining;
+	else if (u->rstate == PG_R_CHUNKED && f->kind == PG_FRAME_CHUNKED)
+		u->ch.f = *f;
+	else
+		return false;
+	if (!pg_frame_done(f) || !u->c)
+		return false;
+	pg_response_end(w, u->c, u);
+	return true;
+}
+
 bool pg_upstream_data(struct pg_worker *w, struct pg_upstream *u, char *data, size_t len, int bid)
 {
 	if (!u->c) {
 		pg_upstream_close(w, u); /* an idle connection must not speak */
 		return false;
 	}
+	if (u->spliced) {
+		pg_dp_sync(w, u);
+		if (u->c == NULL || u->s.closed)
+			return false; /* the redirected bytes completed the response */
+	}
 	u->rx += len;
 	if (u->rstate != PG_R_HEAD) {
 		bool kept = forward_body(w, u, data, len, bid);
 
-		if (u->rstate == PG_R_SPLICE && !u->s.closed)
+		if (u->spliced && !u->s.closed)
 			pg_dp_forwarded(w, u);
 		return kept;
 	}
@@ -269,7 +293,14 @@ void pg_upstream_eof(struct pg_worker *w, struct pg_upstream *u, int err)
 		pg_upstream_close(w, u);
 		return;
 	}
-	if ((u->rstate == PG_R_EOF || u->rstate == PG_R_SPLICE) && !err) {
+	if (u->spliced && !err) {
+		pg_dp_sync(w, u);
+		if (u->c != c || u->s.closed)
+			return; /* the redirected bytes completed the response */
+	}
+	/* A framed body cut short by the close is a broken response: the
+	 * client sees it end without its last chunk or short of its length. */
+	if (u->rstate == PG_R_EOF && !err) {
 		u->keep_alive = false;
 		pg_response_end(w, c, u);
 	} else if (u->rstate == PG_R_HEAD && !c->resp_started) {

@@ -139,9 +139,9 @@ struct pg_client {
 	struct pg_upstream *up;
 };
 
-/* PG_R_SPLICE: the body goes through the kernel (datapath.c); the proxy
- * forwards whatever falls back to it, and the backend's FIN ends it. */
-enum pg_resp_state { PG_R_HEAD, PG_R_LENGTH, PG_R_CHUNKED, PG_R_EOF, PG_R_DONE, PG_R_SPLICE };
+/* How the response body ends: its framing, tracked whichever path carries
+ * the bytes (a spliced body's state is handed to and from the kernel). */
+enum pg_resp_state { PG_R_HEAD, PG_R_LENGTH, PG_R_CHUNKED, PG_R_EOF, PG_R_DONE };
 
 /* Data path of one backend connection (datapath.h). */
 enum pg_dp_path { PG_DP_COPY = 0, PG_DP_SKB = 1, PG_DP_MSG = 2 };
@@ -178,11 +178,14 @@ struct pg_upstream {
 	/* Kernel data path (datapath.c). */
 	uint8_t path;        /* enum pg_dp_path */
 	uint8_t sstate;      /* enum pg_dp_state */
+	bool spliced;        /* the body goes through the kernel (datapath.c) */
+	uint16_t synced_gen; /* msg: gate generation whose frame was taken back */
 	bool polling;        /* POLLRDHUP outstanding */
 	bool on_wait;        /* on the worker's dp_wait list */
 	uint16_t gate_gen;   /* msg: generation of the last gate opening */
 	uint64_t rx;         /* bytes received from the backend */
 	uint64_t gate_at;    /* msg: open_at last published, or PG_SPLICE_GATE_CLOSED */
+	__u64 carried_at;    /* msg: the client socket's carried bytes at that opening */
 	uint64_t wait_at_ms; /* skb WAIT: next drained check */
 	uint32_t wait_ms;    /* skb WAIT: current back-off */
 	struct sockaddr_in sa; /* backend address (msg route key) */
@@ -244,6 +247,12 @@ void pg_client_sent(struct pg_worker *w, struct pg_client *c);
 void pg_client_free(struct pg_client *c);
 bool pg_upstream_data(struct pg_worker *w, struct pg_upstream *u, char *data, size_t len, int bid);
 void pg_upstream_eof(struct pg_worker *w, struct pg_upstream *u, int err);
+/* The response body's framing state as the kernel paths share it (NONE for
+ * a body that ends with the connection). */
+void pg_upstream_frame(const struct pg_upstream *u, struct pg_frame *f);
+/* Take back the state after bytes the kernel redirected; if that completes
+ * the body, the response ends (true). */
+bool pg_upstream_take_frame(struct pg_worker *w, struct pg_upstream *u, const struct pg_frame *f);
 void pg_upstream_connected(struct pg_worker *w, struct pg_upstream *u, int res);
 void pg_upstream_sent(struct pg_worker *w, struct pg_upstream *u, int err);
 void pg_upstream_free(struct pg_upstream *u);

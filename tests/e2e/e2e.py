@@ -7,9 +7,11 @@ usage: e2e.py --build DIR [--tools DIR] --mode shm|bpf
   shm: --no-bpf (routing state in shared memory)
   bpf: routing state in pinned BPF maps (root; skipped with the reason if not)
 """
+import http.client
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -359,10 +361,9 @@ def keepalive_per_request_routing(opts):
 
 @test
 def pipelining_in_order(opts):
-    """Pipelined requests are answered in order, each intact. (A spliced
-    response ends its client connection, saying so: on sockmap/sockmsg the
-    first answer carries Connection: close and the rest are not served.)"""
-    spliced = getattr(opts, "data_path", None) in ("sockmap", "sockmsg")
+    """Pipelined requests are answered in order, each intact, on every data
+    path (a spliced response's end is found by its framing, so the client's
+    connection stays open after it)."""
     f = Fleet(opts, 3)
     try:
         s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
@@ -385,11 +386,8 @@ def pipelining_in_order(opts):
             data = f_.read(int(hdr["content-length"]))
             assert int(hdr["x-body-length"]) == len(b), (hdr, len(b))
             assert int(hdr["x-body-crc32"], 16) == zlib.crc32(b)
-            if spliced:
-                assert hdr.get("connection") == "close", hdr
-                assert len(data) == int(hdr["content-length"])
-                assert f_.read(1) == b"", "served past a Connection: close"
-                break
+            assert len(data) == int(hdr["content-length"])
+            assert "connection" not in hdr, hdr
         s.close()
         assert f.idle()
     finally:
@@ -424,6 +422,58 @@ def backend_fin_mid_body_is_visible(opts):
                 assert not rest.endswith(b"0\r\n\r\n"), "stream looked complete"
             else:
                 assert len(rest) < 3000000, "body looked complete"
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def spliced_responses_keep_the_connection(opts):
+    """Streamed responses of every framing (SSE events, a large chunked body,
+    a Content-Length body) follow one another on one client connection, each
+    intact, none closing it: on sockmap/sockmsg their end is found by the
+    framing tracked in the kernel, and they were carried there (metrics)."""
+    f = Fleet(opts, 1)
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", f.port, timeout=20)
+        body = chat([{"role": "user", "content": "keep-alive"}], stream=True)
+        n = 500000
+        cases = [({"X-Mock-Chunks": "8", "X-Mock-Chunk-Interval-Ms": "5"}, None),
+                 ({"X-Mock-Response-Bytes": str(n), "X-Mock-Chunked": "1"}, n),
+                 ({"X-Mock-Response-Bytes": str(n)}, n)] * 2
+        sock, closed = None, 0
+        for hdrs, size in cases:
+            try:
+                st, h, data = f.post("/v1/chat/completions", body, hdrs, conn=conn)
+            except http.client.RemoteDisconnected:
+                # Only after a response whose end went untracked (see
+                # stalled_reader_bounded); checked against the metric below.
+                closed += 1
+                conn.close()
+                sock = None
+                st, h, data = f.post("/v1/chat/completions", body, hdrs, conn=conn)
+            assert st == 200, st
+            assert "connection" not in h, h
+            if size is None:
+                assert data.rstrip().endswith(b"data: [DONE]"), data[-100:]
+            else:
+                assert data == mock_pattern(size), (len(data), size)
+            sock = sock or conn.sock
+            assert conn.sock is not None and conn.sock is sock, "client connection not kept"
+        conn.close()
+        m = f.metrics()
+        spliced = int(re.search(r"^prefixgate_spliced_responses_total (\d+)", m, re.M).group(1))
+        unframed = int(re.search(r"^prefixgate_spliced_unframed_total (\d+)", m, re.M).group(1))
+        print("# spliced %d of %d responses, %d unframed" % (spliced, len(cases), unframed))
+        assert closed <= unframed and (closed == 0 or opts.data_path == "sockmsg"), \
+            "connection closed after %d responses, %d untracked" % (closed, unframed)
+        dp = getattr(opts, "data_path", None)
+        if dp in ("sockmap", "sockmsg"):
+            assert spliced == len(cases), spliced
+        elif dp == "copy" or opts.mode == "shm":
+            assert spliced == 0, spliced
+        else:  # auto: every one (streamed, same host) if sockmsg loaded, else none
+            assert spliced in (0, len(cases)), spliced
         assert f.idle()
     finally:
         f.stop()
@@ -664,9 +714,16 @@ def stalled_reader_bounded(opts):
             tail = (tail + d)[-64:]
         assert got == n, (got, n)
         assert tail == b"".join(b"%015d\n" % o for o in range(n - 64, n, 16)), tail
-        if getattr(opts, "data_path", None) in ("sockmap", "sockmsg"):
-            # A spliced response ends its connection (README, Data paths).
-            assert s.recv(1) == b"", "served past a spliced response"
+        m = f.metrics()
+        unframed = int(re.search(r"^prefixgate_spliced_unframed_total (\d+)", m, re.M).group(1))
+        assert "prefixgate_backend_errors_total 0" in m, "counted as a backend error"
+        if unframed:
+            # sockmsg: a short write into the full client buffer left the
+            # end untracked (README, Data paths): the complete response is
+            # followed by a clean close, never by a hang or stray bytes.
+            print("# the stalled response's end was not tracked: connection closed after it")
+            assert opts.data_path == "sockmsg", unframed
+            assert s.recv(1) == b"", "bytes after an untracked response"
         else:
             s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
             assert s.recv(4096).startswith(b"HTTP/1.1"), "keep-alive broken after the stall"

@@ -283,17 +283,19 @@ class SickBackend:
         self.srv.server_close()
 
 
-def have_cgroup2(path="/sys/fs/cgroup/unified"):
-    """None if cgroup v2 is mounted where the sockmsg path attaches its
-    sockops program, else why not."""
+def have_cgroup2(path=None):
+    """None if cgroup v2 is mounted at path -- by default at one of the places
+    the gateway probes for its sockops program (--bpf-cgroup) -- else why not."""
+    paths = [path] if path else ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
     try:
         for line in open("/proc/mounts"):
             f = line.split()
-            if len(f) > 2 and f[1] == path and f[2] == "cgroup2":
+            if len(f) > 2 and f[1] in paths and f[2] == "cgroup2":
                 return None
     except OSError:
         pass
-    return "no cgroup v2 at %s (the sockmsg path attaches a sockops program there)" % path
+    return "no cgroup v2 at %s (the sockmsg path attaches a sockops program there)" % \
+        " or ".join(paths)
 
 
 class TestTimeout(Exception):

@@ -5,21 +5,26 @@ overload caps. TAP output; every wait is bounded.
 
 usage: test_ops.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
   The --user tests need root (they create the system user prefixgate-test
-  if it is missing); the pin-path tests need --mode bpf.
+  if it is missing); the pin-path and data-path start-up tests need --mode
+  bpf, the latter also a cgroup v2 mount.
 """
 import http.client
+import json
 import os
 import pwd
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, free_port, http_get, wait_until, run_suite  # noqa: E402
+from harness import (Fleet, free_port, have_cgroup2, http_get, mock_pattern,  # noqa: E402
+                     wait_until, run_suite)
 
 TESTS = []
 USER = "prefixgate-test"
@@ -355,6 +360,155 @@ def second_instance_refused(opts):
         assert st == 200 and f.gw.poll() is None
     finally:
         f.stop()
+
+
+# --- data path start-up ---------------------------------------------------------------
+
+# Where user/splice.c looks for cgroup v2 without --bpf-cgroup, in its order.
+CGROUP_PROBE = ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
+
+
+def probed_cgroup(opts):
+    """The cgroup2 directory the loader's probe finds, or a SKIP reason.
+    (run_suite already skips --mode bpf without root or bpftool.)"""
+    if opts.mode != "bpf":
+        return None, "SKIP --no-bpf (shm) mode loads no in-kernel data path"
+    for path in CGROUP_PROBE:
+        if have_cgroup2(path) is None:
+            return path, None
+    return None, "SKIP no cgroup v2 at %s or %s (the sockmsg path attaches there)" % CGROUP_PROBE
+
+
+def streamed_post(f, n):
+    """A stream:true chat request, so auto would choose sockmsg; mockllm
+    answers with mock_pattern(n)."""
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                       "stream": True})
+    return f.post("/v1/chat/completions", body, {"X-Mock-Response-Bytes": str(n)})
+
+
+def gateway_exit(opts, args, pin, wrap=()):
+    """Run prefixgate on pin, expecting it to exit within 10 s: (status, stderr)."""
+    try:
+        p = subprocess.run(list(wrap) + [os.path.join(opts.build, "prefixgate"),
+                                         "--bpf-pin-path", pin,
+                                         "--listen", "127.0.0.1:%d" % free_port(),
+                                         "--admin", "127.0.0.1:%d" % free_port()] + args,
+                           capture_output=True, text=True, timeout=10)
+    finally:
+        shutil.rmtree(pin, ignore_errors=True)  # maps stay pinned after an exit
+    return p.returncode, p.stderr
+
+
+@test
+def data_path_explicit_unloadable_exits_2(opts):
+    """--data-path sockmsg with --bpf-cgroup naming no cgroup v2 exits 2,
+    naming the flag and the cause."""
+    _, skip = probed_cgroup(opts)
+    if skip:
+        return skip
+    notcg = tempfile.mkdtemp(prefix="pg-notcg-", dir="/tmp")
+    try:
+        rc, err = gateway_exit(opts, ["--data-path", "sockmsg", "--bpf-cgroup", notcg],
+                               "/sys/fs/bpf/pg-e2e-%d-notcg" % os.getpid())
+    finally:
+        os.rmdir(notcg)
+    assert rc == 2, (rc, err)
+    assert "--data-path sockmsg" in err and "no cgroup v2 at %s" % notcg in err, err
+
+
+@test
+def data_path_auto_unloadable_falls_back(opts):
+    """--data-path auto with --bpf-cgroup naming no cgroup v2 logs the cause
+    and serves a streamed response whole through copy."""
+    _, skip = probed_cgroup(opts)
+    if skip:
+        return skip
+    notcg = tempfile.mkdtemp(prefix="pg-notcg-", dir="/tmp")
+    try:
+        f = Fleet(opts, 1, ["--data-path", "auto", "--bpf-cgroup", notcg])
+        try:
+            # the listening line follows the admin API's start
+            assert wait_until(lambda: "data path copy" in f.log(), 5), f.log()
+            log = f.log()
+            assert "sockmsg unavailable" in log and "no cgroup v2 at %s" % notcg in log, log
+            n = 256 << 10
+            st, _, data = streamed_post(f, n)
+            assert st == 200 and data == mock_pattern(n), (st, len(data))
+            assert f.idle()
+        finally:
+            f.stop()
+    finally:
+        os.rmdir(notcg)
+
+
+@test
+def data_path_bpf_cgroup_used(opts):
+    """--data-path sockmsg --bpf-cgroup naming a real cgroup v2 starts on
+    sockmsg (so the failures above come from the flag, not the host)."""
+    cg, skip = probed_cgroup(opts)
+    if skip:
+        return skip
+    f = Fleet(opts, 1, ["--data-path", "sockmsg", "--bpf-cgroup", cg])
+    try:
+        assert wait_until(lambda: "data path sockmsg" in f.log(), 5), f.log()
+        n = 256 << 10
+        st, _, data = streamed_post(f, n)
+        assert st == 200 and data == mock_pattern(n), (st, len(data))
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def data_path_cgroup_probe(opts):
+    """Without --bpf-cgroup, the loader finds cgroup v2 mounted at
+    /sys/fs/cgroup itself (the layout of a cgroup v2 only host), and with
+    none mounted the error names both places it looked. Each case runs in
+    a private mount namespace, so the host's mounts are untouched."""
+    _, skip = probed_cgroup(opts)
+    if skip:
+        return skip
+    if not shutil.which("unshare"):
+        return "SKIP unshare (util-linux) not installed: needed for a private mount namespace"
+
+    def in_ns(fstype):
+        # unshare -m makes every mount private to the new namespace
+        return ["unshare", "-m", "sh", "-c",
+                'umount -R /sys/fs/cgroup && mount -t %s none /sys/fs/cgroup && exec "$@"'
+                % fstype, "sh"]
+
+    rc, err = gateway_exit(opts, ["--data-path", "sockmsg"],
+                           "/sys/fs/bpf/pg-e2e-%d-nocg" % os.getpid(), in_ns("tmpfs"))
+    assert rc == 2, (rc, err)
+    assert "no cgroup v2 at %s or %s" % CGROUP_PROBE in err, err
+
+    pin = "/sys/fs/bpf/pg-e2e-%d-v2only" % os.getpid()
+    admin = free_port()
+    log = tempfile.TemporaryFile("w+")
+    gw = subprocess.Popen(in_ns("cgroup2") + [
+        os.path.join(opts.build, "prefixgate"), "--bpf-pin-path", pin, "--data-path", "sockmsg",
+        "--listen", "127.0.0.1:%d" % free_port(), "--admin", "127.0.0.1:%d" % admin],
+        stdout=log, stderr=subprocess.STDOUT)
+    try:
+        def started():
+            log.seek(0)
+            return gw.poll() is not None or "data path sockmsg" in log.read()
+        wait_until(started, 5)
+        log.seek(0)
+        text = log.read()
+        assert gw.poll() is None and "data path sockmsg" in text, (gw.poll(), text[-2000:])
+        assert http_get(admin, "/health", 2)[0] == 200, text[-2000:]
+    finally:
+        gw.send_signal(signal.SIGTERM)
+        try:
+            rc = gw.wait(10)
+        except subprocess.TimeoutExpired:
+            gw.kill()
+            rc = gw.wait()
+        shutil.rmtree(pin, ignore_errors=True)
+        log.close()
+    assert rc == 0, rc
 
 
 # --- overload -------------------------------------------------------------------------
