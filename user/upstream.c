@@ -170,9 +170,15 @@ static bool forward_body(struct pg_worker *w, struct pg_upstream *u, char *data,
 			pg_sock_queue_copy(w, &c->s, data, take);
 		}
 	}
-	if (done)
+	if (done && u->spliced && u->path == PG_DP_MSG) {
+		/* Complete. The backend closes next (the request said so): end
+		 * at its FIN, so TIME_WAIT stays on its side and not on the
+		 * ephemeral port each spliced request binds (a close here first
+		 * ran the host out of ports at a few thousand requests/s). */
+		u->rstate = PG_R_DONE;
+	} else if (done) {
 		pg_response_end(w, c, u);
-	else if (c->s.qbytes > PG_RESP_QUEUE_MAX)
+	} else if (c->s.qbytes > PG_RESP_QUEUE_MAX)
 		pg_sock_pause(w, &u->s); /* resumed by pg_client_sent */
 	return kept;
 }
@@ -300,7 +306,7 @@ void pg_upstream_eof(struct pg_worker *w, struct pg_upstream *u, int err)
 	}
 	/* A framed body cut short by the close is a broken response: the
 	 * client sees it end without its last chunk or short of its length. */
-	if (u->rstate == PG_R_EOF && !err) {
+	if ((u->rstate == PG_R_EOF && !err) || u->rstate == PG_R_DONE) {
 		u->keep_alive = false;
 		pg_response_end(w, c, u);
 	} else if (u->rstate == PG_R_HEAD && !c->resp_started) {
