@@ -386,6 +386,8 @@ void pg_response_end(struct pg_worker *w, struct pg_client *c, struct pg_upstrea
 	u->c = NULL;
 	if (reuse)
 		pg_pool_put(w, u);
+	else if (u->spliced && !u->peer_closed && !u->s.closed)
+		pg_upstream_linger(w, u);
 	else
 		pg_upstream_close(w, u);
 	if (c->state == PG_C_STREAM)

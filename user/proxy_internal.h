@@ -48,6 +48,11 @@ void pg_pool_put(struct pg_worker *w, struct pg_upstream *u);
 void pg_pool_remove(struct pg_worker *w, struct pg_upstream *u);
 /* Close pooled connections idle too long or to a changed/removed member. */
 void pg_pool_tick(struct pg_worker *w);
+/* A finished connection that was asked to close (spliced response): wait
+ * for the backend's FIN before closing, so TIME_WAIT stays on its side and
+ * not on the ephemeral port each spliced request binds; closed by its EOF
+ * or after PG_LINGER_MS. */
+void pg_upstream_linger(struct pg_worker *w, struct pg_upstream *u);
 void pg_pool_close_all(struct pg_worker *w);
 
 #endif /* PG_PROXY_INTERNAL_H */

@@ -32,10 +32,23 @@ void pg_pool_remove(struct pg_worker *w, struct pg_upstream *u)
 	u->in_pool = false;
 }
 
+static void linger_remove(struct pg_worker *w, struct pg_upstream *u)
+{
+	struct pg_upstream **pp = &w->linger;
+
+	while (*pp && *pp != u)
+		pp = &(*pp)->pool_next;
+	if (*pp)
+		*pp = u->pool_next;
+	u->lingering = false;
+}
+
 void pg_upstream_close(struct pg_worker *w, struct pg_upstream *u)
 {
 	if (u->in_pool)
 		pg_pool_remove(w, u);
+	if (u->lingering)
+		linger_remove(w, u);
 	pg_dp_upstream_closing(w, u); /* kernel state goes while the fd is open */
 	u->c = NULL;
 	pg_sock_close(w, &u->s);
@@ -170,15 +183,9 @@ static bool forward_body(struct pg_worker *w, struct pg_upstream *u, char *data,
 			pg_sock_queue_copy(w, &c->s, data, take);
 		}
 	}
-	if (done && u->spliced && u->path == PG_DP_MSG) {
-		/* Complete. The backend closes next (the request said so): end
-		 * at its FIN, so TIME_WAIT stays on its side and not on the
-		 * ephemeral port each spliced request binds (a close here first
-		 * ran the host out of ports at a few thousand requests/s). */
-		u->rstate = PG_R_DONE;
-	} else if (done) {
+	if (done)
 		pg_response_end(w, c, u);
-	} else if (c->s.qbytes > PG_RESP_QUEUE_MAX)
+	else if (c->s.qbytes > PG_RESP_QUEUE_MAX)
 		pg_sock_pause(w, &u->s); /* resumed by pg_client_sent */
 	return kept;
 }
@@ -295,6 +302,7 @@ void pg_upstream_eof(struct pg_worker *w, struct pg_upstream *u, int err)
 {
 	struct pg_client *c = u->c;
 
+	u->peer_closed = true;
 	if (!c) {
 		pg_upstream_close(w, u);
 		return;
@@ -306,7 +314,7 @@ void pg_upstream_eof(struct pg_worker *w, struct pg_upstream *u, int err)
 	}
 	/* A framed body cut short by the close is a broken response: the
 	 * client sees it end without its last chunk or short of its length. */
-	if ((u->rstate == PG_R_EOF && !err) || u->rstate == PG_R_DONE) {
+	if (u->rstate == PG_R_EOF && !err) {
 		u->keep_alive = false;
 		pg_response_end(w, c, u);
 	} else if (u->rstate == PG_R_HEAD && !c->resp_started) {
@@ -377,9 +385,26 @@ void pg_pool_put(struct pg_worker *w, struct pg_upstream *u)
 	w->pool_len[u->backend]++;
 }
 
+void pg_upstream_linger(struct pg_worker *w, struct pg_upstream *u)
+{
+	pg_dp_upstream_closing(w, u); /* kernel state goes now: nothing more to splice */
+	u->c = NULL;
+	u->lingering = true;
+	u->idle_since_ms = w->now_ms;
+	u->pool_next = w->linger;
+	w->linger = u;
+	pg_sock_recv(w, &u->s); /* its EOF (or any byte) closes it */
+}
+
 void pg_pool_tick(struct pg_worker *w)
 {
 	const struct pg_backend *bs = w->gw->maps.backends;
+
+	for (struct pg_upstream *u = w->linger, *un; u; u = un) {
+		un = u->pool_next;
+		if (w->now_ms - u->idle_since_ms > PG_LINGER_MS)
+			pg_upstream_close(w, u);
+	}
 
 	for (unsigned id = 1; id < PG_MAX_BACKENDS; id++) {
 		struct pg_upstream *u, *un;
@@ -395,6 +420,8 @@ void pg_pool_tick(struct pg_worker *w)
 
 void pg_pool_close_all(struct pg_worker *w)
 {
+	while (w->linger)
+		pg_upstream_close(w, w->linger);
 	for (unsigned id = 1; id < PG_MAX_BACKENDS; id++)
 		while (w->pool[id])
 			pg_upstream_close(w, w->pool[id]);

@@ -34,6 +34,9 @@
 /* Idle keep-alive backend connections kept per backend per worker, and for how long. */
 #define PG_POOL_MAX 64
 #define PG_POOL_IDLE_MS 30000
+/* A connection asked to close (spliced response) waits this long for the
+ * backend's FIN before the gateway closes it first. */
+#define PG_LINGER_MS 2000
 /* How long a refused/reset backend is skipped. */
 #define PG_DOWN_MS 2000
 /* Attempts per request (first + retries on other backends). */
@@ -167,6 +170,8 @@ struct pg_upstream {
 	bool keep_alive;   /* may go back to the pool after this response */
 	bool connecting;
 	bool in_pool;
+	bool lingering;    /* on w->linger (linked through pool_next) */
+	bool peer_closed;  /* the backend's EOF or error was read */
 	struct pg_client *c; /* NULL while idle in the pool */
 	struct pg_upstream *pool_next;
 	uint64_t idle_since_ms;
@@ -211,6 +216,7 @@ struct pg_worker {
 	unsigned nclients;        /* open client connections (--max-connections) */
 	struct pg_upstream *pool[PG_MAX_BACKENDS];
 	unsigned pool_len[PG_MAX_BACKENDS];
+	struct pg_upstream *linger; /* done, waiting for the backend to close first */
 	struct pg_worker_stats *stats;
 	uint64_t rng;
 	uint64_t now_ms; /* refreshed once per loop turn */
