@@ -438,22 +438,45 @@ static int add_client(struct pg_splice *sp, int client_fd, __u64 *key)
 }
 
 /* Bytes ever queued on a TCP socket (acked + still queued), and acked alone. */
-static int tcp_carried(int fd, __u64 *queued, __u64 *acked)
+static int tcp_acked(int fd, __u64 *acked)
 {
 	struct tcp_info ti;
 	socklen_t len = sizeof(ti);
-	int outq;
 
 	memset(&ti, 0, sizeof(ti));
 	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == -1)
 		return -errno;
 	if (len < offsetof(struct tcp_info, tcpi_bytes_acked) + sizeof(ti.tcpi_bytes_acked))
 		return -ENOTSUP;
-	if (ioctl(fd, SIOCOUTQ, &outq) == -1)
-		return -errno;
 	*acked = ti.tcpi_bytes_acked;
-	*queued = ti.tcpi_bytes_acked + (__u64)outq;
 	return 0;
+}
+
+/*
+ * Bytes the socket has carried (acknowledged + still queued) and, of those,
+ * acknowledged. The two come from two calls; an ACK between them would
+ * make the sum short by what it acknowledged, so the acknowledged count is
+ * read on both sides of SIOCOUTQ until it did not move (loopback ACKs
+ * arrive all the time while data flows).
+ */
+static int tcp_carried(int fd, __u64 *queued, __u64 *acked)
+{
+	__u64 a0, a1;
+	int outq, rc, i;
+
+	rc = tcp_acked(fd, &a1);
+	for (i = 0; !rc && i < 8; i++) {
+		a0 = a1;
+		if (ioctl(fd, SIOCOUTQ, &outq) == -1)
+			return -errno;
+		rc = tcp_acked(fd, &a1);
+		if (!rc && a1 == a0) {
+			*acked = a1;
+			*queued = a1 + (__u64)outq;
+			return 0;
+		}
+	}
+	return rc ? rc : -EAGAIN;
 }
 
 int pg_splice_carried(int fd, __u64 *carried)
