@@ -334,6 +334,11 @@ static ssize_t parse_request_head(const char *buf, size_t end, struct pg_http_re
 				return 0;
 			if (hexval(buf[pos + 1]) < 0 || hexval(buf[pos + 2]) < 0)
 				return -400;
+			/* %00 decodes to a NUL, which backends' C-string paths
+			 * cut at: the gateway and the backend would see two
+			 * different targets. */
+			if (buf[pos + 1] == '0' && buf[pos + 2] == '0')
+				return -400;
 			pos += 3;
 		} else {
 			break;
@@ -349,6 +354,13 @@ static ssize_t parse_request_head(const char *buf, size_t end, struct pg_http_re
 	req->target.len = pos - t;
 	req->path.p = buf + t;
 	req->path.len = (query ? query : pos) - t;
+	/* Methods a reverse proxy cannot carry: CONNECT asks for a tunnel (the
+	 * gateway is no forward proxy), TRACE would echo the client's
+	 * credentials back through every hop. */
+	if (EQ(req->method.p, req->method.len, "connect"))
+		return -501;
+	if (EQ(req->method.p, req->method.len, "trace"))
+		return -405;
 	if (buf[t] != '/' && !(req->target.len == 1 && buf[t] == '*' && req->method.len == 7 &&
 	                       memcmp(req->method.p, "OPTIONS", 7) == 0))
 		return -400; /* absolute-form, authority-form */
@@ -519,8 +531,10 @@ ssize_t pg_http_parse_response(const char *buf, size_t len, bool head_request,
 		resp->body = f.content_length ? PG_BODY_LENGTH : PG_BODY_NONE;
 	else
 		resp->body = PG_BODY_EOF;
-	if (f.n_cl && !f.n_te)
+	if (f.n_cl && !f.n_te) {
 		resp->content_length = f.content_length;
+		resp->has_length = true;
+	}
 	resp->keep_alive =
 	    !f.conn_close && (resp->minor == 1 || f.conn_keep_alive) && resp->body != PG_BODY_EOF;
 	resp->head_len = (size_t)r;

@@ -50,6 +50,7 @@ struct pg_http_response {
 	int minor;
 	enum pg_body_kind body;
 	uint64_t content_length;
+	bool has_length; /* a Content-Length field gave content_length (HEAD, 304 too) */
 	bool keep_alive; /* the connection may carry another request after it */
 	size_t head_len;
 };
@@ -58,9 +59,10 @@ struct pg_http_response {
  * Parse a request head from buf[0..len). Returns the head length (> 0) when
  * a complete head is present and valid, 0 when more bytes are needed (and
  * len < PG_HTTP_MAX_HEAD), or a negative HTTP status to answer with:
- * -400 malformed or ambiguous framing, -414 target too long, -417 an Expect
- * other than 100-continue, -431 header block too large, -501 unsupported
- * Transfer-Encoding, -505 version other than HTTP/1.0 and HTTP/1.1.
+ * -400 malformed or ambiguous framing (or a %00 in the target), -405 TRACE,
+ * -414 target too long, -417 an Expect other than 100-continue, -431 header
+ * block too large, -501 CONNECT or an unsupported Transfer-Encoding, -505
+ * version other than HTTP/1.0 and HTTP/1.1.
  * Leading empty lines (CRLF) before the request line are skipped and counted
  * in the returned length.
  */

@@ -34,7 +34,12 @@ MALFORMED = [
     (b" GET / HTTP/1.1\r\n" + H + b"\r\n", 400),
     (b"G(T / HTTP/1.1\r\n" + H + b"\r\n", 400),
     (b"GET http://a/ HTTP/1.1\r\n" + H + b"\r\n", 400),
-    (b"CONNECT a:443 HTTP/1.1\r\n" + H + b"\r\n", 400),
+    (b"CONNECT a:443 HTTP/1.1\r\n" + H + b"\r\n", 501),   # no tunnels, any target form
+    (b"CONNECT /x HTTP/1.1\r\n" + H + b"\r\n", 501),
+    (b"TRACE / HTTP/1.1\r\n" + H + b"\r\n", 405),
+    (b"GET /a%00b HTTP/1.1\r\n" + H + b"\r\n", 400),       # a NUL once decoded
+    (b"GET /a\x01b HTTP/1.1\r\n" + H + b"\r\n", 400),      # raw control bytes
+    (b"GET /a\x7f HTTP/1.1\r\n" + H + b"\r\n", 400),
     (b"GET /a#b HTTP/1.1\r\n" + H + b"\r\n", 400),
     (b"GET /a%zz HTTP/1.1\r\n" + H + b"\r\n", 400),
     (b"GET / HTTP/1.1\n" + H + b"\r\n", 400),
