@@ -119,3 +119,19 @@ void pg_buf_free(struct pg_buf *b)
 	free(b->p);
 	memset(b, 0, sizeof(*b));
 }
+
+void pg_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n)
+{
+	if (*len + n > *cap) {
+		size_t ncap = *cap ? *cap : 1024;
+
+		while (ncap < *len + n)
+			ncap *= 2;
+		*buf = realloc(*buf, ncap);
+		if (!*buf)
+			abort();
+		*cap = ncap;
+	}
+	memcpy(*buf + *len, data, n);
+	*len += n;
+}

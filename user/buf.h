@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A growable byte buffer for building replies (admin API, /metrics). Pure:
- * no I/O.
+ * Growable byte buffers: struct pg_buf for building replies (admin API,
+ * /metrics), and pg_bytes_append for the plain arrays of the request path.
+ * Pure: no I/O.
  */
 #ifndef PG_BUF_H
 #define PG_BUF_H
@@ -24,5 +25,9 @@ void pg_buf_printf(struct pg_buf *b, const char *fmt, ...) __attribute__((format
  * copied as they are (callers pass UTF-8 or ASCII). */
 void pg_buf_json_str(struct pg_buf *b, const char *s, size_t n);
 void pg_buf_free(struct pg_buf *b);
+
+/* Append to a plain growable array of bytes (*buf may be NULL with *cap 0);
+ * aborts on out of memory, for buffers on the request path. */
+void pg_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n);
 
 #endif /* PG_BUF_H */

@@ -223,6 +223,7 @@ enum opt_id {
 	O_HC_INTERVAL, O_HC_TIMEOUT, O_HC_RISE, O_HC_FALL, O_SCRAPE, O_LOAD_SIGNAL, O_SHADOW,
 	O_PREDICT_WINDOW,
 	O_USER, O_ADMIN_TOKEN, O_ADMIN_TOKEN_FILE, O_SHUTDOWN_TIMEOUT, O_MAX_IN_FLIGHT, O_MAX_CONNS,
+	O_MAX_BODY,
 	O_T_HEADER, O_T_BODY, O_T_IDLE, O_T_CONNECT, O_T_FIRST_BYTE, O_SPLICE_BUDGET, O_ACCESS_LOG,
 	O_HELP, O_VERSION,
 };
@@ -295,6 +296,9 @@ static const struct opt {
     [O_MAX_CONNS] = {"max-connections", "N",
                      "client connections per worker; beyond it 503, 1-10000000 "
                      "(default 65536)"},
+    [O_MAX_BODY] = {"max-body-size", "BYTES",
+                    "larger request bodies get 413, on every path, 1024-4294967295 "
+                    "(default " PG_STR(PG_MAX_BODY_DEFAULT) ")"},
     [O_T_HEADER] = {"header-timeout", "MS",
                     "a request head not complete MS after its first byte: 408, 100-3600000 "
                     "(default 10000)"},
@@ -539,6 +543,8 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 		return flag_uint(name, v, 0, 10000000, &cfg->max_in_flight, err, errlen);
 	case O_MAX_CONNS:
 		return flag_uint(name, v, 1, 10000000, &cfg->max_connections, err, errlen);
+	case O_MAX_BODY:
+		return flag_uint(name, v, 1024, UINT32_MAX, &cfg->max_body, err, errlen);
 	case O_T_HEADER:
 		return flag_uint(name, v, 100, 3600000, &cfg->timeouts.header_ms, err, errlen);
 	case O_T_BODY:
@@ -579,6 +585,7 @@ static void config_defaults(struct pg_config *cfg)
 	cfg->pin_path = PG_PIN_PATH_DEFAULT;
 	cfg->shutdown_timeout_s = 10;
 	cfg->max_connections = 65536;
+	cfg->max_body = PG_MAX_BODY_DEFAULT;
 	cfg->timeouts = (struct pg_timeouts){.header_ms = 10000, .body_ms = 30000, .idle_ms = 60000,
 	                                     .connect_ms = 3000, .first_byte_ms = 300000};
 	cfg->splice_budget = 4u << 20;

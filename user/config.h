@@ -24,6 +24,11 @@
 #define PG_WORKERS_MAX      64
 #define PG_ADDR_STRLEN      22            /* "255.255.255.255:65535" + NUL */
 #define PG_CONFIG_FILE_MAX  (1024 * 1024) /* larger config files are refused */
+/* --max-body-size default: 64 MiB, past any prompt a context window holds
+ * (a 1M-token prompt is ~4 MiB of text), short of a memory-filling upload. */
+#define PG_MAX_BODY_DEFAULT 67108864
+#define PG_STR_(x)          #x
+#define PG_STR(x)           PG_STR_(x)
 
 enum pg_data_path {
 	PG_DATA_AUTO = 0,    /* best the kernel and privileges allow */
@@ -69,6 +74,7 @@ struct pg_config {
 	unsigned shutdown_timeout_s; /* drain at SIGTERM at most this long */
 	unsigned max_in_flight;      /* gateway-wide request cap; 0: off */
 	unsigned max_connections;    /* client connections per worker; 0: off */
+	unsigned max_body;           /* request body bytes at most (413 beyond) */
 	struct pg_timeouts timeouts;
 	unsigned splice_budget;      /* in-kernel paths: bytes in flight per client */
 	const char *access_log;      /* --access-log FILE, or NULL */

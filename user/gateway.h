@@ -34,6 +34,7 @@ struct pg_worker_stats {
 	uint64_t connections;    /* client connections accepted */
 	uint64_t spliced;        /* response bodies handed to an in-kernel path */
 	uint64_t splice_unframed; /* ...of which the end could not be tracked */
+	uint64_t early_answers;  /* responses begun while request bytes were owed */
 } __attribute__((aligned(64)));
 
 struct pg_worker;

@@ -90,6 +90,11 @@ static void counters(const struct pg_gateway *gw, struct pg_buf *o)
 	     "Spliced responses whose end could not be tracked (a short write to a slow "
 	     "client): ended by the backend's close, client connection closed.",
 	     offsetof(struct pg_worker_stats, splice_unframed)},
+	    {"prefixgate_early_answers_total",
+	     "Responses that began before the backend had the whole request (a 401 or 404 "
+	     "answered before reading the body): that backend connection was closed, never "
+	     "pooled.",
+	     offsetof(struct pg_worker_stats, early_answers)},
 	};
 
 	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {

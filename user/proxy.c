@@ -7,7 +7,10 @@
  *
  * A request goes HEAD -> KEY (read the body bytes its key needs) -> routed
  * and dispatched -> STREAM (rest of the body) -> WAIT (response streaming
- * back) -> HEAD. What an attempt sends first (rewritten head plus the body
+ * back) -> HEAD; a response that ends while the body is still coming (an
+ * early answer) goes to DISCARD (drop the rest, then HEAD) or closes the
+ * connection, and its backend connection is never pooled (boundary.h has
+ * the invariant, pg_response_end applies it). What an attempt sends first (rewritten head plus the body
  * held for the key) stays in c->fwd, so a failed connect or a stale pooled
  * connection can be retried elsewhere as long as no response byte reached
  * the client and no body byte beyond c->fwd was sent.
@@ -24,6 +27,7 @@
 #include <sys/socket.h>
 #include <netinet/tcp.h>
 #include <unistd.h>
+#include "boundary.h"
 #include "datapath.h"
 #include "accesslog.h"
 #include "lifecycle.h"
@@ -34,35 +38,13 @@
 
 #define LINGER_MS 2000
 
-/* --- small buffers ---------------------------------------------------------- */
-
-void pg_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n)
-{
-	if (*len + n > *cap) {
-		size_t ncap = *cap ? *cap : 1024;
-
-		while (ncap < *len + n)
-			ncap *= 2;
-		*buf = realloc(*buf, ncap);
-		if (!*buf)
-			abort();
-		*cap = ncap;
-	}
-	memcpy(*buf + *len, data, n);
-	*len += n;
-}
-
-bool pg_name_is(struct pg_str s, const char *name)
-{
-	return strlen(name) == s.len && strncasecmp(s.p, name, s.len) == 0;
-}
-
 /* --- answers of the gateway's own --------------------------------------------- */
 
 static const char *reason(int status)
 {
 	switch (status) {
 	case 400: return "Bad Request";
+	case 405: return "Method Not Allowed";
 	case 408: return "Request Timeout";
 	case 413: return "Content Too Large";
 	case 414: return "URI Too Long";
@@ -149,6 +131,7 @@ static void request_reset(struct pg_worker *w, struct pg_client *c)
 	c->streamed = 0;
 	c->ch_off = 0;
 	c->ch_done = false;
+	c->body_seen = 0;
 	c->backend = 0;
 	c->first_sent = false;
 	c->sent_ms = 0;
@@ -253,6 +236,7 @@ void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned 
 	u->c = c;
 	u->rstate = PG_R_HEAD;
 	u->hlen = 0;
+	u->early = false;
 	c->up = u;
 	pg_sock_queue(w, &u->s, c->fwd, c->fwd_len, -1, false); /* borrowed: kept for retries */
 	pg_sock_recv(w, &u->s);
@@ -374,30 +358,43 @@ void pg_client_free(struct pg_client *c)
 
 /* --- the response's end, as the client sees it ---------------------------------- */
 
+/* The only place a used backend connection goes back to the pool: under
+ * the invariant of boundary.h. */
 void pg_response_end(struct pg_worker *w, struct pg_client *c, struct pg_upstream *u)
 {
 	const struct pg_backend *b = &w->gw->maps.backends[u->backend];
-	bool reuse = u->keep_alive && !u->s.qbytes && !u->s.closed && u->epoch == b->epoch &&
-		     (b->flags & PG_BACKEND_ACTIVE) && w->pool_len[u->backend] < PG_POOL_MAX;
+	const struct pg_reuse r = {
+	    .request_complete = c->state != PG_C_STREAM,
+	    .request_flushed = !u->s.qbytes,
+	    .early = u->early,
+	    .resp_reusable = u->keep_alive,
+	    .head_request = c->head_method,
+	    .open = !u->s.closed && !u->peer_closed,
+	    .member = u->epoch == b->epoch && (b->flags & PG_BACKEND_ACTIVE),
+	    .room = w->pool_len[u->backend] < PG_POOL_MAX,
+	};
+	bool owed = c->state == PG_C_STREAM; /* the rest of its body is still coming */
 
 	log_request(w, c, c->resp_status, PG_ALOG_OK);
 	release_slot(w, c);
 	c->up = NULL;
 	u->c = NULL;
-	if (reuse)
+	if (pg_reuse_ok(&r))
 		pg_pool_put(w, u);
 	else if (u->spliced && !u->peer_closed && !u->s.closed)
 		pg_upstream_linger(w, u);
 	else
 		pg_upstream_close(w, u);
-	if (c->state == PG_C_STREAM)
-		c->keep_alive = false; /* the rest of its body was never read */
+	/* The client's side of an early answer was settled at its head
+	 * (boundary.h): drop the rest of the body, or close. */
+	if (owed && !pg_early_keeps_client(c->body, c->body_left))
+		c->keep_alive = false;
 	if (!c->keep_alive) {
 		pg_client_linger(w, c);
 		return;
 	}
 	request_reset(w, c);
-	c->state = PG_C_HEAD;
+	c->state = owed ? PG_C_DISCARD : PG_C_HEAD;
 	c->idle_since_ms = w->now_ms;
 	pg_sock_recv(w, &c->s);
 	pg_client_advance(w, c);
@@ -441,6 +438,13 @@ static bool client_timeouts(struct pg_worker *w, struct pg_client *c, const stru
 			return false;
 		pg_client_error(w, c, 408, "request head timed out");
 		return true;
+	case PG_C_DISCARD:
+		/* Its answer is out: a stalled tail just ends the connection. */
+		if (c->s.want_recv && now - c->last_rx_ms >= t->body_ms) {
+			client_close(w, c);
+			return true;
+		}
+		return false;
 	case PG_C_KEY:
 	case PG_C_STREAM:
 		/* Only while we want its bytes: our own backpressure is no stall. */

@@ -9,13 +9,11 @@
 #ifndef PG_PROXY_INTERNAL_H
 #define PG_PROXY_INTERNAL_H
 
+#include "buf.h"
 #include "datapath.h"
+#include "forward.h"
 #include "worker.h"
 
-/* Growable byte buffer append (aborts on out of memory). */
-void pg_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n);
-/* Header name s equals name, case-insensitively. */
-bool pg_name_is(struct pg_str s, const char *name);
 
 /* --- request.c -------------------------------------------------------------------- */
 /* Run the client's request state machine as far as its input allows. */

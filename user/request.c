@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: MIT
 /*
  * Reading a request: its head (parsed once complete, rewritten for the
- * backend), the body bytes its key needs (decoded if chunked), routing and
- * dispatch through proxy.c, then the rest of the body streamed as it
- * arrives once the backend connection is up. Requests on a connection are
- * served one at a time, in order: pipelined bytes wait in c->in.
+ * backend by forward.h's rules), the body bytes its key needs (decoded if
+ * chunked), routing and dispatch through proxy.c, then the rest of the body
+ * streamed as it arrives once the backend connection is up (a chunked one
+ * re-framed, without trailers). Bodies past --max-body-size get 413. After
+ * an early answer the rest of a short body is dropped (PG_C_DISCARD,
+ * boundary.h). Requests on a connection are served one at a time, in
+ * order: pipelined bytes wait in c->in.
  */
 #include <stdlib.h>
 #include <string.h>
+#include "boundary.h"
 #include "lifecycle.h"
 #include "proxy_internal.h"
 #include "route.h"
@@ -19,38 +23,19 @@ static void in_consume(struct pg_client *c, size_t n)
 }
 
 
-/* Hop-by-hop headers (RFC 9110 §7.6.1) are the gateway's own business. */
-static bool hop_by_hop(struct pg_str n)
+/* A request body past --max-body-size: 413 (or a close once answering). */
+static bool body_too_big(struct pg_worker *w, struct pg_client *c, uint64_t size)
 {
-	return pg_name_is(n, "connection") || pg_name_is(n, "keep-alive") ||
-	       pg_name_is(n, "proxy-connection") || pg_name_is(n, "te") || pg_name_is(n, "upgrade") ||
-	       pg_name_is(n, "expect");
+	if (size <= w->gw->cfg->max_body)
+		return false;
+	pg_client_error(w, c, 413, "request body too large");
+	return true;
 }
 
-
-/* --- request head ------------------------------------------------------------- */
-
-static void build_forward_head(struct pg_client *c, const struct pg_http_request *req)
+/* Chunked body so far (decoded bytes plus the chunk being read) too big. */
+static bool chunked_too_big(struct pg_worker *w, struct pg_client *c)
 {
-	char line[32];
-	int n;
-
-	pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, req->method.p, req->method.len);
-	pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, " ", 1);
-	pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, req->target.p, req->target.len);
-	n = snprintf(line, sizeof(line), " HTTP/1.%d\r\n", req->minor);
-	pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, line, (size_t)n);
-	for (size_t i = 0; i < req->nheaders; i++) {
-		const struct pg_http_header *h = &req->headers[i];
-
-		if (hop_by_hop(h->name))
-			continue;
-		pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, h->name.p, h->name.len);
-		pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, ": ", 2);
-		pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, h->value.p, h->value.len);
-		pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, "\r\n", 2);
-	}
-	pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, "\r\n", 2);
+	return body_too_big(w, c, c->body_seen + c->ch.f.remaining);
 }
 
 static bool request_head(struct pg_worker *w, struct pg_client *c)
@@ -94,7 +79,9 @@ static bool request_head(struct pg_worker *w, struct pg_client *c)
 		memcpy(c->hdr_key, req.key.p, req.key.len);
 		c->hdr_key_len = req.key.len;
 	}
-	build_forward_head(c, &req);
+	if (req.body == PG_BODY_LENGTH && body_too_big(w, c, req.content_length))
+		return false;
+	pg_fwd_request_head(&req, &c->fwd, &c->fwd_len, &c->fwd_cap);
 	c->fwd_head = c->fwd_len;
 	if (req.expect_continue && req.body != PG_BODY_NONE)
 		pg_sock_queue_copy(w, &c->s, "HTTP/1.1 100 Continue\r\n\r\n", 25);
@@ -132,7 +119,10 @@ static bool key_chunked(struct pg_worker *w, struct pg_client *c)
 		}
 		if (rc == PG_CHUNKED_DATA)
 			pg_bytes_append(&c->kbuf, &c->klen, &c->kcap, c->in + c->ch_off + doff, dlen);
+		c->body_seen += dlen;
 		c->ch_off += used;
+		if (chunked_too_big(w, c))
+			return false;
 		if (rc == PG_CHUNKED_DONE)
 			c->ch_done = true;
 	}
@@ -183,7 +173,10 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 		c->body_left -= n;
 		c->replayable = c->body_left == 0;
 	} else if (c->body == PG_BODY_CHUNKED) {
-		pg_bytes_append(&c->fwd, &c->fwd_len, &c->fwd_cap, c->in, c->ch_off);
+		/* Re-framed from the decoded bytes (forward.h). */
+		pg_fwd_chunk(c->kbuf, c->klen, &c->fwd, &c->fwd_len, &c->fwd_cap);
+		if (c->ch_done)
+			pg_fwd_last_chunk(&c->fwd, &c->fwd_len, &c->fwd_cap);
 		in_consume(c, c->ch_off);
 		c->ch_off = 0;
 		c->replayable = c->ch_done;
@@ -216,28 +209,58 @@ static void request_stream(struct pg_worker *w, struct pg_client *c)
 		c->body_left -= n;
 		if (!c->body_left)
 			c->state = PG_C_WAIT;
-	} else {
-		while (n < c->in_len) {
-			size_t used, doff, dlen;
-			enum pg_chunked_rc rc =
-				pg_chunked_feed(&c->ch, c->in + n, c->in_len - n, &used, &doff, &dlen);
-
-			if (rc == PG_CHUNKED_ERROR) {
-				pg_client_error(w, c, 400, "bad chunked body");
-				return;
-			}
-			n += used;
-			if (rc == PG_CHUNKED_DONE) {
-				c->ch_done = true;
-				c->state = PG_C_WAIT;
-				break;
-			}
-		}
-	}
-	if (n) {
 		pg_sock_queue_copy(w, &u->s, c->in, n);
 		in_consume(c, n);
 		c->streamed += n;
+		return;
+	}
+	/* Chunked: decoded and re-framed (forward.h), into one send. */
+	char *out = NULL;
+	size_t olen = 0, ocap = 0;
+
+	while (n < c->in_len) {
+		size_t used, doff, dlen;
+		enum pg_chunked_rc rc =
+			pg_chunked_feed(&c->ch, c->in + n, c->in_len - n, &used, &doff, &dlen);
+
+		if (rc == PG_CHUNKED_ERROR) {
+			free(out);
+			pg_client_error(w, c, 400, "bad chunked body");
+			return;
+		}
+		pg_fwd_chunk(c->in + n + doff, dlen, &out, &olen, &ocap);
+		c->body_seen += dlen;
+		n += used;
+		if (chunked_too_big(w, c)) {
+			free(out);
+			return;
+		}
+		if (rc == PG_CHUNKED_DONE) {
+			pg_fwd_last_chunk(&out, &olen, &ocap);
+			c->ch_done = true;
+			c->state = PG_C_WAIT;
+			break;
+		}
+	}
+	in_consume(c, n);
+	c->streamed += olen;
+	if (olen)
+		pg_sock_queue(w, &u->s, out, olen, -1, true);
+	else
+		free(out);
+}
+
+/* After an early response the rest of a Content-Length body is read and
+ * dropped (bounded: pg_early_client), then the next request is served. */
+static void request_discard(struct pg_client *c)
+{
+	size_t n = c->in_len < c->body_left ? c->in_len : (size_t)c->body_left;
+
+	in_consume(c, n);
+	c->body_left -= n;
+	if (!c->body_left) {
+		c->state = PG_C_HEAD;
+		c->idle_since_ms = c->w->now_ms;
 	}
 }
 
@@ -256,6 +279,11 @@ void pg_client_advance(struct pg_worker *w, struct pg_client *c)
 		case PG_C_STREAM:
 			request_stream(w, c);
 			if (c->state == PG_C_STREAM)
+				return;
+			break;
+		case PG_C_DISCARD:
+			request_discard(c);
+			if (c->state == PG_C_DISCARD)
 				return;
 			break;
 		case PG_C_WAIT:

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include "boundary.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "proxy_internal.h"
@@ -100,35 +101,17 @@ struct pg_upstream *pg_upstream_new(struct pg_worker *w, uint16_t id, struct pg_
 	return u;
 }
 
-/* Copy the response head, replacing its hop-by-hop fields with ours. */
-static void forward_response_head(struct pg_worker *w, struct pg_client *c, const char *h,
-				  size_t n)
+/* The response head for the client (forward.h), with our Connection. */
+static void forward_response_head(struct pg_worker *w, struct pg_client *c,
+				  const struct pg_http_response *resp, const char *h, size_t n)
 {
 	char *out = NULL;
 	size_t len = 0, cap = 0;
-	const char *p = h, *end = h + n - 2; /* before the final CRLF */
-	const char *eol = memchr(p, '\n', (size_t)(end - p));
 
 	if (pg_draining(w->gw))
 		c->keep_alive = false; /* shutting down: this is its last response */
 	c->resp_bytes += n;
-
-	pg_bytes_append(&out, &len, &cap, p, (size_t)(eol + 1 - p)); /* status line */
-	for (p = eol + 1; p < end; p = eol + 1) {
-		struct pg_str name;
-		const char *colon;
-
-		eol = memchr(p, '\n', (size_t)(end - p) + 1);
-		colon = memchr(p, ':', (size_t)(eol - p));
-		name.p = p;
-		name.len = colon ? (size_t)(colon - p) : 0;
-		if (colon && (pg_name_is(name, "connection") || pg_name_is(name, "keep-alive")))
-			continue;
-		pg_bytes_append(&out, &len, &cap, p, (size_t)(eol + 1 - p));
-	}
-	if (!c->keep_alive)
-		pg_bytes_append(&out, &len, &cap, "Connection: close\r\n", 19);
-	pg_bytes_append(&out, &len, &cap, "\r\n", 2);
+	pg_fwd_response_head(h, n, resp, !c->keep_alive, &out, &len, &cap);
 	pg_sock_queue(w, &c->s, out, len, -1, true);
 }
 
@@ -206,13 +189,29 @@ static void response_head(struct pg_worker *w, struct pg_upstream *u)
 		}
 		if (resp.status >= 200)
 			break;
-		/* 1xx: Expect was answered by us and Upgrade is not forwarded. */
+		if (resp.status == 101) {
+			/* Upgrade is never forwarded: a switch is a broken backend,
+			 * and what follows is no longer HTTP. */
+			pg_attempt_failed(w, c, "101 Switching Protocols to a request without Upgrade",
+					  true);
+			return;
+		}
+		/* Other 1xx: Expect was answered by us; interim answers are dropped. */
 		memmove(u->hbuf, u->hbuf + n, u->hlen - (size_t)n);
 		u->hlen -= (size_t)n;
 	}
 	c->resp_started = true;
 	c->resp_status = (uint16_t)resp.status;
 	u->keep_alive = resp.keep_alive && u->path == PG_DP_COPY;
+	/* Answered before the backend had the whole request (boundary.h): this
+	 * connection is not pooled after it, and unless the rest of the body is
+	 * small enough to drop, neither is the client's kept. */
+	if (c->state == PG_C_STREAM || u->s.qbytes) {
+		u->early = true;
+		__atomic_fetch_add(&w->stats->early_answers, 1, __ATOMIC_RELAXED);
+		if (c->state == PG_C_STREAM && !pg_early_keeps_client(c->body, c->body_left))
+			c->keep_alive = false;
+	}
 	switch (resp.body) {
 	case PG_BODY_LENGTH:
 		u->left = resp.content_length;
@@ -230,7 +229,7 @@ static void response_head(struct pg_worker *w, struct pg_upstream *u)
 		u->rstate = PG_R_DONE;
 		break;
 	}
-	forward_response_head(w, c, u->hbuf, (size_t)n);
+	forward_response_head(w, c, &resp, u->hbuf, (size_t)n);
 	u->hlen -= (size_t)n;
 	if (u->rstate == PG_R_DONE && !u->hlen) {
 		pg_response_end(w, c, u);

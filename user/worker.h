@@ -89,6 +89,7 @@ enum pg_client_state {
 	PG_C_KEY,     /* reading the body bytes the key needs */
 	PG_C_STREAM,  /* dispatched; forwarding the rest of the body */
 	PG_C_WAIT,    /* request fully sent; waiting for the response to end */
+	PG_C_DISCARD, /* answered early: dropping the rest of its body (boundary.h) */
 	PG_C_LINGER,  /* answered an error; draining input until close */
 };
 
@@ -120,7 +121,8 @@ struct pg_client {
 	uint64_t idle_since_ms; /* waiting for a request since then */
 	uint64_t sent_ms;      /* request handed to the backend (first-byte timeout) */
 	uint8_t body;     /* enum pg_body_kind */
-	uint64_t body_left; /* Content-Length bytes not yet forwarded */
+	uint64_t body_left; /* Content-Length bytes not yet forwarded (or discarded) */
+	uint64_t body_seen; /* chunked: data bytes decoded so far (--max-body-size) */
 	struct pg_chunked ch;
 	bool ch_done;
 	size_t ch_off;    /* raw chunked bytes of c->in already decoded */
@@ -172,6 +174,7 @@ struct pg_upstream {
 	bool in_pool;
 	bool lingering;    /* on w->linger (linked through pool_next) */
 	bool peer_closed;  /* the backend's EOF or error was read */
+	bool early;        /* its response head came while request bytes were owed */
 	struct pg_client *c; /* NULL while idle in the pool */
 	struct pg_upstream *pool_next;
 	uint64_t idle_since_ms;

@@ -76,6 +76,12 @@ MALFORMED = [
     (P + H + b"Content-Length: 0x3\r\n\r\nabc", 400),
     (P + H + b"Content-Length: 99999999999999999999999\r\n\r\n", 400),
     (P + H + b"Content_Length: 3\r\n\r\nabc", 400),
+    # --max-body-size (default 64 MiB), raw-bytes paths included
+    (P + H + b"Content-Length: 4294967301\r\n\r\n", 413),
+    (P + H + b"Content-Length: 67108865\r\n\r\n", 413),
+    (P + H + b"Transfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n", 413),
+    (P + H + b"Transfer-Encoding: chunked\r\n\r\n4000001\r\n", 413),
+    (b"POST /v1/completions HTTP/1.1\r\n" + H + b"Content-Length: 67108865\r\n\r\n", 413),
     (P + H + b"Transfer-Encoding: gzip\r\n\r\n", 501),
     (P + H + b"Transfer-Encoding: chunked, chunked\r\n\r\n", 501),
     (P + H + b"Transfer-Encoding: identity\r\n\r\n", 501),

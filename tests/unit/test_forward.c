@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What crosses the gateway (forward.h): Connection-listed and hop-by-hop
+ * fields removed, framing written in canonical form, chunked request bodies
+ * re-framed without trailers, in both directions; and the boundary rules
+ * (boundary.h): when a backend connection may be pooled, and what the
+ * client's connection does after an early answer.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include "boundary.h"
+#include "buf.h"
+#include "forward.h"
+#include "http.h"
+
+#define S(x) x, sizeof(x) - 1
+
+/* Parse a request head and rewrite it; returns the rewritten head, NUL
+ * terminated (caller frees). */
+static char *fwd_request(const char *in, size_t len)
+{
+	struct pg_http_request req;
+	char *out = NULL;
+	size_t olen = 0, ocap = 0;
+	ssize_t n = pg_http_parse_request(in, len, &req);
+
+	if (n <= 0)
+		fail_msg("parse: %zd for %.*s", n, (int)len, in);
+	pg_fwd_request_head(&req, &out, &olen, &ocap);
+	pg_bytes_append(&out, &olen, &ocap, "", 1);
+	return out;
+}
+
+static char *fwd_response(const char *in, size_t len, bool head, bool close)
+{
+	struct pg_http_response resp;
+	char *out = NULL;
+	size_t olen = 0, ocap = 0;
+	ssize_t n = pg_http_parse_response(in, len, head, &resp);
+
+	if (n <= 0)
+		fail_msg("parse: %zd for %.*s", n, (int)len, in);
+	pg_fwd_response_head(in, (size_t)n, &resp, close, &out, &olen, &ocap);
+	pg_bytes_append(&out, &olen, &ocap, "", 1);
+	return out;
+}
+
+#define POST "POST /v1/completions HTTP/1.1\r\nHost: gw\r\n"
+
+static void test_request_heads(void **state)
+{
+	static const struct {
+		const char *in;
+		size_t len;
+		const char *want;
+	} cases[] = {
+	    /* Connection-listed fields go, whatever their case or list shape. */
+	    {S(POST "Connection: X-Secret\r\nX-Secret: s\r\nX-Keep: k\r\n\r\n"),
+	     POST "X-Keep: k\r\n\r\n"},
+	    {S(POST "X-Secret: s\r\nConnection: keep-alive, , x-secret ,X-Other\r\n"
+		    "X-Other: o\r\nA: 1\r\n\r\n"),
+	     POST "A: 1\r\n\r\n"},
+	    {S(POST "Connection: a\r\nConnection: b\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n"),
+	     POST "C: 3\r\n\r\n"},
+	    /* ...but never Host, and framing is rewritten either way. */
+	    {S(POST "Connection: Host, Content-Length\r\nContent-Length: 5\r\n\r\n"),
+	     POST "Content-Length: 5\r\n\r\n"},
+	    /* The gateway's own fields. */
+	    {S(POST "Keep-Alive: timeout=5\r\nProxy-Connection: x\r\nTE: trailers\r\n"
+		    "Upgrade: h2c\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"),
+	     POST "Content-Length: 2\r\n\r\n"},
+	    /* Canonical framing. */
+	    {S(POST "Content-Length: 0007\r\n\r\n"), POST "Content-Length: 7\r\n\r\n"},
+	    {S(POST "content-length:   3  \r\n\r\n"), POST "Content-Length: 3\r\n\r\n"},
+	    {S(POST "Content-Length: 00\r\n\r\n"), POST "Content-Length: 0\r\n\r\n"},
+	    {S(POST "Transfer-Encoding: CHUNKED\r\n\r\n"), POST "Transfer-Encoding: chunked\r\n\r\n"},
+	    {S(POST "transfer-encoding:\tchunked \r\nTrailer: X-Auth\r\n\r\n"),
+	     POST "Transfer-Encoding: chunked\r\n\r\n"},
+	    /* Other fields pass as they are, in order. */
+	    {S(POST "Authorization: Bearer t\r\nX-A: 1\r\nContent-Length: 1\r\nX-B: 2\r\n\r\n"),
+	     POST "Authorization: Bearer t\r\nX-A: 1\r\nX-B: 2\r\nContent-Length: 1\r\n\r\n"},
+	    {S("GET /x?q=1 HTTP/1.0\r\nHost: gw\r\nConnection: keep-alive\r\n\r\n"),
+	     "GET /x?q=1 HTTP/1.0\r\nHost: gw\r\n\r\n"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *got = fwd_request(cases[i].in, cases[i].len);
+
+		if (strcmp(got, cases[i].want))
+			fail_msg("request case %zu:\n got: %s\nwant: %s", i, got, cases[i].want);
+		free(got);
+	}
+}
+
+#define OK200 "HTTP/1.1 200 OK\r\n"
+
+static void test_response_heads(void **state)
+{
+	static const struct {
+		const char *in;
+		size_t len;
+		bool head, close;
+		const char *want;
+	} cases[] = {
+	    {S(OK200 "Connection: X-Internal\r\nX-Internal: 1\r\nContent-Length: 2\r\n\r\n"), false,
+	     false, OK200 "Content-Length: 2\r\n\r\n"},
+	    {S(OK200 "Keep-Alive: timeout=5\r\nConnection: keep-alive\r\nContent-Length: 02\r\n\r\n"),
+	     false, true, OK200 "Content-Length: 2\r\nConnection: close\r\n\r\n"},
+	    /* A response keeps its Transfer-Encoding, even when listed. */
+	    {S(OK200 "Connection: transfer-encoding, content-length\r\n"
+		     "Transfer-Encoding: gzip, chunked\r\nX: 1\r\n\r\n"),
+	     false, false, OK200 "Transfer-Encoding: gzip, chunked\r\nX: 1\r\n\r\n"},
+	    /* HEAD: Content-Length describes the GET body, and stays. */
+	    {S(OK200 "Content-Length: 0100\r\n\r\n"), true, false,
+	     OK200 "Content-Length: 100\r\n\r\n"},
+	    {S("HTTP/1.1 304 Not Modified\r\nETag: \"a\"\r\n\r\n"), false, false,
+	     "HTTP/1.1 304 Not Modified\r\nETag: \"a\"\r\n\r\n"},
+	    {S("HTTP/1.1 401 Unauthorized\r\nUpgrade: h2c\r\nContent-Length: 0\r\n\r\n"), false, true,
+	     "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *got = fwd_response(cases[i].in, cases[i].len, cases[i].head, cases[i].close);
+
+		if (strcmp(got, cases[i].want))
+			fail_msg("response case %zu:\n got: %s\nwant: %s", i, got, cases[i].want);
+		free(got);
+	}
+}
+
+/* Decode a chunked body the way request.c does and re-frame it. */
+static char *reframe(const char *in, size_t len, enum pg_chunked_rc *last)
+{
+	struct pg_chunked ch;
+	char *out = NULL;
+	size_t olen = 0, ocap = 0, off = 0;
+
+	pg_chunked_init(&ch);
+	*last = PG_CHUNKED_MORE;
+	while (off < len) {
+		size_t used, doff, dlen;
+
+		*last = pg_chunked_feed(&ch, in + off, len - off, &used, &doff, &dlen);
+		if (*last == PG_CHUNKED_ERROR)
+			break;
+		pg_fwd_chunk(in + off + doff, dlen, &out, &olen, &ocap);
+		off += used;
+		if (*last == PG_CHUNKED_DONE) {
+			pg_fwd_last_chunk(&out, &olen, &ocap);
+			break;
+		}
+	}
+	pg_bytes_append(&out, &olen, &ocap, "", 1);
+	return out;
+}
+
+static void test_chunked_reframed(void **state)
+{
+	static const struct {
+		const char *in;
+		size_t len;
+		const char *want;
+	} cases[] = {
+	    {S("5\r\nhello\r\n0\r\n\r\n"), "5\r\nhello\r\n0\r\n\r\n"},
+	    /* Extensions and upper-case or zero-padded sizes are not passed on. */
+	    {S("0005;a=b\r\nhello\r\nA\r\n0123456789\r\n0\r\n\r\n"),
+	     "5\r\nhello\r\na\r\n0123456789\r\n0\r\n\r\n"},
+	    /* Trailers are dropped, framing or routing fields above all. */
+	    {S("3\r\nabc\r\n0\r\nContent-Length: 99\r\nTransfer-Encoding: chunked\r\n"
+	       "Host: evil\r\nAuthorization: x\r\n\r\n"),
+	     "3\r\nabc\r\n0\r\n\r\n"},
+	    {S("0\r\nX: 1\r\n\r\n"), "0\r\n\r\n"},
+	};
+	enum pg_chunked_rc rc;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *got = reframe(cases[i].in, cases[i].len, &rc);
+
+		assert_int_equal(rc, PG_CHUNKED_DONE);
+		if (strcmp(got, cases[i].want))
+			fail_msg("chunked case %zu:\n got: %s\nwant: %s", i, got, cases[i].want);
+		free(got);
+	}
+}
+
+static void test_list_has(void **state)
+{
+	static const struct {
+		const char *list, *token;
+		bool want;
+	} cases[] = {
+	    {"close", "close", true},     {"a, b ,c", "b", true}, {"a,,\tB\t", "b", true},
+	    {"ab", "a", false},           {"a-b", "a", false},    {"", "a", false},
+	    {" , ,", "a", false},         {"xa", "a", false},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct pg_str l = {cases[i].list, strlen(cases[i].list)};
+		struct pg_str t = {cases[i].token, strlen(cases[i].token)};
+
+		if (pg_fwd_list_has(l, t) != cases[i].want)
+			fail_msg("list case %zu: \"%s\" has \"%s\"", i, cases[i].list, cases[i].token);
+	}
+}
+
+static void test_reuse_rule(void **state)
+{
+	const struct pg_reuse clean = {
+	    .request_complete = true, .request_flushed = true, .early = false,
+	    .resp_reusable = true,    .head_request = false,   .open = true,
+	    .member = true,           .room = true,
+	};
+	struct pg_reuse r;
+
+	(void)state;
+	assert_true(pg_reuse_ok(&clean));
+	/* Each single fault alone keeps it out of the pool. */
+	r = clean, r.request_complete = false, assert_false(pg_reuse_ok(&r));
+	r = clean, r.request_flushed = false, assert_false(pg_reuse_ok(&r));
+	r = clean, r.early = true, assert_false(pg_reuse_ok(&r));
+	r = clean, r.resp_reusable = false, assert_false(pg_reuse_ok(&r));
+	r = clean, r.head_request = true, assert_false(pg_reuse_ok(&r));
+	r = clean, r.open = false, assert_false(pg_reuse_ok(&r));
+	r = clean, r.member = false, assert_false(pg_reuse_ok(&r));
+	r = clean, r.room = false, assert_false(pg_reuse_ok(&r));
+}
+
+static void test_early_client(void **state)
+{
+	(void)state;
+	assert_true(pg_early_keeps_client(PG_BODY_LENGTH, 1));
+	assert_true(pg_early_keeps_client(PG_BODY_LENGTH, PG_DISCARD_MAX));
+	assert_false(pg_early_keeps_client(PG_BODY_LENGTH, PG_DISCARD_MAX + 1));
+	assert_false(pg_early_keeps_client(PG_BODY_LENGTH, UINT64_MAX));
+	assert_false(pg_early_keeps_client(PG_BODY_CHUNKED, 0)); /* its size is unknown */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_request_heads),   cmocka_unit_test(test_response_heads),
+	    cmocka_unit_test(test_chunked_reframed), cmocka_unit_test(test_list_has),
+	    cmocka_unit_test(test_reuse_rule),      cmocka_unit_test(test_early_client),
+	};
+
+	return cmocka_run_group_tests_name("forward", tests, NULL, NULL);
+}
