@@ -576,3 +576,8 @@ void pg_admin_conn_free(struct pg_admin_conn *c)
 	pg_buf_free(&c->body);
 	memset(c, 0, sizeof(*c));
 }
+
+bool pg_admin_head_complete(const struct pg_admin_conn *c)
+{
+	return c->head_done;
+}

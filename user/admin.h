@@ -80,6 +80,12 @@ struct pg_admin_conn {
 bool pg_admin_input(struct pg_gateway *gw, struct pg_admin_conn *c, struct pg_buf *out);
 void pg_admin_conn_free(struct pg_admin_conn *c);
 
+/* Has the request head arrived whole and been accepted (well-formed,
+ * authorized), so that only its body, if any, is still awaited? False
+ * before; also false for a request answered at its head with an error
+ * (pg_admin_input returned true for it). */
+bool pg_admin_head_complete(const struct pg_admin_conn *c);
+
 /* With an admin token (--admin-token), does req carry "Authorization:
  * Bearer TOKEN" (scheme case-insensitive)? Compared in constant time. True
  * when no token is configured. pg_admin_input answers 401 otherwise, as

@@ -814,9 +814,22 @@ static void test_framing(void **state)
 	assert_int_equal(gw.maps.state->strategy, PG_STRATEGY_RANDOM);
 	free(o);
 
+	/* the head is complete once its blank line is in; an error answered at
+	 * the head leaves it incomplete */
+	pg_buf_append(&c.in, cont, strlen(cont) - 2);
+	assert_false(pg_admin_input(&gw, &c, &out));
+	assert_false(pg_admin_head_complete(&c));
+	pg_admin_conn_free(&c);
+	pg_buf_puts(&c.in, "GET /health HTTP/1.1\r\n\r\n"); /* no Host: 400 */
+	assert_true(pg_admin_input(&gw, &c, &out));
+	assert_false(pg_admin_head_complete(&c));
+	pg_admin_conn_free(&c);
+	out.len = 0;
+
 	/* 100 Continue first, once; then the reply */
 	pg_buf_append(&c.in, cont, strlen(cont));
 	assert_false(pg_admin_input(&gw, &c, &out));
+	assert_true(pg_admin_head_complete(&c));
 	assert_int_equal(out.len, strlen("HTTP/1.1 100 Continue\r\n\r\n"));
 	assert_false(pg_admin_input(&gw, &c, &out));
 	assert_int_equal(out.len, strlen("HTTP/1.1 100 Continue\r\n\r\n"));
