@@ -40,9 +40,17 @@
  * has been draining at least this long: a worker that chose it just before
  * it started draining has then long taken its in-flight slot. */
 #define PG_DRAIN_GRACE_MS 200
-/* Admin connections closed if a request takes longer than this. */
+/* Admin connections (the policy is in control.c, above admin_accept):
+ * closed if the whole exchange, from accept to the client's EOF after the
+ * reply, takes longer than PG_ADMIN_TIMEOUT_MS; ... */
 #define PG_ADMIN_TIMEOUT_MS 10000
-/* Admin connections served at once (more wait in the listen backlog). */
+/* ... closed if the request head is not complete this long after accept ... */
+#define PG_ADMIN_HEADER_TIMEOUT_MS 2500
+/* ... and if the client has not closed this long after the whole reply was
+ * sent (our side shut). */
+#define PG_ADMIN_LINGER_MS 1000
+/* Admin connections served at once; with all taken, a new one replaces the
+ * oldest idle one (no complete request yet, or lingering after its reply). */
 #define PG_ADMIN_MAX_CONNS 64
 
 /*

@@ -27,6 +27,7 @@ struct admin_conn {
 	struct pg_admin_conn req; /* the request being received */
 	bool done;                /* the whole reply is in out */
 	bool lingering;           /* reply sent, write side shut: wait for EOF */
+	uint64_t linger_ms;       /* lingering since */
 	struct pg_buf out;        /* bytes to send */
 	size_t out_off;           /* of which sent */
 };
