@@ -1,20 +1,22 @@
 #!/usr/bin/env python3
 """Hostile clients and failing backends, end to end (issue 5): malformed and
 ambiguous requests never reach a backend, a backend dying mid-response ends
-the client's response visibly, slow clients cannot delay others. TAP output;
-every wait is bounded.
+the client's response visibly, slow clients cannot delay others, idle admin
+connections cannot lock out the admin API. TAP output; every wait is bounded.
 
 usage: test_hostile.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
 """
 import os
 import resource
+import select
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, wait_until, run_suite  # noqa: E402
+from harness import Fleet, http_get, wait_until, run_suite  # noqa: E402
 
 TESTS = []
 
@@ -311,6 +313,195 @@ def timeouts(opts):
         for c in fillers:
             c.close()
         black.close()
+
+
+# user/control.h: admin connections served at once, and how long one may take
+# to deliver its request head (PG_ADMIN_MAX_CONNS, PG_ADMIN_HEADER_TIMEOUT_MS).
+ADMIN_MAX_CONNS = 64
+ADMIN_HEADER_TIMEOUT = 2.5
+
+
+def timed_admin_get(f, path, timeout=5.0):
+    """(status or None, seconds) of one admin GET on a fresh connection."""
+    t0 = time.monotonic()
+    st, _ = http_get(f.admin_port, path, timeout, f.admin_headers())
+    return st, time.monotonic() - t0
+
+
+def wait_closed(s, limit):
+    """Read from s, discarding, until the peer closes it or limit seconds
+    pass: the seconds it took, or None if it stayed open."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        s.settimeout(max(0.01, limit - (time.monotonic() - t0)))
+        try:
+            if not s.recv(4096):
+                return time.monotonic() - t0
+        except socket.timeout:
+            break
+        except OSError:  # reset
+            return time.monotonic() - t0
+    return None
+
+
+@test
+def admin_idle_connections_make_room(opts):
+    """A full table of idle admin connections (PG_ADMIN_MAX_CONNS that never
+    send a byte) does not delay an admin request: the oldest idle one is
+    dropped to make room."""
+    f = Fleet(opts, 1)
+    idle = []
+    try:
+        for _ in range(ADMIN_MAX_CONNS):
+            idle.append(socket.create_connection(("127.0.0.1", f.admin_port), timeout=5))
+        t0 = time.monotonic()
+        time.sleep(0.3)  # all accepted: every slot is taken
+        for path in ("/health", "/metrics", "/health"):
+            st, dt = timed_admin_get(f, path)
+            assert st == 200 and dt < 2.0, (path, st, dt)
+        # The room was made by closing the oldest idle connections, one per
+        # request (checked before their header timeout closes the rest).
+        assert time.monotonic() - t0 < ADMIN_HEADER_TIMEOUT - 0.5, "too slow to check"
+        time.sleep(0.1)
+        closed = select.select(idle, [], [], 0)[0]
+        assert closed == idle[:len(closed)] and 1 <= len(closed) <= 3, \
+            [idle.index(s) for s in closed]
+    finally:
+        for s in idle:
+            s.close()
+        f.stop()
+
+
+@test
+def admin_reconnecting_flood(opts):
+    """A client that keeps opening idle admin connections (far more than
+    PG_ADMIN_MAX_CONNS, as fast as it can for 3 s) never locks out admin
+    requests made meanwhile: each one is answered promptly."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
+    f = Fleet(opts, 1)
+    stop = threading.Event()
+    opened = [0]
+
+    def flood():
+        conns = []
+        end = time.monotonic() + 6  # hard bound, whatever the main thread does
+        try:
+            while not stop.is_set() and time.monotonic() < end:
+                try:
+                    conns.append(socket.create_connection(("127.0.0.1", f.admin_port),
+                                                          timeout=1))
+                    opened[0] += 1
+                except OSError:
+                    time.sleep(0.01)
+                # Never closed by us while the gateway may still hold them
+                # (that would free its slots for it); only the oldest, once
+                # 10 tables' worth are open, to bound our descriptors.
+                if len(conns) > 10 * ADMIN_MAX_CONNS:
+                    for s in conns[:ADMIN_MAX_CONNS]:
+                        s.close()
+                    del conns[:ADMIN_MAX_CONNS]
+                time.sleep(0.0005)
+        finally:
+            for s in conns:
+                s.close()
+
+    th = threading.Thread(target=flood, daemon=True)
+    th.start()
+    lat = []
+    try:
+        time.sleep(0.3)  # the table is full of flood connections
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            st, dt = timed_admin_get(f, "/health")
+            assert st == 200 and dt < 2.0, (st, dt, len(lat))
+            lat.append(dt)
+            time.sleep(0.05)
+        stop.set()
+        th.join(10)
+        assert not th.is_alive()
+        assert len(lat) >= 10, lat
+        assert opened[0] > 4 * ADMIN_MAX_CONNS, "flood too slow: %d connections" % opened[0]
+    finally:
+        stop.set()
+        th.join(10)
+        f.stop()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@test
+def admin_stalled_head_closed(opts):
+    """An admin connection that sends half a request head (or nothing) and
+    stalls is closed after the header timeout, well before the exchange
+    timeout (10 s); one lingering after its reply is closed soon too."""
+    f = Fleet(opts, 1)
+    try:
+        half = socket.create_connection(("127.0.0.1", f.admin_port), timeout=5)
+        half.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        silent = socket.create_connection(("127.0.0.1", f.admin_port), timeout=5)
+        t0 = time.monotonic()
+        dt = wait_closed(half, 6)
+        dt2 = wait_closed(silent, 6 - (time.monotonic() - t0))
+        dt2 = None if dt2 is None else time.monotonic() - t0
+        half.close()
+        silent.close()
+        lo, hi = ADMIN_HEADER_TIMEOUT - 0.5, ADMIN_HEADER_TIMEOUT + 1.5
+        assert dt is not None and lo < dt < hi, ("half head", dt)
+        assert dt2 is not None and lo < dt2 < hi, ("silent", dt2)
+        # Served, then never closed by the client: the gateway shut its side
+        # at once; once it has closed its socket, more bytes get a reset.
+        s = socket.create_connection(("127.0.0.1", f.admin_port), timeout=5)
+        hdr = b"".join(b"%s: %s\r\n" % (k.encode(), v.encode())
+                       for k, v in f.admin_headers().items())
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n" + hdr + b"\r\n")
+        data = read_response(s, time.monotonic() + 5)
+        assert data.startswith(b"HTTP/1.1 200"), data[:40]
+        time.sleep(ADMIN_HEADER_TIMEOUT + 0.5)
+        reset = False
+        try:
+            for _ in range(10):
+                s.sendall(b"x")
+                time.sleep(0.05)
+        except OSError:
+            reset = True
+        s.close()
+        assert reset, "the gateway still holds a connection it answered 3 s ago"
+        st, dt = timed_admin_get(f, "/health")
+        assert st == 200 and dt < 1.0, (st, dt)
+    finally:
+        f.stop()
+
+
+@test
+def admin_all_busy_refused(opts):
+    """With every admin connection busy (a whole request head in, its body
+    still owed), a new connection gets a 503 at once instead of waiting in
+    the backlog; once they are gone, requests are served again."""
+    f = Fleet(opts, 1)
+    busy = []
+    try:
+        hdr = b"".join(b"%s: %s\r\n" % (k.encode(), v.encode())
+                       for k, v in f.admin_headers().items())
+        for _ in range(ADMIN_MAX_CONNS):
+            s = socket.create_connection(("127.0.0.1", f.admin_port), timeout=5)
+            s.sendall(b"PUT /routing HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n" +
+                      hdr + b"\r\n{")
+            busy.append(s)
+        time.sleep(0.3)  # all read: every slot is busy
+        t0 = time.monotonic()
+        s = socket.create_connection(("127.0.0.1", f.admin_port), timeout=5)
+        data = read_response(s, time.monotonic() + 3)
+        s.close()
+        assert data.startswith(b"HTTP/1.1 503") and b"Retry-After: 1" in data, data[:80]
+        assert time.monotonic() - t0 < 1.0, time.monotonic() - t0
+        for s in busy:
+            s.close()
+        busy = []
+        assert wait_until(lambda: timed_admin_get(f, "/health")[0] == 200, 3)
+    finally:
+        for s in busy:
+            s.close()
+        f.stop()
 
 
 def main():
