@@ -50,6 +50,8 @@ for suite in "$@"; do
 	     run_tap "e2e/sockmsg" $E/e2e.py --build "$BUILD" --mode bpf --data-path sockmsg
 	     run_tap "e2e/sockmap" $E/e2e.py --build "$BUILD" --mode bpf --data-path sockmap
 	     run_tap "e2e/hostile" $E/test_hostile.py --build "$BUILD" --mode shm
+	     run_tap "e2e/boundary-shm" $E/test_boundary.py --build "$BUILD" --mode shm
+	     run_tap "e2e/boundary-bpf" $E/test_boundary.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/ops-shm" $E/test_ops.py --build "$BUILD" --mode shm
 	     run_tap "e2e/ops-bpf" $E/test_ops.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/metrics-shm" $E/test_metrics.py --build "$BUILD" --mode shm
@@ -60,6 +62,8 @@ for suite in "$@"; do
 		python3 tests/e2e/e2e.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/hostile" \
 		python3 tests/e2e/test_hostile.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
+		run_tap "e2e-asan/boundary" \
+		python3 tests/e2e/test_boundary.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/ops" \
 		python3 tests/e2e/test_ops.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/metrics" \
