@@ -46,12 +46,14 @@ class Conn:
 
 
 class EarlyBackend:
-    def __init__(self, mode="skip", code=401, name="early", timeout=30.0, keep=None):
+    def __init__(self, mode="skip", code=401, name="early", timeout=30.0, keep=None,
+                 markers=None):
         """keep: log only the first `keep` bytes of each connection, audit a
         connection when it closes and free its log (long runs)."""
         assert mode in ("skip", "naive")
         self.mode, self.code, self.name, self.timeout = mode, code, name, timeout
         self.keep = keep
+        self.markers = markers or MARKERS  # regexes whose group 1 names a client
         self.lock = threading.Lock()
         self.conns = []
         self.stopped = False
@@ -186,7 +188,7 @@ class EarlyBackend:
             pass
         finally:
             if self.keep is not None:
-                c.problems = audit_bytes(bytes(c.data[:self.keep]))
+                c.problems = audit_bytes(bytes(c.data[:self.keep]), self.markers)
                 c.data = bytearray()
             c.closed = True
             try:
@@ -216,19 +218,19 @@ class EarlyBackend:
             probs = c.problems
             if probs is None:
                 data = bytes(c.data)
-                probs = audit_bytes(data[:self.keep] if self.keep else data)
+                probs = audit_bytes(data[:self.keep] if self.keep else data, self.markers)
             out += ["%s conn %d: %s" % (self.name, c.id, p) for p in probs]
         return out
 
 
-def markers(b):
+def markers(b, rxs=MARKERS):
     ids = set()
-    for rx in MARKERS:
+    for rx in rxs:
         ids.update(x.decode() for x in rx.findall(b))
     return ids
 
 
-def audit_bytes(data):
+def audit_bytes(data, rxs=MARKERS):
     """Parse one connection's bytes as a sequence of requests with correct
     framing. A request whose bytes name more than one client, or bytes that
     are no request, are problems; a last request cut short is not."""
@@ -236,7 +238,7 @@ def audit_bytes(data):
     while pos < n:
         end = data.find(b"\r\n\r\n", pos)
         if end < 0:
-            ids = markers(data[pos:])
+            ids = markers(data[pos:], rxs)
             if len(ids) > 1:
                 probs.append("unfinished head at %d names clients %s" % (pos, sorted(ids)))
             break
@@ -277,7 +279,7 @@ def audit_bytes(data):
                 break
         else:
             p = min(n, p + int(h.get(b"content-length", b"0") or 0))
-        ids = markers(data[start:p])
+        ids = markers(data[start:p], rxs)
         if len(ids) > 1:
             probs.append("request at %d (%r) carries bytes of clients %s" %
                          (start, lines[0][:40].decode("latin-1"), sorted(ids)))

@@ -3,10 +3,21 @@
 (default 600) while backends are killed and restarted, members removed and
 re-added and the routing config changed; every response is checked.
 
+One more backend answers early (tools/bench/earlybackend.py, as vLLM's
+--api-key 401): "early" requests carry long bodies (Content-Length or
+chunked, uploaded in paced pieces) and a wrong key; mockllm echoes them,
+the early backend answers 401 before reading the body, keeps the connection
+alive and skips the body by its framing. Every request carries a unique
+X-Client tag, which the early backend echoes.
+
 Pass criteria (exit 0 only if all hold):
   - 0 mixed or corrupted bytes: every complete response is exactly what
     its request asked for (request-body CRC echoed, bulk body pattern,
-    one stream id and the right number of events per SSE stream);
+    one stream id and the right number of events per SSE stream, the
+    early backend's answer naming the request's own tag);
+  - 0 framing problems in what the early backend received: each of its
+    connections' bytes, re-parsed with correct framing, is whole requests,
+    each carrying one request's tag only;
   - failures only where chaos explains them (a backend killed mid-request,
     or no backend up): 502 before a response started, or a truncated
     response; never a wrong byte;
@@ -21,6 +32,7 @@ import http.client
 import json
 import os
 import random
+import re
 import socket
 import sys
 import threading
@@ -29,6 +41,7 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fleet  # noqa: E402
+from earlybackend import EarlyBackend  # noqa: E402
 from netutil import mock_pattern as pattern  # noqa: E402
 
 VOCAB = [" The", " quick", " brown", " fox", " jumps", " over", " the", " lazy",
@@ -82,24 +95,52 @@ def read_http(sock_file):
     return status, h, body, True
 
 
+def early_ok(h, resp, tag, status):
+    """A response of the early backend must name this request's tag."""
+    try:
+        j = json.loads(resp)
+    except ValueError:
+        return False
+    return j.get("client") == tag and j.get("status") == status
+
+
+def paced(sock, data, piece=65536):
+    for i in range(0, len(data), piece):
+        sock.sendall(data[i:i + piece])
+        time.sleep(0.002)
+
+
+def paced_quiet(sock, data):
+    try:
+        paced(sock, data)
+    except OSError:
+        pass  # the gateway closed after an early answer
+
+
 def client(port, deadline, seed, st):
     rng = random.Random(seed)
     sock = None
     f = None
+    n_req = 0
     while time.monotonic() < deadline:
         if sock is None or rng.random() < 0.05:
             if sock:
                 sock.close()
             sock = socket.create_connection(("127.0.0.1", port), timeout=15)
             f = sock.makefile("rb")
-        kind = rng.choices(["echo", "stream", "bulk", "abort"], [5, 3, 1, 1])[0]
+        kind = rng.choices(["echo", "stream", "bulk", "abort", "early"], [5, 3, 1, 1, 2])[0]
+        n_req += 1
+        tag = b"s%d-%d" % (seed, n_req)
+        th = b"X-Client: %s\r\n" % tag
         try:
             if kind == "echo":
                 body = rng.randbytes(rng.randint(0, 256 * 1024))
-                sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: s\r\nContent-Length: %d\r\n\r\n"
-                             % len(body) + body)
+                sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: s\r\n%sContent-Length: %d\r\n\r\n"
+                             % (th, len(body)) + body)
                 status, h, resp, complete = read_http(f)
-                if status == 200 and complete:
+                if "x-early-backend" in h:
+                    st.add("ok" if complete and early_ok(h, resp, tag.decode(), 401) else "CORRUPT")
+                elif status == 200 and complete:
                     ok = (int(h["x-body-length"]) == len(body) and
                           int(h["x-body-crc32"], 16) == zlib.crc32(body))
                     st.add("ok" if ok else "CORRUPT")
@@ -110,13 +151,13 @@ def client(port, deadline, seed, st):
                 n = rng.randint(1, 20)
                 body = json.dumps({"messages": [{"role": "user", "content": "s%d" % rng.random()}],
                                    "stream": True}).encode()
-                sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: s\r\nContent-Length: %d\r\n"
-                             b"X-Mock-Chunks: %d\r\nX-Mock-Chunk-Interval-Ms: 5\r\n\r\n" % (len(body), n)
+                sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: s\r\n%sContent-Length: %d\r\n"
+                             b"X-Mock-Chunks: %d\r\nX-Mock-Chunk-Interval-Ms: 5\r\n\r\n" % (th, len(body), n)
                              + body)
                 status, h, resp, complete = read_http(f)
-                if h.get("connection") == "close":
-                    sock = None  # a spliced stream ends its connection (README)
-                if status == 200 and complete:
+                if "x-early-backend" in h:
+                    st.add("ok" if complete and early_ok(h, resp, tag.decode(), 401) else "CORRUPT")
+                elif status == 200 and complete:
                     events = [e for e in resp.split(b"\n\n") if e.startswith(b"data: {")]
                     ids = {json.loads(e[6:])["id"] for e in events}
                     content = "".join(json.loads(e[6:])["choices"][0]["delta"].get("content", "")
@@ -130,14 +171,43 @@ def client(port, deadline, seed, st):
             elif kind == "bulk":
                 n = rng.randint(1, 4 << 20)
                 chunked = rng.random() < 0.5
-                sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: s\r\nContent-Length: 0\r\n"
+                sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: s\r\n%sContent-Length: 0\r\n"
                              b"X-Mock-Response-Bytes: %d\r\n%s\r\n" %
-                             (n, b"X-Mock-Chunked: 1\r\n" if chunked else b""))
+                             (th, n, b"X-Mock-Chunked: 1\r\n" if chunked else b""))
                 status, h, resp, complete = read_http(f)
-                if status == 200 and complete:
+                if "x-early-backend" in h:
+                    st.add("ok" if complete and early_ok(h, resp, tag.decode(), 401) else "CORRUPT")
+                elif status == 200 and complete:
                     st.add("ok" if resp == pattern(n) else "CORRUPT")
                 else:
                     st.add("failed:%s" % status)
+                    sock = None
+            elif kind == "early":  # a long body and a wrong key
+                body = (b"#%s#" % tag) * (rng.randint(64 << 10, 1 << 20) // (len(tag) + 2))
+                chunked = rng.random() < 0.5
+                head = b"POST /invocations HTTP/1.1\r\nHost: s\r\n%sAuthorization: Bearer tok-%s\r\n" % (
+                    th, tag)
+                if chunked:
+                    wire = head + b"Transfer-Encoding: chunked\r\n\r\n" + b"".join(
+                        b"%x\r\n%s\r\n" % (len(body[i:i + 32768]), body[i:i + 32768])
+                        for i in range(0, len(body), 32768)) + b"0\r\n\r\n"
+                else:
+                    wire = head + b"Content-Length: %d\r\n\r\n" % len(body) + body
+                up = threading.Thread(target=lambda: paced_quiet(sock, wire), daemon=True)
+                up.start()
+                status, h, resp, complete = read_http(f)
+                if "x-early-backend" in h:
+                    st.add("ok" if complete and early_ok(h, resp, tag.decode(), 401) else "CORRUPT")
+                elif status == 200 and complete:
+                    ok = (int(h["x-body-length"]) == len(body) and
+                          int(h["x-body-crc32"], 16) == zlib.crc32(body))
+                    st.add("ok" if ok else "CORRUPT")
+                else:
+                    st.add("failed:%s" % status)
+                    sock = None
+                up.join(30)
+                if up.is_alive():
+                    st.add("failed:upload-stalled")
                     sock = None
             else:  # abort mid-stream
                 body = b'{"messages":[{"role":"user","content":"abort"}],"stream":true}'
@@ -148,6 +218,8 @@ def client(port, deadline, seed, st):
                 sock.close()
                 sock = None
                 st.add("aborted")
+            if sock is not None and kind != "abort" and h.get("connection") == "close":
+                sock = None  # its last response (a spliced stream, an early answer)
         except (OSError, ValueError, IndexError, KeyError) as e:
             st.add("failed:%s" % type(e).__name__)
             sock = None
@@ -176,7 +248,11 @@ def main():
     logdir = os.path.join(opts.build, "soak")
     os.makedirs(logdir, exist_ok=True)
     inst = fleet.Instances(opts.build, opts.instances, logdir)
-    gw = fleet.Gateway(opts.build, inst.addrs(), logdir,
+    # tags only: random echo bodies may hold anything else
+    early = EarlyBackend("skip", 401, keep=16 << 20, markers=[
+        re.compile(rb"X-Client: (s\d+-\d+)"), re.compile(rb"tok-(s\d+-\d+)"),
+        re.compile(rb"#(s\d+-\d+)#")])
+    gw = fleet.Gateway(opts.build, inst.addrs() + [early.addr()], logdir,
                        ["--health-check-interval", "500", "--health-fall", "2"])
     pid = gw.proc.pid
     fds0 = fd_count(pid)
@@ -218,7 +294,7 @@ def main():
     # Checks after traffic.
     time.sleep(1)
     inflight = sum(b["in_flight"] for b in json.loads(fleet.get(gw.admin, "/backends")))
-    for a in inst.addrs():
+    for a in inst.addrs() + [early.addr()]:
         fleet.admin_request(gw.admin, "DELETE", "/backends/" + a)
     time.sleep(1.5)  # drains finish, the workers' ticks close pooled connections
     fds1 = fd_count(pid)
@@ -226,16 +302,22 @@ def main():
     growth_kb = rss[-1][1] - quarter[0]
     rc = gw.stop()
     inst.stop()
+    early.stop()
+    framing = early.audit()
+    for p in framing[:10]:
+        print("early backend:", p)
     c = st.c
     total = sum(c.values())
     corrupt = c.get("CORRUPT", 0)
     res = {"duration_s": opts.duration, "responses": total, "counts": c, "chaos": chaos,
            "in_flight_after": inflight, "fds_before": fds0, "fds_after": fds1,
            "rss_kb_first_quarter": quarter[0], "rss_kb_end": rss[-1][1],
-           "rss_growth_kb": growth_kb, "exit_code": rc}
+           "rss_growth_kb": growth_kb, "exit_code": rc,
+           "early_backend_conns": len(early.conns), "early_framing_problems": len(framing)}
     json.dump(res, open(os.path.join(logdir, "result.json"), "w"), indent=1)
     print(json.dumps(res, indent=1))
     checks = {"0 corrupt responses": corrupt == 0,
+              "0 framing problems (early)": not framing,
               "in-flight back to 0": inflight == 0,
               "no leaked fds": fds1 <= fds0,
               "RSS flat (< 16 MiB growth)": growth_kb < 16 * 1024,
