@@ -222,6 +222,25 @@ void pg_sock_close(struct pg_worker *w, struct pg_sock *s)
 		return;
 	s->closed = true;
 	s->want_recv = false;
+	if (s->refs) {
+		/* Cancel what is outstanding before the fd number can be reused,
+		 * and before any segment is freed: a send prepared this turn is
+		 * issued by this submit (copying inline, or armed and then
+		 * cancelled by the cancel behind it). */
+		struct io_uring_sqe *sqe = pg_sqe(w);
+
+		io_uring_prep_cancel_fd(sqe, s->fd, IORING_ASYNC_CANCEL_ALL);
+		io_uring_sqe_set_data64(sqe, ud_pack(s, PG_OP_CANCEL));
+		s->refs++;
+		io_uring_submit(&w->ring);
+	}
+	/* The segment a send names stays until that send completes: freed (or
+	 * its provided buffer given back, to be refilled) any earlier, its
+	 * memory could be read by the kernel and sent as another's bytes. */
+	if (s->send_busy && s->qhead) {
+		s->sending = s->qhead;
+		s->qhead = s->qhead->next;
+	}
 	while ((g = s->qhead)) {
 		s->qhead = g->next;
 		seg_release(w, g);
@@ -236,15 +255,6 @@ void pg_sock_close(struct pg_worker *w, struct pg_sock *s)
 		if (*pp)
 			*pp = s->starved_next;
 		s->starved = false;
-	}
-	if (s->refs) {
-		/* Cancel what is outstanding before the fd number can be reused. */
-		struct io_uring_sqe *sqe = pg_sqe(w);
-
-		io_uring_prep_cancel_fd(sqe, s->fd, IORING_ASYNC_CANCEL_ALL);
-		io_uring_sqe_set_data64(sqe, ud_pack(s, PG_OP_CANCEL));
-		s->refs++;
-		io_uring_submit(&w->ring);
 	}
 	close(s->fd);
 	s->fd = -1;
@@ -281,6 +291,8 @@ static void free_graveyard(struct pg_worker *w, bool all)
 			continue;
 		}
 		*pp = s->dead_next;
+		if (s->sending) /* only at exit (all): its send never completed */
+			seg_release(w, s->sending);
 		if (s->kind == PG_SOCK_CLIENT)
 			pg_client_free((struct pg_client *)s);
 		else
@@ -419,6 +431,10 @@ static void on_send(struct pg_worker *w, struct pg_sock *s, int res)
 {
 	s->send_busy = false;
 	if (s->closed) {
+		if (s->sending) {
+			seg_release(w, s->sending);
+			s->sending = NULL;
+		}
 		sock_put(w, s);
 		return;
 	}

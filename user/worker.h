@@ -77,6 +77,7 @@ struct pg_sock {
 	bool buried;       /* on the worker's graveyard list */
 	uint32_t refs;     /* SQEs in flight naming this struct */
 	struct pg_seg *qhead, *qtail;
+	struct pg_seg *sending; /* closed: the segment its outstanding send names */
 	size_t qbytes;
 	struct pg_sock *starved_next;
 	struct pg_sock *dead_next;
