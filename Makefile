@@ -172,7 +172,7 @@ FUZZ_CFLAGS := -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(WARN) -std=gnu11 \
 	-D_GNU_SOURCE -Iinclude -Iuser -I$(BUILD) -MMD -MP
 FUZZ_NAMES  := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS   := $(addprefix $(FUZZ_DIR)/fuzz_,$(FUZZ_NAMES))
-FUZZ_MODS_http   := http
+FUZZ_MODS_http   := http forward buf
 FUZZ_MODS_json   := json
 FUZZ_MODS_key    := key json
 FUZZ_MODS_config := config routing_config json balancer

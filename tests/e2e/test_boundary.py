@@ -423,6 +423,90 @@ def test_smuggle_sized_body(opts):
     report(probs + be.audit())
 
 
+class RawBackend:
+    """Reads one request per connection (head, then Content-Length or chunked
+    body through its last chunk and trailers), records its raw bytes, and
+    answers with a head of its own that lists X-Internal in Connection."""
+
+    REPLY = (b"HTTP/1.1 200 OK\r\nConnection: X-Internal, keep-alive\r\n"
+             b"X-Internal: backend-only\r\nKeep-Alive: timeout=5\r\nX-Public: 1\r\n"
+             b"Content-Length: 0002\r\n\r\nok")
+
+    def __init__(self):
+        self.ls = socket.create_server(("127.0.0.1", 0))
+        self.ls.settimeout(10)
+        self.port = self.ls.getsockname()[1]
+        self.seen = []
+        self.t = threading.Thread(target=self._serve, daemon=True)
+        self.t.start()
+
+    def _serve(self):
+        try:
+            while True:
+                s, _ = self.ls.accept()
+                s.settimeout(10)
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += s.recv(65536)
+                head = data.split(b"\r\n\r\n", 1)[0].lower()
+                if b"transfer-encoding: chunked" in head:
+                    while not data.endswith(b"\r\n0\r\n\r\n"):
+                        data += s.recv(65536)
+                elif b"content-length:" in head:
+                    n = int(head.split(b"content-length:")[1].split(b"\r\n")[0])
+                    while len(data) < len(head) + 4 + n:
+                        data += s.recv(65536)
+                self.seen.append(data)
+                s.sendall(self.REPLY)
+                s.close()
+        except OSError:
+            pass
+
+    def stop(self):
+        self.ls.close()
+
+
+@test
+def test_what_crosses(opts):
+    """Fields named in Connection and hop-by-hop fields are removed both
+    ways; framing reaches the backend in canonical form; chunk extensions
+    and request trailers never do."""
+    be = RawBackend()
+    f = gateway(opts, ["127.0.0.1:%d" % be.port])
+    h = (b"POST /v1/embeddings HTTP/1.1\r\nHost: gw\r\nConnection: X-Secret, keep-alive\r\n"
+         b"X-Secret: s3cr3t\r\nKeep-Alive: 5\r\nTE: trailers\r\nX-Kept: yes\r\n")
+    cases = [
+        (h + b"Content-Length: 0005\r\n\r\nhello",
+         h.replace(b"Connection: X-Secret, keep-alive\r\nX-Secret: s3cr3t\r\nKeep-Alive: 5\r\n"
+                   b"TE: trailers\r\n", b"") + b"Content-Length: 5\r\n\r\nhello"),
+        (h + b"Transfer-Encoding: Chunked\r\nTrailer: X-Auth\r\n\r\n0005;ext=1\r\nhello\r\n"
+         b"0\r\nContent-Length: 99\r\nHost: evil\r\nTransfer-Encoding: chunked\r\n"
+         b"X-Auth: t\r\n\r\n",
+         h.replace(b"Connection: X-Secret, keep-alive\r\nX-Secret: s3cr3t\r\nKeep-Alive: 5\r\n"
+                   b"TE: trailers\r\n", b"") +
+         b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"),
+    ]
+    probs = []
+    try:
+        for i, (raw, want) in enumerate(cases):
+            c = Client(f.port)
+            c.send(raw)
+            st, hd, body = c.response()
+            c.close()
+            if st != 200 or body != b"ok":
+                probs.append("case %d: %s %r" % (i, st, body))
+            if "x-internal" in hd or "keep-alive" in hd or hd.get("x-public") != "1" or \
+                    hd.get("content-length") != "2":
+                probs.append("case %d: response head reached the client as %r" % (i, hd))
+            got = wait_until(lambda: len(be.seen) > i, 5) and be.seen[i]
+            if got != want:
+                probs.append("case %d: the backend got\n%r\nwant\n%r" % (i, got, want))
+    finally:
+        f.stop()
+        be.stop()
+    report(probs)
+
+
 def uvicorn_python():
     for py in (sys.executable, "/usr/bin/python3"):
         if py and shutil.which(py) and subprocess.run(

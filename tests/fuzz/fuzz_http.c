@@ -9,17 +9,22 @@
  * prefix of a complete head is "need more", pg_http_head_ready kept between
  * reads agrees with a fresh scan and stays true, and the chunked decoder
  * decodes the same bytes and stops at the same offset however it is fed
- * (DONE and ERROR stay put).
+ * (DONE and ERROR stay put). A head the gateway rewrites (forward.h)
+ * parses again, framed the same, with no field a Connection field named;
+ * a chunked body re-framed decodes to the same bytes.
  */
 #include <stdbool.h>
 #include <string.h>
 #include <strings.h>
+#include "buf.h"
+#include "forward.h"
 #include "fuzz.h"
 #include "http.h"
 
 static bool is_error(ssize_t r)
 {
-	return r == -400 || r == -414 || r == -417 || r == -431 || r == -501 || r == -505;
+	return r == -400 || r == -405 || r == -414 || r == -417 || r == -431 || r == -501 ||
+	       r == -505;
 }
 
 /* s lies inside buf[0..end). */
@@ -81,6 +86,61 @@ static void check_same_request(const struct pg_http_request *a, const struct pg_
 		           str_same(a->headers[i].value, b->headers[i].value));
 }
 
+/* The rewritten request head parses, is framed the same, and keeps none of
+ * the fields its Connection fields listed (Host excepted). */
+static void check_forward_request(const struct pg_http_request *r)
+{
+	static struct pg_http_request again;
+	char *out = NULL;
+	size_t len = 0, cap = 0;
+	ssize_t n;
+
+	pg_fwd_request_head(r, &out, &len, &cap);
+	n = pg_http_parse_request(out, len, &again);
+	if (len >= PG_HTTP_MAX_HEAD) { /* canonical framing can add a byte or two */
+		free(out);
+		return;
+	}
+	FUZZ_CHECK(n > 0 && (size_t)n == len);
+	FUZZ_CHECK(again.body == r->body && again.content_length == r->content_length);
+	FUZZ_CHECK(again.method.len == r->method.len && again.target.len == r->target.len);
+	FUZZ_CHECK(!memcmp(again.target.p, r->target.p, r->target.len));
+	FUZZ_CHECK(again.minor == r->minor && !again.expect_continue);
+	for (size_t i = 0; i < again.nheaders; i++) {
+		struct pg_str name = again.headers[i].name;
+
+		FUZZ_CHECK(!pg_fwd_own_field(name));
+		if (pg_name_is(name, "host") || pg_name_is(name, "content-length") ||
+		    pg_name_is(name, "transfer-encoding"))
+			continue;
+		for (size_t j = 0; j < r->nheaders; j++)
+			if (pg_name_is(r->headers[j].name, "connection"))
+				FUZZ_CHECK(!pg_fwd_list_has(r->headers[j].value, name));
+	}
+	free(out);
+}
+
+/* The rewritten response head parses with the same framing. */
+static void check_forward_response(const char *buf, const struct pg_http_response *r, bool head)
+{
+	struct pg_http_response again;
+	char *out = NULL;
+	size_t len = 0, cap = 0;
+	ssize_t n;
+
+	pg_fwd_response_head(buf, r->head_len, r, true, &out, &len, &cap);
+	n = pg_http_parse_response(out, len, head, &again);
+	if (len >= PG_HTTP_MAX_HEAD) { /* "Connection: close" was added */
+		free(out);
+		return;
+	}
+	FUZZ_CHECK(n > 0 && (size_t)n == len);
+	FUZZ_CHECK(again.status == r->status && again.body == r->body);
+	FUZZ_CHECK(again.has_length == r->has_length && again.content_length == r->content_length);
+	FUZZ_CHECK(!again.keep_alive);
+	free(out);
+}
+
 /* The request parser, whole and read in pieces; returns the head length. */
 static ssize_t check_request(const char *buf, size_t len, struct fuzz_rng *rng)
 {
@@ -92,8 +152,10 @@ static ssize_t check_request(const char *buf, size_t len, struct fuzz_rng *rng)
 	FUZZ_CHECK(rn == 0 || is_error(rn) || (rn > 0 && (size_t)rn <= len));
 	if (rn == 0)
 		FUZZ_CHECK(len < PG_HTTP_MAX_HEAD);
-	if (rn > 0)
+	if (rn > 0) {
 		check_request_fields(&whole, buf, rn);
+		check_forward_request(&whole);
+	}
 	while (got < len) {
 		got += fuzz_piece(rng, len - got);
 		r = pg_http_head_ready(buf, got, &scan);
@@ -140,6 +202,7 @@ static void check_response(const char *buf, size_t len, bool head, struct fuzz_r
 		FUZZ_CHECK(whole.body >= PG_BODY_NONE && whole.body <= PG_BODY_EOF);
 		if (head || whole.status < 200 || whole.status == 204 || whole.status == 304)
 			FUZZ_CHECK(whole.body == PG_BODY_NONE);
+		check_forward_response(buf, &whole, head);
 	}
 	while (got < len) {
 		got += fuzz_piece(rng, len - got);
@@ -211,6 +274,21 @@ static void check_chunked(const char *buf, size_t len, struct fuzz_rng *rng)
 	FUZZ_CHECK(whole.pos == split.pos);
 	FUZZ_CHECK(whole.out_len == split.out_len && !memcmp(a, b, whole.out_len));
 	FUZZ_CHECK(whole.out_len <= whole.pos);
+	if (whole.rc == PG_CHUNKED_DONE) {
+		/* Re-framed as request.c does (one chunk here), it decodes the same. */
+		char *re = NULL, *c = malloc(whole.out_len + 1);
+		size_t rlen = 0, rcap = 0;
+		struct dechunk back;
+
+		FUZZ_CHECK(c != NULL);
+		pg_fwd_chunk(a, whole.out_len, &re, &rlen, &rcap);
+		pg_fwd_last_chunk(&re, &rlen, &rcap);
+		back = dechunk(re, rlen, rng, c);
+		FUZZ_CHECK(back.rc == PG_CHUNKED_DONE && back.pos == rlen);
+		FUZZ_CHECK(back.out_len == whole.out_len && !memcmp(a, c, whole.out_len));
+		free(re);
+		free(c);
+	}
 	free(a);
 	free(b);
 }
