@@ -177,7 +177,7 @@ FUZZ_MODS_json   := json
 FUZZ_MODS_key    := key json
 FUZZ_MODS_config := config routing_config json balancer
 FUZZ_MODS_admin  := admin buf control members health config routing_config json key http \
-	metrics route routestats scrape accesslog ring balancer maps gateway log
+	metrics route routestats scrape accesslog ring balancer maps gateway log cacheidx
 fuzz_objs = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,\
 	$(sort $(foreach m,$(FUZZ_MODS_$(1)),$(wildcard user/$(m).c user/$(m)_*.c))))
 

@@ -39,4 +39,15 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } pg_state SEC(".maps");
 
+/* cache_aware's block index; max_entries is set at load from
+ * --cache-capacity (the value here only satisfies the verifier's loader). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pg_ca_slot);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} pg_cache_index SEC(".maps");
+
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -43,14 +43,58 @@ enum pg_decision {
 	PG_DEC_LEAST_OUTSTANDING = 3, /* strategy least_outstanding_requests */
 	PG_DEC_RETRY = 4,             /* re-dispatch after a failed attempt */
 	PG_DEC_EXPLICIT_KEY = 5,      /* affinity by X-Prefixgate-Key / prompt_cache_key */
-	PG_DEC_MAX = 6,
+	PG_DEC_CACHED = 6,            /* cache_aware: where the longest cached prefix is */
+	PG_DEC_MAX = 7,
 };
 
 enum pg_strategy {
 	PG_STRATEGY_RANDOM = 0,
 	PG_STRATEGY_LEAST_OUTSTANDING = 1,
 	PG_STRATEGY_PREFIX_AWARE = 2,
+	PG_STRATEGY_CACHE_AWARE = 3, /* a prefixgate extension (user/cacheidx.h) */
 };
+
+/*
+ * cache_aware's block index (user/cacheidx.h has the rules). The key text
+ * is cut into PG_CA_BLOCK-byte blocks, each named by a hash chained over
+ * every block before it, so one hash names a whole prefix. At most
+ * PG_CA_MAX_BLOCKS blocks of a request are indexed (longer prompts match on
+ * their first 256 KiB of key text).
+ */
+#define PG_CA_BLOCK 512
+#define PG_CA_MAX_BLOCKS 512
+/* Holders remembered per block prefix. */
+#define PG_CA_WAYS 4
+/* Slots probed from a hash's home slot (open addressing). */
+#define PG_CA_PROBE 4
+/* --cache-capacity default, tokens of KV cache per instance, and the
+ * characters a token stands for (English text; mockllm's tokenizer). */
+#define PG_CA_CAPACITY_DEFAULT 262144
+#define PG_CA_CHARS_PER_TOKEN 4
+/* Index slots per block of one instance's capacity: room for this many
+ * instances' distinct prefixes (shared prefixes take one slot for up to
+ * PG_CA_WAYS holders). */
+#define PG_CA_SLOTS_PER_BLOCK 32
+/* CacheAwareConfig.MaxLoadGap default: a holder of the cached prefix with
+ * this many more requests in flight than the least busy instance is "far
+ * busier", and is passed over. */
+#define PG_CA_GAP_DEFAULT 4
+
+/*
+ * One slot of the block index. Array map "pg_cache_index", BPF_F_MMAPABLE,
+ * its size fixed at start-up from --cache-capacity. Workers write slots
+ * with relaxed atomics and no lock: a torn slot is a wrong hint (a cache
+ * miss), never a wrong answer, since every holder is checked against the
+ * backend table before use. A holder's stamp is its backend's ca_clock when
+ * it was last sent this prefix; it is cached while fewer than its capacity
+ * in blocks were sent to that backend since (an LRU model of the engine).
+ */
+struct pg_ca_slot {
+	__u64 hash;                /* chain hash of a block prefix; 0: empty */
+	__u32 stamp[PG_CA_WAYS];   /* holder's ca_clock when last sent it */
+	__u16 backend[PG_CA_WAYS]; /* holder ids; 0: none */
+};
+_Static_assert(sizeof(struct pg_ca_slot) == 32, "pg_ca_slot layout");
 
 /*
  * One backend (inference instance). Array map "pg_backends", BPF_F_MMAPABLE:
@@ -79,8 +123,12 @@ struct pg_backend {
 	__u64 metrics_until_ms; /* scraped values valid until; 0: never scraped */
 	__u64 kv_hit_tokens;    /* vllm:prefix_cache_hits_total (tokens, cumulative) */
 	__u64 kv_query_tokens;  /* vllm:prefix_cache_queries_total (tokens, cumulative) */
+	/* cache_aware: blocks sent to it that it did not hold (its LRU clock);
+	 * advanced by its capacity when the slot gets a new member, which ages
+	 * out everything the index remembers of the old one. */
+	__u64 ca_clock;
 };
-_Static_assert(sizeof(struct pg_backend) == 64 + 8 * PG_DEC_MAX, "pg_backend layout");
+_Static_assert(sizeof(struct pg_backend) == 72 + 8 * PG_DEC_MAX, "pg_backend layout");
 _Static_assert(sizeof(struct pg_backend) % 8 == 0, "pg_backend alignment");
 
 /*
@@ -114,7 +162,11 @@ struct pg_state {
 	__u32 concurrency_threshold; /* ConcurrencyThreshold */
 	__u32 nbackends;             /* active members */
 	__u64 remapped_ppm;          /* keys moved by the last change, per million */
+	__u32 ca_capacity_blocks;    /* cache_aware: each instance's capacity, in blocks */
+	__u32 ca_max_load_gap;       /* cache_aware: CacheAwareConfig.MaxLoadGap */
+	__u32 ca_slots;              /* entries of pg_cache_index (a power of two) */
+	__u32 pad;
 };
-_Static_assert(sizeof(struct pg_state) == 32, "pg_state layout");
+_Static_assert(sizeof(struct pg_state) == 48, "pg_state layout");
 
 #endif /* PREFIXGATE_H */

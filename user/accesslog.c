@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 #include "accesslog.h"
+#include "metrics.h"
 #include "log.h"
 
 #define RING_SLOTS 4096 /* per worker: ~100 ms of 40k requests/s */
@@ -29,8 +30,6 @@ static struct {
 	uint64_t dropped;
 } al;
 
-static const char *const decisions[] = {"affinity", "overflow", "random", "least_outstanding",
-					"retry", "explicit_key"};
 static const char *const sources[] = {"raw", "messages", "header", "prompt_cache_key"};
 static const char *const outcomes[] = {"ok", "client_abort", "backend_error", "gateway"};
 
@@ -77,7 +76,7 @@ static void write_rec(const struct pg_alog_rec *r)
 		"\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64 ",\"route_us\":%u,"
 		"\"duration_us\":%u,\"attempts\":%u,\"outcome\":\"%s\"}\n",
 		when, r->wall_ms % 1000, backend,
-		r->backend && r->decision < PG_DEC_MAX ? decisions[r->decision] : "",
+		r->backend ? pg_decision_name(r->decision) : "",
 		r->key_hash, r->key_source < 4 ? sources[r->key_source] : "", r->status,
 		r->bytes_in, r->bytes_out, r->route_us, r->total_us, r->attempts,
 		r->outcome < 4 ? outcomes[r->outcome] : "");

@@ -242,8 +242,11 @@ static void routing_json(struct pg_buf *o, const struct pg_route_cfg *rc)
 {
 	pg_buf_printf(o,
 	              "{\"RoutingStrategy\":\"%s\",\"PrefixAwareRoutingConfig\":"
-	              "{\"PrefixLength\":%u,\"ConcurrencyThreshold\":%u}}\n",
+	              "{\"PrefixLength\":%u,\"ConcurrencyThreshold\":%u}",
 	              pg_strategy_name(rc->strategy), rc->prefix_length, rc->concurrency_threshold);
+	if (rc->strategy == PG_STRATEGY_CACHE_AWARE)
+		pg_buf_printf(o, ",\"CacheAwareConfig\":{\"MaxLoadGap\":%u}", rc->max_load_gap);
+	pg_buf_puts(o, "}\n");
 }
 
 static int h_routing_put(struct pg_gateway *gw, const char *body, size_t len,
@@ -259,11 +262,6 @@ static int h_routing_put(struct pg_gateway *gw, const char *body, size_t len,
 	return r->status = 200;
 }
 
-static const char *const strategy_labels[] = {
-    [PG_STRATEGY_RANDOM] = "random",
-    [PG_STRATEGY_LEAST_OUTSTANDING] = "least_outstanding_requests",
-    [PG_STRATEGY_PREFIX_AWARE] = "prefix_aware",
-};
 static const char *const key_sources[] = {
     [PG_KEY_SRC_RAW] = "raw",
     [PG_KEY_SRC_MESSAGES] = "messages",
@@ -302,6 +300,7 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 	    .api = PG_API_RAW, .body = body ? body : "", .body_len = len, .complete = true};
 	struct pg_route_cfg rc;
 	struct pg_choice ch;
+	uint64_t anchor;
 	struct pg_key k;
 	uint16_t id;
 	int status = 0;
@@ -346,6 +345,7 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 
 	pg_route_cfg_load(gw, &rc);
 	id = pg_route_dry(gw, &in, NULL, dry_run_rnd(), &k, &ch);
+	anchor = k.anchor;
 	/* The key again, for its text: same inputs, same key. */
 	pg_key_compute(in.api, in.header_key, in.body, in.body_len, true, rc.prefix_length, &k,
 	               preview, sizeof(preview), &tlen);
@@ -357,6 +357,9 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 		              pg_decision_name(ch.decision));
 	else
 		pg_buf_puts(&r->body, "\"backend\":null,\"error\":\"no usable backend\",");
+	if (rc.strategy == PG_STRATEGY_CACHE_AWARE)
+		pg_buf_printf(&r->body, "\"matched\":%u,\"anchor_hash\":\"0x%016llx\",", ch.matched,
+		              (unsigned long long)anchor);
 	pg_buf_puts(&r->body, "\"candidates\":[");
 	for (unsigned c = 0; c < ch.ncand && id; c++)
 		pg_buf_printf(&r->body, "%s\"%s\"", c ? "," : "",
@@ -366,7 +369,7 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 	    "],\"strategy\":\"%s\",\"api\":\"%s\",\"key_hash\":\"0x%016llx\","
 	    "\"key_length\":%u,\"key_source\":\"%s\",\"fallback\":%s,"
 	    "\"ring_generation\":%llu,\"key_preview\":",
-	    rc.strategy <= PG_STRATEGY_PREFIX_AWARE ? strategy_labels[rc.strategy] : "unknown",
+	    pg_strategy_flag(rc.strategy),
 	    api_names[in.api], (unsigned long long)k.hash, k.length,
 	    k.source < 4 ? key_sources[k.source] : "unknown", k.fallback ? "true" : "false",
 	    (unsigned long long)__atomic_load_n(&gw->maps.state->ring_generation,

@@ -160,3 +160,77 @@ uint16_t pg_balance(const struct pg_route_cfg *cfg, const struct pg_backend *bac
 	out->backend = id;
 	return id;
 }
+
+/* Lowest in_flight among eligible backends (INT32_MAX if none). */
+static int32_t min_in_flight(const struct pg_backend *backends, unsigned max_id,
+			     const struct pg_idset *exclude, uint64_t now_ms)
+{
+	int32_t best = INT32_MAX;
+
+	for (unsigned id = 1; id <= max_id; id++) {
+		int32_t l;
+
+		if (!eligible(backends, max_id, id, exclude, now_ms))
+			continue;
+		l = __atomic_load_n(&backends[id].in_flight, __ATOMIC_RELAXED);
+		if (l < best)
+			best = l;
+	}
+	return best;
+}
+
+/* A cached holder worth its cache now: under the threshold, not far busier. */
+static bool holder_fits(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
+			unsigned max_id, uint16_t id, const struct pg_idset *exclude,
+			uint64_t now_ms, int32_t floor, uint32_t gap)
+{
+	int64_t l;
+
+	if (!eligible(backends, max_id, id, exclude, now_ms))
+		return false;
+	l = __atomic_load_n(&backends[id].in_flight, __ATOMIC_RELAXED);
+	return l < (int64_t)cfg->concurrency_threshold && l <= (int64_t)floor + gap;
+}
+
+uint16_t pg_balance_cached(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
+			   unsigned max_id, const uint16_t *cand, size_t ncand,
+			   const struct pg_cached *cached, const struct pg_idset *exclude,
+			   uint64_t now_ms, uint64_t rnd, bool explicit_key, struct pg_choice *out)
+{
+	struct pg_route_cfg pa = *cfg;
+
+	if (max_id > PG_MAX_BACKENDS - 1)
+		max_id = PG_MAX_BACKENDS - 1;
+	if (ncand > PG_RING_CANDIDATES)
+		ncand = PG_RING_CANDIDATES;
+	if (cached && cached->specific && cached->nholder) {
+		int32_t floor = min_in_flight(backends, max_id, exclude, now_ms);
+		uint16_t pick = 0;
+
+		/* Holders in the anchor's ring order first, then as listed. */
+		for (size_t i = 0; i < ncand && !pick; i++)
+			for (size_t h = 0; h < cached->nholder; h++)
+				if (cached->holder[h] == cand[i] &&
+				    holder_fits(cfg, backends, max_id, cand[i], exclude, now_ms,
+						floor, cached->max_load_gap)) {
+					pick = cand[i];
+					break;
+				}
+		for (size_t h = 0; h < cached->nholder && !pick; h++)
+			if (holder_fits(cfg, backends, max_id, cached->holder[h], exclude, now_ms,
+					floor, cached->max_load_gap))
+				pick = cached->holder[h];
+		if (pick) {
+			memset(out, 0, sizeof(*out));
+			out->ncand = (uint8_t)ncand;
+			if (ncand)
+				memcpy(out->cand, cand, ncand * sizeof(*cand));
+			out->backend = pick;
+			out->decision = PG_DEC_CACHED;
+			return pick;
+		}
+	}
+	pa.strategy = PG_STRATEGY_PREFIX_AWARE;
+	return pg_balance(&pa, backends, max_id, cand, ncand, exclude, now_ms, rnd, explicit_key,
+			  out);
+}

@@ -32,6 +32,7 @@ struct pg_route_cfg {
 	uint32_t prefix_length;
 	uint32_t concurrency_threshold;
 	enum pg_load_signal load_signal; /* LEAST_OUTSTANDING and the PREFIX_AWARE fallback */
+	uint32_t max_load_gap; /* CACHE_AWARE: CacheAwareConfig.MaxLoadGap (pg_balance_cached) */
 };
 
 /* The load pg_balance compares for backend b under signal s (see above). */
@@ -42,6 +43,7 @@ struct pg_choice {
 	uint8_t decision;  /* enum pg_decision */
 	uint8_t ncand;     /* ring candidates considered (prefix_aware) */
 	uint16_t cand[PG_RING_CANDIDATES];
+	uint32_t matched;  /* cache_aware: key text bytes of the longest cached prefix */
 };
 
 /* A backend set as a bitmap of ids, e.g. the ones a request already tried. */
@@ -101,5 +103,34 @@ uint16_t pg_balance(const struct pg_route_cfg *cfg, const struct pg_backend *bac
 		    unsigned max_id, const uint16_t *cand, size_t ncand,
 		    const struct pg_idset *exclude, uint64_t now_ms, uint64_t rnd,
 		    bool explicit_key, struct pg_choice *out);
+
+/*
+ * cache_aware's choice (cacheidx.h has the index, key.h the anchor). cand
+ * are the ring candidates of the request's anchor. cached: what the index
+ * says (may be NULL):
+ *   holder/nholder: backends believed to hold the request's longest cached
+ *                   prefix (already filtered: usable, not excluded);
+ *   specific:       that prefix reaches past the anchor, so it is this
+ *                   conversation's (or document's) own history, not just a
+ *                   system prompt or tool list many conversations share.
+ * Rule: when specific, the first holder (in the anchor's ring order, then
+ * as listed) under the threshold and at most max_load_gap requests busier
+ * than the least busy usable backend takes it (PG_DEC_CACHED). Otherwise,
+ * or when none qualifies, PREFIX_AWARE's rule on the anchor's candidates:
+ * deterministic given the membership, so gateways that share nothing place
+ * new conversations alike. Load never fails a request. Same bounds as
+ * pg_balance: no allocation, at most two passes over 1..max_id.
+ */
+struct pg_cached {
+	const uint16_t *holder;
+	size_t nholder;
+	bool specific;
+	uint32_t max_load_gap;
+};
+
+uint16_t pg_balance_cached(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
+			   unsigned max_id, const uint16_t *cand, size_t ncand,
+			   const struct pg_cached *cached, const struct pg_idset *exclude,
+			   uint64_t now_ms, uint64_t rnd, bool explicit_key, struct pg_choice *out);
 
 #endif /* PG_BALANCER_H */

@@ -223,7 +223,7 @@ enum opt_id {
 	O_HC_INTERVAL, O_HC_TIMEOUT, O_HC_RISE, O_HC_FALL, O_SCRAPE, O_LOAD_SIGNAL, O_SHADOW,
 	O_PREDICT_WINDOW,
 	O_USER, O_ADMIN_TOKEN, O_ADMIN_TOKEN_FILE, O_SHUTDOWN_TIMEOUT, O_MAX_IN_FLIGHT, O_MAX_CONNS,
-	O_MAX_BODY,
+	O_MAX_BODY, O_CACHE_CAPACITY, O_ROUTE_HEADER,
 	O_T_HEADER, O_T_BODY, O_T_IDLE, O_T_CONNECT, O_T_FIRST_BYTE, O_SPLICE_BUDGET, O_ACCESS_LOG,
 	O_HELP, O_VERSION,
 };
@@ -240,7 +240,8 @@ static const struct opt {
     [O_BACKENDS_FILE] = {"backends-file", "FILE",
                          "more backends, one ADDR:PORT a line, '#' comments; re-read on SIGHUP"},
     [O_STRATEGY] = {"strategy", "S",
-                    "random | least_outstanding_requests | prefix_aware (default prefix_aware)"},
+                    "random | least_outstanding_requests | prefix_aware | cache_aware "
+                    "(default prefix_aware)"},
     [O_PREFIX_LENGTH] = {"prefix-length", "N",
                          "prefix key length, characters (bytes for non-OpenAI paths), 1024-65536 "
                          "(default 4096)"},
@@ -299,6 +300,13 @@ static const struct opt {
     [O_MAX_BODY] = {"max-body-size", "BYTES",
                     "larger request bodies get 413, on every path, 1024-4294967295 "
                     "(default " PG_STR(PG_MAX_BODY_DEFAULT) ")"},
+    [O_CACHE_CAPACITY] = {"cache-capacity", "TOKENS",
+                          "cache_aware: KV cache of each instance, in tokens (4 characters "
+                          "each); sizes and ages the block index, 1024-1000000000 (default "
+                          PG_STR(PG_CA_CAPACITY_DEFAULT) ")"},
+    [O_ROUTE_HEADER] = {"route-header", NULL,
+                        "add X-Prefixgate-Route: backend=...; reason=...; matched=N to every "
+                        "response"},
     [O_T_HEADER] = {"header-timeout", "MS",
                     "a request head not complete MS after its first byte: 408, 100-3600000 "
                     "(default 10000)"},
@@ -454,7 +462,7 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 		if (pg_strategy_parse(v, strlen(v), &flags->strategy)) {
 			pg_errf(err, errlen,
 			        "--strategy: \"%s\" is not one of random, "
-			        "least_outstanding_requests, prefix_aware",
+			        "least_outstanding_requests, prefix_aware, cache_aware",
 			        v);
 			return -1;
 		}
@@ -543,6 +551,11 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 		return flag_uint(name, v, 0, 10000000, &cfg->max_in_flight, err, errlen);
 	case O_MAX_CONNS:
 		return flag_uint(name, v, 1, 10000000, &cfg->max_connections, err, errlen);
+	case O_CACHE_CAPACITY:
+		return flag_uint(name, v, 1024, 1000000000, &cfg->cache_capacity, err, errlen);
+	case O_ROUTE_HEADER:
+		cfg->route_header = true;
+		return 0;
 	case O_MAX_BODY:
 		return flag_uint(name, v, 1024, UINT32_MAX, &cfg->max_body, err, errlen);
 	case O_T_HEADER:
@@ -581,6 +594,8 @@ static void config_defaults(struct pg_config *cfg)
 	cfg->load_signal = PG_LOAD_INFLIGHT;
 	cfg->route.prefix_length = PG_PREFIX_LENGTH_DEFAULT;
 	cfg->route.concurrency_threshold = PG_CONCURRENCY_DEFAULT;
+	cfg->route.max_load_gap = PG_CA_GAP_DEFAULT;
+	cfg->cache_capacity = PG_CA_CAPACITY_DEFAULT;
 	cfg->data_path = PG_DATA_AUTO;
 	cfg->pin_path = PG_PIN_PATH_DEFAULT;
 	cfg->shutdown_timeout_s = 10;

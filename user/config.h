@@ -75,6 +75,8 @@ struct pg_config {
 	unsigned max_in_flight;      /* gateway-wide request cap; 0: off */
 	unsigned max_connections;    /* client connections per worker; 0: off */
 	unsigned max_body;           /* request body bytes at most (413 beyond) */
+	unsigned cache_capacity;     /* cache_aware: tokens of KV cache per instance */
+	bool route_header;           /* X-Prefixgate-Route on every response */
 	struct pg_timeouts timeouts;
 	unsigned splice_budget;      /* in-kernel paths: bytes in flight per client */
 	const char *access_log;      /* --access-log FILE, or NULL */
@@ -123,7 +125,10 @@ int pg_routing_config_parse(const char *json, size_t len, struct pg_route_cfg *i
 /* Strategy by name, case-insensitive: random, least_outstanding_requests,
  * prefix_aware (so SageMaker's RANDOM etc. too). 0 or -1. */
 int pg_strategy_parse(const char *s, size_t len, enum pg_strategy *out);
-/* SageMaker spelling: "RANDOM", "LEAST_OUTSTANDING_REQUESTS", "PREFIX_AWARE". */
+/* The flag spelling: "random", ..., "cache_aware". */
+const char *pg_strategy_flag(enum pg_strategy s);
+/* SageMaker spelling: "RANDOM", "LEAST_OUTSTANDING_REQUESTS", "PREFIX_AWARE"
+ * (and prefixgate's "CACHE_AWARE"). */
 const char *pg_strategy_name(enum pg_strategy s);
 
 /* "A.B.C.D:PORT", "localhost:PORT" (127.0.0.1) or ":PORT" (0.0.0.0); port

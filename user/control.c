@@ -95,6 +95,7 @@ int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 	gw->maps.state->strategy = (uint32_t)cfg->route.strategy;
 	gw->maps.state->prefix_length = cfg->route.prefix_length;
 	gw->maps.state->concurrency_threshold = cfg->route.concurrency_threshold;
+	gw->maps.state->ca_max_load_gap = cfg->route.max_load_gap;
 
 	/* The command line already applied the file: only remember it. */
 	if (cfg->routing_config) {

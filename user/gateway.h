@@ -39,6 +39,10 @@ struct pg_worker_stats {
 
 struct pg_worker;
 
+/* Buckets of the matched-length histogram: 0 blocks, then 2^(i-1) up to
+ * 2^i - 1 blocks, the last one open (PG_CA_MAX_BLOCKS = 512 fits). */
+#define PG_CA_MATCH_BUCKETS 11
+
 struct pg_gateway {
 	struct pg_config *cfg;
 	struct pg_maps maps;
@@ -53,6 +57,11 @@ struct pg_gateway {
 	/* Requests admitted under --max-in-flight (lifecycle.h; only counted
 	 * when the cap is on). Its own cache line: every worker writes it. */
 	int64_t admitted __attribute__((aligned(64)));
+	/* cache_aware (route.c): matched prefix lengths, in blocks, by
+	 * power-of-two bucket (0, 1, 2-3, 4-7, ...), and index slots evicted.
+	 * Their own cache line: every worker adds to them. */
+	uint64_t ca_matched[PG_CA_MATCH_BUCKETS] __attribute__((aligned(64)));
+	uint64_t ca_evictions;
 };
 
 static inline uint64_t pg_now_ns(void)
@@ -87,6 +96,7 @@ static inline void pg_route_cfg_load(const struct pg_gateway *gw, struct pg_rout
 	rc->prefix_length = __atomic_load_n(&st->prefix_length, __ATOMIC_RELAXED);
 	rc->concurrency_threshold = __atomic_load_n(&st->concurrency_threshold, __ATOMIC_RELAXED);
 	rc->load_signal = gw->cfg ? gw->cfg->load_signal : PG_LOAD_INFLIGHT;
+	rc->max_load_gap = __atomic_load_n(&st->ca_max_load_gap, __ATOMIC_RELAXED);
 }
 
 /* Highest backend id in use (bounds scans of the backend table). */

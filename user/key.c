@@ -16,6 +16,10 @@ struct emit {
 	size_t len, cap;
 	uint32_t ncp, limit; /* code points written, and the most allowed */
 	bool oom;
+	/* The first message whose role is "user": where it starts, and its end
+	 * (past its RS) once written (cache_aware's anchor, key.h). */
+	bool user_seen, user_done;
+	size_t user_start, user_end;
 };
 
 static bool emit_full(const struct emit *e)
@@ -285,14 +289,23 @@ static int chat_text(struct emit *e, const struct pg_json *js)
 		if (js->tok[k].type != PG_JSON_OBJECT)
 			return -1;
 		role = pg_json_find(js, k, "role", 4);
-		if (is_type(js, role, PG_JSON_STRING))
+		if (is_type(js, role, PG_JSON_STRING)) {
+			if (!e->user_seen && pg_json_str_eq(js, (uint32_t)role, "user", 4)) {
+				e->user_seen = true;
+				e->user_start = e->len;
+			}
 			emit_text(e, js, (uint32_t)role);
-		else if (!absent(js, role))
+		} else if (!absent(js, role)) {
 			return -1;
+		}
 		emit_cp(e, PG_KEY_US);
 		if (emit_content(e, js, pg_json_find(js, k, "content", 7)))
 			return -1;
 		emit_cp(e, PG_KEY_RS);
+		if (e->user_seen && !e->user_done) {
+			e->user_done = true;
+			e->user_end = e->len;
+		}
 	}
 	return 0;
 }
@@ -386,13 +399,52 @@ static void key_out(struct pg_key *out, enum pg_key_source src, const char *p, s
 		*text_len = len;
 }
 
-/* Keys from the parsed body: 0 done, -1 the body cannot be used. */
+/* Byte offset in buf[0..len) after ncp code points from offset from. */
+static size_t cp_offset(const char *buf, size_t len, size_t from, uint32_t ncp)
+{
+	size_t i = from;
+
+	for (; i < len; i++) {
+		if (((unsigned char)buf[i] & 0xc0) == 0x80)
+			continue;
+		if (!ncp)
+			break;
+		ncp--;
+	}
+	return i;
+}
+
+/* The chain hashes of whole blocks of t[0..n), never 0 (an empty slot). */
+static uint32_t block_chain(const char *t, size_t n, uint64_t *chain)
+{
+	uint64_t h = 0;
+	uint32_t k = 0;
+
+	for (; k < PG_CA_MAX_BLOCKS && (size_t)(k + 1) * PG_CA_BLOCK <= n; k++) {
+		h = XXH3_64bits_withSeed(t + (size_t)k * PG_CA_BLOCK, PG_CA_BLOCK, h);
+		chain[k] = h ? h : 1;
+	}
+	return k;
+}
+
+/* cache_aware's view of a key text t[0..n): prefix_end ends the
+ * PREFIX_AWARE key; the anchor runs to anchor_end. */
+static void blocks_out(struct pg_key_blocks *kb, const char *t, size_t n, size_t anchor_end)
+{
+	kb->anchor = XXH3_64bits(t, anchor_end);
+	kb->anchor_len = (uint32_t)anchor_end;
+	kb->n = block_chain(t, n, kb->chain);
+}
+
+/* Keys from the parsed body: 0 done, -1 the body cannot be used. kb: also
+ * cache_aware's blocks and anchor (then the text runs past prefix_length). */
 static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_length,
-                    struct pg_key *out, char *text, size_t text_cap, size_t *text_len)
+                    struct pg_key *out, char *text, size_t text_cap, size_t *text_len,
+                    struct pg_key_blocks *kb)
 {
 	int64_t ck = pg_json_find(js, 0, "prompt_cache_key", 16);
 	int64_t st = pg_json_find(js, 0, "stream", 6);
-	struct emit e = {.limit = prefix_length};
+	struct emit e = {.limit = kb ? PG_CA_MAX_BLOCKS * PG_CA_BLOCK : prefix_length};
 	int rc;
 
 	if (js->tok[0].type != PG_JSON_OBJECT)
@@ -408,20 +460,38 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 		n = pg_json_str_copy(js, (uint32_t)ck, buf, n);
 		key_out(out, PG_KEY_SRC_CACHE_FIELD, buf, n,
 		        n > UINT32_MAX ? UINT32_MAX : (uint32_t)n, text, text_cap, text_len);
+		if (kb)
+			*kb = (struct pg_key_blocks){.anchor = out->hash, .anchor_len = 0, .n = 0};
 		free(buf);
 		return 0;
 	}
 	rc = api == PG_API_CHAT ? chat_text(&e, js) : completion_text(&e, js);
-	if (!rc && !e.oom)
-		key_out(out, PG_KEY_SRC_MESSAGES, e.buf ? e.buf : "", e.len, e.ncp, text, text_cap,
-		        text_len);
+	if (!rc && !e.oom) {
+		const char *t = e.buf ? e.buf : "";
+		size_t cut = kb ? cp_offset(t, e.len, 0, prefix_length) : e.len;
+
+		key_out(out, PG_KEY_SRC_MESSAGES, t, cut,
+		        e.ncp < prefix_length ? e.ncp : prefix_length, text, text_cap, text_len);
+		if (kb) {
+			/* What precedes the first user message, then up to
+			 * PrefixLength code points of it (key.h). */
+			size_t anchor = cut;
+
+			if (e.user_seen) {
+				anchor = cp_offset(t, e.len, e.user_start, prefix_length);
+				if (e.user_done && e.user_end < anchor)
+					anchor = e.user_end;
+			}
+			blocks_out(kb, t, e.len, anchor);
+		}
+	}
 	free(e.buf);
 	return rc || e.oom ? -1 : 0;
 }
 
-int pg_key_compute(enum pg_api api, struct pg_str header_key, const char *body, size_t body_len,
-                   bool complete, uint32_t prefix_length, struct pg_key *out, char *text,
-                   size_t text_cap, size_t *text_len)
+static int key_compute(enum pg_api api, struct pg_str header_key, const char *body,
+                       size_t body_len, bool complete, uint32_t prefix_length, struct pg_key *out,
+                       char *text, size_t text_cap, size_t *text_len, struct pg_key_blocks *kb)
 {
 	struct pg_json js = {0};
 	size_t n;
@@ -432,11 +502,13 @@ int pg_key_compute(enum pg_api api, struct pg_str header_key, const char *body, 
 		key_out(out, PG_KEY_SRC_HEADER, header_key.p, header_key.len,
 		        header_key.len > UINT32_MAX ? UINT32_MAX : (uint32_t)header_key.len, text,
 		        text_cap, text_len);
+		if (kb)
+			*kb = (struct pg_key_blocks){.anchor = out->hash, .anchor_len = 0, .n = 0};
 		return 0;
 	}
 	if (api != PG_API_RAW) {
 		if (complete && !pg_json_parse(&js, body ? body : "", body_len))
-			rc = json_key(api, &js, prefix_length, out, text, text_cap, text_len);
+			rc = json_key(api, &js, prefix_length, out, text, text_cap, text_len, kb);
 		pg_json_free(&js);
 		if (!rc)
 			return 0;
@@ -444,5 +516,27 @@ int pg_key_compute(enum pg_api api, struct pg_str header_key, const char *body, 
 	}
 	n = body_len < prefix_length ? body_len : prefix_length;
 	key_out(out, PG_KEY_SRC_RAW, body ? body : "", n, (uint32_t)n, text, text_cap, text_len);
+	if (kb)
+		blocks_out(kb, body ? body : "", n, n);
+	return 0;
+}
+
+int pg_key_compute(enum pg_api api, struct pg_str header_key, const char *body, size_t body_len,
+                   bool complete, uint32_t prefix_length, struct pg_key *out, char *text,
+                   size_t text_cap, size_t *text_len)
+{
+	key_compute(api, header_key, body, body_len, complete, prefix_length, out, text, text_cap,
+	            text_len, NULL);
+	out->anchor = out->hash;
+	return 0;
+}
+
+int pg_key_compute_blocks(enum pg_api api, struct pg_str header_key, const char *body,
+                          size_t body_len, bool complete, uint32_t prefix_length,
+                          struct pg_key *out, struct pg_key_blocks *kb)
+{
+	key_compute(api, header_key, body, body_len, complete, prefix_length, out, NULL, 0, NULL,
+	            kb);
+	out->anchor = kb->anchor;
 	return 0;
 }

@@ -50,6 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "http.h"
+#include "prefixgate.h"
 
 /* OpenAI bodies are buffered whole to extract their key, up to this size;
  * beyond it the raw-bytes key is used (fallback) and the body is streamed. */
@@ -77,6 +78,7 @@ enum pg_key_source {
 
 struct pg_key {
 	uint64_t hash;     /* XXH3-64 of the key bytes */
+	uint64_t anchor;   /* cache_aware's anchor (pg_key_blocks); else hash */
 	uint32_t length;   /* key length: code points (MESSAGES) or bytes */
 	uint8_t source;    /* enum pg_key_source */
 	bool fallback;     /* OpenAI path, but the JSON could not be used */
@@ -101,5 +103,31 @@ size_t pg_key_body_need(enum pg_api api, uint32_t prefix_length);
 int pg_key_compute(enum pg_api api, struct pg_str header_key, const char *body,
 		   size_t body_len, bool complete, uint32_t prefix_length,
 		   struct pg_key *out, char *text, size_t text_cap, size_t *text_len);
+
+/*
+ * cache_aware's view of a request (cacheidx.h): the key text, past
+ * PrefixLength (up to PG_CA_MAX_BLOCKS blocks), cut into PG_CA_BLOCK-byte
+ * blocks named by chained hashes, and the anchor that places a request
+ * nothing cached decides:
+ *   chat:   the text before the first message whose role is "user" (tools,
+ *           system prompt), then up to PrefixLength code points of that
+ *           message (through its RS if shorter). So a conversation keeps its
+ *           anchor every turn, and one long system prompt or tool list for
+ *           every user does not pin them all to one instance.
+ *   other:  the PREFIX_AWARE key text (first PrefixLength code points or
+ *           raw bytes).
+ *   explicit keys: their hash, and no blocks.
+ */
+struct pg_key_blocks {
+	uint32_t n;          /* whole blocks indexed */
+	uint32_t anchor_len; /* key text bytes the anchor covers */
+	uint64_t anchor;     /* XXH3-64 of them */
+	uint64_t chain[PG_CA_MAX_BLOCKS]; /* chain[i]: hash of blocks 0..i; never 0 */
+};
+
+/* pg_key_compute (out is the same key), plus cache_aware's blocks. */
+int pg_key_compute_blocks(enum pg_api api, struct pg_str header_key, const char *body,
+			  size_t body_len, bool complete, uint32_t prefix_length,
+			  struct pg_key *out, struct pg_key_blocks *kb);
 
 #endif /* PG_KEY_H */

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "accesslog.h"
+#include "cacheidx.h"
 #include "control.h"
 #include "datapath.h"
 #include "health.h"
@@ -25,32 +26,38 @@
 #include "privilege.h"
 #include "worker.h"
 
-static const char *const strategy_names[] = {"random", "least_outstanding_requests",
-					     "prefix_aware"};
-
 static int open_state(struct pg_gateway *gw, const struct pg_config *cfg)
 {
+	uint32_t slots = pg_ca_slots_for(cfg->cache_capacity, PG_CA_SLOTS_MIN);
 	char err[512];
 	int rc;
 
 	if (cfg->no_bpf) {
-		rc = pg_maps_open(&gw->maps, false, "", err, sizeof(err));
+		rc = pg_maps_open(&gw->maps, false, "", slots, err, sizeof(err));
 		if (!rc)
 			pg_info("routing state in shared memory (--no-bpf): not visible to bpftool");
 	} else {
-		rc = pg_maps_open(&gw->maps, true, cfg->pin_path, err, sizeof(err));
+		rc = pg_maps_open(&gw->maps, true, cfg->pin_path, slots, err, sizeof(err));
 		if (rc == -EPERM || rc == -EACCES) {
 			pg_warn("BPF maps unavailable: %s; falling back to shared memory", err);
-			rc = pg_maps_open(&gw->maps, false, "", err, sizeof(err));
+			rc = pg_maps_open(&gw->maps, false, "", slots, err, sizeof(err));
 		} else if (!rc) {
 			pg_info("routing state in BPF maps pinned at %s "
 				"(bpftool map dump pinned %s/pg_backends)",
 				cfg->pin_path, cfg->pin_path);
 		}
 	}
-	if (rc)
+	if (rc) {
 		pg_error("%s", err);
-	return rc;
+		return rc;
+	}
+	gw->maps.state->ca_capacity_blocks = pg_ca_capacity_blocks(cfg->cache_capacity);
+	if (cfg->route.strategy == PG_STRATEGY_CACHE_AWARE)
+		pg_info("cache_aware block index: %u slots (%zu KiB), %u blocks of %d bytes per "
+			"instance",
+			slots, (size_t)slots * sizeof(struct pg_ca_slot) / 1024,
+			gw->maps.state->ca_capacity_blocks, PG_CA_BLOCK);
+	return 0;
 }
 
 /* --user: keep CAP_BPF only if bpf(2) calls happen at run time (the splice
@@ -168,7 +175,7 @@ int main(int argc, char **argv)
 	pg_info("listening on %s:%u with %u workers, strategy %s, PrefixLength %u, "
 		"ConcurrencyThreshold %u, data path %s",
 		addr, ntohs(cfg.listen.sin_port), gw.nworkers,
-		strategy_names[gw.maps.state->strategy], gw.maps.state->prefix_length,
+		pg_strategy_flag(gw.maps.state->strategy), gw.maps.state->prefix_length,
 		gw.maps.state->concurrency_threshold, pg_datapath_name());
 
 	sigdelset(&sigs, SIGHUP);

@@ -126,6 +126,8 @@ static int load_skel(struct pg_maps *m, const char *pin_path, char *err, size_t 
 			snprintf(err, errlen, "opening the BPF object failed: %s", strerror(errno));
 			return rc;
 		}
+		/* A pinned index of another size fails to load: replaced below. */
+		bpf_map__set_max_entries(m->skel->maps.pg_cache_index, m->ca_slots);
 		rc = prefixgate_bpf__load(m->skel);
 		/* Only a layout mismatch is worth a second try. */
 		if (!rc || rc == -EPERM || rc == -EACCES)
@@ -167,7 +169,9 @@ static int open_bpf(struct pg_maps *m, const char *pin_path, char *err, size_t e
 	m->rings = map_mmap(bpf_map__fd(skel->maps.pg_rings),
 			    map_bytes(sizeof(struct pg_ring), PG_RING_COPIES));
 	m->state = map_mmap(bpf_map__fd(skel->maps.pg_state), map_bytes(sizeof(struct pg_state), 1));
-	if (!m->backends || !m->rings || !m->state) {
+	m->ca = map_mmap(bpf_map__fd(skel->maps.pg_cache_index),
+			 map_bytes(sizeof(struct pg_ca_slot), m->ca_slots));
+	if (!m->backends || !m->rings || !m->state || !m->ca) {
 		rc = -errno;
 		snprintf(err, errlen, "mmap of a BPF map failed: %s", strerror(errno));
 		return rc;
@@ -183,22 +187,27 @@ static int open_shm(struct pg_maps *m, char *err, size_t errlen)
 			   -1, 0);
 	m->rings = mmap(NULL, map_bytes(sizeof(struct pg_ring), PG_RING_COPIES), prot, fl, -1, 0);
 	m->state = mmap(NULL, map_bytes(sizeof(struct pg_state), 1), prot, fl, -1, 0);
-	if (m->backends == MAP_FAILED || m->rings == MAP_FAILED || m->state == MAP_FAILED) {
+	m->ca = mmap(NULL, map_bytes(sizeof(struct pg_ca_slot), m->ca_slots), prot, fl, -1, 0);
+	if (m->backends == MAP_FAILED || m->rings == MAP_FAILED || m->state == MAP_FAILED ||
+	    m->ca == MAP_FAILED) {
 		snprintf(err, errlen, "shared memory: %s", strerror(errno));
 		m->backends = NULL;
 		m->rings = NULL;
 		m->state = NULL;
+		m->ca = NULL;
 		return -ENOMEM;
 	}
 	return 0;
 }
 
-int pg_maps_open(struct pg_maps *m, bool use_bpf, const char *pin_path, char *err, size_t errlen)
+int pg_maps_open(struct pg_maps *m, bool use_bpf, const char *pin_path, uint32_t ca_slots,
+		 char *err, size_t errlen)
 {
 	int rc;
 
 	memset(m, 0, sizeof(*m));
 	m->lock_fd = -1;
+	m->ca_slots = ca_slots ? ca_slots : PG_CA_SLOTS_MIN;
 	snprintf(m->pin_path, sizeof(m->pin_path), "%s", pin_path);
 	m->bpf = use_bpf;
 	rc = use_bpf ? open_bpf(m, pin_path, err, errlen) : open_shm(m, err, errlen);
@@ -210,6 +219,8 @@ int pg_maps_open(struct pg_maps *m, bool use_bpf, const char *pin_path, char *er
 	memset(m->backends, 0, sizeof(struct pg_backend) * PG_MAX_BACKENDS);
 	memset(m->rings, 0, sizeof(struct pg_ring) * PG_RING_COPIES);
 	memset(m->state, 0, sizeof(struct pg_state));
+	memset(m->ca, 0, sizeof(struct pg_ca_slot) * m->ca_slots);
+	m->state->ca_slots = m->ca_slots;
 	return 0;
 }
 
@@ -221,6 +232,9 @@ void pg_maps_close(struct pg_maps *m)
 		munmap(m->rings, map_bytes(sizeof(struct pg_ring), PG_RING_COPIES));
 	if (m->state)
 		munmap(m->state, map_bytes(sizeof(struct pg_state), 1));
+	if (m->ca)
+		munmap(m->ca, map_bytes(sizeof(struct pg_ca_slot), m->ca_slots));
+	m->ca = NULL;
 	m->backends = NULL;
 	m->rings = NULL;
 	m->state = NULL;

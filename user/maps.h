@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The shared routing state (include/prefixgate.h): backends, ring copies,
- * gateway state. Either BPF array maps pinned under --bpf-pin-path and
+ * gateway state, cache_aware's block index. Either BPF array maps pinned under --bpf-pin-path and
  * mmapped (the default when privileged: bpftool can read them), or plain
  * shared memory (--no-bpf). Either way every thread sees the same counts
  * through the same pointers.
@@ -20,6 +20,8 @@ struct pg_maps {
 	struct pg_backend *backends; /* PG_MAX_BACKENDS entries */
 	struct pg_ring *rings;       /* PG_RING_COPIES entries */
 	struct pg_state *state;      /* one entry */
+	struct pg_ca_slot *ca;       /* cache_aware's block index, ca_slots entries */
+	uint32_t ca_slots;           /* a power of two */
 	bool bpf;                    /* BPF maps (else shared memory) */
 	int lock_fd;                 /* pin directory, flock()ed while we run */
 	char pin_path[256];
@@ -34,8 +36,14 @@ struct pg_maps {
  * (-EBUSY). Maps pinned there by a previous run (which may have been
  * killed) are reused, and those of a version whose layout differs replaced.
  * The state is reset: no stale in-flight counts survive a restart.
+ * ca_slots: entries of the block index, a power of two (0: the smallest);
+ * a pinned index of another size is replaced.
  */
-int pg_maps_open(struct pg_maps *m, bool use_bpf, const char *pin_path, char *err, size_t errlen);
+int pg_maps_open(struct pg_maps *m, bool use_bpf, const char *pin_path, uint32_t ca_slots,
+		 char *err, size_t errlen);
+
+/* Smallest block index (ca_slots 0 asks for it). */
+#define PG_CA_SLOTS_MIN 4096u
 
 /* Unmap and release the pin path. BPF maps stay pinned: bpftool can read
  * the last state after exit, and the next run on the pin path reuses them

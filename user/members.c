@@ -93,6 +93,11 @@ int pg_ctl_add_one(struct pg_gateway *gw, const struct sockaddr_in *sa, uint8_t 
 	b->ipv4 = ip;
 	b->port = port;
 	b->epoch++;
+	/* Nothing cache_aware remembers of the slot's previous member holds. */
+	__atomic_fetch_add(&b->ca_clock,
+	                   (uint64_t)__atomic_load_n(&gw->maps.state->ca_capacity_blocks,
+	                                             __ATOMIC_RELAXED) + 1,
+	                   __ATOMIC_RELAXED);
 	__atomic_store_n(&b->down_until_ms, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->failures, 0, __ATOMIC_RELAXED);
 	for (int d = 0; d < PG_DEC_MAX; d++)
@@ -278,13 +283,21 @@ void pg_control_set_routing(struct pg_gateway *gw, const struct pg_route_cfg *rc
 {
 	struct pg_state *st = gw->maps.state;
 	struct pg_route_cfg old;
+	char was[32], now[32];
+	bool ca;
 
 	pg_route_cfg_load(gw, &old);
+	ca = old.strategy == PG_STRATEGY_CACHE_AWARE || rc->strategy == PG_STRATEGY_CACHE_AWARE;
 	__atomic_store_n(&st->strategy, (uint32_t)rc->strategy, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->prefix_length, rc->prefix_length, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->concurrency_threshold, rc->concurrency_threshold, __ATOMIC_RELAXED);
-	pg_info("routing config (%s): %s PrefixLength=%u ConcurrencyThreshold=%u -> %s "
-	        "PrefixLength=%u ConcurrencyThreshold=%u",
+	__atomic_store_n(&st->ca_max_load_gap, rc->max_load_gap, __ATOMIC_RELAXED);
+	/* MaxLoadGap only where cache_aware is on either side. */
+	snprintf(was, sizeof(was), " MaxLoadGap=%u", old.max_load_gap);
+	snprintf(now, sizeof(now), " MaxLoadGap=%u", rc->max_load_gap);
+	pg_info("routing config (%s): %s PrefixLength=%u ConcurrencyThreshold=%u%s -> "
+	        "%s PrefixLength=%u ConcurrencyThreshold=%u%s",
 	        why, pg_strategy_name(old.strategy), old.prefix_length, old.concurrency_threshold,
-	        pg_strategy_name(rc->strategy), rc->prefix_length, rc->concurrency_threshold);
+	        ca ? was : "", pg_strategy_name(rc->strategy), rc->prefix_length,
+	        rc->concurrency_threshold, ca ? now : "");
 }

@@ -10,11 +10,13 @@
 #include "config.h"
 #include "accesslog.h"
 #include "metrics.h"
+#include "cacheidx.h"
 
 static const char *const decision_names[PG_DEC_MAX] = {
     [PG_DEC_AFFINITY] = "affinity", [PG_DEC_OVERFLOW] = "overflow",
     [PG_DEC_RANDOM] = "random",     [PG_DEC_LEAST_OUTSTANDING] = "least_outstanding",
     [PG_DEC_RETRY] = "retry",       [PG_DEC_EXPLICIT_KEY] = "explicit_key",
+    [PG_DEC_CACHED] = "cached",
 };
 
 const char *pg_decision_name(unsigned decision)
@@ -155,6 +157,50 @@ static void latency(const struct pg_gateway *gw, struct pg_buf *o)
 	          offsetof(struct pg_worker_stats, send_lat_sum_ns));
 }
 
+/* cache_aware's block index: matched lengths, occupancy, evictions. */
+static void cache_index(const struct pg_gateway *gw, struct pg_buf *o)
+{
+	const struct pg_ca_index ix = {
+	    .slots = gw->maps.ca,
+	    .nslots = gw->maps.ca_slots,
+	    .backends = gw->maps.backends,
+	    .capacity_blocks =
+		__atomic_load_n(&gw->maps.state->ca_capacity_blocks, __ATOMIC_RELAXED),
+	};
+	uint64_t cum = 0, sum = 0;
+
+	family(o, "prefixgate_cache_matched_blocks", "histogram",
+	       "cache_aware: longest cached prefix of each routed request, in " PG_STR(
+		   PG_CA_BLOCK) "-byte blocks of key text.");
+	for (unsigned b = 0; b < PG_CA_MATCH_BUCKETS; b++) {
+		uint64_t n = __atomic_load_n(&gw->ca_matched[b], __ATOMIC_RELAXED);
+
+		cum += n;
+		sum += n * (b ? 1ull << (b - 1) : 0); /* each bucket at its lower bound */
+		if (b < PG_CA_MATCH_BUCKETS - 1)
+			pg_buf_printf(o, "prefixgate_cache_matched_blocks_bucket{le=\"%llu\"} %llu\n",
+			              b ? (1ull << b) - 1 : 0ull, (unsigned long long)cum);
+	}
+	pg_buf_printf(o,
+	              "prefixgate_cache_matched_blocks_bucket{le=\"+Inf\"} %llu\n"
+	              "prefixgate_cache_matched_blocks_sum %llu\n"
+	              "prefixgate_cache_matched_blocks_count %llu\n",
+	              (unsigned long long)cum, (unsigned long long)sum, (unsigned long long)cum);
+	family(o, "prefixgate_cache_index_slots", "gauge",
+	       "cache_aware: slots of the block index (pinned map pg_cache_index), by state.");
+	pg_buf_printf(o, "prefixgate_cache_index_slots{state=\"total\"} %u\n", ix.nslots);
+	pg_buf_printf(o, "prefixgate_cache_index_slots{state=\"used\"} %u\n",
+	              ix.slots ? pg_ca_occupancy(&ix) : 0);
+	family(o, "prefixgate_cache_index_bytes", "gauge",
+	       "cache_aware: memory of the block index (bounded at start-up by --cache-capacity).");
+	pg_buf_printf(o, "prefixgate_cache_index_bytes %zu\n",
+	              (size_t)ix.nslots * sizeof(struct pg_ca_slot));
+	family(o, "prefixgate_cache_index_evictions_total", "counter",
+	       "cache_aware: index slots taken over while their prefix was still live.");
+	pg_buf_printf(o, "prefixgate_cache_index_evictions_total %llu\n",
+	              (unsigned long long)__atomic_load_n(&gw->ca_evictions, __ATOMIC_RELAXED));
+}
+
 void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 {
 	static struct member m[PG_MAX_BACKENDS]; /* control thread only */
@@ -211,7 +257,7 @@ void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 	pg_route_cfg_load(gw, &rc);
 	family(o, "prefixgate_routing_strategy", "gauge",
 	       "The routing strategy in use (1 for the active one).");
-	for (int s = PG_STRATEGY_RANDOM; s <= PG_STRATEGY_PREFIX_AWARE; s++)
+	for (int s = PG_STRATEGY_RANDOM; s <= PG_STRATEGY_CACHE_AWARE; s++)
 		pg_buf_printf(o, "prefixgate_routing_strategy{strategy=\"%s\"} %d\n",
 		              pg_strategy_name((enum pg_strategy)s),
 		              rc.strategy == (enum pg_strategy)s);
@@ -220,5 +266,6 @@ void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 	family(o, "prefixgate_concurrency_threshold", "gauge",
 	       "ConcurrencyThreshold of prefix-aware routing.");
 	pg_buf_printf(o, "prefixgate_concurrency_threshold %u\n", rc.concurrency_threshold);
+	cache_index(gw, o);
 	pg_metrics_ops_render(gw, o);
 }

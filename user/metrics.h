@@ -36,7 +36,7 @@ void pg_metrics_reset(void);
 
 /* Lower-case decision name as used in labels and in the /route dry run
  * ("affinity", "overflow", "random", "least_outstanding", "retry",
- * "explicit_key"), or "unknown". */
+ * "explicit_key", "cached"), or "unknown": the one table of them. */
 const char *pg_decision_name(unsigned decision);
 
 #endif /* PG_METRICS_H */

@@ -14,7 +14,24 @@ static const char *const strategy_names[] = {
     [PG_STRATEGY_RANDOM] = "RANDOM",
     [PG_STRATEGY_LEAST_OUTSTANDING] = "LEAST_OUTSTANDING_REQUESTS",
     [PG_STRATEGY_PREFIX_AWARE] = "PREFIX_AWARE",
+    [PG_STRATEGY_CACHE_AWARE] = "CACHE_AWARE",
 };
+
+/* The same names as flags spell them (--strategy, logs, the dry run). */
+static const char *const strategy_flags[] = {
+    [PG_STRATEGY_RANDOM] = "random",
+    [PG_STRATEGY_LEAST_OUTSTANDING] = "least_outstanding_requests",
+    [PG_STRATEGY_PREFIX_AWARE] = "prefix_aware",
+    [PG_STRATEGY_CACHE_AWARE] = "cache_aware",
+};
+_Static_assert(sizeof(strategy_names) == sizeof(strategy_flags), "one name each");
+
+const char *pg_strategy_flag(enum pg_strategy s)
+{
+	if ((unsigned)s < sizeof(strategy_flags) / sizeof(strategy_flags[0]))
+		return strategy_flags[s];
+	return "unknown";
+}
 
 int pg_strategy_parse(const char *s, size_t len, enum pg_strategy *out)
 {
@@ -109,6 +126,27 @@ static int prefix_aware_cfg(const struct pg_json *js, uint32_t obj, const char *
 	return 0;
 }
 
+/* CacheAwareConfig, a prefixgate extension: {"MaxLoadGap": N}. */
+static int cache_aware_cfg(const struct pg_json *js, uint32_t obj, const char *path,
+                           struct pg_route_cfg *rc, char *err, size_t errlen)
+{
+	uint32_t k = pg_json_first(obj);
+	char name[64];
+
+	for (uint32_t n = 0; n < js->tok[obj].size; n++, k = pg_json_member_next(js, k)) {
+		if (pg_json_str_eq(js, k, "MaxLoadGap", 10)) {
+			if (range_field(js, k + 1, path, "MaxLoadGap", 0, PG_CONCURRENCY_MAX,
+			                &rc->max_load_gap, err, errlen))
+				return -1;
+		} else {
+			pg_errf(err, errlen, "%s%s: unknown field", path,
+			        tok_text(js, k, true, name, sizeof(name)));
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static int routing_cfg(const struct pg_json *js, char *err, size_t errlen, struct pg_route_cfg *rc)
 {
 	uint32_t root = 0, k, v;
@@ -155,11 +193,23 @@ static int routing_cfg(const struct pg_json *js, char *err, size_t errlen, struc
 			if (l > sizeof(s) || pg_strategy_parse(s, l, &rc->strategy)) {
 				pg_errf(err, errlen,
 				        "%sRoutingStrategy: \"%s\" is not one of RANDOM, "
-				        "LEAST_OUTSTANDING_REQUESTS, PREFIX_AWARE",
+				        "LEAST_OUTSTANDING_REQUESTS, PREFIX_AWARE, CACHE_AWARE",
 				        path, tok_text(js, v, true, name, sizeof(name)));
 				return -1;
 			}
 			have_strategy = true;
+		} else if (pg_json_str_eq(js, k, "CacheAwareConfig", 16)) {
+			snprintf(sub, sizeof(sub), "%sCacheAwareConfig", path);
+			if (js->tok[v].type == PG_JSON_NULL)
+				continue;
+			if (js->tok[v].type != PG_JSON_OBJECT) {
+				pg_errf(err, errlen, "%s: expected an object, got %s", sub,
+				        pg_json_type_name(js->tok[v].type));
+				return -1;
+			}
+			strcat(sub, ".");
+			if (cache_aware_cfg(js, v, sub, rc, err, errlen))
+				return -1;
 		} else if (pg_json_str_eq(js, k, "PrefixAwareRoutingConfig", 24)) {
 			snprintf(sub, sizeof(sub), "%sPrefixAwareRoutingConfig", path);
 			if (js->tok[v].type == PG_JSON_NULL)
@@ -180,8 +230,8 @@ static int routing_cfg(const struct pg_json *js, char *err, size_t errlen, struc
 	}
 	if (!have_strategy) {
 		pg_errf(err, errlen,
-		        "%sRoutingStrategy: missing (RANDOM, LEAST_OUTSTANDING_REQUESTS "
-		        "or PREFIX_AWARE)",
+		        "%sRoutingStrategy: missing (RANDOM, LEAST_OUTSTANDING_REQUESTS, "
+		        "PREFIX_AWARE or CACHE_AWARE)",
 		        path);
 		return -1;
 	}
@@ -195,6 +245,7 @@ int pg_routing_config_parse(const char *json, size_t len, struct pg_route_cfg *i
 	    .strategy = PG_STRATEGY_PREFIX_AWARE,
 	    .prefix_length = PG_PREFIX_LENGTH_DEFAULT,
 	    .concurrency_threshold = PG_CONCURRENCY_DEFAULT,
+	    .max_load_gap = PG_CA_GAP_DEFAULT,
 	};
 	struct pg_json js = {0};
 	int ret = -1;

@@ -16,6 +16,7 @@
 #include "boundary.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "metrics.h"
 #include "proxy_internal.h"
 
 /* --- connections and the pool -------------------------------------------------------- */
@@ -112,6 +113,19 @@ static void forward_response_head(struct pg_worker *w, struct pg_client *c,
 		c->keep_alive = false; /* shutting down: this is its last response */
 	c->resp_bytes += n;
 	pg_fwd_response_head(h, n, resp, !c->keep_alive, &out, &len, &cap);
+	if (w->gw->cfg->route_header) {
+		/* Before the blank line: why this backend (--route-header). */
+		char line[160], name[32];
+		int k = snprintf(line, sizeof(line),
+				 "X-Prefixgate-Route: backend=%s; reason=%s; matched=%u\r\n",
+				 pg_backend_name(&w->gw->maps.backends[c->backend], name, sizeof(name)),
+				 pg_decision_name(c->attempts > 1 ? PG_DEC_RETRY : c->choice.decision),
+				 c->choice.matched);
+
+		len -= 2;
+		pg_bytes_append(&out, &len, &cap, line, (size_t)k);
+		pg_bytes_append(&out, &len, &cap, "\r\n", 2);
+	}
 	pg_sock_queue(w, &c->s, out, len, -1, true);
 }
 

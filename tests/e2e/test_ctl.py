@@ -25,7 +25,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Fleet, free_port, have_bpf, http_get, run_suite, wait_until  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-DECISIONS = ["affinity", "overflow", "random", "least_outstanding", "retry", "explicit_key"]
+DECISIONS = ["affinity", "overflow", "random", "least_outstanding", "retry", "explicit_key",
+             "cached"]
 RING_SLOTS = 65536
 TESTS = []
 

@@ -68,7 +68,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	FUZZ_CHECK(gw.stats);
 	gw.stats[0].requests = 5;
 	gw.stats[1].route_lat[3] = 7;
-	if (pg_maps_open(&gw.maps, false, "", err, sizeof(err))) {
+	if (pg_maps_open(&gw.maps, false, "", 0, err, sizeof(err))) {
 		fprintf(stderr, "pg_maps_open: %s\n", err);
 		abort();
 	}

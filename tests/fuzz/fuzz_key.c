@@ -30,6 +30,32 @@ struct keyrun {
 	size_t len;
 };
 
+/* cache_aware's view: the same key, blocks chained over a key text that
+ * the PREFIX_AWARE one is a prefix of, an anchor of at least that much. */
+static void check_blocks(enum pg_api api, struct pg_str hk, const char *body, size_t blen,
+                         bool complete, uint32_t prefix, const struct keyrun *r)
+{
+	static struct pg_key_blocks kb;
+	struct pg_key k;
+	uint64_t h = 0;
+
+	FUZZ_CHECK(pg_key_compute_blocks(api, hk, blen ? body : NULL, blen, complete, prefix, &k,
+	                                 &kb) == 0);
+	FUZZ_CHECK(k.hash == r->k.hash && k.length == r->k.length && k.source == r->k.source);
+	FUZZ_CHECK(k.fallback == r->k.fallback && k.anchor == kb.anchor);
+	FUZZ_CHECK(kb.n <= PG_CA_MAX_BLOCKS);
+	if (k.source == PG_KEY_SRC_HEADER || k.source == PG_KEY_SRC_CACHE_FIELD) {
+		FUZZ_CHECK(kb.n == 0 && kb.anchor == k.hash);
+		return;
+	}
+	FUZZ_CHECK(kb.anchor_len >= r->len || k.source == PG_KEY_SRC_MESSAGES);
+	/* The blocks that lie inside the PREFIX_AWARE key text are its bytes. */
+	for (uint32_t i = 0; i < kb.n && (size_t)(i + 1) * PG_CA_BLOCK <= r->len; i++) {
+		h = XXH3_64bits_withSeed(r->text + (size_t)i * PG_CA_BLOCK, PG_CA_BLOCK, h);
+		FUZZ_CHECK(kb.chain[i] == (h ? h : 1));
+	}
+}
+
 static void compute(enum pg_api api, struct pg_str hk, const char *body, size_t blen, bool complete,
                     uint32_t prefix, struct keyrun *r)
 {
@@ -43,6 +69,7 @@ static void compute(enum pg_api api, struct pg_str hk, const char *body, size_t 
 	FUZZ_CHECK(r->len <= cap);
 	FUZZ_CHECK(r->k.hash == XXH3_64bits(r->text, r->len));
 	FUZZ_CHECK(r->k.source <= PG_KEY_SRC_CACHE_FIELD);
+	check_blocks(api, hk, body, blen, complete, prefix, r);
 }
 
 /* Code points of valid UTF-8 s[0..n), or (size_t)-1 if it is not valid. */

@@ -71,7 +71,7 @@ static int setup(void **state)
 	gw.cfg = &cfg;
 	gw.nworkers = 2;
 	gw.stats = calloc(2, sizeof(*gw.stats));
-	if (!gw.stats || pg_maps_open(&gw.maps, false, "", err, sizeof(err))) {
+	if (!gw.stats || pg_maps_open(&gw.maps, false, "", 0, err, sizeof(err))) {
 		fprintf(stderr, "setup: %s\n", err);
 		return -1;
 	}

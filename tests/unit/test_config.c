@@ -271,7 +271,7 @@ static void test_invalid(void **state)
 	     "--backend localhost:80: given twice"},
 	    {{"--strategy", "fastest"},
 	     "--strategy: \"fastest\" is not one of random, least_outstanding_requests, "
-	     "prefix_aware"},
+	     "prefix_aware, cache_aware"},
 	    {{"--data-path", "zero-copy"},
 	     "--data-path: \"zero-copy\" is not one of auto, copy, sockmap, sockmsg"},
 	    {{"--no-bpf", "--data-path", "sockmsg"},
@@ -400,6 +400,9 @@ static void test_routing_config_json(void **state)
 	     0, PG_STRATEGY_PREFIX_AWARE, 4096, 1024, NULL},
 	    {"{\"RoutingStrategy\":\"PREFIX_\\u0041WARE\",\"PrefixAwareRoutingConfig\":null}", 0,
 	     PG_STRATEGY_PREFIX_AWARE, 4096, 10, NULL},
+	    {"{\"RoutingStrategy\":\"CACHE_AWARE\",\"CacheAwareConfig\":{\"MaxLoadGap\":0},"
+	     "\"PrefixAwareRoutingConfig\":{\"PrefixLength\":2048}}",
+	     0, PG_STRATEGY_CACHE_AWARE, 2048, 10, NULL},
 
 	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"Foo\":1}", -1, 0, 0, 0, "Foo: unknown field"},
 	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":{\"PrefixLen\":1}"
@@ -413,7 +416,11 @@ static void test_routing_config_json(void **state)
 	     "RoutingStrategy: expected a string, got number"},
 	    {"{\"RoutingStrategy\":\"FASTEST\"}", -1, 0, 0, 0,
 	     "RoutingStrategy: \"FASTEST\" is not one of RANDOM, LEAST_OUTSTANDING_REQUESTS, "
-	     "PREFIX_AWARE"},
+	     "PREFIX_AWARE, CACHE_AWARE"},
+	    {"{\"RoutingStrategy\":\"CACHE_AWARE\",\"CacheAwareConfig\":{\"MaxLoadGap\":2000}}", -1,
+	     0, 0, 0, "CacheAwareConfig.MaxLoadGap: 2000 is out of range 0-1024"},
+	    {"{\"RoutingStrategy\":\"CACHE_AWARE\",\"CacheAwareConfig\":{\"Gap\":2}}", -1, 0, 0, 0,
+	     "CacheAwareConfig.Gap: unknown field"},
 	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
 	     "{\"PrefixLength\":\"4096\"}}",
 	     -1, 0, 0, 0, "PrefixAwareRoutingConfig.PrefixLength: expected an integer, got string"},
@@ -438,7 +445,8 @@ static void test_routing_config_json(void **state)
 	     "RoutingConfig.PrefixAwareRoutingConfig.ConcurrencyThreshold: 0 is out of range "
 	     "1-1024"},
 	    {"{\"PrefixAwareRoutingConfig\":{\"PrefixLength\":4096}}", -1, 0, 0, 0,
-	     "RoutingStrategy: missing (RANDOM, LEAST_OUTSTANDING_REQUESTS or PREFIX_AWARE)"},
+	     "RoutingStrategy: missing (RANDOM, LEAST_OUTSTANDING_REQUESTS, PREFIX_AWARE or "
+	     "CACHE_AWARE)"},
 	    {"{\"RoutingConfig\":\"PREFIX_AWARE\"}", -1, 0, 0, 0,
 	     "RoutingConfig: expected an object, got string"},
 	    {"[]", -1, 0, 0, 0, "expected a JSON object, got array"},
@@ -450,7 +458,7 @@ static void test_routing_config_json(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct pg_route_cfg rc = {PG_STRATEGY_RANDOM, 1, 2, PG_LOAD_INFLIGHT};
+		struct pg_route_cfg rc = {PG_STRATEGY_RANDOM, 1, 2, PG_LOAD_INFLIGHT, 3};
 		int r;
 
 		err[0] = 0;

@@ -220,7 +220,7 @@ static void test_ops_metrics(void **state)
 	cfg.load_signal = PG_LOAD_BOTH;
 	cfg.predict_window_ms = W;
 	gw.cfg = &cfg;
-	assert_int_equal(pg_maps_open(&gw.maps, false, "", err, sizeof(err)), 0);
+	assert_int_equal(pg_maps_open(&gw.maps, false, "", 0, err, sizeof(err)), 0);
 	pg_rstats_reset();
 	pg_metrics_reset();
 	b = &gw.maps.backends[1];

@@ -149,11 +149,6 @@ void ctl_view_status(FILE *out, const struct ctl_opts *o, const struct ctl_snaps
 /* One refresh of top: rates from the counters' change between prev and cur. */
 void ctl_view_top(FILE *out, const struct ctl_opts *o, const struct ctl_snapshot *prev,
                   const struct ctl_snapshot *cur);
-/* Decision names as the admin API spells them (requests_by_decision keys,
- * metrics labels: pg_decision_name() in user/metrics.h), indexed by enum
- * pg_decision. Kept here so this tool links only the pure parsers (config,
- * json, http); tests/e2e/test_ctl.py checks they match GET /backends. */
-extern const char *const ctl_decision_name[PG_DEC_MAX];
 /* "up", "down" or "draining". */
 const char *ctl_health(const struct ctl_backend *b);
 uint64_t ctl_requests_total(const struct ctl_backend *b);

@@ -19,6 +19,7 @@
 #include <bpf/bpf.h>
 #include "config.h"
 #include "ctl.h"
+#include "metrics.h"
 #include "json.h"
 
 /* Seqlock read attempts before giving up (a rebuild takes ~1 ms). */
@@ -365,7 +366,7 @@ int ctl_parse_backends_json(const char *body, size_t len, struct ctl_snapshot *s
 		c->ring_slots = -1;
 		rb = pg_json_find(&js, k, "requests_by_decision", 20);
 		for (int d = 0; d < PG_DEC_MAX && rb >= 0; d++) {
-			int64_t x = num(&js, (uint32_t)rb, ctl_decision_name[d]);
+			int64_t x = num(&js, (uint32_t)rb, pg_decision_name(d));
 
 			c->requests[d] = x > 0 ? (uint64_t)x : 0;
 		}

@@ -9,23 +9,20 @@
 #include <time.h>
 #include "config.h"
 #include "ctl.h"
-
-const char *const ctl_decision_name[PG_DEC_MAX] = {
-    [PG_DEC_AFFINITY] = "affinity", [PG_DEC_OVERFLOW] = "overflow",
-    [PG_DEC_RANDOM] = "random",     [PG_DEC_LEAST_OUTSTANDING] = "least_outstanding",
-    [PG_DEC_RETRY] = "retry",       [PG_DEC_EXPLICIT_KEY] = "explicit_key",
-};
+#include "metrics.h"
 
 /* Column headers, indexed by enum pg_decision (display only). */
 static const char *const dec_col[PG_DEC_MAX] = {
     [PG_DEC_AFFINITY] = "AFFINITY", [PG_DEC_OVERFLOW] = "OVERFLOW",
     [PG_DEC_RANDOM] = "RANDOM",     [PG_DEC_LEAST_OUTSTANDING] = "LEAST-OUT",
     [PG_DEC_RETRY] = "RETRY",       [PG_DEC_EXPLICIT_KEY] = "EXPL-KEY",
+    [PG_DEC_CACHED] = "CACHED",
 };
 static const char *const dec_rate_col[PG_DEC_MAX] = {
     [PG_DEC_AFFINITY] = "AFF/S", [PG_DEC_OVERFLOW] = "OVF/S",
     [PG_DEC_RANDOM] = "RND/S",   [PG_DEC_LEAST_OUTSTANDING] = "LOR/S",
     [PG_DEC_RETRY] = "RTY/S",    [PG_DEC_EXPLICIT_KEY] = "KEY/S",
+    [PG_DEC_CACHED] = "CCH/S",
 };
 
 const char *ctl_health(const struct ctl_backend *b)
@@ -130,7 +127,7 @@ static void json_backend(FILE *out, const struct ctl_backend *b)
 	        ctl_health(b), b->down ? "false" : "true", b->draining ? "true" : "false",
 	        b->in_flight, b->epoch, (unsigned long long)ctl_requests_total(b));
 	for (int d = 0; d < PG_DEC_MAX; d++)
-		fprintf(out, "%s\"%s\":%llu", d ? "," : "", ctl_decision_name[d],
+		fprintf(out, "%s\"%s\":%llu", d ? "," : "", pg_decision_name(d),
 		        (unsigned long long)b->requests[d]);
 	fprintf(out, "},\"failures\":%llu,", (unsigned long long)b->failures);
 	if (b->ring_slots >= 0)
@@ -276,7 +273,7 @@ void ctl_view_top(FILE *out, const struct ctl_opts *o, const struct ctl_snapshot
 				        total ? (double)delta[i] / total : 0);
 				for (int d = 0; d < PG_DEC_MAX; d++)
 					fprintf(out, "%s\"%s\":%.3f", d ? "," : "",
-					        ctl_decision_name[d],
+					        pg_decision_name(d),
 					        (double)(b->requests[d] - p->requests[d]) / dt);
 				fputs("},", out);
 			}

@@ -1,0 +1,330 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cache_aware: the blocks and anchor of a key text (key.h), the block index
+ * (cacheidx.h: bound, aging, longest match, determinism) and the choice
+ * rule (balancer.h, pg_balance_cached), table-driven.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include "balancer.h"
+#include "cacheidx.h"
+#include "key.h"
+
+static struct pg_backend backends[PG_MAX_BACKENDS];
+
+static void members(unsigned n)
+{
+	memset(backends, 0, sizeof(backends));
+	for (unsigned id = 1; id <= n; id++)
+		backends[id].flags = PG_BACKEND_ACTIVE;
+}
+
+static struct pg_ca_index make_index(uint32_t nslots, uint32_t capacity_blocks)
+{
+	struct pg_ca_index ix = {
+	    .slots = calloc(nslots, sizeof(struct pg_ca_slot)),
+	    .nslots = nslots,
+	    .backends = backends,
+	    .capacity_blocks = capacity_blocks,
+	};
+
+	assert_non_null(ix.slots);
+	return ix;
+}
+
+/* A chat body: a system prompt, then turns (user, assistant, ...). */
+static char *chat(const char *system, const char *const *turns, size_t nturns)
+{
+	size_t cap = 1 << 20, len = 0;
+	char *b = malloc(cap);
+
+	assert_non_null(b);
+	len += (size_t)snprintf(b + len, cap - len, "{\"model\":\"m\",\"messages\":[");
+	if (system)
+		len += (size_t)snprintf(b + len, cap - len, "{\"role\":\"system\",\"content\":\"%s\"},",
+					system);
+	for (size_t i = 0; i < nturns; i++)
+		len += (size_t)snprintf(b + len, cap - len, "%s{\"role\":\"%s\",\"content\":\"%s\"}",
+					i ? "," : "", i % 2 ? "assistant" : "user", turns[i]);
+	snprintf(b + len, cap - len, "],\"max_tokens\":8,\"stream\":true}");
+	return b;
+}
+
+static void blocks_of(const char *body, uint32_t prefix_length, struct pg_key *k,
+		      struct pg_key_blocks *kb)
+{
+	pg_key_compute_blocks(PG_API_CHAT, (struct pg_str){NULL, 0}, body, strlen(body), true,
+			      prefix_length, k, kb);
+}
+
+static char *repeat(const char *word, size_t n)
+{
+	size_t wl = strlen(word);
+	char *s = malloc(wl * n + 1);
+
+	assert_non_null(s);
+	for (size_t i = 0; i < n; i++)
+		memcpy(s + i * wl, word, wl);
+	s[wl * n] = 0;
+	return s;
+}
+
+static void test_blocks_and_anchor(void **state)
+{
+	static struct pg_key_blocks a, b, c;
+	struct pg_key ka, kb, kc, plain;
+	char *sys = repeat("You are a careful assistant. ", 400); /* ~11.6 KB */
+	char *u0 = repeat("first question ", 40), *a0 = repeat("an answer ", 60);
+	char *u1 = repeat("second ", 50);
+	const char *t1[] = {u0}, *t2[] = {u0, a0, u1}, *other[] = {"another conversation"};
+	char *b1 = chat(sys, t1, 1), *b2 = chat(sys, t2, 3), *b3 = chat(sys, other, 1);
+
+	(void)state;
+	blocks_of(b1, 4096, &ka, &a);
+	blocks_of(b2, 4096, &kb, &b);
+	blocks_of(b3, 4096, &kc, &c);
+	/* The key is PREFIX_AWARE's, whichever call computes it. */
+	pg_key_compute(PG_API_CHAT, (struct pg_str){NULL, 0}, b2, strlen(b2), true, 4096, &plain,
+		       NULL, 0, NULL);
+	assert_int_equal(plain.hash, kb.hash);
+	assert_int_equal(plain.length, kb.length);
+	/* A conversation keeps its anchor from turn to turn, and its blocks
+	 * extend the previous turn's chain. */
+	assert_int_equal(a.anchor, b.anchor);
+	assert_true(b.n > a.n && a.n > 0);
+	assert_memory_equal(a.chain, b.chain, a.n * sizeof(a.chain[0]));
+	assert_int_equal(ka.anchor, a.anchor);
+	/* Behind the same long system prompt, another conversation has its
+	 * own anchor (the PREFIX_AWARE keys are equal: the prompt is longer
+	 * than PrefixLength), but shares the system prompt's blocks. */
+	assert_int_equal(ka.hash, kc.hash);
+	assert_int_not_equal(a.anchor, c.anchor);
+	assert_true(c.n >= strlen(sys) / PG_CA_BLOCK - 1);
+	assert_memory_equal(a.chain, c.chain, (strlen(sys) / PG_CA_BLOCK - 1) * sizeof(a.chain[0]));
+	/* Deterministic. */
+	blocks_of(b2, 4096, &kc, &c);
+	assert_memory_equal(&b, &c, sizeof(b));
+	/* No user message: the anchor is the PREFIX_AWARE key. */
+	{
+		const char *body = "{\"messages\":[{\"role\":\"system\",\"content\":\"only\"}]}";
+
+		blocks_of(body, 4096, &ka, &a);
+		assert_int_equal(a.anchor, ka.hash);
+		assert_int_equal(a.n, 0);
+	}
+	/* Explicit keys: anchor = key, no blocks. */
+	pg_key_compute_blocks(PG_API_CHAT, (struct pg_str){"tenant-7", 8}, b2, strlen(b2), true,
+			      4096, &ka, &a);
+	assert_int_equal(a.anchor, ka.hash);
+	assert_int_equal(a.n, 0);
+	free(sys), free(u0), free(a0), free(u1), free(b1), free(b2), free(b3);
+}
+
+/* Stand-ins for chain hashes: distinct, never 0 (splitmix64). */
+static void chain_of(uint64_t seed, uint32_t n, uint64_t *chain)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t z = seed * 1000003 + i + 0x9e3779b97f4a7c15ull;
+
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+		chain[i] = (z ^ (z >> 31)) | 1;
+	}
+}
+
+static void test_index_record_and_match(void **state)
+{
+	struct pg_ca_index ix;
+	struct pg_ca_match m;
+	uint64_t a[64], b[64];
+	uint16_t h[PG_CA_WAYS];
+
+	(void)state;
+	members(4);
+	ix = make_index(1024, 1000);
+	chain_of(1, 64, a);
+	memcpy(b, a, 32 * sizeof(a[0])); /* b shares a's first 32 blocks */
+	chain_of(2, 32, b + 32);
+	pg_ca_record(&ix, a, 64, 1);
+	pg_ca_record(&ix, b, 40, 2);
+	pg_ca_match(&ix, a, 64, NULL, NULL, &m);
+	assert_int_equal(m.blocks, 64);
+	assert_int_equal(m.n, 1);
+	assert_int_equal(m.holder[0], 1);
+	assert_true(m.probes <= 8); /* log2(64) + 1 */
+	pg_ca_match(&ix, b, 64, NULL, NULL, &m);
+	assert_int_equal(m.blocks, 40);
+	assert_int_equal(m.holder[0], 2);
+	/* The shared part has both holders. */
+	assert_int_equal(pg_ca_holders(&ix, a[31], NULL, NULL, h), 2);
+	/* Holders the caller's rule refuses do not match. */
+	backends[1].flags = 0;
+	pg_ca_match(&ix, a, 64, NULL, NULL, &m);
+	assert_int_equal(m.blocks, 32);
+	assert_int_equal(m.holder[0], 2);
+	backends[1].flags = PG_BACKEND_ACTIVE;
+	/* Nothing recorded: nothing matched. */
+	chain_of(3, 16, b);
+	pg_ca_match(&ix, b, 16, NULL, NULL, &m);
+	assert_int_equal(m.blocks, 0);
+	assert_int_equal(m.n, 0);
+	free(ix.slots);
+}
+
+/* The bound: what one backend holds never exceeds its capacity, and a
+ * prefix sent again stays (the engine's LRU touch). */
+static void test_index_aging(void **state)
+{
+	struct pg_ca_index ix;
+	uint64_t hot[8], cold[8], other[8];
+	uint16_t h[PG_CA_WAYS];
+
+	(void)state;
+	members(2);
+	ix = make_index(1 << 14, 100); /* 100 blocks per backend */
+	chain_of(10, 8, hot);
+	chain_of(11, 8, cold);
+	pg_ca_record(&ix, hot, 8, 1);
+	pg_ca_record(&ix, cold, 8, 1);
+	assert_int_equal(backends[1].ca_clock, 16);
+	/* Re-sending a held prefix does not advance the clock. */
+	pg_ca_record(&ix, hot, 8, 1);
+	assert_int_equal(backends[1].ca_clock, 16);
+	/* 104 more new blocks (cold is now past the last 100 inserted), hot
+	 * sent again every 40. */
+	for (uint64_t s = 0; s < 13; s++) {
+		chain_of(100 + s, 8, other);
+		pg_ca_record(&ix, other, 8, 1);
+		if (s % 5 == 4)
+			pg_ca_record(&ix, hot, 8, 1);
+	}
+	assert_true(backends[1].ca_clock > 100);
+	assert_int_equal(pg_ca_holders(&ix, hot[7], NULL, NULL, h), 1);  /* touched: kept */
+	assert_int_equal(pg_ca_holders(&ix, cold[7], NULL, NULL, h), 0); /* aged out */
+	/* Live prefixes per backend never exceed its capacity. */
+	assert_true(pg_ca_occupancy(&ix) <= 100 + 8);
+	/* A slot's new member holds none of the old one's prefixes. */
+	pg_ca_forget(&ix, 1);
+	assert_int_equal(pg_ca_holders(&ix, hot[7], NULL, NULL, h), 0);
+	free(ix.slots);
+}
+
+/* A tiny table evicts, stays within its slots, and the same calls give
+ * the same state. */
+static void test_index_bound_and_determinism(void **state)
+{
+	struct pg_ca_index x, y;
+	uint64_t c[32];
+	unsigned ev = 0;
+
+	(void)state;
+	members(8);
+	x = make_index(64, 1 << 20);
+	y = make_index(64, 1 << 20);
+	for (unsigned r = 0; r < 50; r++) {
+		chain_of(r % 13, 32, c);
+		ev += pg_ca_record(&x, c, 32, (uint16_t)(1 + r % 8));
+	}
+	members(8);
+	for (unsigned r = 0; r < 50; r++) {
+		chain_of(r % 13, 32, c);
+		pg_ca_record(&y, c, 32, (uint16_t)(1 + r % 8));
+	}
+	assert_true(ev > 0);
+	assert_true(pg_ca_occupancy(&x) <= 64);
+	assert_memory_equal(x.slots, y.slots, 64 * sizeof(struct pg_ca_slot));
+	/* Sizing from the capacity flag. */
+	assert_int_equal(pg_ca_capacity_blocks(262144), 262144 * PG_CA_CHARS_PER_TOKEN / PG_CA_BLOCK);
+	assert_int_equal(pg_ca_slots_for(262144, 4096), 1u << 16);
+	assert_int_equal(pg_ca_slots_for(1024, 4096), 4096);
+	free(x.slots);
+	free(y.slots);
+}
+
+static void test_choice_rule(void **state)
+{
+	static const struct {
+		const char *why;
+		int32_t in_flight[5]; /* ids 1..4 */
+		uint16_t holder[2];
+		size_t nholder;
+		bool specific;
+		uint16_t want;
+		uint8_t decision;
+	} cases[] = {
+	    {"own history cached: its holder", {0, 0, 0, 0}, {3}, 1, true, 3, PG_DEC_CACHED},
+	    {"holder at the threshold: the anchor's ring", {0, 0, 10, 0}, {3}, 1, true, 1,
+	     PG_DEC_AFFINITY},
+	    {"holder far busier than the rest", {0, 0, 5, 0}, {3}, 1, true, 1, PG_DEC_AFFINITY},
+	    {"holder just within the gap", {0, 0, 4, 0}, {3}, 1, true, 3, PG_DEC_CACHED},
+	    {"only a shared prefix matched: the anchor decides", {0, 0, 0, 0}, {3}, 1, false, 1,
+	     PG_DEC_AFFINITY},
+	    {"two holders: the anchor's ring order", {0, 0, 0, 0}, {4, 2}, 2, true, 2,
+	     PG_DEC_CACHED},
+	    {"first holder busy: the next", {0, 10, 0, 0}, {2, 4}, 2, true, 4, PG_DEC_CACHED},
+	    {"nothing cached, anchor's first busy", {10, 0, 0, 0}, {0}, 0, false, 2,
+	     PG_DEC_OVERFLOW},
+	    {"all at the threshold: least loaded", {10, 12, 11, 10}, {3}, 1, true, 1,
+	     PG_DEC_OVERFLOW},
+	};
+	const uint16_t ring[] = {1, 2, 3, 4};
+	const struct pg_route_cfg cfg = {.strategy = PG_STRATEGY_CACHE_AWARE,
+					 .prefix_length = 4096,
+					 .concurrency_threshold = 10,
+					 .max_load_gap = 4};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct pg_cached c = {cases[i].holder, cases[i].nholder, cases[i].specific, 4};
+		struct pg_choice ch, again;
+		uint16_t id;
+
+		members(4);
+		for (unsigned b = 1; b <= 4; b++)
+			backends[b].in_flight = cases[i].in_flight[b - 1];
+		id = pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 7, false, &ch);
+		if (id != cases[i].want || ch.decision != cases[i].decision)
+			fail_msg("%s: got %u (%s %u), want %u (%u)", cases[i].why, id, "decision",
+				 ch.decision, cases[i].want, cases[i].decision);
+		/* Same inputs, same choice (the deterministic part). */
+		assert_int_equal(pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 7, false,
+						   &again),
+				 id);
+	}
+	/* A holder that left is never chosen; load never fails a request. */
+	{
+		struct pg_cached c = {(const uint16_t[]){2}, 1, true, 4};
+		struct pg_choice ch;
+
+		members(4);
+		backends[2].flags = 0;
+		backends[1].in_flight = backends[3].in_flight = backends[4].in_flight = 500;
+		assert_int_not_equal(pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 1,
+						       false, &ch),
+				     2);
+		assert_int_not_equal(ch.backend, 0);
+		members(0);
+		assert_int_equal(pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 1,
+						   false, &ch),
+				 0);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_blocks_and_anchor),
+	    cmocka_unit_test(test_index_record_and_match),
+	    cmocka_unit_test(test_index_aging),
+	    cmocka_unit_test(test_index_bound_and_determinism),
+	    cmocka_unit_test(test_choice_rule),
+	};
+
+	return cmocka_run_group_tests_name("cacheidx", tests, NULL, NULL);
+}

@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: MIT
+/*
+ * routebench: the cost of one routing decision, as the workers pay it
+ * (pg_route: key extraction, ring lookup, choice, and for cache_aware the
+ * index probes and the record), for each strategy and fleet size, on
+ * shared-memory maps in this process: no sockets, no other noise.
+ *
+ * Bodies: 32 KiB OpenAI chat requests, a 4 KiB system prompt then the turns
+ * of one of 512 conversations; each round sends every conversation's next
+ * turn, so cache_aware's index holds every conversation's history (the
+ * common case) and matches most of each request. Prints p50/p99/max per
+ * strategy and backend count, and the ring rebuild time, as a table.
+ *
+ * usage: routebench [--rounds N] [--backends 2,16,64,256] [--body-kib K]
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "cacheidx.h"
+#include "config.h"
+#include "control.h"
+#include "gateway.h"
+#include "log.h"
+#include "maps.h"
+#include "route.h"
+
+#define CONVS 512
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Pseudo-random words, deterministic from seed. */
+static size_t words(char *out, size_t n, uint64_t seed)
+{
+	static const char *const w[] = {"model", "cache", "token", "prefix", "route", "query",
+					"answer", "kernel", "socket", "buffer", "stream", "vector"};
+	size_t len = 0;
+
+	while (len + 8 < n) {
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		len += (size_t)sprintf(out + len, "%s ", w[(seed >> 33) % 12]);
+	}
+	out[len] = 0;
+	return len;
+}
+
+/* Conversation c at turn t: body of about kib KiB. */
+static size_t body(char *out, size_t cap, unsigned c, unsigned t, size_t kib)
+{
+	static char sys[4096], turn[2048];
+	size_t len, target = kib * 1024;
+
+	words(sys, sizeof(sys), 1);
+	len = (size_t)snprintf(out, cap,
+			       "{\"model\":\"m\",\"max_tokens\":16,\"messages\":[{\"role\":\"system\","
+			       "\"content\":\"%s\"}",
+			       sys);
+	for (unsigned k = 0; len + sizeof(turn) + 64 < cap; k++) {
+		if (k > t && len >= target)
+			break;
+		words(turn, k % 2 ? 1200 : 400, (uint64_t)c << 20 | k);
+		len += (size_t)snprintf(out + len, cap - len, ",{\"role\":\"%s\",\"content\":\"%s\"}",
+					k % 2 ? "assistant" : "user", turn);
+	}
+	len += (size_t)snprintf(out + len, cap - len, "]}");
+	return len;
+}
+
+static void setup(struct pg_gateway *gw, struct pg_config *cfg, unsigned nbackends)
+{
+	static char addrs[PG_MAX_BACKENDS][32];
+	static char *list[PG_MAX_BACKENDS];
+	char err[256];
+
+	memset(gw, 0, sizeof(*gw));
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->route.prefix_length = PG_PREFIX_LENGTH_DEFAULT;
+	cfg->route.concurrency_threshold = PG_CONCURRENCY_DEFAULT;
+	cfg->route.max_load_gap = PG_CA_GAP_DEFAULT;
+	cfg->cache_capacity = PG_CA_CAPACITY_DEFAULT;
+	for (unsigned i = 0; i < nbackends; i++) {
+		snprintf(addrs[i], sizeof(addrs[i]), "127.0.%u.%u:8000", i / 250, 1 + i % 250);
+		list[i] = addrs[i];
+	}
+	cfg->backends = list;
+	cfg->nbackends = nbackends;
+	gw->cfg = cfg;
+	if (pg_maps_open(&gw->maps, false, "", pg_ca_slots_for(cfg->cache_capacity, PG_CA_SLOTS_MIN),
+			 err, sizeof(err)) ||
+	    pg_control_init(gw, err, sizeof(err))) {
+		fprintf(stderr, "routebench: setup: %s\n", err);
+		exit(1);
+	}
+	gw->maps.state->ca_capacity_blocks = pg_ca_capacity_blocks(cfg->cache_capacity);
+}
+
+int main(int argc, char **argv)
+{
+	static const enum pg_strategy strategies[] = {PG_STRATEGY_PREFIX_AWARE,
+						     PG_STRATEGY_CACHE_AWARE};
+	unsigned fleets[8] = {2, 16, 64, 255}, nfleets = 4, rounds = 8;
+	size_t kib = 32, cap = 1 << 20;
+	char *buf = malloc(cap);
+	uint64_t *lat;
+
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--rounds"))
+			rounds = (unsigned)atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--body-kib"))
+			kib = (size_t)atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--backends")) {
+			nfleets = 0;
+			for (char *p = strtok(argv[i + 1], ","); p && nfleets < 8; p = strtok(NULL, ","))
+				fleets[nfleets++] = (unsigned)atoi(p);
+		}
+	}
+	lat = calloc((size_t)rounds * CONVS, sizeof(*lat));
+	if (!buf || !lat)
+		return 1;
+	pg_log_level = PG_LOG_ERROR;
+	printf("routing cost per request (pg_route), %zu KiB chat bodies, %u conversations x %u "
+	       "turns\n",
+	       kib, CONVS, rounds);
+	printf("%-13s %8s %9s %9s %9s %10s %12s\n", "strategy", "backends", "p50 us", "p99 us",
+	       "max us", "matched", "ring rebuild");
+	for (unsigned f = 0; f < nfleets; f++) {
+		for (size_t s = 0; s < sizeof(strategies) / sizeof(strategies[0]); s++) {
+			struct pg_gateway gw;
+			struct pg_config cfg;
+			struct pg_route_cfg rc;
+			uint64_t matched = 0, t0, rebuild;
+			size_t n = 0;
+
+			setup(&gw, &cfg, fleets[f]);
+			pg_route_cfg_load(&gw, &rc);
+			rc.strategy = strategies[s];
+			pg_control_set_routing(&gw, &rc, "routebench");
+			t0 = now_ns();
+			pg_control_rebuild_ring(&gw);
+			rebuild = now_ns() - t0;
+			for (unsigned t = 0; t < rounds; t++) {
+				for (unsigned c = 0; c < CONVS; c++) {
+					struct pg_route_input in = {.api = PG_API_CHAT, .complete = true};
+					struct pg_choice ch;
+					struct pg_key key;
+
+					in.body = buf;
+					in.body_len = body(buf, cap, c, t, kib);
+					t0 = now_ns();
+					pg_route(&gw, &in, NULL, t0, &key, &ch);
+					lat[n++] = now_ns() - t0;
+					matched += ch.matched;
+				}
+			}
+			qsort(lat, n, sizeof(*lat), cmp_u64);
+			printf("%-13s %8u %9.1f %9.1f %9.1f %9.0f%% %10.0f us\n",
+			       pg_strategy_flag(strategies[s]), fleets[f], lat[n / 2] / 1e3,
+			       lat[n * 99 / 100] / 1e3, lat[n - 1] / 1e3,
+			       100.0 * (double)matched / ((double)n * (double)kib * 1024),
+			       rebuild / 1e3);
+			pg_maps_close(&gw.maps);
+		}
+	}
+	free(lat);
+	free(buf);
+	return 0;
+}

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cache_aware's block index, pure: which backends were recently sent each
+ * block prefix of a key text (key.h, struct pg_key_blocks), learned from the
+ * gateway's own decisions. No I/O, no allocation; the slots live in the
+ * pinned BPF map pg_cache_index (include/prefixgate.h, struct pg_ca_slot).
+ *
+ * - A block prefix (its chain hash) lives in one of PG_CA_PROBE slots from
+ *   its home slot (hash modulo the slot count), with up to PG_CA_WAYS
+ *   holders.
+ * - Aging follows the engines' LRU eviction: each backend has a clock
+ *   (pg_backend.ca_clock) counting the blocks it was sent that it did not
+ *   hold. A holder is live while fewer than capacity_blocks blocks were sent
+ *   to that backend since its stamp; sending a prefix again refreshes it,
+ *   as the engine's LRU touch does. So what the index believes cached on an
+ *   instance is bounded by that instance's capacity, whatever the traffic.
+ *   (Touches of older blocks do not advance the clock, so the model errs
+ *   towards believing a block cached a little longer than an exact LRU.)
+ * - A full window evicts: an expired slot first, else the home slot
+ *   (counted). The table is bounded at start-up: PG_CA_SLOTS_PER_BLOCK
+ *   slots per block of one instance's capacity.
+ * - The longest cached prefix is found by binary search over chain
+ *   positions (a prefix held implies its shorter prefixes were sent with
+ *   it, and refreshed with it): about log2(blocks) + 1 probes.
+ * - The same calls in the same order give the same state.
+ */
+#ifndef PG_CACHEIDX_H
+#define PG_CACHEIDX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "prefixgate.h"
+
+struct pg_ca_index {
+	struct pg_ca_slot *slots;
+	uint32_t nslots;          /* a power of two */
+	struct pg_backend *backends; /* PG_MAX_BACKENDS entries: the clocks */
+	uint32_t capacity_blocks; /* each backend's cache, in blocks */
+};
+
+/* Each instance's capacity in blocks, for --cache-capacity tokens. */
+uint32_t pg_ca_capacity_blocks(uint64_t capacity_tokens);
+/* Index slots for it (a power of two, at least min_slots). */
+uint32_t pg_ca_slots_for(uint64_t capacity_tokens, uint32_t min_slots);
+
+/* Which holders count (the caller's rule: usable, not excluded, ...). */
+typedef bool (*pg_ca_ok_fn)(uint16_t id, void *arg);
+
+/* The live holders of block prefix h for which ok holds (ok may be NULL:
+ * every live one); returns their number, ids in out. */
+size_t pg_ca_holders(const struct pg_ca_index *ix, uint64_t h, pg_ca_ok_fn ok, void *arg,
+		     uint16_t out[PG_CA_WAYS]);
+
+struct pg_ca_match {
+	uint32_t blocks; /* matched prefix, in blocks (0: none) */
+	uint32_t probes; /* index lookups it took */
+	uint8_t n;       /* holders of it */
+	uint16_t holder[PG_CA_WAYS];
+};
+
+/* The longest prefix chain[0..k) whose last hash has a holder ok accepts. */
+void pg_ca_match(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n, pg_ca_ok_fn ok,
+		 void *arg, struct pg_ca_match *out);
+
+/* chain[0..n) was sent to backend id (1..PG_MAX_BACKENDS-1): record and
+ * refresh it, advance id's clock by the blocks it did not hold. Returns the
+ * slots evicted to make room. */
+unsigned pg_ca_record(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n,
+		      uint16_t id);
+
+/* Slots in use (a scan: for metrics, not the request path). */
+uint32_t pg_ca_occupancy(const struct pg_ca_index *ix);
+
+/* Forget everything the index remembers of backend id (its slot gets a new
+ * member, or it left): its clock jumps by its capacity. */
+void pg_ca_forget(const struct pg_ca_index *ix, uint16_t id);
+
+#endif /* PG_CACHEIDX_H */
