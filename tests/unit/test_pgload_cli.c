@@ -100,12 +100,103 @@ static void test_first_index(void **state)
 	}
 }
 
+/* --target: one, a comma list, repeated; the first replaces the default. */
+static void test_targets(void **state)
+{
+	static const struct {
+		const char *args[7];
+		int rc;
+		unsigned n;
+		const char *joined;
+	} cases[] = {
+	    {{NULL}, 0, 1, "127.0.0.1:8080"},
+	    {{"--target", "127.0.0.1:9000", NULL}, 0, 1, "127.0.0.1:9000"},
+	    {{"--target", "127.0.0.1:1,127.0.0.2:2", NULL}, 0, 2, "127.0.0.1:1,127.0.0.2:2"},
+	    {{"--target", "127.0.0.1:1", "--target", "10.0.0.1:2,10.0.0.2:3", NULL},
+	     0, 3, "127.0.0.1:1,10.0.0.1:2,10.0.0.2:3"},
+	    {{"--target", "1.1.1.1:1,1.1.1.1:2,1.1.1.1:3,1.1.1.1:4", "--target",
+	      "1.1.1.1:5,1.1.1.1:6,1.1.1.1:7,1.1.1.1:8", NULL},
+	     0, 8, NULL},
+	    {{"--target", "1.1.1.1:1,1.1.1.1:2,1.1.1.1:3,1.1.1.1:4,1.1.1.1:5", "--target",
+	      "1.1.1.1:6,1.1.1.1:7,1.1.1.1:8,1.1.1.1:9", NULL},
+	     -1, 0, NULL},
+	    {{"--target", "127.0.0.1:1,", NULL}, -1, 0, NULL},
+	    {{"--target", "localhost:80", NULL}, -1, 0, NULL},
+	    {{"--target", "127.0.0.1:0", NULL}, -1, 0, NULL},
+	    {{"--target", "127.0.0.1", NULL}, -1, 0, NULL},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct pg_opts o;
+
+		assert_int_equal(parse(&o, cases[i].args), cases[i].rc);
+		if (cases[i].rc)
+			continue;
+		assert_int_equal(o.ntargets, cases[i].n);
+		if (cases[i].joined)
+			assert_string_equal(o.target, cases[i].joined);
+	}
+	{
+		const char *args[] = {"--target", "127.0.0.1:1,10.1.2.3:65535", NULL};
+		struct pg_opts o;
+
+		assert_int_equal(parse(&o, args), 0);
+		assert_string_equal(o.targets[1].name, "10.1.2.3:65535");
+		assert_string_equal(o.targets[1].host, "10.1.2.3");
+		assert_int_equal(o.targets[1].port, 65535);
+	}
+}
+
+/* agentic and short-chat change some defaults, never a given option. */
+static void test_workload_defaults(void **state)
+{
+	const char *mt[] = {"--workload", "multi-turn", NULL};
+	const char *ag[] = {"--workload", "agentic", NULL};
+	const char *ag_sys[] = {"--system-tokens", "500", "--workload", "agentic", NULL};
+	const char *sc[] = {"--workload", "short-chat", NULL};
+	const char *sc_set[] = {"--workload", "short-chat", "--conversations", "9",
+	                        "--max-turns", "3", "--user-tokens", "7", NULL};
+	const char *sc_bad[] = {"--workload", "short-chat", "--min-turns", "8", NULL};
+	struct pg_opts o;
+
+	(void)state;
+	assert_int_equal(parse(&o, mt), 0);
+	assert_int_equal(o.conversations, 64);
+	assert_int_equal(o.max_turns, 12);
+	assert_int_equal(o.system_tokens, 64);
+	assert_int_equal(parse(&o, ag), 0);
+	assert_int_equal(o.system_tokens, 10000);
+	assert_int_equal(o.conversations, 64);
+	assert_int_equal(o.tools, 4);
+	assert_int_equal(o.tool_tokens, 450);
+	assert_string_equal(o.label, "agentic");
+	assert_int_equal(parse(&o, ag_sys), 0);
+	assert_int_equal(o.system_tokens, 500);
+	assert_int_equal(parse(&o, sc), 0);
+	assert_int_equal(o.conversations, 256);
+	assert_int_equal(o.min_turns, 2);
+	assert_int_equal(o.max_turns, 6);
+	assert_int_equal(o.user_tokens, 24);
+	assert_int_equal(o.assistant_tokens, 48);
+	assert_int_equal(o.system_tokens, 0);
+	assert_int_equal(o.history_tokens, 800);
+	assert_int_equal(parse(&o, sc_set), 0);
+	assert_int_equal(o.conversations, 9);
+	assert_int_equal(o.max_turns, 3);
+	assert_int_equal(o.user_tokens, 7);
+	assert_int_equal(o.assistant_tokens, 48);
+	assert_int_equal(parse(&o, sc_bad), -1); /* 8 > the default 6 */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_headers),
 	    cmocka_unit_test(test_headers_cap),
 	    cmocka_unit_test(test_first_index),
+	    cmocka_unit_test(test_targets),
+	    cmocka_unit_test(test_workload_defaults),
 	};
 
 	return cmocka_run_group_tests_name("pgload_cli", tests, NULL, NULL);

@@ -2,6 +2,7 @@
 /* Command line of pgload: a keyword table, strict number parsing, --help. */
 #include "pgload.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -15,6 +16,8 @@ static const char *const wl_names[] = {
     [WL_NO_PREFIX] = "no-prefix",
     [WL_HOT_PREFIX] = "hot-prefix",
     [WL_FIXED] = "fixed",
+    [WL_AGENTIC] = "agentic",
+    [WL_SHORT_CHAT] = "short-chat",
 };
 
 const char *pg_workload_name(enum wl_kind k)
@@ -28,7 +31,9 @@ static const char usage[] =
     "keep-alive connections, record each request, print a summary.\n"
     "\n"
     "Target and request:\n"
-    "  --target ADDR:PORT     numeric IPv4 target (default 127.0.0.1:8080)\n"
+    "  --target ADDR:PORT     numeric IPv4 target (default 127.0.0.1:8080); repeat it or\n"
+    "                         give a comma list for up to 8 targets: each request goes\n"
+    "                         to one of them, uniformly at random (from --seed)\n"
     "  --path PATH            request path (default /v1/chat/completions)\n"
     "  --model NAME           \"model\" field (default mock)\n"
     "  --max-tokens N         output tokens asked for (default 32)\n"
@@ -66,6 +71,18 @@ static const char usage[] =
     "                 Each request carries the history so far; a conversation's next\n"
     "                 turn is sent only after the previous response; a finished\n"
     "                 conversation is replaced by a new one.\n"
+    "  agentic        an agent loop: every request starts with the same \"tools\" array\n"
+    "                 of --tools (default 4) functions, each with a --tool-tokens\n"
+    "                 (default 450) description, and a --system-tokens (default 10000\n"
+    "                 for this workload) system message: ~12,000 identical tokens.\n"
+    "                 Then conversations as in multi-turn (same options and\n"
+    "                 defaults), each request re-sending its whole history.\n"
+    "  short-chat     ShareGPT-like short chats, as multi-turn but with defaults\n"
+    "                 --conversations 256, --min-turns 2, --max-turns 6,\n"
+    "                 --user-tokens 24, --assistant-tokens 48, --system-tokens 0 (a\n"
+    "                 shared system message when set); no request carries more than\n"
+    "                 --history-tokens (default 800) tokens of message text: a\n"
+    "                 conversation ends before a turn that would cross it.\n"
     "  fixed          the same body of exactly --body-bytes (default 32768) bytes.\n"
     "  --first-index N  build request i as the workload's request N + i (default 0):\n"
     "                 a warm-up run and a measured run with the same --seed share the\n"
@@ -104,6 +121,9 @@ enum {
 	O_MAX_TURNS,
 	O_USER_TOKENS,
 	O_ASSISTANT_TOKENS,
+	O_TOOLS,
+	O_TOOL_TOKENS,
+	O_HISTORY_TOKENS,
 	O_BODY_BYTES,
 	O_FIRST_INDEX,
 	O_HEADER,
@@ -139,6 +159,9 @@ static const struct option longopts[] = {
     {"max-turns", required_argument, NULL, O_MAX_TURNS},
     {"user-tokens", required_argument, NULL, O_USER_TOKENS},
     {"assistant-tokens", required_argument, NULL, O_ASSISTANT_TOKENS},
+    {"tools", required_argument, NULL, O_TOOLS},
+    {"tool-tokens", required_argument, NULL, O_TOOL_TOKENS},
+    {"history-tokens", required_argument, NULL, O_HISTORY_TOKENS},
     {"body-bytes", required_argument, NULL, O_BODY_BYTES},
     {"first-index", required_argument, NULL, O_FIRST_INDEX},
     {"header", required_argument, NULL, O_HEADER},
@@ -248,23 +271,61 @@ static int add_header(struct pg_opts *o, const char *s)
 	return 0;
 }
 
-static int parse_target(struct pg_opts *o, const char *s)
+/* One numeric IPv4 ADDR:PORT of n bytes at s, appended to o->targets. */
+static int add_target(struct pg_opts *o, const char *s, size_t n)
 {
-	const char *colon = strrchr(s, ':');
+	struct pg_target *t = &o->targets[o->ntargets];
+	const char *colon;
+	struct in_addr a;
 	uint64_t port;
+	size_t len;
 
-	if (copy_str("target", s, o->target, sizeof(o->target)) == -1)
-		return -1;
-	if (!colon || colon == s || (size_t)(colon - s) >= sizeof(o->host)) {
-		fprintf(stderr, "pgload: --target %s: want ADDR:PORT\n", s);
+	if (o->ntargets == PG_MAX_TARGETS) {
+		fprintf(stderr, "pgload: --target: at most %d targets\n", PG_MAX_TARGETS);
 		return -1;
 	}
-	memcpy(o->host, s, (size_t)(colon - s));
-	o->host[colon - s] = '\0';
+	if (n >= sizeof(t->name)) {
+		fprintf(stderr, "pgload: --target %.*s: too long\n", (int)n, s);
+		return -1;
+	}
+	memcpy(t->name, s, n);
+	t->name[n] = '\0';
+	colon = strrchr(t->name, ':');
+	if (!colon || colon == t->name || (size_t)(colon - t->name) >= sizeof(t->host)) {
+		fprintf(stderr, "pgload: --target %s: want ADDR:PORT\n", t->name);
+		return -1;
+	}
+	memcpy(t->host, t->name, (size_t)(colon - t->name));
+	t->host[colon - t->name] = '\0';
+	if (inet_pton(AF_INET, t->host, &a) != 1) {
+		fprintf(stderr, "pgload: --target %s: not a numeric IPv4 ADDR:PORT\n", t->name);
+		return -1;
+	}
 	if (num_u64("target port", colon + 1, 1, 65535, &port) == -1)
 		return -1;
-	o->port = (uint16_t)port;
+	t->port = (uint16_t)port;
+	/* Fits: PG_MAX_TARGETS names of under 64 bytes, each with its comma. */
+	len = strlen(o->target);
+	if (o->ntargets)
+		o->target[len++] = ',';
+	memcpy(o->target + len, t->name, n + 1);
+	o->ntargets++;
 	return 0;
+}
+
+/* ADDR:PORT or a comma list of them, appended to o->targets. */
+static int parse_target(struct pg_opts *o, const char *s)
+{
+	for (;;) {
+		const char *comma = strchr(s, ',');
+		size_t n = comma ? (size_t)(comma - s) : strlen(s);
+
+		if (add_target(o, s, n) == -1)
+			return -1;
+		if (!comma)
+			return 0;
+		s = comma + 1;
+	}
 }
 
 static void defaults(struct pg_opts *o)
@@ -290,7 +351,33 @@ static void defaults(struct pg_opts *o)
 	o->max_turns = 12;
 	o->user_tokens = 60;
 	o->assistant_tokens = 200;
+	o->tools = 4;
+	o->tool_tokens = 450;
+	o->history_tokens = 800;
 	o->body_bytes = 32768;
+}
+
+/* Defaults that depend on the workload, for the options not given. */
+static void workload_defaults(struct pg_opts *o, const bool *given)
+{
+#define UNSET(code) (!given[(code) - O_TARGET])
+	if (o->workload == WL_AGENTIC && UNSET(O_SYSTEM_TOKENS))
+		o->system_tokens = 10000;
+	if (o->workload != WL_SHORT_CHAT)
+		return;
+	if (UNSET(O_CONVERSATIONS))
+		o->conversations = 256;
+	if (UNSET(O_MIN_TURNS))
+		o->min_turns = 2;
+	if (UNSET(O_MAX_TURNS))
+		o->max_turns = 6;
+	if (UNSET(O_USER_TOKENS))
+		o->user_tokens = 24;
+	if (UNSET(O_ASSISTANT_TOKENS))
+		o->assistant_tokens = 48;
+	if (UNSET(O_SYSTEM_TOKENS))
+		o->system_tokens = 0;
+#undef UNSET
 }
 
 static int one_option(struct pg_opts *o, int opt, const char *arg)
@@ -354,6 +441,12 @@ static int one_option(struct pg_opts *o, int opt, const char *arg)
 		return num_uint(name, arg, 1, 1 << 16, &o->user_tokens);
 	case O_ASSISTANT_TOKENS:
 		return num_uint(name, arg, 1, 1 << 16, &o->assistant_tokens);
+	case O_TOOLS:
+		return num_uint(name, arg, 0, 64, &o->tools);
+	case O_TOOL_TOKENS:
+		return num_uint(name, arg, 1, 1 << 16, &o->tool_tokens);
+	case O_HISTORY_TOKENS:
+		return num_uint(name, arg, 4, 1 << 20, &o->history_tokens);
 	case O_BODY_BYTES:
 		if (num_u64(name, arg, 1, 1ULL << 30, &v) == -1)
 			return -1;
@@ -380,7 +473,7 @@ static int one_option(struct pg_opts *o, int opt, const char *arg)
 			}
 		fprintf(stderr,
 		        "pgload: --workload %s: want shared-prefix, multi-turn, "
-		        "no-prefix, hot-prefix or fixed\n",
+		        "no-prefix, hot-prefix, agentic, short-chat or fixed\n",
 		        arg);
 		return -1;
 	}
@@ -389,6 +482,7 @@ static int one_option(struct pg_opts *o, int opt, const char *arg)
 
 int pg_parse_args(int argc, char **argv, struct pg_opts *o)
 {
+	bool given[O_HELP - O_TARGET + 1] = {false};
 	int opt;
 
 	defaults(o);
@@ -403,8 +497,13 @@ int pg_parse_args(int argc, char **argv, struct pg_opts *o)
 			        argv[optind - 1]);
 			return -1;
 		}
+		if (opt == O_TARGET && !given[O_TARGET - O_TARGET]) {
+			o->ntargets = 0; /* the first --target replaces the default */
+			o->target[0] = '\0';
+		}
 		if (one_option(o, opt, optarg) == -1)
 			return -1;
+		given[opt - O_TARGET] = true;
 	}
 	if (optind < argc) {
 		fprintf(stderr, "pgload: unexpected argument %s (see --help)\n", argv[optind]);
@@ -419,6 +518,7 @@ int pg_parse_args(int argc, char **argv, struct pg_opts *o)
 		o->concurrency = 16;
 	if (o->duration_s <= 0 && !o->requests)
 		o->duration_s = 10;
+	workload_defaults(o, given);
 	if (o->min_turns > o->max_turns) {
 		fprintf(stderr, "pgload: --min-turns %u exceeds --max-turns %u\n", o->min_turns,
 		        o->max_turns);

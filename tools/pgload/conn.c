@@ -45,7 +45,7 @@ int pg_conn_open(struct pg_eng *e, struct pg_conn *c)
 		return -1;
 	/* Small request heads and SSE events must not wait for Nagle. */
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(fd, (struct sockaddr *)&e->addr, sizeof(e->addr)) == -1 &&
+	if (connect(fd, (struct sockaddr *)&e->addr[c->target], sizeof(e->addr[0])) == -1 &&
 	    errno != EINPROGRESS) {
 		int saved = errno;
 
@@ -73,9 +73,11 @@ void pg_conn_close(struct pg_eng *e, struct pg_conn *c)
 	if (c->state == PG_C_FREE)
 		return;
 	if (c->state == PG_C_IDLE) {
-		uint32_t last = e->idle[--e->nidle];
+		uint32_t *idle = e->idle[c->target];
+		uint32_t last = idle[--e->nidle_t[c->target]];
 
-		e->idle[c->idle_pos] = last;
+		e->nidle--;
+		idle[c->idle_pos] = last;
 		e->conns[last].idle_pos = c->idle_pos;
 	}
 	if (c->fd >= 0)
@@ -91,6 +93,7 @@ static void send_some(struct pg_eng *e, struct pg_conn *c);
 
 void pg_conn_start(struct pg_eng *e, struct pg_conn *c, size_t rec, struct pg_wl_req *wl)
 {
+	size_t hp = e->head_prefix_len[c->target];
 	struct pg_timer timeout;
 	int n;
 
@@ -104,10 +107,9 @@ void pg_conn_start(struct pg_eng *e, struct pg_conn *c, size_t rec, struct pg_wl
 	c->left = 0;
 	c->leftover = false;
 	pg_scan_reset(&c->scan, e->o->stream);
-	memcpy(c->head, e->head_prefix, e->head_prefix_len);
-	n = snprintf(c->head + e->head_prefix_len, sizeof(c->head) - e->head_prefix_len,
-	             "%zu\r\n\r\n", wl->len);
-	c->head_len = e->head_prefix_len + (size_t)n;
+	memcpy(c->head, e->head_prefix[c->target], hp);
+	n = snprintf(c->head + hp, sizeof(c->head) - hp, "%zu\r\n\r\n", wl->len);
+	c->head_len = hp + (size_t)n;
 	timeout = (struct pg_timer){
 	    .due_ns = pg_now_ns() + (uint64_t)e->o->timeout_ms * 1000000,
 	    .kind = PG_T_TIMEOUT,

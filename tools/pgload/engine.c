@@ -6,7 +6,10 @@
  * finished request) go into a FIFO of scheduled start times. pump() takes
  * them in order and puts each on an idle keep-alive connection, or on a new
  * one while fewer than the cap are open (closed loop: --concurrency; open
- * loop: --max-conns). An arrival that finds no connection waits in the FIFO;
+ * loop: --max-conns). With several --target addresses each request draws
+ * its target (uniform, from --seed and its index); connections belong to
+ * one target, and an idle one to another target is closed when the cap
+ * leaves no other way to open one. An arrival that finds no connection waits in the FIFO;
  * its latency still counts from its scheduled time, so a slow target cannot
  * hide its queueing (no coordinated omission).
  *
@@ -130,19 +133,25 @@ static struct pg_rec *new_rec(struct pg_eng *e, size_t *idx)
 	return &run->recs[*idx];
 }
 
-/* An idle connection, or a new one under the cap; NULL if none. */
-static struct pg_conn *get_conn(struct pg_eng *e, int *err)
+/* An idle connection to target t, or a new one under the cap; NULL if none. */
+static struct pg_conn *get_conn(struct pg_eng *e, unsigned t, int *err)
 {
 	struct pg_conn *c;
 
 	*err = 0;
-	if (e->nidle) {
-		c = &e->conns[e->idle[--e->nidle]];
+	if (e->nidle_t[t]) {
+		c = &e->conns[e->idle[t][--e->nidle_t[t]]];
+		e->nidle--;
 		return c;
 	}
+	/* The cap is reached: give up an idle connection to another target. */
+	for (unsigned k = 0; !e->nfree && k < e->o->ntargets; k++)
+		if (e->nidle_t[k])
+			pg_conn_close(e, &e->conns[e->idle[k][e->nidle_t[k] - 1]]);
 	if (!e->nfree)
 		return NULL;
 	c = &e->conns[e->free_slots[--e->nfree]];
+	c->target = (uint8_t)t;
 	if (pg_conn_open(e, c) == -1) {
 		*err = errno;
 		e->free_slots[e->nfree++] = c->slot;
@@ -159,8 +168,8 @@ static void fail_unplaced(struct pg_eng *e, size_t idx, struct pg_wl_req *wl, in
 	static bool told;
 
 	if (!told) {
-		fprintf(stderr, "pgload: cannot open a connection to %s: %s\n", e->o->target,
-		        strerror(err));
+		fprintf(stderr, "pgload: cannot open a connection to %s: %s\n",
+		        e->o->targets[r->target].name, strerror(err));
 		told = true;
 	}
 	r->err = PG_ERR_CONNECT;
@@ -179,10 +188,11 @@ static void pump(struct pg_eng *e)
 		struct pg_wl_req wl;
 		struct pg_conn *c;
 		struct pg_rec *r;
+		uint64_t widx = e->o->first_index + e->run->nrecs;
 		size_t idx;
 		int rc, err;
 
-		rc = pg_wl_next(e->wl, e->o->first_index + e->run->nrecs, &wl);
+		rc = pg_wl_next(e->wl, widx, &wl);
 		if (rc == 1) {
 			e->wl_blocked = true; /* every conversation awaits a response */
 			return;
@@ -212,8 +222,9 @@ static void pump(struct pg_eng *e)
 		r->group = wl.group;
 		r->turn = wl.turn;
 		r->backend = PG_NO_BACKEND;
+		r->target = (uint8_t)pg_wl_target(e->o, widx);
 		r->prompt_tokens = r->cached_tokens = r->completion_tokens = -1;
-		c = get_conn(e, &err);
+		c = get_conn(e, r->target, &err);
 		if (!c) {
 			fail_unplaced(e, idx, &wl, err);
 			continue;
@@ -242,8 +253,9 @@ void pg_eng_request_done(struct pg_eng *e, struct pg_conn *c, enum pg_err err, b
 	if (reusable) {
 		c->reused = true;
 		c->state = PG_C_IDLE;
-		c->idle_pos = e->nidle;
-		e->idle[e->nidle++] = c->slot;
+		c->idle_pos = e->nidle_t[c->target];
+		e->idle[c->target][e->nidle_t[c->target]++] = c->slot;
+		e->nidle++;
 	} else {
 		pg_conn_close(e, c);
 	}
@@ -292,13 +304,18 @@ static int setup(struct pg_eng *e)
 {
 	const struct pg_opts *o = e->o;
 	struct rlimit rl;
-	uint32_t n = e->closed_loop ? o->concurrency : o->max_conns;
+	/* Closed loop: --concurrency requests in flight, and room for each
+	 * client slot's keep-alive connection to every target. */
+	uint32_t n = e->closed_loop ? o->concurrency * o->ntargets : o->max_conns;
 
-	e->addr.sin_family = AF_INET;
-	e->addr.sin_port = htons(o->port);
-	if (inet_pton(AF_INET, o->host, &e->addr.sin_addr) != 1) {
-		fprintf(stderr, "pgload: --target %s: not a numeric IPv4 ADDR:PORT\n", o->target);
-		return -1;
+	for (unsigned t = 0; t < o->ntargets; t++) {
+		e->addr[t].sin_family = AF_INET;
+		e->addr[t].sin_port = htons(o->targets[t].port);
+		if (inet_pton(AF_INET, o->targets[t].host, &e->addr[t].sin_addr) != 1) {
+			fprintf(stderr, "pgload: --target %s: not a numeric IPv4 ADDR:PORT\n",
+			        o->targets[t].name);
+			return -1;
+		}
 	}
 	/* One descriptor per connection: raise the soft limit as far as allowed. */
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -319,11 +336,17 @@ static int setup(struct pg_eng *e)
 	}
 	e->nslots = n;
 	e->conns = calloc(n, sizeof(*e->conns));
-	e->idle = calloc(n, sizeof(*e->idle));
 	e->free_slots = calloc(n, sizeof(*e->free_slots));
-	if (!e->conns || !e->idle || !e->free_slots) {
+	if (!e->conns || !e->free_slots) {
 		fprintf(stderr, "pgload: out of memory for %u connections\n", n);
 		return -1;
+	}
+	for (unsigned t = 0; t < o->ntargets; t++) {
+		e->idle[t] = calloc(n, sizeof(*e->idle[t]));
+		if (!e->idle[t]) {
+			fprintf(stderr, "pgload: out of memory for %u connections\n", n);
+			return -1;
+		}
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		e->conns[i].fd = -1;
@@ -331,14 +354,17 @@ static int setup(struct pg_eng *e)
 		e->free_slots[n - 1 - i] = i; /* slot 0 is used first */
 	}
 	e->nfree = n;
-	e->head_prefix_len = (size_t)snprintf(
-	    e->head_prefix, sizeof(e->head_prefix),
-	    "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: pgload\r\n%s"
-	    "Content-Type: application/json\r\nAccept: %s\r\nContent-Length: ",
-	    o->path, o->target, o->headers, o->stream ? "text/event-stream" : "application/json");
-	if (e->head_prefix_len >= sizeof(e->head_prefix) - 32) {
-		fprintf(stderr, "pgload: --path is too long\n");
-		return -1;
+	for (unsigned t = 0; t < o->ntargets; t++) {
+		e->head_prefix_len[t] = (size_t)snprintf(
+		    e->head_prefix[t], sizeof(e->head_prefix[t]),
+		    "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: pgload\r\n%s"
+		    "Content-Type: application/json\r\nAccept: %s\r\nContent-Length: ",
+		    o->path, o->targets[t].name, o->headers,
+		    o->stream ? "text/event-stream" : "application/json");
+		if (e->head_prefix_len[t] >= sizeof(e->head_prefix[t]) - 32) {
+			fprintf(stderr, "pgload: --path is too long\n");
+			return -1;
+		}
 	}
 	pg_rng_seed(&e->arrival_rng, pg_mix(o->seed, 0x617272 /* "arr" */, 0));
 	return 0;
@@ -355,7 +381,8 @@ static void teardown(struct pg_eng *e)
 		free(c->hbuf);
 	}
 	free(e->conns);
-	free(e->idle);
+	for (unsigned t = 0; t < PG_MAX_TARGETS; t++)
+		free(e->idle[t]);
 	free(e->free_slots);
 	free(e->pending);
 	pg_heap_free(&e->heap);

@@ -34,6 +34,7 @@ enum pg_body_state {
 struct pg_conn {
 	int fd;
 	uint32_t slot;
+	uint8_t target; /* index into opts.targets, set when opened */
 	enum pg_conn_state state;
 	bool reused;       /* already carried a complete exchange */
 	bool want_out;     /* EPOLLOUT is registered */
@@ -61,18 +62,19 @@ struct pg_eng {
 	struct pg_run *run;
 	struct pg_workload *wl;
 	int ep;
-	struct sockaddr_in addr;
+	struct sockaddr_in addr[PG_MAX_TARGETS];
 	struct pg_heap heap;
 	struct pg_conn *conns;
 	uint32_t nslots; /* size of conns[] */
 	uint32_t nopen;  /* slots not PG_C_FREE */
-	uint32_t *idle;  /* stack of idle slots */
-	uint32_t nidle;
+	uint32_t *idle[PG_MAX_TARGETS];  /* per target, a stack of idle slots */
+	uint32_t nidle_t[PG_MAX_TARGETS]; /* their sizes */
+	uint32_t nidle;                   /* idle connections to any target */
 	uint32_t *free_slots; /* stack of free slots */
 	uint32_t nfree;
 	uint32_t inflight;
-	char head_prefix[1200]; /* request head up to "Content-Length: " */
-	size_t head_prefix_len;
+	char head_prefix[PG_MAX_TARGETS][1200]; /* request head up to "Content-Length: " */
+	size_t head_prefix_len[PG_MAX_TARGETS];
 	/* arrivals waiting for a connection or a ready conversation */
 	uint64_t *pending; /* FIFO ring of scheduled start times */
 	size_t pend_head, pend_n, pend_cap;

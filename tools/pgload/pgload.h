@@ -24,12 +24,23 @@ enum wl_kind {
 	WL_NO_PREFIX,
 	WL_HOT_PREFIX,
 	WL_FIXED,
+	WL_AGENTIC,
+	WL_SHORT_CHAT,
+};
+
+#define PG_MAX_TARGETS 8
+
+/* One --target. */
+struct pg_target {
+	char name[64]; /* ADDR:PORT as given */
+	char host[48]; /* numeric IPv4 address part */
+	uint16_t port;
 };
 
 struct pg_opts {
-	char target[128]; /* ADDR:PORT as given */
-	char host[64];    /* numeric IPv4 address part */
-	uint16_t port;
+	char target[PG_MAX_TARGETS * 64]; /* every target, comma-separated */
+	struct pg_target targets[PG_MAX_TARGETS];
+	unsigned ntargets; /* each request goes to one, uniformly at random */
 	char path[256];
 	char model[64];
 	char label[64];
@@ -47,11 +58,14 @@ struct pg_opts {
 	unsigned doc_tokens;
 	double zipf_s;
 	unsigned question_tokens;
-	unsigned system_tokens; /* shared system message (prefix workloads) */
+	unsigned system_tokens; /* shared system message (prefix, agentic, short-chat) */
 	double hot_share;
 	unsigned conversations;
 	unsigned min_turns, max_turns;
 	unsigned user_tokens, assistant_tokens; /* lognormal medians */
+	unsigned tools;          /* agentic: function definitions in "tools" */
+	unsigned tool_tokens;    /* agentic: description text per function */
+	unsigned history_tokens; /* short-chat: bound on a request's prompt */
 	size_t body_bytes;
 	uint64_t first_index; /* request i is built as workload request first_index + i */
 	char headers[512];    /* extra head lines, each "Name: value\r\n" */
@@ -92,6 +106,7 @@ struct pg_rec {
 	uint16_t status;  /* HTTP status, 0 = none */
 	uint16_t backend; /* index into backend names, PG_NO_BACKEND */
 	uint8_t err;      /* enum pg_err */
+	uint8_t target;   /* index into opts.targets */
 	uint8_t done;     /* 1 when final */
 };
 

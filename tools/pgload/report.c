@@ -137,7 +137,7 @@ static int write_csv(const struct pg_opts *o, const struct pg_run *run)
 		return -1;
 	}
 	fprintf(f, "index,start_us,queue_us,ttft_us,e2e_us,status,error,bytes_sent,bytes_recv,"
-	           "prompt_tokens,cached_tokens,completion_tokens,backend,group,turn\n");
+	           "prompt_tokens,cached_tokens,completion_tokens,backend,group,turn,target\n");
 	for (size_t i = 0; i < run->nrecs; i++) {
 		const struct pg_rec *r = &run->recs[i];
 
@@ -146,13 +146,13 @@ static int write_csv(const struct pg_opts *o, const struct pg_run *run)
 		        (unsigned long long)((r->send_ns - r->start_ns) / 1000));
 		if (r->ttft_ns)
 			fprintf(f, "%llu", (unsigned long long)(r->ttft_ns / 1000));
-		fprintf(f, ",%llu,%u,%s,%llu,%llu,%d,%d,%d,%s,%u,%u\n",
+		fprintf(f, ",%llu,%u,%s,%llu,%llu,%d,%d,%d,%s,%u,%u,%s\n",
 		        (unsigned long long)(r->e2e_ns / 1000), r->status,
 		        pg_err_name((enum pg_err)r->err), (unsigned long long)r->bytes_sent,
 		        (unsigned long long)r->bytes_recv, r->prompt_tokens, r->cached_tokens,
 		        r->completion_tokens,
 		        r->backend == PG_NO_BACKEND ? "" : run->backends[r->backend], r->group,
-		        r->turn);
+		        r->turn, o->targets[r->target].name);
 	}
 	if (fclose(f) == EOF) {
 		fprintf(stderr, "pgload: writing --csv %s: %s\n", o->csv_path, strerror(errno));
@@ -234,6 +234,15 @@ static int write_json(const struct pg_opts *o, const struct pg_run *run, const s
 		json_str(f, run->backends[b]);
 		fprintf(f, ":%llu%s", (unsigned long long)s->per_backend[b],
 		        b + 1 < run->nbackends ? "," : "");
+	}
+	fprintf(f, "},\"targets\":{");
+	for (unsigned t = 0; t < o->ntargets; t++) {
+		uint64_t n = 0;
+
+		for (size_t i = 0; i < run->nrecs; i++)
+			n += run->recs[i].target == t;
+		json_str(f, o->targets[t].name);
+		fprintf(f, ":%llu%s", (unsigned long long)n, t + 1 < o->ntargets ? "," : "");
 	}
 	fprintf(f, "},");
 	json_num(f, "share_min_pct", run->nbackends ? s->share_min : -1, true);

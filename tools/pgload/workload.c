@@ -26,7 +26,35 @@
  *                  ShareGPT log), not the server's reply. A conversation's next
  *                  turn is ready only after its previous response ended; a
  *                  finished conversation is replaced by a new one.
+ *   agentic        an agent loop: every request starts with the same long
+ *                  block, then a conversation. The block is a "tools" array
+ *                  (placed before "messages") of --tools function definitions,
+ *                  each with a --tool-tokens description and two described
+ *                  parameters, and a --system-tokens system message (default
+ *                  10,000 for this workload: ~12,000 tokens in all). Both are
+ *                  drawn once from --seed and are byte-identical in every
+ *                  request. Then conversations exactly as multi-turn (same
+ *                  options, same lifecycle), each request re-sending its
+ *                  conversation's whole history: only what follows the shared
+ *                  block tells conversations apart.
+ *   short-chat     ShareGPT-like chats whose whole history stays short: as
+ *                  multi-turn with other defaults (256 conversations, 2..6
+ *                  turns, medians 24 user / 48 assistant tokens), an optional
+ *                  shared --system-tokens system message (default 0), and a
+ *                  bound: no request carries more than --history-tokens
+ *                  (default 800) tokens of message text, system included. A
+ *                  conversation whose next turn would cross it ends there; a
+ *                  first user turn that alone would is cut to fit and is the
+ *                  conversation's only turn. 800 tokens are 3,200
+ *                  bytes: under the gateway's default 4,096-code-point
+ *                  PrefixLength, so every turn of a conversation has its own
+ *                  prefix key.
  *   fixed          one body of exactly --body-bytes bytes, sent every time.
+ *
+ * multi-turn, agentic and short-chat share the conversation machinery: turn
+ * t's messages are turn t-1's plus the assistant turn t-1 and user turn t,
+ * byte for byte; a conversation's shape and text are functions of (--seed,
+ * its id), and ids are handed out in the order conversations start.
  */
 #include "workload.h"
 
@@ -48,6 +76,8 @@ enum {
 	TAG_CONV,
 	TAG_TURN,
 	TAG_FIXED,
+	TAG_TOOLS,
+	TAG_TARGET,
 };
 
 #define VOCAB_SIZE      1024
@@ -67,7 +97,10 @@ struct pg_workload {
 	struct pg_zipf zipf; /* over all docs, or docs 1..N-1 for hot-prefix */
 	char *fixed;         /* fixed body */
 	size_t fixed_len;
-	/* multi-turn */
+	/* conversations (multi-turn, agentic, short-chat) */
+	char *head; /* body up to the first conversation message */
+	size_t head_len;
+	bool head_has_msg; /* head ends with a message (agentic's system) */
 	struct conv *convs;
 	uint32_t *ready; /* FIFO of conversation slots ready for their next turn */
 	size_t ready_head, ready_n;
@@ -312,6 +345,20 @@ static void conv_new(struct pg_workload *w, struct conv *c, uint32_t id)
 		c->assistant[t] = clamp_tokens(
 		    pg_rng_lognormal(&r, o->assistant_tokens, TURN_SIGMA), o->assistant_tokens);
 	}
+	if (o->workload == WL_SHORT_CHAT) {
+		/* Request t carries system + user 0..t + assistant 0..t-1. */
+		uint32_t budget = o->history_tokens - o->system_tokens, used = 0;
+
+		for (uint32_t t = 0; t < c->nturns; t++) {
+			if (used + c->user[t] > budget) {
+				if (t == 0)
+					c->user[0] = budget;
+				c->nturns = t ? t : 1;
+				break;
+			}
+			used += c->user[t] + c->assistant[t];
+		}
+	}
 }
 
 static uint64_t turn_key(const struct pg_opts *o, uint32_t conv, uint32_t turn, int assistant)
@@ -331,9 +378,11 @@ static int turn_body(struct pg_workload *w, struct pg_wl_req *out)
 		return 1;
 	slot = w->ready[w->ready_head];
 	c = &w->convs[slot];
-	body_open(&b, o);
+	sb_room(&b, w->head_len + 4096);
+	b.len = 0;
+	sb_put(&b, w->head, w->head_len);
 	for (uint32_t t = 0; t <= c->next; t++) {
-		msg_open(&b, "user", t == 0);
+		msg_open(&b, "user", t == 0 && !w->head_has_msg);
 		sb_text(&b, (size_t)c->user[t] * 4, turn_key(o, c->id, t, 0));
 		msg_close(&b);
 		if (t == c->next)
@@ -358,6 +407,118 @@ static int turn_body(struct pg_workload *w, struct pg_wl_req *out)
 	    .slot = slot,
 	};
 	return 0;
+}
+
+/* Object member name text: words joined by '_' (no escaping needed). */
+static void sb_ident(struct sb *b, size_t nbytes, uint64_t key)
+{
+	char *d = sb_room(b, nbytes);
+
+	if (!d)
+		return;
+	pg_wl_text(d, nbytes, key);
+	for (size_t i = 0; i < nbytes; i++)
+		if (d[i] == ' ')
+			d[i] = '_';
+}
+
+/* agentic: the "tools" member, then the opening of "messages" with the
+ * system message. Everything in it comes from --seed alone. */
+static void agentic_head(struct sb *b, const struct pg_opts *o, const char *system)
+{
+	static const char *const params[2] = {"query", "limit"};
+	static const char *const types[2] = {"string", "integer"};
+	char num[96];
+
+	sb_str(b, "\"tools\":[");
+	for (unsigned k = 0; k < o->tools; k++) {
+		uint64_t base = (uint64_t)k << 8;
+
+		snprintf(num, sizeof(num), "%s{\"type\":\"function\",\"function\":{\"name\":\"t%u_",
+		         k ? "," : "", k);
+		sb_str(b, num);
+		sb_ident(b, 12, pg_mix(o->seed, TAG_TOOLS, base));
+		sb_str(b, "\",\"description\":\"");
+		sb_text(b, (size_t)o->tool_tokens * 4, pg_mix(o->seed, TAG_TOOLS, base + 1));
+		sb_str(b, "\",\"parameters\":{\"type\":\"object\",\"properties\":{");
+		for (int p = 0; p < 2; p++) {
+			sb_str(b, p ? ",\"" : "\"");
+			sb_str(b, params[p]);
+			sb_str(b, "\":{\"type\":\"");
+			sb_str(b, types[p]);
+			sb_str(b, "\",\"description\":\"");
+			sb_text(b, 64, pg_mix(o->seed, TAG_TOOLS, base + 2 + (uint64_t)p));
+			sb_str(b, "\"}");
+		}
+		sb_str(b, "},\"required\":[\"query\"]}}}");
+	}
+	sb_str(b, "],\"messages\":[");
+	msg_open(b, "system", true);
+	sb_put(b, system, (size_t)o->system_tokens * 4);
+	msg_close(b);
+}
+
+/* The conversation workloads: the body up to the first conversation
+ * message, and the conversations. */
+static int conv_init(struct pg_workload *w)
+{
+	const struct pg_opts *o = w->o;
+	struct sb b = {0};
+	size_t sys_n = (size_t)o->system_tokens * 4;
+
+	if (o->max_turns > MAX_TURNS_LIMIT) {
+		fprintf(stderr, "pgload: --max-turns is at most %d\n", MAX_TURNS_LIMIT);
+		return 1;
+	}
+	if (o->workload == WL_SHORT_CHAT && o->system_tokens + 4 > o->history_tokens) {
+		fprintf(stderr,
+		        "pgload: --history-tokens %u leaves no room after --system-tokens %u\n",
+		        o->history_tokens, o->system_tokens);
+		return 1;
+	}
+	if (o->workload != WL_MULTI_TURN && sys_n) {
+		w->system = malloc(sys_n);
+		if (!w->system)
+			return -1;
+		pg_wl_text(w->system, sys_n, pg_mix(o->seed, TAG_SYSTEM, 0));
+	}
+	sb_str(&b, "{\"model\":\"");
+	sb_str(&b, o->model);
+	sb_str(&b, "\",");
+	if (o->workload == WL_AGENTIC) {
+		agentic_head(&b, o, w->system);
+		w->head_has_msg = true;
+	} else {
+		sb_str(&b, "\"messages\":[");
+		if (w->system) {
+			msg_open(&b, "system", true);
+			sb_put(&b, w->system, sys_n);
+			msg_close(&b);
+			w->head_has_msg = true;
+		}
+	}
+	if (b.oom) {
+		free(b.p);
+		return -1;
+	}
+	w->head = b.p;
+	w->head_len = b.len;
+	w->convs = calloc(o->conversations, sizeof(*w->convs));
+	w->ready = calloc(o->conversations, sizeof(*w->ready));
+	if (!w->convs || !w->ready)
+		return -1;
+	for (uint32_t i = 0; i < o->conversations; i++) {
+		conv_new(w, &w->convs[i], i);
+		w->ready[i] = i;
+	}
+	w->ready_n = o->conversations;
+	w->next_conv_id = o->conversations;
+	return 0;
+}
+
+static bool is_conv(enum wl_kind k)
+{
+	return k == WL_MULTI_TURN || k == WL_AGENTIC || k == WL_SHORT_CHAT;
 }
 
 static int fixed_init(struct pg_workload *w)
@@ -417,20 +578,13 @@ struct pg_workload *pg_wl_create(const struct pg_opts *o)
 			goto oom;
 		break;
 	case WL_MULTI_TURN:
-		if (o->max_turns > MAX_TURNS_LIMIT) {
-			fprintf(stderr, "pgload: --max-turns is at most %d\n", MAX_TURNS_LIMIT);
-			goto fail;
-		}
-		w->convs = calloc(o->conversations, sizeof(*w->convs));
-		w->ready = calloc(o->conversations, sizeof(*w->ready));
-		if (!w->convs || !w->ready)
+	case WL_AGENTIC:
+	case WL_SHORT_CHAT:
+		rc = conv_init(w);
+		if (rc == -1)
 			goto oom;
-		for (uint32_t i = 0; i < o->conversations; i++) {
-			conv_new(w, &w->convs[i], i);
-			w->ready[i] = i;
-		}
-		w->ready_n = o->conversations;
-		w->next_conv_id = o->conversations;
+		if (rc)
+			goto fail;
 		break;
 	case WL_FIXED:
 		if (fixed_init(w) == -1)
@@ -449,6 +603,8 @@ int pg_wl_next(struct pg_workload *w, uint64_t idx, struct pg_wl_req *out)
 {
 	switch (w->o->workload) {
 	case WL_MULTI_TURN:
+	case WL_AGENTIC:
+	case WL_SHORT_CHAT:
 		return turn_body(w, out);
 	case WL_FIXED:
 		*out = (struct pg_wl_req){.body = w->fixed, .len = w->fixed_len};
@@ -463,7 +619,7 @@ void pg_wl_done(struct pg_workload *w, struct pg_wl_req *r)
 	if (r->owned)
 		free(r->body);
 	r->body = NULL;
-	if (w->o->workload == WL_MULTI_TURN) {
+	if (is_conv(w->o->workload)) {
 		struct conv *c = &w->convs[r->slot];
 
 		if (++c->next == c->nturns)
@@ -471,6 +627,16 @@ void pg_wl_done(struct pg_workload *w, struct pg_wl_req *r)
 		w->ready[(w->ready_head + w->ready_n) % w->o->conversations] = r->slot;
 		w->ready_n++;
 	}
+}
+
+unsigned pg_wl_target(const struct pg_opts *o, uint64_t idx)
+{
+	struct pg_rng r;
+
+	if (o->ntargets <= 1)
+		return 0;
+	pg_rng_seed(&r, pg_mix(o->seed, TAG_TARGET, idx));
+	return (unsigned)pg_rng_range(&r, 0, o->ntargets - 1);
 }
 
 void pg_wl_destroy(struct pg_workload *w)
@@ -482,6 +648,7 @@ void pg_wl_destroy(struct pg_workload *w)
 			free(w->docs[i]);
 	free(w->docs);
 	free(w->system);
+	free(w->head);
 	pg_zipf_free(&w->zipf);
 	free(w->fixed);
 	free(w->convs);

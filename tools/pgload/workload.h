@@ -38,6 +38,9 @@ int pg_wl_next(struct pg_workload *w, uint64_t idx, struct pg_wl_req *out);
 void pg_wl_done(struct pg_workload *w, struct pg_wl_req *r);
 void pg_wl_destroy(struct pg_workload *w);
 
+/* Which of o->targets request idx goes to: uniform, from --seed and idx. */
+unsigned pg_wl_target(const struct pg_opts *o, uint64_t idx);
+
 /*
  * Pseudo-random word text of exactly n bytes from key: lowercase words
  * separated by single spaces, never starting or ending with a space, no
