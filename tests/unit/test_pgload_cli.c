@@ -113,13 +113,19 @@ static void test_targets(void **state)
 	    {{"--target", "127.0.0.1:9000", NULL}, 0, 1, "127.0.0.1:9000"},
 	    {{"--target", "127.0.0.1:1,127.0.0.2:2", NULL}, 0, 2, "127.0.0.1:1,127.0.0.2:2"},
 	    {{"--target", "127.0.0.1:1", "--target", "10.0.0.1:2,10.0.0.2:3", NULL},
-	     0, 3, "127.0.0.1:1,10.0.0.1:2,10.0.0.2:3"},
+	     0,
+	     3,
+	     "127.0.0.1:1,10.0.0.1:2,10.0.0.2:3"},
 	    {{"--target", "1.1.1.1:1,1.1.1.1:2,1.1.1.1:3,1.1.1.1:4", "--target",
 	      "1.1.1.1:5,1.1.1.1:6,1.1.1.1:7,1.1.1.1:8", NULL},
-	     0, 8, NULL},
+	     0,
+	     8,
+	     NULL},
 	    {{"--target", "1.1.1.1:1,1.1.1.1:2,1.1.1.1:3,1.1.1.1:4,1.1.1.1:5", "--target",
 	      "1.1.1.1:6,1.1.1.1:7,1.1.1.1:8,1.1.1.1:9", NULL},
-	     -1, 0, NULL},
+	     -1,
+	     0,
+	     NULL},
 	    {{"--target", "127.0.0.1:1,", NULL}, -1, 0, NULL},
 	    {{"--target", "localhost:80", NULL}, -1, 0, NULL},
 	    {{"--target", "127.0.0.1:0", NULL}, -1, 0, NULL},
@@ -155,8 +161,9 @@ static void test_workload_defaults(void **state)
 	const char *ag[] = {"--workload", "agentic", NULL};
 	const char *ag_sys[] = {"--system-tokens", "500", "--workload", "agentic", NULL};
 	const char *sc[] = {"--workload", "short-chat", NULL};
-	const char *sc_set[] = {"--workload", "short-chat", "--conversations", "9",
-	                        "--max-turns", "3", "--user-tokens", "7", NULL};
+	const char *sc_set[] = {"--workload",  "short-chat", "--conversations", "9",
+	                        "--max-turns", "3",          "--user-tokens",   "7",
+	                        NULL};
 	const char *sc_bad[] = {"--workload", "short-chat", "--min-turns", "8", NULL};
 	struct pg_opts o;
 
@@ -192,10 +199,8 @@ static void test_workload_defaults(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_headers),
-	    cmocka_unit_test(test_headers_cap),
-	    cmocka_unit_test(test_first_index),
-	    cmocka_unit_test(test_targets),
+	    cmocka_unit_test(test_headers),           cmocka_unit_test(test_headers_cap),
+	    cmocka_unit_test(test_first_index),       cmocka_unit_test(test_targets),
 	    cmocka_unit_test(test_workload_defaults),
 	};
 

@@ -62,8 +62,10 @@ static struct req *drive(const struct pg_opts *o, size_t n, bool serial)
 
 			if (pg_wl_next(w, o->first_index + got + nb, r) == 1)
 				break;
-			out[got + nb] = (struct req){.body = malloc(r->len + 1), .len = r->len,
-			                             .group = r->group, .turn = r->turn};
+			out[got + nb] = (struct req){.body = malloc(r->len + 1),
+			                             .len = r->len,
+			                             .group = r->group,
+			                             .turn = r->turn};
 			memcpy(out[got + nb].body, r->body, r->len);
 			out[got + nb].body[r->len] = '\0';
 			nb++;
@@ -135,8 +137,10 @@ static void test_deterministic(void **state)
 
 	(void)state;
 	for (size_t k = 0; k < 3; k++) {
-		const char *a1[] = {"--workload", wls[k], "--seed", "5", "--conversations", "8", NULL};
-		const char *a2[] = {"--workload", wls[k], "--seed", "6", "--conversations", "8", NULL};
+		const char *a1[] = {"--workload",      wls[k], "--seed", "5",
+		                    "--conversations", "8",    NULL};
+		const char *a2[] = {"--workload",      wls[k], "--seed", "6",
+		                    "--conversations", "8",    NULL};
 		struct pg_opts o1, o2;
 		struct req *x, *y, *z;
 		size_t differ = 0;
@@ -167,7 +171,8 @@ static void test_deterministic(void **state)
  */
 static void test_agentic_shared_block(void **state)
 {
-	const char *args[] = {"--workload", "agentic", "--conversations", "16", "--seed", "3", NULL};
+	const char *args[] = {"--workload", "agentic", "--conversations", "16", "--seed",
+	                      "3",          NULL};
 	const char *marker = ",{\"role\":\"user\",\"content\":\"";
 	struct pg_opts o;
 	struct req *r;
@@ -286,7 +291,8 @@ static void test_short_chat_bound(void **state)
 	    {{"--workload", "short-chat", NULL}, 800, 0},
 	    {{"--workload", "short-chat", "--system-tokens", "100", NULL}, 800, 100},
 	    {{"--workload", "short-chat", "--history-tokens", "200", "--user-tokens", "150", NULL},
-	     200, 0},
+	     200,
+	     0},
 	};
 
 	(void)state;

@@ -360,7 +360,7 @@ static void defaults(struct pg_opts *o)
 /* Defaults that depend on the workload, for the options not given. */
 static void workload_defaults(struct pg_opts *o, const bool *given)
 {
-#define UNSET(code) (!given[(code) - O_TARGET])
+#define UNSET(code) (!given[(code)-O_TARGET])
 	if (o->workload == WL_AGENTIC && UNSET(O_SYSTEM_TOKENS))
 		o->system_tokens = 10000;
 	if (o->workload != WL_SHORT_CHAT)

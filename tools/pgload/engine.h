@@ -65,12 +65,12 @@ struct pg_eng {
 	struct sockaddr_in addr[PG_MAX_TARGETS];
 	struct pg_heap heap;
 	struct pg_conn *conns;
-	uint32_t nslots; /* size of conns[] */
-	uint32_t nopen;  /* slots not PG_C_FREE */
-	uint32_t *idle[PG_MAX_TARGETS];  /* per target, a stack of idle slots */
+	uint32_t nslots;                  /* size of conns[] */
+	uint32_t nopen;                   /* slots not PG_C_FREE */
+	uint32_t *idle[PG_MAX_TARGETS];   /* per target, a stack of idle slots */
 	uint32_t nidle_t[PG_MAX_TARGETS]; /* their sizes */
 	uint32_t nidle;                   /* idle connections to any target */
-	uint32_t *free_slots; /* stack of free slots */
+	uint32_t *free_slots;             /* stack of free slots */
 	uint32_t nfree;
 	uint32_t inflight;
 	char head_prefix[PG_MAX_TARGETS][1200]; /* request head up to "Content-Length: " */

@@ -63,9 +63,9 @@ struct pg_opts {
 	unsigned conversations;
 	unsigned min_turns, max_turns;
 	unsigned user_tokens, assistant_tokens; /* lognormal medians */
-	unsigned tools;          /* agentic: function definitions in "tools" */
-	unsigned tool_tokens;    /* agentic: description text per function */
-	unsigned history_tokens; /* short-chat: bound on a request's prompt */
+	unsigned tools;                         /* agentic: function definitions in "tools" */
+	unsigned tool_tokens;                   /* agentic: description text per function */
+	unsigned history_tokens;                /* short-chat: bound on a request's prompt */
 	size_t body_bytes;
 	uint64_t first_index; /* request i is built as workload request first_index + i */
 	char headers[512];    /* extra head lines, each "Name: value\r\n" */
