@@ -1,17 +1,30 @@
 #!/usr/bin/env python3
 """make bench: the full benchmark, in one run, on loopback.
 
-  1. Workloads (a) shared prefix, (b) multi-turn, (c) no prefix on 7 simulated
-     vLLM instances through RANDOM, LEAST_OUTSTANDING_REQUESTS, PREFIX_AWARE
-     (prefixgate) and HAProxy hashing the body prefix: P50/P90 TTFT, KV hit
-     rate from the instances' /metrics, throughput, per-instance share.
+  1. Workloads (a) shared prefix, (b) multi-turn, (c) no prefix, (d) agentic
+     (a ~12,000-token tools + system block shared by every request, then
+     multi-turn conversations), (e) short chats (whole history under the
+     PrefixLength) on 7 simulated vLLM instances through RANDOM,
+     LEAST_OUTSTANDING_REQUESTS, PREFIX_AWARE, CACHE_AWARE (prefixgate) and
+     HAProxy hashing the body prefix: P50/P90 TTFT, KV hit rate from the
+     instances' /metrics, throughput, per-instance share; a TTFT CDF per
+     workload, one line per strategy.
   2. Hot prefix (one document takes 50% of traffic): ConcurrencyThreshold 10
-     versus 1024 (no overflow) versus RANDOM; in-flight sampled from /backends.
-  3. Scale event: an 8th instance added, later one removed, PREFIX_AWARE vs
-     RANDOM: hit rate per second from pgload's per-request CSV.
-  4. Overhead: direct vs prefixgate vs HAProxy vs nginx, 32 KiB OpenAI body,
+     versus 1024 (no overflow) versus CACHE_AWARE versus RANDOM; in-flight
+     sampled from /backends.
+  3. Scale event: an 8th instance added, later one removed, PREFIX_AWARE,
+     CACHE_AWARE and RANDOM: hit rate per second from pgload's per-request
+     CSV, one plot.
+  4. Two gateways: workloads (b) and (d) through two prefixgate processes
+     that share nothing (own ports, own BPF pin paths) in front of the same
+     instances, pgload sending each request to one of them at random;
+     PREFIX_AWARE and CACHE_AWARE hit rate with two gateways against one.
+  5. Overhead: direct vs prefixgate vs HAProxy vs nginx, 32 KiB OpenAI body,
      an instance that answers at once; added p50/p99 at concurrency 1,
      throughput at concurrency 32.
+CACHE_AWARE needs a gateway with --strategy cache_aware (and
+--cache-capacity, set to the instances' --kv-capacity-tokens); with an older
+build its rows are skipped with a note.
 Raw results, the tables and PNG plots go to build/bench/<date>/. Latencies
 are in model time (see runs.py: instances run SCALE times faster).
 """
@@ -37,7 +50,21 @@ WORKLOADS = [
       "--seed", "7"], 20, 30, 0, 1024),
     ("c", "(c) no shared prefix (control): unique 8,000-token prompts",
      ["--workload", "no-prefix", "--max-tokens", "16", "--seed", "7"], 16, 25, 0, None),
+    # Every request opens with the same ~12,000 tokens (4 tools + a
+    # 10,000-token system message), longer than PrefixLength: only the
+    # conversation after it differs. Once an instance holds the block, a
+    # request's uncached part is its history (RANDOM) or its last turn.
+    ("d", "(d) agentic: ~12,000-token tools+system block on every request, then 64 live "
+     "multi-turn chats",
+     ["--workload", "agentic", "--system-tokens", "10000", "--tools", "4",
+      "--conversations", "64", "--max-tokens", "16", "--seed", "7"], 16, 30, 0, None),
+    # Whole history <= 800 tokens (3,200 bytes) < the 4,096-character
+    # PrefixLength: each turn of a conversation has a new prefix key.
+    ("e", "(e) short chats: 128 live ShareGPT-like chats, 2-6 turns, history <= 800 tokens",
+     ["--workload", "short-chat", "--conversations", "128", "--history-tokens", "800",
+      "--max-tokens", "16", "--seed", "7"], 24, 25, 0, None),
 ]
+TWO_GATEWAYS = ("b", "d")
 
 HOT = ["--workload", "hot-prefix", "--docs", "6000", "--zipf", "0.3", "--hot-share", "0.5",
        "--max-tokens", "64", "--seed", "7"]
@@ -101,7 +128,9 @@ def bench_hot(opts, out):
     takes the hot document's 50%."""
     res = {}
     for name, strat, thr in (("random", "random", None), ("pa_t10", "pa_t10", 10),
-                             ("pa_t1024", "pa_t1024", 1024)):
+                             ("pa_t1024", "pa_t1024", 1024), ("cache_aware", "cache_aware", None)):
+        if not runs.supported(opts.build, strat):
+            continue
         print("  hot prefix, %s ..." % LABELS[name], flush=True)
         res[name] = runs.run(opts.build, out, "hot-" + name, strat, HOT, 24,
                              30 * opts.time_factor, 12000, inst_args=["--max-num-seqs", "16"],
@@ -166,7 +195,7 @@ def bench_scale(opts, out):
     def remove(inst, rt):
         rt.remove_backend(inst.addrs()[0])
 
-    for s in ("random", "prefix_aware"):
+    for s in runs.available(opts.build, ["random", "prefix_aware", "cache_aware"])[0]:
         print("  scale event, %s ..." % LABELS[s], flush=True)
         r = runs.run(opts.build, out, "scale-" + s, s, runs.WL_SHARED, 20, dur, 18000,
                      events=[(t_add, add), (t_del, remove)])
@@ -188,6 +217,49 @@ def bench_scale(opts, out):
                 "%.0f" % rec if rec is not None else "not in run"))
     plots.scale_series(out, res, t_add * SCALE, t_del * SCALE)
     return res, lines + [""]
+
+
+def bench_two_gateways(opts, out):
+    """Workloads (b) and (d) through two gateways that share no state. The
+    one-gateway figures are the workloads part's when it ran in this bench."""
+    strategies = runs.available(opts.build, ["prefix_aware", "cache_aware"])[0]
+    one = opts.results.get("workloads", {})
+    res, lines = {}, []
+    for key, title, args, rate, dur, warm, plen in WORKLOADS:
+        if key not in TWO_GATEWAYS or key not in opts.workloads:
+            continue
+        res[key] = {}
+        lines += ["Two gateways, no shared state: %s; open loop %g req/s for %g s (model "
+                  "time), each request to one of the gateways at random" % (
+                      title, rate, dur * opts.time_factor * SCALE),
+                  "%-14s %8s %8s %7s %9s %9s %12s %12s %10s" % (
+                      "strategy", "gateways", "requests", "KV hit", "P50 TTFT", "P90 TTFT",
+                      "inst. share", "gw split", "hit vs 1")]
+        for s in strategies:
+            r1 = one.get(key, {}).get(s)
+            if r1 is None:
+                print("  two gateways: workload %s, %s, one gateway ..." % (key, LABELS[s]),
+                      flush=True)
+                r1 = runs.run(opts.build, out, "%s-%s" % (key, s), s, args, rate,
+                              dur * opts.time_factor, warm, prefix_length=plen)
+            print("  two gateways: workload %s, %s, two gateways ..." % (key, LABELS[s]),
+                  flush=True)
+            r2 = runs.run(opts.build, out, "%s-%s-2gw" % (key, s), s, args, rate,
+                          dur * opts.time_factor, warm, prefix_length=plen, gateways=2)
+            res[key][s] = {"one": r1, "two": r2}
+            for n, r in ((1, r1), (2, r2)):
+                t = r["ttft_ms"]
+                tg = sorted(r.get("targets", {}).values())
+                tot = float(sum(tg)) or 1.0
+                split = "-".join("%.0f" % (100.0 * v / tot) for v in tg) + "%" if n > 1 else ""
+                lines.append("%-14s %8d %8d %7.2f %7.0fms %7.0fms %5.1f-%4.1f%% %12s %10s" % (
+                    LABELS[s], n, r["ok"], r["kv_hit_rate"], t["p50"], t["p90"],
+                    r["share_min_pct"], r["share_max_pct"], split,
+                    "%+.2f" % (r2["kv_hit_rate"] - r1["kv_hit_rate"]) if n > 1 else ""))
+                if r["errors"]:
+                    lines.append("%14s %d requests failed" % ("", r["errors"]))
+        lines.append("")
+    return res, lines
 
 
 INSTANT = ["--prefill-tokens-per-s", "1e9", "--ttft-overhead-ms", "0",
@@ -272,14 +344,15 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.environ.get("BUILD", "build"))
     ap.add_argument("--out", help="results directory (default build/bench/<date>)")
-    ap.add_argument("--parts", default="workloads,hot,scale,overhead")
-    ap.add_argument("--workloads", default="a,b,c")
+    ap.add_argument("--parts", default="workloads,hot,scale,twogw,overhead")
+    ap.add_argument("--workloads", default="a,b,c,d,e")
     ap.add_argument("--strategies", default=",".join(runs.STRATEGIES))
     ap.add_argument("--time-factor", type=float, default=1.0,
                     help="multiply every run's duration (0.2: a quick smoke run)")
     opts = ap.parse_args()
     opts.workloads = opts.workloads.split(",")
-    opts.strategies = opts.strategies.split(",")
+    opts.strategies, note = runs.available(opts.build, opts.strategies.split(","))
+    opts.results = {}
     parts = opts.parts.split(",")
     for tool in ("haproxy", "nginx", "gnuplot"):
         if not shutil.which(tool):
@@ -295,9 +368,14 @@ def main():
                           "(latencies and rates in model time)" % (
                               time.strftime("%Y-%m-%d %H:%M"), os.uname().nodename,
                               os.cpu_count(), SCALE), ""]
+    if note:
+        print("bench: " + note, flush=True)
+        lines += [note, ""]
+    results = opts.results
     failed = []
     for part, fn in (("workloads", bench_workloads), ("hot", bench_hot),
-                     ("scale", bench_scale), ("overhead", bench_overhead)):
+                     ("scale", bench_scale), ("twogw", bench_two_gateways),
+                     ("overhead", bench_overhead)):
         if part not in parts:
             continue
         try:

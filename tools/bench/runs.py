@@ -21,15 +21,46 @@ long run of that strategy leaves them in; the instances' counters are read
 after the warm-up and again at the end.
 """
 import os
+import subprocess
 import threading
 
 import fleet
 
 SCALE = 4.0
-STRATEGIES = ["random", "least_outstanding_requests", "prefix_aware", "haproxy"]
+STRATEGIES = ["random", "least_outstanding_requests", "prefix_aware", "cache_aware",
+              "haproxy"]
 LABELS = {"random": "RANDOM", "least_outstanding_requests": "LEAST_OUTSTANDING",
-          "prefix_aware": "PREFIX_AWARE", "haproxy": "HAProxy hash",
+          "prefix_aware": "PREFIX_AWARE", "cache_aware": "CACHE_AWARE",
+          "haproxy": "HAProxy hash",
           "pa_t10": "PREFIX_AWARE ct=10", "pa_t1024": "PREFIX_AWARE ct=1024"}
+# Strategies only some gateway builds have: the word prefixgate --help must show.
+OPTIONAL = {"cache_aware": "cache_aware"}
+_SUPPORT = {}
+
+
+def supported(build, strategy):
+    """Whether this build of prefixgate has the strategy (asked once)."""
+    word = OPTIONAL.get(strategy)
+    if word is None:
+        return True
+    if build not in _SUPPORT:
+        try:
+            r = subprocess.run([os.path.join(build, "prefixgate"), "--help"],
+                               capture_output=True, text=True, timeout=10)
+            _SUPPORT[build] = r.stdout + r.stderr
+        except (OSError, subprocess.TimeoutExpired):
+            _SUPPORT[build] = ""
+    return word in _SUPPORT[build]
+
+
+def available(build, strategies):
+    """(the strategies this gateway can run, a note on those it cannot)."""
+    keep = [s for s in strategies if supported(build, s)]
+    skip = [s for s in strategies if s not in keep]
+    note = ("note: %s skipped: %s/prefixgate --help does not offer %s" % (
+        ", ".join(LABELS.get(s, s) for s in skip), build,
+        ", ".join("--strategy " + OPTIONAL[s] for s in skip)) if skip else None)
+    return keep, note
 
 # Workload (a), see README "Results": 6,000 documents of 8,000 tokens, Zipf
 # s=0.3; each instance caches 11,000,000 tokens (~1,360 documents).
@@ -38,10 +69,24 @@ WL_SHARED = ["--workload", "shared-prefix", "--docs", "6000", "--zipf", "0.3",
              "--max-tokens", "16", "--seed", "7"]
 
 
-def router(build, strategy, backends, logdir, prefix_length=None, threshold=None):
+def kv_capacity(inst_args):
+    """Each instance's --kv-capacity-tokens (the last one given wins)."""
+    args = FLEET_ARGS + list(inst_args)
+    cap = None
+    for i, a in enumerate(args[:-1]):
+        if a == "--kv-capacity-tokens":
+            cap = args[i + 1]
+    return cap
+
+
+def router(build, strategy, backends, logdir, prefix_length=None, threshold=None,
+           cache_capacity=None):
     if strategy == "haproxy":
         return fleet.HAProxy(backends, logdir, prefix_bytes=prefix_length or 4096)
     args = ["--strategy", "prefix_aware" if strategy.startswith("pa_") else strategy]
+    if strategy == "cache_aware" and cache_capacity:
+        # what the gateway models per backend = what each instance holds
+        args += ["--cache-capacity", str(cache_capacity)]
     if prefix_length:
         args += ["--prefix-length", str(prefix_length)]
     if threshold:
@@ -68,15 +113,27 @@ def summarise(r, kv_hit, scale=SCALE):
 
 def run(build, outdir, name, strategy, workload, rate, duration, warmup=0, instances=7,
         inst_args=(), prefix_length=None, threshold=None, events=(), sample=False,
-        scale=SCALE):
+        scale=SCALE, gateways=1):
     """Run one strategy on one workload; results (and raw CSV/JSON) in outdir.
-    events: [(wall seconds into the measured run, fn(instances, router))]."""
+    events: [(wall seconds into the measured run, fn(instances, router))].
+    gateways > 1: that many independent routers (no shared state) in front
+    of the same instances, each request sent to one of them at random."""
     logdir = os.path.join(outdir, "logs")
     os.makedirs(logdir, exist_ok=True)
     inst = fleet.Instances(build, instances, logdir,
                            FLEET_ARGS + ["--time-scale", "%g" % scale] + list(inst_args))
-    rt = router(build, strategy, inst.addrs(), logdir, prefix_length, threshold)
-    target = "127.0.0.1:%d" % rt.port
+    rts = []
+    try:
+        for _ in range(gateways):
+            rts.append(router(build, strategy, inst.addrs(), logdir, prefix_length, threshold,
+                              kv_capacity(inst_args)))
+    except Exception:
+        for r in rts:
+            r.stop()
+        inst.stop()
+        raise
+    rt = rts[0]
+    target = ",".join("127.0.0.1:%d" % r.port for r in rts)
     try:
         if warmup:
             fleet.pgload(build, target, os.path.join(outdir, name + "-warmup.json"),
@@ -101,12 +158,14 @@ def run(build, outdir, name, strategy, workload, rate, duration, warmup=0, insta
         for t in timers:
             t.cancel()
         res = summarise(r, inst.kv_hit_rate(since), scale)
-        res["strategy"], res["csv"] = strategy, csv
+        res["strategy"], res["csv"], res["gateways"] = strategy, csv, gateways
+        res["targets"] = r.get("targets", {})
         if sampler:
             peak = sampler.finish()
             res["in_flight_peak"] = peak
             res["in_flight_samples"] = sampler.samples
         return res
     finally:
-        rt.stop()
+        for r in rts:
+            r.stop()
         inst.stop()
