@@ -160,6 +160,10 @@ def run(build, outdir, name, strategy, workload, rate, duration, warmup=0, insta
         res = summarise(r, inst.kv_hit_rate(since), scale)
         res["strategy"], res["csv"], res["gateways"] = strategy, csv, gateways
         res["targets"] = r.get("targets", {})
+        if len(res["backends"]) < instances:
+            # pgload's share covers the instances it heard from; one that got
+            # nothing has a 0% share
+            res["share_min_pct"] = 0.0
         if sampler:
             peak = sampler.finish()
             res["in_flight_peak"] = peak
