@@ -76,8 +76,8 @@ enum pg_strategy {
  * PG_CA_WAYS holders). */
 #define PG_CA_SLOTS_PER_BLOCK 32
 /* CacheAwareConfig.MaxLoadGap default: a holder of the cached prefix with
- * this many more requests in flight than the least busy instance is "far
- * busier", and is passed over. */
+ * this many more requests in flight than the fleet's mean is "far busier",
+ * and is passed over. */
 #define PG_CA_GAP_DEFAULT 4
 
 /*

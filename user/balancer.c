@@ -161,35 +161,40 @@ uint16_t pg_balance(const struct pg_route_cfg *cfg, const struct pg_backend *bac
 	return id;
 }
 
-/* Lowest in_flight among eligible backends (INT32_MAX if none). */
-static int32_t min_in_flight(const struct pg_backend *backends, unsigned max_id,
-			     const struct pg_idset *exclude, uint64_t now_ms)
+/* The fleet's load: in_flight summed over eligible backends, and their
+ * number. "Far busier than the rest" compares with the mean, not the least
+ * busy: a new, idle instance must not pull every cached prefix away from
+ * where it is cached (measured: make bench, scale event). */
+struct fleet_load {
+	int64_t sum, n;
+};
+
+static struct fleet_load fleet_load(const struct pg_backend *backends, unsigned max_id,
+				    const struct pg_idset *exclude, uint64_t now_ms)
 {
-	int32_t best = INT32_MAX;
+	struct fleet_load f = {0, 0};
 
 	for (unsigned id = 1; id <= max_id; id++) {
-		int32_t l;
-
 		if (!eligible(backends, max_id, id, exclude, now_ms))
 			continue;
-		l = __atomic_load_n(&backends[id].in_flight, __ATOMIC_RELAXED);
-		if (l < best)
-			best = l;
+		f.sum += __atomic_load_n(&backends[id].in_flight, __ATOMIC_RELAXED);
+		f.n++;
 	}
-	return best;
+	return f;
 }
 
-/* A cached holder worth its cache now: under the threshold, not far busier. */
+/* A cached holder worth its cache now: under the threshold, and at most
+ * gap requests above the mean in flight. */
 static bool holder_fits(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
 			unsigned max_id, uint16_t id, const struct pg_idset *exclude,
-			uint64_t now_ms, int32_t floor, uint32_t gap)
+			uint64_t now_ms, struct fleet_load f, uint32_t gap)
 {
 	int64_t l;
 
 	if (!eligible(backends, max_id, id, exclude, now_ms))
 		return false;
 	l = __atomic_load_n(&backends[id].in_flight, __ATOMIC_RELAXED);
-	return l < (int64_t)cfg->concurrency_threshold && l <= (int64_t)floor + gap;
+	return l < (int64_t)cfg->concurrency_threshold && l * f.n <= f.sum + (int64_t)gap * f.n;
 }
 
 uint16_t pg_balance_cached(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
@@ -204,7 +209,7 @@ uint16_t pg_balance_cached(const struct pg_route_cfg *cfg, const struct pg_backe
 	if (ncand > PG_RING_CANDIDATES)
 		ncand = PG_RING_CANDIDATES;
 	if (cached && cached->specific && cached->nholder) {
-		int32_t floor = min_in_flight(backends, max_id, exclude, now_ms);
+		struct fleet_load floor = fleet_load(backends, max_id, exclude, now_ms);
 		uint16_t pick = 0;
 
 		/* Holders in the anchor's ring order first, then as listed. */

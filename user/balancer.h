@@ -114,8 +114,8 @@ uint16_t pg_balance(const struct pg_route_cfg *cfg, const struct pg_backend *bac
  *                   conversation's (or document's) own history, not just a
  *                   system prompt or tool list many conversations share.
  * Rule: when specific, the first holder (in the anchor's ring order, then
- * as listed) under the threshold and at most max_load_gap requests busier
- * than the least busy usable backend takes it (PG_DEC_CACHED). Otherwise,
+ * as listed) under the threshold and at most max_load_gap requests above
+ * the mean in flight of the usable backends takes it (PG_DEC_CACHED). Otherwise,
  * or when none qualifies, PREFIX_AWARE's rule on the anchor's candidates:
  * deterministic given the membership, so gateways that share nothing place
  * new conversations alike. Load never fails a request. Same bounds as

@@ -21,7 +21,7 @@ uint32_t pg_ca_slots_for(uint64_t capacity_tokens, uint32_t min_slots)
 	uint64_t want = (uint64_t)pg_ca_capacity_blocks(capacity_tokens) * PG_CA_SLOTS_PER_BLOCK;
 	uint32_t n = min_slots ? min_slots : 1;
 
-	while (n < want && n < (1u << 30))
+	while (n < want && n < PG_CA_SLOTS_MAX)
 		n <<= 1;
 	return n;
 }

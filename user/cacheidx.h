@@ -39,6 +39,10 @@ struct pg_ca_index {
 	uint32_t capacity_blocks; /* each backend's cache, in blocks */
 };
 
+/* The most slots an index gets (128 MiB), whatever --cache-capacity says:
+ * past it, prefixes of big fleets evict each other early. */
+#define PG_CA_SLOTS_MAX (1u << 22)
+
 /* Each instance's capacity in blocks, for --cache-capacity tokens. */
 uint32_t pg_ca_capacity_blocks(uint64_t capacity_tokens);
 /* Index slots for it (a power of two, at least min_slots). */

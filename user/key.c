@@ -465,6 +465,10 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 		free(buf);
 		return 0;
 	}
+	/* The whole text is wanted: one allocation of about the body's size
+	 * (the text is rarely longer) instead of doubling up to it. */
+	if (kb)
+		emit_reserve(&e, js->len + 64);
 	rc = api == PG_API_CHAT ? chat_text(&e, js) : completion_text(&e, js);
 	if (!rc && !e.oom) {
 		const char *t = e.buf ? e.buf : "";

@@ -6,7 +6,8 @@
 - a system prompt shared by every request spreads conversations over every
   backend, and each conversation still sticks;
 - adding a backend keeps existing conversations where they are, and new
-  conversations reach the new one;
+  conversations reach the new one; removing one re-places each of its
+  conversations onto one other backend;
 - the block index is a pinned map bpftool reads (bpf mode);
 - the X-Prefixgate-Route header and the admin dry run agree with real
   traffic;
@@ -140,6 +141,42 @@ def new_backend_keeps_conversations(opts):
         new = "127.0.0.1:%d" % port
         assert fresh.count(new) >= 2, "the new backend took %d of 30 new conversations" % (
             fresh.count(new))
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def removed_backend_conversations_replace_once(opts):
+    """A backend leaves: each of its conversations moves to one other
+    backend and stays there (re-placed by its anchor, as the ring does);
+    the other conversations do not move."""
+    f = fleet(opts)
+    try:
+        rng = random.Random(6)
+        convs = [Conversation(rng) for _ in range(16)]
+        where = []
+        for c in convs:
+            send(f, c)
+            c.next_turn()
+            where.append(send(f, c)[0])
+        gone = max(set(where), key=where.count)
+        st, _ = f.admin("DELETE", "/backends/" + gone)
+        assert st in (200, 202), "remove backend: %s" % st
+        assert wait_until(lambda: gone not in f.backends() or
+                          f.backends()[gone].get("health") == "draining", 5)
+        after = []
+        for c in convs:
+            c.next_turn()
+            after.append(send(f, c)[0])
+        for i, c in enumerate(convs):
+            c.next_turn()
+            b = send(f, c)[0]
+            assert b == after[i], "conversation %d moved again %s -> %s" % (i, after[i], b)
+            if where[i] == gone:
+                assert b != gone, "conversation %d still on the removed backend" % i
+            else:
+                assert b == where[i], "conversation %d moved %s -> %s" % (i, where[i], b)
         assert f.idle()
     finally:
         f.stop()

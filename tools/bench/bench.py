@@ -74,6 +74,36 @@ def pct(a, b):
     return 100.0 * (a - b) / b if b else float("nan")
 
 
+def conversation_stats(csv_path, block=16):
+    """From pgload's per-request CSV: how many follow-up turns of a
+    conversation (same group) changed instance, and the hit rate's bound for
+    this workload: every follow-up finding its previous turn's whole prompt
+    cached (in mockllm's 16-token blocks), nothing else. The new user turn
+    and a conversation's first turn can never hit; the replayed assistant
+    text differs from what the instance generated."""
+    import csv
+    prev, last = {}, {}
+    total = bound = moved = follow = 0
+    try:
+        rows = sorted(csv.DictReader(open(csv_path)), key=lambda r: int(r["start_us"]))
+    except (OSError, KeyError, ValueError):
+        return None
+    for r in rows:
+        if r.get("status") != "200" or r.get("group", "") == "":
+            continue
+        g, p = r["group"], int(r["prompt_tokens"])
+        total += p
+        bound += prev.get(g, 0) // block * block
+        prev[g] = p
+        if g in last:
+            follow += 1
+            moved += last[g] != r["backend"]
+        last[g] = r["backend"]
+    if not total or not follow:
+        return None
+    return {"bound": bound / total, "moved": moved, "follow_ups": follow}
+
+
 def workload_table(title, res, rate, duration):
     lines = ["%s; open loop %g req/s for %g s (model time)" % (title, rate, duration * SCALE),
              "%-19s %8s %7s %9s %9s %7s %12s %8s %8s %8s %11s" % (
@@ -92,6 +122,16 @@ def workload_table(title, res, rate, duration):
             r["gen_max_timer_lag_ms"]))
         if r["errors"]:
             lines.append("%19s %d requests failed" % ("", r["errors"]))
+    conv = {s: r.get("conversations") for s, r in res.items() if r.get("conversations")}
+    if conv:
+        any_s = next(iter(conv.values()))
+        # Without a block shared across conversations, the hit rate cannot
+        # pass the bound; with one (agentic) it can, so it is not printed.
+        bound = ("hit-rate bound %.2f (every follow-up turn finds its previous prompt "
+                 "cached); " % any_s["bound"]) if not any_s.get("shared") else ""
+        lines.append("  conversations: %sfollow-up turns that changed instance, of %d:" % (
+            bound, any_s["follow_ups"]))
+        lines.append("  " + ", ".join("%s %d" % (LABELS[s], c["moved"]) for s, c in conv.items()))
     return lines
 
 
@@ -105,6 +145,11 @@ def bench_workloads(opts, out):
             print("  workload %s, %s ..." % (key, s), flush=True)
             res[s] = runs.run(opts.build, out, "%s-%s" % (key, s), s, args, rate,
                               dur * opts.time_factor, warm, prefix_length=plen)
+            if res[s] and set(args) & {"multi-turn", "agentic", "short-chat"}:
+                res[s]["conversations"] = conversation_stats(
+                    os.path.join(out, "%s-%s.csv" % (key, s)))
+                if res[s]["conversations"]:
+                    res[s]["conversations"]["shared"] = "agentic" in args
         results[key] = res
         lines += workload_table(title, res, rate, dur * opts.time_factor) + [""]
         plots.ttft_cdf(out, key, title, res)
@@ -164,13 +209,15 @@ def hit_series(csv_path, bin_s=1.0):
     return [(b * bin_s * SCALE, c / p) for b, (c, p) in sorted(bins.items()) if p]
 
 
-def dip_recovery(series, t_event, baseline_window, tol=0.03):
+def dip_recovery(series, t_event, baseline_window, tol=0.03, t_end=None):
     """Baseline (mean hit rate before the event), the lowest 3-bin moving
-    average after it, and the model seconds until the moving average is back
-    within tol of the baseline (None: not within the run)."""
+    average after it (up to t_end: the next event), and the model seconds
+    until the moving average is back within tol of the baseline (None: not
+    within the window). Also the lowest moving average in the baseline
+    window: the noise floor of these bins."""
     before = [h for t, h in series if t_event - baseline_window <= t < t_event]
     base = sum(before) / len(before) if before else 0.0
-    after = [(t, h) for t, h in series if t >= t_event]
+    after = [(t, h) for t, h in series if t >= t_event and (t_end is None or t < t_end)]
     ma = [(after[i][0], sum(h for _, h in after[i:i + 3]) / 3) for i in range(len(after) - 2)]
     low = min((h for _, h in ma), default=base)
     rec = None
@@ -182,6 +229,21 @@ def dip_recovery(series, t_event, baseline_window, tol=0.03):
             rec = t - t_event
             break
     return base, low, rec
+
+
+def new_instance_share(csv_path, t_add, window):
+    """Share of the requests arriving within window model s after t_add
+    that went to an instance no request went to before t_add."""
+    before, n, new = set(), 0, 0
+    rows = sorted(fleet.read_csv(csv_path), key=lambda r: int(r["start_us"]))
+    for row in rows:
+        t = int(row["start_us"]) / 1e6 * SCALE
+        if t < t_add:
+            before.add(row["backend"])
+        elif t < t_add + window and not row["error"]:
+            n += 1
+            new += row["backend"] not in before
+    return new / n if n else 0.0
 
 
 def bench_scale(opts, out):
@@ -201,8 +263,9 @@ def bench_scale(opts, out):
                      events=[(t_add, add), (t_del, remove)])
         ser = hit_series(r["csv"])
         r["series"] = ser
-        r["add"] = dip_recovery(ser, t_add * SCALE, 10 * f * SCALE)
+        r["add"] = dip_recovery(ser, t_add * SCALE, 10 * f * SCALE, t_end=t_del * SCALE)
         r["remove"] = dip_recovery(ser, t_del * SCALE, 10 * f * SCALE)
+        r["new_share"] = new_instance_share(r["csv"], t_add * SCALE, 60)
         res[s] = r
     lines = ["Scale event, workload (a), 20 req/s: 8th instance added at %g s, instance 0 "
              "removed at %g s (model time; hit rate per %g model s, 3-bin moving average)"
@@ -214,7 +277,10 @@ def bench_scale(opts, out):
             base, low, rec = r[ev]
             lines.append("%-14s %-8s %9.2f %9.2f %10.2f %18s" % (
                 LABELS[s], ev, base, low, base - low,
-                "%.0f" % rec if rec is not None else "not in run"))
+                "%.0f" % rec if rec is not None else "not in window"))
+    lines.append("  the new instance's share of requests in the 60 model s after it joined: " +
+                 ", ".join("%s %.1f%%" % (LABELS[s], 100 * r["new_share"])
+                           for s, r in res.items()))
     plots.scale_series(out, res, t_add * SCALE, t_del * SCALE)
     return res, lines + [""]
 
