@@ -163,8 +163,10 @@ def removed_backend_conversations_replace_once(opts):
         gone = max(set(where), key=where.count)
         st, _ = f.admin("DELETE", "/backends/" + gone)
         assert st in (200, 202), "remove backend: %s" % st
-        assert wait_until(lambda: gone not in f.backends() or
-                          f.backends()[gone].get("health") == "draining", 5)
+        def left():
+            b = f.backends()  # one snapshot: the member may go between two reads
+            return gone not in b or b[gone].get("health") == "draining"
+        assert wait_until(left, 5)
         after = []
         for c in convs:
             c.next_turn()
