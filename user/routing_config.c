@@ -147,11 +147,32 @@ static int cache_aware_cfg(const struct pg_json *js, uint32_t obj, const char *p
 	return 0;
 }
 
+typedef int (*sub_parser)(const struct pg_json *js, uint32_t obj, const char *path,
+                          struct pg_route_cfg *rc, char *err, size_t errlen);
+
+/* A nested config object at token v (null: absent), parsed by parse with
+ * its path ("RoutingConfig.Name.") for messages. */
+static int sub_object(const struct pg_json *js, uint32_t v, const char *path, const char *name,
+                      sub_parser parse, struct pg_route_cfg *rc, char *err, size_t errlen)
+{
+	char sub[96];
+
+	if (js->tok[v].type == PG_JSON_NULL)
+		return 0;
+	if (js->tok[v].type != PG_JSON_OBJECT) {
+		pg_errf(err, errlen, "%s%s: expected an object, got %s", path, name,
+		        pg_json_type_name(js->tok[v].type));
+		return -1;
+	}
+	snprintf(sub, sizeof(sub), "%s%s.", path, name);
+	return parse(js, v, sub, rc, err, errlen);
+}
+
 static int routing_cfg(const struct pg_json *js, char *err, size_t errlen, struct pg_route_cfg *rc)
 {
 	uint32_t root = 0, k, v;
 	const char *path = "";
-	char name[64], sub[96];
+	char name[64];
 	bool have_strategy = false;
 
 	if (js->tok[0].type != PG_JSON_OBJECT) {
@@ -199,28 +220,12 @@ static int routing_cfg(const struct pg_json *js, char *err, size_t errlen, struc
 			}
 			have_strategy = true;
 		} else if (pg_json_str_eq(js, k, "CacheAwareConfig", 16)) {
-			snprintf(sub, sizeof(sub), "%sCacheAwareConfig", path);
-			if (js->tok[v].type == PG_JSON_NULL)
-				continue;
-			if (js->tok[v].type != PG_JSON_OBJECT) {
-				pg_errf(err, errlen, "%s: expected an object, got %s", sub,
-				        pg_json_type_name(js->tok[v].type));
-				return -1;
-			}
-			strcat(sub, ".");
-			if (cache_aware_cfg(js, v, sub, rc, err, errlen))
+			if (sub_object(js, v, path, "CacheAwareConfig", cache_aware_cfg, rc, err,
+			               errlen))
 				return -1;
 		} else if (pg_json_str_eq(js, k, "PrefixAwareRoutingConfig", 24)) {
-			snprintf(sub, sizeof(sub), "%sPrefixAwareRoutingConfig", path);
-			if (js->tok[v].type == PG_JSON_NULL)
-				continue;
-			if (js->tok[v].type != PG_JSON_OBJECT) {
-				pg_errf(err, errlen, "%s: expected an object, got %s", sub,
-				        pg_json_type_name(js->tok[v].type));
-				return -1;
-			}
-			strcat(sub, ".");
-			if (prefix_aware_cfg(js, v, sub, rc, err, errlen))
+			if (sub_object(js, v, path, "PrefixAwareRoutingConfig", prefix_aware_cfg, rc,
+			               err, errlen))
 				return -1;
 		} else {
 			pg_errf(err, errlen, "%s%s: unknown field", path,
