@@ -61,8 +61,10 @@ enum pg_strategy {
  * PG_CA_MAX_BLOCKS blocks of a request are indexed (longer prompts match on
  * their first 256 KiB of key text).
  */
+#ifndef PG_CA_BLOCK /* -DPG_CA_BLOCK=N builds another size, to measure it */
 #define PG_CA_BLOCK 512
-#define PG_CA_MAX_BLOCKS 512
+#endif
+#define PG_CA_MAX_BLOCKS (256 * 1024 / PG_CA_BLOCK)
 /* Holders remembered per block prefix. */
 #define PG_CA_WAYS 4
 /* Slots probed from a hash's home slot (open addressing). */

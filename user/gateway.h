@@ -40,7 +40,7 @@ struct pg_worker_stats {
 struct pg_worker;
 
 /* Buckets of the matched-length histogram: 0 blocks, then 2^(i-1) up to
- * 2^i - 1 blocks, the last one open (PG_CA_MAX_BLOCKS = 512 fits). */
+ * 2^i - 1 blocks, the last one open (it takes all above 512). */
 #define PG_CA_MATCH_BUCKETS 11
 
 struct pg_gateway {
