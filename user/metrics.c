@@ -10,7 +10,7 @@
 #include "config.h"
 #include "accesslog.h"
 #include "metrics.h"
-#include "cacheidx.h"
+#include "route.h"
 
 static const char *const decision_names[PG_DEC_MAX] = {
     [PG_DEC_AFFINITY] = "affinity", [PG_DEC_OVERFLOW] = "overflow",
@@ -160,13 +160,7 @@ static void latency(const struct pg_gateway *gw, struct pg_buf *o)
 /* cache_aware's block index: matched lengths, occupancy, evictions. */
 static void cache_index(const struct pg_gateway *gw, struct pg_buf *o)
 {
-	const struct pg_ca_index ix = {
-	    .slots = gw->maps.ca,
-	    .nslots = gw->maps.ca_slots,
-	    .backends = gw->maps.backends,
-	    .capacity_blocks =
-		__atomic_load_n(&gw->maps.state->ca_capacity_blocks, __ATOMIC_RELAXED),
-	};
+	const struct pg_ca_index ix = pg_cache_index(gw);
 	uint64_t cum = 0, sum = 0;
 
 	family(o, "prefixgate_cache_matched_blocks", "histogram",

@@ -1,19 +1,6 @@
 // SPDX-License-Identifier: MIT
-#include "cacheidx.h"
 #include "routestats.h"
 #include "route.h"
-
-/* The block index as the shared maps hold it. */
-static struct pg_ca_index index_of(struct pg_gateway *gw)
-{
-	return (struct pg_ca_index){
-	    .slots = gw->maps.ca,
-	    .nslots = gw->maps.ca_slots,
-	    .backends = gw->maps.backends,
-	    .capacity_blocks = __atomic_load_n(&gw->maps.state->ca_capacity_blocks,
-					       __ATOMIC_RELAXED),
-	};
-}
 
 struct holder_rule {
 	const struct pg_backend *backends;
@@ -47,7 +34,7 @@ static uint16_t choose(struct pg_gateway *gw, const struct pg_route_cfg *rc, con
 		ncand = pg_maps_candidates(&gw->maps, key->hash, cand);
 	if (rc->strategy == PG_STRATEGY_CACHE_AWARE) {
 		struct holder_rule rule = {gw->maps.backends, max_id, exclude, now_ms};
-		struct pg_ca_index ix = index_of(gw);
+		struct pg_ca_index ix = pg_cache_index(gw);
 		struct pg_ca_match m = {0};
 		struct pg_cached cached;
 		uint16_t id;
@@ -86,7 +73,7 @@ static uint16_t shadow_choice(struct pg_gateway *gw, const struct pg_route_cfg *
 static void record_blocks(struct pg_gateway *gw, const struct pg_key_blocks *kb, uint16_t id,
 			  uint32_t matched)
 {
-	struct pg_ca_index ix = index_of(gw);
+	struct pg_ca_index ix = pg_cache_index(gw);
 	uint32_t blocks = matched / PG_CA_BLOCK;
 	unsigned bucket = 0, ev;
 

@@ -8,6 +8,7 @@
 #define PG_ROUTE_H
 
 #include "balancer.h"
+#include "cacheidx.h"
 #include "gateway.h"
 #include "key.h"
 
@@ -40,6 +41,18 @@ uint16_t pg_route_dry(struct pg_gateway *gw, const struct pg_route_input *in,
  * recorded again in the routing statistics. */
 uint16_t pg_route_again(struct pg_gateway *gw, const struct pg_key *key,
 			const struct pg_idset *exclude, uint64_t rnd, struct pg_choice *choice);
+
+/* cache_aware's block index as the shared maps hold it. */
+static inline struct pg_ca_index pg_cache_index(const struct pg_gateway *gw)
+{
+	return (struct pg_ca_index){
+	    .slots = gw->maps.ca,
+	    .nslots = gw->maps.ca_slots,
+	    .backends = gw->maps.backends,
+	    .capacity_blocks =
+		__atomic_load_n(&gw->maps.state->ca_capacity_blocks, __ATOMIC_RELAXED),
+	};
+}
 
 /* Take / give back one in-flight slot of backend id, counting the decision. */
 static inline void pg_inflight_take(struct pg_gateway *gw, uint16_t id, unsigned decision)

@@ -4,6 +4,7 @@
  * the contracts). Pure parsing, no I/O and no global state.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <strings.h>
 #include "config.h"
@@ -101,61 +102,35 @@ static int range_field(const struct pg_json *js, uint32_t v, const char *path, c
 	return 0;
 }
 
-static int prefix_aware_cfg(const struct pg_json *js, uint32_t obj, const char *path,
-                            struct pg_route_cfg *rc, char *err, size_t errlen)
-{
-	uint32_t k = pg_json_first(obj);
-	char name[64];
+/* The integer members a nested config object may hold. */
+struct int_field {
+	const char *name;
+	int64_t min, max;
+	size_t off; /* of the uint32_t in struct pg_route_cfg */
+};
 
-	for (uint32_t n = 0; n < js->tok[obj].size; n++, k = pg_json_member_next(js, k)) {
-		if (pg_json_str_eq(js, k, "PrefixLength", 12)) {
-			if (range_field(js, k + 1, path, "PrefixLength", PG_PREFIX_LENGTH_MIN,
-			                PG_PREFIX_LENGTH_MAX, &rc->prefix_length, err, errlen))
-				return -1;
-		} else if (pg_json_str_eq(js, k, "ConcurrencyThreshold", 20)) {
-			if (range_field(js, k + 1, path, "ConcurrencyThreshold", PG_CONCURRENCY_MIN,
-			                PG_CONCURRENCY_MAX, &rc->concurrency_threshold, err,
-			                errlen))
-				return -1;
-		} else {
-			pg_errf(err, errlen, "%s%s: unknown field", path,
-			        tok_text(js, k, true, name, sizeof(name)));
-			return -1;
-		}
-	}
-	return 0;
-}
+static const struct int_field prefix_aware_fields[] = {
+    {"PrefixLength", PG_PREFIX_LENGTH_MIN, PG_PREFIX_LENGTH_MAX,
+     offsetof(struct pg_route_cfg, prefix_length)},
+    {"ConcurrencyThreshold", PG_CONCURRENCY_MIN, PG_CONCURRENCY_MAX,
+     offsetof(struct pg_route_cfg, concurrency_threshold)},
+    {NULL, 0, 0, 0},
+};
 
-/* CacheAwareConfig, a prefixgate extension: {"MaxLoadGap": N}. */
-static int cache_aware_cfg(const struct pg_json *js, uint32_t obj, const char *path,
-                           struct pg_route_cfg *rc, char *err, size_t errlen)
-{
-	uint32_t k = pg_json_first(obj);
-	char name[64];
+/* CacheAwareConfig, a prefixgate extension. */
+static const struct int_field cache_aware_fields[] = {
+    {"MaxLoadGap", 0, PG_CONCURRENCY_MAX, offsetof(struct pg_route_cfg, max_load_gap)},
+    {NULL, 0, 0, 0},
+};
 
-	for (uint32_t n = 0; n < js->tok[obj].size; n++, k = pg_json_member_next(js, k)) {
-		if (pg_json_str_eq(js, k, "MaxLoadGap", 10)) {
-			if (range_field(js, k + 1, path, "MaxLoadGap", 0, PG_CONCURRENCY_MAX,
-			                &rc->max_load_gap, err, errlen))
-				return -1;
-		} else {
-			pg_errf(err, errlen, "%s%s: unknown field", path,
-			        tok_text(js, k, true, name, sizeof(name)));
-			return -1;
-		}
-	}
-	return 0;
-}
-
-typedef int (*sub_parser)(const struct pg_json *js, uint32_t obj, const char *path,
-                          struct pg_route_cfg *rc, char *err, size_t errlen);
-
-/* A nested config object at token v (null: absent), parsed by parse with
- * its path ("RoutingConfig.Name.") for messages. */
+/* A nested config object at token v (null: absent) of integer members
+ * from fields, with its path ("RoutingConfig.Name.") for messages. */
 static int sub_object(const struct pg_json *js, uint32_t v, const char *path, const char *name,
-                      sub_parser parse, struct pg_route_cfg *rc, char *err, size_t errlen)
+                      const struct int_field *fields, struct pg_route_cfg *rc, char *err,
+                      size_t errlen)
 {
-	char sub[96];
+	uint32_t k = pg_json_first(v);
+	char sub[96], member[64];
 
 	if (js->tok[v].type == PG_JSON_NULL)
 		return 0;
@@ -165,7 +140,21 @@ static int sub_object(const struct pg_json *js, uint32_t v, const char *path, co
 		return -1;
 	}
 	snprintf(sub, sizeof(sub), "%s%s.", path, name);
-	return parse(js, v, sub, rc, err, errlen);
+	for (uint32_t n = 0; n < js->tok[v].size; n++, k = pg_json_member_next(js, k)) {
+		const struct int_field *f = fields;
+
+		while (f->name && !pg_json_str_eq(js, k, f->name, strlen(f->name)))
+			f++;
+		if (!f->name) {
+			pg_errf(err, errlen, "%s%s: unknown field", sub,
+			        tok_text(js, k, true, member, sizeof(member)));
+			return -1;
+		}
+		if (range_field(js, k + 1, sub, f->name, f->min, f->max,
+		                (uint32_t *)((char *)rc + f->off), err, errlen))
+			return -1;
+	}
+	return 0;
 }
 
 static int routing_cfg(const struct pg_json *js, char *err, size_t errlen, struct pg_route_cfg *rc)
@@ -220,12 +209,12 @@ static int routing_cfg(const struct pg_json *js, char *err, size_t errlen, struc
 			}
 			have_strategy = true;
 		} else if (pg_json_str_eq(js, k, "CacheAwareConfig", 16)) {
-			if (sub_object(js, v, path, "CacheAwareConfig", cache_aware_cfg, rc, err,
+			if (sub_object(js, v, path, "CacheAwareConfig", cache_aware_fields, rc, err,
 			               errlen))
 				return -1;
 		} else if (pg_json_str_eq(js, k, "PrefixAwareRoutingConfig", 24)) {
-			if (sub_object(js, v, path, "PrefixAwareRoutingConfig", prefix_aware_cfg, rc,
-			               err, errlen))
+			if (sub_object(js, v, path, "PrefixAwareRoutingConfig", prefix_aware_fields,
+			               rc, err, errlen))
 				return -1;
 		} else {
 			pg_errf(err, errlen, "%s%s: unknown field", path,

@@ -64,6 +64,16 @@ def send(f, conv):
     return fields["backend"], fields["reason"], int(fields["matched"])
 
 
+def two_turns(f, convs):
+    """Send each conversation's first two turns; where each second turn went."""
+    where = []
+    for c in convs:
+        send(f, c)
+        c.next_turn()
+        where.append(send(f, c)[0])
+    return where
+
+
 def fleet(opts, n=4, args=()):
     return Fleet(opts, n, gw_args=GW + list(args), mock_args={i: MOCK for i in range(n)})
 
@@ -123,11 +133,7 @@ def new_backend_keeps_conversations(opts):
     try:
         rng = random.Random(3)
         convs = [Conversation(rng) for _ in range(16)]
-        where = []
-        for c in convs:
-            send(f, c)
-            c.next_turn()
-            where.append(send(f, c)[0])
+        where = two_turns(f, convs)
         port = f.add_mock("b4", MOCK)
         st, _ = f.admin("POST", "/backends", {"address": "127.0.0.1:%d" % port})
         assert st in (200, 201), "add backend: %s" % st
@@ -155,11 +161,7 @@ def removed_backend_conversations_replace_once(opts):
     try:
         rng = random.Random(6)
         convs = [Conversation(rng) for _ in range(16)]
-        where = []
-        for c in convs:
-            send(f, c)
-            c.next_turn()
-            where.append(send(f, c)[0])
+        where = two_turns(f, convs)
         gone = max(set(where), key=where.count)
         st, _ = f.admin("DELETE", "/backends/" + gone)
         assert st in (200, 202), "remove backend: %s" % st
