@@ -32,7 +32,7 @@ endif
 
 BPF_SRCS  := $(wildcard bpf/*.bpf.c)
 SKELS     := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
-LIB_SRCS  := $(filter-out user/main.c,$(wildcard user/*.c))
+LIB_SRCS  := $(filter-out user/main.c,$(wildcard user/*.c user/*/*.c))
 LIB_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
 LIB       := $(BUILD)/libprefixgate.a
 TOOLS     := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard tools/*/*.c)))))
@@ -147,7 +147,7 @@ soak: all
 	$(Q)python3 tools/bench/soak.py --build $(BUILD) --duration $(SOAK_SECONDS)
 
 format:
-	$(Q)clang-format -i $(wildcard user/*.[ch] include/*.h bpf/*.c tools/*/*.[ch] tests/*/*.c)
+	$(Q)clang-format -i $(wildcard user/*.[ch] user/*/*.[ch] include/*.h bpf/*.c tools/*/*.[ch] tests/*/*.c)
 
 clean:
 	$(Q)rm -rf $(BUILD)
@@ -162,7 +162,7 @@ clean:
 #                    (tests/run.sh fuzz counts it)
 # Each target links the user/*.c it needs, compiled with coverage
 # instrumentation and ASan+UBSan: FUZZ_MODS_<name> lists modules, a module
-# m being user/m.c and any user/m_*.c (so splitting a module in two needs
+# m being user/m.c or user/DIR/m.c and any user/DIR/m_*.c (so splitting a module in two needs
 # no change here). A target missing a module fails to link: add it.
 FUZZ_DIR           := $(BUILD)/fuzz
 FUZZ_SECONDS       ?= 120
@@ -179,7 +179,7 @@ FUZZ_MODS_config := config routing_config json balancer
 FUZZ_MODS_admin  := admin buf control members health config routing_config json key http \
 	metrics route routestats scrape accesslog ring balancer maps gateway log cacheidx
 fuzz_objs = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,\
-	$(sort $(foreach m,$(FUZZ_MODS_$(1)),$(wildcard user/$(m).c user/$(m)_*.c))))
+	$(sort $(foreach m,$(FUZZ_MODS_$(1)),$(wildcard user/$(m).c user/*/$(m).c user/*/$(m)_*.c))))
 
 .PHONY: fuzz fuzz-smoke fuzz-build
 

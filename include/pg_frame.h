@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * HTTP/1.1 message-body framing state — one definition for the proxy's
- * chunked decoder (user/http_chunked.c) and the in-kernel response paths
+ * chunked decoder (user/lib/http_chunked.c) and the in-kernel response paths
  * (bpf/splice.bpf.c), so a response's end is found by the same rules
  * whichever side reads its bytes, and the state can be handed across:
  * the proxy gives the program the state after the bytes it forwarded itself,

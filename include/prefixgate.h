@@ -51,11 +51,11 @@ enum pg_strategy {
 	PG_STRATEGY_RANDOM = 0,
 	PG_STRATEGY_LEAST_OUTSTANDING = 1,
 	PG_STRATEGY_PREFIX_AWARE = 2,
-	PG_STRATEGY_CACHE_AWARE = 3, /* a prefixgate extension (user/cacheidx.h) */
+	PG_STRATEGY_CACHE_AWARE = 3, /* a prefixgate extension (user/lib/cacheidx.h) */
 };
 
 /*
- * cache_aware's block index (user/cacheidx.h has the rules). The key text
+ * cache_aware's block index (user/lib/cacheidx.h has the rules). The key text
  * is cut into PG_CA_BLOCK-byte blocks, each named by a hash chained over
  * every block before it, so one hash names a whole prefix. At most
  * PG_CA_MAX_BLOCKS blocks of a request are indexed (longer prompts match on

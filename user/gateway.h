@@ -10,9 +10,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
-#include "balancer.h"
-#include "config.h"
-#include "maps.h"
+#include "lib/balancer.h"
+#include "config/config.h"
+#include "state/maps.h"
 
 /* Routing-latency histogram bucket upper bounds, µs (last bucket: +Inf). */
 #define PG_LAT_BUCKETS 14

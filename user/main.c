@@ -16,15 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "accesslog.h"
-#include "cacheidx.h"
-#include "control.h"
-#include "datapath.h"
-#include "health.h"
-#include "lifecycle.h"
-#include "log.h"
-#include "privilege.h"
-#include "worker.h"
+#include "control/accesslog.h"
+#include "lib/cacheidx.h"
+#include "control/control.h"
+#include "datapath/datapath.h"
+#include "control/health.h"
+#include "sys/lifecycle.h"
+#include "sys/log.h"
+#include "sys/privilege.h"
+#include "proxy/worker.h"
 
 static int open_state(struct pg_gateway *gw, const struct pg_config *cfg)
 {

@@ -22,7 +22,7 @@
 #include <sys/socket.h>
 #include <sys/statfs.h>
 #include <netinet/in.h>
-#include "splice.h"
+#include "datapath/splice.h"
 
 #define MiB (1u << 20)
 #define KiB (1u << 10)

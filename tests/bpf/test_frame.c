@@ -3,7 +3,7 @@
  * BPF tests of response framing in the in-kernel paths (scan() in
  * bpf/splice.bpf.c, struct pg_frame in include/pg_frame.h): the program
  * must find a response's end exactly where the proxy's own decoder
- * (pg_chunked_feed, user/http_chunked.c) finds it, hand back the same
+ * (pg_chunked_feed, user/lib/http_chunked.c) finds it, hand back the same
  * decoder state, and pass to the proxy whatever it cannot account for.
  * Loopback sockets inside this process; needs root, bpffs (mounted here if
  * missing) and, for the msg path, cgroup v2. Prints TAP; exit 0 if nothing
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <netinet/tcp.h>
 #include "sockpair.h"
-#include "http.h"
+#include "lib/http.h"
 
 #define WAIT_MS        2000 /* for one write to arrive */
 #define BODY_MAX       (4 * MiB)

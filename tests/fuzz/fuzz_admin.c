@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer target over the admin API (user/admin.c) on a real gateway
+ * libFuzzer target over the admin API (user/control/admin.c) on a real gateway
  * state: shared-memory maps (pg_maps_open without BPF), three members added
  * through control.h, two workers' statistics. No sockets, no threads.
  *
@@ -21,11 +21,11 @@
  */
 #include <stdbool.h>
 #include <string.h>
-#include "admin.h"
-#include "control.h"
+#include "control/admin.h"
+#include "control/control.h"
 #include "fuzz.h"
-#include "json.h"
-#include "log.h"
+#include "lib/json.h"
+#include "sys/log.h"
 
 static char *members[] = {"10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"};
 static struct pg_config cfg;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer target over the configuration parsers (user/config.c and the
+ * libFuzzer target over the configuration parsers (user/config/config.c and the
  * routing config parser): each input is parsed as a RoutingConfig JSON
  * document, as a backends file, as one address (up to its first NUL), and
  * as a command line (argv = "prefixgate" and the input split on NUL bytes).
@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
-#include "config.h"
+#include "config/config.h"
 #include "fuzz.h"
 
 #define MAX_ARGS 64

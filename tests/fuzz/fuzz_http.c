@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer target over user/http.c. Each input is used as a request head,
+ * libFuzzer target over user/lib/http.c. Each input is used as a request head,
  * as a response head (after a GET and after a HEAD) and as a chunked body
  * (after the request head if one parsed, else from its first byte). Every
  * parser also gets the input in pieces whose sizes come from the input
@@ -16,10 +16,10 @@
 #include <stdbool.h>
 #include <string.h>
 #include <strings.h>
-#include "buf.h"
-#include "forward.h"
+#include "lib/buf.h"
+#include "lib/forward.h"
 #include "fuzz.h"
-#include "http.h"
+#include "lib/http.h"
 
 static bool is_error(ssize_t r)
 {

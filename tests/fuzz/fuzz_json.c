@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer target over user/json.c: parse the input, then walk every token
+ * libFuzzer target over user/lib/json.c: parse the input, then walk every token
  * and decode every string every way json.h offers. Invariants: an accepted
  * input is valid UTF-8 (checked here independently); token spans nest and
  * stay inside the input; each container's size matches a walk of its
@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <string.h>
 #include "fuzz.h"
-#include "json.h"
+#include "lib/json.h"
 
 static struct pg_json js;
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer target over user/key.c (and the json.c under it).
+ * libFuzzer target over user/lib/key.c (and the json.c under it).
  *
  * Input: two control bytes, then the body.
  *   byte 0: bits 0-1 API (0 raw, 1 chat, 2 completions, 3 raw), bit 2 body
@@ -21,8 +21,8 @@
 #include <string.h>
 #include <xxhash.h>
 #include "fuzz.h"
-#include "json.h"
-#include "key.h"
+#include "lib/json.h"
+#include "lib/key.h"
 
 struct keyrun {
 	struct pg_key k;

@@ -21,12 +21,12 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "admin.h"
-#include "control.h"
-#include "log.h"
-#include "metrics.h"
-#include "ring.h"
-#include "route.h"
+#include "control/admin.h"
+#include "control/control.h"
+#include "sys/log.h"
+#include "control/metrics.h"
+#include "lib/ring.h"
+#include "state/route.h"
 
 static struct pg_config cfg;
 static struct pg_gateway gw;

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "balancer.h"
+#include "lib/balancer.h"
 
 #define A   PG_BACKEND_ACTIVE
 #define D   PG_BACKEND_DRAINING

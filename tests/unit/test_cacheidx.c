@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "balancer.h"
-#include "cacheidx.h"
-#include "key.h"
+#include "lib/balancer.h"
+#include "lib/cacheidx.h"
+#include "lib/key.h"
 
 static struct pg_backend backends[PG_MAX_BACKENDS];
 

@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "config.h"
+#include "config/config.h"
 
 static char dir[] = "/tmp/pg-test-config-XXXXXX";
 static char rc_ok[64], rc_bad[64], rc_lower[64], be_ok[64], be_bad[64];

@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "boundary.h"
-#include "buf.h"
-#include "forward.h"
-#include "http.h"
+#include "lib/boundary.h"
+#include "lib/buf.h"
+#include "lib/forward.h"
+#include "lib/http.h"
 
 #define S(x) x, sizeof(x) - 1
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Unit tests for user/http.c: request and response heads, chunked decoding. */
+/* Unit tests for user/lib/http.c: request and response heads, chunked decoding. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "http.h"
+#include "lib/http.h"
 
 #define S(lit) lit, sizeof(lit) - 1
 #define H11    "Host: a\r\n"

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "json.h"
+#include "lib/json.h"
 
 struct doc {
 	const char *text;

@@ -14,7 +14,7 @@
 #include <cmocka.h>
 #include <xxhash.h>
 
-#include "key.h"
+#include "lib/key.h"
 
 #define US  "\x1f"
 #define RS  "\x1e"

@@ -13,10 +13,10 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "admin.h"
-#include "config.h"
-#include "lifecycle.h"
-#include "privilege.h"
+#include "control/admin.h"
+#include "config/config.h"
+#include "sys/lifecycle.h"
+#include "sys/privilege.h"
 
 /* ---- flags ------------------------------------------------------------------- */
 

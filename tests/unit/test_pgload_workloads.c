@@ -14,7 +14,7 @@
 #include <getopt.h>
 #include <cmocka.h>
 
-#include "json.h"
+#include "lib/json.h"
 #include "../../tools/pgload/pgload.h"
 #include "../../tools/pgload/workload.h"
 

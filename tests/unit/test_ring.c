@@ -13,7 +13,7 @@
 #include <cmocka.h>
 #include <xxhash.h>
 
-#include "ring.h"
+#include "lib/ring.h"
 
 #define NKEYS 100000
 

@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "config.h"
-#include "metrics.h"
-#include "routestats.h"
+#include "config/config.h"
+#include "control/metrics.h"
+#include "state/routestats.h"
 
 #define W 60000 /* prediction window, ms */
 

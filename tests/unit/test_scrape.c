@@ -10,9 +10,9 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
-#include "balancer.h"
-#include "health.h"
-#include "scrape.h"
+#include "lib/balancer.h"
+#include "control/health.h"
+#include "lib/scrape.h"
 
 static const char vllm[] =
     "HTTP/1.1 200 OK\r\n"

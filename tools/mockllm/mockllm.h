@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "heap.h"
-#include "http.h"
+#include "lib/http.h"
 #include "prompt.h"
 #include "sim.h"
 

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
+#include "lib/json.h"
 #include "prompt.h"
 
 struct text {

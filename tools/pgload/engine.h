@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "http.h"
+#include "lib/http.h"
 #include "pgload.h"
 #include "rng.h"
 #include "sse.h"

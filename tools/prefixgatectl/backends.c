@@ -10,9 +10,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "config.h"
+#include "config/config.h"
 #include "ctl.h"
-#include "json.h"
+#include "lib/json.h"
 
 #define DRAIN_POLL_S   0.1 /* GET /backends this often while draining */
 #define DRAIN_REPORT_S 1.0 /* progress at least this often, and on every change */

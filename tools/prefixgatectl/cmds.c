@@ -13,9 +13,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "config.h"
+#include "config/config.h"
 #include "ctl.h"
-#include "json.h"
+#include "lib/json.h"
 
 void ctl_err(const char *fmt, ...)
 {

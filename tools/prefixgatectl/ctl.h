@@ -6,7 +6,7 @@
  *   - the BPF maps prefixgate pins under --pin-path (struct pg_backend,
  *     pg_ring, pg_state from include/prefixgate.h), opened read-only and
  *     mmapped: status works even when the admin API is unreachable;
- *   - the admin HTTP API (user/admin.h) on --admin: changes (backends
+ *   - the admin HTTP API (user/control/admin.h) on --admin: changes (backends
  *     add/remove/drain), the /route dry run, and the fallback when no maps
  *     are pinned (--no-bpf, another pin path, not running).
  *

@@ -2,7 +2,7 @@
 /*
  * A small blocking HTTP/1.1 client for the admin API: one request per
  * connection ("Connection: close"), every wait bounded. The response head
- * is parsed by user/http.h, chunked bodies decoded by its decoder.
+ * is parsed by user/lib/http.h, chunked bodies decoded by its decoder.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,8 +14,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 #include "ctl.h"
-#include "http.h"
-#include "json.h"
+#include "lib/http.h"
+#include "lib/json.h"
 
 /* Larger responses are refused (a /metrics page of 255 backends is ~100 KiB). */
 #define RESP_MAX (64u * 1024 * 1024)

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "config.h"
+#include "config/config.h"
 #include "ctl.h"
 
 enum cmd { C_NONE = -1, C_STATUS, C_ROUTE, C_BACKENDS, C_TOP, C_HELP, NCMDS };

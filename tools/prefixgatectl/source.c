@@ -4,7 +4,7 @@
  *
  * The maps are opened read-only (BPF_F_RDONLY) and mmapped read-only: this
  * tool can never disturb routing state. The live ring copy is read through
- * its seqlock exactly as the gateway's workers read it (user/maps.c), so a
+ * its seqlock exactly as the gateway's workers read it (user/state/maps.c), so a
  * ring rebuilt meanwhile is never counted half-built.
  */
 #include <errno.h>
@@ -17,10 +17,10 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
-#include "config.h"
+#include "config/config.h"
 #include "ctl.h"
-#include "metrics.h"
-#include "json.h"
+#include "control/metrics.h"
+#include "lib/json.h"
 
 /* Seqlock read attempts before giving up (a rebuild takes ~1 ms). */
 #define RING_READ_TRIES 1000

@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include "config.h"
+#include "config/config.h"
 #include "ctl.h"
-#include "metrics.h"
+#include "control/metrics.h"
 
 /* Column headers, indexed by enum pg_decision (display only). */
 static const char *const dec_col[PG_DEC_MAX] = {

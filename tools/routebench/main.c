@@ -23,13 +23,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "cacheidx.h"
-#include "config.h"
-#include "control.h"
+#include "lib/cacheidx.h"
+#include "config/config.h"
+#include "control/control.h"
 #include "gateway.h"
-#include "log.h"
-#include "maps.h"
-#include "route.h"
+#include "sys/log.h"
+#include "state/maps.h"
+#include "state/route.h"
 
 #define CONVS 512
 

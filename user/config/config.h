@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Configuration: the command line, SageMaker RoutingConfig JSON, listen /
+ * backend addresses and the backends file. Pure parsing; the only I/O is
+ * printing --help / --version to the FILE * given and pg_read_file().
+ *
+ * Addresses are IPv4 only ("A.B.C.D:PORT", "localhost:PORT", ":PORT" for
+ * all interfaces) and never resolved through DNS, so parsing cannot block.
+ */
+#ifndef PG_CONFIG_H
+#define PG_CONFIG_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include "lib/balancer.h"
+#include "prefixgate.h"
+
+#define PG_VERSION          "0.1.0"
+#define PG_LISTEN_DEFAULT   "127.0.0.1:8080"
+#define PG_ADMIN_DEFAULT    "127.0.0.1:9090"
+#define PG_PIN_PATH_DEFAULT "/sys/fs/bpf/prefixgate"
+#define PG_WORKERS_MAX      64
+#define PG_ADDR_STRLEN      22            /* "255.255.255.255:65535" + NUL */
+#define PG_CONFIG_FILE_MAX  (1024 * 1024) /* larger config files are refused */
+/* --max-body-size default: 64 MiB, past any prompt a context window holds
+ * (a 1M-token prompt is ~4 MiB of text), short of a memory-filling upload. */
+#define PG_MAX_BODY_DEFAULT 67108864
+#define PG_STR_(x)          #x
+#define PG_STR(x)           PG_STR_(x)
+
+enum pg_data_path {
+	PG_DATA_AUTO = 0,    /* best the kernel and privileges allow */
+	PG_DATA_COPY = 1,    /* responses copied through userspace */
+	PG_DATA_SOCKMAP = 2, /* sk_skb verdict redirect backend -> client */
+	PG_DATA_SOCKMSG = 3, /* sk_msg on same-host backends' sockets */
+};
+
+/* Active health checks (health.h). */
+struct pg_health_cfg {
+	const char *path;     /* GET this on each backend; NULL: checks off */
+	unsigned interval_ms; /* between rounds */
+	unsigned timeout_ms;  /* per check */
+	unsigned rise, fall;  /* results in a row that change a backend's state */
+};
+
+/* Client and backend timeouts, milliseconds. */
+struct pg_timeouts {
+	unsigned header_ms;     /* first byte of a request head -> head complete */
+	unsigned body_ms;       /* between request body bytes */
+	unsigned idle_ms;       /* keep-alive client with no request */
+	unsigned connect_ms;    /* backend connect */
+	unsigned first_byte_ms; /* request dispatched -> first response byte */
+};
+
+struct pg_config {
+	struct sockaddr_in listen, admin;
+	char **backends; /* --backend values, canonical "A.B.C.D:PORT", owned */
+	size_t nbackends;
+	const char *backends_file;  /* --backends-file (points into argv), or NULL */
+	const char *routing_config; /* --routing-config (points into argv), or NULL */
+	struct pg_route_cfg route;  /* routing config file, then explicit flags */
+	unsigned workers;           /* 0: one per CPU */
+	enum pg_data_path data_path;
+	bool no_bpf;
+	const char *pin_path; /* points into argv, or PG_PIN_PATH_DEFAULT */
+	const char *bpf_cgroup; /* --bpf-cgroup (points into argv); NULL: probe */
+	struct pg_health_cfg health;
+	/* Operations (privilege.h, lifecycle.h). */
+	const char *user;            /* --user: drop to it after start-up, or NULL */
+	const char *admin_token_file; /* --admin-token-file (points into argv), or NULL */
+	char *admin_token;           /* --admin-token or the file's; owned; NULL: none */
+	unsigned shutdown_timeout_s; /* drain at SIGTERM at most this long */
+	unsigned max_in_flight;      /* gateway-wide request cap; 0: off */
+	unsigned max_connections;    /* client connections per worker; 0: off */
+	unsigned max_body;           /* request body bytes at most (413 beyond) */
+	unsigned cache_capacity;     /* cache_aware: tokens of KV cache per instance */
+	bool route_header;           /* X-Prefixgate-Route on every response */
+	struct pg_timeouts timeouts;
+	unsigned splice_budget;      /* in-kernel paths: bytes in flight per client */
+	const char *access_log;      /* --access-log FILE, or NULL */
+	unsigned metrics_scrape_ms; /* GET /metrics of each backend every MS; 0: off */
+	unsigned predict_window_ms; /* predicted hit: same backend within this long */
+	bool shadow;                /* also compute what prefix_aware would choose */
+	enum pg_load_signal load_signal;
+};
+
+/*
+ * Parse the command line (see --help, or usage in DESIGN.md). Both
+ * "--flag value" and "--flag=value"; repeating a flag other than --backend
+ * keeps the last value. --routing-config and --backends-file are read and
+ * checked here (the backends file is only validated: the caller reads it
+ * again, e.g. on SIGHUP); explicit --strategy / --prefix-length /
+ * --concurrency-threshold override the routing config file in any order.
+ *
+ * Returns 0: run; 1: --help or --version was printed to out, exit 0;
+ * 2: usage error, err holds one line naming the flag, e.g.
+ * "--prefix-length: 100 is out of range 1024-65536". cfg is always left in
+ * a state pg_config_free() accepts; on 1 and 2 it holds nothing to free.
+ * Keeps no state between calls.
+ */
+int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, char *err,
+                    size_t errlen);
+void pg_config_free(struct pg_config *cfg);
+
+/* Print the usage text (every flag, its default and meaning) to out. */
+void pg_config_usage(FILE *out);
+
+/*
+ * SageMaker RoutingConfig, e.g.
+ *   {"RoutingStrategy":"PREFIX_AWARE",
+ *    "PrefixAwareRoutingConfig":{"PrefixLength":4096,"ConcurrencyThreshold":10}}
+ * or the same wrapped as {"RoutingConfig":{...}}. The document is the whole
+ * routing config: RoutingStrategy is required (case-insensitive RANDOM,
+ * LEAST_OUTSTANDING_REQUESTS, PREFIX_AWARE); missing PrefixAwareRoutingConfig
+ * fields take PG_PREFIX_LENGTH_DEFAULT / PG_CONCURRENCY_DEFAULT. Unknown
+ * fields, wrong types and out-of-range values are errors naming the field
+ * ("PrefixAwareRoutingConfig.ConcurrencyThreshold: 0 is out of range
+ * 1-1024"). Returns 0 and replaces *io, or -1 with err set and *io untouched.
+ */
+int pg_routing_config_parse(const char *json, size_t len, struct pg_route_cfg *io, char *err,
+                            size_t errlen);
+
+/* Strategy by name, case-insensitive: random, least_outstanding_requests,
+ * prefix_aware (so SageMaker's RANDOM etc. too). 0 or -1. */
+int pg_strategy_parse(const char *s, size_t len, enum pg_strategy *out);
+/* The flag spelling: "random", ..., "cache_aware". */
+const char *pg_strategy_flag(enum pg_strategy s);
+/* SageMaker spelling: "RANDOM", "LEAST_OUTSTANDING_REQUESTS", "PREFIX_AWARE"
+ * (and prefixgate's "CACHE_AWARE"). */
+const char *pg_strategy_name(enum pg_strategy s);
+
+/* "A.B.C.D:PORT", "localhost:PORT" (127.0.0.1) or ":PORT" (0.0.0.0); port
+ * 1-65535, decimal. IPv4 only. 0, or -1 with err naming the input. */
+int pg_addr_parse(const char *s, struct sockaddr_in *out, char *err, size_t errlen);
+/* "A.B.C.D:PORT" into buf (PG_ADDR_STRLEN bytes); returns buf. */
+char *pg_addr_format(const struct sockaddr_in *a, char *buf);
+
+/*
+ * Backends file: one ADDR:PORT a line; '#' starts a comment (whole line or
+ * after the address); blank lines and surrounding whitespace are ignored.
+ * On success *out is a malloc'ed array of *n canonical "A.B.C.D:PORT"
+ * strings (free with pg_backends_free). Errors name the line ("line 3:
+ * ..."); the same address twice, or more than PG_MAX_BACKENDS - 1
+ * addresses, is an error.
+ */
+int pg_backends_parse(const char *text, size_t len, char ***out, size_t *n, char *err,
+                      size_t errlen);
+void pg_backends_free(char **v, size_t n);
+
+/* Read a whole file of at most max bytes into a malloc'ed, NUL-terminated
+ * buffer. 0, or -1 with err saying what failed (errno text). */
+int pg_read_file(const char *path, size_t max, char **buf, size_t *len, char *err, size_t errlen);
+
+#endif /* PG_CONFIG_H */

@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: MIT
+/*
+ * SageMaker RoutingConfig JSON and routing strategy names (see config.h for
+ * the contracts). Pure parsing, no I/O and no global state.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+#include <strings.h>
+#include "config/config.h"
+#include "config/config_internal.h"
+#include "lib/json.h"
+
+static const char *const strategy_names[] = {
+    [PG_STRATEGY_RANDOM] = "RANDOM",
+    [PG_STRATEGY_LEAST_OUTSTANDING] = "LEAST_OUTSTANDING_REQUESTS",
+    [PG_STRATEGY_PREFIX_AWARE] = "PREFIX_AWARE",
+    [PG_STRATEGY_CACHE_AWARE] = "CACHE_AWARE",
+};
+
+/* The same names as flags spell them (--strategy, logs, the dry run). */
+static const char *const strategy_flags[] = {
+    [PG_STRATEGY_RANDOM] = "random",
+    [PG_STRATEGY_LEAST_OUTSTANDING] = "least_outstanding_requests",
+    [PG_STRATEGY_PREFIX_AWARE] = "prefix_aware",
+    [PG_STRATEGY_CACHE_AWARE] = "cache_aware",
+};
+_Static_assert(sizeof(strategy_names) == sizeof(strategy_flags), "one name each");
+
+const char *pg_strategy_flag(enum pg_strategy s)
+{
+	if ((unsigned)s < sizeof(strategy_flags) / sizeof(strategy_flags[0]))
+		return strategy_flags[s];
+	return "unknown";
+}
+
+int pg_strategy_parse(const char *s, size_t len, enum pg_strategy *out)
+{
+	for (unsigned i = 0; i < sizeof(strategy_names) / sizeof(strategy_names[0]); i++) {
+		if (strlen(strategy_names[i]) == len && !strncasecmp(s, strategy_names[i], len)) {
+			*out = (enum pg_strategy)i;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+const char *pg_strategy_name(enum pg_strategy s)
+{
+	if ((unsigned)s < sizeof(strategy_names) / sizeof(strategy_names[0]))
+		return strategy_names[s];
+	return "UNKNOWN";
+}
+
+/* A token's text for an error message: printable ASCII, bounded. */
+static const char *tok_text(const struct pg_json *js, uint32_t i, bool unescape, char *buf,
+                            size_t cap)
+{
+	size_t n;
+
+	if (unescape) {
+		n = pg_json_str_copy(js, i, buf, cap - 1);
+	} else {
+		n = js->tok[i].end - js->tok[i].start;
+		memcpy(buf, js->src + js->tok[i].start, n < cap - 1 ? n : cap - 1);
+	}
+	if (n > cap - 1) {
+		n = cap - 1;
+		memcpy(buf + n - 3, "...", 3);
+	}
+	buf[n] = 0;
+	for (size_t k = 0; k < n; k++)
+		if ((unsigned char)buf[k] < 0x20 || (unsigned char)buf[k] > 0x7e)
+			buf[k] = '?';
+	return buf;
+}
+
+static int range_field(const struct pg_json *js, uint32_t v, const char *path, const char *name,
+                       int64_t min, int64_t max, uint32_t *out, char *err, size_t errlen)
+{
+	char num[40];
+	int64_t x;
+	int rc;
+
+	if (js->tok[v].type != PG_JSON_NUMBER) {
+		pg_errf(err, errlen, "%s%s: expected an integer, got %s", path, name,
+		        pg_json_type_name(js->tok[v].type));
+		return -1;
+	}
+	rc = pg_json_get_i64(js, v, &x);
+	if (rc == -EINVAL) {
+		pg_errf(err, errlen, "%s%s: %s is not an integer", path, name,
+		        tok_text(js, v, false, num, sizeof(num)));
+		return -1;
+	}
+	if (rc || x < min || x > max) {
+		pg_errf(err, errlen, "%s%s: %s is out of range %lld-%lld", path, name,
+		        tok_text(js, v, false, num, sizeof(num)), (long long)min, (long long)max);
+		return -1;
+	}
+	*out = (uint32_t)x;
+	return 0;
+}
+
+/* The integer members a nested config object may hold. */
+struct int_field {
+	const char *name;
+	int64_t min, max;
+	size_t off; /* of the uint32_t in struct pg_route_cfg */
+};
+
+static const struct int_field prefix_aware_fields[] = {
+    {"PrefixLength", PG_PREFIX_LENGTH_MIN, PG_PREFIX_LENGTH_MAX,
+     offsetof(struct pg_route_cfg, prefix_length)},
+    {"ConcurrencyThreshold", PG_CONCURRENCY_MIN, PG_CONCURRENCY_MAX,
+     offsetof(struct pg_route_cfg, concurrency_threshold)},
+    {NULL, 0, 0, 0},
+};
+
+/* CacheAwareConfig, a prefixgate extension. */
+static const struct int_field cache_aware_fields[] = {
+    {"MaxLoadGap", 0, PG_CONCURRENCY_MAX, offsetof(struct pg_route_cfg, max_load_gap)},
+    {NULL, 0, 0, 0},
+};
+
+/* A nested config object at token v (null: absent) of integer members
+ * from fields, with its path ("RoutingConfig.Name.") for messages. */
+static int sub_object(const struct pg_json *js, uint32_t v, const char *path, const char *name,
+                      const struct int_field *fields, struct pg_route_cfg *rc, char *err,
+                      size_t errlen)
+{
+	uint32_t k = pg_json_first(v);
+	char sub[96], member[64];
+
+	if (js->tok[v].type == PG_JSON_NULL)
+		return 0;
+	if (js->tok[v].type != PG_JSON_OBJECT) {
+		pg_errf(err, errlen, "%s%s: expected an object, got %s", path, name,
+		        pg_json_type_name(js->tok[v].type));
+		return -1;
+	}
+	snprintf(sub, sizeof(sub), "%s%s.", path, name);
+	for (uint32_t n = 0; n < js->tok[v].size; n++, k = pg_json_member_next(js, k)) {
+		const struct int_field *f = fields;
+
+		while (f->name && !pg_json_str_eq(js, k, f->name, strlen(f->name)))
+			f++;
+		if (!f->name) {
+			pg_errf(err, errlen, "%s%s: unknown field", sub,
+			        tok_text(js, k, true, member, sizeof(member)));
+			return -1;
+		}
+		if (range_field(js, k + 1, sub, f->name, f->min, f->max,
+		                (uint32_t *)((char *)rc + f->off), err, errlen))
+			return -1;
+	}
+	return 0;
+}
+
+static int routing_cfg(const struct pg_json *js, char *err, size_t errlen, struct pg_route_cfg *rc)
+{
+	uint32_t root = 0, k, v;
+	const char *path = "";
+	char name[64];
+	bool have_strategy = false;
+
+	if (js->tok[0].type != PG_JSON_OBJECT) {
+		pg_errf(err, errlen, "expected a JSON object, got %s",
+		        pg_json_type_name(js->tok[0].type));
+		return -1;
+	}
+	if (pg_json_find(js, 0, "RoutingConfig", 13) >= 0) {
+		/* wrapped: RoutingConfig must then be the only member */
+		for (k = 1; !pg_json_str_eq(js, k, "RoutingConfig", 13);)
+			k = pg_json_member_next(js, k);
+		if (js->tok[0].size != 1) {
+			k = k == 1 ? pg_json_member_next(js, 1) : 1;
+			pg_errf(err, errlen, "%s: unknown field",
+			        tok_text(js, k, true, name, sizeof(name)));
+			return -1;
+		}
+		root = k + 1;
+		path = "RoutingConfig.";
+		if (js->tok[root].type != PG_JSON_OBJECT) {
+			pg_errf(err, errlen, "RoutingConfig: expected an object, got %s",
+			        pg_json_type_name(js->tok[root].type));
+			return -1;
+		}
+	}
+	k = pg_json_first(root);
+	for (uint32_t n = 0; n < js->tok[root].size; n++, k = pg_json_member_next(js, k)) {
+		v = k + 1;
+		if (pg_json_str_eq(js, k, "RoutingStrategy", 15)) {
+			char s[40];
+			size_t l;
+
+			if (js->tok[v].type != PG_JSON_STRING) {
+				pg_errf(err, errlen, "%sRoutingStrategy: expected a string, got %s",
+				        path, pg_json_type_name(js->tok[v].type));
+				return -1;
+			}
+			l = pg_json_str_copy(js, v, s, sizeof(s));
+			if (l > sizeof(s) || pg_strategy_parse(s, l, &rc->strategy)) {
+				pg_errf(err, errlen,
+				        "%sRoutingStrategy: \"%s\" is not one of RANDOM, "
+				        "LEAST_OUTSTANDING_REQUESTS, PREFIX_AWARE, CACHE_AWARE",
+				        path, tok_text(js, v, true, name, sizeof(name)));
+				return -1;
+			}
+			have_strategy = true;
+		} else if (pg_json_str_eq(js, k, "CacheAwareConfig", 16)) {
+			if (sub_object(js, v, path, "CacheAwareConfig", cache_aware_fields, rc, err,
+			               errlen))
+				return -1;
+		} else if (pg_json_str_eq(js, k, "PrefixAwareRoutingConfig", 24)) {
+			if (sub_object(js, v, path, "PrefixAwareRoutingConfig", prefix_aware_fields,
+			               rc, err, errlen))
+				return -1;
+		} else {
+			pg_errf(err, errlen, "%s%s: unknown field", path,
+			        tok_text(js, k, true, name, sizeof(name)));
+			return -1;
+		}
+	}
+	if (!have_strategy) {
+		pg_errf(err, errlen,
+		        "%sRoutingStrategy: missing (RANDOM, LEAST_OUTSTANDING_REQUESTS, "
+		        "PREFIX_AWARE or CACHE_AWARE)",
+		        path);
+		return -1;
+	}
+	return 0;
+}
+
+int pg_routing_config_parse(const char *json, size_t len, struct pg_route_cfg *io, char *err,
+                            size_t errlen)
+{
+	struct pg_route_cfg rc = {
+	    .strategy = PG_STRATEGY_PREFIX_AWARE,
+	    .prefix_length = PG_PREFIX_LENGTH_DEFAULT,
+	    .concurrency_threshold = PG_CONCURRENCY_DEFAULT,
+	    .max_load_gap = PG_CA_GAP_DEFAULT,
+	};
+	struct pg_json js = {0};
+	int ret = -1;
+
+	if (pg_json_parse(&js, json, len))
+		pg_errf(err, errlen, "invalid JSON at byte %zu: %s", js.err_pos, js.err_msg);
+	else if (!routing_cfg(&js, err, errlen, &rc))
+		ret = 0;
+	pg_json_free(&js);
+	if (!ret)
+		*io = rc;
+	return ret;
+}

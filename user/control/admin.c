@@ -1,0 +1,586 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The admin API (admin.h): HTTP framing of one exchange and the request
+ * handlers (the output buffer is buf.c). No sockets: control.c moves the bytes.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include "control/admin.h"
+#include "config/config.h"
+#include "control/control.h"
+#include "lib/json.h"
+#include "lib/key.h"
+#include "control/metrics.h"
+#include "state/route.h"
+
+#define JSON_TYPE "application/json"
+
+const char *pg_admin_reason(int status)
+{
+	static const struct {
+		int status;
+		const char *text;
+	} reasons[] = {
+	    {100, "Continue"},
+	    {200, "OK"},
+	    {201, "Created"},
+	    {202, "Accepted"},
+	    {400, "Bad Request"},
+	    {401, "Unauthorized"},
+	    {404, "Not Found"},
+	    {405, "Method Not Allowed"},
+	    {409, "Conflict"},
+	    {413, "Content Too Large"},
+	    {414, "URI Too Long"},
+	    {431, "Request Header Fields Too Large"},
+	    {500, "Internal Server Error"},
+	    {501, "Not Implemented"},
+	    {503, "Service Unavailable"},
+	    {505, "HTTP Version Not Supported"},
+	};
+
+	for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++)
+		if (reasons[i].status == status)
+			return reasons[i].text;
+	return "Error";
+}
+
+/* ---- replies ------------------------------------------------------------- */
+
+static int reply_error(struct pg_admin_reply *r, int status, const char *msg)
+{
+	r->status = status;
+	r->content_type = JSON_TYPE;
+	r->body.len = 0;
+	pg_buf_puts(&r->body, "{\"error\":");
+	pg_buf_json_str(&r->body, msg, strlen(msg));
+	pg_buf_puts(&r->body, "}\n");
+	return status;
+}
+
+static bool str_is(struct pg_str s, const char *lit)
+{
+	return s.len == strlen(lit) && !memcmp(s.p, lit, s.len);
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c |= 0x20;
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Percent-decode s into a new NUL-terminated string (plus_space: '+' is a
+ * space, as in query strings); *n gets its length (a %00 makes it differ
+ * from strlen). NULL if out of memory. Invalid escapes are kept as is. */
+static char *url_decode(struct pg_str s, bool plus_space, size_t *n)
+{
+	char *d = malloc(s.len + 1);
+
+	if (!d)
+		return NULL;
+	*n = 0;
+	for (size_t i = 0; i < s.len; i++) {
+		if (s.p[i] == '%' && i + 2 < s.len && hexval(s.p[i + 1]) >= 0 &&
+		    hexval(s.p[i + 2]) >= 0) {
+			d[(*n)++] = (char)(hexval(s.p[i + 1]) << 4 | hexval(s.p[i + 2]));
+			i += 2;
+		} else {
+			d[(*n)++] = plus_space && s.p[i] == '+' ? ' ' : s.p[i];
+		}
+	}
+	d[*n] = 0;
+	return d;
+}
+
+static void member_json(struct pg_buf *o, const struct pg_gateway *gw, int id, uint64_t now)
+{
+	const struct pg_backend *b = &gw->maps.backends[id];
+	uint16_t f = __atomic_load_n(&b->flags, __ATOMIC_ACQUIRE);
+	bool down = !pg_backend_healthy(b, now);
+	uint64_t req[PG_DEC_MAX], total = 0;
+	char name[PG_ADDR_STRLEN];
+
+	for (int d = 0; d < PG_DEC_MAX; d++)
+		total += req[d] = __atomic_load_n(&b->requests[d], __ATOMIC_RELAXED);
+	pg_buf_printf(o,
+	              "{\"id\":%d,\"address\":\"%s\",\"healthy\":%s,\"draining\":%s,"
+	              "\"in_flight\":%d,\"requests\":%llu,\"failures\":%llu,\"epoch\":%u,"
+	              "\"requests_by_decision\":{",
+	              id, pg_backend_name(b, name, sizeof(name)), down ? "false" : "true",
+	              f & PG_BACKEND_DRAINING ? "true" : "false",
+	              __atomic_load_n(&b->in_flight, __ATOMIC_RELAXED), (unsigned long long)total,
+	              (unsigned long long)__atomic_load_n(&b->failures, __ATOMIC_RELAXED),
+	              b->epoch);
+	for (int d = 0; d < PG_DEC_MAX; d++)
+		pg_buf_printf(o, "%s\"%s\":%llu", d ? "," : "", pg_decision_name((unsigned)d),
+		              (unsigned long long)req[d]);
+	pg_buf_puts(o, "}}");
+}
+
+/* ---- handlers -------------------------------------------------------------- */
+
+static int h_health(struct pg_gateway *gw, struct pg_admin_reply *r)
+{
+	unsigned max = pg_max_backend_id(gw), n = 0, healthy = 0;
+	uint64_t now = pg_now_ms();
+
+	for (unsigned id = 1; id <= max; id++) {
+		const struct pg_backend *b = &gw->maps.backends[id];
+		uint16_t f = __atomic_load_n(&b->flags, __ATOMIC_ACQUIRE);
+
+		if (!(f & PG_BACKEND_ACTIVE) || (f & PG_BACKEND_DRAINING))
+			continue;
+		n++;
+		healthy += pg_backend_usable(b, now);
+	}
+	pg_buf_printf(&r->body, "{\"status\":\"ok\",\"backends\":%u,\"healthy\":%u}\n", n, healthy);
+	return r->status = 200;
+}
+
+static int h_backends_get(struct pg_gateway *gw, struct pg_admin_reply *r)
+{
+	unsigned max = pg_max_backend_id(gw);
+	uint64_t now = pg_now_ms();
+	bool first = true;
+
+	pg_buf_puts(&r->body, "[");
+	for (unsigned id = 1; id <= max; id++) {
+		if (!(__atomic_load_n(&gw->maps.backends[id].flags, __ATOMIC_ACQUIRE) &
+		      PG_BACKEND_ACTIVE))
+			continue;
+		pg_buf_puts(&r->body, first ? "\n" : ",\n");
+		member_json(&r->body, gw, (int)id, now);
+		first = false;
+	}
+	pg_buf_puts(&r->body, "\n]\n");
+	return r->status = 200;
+}
+
+static int member_status(struct pg_gateway *gw, int id, int ok, const char *err,
+                         struct pg_admin_reply *r)
+{
+	if (id == -EINVAL)
+		return reply_error(r, 400, err);
+	if (id == -ENOENT)
+		return reply_error(r, 404, err);
+	if (id < 0)
+		return reply_error(r, 409, err);
+	member_json(&r->body, gw, id, pg_now_ms());
+	pg_buf_puts(&r->body, "\n");
+	return r->status = ok;
+}
+
+static int h_backends_post(struct pg_gateway *gw, const char *body, size_t len,
+                           struct pg_admin_reply *r)
+{
+	struct pg_json js = {0};
+	char addr[64], err[256];
+	int64_t v = -1;
+	size_t alen;
+	int id;
+
+	if (pg_json_parse(&js, body ? body : "", len)) {
+		snprintf(err, sizeof(err), "invalid JSON at byte %zu: %s", js.err_pos, js.err_msg);
+		goto bad;
+	}
+	if (js.tok[0].type != PG_JSON_OBJECT) {
+		snprintf(err, sizeof(err), "expected {\"address\":\"host:port\"}");
+		goto bad;
+	}
+	for (uint32_t k = 1, n = 0; n < js.tok[0].size; n++, k = pg_json_member_next(&js, k)) {
+		if (!pg_json_str_eq(&js, k, "address", 7)) {
+			snprintf(err, sizeof(err), "unknown field (only \"address\" is accepted)");
+			goto bad;
+		}
+		v = k + 1;
+	}
+	if (v < 0 || js.tok[v].type != PG_JSON_STRING) {
+		snprintf(err, sizeof(err), "address: %s", v < 0 ? "missing" : "expected a string");
+		goto bad;
+	}
+	alen = pg_json_str_copy(&js, (uint32_t)v, addr, sizeof(addr) - 1);
+	if (alen > sizeof(addr) - 1) {
+		snprintf(err, sizeof(err), "address: too long");
+		goto bad;
+	}
+	addr[alen] = 0;
+	if (strlen(addr) != alen) {
+		snprintf(err, sizeof(err), "address: contains a NUL character");
+		goto bad;
+	}
+	pg_json_free(&js);
+	id = pg_member_add(gw, addr, err, sizeof(err));
+	return member_status(gw, id, 201, err, r);
+bad:
+	pg_json_free(&js);
+	return reply_error(r, 400, err);
+}
+
+static int h_backend_delete(struct pg_gateway *gw, struct pg_str addr, struct pg_admin_reply *r)
+{
+	size_t n;
+	char *a = url_decode(addr, false, &n), err[256];
+	int id;
+
+	if (!a)
+		return reply_error(r, 500, "out of memory");
+	if (strlen(a) != n) {
+		free(a);
+		return reply_error(r, 400, "address contains a NUL character");
+	}
+	id = pg_member_remove(gw, a, err, sizeof(err));
+	free(a);
+	return member_status(gw, id, 202, err, r);
+}
+
+static void routing_json(struct pg_buf *o, const struct pg_route_cfg *rc)
+{
+	pg_buf_printf(o,
+	              "{\"RoutingStrategy\":\"%s\",\"PrefixAwareRoutingConfig\":"
+	              "{\"PrefixLength\":%u,\"ConcurrencyThreshold\":%u}",
+	              pg_strategy_name(rc->strategy), rc->prefix_length, rc->concurrency_threshold);
+	if (rc->strategy == PG_STRATEGY_CACHE_AWARE)
+		pg_buf_printf(o, ",\"CacheAwareConfig\":{\"MaxLoadGap\":%u}", rc->max_load_gap);
+	pg_buf_puts(o, "}\n");
+}
+
+static int h_routing_put(struct pg_gateway *gw, const char *body, size_t len,
+                         struct pg_admin_reply *r)
+{
+	struct pg_route_cfg rc;
+	char err[256];
+
+	if (pg_routing_config_parse(body ? body : "", len, &rc, err, sizeof(err)))
+		return reply_error(r, 400, err);
+	pg_control_set_routing(gw, &rc, "PUT /routing");
+	routing_json(&r->body, &rc);
+	return r->status = 200;
+}
+
+static const char *const key_sources[] = {
+    [PG_KEY_SRC_RAW] = "raw",
+    [PG_KEY_SRC_MESSAGES] = "messages",
+    [PG_KEY_SRC_HEADER] = "header",
+    [PG_KEY_SRC_CACHE_FIELD] = "prompt_cache_key",
+};
+static const char *const api_names[] = {
+    [PG_API_RAW] = "raw", [PG_API_CHAT] = "chat", [PG_API_COMPLETIONS] = "completions"};
+
+/* Bytes of the key shown by the dry run ("key_preview"). */
+#define KEY_PREVIEW 256
+
+/* A fresh 64-bit random number for the balancer (splitmix64 over a
+ * clock-seeded counter; control thread only, quality is not critical). */
+static uint64_t dry_run_rnd(void)
+{
+	static uint64_t st;
+	uint64_t z;
+
+	if (!st)
+		st = pg_now_ns() | 1;
+	z = (st += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body, size_t len,
+                   struct pg_admin_reply *r)
+{
+	static const struct pg_str post = {"POST", 4};
+	char *path = NULL, *key = NULL, *name, *val, preview[KEY_PREVIEW], err[160],
+	     nb[PG_ADDR_STRLEN];
+	size_t path_len = 0, key_len = 0, nlen, vlen, tlen = 0;
+	struct pg_route_input in = {
+	    .api = PG_API_RAW, .body = body ? body : "", .body_len = len, .complete = true};
+	struct pg_route_cfg rc;
+	struct pg_choice ch;
+	uint64_t anchor;
+	struct pg_key k;
+	uint16_t id;
+	int status = 0;
+
+	/* ?path=P&key=K, in any order; the last of a repeated name wins */
+	for (size_t i = 0; i < query.len && !status;) {
+		const char *amp = memchr(query.p + i, '&', query.len - i);
+		size_t end = amp ? (size_t)(amp - query.p) : query.len;
+		const char *eq = memchr(query.p + i, '=', end - i);
+		size_t ne = eq ? (size_t)(eq - query.p) : end;
+
+		name = url_decode((struct pg_str){query.p + i, ne - i}, true, &nlen);
+		val = url_decode(
+		    (struct pg_str){query.p + ne + (eq != NULL), end - ne - (eq != NULL)}, true,
+		    &vlen);
+		if (!name || !val) {
+			status = reply_error(r, 500, "out of memory");
+		} else if (!strcmp(name, "path") || !strcmp(name, "key")) {
+			bool is_path = name[0] == 'p';
+
+			free(is_path ? path : key);
+			*(is_path ? &path : &key) = val;
+			*(is_path ? &path_len : &key_len) = vlen;
+			val = NULL;
+		} else if (nlen) {
+			snprintf(err, sizeof(err), "unknown query parameter \"%.40s\" (path, key)",
+			         name);
+			status = reply_error(r, 400, err);
+		}
+		free(name);
+		free(val);
+		i = end + 1;
+	}
+	if (!status && path && path[0] != '/')
+		status = reply_error(r, 400, "path: must start with '/'");
+	if (status)
+		goto out;
+	if (path)
+		in.api = pg_key_api(post, (struct pg_str){path, path_len});
+	if (key)
+		in.header_key = (struct pg_str){key, key_len};
+
+	pg_route_cfg_load(gw, &rc);
+	id = pg_route_dry(gw, &in, NULL, dry_run_rnd(), &k, &ch);
+	anchor = k.anchor;
+	/* The key again, for its text: same inputs, same key. */
+	pg_key_compute(in.api, in.header_key, in.body, in.body_len, true, rc.prefix_length, &k,
+	               preview, sizeof(preview), &tlen);
+
+	pg_buf_puts(&r->body, "{");
+	if (id)
+		pg_buf_printf(&r->body, "\"backend\":\"%s\",\"backend_id\":%u,\"reason\":\"%s\",",
+		              pg_backend_name(&gw->maps.backends[id], nb, sizeof(nb)), id,
+		              pg_decision_name(ch.decision));
+	else
+		pg_buf_puts(&r->body, "\"backend\":null,\"error\":\"no usable backend\",");
+	if (rc.strategy == PG_STRATEGY_CACHE_AWARE)
+		pg_buf_printf(&r->body, "\"matched\":%u,\"anchor_hash\":\"0x%016llx\",", ch.matched,
+		              (unsigned long long)anchor);
+	pg_buf_puts(&r->body, "\"candidates\":[");
+	for (unsigned c = 0; c < ch.ncand && id; c++)
+		pg_buf_printf(&r->body, "%s\"%s\"", c ? "," : "",
+		              pg_backend_name(&gw->maps.backends[ch.cand[c]], nb, sizeof(nb)));
+	pg_buf_printf(
+	    &r->body,
+	    "],\"strategy\":\"%s\",\"api\":\"%s\",\"key_hash\":\"0x%016llx\","
+	    "\"key_length\":%u,\"key_source\":\"%s\",\"fallback\":%s,"
+	    "\"ring_generation\":%llu,\"key_preview\":",
+	    pg_strategy_flag(rc.strategy),
+	    api_names[in.api], (unsigned long long)k.hash, k.length,
+	    k.source < 4 ? key_sources[k.source] : "unknown", k.fallback ? "true" : "false",
+	    (unsigned long long)__atomic_load_n(&gw->maps.state->ring_generation,
+	                                        __ATOMIC_RELAXED));
+	pg_buf_json_str(&r->body, preview, tlen < sizeof(preview) ? tlen : sizeof(preview));
+	pg_buf_puts(&r->body, "}\n");
+	status = r->status = id ? 200 : 503;
+out:
+	free(path);
+	free(key);
+	return status;
+}
+
+int pg_admin_handle(struct pg_gateway *gw, struct pg_str method, struct pg_str path,
+                    struct pg_str query, const char *body, size_t len, struct pg_admin_reply *out)
+{
+	static const char prefix[] = "/backends/";
+	const size_t plen = sizeof(prefix) - 1;
+	const bool get = str_is(method, "GET");
+	struct pg_route_cfg rc;
+	char msg[128];
+
+	memset(out, 0, sizeof(*out));
+	out->content_type = JSON_TYPE;
+	if (len > PG_ADMIN_BODY_MAX)
+		return reply_error(out, 413, "request body larger than 16 MiB");
+	if (str_is(path, "/health")) {
+		if (get)
+			return h_health(gw, out);
+		out->allow = "GET";
+	} else if (str_is(path, "/metrics")) {
+		if (get) {
+			out->content_type = PG_METRICS_CONTENT_TYPE;
+			pg_metrics_render(gw, &out->body);
+			return out->status = 200;
+		}
+		out->allow = "GET";
+	} else if (str_is(path, "/backends")) {
+		if (get)
+			return h_backends_get(gw, out);
+		if (str_is(method, "POST"))
+			return h_backends_post(gw, body, len, out);
+		out->allow = "GET, POST";
+	} else if (path.len > plen && !memcmp(path.p, prefix, plen)) {
+		if (str_is(method, "DELETE"))
+			return h_backend_delete(gw, (struct pg_str){path.p + plen, path.len - plen},
+			                        out);
+		out->allow = "DELETE";
+	} else if (str_is(path, "/route")) {
+		if (str_is(method, "POST"))
+			return h_route(gw, query, body, len, out);
+		out->allow = "POST";
+	} else if (str_is(path, "/routing")) {
+		if (get) {
+			pg_route_cfg_load(gw, &rc);
+			routing_json(&out->body, &rc);
+			return out->status = 200;
+		}
+		if (str_is(method, "PUT"))
+			return h_routing_put(gw, body, len, out);
+		out->allow = "GET, PUT";
+	} else {
+		return reply_error(
+		    out, 404,
+		    "no such endpoint (GET /health /metrics /backends /routing, "
+		    "POST /backends /route, DELETE /backends/ADDR:PORT, PUT /routing)");
+	}
+	snprintf(msg, sizeof(msg), "method not allowed here; allowed: %s", out->allow);
+	return reply_error(out, 405, msg);
+}
+
+/* ---- HTTP framing ------------------------------------------------------------ */
+
+static void reply_bytes(struct pg_buf *out, struct pg_admin_reply *r)
+{
+	if (r->body.oom) {
+		pg_buf_free(&r->body);
+		reply_error(r, 500, "out of memory");
+	}
+	pg_buf_printf(out,
+	              "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+	              "Cache-Control: no-store\r\nConnection: close\r\n",
+	              r->status, pg_admin_reason(r->status), r->content_type, r->body.len);
+	if (r->allow)
+		pg_buf_printf(out, "Allow: %s\r\n", r->allow);
+	if (r->status == 401)
+		pg_buf_puts(out, "WWW-Authenticate: Bearer realm=\"prefixgate\"\r\n");
+	pg_buf_puts(out, "\r\n");
+	pg_buf_append(out, r->body.p, r->body.len);
+	pg_buf_free(&r->body);
+}
+
+static bool input_error(struct pg_buf *out, int status)
+{
+	struct pg_admin_reply r = {0};
+	const char *msg = status == 413   ? "request body larger than 16 MiB"
+	                  : status == 414 ? "request target too long"
+	                  : status == 431 ? "request head too large"
+	                  : status == 501 ? "unsupported Transfer-Encoding"
+	                  : status == 505 ? "HTTP version not supported"
+	                                  : "malformed request";
+
+	reply_error(&r, status, msg);
+	reply_bytes(out, &r);
+	return true;
+}
+
+bool pg_admin_authorized(const struct pg_gateway *gw, const struct pg_http_request *req)
+{
+	const char *want = gw->cfg ? gw->cfg->admin_token : NULL;
+	const struct pg_http_header *h;
+	volatile unsigned char diff;
+	size_t n, tlen;
+	const char *tok;
+
+	if (!want)
+		return true;
+	h = pg_http_find(req, "Authorization");
+	if (!h || h->value.len < 7 || strncasecmp(h->value.p, "Bearer ", 7))
+		return false;
+	tok = h->value.p + 7;
+	tlen = h->value.len - 7;
+	n = strlen(want);
+	/* Constant time in what the client sent: every byte of the token is
+	 * compared whatever the first difference, and the loop runs over the
+	 * token's length, not the client's. */
+	diff = tlen != n;
+	for (size_t i = 0; i < n; i++)
+		diff |= (unsigned char)want[i] ^ (unsigned char)(i < tlen ? tok[i] : 0);
+	return diff == 0;
+}
+
+bool pg_admin_input(struct pg_gateway *gw, struct pg_admin_conn *c, struct pg_buf *out)
+{
+	struct pg_http_request req;
+	struct pg_admin_reply r;
+	struct pg_str query = {0};
+	const char *body = NULL, *q;
+	size_t blen = 0, used, off, dlen;
+	ssize_t h;
+
+	/* head, chunk framing and body of the largest request taken */
+	if (c->in.len > PG_HTTP_MAX_HEAD + 2 * (size_t)PG_ADMIN_BODY_MAX)
+		return input_error(out, 413);
+	if (!c->head_done && !pg_http_head_ready(c->in.p, c->in.len, &c->scan))
+		return false;
+	h = pg_http_parse_request(c->in.p, c->in.len, &req);
+	if (h <= 0)
+		return h < 0 ? input_error(out, (int)-h) : false;
+	if (!pg_admin_authorized(gw, &req)) {
+		/* At the head: no body of an unauthenticated client is buffered. */
+		memset(&r, 0, sizeof(r));
+		reply_error(&r, 401, "missing or wrong admin token: send \"Authorization: Bearer "
+		                     "TOKEN\" (--admin-token)");
+		reply_bytes(out, &r);
+		return true;
+	}
+	if (!c->head_done) {
+		c->head_done = true;
+		pg_chunked_init(&c->ch);
+		c->ch_pos = (size_t)h;
+	}
+	if (req.body == PG_BODY_LENGTH) {
+		if (req.content_length > PG_ADMIN_BODY_MAX)
+			return input_error(out, 413);
+		body = c->in.p + h;
+		blen = (size_t)req.content_length;
+		if (c->in.len - (size_t)h < blen)
+			goto more;
+	} else if (req.body == PG_BODY_CHUNKED) {
+		for (;;) {
+			enum pg_chunked_rc rc = pg_chunked_feed(
+			    &c->ch, c->in.p + c->ch_pos, c->in.len - c->ch_pos, &used, &off, &dlen);
+
+			if (rc == PG_CHUNKED_ERROR)
+				return input_error(out, 400);
+			if (rc == PG_CHUNKED_DATA)
+				pg_buf_append(&c->body, c->in.p + c->ch_pos + off, dlen);
+			c->ch_pos += used;
+			if (c->body.len > PG_ADMIN_BODY_MAX)
+				return input_error(out, 413);
+			if (rc == PG_CHUNKED_MORE)
+				goto more;
+			if (rc == PG_CHUNKED_DONE)
+				break;
+		}
+		body = c->body.p;
+		blen = c->body.len;
+	}
+	q = memchr(req.target.p, '?', req.target.len);
+	if (q)
+		query = (struct pg_str){q + 1, (size_t)(req.target.p + req.target.len - q - 1)};
+	pg_admin_handle(gw, req.method, req.path, query, body, blen, &r);
+	reply_bytes(out, &r);
+	return true;
+more:
+	if (req.expect_continue && !c->continued) {
+		c->continued = true;
+		pg_buf_puts(out, "HTTP/1.1 100 Continue\r\n\r\n");
+	}
+	return false;
+}
+
+void pg_admin_conn_free(struct pg_admin_conn *c)
+{
+	pg_buf_free(&c->in);
+	pg_buf_free(&c->body);
+	memset(c, 0, sizeof(*c));
+}
+
+bool pg_admin_head_complete(const struct pg_admin_conn *c)
+{
+	return c->head_done;
+}

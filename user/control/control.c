@@ -1,0 +1,643 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The control thread (control.h): start-up and SIGHUP reading of the
+ * configuration files, then the thread itself with the admin listener,
+ * whose requests admin.c answers. Membership, ring rebuilds and the
+ * periodic drain / DOWN expiry are in members.c.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "control/admin.h"
+#include "config/config.h"
+#include "control/control.h"
+#include "control/control_internal.h"
+#include "sys/log.h"
+#include "control/metrics.h"
+
+/* The one definition of the control thread's state (control_internal.h). */
+struct pg_ctl_state pg_ctl = {.lfd = -1, .sfd = -1, .efd = -1, .ifd = -1};
+
+/* Read and parse --backends-file; errors name FILE:LINE. */
+static int read_backends_file(const char *path, char ***list, size_t *n, char *err, size_t errlen)
+{
+	char *text, e[256];
+	size_t len;
+	unsigned line;
+	int off = 0;
+
+	if (pg_read_file(path, PG_CONFIG_FILE_MAX, &text, &len, e, sizeof(e))) {
+		snprintf(err, errlen, "--backends-file %s: %s", path, e);
+		return -1;
+	}
+	if (pg_backends_parse(text, len, list, n, e, sizeof(e))) {
+		if (sscanf(e, "line %u: %n", &line, &off) == 1 && off > 0)
+			snprintf(err, errlen, "%s:%u: %s", path, line, e + off);
+		else
+			snprintf(err, errlen, "%s: %s", path, e);
+		free(text);
+		return -1;
+	}
+	free(text);
+	return 0;
+}
+
+/* Remember the routing config file's content (it is applied again on
+ * SIGHUP only if it changes). 1: it changed, 0: same, -1: unreadable. */
+static int routing_file_changed(const char *path, char **text, size_t *len, char *err,
+                                size_t errlen)
+{
+	char e[256];
+
+	if (pg_read_file(path, PG_CONFIG_FILE_MAX, text, len, e, sizeof(e))) {
+		snprintf(err, errlen, "--routing-config %s: %s", path, e);
+		return -1;
+	}
+	if (pg_ctl.route_text && pg_ctl.route_len == *len &&
+	    !memcmp(pg_ctl.route_text, *text, *len)) {
+		free(*text);
+		return 0;
+	}
+	return 1;
+}
+
+static void keep_routing_text(char *text, size_t len)
+{
+	free(pg_ctl.route_text);
+	pg_ctl.route_text = text;
+	pg_ctl.route_len = len;
+}
+
+int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
+{
+	const struct pg_config *cfg = gw->cfg;
+	struct sockaddr_in sa;
+	bool changed = false;
+	char **list = NULL, *text;
+	size_t n = 0, len;
+	int rc = 0;
+
+	memset(pg_ctl.origin, 0, sizeof(pg_ctl.origin));
+	memset(pg_ctl.drain_since, 0, sizeof(pg_ctl.drain_since));
+	keep_routing_text(NULL, 0);
+	pg_ctl.gw = gw;
+	gw->maps.state->strategy = (uint32_t)cfg->route.strategy;
+	gw->maps.state->prefix_length = cfg->route.prefix_length;
+	gw->maps.state->concurrency_threshold = cfg->route.concurrency_threshold;
+	gw->maps.state->ca_max_load_gap = cfg->route.max_load_gap;
+
+	/* The command line already applied the file: only remember it. */
+	if (cfg->routing_config) {
+		if (routing_file_changed(cfg->routing_config, &text, &len, err, errlen) < 0)
+			return -1;
+		keep_routing_text(text, len);
+	}
+	for (size_t i = 0; i < cfg->nbackends && rc >= 0; i++) {
+		rc = pg_ctl_parse_addr(cfg->backends[i], &sa, err, errlen);
+		if (!rc)
+			rc = pg_ctl_add_one(gw, &sa, PG_ORIGIN_STATIC, true, &changed, err, errlen);
+	}
+	if (rc >= 0 && cfg->backends_file) {
+		rc = read_backends_file(cfg->backends_file, &list, &n, err, errlen);
+		if (!rc)
+			rc = pg_ctl_sync_file(gw, list, n, &changed, err, errlen);
+		pg_backends_free(list, n);
+	}
+	if (rc < 0)
+		return -1;
+	pg_control_rebuild_ring(gw);
+	if (!gw->maps.state->nbackends)
+		pg_warn("no backends yet: requests get 502 until some are added "
+		        "(POST /backends, or the backends file and SIGHUP)");
+	return 0;
+}
+
+/* Re-read --backends-file and sync membership; why names the trigger. */
+static int reload_backends(struct pg_gateway *gw, const char *why)
+{
+	const struct pg_config *cfg = gw->cfg;
+	uint32_t before = gw->maps.state->nbackends;
+	char err[512], **list;
+	size_t n;
+	int changes;
+
+	if (read_backends_file(cfg->backends_file, &list, &n, err, sizeof(err))) {
+		pg_error("%s: %s; membership unchanged", why, err);
+		return -1;
+	}
+	changes = pg_members_sync(gw, list, n, err, sizeof(err));
+	pg_backends_free(list, n);
+	if (changes < 0)
+		pg_error("%s: %s", why, err);
+	pg_info("%s: --backends-file %s: %u -> %u backends in the ring (%d added or drained)", why,
+	        cfg->backends_file, before, gw->maps.state->nbackends, changes < 0 ? 0 : changes);
+	return changes < 0 ? -1 : 0;
+}
+
+int pg_control_reload(struct pg_gateway *gw)
+{
+	const struct pg_config *cfg = gw->cfg;
+	struct pg_route_cfg rc;
+	char err[512], *text;
+	size_t len;
+	int ret = 0;
+
+	if (cfg->backends_file && reload_backends(gw, "reload"))
+		ret = -1;
+	if (cfg->routing_config) {
+		switch (routing_file_changed(cfg->routing_config, &text, &len, err, sizeof(err))) {
+		case -1:
+			pg_error("reload: %s; routing config unchanged", err);
+			ret = -1;
+			break;
+		case 0:
+			pg_info("reload: --routing-config %s unchanged", cfg->routing_config);
+			break;
+		default:
+			if (pg_routing_config_parse(text, len, &rc, err, sizeof(err))) {
+				pg_error(
+				    "reload: --routing-config %s: %s; routing config unchanged",
+				    cfg->routing_config, err);
+				free(text);
+				ret = -1;
+				break;
+			}
+			keep_routing_text(text, len);
+			pg_control_set_routing(gw, &rc, "--routing-config re-read");
+		}
+	}
+	return ret;
+}
+
+/* ---- the thread and the admin listener ------------------------------- */
+
+/*
+ * Admin connection policy: a local process must not be able to lock out
+ * the admin API by opening connections and sending nothing (or a trickle),
+ * neither with PG_ADMIN_MAX_CONNS at once nor by reconnecting forever.
+ *
+ * - A connection is "idle" until its request head is complete
+ *   (pg_admin_head_complete, or answered at the head with an error), and
+ *   again once its reply is sent and it lingers, waiting for the client's
+ *   EOF. Between the two it is "busy": its body is being received or its
+ *   reply written.
+ * - Timeouts, from accept: the head must be complete within
+ *   PG_ADMIN_HEADER_TIMEOUT_MS, the whole exchange within
+ *   PG_ADMIN_TIMEOUT_MS; a lingering connection is closed
+ *   PG_ADMIN_LINGER_MS after its reply went out. The control tick
+ *   (PG_CONTROL_TICK_MS, 100 ms) enforces them: each is late by at most
+ *   one tick.
+ * - The listener is always polled. A new connection takes a free slot;
+ *   with none free, the oldest idle connection is closed to make room
+ *   (after reading what it has sent: a request that has arrived is served,
+ *   not dropped). A flood of idle connections therefore only ever
+ *   evicts itself: a real client, which sends its head right after
+ *   connecting, is read as soon as it is accepted and is then busy.
+ * - With every slot busy, the new connection is accepted, answered 503
+ *   and closed at once, rather than left in the backlog: leaving it there
+ *   would make the polled listener spin, and the backlog would keep
+ *   connections whose clients may long have given up. Busy slots are held
+ *   only by clients that have sent a whole (authorized) request head, each
+ *   for at most PG_ADMIN_TIMEOUT_MS, so an idle flood never causes a 503.
+ * - A connection closed by us is drained first: closing with unread client
+ *   bytes would send a reset, which can destroy a reply still in flight.
+ */
+
+/* Events worth a log line, summed between lines (at most one per
+ * ADMIN_LOG_MS: a flood must not flood the log too). */
+#define ADMIN_LOG_MS 10000
+static struct {
+	uint64_t evicted, refused, timed_out, since_ms;
+} admin_events;
+
+static bool conn_idle(const struct admin_conn *c)
+{
+	return c->lingering || (!c->done && !pg_admin_head_complete(&c->req));
+}
+
+/* Read and discard what the client has sent and we have not read (a few
+ * buffers at most), so that close() sends a FIN rather than a reset. */
+static void drain_input(int fd)
+{
+	char buf[16384];
+	ssize_t n;
+
+	for (int i = 0; i < 16; i++) {
+		n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+	}
+}
+
+static void conn_close(struct admin_conn *c)
+{
+	close(c->fd);
+	pg_admin_conn_free(&c->req);
+	pg_buf_free(&c->out);
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
+}
+
+/* Close a connection the client still holds open (timeout, eviction). */
+static void conn_drop(struct admin_conn *c)
+{
+	drain_input(c->fd);
+	conn_close(c);
+}
+
+/* Send what out holds; once the whole reply is sent, shut our side. */
+static void conn_write(struct admin_conn *c)
+{
+	ssize_t n;
+
+	while (c->out_off < c->out.len) {
+		n = send(c->fd, c->out.p + c->out_off, c->out.len - c->out_off, MSG_NOSIGNAL);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n == -1) {
+			conn_close(c);
+			return;
+		}
+		c->out_off += (size_t)n;
+	}
+	if (!c->done || c->lingering)
+		return;
+	/* Closing now with unread client bytes would reset the connection
+	 * and could destroy the reply in flight: shut our side and wait for
+	 * the client's EOF instead (bounded by PG_ADMIN_LINGER_MS). */
+	shutdown(c->fd, SHUT_WR);
+	c->lingering = true;
+	c->linger_ms = pg_now_ms();
+}
+
+static void conn_read(struct pg_gateway *gw, struct admin_conn *c)
+{
+	char buf[65536];
+	ssize_t n;
+
+	for (;;) {
+		n = recv(c->fd, buf, sizeof(buf), 0);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n == 0 && c->done && c->out_off < c->out.len)
+			return; /* client half-closed after its request: still send */
+		if (n <= 0) {   /* peer closed (or failed) */
+			conn_close(c);
+			return;
+		}
+		if (c->done)
+			continue; /* after the request: discard until the client closes */
+		pg_buf_append(&c->req.in, buf, (size_t)n);
+		if (c->req.in.oom) {
+			conn_close(c);
+			return;
+		}
+		c->done = pg_admin_input(gw, &c->req, &c->out);
+		if (c->out.len > c->out_off)
+			conn_write(c);
+		if (c->fd == -1)
+			return;
+	}
+}
+
+/* A slot for a connection just accepted: a free one, else the oldest idle
+ * connection's, closed for it; NULL if every connection is busy. */
+static struct admin_conn *conn_slot(struct pg_gateway *gw)
+{
+	for (int tries = 0; tries <= PG_ADMIN_MAX_CONNS; tries++) {
+		struct admin_conn *victim = NULL;
+
+		for (int i = 0; i < PG_ADMIN_MAX_CONNS; i++) {
+			struct admin_conn *c = &pg_ctl.conns[i];
+
+			if (c->fd == -1)
+				return c;
+			if (conn_idle(c) && (!victim || c->since_ms < victim->since_ms))
+				victim = c;
+		}
+		if (!victim)
+			return NULL;
+		/* Its request may be waiting unread: if it is complete, the
+		 * connection is busy now and keeps its slot (or has closed). */
+		if (!victim->lingering) {
+			conn_read(gw, victim);
+			if (victim->fd == -1)
+				return victim;
+			if (!conn_idle(victim))
+				continue;
+		}
+		conn_drop(victim);
+		admin_events.evicted++;
+		return victim;
+	}
+	return NULL; /* not reached: each retry leaves one fewer idle connection */
+}
+
+/* Every connection is busy: answer fd 503 and close it. */
+static void refuse(int fd)
+{
+	static const char body[] =
+	    "{\"error\":\"admin API busy: every connection is serving a request; retry\"}\n";
+	char head[512];
+	int n;
+
+	drain_input(fd);
+	n = snprintf(head, sizeof(head),
+	             "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+	             "Content-Length: %zu\r\nRetry-After: 1\r\nCache-Control: no-store\r\n"
+	             "Connection: close\r\n\r\n%s",
+	             sizeof(body) - 1, body);
+	if (n > 0 && (size_t)n < sizeof(head))
+		send(fd, head, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT); /* best effort */
+	close(fd);
+	admin_events.refused++;
+}
+
+/* Accept what the backlog holds (at most a table's worth per call, so the
+ * open connections get their turn in between). */
+static void admin_accept(struct pg_gateway *gw)
+{
+	for (int k = 0; k < PG_ADMIN_MAX_CONNS; k++) {
+		struct admin_conn *c;
+		int fd = accept4(pg_ctl.lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd == -1) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+				pg_warn("admin: accept: %s", strerror(errno));
+			return;
+		}
+		c = conn_slot(gw);
+		if (!c) {
+			refuse(fd);
+			continue;
+		}
+		memset(c, 0, sizeof(*c));
+		c->fd = fd;
+		c->since_ms = pg_now_ms();
+		conn_read(gw, c); /* a client's request has often arrived already */
+	}
+}
+
+/* Close the connections past their timeout (the policy above). */
+static void admin_timeouts(uint64_t now)
+{
+	for (int i = 0; i < PG_ADMIN_MAX_CONNS; i++) {
+		struct admin_conn *c = &pg_ctl.conns[i];
+		uint64_t age = now - c->since_ms;
+
+		if (c->fd == -1)
+			continue;
+		if (age >= PG_ADMIN_TIMEOUT_MS ||
+		    (c->lingering && now - c->linger_ms >= PG_ADMIN_LINGER_MS) ||
+		    (!c->done && !pg_admin_head_complete(&c->req) &&
+		     age >= PG_ADMIN_HEADER_TIMEOUT_MS)) {
+			if (!c->lingering)
+				admin_events.timed_out++;
+			conn_drop(c);
+		}
+	}
+	if ((admin_events.evicted || admin_events.refused) &&
+	    now - admin_events.since_ms >= ADMIN_LOG_MS) {
+		pg_warn("admin: %llu idle connections closed to make room for new ones, %llu "
+		        "refused with 503 (all %d busy), %llu timed out, since the last report",
+		        (unsigned long long)admin_events.evicted,
+		        (unsigned long long)admin_events.refused, PG_ADMIN_MAX_CONNS,
+		        (unsigned long long)admin_events.timed_out);
+		admin_events.evicted = admin_events.refused = admin_events.timed_out = 0;
+		admin_events.since_ms = now;
+	}
+}
+
+static void read_signals(struct pg_gateway *gw)
+{
+	struct signalfd_siginfo si;
+
+	while (read(pg_ctl.sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo != SIGHUP)
+			continue;
+		pg_info("SIGHUP: re-reading configuration files");
+		pg_control_reload(gw);
+	}
+}
+
+/*
+ * Watch --backends-file for changes: its directory, for IN_CLOSE_WRITE
+ * (written in place) and IN_MOVED_TO (an editor's or config manager's
+ * write-then-rename, which a watch on the file itself would miss: the
+ * watched inode is the replaced one). Also "..data", the symlink a
+ * Kubernetes ConfigMap volume swaps. Without inotify, SIGHUP still works.
+ */
+static void watch_backends_file(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[4096];
+
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	pg_ctl.watch_base = slash ? slash + 1 : path;
+	pg_ctl.ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (pg_ctl.ifd == -1 ||
+	    inotify_add_watch(pg_ctl.ifd, dir, IN_CLOSE_WRITE | IN_MOVED_TO) == -1) {
+		pg_warn("--backends-file %s: cannot watch %s for changes (%s): re-read on SIGHUP "
+		        "only",
+		        path, dir, strerror(errno));
+		if (pg_ctl.ifd != -1)
+			close(pg_ctl.ifd);
+		pg_ctl.ifd = -1;
+		return;
+	}
+	pg_info("--backends-file %s: re-read when it changes, and on SIGHUP", path);
+}
+
+/* Drain the inotify queue; re-read the backends file once if it changed. */
+static void read_inotify(struct pg_gateway *gw)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	bool changed = false;
+	ssize_t n;
+
+	while ((n = read(pg_ctl.ifd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (const struct inotify_event *)p;
+
+			if ((ev->mask & IN_Q_OVERFLOW) ||
+			    (ev->len && (!strcmp(ev->name, pg_ctl.watch_base) ||
+			                 !strcmp(ev->name, "..data"))))
+				changed = true;
+			p += sizeof(*ev) + ev->len;
+		}
+	}
+	if (changed)
+		reload_backends(gw, "inotify");
+}
+
+static void *control_main(void *arg)
+{
+	struct pg_gateway *gw = arg;
+	struct pollfd pfd[4 + PG_ADMIN_MAX_CONNS];
+	struct admin_conn *pc[4 + PG_ADMIN_MAX_CONNS];
+	uint64_t now = pg_now_ms(), next_tick = now + PG_CONTROL_TICK_MS;
+	bool stop = false;
+
+	while (!stop && !__atomic_load_n(&gw->stop, __ATOMIC_RELAXED)) {
+		nfds_t n = 4;
+
+		pfd[0] = (struct pollfd){.fd = pg_ctl.efd, .events = POLLIN};
+		pfd[1] = (struct pollfd){.fd = pg_ctl.sfd, .events = POLLIN};
+		pfd[2] = (struct pollfd){.fd = pg_ctl.lfd, .events = POLLIN}; /* always */
+		pfd[3] = (struct pollfd){.fd = pg_ctl.ifd, .events = POLLIN}; /* -1: ignored */
+		for (int i = 0; i < PG_ADMIN_MAX_CONNS; i++) {
+			struct admin_conn *c = &pg_ctl.conns[i];
+
+			if (c->fd == -1)
+				continue;
+			pc[n] = c;
+			pfd[n++] = (struct pollfd){
+			    .fd = c->fd, .events = c->out_off < c->out.len ? POLLOUT : POLLIN};
+		}
+		if (poll(pfd, n, (int)(next_tick > now ? next_tick - now : 0)) == -1 &&
+		    errno != EINTR) {
+			pg_error("control thread: poll: %s", strerror(errno));
+			usleep(PG_CONTROL_TICK_MS * 1000);
+		}
+		if (pfd[0].revents)
+			stop = true;
+		if (pfd[1].revents)
+			read_signals(gw);
+		if (pfd[3].revents)
+			read_inotify(gw);
+		for (nfds_t i = 4; i < n; i++) {
+			if (pfd[i].revents & (POLLERR | POLLHUP | POLLNVAL) &&
+			    !(pfd[i].revents & POLLIN))
+				conn_close(pc[i]);
+			else if (pfd[i].revents & POLLOUT)
+				conn_write(pc[i]);
+			else if (pfd[i].revents & POLLIN)
+				conn_read(gw, pc[i]);
+		}
+		if (pfd[2].revents)
+			admin_accept(gw);
+		now = pg_now_ms();
+		if (now >= next_tick) {
+			pg_control_tick(gw, now);
+			admin_timeouts(now);
+			next_tick = now + PG_CONTROL_TICK_MS;
+		}
+	}
+	return NULL;
+}
+
+static void close_fds(void)
+{
+	for (int i = 0; i < PG_ADMIN_MAX_CONNS; i++)
+		if (pg_ctl.conns[i].fd != -1)
+			conn_close(&pg_ctl.conns[i]);
+	if (pg_ctl.lfd != -1)
+		close(pg_ctl.lfd);
+	if (pg_ctl.sfd != -1)
+		close(pg_ctl.sfd);
+	if (pg_ctl.efd != -1)
+		close(pg_ctl.efd);
+	if (pg_ctl.ifd != -1)
+		close(pg_ctl.ifd);
+	pg_ctl.lfd = pg_ctl.sfd = pg_ctl.efd = pg_ctl.ifd = -1;
+	pg_ctl.admin_port = 0;
+}
+
+int pg_control_start(struct pg_gateway *gw, char *err, size_t errlen)
+{
+	struct sockaddr_in sa = gw->cfg->admin;
+	socklen_t sl = sizeof(sa);
+	char name[PG_ADDR_STRLEN];
+	const char *what;
+	sigset_t hup;
+	int one = 1, rc;
+
+	pg_addr_format(&gw->cfg->admin, name);
+	for (int i = 0; i < PG_ADMIN_MAX_CONNS; i++)
+		pg_ctl.conns[i].fd = -1;
+	pg_ctl.gw = gw;
+	what = "socket";
+	pg_ctl.lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (pg_ctl.lfd == -1)
+		goto fail;
+	what = "SO_REUSEADDR";
+	if (setsockopt(pg_ctl.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1)
+		goto fail;
+	what = "bind";
+	if (bind(pg_ctl.lfd, (struct sockaddr *)&sa, sizeof(sa)) == -1)
+		goto fail;
+	what = "listen";
+	if (listen(pg_ctl.lfd, 128) == -1)
+		goto fail;
+	what = "getsockname";
+	if (getsockname(pg_ctl.lfd, (struct sockaddr *)&sa, &sl) == -1)
+		goto fail;
+	pg_ctl.admin_port = ntohs(sa.sin_port);
+	sigemptyset(&hup);
+	sigaddset(&hup, SIGHUP);
+	what = "signalfd(SIGHUP)";
+	pg_ctl.sfd = signalfd(-1, &hup, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (pg_ctl.sfd == -1)
+		goto fail;
+	what = "eventfd";
+	pg_ctl.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (pg_ctl.efd == -1)
+		goto fail;
+	if (gw->cfg->backends_file)
+		watch_backends_file(gw->cfg->backends_file);
+	rc = pthread_create(&pg_ctl.thread, NULL, control_main, gw);
+	if (rc) {
+		errno = rc;
+		what = "starting the control thread";
+		goto fail;
+	}
+	pg_ctl.running = true;
+	pg_info("admin API on http://%s:%u/ (metrics, backends, route, routing)",
+	        inet_ntop(AF_INET, &sa.sin_addr, name, sizeof(name)), pg_ctl.admin_port);
+	return 0;
+fail:
+	snprintf(err, errlen, "--admin %s: %s: %s", name, what, strerror(errno));
+	close_fds();
+	return -1;
+}
+
+void pg_control_stop(struct pg_gateway *gw)
+{
+	uint64_t one = 1;
+
+	(void)gw;
+	if (!pg_ctl.running)
+		return;
+	if (write(pg_ctl.efd, &one, sizeof(one)) == -1)
+		pg_warn("stopping the control thread: %s", strerror(errno));
+	pthread_join(pg_ctl.thread, NULL);
+	pg_ctl.running = false;
+	close_fds();
+}
+
+uint16_t pg_control_admin_port(void)
+{
+	return pg_ctl.admin_port;
+}

@@ -1,0 +1,303 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Membership of the backend table, ring rebuilds, the routing config in
+ * the shared state and the periodic drain / DOWN expiry (control.h). Runs
+ * on the control thread, or before it starts; the state it keeps per
+ * member lives in pg_ctl (control_internal.h).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include "config/config.h"
+#include "control/control.h"
+#include "control/control_internal.h"
+#include "sys/log.h"
+#include "control/metrics.h"
+#include "lib/ring.h"
+
+static uint16_t flags_load(const struct pg_backend *b)
+{
+	return __atomic_load_n(&b->flags, __ATOMIC_ACQUIRE);
+}
+
+/* Member (ACTIVE slot, draining or not) with this address, or 0. */
+static int find_member(const struct pg_gateway *gw, uint32_t ipv4, uint16_t port)
+{
+	for (int id = 1; id < PG_MAX_BACKENDS; id++) {
+		const struct pg_backend *b = &gw->maps.backends[id];
+
+		if ((flags_load(b) & PG_BACKEND_ACTIVE) && b->ipv4 == ipv4 && b->port == port)
+			return id;
+	}
+	return 0;
+}
+
+int pg_ctl_parse_addr(const char *addr, struct sockaddr_in *sa, char *err, size_t errlen)
+{
+	char e[160];
+
+	if (pg_addr_parse(addr, sa, e, sizeof(e))) {
+		snprintf(err, errlen, "address %s", e);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * Make sa a member with origin bit(s) origin; no ring rebuild. dup_ok: an
+ * active member with that address just gains the origin (file sync, start
+ * up); otherwise it is -EEXIST. *changed is set when the ring must change.
+ */
+int pg_ctl_add_one(struct pg_gateway *gw, const struct sockaddr_in *sa, uint8_t origin, bool dup_ok,
+                   bool *changed, char *err, size_t errlen)
+{
+	const uint32_t ip = sa->sin_addr.s_addr;
+	const uint16_t port = ntohs(sa->sin_port);
+	char name[PG_ADDR_STRLEN];
+	struct pg_backend *b;
+	int id = find_member(gw, ip, port);
+
+	pg_addr_format(sa, name);
+	if (id) {
+		b = &gw->maps.backends[id];
+		if (!(flags_load(b) & PG_BACKEND_DRAINING)) {
+			if (!dup_ok) {
+				snprintf(err, errlen, "%s is already a member (id %d)", name, id);
+				return -EEXIST;
+			}
+			pg_ctl.origin[id] |= origin;
+			return id;
+		}
+		__atomic_fetch_and(&b->flags, (uint16_t)~PG_BACKEND_DRAINING, __ATOMIC_RELEASE);
+		pg_ctl.origin[id] = origin;
+		pg_ctl.drain_since[id] = 0;
+		*changed = true;
+		pg_info("backend %s re-activated (id %d, was draining)", name, id);
+		return id;
+	}
+	for (id = 1; id < PG_MAX_BACKENDS; id++)
+		if (!flags_load(&gw->maps.backends[id]))
+			break;
+	if (id == PG_MAX_BACKENDS) {
+		snprintf(err, errlen, "cannot add %s: the backend table is full (%d members)", name,
+		         PG_MAX_BACKENDS - 1);
+		return -ENOSPC;
+	}
+	b = &gw->maps.backends[id];
+	/* The slot is free, so no worker looks at it: plain stores for the
+	 * fields only we write, atomics for the counters workers add to (a
+	 * straggler from the slot's previous member could still be there; its
+	 * in_flight is left alone so its release balances). Publishing ACTIVE
+	 * last, with release order, makes the rest visible first. */
+	b->ipv4 = ip;
+	b->port = port;
+	b->epoch++;
+	/* Nothing cache_aware remembers of the slot's previous member holds. */
+	__atomic_fetch_add(&b->ca_clock,
+	                   (uint64_t)__atomic_load_n(&gw->maps.state->ca_capacity_blocks,
+	                                             __ATOMIC_RELAXED) + 1,
+	                   __ATOMIC_RELAXED);
+	__atomic_store_n(&b->down_until_ms, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->failures, 0, __ATOMIC_RELAXED);
+	for (int d = 0; d < PG_DEC_MAX; d++)
+		__atomic_store_n(&b->requests[d], 0, __ATOMIC_RELAXED);
+	/* The previous member's scraped numbers are not this one's. */
+	__atomic_store_n(&b->metrics_until_ms, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->waiting, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->running, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->kv_hit_tokens, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->kv_query_tokens, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->flags, PG_BACKEND_ACTIVE, __ATOMIC_RELEASE);
+	pg_ctl.origin[id] = origin;
+	pg_ctl.drain_since[id] = 0;
+	*changed = true;
+	pg_info("backend %s added (id %d)", name, id);
+	return id;
+}
+
+static void drain_one(struct pg_gateway *gw, int id)
+{
+	char name[PG_ADDR_STRLEN];
+	struct pg_backend *b = &gw->maps.backends[id];
+
+	__atomic_fetch_or(&b->flags, PG_BACKEND_DRAINING, __ATOMIC_RELEASE);
+	pg_ctl.origin[id] = 0;
+	pg_ctl.drain_since[id] = pg_now_ms();
+	pg_info("backend %s draining (id %d, %d in flight)", pg_backend_name(b, name, sizeof(name)),
+	        id, __atomic_load_n(&b->in_flight, __ATOMIC_RELAXED));
+}
+
+void pg_control_rebuild_ring(struct pg_gateway *gw)
+{
+	static struct pg_ring_member m[PG_MAX_BACKENDS]; /* control thread only */
+	const struct pg_ring *live = pg_maps_live_ring(&gw->maps);
+	struct pg_ring *r;
+	char name[PG_ADDR_STRLEN];
+	uint64_t ppm;
+	size_t n = 0;
+
+	for (int id = 1; id < PG_MAX_BACKENDS; id++) {
+		const struct pg_backend *b = &gw->maps.backends[id];
+		uint16_t f = flags_load(b);
+
+		if (!(f & PG_BACKEND_ACTIVE) || (f & PG_BACKEND_DRAINING))
+			continue;
+		pg_backend_name(b, name, sizeof(name));
+		m[n].id = (uint16_t)id;
+		m[n].seed = pg_ring_seed(name, strlen(name));
+		n++;
+	}
+	/* live is the other copy: it stays intact while the spare is built. */
+	r = pg_maps_ring_begin(&gw->maps);
+	pg_ring_build(r, m, n);
+	ppm = pg_ring_moved_ppm(live, r);
+	__atomic_store_n(&gw->maps.state->remapped_ppm, ppm, __ATOMIC_RELAXED);
+	__atomic_store_n(&gw->maps.state->nbackends, (uint32_t)n, __ATOMIC_RELAXED);
+	pg_maps_ring_publish(&gw->maps, r);
+	pg_info("ring generation %llu: %zu backend%s, %.1f%% of keys remapped",
+	        (unsigned long long)gw->maps.state->ring_generation, n, n == 1 ? "" : "s",
+	        (double)ppm / 10000.0);
+}
+
+int pg_member_add(struct pg_gateway *gw, const char *addr, char *err, size_t errlen)
+{
+	struct sockaddr_in sa;
+	bool changed = false;
+	int id = pg_ctl_parse_addr(addr, &sa, err, errlen);
+
+	if (id)
+		return id;
+	id = pg_ctl_add_one(gw, &sa, PG_ORIGIN_STATIC, false, &changed, err, errlen);
+	if (changed)
+		pg_control_rebuild_ring(gw);
+	return id;
+}
+
+int pg_member_remove(struct pg_gateway *gw, const char *addr, char *err, size_t errlen)
+{
+	struct sockaddr_in sa;
+	char name[PG_ADDR_STRLEN];
+	int id = pg_ctl_parse_addr(addr, &sa, err, errlen);
+
+	if (id)
+		return id;
+	id = find_member(gw, sa.sin_addr.s_addr, ntohs(sa.sin_port));
+	if (!id) {
+		snprintf(err, errlen, "%s is not a member", pg_addr_format(&sa, name));
+		return -ENOENT;
+	}
+	if (!(flags_load(&gw->maps.backends[id]) & PG_BACKEND_DRAINING)) {
+		drain_one(gw, id);
+		pg_control_rebuild_ring(gw);
+	}
+	return id;
+}
+
+/* pg_members_sync without the ring rebuild: *changed says if one is due. */
+int pg_ctl_sync_file(struct pg_gateway *gw, char *const *list, size_t n, bool *changed, char *err,
+                     size_t errlen)
+{
+	static bool listed[PG_MAX_BACKENDS];
+	struct sockaddr_in sa;
+	int id, count = 0, rc = 0;
+
+	memset(listed, 0, sizeof(listed));
+	for (size_t i = 0; i < n && rc >= 0; i++) {
+		if ((rc = pg_ctl_parse_addr(list[i], &sa, err, errlen)))
+			break;
+		id = find_member(gw, sa.sin_addr.s_addr, ntohs(sa.sin_port));
+		if (!id || (flags_load(&gw->maps.backends[id]) & PG_BACKEND_DRAINING))
+			count++;
+		rc = pg_ctl_add_one(gw, &sa, PG_ORIGIN_FILE, true, changed, err, errlen);
+		if (rc > 0)
+			listed[rc] = true;
+	}
+	if (rc >= 0) {
+		for (id = 1; id < PG_MAX_BACKENDS; id++) {
+			uint16_t f = flags_load(&gw->maps.backends[id]);
+
+			if (listed[id] || !(pg_ctl.origin[id] & PG_ORIGIN_FILE) ||
+			    !(f & PG_BACKEND_ACTIVE) || (f & PG_BACKEND_DRAINING))
+				continue;
+			pg_ctl.origin[id] &= (uint8_t)~PG_ORIGIN_FILE;
+			if (!pg_ctl.origin[id]) {
+				drain_one(gw, id);
+				*changed = true;
+				count++;
+			}
+		}
+	}
+	return rc < 0 ? -1 : count;
+}
+
+int pg_members_sync(struct pg_gateway *gw, char *const *list, size_t n, char *err, size_t errlen)
+{
+	bool changed = false;
+	int rc = pg_ctl_sync_file(gw, list, n, &changed, err, errlen);
+
+	/* Even after an error, what was added is in the table: publish it. */
+	if (changed)
+		pg_control_rebuild_ring(gw);
+	return rc;
+}
+
+void pg_control_tick(struct pg_gateway *gw, uint64_t now_ms)
+{
+	char name[PG_ADDR_STRLEN];
+
+	pg_metrics_sample(gw, now_ms);
+
+	for (int id = 1; id < PG_MAX_BACKENDS; id++) {
+		struct pg_backend *b = &gw->maps.backends[id];
+		uint16_t f = flags_load(b);
+
+		if (!(f & PG_BACKEND_ACTIVE))
+			continue;
+		if (f & PG_BACKEND_DRAINING) {
+			if (__atomic_load_n(&b->in_flight, __ATOMIC_ACQUIRE) > 0 ||
+			    now_ms < pg_ctl.drain_since[id] + PG_DRAIN_GRACE_MS)
+				continue;
+			pg_info("backend %s removed (id %d, drained)",
+			        pg_backend_name(b, name, sizeof(name)), id);
+			__atomic_store_n(&b->flags, 0, __ATOMIC_RELEASE);
+			b->ipv4 = 0;
+			b->port = 0;
+			pg_ctl.origin[id] = 0;
+			pg_ctl.drain_since[id] = 0;
+		} else if ((f & PG_BACKEND_DOWN) &&
+		           now_ms >= __atomic_load_n(&b->down_until_ms, __ATOMIC_ACQUIRE)) {
+			__atomic_fetch_and(&b->flags, (uint16_t)~PG_BACKEND_DOWN, __ATOMIC_ACQ_REL);
+			/* A worker may have marked it down again meanwhile. */
+			if (__atomic_load_n(&b->down_until_ms, __ATOMIC_ACQUIRE) > now_ms) {
+				__atomic_fetch_or(&b->flags, PG_BACKEND_DOWN, __ATOMIC_RELEASE);
+				continue;
+			}
+			pg_info("backend %s back (id %d)", pg_backend_name(b, name, sizeof(name)),
+			        id);
+		}
+	}
+}
+
+void pg_control_set_routing(struct pg_gateway *gw, const struct pg_route_cfg *rc, const char *why)
+{
+	struct pg_state *st = gw->maps.state;
+	struct pg_route_cfg old;
+	char was[32], now[32];
+	bool ca;
+
+	pg_route_cfg_load(gw, &old);
+	ca = old.strategy == PG_STRATEGY_CACHE_AWARE || rc->strategy == PG_STRATEGY_CACHE_AWARE;
+	__atomic_store_n(&st->strategy, (uint32_t)rc->strategy, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->prefix_length, rc->prefix_length, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->concurrency_threshold, rc->concurrency_threshold, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->ca_max_load_gap, rc->max_load_gap, __ATOMIC_RELAXED);
+	/* MaxLoadGap only where cache_aware is on either side. */
+	snprintf(was, sizeof(was), " MaxLoadGap=%u", old.max_load_gap);
+	snprintf(now, sizeof(now), " MaxLoadGap=%u", rc->max_load_gap);
+	pg_info("routing config (%s): %s PrefixLength=%u ConcurrencyThreshold=%u%s -> "
+	        "%s PrefixLength=%u ConcurrencyThreshold=%u%s",
+	        why, pg_strategy_name(old.strategy), old.prefix_length, old.concurrency_threshold,
+	        ca ? was : "", pg_strategy_name(rc->strategy), rc->prefix_length,
+	        rc->concurrency_threshold, ca ? now : "");
+}

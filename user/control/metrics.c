@@ -1,0 +1,265 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Prometheus exposition (metrics.h). Families are written one at a time,
+ * each with HELP and TYPE, every sample of a family together, as the text
+ * format requires. Backends are labelled by "a.b.c.d:port" (never needs
+ * escaping).
+ */
+#include <stdio.h>
+#include <string.h>
+#include "config/config.h"
+#include "control/accesslog.h"
+#include "control/metrics.h"
+#include "state/route.h"
+
+static const char *const decision_names[PG_DEC_MAX] = {
+    [PG_DEC_AFFINITY] = "affinity", [PG_DEC_OVERFLOW] = "overflow",
+    [PG_DEC_RANDOM] = "random",     [PG_DEC_LEAST_OUTSTANDING] = "least_outstanding",
+    [PG_DEC_RETRY] = "retry",       [PG_DEC_EXPLICIT_KEY] = "explicit_key",
+    [PG_DEC_CACHED] = "cached",
+};
+
+const char *pg_decision_name(unsigned decision)
+{
+	return decision < PG_DEC_MAX ? decision_names[decision] : "unknown";
+}
+
+static void family(struct pg_buf *o, const char *name, const char *type, const char *help)
+{
+	pg_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* Per-backend snapshot, taken once so every family shows the same members. */
+struct member {
+	char name[PG_ADDR_STRLEN];
+	uint16_t flags;
+	bool down;
+	int32_t in_flight;
+	uint64_t failures;
+	uint64_t requests[PG_DEC_MAX];
+};
+
+static size_t snapshot(const struct pg_gateway *gw, struct member *m)
+{
+	unsigned max = pg_max_backend_id(gw);
+	uint64_t now = pg_now_ms();
+	size_t n = 0;
+
+	for (unsigned id = 1; id <= max; id++) {
+		const struct pg_backend *b = &gw->maps.backends[id];
+		uint16_t f = __atomic_load_n(&b->flags, __ATOMIC_ACQUIRE);
+
+		if (!(f & PG_BACKEND_ACTIVE))
+			continue;
+		pg_backend_name(b, m[n].name, sizeof(m[n].name));
+		m[n].flags = f;
+		m[n].down = !pg_backend_healthy(b, now);
+		m[n].in_flight = __atomic_load_n(&b->in_flight, __ATOMIC_RELAXED);
+		m[n].failures = __atomic_load_n(&b->failures, __ATOMIC_RELAXED);
+		for (int d = 0; d < PG_DEC_MAX; d++)
+			m[n].requests[d] = __atomic_load_n(&b->requests[d], __ATOMIC_RELAXED);
+		n++;
+	}
+	return n;
+}
+
+static void counters(const struct pg_gateway *gw, struct pg_buf *o)
+{
+	static const struct {
+		const char *name, *help;
+		size_t off;
+	} c[] = {
+	    {"prefixgate_routed_total", "Requests routed to a backend.",
+	     offsetof(struct pg_worker_stats, requests)},
+	    {"prefixgate_key_extraction_fallbacks_total",
+	     "OpenAI-API bodies whose JSON was unusable, routed by their raw bytes.",
+	     offsetof(struct pg_worker_stats, key_fallbacks)},
+	    {"prefixgate_client_errors_total", "Requests answered 4xx by the gateway itself.",
+	     offsetof(struct pg_worker_stats, client_errors)},
+	    {"prefixgate_no_backend_total", "Requests answered 502: no usable backend.",
+	     offsetof(struct pg_worker_stats, no_backend)},
+	    {"prefixgate_aborted_total",
+	     "Requests whose client went away before the response ended.",
+	     offsetof(struct pg_worker_stats, aborted)},
+	    {"prefixgate_backend_errors_total", "Responses cut short by a backend failure.",
+	     offsetof(struct pg_worker_stats, backend_errors)},
+	    {"prefixgate_connections_total", "Client connections accepted.",
+	     offsetof(struct pg_worker_stats, connections)},
+	    {"prefixgate_spliced_responses_total",
+	     "Response bodies carried by an in-kernel data path (sockmap, sockmsg).",
+	     offsetof(struct pg_worker_stats, spliced)},
+	    {"prefixgate_spliced_unframed_total",
+	     "Spliced responses whose end could not be tracked (a short write to a slow "
+	     "client): ended by the backend's close, client connection closed.",
+	     offsetof(struct pg_worker_stats, splice_unframed)},
+	    {"prefixgate_early_answers_total",
+	     "Responses that began before the backend had the whole request (a 401 or 404 "
+	     "answered before reading the body): that backend connection was closed, never "
+	     "pooled.",
+	     offsetof(struct pg_worker_stats, early_answers)},
+	};
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		uint64_t sum = 0;
+
+		for (unsigned w = 0; gw->stats && w < gw->nworkers; w++)
+			sum += __atomic_load_n(
+			    (const uint64_t *)((const char *)&gw->stats[w] + c[i].off),
+			    __ATOMIC_RELAXED);
+		family(o, c[i].name, "counter", c[i].help);
+		pg_buf_printf(o, "%s %llu\n", c[i].name, (unsigned long long)sum);
+	}
+	family(o, "prefixgate_access_log_dropped_total", "counter",
+	       "Access-log records dropped because the logger fell behind.");
+	pg_buf_printf(o, "prefixgate_access_log_dropped_total %llu\n",
+	              (unsigned long long)pg_alog_dropped());
+}
+
+/* A latency histogram from the per-worker buckets at offset lat (uint64_t
+ * [PG_LAT_BUCKETS]) and their sum in ns at offset sum. */
+static void histogram(const struct pg_gateway *gw, struct pg_buf *o, const char *h,
+                      const char *help, size_t lat, size_t sum)
+{
+	uint64_t cum = 0, sum_ns = 0;
+
+	family(o, h, "histogram", help);
+	for (unsigned w = 0; gw->stats && w < gw->nworkers; w++)
+		sum_ns += __atomic_load_n((const uint64_t *)((const char *)&gw->stats[w] + sum),
+		                          __ATOMIC_RELAXED);
+	for (unsigned b = 0; b < PG_LAT_BUCKETS; b++) {
+		for (unsigned w = 0; gw->stats && w < gw->nworkers; w++)
+			cum += __atomic_load_n((const uint64_t *)((const char *)&gw->stats[w] + lat) +
+			                           b,
+			                       __ATOMIC_RELAXED);
+		if (b < PG_LAT_BUCKETS - 1)
+			pg_buf_printf(o, "%s_bucket{le=\"%u\"} %llu\n", h, pg_lat_bounds_us[b],
+			              (unsigned long long)cum);
+		else
+			pg_buf_printf(o, "%s_bucket{le=\"+Inf\"} %llu\n", h,
+			              (unsigned long long)cum);
+	}
+	pg_buf_printf(o, "%s_sum %llu.%03llu\n%s_count %llu\n", h,
+	              (unsigned long long)(sum_ns / 1000), (unsigned long long)(sum_ns % 1000), h,
+	              (unsigned long long)cum);
+}
+
+static void latency(const struct pg_gateway *gw, struct pg_buf *o)
+{
+	histogram(gw, o, "prefixgate_routing_latency_microseconds",
+	          "Time from a request's head being parsed to its backend being chosen, "
+	          "microseconds.",
+	          offsetof(struct pg_worker_stats, route_lat),
+	          offsetof(struct pg_worker_stats, route_lat_sum_ns));
+	histogram(gw, o, "prefixgate_dispatch_latency_microseconds",
+	          "Time from a request's head being parsed to its first byte being written to "
+	          "the backend, microseconds.",
+	          offsetof(struct pg_worker_stats, send_lat),
+	          offsetof(struct pg_worker_stats, send_lat_sum_ns));
+}
+
+/* cache_aware's block index: matched lengths, occupancy, evictions. */
+static void cache_index(const struct pg_gateway *gw, struct pg_buf *o)
+{
+	const struct pg_ca_index ix = pg_cache_index(gw);
+	uint64_t cum = 0, sum = 0;
+
+	family(o, "prefixgate_cache_matched_blocks", "histogram",
+	       "cache_aware: longest cached prefix of each routed request, in " PG_STR(
+		   PG_CA_BLOCK) "-byte blocks of key text.");
+	for (unsigned b = 0; b < PG_CA_MATCH_BUCKETS; b++) {
+		uint64_t n = __atomic_load_n(&gw->ca_matched[b], __ATOMIC_RELAXED);
+
+		cum += n;
+		sum += n * (b ? 1ull << (b - 1) : 0); /* each bucket at its lower bound */
+		if (b < PG_CA_MATCH_BUCKETS - 1)
+			pg_buf_printf(o, "prefixgate_cache_matched_blocks_bucket{le=\"%llu\"} %llu\n",
+			              b ? (1ull << b) - 1 : 0ull, (unsigned long long)cum);
+	}
+	pg_buf_printf(o,
+	              "prefixgate_cache_matched_blocks_bucket{le=\"+Inf\"} %llu\n"
+	              "prefixgate_cache_matched_blocks_sum %llu\n"
+	              "prefixgate_cache_matched_blocks_count %llu\n",
+	              (unsigned long long)cum, (unsigned long long)sum, (unsigned long long)cum);
+	family(o, "prefixgate_cache_index_slots", "gauge",
+	       "cache_aware: slots of the block index (pinned map pg_cache_index), by state.");
+	pg_buf_printf(o, "prefixgate_cache_index_slots{state=\"total\"} %u\n", ix.nslots);
+	pg_buf_printf(o, "prefixgate_cache_index_slots{state=\"used\"} %u\n",
+	              ix.slots ? pg_ca_occupancy(&ix) : 0);
+	family(o, "prefixgate_cache_index_bytes", "gauge",
+	       "cache_aware: memory of the block index (bounded at start-up by --cache-capacity).");
+	pg_buf_printf(o, "prefixgate_cache_index_bytes %zu\n",
+	              (size_t)ix.nslots * sizeof(struct pg_ca_slot));
+	family(o, "prefixgate_cache_index_evictions_total", "counter",
+	       "cache_aware: index slots taken over while their prefix was still live.");
+	pg_buf_printf(o, "prefixgate_cache_index_evictions_total %llu\n",
+	              (unsigned long long)__atomic_load_n(&gw->ca_evictions, __ATOMIC_RELAXED));
+}
+
+void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
+{
+	static struct member m[PG_MAX_BACKENDS]; /* control thread only */
+	const struct pg_state *st = gw->maps.state;
+	size_t n = snapshot(gw, m), nstate[3] = {0};
+	struct pg_route_cfg rc;
+
+	family(o, "prefixgate_requests_total", "counter",
+	       "Requests dispatched to a backend, by backend and routing decision.");
+	for (size_t i = 0; i < n; i++)
+		for (int d = 0; d < PG_DEC_MAX; d++)
+			pg_buf_printf(
+			    o, "prefixgate_requests_total{backend=\"%s\",decision=\"%s\"} %llu\n",
+			    m[i].name, decision_names[d], (unsigned long long)m[i].requests[d]);
+	family(o, "prefixgate_backend_in_flight", "gauge",
+	       "Requests dispatched to the backend and not yet finished.");
+	for (size_t i = 0; i < n; i++)
+		pg_buf_printf(o, "prefixgate_backend_in_flight{backend=\"%s\"} %d\n", m[i].name,
+		              m[i].in_flight);
+	family(o, "prefixgate_backend_up", "gauge",
+	       "1 unless failure detection has marked the backend down.");
+	for (size_t i = 0; i < n; i++)
+		pg_buf_printf(o, "prefixgate_backend_up{backend=\"%s\"} %d\n", m[i].name,
+		              !m[i].down);
+	family(o, "prefixgate_backend_failures_total", "counter",
+	       "Attempts to the backend that failed (connect, reset, timeout).");
+	for (size_t i = 0; i < n; i++)
+		pg_buf_printf(o, "prefixgate_backend_failures_total{backend=\"%s\"} %llu\n",
+		              m[i].name, (unsigned long long)m[i].failures);
+
+	for (size_t i = 0; i < n; i++)
+		nstate[m[i].flags & PG_BACKEND_DRAINING ? 1 : m[i].down ? 2 : 0]++;
+	family(o, "prefixgate_backends", "gauge",
+	       "Members by state: active (taking requests), draining (being removed), "
+	       "down (failed, retried later).");
+	pg_buf_printf(o,
+	              "prefixgate_backends{state=\"active\"} %zu\n"
+	              "prefixgate_backends{state=\"draining\"} %zu\n"
+	              "prefixgate_backends{state=\"down\"} %zu\n",
+	              nstate[0], nstate[1], nstate[2]);
+
+	latency(gw, o);
+	counters(gw, o);
+
+	family(o, "prefixgate_ring_generation", "gauge",
+	       "Generation of the live consistent-hash ring (bumped by every membership change).");
+	pg_buf_printf(o, "prefixgate_ring_generation %llu\n",
+	              (unsigned long long)__atomic_load_n(&st->ring_generation, __ATOMIC_RELAXED));
+	family(o, "prefixgate_ring_remapped_ratio", "gauge",
+	       "Share of keys whose first-choice backend changed at the last ring rebuild.");
+	pg_buf_printf(o, "prefixgate_ring_remapped_ratio %.6f\n",
+	              (double)__atomic_load_n(&st->remapped_ppm, __ATOMIC_RELAXED) / 1e6);
+
+	pg_route_cfg_load(gw, &rc);
+	family(o, "prefixgate_routing_strategy", "gauge",
+	       "The routing strategy in use (1 for the active one).");
+	for (int s = PG_STRATEGY_RANDOM; s <= PG_STRATEGY_CACHE_AWARE; s++)
+		pg_buf_printf(o, "prefixgate_routing_strategy{strategy=\"%s\"} %d\n",
+		              pg_strategy_name((enum pg_strategy)s),
+		              rc.strategy == (enum pg_strategy)s);
+	family(o, "prefixgate_prefix_length", "gauge", "PrefixLength of prefix-aware routing.");
+	pg_buf_printf(o, "prefixgate_prefix_length %u\n", rc.prefix_length);
+	family(o, "prefixgate_concurrency_threshold", "gauge",
+	       "ConcurrencyThreshold of prefix-aware routing.");
+	pg_buf_printf(o, "prefixgate_concurrency_threshold %u\n", rc.concurrency_threshold);
+	cache_index(gw, o);
+	pg_metrics_ops_render(gw, o);
+}

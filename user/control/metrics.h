@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GET /metrics: the gateway's counters in Prometheus text exposition format
+ * 0.0.4, read from the shared maps (per backend) and the workers' stats
+ * (summed). Every family has HELP and TYPE lines. Latencies are in
+ * microseconds throughout, as the histogram's name says (its _sum too).
+ */
+#ifndef PG_METRICS_H
+#define PG_METRICS_H
+
+#include "control/admin.h"
+#include "gateway.h"
+
+#define PG_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+/* Append the whole exposition to out. Reads shared counters with relaxed
+ * atomic loads; never blocks, never changes anything. */
+void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *out);
+
+/*
+ * The operations families (metrics_ops.c): predicted and delivered KV hit
+ * rates side by side, the backends' scraped load, hot keys, shadow mode.
+ * Ratios cover the last PG_METRICS_WINDOW_MS (since start-up before that),
+ * from samples pg_metrics_sample() takes; called by pg_metrics_render().
+ */
+#define PG_METRICS_WINDOW_MS 60000
+#define PG_METRICS_SAMPLE_MS 5000
+void pg_metrics_ops_render(const struct pg_gateway *gw, struct pg_buf *out);
+
+/* Take a sample of the counters behind the ratios if PG_METRICS_SAMPLE_MS
+ * have passed since the last (control thread: pg_control_tick). */
+void pg_metrics_sample(const struct pg_gateway *gw, uint64_t now_ms);
+
+/* Forget the samples (tests). */
+void pg_metrics_reset(void);
+
+/* Lower-case decision name as used in labels and in the /route dry run
+ * ("affinity", "overflow", "random", "least_outstanding", "retry",
+ * "explicit_key", "cached"), or "unknown": the one table of them. */
+const char *pg_decision_name(unsigned decision);
+
+#endif /* PG_METRICS_H */

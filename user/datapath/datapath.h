@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Response data paths: copy (userspace), sockmap (sk_skb verdict on the
+ * gateway's backend socket: any backend) and sockmsg (sk_msg verdict on a
+ * same-host backend's own socket). The kernel side is bpf/splice.bpf.c,
+ * its loader user/datapath/splice.c; this module decides, per backend connection,
+ * which path carries the response body and drives the hand-offs between
+ * the proxy and the kernel. README.md ("Data paths") has the measurements.
+ *
+ * Common to both kernel paths (proxy.c calls these at fixed points):
+ *  - Requests are parsed and forwarded from userspace; only the response
+ *    body is spliced. A spliced attempt uses a fresh backend connection with
+ *    the request rewritten to "Connection: close".
+ *  - The body's framing (Content-Length count, chunked decoder state) is
+ *    tracked across the hand-offs: the proxy gives the program its decoder
+ *    state, the program advances it over what it redirects and gives it
+ *    back, so the gateway knows a complete response from a cut-short one
+ *    without reading the body, and the client's connection stays open after
+ *    a complete one (keep-alive). sockmsg passes the write that ends the
+ *    response to the proxy, which sees the end at once; sockmap redirects
+ *    it and the backend's FIN wakes the proxy to check.
+ *  - The proxy reads and rewrites the response head itself (hop-by-hop
+ *    headers, client keep-alive), and hands over the body only once every
+ *    byte it read is in the client's write queue.
+ *  - Bytes the kernel does not redirect (budget reached, redirect failed)
+ *    reach the proxy over TCP and are forwarded after every redirected byte.
+ *  - One pg_splice per process (loaded by pg_datapath_init, after the maps).
+ */
+#ifndef PG_DATAPATH_H
+#define PG_DATAPATH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "proxy/worker.h"
+
+/*
+ * Load what cfg->data_path asks for. auto: sockmsg for same-host backends if
+ * it loads and attaches, else copy (the cause logged); --no-bpf or copy:
+ * nothing loaded. An explicit sockmap/sockmsg that cannot load returns -1
+ * with err naming the cause (the caller exits 2). budget: per-connection
+ * bound in bytes (0: PG_SPLICE_BUDGET_DEFAULT).
+ */
+int pg_datapath_init(const struct pg_config *cfg, uint64_t budget, char *err, size_t errlen);
+void pg_datapath_fini(void);
+/* "copy", "sockmap" or "sockmsg (same-host backends; copy for others)". */
+const char *pg_datapath_name(void);
+
+/* The path for a new request to backend id (head_method: HEAD, no body;
+ * stream: the request asks for a streamed response). */
+enum pg_dp_path pg_dp_choose(struct pg_worker *w, uint16_t id, bool head_method, bool stream);
+
+/* A new backend socket for client c, before connect(): msg path binds it and
+ * installs the route with its gate closed. Non-zero: use copy instead. */
+int pg_dp_upstream_setup(struct pg_worker *w, struct pg_upstream *u, struct pg_client *c,
+			 const struct sockaddr_in *sa);
+
+/* The response head was forwarded and its body goes on: hand it over. */
+void pg_dp_body_start(struct pg_worker *w, struct pg_upstream *u);
+
+/* The client's send queue moved. Returns true if u's receive must stay as it
+ * is (a splice state owns it), false to let the copy path resume it. */
+bool pg_dp_client_sent(struct pg_worker *w, struct pg_client *c);
+
+/* Backend bytes were forwarded by the proxy (msg: maybe reopen the gate). */
+void pg_dp_forwarded(struct pg_worker *w, struct pg_upstream *u);
+
+/* Backend bytes or the EOF arrived on a spliced connection, before the proxy
+ * decodes them: if they follow bytes the program redirected, take its
+ * framing state back (msg path; the skb path does it in pg_dp_run). */
+void pg_dp_sync(struct pg_worker *w, struct pg_upstream *u);
+
+/* Completions routed from worker.c. */
+void pg_dp_recv_ended(struct pg_worker *w, struct pg_upstream *u);
+void pg_dp_polled(struct pg_worker *w, struct pg_upstream *u, int res);
+
+/* u is about to be closed: undo the kernel state, leave the wait list. */
+void pg_dp_upstream_closing(struct pg_worker *w, struct pg_upstream *u);
+
+/* Event loop: ms until pg_dp_run has work (100 if none); run the checks due. */
+unsigned pg_dp_next_ms(struct pg_worker *w);
+void pg_dp_run(struct pg_worker *w);
+/* Every 100 ms: find skb pairings that fell back (slow client). */
+void pg_dp_tick(struct pg_worker *w);
+
+#endif /* PG_DATAPATH_H */

@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Backend choice for one request (the routing contract in DESIGN.md).
+ *
+ * This runs on every request, so: no allocation, at most one pass over ids
+ * 1..max_id, and each shared field read once per pass. The backend table is
+ * the mmapped BPF array that worker threads (and other processes) update with
+ * atomics, so in_flight, flags and down_until_ms are read with relaxed atomic
+ * loads: any value is a valid recent snapshot, and a decision made on a
+ * slightly stale count is harmless (the count is only a load hint).
+ */
+#include <string.h>
+
+#include "lib/balancer.h"
+
+bool pg_backend_healthy(const struct pg_backend *b, uint64_t now_ms)
+{
+	const uint16_t flags = __atomic_load_n(&b->flags, __ATOMIC_RELAXED);
+
+	if (flags & PG_BACKEND_UNHEALTHY)
+		return false;
+	if (!(flags & PG_BACKEND_DOWN))
+		return true;
+	return now_ms >= __atomic_load_n(&b->down_until_ms, __ATOMIC_RELAXED);
+}
+
+bool pg_backend_usable(const struct pg_backend *b, uint64_t now_ms)
+{
+	const uint16_t flags = __atomic_load_n(&b->flags, __ATOMIC_RELAXED);
+
+	if (!(flags & PG_BACKEND_ACTIVE) || (flags & PG_BACKEND_DRAINING))
+		return false;
+	return pg_backend_healthy(b, now_ms);
+}
+
+int64_t pg_backend_load(const struct pg_backend *b, enum pg_load_signal s, uint64_t now_ms)
+{
+	const int64_t in_flight = __atomic_load_n(&b->in_flight, __ATOMIC_RELAXED);
+
+	if (s == PG_LOAD_INFLIGHT || now_ms >= __atomic_load_n(&b->metrics_until_ms, __ATOMIC_RELAXED))
+		return in_flight;
+	if (s == PG_LOAD_BACKEND)
+		return (int64_t)__atomic_load_n(&b->running, __ATOMIC_RELAXED) +
+		       __atomic_load_n(&b->waiting, __ATOMIC_RELAXED);
+	return in_flight + __atomic_load_n(&b->waiting, __ATOMIC_RELAXED);
+}
+
+/* Uniform index in [0, n) from 64 random bits (n > 0): the high half of the
+ * 128-bit product. Bias is at most n / 2^64, i.e. nothing for n <= 255. */
+static inline size_t pick_index(uint64_t rnd, size_t n)
+{
+	return (size_t)(((unsigned __int128)rnd * n) >> 64);
+}
+
+/* id may carry a request now: a real id within the table, not excluded,
+ * usable. */
+static inline bool eligible(const struct pg_backend *backends, unsigned max_id, unsigned id,
+                            const struct pg_idset *exclude, uint64_t now_ms)
+{
+	if (id == 0 || id > max_id)
+		return false;
+	if (exclude && pg_idset_has(exclude, id))
+		return false;
+	return pg_backend_usable(&backends[id], now_ms);
+}
+
+/*
+ * The eligible backend with the lowest load (pg_backend_load), ties broken uniformly by
+ * rnd; 0 if none. Tied ids are collected during the one scan and one is drawn
+ * afterwards, instead of counting first and picking in a second scan: counts
+ * change under us, and a second scan could disagree with the first.
+ */
+static uint16_t least_outstanding(const struct pg_backend *backends, unsigned max_id,
+                                  const struct pg_idset *exclude, enum pg_load_signal signal,
+                                  uint64_t now_ms, uint64_t rnd)
+{
+	uint16_t ties[PG_MAX_BACKENDS];
+	size_t nties = 0;
+	int64_t best = INT64_MAX;
+
+	for (unsigned id = 1; id <= max_id; id++) {
+		int64_t load;
+
+		if (!eligible(backends, max_id, id, exclude, now_ms))
+			continue;
+		load = pg_backend_load(&backends[id], signal, now_ms);
+		if (load < best) {
+			best = load;
+			nties = 0;
+		}
+		if (load == best)
+			ties[nties++] = (uint16_t)id;
+	}
+	return nties ? ties[pick_index(rnd, nties)] : 0;
+}
+
+/* Uniform over eligible backends; 0 if none. One scan into a local list, for
+ * the same reason as above (flags may change between two scans). */
+static uint16_t random_usable(const struct pg_backend *backends, unsigned max_id,
+                              const struct pg_idset *exclude, uint64_t now_ms, uint64_t rnd)
+{
+	uint16_t ids[PG_MAX_BACKENDS];
+	size_t n = 0;
+
+	for (unsigned id = 1; id <= max_id; id++)
+		if (eligible(backends, max_id, id, exclude, now_ms))
+			ids[n++] = (uint16_t)id;
+	return n ? ids[pick_index(rnd, n)] : 0;
+}
+
+uint16_t pg_balance(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
+                    unsigned max_id, const uint16_t *cand, size_t ncand,
+                    const struct pg_idset *exclude, uint64_t now_ms, uint64_t rnd,
+                    bool explicit_key, struct pg_choice *out)
+{
+	uint16_t id = 0;
+
+	if (max_id > PG_MAX_BACKENDS - 1)
+		max_id = PG_MAX_BACKENDS - 1;
+	if (ncand > PG_RING_CANDIDATES)
+		ncand = PG_RING_CANDIDATES;
+	memset(out, 0, sizeof(*out));
+
+	switch (cfg->strategy) {
+	case PG_STRATEGY_RANDOM:
+		id = random_usable(backends, max_id, exclude, now_ms, rnd);
+		out->decision = PG_DEC_RANDOM;
+		break;
+	case PG_STRATEGY_LEAST_OUTSTANDING:
+		id = least_outstanding(backends, max_id, exclude, cfg->load_signal, now_ms, rnd);
+		out->decision = PG_DEC_LEAST_OUTSTANDING;
+		break;
+	case PG_STRATEGY_PREFIX_AWARE:
+	default: /* config parsing rejects others; a hand-edited map gets the default */
+		out->ncand = (uint8_t)ncand;
+		if (ncand)
+			memcpy(out->cand, cand, ncand * sizeof(*cand));
+		for (size_t i = 0; i < ncand; i++) {
+			int32_t load;
+
+			if (!eligible(backends, max_id, cand[i], exclude, now_ms))
+				continue;
+			load = __atomic_load_n(&backends[cand[i]].in_flight, __ATOMIC_RELAXED);
+			if ((int64_t)load >= (int64_t)cfg->concurrency_threshold)
+				continue;
+			id = cand[i];
+			if (i > 0)
+				out->decision = PG_DEC_OVERFLOW;
+			else
+				out->decision =
+				    explicit_key ? PG_DEC_EXPLICIT_KEY : PG_DEC_AFFINITY;
+			break;
+		}
+		if (!id) {
+			id = least_outstanding(backends, max_id, exclude, cfg->load_signal, now_ms, rnd);
+			out->decision = PG_DEC_OVERFLOW;
+		}
+		break;
+	}
+	out->backend = id;
+	return id;
+}
+
+/* The fleet's load: in_flight summed over eligible backends, and their
+ * number. "Far busier than the rest" compares with the mean, not the least
+ * busy: a new, idle instance must not pull every cached prefix away from
+ * where it is cached (measured: make bench, scale event). */
+struct fleet_load {
+	int64_t sum, n;
+};
+
+static struct fleet_load fleet_load(const struct pg_backend *backends, unsigned max_id,
+				    const struct pg_idset *exclude, uint64_t now_ms)
+{
+	struct fleet_load f = {0, 0};
+
+	for (unsigned id = 1; id <= max_id; id++) {
+		if (!eligible(backends, max_id, id, exclude, now_ms))
+			continue;
+		f.sum += __atomic_load_n(&backends[id].in_flight, __ATOMIC_RELAXED);
+		f.n++;
+	}
+	return f;
+}
+
+/* A cached holder worth its cache now: under the threshold, and at most
+ * gap requests above the mean in flight. */
+static bool holder_fits(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
+			unsigned max_id, uint16_t id, const struct pg_idset *exclude,
+			uint64_t now_ms, struct fleet_load f, uint32_t gap)
+{
+	int64_t l;
+
+	if (!eligible(backends, max_id, id, exclude, now_ms))
+		return false;
+	l = __atomic_load_n(&backends[id].in_flight, __ATOMIC_RELAXED);
+	return l < (int64_t)cfg->concurrency_threshold && l * f.n <= f.sum + (int64_t)gap * f.n;
+}
+
+uint16_t pg_balance_cached(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
+			   unsigned max_id, const uint16_t *cand, size_t ncand,
+			   const struct pg_cached *cached, const struct pg_idset *exclude,
+			   uint64_t now_ms, uint64_t rnd, bool explicit_key, struct pg_choice *out)
+{
+	struct pg_route_cfg pa = *cfg;
+
+	if (max_id > PG_MAX_BACKENDS - 1)
+		max_id = PG_MAX_BACKENDS - 1;
+	if (ncand > PG_RING_CANDIDATES)
+		ncand = PG_RING_CANDIDATES;
+	if (cached && cached->specific && cached->nholder) {
+		struct fleet_load floor = fleet_load(backends, max_id, exclude, now_ms);
+		uint16_t pick = 0;
+
+		/* Holders in the anchor's ring order first, then as listed. */
+		for (size_t i = 0; i < ncand && !pick; i++)
+			for (size_t h = 0; h < cached->nholder; h++)
+				if (cached->holder[h] == cand[i] &&
+				    holder_fits(cfg, backends, max_id, cand[i], exclude, now_ms,
+						floor, cached->max_load_gap)) {
+					pick = cand[i];
+					break;
+				}
+		for (size_t h = 0; h < cached->nholder && !pick; h++)
+			if (holder_fits(cfg, backends, max_id, cached->holder[h], exclude, now_ms,
+					floor, cached->max_load_gap))
+				pick = cached->holder[h];
+		if (pick) {
+			memset(out, 0, sizeof(*out));
+			out->ncand = (uint8_t)ncand;
+			if (ncand)
+				memcpy(out->cand, cand, ncand * sizeof(*cand));
+			out->backend = pick;
+			out->decision = PG_DEC_CACHED;
+			return pick;
+		}
+	}
+	pa.strategy = PG_STRATEGY_PREFIX_AWARE;
+	return pg_balance(&pa, backends, max_id, cand, ncand, exclude, now_ms, rnd, explicit_key,
+			  out);
+}

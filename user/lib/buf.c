@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The growable output buffer (buf.h).
+ */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "lib/buf.h"
+
+static bool buf_reserve(struct pg_buf *b, size_t n)
+{
+	size_t cap = b->cap ? b->cap : 256;
+	char *p;
+
+	if (b->oom)
+		return false;
+	if (b->len + n < b->len) {
+		b->oom = true;
+		return false;
+	}
+	if (b->len + n <= b->cap)
+		return true;
+	while (cap < b->len + n)
+		cap *= 2;
+	p = realloc(b->p, cap);
+	if (!p) {
+		b->oom = true;
+		return false;
+	}
+	b->p = p;
+	b->cap = cap;
+	return true;
+}
+
+void pg_buf_append(struct pg_buf *b, const void *s, size_t n)
+{
+	if (!n || !buf_reserve(b, n))
+		return;
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+}
+
+void pg_buf_puts(struct pg_buf *b, const char *s)
+{
+	pg_buf_append(b, s, strlen(s));
+}
+
+void pg_buf_printf(struct pg_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || !buf_reserve(b, (size_t)n + 1))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 if invalid. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : 2;
+	uint32_t cp;
+
+	if (s[0] < 0xc2 || s[0] > 0xf4 || n < len)
+		return 0;
+	cp = s[0] & (0x3f >> (len - 1));
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return len;
+}
+
+void pg_buf_json_str(struct pg_buf *b, const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0, run = 0, l;
+
+	pg_buf_append(b, "\"", 1);
+	while (i < n) {
+		if (u[i] >= 0x20 && u[i] < 0x7f && u[i] != '"' && u[i] != '\\') {
+			i++;
+			continue;
+		}
+		l = u[i] >= 0x80 ? utf8_len(u + i, n - i) : 0;
+		if (l) {
+			i += l;
+			continue;
+		}
+		pg_buf_append(b, s + run, i - run);
+		if (u[i] == '"' || u[i] == '\\')
+			pg_buf_printf(b, "\\%c", u[i]);
+		else if (u[i] == '\n')
+			pg_buf_puts(b, "\\n");
+		else if (u[i] < 0x80)
+			pg_buf_printf(b, "\\u%04x", u[i]);
+		else
+			pg_buf_puts(b, "\\ufffd"); /* not UTF-8: the output stays valid */
+		run = ++i;
+	}
+	pg_buf_append(b, s + run, n - run);
+	pg_buf_append(b, "\"", 1);
+}
+
+void pg_buf_free(struct pg_buf *b)
+{
+	free(b->p);
+	memset(b, 0, sizeof(*b));
+}
+
+void pg_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n)
+{
+	if (*len + n > *cap) {
+		size_t ncap = *cap ? *cap : 1024;
+
+		while (ncap < *len + n)
+			ncap *= 2;
+		*buf = realloc(*buf, ncap);
+		if (!*buf)
+			abort();
+		*cap = ncap;
+	}
+	memcpy(*buf + *len, data, n);
+	*len += n;
+}

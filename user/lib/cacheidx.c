@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cache_aware's block index (cacheidx.h). Pure: slots and clocks are shared
+ * memory written with relaxed atomics (several workers at once; a torn slot
+ * is only a wrong hint).
+ */
+#include "lib/cacheidx.h"
+
+#define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+
+uint32_t pg_ca_capacity_blocks(uint64_t capacity_tokens)
+{
+	uint64_t b = capacity_tokens * PG_CA_CHARS_PER_TOKEN / PG_CA_BLOCK;
+
+	return b < 1 ? 1 : b > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)b;
+}
+
+uint32_t pg_ca_slots_for(uint64_t capacity_tokens, uint32_t min_slots)
+{
+	uint64_t want = (uint64_t)pg_ca_capacity_blocks(capacity_tokens) * PG_CA_SLOTS_PER_BLOCK;
+	uint32_t n = min_slots ? min_slots : 1;
+
+	while (n < want && n < PG_CA_SLOTS_MAX)
+		n <<= 1;
+	return n;
+}
+
+/* Holder way w of slot s is live: a backend that still holds the prefix
+ * under the LRU model (ok decides the rest). */
+static bool way_live(const struct pg_ca_index *ix, const struct pg_ca_slot *s, unsigned w,
+		     uint16_t *id_out)
+{
+	uint16_t id = LOAD(&s->backend[w]);
+	uint32_t clock;
+
+	if (!id || id >= PG_MAX_BACKENDS)
+		return false;
+	if (!(LOAD(&ix->backends[id].flags) & PG_BACKEND_ACTIVE))
+		return false;
+	clock = (uint32_t)LOAD(&ix->backends[id].ca_clock);
+	if (clock - LOAD(&s->stamp[w]) >= ix->capacity_blocks)
+		return false;
+	*id_out = id;
+	return true;
+}
+
+static struct pg_ca_slot *find(const struct pg_ca_index *ix, uint64_t h)
+{
+	for (uint32_t i = 0; i < PG_CA_PROBE; i++) {
+		struct pg_ca_slot *s = &ix->slots[(h + i) & (ix->nslots - 1)];
+
+		if (LOAD(&s->hash) == h)
+			return s;
+	}
+	return NULL;
+}
+
+size_t pg_ca_holders(const struct pg_ca_index *ix, uint64_t h, pg_ca_ok_fn ok, void *arg,
+		     uint16_t out[PG_CA_WAYS])
+{
+	const struct pg_ca_slot *s = find(ix, h);
+	size_t n = 0;
+	uint16_t id;
+
+	if (!s)
+		return 0;
+	for (unsigned w = 0; w < PG_CA_WAYS; w++)
+		if (way_live(ix, s, w, &id) && (!ok || ok(id, arg)))
+			out[n++] = id;
+	return n;
+}
+
+void pg_ca_match(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n, pg_ca_ok_fn ok,
+		 void *arg, struct pg_ca_match *out)
+{
+	uint32_t lo = 0, hi = n; /* prefixes of lo blocks match; of more than hi, none */
+	uint16_t held[PG_CA_WAYS];
+	size_t k;
+
+	*out = (struct pg_ca_match){0};
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo + 1) / 2;
+
+		out->probes++;
+		k = pg_ca_holders(ix, chain[mid - 1], ok, arg, held);
+		if (k) {
+			lo = mid;
+			out->n = (uint8_t)k;
+			for (size_t i = 0; i < k; i++)
+				out->holder[i] = held[i];
+		} else {
+			hi = mid - 1;
+		}
+	}
+	out->blocks = lo; /* holder[] is from the last probe that matched: lo's */
+}
+
+/* The way of id in s, else a free or expired one, else the stalest (the
+ * most blocks sent to its backend since its stamp, relative to capacity). */
+static unsigned pick_way(const struct pg_ca_index *ix, const struct pg_ca_slot *s, uint16_t id,
+			 bool *had)
+{
+	unsigned best = 0;
+	uint32_t best_age = 0;
+	uint16_t live;
+
+	*had = false;
+	for (unsigned w = 0; w < PG_CA_WAYS; w++) {
+		if (LOAD(&s->backend[w]) == id) {
+			*had = way_live(ix, s, w, &live);
+			return w;
+		}
+	}
+	for (unsigned w = 0; w < PG_CA_WAYS; w++) {
+		uint16_t b = LOAD(&s->backend[w]);
+		uint32_t age;
+
+		if (!way_live(ix, s, w, &live))
+			return w;
+		age = (uint32_t)LOAD(&ix->backends[b].ca_clock) - LOAD(&s->stamp[w]);
+		if (age >= best_age) {
+			best_age = age;
+			best = w;
+		}
+	}
+	return best;
+}
+
+static bool slot_expired(const struct pg_ca_index *ix, const struct pg_ca_slot *s)
+{
+	uint16_t id;
+
+	for (unsigned w = 0; w < PG_CA_WAYS; w++)
+		if (way_live(ix, s, w, &id))
+			return false;
+	return true;
+}
+
+/* The slot for h: its own, a free one, an expired one, else the home slot
+ * taken over (*evicted). */
+static struct pg_ca_slot *claim(const struct pg_ca_index *ix, uint64_t h, bool *evicted)
+{
+	struct pg_ca_slot *s = find(ix, h), *reuse = NULL;
+
+	*evicted = false;
+	if (s)
+		return s;
+	for (uint32_t i = 0; i < PG_CA_PROBE; i++) {
+		struct pg_ca_slot *c = &ix->slots[(h + i) & (ix->nslots - 1)];
+
+		if (!LOAD(&c->hash)) {
+			reuse = c;
+			break;
+		}
+		if (!reuse && slot_expired(ix, c))
+			reuse = c;
+	}
+	if (!reuse) {
+		reuse = &ix->slots[h & (ix->nslots - 1)];
+		*evicted = true;
+	}
+	for (unsigned w = 0; w < PG_CA_WAYS; w++)
+		STORE(&reuse->backend[w], 0);
+	STORE(&reuse->hash, h);
+	return reuse;
+}
+
+unsigned pg_ca_record(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n,
+		      uint16_t id)
+{
+	__u64 *clock;
+	uint32_t base, fresh = 0;
+	unsigned evictions = 0;
+
+	if (!id || id >= PG_MAX_BACKENDS)
+		return 0;
+	clock = &ix->backends[id].ca_clock;
+	base = (uint32_t)LOAD(clock);
+	for (uint32_t i = 0; i < n; i++) {
+		bool evicted, had;
+		struct pg_ca_slot *s = claim(ix, chain[i], &evicted);
+		unsigned w = pick_way(ix, s, id, &had);
+
+		evictions += evicted;
+		if (!had)
+			fresh++; /* the engine computes and caches this block now */
+		STORE(&s->backend[w], id);
+		STORE(&s->stamp[w], base + fresh);
+	}
+	if (fresh)
+		__atomic_fetch_add(clock, fresh, __ATOMIC_RELAXED);
+	return evictions;
+}
+
+uint32_t pg_ca_occupancy(const struct pg_ca_index *ix)
+{
+	uint32_t used = 0;
+
+	for (uint32_t i = 0; i < ix->nslots; i++)
+		used += LOAD(&ix->slots[i].hash) && !slot_expired(ix, &ix->slots[i]);
+	return used;
+}
+
+void pg_ca_forget(const struct pg_ca_index *ix, uint16_t id)
+{
+	if (id && id < PG_MAX_BACKENDS)
+		__atomic_fetch_add(&ix->backends[id].ca_clock, ix->capacity_blocks,
+				   __ATOMIC_RELAXED);
+}

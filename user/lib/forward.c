@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Head rewriting and request body re-framing (forward.h). Pure.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include "lib/buf.h"
+#include "lib/forward.h"
+
+/* Connection fields remembered per head; a head with more (it may hold 128
+ * fields) is taken to list every field but Host and the framing ones. */
+#define CONN_MAX 16
+
+bool pg_name_is(struct pg_str s, const char *name)
+{
+	return strlen(name) == s.len && strncasecmp(s.p, name, s.len) == 0;
+}
+
+bool pg_fwd_own_field(struct pg_str n)
+{
+	return pg_name_is(n, "connection") || pg_name_is(n, "keep-alive") ||
+	       pg_name_is(n, "proxy-connection") || pg_name_is(n, "te") ||
+	       pg_name_is(n, "upgrade") || pg_name_is(n, "expect");
+}
+
+static bool is_ows(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+bool pg_fwd_list_has(struct pg_str list, struct pg_str token)
+{
+	size_t i = 0;
+
+	while (i < list.len) {
+		size_t start, end;
+
+		while (i < list.len && (is_ows(list.p[i]) || list.p[i] == ','))
+			i++;
+		start = i;
+		while (i < list.len && list.p[i] != ',')
+			i++;
+		end = i;
+		while (end > start && is_ows(list.p[end - 1]))
+			end--;
+		if (end > start && end - start == token.len &&
+		    strncasecmp(list.p + start, token.p, token.len) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* The Connection fields' values of a head. */
+struct conn_lists {
+	struct pg_str v[CONN_MAX];
+	size_t n;
+	bool overflow;
+};
+
+static void conn_add(struct conn_lists *cl, struct pg_str name, struct pg_str value)
+{
+	if (!pg_name_is(name, "connection"))
+		return;
+	if (cl->n < CONN_MAX)
+		cl->v[cl->n++] = value;
+	else
+		cl->overflow = true;
+}
+
+/* A field the Connection fields name (Host and framing are never dropped
+ * this way: the caller keeps or rewrites them). */
+static bool conn_listed(const struct conn_lists *cl, struct pg_str name)
+{
+	if (cl->overflow)
+		return true;
+	for (size_t i = 0; i < cl->n; i++)
+		if (pg_fwd_list_has(cl->v[i], name))
+			return true;
+	return false;
+}
+
+static void put(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+	pg_bytes_append(buf, len, cap, s, n);
+}
+
+static void put_field(char **buf, size_t *len, size_t *cap, struct pg_str name, struct pg_str v)
+{
+	put(buf, len, cap, name.p, name.len);
+	put(buf, len, cap, ": ", 2);
+	put(buf, len, cap, v.p, v.len);
+	put(buf, len, cap, "\r\n", 2);
+}
+
+static void put_length(char **buf, size_t *len, size_t *cap, uint64_t n)
+{
+	char line[48];
+	int k = snprintf(line, sizeof(line), "Content-Length: %" PRIu64 "\r\n", n);
+
+	put(buf, len, cap, line, (size_t)k);
+}
+
+void pg_fwd_request_head(const struct pg_http_request *req, char **buf, size_t *len, size_t *cap)
+{
+	struct conn_lists cl = {0};
+	bool had_length = false;
+	char line[32];
+	int n;
+
+	for (size_t i = 0; i < req->nheaders; i++)
+		conn_add(&cl, req->headers[i].name, req->headers[i].value);
+	put(buf, len, cap, req->method.p, req->method.len);
+	put(buf, len, cap, " ", 1);
+	put(buf, len, cap, req->target.p, req->target.len);
+	n = snprintf(line, sizeof(line), " HTTP/1.%d\r\n", req->minor);
+	put(buf, len, cap, line, (size_t)n);
+	for (size_t i = 0; i < req->nheaders; i++) {
+		const struct pg_http_header *h = &req->headers[i];
+
+		if (pg_name_is(h->name, "content-length")) {
+			had_length = true;
+			continue;
+		}
+		if (pg_name_is(h->name, "transfer-encoding") || pg_name_is(h->name, "trailer") ||
+		    pg_fwd_own_field(h->name))
+			continue;
+		if (!pg_name_is(h->name, "host") && conn_listed(&cl, h->name))
+			continue;
+		put_field(buf, len, cap, h->name, h->value);
+	}
+	if (req->body == PG_BODY_CHUNKED)
+		put(buf, len, cap, "Transfer-Encoding: chunked\r\n", 28);
+	else if (req->body == PG_BODY_LENGTH || had_length)
+		put_length(buf, len, cap, req->content_length);
+	put(buf, len, cap, "\r\n", 2);
+}
+
+/* The field lines of a parsed, so well-formed, head. */
+struct field_iter {
+	const char *p, *end;
+};
+
+static bool field_next(struct field_iter *it, struct pg_str *name, struct pg_str *value,
+		       struct pg_str *line)
+{
+	const char *eol, *colon, *v, *ve;
+
+	if (it->p >= it->end)
+		return false;
+	eol = memchr(it->p, '\n', (size_t)(it->end - it->p));
+	if (!eol)
+		eol = it->end - 1;
+	colon = memchr(it->p, ':', (size_t)(eol - it->p));
+	if (!colon)
+		colon = eol;
+	*line = (struct pg_str){it->p, (size_t)(eol + 1 - it->p)};
+	*name = (struct pg_str){it->p, (size_t)(colon - it->p)};
+	v = colon < eol ? colon + 1 : eol;
+	ve = eol > v && eol[-1] == '\r' ? eol - 1 : eol;
+	while (v < ve && is_ows(*v))
+		v++;
+	while (ve > v && is_ows(ve[-1]))
+		ve--;
+	*value = (struct pg_str){v, (size_t)(ve - v)};
+	it->p = eol + 1;
+	return true;
+}
+
+void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response *resp,
+			  bool close, char **buf, size_t *len, size_t *cap)
+{
+	const char *first = memchr(h, '\n', n) + 1; /* past the status line */
+	struct field_iter it = {first, h + n - 2}; /* before the blank line */
+	struct pg_str name, value, line;
+	struct conn_lists cl = {0};
+
+	while (field_next(&it, &name, &value, &line))
+		conn_add(&cl, name, value);
+	put(buf, len, cap, h, (size_t)(first - h));
+	it = (struct field_iter){first, h + n - 2};
+	while (field_next(&it, &name, &value, &line)) {
+		if (pg_name_is(name, "content-length") || pg_fwd_own_field(name))
+			continue;
+		if (!pg_name_is(name, "transfer-encoding") && conn_listed(&cl, name))
+			continue;
+		put(buf, len, cap, line.p, line.len);
+	}
+	if (resp->has_length)
+		put_length(buf, len, cap, resp->content_length);
+	if (close)
+		put(buf, len, cap, "Connection: close\r\n", 19);
+	put(buf, len, cap, "\r\n", 2);
+}
+
+void pg_fwd_chunk(const char *data, size_t n, char **buf, size_t *len, size_t *cap)
+{
+	char line[24];
+	int k;
+
+	if (!n)
+		return; /* a zero-size chunk would be the last one */
+	k = snprintf(line, sizeof(line), "%zx\r\n", n);
+	put(buf, len, cap, line, (size_t)k);
+	put(buf, len, cap, data, n);
+	put(buf, len, cap, "\r\n", 2);
+}
+
+void pg_fwd_last_chunk(char **buf, size_t *len, size_t *cap)
+{
+	put(buf, len, cap, "0\r\n\r\n", 5);
+}

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the gateway forwards of a message's head and of a request's body
+ * framing. Pure: no I/O; output is appended to a growable byte buffer
+ * (pg_bytes_append, buf.h).
+ *
+ * The rules, one definition for both directions:
+ * - The gateway's own fields (RFC 9110 §7.6.1: Connection, Keep-Alive,
+ *   Proxy-Connection, TE, Upgrade; and Expect, which it answers itself)
+ *   never cross it, nor does any field a Connection field lists, except the
+ *   ones framing or routing depend on (Host; Content-Length and
+ *   Transfer-Encoding, rewritten below either way).
+ * - A request's framing is forwarded in canonical form, whatever spelling
+ *   the parser accepted: "Transfer-Encoding: chunked" or
+ *   "Content-Length: <digits>"; its chunked body is re-framed chunk by chunk
+ *   from the decoded data (extensions dropped) and ends in "0\r\n\r\n":
+ *   request trailers are dropped (RFC 9110 §6.5.1 lets a recipient discard
+ *   them, and they could carry framing, routing or credentials).
+ * - A response keeps its Transfer-Encoding (its body is relayed as framed)
+ *   and gets its Content-Length written as plain digits.
+ */
+#ifndef PG_FORWARD_H
+#define PG_FORWARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "lib/http.h"
+
+/* The request head for the backend: request line as parsed, fields
+ * filtered and framing written as above, then the blank line. */
+void pg_fwd_request_head(const struct pg_http_request *req, char **buf, size_t *len, size_t *cap);
+
+/* The response head h[0..n) (already parsed into resp) for the client:
+ * fields filtered as above, then "Connection: close" if close, then the
+ * blank line. */
+void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response *resp,
+			  bool close, char **buf, size_t *len, size_t *cap);
+
+/* One chunk of a re-framed request body: "<hex size>\r\n<data>\r\n". */
+void pg_fwd_chunk(const char *data, size_t n, char **buf, size_t *len, size_t *cap);
+/* The last chunk, no trailers. */
+void pg_fwd_last_chunk(char **buf, size_t *len, size_t *cap);
+
+/* Header name s equals name, case-insensitively. */
+bool pg_name_is(struct pg_str s, const char *name);
+/* Field name is one the gateway keeps to itself (the fixed list above). */
+bool pg_fwd_own_field(struct pg_str name);
+/* The comma-separated list value names token (case-insensitive). */
+bool pg_fwd_list_has(struct pg_str list, struct pg_str token);
+
+#endif /* PG_FORWARD_H */

@@ -1,0 +1,535 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Strict JSON parser (see json.h). One pass over the input with an explicit
+ * stack of open containers (no recursion, so no stack overflow on hostile
+ * nesting). Strings, which are most of an LLM request body, are scanned
+ * eight bytes at a time until a byte needs attention (quote, backslash,
+ * control character or non-ASCII).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "lib/hexval.h"
+#include "lib/json.h"
+
+#define ONES  0x0101010101010101ull
+#define HIGHS 0x8080808080808080ull
+
+static int fail(struct pg_json *js, size_t pos, const char *msg)
+{
+	js->ntok = 0;
+	js->err_pos = pos;
+	js->err_msg = msg;
+	return -1;
+}
+
+/* Room for one more token; the array never needs more than one per byte. */
+static int tok_alloc(struct pg_json *js, uint32_t *idx)
+{
+	if (js->ntok == js->cap) {
+		size_t ncap = js->cap ? (size_t)js->cap * 2 : 64;
+		struct pg_json_tok *t;
+
+		if (ncap > js->len + 1)
+			ncap = js->len + 1;
+		if (ncap <= js->cap)
+			return -1;
+		t = realloc(js->tok, ncap * sizeof(*t));
+		if (!t)
+			return -1;
+		js->tok = t;
+		js->cap = (uint32_t)ncap;
+	}
+	*idx = js->ntok++;
+	return 0;
+}
+
+static size_t skip_ws(const unsigned char *s, size_t len, size_t pos)
+{
+	while (pos < len && (s[pos] == ' ' || s[pos] == '\n' || s[pos] == '\r' || s[pos] == '\t'))
+		pos++;
+	return pos;
+}
+
+/* Nonzero if any byte of w is '"', '\\', below 0x20 or above 0x7f. Exact as
+ * to "any" (borrows only propagate above a byte that matched). */
+static inline uint64_t swar_special(uint64_t w)
+{
+	uint64_t q = w ^ (ONES * '"'), b = w ^ (ONES * '\\');
+
+	return (((q - ONES) & ~q) | ((b - ONES) & ~b) | ((w - ONES * 0x20) & ~w) | w) & HIGHS;
+}
+
+/* Length of the valid UTF-8 sequence (2-4 bytes) at s, or 0 if invalid. */
+static size_t utf8_seq(const unsigned char *s, size_t avail)
+{
+	unsigned c = s[0], lo = 0x80, hi = 0xbf;
+
+	if (c < 0xc2)
+		return 0;
+	if (c < 0xe0)
+		return avail >= 2 && (s[1] & 0xc0) == 0x80 ? 2 : 0;
+	if (c < 0xf0) {
+		if (c == 0xe0)
+			lo = 0xa0; /* overlong */
+		else if (c == 0xed)
+			hi = 0x9f; /* UTF-16 surrogates */
+		if (avail < 3 || s[1] < lo || s[1] > hi || (s[2] & 0xc0) != 0x80)
+			return 0;
+		return 3;
+	}
+	if (c < 0xf5) {
+		if (c == 0xf0)
+			lo = 0x90; /* overlong */
+		else if (c == 0xf4)
+			hi = 0x8f; /* above U+10FFFF */
+		if (avail < 4 || s[1] < lo || s[1] > hi || (s[2] & 0xc0) != 0x80 ||
+		    (s[3] & 0xc0) != 0x80)
+			return 0;
+		return 4;
+	}
+	return 0;
+}
+
+/* Scan the string whose opening quote is at *pos into token t; on success
+ * *pos is one past the closing quote. */
+static int scan_string(struct pg_json *js, size_t *pos, uint32_t idx)
+{
+	const unsigned char *s = (const unsigned char *)js->src;
+	size_t len = js->len, p = *pos + 1, n;
+	uint8_t flags = 0;
+	uint64_t w;
+
+	js->tok[idx].type = PG_JSON_STRING;
+	js->tok[idx].start = (uint32_t)p;
+	for (;;) {
+		while (p + 8 <= len) {
+			memcpy(&w, s + p, 8);
+			if (swar_special(w))
+				break;
+			p += 8;
+		}
+		if (p >= len)
+			return fail(js, p, "unterminated string");
+		switch (s[p]) {
+		case '"':
+			js->tok[idx].end = (uint32_t)p;
+			js->tok[idx].flags = flags;
+			*pos = p + 1;
+			return 0;
+		case '\\':
+			flags |= PG_JSON_F_ESCAPED;
+			if (p + 1 >= len)
+				return fail(js, p, "unterminated string");
+			switch (s[p + 1]) {
+			case '"':
+			case '\\':
+			case '/':
+			case 'b':
+			case 'f':
+			case 'n':
+			case 'r':
+			case 't':
+				p += 2;
+				break;
+			case 'u':
+				if (p + 6 > len || hexval(s[p + 2]) < 0 || hexval(s[p + 3]) < 0 ||
+				    hexval(s[p + 4]) < 0 || hexval(s[p + 5]) < 0)
+					return fail(js, p, "bad \\u escape: needs 4 hex digits");
+				p += 6;
+				break;
+			default:
+				return fail(js, p, "bad escape in string");
+			}
+			break;
+		default:
+			if (s[p] < 0x20)
+				return fail(js, p, "control character in string");
+			if (s[p] < 0x80) {
+				p++;
+				break;
+			}
+			/* stay here through a run of non-ASCII text (e.g. CJK) */
+			do {
+				n = utf8_seq(s + p, len - p);
+				if (!n)
+					return fail(js, p, "invalid UTF-8");
+				p += n;
+			} while (p < len && s[p] >= 0x80);
+			flags |= PG_JSON_F_NONASCII;
+		}
+	}
+}
+
+static int scan_number(struct pg_json *js, size_t *pos, uint32_t idx)
+{
+	const unsigned char *s = (const unsigned char *)js->src;
+	size_t len = js->len, p = *pos;
+	uint8_t flags = PG_JSON_F_INTEGER;
+
+	if (s[p] == '-')
+		p++;
+	if (p < len && s[p] == '0') {
+		p++;
+	} else if (p < len && s[p] >= '1' && s[p] <= '9') {
+		while (p < len && s[p] >= '0' && s[p] <= '9')
+			p++;
+	} else {
+		return fail(js, p, "bad number");
+	}
+	if (p < len && s[p] == '.') {
+		flags = 0;
+		if (++p >= len || s[p] < '0' || s[p] > '9')
+			return fail(js, p, "bad number: digit expected after '.'");
+		while (p < len && s[p] >= '0' && s[p] <= '9')
+			p++;
+	}
+	if (p < len && (s[p] == 'e' || s[p] == 'E')) {
+		flags = 0;
+		if (++p < len && (s[p] == '+' || s[p] == '-'))
+			p++;
+		if (p >= len || s[p] < '0' || s[p] > '9')
+			return fail(js, p, "bad number: digit expected in exponent");
+		while (p < len && s[p] >= '0' && s[p] <= '9')
+			p++;
+	}
+	js->tok[idx].type = PG_JSON_NUMBER;
+	js->tok[idx].flags = flags;
+	js->tok[idx].end = (uint32_t)p;
+	*pos = p;
+	return 0;
+}
+
+static int scan_literal(struct pg_json *js, size_t *pos, uint32_t idx)
+{
+	static const struct {
+		const char *word;
+		size_t len;
+		uint8_t type;
+	} lit[] = {
+	    {"true", 4, PG_JSON_TRUE}, {"false", 5, PG_JSON_FALSE}, {"null", 4, PG_JSON_NULL}};
+
+	for (size_t i = 0; i < sizeof(lit) / sizeof(lit[0]); i++) {
+		if (js->len - *pos >= lit[i].len &&
+		    !memcmp(js->src + *pos, lit[i].word, lit[i].len)) {
+			js->tok[idx].type = lit[i].type;
+			*pos += lit[i].len;
+			js->tok[idx].end = (uint32_t)*pos;
+			return 0;
+		}
+	}
+	return fail(js, *pos, "expected a value");
+}
+
+int pg_json_parse(struct pg_json *js, const char *src, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)src;
+	uint32_t stack[PG_JSON_MAX_DEPTH], idx, top;
+	unsigned depth = 0;
+	size_t pos = 0;
+	bool obj;
+
+	js->src = src;
+	js->len = len;
+	js->ntok = 0;
+	js->err_pos = 0;
+	js->err_msg = NULL;
+	if (len >= UINT32_MAX)
+		return fail(js, 0, "input is 4 GiB or more");
+
+value:
+	pos = skip_ws(s, len, pos);
+	if (pos >= len)
+		return fail(js, pos, "expected a value");
+	if (tok_alloc(js, &idx))
+		return fail(js, pos, "out of memory");
+	js->tok[idx].start = (uint32_t)pos;
+	js->tok[idx].next = idx + 1;
+	js->tok[idx].size = 0;
+	js->tok[idx].flags = 0;
+	switch (s[pos]) {
+	case '{':
+	case '[':
+		if (depth == PG_JSON_MAX_DEPTH)
+			return fail(js, pos, "nested deeper than 256");
+		obj = s[pos] == '{';
+		js->tok[idx].type = obj ? PG_JSON_OBJECT : PG_JSON_ARRAY;
+		stack[depth++] = idx;
+		pos = skip_ws(s, len, pos + 1);
+		if (pos < len && s[pos] == (obj ? '}' : ']'))
+			goto close;
+		js->tok[idx].size = 1;
+		if (obj)
+			goto member;
+		goto value;
+	case '"':
+		if (scan_string(js, &pos, idx))
+			return -1;
+		break;
+	case '-':
+	case '0' ... '9':
+		if (scan_number(js, &pos, idx))
+			return -1;
+		break;
+	default:
+		if (scan_literal(js, &pos, idx))
+			return -1;
+	}
+
+after_value:
+	pos = skip_ws(s, len, pos);
+	if (!depth) {
+		if (pos != len)
+			return fail(js, pos, "unexpected data after the value");
+		return 0;
+	}
+	top = stack[depth - 1];
+	obj = js->tok[top].type == PG_JSON_OBJECT;
+	if (pos >= len)
+		return fail(js, pos, obj ? "unterminated object" : "unterminated array");
+	if (s[pos] == ',') {
+		pos++;
+		js->tok[top].size++;
+		if (obj)
+			goto member;
+		goto value;
+	}
+	if (s[pos] != (obj ? '}' : ']'))
+		return fail(js, pos, obj ? "expected ',' or '}'" : "expected ',' or ']'");
+close:
+	top = stack[--depth];
+	js->tok[top].end = (uint32_t)(pos + 1);
+	js->tok[top].next = js->ntok;
+	pos++;
+	goto after_value;
+
+member:
+	pos = skip_ws(s, len, pos);
+	if (pos >= len || s[pos] != '"')
+		return fail(js, pos, "expected a member name string");
+	if (tok_alloc(js, &idx))
+		return fail(js, pos, "out of memory");
+	js->tok[idx].next = idx + 1;
+	js->tok[idx].size = 0;
+	if (scan_string(js, &pos, idx))
+		return -1;
+	pos = skip_ws(s, len, pos);
+	if (pos >= len || s[pos] != ':')
+		return fail(js, pos, "expected ':'");
+	pos++;
+	goto value;
+}
+
+void pg_json_free(struct pg_json *js)
+{
+	free(js->tok);
+	js->tok = NULL;
+	js->ntok = js->cap = 0;
+}
+
+static uint32_t hex4(const unsigned char *s)
+{
+	return (uint32_t)(hexval(s[0]) << 12 | hexval(s[1]) << 8 | hexval(s[2]) << 4 |
+	                  hexval(s[3]));
+}
+
+/*
+ * Bounds: the token was validated, so a backslash always starts a complete
+ * escape before the closing quote, and a multi-byte lead byte always has its
+ * continuation bytes; the look-ahead for a low surrogate reads at most the
+ * closing quote (which is not a backslash).
+ */
+uint32_t pg_json_str_next(const struct pg_json *js, size_t *pos)
+{
+	const unsigned char *s = (const unsigned char *)js->src + *pos;
+	uint32_t c = s[0], lo;
+
+	if (c == '\\') {
+		*pos += 2;
+		switch (s[1]) {
+		case 'b':
+			return '\b';
+		case 'f':
+			return '\f';
+		case 'n':
+			return '\n';
+		case 'r':
+			return '\r';
+		case 't':
+			return '\t';
+		case 'u':
+			break;
+		default: /* '"', '\\', '/' */
+			return s[1];
+		}
+		*pos += 4;
+		c = hex4(s + 2);
+		if (c < 0xd800 || c > 0xdfff)
+			return c;
+		if (c >= 0xdc00 || s[6] != '\\' || s[7] != 'u')
+			return 0xfffd;
+		lo = hex4(s + 8);
+		if (lo < 0xdc00 || lo > 0xdfff)
+			return 0xfffd; /* the next escape is decoded on its own */
+		*pos += 6;
+		return 0x10000 + ((c - 0xd800) << 10) + (lo - 0xdc00);
+	}
+	if (c < 0x80) {
+		*pos += 1;
+		return c;
+	}
+	if (c < 0xe0) {
+		*pos += 2;
+		return (c & 0x1f) << 6 | (s[1] & 0x3f);
+	}
+	if (c < 0xf0) {
+		*pos += 3;
+		return (c & 0x0f) << 12 | (uint32_t)(s[1] & 0x3f) << 6 | (s[2] & 0x3f);
+	}
+	*pos += 4;
+	return (c & 0x07) << 18 | (uint32_t)(s[1] & 0x3f) << 12 | (uint32_t)(s[2] & 0x3f) << 6 |
+	       (s[3] & 0x3f);
+}
+
+size_t pg_utf8_encode(uint32_t cp, char *out)
+{
+	if (cp < 0x80) {
+		out[0] = (char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		out[0] = (char)(0xc0 | cp >> 6);
+		out[1] = (char)(0x80 | (cp & 0x3f));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		out[0] = (char)(0xe0 | cp >> 12);
+		out[1] = (char)(0x80 | (cp >> 6 & 0x3f));
+		out[2] = (char)(0x80 | (cp & 0x3f));
+		return 3;
+	}
+	out[0] = (char)(0xf0 | cp >> 18);
+	out[1] = (char)(0x80 | (cp >> 12 & 0x3f));
+	out[2] = (char)(0x80 | (cp >> 6 & 0x3f));
+	out[3] = (char)(0x80 | (cp & 0x3f));
+	return 4;
+}
+
+size_t pg_json_str_copy(const struct pg_json *js, uint32_t i, char *buf, size_t cap)
+{
+	const struct pg_json_tok *t = &js->tok[i];
+	size_t pos = t->start, n = 0, k;
+	char u[4];
+
+	if (!(t->flags & PG_JSON_F_ESCAPED)) {
+		n = t->end - t->start;
+		memcpy(buf, js->src + t->start, n < cap ? n : cap);
+		return n;
+	}
+	while (pos < t->end) {
+		k = pg_utf8_encode(pg_json_str_next(js, &pos), u);
+		for (size_t j = 0; j < k; j++, n++)
+			if (n < cap)
+				buf[n] = u[j];
+	}
+	return n;
+}
+
+bool pg_json_str_eq(const struct pg_json *js, uint32_t i, const char *s, size_t n)
+{
+	const struct pg_json_tok *t = &js->tok[i];
+	size_t pos = t->start, off = 0, k;
+	char u[4];
+
+	if (t->type != PG_JSON_STRING)
+		return false;
+	if (!(t->flags & PG_JSON_F_ESCAPED))
+		return t->end - t->start == n && !memcmp(js->src + t->start, s, n);
+	while (pos < t->end) {
+		k = pg_utf8_encode(pg_json_str_next(js, &pos), u);
+		if (off + k > n || memcmp(s + off, u, k))
+			return false;
+		off += k;
+	}
+	return off == n;
+}
+
+int pg_json_str_cmp(const struct pg_json *js, uint32_t a, uint32_t b)
+{
+	const struct pg_json_tok *ta = &js->tok[a], *tb = &js->tok[b];
+	size_t pa = ta->start, pb = tb->start;
+	uint32_t ca, cb;
+
+	if (!((ta->flags | tb->flags) & PG_JSON_F_ESCAPED)) {
+		size_t la = ta->end - ta->start, lb = tb->end - tb->start;
+		int r = memcmp(js->src + pa, js->src + pb, la < lb ? la : lb);
+
+		return r ? r : (la > lb) - (la < lb);
+	}
+	while (pa < ta->end && pb < tb->end) {
+		ca = pg_json_str_next(js, &pa);
+		cb = pg_json_str_next(js, &pb);
+		if (ca != cb)
+			return ca < cb ? -1 : 1;
+	}
+	return (pa < ta->end) - (pb < tb->end);
+}
+
+int64_t pg_json_find(const struct pg_json *js, uint32_t obj, const char *name, size_t nlen)
+{
+	int64_t found = -1;
+	uint32_t k = pg_json_first(obj);
+
+	if (obj >= js->ntok || js->tok[obj].type != PG_JSON_OBJECT)
+		return -1;
+	for (uint32_t n = 0; n < js->tok[obj].size; n++, k = pg_json_member_next(js, k))
+		if (pg_json_str_eq(js, k, name, nlen))
+			found = k + 1;
+	return found;
+}
+
+int pg_json_get_i64(const struct pg_json *js, uint32_t i, int64_t *out)
+{
+	const struct pg_json_tok *t = &js->tok[i];
+	const char *s = js->src + t->start, *e = js->src + t->end;
+	bool neg = *s == '-';
+	int64_t v = 0; /* accumulated negatively: INT64_MIN fits */
+
+	if (t->type != PG_JSON_NUMBER || !(t->flags & PG_JSON_F_INTEGER))
+		return -EINVAL;
+	for (s += neg; s < e; s++) {
+		int d = *s - '0';
+
+		if (v < (INT64_MIN + d) / 10)
+			return -ERANGE;
+		v = v * 10 - d;
+	}
+	if (!neg) {
+		if (v == INT64_MIN)
+			return -ERANGE;
+		v = -v;
+	}
+	*out = v;
+	return 0;
+}
+
+const char *pg_json_type_name(enum pg_json_type type)
+{
+	switch (type) {
+	case PG_JSON_OBJECT:
+		return "object";
+	case PG_JSON_ARRAY:
+		return "array";
+	case PG_JSON_STRING:
+		return "string";
+	case PG_JSON_NUMBER:
+		return "number";
+	case PG_JSON_TRUE:
+	case PG_JSON_FALSE:
+		return "boolean";
+	case PG_JSON_NULL:
+		return "null";
+	default:
+		return "nothing";
+	}
+}

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Prefix-key extraction, pure: which bytes of a request decide where it goes
+ * (the routing contract in DESIGN.md), and their XXH3-64 hash.
+ *
+ * - OpenAI paths (POST /v1/chat/completions, /v1/completions): the extracted
+ *   message text, cut at prefix_length Unicode code points after JSON
+ *   unescaping. Invariant to JSON whitespace, key order and every other field.
+ * - Any other path: the first prefix_length bytes of the raw body.
+ * - X-Prefixgate-Key header, else the body field "prompt_cache_key", replaces
+ *   the extracted key (explicit key).
+ * - Unparseable JSON (or a body too large to buffer whole) falls back to the
+ *   raw-bytes key; out->fallback says so. Never an error.
+ *
+ * Key text of the OpenAI APIs, as Unicode code points (hashed as UTF-8).
+ * TEXT(s) is the unescaped string s with each ESC, US, RS or GS in it
+ * preceded by an ESC, so no separator can come from the text itself and the
+ * mapping below is injective (up to the cut):
+ *
+ *   chat        = [ CANON(tools) RS ] { TEXT(role) US content RS }...
+ *   content     = TEXT(string) | TEXT(text_1) GS TEXT(text_2) GS ...
+ *                 (the "text" of parts of type "text", in order; other
+ *                 parts are ignored; a null or missing content is empty)
+ *   completions = TEXT(prompt)                      prompt is a string
+ *               | TEXT(s_1) RS TEXT(s_2) ...        an array of strings
+ *               | ids                               an array of token ids
+ *               | ids RS ids ...                    an array of arrays of ids
+ *   ids         = { DECIMAL(id) US }...
+ *
+ * CANON(v) is v in canonical JSON: no whitespace, object members sorted by
+ * unescaped name (code point order; duplicates keep document order), strings
+ * with only '"', '\\' and control characters escaped (\b \f \n \r \t, else
+ * \u00xx lowercase), numbers as written. A "tools" that is null counts as
+ * absent. So a string prompt and a one-element array of it, or a string
+ * content and a single text part, give the same key; a role that is null or
+ * missing is empty. Anything else malformed (messages not an array of
+ * objects, a role or text that is not a string, a mixed prompt array, a
+ * token id that is not an integer) makes the body unusable: raw fallback.
+ * A lone surrogate escape counts as U+FFFD (json.h).
+ *
+ * The text is cut after prefix_length code points (separators and escapes
+ * count), never inside a UTF-8 sequence; pg_key.length is that count.
+ * prompt_cache_key (a non-empty top-level string) and X-Prefixgate-Key are
+ * used whole, as bytes; pg_key.length is then their byte count.
+ */
+#ifndef PG_KEY_H
+#define PG_KEY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "lib/http.h"
+#include "prefixgate.h"
+
+/* OpenAI bodies are buffered whole to extract their key, up to this size;
+ * beyond it the raw-bytes key is used (fallback) and the body is streamed. */
+#define PG_KEY_JSON_BODY_MAX (16u * 1024 * 1024)
+
+/* Separators of the key text (ASCII control characters, which JSON strings
+ * can carry only as escapes). */
+#define PG_KEY_ESC 0x1b /* makes the next code point literal text */
+#define PG_KEY_GS 0x1d  /* between the text parts of one content */
+#define PG_KEY_RS 0x1e  /* after tools and each message; between prompts */
+#define PG_KEY_US 0x1f  /* after a role; after each token id */
+
+enum pg_api {
+	PG_API_RAW = 0,         /* any other path: raw body bytes */
+	PG_API_CHAT = 1,        /* POST /v1/chat/completions */
+	PG_API_COMPLETIONS = 2, /* POST /v1/completions */
+};
+
+enum pg_key_source {
+	PG_KEY_SRC_RAW = 0,         /* first prefix_length raw body bytes */
+	PG_KEY_SRC_MESSAGES = 1,    /* extracted chat / completion text */
+	PG_KEY_SRC_HEADER = 2,      /* X-Prefixgate-Key */
+	PG_KEY_SRC_CACHE_FIELD = 3, /* prompt_cache_key body field */
+};
+
+struct pg_key {
+	uint64_t hash;     /* XXH3-64 of the key bytes */
+	uint64_t anchor;   /* cache_aware's anchor (pg_key_blocks); else hash */
+	uint32_t length;   /* key length: code points (MESSAGES) or bytes */
+	uint8_t source;    /* enum pg_key_source */
+	bool fallback;     /* OpenAI path, but the JSON could not be used */
+	bool stream;       /* the OpenAI body asks for a streamed response */
+};
+
+/* API by method and path (path without query string). */
+enum pg_api pg_key_api(struct pg_str method, struct pg_str path);
+
+/* Body bytes the key needs before it can be computed: prefix_length for raw,
+ * PG_KEY_JSON_BODY_MAX for OpenAI APIs (the whole body, up to that). */
+size_t pg_key_body_need(enum pg_api api, uint32_t prefix_length);
+
+/*
+ * Compute the key of a request. header_key: X-Prefixgate-Key (len 0 if
+ * absent). body/body_len: the body bytes held (decoded if chunked);
+ * complete: they are the whole body. An OpenAI body that is not complete
+ * falls back to the raw key. text (may be NULL): receives the key bytes, up
+ * to text_cap; *text_len (may be NULL) gets the full key length in bytes.
+ * Returns 0. May allocate (parse tokens, key text); frees all before return.
+ */
+int pg_key_compute(enum pg_api api, struct pg_str header_key, const char *body,
+		   size_t body_len, bool complete, uint32_t prefix_length,
+		   struct pg_key *out, char *text, size_t text_cap, size_t *text_len);
+
+/*
+ * cache_aware's view of a request (cacheidx.h): the key text, past
+ * PrefixLength (up to PG_CA_MAX_BLOCKS blocks), cut into PG_CA_BLOCK-byte
+ * blocks named by chained hashes, and the anchor that places a request
+ * nothing cached decides:
+ *   chat:   the text before the first message whose role is "user" (tools,
+ *           system prompt), then up to PrefixLength code points of that
+ *           message (through its RS if shorter). So a conversation keeps its
+ *           anchor every turn, and one long system prompt or tool list for
+ *           every user does not pin them all to one instance.
+ *   other:  the PREFIX_AWARE key text (first PrefixLength code points or
+ *           raw bytes).
+ *   explicit keys: their hash, and no blocks.
+ */
+struct pg_key_blocks {
+	uint32_t n;          /* whole blocks indexed */
+	uint32_t anchor_len; /* key text bytes the anchor covers */
+	uint64_t anchor;     /* XXH3-64 of them */
+	uint64_t chain[PG_CA_MAX_BLOCKS]; /* chain[i]: hash of blocks 0..i; never 0 */
+};
+
+/* pg_key_compute (out is the same key), plus cache_aware's blocks. */
+int pg_key_compute_blocks(enum pg_api api, struct pg_str header_key, const char *body,
+			  size_t body_len, bool complete, uint32_t prefix_length,
+			  struct pg_key *out, struct pg_key_blocks *kb);
+
+#endif /* PG_KEY_H */

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: MIT
+#include "state/routestats.h"
+#include "state/route.h"
+
+struct holder_rule {
+	const struct pg_backend *backends;
+	unsigned max_id;
+	const struct pg_idset *exclude;
+	uint64_t now_ms;
+};
+
+/* A holder counts when it could take the request at all. */
+static bool holder_usable(uint16_t id, void *arg)
+{
+	const struct holder_rule *r = arg;
+
+	return id <= r->max_id && !(r->exclude && pg_idset_has(r->exclude, id)) &&
+	       pg_backend_usable(&r->backends[id], r->now_ms);
+}
+
+/* kb: cache_aware's blocks (NULL when only the key is known: a retry goes
+ * by the anchor's ring alone). */
+static uint16_t choose(struct pg_gateway *gw, const struct pg_route_cfg *rc, const struct pg_key *key,
+		       const struct pg_key_blocks *kb, const struct pg_idset *exclude,
+		       uint64_t now_ms, uint64_t rnd, struct pg_choice *choice)
+{
+	uint16_t cand[PG_RING_CANDIDATES];
+	size_t ncand = 0;
+	bool explicit_key =
+		key->source == PG_KEY_SRC_HEADER || key->source == PG_KEY_SRC_CACHE_FIELD;
+	unsigned max_id = pg_max_backend_id(gw);
+
+	if (rc->strategy == PG_STRATEGY_PREFIX_AWARE)
+		ncand = pg_maps_candidates(&gw->maps, key->hash, cand);
+	if (rc->strategy == PG_STRATEGY_CACHE_AWARE) {
+		struct holder_rule rule = {gw->maps.backends, max_id, exclude, now_ms};
+		struct pg_ca_index ix = pg_cache_index(gw);
+		struct pg_ca_match m = {0};
+		struct pg_cached cached;
+		uint16_t id;
+
+		ncand = pg_maps_candidates(&gw->maps, key->anchor, cand);
+		if (kb && kb->n && ix.capacity_blocks)
+			pg_ca_match(&ix, kb->chain, kb->n, holder_usable, &rule, &m);
+		cached = (struct pg_cached){
+		    .holder = m.holder,
+		    .nholder = m.n,
+		    .specific = m.blocks && (uint64_t)m.blocks * PG_CA_BLOCK >= kb->anchor_len,
+		    .max_load_gap = rc->max_load_gap,
+		};
+		id = pg_balance_cached(rc, gw->maps.backends, max_id, cand, ncand, &cached, exclude,
+				       now_ms, rnd, explicit_key, choice);
+		choice->matched = m.blocks * PG_CA_BLOCK;
+		return id;
+	}
+	return pg_balance(rc, gw->maps.backends, max_id, cand, ncand, exclude, now_ms, rnd,
+			  explicit_key, choice);
+}
+
+/* What PREFIX_AWARE would choose for key now, with the same ring,
+ * threshold and in-flight counts (those are the real routing's). */
+static uint16_t shadow_choice(struct pg_gateway *gw, const struct pg_route_cfg *rc,
+			      const struct pg_key *key, uint64_t now_ms, uint64_t rnd)
+{
+	struct pg_route_cfg pa = *rc;
+	struct pg_choice ch;
+
+	pa.strategy = PG_STRATEGY_PREFIX_AWARE;
+	return choose(gw, &pa, key, NULL, NULL, now_ms, rnd, &ch);
+}
+
+/* cache_aware: what was sent where, and how long the match was. */
+static void record_blocks(struct pg_gateway *gw, const struct pg_key_blocks *kb, uint16_t id,
+			  uint32_t matched)
+{
+	struct pg_ca_index ix = pg_cache_index(gw);
+	uint32_t blocks = matched / PG_CA_BLOCK;
+	unsigned bucket = 0, ev;
+
+	while (blocks && bucket < PG_CA_MATCH_BUCKETS - 1) {
+		bucket++;
+		blocks >>= 1;
+	}
+	__atomic_fetch_add(&gw->ca_matched[bucket], 1, __ATOMIC_RELAXED);
+	if (!kb->n || !ix.capacity_blocks)
+		return;
+	ev = pg_ca_record(&ix, kb->chain, kb->n, id);
+	if (ev)
+		__atomic_fetch_add(&gw->ca_evictions, ev, __ATOMIC_RELAXED);
+}
+
+static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
+		      const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
+		      struct pg_choice *choice, bool record)
+{
+	const uint64_t now = pg_now_ms();
+	struct pg_key_blocks kb;
+	struct pg_route_cfg rc;
+	uint16_t id, shadow = 0;
+	bool ca;
+
+	pg_route_cfg_load(gw, &rc);
+	ca = rc.strategy == PG_STRATEGY_CACHE_AWARE;
+	if (ca)
+		pg_key_compute_blocks(in->api, in->header_key, in->body, in->body_len, in->complete,
+				      rc.prefix_length, key, &kb);
+	else
+		pg_key_compute(in->api, in->header_key, in->body, in->body_len, in->complete,
+			       rc.prefix_length, key, NULL, 0, NULL);
+	id = choose(gw, &rc, key, ca ? &kb : NULL, exclude, now, rnd, choice);
+	if (!record || !id)
+		return id;
+	if (ca)
+		record_blocks(gw, &kb, id, choice->matched);
+	if (gw->cfg && gw->cfg->shadow)
+		shadow = rc.strategy == PG_STRATEGY_PREFIX_AWARE ? id
+								 : shadow_choice(gw, &rc, key, now, rnd);
+	pg_rstats_record(gw, ca ? key->anchor : key->hash, id, shadow, now);
+	return id;
+}
+
+uint16_t pg_route(struct pg_gateway *gw, const struct pg_route_input *in,
+		  const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
+		  struct pg_choice *choice)
+{
+	return route(gw, in, exclude, rnd, key, choice, true);
+}
+
+uint16_t pg_route_dry(struct pg_gateway *gw, const struct pg_route_input *in,
+		      const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
+		      struct pg_choice *choice)
+{
+	return route(gw, in, exclude, rnd, key, choice, false);
+}
+
+uint16_t pg_route_again(struct pg_gateway *gw, const struct pg_key *key,
+			const struct pg_idset *exclude, uint64_t rnd, struct pg_choice *choice)
+{
+	struct pg_route_cfg rc;
+
+	pg_route_cfg_load(gw, &rc);
+	return choose(gw, &rc, key, NULL, exclude, pg_now_ms(), rnd, choice);
+}

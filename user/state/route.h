@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One routing decision, exactly as real traffic gets it: key extraction,
+ * ring lookup through the shared maps, balancer. Used by the workers and by
+ * the admin API's dry run (POST /route), so the dry run cannot disagree.
+ */
+#ifndef PG_ROUTE_H
+#define PG_ROUTE_H
+
+#include "lib/balancer.h"
+#include "lib/cacheidx.h"
+#include "gateway.h"
+#include "lib/key.h"
+
+struct pg_route_input {
+	enum pg_api api;
+	struct pg_str header_key; /* X-Prefixgate-Key, len 0 if absent */
+	const char *body;         /* body bytes held (decoded) */
+	size_t body_len;
+	bool complete;            /* body is whole */
+};
+
+/*
+ * Compute the key of a request and choose its backend. exclude: backends
+ * already tried (may be NULL). Returns the chosen id (0: none usable) with
+ * the key and the choice filled in. Does not touch in-flight counts.
+ * For real traffic (the workers): a chosen request is also recorded in the
+ * routing statistics (routestats.h: predicted hit, hot keys, and with
+ * --shadow what PREFIX_AWARE would have chosen).
+ */
+uint16_t pg_route(struct pg_gateway *gw, const struct pg_route_input *in,
+		  const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
+		  struct pg_choice *choice);
+
+/* The same decision with no side effect at all: the admin dry run. */
+uint16_t pg_route_dry(struct pg_gateway *gw, const struct pg_route_input *in,
+		      const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
+		      struct pg_choice *choice);
+
+/* Re-choose for a request whose key is known (after a failed attempt); not
+ * recorded again in the routing statistics. */
+uint16_t pg_route_again(struct pg_gateway *gw, const struct pg_key *key,
+			const struct pg_idset *exclude, uint64_t rnd, struct pg_choice *choice);
+
+/* cache_aware's block index as the shared maps hold it. */
+static inline struct pg_ca_index pg_cache_index(const struct pg_gateway *gw)
+{
+	return (struct pg_ca_index){
+	    .slots = gw->maps.ca,
+	    .nslots = gw->maps.ca_slots,
+	    .backends = gw->maps.backends,
+	    .capacity_blocks =
+		__atomic_load_n(&gw->maps.state->ca_capacity_blocks, __ATOMIC_RELAXED),
+	};
+}
+
+/* Take / give back one in-flight slot of backend id, counting the decision. */
+static inline void pg_inflight_take(struct pg_gateway *gw, uint16_t id, unsigned decision)
+{
+	struct pg_backend *b = &gw->maps.backends[id];
+
+	__atomic_fetch_add(&b->in_flight, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&b->requests[decision], 1, __ATOMIC_RELAXED);
+}
+
+static inline void pg_inflight_release(struct pg_gateway *gw, uint16_t id)
+{
+	__atomic_fetch_sub(&gw->maps.backends[id].in_flight, 1, __ATOMIC_RELAXED);
+}
+
+#endif /* PG_ROUTE_H */
