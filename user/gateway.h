@@ -38,6 +38,7 @@ struct pg_worker_stats {
 } __attribute__((aligned(64)));
 
 struct pg_worker;
+struct pg_datapath;
 
 /* Buckets of the matched-length histogram: 0 blocks, then 2^(i-1) up to
  * 2^i - 1 blocks, the last one open (it takes all above 512). */
@@ -46,6 +47,7 @@ struct pg_worker;
 struct pg_gateway {
 	struct pg_config *cfg;
 	struct pg_maps maps;
+	struct pg_datapath *dp;        /* kernel data paths (datapath.h); NULL: copy */
 	unsigned nworkers;
 	struct pg_worker **workers;
 	struct pg_worker_stats *stats; /* nworkers entries */

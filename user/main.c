@@ -68,7 +68,7 @@ static int drop_privileges(struct pg_gateway *gw, const struct pg_priv *priv)
 	uint64_t keep = 0;
 	char err[512];
 
-	if (gw->maps.bpf && strcmp(pg_datapath_name(), "copy") &&
+	if (gw->maps.bpf && pg_datapath_mode(gw) != PG_DP_COPY &&
 	    pg_priv_bpf_ops_need_cap(priv, pg_maps_state_fd(&gw->maps)))
 		keep |= 1ull << CAP_BPF;
 	if (pg_priv_drop(priv, keep, err, sizeof(err))) {
@@ -128,7 +128,7 @@ int main(int argc, char **argv)
 	if (open_state(&gw, &cfg))
 		goto out_cfg;
 	/* data path (datapath.c): an explicit kernel path that cannot load exits 2 */
-	if (pg_datapath_init(&cfg, cfg.splice_budget, err, sizeof(err))) {
+	if (pg_datapath_init(&gw, cfg.splice_budget, err, sizeof(err))) {
 		fprintf(stderr, "prefixgate: %s\n", err);
 		status = 2;
 		goto out_maps;
@@ -176,7 +176,7 @@ int main(int argc, char **argv)
 		"ConcurrencyThreshold %u, data path %s",
 		addr, ntohs(cfg.listen.sin_port), gw.nworkers,
 		pg_strategy_flag(gw.maps.state->strategy), gw.maps.state->prefix_length,
-		gw.maps.state->concurrency_threshold, pg_datapath_name());
+		gw.maps.state->concurrency_threshold, pg_datapath_name(&gw));
 
 	sigdelset(&sigs, SIGHUP);
 	while (sigwait(&sigs, &sig) == 0 && sig != SIGINT && sig != SIGTERM)
@@ -195,7 +195,7 @@ out_workers:
 	free(gw.workers);
 	free(gw.stats);
 out_maps:
-	pg_datapath_fini(); /* data path (datapath.c) */
+	pg_datapath_fini(&gw); /* data path (datapath.c) */
 	pg_maps_close(&gw.maps);
 out_cfg:
 	pg_config_free(&cfg);

@@ -225,7 +225,7 @@ static void plan_writes(struct plan *p, const struct body *b, __u64 seed, int wh
 /* Advance f over n bytes with the proxy's own decoder. Returns its last rc. */
 static int decode(struct pg_frame *f, const unsigned char *buf, size_t n)
 {
-	struct pg_chunked c = {.f = *f};
+	struct pg_frame c = *f;
 	size_t off = 0, used, doff, dlen;
 	int rc = PG_CHUNKED_MORE;
 
@@ -235,7 +235,7 @@ static int decode(struct pg_frame *f, const unsigned char *buf, size_t n)
 		if (rc == PG_CHUNKED_DONE || rc == PG_CHUNKED_ERROR)
 			break;
 	}
-	*f = c.f;
+	*f = c;
 	return rc == PG_CHUNKED_DONE && off != n ? PG_CHUNKED_ERROR : rc;
 }
 

@@ -228,7 +228,7 @@ struct dechunk {
  * once when rng is NULL), each piece fed until the decoder wants more. */
 static struct dechunk dechunk(const char *buf, size_t len, struct fuzz_rng *rng, char *out)
 {
-	struct pg_chunked c;
+	struct pg_frame c;
 	struct dechunk d = {PG_CHUNKED_MORE, 0, 0};
 	size_t avail = 0, used, off, dlen;
 

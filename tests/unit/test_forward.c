@@ -138,7 +138,7 @@ static void test_response_heads(void **state)
 /* Decode a chunked body the way request.c does and re-frame it. */
 static char *reframe(const char *in, size_t len, enum pg_chunked_rc *last)
 {
-	struct pg_chunked ch;
+	struct pg_frame ch;
 	char *out = NULL;
 	size_t olen = 0, ocap = 0, off = 0;
 
@@ -237,11 +237,17 @@ static void test_reuse_rule(void **state)
 static void test_early_client(void **state)
 {
 	(void)state;
-	assert_true(pg_early_keeps_client(PG_BODY_LENGTH, 1));
-	assert_true(pg_early_keeps_client(PG_BODY_LENGTH, PG_DISCARD_MAX));
-	assert_false(pg_early_keeps_client(PG_BODY_LENGTH, PG_DISCARD_MAX + 1));
-	assert_false(pg_early_keeps_client(PG_BODY_LENGTH, UINT64_MAX));
-	assert_false(pg_early_keeps_client(PG_BODY_CHUNKED, 0)); /* its size is unknown */
+	struct pg_frame len1 = {.kind = PG_FRAME_LENGTH, .remaining = 1},
+			len_max = {.kind = PG_FRAME_LENGTH, .remaining = PG_DISCARD_MAX},
+			len_over = {.kind = PG_FRAME_LENGTH, .remaining = PG_DISCARD_MAX + 1},
+			len_huge = {.kind = PG_FRAME_LENGTH, .remaining = UINT64_MAX}, ch;
+
+	pg_chunked_init(&ch);
+	assert_true(pg_early_keeps_client(&len1));
+	assert_true(pg_early_keeps_client(&len_max));
+	assert_false(pg_early_keeps_client(&len_over));
+	assert_false(pg_early_keeps_client(&len_huge));
+	assert_false(pg_early_keeps_client(&ch)); /* its size is unknown */
 }
 
 int main(void)

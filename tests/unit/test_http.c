@@ -462,7 +462,7 @@ static void test_responses(void **state)
 static int chunked_run(const char *in, size_t len, size_t (*step)(unsigned *), unsigned seed,
                        char *out, size_t *outlen, size_t *used)
 {
-	struct pg_chunked c;
+	struct pg_frame c;
 	size_t pos = 0;
 	int rc = PG_CHUNKED_MORE;
 
@@ -635,7 +635,7 @@ static void test_chunked_roundtrip(void **state)
 
 static void test_chunked_edges(void **state)
 {
-	struct pg_chunked c;
+	struct pg_frame c;
 	size_t consumed, off, len;
 	char *big = malloc(80 * 1024);
 	(void)state;

@@ -66,7 +66,7 @@ struct mreq {
 	bool is_get, is_post, is_head, keep_alive;
 	enum pg_body_kind body_kind;
 	uint64_t body_left;
-	struct pg_chunked ck;
+	struct pg_frame ck;
 	bool want_body; /* keep the body: an OpenAI endpoint needs its JSON */
 	struct buf body;
 	uint64_t body_len;

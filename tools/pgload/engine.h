@@ -51,7 +51,7 @@ struct pg_conn {
 	char *hbuf; /* partial head bytes */
 	size_t hlen, hcap;
 	struct pg_http_response resp;
-	struct pg_chunked ch;
+	struct pg_frame ch;
 	uint64_t left; /* PG_BODY_LENGTH: body bytes still due */
 	bool leftover; /* bytes after the response: do not reuse */
 	struct pg_scan scan;

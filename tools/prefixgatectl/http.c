@@ -134,7 +134,7 @@ static ssize_t recv_more(int fd, struct rbuf *b)
  * (decoded data never outruns the framing it came from). */
 static int read_chunked(int fd, struct rbuf *b, size_t off, size_t *out_len)
 {
-	struct pg_chunked ch;
+	struct pg_frame ch;
 	size_t pos = off, w = off, used, doff, dlen;
 
 	pg_chunked_init(&ch);

@@ -69,7 +69,7 @@ struct pg_admin_conn {
 	struct pg_buf in;     /* bytes received */
 	size_t scan;          /* pg_http_head_ready position */
 	size_t ch_pos;        /* chunked: bytes of in fed to the decoder */
-	struct pg_chunked ch; /* chunked: decoder (valid once the head is parsed) */
+	struct pg_frame ch; /* chunked: decoder (valid once the head is parsed) */
 	struct pg_buf body;   /* chunked: the decoded body */
 	bool head_done;       /* head parsed: ch initialised */
 	bool continued;       /* "100 Continue" queued */

@@ -7,7 +7,7 @@
  * which path carries the response body and drives the hand-offs between
  * the proxy and the kernel. README.md ("Data paths") has the measurements.
  *
- * Common to both kernel paths (proxy.c calls these at fixed points):
+ * Common to both kernel paths (upstream.c calls these at fixed points):
  *  - Requests are parsed and forwarded from userspace; only the response
  *    body is spliced. A spliced attempt uses a fresh backend connection with
  *    the request rewritten to "Connection: close".
@@ -33,34 +33,45 @@
 #include <stdint.h>
 #include "proxy/worker.h"
 
+/* The gateway's data path (gw->dp; NULL: copy only). */
+struct pg_datapath;
+
 /*
- * Load what cfg->data_path asks for. auto: sockmsg for same-host backends if
- * it loads and attaches, else copy (the cause logged); --no-bpf or copy:
- * nothing loaded. An explicit sockmap/sockmsg that cannot load returns -1
- * with err naming the cause (the caller exits 2). budget: per-connection
- * bound in bytes (0: PG_SPLICE_BUDGET_DEFAULT).
+ * Load what gw->cfg asks for into gw->dp. auto: sockmsg for same-host
+ * backends if it loads and attaches, else copy (the cause logged); --no-bpf
+ * or copy: nothing loaded. An explicit sockmap/sockmsg that cannot load
+ * returns -1 with err naming the cause (the caller exits 2). budget:
+ * per-connection bound in bytes (0: PG_SPLICE_BUDGET_DEFAULT).
  */
-int pg_datapath_init(const struct pg_config *cfg, uint64_t budget, char *err, size_t errlen);
-void pg_datapath_fini(void);
+int pg_datapath_init(struct pg_gateway *gw, uint64_t budget, char *err, size_t errlen);
+void pg_datapath_fini(struct pg_gateway *gw);
+/* The path kernel-carried responses take (PG_DP_COPY: none). */
+enum pg_dp_path pg_datapath_mode(const struct pg_gateway *gw);
 /* "copy", "sockmap" or "sockmsg (same-host backends; copy for others)". */
-const char *pg_datapath_name(void);
+const char *pg_datapath_name(const struct pg_gateway *gw);
 
 /* The path for a new request to backend id (head_method: HEAD, no body;
  * stream: the request asks for a streamed response). */
 enum pg_dp_path pg_dp_choose(struct pg_worker *w, uint16_t id, bool head_method, bool stream);
 
-/* A new backend socket for client c, before connect(): msg path binds it and
- * installs the route with its gate closed. Non-zero: use copy instead. */
+/* A new backend socket for client c, before connect(): allocates u->dp;
+ * the msg path binds it and installs the route with its gate closed.
+ * Non-zero: u->dp stays NULL and the response is copied. */
 int pg_dp_upstream_setup(struct pg_worker *w, struct pg_upstream *u, struct pg_client *c,
-			 const struct sockaddr_in *sa);
+			 const struct sockaddr_in *sa, enum pg_dp_path path);
+
+/* The response body goes through the kernel (its head was forwarded). */
+bool pg_dp_spliced(const struct pg_upstream *u);
 
 /* The response head was forwarded and its body goes on: hand it over. */
 void pg_dp_body_start(struct pg_worker *w, struct pg_upstream *u);
 
 /* The client's send queue moved. Returns true if u's receive must stay as it
  * is (a splice state owns it), false to let the copy path resume it. */
-bool pg_dp_client_sent(struct pg_worker *w, struct pg_client *c);
+bool pg_dp_client_sent(struct pg_worker *w, struct pg_upstream *u);
 
+/* len backend bytes reached the proxy (msg: the count gates open at). */
+void pg_dp_received(struct pg_upstream *u, size_t len);
 /* Backend bytes were forwarded by the proxy (msg: maybe reopen the gate). */
 void pg_dp_forwarded(struct pg_worker *w, struct pg_upstream *u);
 
@@ -69,12 +80,14 @@ void pg_dp_forwarded(struct pg_worker *w, struct pg_upstream *u);
  * framing state back (msg path; the skb path does it in pg_dp_run). */
 void pg_dp_sync(struct pg_worker *w, struct pg_upstream *u);
 
-/* Completions routed from worker.c. */
+/* Events of u's socket routed here by upstream.c. */
 void pg_dp_recv_ended(struct pg_worker *w, struct pg_upstream *u);
 void pg_dp_polled(struct pg_worker *w, struct pg_upstream *u, int res);
 
-/* u is about to be closed: undo the kernel state, leave the wait list. */
+/* u is about to be closed (or to linger): undo the kernel state, leave the
+ * wait list. pg_dp_free: u is being freed. */
 void pg_dp_upstream_closing(struct pg_worker *w, struct pg_upstream *u);
+void pg_dp_free(struct pg_upstream *u);
 
 /* Event loop: ms until pg_dp_run has work (100 if none); run the checks due. */
 unsigned pg_dp_next_ms(struct pg_worker *w);

@@ -10,7 +10,8 @@ bool pg_reuse_ok(const struct pg_reuse *r)
 	       !r->head_request && r->open && r->member && r->room;
 }
 
-bool pg_early_keeps_client(enum pg_body_kind body, uint64_t body_left)
+bool pg_early_keeps_client(const struct pg_frame *rest)
 {
-	return body == PG_BODY_LENGTH && body_left <= PG_DISCARD_MAX;
+	/* A chunked body's size is unknown until its last chunk. */
+	return rest->kind == PG_FRAME_LENGTH && rest->remaining <= PG_DISCARD_MAX;
 }

@@ -54,10 +54,10 @@ struct pg_reuse {
 /* The connection may go back to the pool. */
 bool pg_reuse_ok(const struct pg_reuse *r);
 
-/* At the head of an early response (body bytes still owed), with
- * body_left of a body of this kind still to come from the client: true to
- * keep the client's connection (drop the rest after the response), false
- * to close it after the response. */
-bool pg_early_keeps_client(enum pg_body_kind body, uint64_t body_left);
+/* At the head of an early response (body bytes still owed), with rest
+ * what is left of the request body (a Content-Length count, or a chunked
+ * decoder's state): true to keep the client's connection (drop the rest
+ * after the response), false to close it after the response. */
+bool pg_early_keeps_client(const struct pg_frame *rest);
 
 #endif /* PG_BOUNDARY_H */

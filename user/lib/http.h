@@ -103,10 +103,6 @@ const struct pg_http_header *pg_http_find(const struct pg_http_request *req, con
  * included), 64 KiB of trailers. On DONE, *consumed stops right after the
  * final CRLF (what follows is the next message).
  */
-struct pg_chunked {
-	struct pg_frame f; /* shared with the in-kernel response paths */
-};
-
 enum pg_chunked_rc {
 	PG_CHUNKED_MORE = 0,   /* consumed everything given, need more */
 	PG_CHUNKED_DATA = 1,   /* *data_off, *data_len set; call again with the rest */
@@ -114,9 +110,10 @@ enum pg_chunked_rc {
 	PG_CHUNKED_ERROR = -1, /* bad chunk size, extension or framing: 400 */
 };
 
-void pg_chunked_init(struct pg_chunked *c);
+/* The state of a chunked body before its first byte. */
+void pg_chunked_init(struct pg_frame *f);
 /* *consumed gets the bytes used from buf; data span is buf[*data_off, +*data_len). */
-enum pg_chunked_rc pg_chunked_feed(struct pg_chunked *c, const char *buf, size_t len,
+enum pg_chunked_rc pg_chunked_feed(struct pg_frame *f, const char *buf, size_t len,
 				   size_t *consumed, size_t *data_off, size_t *data_len);
 
 #endif /* PG_HTTP_H */

@@ -9,17 +9,16 @@
 #include <string.h>
 #include "lib/http.h"
 
-void pg_chunked_init(struct pg_chunked *c)
+void pg_chunked_init(struct pg_frame *f)
 {
-	memset(c, 0, sizeof(*c));
-	c->f.kind = PG_FRAME_CHUNKED;
-	c->f.state = PG_CH_SIZE_START;
+	memset(f, 0, sizeof(*f));
+	f->kind = PG_FRAME_CHUNKED;
+	f->state = PG_CH_SIZE_START;
 }
 
-enum pg_chunked_rc pg_chunked_feed(struct pg_chunked *c, const char *buf, size_t len,
+enum pg_chunked_rc pg_chunked_feed(struct pg_frame *f, const char *buf, size_t len,
                                    size_t *consumed, size_t *data_off, size_t *data_len)
 {
-	struct pg_frame *f = &c->f;
 	size_t i = 0;
 
 	*data_off = 0;

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * Worker event loop and socket primitives. One io_uring per thread, set up
+ * Worker event loop and the io_uring implementation of the I/O actions
+ * (struct pg_io, sock.h). One io_uring per thread, set up
  * SINGLE_ISSUER | DEFER_TASKRUN: only this thread submits, and completions
  * are run when it asks for them, in batches, with no IPIs. The loop is
  * submit_and_wait_timeout -> for_each_cqe -> one cq_advance per batch ->
- * housekeeping every 100 ms.
+ * the data path's due checks -> housekeeping every 100 ms -> the run list
+ * -> free closed sockets no SQE names.
  *
  * user_data packs a pointer (8-byte aligned) and an op in its low 3 bits.
  * A struct pg_sock counts the SQEs naming it (refs) and is freed only once
@@ -30,6 +32,16 @@
 
 #define BGID 0
 
+enum pg_op {
+	PG_OP_ACCEPT = 1,
+	PG_OP_RECV = 2,
+	PG_OP_SEND = 3,
+	PG_OP_CONNECT = 4,
+	PG_OP_TIMEOUT = 5, /* link timeout of a connect */
+	PG_OP_CANCEL = 6,
+	PG_OP_POLL = 7, /* POLLRDHUP on a spliced backend socket (datapath.c) */
+};
+
 struct worker_boot {
 	sem_t ready;
 	int rc;
@@ -40,7 +52,7 @@ static inline uint64_t ud_pack(void *p, enum pg_op op)
 	return (uint64_t)(uintptr_t)p | op;
 }
 
-struct io_uring_sqe *pg_sqe(struct pg_worker *w)
+static struct io_uring_sqe *pg_sqe(struct pg_worker *w)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&w->ring);
 
@@ -59,6 +71,11 @@ uint64_t pg_worker_rand(struct pg_worker *w)
 	w->rng ^= w->rng << 25;
 	w->rng ^= w->rng >> 27;
 	return w->rng * 0x2545F4914F6CDD1Dull;
+}
+
+bool pg_worker_can_lend(const struct pg_worker *w)
+{
+	return w->bufs_out < PG_NBUFS / 2;
 }
 
 /* --- provided buffers ------------------------------------------------------ */
@@ -92,7 +109,9 @@ static int bufring_init(struct pg_worker *w)
 	return 0;
 }
 
-void pg_buf_return(struct pg_worker *w, int bid)
+static void uring_recv(struct pg_worker *w, struct pg_sock *s);
+
+static void uring_buf_return(struct pg_worker *w, int bid)
 {
 	io_uring_buf_ring_add(w->br, w->bufs + (size_t)bid * PG_BUFSZ, PG_BUFSZ, (unsigned short)bid,
 			      io_uring_buf_ring_mask(PG_NBUFS), 0);
@@ -105,18 +124,28 @@ void pg_buf_return(struct pg_worker *w, int bid)
 		w->starved = s->starved_next;
 		s->starved = false;
 		if (!s->closed && s->want_recv)
-			pg_sock_recv(w, s);
+			uring_recv(w, s);
 	}
 }
 
-/* --- sockets --------------------------------------------------------------- */
+/* --- the I/O actions (sock.h) ---------------------------------------------- */
 
-void pg_sock_recv(struct pg_worker *w, struct pg_sock *s)
+static int uring_socket(struct pg_worker *w)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
+
+	(void)w;
+	if (fd == -1)
+		return -errno;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+static void uring_recv(struct pg_worker *w, struct pg_sock *s)
 {
 	struct io_uring_sqe *sqe;
 
-	s->want_recv = true;
-	if (s->recv_armed || s->closed || s->starved)
+	if (s->recv_armed || s->starved)
 		return;
 	sqe = pg_sqe(w);
 	io_uring_prep_recv_multishot(sqe, s->fd, NULL, 0, 0);
@@ -127,12 +156,11 @@ void pg_sock_recv(struct pg_worker *w, struct pg_sock *s)
 	s->refs++;
 }
 
-void pg_sock_pause(struct pg_worker *w, struct pg_sock *s)
+static void uring_pause(struct pg_worker *w, struct pg_sock *s)
 {
 	struct io_uring_sqe *sqe;
 
-	s->want_recv = false;
-	if (!s->recv_armed || s->cancelling || s->closed)
+	if (!s->recv_armed || s->cancelling)
 		return;
 	sqe = pg_sqe(w);
 	io_uring_prep_cancel64(sqe, ud_pack(s, PG_OP_RECV), 0);
@@ -141,166 +169,16 @@ void pg_sock_pause(struct pg_worker *w, struct pg_sock *s)
 	s->refs++;
 }
 
-static void submit_send(struct pg_worker *w, struct pg_sock *s)
+static void uring_send(struct pg_worker *w, struct pg_sock *s, const void *p, size_t len)
 {
-	struct pg_seg *g = s->qhead;
 	struct io_uring_sqe *sqe = pg_sqe(w);
 
-	io_uring_prep_send(sqe, s->fd, g->data + g->off, g->len - g->off, MSG_NOSIGNAL);
+	io_uring_prep_send(sqe, s->fd, p, len, MSG_NOSIGNAL);
 	io_uring_sqe_set_data64(sqe, ud_pack(s, PG_OP_SEND));
-	s->send_busy = true;
 	s->refs++;
 }
 
-void pg_sock_flush(struct pg_worker *w, struct pg_sock *s)
-{
-	if (s->qhead && s->can_send && !s->send_busy && !s->closed)
-		submit_send(w, s);
-}
-
-static void seg_release(struct pg_worker *w, struct pg_seg *g);
-
-void pg_sock_queue(struct pg_worker *w, struct pg_sock *s, char *data, size_t len, int bid,
-		   bool owned)
-{
-	struct pg_seg *g = malloc(sizeof(*g));
-
-	if (!g) /* out of memory for 32 bytes: nothing sane is left to do */
-		abort();
-	g->next = NULL;
-	g->data = data;
-	g->len = (uint32_t)len;
-	g->off = 0;
-	g->bid = bid;
-	g->owned = owned;
-	if (s->closed) {
-		seg_release(w, g);
-		return;
-	}
-	if (s->qtail)
-		s->qtail->next = g;
-	else
-		s->qhead = g;
-	s->qtail = g;
-	s->qbytes += len;
-	pg_sock_flush(w, s);
-}
-
-void pg_sock_queue_copy(struct pg_worker *w, struct pg_sock *s, const void *data, size_t len)
-{
-	char *p = malloc(len);
-
-	if (!p)
-		abort();
-	memcpy(p, data, len);
-	pg_sock_queue(w, s, p, len, -1, true);
-}
-
-static void seg_release(struct pg_worker *w, struct pg_seg *g)
-{
-	if (g->bid >= 0)
-		pg_buf_return(w, g->bid);
-	if (g->owned)
-		free(g->data);
-	free(g);
-}
-
-static void bury(struct pg_worker *w, struct pg_sock *s)
-{
-	if (s->buried)
-		return;
-	s->buried = true;
-	s->dead_next = w->graveyard;
-	w->graveyard = s;
-}
-
-void pg_sock_close(struct pg_worker *w, struct pg_sock *s)
-{
-	struct pg_seg *g;
-
-	if (s->closed)
-		return;
-	s->closed = true;
-	s->want_recv = false;
-	if (s->refs) {
-		/* Cancel what is outstanding before the fd number can be reused,
-		 * and before any segment is freed: a send prepared this turn is
-		 * issued by this submit (copying inline, or armed and then
-		 * cancelled by the cancel behind it). */
-		struct io_uring_sqe *sqe = pg_sqe(w);
-
-		io_uring_prep_cancel_fd(sqe, s->fd, IORING_ASYNC_CANCEL_ALL);
-		io_uring_sqe_set_data64(sqe, ud_pack(s, PG_OP_CANCEL));
-		s->refs++;
-		io_uring_submit(&w->ring);
-	}
-	/* The segment a send names stays until that send completes: freed (or
-	 * its provided buffer given back, to be refilled) any earlier, its
-	 * memory could be read by the kernel and sent as another's bytes. */
-	if (s->send_busy && s->qhead) {
-		s->sending = s->qhead;
-		s->qhead = s->qhead->next;
-	}
-	while ((g = s->qhead)) {
-		s->qhead = g->next;
-		seg_release(w, g);
-	}
-	s->qtail = NULL;
-	s->qbytes = 0;
-	if (s->starved) {
-		struct pg_sock **pp = &w->starved;
-
-		while (*pp && *pp != s)
-			pp = &(*pp)->starved_next;
-		if (*pp)
-			*pp = s->starved_next;
-		s->starved = false;
-	}
-	close(s->fd);
-	s->fd = -1;
-	bury(w, s);
-}
-
-void pg_sock_poll_rdhup(struct pg_worker *w, struct pg_sock *s)
-{
-	struct io_uring_sqe *sqe = pg_sqe(w);
-
-	/* One-shot: spliced sockets report spurious POLLIN, so only the peer's
-	 * FIN (or an error, always reported) completes it. */
-	io_uring_prep_poll_add(sqe, s->fd, POLLRDHUP);
-	io_uring_sqe_set_data64(sqe, ud_pack(s, PG_OP_POLL));
-	s->refs++;
-}
-
-static void sock_put(struct pg_worker *w, struct pg_sock *s)
-{
-	s->refs--;
-	if (s->closed && !s->refs)
-		bury(w, s);
-}
-
-static void free_graveyard(struct pg_worker *w, bool all)
-{
-	struct pg_sock **pp = &w->graveyard;
-
-	while (*pp) {
-		struct pg_sock *s = *pp;
-
-		if (s->refs && !all) {
-			pp = &s->dead_next;
-			continue;
-		}
-		*pp = s->dead_next;
-		if (s->sending) /* only at exit (all): its send never completed */
-			seg_release(w, s->sending);
-		if (s->kind == PG_SOCK_CLIENT)
-			pg_client_free((struct pg_client *)s);
-		else
-			pg_upstream_free((struct pg_upstream *)s);
-	}
-}
-
-void pg_sock_connect(struct pg_worker *w, struct pg_sock *s, const struct sockaddr_in *sa)
+static void uring_connect(struct pg_worker *w, struct pg_sock *s, const struct sockaddr_in *sa)
 {
 	struct io_uring_sqe *sqe = pg_sqe(w);
 	unsigned ms = w->gw->cfg->timeouts.connect_ms;
@@ -318,6 +196,61 @@ void pg_sock_connect(struct pg_worker *w, struct pg_sock *s, const struct sockad
 	/* The sockaddr is read at submission: submit while it is alive. */
 	io_uring_submit(&w->ring);
 }
+
+static void uring_shutdown(struct pg_worker *w, struct pg_sock *s)
+{
+	(void)w;
+	shutdown(s->fd, SHUT_WR);
+}
+
+static void uring_close(struct pg_worker *w, struct pg_sock *s)
+{
+	if (s->refs) {
+		/* Cancel what is outstanding before the fd number can be reused:
+		 * a send prepared this turn is issued by this submit (copying
+		 * inline, or armed and then cancelled by the cancel behind it). */
+		struct io_uring_sqe *sqe = pg_sqe(w);
+
+		io_uring_prep_cancel_fd(sqe, s->fd, IORING_ASYNC_CANCEL_ALL);
+		io_uring_sqe_set_data64(sqe, ud_pack(s, PG_OP_CANCEL));
+		s->refs++;
+		io_uring_submit(&w->ring);
+	}
+	if (s->starved) {
+		struct pg_sock **pp = &w->starved;
+
+		while (*pp && *pp != s)
+			pp = &(*pp)->starved_next;
+		if (*pp)
+			*pp = s->starved_next;
+		s->starved = false;
+	}
+	close(s->fd);
+	s->fd = -1;
+}
+
+static void uring_poll_rdhup(struct pg_worker *w, struct pg_sock *s)
+{
+	struct io_uring_sqe *sqe = pg_sqe(w);
+
+	/* One-shot: spliced sockets report spurious POLLIN, so only the peer's
+	 * FIN (or an error, always reported) completes it. */
+	io_uring_prep_poll_add(sqe, s->fd, POLLRDHUP);
+	io_uring_sqe_set_data64(sqe, ud_pack(s, PG_OP_POLL));
+	s->refs++;
+}
+
+const struct pg_io pg_uring_io = {
+	.socket = uring_socket,
+	.recv = uring_recv,
+	.pause = uring_pause,
+	.send = uring_send,
+	.connect = uring_connect,
+	.shutdown = uring_shutdown,
+	.close = uring_close,
+	.poll_rdhup = uring_poll_rdhup,
+	.buf_return = uring_buf_return,
+};
 
 /* --- completions ----------------------------------------------------------- */
 
@@ -350,8 +283,6 @@ static void on_accept(struct pg_worker *w, struct io_uring_cqe *cqe)
 		c = pg_client_new(w, cqe->res);
 		if (!c)
 			close(cqe->res);
-		else
-			pg_sock_recv(w, &c->s);
 	} else if (cqe->res != -ECANCELED) {
 		/* EMFILE and friends: retried at the next tick, not in a tight loop. */
 		if (w->now_ms - w->accept_err_logged_ms > 1000) {
@@ -392,114 +323,56 @@ static void on_recv(struct pg_worker *w, struct pg_sock *s, struct io_uring_cqe 
 	}
 	if (res > 0) {
 		int bid = (int)(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
-		char *data = w->bufs + (size_t)bid * PG_BUFSZ;
-		bool kept = false;
 
 		w->bufs_out++;
-		if (!s->closed) {
-			if (s->kind == PG_SOCK_CLIENT)
-				kept = pg_client_data(w, (struct pg_client *)s, data, (size_t)res);
-			else
-				kept = pg_upstream_data(w, (struct pg_upstream *)s, data,
-							(size_t)res, bid);
-		}
-		if (!kept)
-			pg_buf_return(w, bid);
+		pg_sock_on_data(w, s, w->bufs + (size_t)bid * PG_BUFSZ, (size_t)res, bid);
 	} else if (res == -ENOBUFS) {
 		if (!s->starved && !s->closed) {
 			s->starved = true;
 			s->starved_next = w->starved;
 			w->starved = s;
 		}
-	} else if (res != -ECANCELED && !s->closed) {
-		if (s->kind == PG_SOCK_CLIENT)
-			pg_client_eof(w, (struct pg_client *)s, res);
-		else
-			pg_upstream_eof(w, (struct pg_upstream *)s, res);
+	} else if (res != -ECANCELED) {
+		pg_sock_on_eof(w, s, res);
 		res = 0; /* the connection is over: do not re-arm */
 	}
 	if (!more) {
 		if (res != 0 && !s->closed && s->want_recv && !s->starved)
-			pg_sock_recv(w, s);
-		else if (!s->closed && !s->recv_armed && s->kind == PG_SOCK_UPSTREAM)
-			pg_dp_recv_ended(w, (struct pg_upstream *)s);
-		sock_put(w, s);
+			uring_recv(w, s);
+		else if (!s->recv_armed)
+			pg_sock_on_recv_ended(w, s);
+		pg_sock_put(w, s);
 	}
-}
-
-static void on_send(struct pg_worker *w, struct pg_sock *s, int res)
-{
-	s->send_busy = false;
-	if (s->closed) {
-		if (s->sending) {
-			seg_release(w, s->sending);
-			s->sending = NULL;
-		}
-		sock_put(w, s);
-		return;
-	}
-	if (res < 0) {
-		if (s->kind == PG_SOCK_CLIENT)
-			pg_client_eof(w, (struct pg_client *)s, res);
-		else
-			pg_upstream_sent(w, (struct pg_upstream *)s, res);
-		sock_put(w, s);
-		return;
-	}
-	s->qhead->off += (uint32_t)res;
-	s->qbytes -= (size_t)res;
-	if (s->qhead->off == s->qhead->len) {
-		struct pg_seg *g = s->qhead;
-
-		s->qhead = g->next;
-		if (!s->qhead)
-			s->qtail = NULL;
-		seg_release(w, g);
-	}
-	pg_sock_flush(w, s);
-	if (s->kind == PG_SOCK_CLIENT)
-		pg_client_sent(w, (struct pg_client *)s);
-	else
-		pg_upstream_sent(w, (struct pg_upstream *)s, 0);
-	sock_put(w, s);
 }
 
 static void handle_cqe(struct pg_worker *w, struct io_uring_cqe *cqe)
 {
 	uint64_t ud = io_uring_cqe_get_data64(cqe);
-	void *p = (void *)(uintptr_t)(ud & ~7ull);
+	struct pg_sock *s = (void *)(uintptr_t)(ud & ~7ull);
 
 	switch ((enum pg_op)(ud & 7)) {
 	case PG_OP_ACCEPT:
 		on_accept(w, cqe);
-		break;
+		return; /* names the worker, not a socket */
 	case PG_OP_RECV:
-		on_recv(w, p, cqe);
-		break;
+		on_recv(w, s, cqe); /* puts s once the multishot recv is over */
+		return;
 	case PG_OP_SEND:
-		on_send(w, p, cqe->res);
+		pg_sock_on_sent(w, s, cqe->res);
 		break;
-	case PG_OP_CONNECT: {
-		struct pg_sock *s = p;
-
-		if (!s->closed)
-			pg_upstream_connected(w, (struct pg_upstream *)s, cqe->res);
-		sock_put(w, s);
+	case PG_OP_CONNECT:
+		pg_sock_on_connected(w, s, cqe->res);
 		break;
-	}
-	case PG_OP_POLL: {
-		struct pg_sock *s = p;
-
-		if (!s->closed)
-			pg_dp_polled(w, (struct pg_upstream *)s, cqe->res);
-		sock_put(w, s);
+	case PG_OP_POLL:
+		pg_sock_on_polled(w, s, cqe->res);
 		break;
-	}
 	case PG_OP_TIMEOUT:
 	case PG_OP_CANCEL:
-		sock_put(w, p);
 		break;
+	default:
+		return; /* user_data 0: the accept's cancel, nothing to do */
 	}
+	pg_sock_put(w, s);
 }
 
 /* --- thread ---------------------------------------------------------------- */
@@ -562,7 +435,6 @@ static void *worker_main(void *arg)
 		io_uring_cq_advance(&w->ring, n);
 		if (w->dp_wait)
 			pg_dp_run(w);
-		free_graveyard(w, false);
 		if (w->now_ms - last_tick >= 100) {
 			last_tick = w->now_ms;
 			if (pg_draining(w->gw) && w->listen_fd != -1)
@@ -571,10 +443,12 @@ static void *worker_main(void *arg)
 				arm_accept(w);
 			pg_proxy_tick(w);
 		}
+		pg_worker_run(w);
+		pg_sock_reap(w, false);
 	}
 	pg_proxy_shutdown(w);
 	io_uring_queue_exit(&w->ring); /* cancels whatever is left */
-	free_graveyard(w, true);
+	pg_sock_reap(w, true);
 	return NULL;
 }
 
@@ -625,12 +499,14 @@ int pg_worker_start(struct pg_gateway *gw, unsigned id, struct pg_worker **out, 
 {
 	struct pg_worker *w = calloc(1, sizeof(*w));
 	struct worker_boot boot;
+	int rc;
 
 	if (!w) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
 	w->gw = gw;
+	w->io = &pg_uring_io;
 	w->id = id;
 	w->stats = &gw->stats[id];
 	if (getrandom(&w->rng, sizeof(w->rng), 0) != sizeof(w->rng) || !w->rng)
@@ -646,8 +522,9 @@ int pg_worker_start(struct pg_gateway *gw, unsigned id, struct pg_worker **out, 
 	}
 	sem_init(&boot.ready, 0, 0);
 	w->boot = &boot;
-	if (pthread_create(&w->thread, NULL, worker_main, w)) {
-		snprintf(err, errlen, "pthread_create: %s", strerror(errno));
+	rc = pthread_create(&w->thread, NULL, worker_main, w);
+	if (rc) { /* returns its error; errno is not set */
+		snprintf(err, errlen, "pthread_create: %s", strerror(rc));
 		close(w->listen_fd);
 		free(w);
 		return -1;

@@ -1,0 +1,473 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A client connection: reading its requests. The head is parsed once
+ * complete and rewritten for the backend by forward.h's rules; then the
+ * body bytes its key needs (decoded if chunked); routing and dispatch
+ * (exchange.c); then the rest of the body, streamed as it arrives once the
+ * backend connection is up (a chunked one re-framed, without trailers).
+ * Bodies past --max-body-size get 413. After an early answer the rest of a
+ * short body is dropped (PG_C_DISCARD, boundary.h). Requests on a
+ * connection are served one at a time, in order: pipelined bytes wait in
+ * c->in.
+ *
+ * A request goes HEAD -> KEY -> (routed and dispatched) -> STREAM (rest of
+ * the body) -> WAIT (response streaming back) -> HEAD, or LINGER once the
+ * gateway answers an error.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "datapath/datapath.h"
+#include "lib/boundary.h"
+#include "lib/buf.h"
+#include "lib/forward.h"
+#include "proxy/reply.h"
+#include "proxy/worker.h"
+#include "state/route.h"
+#include "sys/lifecycle.h"
+
+/* Answering an error: stop reading, answer, shut our side, drain input for
+ * this long so the kernel does not reset the answer away. */
+#define LINGER_MS 2000
+
+const char *pg_client_state_str(enum pg_client_state s)
+{
+	switch (s) {
+	case PG_C_HEAD: return "head";
+	case PG_C_KEY: return "key";
+	case PG_C_STREAM: return "stream";
+	case PG_C_WAIT: return "wait";
+	case PG_C_DISCARD: return "discard";
+	case PG_C_LINGER: return "linger";
+	}
+	return "?";
+}
+
+static void in_consume(struct pg_client *c, size_t n)
+{
+	memmove(c->in, c->in + n, c->in_len - n);
+	c->in_len -= n;
+}
+
+/* A request body past --max-body-size: 413 (or a close once answering). */
+static bool body_too_big(struct pg_worker *w, struct pg_client *c, uint64_t size)
+{
+	if (size <= w->gw->cfg->max_body)
+		return false;
+	pg_client_error(w, c, 413, "request body too large");
+	return true;
+}
+
+/* Chunked body so far (decoded bytes plus the chunk being read) too big. */
+static bool chunked_too_big(struct pg_worker *w, struct pg_client *c)
+{
+	return body_too_big(w, c, c->x.body_seen + c->x.body.remaining);
+}
+
+static bool request_head(struct pg_worker *w, struct pg_client *c)
+{
+	struct pg_exchange *x = &c->x;
+	struct pg_http_request req;
+	struct pg_route_cfg rc;
+	ssize_t n;
+
+	if (!c->in_len)
+		return false;
+	if (!x->t0_ns)
+		x->t0_ns = pg_now_ns();
+	/* Parse only once the head is complete: a head trickling in a byte at
+	 * a time must not be re-parsed from its start on every read. */
+	if (!pg_http_head_ready(c->in, c->in_len, &c->head_scan))
+		return false;
+	c->head_scan = 0;
+	n = pg_http_parse_request(c->in, c->in_len, &req);
+	if (n == 0)
+		return false;
+	if (n < 0) {
+		pg_client_error(w, c, (int)-n, "malformed request");
+		return false;
+	}
+	if (!pg_admit(w->gw)) { /* --max-in-flight reached */
+		pg_reply_overload(w, c);
+		pg_client_linger(w, c);
+		return false;
+	}
+	x->admitted = true;
+	x->minor = (uint8_t)req.minor;
+	x->keep_alive = req.keep_alive;
+	x->head_method = pg_name_is(req.method, "HEAD");
+	x->api = (uint8_t)pg_key_api(req.method, req.path);
+	if (req.body == PG_BODY_LENGTH)
+		x->body = (struct pg_frame){.kind = PG_FRAME_LENGTH, .remaining = req.content_length};
+	else if (req.body == PG_BODY_CHUNKED)
+		x->body = (struct pg_frame){.kind = PG_FRAME_CHUNKED};
+	if (req.key.len) {
+		x->hdr_key = malloc(req.key.len);
+		if (!x->hdr_key)
+			abort();
+		memcpy(x->hdr_key, req.key.p, req.key.len);
+		x->hdr_key_len = req.key.len;
+	}
+	if (req.body == PG_BODY_LENGTH && body_too_big(w, c, req.content_length))
+		return false;
+	pg_fwd_request_head(&req, &x->fwd, &x->fwd_len, &x->fwd_cap);
+	x->fwd_head = x->fwd_len;
+	if (req.expect_continue && req.body != PG_BODY_NONE)
+		pg_reply_continue(w, c);
+	in_consume(c, (size_t)n);
+
+	pg_route_cfg_load(w->gw, &rc);
+	x->key_need = pg_key_body_need((enum pg_api)x->api, rc.prefix_length);
+	if (req.body == PG_BODY_LENGTH) {
+		/* Too big to hold whole for its JSON: key on the raw prefix. */
+		if (x->api != PG_API_RAW && req.content_length > PG_KEY_JSON_BODY_MAX)
+			x->key_need = rc.prefix_length;
+		if (x->key_need > req.content_length)
+			x->key_need = req.content_length;
+	} else if (req.body == PG_BODY_NONE) {
+		x->key_need = 0;
+	}
+	c->state = PG_C_KEY;
+	return true;
+}
+
+/* Decode more of a chunked body from c->in, collecting data for the key. */
+static bool key_chunked(struct pg_worker *w, struct pg_client *c)
+{
+	struct pg_exchange *x = &c->x;
+
+	while (!x->ch_done && x->klen < x->key_need && x->ch_off < c->in_len) {
+		size_t used, doff, dlen;
+		enum pg_chunked_rc rc = pg_chunked_feed(&x->body, c->in + x->ch_off,
+							c->in_len - x->ch_off, &used, &doff, &dlen);
+
+		if (rc == PG_CHUNKED_ERROR) {
+			pg_client_error(w, c, 400, "bad chunked body");
+			return false;
+		}
+		if (rc == PG_CHUNKED_DATA)
+			pg_bytes_append(&x->kbuf, &x->klen, &x->kcap, c->in + x->ch_off + doff, dlen);
+		x->body_seen += dlen;
+		x->ch_off += used;
+		if (chunked_too_big(w, c))
+			return false;
+		if (rc == PG_CHUNKED_DONE)
+			x->ch_done = true;
+	}
+	return x->ch_done || x->klen >= x->key_need;
+}
+
+static bool request_key(struct pg_worker *w, struct pg_client *c)
+{
+	struct pg_exchange *x = &c->x;
+	struct pg_route_input in = {.api = (enum pg_api)x->api,
+				    .header_key = {x->hdr_key, x->hdr_key_len}};
+	uint16_t id;
+	size_t n = 0;
+
+	switch (x->body.kind) {
+	case PG_FRAME_LENGTH:
+		n = c->in_len < x->body.remaining ? c->in_len : x->body.remaining;
+		if (n < x->key_need)
+			return false;
+		in.body = c->in;
+		in.body_len = n;
+		in.complete = n == x->body.remaining;
+		break;
+	case PG_FRAME_CHUNKED:
+		if (!key_chunked(w, c))
+			return false;
+		in.body = x->kbuf;
+		in.body_len = x->klen;
+		in.complete = x->ch_done;
+		break;
+	default:
+		in.complete = true;
+		break;
+	}
+	id = pg_route(w->gw, &in, NULL, pg_worker_rand(w), &x->key, &x->choice);
+	x->route_ns = (uint32_t)(pg_now_ns() - x->t0_ns);
+	pg_stats_route_latency(w->stats, x->route_ns);
+	if (x->key.fallback)
+		__atomic_fetch_add(&w->stats->key_fallbacks, 1, __ATOMIC_RELAXED);
+	if (!id) {
+		pg_client_error(w, c, 502, "no healthy backend");
+		return false;
+	}
+	/* The body held so far joins the head in x->fwd. */
+	if (x->body.kind == PG_FRAME_LENGTH) {
+		pg_bytes_append(&x->fwd, &x->fwd_len, &x->fwd_cap, c->in, n);
+		in_consume(c, n);
+		x->body.remaining -= n;
+		x->replayable = x->body.remaining == 0;
+	} else if (x->body.kind == PG_FRAME_CHUNKED) {
+		/* Re-framed from the decoded bytes (forward.h). */
+		pg_fwd_chunk(x->kbuf, x->klen, &x->fwd, &x->fwd_len, &x->fwd_cap);
+		if (x->ch_done)
+			pg_fwd_last_chunk(&x->fwd, &x->fwd_len, &x->fwd_cap);
+		in_consume(c, x->ch_off);
+		x->ch_off = 0;
+		x->replayable = x->ch_done;
+	} else {
+		x->replayable = true;
+	}
+	free(x->kbuf);
+	x->kbuf = NULL;
+	x->klen = x->kcap = 0;
+	c->state = x->replayable ? PG_C_WAIT : PG_C_STREAM;
+	pg_attempt(w, c, id, x->choice.decision, false);
+	return true;
+}
+
+/* Forward the rest of the body as it arrives, once the backend connection is
+ * up (until then a failed connect can still be retried elsewhere). */
+static void request_stream(struct pg_worker *w, struct pg_client *c)
+{
+	struct pg_exchange *x = &c->x;
+	struct pg_upstream *u = x->up;
+	char *out = NULL;
+	size_t n = 0, olen = 0, ocap = 0;
+
+	if (!u || !u->s.can_send || !c->in_len)
+		return;
+	if (u->s.qbytes > PG_REQ_QUEUE_MAX) {
+		pg_sock_pause(w, &c->s); /* resumed when the backend's queue drains */
+		return;
+	}
+	if (x->body.kind == PG_FRAME_LENGTH) {
+		n = c->in_len < x->body.remaining ? c->in_len : x->body.remaining;
+		x->body.remaining -= n;
+		if (!x->body.remaining)
+			c->state = PG_C_WAIT;
+		pg_sock_queue_copy(w, &u->s, c->in, n);
+		in_consume(c, n);
+		x->streamed += n;
+		return;
+	}
+	/* Chunked: decoded and re-framed (forward.h), into one send. */
+	while (n < c->in_len) {
+		size_t used, doff, dlen;
+		enum pg_chunked_rc rc =
+			pg_chunked_feed(&x->body, c->in + n, c->in_len - n, &used, &doff, &dlen);
+
+		if (rc == PG_CHUNKED_ERROR) {
+			free(out);
+			pg_client_error(w, c, 400, "bad chunked body");
+			return;
+		}
+		pg_fwd_chunk(c->in + n + doff, dlen, &out, &olen, &ocap);
+		x->body_seen += dlen;
+		n += used;
+		if (chunked_too_big(w, c)) {
+			free(out);
+			return;
+		}
+		if (rc == PG_CHUNKED_DONE) {
+			pg_fwd_last_chunk(&out, &olen, &ocap);
+			x->ch_done = true;
+			c->state = PG_C_WAIT;
+			break;
+		}
+	}
+	in_consume(c, n);
+	x->streamed += olen;
+	if (olen)
+		pg_sock_queue(w, &u->s, out, olen, -1, true);
+	else
+		free(out);
+}
+
+/* After an early response the rest of a Content-Length body is read and
+ * dropped (bounded: boundary.h), then the next request is served. */
+static void request_discard(struct pg_worker *w, struct pg_client *c)
+{
+	size_t n = c->in_len < c->discard_left ? c->in_len : (size_t)c->discard_left;
+
+	in_consume(c, n);
+	c->discard_left -= n;
+	if (!c->discard_left) {
+		c->state = PG_C_HEAD;
+		c->idle_since_ms = w->now_ms;
+	}
+}
+
+void pg_client_advance(struct pg_worker *w, struct pg_client *c)
+{
+	for (;;) {
+		switch (c->state) {
+		case PG_C_HEAD:
+			if (!request_head(w, c))
+				return;
+			break;
+		case PG_C_KEY:
+			if (!request_key(w, c))
+				return;
+			break;
+		case PG_C_STREAM:
+			request_stream(w, c);
+			if (c->state == PG_C_STREAM)
+				return;
+			break;
+		case PG_C_DISCARD:
+			request_discard(w, c);
+			if (c->state == PG_C_DISCARD)
+				return;
+			break;
+		case PG_C_WAIT:
+			/* Pipelined requests wait their turn, within bounds. */
+			if (c->in_len > PG_PIPELINE_MAX)
+				pg_sock_pause(w, &c->s);
+			return;
+		case PG_C_LINGER:
+			c->in_len = 0;
+			return;
+		}
+		if (c->s.closed)
+			return;
+	}
+}
+
+/* --- the run list ------------------------------------------------------------ */
+
+void pg_client_schedule(struct pg_worker *w, struct pg_client *c)
+{
+	if (c->scheduled || c->s.closed)
+		return;
+	c->scheduled = true;
+	c->run_next = NULL;
+	if (w->run_tail)
+		w->run_tail->run_next = c;
+	else
+		w->run_head = c;
+	w->run_tail = c;
+}
+
+void pg_worker_run(struct pg_worker *w)
+{
+	struct pg_client *c;
+
+	while ((c = w->run_head)) {
+		w->run_head = c->run_next;
+		if (!w->run_head)
+			w->run_tail = NULL;
+		c->scheduled = false;
+		if (c->s.closed)
+			continue; /* freed by pg_sock_reap, after this */
+		if (c->x.up && c->x.up->state == PG_U_DONE)
+			pg_response_end(w, c);
+		else
+			pg_client_advance(w, c);
+	}
+}
+
+/* --- socket events ----------------------------------------------------------- */
+
+static bool client_data(struct pg_worker *w, struct pg_sock *s, char *data, size_t len, int bid)
+{
+	struct pg_client *c = (struct pg_client *)s;
+
+	(void)bid;
+	if (c->state == PG_C_LINGER)
+		return false; /* discarded */
+	c->last_rx_ms = w->now_ms;
+	pg_bytes_append(&c->in, &c->in_len, &c->in_cap, data, len);
+	pg_client_advance(w, c);
+	/* Bound what one connection makes us hold: the key's bytes at most while
+	 * reading them, a pipeline's worth otherwise. */
+	if (!c->s.closed && c->state != PG_C_KEY && c->in_len > PG_PIPELINE_MAX)
+		pg_sock_pause(w, &c->s);
+	return false;
+}
+
+static void client_eof(struct pg_worker *w, struct pg_sock *s, int err)
+{
+	(void)err;
+	pg_client_gone(w, (struct pg_client *)s);
+}
+
+static void client_sent(struct pg_worker *w, struct pg_sock *s, int err)
+{
+	struct pg_client *c = (struct pg_client *)s;
+	struct pg_upstream *u = c->x.up;
+
+	if (err) {
+		pg_client_gone(w, c);
+		return;
+	}
+	if (c->state == PG_C_LINGER) {
+		pg_sock_shutdown_when_sent(w, &c->s);
+		return;
+	}
+	if (!u || u->s.closed)
+		return;
+	if (pg_dp_client_sent(w, u))
+		return;
+	if (!u->s.want_recv && c->s.qbytes < PG_RESP_QUEUE_MAX / 2)
+		pg_sock_recv(w, &u->s);
+}
+
+static void client_free(struct pg_worker *w, struct pg_sock *s)
+{
+	struct pg_client *c = (struct pg_client *)s;
+
+	(void)w;
+	free(c->in);
+	free(c->x.fwd);
+	free(c->x.kbuf);
+	free(c->x.hdr_key);
+	free(c);
+}
+
+static const struct pg_sock_ops client_ops = {
+	.name = "client",
+	.data = client_data,
+	.eof = client_eof,
+	.sent = client_sent,
+	.free = client_free,
+};
+
+struct pg_client *pg_client_new(struct pg_worker *w, int fd)
+{
+	struct pg_client *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	pg_sock_init(&c->s, fd, &client_ops);
+	c->s.can_send = true;
+	c->state = PG_C_HEAD;
+	c->idle_since_ms = c->last_rx_ms = w->now_ms;
+	w->nclients++;
+	c->next = w->clients;
+	if (c->next)
+		c->next->prev = c;
+	w->clients = c;
+	__atomic_fetch_add(&w->stats->connections, 1, __ATOMIC_RELAXED);
+	pg_sock_recv(w, &c->s);
+	return c;
+}
+
+void pg_client_close(struct pg_worker *w, struct pg_client *c)
+{
+	if (c->s.closed)
+		return;
+	pg_exchange_reset(w, c);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		w->clients = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->prev = c->next = NULL;
+	w->nclients--;
+	pg_sock_close(w, &c->s);
+}
+
+void pg_client_linger(struct pg_worker *w, struct pg_client *c)
+{
+	pg_exchange_reset(w, c);
+	c->state = PG_C_LINGER;
+	c->in_len = 0;
+	c->head_scan = 0;
+	c->linger_until_ms = w->now_ms + LINGER_MS;
+	pg_sock_recv(w, &c->s);
+	pg_sock_shutdown_when_sent(w, &c->s);
+}

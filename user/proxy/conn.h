@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The objects of the HTTP state machine and what its parts call of each
+ * other:
+ *  - struct pg_client: one client connection (client.c reads its requests);
+ *  - struct pg_exchange: the request being served on it and its response,
+ *    from the first byte of the request to the end of the response; reset
+ *    whole between requests (exchange.c: dispatch, retries, the end of a
+ *    response, the gateway's own answers, timeouts);
+ *  - struct pg_upstream: one backend connection (upstream.c: connecting,
+ *    the response head and body; pool.c: idle keep-alive ones and lingering
+ *    ones).
+ * No part calls itself back through another: the end of a response and the
+ * next pipelined request run from the worker's run list (worker.h), after
+ * the event that caused them has returned.
+ */
+#ifndef PG_CONN_H
+#define PG_CONN_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "pg_frame.h"
+#include "lib/balancer.h"
+#include "lib/http.h"
+#include "lib/key.h"
+#include "proxy/sock.h"
+
+struct pg_worker;
+struct pg_upstream;
+struct pg_dp_conn;
+
+enum pg_client_state {
+	PG_C_HEAD,    /* reading a request head */
+	PG_C_KEY,     /* reading the body bytes the key needs */
+	PG_C_STREAM,  /* dispatched; forwarding the rest of the body */
+	PG_C_WAIT,    /* request fully sent; waiting for the response to end */
+	PG_C_DISCARD, /* answered early: dropping the rest of its body (boundary.h) */
+	PG_C_LINGER,  /* answered an error; draining input until close */
+};
+const char *pg_client_state_str(enum pg_client_state s);
+
+/* One request and its response. Zeroed = no request. */
+struct pg_exchange {
+	uint64_t t0_ns;    /* first byte of the request seen */
+	uint8_t api;       /* enum pg_api */
+	uint8_t minor;     /* HTTP/1.minor */
+	bool keep_alive;   /* the client connection survives this exchange */
+	bool head_method;  /* HEAD: the response has no body */
+	bool replayable;   /* fwd holds the whole request: retries possible */
+	bool resp_started; /* a response byte was queued to the client */
+	bool counted;      /* holds an in-flight slot on backend */
+	bool admitted;     /* holds a gateway-wide --max-in-flight slot */
+	bool first_sent;   /* the request's first byte reached the backend socket */
+	bool fwd_close;    /* "Connection: close" added to fwd (spliced attempt) */
+	uint8_t attempts;
+	uint16_t backend;
+	uint16_t resp_status; /* status of the response being forwarded */
+	uint32_t route_ns;    /* request start -> backend chosen */
+	uint64_t resp_bytes;  /* response bytes forwarded by us (access log) */
+	uint64_t sent_ms;     /* request handed to the backend (first-byte timeout) */
+	/* The request body: what is left of it (no body: PG_FRAME_NONE). */
+	struct pg_frame body;
+	uint64_t body_seen; /* chunked: data bytes decoded so far (--max-body-size) */
+	bool ch_done;       /* chunked: the last chunk and trailers were read */
+	size_t ch_off;      /* chunked: raw bytes of c->in already decoded */
+	size_t key_need;    /* body bytes the key needs */
+	char *kbuf;         /* decoded chunked body held for the key */
+	size_t klen, kcap;
+	char *hdr_key;      /* X-Prefixgate-Key copy */
+	size_t hdr_key_len;
+	char *fwd;          /* rewritten head + held body: what an attempt sends */
+	size_t fwd_len, fwd_cap;
+	size_t fwd_head;    /* length of the head in fwd */
+	uint64_t streamed;  /* body bytes sent after fwd (no retry once > 0) */
+	struct pg_key key;
+	struct pg_choice choice;
+	struct pg_idset tried;
+	struct pg_upstream *up; /* the attempt's backend connection */
+};
+
+struct pg_client {
+	struct pg_sock s; /* first member */
+	struct pg_client *prev, *next; /* the worker's list of clients */
+	struct pg_client *run_next;    /* on the worker's run list */
+	bool scheduled;                /* on it */
+	enum pg_client_state state;
+	char *in; /* received, not yet consumed bytes */
+	size_t in_len, in_cap;
+	size_t head_scan;         /* pg_http_head_ready() progress */
+	uint64_t linger_until_ms;
+	uint64_t last_rx_ms;      /* client bytes last received (timeouts) */
+	uint64_t idle_since_ms;   /* waiting for a request since then */
+	uint64_t discard_left;    /* PG_C_DISCARD: body bytes still to drop */
+	struct pg_exchange x;
+};
+
+/* Which path carries a backend connection's response body (datapath.h). */
+enum pg_dp_path { PG_DP_COPY = 0, PG_DP_SKB = 1, PG_DP_MSG = 2 };
+
+enum pg_up_state {
+	PG_U_HEAD,   /* reading the response head (the request may still be going) */
+	PG_U_BODY,   /* forwarding the body; frame finds its end */
+	PG_U_DONE,   /* the response is complete; its end is on the run list */
+	PG_U_IDLE,   /* in the pool */
+	PG_U_LINGER, /* done, waiting for the backend to close first */
+};
+const char *pg_up_state_str(enum pg_up_state s);
+
+struct pg_upstream {
+	struct pg_sock s; /* first member */
+	enum pg_up_state state;
+	uint16_t backend;
+	uint32_t epoch;
+	bool reused;      /* came from the pool */
+	bool keep_alive;  /* may go back to the pool after this response */
+	bool peer_closed; /* the backend's EOF or error was read */
+	bool early;       /* its response head came while request bytes were owed */
+	struct pg_client *c; /* NULL while idle or lingering */
+	struct pg_upstream *pool_next; /* pool or linger list */
+	uint64_t idle_since_ms;
+	/* The response body: where it stands (PG_FRAME_NONE: it ends with the
+	 * connection). One representation, shared with the kernel paths. */
+	struct pg_frame frame;
+	char *hbuf; /* response head being assembled */
+	size_t hlen, hcap;
+	struct pg_dp_conn *dp; /* kernel data path state (datapath.c); NULL: copy */
+};
+
+/* --- client.c ---------------------------------------------------------------- */
+struct pg_client *pg_client_new(struct pg_worker *w, int fd);
+/* Run the request state machine as far as the input allows. */
+void pg_client_advance(struct pg_worker *w, struct pg_client *c);
+/* Close now (request_reset first). */
+void pg_client_close(struct pg_worker *w, struct pg_client *c);
+/* Close gracefully: flush, shut our side, drain input for a while. */
+void pg_client_linger(struct pg_worker *w, struct pg_client *c);
+/* Run pg_client_advance from the run list. */
+void pg_client_schedule(struct pg_worker *w, struct pg_client *c);
+
+/* --- exchange.c -------------------------------------------------------------- */
+/* Forget the current request: its slots, backend connection and buffers. */
+void pg_exchange_reset(struct pg_worker *w, struct pg_client *c);
+/* Answer status with a JSON error and close (or just close mid-response). */
+void pg_client_error(struct pg_worker *w, struct pg_client *c, int status, const char *msg);
+/* Send the request to backend id (a pooled connection unless fresh). */
+void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned decision,
+		bool fresh);
+/* The attempt failed before a response byte reached the client: retry
+ * elsewhere (or fresh) while possible, else answer 502. */
+void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why, bool mark_down);
+/* The backend sent the whole response (run from the run list). */
+void pg_response_end(struct pg_worker *w, struct pg_client *c);
+/* The backend failed mid-response: the client gets what was sent, then a close. */
+void pg_backend_broke(struct pg_worker *w, struct pg_client *c);
+/* The client went away (EOF, reset or a failed send). */
+void pg_client_gone(struct pg_worker *w, struct pg_client *c);
+void pg_proxy_tick(struct pg_worker *w);
+void pg_proxy_shutdown(struct pg_worker *w);
+
+/* --- upstream.c -------------------------------------------------------------- */
+/* A new connection to backend id, connecting; path: how its response
+ * should travel (copy if the kernel path cannot be set up). */
+struct pg_upstream *pg_upstream_new(struct pg_worker *w, uint16_t id, enum pg_dp_path path,
+				    struct pg_client *c);
+void pg_upstream_close(struct pg_worker *w, struct pg_upstream *u);
+/* Attach u to client c's exchange and send it the request. */
+void pg_upstream_start(struct pg_worker *w, struct pg_upstream *u, struct pg_client *c);
+/* Take back the body's state after bytes the kernel redirected; true if
+ * the body is complete (the response's end is then scheduled). */
+bool pg_upstream_take_frame(struct pg_worker *w, struct pg_upstream *u, const struct pg_frame *f);
+/* Bytes from the backend the proxy must decode itself (also used by the
+ * datapath when it reads a socket directly). */
+bool pg_upstream_input(struct pg_worker *w, struct pg_upstream *u, char *data, size_t len,
+		       int bid);
+void pg_upstream_ended(struct pg_worker *w, struct pg_upstream *u, int err);
+
+/* --- pool.c ------------------------------------------------------------------ */
+/* An idle keep-alive connection to backend id (NULL if none is usable). */
+struct pg_upstream *pg_pool_get(struct pg_worker *w, uint16_t id);
+void pg_pool_put(struct pg_worker *w, struct pg_upstream *u);
+/* Take u off the pool or linger list it is on. */
+void pg_pool_remove(struct pg_worker *w, struct pg_upstream *u);
+/* A finished connection that was asked to close (spliced response): wait
+ * for the backend's FIN before closing, so TIME_WAIT stays on its side and
+ * not on the ephemeral port each spliced request binds; closed by its EOF
+ * or after PG_LINGER_MS. */
+void pg_upstream_linger(struct pg_worker *w, struct pg_upstream *u);
+/* Close pooled connections idle too long or to a changed/removed member,
+ * and lingering ones past PG_LINGER_MS. */
+void pg_pool_tick(struct pg_worker *w);
+void pg_pool_close_all(struct pg_worker *w);
+
+#endif /* PG_CONN_H */

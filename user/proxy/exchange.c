@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: MIT
+/*
+ * One request and its response (struct pg_exchange, conn.h): dispatch to a
+ * backend, retries, how the response's end or failure reaches the client,
+ * the gateway's own errors, and the timeouts.
+ *
+ * What an attempt sends first (rewritten head plus the body held for the
+ * key) stays in x->fwd, so a failed connect or a stale pooled connection
+ * can be retried elsewhere as long as no response byte reached the client
+ * and no body byte beyond x->fwd was sent.
+ *
+ * The in-flight slot of a backend is taken at dispatch and given back
+ * exactly once: when the backend has sent the whole response, when the
+ * client goes away, or when the attempt fails (x->counted guards it). A
+ * response that ends while the body is still coming (an early answer) goes
+ * to DISCARD (drop the rest, then HEAD) or closes the connection, and its
+ * backend connection is never pooled (boundary.h has the invariant,
+ * pg_response_end applies it).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "control/accesslog.h"
+#include "datapath/datapath.h"
+#include "lib/boundary.h"
+#include "lib/buf.h"
+#include "proxy/reply.h"
+#include "proxy/worker.h"
+#include "state/route.h"
+#include "sys/lifecycle.h"
+#include "sys/log.h"
+
+static void release_slot(struct pg_worker *w, struct pg_exchange *x)
+{
+	if (x->counted) {
+		pg_inflight_release(w->gw, x->backend);
+		x->counted = false;
+	}
+}
+
+/* One access-log record for the request ending now (off unless --access-log). */
+static void log_request(struct pg_worker *w, const struct pg_exchange *x, unsigned status,
+			enum pg_alog_outcome outcome)
+{
+	uint64_t now = pg_now_ns();
+	struct pg_alog_rec r = {
+	    .wall_ms = pg_wall_ms() - (x->t0_ns ? (now - x->t0_ns) / 1000000 : 0),
+	    .key_hash = x->key.hash,
+	    .bytes_in = x->fwd_len + x->streamed,
+	    .bytes_out = x->resp_bytes,
+	    .route_us = x->route_ns / 1000,
+	    .total_us = x->t0_ns ? (uint32_t)((now - x->t0_ns) / 1000) : 0,
+	    .status = (uint16_t)status,
+	    .backend = x->backend,
+	    .decision = x->attempts > 1 ? PG_DEC_RETRY : x->choice.decision,
+	    .key_source = x->key.source,
+	    .outcome = (uint8_t)outcome,
+	    .attempts = x->attempts,
+	};
+
+	if (pg_alog_enabled() && x->t0_ns)
+		pg_alog_push(w->id, &r);
+}
+
+void pg_exchange_reset(struct pg_worker *w, struct pg_client *c)
+{
+	struct pg_exchange *x = &c->x;
+
+	release_slot(w, x);
+	if (x->up)
+		pg_upstream_close(w, x->up); /* drops any segment borrowing x->fwd */
+	if (x->admitted)
+		pg_admit_release(w->gw);
+	free(x->fwd);
+	free(x->kbuf);
+	free(x->hdr_key);
+	memset(x, 0, sizeof(*x));
+}
+
+void pg_client_error(struct pg_worker *w, struct pg_client *c, int status, const char *msg)
+{
+	struct pg_exchange *x = &c->x;
+
+	__atomic_fetch_add(status >= 500 ? &w->stats->no_backend : &w->stats->client_errors, 1,
+			   __ATOMIC_RELAXED);
+	log_request(w, x, x->resp_started ? x->resp_status : (unsigned)status, PG_ALOG_GATEWAY);
+	if (x->resp_started) {
+		pg_client_close(w, c); /* mid-response: the truncation tells the client */
+		return;
+	}
+	pg_reply_error(w, c, status, msg, true);
+	pg_client_linger(w, c);
+}
+
+void pg_client_gone(struct pg_worker *w, struct pg_client *c)
+{
+	struct pg_exchange *x = &c->x;
+
+	if (c->state != PG_C_LINGER && (x->up || x->counted)) {
+		__atomic_fetch_add(&w->stats->aborted, 1, __ATOMIC_RELAXED);
+		log_request(w, x, x->resp_status, PG_ALOG_CLIENT_ABORT);
+	}
+	/* The client is gone: the backend connection closes with it, so the
+	 * inference server stops generating for nobody. */
+	pg_client_close(w, c);
+}
+
+/* --- dispatch -------------------------------------------------------------------- */
+
+/* A spliced response ends with the backend's FIN: ask for it. */
+static void fwd_add_close(struct pg_exchange *x)
+{
+	static const char hdr[] = "Connection: close\r\n";
+	size_t n = sizeof(hdr) - 1, at = x->fwd_head - 2; /* before the blank line */
+
+	if (x->fwd_close)
+		return;
+	pg_bytes_append(&x->fwd, &x->fwd_len, &x->fwd_cap, hdr, n);
+	memmove(x->fwd + at + n, x->fwd + at, x->fwd_len - n - at);
+	memcpy(x->fwd + at, hdr, n);
+	x->fwd_head += n;
+	x->fwd_close = true;
+}
+
+void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned decision,
+		bool fresh)
+{
+	struct pg_exchange *x = &c->x;
+	enum pg_dp_path path = pg_dp_choose(w, id, x->head_method, x->key.stream);
+	struct pg_upstream *u;
+
+	if (path != PG_DP_COPY) {
+		fresh = true; /* one connection per spliced response */
+		fwd_add_close(x);
+	}
+	u = fresh ? NULL : pg_pool_get(w, id);
+	x->backend = id;
+	x->sent_ms = w->now_ms;
+	x->attempts++;
+	pg_idset_add(&x->tried, id);
+	pg_inflight_take(w->gw, id, decision);
+	x->counted = true;
+	if (!u)
+		u = pg_upstream_new(w, id, path, c);
+	if (!u) {
+		pg_attempt_failed(w, c, strerror(errno), false);
+		return;
+	}
+	pg_upstream_start(w, u, c);
+}
+
+void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why, bool mark_down)
+{
+	struct pg_exchange *x = &c->x;
+	struct pg_backend *b = &w->gw->maps.backends[x->backend];
+	struct pg_upstream *u = x->up;
+	bool stale = u && u->reused && !mark_down;
+	uint16_t id;
+
+	if (u) {
+		x->up = NULL;
+		pg_upstream_close(w, u);
+	}
+	__atomic_fetch_add(&b->failures, 1, __ATOMIC_RELAXED);
+	if (mark_down) {
+		uint16_t old;
+		char name[32];
+
+		__atomic_store_n(&b->down_until_ms, w->now_ms + PG_DOWN_MS, __ATOMIC_RELAXED);
+		old = __atomic_fetch_or(&b->flags, PG_BACKEND_DOWN, __ATOMIC_RELAXED);
+		if (!(old & PG_BACKEND_DOWN))
+			pg_warn("backend %s down for %d ms: %s", pg_backend_name(b, name, sizeof(name)),
+				PG_DOWN_MS, why);
+	}
+	release_slot(w, x);
+	if (x->resp_started || x->streamed || x->attempts >= PG_MAX_ATTEMPTS) {
+		pg_client_error(w, c, 502, "backend failed");
+		return;
+	}
+	if (stale) {
+		/* A pooled connection the backend had closed: same backend, fresh. */
+		pg_attempt(w, c, x->backend, PG_DEC_RETRY, true);
+		return;
+	}
+	id = pg_route_again(w->gw, &x->key, &x->tried, pg_worker_rand(w), &x->choice);
+	if (!id) {
+		pg_client_error(w, c, 502, "no healthy backend");
+		return;
+	}
+	pg_attempt(w, c, id, PG_DEC_RETRY, false);
+}
+
+/* --- the response's end, as the client sees it ----------------------------------- */
+
+/* The only place a used backend connection goes back to the pool: under
+ * the invariant of boundary.h. Runs from the run list, never inside an
+ * event of either socket. */
+void pg_response_end(struct pg_worker *w, struct pg_client *c)
+{
+	struct pg_exchange *x = &c->x;
+	struct pg_upstream *u = x->up;
+	const struct pg_backend *b = &w->gw->maps.backends[u->backend];
+	const struct pg_reuse r = {
+	    .request_complete = c->state != PG_C_STREAM,
+	    .request_flushed = !u->s.qbytes,
+	    .early = u->early,
+	    .resp_reusable = u->keep_alive,
+	    .head_request = x->head_method,
+	    .open = !u->s.closed && !u->peer_closed,
+	    .member = u->epoch == b->epoch && (b->flags & PG_BACKEND_ACTIVE),
+	    .room = w->pool_len[u->backend] < PG_POOL_MAX,
+	};
+	bool owed = c->state == PG_C_STREAM; /* the rest of its body is still coming */
+	bool keep = x->keep_alive;
+
+	log_request(w, x, x->resp_status, PG_ALOG_OK);
+	release_slot(w, x);
+	x->up = NULL;
+	u->c = NULL;
+	if (pg_reuse_ok(&r))
+		pg_pool_put(w, u);
+	else if (pg_dp_spliced(u) && !u->peer_closed && !u->s.closed)
+		pg_upstream_linger(w, u);
+	else
+		pg_upstream_close(w, u);
+	/* The client's side of an early answer was settled at its head
+	 * (boundary.h): drop the rest of the body, or close. */
+	if (owed && !pg_early_keeps_client(&x->body))
+		keep = false;
+	if (!keep) {
+		pg_client_linger(w, c);
+		return;
+	}
+	c->discard_left = owed ? x->body.remaining : 0;
+	pg_exchange_reset(w, c);
+	c->state = owed ? PG_C_DISCARD : PG_C_HEAD;
+	c->idle_since_ms = w->now_ms;
+	pg_sock_recv(w, &c->s);
+	pg_client_advance(w, c);
+}
+
+void pg_backend_broke(struct pg_worker *w, struct pg_client *c)
+{
+	struct pg_exchange *x = &c->x;
+
+	__atomic_fetch_add(&w->stats->backend_errors, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&w->gw->maps.backends[x->backend].failures, 1, __ATOMIC_RELAXED);
+	log_request(w, x, x->resp_status, PG_ALOG_BACKEND_ERROR);
+	pg_client_linger(w, c);
+}
+
+/* --- housekeeping ---------------------------------------------------------------- */
+
+/* Enforce the timeouts on one client. */
+static void client_timeouts(struct pg_worker *w, struct pg_client *c, const struct pg_timeouts *t,
+			    bool draining)
+{
+	const struct pg_exchange *x = &c->x;
+	uint64_t now = w->now_ms;
+
+	switch (c->state) {
+	case PG_C_LINGER:
+		if (now >= c->linger_until_ms)
+			pg_client_close(w, c);
+		return;
+	case PG_C_HEAD:
+		if (!c->in_len) {
+			/* Idle keep-alive connection (closed at once when draining). */
+			if (draining || now - c->idle_since_ms >= t->idle_ms)
+				pg_client_close(w, c);
+			return;
+		}
+		if (now - x->t0_ns / 1000000 >= t->header_ms)
+			pg_client_error(w, c, 408, "request head timed out");
+		return;
+	case PG_C_DISCARD:
+		/* Its answer is out: a stalled tail just ends the connection. */
+		if (c->s.want_recv && now - c->last_rx_ms >= t->body_ms)
+			pg_client_close(w, c);
+		return;
+	case PG_C_KEY:
+	case PG_C_STREAM:
+		/* Only while we want its bytes: our own backpressure is no stall. */
+		if (c->s.want_recv && now - c->last_rx_ms >= t->body_ms) {
+			pg_client_error(w, c, 408, "request body timed out");
+			return;
+		}
+		/* A streaming request may have a backend answering too. */
+		__attribute__((fallthrough));
+	case PG_C_WAIT:
+		if (x->resp_started || !x->sent_ms || now - x->sent_ms < t->first_byte_ms)
+			return;
+		__atomic_fetch_add(&w->gw->maps.backends[x->backend].failures, 1, __ATOMIC_RELAXED);
+		pg_client_error(w, c, 504, "backend sent no response in time");
+		return;
+	}
+}
+
+void pg_proxy_tick(struct pg_worker *w)
+{
+	const struct pg_timeouts *t = &w->gw->cfg->timeouts;
+	bool draining = pg_draining(w->gw);
+	struct pg_client *c, *next;
+
+	pg_dp_tick(w);
+	for (c = w->clients; c; c = next) {
+		next = c->next;
+		client_timeouts(w, c, t, draining);
+	}
+	pg_pool_tick(w);
+}
+
+void pg_proxy_shutdown(struct pg_worker *w)
+{
+	while (w->clients)
+		pg_client_close(w, w->clients);
+	w->run_head = w->run_tail = NULL;
+	pg_pool_close_all(w);
+}

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: MIT
+/* The gateway's own answers (reply.h). */
+#include <stdio.h>
+#include "proxy/reply.h"
+#include "proxy/worker.h"
+#include "sys/lifecycle.h"
+
+static const char *reason(int status)
+{
+	switch (status) {
+	case 400: return "Bad Request";
+	case 405: return "Method Not Allowed";
+	case 408: return "Request Timeout";
+	case 413: return "Content Too Large";
+	case 414: return "URI Too Long";
+	case 417: return "Expectation Failed";
+	case 431: return "Request Header Fields Too Large";
+	case 501: return "Not Implemented";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	case 505: return "HTTP Version Not Supported";
+	default: return "Error";
+	}
+}
+
+void pg_reply_error(struct pg_worker *w, struct pg_client *c, int status, const char *msg,
+		    bool close)
+{
+	char body[256], head[256];
+	int bl, hl;
+
+	bl = snprintf(body, sizeof(body),
+		      "{\"error\":{\"message\":\"%s\",\"type\":\"prefixgate_error\",\"code\":%d}}\n",
+		      msg, status);
+	hl = snprintf(head, sizeof(head),
+		      "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n",
+		      status, reason(status), bl, close ? "Connection: close\r\n" : "");
+	pg_sock_queue_copy(w, &c->s, head, (size_t)hl);
+	pg_sock_queue_copy(w, &c->s, body, (size_t)bl);
+}
+
+void pg_reply_overload(struct pg_worker *w, struct pg_client *c)
+{
+	pg_sock_queue_copy(w, &c->s, PG_OVERLOAD_REPLY, sizeof(PG_OVERLOAD_REPLY) - 1);
+}
+
+void pg_reply_continue(struct pg_worker *w, struct pg_client *c)
+{
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+	pg_sock_queue_copy(w, &c->s, cont, sizeof(cont) - 1);
+}

@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The answers the gateway writes itself on a client connection: its JSON
+ * errors, the overload answer of --max-in-flight, and 100 Continue.
+ */
+#ifndef PG_REPLY_H
+#define PG_REPLY_H
+
+#include <stdbool.h>
+#include "proxy/conn.h"
+
+/* status with {"error":{"message":msg,...}}; close: add Connection: close. */
+void pg_reply_error(struct pg_worker *w, struct pg_client *c, int status, const char *msg,
+		    bool close);
+/* 503 of --max-in-flight (lifecycle.h), closing. */
+void pg_reply_overload(struct pg_worker *w, struct pg_client *c);
+/* Expect: 100-continue, answered by the gateway, which then reads the body. */
+void pg_reply_continue(struct pg_worker *w, struct pg_client *c);
+
+#endif /* PG_REPLY_H */

@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Send queues, receive arming and closing (sock.h), over the I/O actions of
+ * struct pg_io; the events of the loop reach the socket's own table of
+ * functions through pg_sock_on_*().
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "proxy/sock.h"
+#include "proxy/worker.h"
+
+void pg_sock_init(struct pg_sock *s, int fd, const struct pg_sock_ops *ops)
+{
+	memset(s, 0, sizeof(*s));
+	s->fd = fd;
+	s->ops = ops;
+}
+
+void pg_sock_recv(struct pg_worker *w, struct pg_sock *s)
+{
+	s->want_recv = true;
+	if (!s->closed)
+		w->io->recv(w, s);
+}
+
+void pg_sock_pause(struct pg_worker *w, struct pg_sock *s)
+{
+	s->want_recv = false;
+	if (!s->closed)
+		w->io->pause(w, s);
+}
+
+void pg_sock_flush(struct pg_worker *w, struct pg_sock *s)
+{
+	struct pg_seg *g = s->qhead;
+
+	if (!g || !s->can_send || s->send_busy || s->closed)
+		return;
+	s->send_busy = true;
+	w->io->send(w, s, g->data + g->off, g->len - g->off);
+}
+
+static void seg_release(struct pg_worker *w, struct pg_seg *g)
+{
+	if (g->bid >= 0)
+		w->io->buf_return(w, g->bid);
+	if (g->owned)
+		free(g->data);
+	free(g);
+}
+
+void pg_sock_queue(struct pg_worker *w, struct pg_sock *s, char *data, size_t len, int bid,
+		   bool owned)
+{
+	struct pg_seg *g = malloc(sizeof(*g));
+
+	if (!g) /* out of memory for 32 bytes: nothing sane is left to do */
+		abort();
+	g->next = NULL;
+	g->data = data;
+	g->len = (uint32_t)len;
+	g->off = 0;
+	g->bid = bid;
+	g->owned = owned;
+	if (s->closed) {
+		seg_release(w, g);
+		return;
+	}
+	if (s->qtail)
+		s->qtail->next = g;
+	else
+		s->qhead = g;
+	s->qtail = g;
+	s->qbytes += len;
+	pg_sock_flush(w, s);
+}
+
+void pg_sock_queue_copy(struct pg_worker *w, struct pg_sock *s, const void *data, size_t len)
+{
+	char *p = malloc(len ? len : 1);
+
+	if (!p)
+		abort();
+	memcpy(p, data, len);
+	pg_sock_queue(w, s, p, len, -1, true);
+}
+
+void pg_sock_connect(struct pg_worker *w, struct pg_sock *s, const struct sockaddr_in *sa)
+{
+	w->io->connect(w, s, sa);
+}
+
+void pg_sock_shutdown_when_sent(struct pg_worker *w, struct pg_sock *s)
+{
+	if (!s->closed && !s->qbytes && !s->shut) {
+		w->io->shutdown(w, s);
+		s->shut = true;
+	}
+}
+
+static void bury(struct pg_worker *w, struct pg_sock *s)
+{
+	if (s->buried)
+		return;
+	s->buried = true;
+	s->dead_next = w->graveyard;
+	w->graveyard = s;
+}
+
+void pg_sock_close(struct pg_worker *w, struct pg_sock *s)
+{
+	struct pg_seg *g;
+
+	if (s->closed)
+		return;
+	s->closed = true;
+	s->want_recv = false;
+	/* Cancels what is outstanding before the fd number can be reused, and
+	 * before any segment is freed. */
+	w->io->close(w, s);
+	/* The segment a send names stays until that send completes: freed (or
+	 * its provided buffer given back, to be refilled) any earlier, its
+	 * memory could be read by the kernel and sent as another's bytes. */
+	if (s->send_busy && s->qhead) {
+		s->sending = s->qhead;
+		s->qhead = s->qhead->next;
+	}
+	while ((g = s->qhead)) {
+		s->qhead = g->next;
+		seg_release(w, g);
+	}
+	s->qtail = NULL;
+	s->qbytes = 0;
+	bury(w, s);
+}
+
+void pg_sock_poll_rdhup(struct pg_worker *w, struct pg_sock *s)
+{
+	w->io->poll_rdhup(w, s);
+}
+
+void pg_sock_put(struct pg_worker *w, struct pg_sock *s)
+{
+	(void)w;
+	s->refs--;
+}
+
+void pg_sock_reap(struct pg_worker *w, bool all)
+{
+	struct pg_sock **pp = &w->graveyard;
+
+	while (*pp) {
+		struct pg_sock *s = *pp;
+
+		if (s->refs && !all) {
+			pp = &s->dead_next;
+			continue;
+		}
+		*pp = s->dead_next;
+		if (s->sending) /* only at exit (all): its send never completed */
+			seg_release(w, s->sending);
+		s->ops->free(w, s);
+	}
+}
+
+/* --- events ------------------------------------------------------------------ */
+
+void pg_sock_on_data(struct pg_worker *w, struct pg_sock *s, char *data, size_t len, int bid)
+{
+	bool kept = false;
+
+	if (!s->closed)
+		kept = s->ops->data(w, s, data, len, bid);
+	if (!kept && bid >= 0)
+		w->io->buf_return(w, bid);
+}
+
+void pg_sock_on_eof(struct pg_worker *w, struct pg_sock *s, int err)
+{
+	if (!s->closed)
+		s->ops->eof(w, s, err);
+}
+
+void pg_sock_on_sent(struct pg_worker *w, struct pg_sock *s, int res)
+{
+	s->send_busy = false;
+	if (s->closed) {
+		if (s->sending) {
+			seg_release(w, s->sending);
+			s->sending = NULL;
+		}
+		return;
+	}
+	if (res < 0) {
+		s->ops->sent(w, s, res);
+		return;
+	}
+	s->qhead->off += (uint32_t)res;
+	s->qbytes -= (size_t)res;
+	if (s->qhead->off == s->qhead->len) {
+		struct pg_seg *g = s->qhead;
+
+		s->qhead = g->next;
+		if (!s->qhead)
+			s->qtail = NULL;
+		seg_release(w, g);
+	}
+	pg_sock_flush(w, s);
+	s->ops->sent(w, s, 0);
+}
+
+void pg_sock_on_connected(struct pg_worker *w, struct pg_sock *s, int res)
+{
+	if (!s->closed)
+		s->ops->connected(w, s, res);
+}
+
+void pg_sock_on_recv_ended(struct pg_worker *w, struct pg_sock *s)
+{
+	if (!s->closed && s->ops->recv_ended)
+		s->ops->recv_ended(w, s);
+}
+
+void pg_sock_on_polled(struct pg_worker *w, struct pg_sock *s, int res)
+{
+	if (!s->closed && s->ops->polled)
+		s->ops->polled(w, s, res);
+}
