@@ -275,7 +275,7 @@ static void check_chunked(const char *buf, size_t len, struct fuzz_rng *rng)
 	FUZZ_CHECK(whole.out_len == split.out_len && !memcmp(a, b, whole.out_len));
 	FUZZ_CHECK(whole.out_len <= whole.pos);
 	if (whole.rc == PG_CHUNKED_DONE) {
-		/* Re-framed as request.c does (one chunk here), it decodes the same. */
+		/* Re-framed as client.c does (one chunk here), it decodes the same. */
 		char *re = NULL, *c = malloc(whole.out_len + 1);
 		size_t rlen = 0, rcap = 0;
 		struct dechunk back;

@@ -135,7 +135,7 @@ static void test_response_heads(void **state)
 	}
 }
 
-/* Decode a chunked body the way request.c does and re-frame it. */
+/* Decode a chunked body the way the proxy does (client.c) and re-frame it. */
 static char *reframe(const char *in, size_t len, enum pg_chunked_rc *last)
 {
 	struct pg_frame ch;

@@ -2,7 +2,7 @@
 /*
  * The rules at a request's boundaries on kept-alive connections: when a
  * backend connection may carry another request, and what the client's
- * connection does after an early response. Pure: the proxy (proxy.c,
+ * connection does after an early response. Pure: the proxy (exchange.c,
  * upstream.c) gathers the facts and follows the answers.
  *
  * The invariant: a backend connection returns to the pool, where any
