@@ -33,7 +33,6 @@ Needs root for sockmap/sockmsg (skipped with the reason otherwise).
 Raw results: <out>/datapath-<timestamp>.json; the tables go to stdout.
 """
 import argparse
-import glob
 import json
 import os
 import shutil
@@ -44,6 +43,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fleet  # noqa: E402
+from cpu import cpu_ns, cpu_ns_by_role  # noqa: E402
 
 # Configurations of the per-request section: name -> (extra prefixgate
 # arguments, None = no gateway: the client talks to mockllm; extra pgload
@@ -62,54 +62,6 @@ REQUEST_CONFIGS = {
 }
 REQUEST_BASELINE = "copy"
 SECTIONS = ("sse", "bulk", "requests")
-
-
-def ppid(pid):
-    try:
-        with open("/proc/%s/stat" % pid) as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return -1
-
-
-def cpu_ns(pids=None):
-    """CPU time, ns, of every task of the given processes plus every kernel
-    thread (kworkers, ksoftirqd: where redirected bytes are sent); of every
-    task on the machine when pids is None. Softirq time is charged to the
-    task it interrupts, so on a machine shared with other jobs both figures
-    carry some of their work: run it on a quiet machine."""
-    total = 0
-    for d in glob.glob("/proc/[0-9]*"):
-        pid = d.rsplit("/", 1)[1]
-        if pids is not None and int(pid) not in pids and int(pid) != 2 and ppid(pid) != 2:
-            continue
-        for f in glob.glob(d + "/task/[0-9]*/schedstat"):
-            try:
-                with open(f) as fh:
-                    total += int(fh.read().split()[0])
-            except (OSError, ValueError, IndexError):
-                pass
-    return total
-
-
-def cpu_ns_by_role(roles):
-    """cpu_ns split: {role: ns} for roles = {pid: role}, plus "kernel" for
-    every kernel thread."""
-    out = dict.fromkeys(list(roles.values()) + ["kernel"], 0)
-    for d in glob.glob("/proc/[0-9]*"):
-        pid = d.rsplit("/", 1)[1]
-        role = roles.get(int(pid))
-        if role is None:
-            if int(pid) != 2 and ppid(pid) != 2:
-                continue
-            role = "kernel"
-        for f in glob.glob(d + "/task/[0-9]*/schedstat"):
-            try:
-                with open(f) as fh:
-                    out[role] += int(fh.read().split()[0])
-            except (OSError, ValueError, IndexError):
-                pass
-    return out
 
 
 def start_gateway(build, args, backend, logdir, name):
