@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * floorproxy: a minimal io_uring TCP proxy to one fixed backend (see
+ * floorproxy: a minimal io_uring TCP proxy to fixed backends (see
  * floorproxy.h). The command line, one listener per worker, the threads.
  * Exit status: 2 for a usage error, 1 when it cannot start.
  */
@@ -17,12 +17,13 @@
 #include <unistd.h>
 
 static const char usage[] =
-    "usage: floorproxy --backend ADDR:PORT [--listen ADDR:PORT] [--workers N]\n"
-    "Forward every client TCP connection to one backend over a connection of its\n"
+    "usage: floorproxy --backend ADDR:PORT... [--listen ADDR:PORT] [--workers N]\n"
+    "Forward every client TCP connection to a backend over a connection of its\n"
     "own, copying bytes both ways through userspace (io_uring recv and send),\n"
     "parsing nothing: the floor cost of any userspace L7 proxy.\n"
     "\n"
-    "  --backend ADDR:PORT  numeric IPv4 address of the backend (required)\n"
+    "  --backend ADDR:PORT  numeric IPv4 address of a backend (required); repeat it\n"
+    "                       for up to 16: client connections take them in turn\n"
     "  --listen ADDR:PORT   numeric IPv4 address to listen on (default 127.0.0.1:8090)\n"
     "  --workers N          worker threads, each with its own io_uring and listener,\n"
     "                       1-64 (default: one per CPU)\n"
@@ -76,9 +77,8 @@ static int parse_workers(const char *s, unsigned *out)
 }
 
 struct opts {
-	struct sockaddr_in listen, backend;
-	unsigned workers;
-	int have_backend;
+	struct sockaddr_in listen, backends[FP_MAX_BACKENDS];
+	unsigned workers, nbackends;
 };
 
 /* 0: run; 1: --help printed; -1: usage error (message printed). */
@@ -88,7 +88,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 
 	parse_addr("--listen", "127.0.0.1:8090", &o->listen);
 	o->workers = cpus < 1 ? 1 : cpus > FP_MAX_WORKERS ? FP_MAX_WORKERS : (unsigned)cpus;
-	o->have_backend = 0;
+	o->nbackends = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i], *eq = strchr(arg, '='), *val = NULL;
 		size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
@@ -121,19 +121,18 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			if (parse_addr(flag, val, &o->listen))
 				return -1;
 		} else if (!strcmp(flag, "--backend")) {
-			if (o->have_backend) {
-				fprintf(stderr,
-				        "floorproxy: --backend given twice: one backend only\n");
+			if (o->nbackends == FP_MAX_BACKENDS) {
+				fprintf(stderr, "floorproxy: more than %d --backend flags\n",
+				        FP_MAX_BACKENDS);
 				return -1;
 			}
-			if (parse_addr(flag, val, &o->backend))
+			if (parse_addr(flag, val, &o->backends[o->nbackends++]))
 				return -1;
-			o->have_backend = 1;
 		} else if (parse_workers(val, &o->workers)) {
 			return -1;
 		}
 	}
-	if (!o->have_backend) {
+	if (!o->nbackends) {
 		fprintf(stderr, "floorproxy: --backend ADDR:PORT is required (see --help)\n");
 		return -1;
 	}
@@ -208,7 +207,9 @@ int main(int argc, char **argv)
 		struct fp_worker *w = &workers[i];
 
 		w->id = i;
-		w->backend = o.backend;
+		w->backends = o.backends;
+		w->nbackends = o.nbackends;
+		w->next = i; /* so that the workers' first connections differ */
 		w->started = &started;
 		w->listen_fd = listener(&o.listen);
 		if (w->listen_fd == -1)
@@ -221,8 +222,12 @@ int main(int argc, char **argv)
 	}
 	pthread_barrier_wait(&started); /* every ring is up (or the process has exited) */
 	format_addr(&o.listen, la, sizeof(la));
-	format_addr(&o.backend, ba, sizeof(ba));
-	printf("floorproxy: %s -> %s, %u workers\n", la, ba, o.workers);
+	printf("floorproxy: %s ->", la);
+	for (unsigned i = 0; i < o.nbackends; i++) {
+		format_addr(&o.backends[i], ba, sizeof(ba));
+		printf(" %s", ba);
+	}
+	printf(", %u workers\n", o.workers);
 	fflush(stdout);
 	for (unsigned i = 0; i < o.workers; i++)
 		pthread_join(workers[i].thread, NULL);

@@ -174,9 +174,11 @@ static void set_nodelay(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-/* A new client connection: open its backend connection. */
+/* A new client connection: open its backend connection, to the next
+ * backend in turn. */
 static void on_client(struct fp_worker *w, int cfd)
 {
+	const struct sockaddr_in *sa = &w->backends[w->next++ % w->nbackends];
 	struct fp_pair *p = calloc(1, sizeof(*p));
 	int bfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
@@ -193,8 +195,8 @@ static void on_client(struct fp_worker *w, int cfd)
 	p->fd[BACKEND] = bfd;
 	set_nodelay(cfd);
 	set_nodelay(bfd);
-	io_uring_prep_connect(pair_sqe(w, p, OP_CONNECT, 0), bfd,
-	                      (const struct sockaddr *)&w->backend, sizeof(w->backend));
+	io_uring_prep_connect(pair_sqe(w, p, OP_CONNECT, 0), bfd, (const struct sockaddr *)sa,
+	                      sizeof(*sa));
 }
 
 static void on_accept(struct fp_worker *w, const struct io_uring_cqe *cqe)
