@@ -1,7 +1,7 @@
 """Process management for the demo and the benchmarks: simulated vLLM
-instances (mockllm), prefixgate, HAProxy, nginx and pgload runs, all on
-loopback. Every process started is stopped on exit (atexit and SIGINT/TERM),
-and nothing else is touched."""
+instances (mockllm), prefixgate, the floor proxy, HAProxy, nginx and pgload
+runs, all on loopback. Every process started is stopped on exit (atexit and
+SIGINT/TERM), and nothing else is touched."""
 import atexit
 import csv
 import json
@@ -179,6 +179,27 @@ class Gateway:
                 os.unlink(os.path.join(self.pin, f))
             os.rmdir(self.pin)
         return rc
+
+
+class Floor:
+    """build/floorproxy: one backend connection per client connection (the
+    backends in turn), bytes copied both ways through io_uring, nothing
+    parsed. The floor any userspace L7 proxy stands on; only for the
+    overhead benchmark."""
+    name = "floor"
+
+    def __init__(self, build, backends, logdir, workers=None):
+        self.port = free_port()
+        cmd = [os.path.join(build, "floorproxy"), "--listen", "127.0.0.1:%d" % self.port]
+        for b in backends:
+            cmd += ["--backend", b]
+        if workers:
+            cmd += ["--workers", str(workers)]
+        self.proc = spawn(cmd, os.path.join(logdir, "floorproxy-%d.log" % self.port))
+        wait_tcp(self.port, proc=self.proc)
+
+    def stop(self):
+        return stop(self.proc)
 
 
 class HAProxy:
