@@ -19,9 +19,12 @@
      that share nothing (own ports, own BPF pin paths) in front of the same
      instances, pgload sending each request to one of them at random;
      PREFIX_AWARE and CACHE_AWARE hit rate with two gateways against one.
-  5. Overhead: direct vs prefixgate vs HAProxy vs nginx, 32 KiB OpenAI body,
-     an instance that answers at once; added p50/p99 at concurrency 1,
-     throughput at concurrency 32.
+  5. Overhead (overhead.py): direct vs the floor proxy vs prefixgate vs
+     HAProxy vs nginx, 32 KiB OpenAI body, instances that answer at once;
+     added p50/p99 at concurrency 1, throughput at concurrency 32, CPU per
+     request at a fixed rate; medians of --overhead-rounds rounds, ratios
+     and PASS/MISS against issue 12's targets. On its own:
+     bench.py --only overhead [--time-factor 0.25] [--overhead-rounds 3].
 CACHE_AWARE needs a gateway with --strategy cache_aware (and
 --cache-capacity, set to the instances' --kv-capacity-tokens); with an older
 build its rows are skipped with a note.
@@ -39,6 +42,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fleet  # noqa: E402
 import plots  # noqa: E402
 import runs  # noqa: E402
+import overhead  # noqa: E402
+from overhead import FIXED, INSTANT, bench_overhead  # noqa: E402,F401
 from runs import LABELS, SCALE  # noqa: E402
 
 WORKLOADS = [
@@ -328,81 +333,7 @@ def bench_two_gateways(opts, out):
     return res, lines
 
 
-INSTANT = ["--prefill-tokens-per-s", "1e9", "--ttft-overhead-ms", "0",
-           "--decode-ms-per-token", "0"]
-FIXED = ["--workload", "fixed", "--body-bytes", "32768", "--no-stream", "--max-tokens", "1",
-         "--seed", "1"]
-
-
-def bench_overhead(opts, out):
-    """The routers at full speed (no time scale): instances answer at once."""
-    logdir = os.path.join(out, "logs")
-    os.makedirs(logdir, exist_ok=True)
-    inst = fleet.Instances(opts.build, 2, logdir, INSTANT)
-    addrs = inst.addrs()
-    proxies = [("direct", None), ("prefixgate", fleet.Gateway(opts.build, addrs, logdir)),
-               ("pg-copy", fleet.Gateway(opts.build, addrs, logdir, ["--data-path", "copy"])),
-               ("haproxy", fleet.HAProxy(addrs, logdir, prefix_bytes=4096)),
-               ("nginx", fleet.Nginx(addrs, logdir))]
-    raw = {n: [] for n, _ in proxies}
-    secs = 4 * opts.time_factor
-    try:
-        for rnd in range(3):
-            print("  overhead round %d ..." % (rnd + 1), flush=True)
-            for name, p in proxies:
-                target = addrs[0] if p is None else "127.0.0.1:%d" % p.port
-                r1 = fleet.pgload(opts.build, target, os.path.join(
-                    out, "overhead-%s-c1-%d.json" % (name, rnd)), FIXED + [
-                    "--concurrency", "1", "--duration", "%g" % secs, "--label", name], logdir)
-                r32 = fleet.pgload(opts.build, target, os.path.join(
-                    out, "overhead-%s-c32-%d.json" % (name, rnd)), FIXED + [
-                    "--concurrency", "32", "--duration", "%g" % secs, "--label", name], logdir)
-                raw[name].append((r1, r32))
-    finally:
-        for _, p in proxies:
-            if p:
-                p.stop()
-        inst.stop()
-
-    def med(xs):
-        xs = sorted(xs)
-        return xs[len(xs) // 2]
-
-    res = {}
-    for name, rr in raw.items():
-        res[name] = {"p50_ms": med([a["e2e_ms"]["p50"] for a, _ in rr]),
-                     "p99_ms": med([a["e2e_ms"]["p99"] for a, _ in rr]),
-                     "rps_c32": med([b["req_per_s"] for _, b in rr]),
-                     "p50_c32_ms": med([b["e2e_ms"]["p50"] for _, b in rr]),
-                     "errors": sum(a["errors"] + b["errors"] for a, b in rr),
-                     "gen_cpu_pct_c32": med([b["cpu_pct"] for _, b in rr]),
-                     "gen_lag_ms": max(max(a["max_timer_lag_ms"], b["max_timer_lag_ms"])
-                                       for a, b in rr)}
-    d = res["direct"]
-    lines = ["Overhead: 32 KiB OpenAI chat body (non-streaming), 2 instances answering at "
-             "once, real time; median of 3 rounds of %g s each; prefixgate = default "
-             "--data-path auto, pg-copy = --data-path copy" % secs,
-             "%-11s %9s %9s %11s %11s %12s %9s %9s" % ("path", "p50 (c=1)", "p99 (c=1)",
-                                                     "added p50", "added p99",
-                                                     "req/s (c=32)", "vs HAProxy",
-                                                     "gen CPU")]
-    for name, r in res.items():
-        r["added_p50_ms"] = r["p50_ms"] - d["p50_ms"]
-        r["added_p99_ms"] = r["p99_ms"] - d["p99_ms"]
-        lines.append("%-11s %7.3fms %7.3fms %9.3fms %9.3fms %12.0f %8.2fx %8.0f%%" % (
-            name, r["p50_ms"], r["p99_ms"], r["added_p50_ms"], r["added_p99_ms"],
-            r["rps_c32"], r["rps_c32"] / res["haproxy"]["rps_c32"], r["gen_cpu_pct_c32"]))
-        if r["errors"]:
-            lines.append("%11s %d requests failed" % ("", r["errors"]))
-    hp = res["haproxy"]
-    for name in ("prefixgate", "pg-copy"):
-        pg = res[name]
-        lines.append("%s vs HAProxy: added p50 %.3f vs %.3f ms (ratio %.2f, target <= 0.5), "
-                     "throughput %.2fx (target >= 1.3)" % (
-                         name, pg["added_p50_ms"], hp["added_p50_ms"],
-                         pg["added_p50_ms"] / hp["added_p50_ms"] if hp["added_p50_ms"] > 0
-                         else float("nan"), pg["rps_c32"] / hp["rps_c32"]))
-    return res, lines + [""]
+PARTS = ("workloads", "hot", "scale", "twogw", "overhead")
 
 
 def main():
@@ -410,12 +341,23 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.environ.get("BUILD", "build"))
     ap.add_argument("--out", help="results directory (default build/bench/<date>)")
-    ap.add_argument("--parts", default="workloads,hot,scale,twogw,overhead")
+    ap.add_argument("--parts", "--only", dest="parts",
+                    default=",".join(PARTS),
+                    help="parts to run, comma-separated, of %s (default all)" % ",".join(PARTS))
     ap.add_argument("--workloads", default="a,b,c,d,e")
     ap.add_argument("--strategies", default=",".join(runs.STRATEGIES))
     ap.add_argument("--time-factor", type=float, default=1.0,
                     help="multiply every run's duration (0.2: a quick smoke run)")
+    ap.add_argument("--overhead-rounds", type=int, default=overhead.ROUNDS,
+                    help="overhead: rounds, of which the median is reported (default %(default)s)")
+    ap.add_argument("--overhead-rate", type=float, default=overhead.RATE,
+                    help="overhead: req/s of the CPU-per-request runs (default %(default)s)")
     opts = ap.parse_args()
+    for part in opts.parts.split(","):
+        if part not in PARTS:
+            ap.error("--only/--parts: no part %s (have %s)" % (part, ",".join(PARTS)))
+    if opts.overhead_rounds < 1 or opts.overhead_rate <= 0:
+        ap.error("--overhead-rounds must be >= 1 and --overhead-rate > 0")
     opts.workloads = opts.workloads.split(",")
     opts.strategies, note = runs.available(opts.build, opts.strategies.split(","))
     opts.results = {}
@@ -430,10 +372,10 @@ def main():
     os.makedirs(out, exist_ok=True)
     t0 = time.monotonic()
     print("prefixgate bench: results in %s" % out, flush=True)
-    results, lines = {}, ["prefixgate bench, %s, %s, %d CPUs; instances at time scale %g "
-                          "(latencies and rates in model time)" % (
-                              time.strftime("%Y-%m-%d %H:%M"), os.uname().nodename,
-                              os.cpu_count(), SCALE), ""]
+    scale = ("instances at time scale %g (latencies and rates in model time)" % SCALE
+             if parts != ["overhead"] else "overhead only (real time)")
+    results, lines = {}, ["prefixgate bench, %s, %s, %d CPUs; %s" % (
+        time.strftime("%Y-%m-%d %H:%M"), os.uname().nodename, os.cpu_count(), scale), ""]
     if note:
         print("bench: " + note, flush=True)
         lines += [note, ""]

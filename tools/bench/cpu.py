@@ -51,16 +51,17 @@ def cpu_ns(pids=None):
                if pids is None or pid in pids or is_kthread(pid))
 
 
-def cpu_ns_by_role(roles):
+def cpu_ns_by_role(roles, others=False):
     """cpu_ns split: {role: ns} for roles = {pid: role}, plus "kernel" for
-    every kernel thread."""
-    out = dict.fromkeys(list(roles.values()) + ["kernel"], 0)
+    every kernel thread, and with others "other" for every other process
+    (work on the machine that is not the one measured)."""
+    out = dict.fromkeys(list(roles.values()) + ["kernel"] + (["other"] if others else []), 0)
     for pid, d in _pids():
         role = roles.get(pid)
         if role is None:
-            if not is_kthread(pid):
+            role = "kernel" if is_kthread(pid) else "other" if others else None
+            if role is None:
                 continue
-            role = "kernel"
         out[role] += _process_ns(d)
     return out
 

@@ -1,0 +1,281 @@
+"""The overhead part of make bench (bench.py --only overhead): what a router
+adds to one request, against no proxy at all, the floor proxy, HAProxy and
+nginx.
+
+Paths: direct (pgload sends each request to one of the instances itself),
+floor (build/floorproxy: bytes copied, nothing parsed; each client
+connection to the next instance), prefixgate (default --data-path auto),
+pg-copy (--data-path copy), haproxy (body-prefix hash, bounded loads),
+nginx (hash of the whole body). 2 mockllm instances that answer at once
+(each is one thread: every path gets both); a 32 KiB OpenAI chat body,
+non-streaming, one output token.
+
+Each round runs every path, in an order rotated from round to round:
+  c=1      closed loop, one request at a time: p50/p99 latency; a path's
+           added latency is its figure minus direct's in the same round;
+  c=32     closed loop, 32 in flight: requests/s;
+  rate     open loop at --overhead-rate req/s (one every path sustains):
+           CPU per request = CPU time of every task of the proxy (its
+           threads and child processes) plus every kernel thread
+           (kworkers, ksoftirqd), from /proc/*/task/*/schedstat (cpu.py),
+           over the whole pgload run, divided by the requests completed.
+           "all" adds the instances and pgload: what the path costs the
+           machine. "others": how busy every other process kept the
+           machine meanwhile (other jobs: the noise in every figure).
+Reported: the median of the rounds (added latencies: the median of the
+per-round differences; the CPU split: that of the median round), the spread (min-max), the ratios against HAProxy,
+nginx and the floor, and PASS/MISS for each of issue 12's targets.
+"""
+import os
+import time
+
+import cpu
+import fleet
+
+INSTANT = ["--prefill-tokens-per-s", "1e9", "--ttft-overhead-ms", "0",
+           "--decode-ms-per-token", "0"]
+FIXED = ["--workload", "fixed", "--body-bytes", "32768", "--no-stream", "--max-tokens", "1",
+         "--seed", "1"]
+ROUNDS = 5
+RATE = 2000  # req/s: well under the c=32 throughput of every path (the slowest, nginx: >= 3k)
+ROUTERS = ("prefixgate", "pg-copy")
+
+
+def start_paths(build, addrs, logdir):
+    """[(name, proxy or None for direct)]; the floor only when it is built."""
+    paths = [("direct", None)]
+    if os.path.exists(os.path.join(build, "floorproxy")):
+        paths.append(("floor", fleet.Floor(build, addrs, logdir)))
+    paths += [("prefixgate", fleet.Gateway(build, addrs, logdir)),
+              ("pg-copy", fleet.Gateway(build, addrs, logdir, ["--data-path", "copy"])),
+              ("haproxy", fleet.HAProxy(addrs, logdir, prefix_bytes=4096)),
+              ("nginx", fleet.Nginx(addrs, logdir))]
+    return paths
+
+
+def rate_run(build, target, out_json, args, logdir, proxy, backend_pids):
+    """pgload at a fixed rate; its summary plus CPU per completed request,
+    in µs, by role: proxy (every task of its process tree), kernel (kernel
+    threads), backend (the instances), client (pgload's own getrusage).
+    other_busy_pct: how busy the machine was with everything else (other
+    processes: other jobs), in % of all its CPUs."""
+    roles = {pid: "backend" for pid in backend_pids}
+    roles[os.getpid()] = "bench"
+    if proxy is not None:
+        roles.update({pid: "proxy" for pid in cpu.tree([proxy.proc.pid])})
+    c0, t0 = cpu.cpu_ns_by_role(roles, others=True), time.monotonic()
+    r = fleet.pgload(build, target, out_json, args, logdir)
+    c1, t1 = cpu.cpu_ns_by_role(roles, others=True), time.monotonic()
+    n = max(1, r["ok"])
+    ns = {k: c1[k] - c0.get(k, 0) for k in c1}
+    client_ns = (r["cpu_user_s"] + r["cpu_sys_s"]) * 1e9  # pgload is among "other"
+    r["other_busy_pct"] = max(0.0, ns.pop("other") - client_ns) / 1e9 / (
+        (t1 - t0) * (os.cpu_count() or 1)) * 100
+    ns.pop("bench")
+    by = {k: v / 1e3 / n for k, v in ns.items()}
+    by["client"] = client_ns / 1e3 / n
+    r["cpu_us_per_req_by"] = by
+    r["cpu_us_per_req"] = by.get("proxy", 0.0) + by["kernel"]
+    r["cpu_all_us_per_req"] = sum(by.values())
+    return r
+
+
+def med(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return (xs[n // 2] + xs[(n - 1) // 2]) / 2.0 if n else float("nan")
+
+
+def summarize(raw):
+    """Per path: the medians and spreads over rounds of one run."""
+    direct = raw["direct"]
+    res = {}
+    for name, rounds in raw.items():
+        c1 = [r["c1"] for r in rounds]
+        c32 = [r["c32"] for r in rounds]
+        rt = [r["rate"] for r in rounds]
+        add50 = [(a["e2e_ms"]["p50"] - d["c1"]["e2e_ms"]["p50"]) * 1e3
+                 for a, d in zip(c1, direct)]
+        add99 = [(a["e2e_ms"]["p99"] - d["c1"]["e2e_ms"]["p99"]) * 1e3
+                 for a, d in zip(c1, direct)]
+        rps = [b["req_per_s"] for b in c32]
+        cpu_req = [x["cpu_us_per_req"] for x in rt]
+        # The CPU split of the median round(s), so that its parts add up.
+        mid = sorted(rt, key=lambda x: x["cpu_us_per_req"])
+        mid = mid[(len(mid) - 1) // 2:len(mid) // 2 + 1]
+        res[name] = {
+            "p50_us": med([a["e2e_ms"]["p50"] * 1e3 for a in c1]),
+            "p99_us": med([a["e2e_ms"]["p99"] * 1e3 for a in c1]),
+            "added_p50_us": med(add50), "added_p99_us": med(add99),
+            "rps_c32": med(rps),
+            "cpu_us_per_req": med(cpu_req),
+            "cpu_all_us_per_req": med([x["cpu_all_us_per_req"] for x in mid]),
+            "cpu_us_per_req_by": {k: med([x["cpu_us_per_req_by"][k] for x in mid])
+                                  for k in rt[0]["cpu_us_per_req_by"]},
+            "rate_achieved": med([x["req_per_s"] for x in rt]),
+            "other_busy_pct": med([x["other_busy_pct"] for x in rt]),
+            "rate_unsent": sum(x["arrivals_unsent"] for x in rt),
+            "spread": {"added_p50_us": [min(add50), max(add50)],
+                       "added_p99_us": [min(add99), max(add99)],
+                       "rps_c32": [min(rps), max(rps)],
+                       "cpu_us_per_req": [min(cpu_req), max(cpu_req)]},
+            "errors": sum(a["errors"] + b["errors"] + x["errors"]
+                          for a, b, x in zip(c1, c32, rt)),
+            "rounds": [{"added_p50_us": a50, "added_p99_us": a99, "rps_c32": q,
+                        "cpu_us_per_req": x["cpu_us_per_req"],
+                        "cpu_us_per_req_by": x["cpu_us_per_req_by"],
+                        "other_busy_pct": x["other_busy_pct"]}
+                       for a50, a99, q, x in zip(add50, add99, rps, rt)],
+            "gen_cpu_pct_c32": med([b["cpu_pct"] for b in c32]),
+            "gen_lag_ms": max(max(a["max_timer_lag_ms"], b["max_timer_lag_ms"],
+                                  x["max_timer_lag_ms"]) for a, b, x in zip(c1, c32, rt)),
+        }
+        # Sustained: the path completed (nearly) every arrival pgload drew;
+        # requests/s over pgload's wall time also counts its drain.
+        offered = sum(x["requests"] + x["arrivals_unsent"] for x in rt)
+        res[name]["rate_sustained"] = sum(x["ok"] for x in rt) >= 0.98 * offered
+    return res
+
+
+def ratio(a, b):
+    return a / b if b and b > 0 else float("nan")
+
+
+def target_lines(res):
+    """One line per router and target of issue 12: the figures, the ratio,
+    PASS or MISS."""
+    hp, ng, fl = res["haproxy"], res["nginx"], res.get("floor")
+    lines = ["Targets (issue 12), from the medians above",
+             "%-10s %-32s %22s %9s %8s  %s" % ("router", "target", "figures", "ratio", "goal",
+                                              "result")]
+    for name in ROUTERS:
+        r = res[name]
+        checks = [
+            ("added p50 (c=1) vs HAProxy", "%.0f vs %.0f µs" % (r["added_p50_us"],
+                                                                hp["added_p50_us"]),
+             ratio(r["added_p50_us"], hp["added_p50_us"]), "<=", 0.5),
+            ("added p50 (c=1) vs nginx", "%.0f vs %.0f µs" % (r["added_p50_us"],
+                                                              ng["added_p50_us"]),
+             ratio(r["added_p50_us"], ng["added_p50_us"]), "<", 1.0),
+            ("added p99 (c=1)", "%.0f µs" % r["added_p99_us"], None, "<=", 100.0),
+            ("req/s (c=32) vs HAProxy", "%.0f vs %.0f" % (r["rps_c32"], hp["rps_c32"]),
+             ratio(r["rps_c32"], hp["rps_c32"]), ">=", 1.3),
+            ("req/s (c=32) vs nginx", "%.0f vs %.0f" % (r["rps_c32"], ng["rps_c32"]),
+             ratio(r["rps_c32"], ng["rps_c32"]), ">=", 1.0),
+            ("CPU/req vs HAProxy", "%.1f vs %.1f µs" % (r["cpu_us_per_req"],
+                                                        hp["cpu_us_per_req"]),
+             ratio(r["cpu_us_per_req"], hp["cpu_us_per_req"]), "<=", 0.6),
+        ]
+        if fl:
+            checks.append(("CPU/req vs floor", "%.1f vs %.1f µs" % (r["cpu_us_per_req"],
+                                                                    fl["cpu_us_per_req"]),
+                           ratio(r["cpu_us_per_req"], fl["cpu_us_per_req"]), "<=", 1.3))
+        for what, figs, x, op, goal in checks:
+            v = r["added_p99_us"] if x is None else x
+            ok = {"<=": v <= goal, "<": v < goal, ">=": v >= goal}[op]  # nan: MISS
+            if what.startswith("CPU") and not r["rate_sustained"]:
+                ok = False
+            lines.append("%-10s %-32s %22s %9s %8s  %s" % (
+                name, what, figs, "" if x is None else "%.2fx" % x,
+                "%s %g%s" % (op, goal, " µs" if x is None else "x"), "PASS" if ok else "MISS"))
+    if not fl:
+        return lines + ["no floor proxy: build/floorproxy is not built (make)"]
+    lines.append("Distance from the floor (no target): added p50 beyond the floor's, "
+                 "req/s and CPU/req as multiples of the floor's")
+    for n in ROUTERS + ("haproxy", "nginx"):
+        lines.append("%-10s added p50 %+5.0f µs   req/s %5.2fx   CPU/req %5.2fx" % (
+            n, res[n]["added_p50_us"] - fl["added_p50_us"],
+            ratio(res[n]["rps_c32"], fl["rps_c32"]),
+            ratio(res[n]["cpu_us_per_req"], fl["cpu_us_per_req"])))
+    return lines
+
+
+def report(res, rounds, secs, rate):
+    hp, ng, fl = res["haproxy"], res["nginx"], res.get("floor")
+    lines = ["Overhead: 32 KiB OpenAI chat body (non-streaming), 2 instances answering at "
+             "once, real time; median of %d rounds of %g s per load; prefixgate = default "
+             "--data-path auto, pg-copy = --data-path copy, floor = build/floorproxy; added = minus direct, same round" % (rounds, secs),
+             "%-10s %8s %8s %9s %9s %10s %7s %7s %7s" % (
+                 "path", "p50 c=1", "p99 c=1", "added p50", "added p99", "req/s c=32",
+                 "x HAP", "x nginx", "gen CPU")]
+    for name, r in res.items():
+        lines.append("%-10s %6.0fµs %6.0fµs %7.0fµs %7.0fµs %10.0f %6.2fx %6.2fx %6.0f%%" % (
+            name, r["p50_us"], r["p99_us"], r["added_p50_us"], r["added_p99_us"], r["rps_c32"],
+            ratio(r["rps_c32"], hp["rps_c32"]), ratio(r["rps_c32"], ng["rps_c32"]),
+            r["gen_cpu_pct_c32"]))
+        if r["errors"]:
+            lines.append("%10s %d requests failed" % ("", r["errors"]))
+    lines += ["",
+              "CPU per request at %g req/s (open loop), µs: CPU/req = proxy (every task of its "
+              "process tree) + kthreads (every kernel thread); all = + instances + pgload"
+              % rate,
+              "%-10s %7s %8s %8s %8s %7s %7s %9s %7s %8s %7s" % (
+                  "path", "req/s", "proxy", "kthreads", "CPU/req", "x HAP", "x floor",
+                  "instances", "pgload", "all", "others")]
+    for name, r in res.items():
+        by = r["cpu_us_per_req_by"]
+        lines.append("%-10s %7.0f %8.1f %8.1f %8.1f %6.2fx %6.2fx %9.1f %7.1f %8.1f %6.0f%%" % (
+            name, r["rate_achieved"], by.get("proxy", 0.0), by["kernel"], r["cpu_us_per_req"],
+            ratio(r["cpu_us_per_req"], hp["cpu_us_per_req"]),
+            ratio(r["cpu_us_per_req"], fl["cpu_us_per_req"]) if fl else float("nan"),
+            by["backend"], by["client"], r["cpu_all_us_per_req"], r["other_busy_pct"]))
+        if not r["rate_sustained"]:
+            lines.append("%10s rate not sustained (%d arrivals never sent, or failed): its "
+                         "CPU/req is not comparable" % ("", r["rate_unsent"]))
+    busy = med([r["other_busy_pct"] for r in res.values()])
+    lines.append("others: the rest of the machine (other processes) busy, %% of its CPUs "
+                 "during these runs%s" % (
+                     "" if busy < 10 else ": %.0f%%, so every figure here carries the noise "
+                     "of other work (kernel threads included)" % busy))
+    lines += ["", "Spread over the %d rounds (min - max)" % rounds,
+              "%-10s %15s %15s %15s %15s" % ("path", "added p50 µs", "added p99 µs",
+                                             "req/s c=32", "CPU/req µs")]
+    for name, r in res.items():
+        if name == "direct":
+            continue
+        sp = r["spread"]
+        lines.append("%-10s %15s %15s %15s %15s" % (
+            name, "%.0f - %.0f" % tuple(sp["added_p50_us"]),
+            "%.0f - %.0f" % tuple(sp["added_p99_us"]), "%.0f - %.0f" % tuple(sp["rps_c32"]),
+            "%.1f - %.1f" % tuple(sp["cpu_us_per_req"])))
+    return lines + [""] + target_lines(res) + [""]
+
+
+def bench_overhead(opts, out):
+    """The routers at full speed (no time scale): instances answer at once.
+    opts: build, time_factor, and optionally overhead_rounds, overhead_rate."""
+    rounds = getattr(opts, "overhead_rounds", None) or ROUNDS
+    rate = getattr(opts, "overhead_rate", None) or RATE
+    secs = 4 * opts.time_factor
+    logdir = os.path.join(out, "logs")
+    os.makedirs(logdir, exist_ok=True)
+    inst = fleet.Instances(opts.build, 2, logdir, INSTANT)
+    addrs = inst.addrs()
+    paths = []
+    try:
+        paths = start_paths(opts.build, addrs, logdir)
+        raw = {n: [] for n, _ in paths}
+        for rnd in range(rounds):
+            print("  overhead round %d of %d ..." % (rnd + 1, rounds), flush=True)
+            k = rnd % len(paths)
+            for name, p in paths[k:] + paths[:k]:
+                target = ",".join(addrs) if p is None else "127.0.0.1:%d" % p.port
+                base = FIXED + ["--duration", "%g" % secs, "--label", name]
+                js = os.path.join(out, "overhead-%s-%%s-%d.json" % (name, rnd))
+                raw[name].append({
+                    "c1": fleet.pgload(opts.build, target, js % "c1",
+                                       base + ["--concurrency", "1"], logdir),
+                    "c32": fleet.pgload(opts.build, target, js % "c32",
+                                        base + ["--concurrency", "32"], logdir),
+                    "rate": rate_run(opts.build, target, js % "rate",
+                                     base + ["--rate", "%g" % rate], logdir, p,
+                                     [q.pid for q in inst.procs])})
+    finally:
+        for _, p in paths:
+            if p:
+                p.stop()
+        inst.stop()
+    res = summarize(raw)
+    res["params"] = {"rounds": rounds, "seconds": secs, "rate": rate, "body_bytes": 32768}
+    lines = report({n: r for n, r in res.items() if n != "params"}, rounds, secs, rate)
+    return res, lines
