@@ -21,6 +21,7 @@
  */
 #include "floorproxy.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/tcp.h>
 #include <stdbool.h>
@@ -55,10 +56,11 @@ struct fp_dir {
 };
 
 struct fp_pair {
-	int fd[2];            /* [CLIENT], [BACKEND] */
-	unsigned in_flight;   /* operations submitted and not yet completed */
-	bool closing;         /* torn down: free when in_flight reaches 0 */
-	struct fp_dir dir[2]; /* [UP] reads fd[CLIENT], [DOWN] reads fd[BACKEND] */
+	int fd[2];                         /* [CLIENT], [BACKEND] */
+	const struct sockaddr_in *backend; /* where fd[BACKEND] connects */
+	unsigned in_flight;                /* operations submitted and not yet completed */
+	bool closing;                      /* torn down: free when in_flight reaches 0 */
+	struct fp_dir dir[2];              /* [UP] reads fd[CLIENT], [DOWN] reads fd[BACKEND] */
 };
 
 /* Direction d reads from fd[d] and writes to the other socket. */
@@ -193,6 +195,7 @@ static void on_client(struct fp_worker *w, int cfd)
 	}
 	p->fd[CLIENT] = cfd;
 	p->fd[BACKEND] = bfd;
+	p->backend = sa;
 	set_nodelay(cfd);
 	set_nodelay(bfd);
 	io_uring_prep_connect(pair_sqe(w, p, OP_CONNECT, 0), bfd, (const struct sockaddr *)sa,
@@ -228,8 +231,14 @@ static void on_pair_cqe(struct fp_worker *w, struct fp_pair *p, enum fp_op op, i
 		return; /* late completions of a pair being torn down */
 	switch (op) {
 	case OP_CONNECT:
-		if (res < 0)
-			break; /* backend refused or unreachable: close the client */
+		if (res < 0) { /* backend refused or unreachable: close the client */
+			char a[INET_ADDRSTRLEN];
+
+			inet_ntop(AF_INET, &p->backend->sin_addr, a, sizeof(a));
+			fprintf(stderr, "floorproxy: worker %u: connect to %s:%u: %s\n", w->id, a,
+			        ntohs(p->backend->sin_port), strerror(-res));
+			break;
+		}
 		arm_recv(w, p, UP);
 		arm_recv(w, p, DOWN);
 		return;
