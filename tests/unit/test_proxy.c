@@ -32,12 +32,12 @@ struct fsock {
 	uint16_t port;      /* upstream: the backend port it connects to */
 	char out[1 << 16];  /* bytes whose send completed */
 	size_t out_len;
-	const char *pending; /* an outstanding send */
-	size_t pending_len;
+	const struct msghdr *pending; /* an outstanding send */
 };
 
 static struct fsock fs[NFD];
 static int next_up_fd, socket_errno;
+static size_t send_chunk; /* 0: sends complete whole; else at most this many bytes */
 static unsigned buf_returns;
 static struct pg_sock *closed_sends[64]; /* closed sockets whose send was cancelled */
 static unsigned nclosed_sends;
@@ -70,15 +70,15 @@ static void f_pause(struct pg_worker *w, struct pg_sock *s)
 	F(s->fd)->armed = false;
 }
 
-static void f_send(struct pg_worker *w, struct pg_sock *s, const void *p, size_t len)
+static void f_send(struct pg_worker *w, struct pg_sock *s, const struct msghdr *msg)
 {
 	struct fsock *f = F(s->fd);
 
 	(void)w;
 	assert_null(f->pending); /* one send at a time */
+	assert_true(msg->msg_iovlen >= 1 && msg->msg_iovlen <= PG_SOCK_IOV);
 	f->s = s;
-	f->pending = p;
-	f->pending_len = len;
+	f->pending = msg;
 }
 
 static void f_connect(struct pg_worker *w, struct pg_sock *s, const struct sockaddr_in *sa)
@@ -163,6 +163,7 @@ static int setup(void **state)
 	memset(fs, 0, sizeof(fs));
 	next_up_fd = UP_FD0;
 	socket_errno = 0;
+	send_chunk = 0;
 	nclosed_sends = 0;
 	memset(&cfg, 0, sizeof(cfg));
 	memset(&gw, 0, sizeof(gw));
@@ -235,12 +236,24 @@ static void pump(void)
 		for (int fd = 1; fd < NFD; fd++) {
 			struct fsock *f = &fs[fd];
 
+			size_t n = 0;
+
 			if (!f->pending)
 				continue;
-			assert_true(f->out_len + f->pending_len <= sizeof(f->out));
-			memcpy(f->out + f->out_len, f->pending, f->pending_len);
-			f->out_len += f->pending_len;
-			size_t n = f->pending_len;
+			/* What the kernel would take of it: all, or send_chunk bytes. */
+			for (size_t i = 0; i < f->pending->msg_iovlen; i++) {
+				const struct iovec *v = &f->pending->msg_iov[i];
+				size_t k = v->iov_len;
+
+				if (send_chunk && n + k > send_chunk)
+					k = send_chunk - n;
+				assert_true(f->out_len + k <= sizeof(f->out));
+				memcpy(f->out + f->out_len, v->iov_base, k);
+				f->out_len += k;
+				n += k;
+				if (send_chunk && n == send_chunk)
+					break;
+			}
 			f->pending = NULL;
 			pg_sock_on_sent(w, f->s, (int)n);
 			moved = true;
@@ -644,6 +657,38 @@ static void test_every_attempt_fails(void **state)
 	assert_quiet();
 }
 
+/* Sends the kernel takes only part of: every byte still goes, once, in order. */
+static void test_short_sends(void **state)
+{
+	char both[256];
+	int c = accept_client(), u = UP_FD0;
+	const char *out;
+
+	(void)state;
+	send_chunk = 3;
+	snprintf(both, sizeof(both), "%s%s", req1, req2);
+	say(c, both);
+	connected(u, 0);
+	out = took(u);
+	assert_non_null(strstr(out, "\r\n\r\nhello"));
+	assert_null(strstr(out, "world"));
+	say(u, resp_ok);
+	assert_non_null(strstr(took(u), "\r\n\r\nworld"));
+	say(u, resp_two);
+	out = took(c);
+	assert_non_null(strstr(out, "HTTP/1.1 200 OK\r\n"));
+	assert_non_null(strstr(out, "\r\n\r\nok"));
+	assert_non_null(strstr(out, "\r\n\r\ntwo"));
+	assert_true(strstr(out, "ok") < strstr(out, "two"));
+	/* An error answer (head and body, one send) in pieces too. */
+	say(c, "BAD\r\n\r\n");
+	out = took(c);
+	assert_non_null(strstr(out, "HTTP/1.1 400 "));
+	assert_non_null(strstr(out, "\"code\":400}}\n"));
+	assert_true(F(c)->shut);
+	assert_quiet();
+}
+
 static void test_enum_names(void **state)
 {
 	(void)state;
@@ -665,6 +710,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_linger_after_error, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_timeouts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_every_attempt_fails, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_short_sends, setup, teardown),
 	    cmocka_unit_test(test_enum_names),
 	};
 

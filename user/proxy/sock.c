@@ -33,11 +33,20 @@ void pg_sock_pause(struct pg_worker *w, struct pg_sock *s)
 void pg_sock_flush(struct pg_worker *w, struct pg_sock *s)
 {
 	struct pg_seg *g = s->qhead;
+	unsigned n = 0;
 
 	if (!g || !s->can_send || s->send_busy || s->closed)
 		return;
+	for (; g && n < PG_SOCK_IOV; g = g->next, n++) {
+		s->iov[n].iov_base = g->data + g->off;
+		s->iov[n].iov_len = g->len - g->off;
+	}
+	memset(&s->msg, 0, sizeof(s->msg));
+	s->msg.msg_iov = s->iov;
+	s->msg.msg_iovlen = n;
+	s->nsending = (uint8_t)n;
 	s->send_busy = true;
-	w->io->send(w, s, g->data + g->off, g->len - g->off);
+	w->io->send(w, s, &s->msg);
 }
 
 static void seg_release(struct pg_worker *w, struct pg_seg *g)
@@ -118,12 +127,18 @@ void pg_sock_close(struct pg_worker *w, struct pg_sock *s)
 	/* Cancels what is outstanding before the fd number can be reused, and
 	 * before any segment is freed. */
 	w->io->close(w, s);
-	/* The segment a send names stays until that send completes: freed (or
-	 * its provided buffer given back, to be refilled) any earlier, its
+	/* The segments a send names stay until that send completes: freed (or
+	 * a provided buffer given back, to be refilled) any earlier, their
 	 * memory could be read by the kernel and sent as another's bytes. */
 	if (s->send_busy && s->qhead) {
-		s->sending = s->qhead;
-		s->qhead = s->qhead->next;
+		struct pg_seg **tail = &s->sending;
+
+		for (unsigned i = 0; i < s->nsending && s->qhead; i++) {
+			*tail = s->qhead;
+			s->qhead = s->qhead->next;
+			tail = &(*tail)->next;
+		}
+		*tail = NULL;
 	}
 	while ((g = s->qhead)) {
 		s->qhead = g->next;
@@ -137,6 +152,16 @@ void pg_sock_close(struct pg_worker *w, struct pg_sock *s)
 void pg_sock_poll_rdhup(struct pg_worker *w, struct pg_sock *s)
 {
 	w->io->poll_rdhup(w, s);
+}
+
+static void release_sending(struct pg_worker *w, struct pg_sock *s)
+{
+	struct pg_seg *g;
+
+	while ((g = s->sending)) {
+		s->sending = g->next;
+		seg_release(w, g);
+	}
 }
 
 void pg_sock_put(struct pg_worker *w, struct pg_sock *s)
@@ -157,8 +182,7 @@ void pg_sock_reap(struct pg_worker *w, bool all)
 			continue;
 		}
 		*pp = s->dead_next;
-		if (s->sending) /* only at exit (all): its send never completed */
-			seg_release(w, s->sending);
+		release_sending(w, s); /* only at exit (all): its send never completed */
 		s->ops->free(w, s);
 	}
 }
@@ -183,21 +207,36 @@ void pg_sock_on_eof(struct pg_worker *w, struct pg_sock *s, int err)
 
 void pg_sock_on_sent(struct pg_worker *w, struct pg_sock *s, int res)
 {
+	size_t left = res > 0 ? (size_t)res : 0;
+
 	s->send_busy = false;
+	s->nsending = 0;
 	if (s->closed) {
-		if (s->sending) {
-			seg_release(w, s->sending);
-			s->sending = NULL;
-		}
+		release_sending(w, s);
 		return;
 	}
 	if (res < 0) {
 		s->ops->sent(w, s, res);
 		return;
 	}
-	s->qhead->off += (uint32_t)res;
-	s->qbytes -= (size_t)res;
-	if (s->qhead->off == s->qhead->len) {
+	/* A short send leaves the rest of its segments queued, in order. */
+	s->qbytes -= left;
+	while (left) {
+		struct pg_seg *g = s->qhead;
+		size_t n = g->len - g->off;
+
+		if (left < n) {
+			g->off += (uint32_t)left;
+			break;
+		}
+		left -= n;
+		s->qhead = g->next;
+		if (!s->qhead)
+			s->qtail = NULL;
+		seg_release(w, g);
+	}
+	/* Empty segments (a zero-length queue entry) go with the send. */
+	while (s->qhead && s->qhead->off == s->qhead->len) {
 		struct pg_seg *g = s->qhead;
 
 		s->qhead = g->next;

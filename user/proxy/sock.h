@@ -20,6 +20,8 @@
 
 #include <netinet/in.h>
 #include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -62,8 +64,9 @@ struct pg_io {
 	int (*socket)(struct pg_worker *w);
 	void (*recv)(struct pg_worker *w, struct pg_sock *s);  /* arm (multishot) */
 	void (*pause)(struct pg_worker *w, struct pg_sock *s); /* stop receiving */
-	/* Send the first bytes of s's queue head (one send at a time keeps order). */
-	void (*send)(struct pg_worker *w, struct pg_sock *s, const void *p, size_t len);
+	/* Send the bytes msg names, the first segments of s's queue (one send
+	 * at a time keeps order); the result says how many went. */
+	void (*send)(struct pg_worker *w, struct pg_sock *s, const struct msghdr *msg);
 	void (*connect)(struct pg_worker *w, struct pg_sock *s, const struct sockaddr_in *sa);
 	void (*shutdown)(struct pg_worker *w, struct pg_sock *s); /* SHUT_WR */
 	/* Cancel whatever names s, then close its fd. */
@@ -72,6 +75,10 @@ struct pg_io {
 	/* Give a provided receive buffer back. */
 	void (*buf_return)(struct pg_worker *w, int bid);
 };
+
+/* Queued segments one send takes at most (a response head and its first
+ * body bytes, an error answer's head and body: one send, one wake-up). */
+#define PG_SOCK_IOV 8
 
 struct pg_sock {
 	int fd;
@@ -86,9 +93,12 @@ struct pg_sock {
 	bool buried;     /* on the worker's graveyard list */
 	bool shut;       /* our side shut down */
 	uint32_t refs;   /* I/O in flight naming this struct (pg_io's) */
+	uint8_t nsending; /* segments the outstanding send names (the first ones) */
 	struct pg_seg *qhead, *qtail;
-	struct pg_seg *sending; /* closed: the segment its outstanding send names */
+	struct pg_seg *sending; /* closed: the segments its outstanding send names */
 	size_t qbytes;
+	struct msghdr msg;      /* the outstanding send's */
+	struct iovec iov[PG_SOCK_IOV];
 	struct pg_sock *starved_next;
 	struct pg_sock *dead_next;
 };

@@ -169,11 +169,15 @@ static void uring_pause(struct pg_worker *w, struct pg_sock *s)
 	s->refs++;
 }
 
-static void uring_send(struct pg_worker *w, struct pg_sock *s, const void *p, size_t len)
+static void uring_send(struct pg_worker *w, struct pg_sock *s, const struct msghdr *msg)
 {
 	struct io_uring_sqe *sqe = pg_sqe(w);
 
-	io_uring_prep_send(sqe, s->fd, p, len, MSG_NOSIGNAL);
+	if (msg->msg_iovlen == 1) /* plain send: no msghdr to copy */
+		io_uring_prep_send(sqe, s->fd, msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len,
+				   MSG_NOSIGNAL);
+	else
+		io_uring_prep_sendmsg(sqe, s->fd, msg, MSG_NOSIGNAL);
 	io_uring_sqe_set_data64(sqe, ud_pack(s, PG_OP_SEND));
 	s->refs++;
 }

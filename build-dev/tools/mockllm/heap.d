@@ -1,0 +1,2 @@
+build-dev/tools/mockllm/heap.o: tools/mockllm/heap.c tools/mockllm/heap.h
+tools/mockllm/heap.h:

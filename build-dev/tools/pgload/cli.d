@@ -1,0 +1,2 @@
+build-dev/tools/pgload/cli.o: tools/pgload/cli.c tools/pgload/pgload.h
+tools/pgload/pgload.h:

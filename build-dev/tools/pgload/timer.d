@@ -1,0 +1,2 @@
+build-dev/tools/pgload/timer.o: tools/pgload/timer.c tools/pgload/timer.h
+tools/pgload/timer.h:

@@ -1,0 +1,1 @@
+build-dev/tools/ssebench/main.o: tools/ssebench/main.c

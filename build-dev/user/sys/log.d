@@ -1,0 +1,2 @@
+build-dev/user/sys/log.o: user/sys/log.c user/sys/log.h
+user/sys/log.h:
