@@ -207,7 +207,8 @@ class HAProxy:
     consistent-hash ring with bounded load (hash-balance-factor)."""
     name = "haproxy"
 
-    def __init__(self, backends, logdir, prefix_bytes=4096, balance_factor=150, threads=2):
+    def __init__(self, backends, logdir, prefix_bytes=4096, balance_factor=150, threads=2,
+                 maxconn=None):
         self.port = free_port()
         cfg = os.path.join(logdir, "haproxy-%d.cfg" % self.port)
         servers = "".join("    server s%d %s maxconn 4096\n" % (i, b)
@@ -215,7 +216,11 @@ class HAProxy:
         with open(cfg, "w") as f:
             f.write(HAPROXY_CFG % {"port": self.port, "bytes": prefix_bytes,
                                    "factor": balance_factor, "servers": servers,
-                                   "threads": threads})
+                                   "threads": threads, "maxconn": maxconn or 8000,
+                                   # HAProxy sizes its fd need at 2 a connection and
+                                   # will not start above the hard limit: a larger
+                                   # maxconn (idle clients: 1 fd each) warns instead.
+                                   "limits": "    no strict-limits\n" if maxconn else ""})
         self.proc = spawn(["haproxy", "-db", "-f", cfg],
                           os.path.join(logdir, "haproxy-%d.log" % self.port))
         wait_tcp(self.port, proc=self.proc)
@@ -231,8 +236,8 @@ class HAProxy:
 # so an SSE stream arrives all at once when it ends (TTFT = end-to-end).
 HAPROXY_CFG = """global
     nbthread %(threads)d
-    maxconn 8000
-    tune.bufsize 65536
+    maxconn %(maxconn)d
+%(limits)s    tune.bufsize 65536
 defaults
     mode http
     timeout connect 5s
