@@ -89,3 +89,27 @@ def scale_series(out, res, t_add, t_del):
           "set yrange [0:1]\nset grid\nset arrow from %g,0 to %g,1 nohead dt 2\n"
           "set arrow from %g,0 to %g,1 nohead dt 2\nset key bottom right\nplot %s\n"
           % (SCALE, t_add, t_add, t_del, t_del, ", ".join(plot)))
+
+
+def curves(out, name, title, xlabel, panels, logx=True):
+    """Growth curves: one PNG with a panel per (ylabel, {series: [(x, y)]},
+    logy) side by side, a line per series; a .dat per series and panel."""
+    script = ["set terminal pngcairo size %d,560 noenhanced font ',10'" % (100 + 450 * len(panels)),
+              "set multiplot layout 1,%d title '%s'" % (len(panels), title.replace("'", ""))]
+    for i, (ylabel, series, logy) in enumerate(panels):
+        plot = []
+        for s, pts in series.items():
+            pts = [(x, y) for x, y in pts if y is not None]
+            if not pts:
+                continue
+            dat = "%s-%d-%s.dat" % (name, i, s)
+            with open(os.path.join(out, dat), "w") as f:
+                for x, y in pts:
+                    f.write("%g %g\n" % (x, y))
+            plot.append("'%s' using 1:2 with linespoints lw 2 pt 7 title '%s'" % (dat, s))
+        script.append("%sset logscale x\n" % ("" if logx else "un") +
+                      "%sset logscale y\n" % ("" if logy else "un") +
+                      "set xlabel '%s'\nset ylabel '%s'\nset grid\nset key top left\n"
+                      "plot %s" % (xlabel, ylabel.replace("'", ""),
+                                   ", ".join(plot) or "NaN notitle"))
+    _draw(out, name, "\n".join(script) + "\nunset multiplot\n")
