@@ -140,6 +140,7 @@ bench: all
 	$(Q)python3 tools/bench/bench.py --build $(BUILD)
 	$(Q)python3 tools/bench/datapath.py --build $(BUILD) --out $(BUILD)/bench
 	$(Q)python3 tools/bench/slowloris.py --build $(BUILD) --out $(BUILD)/bench
+	$(Q)python3 tools/bench/growth.py --build $(BUILD) --out $(BUILD)/bench
 
 # Mixed traffic with chaos for SOAK_SECONDS (default 600), every response checked.
 SOAK_SECONDS ?= 600
