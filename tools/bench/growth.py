@@ -513,7 +513,12 @@ def idle_proxy(o, name, args):
             t0 = time.monotonic()
             failed = open_idle(pa.port, n - len(socks), socks)
             row = {"open_s": time.monotonic() - t0, "open_failed": failed}
-            time.sleep(0.5)
+            time.sleep(0.3)
+            # No traffic at all: what holding the idle clients costs by itself
+            # (timers, housekeeping), CPU ms per second.
+            c0, t0 = task_cpu_ns([ta.pid]), time.monotonic()
+            time.sleep(o.idle_seconds)
+            quiet = (task_cpu_ns([ta.pid]) - c0) / 1e6 / (time.monotonic() - t0)
             ra, rb = [], []
             for rnd in range(o.idle_rounds):
                 r = measure(o, [ta, tb], args, o.idle_seconds)
@@ -526,6 +531,7 @@ def idle_proxy(o, name, args):
                                                 for x, y in zip(ra, rb)])
             r["cpu_vs_control"] = med([x["cpu_us_per_req"] / y["cpu_us_per_req"]
                                        for x, y in zip(ra, rb) if y["cpu_us_per_req"]])
+            r["quiet_cpu_ms_per_s"] = quiet
             r["rss_kib"] = rss_kib(ta.pid)
             r["control_rss_kib"] = rss_kib(tb.pid)
             rows[n] = row
@@ -566,21 +572,24 @@ def sweep_idle(o):
              "requests at random (%g s a target). vs B: median over runs of p50(A)/p50(B) - 1 "
              "(what the other jobs of a shared machine do falls on both; the target is "
              "judged on it). CPU: the "
-             "proxy's, per active request (A/B in brackets). RSS: VmRSS of A; per idle conn = "
+             "proxy's, per active request (A/B in brackets); quiet: A's CPU with no traffic at "
+             "all, ms per second. RSS: VmRSS of A; per idle conn = "
              "(RSS - RSS at N=1) / (N - 1); be conns: A's established backend connections."
              % (o.idle_rounds, o.idle_seconds),
-             "%6s %-10s %9s %9s %8s %9s %13s %9s %9s %7s %8s" % (
-                 "idle", "proxy", "p50 A", "p50 B", "vs B", "p99 A", "CPU us (A/B)",
-                 "RSS KiB", "KiB/conn", "alive", "be conns")]
+             "%6s %-10s %9s %9s %8s %9s %9s %13s %9s %9s %9s %7s %8s" % (
+                 "idle", "proxy", "p50 A", "p50 B", "vs B", "p99 A", "p99 B", "CPU us (A/B)",
+                 "quiet", "RSS KiB", "KiB/conn", "alive", "be conns")]
     for n in IDLE_COUNTS:
         for name in ("prefixgate", "haproxy"):
             r, c = res["counts"][n][name], res["control"][n][name]
-            lines.append("%6d %-10s %7.3fms %7.3fms %+7.1f%% %7.3fms %6.1f (%.2f) %9d %9s %7d "
-                         "%8d" % (n, name, r["p50_ms"], c["p50_ms"],
-                                  100 * (r["p50_vs_control"] - 1), r["p99_ms"],
-                                  r["cpu_us_per_req"], r["cpu_vs_control"] or 0, r["rss_kib"],
-                                  fmt(r["rss_per_idle_kib"], "%.2f"), r["idle_alive"],
-                                  r["backend_conns"]))
+            lines.append("%6d %-10s %7.3fms %7.3fms %+7.1f%% %7.3fms %7.3fms %6.1f (%.2f) "
+                         "%7.2fms %9d %9s %7d %8d" % (
+                             n, name, r["p50_ms"], c["p50_ms"],
+                             100 * (r["p50_vs_control"] - 1), r["p99_ms"], c["p99_ms"],
+                             r["cpu_us_per_req"], r["cpu_vs_control"] or 0,
+                             r["quiet_cpu_ms_per_s"], r["rss_kib"],
+                             fmt(r["rss_per_idle_kib"], "%.2f"), r["idle_alive"],
+                             r["backend_conns"]))
             if res["open"][n][name]["failed"] or r["errors"]:
                 lines.append("%6s %d idle-connection requests failed, %d active requests "
                              "failed" % ("", res["open"][n][name]["failed"], r["errors"]))
@@ -601,17 +610,31 @@ def sweep_idle(o):
     lines.append("  target: RSS per idle connection < 8 KiB: prefixgate %.2f KiB %s (HAProxy "
                  "%.2f KiB); kernel socket memory is not in RSS" % (
                      pg["rss_per_idle_kib"], verdict(ok2), hp["rss_per_idle_kib"]))
+    q1 = res["counts"][IDLE_COUNTS[0]]
+    lines.append("  holding %d idle clients with no traffic: prefixgate %.2f ms CPU per second "
+                 "(%.2f at 1), HAProxy %.2f (%.2f at 1)" % (
+                     IDLE_COUNTS[-1], pg["quiet_cpu_ms_per_s"],
+                     q1["prefixgate"]["quiet_cpu_ms_per_s"], hp["quiet_cpu_ms_per_s"],
+                     q1["haproxy"]["quiet_cpu_ms_per_s"]))
+    if hp["backend_conns"] == 0:
+        lines.append("  HAProxy kept no idle backend connection at %d idle clients: past "
+                     "tune.pool-low-fd-ratio (default 20%% of its fds in use) it stops pooling "
+                     "them, so each active request connects anew" % IDLE_COUNTS[-1])
     if min(top[name]["idle_alive"] for name in top) < IDLE_COUNTS[-1]:
         lines.append("  note: the proxy closed some idle connections (alive column)")
     ser = lambda f, name: [(n, f(res["counts"][n][name])) for n in IDLE_COUNTS]  # noqa: E731
     plots.curves(o.out, "growth-idle", "Idle keep-alive clients: active p50 (c=1) against "
-                 "the same proxy without them, and RSS", "idle keep-alive client connections", [
+                 "the same proxy without them, RSS, CPU when quiet",
+                 "idle keep-alive client connections", [
                      ("active p50 / control p50",
                       {name: ser(lambda r: r["p50_vs_control"], name)
                        for name in ("prefixgate", "haproxy")}, False),
                      ("proxy RSS (MiB)",
                       {name: ser(lambda r: r["rss_kib"] / 1024.0, name)
-                       for name in ("prefixgate", "haproxy")}, True)])
+                       for name in ("prefixgate", "haproxy")}, True),
+                     ("CPU with no traffic (ms per s)",
+                      {name: ser(lambda r: r["quiet_cpu_ms_per_s"], name)
+                       for name in ("prefixgate", "haproxy")}, False)])
     return res, lines
 
 
@@ -825,9 +848,9 @@ def sweep_prefix(o):
     lines = ["Growth: PrefixLength (PUT /routing on one gateway; one HAProxy per length "
              "hashing req.body,bytes(0,N)), %d KiB chat body, 1 instance, concurrency 1; "
              "each run mixes direct, prefixgate and HAProxy requests (then direct and pg-raw), "
-             "%d runs of %g s a target, medians. prefixgate: /v1/chat/completions (whole body parsed, first N "
-             "characters hashed); pg-raw: the same body to /invocations (first N bytes "
-             "waited for and hashed). Added: vs direct on the same path." % (
+             "%d runs of %g s a target, medians. prefixgate: /v1/chat/completions (whole "
+             "body parsed, first N characters hashed); pg-raw: the same body to /invocations "
+             "(first N bytes waited for and hashed). Added: vs direct on the same path." % (
                  PREFIX_BODY // KIB, o.rounds, o.seconds),
              "%7s %11s %11s %11s %11s %11s %11s %11s %11s" % (
                  "length", "pg added", "pg-raw add", "hp added", "pg CPU/req",
@@ -879,10 +902,10 @@ def main():
                     help="sections, of %s (default all)" % ",".join(SECTIONS))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=1.0, help="each pgload run")
-    ap.add_argument("--idle-rounds", type=int, default=3,
-                    help="idle: runs at each count (default 3)")
-    ap.add_argument("--idle-seconds", type=float, default=0.75,
-                    help="idle: each run, per target (default 0.75)")
+    ap.add_argument("--idle-rounds", type=int, default=5,
+                    help="idle: runs at each count (default 5)")
+    ap.add_argument("--idle-seconds", type=float, default=0.5,
+                    help="idle: each run, per target (default 0.5)")
     o = ap.parse_args()
     only = o.only.split(",")
     for s in only:
