@@ -1,6 +1,7 @@
 """PNG plots of the benchmark with gnuplot: data files and a script per plot
 next to the PNG in the results directory, so a plot can be redrawn."""
 import os
+import re
 import subprocess
 
 import fleet
@@ -102,7 +103,7 @@ def curves(out, name, title, xlabel, panels, logx=True):
             pts = [(x, y) for x, y in pts if y is not None]
             if not pts:
                 continue
-            dat = "%s-%d-%s.dat" % (name, i, s)
+            dat = "%s-%d-%s.dat" % (name, i, re.sub(r"[^A-Za-z0-9.-]+", "_", s).strip("_"))
             with open(os.path.join(out, dat), "w") as f:
                 for x, y in pts:
                     f.write("%g %g\n" % (x, y))
