@@ -262,6 +262,10 @@ static void pump(void)
 			pg_worker_run(w);
 			moved = true;
 		}
+		if (w->flush_head) {
+			pg_sock_flush_all(w); /* the end of a loop turn */
+			moved = true;
+		}
 	}
 }
 
@@ -657,6 +661,44 @@ static void test_every_attempt_fails(void **state)
 	assert_quiet();
 }
 
+/* Idle keep-alive clients close in the order they went idle; a request
+ * moves a client to the back; draining closes the idle ones at once. */
+static void test_idle_order_and_drain(void **state)
+{
+	int a, b, c, d, u;
+
+	(void)state;
+	a = accept_client();
+	tick(1000);
+	b = accept_client();
+	tick(1000);
+	c = accept_client();
+	tick(500);
+	say(a, req1);
+	u = next_up_fd - 1;
+	connected(u, 0);
+	say(u, resp_ok); /* a is idle again from now (T+2500) */
+	tick(3400);       /* T+5900 */
+	assert_false(F(a)->closed || F(b)->closed || F(c)->closed);
+	tick(100); /* T+6000: b's idle timeout */
+	assert_true(F(b)->closed);
+	assert_false(F(a)->closed || F(c)->closed);
+	tick(1000); /* T+7000: c's */
+	assert_true(F(c)->closed);
+	assert_false(F(a)->closed);
+	/* Draining: the idle ones go at once, a request in progress finishes. */
+	d = accept_client();
+	say(d, req2);
+	__atomic_store_n(&gw.draining, 1, __ATOMIC_RELAXED);
+	tick(1);
+	assert_true(F(a)->closed);
+	assert_false(F(d)->closed);
+	assert_non_null(strstr(took(u), "world")); /* on the pooled connection */
+	say(u, resp_two);
+	assert_non_null(strstr(took(d), "Connection: close"));
+	assert_quiet();
+}
+
 /* Sends the kernel takes only part of: every byte still goes, once, in order. */
 static void test_short_sends(void **state)
 {
@@ -711,6 +753,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_timeouts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_every_attempt_fails, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_short_sends, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_idle_order_and_drain, setup, teardown),
 	    cmocka_unit_test(test_enum_names),
 	};
 

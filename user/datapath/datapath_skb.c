@@ -174,7 +174,7 @@ void pg_dp_tick(struct pg_worker *w)
 	 * proxy without a wake-up it can wait for; 100 ms is soon enough for a
 	 * client that slow. A response whose end was redirected is normally
 	 * closed by the backend's FIN at once; the tick covers one that is not. */
-	for (struct pg_client *c = w->clients; c; c = c->next) {
+	for (struct pg_client *c = w->busy.head; c; c = c->next) {
 		struct pg_upstream *u = c->x.up;
 
 		if (u && u->dp && u->dp->sstate == PG_SP_PAIRED &&

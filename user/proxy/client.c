@@ -42,6 +42,8 @@ const char *pg_client_state_str(enum pg_client_state s)
 	return "?";
 }
 
+static void settle(struct pg_worker *w, struct pg_client *c);
+
 static void in_consume(struct pg_client *c, size_t n)
 {
 	memmove(c->in, c->in + n, c->in_len - n);
@@ -290,7 +292,7 @@ static void request_discard(struct pg_worker *w, struct pg_client *c)
 	}
 }
 
-void pg_client_advance(struct pg_worker *w, struct pg_client *c)
+static void advance(struct pg_worker *w, struct pg_client *c)
 {
 	for (;;) {
 		switch (c->state) {
@@ -323,6 +325,61 @@ void pg_client_advance(struct pg_worker *w, struct pg_client *c)
 		}
 		if (c->s.closed)
 			return;
+	}
+}
+
+void pg_client_advance(struct pg_worker *w, struct pg_client *c)
+{
+	advance(w, c);
+	settle(w, c);
+}
+
+/* --- the idle and busy lists ------------------------------------------------- */
+
+static void list_remove(struct pg_client *c)
+{
+	struct pg_clist *l = c->list;
+
+	if (!l)
+		return;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		l->head = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	else
+		l->tail = c->prev;
+	c->prev = c->next = NULL;
+	c->list = NULL;
+}
+
+static void list_append(struct pg_clist *l, struct pg_client *c)
+{
+	c->list = l;
+	c->next = NULL;
+	c->prev = l->tail;
+	if (l->tail)
+		l->tail->next = c;
+	else
+		l->head = c;
+	l->tail = c;
+}
+
+/* A connection waiting for a request goes to the idle list's tail (so that
+ * list stays in the order of idle_since_ms); any other to the busy list. */
+static void settle(struct pg_worker *w, struct pg_client *c)
+{
+	bool idle = c->state == PG_C_HEAD && !c->in_len;
+
+	if (c->s.closed || (idle ? c->list == &w->idle : c->list == &w->busy))
+		return;
+	list_remove(c);
+	if (idle) {
+		c->idle_since_ms = w->now_ms;
+		list_append(&w->idle, c);
+	} else {
+		list_append(&w->busy, c);
 	}
 }
 
@@ -436,10 +493,7 @@ struct pg_client *pg_client_new(struct pg_worker *w, int fd)
 	c->state = PG_C_HEAD;
 	c->idle_since_ms = c->last_rx_ms = w->now_ms;
 	w->nclients++;
-	c->next = w->clients;
-	if (c->next)
-		c->next->prev = c;
-	w->clients = c;
+	list_append(&w->idle, c);
 	__atomic_fetch_add(&w->stats->connections, 1, __ATOMIC_RELAXED);
 	pg_sock_recv(w, &c->s);
 	return c;
@@ -450,13 +504,7 @@ void pg_client_close(struct pg_worker *w, struct pg_client *c)
 	if (c->s.closed)
 		return;
 	pg_exchange_reset(w, c);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		w->clients = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	c->prev = c->next = NULL;
+	list_remove(c);
 	w->nclients--;
 	pg_sock_close(w, &c->s);
 }
@@ -468,6 +516,7 @@ void pg_client_linger(struct pg_worker *w, struct pg_client *c)
 	c->in_len = 0;
 	c->head_scan = 0;
 	c->linger_until_ms = w->now_ms + LINGER_MS;
+	settle(w, c);
 	pg_sock_recv(w, &c->s);
 	pg_sock_shutdown_when_sent(w, &c->s);
 }

@@ -79,9 +79,15 @@ struct pg_exchange {
 	struct pg_upstream *up; /* the attempt's backend connection */
 };
 
+/* A list of clients, oldest first (the worker's idle and busy lists). */
+struct pg_clist {
+	struct pg_client *head, *tail;
+};
+
 struct pg_client {
 	struct pg_sock s; /* first member */
-	struct pg_client *prev, *next; /* the worker's list of clients */
+	struct pg_clist *list;         /* the worker's list it is on: idle or busy */
+	struct pg_client *prev, *next; /* on it */
 	struct pg_client *run_next;    /* on the worker's run list */
 	bool scheduled;                /* on it */
 	enum pg_client_state state;

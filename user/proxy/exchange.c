@@ -251,9 +251,8 @@ void pg_backend_broke(struct pg_worker *w, struct pg_client *c)
 
 /* --- housekeeping ---------------------------------------------------------------- */
 
-/* Enforce the timeouts on one client. */
-static void client_timeouts(struct pg_worker *w, struct pg_client *c, const struct pg_timeouts *t,
-			    bool draining)
+/* Enforce the timeouts on one busy client. */
+static void client_timeouts(struct pg_worker *w, struct pg_client *c, const struct pg_timeouts *t)
 {
 	const struct pg_exchange *x = &c->x;
 	uint64_t now = w->now_ms;
@@ -264,13 +263,8 @@ static void client_timeouts(struct pg_worker *w, struct pg_client *c, const stru
 			pg_client_close(w, c);
 		return;
 	case PG_C_HEAD:
-		if (!c->in_len) {
-			/* Idle keep-alive connection (closed at once when draining). */
-			if (draining || now - c->idle_since_ms >= t->idle_ms)
-				pg_client_close(w, c);
-			return;
-		}
-		if (now - x->t0_ns / 1000000 >= t->header_ms)
+		/* (Idle ones, no byte of a request yet, are on w->idle.) */
+		if (c->in_len && now - x->t0_ns / 1000000 >= t->header_ms)
 			pg_client_error(w, c, 408, "request head timed out");
 		return;
 	case PG_C_DISCARD:
@@ -303,17 +297,23 @@ void pg_proxy_tick(struct pg_worker *w)
 	struct pg_client *c, *next;
 
 	pg_dp_tick(w);
-	for (c = w->clients; c; c = next) {
+	for (c = w->busy.head; c; c = next) {
 		next = c->next;
-		client_timeouts(w, c, t, draining);
+		client_timeouts(w, c, t);
 	}
+	/* Oldest first: the first one not due ends the scan (10,000 idle
+	 * keep-alive clients cost nothing per tick). */
+	while ((c = w->idle.head) && (draining || w->now_ms - c->idle_since_ms >= t->idle_ms))
+		pg_client_close(w, c);
 	pg_pool_tick(w);
 }
 
 void pg_proxy_shutdown(struct pg_worker *w)
 {
-	while (w->clients)
-		pg_client_close(w, w->clients);
+	while (w->busy.head)
+		pg_client_close(w, w->busy.head);
+	while (w->idle.head)
+		pg_client_close(w, w->idle.head);
 	w->run_head = w->run_tail = NULL;
 	pg_pool_close_all(w);
 }

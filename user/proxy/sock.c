@@ -81,7 +81,22 @@ void pg_sock_queue(struct pg_worker *w, struct pg_sock *s, char *data, size_t le
 		s->qhead = g;
 	s->qtail = g;
 	s->qbytes += len;
-	pg_sock_flush(w, s);
+	if (!s->flush_queued && !s->send_busy) {
+		s->flush_queued = true;
+		s->flush_next = w->flush_head;
+		w->flush_head = s;
+	}
+}
+
+void pg_sock_flush_all(struct pg_worker *w)
+{
+	struct pg_sock *s;
+
+	while ((s = w->flush_head)) {
+		w->flush_head = s->flush_next;
+		s->flush_queued = false;
+		pg_sock_flush(w, s); /* nothing for a closed one */
+	}
 }
 
 void pg_sock_queue_copy(struct pg_worker *w, struct pg_sock *s, const void *data, size_t len)

@@ -92,6 +92,7 @@ struct pg_sock {
 	bool starved;    /* recv stopped for lack of buffers (pg_io's) */
 	bool buried;     /* on the worker's graveyard list */
 	bool shut;       /* our side shut down */
+	bool flush_queued; /* on the worker's flush list */
 	uint32_t refs;   /* I/O in flight naming this struct (pg_io's) */
 	uint8_t nsending; /* segments the outstanding send names (the first ones) */
 	struct pg_seg *qhead, *qtail;
@@ -101,6 +102,7 @@ struct pg_sock {
 	struct iovec iov[PG_SOCK_IOV];
 	struct pg_sock *starved_next;
 	struct pg_sock *dead_next;
+	struct pg_sock *flush_next;
 };
 
 void pg_sock_init(struct pg_sock *s, int fd, const struct pg_sock_ops *ops);
@@ -108,11 +110,16 @@ void pg_sock_init(struct pg_sock *s, int fd, const struct pg_sock_ops *ops);
 void pg_sock_recv(struct pg_worker *w, struct pg_sock *s);
 void pg_sock_pause(struct pg_worker *w, struct pg_sock *s);
 /* Queue bytes (bid: a provided buffer lent as it is; owned: free(data)
- * once sent; neither: the caller keeps data alive until sent or closed). */
+ * once sent; neither: the caller keeps data alive until sent or closed).
+ * The send goes at the end of the loop turn (pg_sock_flush_all), so what
+ * one event queues leaves in one sendmsg. */
 void pg_sock_queue(struct pg_worker *w, struct pg_sock *s, char *data, size_t len, int bid,
 		   bool owned);
 void pg_sock_queue_copy(struct pg_worker *w, struct pg_sock *s, const void *data, size_t len);
+/* Send now what is queued, unless a send is outstanding. */
 void pg_sock_flush(struct pg_worker *w, struct pg_sock *s);
+/* End of a loop turn: send what this turn queued. */
+void pg_sock_flush_all(struct pg_worker *w);
 void pg_sock_connect(struct pg_worker *w, struct pg_sock *s, const struct sockaddr_in *sa);
 /* Shut our side once the queue is empty (now if it is). */
 void pg_sock_shutdown_when_sent(struct pg_worker *w, struct pg_sock *s);

@@ -6,7 +6,7 @@
  * are run when it asks for them, in batches, with no IPIs. The loop is
  * submit_and_wait_timeout -> for_each_cqe -> one cq_advance per batch ->
  * the data path's due checks -> housekeeping every 100 ms -> the run list
- * -> free closed sockets no SQE names.
+ * -> the sends queued this turn -> free closed sockets no SQE names.
  *
  * user_data packs a pointer (8-byte aligned) and an op in its low 3 bits.
  * A struct pg_sock counts the SQEs naming it (refs) and is freed only once
@@ -448,6 +448,7 @@ static void *worker_main(void *arg)
 			pg_proxy_tick(w);
 		}
 		pg_worker_run(w);
+		pg_sock_flush_all(w);
 		pg_sock_reap(w, false);
 	}
 	pg_proxy_shutdown(w);

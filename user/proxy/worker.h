@@ -58,10 +58,13 @@ struct pg_worker {
 	struct pg_sock *starved; /* sockets waiting for provided buffers */
 	struct pg_sock *graveyard; /* closed, freed once no I/O names them */
 	struct pg_client *run_head, *run_tail; /* run list (pg_worker_run) */
+	struct pg_sock *flush_head; /* sockets with bytes queued this turn (sock.h) */
 	struct __kernel_timespec ts_connect;
 	uint64_t accept_err_logged_ms;
 	void *boot;
-	struct pg_client *clients;
+	/* Client connections: idle keep-alive ones (no request begun), oldest
+	 * first, so the tick stops at the first not yet due; and the rest. */
+	struct pg_clist idle, busy;
 	unsigned nclients;        /* open client connections (--max-connections) */
 	struct pg_upstream *pool[PG_MAX_BACKENDS];
 	unsigned pool_len[PG_MAX_BACKENDS];
