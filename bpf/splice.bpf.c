@@ -3,7 +3,8 @@
  * prefixgate in-kernel response paths: sockmap programs that carry a
  * backend's response to its client without the proxy copying it. Structs and
  * the design overview are in include/pg_splice.h; the loader and the
- * per-connection API the proxy calls are in user/datapath/splice.c.
+ * per-connection API the proxy calls are in user/datapath/splice_load.c and
+ * splice_conn.c.
  *
  * Invariants both paths rely on:
  *  - Never SK_DROP new bytes: they are already acknowledged to the backend,

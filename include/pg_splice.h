@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * prefixgate in-kernel response paths — the structs and constants that
- * bpf/splice.bpf.c and user/datapath/splice.c share. Included by the BPF program
+ * bpf/splice.bpf.c and user/datapath/splice_*.c share. Included by the BPF program
  * (with only <linux/types.h> before it) and by userspace.
  *
  * Two paths carry a response from a backend to the client without the proxy

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * BPF tests of the in-kernel response paths (bpf/splice.bpf.c through
- * user/datapath/splice.c), on loopback sockets inside this process. Needs root,
+ * user/datapath/splice.h), on loopback sockets inside this process. Needs root,
  * bpffs (mounted here if missing) and, for the msg path, cgroup v2 at
  * /sys/fs/cgroup/unified. Prints TAP; exit 0 if nothing failed.
  *

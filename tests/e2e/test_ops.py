@@ -364,7 +364,7 @@ def second_instance_refused(opts):
 
 # --- data path start-up ---------------------------------------------------------------
 
-# Where user/datapath/splice.c looks for cgroup v2 without --bpf-cgroup, in its order.
+# Where user/datapath/splice_load.c looks for cgroup v2 without --bpf-cgroup, in its order.
 CGROUP_PROBE = ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
 
 

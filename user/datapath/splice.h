@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Loader and per-connection API of the in-kernel response paths
- * (bpf/splice.bpf.c; structs and design in include/pg_splice.h).
+ * (bpf/splice.bpf.c; structs and design in include/pg_splice.h). The loader
+ * is in splice_load.c, the per-connection calls in splice_conn.c, the event
+ * ring in splice_events.c.
  *
  * Every call is non-blocking (bpf(2) map operations, getsockopt, ioctl, one
  * MSG_DONTWAIT recv): safe from an io_uring event loop, and from several
