@@ -122,7 +122,13 @@ struct {
 	__type(value, __u32);
 } splice_ports SEC(".maps");
 
-/* One struct pg_splice_event each time a pairing falls back or its response ends. */
+/*
+ * skb path: one struct pg_splice_event each time a pairing falls back or its
+ * response ends. Passed bytes sit in the backend socket's receive queue with
+ * nothing else to tell the proxy, hence the event. The msg path emits none:
+ * what it passes is a write the proxy receives over TCP at once, and that
+ * write is the proxy's signal (the one that ends a gated response too).
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, PG_SPLICE_EVENTS_BYTES);
@@ -142,12 +148,19 @@ static __always_inline void emit(struct pg_splice_peer *p, __u32 path, __u32 rea
 }
 
 /* Sticky fall-back: this and every later byte of the pairing go to the proxy. */
-static __always_inline int fall_back(struct pg_splice_peer *p, __u32 path, __u32 reason, __u64 len)
+static __always_inline int fall_back(struct pg_splice_peer *p, __u32 reason, __u64 len)
 {
 	p->reason = reason;
 	p->flags |= PG_SPLICE_F_FALLBACK;
 	__sync_fetch_and_add(&p->passed, len);
-	emit(p, path, reason);
+	return SK_PASS;
+}
+
+/* skb path: fall back, and tell the proxy (the passed bytes cannot). */
+static __always_inline int skb_fall_back(struct pg_splice_peer *p, __u32 reason, __u64 len)
+{
+	fall_back(p, reason, len);
+	emit(p, PG_SPLICE_SKB, reason);
 	return SK_PASS;
 }
 
@@ -264,7 +277,7 @@ static __always_inline int scan(void *ctx, const int msg, struct pg_frame *f, __
 }
 
 /* After a successful redirect of len bytes that ended at framing f. */
-static __always_inline void redirected(struct pg_splice_peer *p, __u32 path, __u64 len,
+static __always_inline void redirected(struct pg_splice_peer *p, __u64 len,
 				       const struct pg_frame *f, int rc)
 {
 	__sync_fetch_and_add(&p->redirected, len);
@@ -272,7 +285,6 @@ static __always_inline void redirected(struct pg_splice_peer *p, __u32 path, __u
 	if (rc == SCAN_END) {
 		p->reason = PG_SPLICE_WHY_END;
 		p->flags |= PG_SPLICE_F_DONE;
-		emit(p, path, PG_SPLICE_WHY_END);
 	}
 }
 
@@ -394,28 +406,30 @@ int splice_skb(struct __sk_buff *skb)
 	f = p->frame;
 	rc = scan(skb, 0, &f, (__u32)len);
 	if (rc == SCAN_FAIL)
-		return fall_back(p, PG_SPLICE_SKB, PG_SPLICE_WHY_FRAMING, len);
+		return skb_fall_back(p, PG_SPLICE_WHY_FRAMING, len);
 
 	key = p->client_key;
 	sk = bpf_map_lookup_elem(&splice_clients, &key);
 	if (!sk)
-		return fall_back(p, PG_SPLICE_SKB, PG_SPLICE_WHY_NO_CLIENT, len);
+		return skb_fall_back(p, PG_SPLICE_WHY_NO_CLIENT, len);
 	tp = bpf_skc_to_tcp_sock(sk);
 	acked = tp ? tp->bytes_acked : 0;
 	bpf_sk_release(sk);
 	if (!tp)
-		return fall_back(p, PG_SPLICE_SKB, PG_SPLICE_WHY_NO_TCP, len);
+		return skb_fall_back(p, PG_SPLICE_WHY_NO_TCP, len);
 
 	budget = p->budget ? p->budget : skb_budget;
 	total = p->base + p->redirected;
 	if (total > acked && total - acked >= budget)
-		return fall_back(p, PG_SPLICE_SKB, PG_SPLICE_WHY_BUDGET, len);
+		return skb_fall_back(p, PG_SPLICE_WHY_BUDGET, len);
 
 	/* 0: egress of the client socket. On failure nothing is set on the skb,
 	 * so returning SK_PASS passes it to this socket. */
 	if (bpf_sk_redirect_hash(skb, &splice_clients, &key, 0) != SK_PASS)
-		return fall_back(p, PG_SPLICE_SKB, PG_SPLICE_WHY_REDIRECT, len);
-	redirected(p, PG_SPLICE_SKB, len, &f, rc);
+		return skb_fall_back(p, PG_SPLICE_WHY_REDIRECT, len);
+	redirected(p, len, &f, rc);
+	if (rc == SCAN_END)
+		emit(p, PG_SPLICE_SKB, PG_SPLICE_WHY_END);
 	return SK_PASS;
 }
 
@@ -514,20 +528,20 @@ int splice_msg(struct sk_msg_md *msg)
 		}
 		budget = gate->budget ? gate->budget : p->budget ? p->budget : msg_budget;
 		if (p->since + len > budget)
-			return fall_back(p, PG_SPLICE_MSG, PG_SPLICE_WHY_BUDGET, len);
+			return fall_back(p, PG_SPLICE_WHY_BUDGET, len);
 		/* The write that ends the response is passed: the proxy decodes
 		 * it (from the frame left here), which tells it the response is
 		 * over without waiting for the backend's FIN. */
 		f = p->frame;
 		rc = scan(msg, 1, &f, (__u32)len);
 		if (rc != SCAN_BODY)
-			return fall_back(p, PG_SPLICE_MSG,
-					 rc == SCAN_END ? PG_SPLICE_WHY_END : PG_SPLICE_WHY_FRAMING, len);
+			return fall_back(p, rc == SCAN_END ? PG_SPLICE_WHY_END : PG_SPLICE_WHY_FRAMING,
+					 len);
 		key = p->client_key;
 		if (bpf_msg_redirect_hash(msg, &splice_clients, &key, 0) != SK_PASS)
-			return fall_back(p, PG_SPLICE_MSG, PG_SPLICE_WHY_NO_CLIENT, len);
+			return fall_back(p, PG_SPLICE_WHY_NO_CLIENT, len);
 		p->since += len;
-		redirected(p, PG_SPLICE_MSG, len, &f, rc);
+		redirected(p, len, &f, rc);
 		return SK_PASS;
 	}
 	if (p->flags & (PG_SPLICE_F_FALLBACK | PG_SPLICE_F_DONE)) {
@@ -538,14 +552,14 @@ pass:
 	f = p->frame;
 	rc = scan(msg, 1, &f, (__u32)len);
 	if (rc == SCAN_FAIL)
-		return fall_back(p, PG_SPLICE_MSG, PG_SPLICE_WHY_FRAMING, len);
+		return fall_back(p, PG_SPLICE_WHY_FRAMING, len);
 	budget = p->budget ? p->budget : msg_budget;
 	if (p->redirected >= budget)
-		return fall_back(p, PG_SPLICE_MSG, PG_SPLICE_WHY_BUDGET, len);
+		return fall_back(p, PG_SPLICE_WHY_BUDGET, len);
 	key = p->client_key;
 	if (bpf_msg_redirect_hash(msg, &splice_clients, &key, 0) != SK_PASS)
-		return fall_back(p, PG_SPLICE_MSG, PG_SPLICE_WHY_NO_CLIENT, len);
-	redirected(p, PG_SPLICE_MSG, len, &f, rc);
+		return fall_back(p, PG_SPLICE_WHY_NO_CLIENT, len);
+	redirected(p, len, &f, rc);
 	return SK_PASS;
 }
 

@@ -21,7 +21,7 @@
 #include <linux/types.h>
 #include "pg_frame.h"
 
-/* Paths, as a bit mask of modes (pg_splice_open) and in pg_splice_event.path. */
+/* Paths, as a bit mask of modes (pg_splice_open). */
 #define PG_SPLICE_SKB 0x1 /* sk_skb verdict on the proxy's backend socket: any backend */
 #define PG_SPLICE_MSG 0x2 /* sk_msg verdict on the backend's own socket: same host */
 
@@ -166,11 +166,13 @@ _Static_assert(sizeof(struct pg_splice_tuple) == 12, "pg_splice_tuple layout");
 #define PG_SPLICE_SCAN_STEPS 64
 #define PG_SPLICE_SCAN_WIN   16
 
-/* Ring buffer "splice_events": one record when FALLBACK or DONE is first set. */
+/* Ring buffer "splice_events", skb path only: one record when a pairing's
+ * FALLBACK or DONE is first set. The msg path emits none (its passed write
+ * reaches the proxy over TCP, and tells it). */
 struct pg_splice_event {
 	__u64 client_key; /* which client connection */
 	__u64 redirected; /* peer->redirected at the event */
-	__u32 path;       /* PG_SPLICE_SKB or PG_SPLICE_MSG */
+	__u32 path;       /* PG_SPLICE_SKB: the only path that emits */
 	__u32 reason;     /* enum pg_splice_reason */
 };
 _Static_assert(sizeof(struct pg_splice_event) == 24, "pg_splice_event layout");

@@ -58,8 +58,8 @@ int pg_splice_open(struct pg_splice **out, const char *pin_path, unsigned int mo
  * plain TCP sockets. NULL is a no-op. */
 void pg_splice_close(struct pg_splice *sp);
 
-/* Modes loaded, and the ring buffer of struct pg_splice_event (poll it for
- * POLLIN; drain it with pg_splice_events_consume). */
+/* Modes loaded, and the ring buffer of struct pg_splice_event (skb path; poll
+ * it for POLLIN; drain it with pg_splice_events_consume). */
 unsigned int pg_splice_modes(const struct pg_splice *sp);
 int pg_splice_events_fd(const struct pg_splice *sp);
 

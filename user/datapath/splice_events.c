@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * The event ring of the in-kernel response paths: bpf/splice.bpf.c writes one
- * struct pg_splice_event to splice_events when a pairing or route falls back
- * or its response ends; these calls read them (contracts in splice.h).
+ * struct pg_splice_event to splice_events when an skb pairing falls back or
+ * its response ends; these calls read them (contracts in splice.h).
  */
 #include <errno.h>
 #include <bpf/libbpf.h>
