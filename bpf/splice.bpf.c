@@ -123,28 +123,60 @@ struct {
 } splice_ports SEC(".maps");
 
 /*
- * skb path: one struct pg_splice_event each time a pairing falls back or its
- * response ends. Passed bytes sit in the backend socket's receive queue with
- * nothing else to tell the proxy, hence the event. The msg path emits none:
- * what it passes is a write the proxy receives over TCP at once, and that
- * write is the proxy's signal (the one that ends a gated response too).
+ * skb path events (struct pg_splice_event; who gets them and when in
+ * include/pg_splice.h). Passed bytes sit in the backend socket's receive
+ * queue with nothing else to tell the proxy, hence the event. The msg path
+ * emits none: what it passes is a write the proxy receives over TCP at once,
+ * and that write is the proxy's signal (the one that ends a gated response
+ * too).
+ *
+ * One ring per consumer: the loader creates the rings (their size chosen
+ * then) and puts them in splice_events; a pairing's events go to the ring
+ * its peer names, so a worker thread drains only its own.
  */
-struct {
+struct pg_splice_ring {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, PG_SPLICE_EVENTS_BYTES);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, PG_SPLICE_MAX_RINGS);
+	__type(key, __u32);
+	__array(values, struct pg_splice_ring);
 } splice_events SEC(".maps");
 
-static __always_inline void emit(struct pg_splice_peer *p, __u32 path, __u32 reason)
+/* Per ring, the events it could not take (full); userspace reads them through
+ * the skeleton's mmapped .bss and then looks at every pairing of that ring. */
+__u64 splice_events_lost[PG_SPLICE_MAX_RINGS];
+_Static_assert(!(PG_SPLICE_MAX_RINGS & (PG_SPLICE_MAX_RINGS - 1)), "a power of two: see emit()");
+
+/*
+ * skb path: tell the pairing's consumer what was just set, keyed by the
+ * backend socket's cookie. wake: BPF_RB_FORCE_WAKEUP wakes its poller now
+ * (even if older records are still unread), BPF_RB_NO_WAKEUP leaves the
+ * record for its next drain.
+ */
+static __always_inline void emit(struct pg_splice_peer *p, __u64 cookie, __u64 wake)
 {
 	struct pg_splice_event ev = {
+	    .key = cookie,
 	    .client_key = p->client_key,
 	    .redirected = p->redirected,
-	    .path = path,
-	    .reason = reason,
+	    .flags = p->flags,
+	    .reason = p->reason,
 	};
+	__u32 ring = p->ring;
+	void *rb;
 
+	if (ring >= PG_SPLICE_MAX_RINGS)
+		return;
+	rb = bpf_map_lookup_elem(&splice_events, &ring);
 	/* A full ring loses the event, not the bytes: the flag stays readable. */
-	bpf_ringbuf_output(&splice_events, &ev, sizeof(ev), 0);
+	if (!rb || bpf_ringbuf_output(rb, &ev, sizeof(ev), wake))
+		/* The mask changes nothing (ring is below the bound) but gives the
+		 * verifier a bound: clang reloads ring from the stack, unchecked. */
+		__sync_fetch_and_add(&splice_events_lost[ring & (PG_SPLICE_MAX_RINGS - 1)], 1);
 }
 
 /* Sticky fall-back: this and every later byte of the pairing go to the proxy. */
@@ -156,11 +188,12 @@ static __always_inline int fall_back(struct pg_splice_peer *p, __u32 reason, __u
 	return SK_PASS;
 }
 
-/* skb path: fall back, and tell the proxy (the passed bytes cannot). */
-static __always_inline int skb_fall_back(struct pg_splice_peer *p, __u32 reason, __u64 len)
+/* skb path: fall back, and wake the proxy (the passed bytes cannot). */
+static __always_inline int skb_fall_back(struct pg_splice_peer *p, __u64 cookie, __u32 reason,
+					 __u64 len)
 {
 	fall_back(p, reason, len);
-	emit(p, PG_SPLICE_SKB, reason);
+	emit(p, cookie, BPF_RB_FORCE_WAKEUP);
 	return SK_PASS;
 }
 
@@ -299,10 +332,11 @@ static __always_inline void redirected(struct pg_splice_peer *p, __u64 len,
  *
  * Returns the skb's length after the cut, 0 if every byte was a repeat (the
  * caller drops it: nothing in it is new), or -1 if the cut failed (the
- * stream cannot be kept intact: PG_SPLICE_F_BROKEN, the caller passes it
- * and the proxy aborts the response).
+ * stream cannot be kept intact: PG_SPLICE_F_BROKEN, with a wake-up, the
+ * caller passes it and the proxy aborts the response).
  */
-static __always_inline long skb_cut_repeat(struct __sk_buff *skb, struct pg_splice_peer *p)
+static __always_inline long skb_cut_repeat(struct __sk_buff *skb, struct pg_splice_peer *p,
+					   __u64 cookie)
 {
 	__u32 seq, over, len = skb->len;
 	int i;
@@ -347,7 +381,10 @@ static __always_inline long skb_cut_repeat(struct __sk_buff *skb, struct pg_spli
 		over -= step;
 	}
 	if (over) {
-		p->flags |= PG_SPLICE_F_BROKEN;
+		if (!(p->flags & PG_SPLICE_F_BROKEN)) {
+			p->flags |= PG_SPLICE_F_BROKEN;
+			emit(p, cookie, BPF_RB_FORCE_WAKEUP);
+		}
 		return -1;
 	}
 	len = skb->len;
@@ -370,10 +407,11 @@ static __always_inline long skb_cut_repeat(struct __sk_buff *skb, struct pg_spli
  * Order after a fall-back: skbs of one socket run this program in order, and
  * after the first pass none is redirected, so the stream is "R redirected
  * bytes, then passed bytes". `redirected` is final once FALLBACK is set. The
- * proxy writes passed bytes to the client only when pg_splice_drained() says
- * the client socket has carried base + redirected bytes (tcpi_bytes_acked +
- * SIOCOUTQ), i.e. every redirected byte is already in the client's write
- * queue; TCP keeps that queue in order, so the passed bytes follow them.
+ * proxy writes passed bytes to the client only when pg_splice_progress()
+ * says drained: the client socket has carried base + redirected bytes
+ * (tcpi_bytes_acked + SIOCOUTQ), i.e. every redirected byte is already in the
+ * client's write queue; TCP keeps that queue in order, so the passed bytes
+ * follow them.
  */
 SEC("sk_skb")
 int splice_skb(struct __sk_buff *skb)
@@ -394,7 +432,7 @@ int splice_skb(struct __sk_buff *skb)
 	p = bpf_map_lookup_elem(&splice_peers, &cookie);
 	if (!p)
 		return SK_PASS;
-	cut = skb_cut_repeat(skb, p);
+	cut = skb_cut_repeat(skb, p, cookie);
 	if (cut == 0)
 		return SK_DROP; /* a repeat of bytes already handed on: nothing lost */
 	if (cut > 0)
@@ -406,30 +444,32 @@ int splice_skb(struct __sk_buff *skb)
 	f = p->frame;
 	rc = scan(skb, 0, &f, (__u32)len);
 	if (rc == SCAN_FAIL)
-		return skb_fall_back(p, PG_SPLICE_WHY_FRAMING, len);
+		return skb_fall_back(p, cookie, PG_SPLICE_WHY_FRAMING, len);
 
 	key = p->client_key;
 	sk = bpf_map_lookup_elem(&splice_clients, &key);
 	if (!sk)
-		return skb_fall_back(p, PG_SPLICE_WHY_NO_CLIENT, len);
+		return skb_fall_back(p, cookie, PG_SPLICE_WHY_NO_CLIENT, len);
 	tp = bpf_skc_to_tcp_sock(sk);
 	acked = tp ? tp->bytes_acked : 0;
 	bpf_sk_release(sk);
 	if (!tp)
-		return skb_fall_back(p, PG_SPLICE_WHY_NO_TCP, len);
+		return skb_fall_back(p, cookie, PG_SPLICE_WHY_NO_TCP, len);
 
 	budget = p->budget ? p->budget : skb_budget;
 	total = p->base + p->redirected;
 	if (total > acked && total - acked >= budget)
-		return skb_fall_back(p, PG_SPLICE_WHY_BUDGET, len);
+		return skb_fall_back(p, cookie, PG_SPLICE_WHY_BUDGET, len);
 
 	/* 0: egress of the client socket. On failure nothing is set on the skb,
 	 * so returning SK_PASS passes it to this socket. */
 	if (bpf_sk_redirect_hash(skb, &splice_clients, &key, 0) != SK_PASS)
-		return skb_fall_back(p, PG_SPLICE_WHY_REDIRECT, len);
+		return skb_fall_back(p, cookie, PG_SPLICE_WHY_REDIRECT, len);
 	redirected(p, len, &f, rc);
+	/* No wake-up: the backend's FIN follows the end (the request said
+	 * Connection: close) and wakes the proxy; the record waits for it. */
 	if (rc == SCAN_END)
-		emit(p, PG_SPLICE_SKB, PG_SPLICE_WHY_END);
+		emit(p, cookie, BPF_RB_NO_WAKEUP);
 	return SK_PASS;
 }
 

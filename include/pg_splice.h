@@ -31,7 +31,9 @@
 #endif
 /* Backend ports watched by the sockops program (same-host backends). */
 #define PG_SPLICE_MAX_PORTS 256
-/* Ring buffer for end / fall-back events (bytes; a power of two pages). */
+/* Event rings (pg_splice_config.event_rings): one per consumer thread. */
+#define PG_SPLICE_MAX_RINGS 64
+/* Bytes of one event ring by default (a power of two pages): 6,553 events. */
 #define PG_SPLICE_EVENTS_BYTES (256 * 1024)
 
 /*
@@ -67,8 +69,8 @@ enum pg_splice_reason {
 /*
  * One spliced connection. Hash map "splice_peers" (skb path, key: the
  * proxy's backend-side socket cookie, __u64) and "splice_routes" (msg path,
- * key: struct pg_splice_tuple). Userspace writes the first four fields at
- * pairing; the program alone updates the rest, with atomics.
+ * key: struct pg_splice_tuple). Userspace writes client_key, base, budget,
+ * frame and ring at pairing; the program alone updates the rest, with atomics.
  */
 struct pg_splice_peer {
 	__u64 client_key; /* client socket cookie: its key in splice_clients */
@@ -109,7 +111,7 @@ struct pg_splice_peer {
 	 * reaches the client twice.
 	 */
 	__u32 next_seq;
-	__u32 pad;
+	__u32 ring; /* skb path: the event ring of the pairing (pg_splice_pair_ring) */
 	__u64 repeated;
 };
 _Static_assert(sizeof(struct pg_splice_peer) == 104, "pg_splice_peer layout");
@@ -166,15 +168,24 @@ _Static_assert(sizeof(struct pg_splice_tuple) == 12, "pg_splice_tuple layout");
 #define PG_SPLICE_SCAN_STEPS 64
 #define PG_SPLICE_SCAN_WIN   16
 
-/* Ring buffer "splice_events", skb path only: one record when a pairing's
- * FALLBACK or DONE is first set. The msg path emits none (its passed write
- * reaches the proxy over TCP, and tells it). */
+/*
+ * Event rings "splice_events" (an array of ring buffers, one per consumer),
+ * skb path only: one record in the pairing's ring (peer.ring) when the first
+ * of FALLBACK and DONE is set, and one when BROKEN is. FALLBACK and BROKEN
+ * wake the ring's poller at once: nothing else would (the passed bytes wait
+ * in the backend socket for the proxy). DONE does not: the backend's FIN
+ * follows it (the request said Connection: close) and wakes the proxy, which
+ * then finds the record. A record that does not fit a full ring is counted
+ * instead (splice_events_lost, per ring). The msg path emits none: its passed
+ * write reaches the proxy over TCP, and tells it.
+ */
 struct pg_splice_event {
-	__u64 client_key; /* which client connection */
-	__u64 redirected; /* peer->redirected at the event */
-	__u32 path;       /* PG_SPLICE_SKB: the only path that emits */
-	__u32 reason;     /* enum pg_splice_reason */
+	__u64 key;        /* the pairing: the backend socket's cookie (pg_splice_cookie) */
+	__u64 client_key; /* the client socket's cookie */
+	__u64 redirected; /* peer.redirected at the event (final once FALLBACK is set) */
+	__u32 flags;      /* peer.flags at the event (PG_SPLICE_F_*) */
+	__u32 reason;     /* peer.reason at the event (enum pg_splice_reason) */
 };
-_Static_assert(sizeof(struct pg_splice_event) == 24, "pg_splice_event layout");
+_Static_assert(sizeof(struct pg_splice_event) == 32, "pg_splice_event layout");
 
 #endif /* PG_SPLICE_H */

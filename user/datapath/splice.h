@@ -12,9 +12,10 @@
  *
  * skb path (any backend), per request, on a fresh backend connection with the
  * request rewritten to "Connection: close":
- *   connect -> pg_splice_pair(backend, client) -> send the request ->
- *   wait for POLLRDHUP on the backend fd (not POLLIN: spliced fds report
- *   spurious POLLIN) or a pg_splice event -> read the backend fd to EAGAIN or
+ *   connect -> pg_splice_pair_ring(backend, client, the thread's ring) ->
+ *   send the request -> wait for POLLRDHUP on the backend fd or the
+ *   pairing's event on the ring (FALLBACK, BROKEN; DONE is found at the
+ *   wake-up the FIN brings) -> read the backend fd to EAGAIN or
  *   EOF, holding any bytes read (they were passed: fall-back) ->
  *   poll pg_splice_progress() until drained -> write the held bytes, then
  *   keep copying -> pg_splice_unpair -> close the backend fd.
@@ -40,12 +41,17 @@ struct pg_splice_config {
 	__u64 msg_budget;   /* PG_SPLICE_BUDGET_DEFAULT: bytes offered per route */
 	const char *cgroup; /* cgroup v2 for sockops; NULL: the first cgroup2 mount
 	                     * of /sys/fs/cgroup/unified and /sys/fs/cgroup */
+	unsigned int event_rings;      /* 1: event rings, one per thread that pairs
+	                                * sockets; at most PG_SPLICE_MAX_RINGS */
+	unsigned int event_ring_bytes; /* PG_SPLICE_EVENTS_BYTES: bytes of each ring,
+	                                * a power of two pages */
 };
 
 /*
  * Load the programs for `modes` (PG_SPLICE_SKB | PG_SPLICE_MSG), attach them
  * (sk_skb verdict to splice_backends, sk_msg verdict to splice_msgsocks,
- * sockops to the cgroup) and pin every map as <pin_path>/<map name>
+ * sockops to the cgroup), create the event rings, and pin every map as
+ * <pin_path>/<map name>
  * (pin_path is created; stale pins of a previous run are replaced).
  * On failure returns -errno, *out = NULL, and err holds one line naming the
  * cause (no privilege, no bpffs, no cgroup v2, missing kernel feature) for
@@ -58,12 +64,38 @@ int pg_splice_open(struct pg_splice **out, const char *pin_path, unsigned int mo
  * plain TCP sockets. NULL is a no-op. */
 void pg_splice_close(struct pg_splice *sp);
 
-/* Modes loaded, and the ring buffer of struct pg_splice_event (skb path; poll
- * it for POLLIN; drain it with pg_splice_events_consume). */
+/* Modes loaded. */
 unsigned int pg_splice_modes(const struct pg_splice *sp);
-int pg_splice_events_fd(const struct pg_splice *sp);
 
-/* Call fn for each pending event without waiting; returns the count or -errno. */
+/*
+ * skb path events (struct pg_splice_event; when each is written in
+ * include/pg_splice.h): how the proxy learns at once that a pairing fell
+ * back (a slow client: the passed bytes wait in the backend socket) or broke,
+ * or that its response ended, without looking at every pairing. A pairing's
+ * events go to the ring named at pairing (pg_splice_pair_ring); give each
+ * thread that pairs sockets a ring of its own and drain it from that thread
+ * only. The msg path writes no event.
+ *
+ * pg_splice_events_ring_fd: polls POLLIN while the ring holds records (poll,
+ * epoll or io_uring POLL_ADD); -EINVAL if ring >= event_rings. FALLBACK and
+ * BROKEN records wake a poller at once; DONE records do not (the backend's
+ * FIN follows and wakes the proxy): drain the ring at every wake-up of the
+ * thread's loop, not only when this fd polls readable.
+ *
+ * pg_splice_events_drain: call fn for each record in the ring, without
+ * waiting; returns their count or -errno. *lost (if not NULL): records the
+ * ring could not take since the previous drain (it was full); if not 0, look
+ * at every pairing of the ring (pg_splice_peer_get): their flags are set all
+ * the same. A record can name a pairing that has since been unpaired, or a
+ * closed socket (cookies are never reused): match ev->key against the
+ * pairings the thread holds.
+ */
+int pg_splice_events_ring_fd(const struct pg_splice *sp, unsigned int ring);
+int pg_splice_events_drain(struct pg_splice *sp, unsigned int ring,
+                           void (*fn)(void *ctx, const struct pg_splice_event *ev), void *ctx,
+                           __u64 *lost);
+/* Ring 0: pg_splice_events_ring_fd(sp, 0), pg_splice_events_drain(sp, 0, fn, ctx, NULL). */
+int pg_splice_events_fd(const struct pg_splice *sp);
 int pg_splice_events_consume(struct pg_splice *sp,
                              void (*fn)(void *ctx, const struct pg_splice_event *ev), void *ctx);
 
@@ -79,9 +111,15 @@ int pg_splice_events_consume(struct pg_splice *sp,
  * end (PG_SPLICE_F_DONE) and hands its state back in the peer; NULL = not
  * tracked (the response ends with the backend's FIN).
  * -EEXIST if backend_fd is already paired.
+ * pg_splice_pair_ring: the same, with the pairing's events going to ring
+ * `ring` (< event_rings, else -EINVAL) and, if key is not NULL, the
+ * pairing's key (pg_splice_event.key: backend_fd's cookie) stored in *key.
+ * pg_splice_pair uses ring 0.
  */
 int pg_splice_pair(struct pg_splice *sp, int backend_fd, int client_fd, __u64 budget,
                    const struct pg_frame *frame);
+int pg_splice_pair_ring(struct pg_splice *sp, int backend_fd, int client_fd, __u64 budget,
+                        const struct pg_frame *frame, unsigned int ring, __u64 *key);
 
 /*
  * Stop splicing backend_fd (the client stays in splice_clients until it is

@@ -109,7 +109,13 @@ int pg_splice_send_room(int fd, __u64 *room)
 int pg_splice_pair(struct pg_splice *sp, int backend_fd, int client_fd, __u64 budget,
                    const struct pg_frame *frame)
 {
-	struct pg_splice_peer peer = {.budget = budget};
+	return pg_splice_pair_ring(sp, backend_fd, client_fd, budget, frame, 0, NULL);
+}
+
+int pg_splice_pair_ring(struct pg_splice *sp, int backend_fd, int client_fd, __u64 budget,
+                        const struct pg_frame *frame, unsigned int ring, __u64 *key)
+{
+	struct pg_splice_peer peer = {.budget = budget, .ring = ring};
 	int peers = bpf_map__fd(sp->skel->maps.splice_peers);
 	__u64 bkey, v = (__u64)backend_fd, acked;
 	char c;
@@ -117,9 +123,13 @@ int pg_splice_pair(struct pg_splice *sp, int backend_fd, int client_fd, __u64 bu
 
 	if (!(sp->modes & PG_SPLICE_SKB))
 		return -EOPNOTSUPP;
+	if (ring >= sp->nrings)
+		return -EINVAL;
 	rc = pg_splice_cookie(backend_fd, &bkey);
 	if (rc)
 		return rc;
+	if (key)
+		*key = bkey;
 	if (frame)
 		peer.frame = *frame;
 	rc = add_client(sp, client_fd, &peer.client_key);

@@ -31,10 +31,7 @@
  * host (systemd's default). */
 static const char *const cgroup_probe[] = {"/sys/fs/cgroup/unified", "/sys/fs/cgroup"};
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
+void pg_splice_seterr(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -115,7 +112,7 @@ static int pin_maps(struct pg_splice *sp, char *err, size_t errlen)
 
 	rc = mkdir_p(sp->pin_path);
 	if (rc) {
-		seterr(err, errlen, "splice: mkdir %s: %s", sp->pin_path, strerror(-rc));
+		pg_splice_seterr(err, errlen, "splice: mkdir %s: %s", sp->pin_path, strerror(-rc));
 		return rc;
 	}
 	bpf_object__for_each_map(map, sp->skel->obj)
@@ -128,7 +125,7 @@ static int pin_maps(struct pg_splice *sp, char *err, size_t errlen)
 		rc = bpf_obj_pin(bpf_map__fd(map), path);
 		if (rc) {
 			rc = -errno;
-			seterr(err, errlen, "splice: pin %s: %s", path, strerror(errno));
+			pg_splice_seterr(err, errlen, "splice: pin %s: %s", path, strerror(errno));
 			return rc;
 		}
 	}
@@ -210,8 +207,9 @@ static int open_sockops_cgroup(const char *want, const char **used, char *err, s
 		*used = want;
 		fd = open_cgroup2(want);
 		if (fd < 0)
-			seterr(err, errlen, "splice: no cgroup v2 at %s (%s)", want,
-			       fd == -EMEDIUMTYPE ? "not a cgroup2 file system" : strerror(-fd));
+			pg_splice_seterr(err, errlen, "splice: no cgroup v2 at %s (%s)", want,
+			                 fd == -EMEDIUMTYPE ? "not a cgroup2 file system"
+			                                    : strerror(-fd));
 		return fd;
 	}
 	for (i = 0; i < sizeof(cgroup_probe) / sizeof(cgroup_probe[0]); i++) {
@@ -220,8 +218,8 @@ static int open_sockops_cgroup(const char *want, const char **used, char *err, s
 		if (fd >= 0)
 			return fd;
 	}
-	seterr(err, errlen, "splice: no cgroup v2 at %s or %s (mount -t cgroup2 none %s)",
-	       cgroup_probe[0], cgroup_probe[1], cgroup_probe[1]);
+	pg_splice_seterr(err, errlen, "splice: no cgroup v2 at %s or %s (mount -t cgroup2 none %s)",
+	                 cgroup_probe[0], cgroup_probe[1], cgroup_probe[1]);
 	return -ENOENT;
 }
 
@@ -237,7 +235,8 @@ static int attach_all(struct pg_splice *sp, const struct pg_splice_config *cfg, 
 		                    bpf_map__fd(s->maps.splice_backends), BPF_SK_SKB_VERDICT,
 		                    &sp->skb_link, &sp->skb_attached);
 		if (rc) {
-			seterr(err, errlen, "splice: attach sk_skb verdict: %s", strerror(-rc));
+			pg_splice_seterr(err, errlen, "splice: attach sk_skb verdict: %s",
+			                 strerror(-rc));
 			return rc;
 		}
 	}
@@ -247,7 +246,7 @@ static int attach_all(struct pg_splice *sp, const struct pg_splice_config *cfg, 
 	                    bpf_map__fd(s->maps.splice_msgsocks), BPF_SK_MSG_VERDICT, &sp->msg_link,
 	                    &sp->msg_attached);
 	if (rc) {
-		seterr(err, errlen, "splice: attach sk_msg verdict: %s", strerror(-rc));
+		pg_splice_seterr(err, errlen, "splice: attach sk_msg verdict: %s", strerror(-rc));
 		return rc;
 	}
 	rc = open_sockops_cgroup(cfg ? cfg->cgroup : NULL, &cg, err, errlen);
@@ -257,7 +256,8 @@ static int attach_all(struct pg_splice *sp, const struct pg_splice_config *cfg, 
 	sp->sockops_link = bpf_program__attach_cgroup(s->progs.splice_sockops, sp->cgroup_fd);
 	if (!sp->sockops_link) {
 		rc = -errno;
-		seterr(err, errlen, "splice: attach sockops to %s: %s", cg, strerror(errno));
+		pg_splice_seterr(err, errlen, "splice: attach sockops to %s: %s", cg,
+		                 strerror(errno));
 		return rc;
 	}
 	return 0;
@@ -270,20 +270,20 @@ int pg_splice_open(struct pg_splice **out, const char *pin_path, unsigned int mo
 	int rc;
 
 	*out = NULL;
-	seterr(err, errlen, "splice: ok");
+	pg_splice_seterr(err, errlen, "splice: ok");
 	modes &= PG_SPLICE_SKB | PG_SPLICE_MSG;
 	if (!modes || !pin_path || strlen(pin_path) >= sizeof(sp->pin_path)) {
-		seterr(err, errlen, "splice: no mode requested or pin path too long");
+		pg_splice_seterr(err, errlen, "splice: no mode requested or pin path too long");
 		return -EINVAL;
 	}
 	if (!on_fs(pin_path, BPF_FS_MAGIC)) {
-		seterr(err, errlen, "splice: no bpffs at %s (mount -t bpf bpf /sys/fs/bpf)",
-		       pin_path);
+		pg_splice_seterr(err, errlen,
+		                 "splice: no bpffs at %s (mount -t bpf bpf /sys/fs/bpf)", pin_path);
 		return -ENOENT;
 	}
 	sp = calloc(1, sizeof(*sp));
 	if (!sp) {
-		seterr(err, errlen, "splice: out of memory");
+		pg_splice_seterr(err, errlen, "splice: out of memory");
 		return -ENOMEM;
 	}
 	sp->modes = modes;
@@ -293,7 +293,7 @@ int pg_splice_open(struct pg_splice **out, const char *pin_path, unsigned int mo
 	sp->skel = splice_bpf__open();
 	if (!sp->skel) {
 		rc = -errno;
-		seterr(err, errlen, "splice: open BPF object: %s", strerror(errno));
+		pg_splice_seterr(err, errlen, "splice: open BPF object: %s", strerror(errno));
 		goto fail;
 	}
 	if (cfg && cfg->skb_budget)
@@ -307,18 +307,16 @@ int pg_splice_open(struct pg_splice **out, const char *pin_path, unsigned int mo
 	rc = splice_bpf__load(sp->skel);
 	if (rc) {
 		rc = rc < 0 ? rc : -errno;
-		seterr(err, errlen, "splice: load BPF programs: %s: %s", strerror(-rc),
-		       load_hint(-rc));
+		pg_splice_seterr(err, errlen, "splice: load BPF programs: %s: %s", strerror(-rc),
+		                 load_hint(-rc));
 		goto fail;
 	}
+	rc = pg_splice_events_init(sp, cfg, err, errlen);
+	if (rc)
+		goto fail;
 	rc = attach_all(sp, cfg, err, errlen);
 	if (rc)
 		goto fail;
-	rc = pg_splice_events_init(sp);
-	if (rc) {
-		seterr(err, errlen, "splice: ring buffer: %s", strerror(-rc));
-		goto fail;
-	}
 	rc = pin_maps(sp, err, errlen);
 	if (rc)
 		goto fail;
