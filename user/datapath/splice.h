@@ -3,12 +3,13 @@
  * Loader and per-connection API of the in-kernel response paths
  * (bpf/splice.bpf.c; structs and design in include/pg_splice.h). The loader
  * is in splice_load.c, the per-connection calls in splice_conn.c, the event
- * ring in splice_events.c.
+ * rings in splice_events.c.
  *
  * Every call is non-blocking (bpf(2) map operations, getsockopt, ioctl, one
  * MSG_DONTWAIT recv): safe from an io_uring event loop, and from several
- * worker threads at once on one struct pg_splice. Calls return 0 (or the
- * documented positive value) on success and -errno on failure.
+ * worker threads at once on one struct pg_splice (one event ring is drained
+ * by one thread at a time). Calls return 0 (or the documented positive
+ * value) on success and -errno on failure.
  *
  * skb path (any backend), per request, on a fresh backend connection with the
  * request rewritten to "Connection: close":
@@ -51,8 +52,8 @@ struct pg_splice_config {
  * Load the programs for `modes` (PG_SPLICE_SKB | PG_SPLICE_MSG), attach them
  * (sk_skb verdict to splice_backends, sk_msg verdict to splice_msgsocks,
  * sockops to the cgroup), create the event rings, and pin every map as
- * <pin_path>/<map name>
- * (pin_path is created; stale pins of a previous run are replaced).
+ * <pin_path>/<map name> (pin_path is created; stale pins of a previous run
+ * are replaced).
  * On failure returns -errno, *out = NULL, and err holds one line naming the
  * cause (no privilege, no bpffs, no cgroup v2, missing kernel feature) for
  * `--data-path auto` to log before falling back to the copy path.
