@@ -165,8 +165,13 @@ static void detach_verdict(int prog_fd, int map_fd, enum bpf_attach_type type, i
 /* Name the likely cause of a load failure for the operator. */
 static const char *load_hint(int e)
 {
-	if (e == EPERM || e == EACCES)
+	if (e == EPERM)
 		return "no privilege (needs CAP_BPF, CAP_NET_ADMIN and CAP_PERFMON, or root)";
+	/* The verifier's answer: without CAP_PERFMON it refuses what these
+	 * programs do, and as root it means a program this kernel cannot verify. */
+	if (e == EACCES)
+		return "a program was rejected by the verifier (without CAP_PERFMON, or as root: "
+		       "a kernel this code was not verified on)";
 	if (access("/sys/kernel/btf/vmlinux", R_OK))
 		return "kernel BTF missing (/sys/kernel/btf/vmlinux; needs CONFIG_DEBUG_INFO_BTF)";
 	return "missing kernel feature (sockmap, sk_msg, sockops or bpf_skc_to_tcp_sock)";
