@@ -125,6 +125,9 @@ int main(int argc, char **argv)
 	raise_fd_limit();
 
 	gw.cfg = &cfg;
+	gw.nworkers = cfg.workers ? cfg.workers : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+	if (!gw.nworkers)
+		gw.nworkers = 1;
 	if (open_state(&gw, &cfg))
 		goto out_cfg;
 	/* data path (datapath.c): an explicit kernel path that cannot load exits 2 */
@@ -137,9 +140,6 @@ int main(int argc, char **argv)
 		pg_error("%s", err);
 		goto out_maps;
 	}
-	gw.nworkers = cfg.workers ? cfg.workers : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-	if (!gw.nworkers)
-		gw.nworkers = 1;
 	gw.stats = aligned_alloc(64, sizeof(*gw.stats) * gw.nworkers);
 	gw.workers = calloc(gw.nworkers, sizeof(*gw.workers));
 	if (!gw.stats || !gw.workers) {

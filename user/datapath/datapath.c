@@ -75,6 +75,7 @@ int pg_datapath_init(struct pg_gateway *gw, uint64_t budget, char *err, size_t e
 	modes = cfg->data_path == PG_DATA_SOCKMAP ? PG_SPLICE_SKB : PG_SPLICE_MSG;
 	name = modes == PG_SPLICE_SKB ? "sockmap" : "sockmsg";
 	sc.skb_budget = sc.msg_budget = dp->budget;
+	sc.event_rings = gw->nworkers; /* one per worker: each drains its own */
 	sc.cgroup = cfg->bpf_cgroup; /* NULL: the loader probes the usual mounts */
 	rc = pg_splice_open(&dp->sp, cfg->pin_path, modes, &sc, why, sizeof(why));
 	if (rc) {

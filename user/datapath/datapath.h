@@ -3,7 +3,7 @@
  * Response data paths: copy (userspace), sockmap (sk_skb verdict on the
  * gateway's backend socket: any backend) and sockmsg (sk_msg verdict on a
  * same-host backend's own socket). The kernel side is bpf/splice.bpf.c,
- * its loader user/datapath/splice.c; this module decides, per backend connection,
+ * its loader user/datapath/splice_load.c; this module decides, per backend connection,
  * which path carries the response body and drives the hand-offs between
  * the proxy and the kernel. README.md ("Data paths") has the measurements.
  *
@@ -92,7 +92,10 @@ void pg_dp_free(struct pg_upstream *u);
 /* Event loop: ms until pg_dp_run has work (100 if none); run the checks due. */
 unsigned pg_dp_next_ms(struct pg_worker *w);
 void pg_dp_run(struct pg_worker *w);
-/* Every 100 ms: find skb pairings that fell back (slow client). */
-void pg_dp_tick(struct pg_worker *w);
+/* skb: the fd of this worker's event ring (-1: none), which the loop polls
+ * to wake up for a fall-back; and its drain, every loop pass, which puts the
+ * pairings it names on the wait list. */
+int pg_dp_events_fd(struct pg_worker *w);
+void pg_dp_events(struct pg_worker *w);
 
 #endif /* PG_DATAPATH_H */

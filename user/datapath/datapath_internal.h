@@ -44,6 +44,7 @@ struct pg_dp_conn {
 	uint64_t wait_at_ms; /* skb WAIT: next drained check */
 	uint32_t wait_ms;    /* skb WAIT: current back-off */
 	struct sockaddr_in sa; /* backend address (msg route key) */
+	__u64 key;             /* skb: the pairing's key in its events (backend cookie) */
 	struct pg_dp_conn *wait_next;
 };
 

@@ -32,7 +32,7 @@ static void skb_try_pair(struct pg_worker *w, struct pg_upstream *u)
 	 * proxy's own bytes must all be there first. */
 	if (c->s.qbytes || c->s.send_busy)
 		return; /* pg_dp_client_sent comes back */
-	rc = pg_splice_pair(dp->sp, u->s.fd, c->s.fd, dp->budget, &u->frame);
+	rc = pg_splice_pair_ring(dp->sp, u->s.fd, c->s.fd, dp->budget, &u->frame, w->id, &d->key);
 	if (rc) {
 		pg_dp_warn(w, "pair sockets", rc);
 		d->sstate = PG_SP_COPY;
@@ -163,17 +163,13 @@ void pg_dp_run(struct pg_worker *w)
 	}
 }
 
-void pg_dp_tick(struct pg_worker *w)
+/* Every pairing of this worker whose flags say the kernel is done with it
+ * (fell back, broke, or saw the body's end): when events were lost. */
+static void skb_scan(struct pg_worker *w)
 {
 	struct pg_datapath *dp = w->gw->dp;
 	struct pg_splice_peer peer;
 
-	if (!dp || dp->mode != PG_DP_SKB)
-		return;
-	/* A fall-back (budget reached: a slow client) leaves bytes for the
-	 * proxy without a wake-up it can wait for; 100 ms is soon enough for a
-	 * client that slow. A response whose end was redirected is normally
-	 * closed by the backend's FIN at once; the tick covers one that is not. */
 	for (struct pg_client *c = w->busy.head; c; c = c->next) {
 		struct pg_upstream *u = c->x.up;
 
@@ -182,4 +178,45 @@ void pg_dp_tick(struct pg_worker *w)
 		    (peer.flags & (PG_SPLICE_F_FALLBACK | PG_SPLICE_F_BROKEN | PG_SPLICE_F_DONE)))
 			pg_dp_wait_add(w, u->dp);
 	}
+}
+
+/* One event of this worker's ring: its pairing is to be checked. A record
+ * can name a pairing unpaired since (socket cookies are never reused). */
+static void on_event(void *ctx, const struct pg_splice_event *ev)
+{
+	struct pg_worker *w = ctx;
+
+	for (struct pg_client *c = w->busy.head; c; c = c->next) {
+		struct pg_upstream *u = c->x.up;
+
+		if (u && u->dp && u->dp->sstate == PG_SP_PAIRED && u->dp->key == ev->key) {
+			pg_dp_wait_add(w, u->dp);
+			return;
+		}
+	}
+}
+
+int pg_dp_events_fd(struct pg_worker *w)
+{
+	struct pg_datapath *dp = w->gw->dp;
+
+	if (!dp || dp->mode != PG_DP_SKB)
+		return -1;
+	return pg_splice_events_ring_fd(dp->sp, w->id);
+}
+
+void pg_dp_events(struct pg_worker *w)
+{
+	struct pg_datapath *dp = w->gw->dp;
+	__u64 lost = 0;
+
+	if (!dp || dp->mode != PG_DP_SKB)
+		return;
+	/* A fall-back (a slow client) or a broken stream is written with a
+	 * wake-up (the worker polls the ring's fd); the body's end without one,
+	 * since the backend's FIN wakes the worker anyway. Drained at every
+	 * wake-up, so an end whose FIN never comes is found within the loop's
+	 * 100 ms timeout. */
+	if (pg_splice_events_drain(dp->sp, w->id, on_event, w, &lost) < 0 || lost)
+		skb_scan(w);
 }

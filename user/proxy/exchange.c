@@ -296,7 +296,6 @@ void pg_proxy_tick(struct pg_worker *w)
 	bool draining = pg_draining(w->gw);
 	struct pg_client *c, *next;
 
-	pg_dp_tick(w);
 	for (c = w->busy.head; c; c = next) {
 		next = c->next;
 		client_timeouts(w, c, t);

@@ -37,8 +37,8 @@ enum pg_op {
 	PG_OP_RECV = 2,
 	PG_OP_SEND = 3,
 	PG_OP_CONNECT = 4,
-	PG_OP_TIMEOUT = 5, /* link timeout of a connect */
-	PG_OP_CANCEL = 6,
+	PG_OP_PUT = 5,  /* a connect's link timeout, a cancel: only puts the socket */
+	PG_OP_EVENTS = 6, /* the data path's event ring became readable (datapath.h) */
 	PG_OP_POLL = 7, /* POLLRDHUP on a spliced backend socket (datapath.c) */
 };
 
@@ -164,7 +164,7 @@ static void uring_pause(struct pg_worker *w, struct pg_sock *s)
 		return;
 	sqe = pg_sqe(w);
 	io_uring_prep_cancel64(sqe, ud_pack(s, PG_OP_RECV), 0);
-	io_uring_sqe_set_data64(sqe, ud_pack(s, PG_OP_CANCEL));
+	io_uring_sqe_set_data64(sqe, ud_pack(s, PG_OP_PUT));
 	s->cancelling = true;
 	s->refs++;
 }
@@ -195,7 +195,7 @@ static void uring_connect(struct pg_worker *w, struct pg_sock *s, const struct s
 	s->refs++;
 	sqe = pg_sqe(w);
 	io_uring_prep_link_timeout(sqe, &w->ts_connect, 0);
-	io_uring_sqe_set_data64(sqe, ud_pack(s, PG_OP_TIMEOUT));
+	io_uring_sqe_set_data64(sqe, ud_pack(s, PG_OP_PUT));
 	s->refs++;
 	/* The sockaddr is read at submission: submit while it is alive. */
 	io_uring_submit(&w->ring);
@@ -216,7 +216,7 @@ static void uring_close(struct pg_worker *w, struct pg_sock *s)
 		struct io_uring_sqe *sqe = pg_sqe(w);
 
 		io_uring_prep_cancel_fd(sqe, s->fd, IORING_ASYNC_CANCEL_ALL);
-		io_uring_sqe_set_data64(sqe, ud_pack(s, PG_OP_CANCEL));
+		io_uring_sqe_set_data64(sqe, ud_pack(s, PG_OP_PUT));
 		s->refs++;
 		io_uring_submit(&w->ring);
 	}
@@ -301,6 +301,19 @@ rearm:
 		arm_accept(w);
 }
 
+/* skb data path: wake up when this worker's event ring has a record. */
+static void arm_events(struct pg_worker *w)
+{
+	int fd = pg_dp_events_fd(w);
+	struct io_uring_sqe *sqe;
+
+	if (fd < 0)
+		return;
+	sqe = pg_sqe(w);
+	io_uring_prep_poll_multishot(sqe, fd, POLLIN);
+	io_uring_sqe_set_data64(sqe, ud_pack(w, PG_OP_EVENTS));
+}
+
 /* Draining (SIGTERM): stop accepting; connections in progress finish. */
 static void stop_accepting(struct pg_worker *w)
 {
@@ -370,8 +383,12 @@ static void handle_cqe(struct pg_worker *w, struct io_uring_cqe *cqe)
 	case PG_OP_POLL:
 		pg_sock_on_polled(w, s, cqe->res);
 		break;
-	case PG_OP_TIMEOUT:
-	case PG_OP_CANCEL:
+	case PG_OP_EVENTS:
+		/* Only wakes the loop, which drains the ring every pass. */
+		if (!(cqe->flags & IORING_CQE_F_MORE))
+			arm_events(w);
+		return;
+	case PG_OP_PUT:
 		break;
 	default:
 		return; /* user_data 0: the accept's cancel, nothing to do */
@@ -422,6 +439,7 @@ static void *worker_main(void *arg)
 		return NULL;
 
 	arm_accept(w);
+	arm_events(w);
 	while (!__atomic_load_n(&w->gw->stop, __ATOMIC_RELAXED)) {
 		struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = 100 * 1000000};
 		struct io_uring_cqe *cqe;
@@ -437,6 +455,7 @@ static void *worker_main(void *arg)
 			n++;
 		}
 		io_uring_cq_advance(&w->ring, n);
+		pg_dp_events(w);
 		if (w->dp_wait)
 			pg_dp_run(w);
 		if (w->now_ms - last_tick >= 100) {
