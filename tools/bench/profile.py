@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Where prefixgate's time goes under the overhead benchmark's load.
+
+2 mockllm instances that answer at once, a 32 KiB OpenAI chat body
+(non-streaming, one output token), pgload at concurrency 32 for --seconds;
+`perf record -g` samples every thread of the gateway meanwhile. Printed and
+saved (OUT/profile-DATAPATH.txt): the share of samples in the kernel and in
+user space, the top symbols by self time, and the top call chains into the
+kernel from the gateway's own code (which syscalls and completions cost).
+Folded stacks (OUT/profile-DATAPATH.folded) feed any flame graph tool.
+
+usage: tools/bench/profile.py --build build [--out build/bench] [--seconds 8]
+       [--data-path auto|copy]   (needs root for perf and for the BPF paths)
+"""
+import argparse
+import collections
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fleet  # noqa: E402
+from overhead import FIXED, INSTANT  # noqa: E402
+
+
+def perf_script(data):
+    out = subprocess.run(["perf", "script", "-i", data, "-F", "comm,tid,ip,sym,dso"],
+                         capture_output=True, text=True, check=True).stdout
+    stacks, cur = [], []
+    for line in out.splitlines():
+        if not line.strip():
+            if cur:
+                stacks.append(cur)
+            cur = []
+            continue
+        if not line.startswith(("\t", " ")):
+            continue  # the sample's header line (comm tid)
+        parts = line.split(None, 1)
+        rest = parts[1] if len(parts) > 1 else "?"
+        sym, _, dso = rest.rpartition(" (")
+        cur.append((sym.split("+0x")[0] or "?", dso.rstrip(")")))
+    if cur:
+        stacks.append(cur)
+    return stacks
+
+
+def summarize(stacks, top=15):
+    n = len(stacks) or 1
+    kernel = sum(1 for s in stacks if s and "kernel" in s[0][1])
+    self_sym = collections.Counter(s[0][0] for s in stacks if s)
+    # The first user-space frame under a kernel leaf: what asked the kernel.
+    via = collections.Counter()
+    for s in stacks:
+        if s and "kernel" in s[0][1]:
+            user = next((f[0] for f in s if "kernel" not in f[1]), "?")
+            via[user] += 1
+    lines = ["samples: %d; kernel %.1f%%, user space %.1f%%" % (
+        len(stacks), 100.0 * kernel / n, 100.0 * (n - kernel) / n),
+        "", "top symbols by self time:"]
+    lines += ["  %5.1f%%  %s" % (100.0 * c / n, sym) for sym, c in self_sym.most_common(top)]
+    lines += ["", "kernel time by the user-space frame that entered it:"]
+    lines += ["  %5.1f%%  %s" % (100.0 * c / n, sym) for sym, c in via.most_common(8)]
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--data-path", default="auto", choices=["auto", "copy"])
+    opts = ap.parse_args()
+    out = opts.out or os.path.join(opts.build, "bench")
+    os.makedirs(out, exist_ok=True)
+    logdir = tempfile.mkdtemp(prefix="pg-profile-")
+    inst = fleet.Instances(opts.build, 2, logdir, INSTANT)
+    gw = fleet.Gateway(opts.build, inst.addrs(), logdir, ["--data-path", opts.data_path])
+    data = os.path.join(logdir, "perf.data")
+    try:
+        rec = subprocess.Popen(["perf", "record", "-g", "-F", "2000", "-o", data, "-p",
+                                str(gw.proc.pid)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+        fleet.pgload(opts.build, "127.0.0.1:%d" % gw.port, os.path.join(logdir, "load.json"),
+                     FIXED + ["--concurrency", "32", "--duration", "%g" % opts.seconds],
+                     logdir)
+        rec.send_signal(2)
+        rec.wait(timeout=30)
+        stacks = perf_script(data)
+    finally:
+        gw.stop()
+        inst.stop()
+    lines = ["prefixgate --data-path %s, 32 KiB chat bodies, c=32, %g s" % (
+        opts.data_path, opts.seconds), ""] + summarize(stacks)
+    print("\n".join(lines))
+    base = os.path.join(out, "profile-%s" % opts.data_path)
+    with open(base + ".txt", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    folded = collections.Counter(";".join(sym for sym, _ in reversed(s)) for s in stacks if s)
+    with open(base + ".folded", "w") as f:
+        for stack, c in folded.most_common():
+            f.write("%s %d\n" % (stack, c))
+    print("saved %s.txt and %s.folded" % (base, base))
+
+
+if __name__ == "__main__":
+    main()
