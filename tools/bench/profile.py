@@ -24,6 +24,18 @@ import fleet  # noqa: E402
 from overhead import FIXED, INSTANT  # noqa: E402
 
 
+KERNEL_WORK = {
+    "io_recv": "receive (io_uring recv)", "io_recvmsg": "receive (io_uring recv)",
+    "io_send": "send (io_uring send)", "io_sendmsg": "send (io_uring sendmsg)",
+    "io_accept": "accept", "io_connect": "connect", "io_poll_task_func": "poll",
+    "net_rx_action": "softirq: packets in", "do_softirq": "softirq: packets in",
+    "io_cqring_wait": "waiting for completions", "schedule": "scheduling",
+    "__x64_sys_close": "close", "__sys_socket": "socket", "__x64_sys_bpf": "bpf(2)",
+    "__x64_sys_getsockopt": "getsockopt", "__x64_sys_ioctl": "ioctl",
+    "__x64_sys_io_uring_enter": "io_uring_enter (other)",
+}
+
+
 def perf_script(data):
     out = subprocess.run(["perf", "script", "-i", data, "-F", "comm,tid,ip,sym,dso"],
                          capture_output=True, text=True, check=True).stdout
@@ -49,17 +61,17 @@ def summarize(stacks, top=15):
     n = len(stacks) or 1
     kernel = sum(1 for s in stacks if s and "kernel" in s[0][1])
     self_sym = collections.Counter(s[0][0] for s in stacks if s)
-    # The first user-space frame under a kernel leaf: what asked the kernel.
+    # Kernel samples by what the kernel was doing for the gateway: the
+    # io_uring operation (or other entry) nearest the leaf that names one.
     via = collections.Counter()
     for s in stacks:
         if s and "kernel" in s[0][1]:
-            user = next((f[0] for f in s if "kernel" not in f[1]), "?")
-            via[user] += 1
+            via[next((KERNEL_WORK[f[0]] for f in s if f[0] in KERNEL_WORK), "other")] += 1
     lines = ["samples: %d; kernel %.1f%%, user space %.1f%%" % (
         len(stacks), 100.0 * kernel / n, 100.0 * (n - kernel) / n),
         "", "top symbols by self time:"]
     lines += ["  %5.1f%%  %s" % (100.0 * c / n, sym) for sym, c in self_sym.most_common(top)]
-    lines += ["", "kernel time by the user-space frame that entered it:"]
+    lines += ["", "kernel time by what it did:"]
     lines += ["  %5.1f%%  %s" % (100.0 * c / n, sym) for sym, c in via.most_common(8)]
     return lines
 

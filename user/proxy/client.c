@@ -46,8 +46,38 @@ static void settle(struct pg_worker *w, struct pg_client *c);
 
 static void in_consume(struct pg_client *c, size_t n)
 {
-	memmove(c->in, c->in + n, c->in_len - n);
+	c->in += n;
 	c->in_len -= n;
+	if (!c->in_len)
+		c->in = c->in_buf; /* empty: the next bytes start at the front */
+}
+
+/* Received bytes join the unconsumed ones; room is made at the front
+ * before the buffer grows. reserve: the total the buffer should hold. */
+static void in_append(struct pg_client *c, const char *data, size_t n, size_t reserve)
+{
+	size_t off = c->in_buf ? (size_t)(c->in - c->in_buf) : 0, need = c->in_len + n;
+
+	if (reserve < need)
+		reserve = need;
+	if (off + need > c->in_cap && off) {
+		memmove(c->in_buf, c->in, c->in_len);
+		c->in = c->in_buf;
+		off = 0;
+	}
+	if (need > c->in_cap) {
+		size_t cap = c->in_cap ? c->in_cap : 4096;
+
+		while (cap < reserve)
+			cap *= 2;
+		c->in_buf = realloc(c->in_buf, cap);
+		if (!c->in_buf)
+			abort();
+		c->in_cap = cap;
+		c->in = c->in_buf;
+	}
+	memcpy(c->in + c->in_len, data, n);
+	c->in_len += n;
 }
 
 /* A request body past --max-body-size: 413 (or a close once answering). */
@@ -195,11 +225,22 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 		pg_client_error(w, c, 502, "no healthy backend");
 		return false;
 	}
-	/* The body held so far joins the head in x->fwd. */
-	if (x->body.kind == PG_FRAME_LENGTH) {
-		pg_bytes_append(&x->fwd, &x->fwd_len, &x->fwd_cap, c->in, n);
-		in_consume(c, n);
+	/* The body held so far goes with the head: the input buffer itself is
+	 * taken over (a 32 KiB prompt is not copied again), and what follows
+	 * the body in it (a pipelined request) moves to a buffer of its own. */
+	if (x->body.kind == PG_FRAME_LENGTH && n) {
+		size_t tail = c->in_len - n;
+
+		x->held = c->in;
+		x->held_buf = c->in_buf;
+		x->held_len = n;
+		c->in = c->in_buf = NULL;
+		c->in_len = c->in_cap = 0;
+		if (tail)
+			in_append(c, x->held + n, tail, 0);
 		x->body.remaining -= n;
+		x->replayable = x->body.remaining == 0;
+	} else if (x->body.kind == PG_FRAME_LENGTH) {
 		x->replayable = x->body.remaining == 0;
 	} else if (x->body.kind == PG_FRAME_CHUNKED) {
 		/* Re-framed from the decoded bytes (forward.h). */
@@ -320,7 +361,7 @@ static void advance(struct pg_worker *w, struct pg_client *c)
 				pg_sock_pause(w, &c->s);
 			return;
 		case PG_C_LINGER:
-			c->in_len = 0;
+			in_consume(c, c->in_len);
 			return;
 		}
 		if (c->s.closed)
@@ -421,12 +462,20 @@ void pg_worker_run(struct pg_worker *w)
 static bool client_data(struct pg_worker *w, struct pg_sock *s, char *data, size_t len, int bid)
 {
 	struct pg_client *c = (struct pg_client *)s;
+	size_t reserve = 0;
 
 	(void)bid;
 	if (c->state == PG_C_LINGER)
 		return false; /* discarded */
 	c->last_rx_ms = w->now_ms;
-	pg_bytes_append(&c->in, &c->in_len, &c->in_cap, data, len);
+	/* Bytes of a body the key needs whole: room for the rest of it, up to
+	 * 1 MiB ahead (a Content-Length alone commits no memory). */
+	if (c->state == PG_C_KEY && c->x.key_need > c->in_len + len) {
+		size_t ahead = c->x.key_need - c->in_len - len;
+
+		reserve = c->in_len + len + (ahead < (1u << 20) ? ahead : (1u << 20));
+	}
+	in_append(c, data, len, reserve);
 	pg_client_advance(w, c);
 	/* Bound what one connection makes us hold: the key's bytes at most while
 	 * reading them, a pipeline's worth otherwise. */
@@ -467,8 +516,9 @@ static void client_free(struct pg_worker *w, struct pg_sock *s)
 	struct pg_client *c = (struct pg_client *)s;
 
 	(void)w;
-	free(c->in);
+	free(c->in_buf);
 	free(c->x.fwd);
+	free(c->x.held_buf);
 	free(c->x.kbuf);
 	free(c->x.hdr_key);
 	free(c);
@@ -513,7 +563,7 @@ void pg_client_linger(struct pg_worker *w, struct pg_client *c)
 {
 	pg_exchange_reset(w, c);
 	c->state = PG_C_LINGER;
-	c->in_len = 0;
+	in_consume(c, c->in_len);
 	c->head_scan = 0;
 	c->linger_until_ms = w->now_ms + LINGER_MS;
 	settle(w, c);

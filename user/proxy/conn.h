@@ -69,9 +69,14 @@ struct pg_exchange {
 	size_t klen, kcap;
 	char *hdr_key;      /* X-Prefixgate-Key copy */
 	size_t hdr_key_len;
-	char *fwd;          /* rewritten head + held body: what an attempt sends */
+	char *fwd;          /* rewritten head (+ a re-framed chunked body held) */
 	size_t fwd_len, fwd_cap;
 	size_t fwd_head;    /* length of the head in fwd */
+	/* A Content-Length body held for the key: in the client's input buffer
+	 * itself, taken over (not copied; held_buf is that buffer). An attempt
+	 * sends fwd, then held[0, held_len). */
+	char *held, *held_buf;
+	size_t held_len;
 	uint64_t streamed;  /* body bytes sent after fwd (no retry once > 0) */
 	struct pg_key key;
 	struct pg_choice choice;
@@ -91,8 +96,12 @@ struct pg_client {
 	struct pg_client *run_next;    /* on the worker's run list */
 	bool scheduled;                /* on it */
 	enum pg_client_state state;
-	char *in; /* received, not yet consumed bytes */
-	size_t in_len, in_cap;
+	/* Received bytes not yet consumed: in[0, in_len), inside the buffer
+	 * in_buf of in_cap bytes (consuming moves in forward, not the bytes). */
+	char *in;
+	size_t in_len;
+	char *in_buf;
+	size_t in_cap;
 	size_t head_scan;         /* pg_http_head_ready() progress */
 	uint64_t linger_until_ms;
 	uint64_t last_rx_ms;      /* client bytes last received (timeouts) */

@@ -5,9 +5,9 @@
  * the gateway's own errors, and the timeouts.
  *
  * What an attempt sends first (rewritten head plus the body held for the
- * key) stays in x->fwd, so a failed connect or a stale pooled connection
+ * key) stays in x->fwd and x->held, so a failed connect or a stale pooled connection
  * can be retried elsewhere as long as no response byte reached the client
- * and no body byte beyond x->fwd was sent.
+ * and no body byte beyond those was sent.
  *
  * The in-flight slot of a backend is taken at dispatch and given back
  * exactly once: when the backend has sent the whole response, when the
@@ -46,7 +46,7 @@ static void log_request(struct pg_worker *w, const struct pg_exchange *x, unsign
 	struct pg_alog_rec r = {
 	    .wall_ms = pg_wall_ms() - (x->t0_ns ? (now - x->t0_ns) / 1000000 : 0),
 	    .key_hash = x->key.hash,
-	    .bytes_in = x->fwd_len + x->streamed,
+	    .bytes_in = x->fwd_len + x->held_len + x->streamed,
 	    .bytes_out = x->resp_bytes,
 	    .route_us = x->route_ns / 1000,
 	    .total_us = x->t0_ns ? (uint32_t)((now - x->t0_ns) / 1000) : 0,
@@ -72,6 +72,7 @@ void pg_exchange_reset(struct pg_worker *w, struct pg_client *c)
 	if (x->admitted)
 		pg_admit_release(w->gw);
 	free(x->fwd);
+	free(x->held_buf);
 	free(x->kbuf);
 	free(x->hdr_key);
 	memset(x, 0, sizeof(*x));

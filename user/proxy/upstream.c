@@ -53,7 +53,10 @@ void pg_upstream_start(struct pg_worker *w, struct pg_upstream *u, struct pg_cli
 	u->early = false;
 	memset(&u->frame, 0, sizeof(u->frame));
 	x->up = u;
-	pg_sock_queue(w, &u->s, x->fwd, x->fwd_len, -1, false); /* borrowed: kept for retries */
+	/* Borrowed, kept for retries; one sendmsg at the end of the turn. */
+	pg_sock_queue(w, &u->s, x->fwd, x->fwd_len, -1, false);
+	if (x->held_len)
+		pg_sock_queue(w, &u->s, x->held, x->held_len, -1, false);
 	pg_sock_recv(w, &u->s);
 }
 

@@ -1,0 +1,3 @@
+build-prof/tools/floorproxy/main.o: tools/floorproxy/main.c \
+ tools/floorproxy/floorproxy.h
+tools/floorproxy/floorproxy.h:

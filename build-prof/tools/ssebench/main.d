@@ -1,0 +1,1 @@
+build-prof/tools/ssebench/main.o: tools/ssebench/main.c

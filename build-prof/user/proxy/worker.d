@@ -1,0 +1,21 @@
+build-prof/user/proxy/worker.o: user/proxy/worker.c \
+ user/datapath/datapath.h user/proxy/worker.h user/gateway.h \
+ user/lib/balancer.h include/prefixgate.h user/config/config.h \
+ user/lib/balancer.h user/state/maps.h user/proxy/conn.h \
+ include/pg_frame.h user/lib/http.h user/lib/key.h user/proxy/sock.h \
+ user/sys/lifecycle.h user/sys/log.h
+user/datapath/datapath.h:
+user/proxy/worker.h:
+user/gateway.h:
+user/lib/balancer.h:
+include/prefixgate.h:
+user/config/config.h:
+user/lib/balancer.h:
+user/state/maps.h:
+user/proxy/conn.h:
+include/pg_frame.h:
+user/lib/http.h:
+user/lib/key.h:
+user/proxy/sock.h:
+user/sys/lifecycle.h:
+user/sys/log.h:

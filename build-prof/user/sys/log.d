@@ -1,0 +1,2 @@
+build-prof/user/sys/log.o: user/sys/log.c user/sys/log.h
+user/sys/log.h:
