@@ -1,3 +1,0 @@
-build-dev/tools/floorproxy/main.o: tools/floorproxy/main.c \
- tools/floorproxy/floorproxy.h
-tools/floorproxy/floorproxy.h:

@@ -1,2 +1,0 @@
-build-dev/tools/pgload/cli.o: tools/pgload/cli.c tools/pgload/pgload.h
-tools/pgload/pgload.h:

@@ -1,3 +1,0 @@
-build-dev/tools/pgload/report.o: tools/pgload/report.c \
- tools/pgload/pgload.h
-tools/pgload/pgload.h:

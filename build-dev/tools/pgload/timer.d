@@ -1,2 +1,0 @@
-build-dev/tools/pgload/timer.o: tools/pgload/timer.c tools/pgload/timer.h
-tools/pgload/timer.h:

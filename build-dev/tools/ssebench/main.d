@@ -1,1 +1,0 @@
-build-dev/tools/ssebench/main.o: tools/ssebench/main.c

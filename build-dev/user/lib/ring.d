@@ -1,4 +1,0 @@
-build-dev/user/lib/ring.o: user/lib/ring.c user/lib/ring.h \
- include/prefixgate.h
-user/lib/ring.h:
-include/prefixgate.h:

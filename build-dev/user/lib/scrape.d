@@ -1,2 +1,0 @@
-build-dev/user/lib/scrape.o: user/lib/scrape.c user/lib/scrape.h
-user/lib/scrape.h:

@@ -1,8 +1,0 @@
-build-dev/user/state/maps.o: user/state/maps.c user/sys/log.h \
- user/state/maps.h include/prefixgate.h user/lib/ring.h \
- build-dev/prefixgate.skel.h
-user/sys/log.h:
-user/state/maps.h:
-include/prefixgate.h:
-user/lib/ring.h:
-build-dev/prefixgate.skel.h:

@@ -1,1 +1,0 @@
-build-prof/tools/ssebench/main.o: tools/ssebench/main.c

@@ -1,8 +1,0 @@
-build-prof/user/datapath/splice_events.o: user/datapath/splice_events.c \
- user/datapath/splice_internal.h user/datapath/splice.h \
- include/pg_splice.h include/pg_frame.h build-prof/splice.skel.h
-user/datapath/splice_internal.h:
-user/datapath/splice.h:
-include/pg_splice.h:
-include/pg_frame.h:
-build-prof/splice.skel.h:

@@ -1,2 +1,0 @@
-build-prof/user/lib/buf.o: user/lib/buf.c user/lib/buf.h
-user/lib/buf.h:

@@ -1,2 +1,0 @@
-build-prof/user/sys/log.o: user/sys/log.c user/sys/log.h
-user/sys/log.h:
