@@ -175,7 +175,7 @@ FUZZ_NAMES  := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS   := $(addprefix $(FUZZ_DIR)/fuzz_,$(FUZZ_NAMES))
 FUZZ_MODS_http   := http forward buf
 FUZZ_MODS_json   := json
-FUZZ_MODS_key    := key json
+FUZZ_MODS_key    := key json buf
 FUZZ_MODS_config := config routing_config json balancer
 FUZZ_MODS_admin  := admin buf control members health config routing_config json key http \
 	metrics route routestats scrape accesslog ring balancer maps gateway log cacheidx

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <xxhash.h>
 #include "fuzz.h"
+#include "lib/buf.h"
 #include "lib/json.h"
 #include "lib/key.h"
 
@@ -131,23 +132,14 @@ static void check_one(enum pg_api api, struct pg_str hk, const char *body, size_
 /* ---- re-serialization ------------------------------------------------------ */
 
 struct ser {
-	char *p;
-	size_t len, cap;
+	struct pg_buf out;
 	struct fuzz_rng *rng;
 };
 
 static void put(struct ser *s, const char *p, size_t n)
 {
-	if (!n)
-		return;
-	if (s->len + n > s->cap) {
-		while (s->len + n > s->cap)
-			s->cap = s->cap ? 2 * s->cap : 256;
-		s->p = realloc(s->p, s->cap);
-		FUZZ_CHECK(s->p);
-	}
-	memcpy(s->p + s->len, p, n);
-	s->len += n;
+	pg_buf_append(&s->out, p, n);
+	FUZZ_CHECK(!s->out.oom);
 }
 
 static void ws(struct ser *s)
@@ -236,11 +228,11 @@ static void check_reserialized(enum pg_api api, const char *body, size_t blen, u
 	FUZZ_CHECK(pg_json_parse(&js, body, blen) == 0);
 	emit(&s, &js, 0);
 	pg_json_free(&js);
-	compute(api, (struct pg_str){"", 0}, s.p, s.len, true, prefix, &r2);
+	compute(api, (struct pg_str){"", 0}, s.out.p, s.out.len, true, prefix, &r2);
 	FUZZ_CHECK(r2.k.source == r->k.source && r2.k.fallback == r->k.fallback);
 	FUZZ_CHECK(r2.k.length == r->k.length && r2.k.hash == r->k.hash);
 	free(r2.text);
-	free(s.p);
+	pg_buf_free(&s.out);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -135,8 +135,8 @@ void conn_free_dead(void)
 		struct conn *c = g_srv.dead;
 
 		g_srv.dead = c->next_dead;
-		buf_release(&c->in);
-		buf_release(&c->out);
+		pg_buf_free(&c->in);
+		pg_buf_free(&c->out);
 		free(c);
 	}
 }
@@ -188,9 +188,9 @@ void conn_timer_fired(struct conn *c)
 /* Everything queued has been sent: close or reset if that was asked. */
 static void drained(struct conn *c)
 {
-	buf_reset(&c->out);
+	pg_buf_reset(&c->out);
 	if (c->out.cap > 65536)
-		buf_release(&c->out);
+		pg_buf_free(&c->out);
 	if (c->fin_after) {
 		conn_close(c, false); /* a clean FIN in the middle of the body */
 		return;
@@ -228,6 +228,7 @@ static void flush(struct conn *c)
 			drained(c);
 			break;
 		}
+		mock_buf_ok(&c->out);
 		n = send(c->fd, c->out.p + c->out.off, c->out.len - c->out.off, MSG_NOSIGNAL);
 		if (n == -1) {
 			if (errno == EINTR)
@@ -355,7 +356,7 @@ static bool body_data(struct conn *c, const char *p, size_t n)
 		return true;
 	if (m->body.len + n > MOCK_MAX_JSON_BODY)
 		return false;
-	buf_append(&m->body, p, n);
+	pg_buf_append(&m->body, p, n);
 	return true;
 }
 
@@ -364,7 +365,7 @@ static bool body_data(struct conn *c, const char *p, size_t n)
 static int read_body(struct conn *c)
 {
 	struct mreq *m = &c->req;
-	struct buf *in = &c->in;
+	struct pg_buf *in = &c->in;
 
 	while (in->off < in->len || m->body_kind == PG_BODY_LENGTH) {
 		const char *p = in->p + in->off;
@@ -410,7 +411,7 @@ too_large:
  * allows. Re-entered from conn_response_done() for pipelined requests. */
 static void process(struct conn *c)
 {
-	struct buf *in = &c->in;
+	struct pg_buf *in = &c->in;
 
 	c->in_process = true;
 	while (c->phase == PH_HEAD || c->phase == PH_BODY) {
@@ -440,7 +441,7 @@ static void process(struct conn *c)
 			in->off += (size_t)n;
 			c->phase = PH_BODY;
 			if (r.expect_continue && r.body != PG_BODY_NONE) {
-				buf_puts(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
+				pg_buf_puts(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
 				conn_mark_dirty(c);
 			}
 		}
@@ -460,9 +461,9 @@ static void process(struct conn *c)
 		return;
 	/* keep unconsumed bytes only */
 	if (in->off == in->len) {
-		buf_reset(in);
+		pg_buf_reset(in);
 		if (in->cap > 65536)
-			buf_release(in);
+			pg_buf_free(in);
 	} else if (in->off > 0 && c->phase != PH_WORK) {
 		memmove(in->p, in->p + in->off, in->len - in->off);
 		in->len -= in->off;
@@ -479,7 +480,7 @@ static void do_read(struct conn *c)
 	size_t total = 0;
 
 	while (total < READ_BURST) {
-		struct buf *in = &c->in;
+		struct pg_buf *in = &c->in;
 		size_t room;
 		ssize_t n;
 
@@ -487,7 +488,7 @@ static void do_read(struct conn *c)
 			break;
 		if (in->off > 0 && in->off == in->len)
 			in->off = in->len = 0;
-		buf_reserve(in, 16384);
+		mock_room(in, 16384);
 		room = in->cap - in->len < 65536 ? in->cap - in->len : 65536;
 		n = recv(c->fd, in->p + in->len, room, 0);
 		if (n == -1) {
@@ -508,7 +509,7 @@ static void do_read(struct conn *c)
 			break;
 		}
 		if (c->phase == PH_LINGER) {
-			buf_reset(in); /* discarded */
+			pg_buf_reset(in); /* discarded */
 			continue;
 		}
 		in->len += (size_t)n;

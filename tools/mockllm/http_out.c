@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * Response writing: byte buffers, response heads with the integrity headers
- * every response carries, chunked framing, and the deterministic bulk body.
- * Nothing here does I/O: bytes go to the connection's output buffer and
- * conn.c sends them.
+ * Response writing: the out-of-memory rule for byte buffers, response heads
+ * with the integrity headers every response carries, chunked framing, and
+ * the deterministic bulk body. Nothing here does I/O: bytes go to the
+ * connection's output buffer and conn.c sends them.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,74 +18,19 @@ static void oom(void)
 	abort();
 }
 
-void buf_reserve(struct buf *b, size_t extra)
+char *mock_room(struct pg_buf *b, size_t n)
 {
-	size_t cap;
-	char *p;
+	char *d = pg_buf_reserve(b, n);
 
-	if (b->len + extra <= b->cap)
-		return;
-	if (b->off) { /* drop what was already sent first */
-		memmove(b->p, b->p + b->off, b->len - b->off);
-		b->len -= b->off;
-		b->off = 0;
-		if (b->len + extra <= b->cap)
-			return;
-	}
-	cap = b->cap ? b->cap : 1024;
-	while (cap < b->len + extra)
-		cap *= 2;
-	p = realloc(b->p, cap);
-	if (!p)
+	if (!d)
 		oom();
-	b->p = p;
-	b->cap = cap;
+	return d;
 }
 
-void buf_append(struct buf *b, const void *p, size_t n)
+void mock_buf_ok(const struct pg_buf *b)
 {
-	if (n == 0)
-		return;
-	buf_reserve(b, n);
-	memcpy(b->p + b->len, p, n);
-	b->len += n;
-}
-
-void buf_puts(struct buf *b, const char *s)
-{
-	buf_append(b, s, strlen(s));
-}
-
-void buf_printf(struct buf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	for (;;) {
-		size_t room = b->cap - b->len;
-
-		va_start(ap, fmt);
-		n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
-		va_end(ap);
-		if (n < 0)
-			oom();
-		if ((size_t)n < room) {
-			b->len += (size_t)n;
-			return;
-		}
-		buf_reserve(b, (size_t)n + 1);
-	}
-}
-
-void buf_reset(struct buf *b)
-{
-	b->len = b->off = 0;
-}
-
-void buf_release(struct buf *b)
-{
-	free(b->p);
-	memset(b, 0, sizeof(*b));
+	if (b->oom)
+		oom();
 }
 
 const char *status_text(int status)
@@ -126,22 +71,23 @@ const char *status_text(int status)
 void out_head(struct conn *c, int status, const char *ctype, int64_t content_length,
               const char *extra)
 {
-	struct buf *o = &c->out;
+	struct pg_buf *o = &c->out;
 
 	if (!c->req.keep_alive)
 		c->close_after = true;
-	buf_printf(o, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n", status, status_text(status), ctype);
+	pg_buf_printf(o, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n", status, status_text(status),
+	              ctype);
 	if (content_length >= 0)
-		buf_printf(o, "Content-Length: %lld\r\n", (long long)content_length);
+		pg_buf_printf(o, "Content-Length: %lld\r\n", (long long)content_length);
 	else
-		buf_puts(o, "Transfer-Encoding: chunked\r\n");
-	buf_printf(o, "X-Backend-Id: %s\r\nX-Body-Length: %llu\r\nX-Body-Crc32: %08x\r\n",
-	           g_srv.cfg.id, (unsigned long long)c->req.body_len, c->req.crc);
+		pg_buf_puts(o, "Transfer-Encoding: chunked\r\n");
+	pg_buf_printf(o, "X-Backend-Id: %s\r\nX-Body-Length: %llu\r\nX-Body-Crc32: %08x\r\n",
+	              g_srv.cfg.id, (unsigned long long)c->req.body_len, c->req.crc);
 	if (c->close_after)
-		buf_puts(o, "Connection: close\r\n");
+		pg_buf_puts(o, "Connection: close\r\n");
 	if (extra)
-		buf_puts(o, extra);
-	buf_puts(o, "\r\n");
+		pg_buf_puts(o, extra);
+	pg_buf_puts(o, "\r\n");
 	conn_mark_dirty(c);
 }
 
@@ -150,7 +96,7 @@ void out_simple(struct conn *c, int status, const char *ctype, const char *body,
 {
 	out_head(c, status, ctype, (int64_t)len, NULL);
 	if (!c->req.is_head)
-		buf_append(&c->out, body, len);
+		pg_buf_append(&c->out, body, len);
 	conn_response_done(c);
 }
 
@@ -158,33 +104,34 @@ void out_simple(struct conn *c, int status, const char *ctype, const char *body,
  * backslashes are escaped here). */
 void out_error(struct conn *c, int status, const char *msg)
 {
-	struct buf b = {0};
+	struct pg_buf b = {0};
 
-	buf_puts(&b, "{\"object\":\"error\",\"message\":\"");
+	pg_buf_puts(&b, "{\"object\":\"error\",\"message\":\"");
 	for (; *msg; msg++) {
 		if (*msg == '"' || *msg == '\\')
-			buf_append(&b, "\\", 1);
-		buf_append(&b, msg, 1);
+			pg_buf_append(&b, "\\", 1);
+		pg_buf_append(&b, msg, 1);
 	}
-	buf_printf(&b, "\",\"type\":\"%s\",\"param\":null,\"code\":%d}\n",
-	           status == 404 ? "NotFoundError" : "BadRequestError", status);
+	pg_buf_printf(&b, "\",\"type\":\"%s\",\"param\":null,\"code\":%d}\n",
+	              status == 404 ? "NotFoundError" : "BadRequestError", status);
+	mock_buf_ok(&b);
 	out_simple(c, status, "application/json", b.p, b.len);
-	buf_release(&b);
+	pg_buf_free(&b);
 }
 
 void out_chunk(struct conn *c, const char *data, size_t len)
 {
 	if (len == 0)
 		return; /* a zero-size chunk would end the body */
-	buf_printf(&c->out, "%zx\r\n", len);
-	buf_append(&c->out, data, len);
-	buf_puts(&c->out, "\r\n");
+	pg_buf_printf(&c->out, "%zx\r\n", len);
+	pg_buf_append(&c->out, data, len);
+	pg_buf_puts(&c->out, "\r\n");
 	conn_mark_dirty(c);
 }
 
 void out_chunk_end(struct conn *c)
 {
-	buf_puts(&c->out, "0\r\n\r\n");
+	pg_buf_puts(&c->out, "0\r\n\r\n");
 	conn_mark_dirty(c);
 }
 
@@ -247,7 +194,7 @@ void out_bulk_start(struct conn *c, uint64_t total, bool chunked, uint64_t stop_
 bool out_bulk_fill(struct conn *c)
 {
 	struct bulk *k = &c->bulk;
-	struct buf *o = &c->out;
+	struct pg_buf *o = &c->out;
 
 	while (k->made < k->stop_at && o->len - o->off < MOCK_OUT_LOW) {
 		uint64_t n = k->total - k->made;
@@ -256,19 +203,18 @@ bool out_bulk_fill(struct conn *c)
 		if (n > (k->chunked ? MOCK_BULK_CHUNK : 65536))
 			n = k->chunked ? MOCK_BULK_CHUNK : 65536;
 		if (k->chunked)
-			buf_printf(o, "%llx\r\n", (unsigned long long)n);
+			pg_buf_printf(o, "%llx\r\n", (unsigned long long)n);
 		cut = k->made + n > k->stop_at ? k->stop_at - k->made : n;
-		buf_reserve(o, cut + 2);
-		bulk_pattern(k->made, o->p + o->len, cut);
+		bulk_pattern(k->made, mock_room(o, cut + 2), cut);
 		o->len += cut;
 		k->made += cut;
 		if (k->chunked && cut == n)
-			buf_puts(o, "\r\n");
+			pg_buf_puts(o, "\r\n");
 	}
 	if (k->made < k->stop_at)
 		return false;
 	if (k->active && k->made == k->total && k->chunked)
-		buf_puts(o, "0\r\n\r\n");
+		pg_buf_puts(o, "0\r\n\r\n");
 	k->active = false;
 	return true;
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "heap.h"
+#include "lib/buf.h"
 #include "lib/http.h"
 #include "prompt.h"
 #include "sim.h"
@@ -22,18 +23,13 @@
 #define MOCK_BULK_CHUNK    16384       /* X-Mock-Chunked: data per chunk */
 #define MOCK_OUT_LOW       262144      /* generate bulk body below this */
 
-/* Growable byte buffer; for output, off is how much has been sent. */
-struct buf {
-	char *p;
-	size_t len, cap, off;
-};
-
-void buf_reserve(struct buf *b, size_t extra);
-void buf_append(struct buf *b, const void *p, size_t n);
-void buf_puts(struct buf *b, const char *s);
-void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void buf_reset(struct buf *b);   /* empty it, keep memory */
-void buf_release(struct buf *b); /* free the memory */
+/* Byte buffers are struct pg_buf (lib/buf.h); for output, off is how much
+ * has been sent, for input how much has been parsed. mockllm cannot answer
+ * without memory: it aborts rather than send a truncated message.
+ * mock_room() is pg_buf_reserve() that aborts; mock_buf_ok() aborts if an
+ * append to b failed, and is called before b's bytes are used. */
+char *mock_room(struct pg_buf *b, size_t n);
+void mock_buf_ok(const struct pg_buf *b);
 
 enum route {
 	R_HEALTH,
@@ -68,7 +64,7 @@ struct mreq {
 	uint64_t body_left;
 	struct pg_frame ck;
 	bool want_body; /* keep the body: an OpenAI endpoint needs its JSON */
-	struct buf body;
+	struct pg_buf body;
 	uint64_t body_len;
 	uint32_t crc;
 	/* test knobs, -1 when absent */
@@ -98,7 +94,7 @@ struct conn {
 	int fd;
 	enum phase phase;
 	uint32_t events; /* registered epoll events */
-	struct buf in, out;
+	struct pg_buf in, out;
 	struct mreq req;
 	struct bulk bulk;
 	bool rd_eof;      /* peer finished sending */

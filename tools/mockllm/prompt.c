@@ -2,52 +2,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/buf.h"
 #include "lib/json.h"
 #include "prompt.h"
 
-struct text {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
-static char *text_room(struct text *t, size_t n)
-{
-	if (t->oom)
-		return NULL;
-	if (t->len + n > t->cap) {
-		size_t cap = t->cap ? t->cap : 4096;
-		char *p;
-
-		while (cap < t->len + n)
-			cap *= 2;
-		p = realloc(t->p, cap);
-		if (!p) {
-			t->oom = true;
-			return NULL;
-		}
-		t->p = p;
-		t->cap = cap;
-	}
-	return t->p + t->len;
-}
-
-static void text_add(struct text *t, const void *s, size_t n)
-{
-	char *d = text_room(t, n);
-
-	if (d) {
-		memcpy(d, s, n);
-		t->len += n;
-	}
-}
-
 /* Append the unescaped string token i. */
-static void text_add_str(struct text *t, const struct pg_json *js, uint32_t i)
+static void text_add_str(struct pg_buf *t, const struct pg_json *js, uint32_t i)
 {
 	/* unescaping never makes a string longer than its raw form */
 	size_t raw = js->tok[i].end - js->tok[i].start;
-	char *d = text_room(t, raw);
+	char *d = pg_buf_reserve(t, raw);
 
 	if (d)
 		t->len += pg_json_str_copy(js, i, d, raw);
@@ -64,7 +28,7 @@ static bool is_type(const struct pg_json *js, int64_t i, enum pg_json_type type)
 }
 
 /* A token id as 4 little-endian bytes: one id, one simulated token. */
-static int add_token_id(struct text *t, const struct pg_json *js, uint32_t i)
+static int add_token_id(struct pg_buf *t, const struct pg_json *js, uint32_t i)
 {
 	int64_t v;
 	unsigned char b[4];
@@ -74,11 +38,11 @@ static int add_token_id(struct text *t, const struct pg_json *js, uint32_t i)
 		return -1;
 	for (int k = 0; k < 4; k++)
 		b[k] = (unsigned char)(v >> (8 * k));
-	text_add(t, b, 4);
+	pg_buf_append(t, b, 4);
 	return 0;
 }
 
-static int render_completion(struct text *t, const struct pg_json *js, int64_t prompt,
+static int render_completion(struct pg_buf *t, const struct pg_json *js, int64_t prompt,
                              const char **err)
 {
 	uint32_t k, n;
@@ -107,7 +71,7 @@ static int render_completion(struct text *t, const struct pg_json *js, int64_t p
 	return 0;
 }
 
-static int render_content(struct text *t, const struct pg_json *js, int64_t content)
+static int render_content(struct pg_buf *t, const struct pg_json *js, int64_t content)
 {
 	uint32_t k, n;
 	bool first = true;
@@ -127,14 +91,14 @@ static int render_content(struct text *t, const struct pg_json *js, int64_t cont
 		if (!is_type(js, txt, PG_JSON_STRING))
 			continue; /* image_url and other parts carry no text */
 		if (!first)
-			text_add(t, "\n", 1);
+			pg_buf_append(t, "\n", 1);
 		text_add_str(t, js, (uint32_t)txt);
 		first = false;
 	}
 	return 0;
 }
 
-static int render_chat(struct text *t, const struct pg_json *js, const char **err)
+static int render_chat(struct pg_buf *t, const struct pg_json *js, const char **err)
 {
 	int64_t tools = member(js, 0, "tools");
 	int64_t msgs = member(js, 0, "messages");
@@ -143,8 +107,8 @@ static int render_chat(struct text *t, const struct pg_json *js, const char **er
 	if (tools >= 0 && js->tok[tools].type != PG_JSON_NULL) {
 		const struct pg_json_tok *tk = &js->tok[tools];
 
-		text_add(t, js->src + tk->start, tk->end - tk->start);
-		text_add(t, "\n", 1);
+		pg_buf_append(t, js->src + tk->start, tk->end - tk->start);
+		pg_buf_append(t, "\n", 1);
 	}
 	*err = "\"messages\" must be a non-empty list of objects";
 	if (!is_type(js, msgs, PG_JSON_ARRAY) || js->tok[msgs].size == 0)
@@ -156,13 +120,13 @@ static int render_chat(struct text *t, const struct pg_json *js, const char **er
 		*err = "each message needs a string \"role\"";
 		if (!is_type(js, role, PG_JSON_STRING))
 			return -1;
-		text_add(t, "<|", 2);
+		pg_buf_append(t, "<|", 2);
 		text_add_str(t, js, (uint32_t)role);
-		text_add(t, "|>\n", 3);
+		pg_buf_append(t, "|>\n", 3);
 		*err = "message \"content\" must be a string, a list of parts or null";
 		if (render_content(t, js, member(js, k, "content")))
 			return -1;
-		text_add(t, "\n", 1);
+		pg_buf_append(t, "\n", 1);
 	}
 	return 0;
 }
@@ -207,7 +171,7 @@ static int parse_fields(const struct pg_json *js, struct prompt_req *out, const 
 int prompt_parse(const char *body, size_t len, bool chat, struct prompt_req *out, const char **err)
 {
 	struct pg_json js = {0};
-	struct text t = {0};
+	struct pg_buf t = {0};
 	int rc = -1;
 
 	memset(out, 0, sizeof(*out));

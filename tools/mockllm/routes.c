@@ -38,19 +38,19 @@ static const char *finish_reason(const struct mreq *m)
 	return m->pr.max_tokens_set ? "length" : "stop";
 }
 
-static void usage_json(struct buf *b, const struct mreq *m)
+static void usage_json(struct pg_buf *b, const struct mreq *m)
 {
-	buf_printf(b,
-	           "\"usage\":{\"prompt_tokens\":%u,\"total_tokens\":%u,"
-	           "\"completion_tokens\":%u,\"prompt_tokens_details\":{\"cached_tokens\":%u}}",
-	           m->prompt_tokens, m->prompt_tokens + m->out_tokens, m->out_tokens,
-	           m->cached_tokens);
+	pg_buf_printf(b,
+	              "\"usage\":{\"prompt_tokens\":%u,\"total_tokens\":%u,"
+	              "\"completion_tokens\":%u,\"prompt_tokens_details\":{\"cached_tokens\":%u}}",
+	              m->prompt_tokens, m->prompt_tokens + m->out_tokens, m->out_tokens,
+	              m->cached_tokens);
 }
 
 /* Start of a chunk object: {"id":..,"object":..,"created":..,"model":.., */
-static void chunk_prefix(struct buf *b, const struct mreq *m)
+static void chunk_prefix(struct pg_buf *b, const struct mreq *m)
 {
-	buf_printf(
+	pg_buf_printf(
 	    b, "data: {\"id\":\"%s-%s-%llu\",\"object\":\"%s\",\"created\":%llu,\"model\":\"%s\",",
 	    m->chat ? "chatcmpl" : "cmpl", g_srv.cfg.id, (unsigned long long)m->seq,
 	    m->chat ? "chat.completion.chunk" : "text_completion", (unsigned long long)m->created,
@@ -61,7 +61,7 @@ static void chunk_prefix(struct buf *b, const struct mreq *m)
 static void sse_event(struct conn *c, const char *text, bool last)
 {
 	struct mreq *m = &c->req;
-	struct buf b = {0};
+	struct pg_buf b = {0};
 	char fin[16];
 
 	if (last)
@@ -70,20 +70,22 @@ static void sse_event(struct conn *c, const char *text, bool last)
 		strcpy(fin, "null");
 	chunk_prefix(&b, m);
 	if (m->chat && !text)
-		buf_puts(&b, "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
-		             "\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+		pg_buf_puts(&b,
+		            "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
+		            "\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
 	else if (m->chat)
-		buf_printf(&b,
-		           "\"choices\":[{\"index\":0,\"delta\":{%s%s%s},\"logprobs\":null,"
-		           "\"finish_reason\":%s}]}\n\n",
-		           text[0] ? "\"content\":\"" : "", text, text[0] ? "\"" : "", fin);
+		pg_buf_printf(&b,
+		              "\"choices\":[{\"index\":0,\"delta\":{%s%s%s},\"logprobs\":null,"
+		              "\"finish_reason\":%s}]}\n\n",
+		              text[0] ? "\"content\":\"" : "", text, text[0] ? "\"" : "", fin);
 	else
-		buf_printf(&b,
-		           "\"choices\":[{\"index\":0,\"text\":\"%s\",\"logprobs\":null,"
-		           "\"finish_reason\":%s,\"stop_reason\":null}]}\n\n",
-		           text, fin);
+		pg_buf_printf(&b,
+		              "\"choices\":[{\"index\":0,\"text\":\"%s\",\"logprobs\":null,"
+		              "\"finish_reason\":%s,\"stop_reason\":null}]}\n\n",
+		              text, fin);
+	mock_buf_ok(&b);
 	out_chunk(c, b.p, b.len);
-	buf_release(&b);
+	pg_buf_free(&b);
 }
 
 /* After the last content event: the usage chunk if asked, [DONE], end. */
@@ -92,14 +94,15 @@ static void sse_finish(struct conn *c)
 	struct mreq *m = &c->req;
 
 	if (m->pr.include_usage) {
-		struct buf b = {0};
+		struct pg_buf b = {0};
 
 		chunk_prefix(&b, m);
-		buf_puts(&b, "\"choices\":[],");
+		pg_buf_puts(&b, "\"choices\":[],");
 		usage_json(&b, m);
-		buf_puts(&b, "}\n\n");
+		pg_buf_puts(&b, "}\n\n");
+		mock_buf_ok(&b);
 		out_chunk(c, b.p, b.len);
-		buf_release(&b);
+		pg_buf_free(&b);
 	}
 	out_chunk(c, "data: [DONE]\n\n", 14);
 	out_chunk_end(c);
@@ -115,24 +118,25 @@ static void sse_head(struct conn *c)
 static void full_response(struct conn *c)
 {
 	struct mreq *m = &c->req;
-	struct buf b = {0};
+	struct pg_buf b = {0};
 
-	buf_printf(&b,
-	           "{\"id\":\"%s-%s-%llu\",\"object\":\"%s\",\"created\":%llu,\"model\":\"%s\","
-	           "\"choices\":[{\"index\":0,",
-	           m->chat ? "chatcmpl" : "cmpl", g_srv.cfg.id, (unsigned long long)m->seq,
-	           m->chat ? "chat.completion" : "text_completion", (unsigned long long)m->created,
-	           model_of(m));
-	buf_puts(&b,
-	         m->chat ? "\"message\":{\"role\":\"assistant\",\"content\":\"" : "\"text\":\"");
+	pg_buf_printf(&b,
+	              "{\"id\":\"%s-%s-%llu\",\"object\":\"%s\",\"created\":%llu,\"model\":\"%s\","
+	              "\"choices\":[{\"index\":0,",
+	              m->chat ? "chatcmpl" : "cmpl", g_srv.cfg.id, (unsigned long long)m->seq,
+	              m->chat ? "chat.completion" : "text_completion",
+	              (unsigned long long)m->created, model_of(m));
+	pg_buf_puts(&b,
+	            m->chat ? "\"message\":{\"role\":\"assistant\",\"content\":\"" : "\"text\":\"");
 	for (uint32_t i = 0; i < m->out_tokens; i++)
-		buf_puts(&b, token_text(i));
-	buf_printf(&b, "\"%s,\"logprobs\":null,\"finish_reason\":\"%s\",\"stop_reason\":null}],",
-	           m->chat ? ",\"tool_calls\":[]}" : "", finish_reason(m));
+		pg_buf_puts(&b, token_text(i));
+	pg_buf_printf(&b, "\"%s,\"logprobs\":null,\"finish_reason\":\"%s\",\"stop_reason\":null}],",
+	              m->chat ? ",\"tool_calls\":[]}" : "", finish_reason(m));
 	usage_json(&b, m);
-	buf_puts(&b, "}\n");
+	pg_buf_puts(&b, "}\n");
+	mock_buf_ok(&b);
 	out_simple(c, 200, "application/json", b.p, b.len);
-	buf_release(&b);
+	pg_buf_free(&b);
 }
 
 void route_sim_token(void *ctx, struct sim_req *r, bool last)
@@ -186,11 +190,12 @@ static void completion(struct conn *c)
 	size_t n;
 
 	m->chat = m->route == R_CHAT;
+	mock_buf_ok(&m->body);
 	if (prompt_parse(m->body.p ? m->body.p : "", m->body.len, m->chat, &m->pr, &err)) {
 		out_error(c, 400, err);
 		return;
 	}
-	buf_release(&m->body);
+	pg_buf_free(&m->body);
 	n = kv_block_hashes(m->pr.text, m->pr.len, NULL, 0);
 	m->hashes = malloc((n ? n : 1) * sizeof(*m->hashes));
 	if (!m->hashes) {
@@ -235,10 +240,10 @@ static void metrics(struct conn *c)
 	};
 	const char *mn = g_srv.cfg.model;
 	struct sim_stats st;
-	struct buf b = {0};
+	struct pg_buf b = {0};
 
 	sim_get_stats(g_srv.sim, &st);
-	buf_printf(
+	pg_buf_printf(
 	    &b,
 	    "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
 	    "# TYPE vllm:num_requests_running gauge\n"
@@ -276,10 +281,11 @@ static void metrics(struct conn *c)
 	    (unsigned long long)st.prompt_tokens, mn, (unsigned long long)st.generation_tokens,
 	    (unsigned long long)g_srv.conns_accepted, (unsigned long long)g_srv.conns_open);
 	for (int i = 0; i < R_COUNT; i++)
-		buf_printf(&b, "mockllm_requests_total{path=\"%s\"} %llu\n", names[i],
-		           (unsigned long long)g_srv.requests[i]);
+		pg_buf_printf(&b, "mockllm_requests_total{path=\"%s\"} %llu\n", names[i],
+		              (unsigned long long)g_srv.requests[i]);
+	mock_buf_ok(&b);
 	out_simple(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len);
-	buf_release(&b);
+	pg_buf_free(&b);
 }
 
 static void respond(struct conn *c)
@@ -386,5 +392,5 @@ void route_release(struct conn *c)
 	prompt_free(&m->pr);
 	free(m->hashes);
 	m->hashes = NULL;
-	buf_release(&m->body);
+	pg_buf_free(&m->body);
 }

@@ -103,7 +103,7 @@ void pg_conn_start(struct pg_eng *e, struct pg_conn *c, size_t rec, struct pg_wl
 	c->sent = 0;
 	c->retried = false;
 	c->bstate = PG_B_HEAD;
-	c->hlen = 0;
+	pg_buf_reset(&c->hbuf);
 	c->left = 0;
 	c->leftover = false;
 	pg_scan_reset(&c->scan, e->o->stream);
@@ -276,21 +276,8 @@ static int body_bytes(struct pg_eng *e, struct pg_conn *c, const char *p, size_t
 
 static int head_store(struct pg_conn *c, const char *p, size_t n)
 {
-	if (c->hlen + n > c->hcap) {
-		size_t cap = c->hcap ? c->hcap : 2048;
-		char *b;
-
-		while (cap < c->hlen + n)
-			cap *= 2;
-		b = realloc(c->hbuf, cap);
-		if (!b)
-			return -1;
-		c->hbuf = b;
-		c->hcap = cap;
-	}
-	memcpy(c->hbuf + c->hlen, p, n);
-	c->hlen += n;
-	return 0;
+	pg_buf_append(&c->hbuf, p, n);
+	return c->hbuf.oom ? -1 : 0;
 }
 
 /* A complete head buf[0..hl): record status and backend, set up the body. */
@@ -319,35 +306,35 @@ static int response_bytes(struct pg_eng *e, struct pg_conn *c, const char *p, si
 		size_t len = n, rest;
 		ssize_t hl;
 
-		if (c->hlen) {
+		if (c->hbuf.len) {
 			if (head_store(c, p, n) == -1)
 				return -1;
-			buf = c->hbuf;
-			len = c->hlen;
+			buf = c->hbuf.p;
+			len = c->hbuf.len;
 			n = 0;
 		}
 		hl = pg_http_parse_response(buf, len, false, &c->resp);
 		if (hl < 0 || (hl == 0 && len >= PG_HTTP_MAX_HEAD))
 			return -1;
 		if (hl == 0)
-			return c->hlen ? 0 : head_store(c, p, n);
+			return c->hbuf.len ? 0 : head_store(c, p, n);
 		if (c->resp.status >= 200)
 			head_done(e, c, buf, (size_t)hl);
 		/* else 1xx: skip it, parse the next head from what follows */
-		if (!c->hlen) {
+		if (!c->hbuf.len) {
 			p += hl;
 			n -= (size_t)hl;
 			if (c->bstate == PG_B_HEAD && !n)
 				return 0;
 			continue;
 		}
-		rest = c->hlen - (size_t)hl;
-		memmove(c->hbuf, c->hbuf + hl, rest);
+		rest = c->hbuf.len - (size_t)hl;
+		memmove(c->hbuf.p, c->hbuf.p + hl, rest);
 		if (c->bstate == PG_B_BODY) {
-			c->hlen = 0;
-			return body_bytes(e, c, c->hbuf, rest);
+			c->hbuf.len = 0;
+			return body_bytes(e, c, c->hbuf.p, rest);
 		}
-		c->hlen = rest;
+		c->hbuf.len = rest;
 		if (!rest)
 			return 0;
 	}

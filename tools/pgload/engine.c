@@ -378,7 +378,7 @@ static void teardown(struct pg_eng *e)
 		if (c->fd >= 0)
 			close(c->fd);
 		pg_scan_free(&c->scan);
-		free(c->hbuf);
+		pg_buf_free(&c->hbuf);
 	}
 	free(e->conns);
 	for (unsigned t = 0; t < PG_MAX_TARGETS; t++)

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "lib/buf.h"
 #include "lib/http.h"
 #include "pgload.h"
 #include "rng.h"
@@ -48,8 +49,7 @@ struct pg_conn {
 	bool retried;
 	/* its response */
 	enum pg_body_state bstate;
-	char *hbuf; /* partial head bytes */
-	size_t hlen, hcap;
+	struct pg_buf hbuf; /* partial head bytes */
 	struct pg_http_response resp;
 	struct pg_frame ch;
 	uint64_t left; /* PG_BODY_LENGTH: body bytes still due */

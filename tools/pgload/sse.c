@@ -108,25 +108,12 @@ static int sse_line(struct pg_scan *s, const char *p, size_t n)
 
 static int append(struct pg_scan *s, const char *p, size_t n, size_t limit)
 {
-	if (s->len + n > limit) {
+	if (s->buf.len + n > limit) {
 		s->overflow = true;
 		return 0;
 	}
-	if (s->len + n > s->cap) {
-		size_t cap = s->cap ? s->cap : 4096;
-		char *b;
-
-		while (cap < s->len + n)
-			cap *= 2;
-		b = realloc(s->buf, cap);
-		if (!b)
-			return -1;
-		s->buf = b;
-		s->cap = cap;
-	}
-	memcpy(s->buf + s->len, p, n);
-	s->len += n;
-	return 0;
+	pg_buf_append(&s->buf, p, n);
+	return s->buf.oom ? -1 : 0;
 }
 
 void pg_scan_reset(struct pg_scan *s, bool sse)
@@ -136,7 +123,7 @@ void pg_scan_reset(struct pg_scan *s, bool sse)
 	s->done = false;
 	s->content_events = 0;
 	s->prompt_tokens = s->cached_tokens = s->completion_tokens = -1;
-	s->len = 0;
+	pg_buf_reset(&s->buf);
 }
 
 int pg_scan_feed(struct pg_scan *s, const char *p, size_t n)
@@ -154,12 +141,12 @@ int pg_scan_feed(struct pg_scan *s, const char *p, size_t n)
 		} else if (!nl) {
 			if (append(s, p, take, PG_SCAN_MAX_LINE) == -1)
 				return -1;
-		} else if (s->len) {
+		} else if (s->buf.len) {
 			if (append(s, p, take, PG_SCAN_MAX_LINE) == -1)
 				return -1;
 			if (!s->overflow)
-				events += sse_line(s, s->buf, s->len);
-			s->len = 0;
+				events += sse_line(s, s->buf.p, s->buf.len);
+			s->buf.len = 0;
 		} else {
 			/* Whole line inside the input: no copy. */
 			events += sse_line(s, p, take);
@@ -167,7 +154,7 @@ int pg_scan_feed(struct pg_scan *s, const char *p, size_t n)
 		if (!nl)
 			break;
 		s->overflow = false;
-		s->len = 0;
+		s->buf.len = 0;
 		p += take + 1;
 		n -= take + 1;
 	}
@@ -180,13 +167,13 @@ int pg_scan_finish(struct pg_scan *s)
 
 	if (s->sse) {
 		/* A last line without a newline still counts. */
-		if (s->len && !s->overflow)
-			events = sse_line(s, s->buf, s->len);
-		s->len = 0;
+		if (s->buf.len && !s->overflow)
+			events = sse_line(s, s->buf.p, s->buf.len);
+		s->buf.len = 0;
 		return events;
 	}
-	scan_usage(s, s->buf, s->len, true);
-	if (has_content(s->buf, s->len)) {
+	scan_usage(s, s->buf.p, s->buf.len, true);
+	if (has_content(s->buf.p, s->buf.len)) {
 		s->content_events = 1;
 		events = 1;
 	}
@@ -195,9 +182,7 @@ int pg_scan_finish(struct pg_scan *s)
 
 void pg_scan_free(struct pg_scan *s)
 {
-	free(s->buf);
-	s->buf = NULL;
-	s->len = s->cap = 0;
+	pg_buf_free(&s->buf);
 }
 
 bool pg_head_header(const char *p, size_t n, const char *name, const char **val, size_t *vlen)

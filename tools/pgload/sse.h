@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "lib/buf.h"
 
 #define PG_SCAN_MAX_LINE (1u << 20) /* longer SSE lines are skipped */
 #define PG_SCAN_MAX_BODY (4u << 20) /* non-streaming body kept for the scan */
@@ -34,8 +35,7 @@ struct pg_scan {
 	bool done;     /* `data: [DONE]` seen */
 	uint32_t content_events;
 	int32_t prompt_tokens, cached_tokens, completion_tokens; /* -1 unknown */
-	char *buf; /* SSE: the partial line; JSON: the body so far */
-	size_t len, cap;
+	struct pg_buf buf; /* SSE: the partial line; JSON: the body so far */
 };
 
 /* Start scanning a new body; keeps the buffer allocated by earlier bodies. */

@@ -63,6 +63,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/buf.h"
 #include "rng.h"
 
 /* Tags that separate the random streams derived from --seed. */
@@ -168,84 +169,44 @@ void pg_wl_text(char *out, size_t n, uint64_t key)
 	}
 }
 
-/* --- a small append-only buffer ------------------------------------------- */
+/* --- bodies, built in a pg_buf (lib/buf.h) --------------------------------- */
 
-struct sb {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
-static char *sb_room(struct sb *b, size_t n)
+/* nbytes of the text for key. */
+static void put_text(struct pg_buf *b, size_t nbytes, uint64_t key)
 {
-	if (b->oom)
-		return NULL;
-	if (b->len + n > b->cap) {
-		size_t cap = b->cap ? b->cap : 1024;
-		char *p;
-
-		while (cap < b->len + n)
-			cap *= 2;
-		p = realloc(b->p, cap);
-		if (!p) {
-			b->oom = true;
-			return NULL;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	b->len += n;
-	return b->p + b->len - n;
-}
-
-static void sb_put(struct sb *b, const char *s, size_t n)
-{
-	char *d = sb_room(b, n);
-
-	if (d)
-		memcpy(d, s, n);
-}
-
-static void sb_str(struct sb *b, const char *s)
-{
-	sb_put(b, s, strlen(s));
-}
-
-static void sb_text(struct sb *b, size_t nbytes, uint64_t key)
-{
-	char *d = sb_room(b, nbytes);
+	char *d = pg_buf_extend(b, nbytes);
 
 	if (d)
 		pg_wl_text(d, nbytes, key);
 }
 
-static void body_open(struct sb *b, const struct pg_opts *o)
+static void body_open(struct pg_buf *b, const struct pg_opts *o)
 {
-	sb_str(b, "{\"model\":\"");
-	sb_str(b, o->model);
-	sb_str(b, "\",\"messages\":[");
+	pg_buf_puts(b, "{\"model\":\"");
+	pg_buf_puts(b, o->model);
+	pg_buf_puts(b, "\",\"messages\":[");
 }
 
-static void body_close(struct sb *b, const struct pg_opts *o)
+static void body_close(struct pg_buf *b, const struct pg_opts *o)
 {
 	char tail[160];
 
 	snprintf(tail, sizeof(tail), "],\"max_tokens\":%u%s}", o->max_tokens,
 	         o->stream ? ",\"stream\":true,\"stream_options\":{\"include_usage\":true}"
 	                   : ",\"stream\":false");
-	sb_str(b, tail);
+	pg_buf_puts(b, tail);
 }
 
-static void msg_open(struct sb *b, const char *role, bool first)
+static void msg_open(struct pg_buf *b, const char *role, bool first)
 {
-	sb_str(b, first ? "{\"role\":\"" : ",{\"role\":\"");
-	sb_str(b, role);
-	sb_str(b, "\",\"content\":\"");
+	pg_buf_puts(b, first ? "{\"role\":\"" : ",{\"role\":\"");
+	pg_buf_puts(b, role);
+	pg_buf_puts(b, "\",\"content\":\"");
 }
 
-static void msg_close(struct sb *b)
+static void msg_close(struct pg_buf *b)
 {
-	sb_str(b, "\"}");
+	pg_buf_puts(b, "\"}");
 }
 
 static const char *doc_text(struct pg_workload *w, uint32_t d)
@@ -280,7 +241,7 @@ static int prefix_body(struct pg_workload *w, uint64_t idx, struct pg_wl_req *ou
 {
 	const struct pg_opts *o = w->o;
 	size_t sys_n = (size_t)o->system_tokens * 4, doc_n = (size_t)o->doc_tokens * 4;
-	struct sb b = {0};
+	struct pg_buf b = {0};
 	const char *doc = NULL;
 	uint32_t d = 0;
 
@@ -290,24 +251,23 @@ static int prefix_body(struct pg_workload *w, uint64_t idx, struct pg_wl_req *ou
 		if (!doc)
 			return -1;
 	}
-	sb_room(&b, sys_n + doc_n + (size_t)o->question_tokens * 4 + 512);
-	b.len = 0;
+	pg_buf_reserve(&b, sys_n + doc_n + (size_t)o->question_tokens * 4 + 512);
 	body_open(&b, o);
 	if (sys_n) {
 		msg_open(&b, "system", true);
 		if (doc)
-			sb_put(&b, w->system, sys_n);
+			pg_buf_append(&b, w->system, sys_n);
 		else
-			sb_text(&b, sys_n, pg_mix(o->seed, TAG_UNIQUE_SYS, idx));
+			put_text(&b, sys_n, pg_mix(o->seed, TAG_UNIQUE_SYS, idx));
 		msg_close(&b);
 	}
 	msg_open(&b, "user", sys_n == 0);
 	if (doc)
-		sb_put(&b, doc, doc_n);
+		pg_buf_append(&b, doc, doc_n);
 	else
-		sb_text(&b, doc_n, pg_mix(o->seed, TAG_UNIQUE_DOC, idx));
-	sb_str(&b, "\\n\\nQuestion: ");
-	sb_text(&b, (size_t)o->question_tokens * 4, pg_mix(o->seed, TAG_QUESTION, idx));
+		put_text(&b, doc_n, pg_mix(o->seed, TAG_UNIQUE_DOC, idx));
+	pg_buf_puts(&b, "\\n\\nQuestion: ");
+	put_text(&b, (size_t)o->question_tokens * 4, pg_mix(o->seed, TAG_QUESTION, idx));
 	msg_close(&b);
 	body_close(&b, o);
 	if (b.oom) {
@@ -370,7 +330,7 @@ static uint64_t turn_key(const struct pg_opts *o, uint32_t conv, uint32_t turn, 
 static int turn_body(struct pg_workload *w, struct pg_wl_req *out)
 {
 	const struct pg_opts *o = w->o;
-	struct sb b = {0};
+	struct pg_buf b = {0};
 	uint32_t slot;
 	struct conv *c;
 
@@ -378,17 +338,16 @@ static int turn_body(struct pg_workload *w, struct pg_wl_req *out)
 		return 1;
 	slot = w->ready[w->ready_head];
 	c = &w->convs[slot];
-	sb_room(&b, w->head_len + 4096);
-	b.len = 0;
-	sb_put(&b, w->head, w->head_len);
+	pg_buf_reserve(&b, w->head_len + 4096);
+	pg_buf_append(&b, w->head, w->head_len);
 	for (uint32_t t = 0; t <= c->next; t++) {
 		msg_open(&b, "user", t == 0 && !w->head_has_msg);
-		sb_text(&b, (size_t)c->user[t] * 4, turn_key(o, c->id, t, 0));
+		put_text(&b, (size_t)c->user[t] * 4, turn_key(o, c->id, t, 0));
 		msg_close(&b);
 		if (t == c->next)
 			break;
 		msg_open(&b, "assistant", false);
-		sb_text(&b, (size_t)c->assistant[t] * 4, turn_key(o, c->id, t, 1));
+		put_text(&b, (size_t)c->assistant[t] * 4, turn_key(o, c->id, t, 1));
 		msg_close(&b);
 	}
 	body_close(&b, o);
@@ -410,9 +369,9 @@ static int turn_body(struct pg_workload *w, struct pg_wl_req *out)
 }
 
 /* Object member name text: words joined by '_' (no escaping needed). */
-static void sb_ident(struct sb *b, size_t nbytes, uint64_t key)
+static void put_ident(struct pg_buf *b, size_t nbytes, uint64_t key)
 {
-	char *d = sb_room(b, nbytes);
+	char *d = pg_buf_extend(b, nbytes);
 
 	if (!d)
 		return;
@@ -424,37 +383,37 @@ static void sb_ident(struct sb *b, size_t nbytes, uint64_t key)
 
 /* agentic: the "tools" member, then the opening of "messages" with the
  * system message. Everything in it comes from --seed alone. */
-static void agentic_head(struct sb *b, const struct pg_opts *o, const char *system)
+static void agentic_head(struct pg_buf *b, const struct pg_opts *o, const char *system)
 {
 	static const char *const params[2] = {"query", "limit"};
 	static const char *const types[2] = {"string", "integer"};
 	char num[96];
 
-	sb_str(b, "\"tools\":[");
+	pg_buf_puts(b, "\"tools\":[");
 	for (unsigned k = 0; k < o->tools; k++) {
 		uint64_t base = (uint64_t)k << 8;
 
 		snprintf(num, sizeof(num), "%s{\"type\":\"function\",\"function\":{\"name\":\"t%u_",
 		         k ? "," : "", k);
-		sb_str(b, num);
-		sb_ident(b, 12, pg_mix(o->seed, TAG_TOOLS, base));
-		sb_str(b, "\",\"description\":\"");
-		sb_text(b, (size_t)o->tool_tokens * 4, pg_mix(o->seed, TAG_TOOLS, base + 1));
-		sb_str(b, "\",\"parameters\":{\"type\":\"object\",\"properties\":{");
+		pg_buf_puts(b, num);
+		put_ident(b, 12, pg_mix(o->seed, TAG_TOOLS, base));
+		pg_buf_puts(b, "\",\"description\":\"");
+		put_text(b, (size_t)o->tool_tokens * 4, pg_mix(o->seed, TAG_TOOLS, base + 1));
+		pg_buf_puts(b, "\",\"parameters\":{\"type\":\"object\",\"properties\":{");
 		for (int p = 0; p < 2; p++) {
-			sb_str(b, p ? ",\"" : "\"");
-			sb_str(b, params[p]);
-			sb_str(b, "\":{\"type\":\"");
-			sb_str(b, types[p]);
-			sb_str(b, "\",\"description\":\"");
-			sb_text(b, 64, pg_mix(o->seed, TAG_TOOLS, base + 2 + (uint64_t)p));
-			sb_str(b, "\"}");
+			pg_buf_puts(b, p ? ",\"" : "\"");
+			pg_buf_puts(b, params[p]);
+			pg_buf_puts(b, "\":{\"type\":\"");
+			pg_buf_puts(b, types[p]);
+			pg_buf_puts(b, "\",\"description\":\"");
+			put_text(b, 64, pg_mix(o->seed, TAG_TOOLS, base + 2 + (uint64_t)p));
+			pg_buf_puts(b, "\"}");
 		}
-		sb_str(b, "},\"required\":[\"query\"]}}}");
+		pg_buf_puts(b, "},\"required\":[\"query\"]}}}");
 	}
-	sb_str(b, "],\"messages\":[");
+	pg_buf_puts(b, "],\"messages\":[");
 	msg_open(b, "system", true);
-	sb_put(b, system, (size_t)o->system_tokens * 4);
+	pg_buf_append(b, system, (size_t)o->system_tokens * 4);
 	msg_close(b);
 }
 
@@ -463,7 +422,7 @@ static void agentic_head(struct sb *b, const struct pg_opts *o, const char *syst
 static int conv_init(struct pg_workload *w)
 {
 	const struct pg_opts *o = w->o;
-	struct sb b = {0};
+	struct pg_buf b = {0};
 	size_t sys_n = (size_t)o->system_tokens * 4;
 
 	if (o->max_turns > MAX_TURNS_LIMIT) {
@@ -482,17 +441,17 @@ static int conv_init(struct pg_workload *w)
 			return -1;
 		pg_wl_text(w->system, sys_n, pg_mix(o->seed, TAG_SYSTEM, 0));
 	}
-	sb_str(&b, "{\"model\":\"");
-	sb_str(&b, o->model);
-	sb_str(&b, "\",");
+	pg_buf_puts(&b, "{\"model\":\"");
+	pg_buf_puts(&b, o->model);
+	pg_buf_puts(&b, "\",");
 	if (o->workload == WL_AGENTIC) {
 		agentic_head(&b, o, w->system);
 		w->head_has_msg = true;
 	} else {
-		sb_str(&b, "\"messages\":[");
+		pg_buf_puts(&b, "\"messages\":[");
 		if (w->system) {
 			msg_open(&b, "system", true);
-			sb_put(&b, w->system, sys_n);
+			pg_buf_append(&b, w->system, sys_n);
 			msg_close(&b);
 			w->head_has_msg = true;
 		}
@@ -524,7 +483,7 @@ static bool is_conv(enum wl_kind k)
 static int fixed_init(struct pg_workload *w)
 {
 	const struct pg_opts *o = w->o;
-	struct sb b = {0};
+	struct pg_buf b = {0};
 	size_t env, fill;
 
 	body_open(&b, o);
@@ -543,7 +502,7 @@ static int fixed_init(struct pg_workload *w)
 	fill = o->body_bytes - b.len;
 	/* Rebuild with the content in place. */
 	b.len = env;
-	sb_text(&b, fill, pg_mix(o->seed, TAG_FIXED, 0));
+	put_text(&b, fill, pg_mix(o->seed, TAG_FIXED, 0));
 	msg_close(&b);
 	body_close(&b, o);
 	if (b.oom)

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include "config/config.h"
 #include "ctl.h"
+#include "lib/buf.h"
 #include "lib/json.h"
 
 void ctl_err(const char *fmt, ...)
@@ -134,53 +135,47 @@ out_free:
 
 static int read_input(const char *file, char **buf, size_t *len)
 {
-	size_t cap = 65536, n = 0;
-	char *b = malloc(cap);
+	struct pg_buf b = {0};
 	int fd = strcmp(file, "-") ? open(file, O_RDONLY | O_CLOEXEC) : STDIN_FILENO;
 	ssize_t r = 0;
 
-	if (fd == -1 || !b) {
-		ctl_err("route: %s: %s", file, b ? strerror(errno) : "out of memory");
+	if (fd == -1) {
+		ctl_err("route: %s: %s", file, strerror(errno));
 		goto fail;
 	}
 	for (;;) {
-		if (n == cap) {
-			char *nb = cap > CTL_BODY_MAX ? NULL : realloc(b, cap * 2);
+		char *d = b.len > CTL_BODY_MAX ? NULL : pg_buf_reserve(&b, 65536);
 
-			if (!nb) {
-				ctl_err("route: %s: %s", file,
-				        cap > CTL_BODY_MAX
-				            ? "larger than 16 MiB (the admin API's limit)"
-				            : "out of memory");
-				goto fail;
-			}
-			b = nb;
-			cap *= 2;
+		if (!d) {
+			ctl_err("route: %s: %s", file,
+			        b.len > CTL_BODY_MAX ? "larger than 16 MiB (the admin API's limit)"
+			                             : "out of memory");
+			goto fail;
 		}
-		r = read(fd, b + n, cap - n);
+		r = read(fd, d, b.cap - b.len);
 		if (r == -1 && errno == EINTR)
 			continue;
 		if (r <= 0)
 			break;
-		n += (size_t)r;
+		b.len += (size_t)r;
 	}
 	if (r == -1) {
 		ctl_err("route: reading %s: %s", file, strerror(errno));
 		goto fail;
 	}
-	if (n > CTL_BODY_MAX) {
+	if (b.len > CTL_BODY_MAX) {
 		ctl_err("route: %s: larger than 16 MiB (the admin API's limit)", file);
 		goto fail;
 	}
 	if (fd != STDIN_FILENO)
 		close(fd);
-	*buf = b;
-	*len = n;
+	*buf = b.p;
+	*len = b.len;
 	return 0;
 fail:
 	if (fd != -1 && fd != STDIN_FILENO)
 		close(fd);
-	free(b);
+	pg_buf_free(&b);
 	return -1;
 }
 

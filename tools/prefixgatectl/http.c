@@ -14,33 +14,12 @@
 #include <sys/time.h>
 #include <unistd.h>
 #include "ctl.h"
+#include "lib/buf.h"
 #include "lib/http.h"
 #include "lib/json.h"
 
 /* Larger responses are refused (a /metrics page of 255 backends is ~100 KiB). */
 #define RESP_MAX (64u * 1024 * 1024)
-
-struct rbuf {
-	char *p;
-	size_t len, cap;
-};
-
-static int rbuf_reserve(struct rbuf *b, size_t more)
-{
-	size_t cap = b->cap ? b->cap : 16384;
-	char *p;
-
-	if (b->len + more + 1 <= b->cap)
-		return 0;
-	while (cap < b->len + more + 1)
-		cap *= 2;
-	p = realloc(b->p, cap);
-	if (!p)
-		return -1;
-	b->p = p;
-	b->cap = cap;
-	return 0;
-}
 
 static void set_timeouts(int fd, double s)
 {
@@ -112,7 +91,7 @@ static int send_all(int fd, const char *p, size_t n)
 }
 
 /* Read more bytes into b. >0 bytes read, 0 at EOF, -1 error (errno). */
-static ssize_t recv_more(int fd, struct rbuf *b)
+static ssize_t recv_more(int fd, struct pg_buf *b)
 {
 	ssize_t r;
 
@@ -120,8 +99,10 @@ static ssize_t recv_more(int fd, struct rbuf *b)
 		errno = EFBIG;
 		return -1;
 	}
-	if (rbuf_reserve(b, 16384))
+	if (!pg_buf_reserve(b, 16384 + 1)) { /* + 1: recv leaves a byte spare */
+		errno = ENOMEM;
 		return -1;
+	}
 	do
 		r = recv(fd, b->p + b->len, b->cap - b->len - 1, 0);
 	while (r == -1 && errno == EINTR);
@@ -132,7 +113,7 @@ static ssize_t recv_more(int fd, struct rbuf *b)
 
 /* Decode the chunked body at b->p[off..] in place into the same buffer
  * (decoded data never outruns the framing it came from). */
-static int read_chunked(int fd, struct rbuf *b, size_t off, size_t *out_len)
+static int read_chunked(int fd, struct pg_buf *b, size_t off, size_t *out_len)
 {
 	struct pg_frame ch;
 	size_t pos = off, w = off, used, doff, dlen;
@@ -175,7 +156,7 @@ int ctl_http(const struct ctl_opts *o, const char *method, const char *target, c
              const char *body, size_t len, double timeout_s, struct ctl_http_resp *r, char *err,
              size_t errlen)
 {
-	struct rbuf b = {0};
+	struct pg_buf b = {0};
 	struct pg_http_response resp;
 	char who[96], head[8192];
 	size_t start = 0, blen = 0;
@@ -264,13 +245,13 @@ int ctl_http(const struct ctl_opts *o, const char *method, const char *target, c
 	r->body = malloc(blen + 1);
 	if (!r->body) {
 		snprintf(err, errlen, "%s: out of memory", who);
-		free(b.p);
+		pg_buf_free(&b);
 		return -1;
 	}
 	if (blen)
 		memcpy(r->body, b.p + start, blen);
 	r->body[blen] = 0;
-	free(b.p);
+	pg_buf_free(&b);
 	return 0;
 fail_io:
 	snprintf(err, errlen, "%s: %s %s: %s", who, method, target,
@@ -279,7 +260,7 @@ fail_io:
 	                           : strerror(errno));
 fail_close:
 	close(fd);
-	free(b.p);
+	pg_buf_free(&b);
 	return -1;
 }
 

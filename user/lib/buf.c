@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The growable output buffer (buf.h).
+ * The growable byte buffer (buf.h).
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -9,36 +9,61 @@
 #include <string.h>
 #include "lib/buf.h"
 
-static bool buf_reserve(struct pg_buf *b, size_t n)
+/* Grow *p to hold at least need bytes: the capacity doubles from
+ * PG_BUF_MIN_CAP. false (and *p, *cap unchanged) on out of memory or when
+ * need is too large to double to. */
+static bool grow(char **p, size_t *cap, size_t need)
 {
-	size_t cap = b->cap ? b->cap : 256;
-	char *p;
+	size_t ncap = *cap ? *cap : PG_BUF_MIN_CAP;
+	char *np;
 
-	if (b->oom)
-		return false;
-	if (b->len + n < b->len) {
-		b->oom = true;
-		return false;
-	}
-	if (b->len + n <= b->cap)
+	if (need <= *cap)
 		return true;
-	while (cap < b->len + n)
-		cap *= 2;
-	p = realloc(b->p, cap);
-	if (!p) {
-		b->oom = true;
+	if (need > SIZE_MAX / 2)
 		return false;
-	}
-	b->p = p;
-	b->cap = cap;
+	while (ncap < need)
+		ncap *= 2;
+	np = realloc(*p, ncap);
+	if (!np)
+		return false;
+	*p = np;
+	*cap = ncap;
 	return true;
+}
+
+char *pg_buf_reserve(struct pg_buf *b, size_t n)
+{
+	if (b->oom)
+		return NULL;
+	if (b->len + n > b->cap && b->off) {
+		memmove(b->p, b->p + b->off, b->len - b->off);
+		b->len -= b->off;
+		b->off = 0;
+	}
+	/* need at least 1: the pointer returned is never NULL + 0 */
+	if (b->len + n < b->len || !grow(&b->p, &b->cap, b->len + n ? b->len + n : 1)) {
+		b->oom = true;
+		return NULL;
+	}
+	return b->p + b->len;
+}
+
+char *pg_buf_extend(struct pg_buf *b, size_t n)
+{
+	char *d = pg_buf_reserve(b, n);
+
+	if (d)
+		b->len += n;
+	return d;
 }
 
 void pg_buf_append(struct pg_buf *b, const void *s, size_t n)
 {
-	if (!n || !buf_reserve(b, n))
+	char *d;
+
+	if (!n || !(d = pg_buf_reserve(b, n)))
 		return;
-	memcpy(b->p + b->len, s, n);
+	memcpy(d, s, n);
 	b->len += n;
 }
 
@@ -55,7 +80,7 @@ void pg_buf_printf(struct pg_buf *b, const char *fmt, ...)
 	va_start(ap, fmt);
 	n = vsnprintf(NULL, 0, fmt, ap);
 	va_end(ap);
-	if (n < 0 || !buf_reserve(b, (size_t)n + 1))
+	if (n < 0 || !pg_buf_reserve(b, (size_t)n + 1))
 		return;
 	va_start(ap, fmt);
 	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
@@ -114,6 +139,12 @@ void pg_buf_json_str(struct pg_buf *b, const char *s, size_t n)
 	pg_buf_append(b, "\"", 1);
 }
 
+void pg_buf_reset(struct pg_buf *b)
+{
+	b->len = b->off = 0;
+	b->oom = false;
+}
+
 void pg_buf_free(struct pg_buf *b)
 {
 	free(b->p);
@@ -122,16 +153,8 @@ void pg_buf_free(struct pg_buf *b)
 
 void pg_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n)
 {
-	if (*len + n > *cap) {
-		size_t ncap = *cap ? *cap : 1024;
-
-		while (ncap < *len + n)
-			ncap *= 2;
-		*buf = realloc(*buf, ncap);
-		if (!*buf)
-			abort();
-		*cap = ncap;
-	}
+	if (*len + n < *len || !grow(buf, cap, *len + n))
+		abort();
 	memcpy(*buf + *len, data, n);
 	*len += n;
 }

@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Growable byte buffers: struct pg_buf for building replies (admin API,
- * /metrics), and pg_bytes_append for the plain arrays of the request path.
- * Pure: no I/O.
+ * The growable byte buffer, one definition for the gateway and the tools
+ * (pgload, mockllm, prefixgatectl link it from libprefixgate.a). Pure: no
+ * I/O.
+ *
+ * struct pg_buf builds replies (admin API, /metrics) and queues bytes
+ * (mockllm's input and output); pg_bytes_append grows the plain
+ * (pointer, length, capacity) arrays of the request path with the same
+ * rule: capacity doubles, starting at PG_BUF_MIN_CAP.
  */
 #ifndef PG_BUF_H
 #define PG_BUF_H
@@ -10,20 +15,41 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* A growing output buffer. Zero-initialised is empty; after an allocation
- * failure oom is set and further appends are dropped. */
+#define PG_BUF_MIN_CAP 1024 /* the first allocation, in bytes */
+
+/*
+ * Zero-initialised is empty. The bytes held are p[off..len): off counts
+ * bytes a reader has consumed from the front (0 unless the owner advances
+ * it); growing drops them first. After an allocation failure oom is set and
+ * further appends are dropped, until pg_buf_reset().
+ */
 struct pg_buf {
 	char *p;
 	size_t len, cap;
+	size_t off;
 	bool oom;
 };
 
+/*
+ * Room for n more bytes: returns p + len, with at least n bytes writable
+ * there, or NULL (and sets oom) when the allocation fails. len is not
+ * changed: the caller writes, then adds what it wrote to len. Drops
+ * p[0..off) first when that is needed to make room. Moves p.
+ */
+char *pg_buf_reserve(struct pg_buf *b, size_t n);
+/* Append n bytes for the caller to fill: returns where they start, or NULL
+ * (len unchanged) when the allocation fails. */
+char *pg_buf_extend(struct pg_buf *b, size_t n);
 void pg_buf_append(struct pg_buf *b, const void *s, size_t n);
 void pg_buf_puts(struct pg_buf *b, const char *s);
+/* Appends the formatted text; p[len] is then '\0' (not counted in len). */
 void pg_buf_printf(struct pg_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* s[0..n) as a JSON string literal, quotes included. Bytes >= 0x80 are
- * copied as they are (callers pass UTF-8 or ASCII). */
+/* s[0..n) as a JSON string literal, quotes included. Valid UTF-8 is copied
+ * as it is; a byte that does not start a valid sequence becomes \ufffd. */
 void pg_buf_json_str(struct pg_buf *b, const char *s, size_t n);
+/* Empty it (len, off and oom to 0) and keep the memory. */
+void pg_buf_reset(struct pg_buf *b);
+/* Free the memory; the buffer is empty and reusable. */
 void pg_buf_free(struct pg_buf *b);
 
 /* Append to a plain growable array of bytes (*buf may be NULL with *cap 0);
