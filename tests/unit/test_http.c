@@ -9,6 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 #include "lib/http.h"
+#include "lib/http_internal.h"
 
 #define S(lit) lit, sizeof(lit) - 1
 #define H11    "Host: a\r\n"
@@ -681,6 +682,25 @@ static void test_chunked_edges(void **state)
 	free(big);
 }
 
+/* The head parser's tables are the same sets as the rules in pg_frame.h
+ * that the chunked decoder and the BPF programs use; hex digits too. */
+static void test_char_classes(void **state)
+{
+	(void)state;
+	for (int c = 0; c < 256; c++) {
+		assert_int_equal(tchar[c], pg_frame_tchar((unsigned char)c));
+		assert_int_equal(fchar[c], pg_frame_fchar((unsigned char)c));
+	}
+	for (int c = 0; c < 256; c++) {
+		int want = c >= '0' && c <= '9'   ? c - '0'
+		           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+		           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+		                                  : -1;
+
+		assert_int_equal(pg_frame_hex((unsigned char)c), want);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -688,7 +708,7 @@ int main(void)
 	    cmocka_unit_test(test_good_requests), cmocka_unit_test(test_headers_and_find),
 	    cmocka_unit_test(test_head_ready),    cmocka_unit_test(test_responses),
 	    cmocka_unit_test(test_chunked_cases), cmocka_unit_test(test_chunked_roundtrip),
-	    cmocka_unit_test(test_chunked_edges),
+	    cmocka_unit_test(test_chunked_edges), cmocka_unit_test(test_char_classes),
 	};
 	return cmocka_run_group_tests_name("http", tests, NULL, NULL);
 }

@@ -66,14 +66,6 @@ static bool str_is(struct pg_str s, const char *lit)
 	return s.len == strlen(lit) && !memcmp(s.p, lit, s.len);
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c |= 0x20;
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 /* Percent-decode s into a new NUL-terminated string (plus_space: '+' is a
  * space, as in query strings); *n gets its length (a %00 makes it differ
  * from strlen). NULL if out of memory. Invalid escapes are kept as is. */
@@ -85,9 +77,10 @@ static char *url_decode(struct pg_str s, bool plus_space, size_t *n)
 		return NULL;
 	*n = 0;
 	for (size_t i = 0; i < s.len; i++) {
-		if (s.p[i] == '%' && i + 2 < s.len && hexval(s.p[i + 1]) >= 0 &&
-		    hexval(s.p[i + 2]) >= 0) {
-			d[(*n)++] = (char)(hexval(s.p[i + 1]) << 4 | hexval(s.p[i + 2]));
+		if (s.p[i] == '%' && i + 2 < s.len && pg_frame_hex(s.p[i + 1]) >= 0 &&
+		    pg_frame_hex(s.p[i + 2]) >= 0) {
+			d[(*n)++] =
+			    (char)(pg_frame_hex(s.p[i + 1]) << 4 | pg_frame_hex(s.p[i + 2]));
 			i += 2;
 		} else {
 			d[(*n)++] = plus_space && s.p[i] == '+' ? ' ' : s.p[i];

@@ -25,11 +25,6 @@ bool pg_fwd_own_field(struct pg_str n)
 	       pg_name_is(n, "upgrade") || pg_name_is(n, "expect");
 }
 
-static bool is_ows(char c)
-{
-	return c == ' ' || c == '\t';
-}
-
 bool pg_fwd_list_has(struct pg_str list, struct pg_str token)
 {
 	size_t i = 0;
@@ -37,13 +32,13 @@ bool pg_fwd_list_has(struct pg_str list, struct pg_str token)
 	while (i < list.len) {
 		size_t start, end;
 
-		while (i < list.len && (is_ows(list.p[i]) || list.p[i] == ','))
+		while (i < list.len && (pg_frame_ows(list.p[i]) || list.p[i] == ','))
 			i++;
 		start = i;
 		while (i < list.len && list.p[i] != ',')
 			i++;
 		end = i;
-		while (end > start && is_ows(list.p[end - 1]))
+		while (end > start && pg_frame_ows(list.p[end - 1]))
 			end--;
 		if (end > start && end - start == token.len &&
 		    strncasecmp(list.p + start, token.p, token.len) == 0)
@@ -159,9 +154,9 @@ static bool field_next(struct field_iter *it, struct pg_str *name, struct pg_str
 	*name = (struct pg_str){it->p, (size_t)(colon - it->p)};
 	v = colon < eol ? colon + 1 : eol;
 	ve = eol > v && eol[-1] == '\r' ? eol - 1 : eol;
-	while (v < ve && is_ows(*v))
+	while (v < ve && pg_frame_ows(*v))
 		v++;
-	while (ve > v && is_ows(ve[-1]))
+	while (ve > v && pg_frame_ows(ve[-1]))
 		ve--;
 	*value = (struct pg_str){v, (size_t)(ve - v)};
 	it->p = eol + 1;

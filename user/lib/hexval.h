@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Value of one hex digit (either case), or -1: shared by the HTTP parser
- * (chunk sizes, %XX) and the JSON parser (\uXXXX). One definition, in
- * include/pg_frame.h, which the BPF programs use too. */
+/* The value of one hex digit is pg_frame_hex() in include/pg_frame.h, the
+ * one definition, which the BPF programs use too; call it directly. This
+ * old name is kept only for json.c (\uXXXX) and goes when json.c calls
+ * pg_frame_hex(). */
 #ifndef PG_HEXVAL_H
 #define PG_HEXVAL_H
 

@@ -76,7 +76,7 @@ static bool list_next(const char *v, size_t n, size_t *pos, struct pg_str *out)
 	size_t i = *pos;
 
 	for (;;) {
-		while (i < n && (is_ows(v[i]) || v[i] == ','))
+		while (i < n && (pg_frame_ows(v[i]) || v[i] == ','))
 			i++;
 		if (i >= n) {
 			*pos = i;
@@ -86,7 +86,7 @@ static bool list_next(const char *v, size_t n, size_t *pos, struct pg_str *out)
 		while (i < n && v[i] != ',')
 			i++;
 		size_t end = i;
-		while (end > start && is_ows(v[end - 1]))
+		while (end > start && pg_frame_ows(v[end - 1]))
 			end--;
 		*pos = i;
 		out->p = v + start;
@@ -236,7 +236,7 @@ static ssize_t parse_fields(const char *buf, size_t pos, size_t end, struct fiel
 			return -400;
 		size_t nlen = pos - name;
 		pos++;
-		while (pos < end && is_ows(buf[pos]))
+		while (pos < end && pg_frame_ows(buf[pos]))
 			pos++;
 		size_t val = pos;
 		while (pos < end && fchar[(unsigned char)buf[pos]])
@@ -246,7 +246,7 @@ static ssize_t parse_fields(const char *buf, size_t pos, size_t end, struct fiel
 		if (buf[pos] != '\r' || buf[pos + 1] != '\n')
 			return -400; /* NUL, CTL, bare CR or bare LF in the value */
 		size_t vend = pos;
-		while (vend > val && is_ows(buf[vend - 1]))
+		while (vend > val && pg_frame_ows(buf[vend - 1]))
 			vend--;
 		pos += 2;
 		if (n >= PG_HTTP_MAX_HEADERS)
@@ -332,7 +332,7 @@ static ssize_t parse_request_head(const char *buf, size_t end, struct pg_http_re
 		} else if (c == '%') {
 			if (pos + 2 >= end)
 				return 0;
-			if (hexval(buf[pos + 1]) < 0 || hexval(buf[pos + 2]) < 0)
+			if (pg_frame_hex(buf[pos + 1]) < 0 || pg_frame_hex(buf[pos + 2]) < 0)
 				return -400;
 			/* %00 decodes to a NUL, which backends' C-string paths
 			 * cut at: the gateway and the backend would see two

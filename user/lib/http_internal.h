@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Character classes shared by the HTTP head parser (http.c) and the chunked
- * decoder (http_chunked.c). Not part of the public API: include only from
- * those files. The tables are static so each lookup stays a plain indexed
- * load with a compile-time address.
+ * The head parser's character classes (http.c) as 256-byte tables: the
+ * same sets as pg_frame_tchar() and pg_frame_fchar() in include/pg_frame.h
+ * (the rules the chunked decoder and the BPF programs use), kept as tables
+ * so each lookup in the parser's inner loops is a plain indexed load with a
+ * compile-time address. tests/unit/test_http.c checks that both agree on
+ * every byte. Not part of the public API: include only from http.c (and
+ * that test).
  */
 #ifndef PG_HTTP_INTERNAL_H
 #define PG_HTTP_INTERNAL_H
 
 #include <stdbool.h>
-#include "lib/hexval.h"
 
 /* tchar (RFC 9110 §5.6.2): the bytes of a method, field name or token. */
 static const bool tchar[256] = {
@@ -24,10 +26,5 @@ static const bool fchar[256] = {
     [' ' ... '~'] = 1,
     [0x80 ... 0xff] = 1,
 };
-
-static inline bool is_ows(char c)
-{
-	return c == ' ' || c == '\t';
-}
 
 #endif /* PG_HTTP_INTERNAL_H */
