@@ -106,7 +106,7 @@ static void check_reply(int status, const struct pg_admin_reply *r)
 	FUZZ_CHECK(status == r->status);
 	FUZZ_CHECK(known_status(status));
 	FUZZ_CHECK(r->content_type != NULL && !r->body.oom);
-	FUZZ_CHECK(pg_admin_reason(status) != NULL);
+	FUZZ_CHECK(pg_http_reason(status) != NULL);
 	if (status == 405)
 		FUZZ_CHECK(r->allow != NULL);
 	if (!strcmp(r->content_type, "application/json"))

@@ -701,6 +701,18 @@ static void test_char_classes(void **state)
 	}
 }
 
+static void test_reasons(void **state)
+{
+	(void)state;
+	assert_string_equal(pg_http_reason(200), "OK");
+	assert_string_equal(pg_http_reason(404), "Not Found");
+	assert_string_equal(pg_http_reason(413), "Content Too Large");
+	assert_string_equal(pg_http_reason(417), "Expectation Failed");
+	assert_string_equal(pg_http_reason(504), "Gateway Timeout");
+	assert_string_equal(pg_http_reason(299), "Error");
+	assert_string_equal(pg_http_reason(-1), "Error");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -709,6 +721,7 @@ int main(void)
 	    cmocka_unit_test(test_head_ready),    cmocka_unit_test(test_responses),
 	    cmocka_unit_test(test_chunked_cases), cmocka_unit_test(test_chunked_roundtrip),
 	    cmocka_unit_test(test_chunked_edges), cmocka_unit_test(test_char_classes),
+	    cmocka_unit_test(test_reasons),
 	};
 	return cmocka_run_group_tests_name("http", tests, NULL, NULL);
 }

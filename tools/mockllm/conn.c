@@ -434,7 +434,7 @@ static void process(struct conn *c)
 				memset(&c->req, 0, sizeof(c->req));
 				c->req.crc = (uint32_t)crc32(0L, Z_NULL, 0);
 				c->phase = PH_WORK;
-				out_error(c, (int)-n, status_text((int)-n));
+				out_error(c, (int)-n, pg_http_reason((int)-n));
 				break;
 			}
 			begin_request(c, &r);

@@ -33,36 +33,6 @@ void mock_buf_ok(const struct pg_buf *b)
 		oom();
 }
 
-const char *status_text(int status)
-{
-	switch (status) {
-	case 100:
-		return "Continue";
-	case 200:
-		return "OK";
-	case 400:
-		return "Bad Request";
-	case 404:
-		return "Not Found";
-	case 405:
-		return "Method Not Allowed";
-	case 413:
-		return "Content Too Large";
-	case 414:
-		return "URI Too Long";
-	case 431:
-		return "Request Header Fields Too Large";
-	case 500:
-		return "Internal Server Error";
-	case 501:
-		return "Not Implemented";
-	case 505:
-		return "HTTP Version Not Supported";
-	default:
-		return "Unknown";
-	}
-}
-
 /*
  * Head of the response to c's current request. content_length < 0 means
  * Transfer-Encoding: chunked. extra: more header lines (each ending CRLF)
@@ -75,7 +45,7 @@ void out_head(struct conn *c, int status, const char *ctype, int64_t content_len
 
 	if (!c->req.keep_alive)
 		c->close_after = true;
-	pg_buf_printf(o, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n", status, status_text(status),
+	pg_buf_printf(o, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n", status, pg_http_reason(status),
 	              ctype);
 	if (content_length >= 0)
 		pg_buf_printf(o, "Content-Length: %lld\r\n", (long long)content_length);

@@ -160,6 +160,5 @@ void out_chunk_end(struct conn *c);
 void out_bulk_start(struct conn *c, uint64_t total, bool chunked, uint64_t stop_at);
 bool out_bulk_fill(struct conn *c); /* true when the bulk body is complete */
 void bulk_pattern(uint64_t offset, char *dst, size_t len);
-const char *status_text(int status);
 
 #endif /* MOCKLLM_H */

@@ -18,36 +18,6 @@
 
 #define JSON_TYPE "application/json"
 
-const char *pg_admin_reason(int status)
-{
-	static const struct {
-		int status;
-		const char *text;
-	} reasons[] = {
-	    {100, "Continue"},
-	    {200, "OK"},
-	    {201, "Created"},
-	    {202, "Accepted"},
-	    {400, "Bad Request"},
-	    {401, "Unauthorized"},
-	    {404, "Not Found"},
-	    {405, "Method Not Allowed"},
-	    {409, "Conflict"},
-	    {413, "Content Too Large"},
-	    {414, "URI Too Long"},
-	    {431, "Request Header Fields Too Large"},
-	    {500, "Internal Server Error"},
-	    {501, "Not Implemented"},
-	    {503, "Service Unavailable"},
-	    {505, "HTTP Version Not Supported"},
-	};
-
-	for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++)
-		if (reasons[i].status == status)
-			return reasons[i].text;
-	return "Error";
-}
-
 /* ---- replies ------------------------------------------------------------- */
 
 static int reply_error(struct pg_admin_reply *r, int status, const char *msg)
@@ -445,7 +415,7 @@ static void reply_bytes(struct pg_buf *out, struct pg_admin_reply *r)
 	pg_buf_printf(out,
 	              "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
 	              "Cache-Control: no-store\r\nConnection: close\r\n",
-	              r->status, pg_admin_reason(r->status), r->content_type, r->body.len);
+	              r->status, pg_http_reason(r->status), r->content_type, r->body.len);
 	if (r->allow)
 		pg_buf_printf(out, "Allow: %s\r\n", r->allow);
 	if (r->status == 401)

@@ -92,7 +92,4 @@ bool pg_admin_head_complete(const struct pg_admin_conn *c);
  * soon as the head is parsed. */
 bool pg_admin_authorized(const struct pg_gateway *gw, const struct pg_http_request *req);
 
-/* Reason phrase of an HTTP status ("Not Found"). */
-const char *pg_admin_reason(int status);
-
 #endif /* PG_ADMIN_H */

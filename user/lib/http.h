@@ -92,6 +92,10 @@ bool pg_http_head_ready(const char *buf, size_t len, size_t *scan);
 ssize_t pg_http_parse_response(const char *buf, size_t len, bool head_request,
 			       struct pg_http_response *resp);
 
+/* The reason phrase for an HTTP status ("Not Found"), one table for every
+ * reply the gateway and the tools write; "Error" for a status not in it. */
+const char *pg_http_reason(int status);
+
 /* Case-insensitive header lookup; returns NULL if absent. */
 const struct pg_http_header *pg_http_find(const struct pg_http_request *req, const char *name);
 
