@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Helpers shared by the configuration parsers (config.c, routing_config.c).
+ * Helpers shared by the configuration parsers (config.c, config_flags.c,
+ * config_ops.c, routing_config.c).
  * Not part of the public API: include only from those files.
  */
 #ifndef PG_CONFIG_INTERNAL_H
@@ -16,6 +17,12 @@
 __attribute__((format(printf, 3, 4))) void pg_errf(char *err, size_t errlen, const char *fmt, ...);
 
 struct pg_config;
+struct sockaddr_in;
+
+/* Append canonical a to the backend list *v (*n entries) unless already
+ * there; *dup gets the index of the earlier copy. 0, -1 out of memory, 1
+ * duplicate, 2 too many (PG_MAX_BACKENDS - 1 already). */
+int pg_backend_add(char ***v, size_t *n, const struct sockaddr_in *a, size_t *dup);
 
 /*
  * Checks of the operations flags once the command line is parsed
