@@ -506,21 +506,71 @@ def help_flags(text):
     return defined, mentioned
 
 
+def man_items(path):
+    """The text of each OPTIONS item (.TP) of a man page, by its option, with
+    font escapes and \\- removed and lines joined."""
+    src = open(path).read().replace("\\-", "-")
+    src = re.sub(r"\\f[BIRP]", "", src)
+    items, section, cur = {}, None, None
+    for line in src.splitlines():
+        if line.startswith(".SH"):
+            section, cur = line[3:].strip().strip('"'), None
+        elif section != "OPTIONS":
+            continue
+        elif line.startswith(".TP"):
+            cur = ""
+        elif cur == "":
+            m = re.match(r"\.(?:B|BI|BR|I)\s+\"?(--[a-z][a-z0-9-]*)", line)
+            cur = m.group(1) if m else None
+            if cur:
+                items[cur] = ""
+        elif cur:
+            items[cur] += " " + re.sub(r"^\.[A-Z]+\s*", "", line).replace('"', "")
+    return items
+
+
+def help_facts(text):
+    """(option, range "MIN-MAX" or None, default or None) of each --help option
+    whose help states a range or a one-word default."""
+    facts, flag = [], None
+    for line in text.splitlines():
+        m = re.match(r"  (--[a-z][a-z0-9-]*)", line)
+        if m:
+            flag = m.group(1)
+        if not flag or not line.startswith("  "):
+            continue
+        rng = re.search(r", (?:0 or )?(\d+-\d+)(?:; 0: off)?(?: \(default|$)", line)
+        dflt = re.search(r" \(default ([^ )]+)\)$", line)
+        if rng or dflt:
+            facts.append((flag, rng and rng.group(1), dflt and dflt.group(1)))
+    return facts
+
+
 def man_flags(path):
     """Options documented as .TP items under OPTIONS, and every --name in the page."""
     src = open(path).read().replace("\\-", "-")
     src = re.sub(r"\\f[BIRP]", "", src)
-    items, section, prev = set(), None, ""
-    for line in src.splitlines():
-        if line.startswith(".SH"):
-            section = line[3:].strip().strip('"')
-        elif section == "OPTIONS" and prev.startswith(".TP"):
-            m = re.match(r"\.(?:B|BI|BR|I)\s+\"?(--[a-z][a-z0-9-]*)", line)
-            if m:
-                items.add(m.group(1))
-        prev = line
     mentioned = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", src))
-    return items, mentioned
+    return set(man_items(path)), mentioned
+
+
+@test
+def man_page_states_help_defaults(opts):
+    """Each range and default --help states (both from the one option table in
+    config_flags.c) is stated by the man page item of that option too."""
+    gw = subprocess.run([os.path.join(opts.build, "prefixgate"), "--help"],
+                        capture_output=True, timeout=10).stdout.decode()
+    items = man_items(os.path.join(REPO, "tools", "packaging", "prefixgate.8"))
+    facts = help_facts(gw)
+    assert len([f for f in facts if f[1]]) >= 20, facts
+    for flag, rng, dflt in facts:
+        text = items.get(flag, "")
+        if rng:
+            assert re.search(r"(?<![\d-])%s(?![\d-])" % re.escape(rng), text), (
+                "prefixgate.8: %s does not state the range %s: %r" % (flag, rng, text))
+        if dflt:
+            assert re.search(r"(?<![\w./:-])%s(?![\w/:-])" % re.escape(dflt), text), (
+                "prefixgate.8: %s does not state the default %s: %r" % (flag, dflt, text))
 
 
 @test

@@ -101,6 +101,31 @@ static void test_defaults(void **state)
 	assert_int_equal(cfg.data_path, PG_DATA_AUTO);
 	assert_false(cfg.no_bpf);
 	assert_string_equal(cfg.pin_path, "/sys/fs/bpf/prefixgate");
+	assert_string_equal(cfg.health.path, "/health");
+	assert_int_equal(cfg.health.interval_ms, 2000);
+	assert_int_equal(cfg.health.timeout_ms, 1000);
+	assert_int_equal(cfg.health.rise, 2);
+	assert_int_equal(cfg.health.fall, 3);
+	assert_int_equal(cfg.metrics_scrape_ms, 5000);
+	assert_int_equal(cfg.predict_window_ms, 60000);
+	assert_int_equal(cfg.load_signal, PG_LOAD_INFLIGHT);
+	assert_int_equal(cfg.route.load_signal, PG_LOAD_INFLIGHT);
+	assert_int_equal(cfg.route.max_load_gap, PG_CA_GAP_DEFAULT);
+	assert_int_equal(cfg.cache_capacity, 262144);
+	assert_int_equal(cfg.shutdown_timeout_s, 10);
+	assert_int_equal(cfg.max_in_flight, 0);
+	assert_int_equal(cfg.max_connections, 65536);
+	assert_int_equal(cfg.max_body, 64u << 20);
+	assert_int_equal(cfg.timeouts.header_ms, 10000);
+	assert_int_equal(cfg.timeouts.body_ms, 30000);
+	assert_int_equal(cfg.timeouts.idle_ms, 60000);
+	assert_int_equal(cfg.timeouts.connect_ms, 3000);
+	assert_int_equal(cfg.timeouts.first_byte_ms, 300000);
+	assert_int_equal(cfg.splice_budget, 4u << 20);
+	assert_null(cfg.user);
+	assert_null(cfg.admin_token);
+	assert_null(cfg.access_log);
+	assert_false(cfg.shadow || cfg.route_header);
 	pg_config_free(&cfg);
 }
 
@@ -375,6 +400,64 @@ static void test_help_version(void **state)
 	assert_int_equal(run(&cfg, ARGS("--help=x"), err, sizeof(err), out, sizeof(out)), 2);
 }
 
+/* Every range --help states is the one the parser enforces: both ends
+ * accepted, one past each end refused with the message naming the range;
+ * and every numeric default it states is accepted. */
+static void test_help_ranges(void **state)
+{
+	static char help[16384];
+	char err[256], out[64], arg[96], want[96];
+	struct pg_config cfg;
+	unsigned checked = 0;
+
+	(void)state;
+	memset(help, 0, sizeof(help));
+	assert_int_equal(run(&cfg, ARGS("--help"), err, sizeof(err), help, sizeof(help)), 1);
+	for (char *line = strtok(help, "\n"); line; line = strtok(NULL, "\n")) {
+		static char flag[64];
+		unsigned long lo, hi, def;
+		const char *p;
+
+		if (!strncmp(line, "  --", 4)) /* else the help of the flag above */
+			sscanf(line + 2, "%63s", flag);
+		p = strstr(line, " (default ");
+		for (const char *c = line; (c = strchr(c, ',')); c++) {
+			if (sscanf(c, ", %lu-%lu", &lo, &hi) == 2 ||
+			    sscanf(c, ", 0 or %lu-%lu", &lo, &hi) == 2) {
+				snprintf(want, sizeof(want), "%s: %lu is out of range %lu-%lu",
+				         flag, hi + 1, lo, hi);
+				snprintf(arg, sizeof(arg), "%s=%lu", flag, hi + 1);
+				assert_int_equal(run(&cfg, ARGS(arg), err, sizeof(err), out, 64),
+				                 2);
+				assert_string_equal(err, want);
+				if (lo > 1 || (lo == 1 && !strstr(line, "0 or "))) {
+					snprintf(arg, sizeof(arg), "%s=%lu", flag, lo - 1);
+					assert_int_equal(
+					    run(&cfg, ARGS(arg), err, sizeof(err), out, 64), 2);
+				}
+				snprintf(arg, sizeof(arg), "%s=%lu", flag, lo);
+				assert_int_equal(run(&cfg, ARGS(arg), err, sizeof(err), out, 64),
+				                 0);
+				pg_config_free(&cfg);
+				snprintf(arg, sizeof(arg), "%s=%lu", flag, hi);
+				assert_int_equal(run(&cfg, ARGS(arg), err, sizeof(err), out, 64),
+				                 0);
+				pg_config_free(&cfg);
+				if (p && sscanf(p, " (default %lu)", &def) == 1) {
+					assert_true(def == 0 || (def >= lo && def <= hi));
+					snprintf(arg, sizeof(arg), "%s=%lu", flag, def);
+					assert_int_equal(
+					    run(&cfg, ARGS(arg), err, sizeof(err), out, 64), 0);
+					pg_config_free(&cfg);
+				}
+				checked++;
+				break;
+			}
+		}
+	}
+	assert_true(checked >= 20); /* every numeric flag */
+}
+
 static void test_routing_config_json(void **state)
 {
 	static const struct {
@@ -587,6 +670,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_help_ranges),
 	    cmocka_unit_test(test_valid),
 	    cmocka_unit_test(test_ops_flags),
 	    cmocka_unit_test(test_routing_config_file),

@@ -5,6 +5,8 @@
  * being documented. No global state: unit tests call pg_config_parse() many
  * times.
  */
+#include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -26,122 +28,183 @@ enum opt_id {
 };
 /* clang-format on */
 
+/*
+ * One entry per flag, and every fact about it: its name, what it means, its
+ * default and its range. --help prints them (help_line), apply() parses a
+ * value by them, config_defaults() applies each default through apply() as
+ * if it had been given, and the man page is checked against --help
+ * (tests/e2e/test_ctl.py), so a default or a range is written once, here.
+ * Constants other parsers share (the RoutingConfig ranges in prefixgate.h,
+ * PG_*_DEFAULT in config.h) are used by name.
+ */
 static const struct opt {
 	const char *name; /* without "--" */
 	const char *arg;  /* value placeholder, NULL: takes no value */
-	const char *help; /* one line: meaning and default */
+	const char *help; /* one line: what it does (--help appends range, default) */
+	const char *def;  /* the default, spelt as a value of the flag; NULL: none */
+	const char *def_text; /* or the default in words, for --help only */
+	/* A number (max > 0): apply() stores it at field, an unsigned of
+	 * struct pg_config (route: of struct pg_route_cfg, whose flags
+	 * override a --routing-config file). */
+	size_t field;
+	uint32_t min, max;
+	bool zero_off; /* 0 is accepted too (outside min-max) and means off */
+	bool route;
 } opts[] = {
-    [O_LISTEN] = {"listen", "ADDR:PORT", "client listener (default " PG_LISTEN_DEFAULT ")"},
-    [O_ADMIN] = {"admin", "ADDR:PORT", "admin API and metrics (default " PG_ADMIN_DEFAULT ")"},
-    [O_BACKEND] = {"backend", "ADDR:PORT", "an inference instance; repeat for each (default none)"},
-    [O_BACKENDS_FILE] = {"backends-file", "FILE",
-                         "more backends, one ADDR:PORT a line, '#' comments; re-read on SIGHUP"},
-    [O_STRATEGY] = {"strategy", "S",
-                    "random | least_outstanding_requests | prefix_aware | cache_aware "
-                    "(default prefix_aware)"},
-    [O_PREFIX_LENGTH] = {"prefix-length", "N",
-                         "prefix key length, characters (bytes for non-OpenAI paths), 1024-65536 "
-                         "(default 4096)"},
-    [O_CONCURRENCY] = {"concurrency-threshold", "N",
-                       "in-flight requests per backend before prefix_aware overflows, 1-1024 "
-                       "(default 10)"},
-    [O_ROUTING_CONFIG] = {"routing-config", "FILE",
-                          "SageMaker RoutingConfig JSON; the three flags above override it"},
-    [O_WORKERS] = {"workers", "N", "worker threads, 1-64 (default: one per CPU)"},
-    [O_DATA_PATH] = {"data-path", "auto|copy|sockmap|sockmsg",
-                     "how response bytes reach the client (default auto)"},
-    [O_NO_BPF] = {"no-bpf", NULL, "no BPF at all: unprivileged, copy data path"},
-    [O_PIN_PATH] = {"bpf-pin-path", "DIR",
-                    "where BPF maps are pinned (default " PG_PIN_PATH_DEFAULT ")"},
-    [O_BPF_CGROUP] = {"bpf-cgroup", "PATH",
-                      "cgroup v2 directory the sockmsg path attaches to (default: the first "
-                      "cgroup2 mount of /sys/fs/cgroup/unified, /sys/fs/cgroup)"},
-    [O_HC_PATH] = {"health-check-path", "PATH",
-                   "active health check: GET PATH on each backend; none: off (default /health)"},
-    [O_HC_INTERVAL] = {"health-check-interval", "MS",
-                       "time between checks, 100-600000 (default 2000)"},
-    [O_HC_TIMEOUT] = {"health-check-timeout", "MS",
-                      "a check not answered 2xx within MS fails, 10-60000 (default 1000)"},
-    [O_HC_RISE] = {"health-rise", "N",
-                   "passed checks in a row that bring a backend back, 1-100 (default 2)"},
-    [O_HC_FALL] = {"health-fall", "N",
-                   "failed checks in a row that take a backend out, 1-100 (default 3)"},
-    [O_SCRAPE] = {"metrics-scrape-interval", "MS",
-                  "GET /metrics of each backend (vLLM KV hits, queue) every MS, 0 or "
-                  "100-600000; 0: off (default 5000)"},
-    [O_LOAD_SIGNAL] = {"load-signal", "inflight|backend|both",
-                       "least-outstanding compares in_flight, the backend's running+waiting, "
-                       "or in_flight+waiting (default inflight)"},
-    [O_SHADOW] = {"shadow", NULL,
-                  "also compute what prefix_aware would choose: prefixgate_shadow_* metrics"},
-    [O_PREDICT_WINDOW] = {"predict-window", "MS",
-                          "a request is a predicted KV hit if its key went to the same backend "
-                          "within MS, 1000-3600000 (default 60000)"},
-    [O_USER] = {"user", "NAME",
-                "after start-up run as NAME (uid, gid, groups), keeping no capability the "
-                "gateway does not use (default: stay as started)"},
-    [O_ADMIN_TOKEN] = {"admin-token", "TOKEN",
-                       "every admin request needs \"Authorization: Bearer TOKEN\" (16-256 "
-                       "chars); required for a non-loopback --admin"},
-    [O_ADMIN_TOKEN_FILE] = {"admin-token-file", "FILE",
-                            "the same, read from FILE (keeps the token out of ps)"},
-    [O_SHUTDOWN_TIMEOUT] = {"shutdown-timeout", "SECONDS",
-                            "SIGTERM/SIGINT: stop accepting, let in-flight requests finish "
-                            "for at most SECONDS, 0-3600 (default 10)"},
-    [O_MAX_IN_FLIGHT] = {"max-in-flight", "N",
-                         "gateway-wide cap on requests in flight; beyond it 503 with "
-                         "Retry-After, 0-10000000; 0: off (default 0)"},
-    [O_MAX_CONNS] = {"max-connections", "N",
-                     "client connections per worker; beyond it 503, 1-10000000 "
-                     "(default 65536)"},
-    [O_MAX_BODY] = {"max-body-size", "BYTES",
-                    "larger request bodies get 413, on every path, 1024-4294967295 "
-                    "(default " PG_STR(PG_MAX_BODY_DEFAULT) ")"},
-    [O_CACHE_CAPACITY] = {"cache-capacity", "TOKENS",
-                          "cache_aware: KV cache of each instance, in tokens (4 characters "
-                          "each); sizes and ages the block index, 1024-1000000000 (default "
-                          PG_STR(PG_CA_CAPACITY_DEFAULT) ")"},
-    [O_ROUTE_HEADER] = {"route-header", NULL,
-                        "add X-Prefixgate-Route: backend=...; reason=...; matched=N to every "
-                        "response"},
-    [O_T_HEADER] = {"header-timeout", "MS",
-                    "a request head not complete MS after its first byte: 408, 100-3600000 "
-                    "(default 10000)"},
-    [O_T_BODY] = {"body-timeout", "MS",
-                  "no request body byte for MS: 408, 100-3600000 (default 30000)"},
-    [O_T_IDLE] = {"idle-timeout", "MS",
-                  "idle keep-alive client connections closed after MS, 100-3600000 "
-                  "(default 60000)"},
-    [O_T_CONNECT] = {"connect-timeout", "MS",
-                     "backend connect; then the next candidate, 100-600000 (default 3000)"},
-    [O_T_FIRST_BYTE] = {"first-byte-timeout", "MS",
-                        "request sent, no response byte for MS: 504 (prefill can take long), "
-                        "100-3600000 (default 300000)"},
-    [O_SPLICE_BUDGET] = {"splice-budget", "BYTES",
-                         "in-kernel data paths: response bytes in flight to one slow client "
-                         "before falling back, 65536-1073741824 (default 4194304)"},
-    [O_ACCESS_LOG] = {"access-log", "FILE",
-                      "append one JSON line per request to FILE, written off the request path "
-                      "(default: none)"},
-    [O_HELP] = {"help", NULL, "print this help and exit"},
-    [O_VERSION] = {"version", NULL, "print the version and exit"},
+#define OPT(n, a, h)  .name = (n), .arg = (a), .help = (h)
+#define CFG(f)        .field = offsetof(struct pg_config, f)
+#define ROUTE(f)      .field = offsetof(struct pg_route_cfg, f), .route = true
+#define RANGE(lo, hi) .min = (lo), .max = (hi)
+#define TOKEN_LEN     PG_STR(PG_ADMIN_TOKEN_MIN) "-" PG_STR(PG_ADMIN_TOKEN_MAX)
+#define TOKEN_CHARS   PG_STR(PG_CA_CHARS_PER_TOKEN)
+    [O_LISTEN] = {OPT("listen", "ADDR:PORT", "client listener"), .def = PG_LISTEN_DEFAULT},
+    [O_ADMIN] = {OPT("admin", "ADDR:PORT", "admin API and metrics"), .def = PG_ADMIN_DEFAULT},
+    [O_BACKEND] = {OPT("backend", "ADDR:PORT",
+                       "an inference instance; repeat for each (default none)")},
+    [O_BACKENDS_FILE] = {OPT(
+        "backends-file", "FILE",
+        "more backends, one ADDR:PORT a line, '#' comments; re-read on SIGHUP")},
+    [O_STRATEGY] = {OPT("strategy", "S",
+                        "random | least_outstanding_requests | prefix_aware | cache_aware"),
+                    .def = "prefix_aware"},
+    [O_PREFIX_LENGTH] = {OPT("prefix-length", "N",
+                             "prefix key length, characters (bytes for non-OpenAI paths)"),
+                         .def = PG_STR(PG_PREFIX_LENGTH_DEFAULT), ROUTE(prefix_length),
+                         RANGE(PG_PREFIX_LENGTH_MIN, PG_PREFIX_LENGTH_MAX)},
+    [O_CONCURRENCY] = {OPT("concurrency-threshold", "N",
+                           "in-flight requests per backend before prefix_aware overflows"),
+                       .def = PG_STR(PG_CONCURRENCY_DEFAULT), ROUTE(concurrency_threshold),
+                       RANGE(PG_CONCURRENCY_MIN, PG_CONCURRENCY_MAX)},
+    [O_ROUTING_CONFIG] = {OPT("routing-config", "FILE",
+                              "SageMaker RoutingConfig JSON; the three flags above override it")},
+    [O_WORKERS] = {OPT("workers", "N", "worker threads"), .def_text = "one per CPU", CFG(workers),
+                   RANGE(1, PG_WORKERS_MAX)},
+    [O_DATA_PATH] = {OPT("data-path", "auto|copy|sockmap|sockmsg",
+                         "how response bytes reach the client"),
+                     .def = "auto"},
+    [O_NO_BPF] = {OPT("no-bpf", NULL, "no BPF at all: unprivileged, copy data path")},
+    [O_PIN_PATH] = {OPT("bpf-pin-path", "DIR", "where BPF maps are pinned"),
+                    .def = PG_PIN_PATH_DEFAULT},
+    [O_BPF_CGROUP] = {OPT("bpf-cgroup", "PATH", "cgroup v2 directory the sockmsg path attaches to"),
+                      .def_text = "the first cgroup2 mount of /sys/fs/cgroup/unified, "
+                                  "/sys/fs/cgroup"},
+    [O_HC_PATH] = {OPT("health-check-path", "PATH",
+                       "active health check: GET PATH on each backend; none: off"),
+                   .def = "/health"},
+    [O_HC_INTERVAL] = {OPT("health-check-interval", "MS", "time between checks"), .def = "2000",
+                       CFG(health.interval_ms), RANGE(100, 600000)},
+    [O_HC_TIMEOUT] = {OPT("health-check-timeout", "MS", "a check not answered 2xx within MS fails"),
+                      .def = "1000", CFG(health.timeout_ms), RANGE(10, 60000)},
+    [O_HC_RISE] = {OPT("health-rise", "N", "passed checks in a row that bring a backend back"),
+                   .def = "2", CFG(health.rise), RANGE(1, 100)},
+    [O_HC_FALL] = {OPT("health-fall", "N", "failed checks in a row that take a backend out"),
+                   .def = "3", CFG(health.fall), RANGE(1, 100)},
+    [O_SCRAPE] = {OPT("metrics-scrape-interval", "MS",
+                      "GET /metrics of each backend (vLLM KV hits, queue) every MS"),
+                  .def = "5000", CFG(metrics_scrape_ms), RANGE(100, 600000), .zero_off = true},
+    [O_LOAD_SIGNAL] = {OPT("load-signal", "inflight|backend|both",
+                           "least-outstanding compares in_flight, the backend's running+waiting, "
+                           "or in_flight+waiting"),
+                       .def = "inflight"},
+    [O_SHADOW] = {OPT("shadow", NULL,
+                      "also compute what prefix_aware would choose: prefixgate_shadow_* metrics")},
+    [O_PREDICT_WINDOW] = {OPT("predict-window", "MS",
+                              "a request is a predicted KV hit if its key went to the same backend "
+                              "within MS"),
+                          .def = "60000", CFG(predict_window_ms), RANGE(1000, 3600000)},
+    [O_USER] = {OPT("user", "NAME",
+                    "after start-up run as NAME (uid, gid, groups), keeping no capability the "
+                    "gateway does not use"),
+                .def_text = "stay as started"},
+    [O_ADMIN_TOKEN] = {OPT("admin-token", "TOKEN",
+                           "every admin request needs \"Authorization: Bearer TOKEN\" "
+                           "(" TOKEN_LEN " chars); required for a non-loopback --admin")},
+    [O_ADMIN_TOKEN_FILE] = {OPT("admin-token-file", "FILE",
+                                "the same, read from FILE (keeps the token out of ps)")},
+    [O_SHUTDOWN_TIMEOUT] = {OPT("shutdown-timeout", "SECONDS",
+                                "SIGTERM/SIGINT: stop accepting, let in-flight requests finish "
+                                "for at most SECONDS"),
+                            .def = "10", CFG(shutdown_timeout_s), RANGE(0, 3600)},
+    [O_MAX_IN_FLIGHT] = {OPT("max-in-flight", "N",
+                             "gateway-wide cap on requests in flight; beyond it 503 with "
+                             "Retry-After"),
+                         .def = "0", CFG(max_in_flight), RANGE(0, 10000000), .zero_off = true},
+    [O_MAX_CONNS] = {OPT("max-connections", "N", "client connections per worker; beyond it 503"),
+                     .def = "65536", CFG(max_connections), RANGE(1, 10000000)},
+    [O_MAX_BODY] = {OPT("max-body-size", "BYTES", "larger request bodies get 413, on every path"),
+                    .def = PG_STR(PG_MAX_BODY_DEFAULT), CFG(max_body), RANGE(1024, UINT32_MAX)},
+    [O_CACHE_CAPACITY] = {OPT("cache-capacity", "TOKENS",
+                              "cache_aware: KV cache of each instance, in tokens (" TOKEN_CHARS
+                              " characters each); sizes and ages the block index"),
+                          .def = PG_STR(PG_CA_CAPACITY_DEFAULT), CFG(cache_capacity),
+                          RANGE(1024, 1000000000)},
+    [O_ROUTE_HEADER] = {OPT("route-header", NULL,
+                            "add X-Prefixgate-Route: backend=...; reason=...; matched=N to every "
+                            "response")},
+    [O_T_HEADER] = {OPT("header-timeout", "MS",
+                        "a request head not complete MS after its first byte: 408"),
+                    .def = "10000", CFG(timeouts.header_ms), RANGE(100, 3600000)},
+    [O_T_BODY] = {OPT("body-timeout", "MS", "no request body byte for MS: 408"), .def = "30000",
+                  CFG(timeouts.body_ms), RANGE(100, 3600000)},
+    [O_T_IDLE] = {OPT("idle-timeout", "MS", "idle keep-alive client connections closed after MS"),
+                  .def = "60000", CFG(timeouts.idle_ms), RANGE(100, 3600000)},
+    [O_T_CONNECT] = {OPT("connect-timeout", "MS", "backend connect; then the next candidate"),
+                     .def = "3000", CFG(timeouts.connect_ms), RANGE(100, 600000)},
+    [O_T_FIRST_BYTE] = {OPT("first-byte-timeout", "MS",
+                            "request sent, no response byte for MS: 504 (prefill can take long)"),
+                        .def = "300000", CFG(timeouts.first_byte_ms), RANGE(100, 3600000)},
+    [O_SPLICE_BUDGET] = {OPT("splice-budget", "BYTES",
+                             "in-kernel data paths: response bytes in flight to one slow client "
+                             "before falling back"),
+                         .def = "4194304", CFG(splice_budget), RANGE(65536, 1u << 30)},
+    [O_ACCESS_LOG] = {OPT("access-log", "FILE",
+                          "append one JSON line per request to FILE, written off the request path"),
+                      .def_text = "none"},
+    [O_HELP] = {OPT("help", NULL, "print this help and exit")},
+    [O_VERSION] = {OPT("version", NULL, "print the version and exit")},
+#undef OPT
+#undef CFG
+#undef ROUTE
+#undef RANGE
+#undef TOKEN_LEN
+#undef TOKEN_CHARS
 };
 
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
+/* apply() marks the flags that override a --routing-config file in a
+ * 32-bit set */
+_Static_assert(O_STRATEGY < 32 && O_PREFIX_LENGTH < 32 && O_CONCURRENCY < 32, "set bits");
+_Static_assert(sizeof(unsigned) == sizeof(uint32_t), "numeric flags are stored as uint32_t");
+
+/* The help of o: what it does, then its range and default from the table. */
+static void help_line(const struct opt *o, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s", o->help);
+
+	if (o->max && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, ", %s%" PRIu32 "-%" PRIu32 "%s",
+		              o->zero_off && o->min ? "0 or " : "", o->min, o->max,
+		              o->zero_off ? "; 0: off" : "");
+	if (o->def && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, " (default %s)", o->def);
+	else if (o->def_text && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, " (default: %s)", o->def_text);
+}
 
 void pg_config_usage(FILE *out)
 {
-	char left[64];
+	char left[64], help[512];
 
 	fprintf(out, "Usage: prefixgate [OPTION]...\n"
 	             "Prefix-aware HTTP/1.1 router for LLM inference servers.\n\n");
 	for (size_t i = 0; i < NOPTS; i++) {
 		snprintf(left, sizeof(left), "--%s%s%s", opts[i].name, opts[i].arg ? " " : "",
 		         opts[i].arg ? opts[i].arg : "");
+		help_line(&opts[i], help, sizeof(help));
 		if (strlen(left) > 28)
-			fprintf(out, "  %s\n  %-28s  %s\n", left, "", opts[i].help);
+			fprintf(out, "  %s\n  %-28s  %s\n", left, "", help);
 		else
-			fprintf(out, "  %-28s  %s\n", left, opts[i].help);
+			fprintf(out, "  %-28s  %s\n", left, help);
 	}
 	fprintf(out, "\nFlags take \"--flag value\" or \"--flag=value\".\n"
 	             "Admin API on --admin: GET /metrics /backends /routing /health, "
@@ -208,12 +271,24 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
                  unsigned *set, char *err, size_t errlen)
 {
 	static const char *const paths[] = {"auto", "copy", "sockmap", "sockmsg"};
-	const char *name = opts[id].name;
+	const struct opt *o = &opts[id];
+	const char *name = o->name;
 	struct sockaddr_in a;
 	char e[160];
 	size_t dup;
 	int rc;
 
+	if (o->max) { /* a number, stored by the table */
+		uint32_t *dst = (uint32_t *)((o->route ? (char *)flags : (char *)cfg) + o->field);
+
+		if (o->route)
+			*set |= 1u << id;
+		if (o->zero_off && !strcmp(v, "0")) {
+			*dst = 0;
+			return 0;
+		}
+		return flag_uint(name, v, o->min, o->max, dst, err, errlen);
+	}
 	switch (id) {
 	case O_LISTEN:
 	case O_ADMIN:
@@ -265,16 +340,6 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 		}
 		*set |= 1u << id;
 		return 0;
-	case O_PREFIX_LENGTH:
-		*set |= 1u << id;
-		return flag_uint(name, v, PG_PREFIX_LENGTH_MIN, PG_PREFIX_LENGTH_MAX,
-		                 &flags->prefix_length, err, errlen);
-	case O_CONCURRENCY:
-		*set |= 1u << id;
-		return flag_uint(name, v, PG_CONCURRENCY_MIN, PG_CONCURRENCY_MAX,
-		                 &flags->concurrency_threshold, err, errlen);
-	case O_WORKERS:
-		return flag_uint(name, v, 1, PG_WORKERS_MAX, &cfg->workers, err, errlen);
 	case O_DATA_PATH:
 		for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
 			if (!strcasecmp(v, paths[i])) {
@@ -299,20 +364,6 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 		}
 		cfg->health.path = v;
 		return 0;
-	case O_HC_INTERVAL:
-		return flag_uint(name, v, 100, 600000, &cfg->health.interval_ms, err, errlen);
-	case O_HC_TIMEOUT:
-		return flag_uint(name, v, 10, 60000, &cfg->health.timeout_ms, err, errlen);
-	case O_HC_RISE:
-		return flag_uint(name, v, 1, 100, &cfg->health.rise, err, errlen);
-	case O_HC_FALL:
-		return flag_uint(name, v, 1, 100, &cfg->health.fall, err, errlen);
-	case O_SCRAPE:
-		if (!strcmp(v, "0")) {
-			cfg->metrics_scrape_ms = 0;
-			return 0;
-		}
-		return flag_uint(name, v, 100, 600000, &cfg->metrics_scrape_ms, err, errlen);
 	case O_LOAD_SIGNAL: {
 		static const char *const signals[] = {"inflight", "backend", "both"};
 
@@ -329,8 +380,6 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 	case O_SHADOW:
 		cfg->shadow = true;
 		return 0;
-	case O_PREDICT_WINDOW:
-		return flag_uint(name, v, 1000, 3600000, &cfg->predict_window_ms, err, errlen);
 	case O_USER:
 		cfg->user = v;
 		return 0;
@@ -342,65 +391,36 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 	case O_ADMIN_TOKEN_FILE:
 		cfg->admin_token_file = v;
 		return 0;
-	case O_SHUTDOWN_TIMEOUT:
-		return flag_uint(name, v, 0, 3600, &cfg->shutdown_timeout_s, err, errlen);
-	case O_MAX_IN_FLIGHT:
-		return flag_uint(name, v, 0, 10000000, &cfg->max_in_flight, err, errlen);
-	case O_MAX_CONNS:
-		return flag_uint(name, v, 1, 10000000, &cfg->max_connections, err, errlen);
-	case O_CACHE_CAPACITY:
-		return flag_uint(name, v, 1024, 1000000000, &cfg->cache_capacity, err, errlen);
 	case O_ROUTE_HEADER:
 		cfg->route_header = true;
 		return 0;
-	case O_MAX_BODY:
-		return flag_uint(name, v, 1024, UINT32_MAX, &cfg->max_body, err, errlen);
-	case O_T_HEADER:
-		return flag_uint(name, v, 100, 3600000, &cfg->timeouts.header_ms, err, errlen);
-	case O_T_BODY:
-		return flag_uint(name, v, 100, 3600000, &cfg->timeouts.body_ms, err, errlen);
-	case O_T_IDLE:
-		return flag_uint(name, v, 100, 3600000, &cfg->timeouts.idle_ms, err, errlen);
-	case O_T_CONNECT:
-		return flag_uint(name, v, 100, 600000, &cfg->timeouts.connect_ms, err, errlen);
-	case O_T_FIRST_BYTE:
-		return flag_uint(name, v, 100, 3600000, &cfg->timeouts.first_byte_ms, err, errlen);
 	case O_ACCESS_LOG:
 		cfg->access_log = v;
 		return 0;
-	case O_SPLICE_BUDGET:
-		return flag_uint(name, v, 65536, 1u << 30, &cfg->splice_budget, err, errlen);
 	default:
 		return 0;
 	}
 }
 
-static void config_defaults(struct pg_config *cfg)
+/* Every default of the table, applied as if given on the command line (so
+ * it is checked against its range too), and the one routing field with no
+ * flag. Fails only if the table is wrong. */
+static int config_defaults(struct pg_config *cfg, char *err, size_t errlen)
 {
+	unsigned set = 0;
+	char e[256];
+
 	memset(cfg, 0, sizeof(*cfg));
-	pg_addr_parse(PG_LISTEN_DEFAULT, &cfg->listen, NULL, 0);
-	pg_addr_parse(PG_ADMIN_DEFAULT, &cfg->admin, NULL, 0);
-	cfg->route.strategy = PG_STRATEGY_PREFIX_AWARE;
-	cfg->health.path = "/health";
-	cfg->health.interval_ms = 2000;
-	cfg->health.timeout_ms = 1000;
-	cfg->health.rise = 2;
-	cfg->health.fall = 3;
-	cfg->metrics_scrape_ms = 5000;
-	cfg->predict_window_ms = 60000;
-	cfg->load_signal = PG_LOAD_INFLIGHT;
-	cfg->route.prefix_length = PG_PREFIX_LENGTH_DEFAULT;
-	cfg->route.concurrency_threshold = PG_CONCURRENCY_DEFAULT;
-	cfg->route.max_load_gap = PG_CA_GAP_DEFAULT;
-	cfg->cache_capacity = PG_CA_CAPACITY_DEFAULT;
-	cfg->data_path = PG_DATA_AUTO;
-	cfg->pin_path = PG_PIN_PATH_DEFAULT;
-	cfg->shutdown_timeout_s = 10;
-	cfg->max_connections = 65536;
-	cfg->max_body = PG_MAX_BODY_DEFAULT;
-	cfg->timeouts = (struct pg_timeouts){.header_ms = 10000, .body_ms = 30000, .idle_ms = 60000,
-	                                     .connect_ms = 3000, .first_byte_ms = 300000};
-	cfg->splice_budget = 4u << 20;
+	cfg->route.max_load_gap = PG_CA_GAP_DEFAULT; /* CacheAwareConfig.MaxLoadGap */
+	for (size_t id = 0; id < NOPTS; id++) {
+		if (opts[id].def &&
+		    apply(cfg, (enum opt_id)id, opts[id].def, &cfg->route, &set, e, sizeof(e))) {
+			pg_errf(err, errlen, "internal error: the default of --%s: %s",
+			        opts[id].name, e);
+			return -1;
+		}
+	}
+	return 0;
 }
 
 int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, char *err,
@@ -410,9 +430,10 @@ int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, cha
 	unsigned set = 0;
 	int ret = 2;
 
-	config_defaults(cfg);
 	if (errlen)
 		err[0] = 0;
+	if (config_defaults(cfg, err, errlen))
+		goto out;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *eq, *v = NULL;
 		size_t nlen, id;

@@ -16,6 +16,10 @@
  */
 __attribute__((format(printf, 3, 4))) void pg_errf(char *err, size_t errlen, const char *fmt, ...);
 
+/* --admin-token: its length in characters (config_ops.c checks it). */
+#define PG_ADMIN_TOKEN_MIN 16
+#define PG_ADMIN_TOKEN_MAX 256
+
 struct pg_config;
 struct sockaddr_in;
 
@@ -27,7 +31,7 @@ int pg_backend_add(char ***v, size_t *n, const struct sockaddr_in *a, size_t *du
 /*
  * Checks of the operations flags once the command line is parsed
  * (config_ops.c): read --admin-token-file into cfg->admin_token (surrounding
- * whitespace stripped); the token must be 16-256 visible ASCII characters
+ * whitespace stripped); the token must be PG_ADMIN_TOKEN_MIN-MAX visible ASCII characters
  * without spaces; a non-loopback --admin needs a token. 0, or -1 with err
  * naming the flag.
  */

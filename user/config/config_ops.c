@@ -9,16 +9,13 @@
 #include "config/config.h"
 #include "config/config_internal.h"
 
-#define TOKEN_MIN 16
-#define TOKEN_MAX 256
-
 static int check_token(const char *flag, const char *t, char *err, size_t errlen)
 {
 	size_t n = strlen(t);
 
-	if (n < TOKEN_MIN || n > TOKEN_MAX) {
+	if (n < PG_ADMIN_TOKEN_MIN || n > PG_ADMIN_TOKEN_MAX) {
 		pg_errf(err, errlen, "--%s: the token must be %d-%d characters long (it has %zu)",
-		        flag, TOKEN_MIN, TOKEN_MAX, n);
+		        flag, PG_ADMIN_TOKEN_MIN, PG_ADMIN_TOKEN_MAX, n);
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++) {
