@@ -19,7 +19,7 @@
 #include <bpf/bpf.h>
 #include "config/config.h"
 #include "ctl.h"
-#include "control/metrics.h"
+#include "lib/names.h"
 #include "lib/json.h"
 
 /* Seqlock read attempts before giving up (a rebuild takes ~1 ms). */

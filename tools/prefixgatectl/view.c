@@ -9,7 +9,7 @@
 #include <time.h>
 #include "config/config.h"
 #include "ctl.h"
-#include "control/metrics.h"
+#include "lib/names.h"
 
 /* Column headers, indexed by enum pg_decision (display only). */
 static const char *const dec_col[PG_DEC_MAX] = {

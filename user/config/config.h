@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include "lib/balancer.h"
+#include "lib/names.h" /* strategy names */
 #include "prefixgate.h"
 
 #define PG_VERSION          "0.1.0"
@@ -112,24 +113,17 @@ void pg_config_usage(FILE *out);
  *   {"RoutingStrategy":"PREFIX_AWARE",
  *    "PrefixAwareRoutingConfig":{"PrefixLength":4096,"ConcurrencyThreshold":10}}
  * or the same wrapped as {"RoutingConfig":{...}}. The document is the whole
- * routing config: RoutingStrategy is required (case-insensitive RANDOM,
- * LEAST_OUTSTANDING_REQUESTS, PREFIX_AWARE); missing PrefixAwareRoutingConfig
- * fields take PG_PREFIX_LENGTH_DEFAULT / PG_CONCURRENCY_DEFAULT. Unknown
+ * routing config: RoutingStrategy is required (any pg_strategy_parse name:
+ * RANDOM, LEAST_OUTSTANDING_REQUESTS, PREFIX_AWARE, CACHE_AWARE, any case);
+ * missing PrefixAwareRoutingConfig fields take PG_PREFIX_LENGTH_DEFAULT /
+ * PG_CONCURRENCY_DEFAULT, a missing CacheAwareConfig.MaxLoadGap
+ * PG_CA_GAP_DEFAULT. Unknown
  * fields, wrong types and out-of-range values are errors naming the field
  * ("PrefixAwareRoutingConfig.ConcurrencyThreshold: 0 is out of range
  * 1-1024"). Returns 0 and replaces *io, or -1 with err set and *io untouched.
  */
 int pg_routing_config_parse(const char *json, size_t len, struct pg_route_cfg *io, char *err,
                             size_t errlen);
-
-/* Strategy by name, case-insensitive: random, least_outstanding_requests,
- * prefix_aware (so SageMaker's RANDOM etc. too). 0 or -1. */
-int pg_strategy_parse(const char *s, size_t len, enum pg_strategy *out);
-/* The flag spelling: "random", ..., "cache_aware". */
-const char *pg_strategy_flag(enum pg_strategy s);
-/* SageMaker spelling: "RANDOM", "LEAST_OUTSTANDING_REQUESTS", "PREFIX_AWARE"
- * (and prefixgate's "CACHE_AWARE"). */
-const char *pg_strategy_name(enum pg_strategy s);
 
 /* "A.B.C.D:PORT", "localhost:PORT" (127.0.0.1) or ":PORT" (0.0.0.0); port
  * 1-65535, decimal. IPv4 only. 0, or -1 with err naming the input. */

@@ -7,6 +7,7 @@
  */
 #include <inttypes.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -28,6 +29,33 @@ enum opt_id {
 };
 /* clang-format on */
 
+/* --data-path values, by enum pg_data_path. */
+static const char *const data_paths[] = {
+    [PG_DATA_AUTO] = "auto",
+    [PG_DATA_COPY] = "copy",
+    [PG_DATA_SOCKMAP] = "sockmap",
+    [PG_DATA_SOCKMSG] = "sockmsg",
+};
+
+static const char *data_path_list(char *buf, size_t len, const char *sep)
+{
+	size_t used = 0;
+
+	if (len)
+		buf[0] = '\0';
+	for (size_t i = 0; i < sizeof(data_paths) / sizeof(data_paths[0]) && used < len; i++) {
+		int k = snprintf(buf + used, len - used, "%s%s", i ? sep : "", data_paths[i]);
+
+		used += k > 0 ? (size_t)k : 0;
+	}
+	return buf;
+}
+
+static const char *strategy_list(char *buf, size_t len, const char *sep)
+{
+	return pg_strategy_list(buf, len, false, sep, sep);
+}
+
 /*
  * One entry per flag, and every fact about it: its name, what it means, its
  * default and its range. --help prints them (help_line), apply() parses a
@@ -39,8 +67,12 @@ enum opt_id {
  */
 static const struct opt {
 	const char *name; /* without "--" */
-	const char *arg;  /* value placeholder, NULL: takes no value */
+	const char *arg;  /* value placeholder, NULL: takes no value (or see list) */
 	const char *help; /* one line: what it does (--help appends range, default) */
+	/* A choice of names: list() joins them with sep into buf. They are the
+	 * placeholder when arg is NULL, the help when help is NULL, and are
+	 * listed in the message that refuses a value. */
+	const char *(*list)(char *buf, size_t len, const char *sep);
 	const char *def;  /* the default, spelt as a value of the flag; NULL: none */
 	const char *def_text; /* or the default in words, for --help only */
 	/* A number (max > 0): apply() stores it at field, an unsigned of
@@ -64,9 +96,7 @@ static const struct opt {
     [O_BACKENDS_FILE] = {OPT(
         "backends-file", "FILE",
         "more backends, one ADDR:PORT a line, '#' comments; re-read on SIGHUP")},
-    [O_STRATEGY] = {OPT("strategy", "S",
-                        "random | least_outstanding_requests | prefix_aware | cache_aware"),
-                    .def = "prefix_aware"},
+    [O_STRATEGY] = {OPT("strategy", "S", NULL), .list = strategy_list, .def = "prefix_aware"},
     [O_PREFIX_LENGTH] = {OPT("prefix-length", "N",
                              "prefix key length, characters (bytes for non-OpenAI paths)"),
                          .def = PG_STR(PG_PREFIX_LENGTH_DEFAULT), ROUTE(prefix_length),
@@ -79,9 +109,8 @@ static const struct opt {
                               "SageMaker RoutingConfig JSON; the three flags above override it")},
     [O_WORKERS] = {OPT("workers", "N", "worker threads"), .def_text = "one per CPU", CFG(workers),
                    RANGE(1, PG_WORKERS_MAX)},
-    [O_DATA_PATH] = {OPT("data-path", "auto|copy|sockmap|sockmsg",
-                         "how response bytes reach the client"),
-                     .def = "auto"},
+    [O_DATA_PATH] = {OPT("data-path", NULL, "how response bytes reach the client"),
+                     .list = data_path_list, .def = "auto"},
     [O_NO_BPF] = {OPT("no-bpf", NULL, "no BPF at all: unprivileged, copy data path")},
     [O_PIN_PATH] = {OPT("bpf-pin-path", "DIR", "where BPF maps are pinned"),
                     .def = PG_PIN_PATH_DEFAULT},
@@ -102,10 +131,10 @@ static const struct opt {
     [O_SCRAPE] = {OPT("metrics-scrape-interval", "MS",
                       "GET /metrics of each backend (vLLM KV hits, queue) every MS"),
                   .def = "5000", CFG(metrics_scrape_ms), RANGE(100, 600000), .zero_off = true},
-    [O_LOAD_SIGNAL] = {OPT("load-signal", "inflight|backend|both",
+    [O_LOAD_SIGNAL] = {OPT("load-signal", NULL,
                            "least-outstanding compares in_flight, the backend's running+waiting, "
                            "or in_flight+waiting"),
-                       .def = "inflight"},
+                       .list = pg_load_signal_list, .def = "inflight"},
     [O_SHADOW] = {OPT("shadow", NULL,
                       "also compute what prefix_aware would choose: prefixgate_shadow_* metrics")},
     [O_PREDICT_WINDOW] = {OPT("predict-window", "MS",
@@ -179,7 +208,8 @@ _Static_assert(sizeof(unsigned) == sizeof(uint32_t), "numeric flags are stored a
 /* The help of o: what it does, then its range and default from the table. */
 static void help_line(const struct opt *o, char *buf, size_t len)
 {
-	int n = snprintf(buf, len, "%s", o->help);
+	char names[160];
+	int n = snprintf(buf, len, "%s", o->help ? o->help : o->list(names, sizeof(names), " | "));
 
 	if (o->max && (size_t)n < len)
 		n += snprintf(buf + n, len - (size_t)n, ", %s%" PRIu32 "-%" PRIu32 "%s",
@@ -193,13 +223,17 @@ static void help_line(const struct opt *o, char *buf, size_t len)
 
 void pg_config_usage(FILE *out)
 {
-	char left[64], help[512];
+	char left[64], help[512], names[160];
 
 	fprintf(out, "Usage: prefixgate [OPTION]...\n"
 	             "Prefix-aware HTTP/1.1 router for LLM inference servers.\n\n");
 	for (size_t i = 0; i < NOPTS; i++) {
-		snprintf(left, sizeof(left), "--%s%s%s", opts[i].name, opts[i].arg ? " " : "",
-		         opts[i].arg ? opts[i].arg : "");
+		const char *arg = opts[i].arg;
+
+		if (!arg && opts[i].list)
+			arg = opts[i].list(names, sizeof(names), "|");
+		snprintf(left, sizeof(left), "--%s%s%s", opts[i].name, arg ? " " : "",
+		         arg ? arg : "");
 		help_line(&opts[i], help, sizeof(help));
 		if (strlen(left) > 28)
 			fprintf(out, "  %s\n  %-28s  %s\n", left, "", help);
@@ -267,10 +301,19 @@ static int load_files(struct pg_config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
+/* Refuse v, not one of o's names: "--data-path: "x" is not one of auto, ...". */
+static int not_one_of(const struct opt *o, const char *v, char *err, size_t errlen)
+{
+	char names[160];
+
+	pg_errf(err, errlen, "--%s: \"%s\" is not one of %s", o->name, v,
+	        o->list(names, sizeof(names), ", "));
+	return -1;
+}
+
 static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg_route_cfg *flags,
                  unsigned *set, char *err, size_t errlen)
 {
-	static const char *const paths[] = {"auto", "copy", "sockmap", "sockmsg"};
 	const struct opt *o = &opts[id];
 	const char *name = o->name;
 	struct sockaddr_in a;
@@ -331,25 +374,18 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 		cfg->bpf_cgroup = v;
 		return 0;
 	case O_STRATEGY:
-		if (pg_strategy_parse(v, strlen(v), &flags->strategy)) {
-			pg_errf(err, errlen,
-			        "--strategy: \"%s\" is not one of random, "
-			        "least_outstanding_requests, prefix_aware, cache_aware",
-			        v);
-			return -1;
-		}
+		if (pg_strategy_parse(v, strlen(v), &flags->strategy))
+			return not_one_of(o, v, err, errlen);
 		*set |= 1u << id;
 		return 0;
 	case O_DATA_PATH:
-		for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
-			if (!strcasecmp(v, paths[i])) {
+		for (size_t i = 0; i < sizeof(data_paths) / sizeof(data_paths[0]); i++) {
+			if (!strcasecmp(v, data_paths[i])) {
 				cfg->data_path = (enum pg_data_path)i;
 				return 0;
 			}
 		}
-		pg_errf(err, errlen,
-		        "--data-path: \"%s\" is not one of auto, copy, sockmap, sockmsg", v);
-		return -1;
+		return not_one_of(o, v, err, errlen);
 	case O_NO_BPF:
 		cfg->no_bpf = true;
 		return 0;
@@ -364,19 +400,10 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 		}
 		cfg->health.path = v;
 		return 0;
-	case O_LOAD_SIGNAL: {
-		static const char *const signals[] = {"inflight", "backend", "both"};
-
-		for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]); i++) {
-			if (!strcasecmp(v, signals[i])) {
-				cfg->load_signal = (enum pg_load_signal)i;
-				return 0;
-			}
-		}
-		pg_errf(err, errlen, "--load-signal: \"%s\" is not one of inflight, backend, both",
-		        v);
-		return -1;
-	}
+	case O_LOAD_SIGNAL:
+		if (pg_load_signal_parse(v, &cfg->load_signal))
+			return not_one_of(o, v, err, errlen);
+		return 0;
 	case O_SHADOW:
 		cfg->shadow = true;
 		return 0;
@@ -452,11 +479,14 @@ int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, cha
 			        a + 2);
 			goto out;
 		}
-		if (opts[id].arg) {
+		if (opts[id].arg || opts[id].list) {
+			char names[160];
+
 			v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
 			if (!v) {
 				pg_errf(err, errlen, "--%s: missing value %s", opts[id].name,
-				        opts[id].arg);
+				        opts[id].arg ? opts[id].arg
+				                     : opts[id].list(names, sizeof(names), "|"));
 				goto out;
 			}
 		} else if (eq) {
@@ -485,7 +515,7 @@ int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, cha
 	if (cfg->no_bpf &&
 	    (cfg->data_path == PG_DATA_SOCKMAP || cfg->data_path == PG_DATA_SOCKMSG)) {
 		pg_errf(err, errlen, "--data-path %s needs BPF: drop --no-bpf or use copy",
-		        cfg->data_path == PG_DATA_SOCKMAP ? "sockmap" : "sockmsg");
+		        data_paths[cfg->data_path]);
 		goto out;
 	}
 	return 0;

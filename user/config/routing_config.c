@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * SageMaker RoutingConfig JSON and routing strategy names (see config.h for
- * the contracts). Pure parsing, no I/O and no global state.
+ * SageMaker RoutingConfig JSON (see config.h for the contract; the
+ * strategy names are lib/names.c). Pure parsing, no I/O and no global state.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -10,47 +10,6 @@
 #include "config/config.h"
 #include "config/config_internal.h"
 #include "lib/json.h"
-
-static const char *const strategy_names[] = {
-    [PG_STRATEGY_RANDOM] = "RANDOM",
-    [PG_STRATEGY_LEAST_OUTSTANDING] = "LEAST_OUTSTANDING_REQUESTS",
-    [PG_STRATEGY_PREFIX_AWARE] = "PREFIX_AWARE",
-    [PG_STRATEGY_CACHE_AWARE] = "CACHE_AWARE",
-};
-
-/* The same names as flags spell them (--strategy, logs, the dry run). */
-static const char *const strategy_flags[] = {
-    [PG_STRATEGY_RANDOM] = "random",
-    [PG_STRATEGY_LEAST_OUTSTANDING] = "least_outstanding_requests",
-    [PG_STRATEGY_PREFIX_AWARE] = "prefix_aware",
-    [PG_STRATEGY_CACHE_AWARE] = "cache_aware",
-};
-_Static_assert(sizeof(strategy_names) == sizeof(strategy_flags), "one name each");
-
-const char *pg_strategy_flag(enum pg_strategy s)
-{
-	if ((unsigned)s < sizeof(strategy_flags) / sizeof(strategy_flags[0]))
-		return strategy_flags[s];
-	return "unknown";
-}
-
-int pg_strategy_parse(const char *s, size_t len, enum pg_strategy *out)
-{
-	for (unsigned i = 0; i < sizeof(strategy_names) / sizeof(strategy_names[0]); i++) {
-		if (strlen(strategy_names[i]) == len && !strncasecmp(s, strategy_names[i], len)) {
-			*out = (enum pg_strategy)i;
-			return 0;
-		}
-	}
-	return -1;
-}
-
-const char *pg_strategy_name(enum pg_strategy s)
-{
-	if ((unsigned)s < sizeof(strategy_names) / sizeof(strategy_names[0]))
-		return strategy_names[s];
-	return "UNKNOWN";
-}
 
 /* A token's text for an error message: printable ASCII, bounded. */
 static const char *tok_text(const struct pg_json *js, uint32_t i, bool unescape, char *buf,
@@ -191,7 +150,7 @@ static int routing_cfg(const struct pg_json *js, char *err, size_t errlen, struc
 	for (uint32_t n = 0; n < js->tok[root].size; n++, k = pg_json_member_next(js, k)) {
 		v = k + 1;
 		if (pg_json_str_eq(js, k, "RoutingStrategy", 15)) {
-			char s[40];
+			char s[40], all[96];
 			size_t l;
 
 			if (js->tok[v].type != PG_JSON_STRING) {
@@ -201,10 +160,9 @@ static int routing_cfg(const struct pg_json *js, char *err, size_t errlen, struc
 			}
 			l = pg_json_str_copy(js, v, s, sizeof(s));
 			if (l > sizeof(s) || pg_strategy_parse(s, l, &rc->strategy)) {
-				pg_errf(err, errlen,
-				        "%sRoutingStrategy: \"%s\" is not one of RANDOM, "
-				        "LEAST_OUTSTANDING_REQUESTS, PREFIX_AWARE, CACHE_AWARE",
-				        path, tok_text(js, v, true, name, sizeof(name)));
+				pg_errf(err, errlen, "%sRoutingStrategy: \"%s\" is not one of %s",
+				        path, tok_text(js, v, true, name, sizeof(name)),
+				        pg_strategy_list(all, sizeof(all), true, ", ", ", "));
 				return -1;
 			}
 			have_strategy = true;
@@ -223,10 +181,10 @@ static int routing_cfg(const struct pg_json *js, char *err, size_t errlen, struc
 		}
 	}
 	if (!have_strategy) {
-		pg_errf(err, errlen,
-		        "%sRoutingStrategy: missing (RANDOM, LEAST_OUTSTANDING_REQUESTS, "
-		        "PREFIX_AWARE or CACHE_AWARE)",
-		        path);
+		char all[96];
+
+		pg_errf(err, errlen, "%sRoutingStrategy: missing (%s)", path,
+		        pg_strategy_list(all, sizeof(all), true, ", ", " or "));
 		return -1;
 	}
 	return 0;

@@ -12,18 +12,6 @@
 #include "control/metrics.h"
 #include "state/route.h"
 
-static const char *const decision_names[PG_DEC_MAX] = {
-    [PG_DEC_AFFINITY] = "affinity", [PG_DEC_OVERFLOW] = "overflow",
-    [PG_DEC_RANDOM] = "random",     [PG_DEC_LEAST_OUTSTANDING] = "least_outstanding",
-    [PG_DEC_RETRY] = "retry",       [PG_DEC_EXPLICIT_KEY] = "explicit_key",
-    [PG_DEC_CACHED] = "cached",
-};
-
-const char *pg_decision_name(unsigned decision)
-{
-	return decision < PG_DEC_MAX ? decision_names[decision] : "unknown";
-}
-
 static void family(struct pg_buf *o, const char *name, const char *type, const char *help)
 {
 	pg_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
@@ -208,7 +196,8 @@ void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 		for (int d = 0; d < PG_DEC_MAX; d++)
 			pg_buf_printf(
 			    o, "prefixgate_requests_total{backend=\"%s\",decision=\"%s\"} %llu\n",
-			    m[i].name, decision_names[d], (unsigned long long)m[i].requests[d]);
+			    m[i].name, pg_decision_name((unsigned)d),
+			    (unsigned long long)m[i].requests[d]);
 	family(o, "prefixgate_backend_in_flight", "gauge",
 	       "Requests dispatched to the backend and not yet finished.");
 	for (size_t i = 0; i < n; i++)

@@ -10,6 +10,7 @@
 
 #include "control/admin.h"
 #include "gateway.h"
+#include "lib/names.h" /* pg_decision_name, which its callers use */
 
 #define PG_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -33,10 +34,5 @@ void pg_metrics_sample(const struct pg_gateway *gw, uint64_t now_ms);
 
 /* Forget the samples (tests). */
 void pg_metrics_reset(void);
-
-/* Lower-case decision name as used in labels and in the /route dry run
- * ("affinity", "overflow", "random", "least_outstanding", "retry",
- * "explicit_key", "cached"), or "unknown": the one table of them. */
-const char *pg_decision_name(unsigned decision);
 
 #endif /* PG_METRICS_H */

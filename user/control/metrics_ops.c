@@ -238,7 +238,6 @@ static void shadow(struct pg_buf *o, const struct pg_rstats_totals *t, const str
 void pg_metrics_ops_render(const struct pg_gateway *gw, struct pg_buf *o)
 {
 	static struct row r[PG_MAX_BACKENDS]; /* control thread only */
-	static const char *const signals[] = {"inflight", "backend", "both"};
 	const struct sample *s0 = base();
 	const uint64_t now = pg_now_ms();
 	struct pg_rstats_totals *t = &win.tot;
@@ -262,9 +261,9 @@ void pg_metrics_ops_render(const struct pg_gateway *gw, struct pg_buf *o)
 	hot_keys(o, now);
 	family(o, "prefixgate_load_signal", "gauge",
 	       "The load least-outstanding choices compare (--load-signal), 1 for the one in use.");
-	for (unsigned i = 0; i < 3; i++)
-		pg_buf_printf(o, "prefixgate_load_signal{signal=\"%s\"} %d\n", signals[i],
-		              i == sig);
+	for (unsigned i = 0; i < PG_LOAD_SIGNAL_COUNT; i++)
+		pg_buf_printf(o, "prefixgate_load_signal{signal=\"%s\"} %d\n",
+		              pg_load_signal_name((enum pg_load_signal)i), i == sig);
 	family(o, "prefixgate_shadow_enabled", "gauge", "1 when --shadow is on.");
 	pg_buf_printf(o, "prefixgate_shadow_enabled %d\n", gw->cfg && gw->cfg->shadow);
 	if (gw->cfg && gw->cfg->shadow)
