@@ -39,6 +39,10 @@ struct pg_worker_stats {
 
 struct pg_worker;
 struct pg_datapath;
+struct pg_rstats;
+struct pg_metrics_window;
+struct pg_health;
+struct pg_alog;
 
 /* Buckets of the matched-length histogram: 0 blocks, then 2^(i-1) up to
  * 2^i - 1 blocks, the last one open (it takes all above 512). */
@@ -64,6 +68,12 @@ struct pg_gateway {
 	 * Their own cache line: every worker adds to them. */
 	uint64_t ca_matched[PG_CA_MATCH_BUCKETS] __attribute__((aligned(64)));
 	uint64_t ca_evictions;
+	/* The parts' own state, each an object made at start-up and passed
+	 * here; NULL when that part is off (or, in tests, not set up). */
+	struct pg_rstats *rstats;       /* routestats.h: one slot per worker */
+	struct pg_metrics_window *mwin; /* metrics.h: samples of the windowed ratios */
+	struct pg_health *health;       /* health.h: the checker thread's */
+	struct pg_alog *alog;           /* accesslog.h: the logger's, with the rings */
 };
 
 static inline uint64_t pg_now_ns(void)

@@ -21,6 +21,8 @@
 #include "control/control.h"
 #include "datapath/datapath.h"
 #include "control/health.h"
+#include "control/metrics.h"
+#include "state/routestats.h"
 #include "sys/lifecycle.h"
 #include "sys/log.h"
 #include "sys/privilege.h"
@@ -142,7 +144,9 @@ int main(int argc, char **argv)
 	}
 	gw.stats = aligned_alloc(64, sizeof(*gw.stats) * gw.nworkers);
 	gw.workers = calloc(gw.nworkers, sizeof(*gw.workers));
-	if (!gw.stats || !gw.workers) {
+	gw.rstats = pg_rstats_create(gw.nworkers);
+	gw.mwin = pg_metrics_window_create();
+	if (!gw.stats || !gw.workers || !gw.rstats || !gw.mwin) {
 		pg_error("out of memory");
 		goto out_workers;
 	}
@@ -191,7 +195,9 @@ out_workers:
 	__atomic_store_n(&gw.stop, 1, __ATOMIC_RELAXED);
 	while (started)
 		pg_worker_join(gw.workers[--started]);
-	pg_alog_stop(); /* after the workers: every record is in */
+	pg_alog_stop(&gw); /* after the workers: every record is in */
+	pg_metrics_window_free(gw.mwin);
+	pg_rstats_free(gw.rstats);
 	free(gw.workers);
 	free(gw.stats);
 out_maps:

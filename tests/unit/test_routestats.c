@@ -112,30 +112,39 @@ static void test_hot_merge(void **state)
 static struct pg_config cfg;
 static struct pg_gateway gw;
 
+/* Fresh statistics of nslots workers in gw. */
+static void fresh_rstats(unsigned nslots)
+{
+	pg_rstats_free(gw.rstats);
+	gw.rstats = pg_rstats_create(nslots);
+	assert_non_null(gw.rstats);
+}
+
 struct worker_arg {
+	unsigned id;
 	uint64_t base;
 	unsigned n;
 };
 
-/* Each thread records n requests: keys base + i % 4 to backend 1 + i % 2,
+/* Worker id records n requests: keys base + i % 4 to backend 1 + i % 2,
  * shadow always backend 1. */
 static void *worker(void *p)
 {
 	const struct worker_arg *a = p;
 
 	for (unsigned i = 0; i < a->n; i++)
-		pg_rstats_record(&gw, a->base + i % 4, (uint16_t)(1 + i % 2), 1, 1000 + i);
+		pg_rstats_record(&gw, a->id, a->base + i % 4, (uint16_t)(1 + i % 2), 1, 1000 + i);
 	return NULL;
 }
 
 static void test_record_threads(void **state)
 {
-	struct worker_arg args[3] = {{1000, 800}, {2000, 800}, {3000, 800}};
+	struct worker_arg args[3] = {{0, 1000, 800}, {1, 2000, 800}, {2, 3000, 800}};
 	pthread_t t[3];
 	struct pg_rstats_totals tot;
 
 	(void)state;
-	pg_rstats_reset();
+	fresh_rstats(3);
 	cfg.predict_window_ms = W;
 	cfg.shadow = true;
 	gw.cfg = &cfg;
@@ -143,7 +152,7 @@ static void test_record_threads(void **state)
 		assert_int_equal(pthread_create(&t[i], NULL, worker, &args[i]), 0);
 	for (int i = 0; i < 3; i++)
 		pthread_join(t[i], NULL);
-	pg_rstats_sum(&tot);
+	pg_rstats_sum(gw.rstats, &tot);
 	assert_int_equal(tot.requests, 2400);
 	/* key k always goes to the same backend (i % 4 fixes i % 2): all but
 	 * the first sight of each of the 12 keys are hits. */
@@ -152,9 +161,50 @@ static void test_record_threads(void **state)
 	assert_int_equal(tot.shadow_hits, 2400 - 12);
 	assert_int_equal(tot.shadow_agree, 1200);
 	assert_int_equal(tot.shadow_by_backend[1], 2400);
-	pg_rstats_reset();
-	pg_rstats_sum(&tot);
+	/* No shared slot: a worker outside the slots is not recorded. */
+	pg_rstats_record(&gw, 3, 1, 1, 0, 5000);
+	pg_rstats_sum(gw.rstats, &tot);
+	assert_int_equal(tot.requests, 2400);
+	fresh_rstats(3);
+	pg_rstats_sum(gw.rstats, &tot);
 	assert_int_equal(tot.requests, 0);
+	pg_rstats_sum(NULL, &tot); /* none at all: zeros */
+	assert_int_equal(tot.requests, 0);
+}
+
+/* pg_rstats_thread_slot: each thread its own slot, kept; none once all are
+ * claimed. */
+static unsigned slot_of[4];
+
+static void *claim_slot(void *p)
+{
+	unsigned *out = p;
+
+	*out = pg_rstats_thread_slot(gw.rstats);
+	assert_int_equal(pg_rstats_thread_slot(gw.rstats), *out);
+	return NULL;
+}
+
+static void test_thread_slots(void **state)
+{
+	pthread_t t[4];
+
+	(void)state;
+	fresh_rstats(3);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(pthread_create(&t[i], NULL, claim_slot, &slot_of[i]), 0);
+		pthread_join(t[i], NULL);
+	}
+	assert_true(slot_of[0] < 3 && slot_of[1] < 3 && slot_of[2] < 3);
+	assert_true(slot_of[0] != slot_of[1] && slot_of[1] != slot_of[2] &&
+	            slot_of[0] != slot_of[2]);
+	assert_int_equal(pthread_create(&t[3], NULL, claim_slot, &slot_of[3]), 0);
+	pthread_join(t[3], NULL);
+	assert_int_equal(slot_of[3], 3); /* nslots: not recorded */
+	/* A new object: this thread claims again, from slot 0. */
+	fresh_rstats(2);
+	assert_int_equal(pg_rstats_thread_slot(gw.rstats), 0);
+	assert_int_equal(pg_rstats_thread_slot(gw.rstats), 0);
 }
 
 static void test_hot_windows(void **state)
@@ -163,24 +213,24 @@ static void test_hot_windows(void **state)
 	size_t n;
 
 	(void)state;
-	pg_rstats_reset();
+	fresh_rstats(1);
 	gw.cfg = &cfg;
 	/* Window 1 (t 0..10 s): key 7 80% of 8000 requests, rest distinct. */
 	for (unsigned i = 0; i < 8000; i++)
-		pg_rstats_record(&gw, i % 5 ? 7 : 100000 + i, 1, 0, 1 + i);
-	assert_int_equal(pg_rstats_hot(9000, hot, PG_HOT_TOP), 0); /* none finished */
+		pg_rstats_record(&gw, 0, i % 5 ? 7 : 100000 + i, 1, 0, 1 + i);
+	assert_int_equal(pg_rstats_hot(gw.rstats, 9000, hot, PG_HOT_TOP), 0); /* none finished */
 	/* The next sampled request ends the window (it began at the first
 	 * sampled one, t = PG_HOT_SAMPLE). */
 	for (unsigned i = 0; i < PG_HOT_SAMPLE; i++)
-		pg_rstats_record(&gw, 7, 1, 0, 20 + PG_HOT_WINDOW_MS);
-	n = pg_rstats_hot(PG_HOT_WINDOW_MS + 25, hot, PG_HOT_TOP);
+		pg_rstats_record(&gw, 0, 7, 1, 0, 20 + PG_HOT_WINDOW_MS);
+	n = pg_rstats_hot(gw.rstats, PG_HOT_WINDOW_MS + 25, hot, PG_HOT_TOP);
 	assert_true(n >= 1);
 	assert_int_equal(hot[0].hash, 7);
 	/* about 6400 in the window, sampled 1 in 8 and scaled back */
 	if (hot[0].count < 6000 || hot[0].count > 6800)
 		fail_msg("key 7 counted %llu per window", (unsigned long long)hot[0].count);
 	/* Stale after two more windows. */
-	assert_int_equal(pg_rstats_hot(4 * PG_HOT_WINDOW_MS, hot, PG_HOT_TOP), 0);
+	assert_int_equal(pg_rstats_hot(gw.rstats, 4 * PG_HOT_WINDOW_MS, hot, PG_HOT_TOP), 0);
 }
 
 /* ---- rendered metrics ------------------------------------------------------- */
@@ -214,6 +264,7 @@ static void test_ops_metrics(void **state)
 	char err[256], *m;
 
 	(void)state;
+	pg_rstats_free(gw.rstats);
 	memset(&gw, 0, sizeof(gw));
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.shadow = true;
@@ -221,8 +272,9 @@ static void test_ops_metrics(void **state)
 	cfg.predict_window_ms = W;
 	gw.cfg = &cfg;
 	assert_int_equal(pg_maps_open(&gw.maps, false, "", 0, err, sizeof(err)), 0);
-	pg_rstats_reset();
-	pg_metrics_reset();
+	fresh_rstats(1);
+	gw.mwin = pg_metrics_window_create();
+	assert_non_null(gw.mwin);
 	b = &gw.maps.backends[1];
 	b->flags = PG_BACKEND_ACTIVE;
 	b->ipv4 = htonl(0x7f000001);
@@ -235,10 +287,10 @@ static void test_ops_metrics(void **state)
 	b->metrics_until_ms = pg_now_ms() + 60000;
 
 	/* Before any sample: since start. 4 requests, key 5 twice to 1. */
-	pg_rstats_record(&gw, 5, 1, 1, 10);
-	pg_rstats_record(&gw, 5, 1, 1, 11);
-	pg_rstats_record(&gw, 6, 1, 1, 12);
-	pg_rstats_record(&gw, 6, 1, 1, 13);
+	pg_rstats_record(&gw, 0, 5, 1, 1, 10);
+	pg_rstats_record(&gw, 0, 5, 1, 1, 11);
+	pg_rstats_record(&gw, 0, 6, 1, 1, 12);
+	pg_rstats_record(&gw, 0, 6, 1, 1, 13);
 	m = render();
 	assert_true(value(m, "prefixgate_predicted_hit_ratio") == 0.5);
 	assert_true(value(m, "prefixgate_backend_kv_hit_ratio{backend=\"127.0.0.1:9001\"}") == 0.1);
@@ -267,8 +319,8 @@ static void test_ops_metrics(void **state)
 		pg_metrics_sample(&gw, 100000 + i * PG_METRICS_SAMPLE_MS);
 	b->kv_hit_tokens += 900;
 	b->kv_query_tokens += 1000;
-	pg_rstats_record(&gw, 5, 1, 1, 20);
-	pg_rstats_record(&gw, 6, 1, 1, 21);
+	pg_rstats_record(&gw, 0, 5, 1, 1, 20);
+	pg_rstats_record(&gw, 0, 6, 1, 1, 21);
 	m = render();
 	assert_true(value(m, "prefixgate_backend_kv_hit_ratio{backend=\"127.0.0.1:9001\"}") == 0.9);
 	assert_true(value(m, "prefixgate_predicted_hit_ratio") == 1.0);
@@ -291,15 +343,18 @@ static void test_ops_metrics(void **state)
 	assert_true(value(m, "prefixgate_shadow_enabled") == 0);
 	assert_null(strstr(m, "prefixgate_shadow_requests_total"));
 	free(m);
+	pg_metrics_window_free(gw.mwin);
+	pg_rstats_free(gw.rstats);
 	pg_maps_close(&gw.maps);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_predict),     cmocka_unit_test(test_hot_space_saving),
-	    cmocka_unit_test(test_hot_merge),   cmocka_unit_test(test_record_threads),
-	    cmocka_unit_test(test_hot_windows), cmocka_unit_test(test_ops_metrics),
+	    cmocka_unit_test(test_predict),      cmocka_unit_test(test_hot_space_saving),
+	    cmocka_unit_test(test_hot_merge),    cmocka_unit_test(test_record_threads),
+	    cmocka_unit_test(test_thread_slots), cmocka_unit_test(test_hot_windows),
+	    cmocka_unit_test(test_ops_metrics),
 	};
 
 	return cmocka_run_group_tests_name("routestats", tests, NULL, NULL);

@@ -30,6 +30,7 @@
 #include "sys/log.h"
 #include "state/maps.h"
 #include "state/route.h"
+#include "state/routestats.h"
 
 #define CONVS 512
 
@@ -104,6 +105,11 @@ static void setup(struct pg_gateway *gw, struct pg_config *cfg, unsigned nbacken
 	cfg->backends = list;
 	cfg->nbackends = nbackends;
 	gw->cfg = cfg;
+	gw->rstats = pg_rstats_create(1); /* one worker: this thread, recording as a worker does */
+	if (!gw->rstats) {
+		fprintf(stderr, "routebench: setup: out of memory\n");
+		exit(1);
+	}
 	if (pg_maps_open(&gw->maps, false, "", pg_ca_slots_for(cfg->cache_capacity, PG_CA_SLOTS_MIN),
 			 err, sizeof(err)) ||
 	    pg_control_init(gw, err, sizeof(err))) {
@@ -177,7 +183,7 @@ int main(int argc, char **argv)
 					in.body = bodies + (size_t)c * cap;
 					in.body_len = blen[c];
 					t0 = now_ns();
-					pg_route(&gw, &in, NULL, t0, &key, &ch);
+					pg_route_worker(&gw, 0, &in, NULL, t0, &key, &ch);
 					lat[n++] = now_ns() - t0;
 					matched += ch.matched;
 				}
@@ -189,6 +195,7 @@ int main(int argc, char **argv)
 			       100.0 * (double)matched / ((double)n * (double)kib * 1024),
 			       rebuild / 1e3);
 			pg_maps_close(&gw.maps);
+			pg_rstats_free(gw.rstats);
 		}
 	}
 	free(lat);

@@ -20,47 +20,55 @@ struct ring {
 	struct pg_alog_rec rec[RING_SLOTS];
 } __attribute__((aligned(64)));
 
-static struct {
-	struct pg_gateway *gw;
+struct pg_alog {
+	const struct pg_gateway *gw;
 	FILE *f;
-	struct ring *rings;
+	struct ring *rings; /* one per worker */
 	unsigned nrings;
 	pthread_t thread;
 	int stop;
 	uint64_t dropped;
-} al;
+};
+
+/* The logger started last, for pg_alog_enabled() and pg_alog_push() only. */
+static struct pg_alog *started;
 
 static const char *const sources[] = {"raw", "messages", "header", "prompt_cache_key"};
 static const char *const outcomes[] = {"ok", "client_abort", "backend_error", "gateway"};
 
-bool pg_alog_enabled(void)
+uint64_t pg_alog_dropped(const struct pg_alog *l)
 {
-	return al.f != NULL;
+	return l ? __atomic_load_n(&l->dropped, __ATOMIC_RELAXED) : 0;
 }
 
-uint64_t pg_alog_dropped(void)
-{
-	return __atomic_load_n(&al.dropped, __ATOMIC_RELAXED);
-}
-
-void pg_alog_push(unsigned worker, const struct pg_alog_rec *r)
+void pg_alog_record(struct pg_alog *l, unsigned worker, const struct pg_alog_rec *r)
 {
 	struct ring *g;
 	uint32_t h;
 
-	if (!al.f || worker >= al.nrings)
+	if (!l || worker >= l->nrings)
 		return;
-	g = &al.rings[worker];
+	g = &l->rings[worker];
 	h = g->head;
 	if (h - __atomic_load_n(&g->tail, __ATOMIC_ACQUIRE) == RING_SLOTS) {
-		__atomic_fetch_add(&al.dropped, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&l->dropped, 1, __ATOMIC_RELAXED);
 		return;
 	}
 	g->rec[h % RING_SLOTS] = *r;
 	__atomic_store_n(&g->head, h + 1, __ATOMIC_RELEASE);
 }
 
-static void write_rec(const struct pg_alog_rec *r)
+bool pg_alog_enabled(void)
+{
+	return __atomic_load_n(&started, __ATOMIC_ACQUIRE) != NULL;
+}
+
+void pg_alog_push(unsigned worker, const struct pg_alog_rec *r)
+{
+	pg_alog_record(__atomic_load_n(&started, __ATOMIC_ACQUIRE), worker, r);
+}
+
+static void write_rec(const struct pg_alog *l, const struct pg_alog_rec *r)
 {
 	char when[32], backend[32] = "";
 	time_t s = (time_t)(r->wall_ms / 1000);
@@ -69,8 +77,8 @@ static void write_rec(const struct pg_alog_rec *r)
 	gmtime_r(&s, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
 	if (r->backend)
-		pg_backend_name(&al.gw->maps.backends[r->backend], backend, sizeof(backend));
-	fprintf(al.f,
+		pg_backend_name(&l->gw->maps.backends[r->backend], backend, sizeof(backend));
+	fprintf(l->f,
 		"{\"time\":\"%s.%03" PRIu64 "Z\",\"backend\":\"%s\",\"decision\":\"%s\","
 		"\"key_hash\":\"0x%016" PRIx64 "\",\"key_source\":\"%s\",\"status\":%u,"
 		"\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64 ",\"route_us\":%u,"
@@ -82,74 +90,90 @@ static void write_rec(const struct pg_alog_rec *r)
 		r->outcome < 4 ? outcomes[r->outcome] : "");
 }
 
-static void drain(void)
+static void drain(struct pg_alog *l)
 {
-	for (unsigned i = 0; i < al.nrings; i++) {
-		struct ring *g = &al.rings[i];
+	for (unsigned i = 0; i < l->nrings; i++) {
+		struct ring *g = &l->rings[i];
 		uint32_t t = g->tail, h = __atomic_load_n(&g->head, __ATOMIC_ACQUIRE);
 
 		for (; t != h; t++)
-			write_rec(&g->rec[t % RING_SLOTS]);
+			write_rec(l, &g->rec[t % RING_SLOTS]);
 		__atomic_store_n(&g->tail, t, __ATOMIC_RELEASE);
 	}
-	fflush(al.f);
+	fflush(l->f);
 }
 
 static void *logger_main(void *arg)
 {
 	const struct timespec tick = {.tv_nsec = 100 * 1000000};
+	struct pg_alog *l = arg;
 
-	(void)arg;
-	while (!__atomic_load_n(&al.stop, __ATOMIC_RELAXED)) {
+	while (!__atomic_load_n(&l->stop, __ATOMIC_RELAXED)) {
 		nanosleep(&tick, NULL);
-		drain();
+		drain(l);
 	}
-	drain();
+	drain(l);
 	return NULL;
+}
+
+static void alog_free(struct pg_alog *l)
+{
+	if (l->f)
+		fclose(l->f);
+	free(l->rings);
+	free(l);
 }
 
 int pg_alog_start(struct pg_gateway *gw, const char *path, char *err, size_t errlen)
 {
+	struct pg_alog *l;
 	int rc;
 
+	gw->alog = NULL;
 	if (!path)
 		return 0;
-	al.gw = gw;
-	al.nrings = gw->nworkers;
-	al.rings = aligned_alloc(64, sizeof(*al.rings) * al.nrings);
-	if (!al.rings) {
+	l = calloc(1, sizeof(*l));
+	if (!l) {
 		snprintf(err, errlen, "--access-log: out of memory");
 		return -1;
 	}
-	memset(al.rings, 0, sizeof(*al.rings) * al.nrings);
-	al.f = fopen(path, "ae");
-	if (!al.f) {
-		snprintf(err, errlen, "--access-log %s: %s", path, strerror(errno));
-		free(al.rings);
-		al.rings = NULL;
+	l->gw = gw;
+	l->nrings = gw->nworkers;
+	l->rings = aligned_alloc(64, sizeof(*l->rings) * (l->nrings ? l->nrings : 1));
+	if (!l->rings) {
+		snprintf(err, errlen, "--access-log: out of memory");
+		alog_free(l);
 		return -1;
 	}
-	rc = pthread_create(&al.thread, NULL, logger_main, NULL);
+	memset(l->rings, 0, sizeof(*l->rings) * l->nrings);
+	l->f = fopen(path, "ae");
+	if (!l->f) {
+		snprintf(err, errlen, "--access-log %s: %s", path, strerror(errno));
+		alog_free(l);
+		return -1;
+	}
+	rc = pthread_create(&l->thread, NULL, logger_main, l);
 	if (rc) {
 		snprintf(err, errlen, "--access-log: starting the logger thread: %s", strerror(rc));
-		fclose(al.f);
-		al.f = NULL;
-		free(al.rings);
-		al.rings = NULL;
+		alog_free(l);
 		return -1;
 	}
+	gw->alog = l;
+	__atomic_store_n(&started, l, __ATOMIC_RELEASE);
 	pg_info("access log: %s (one JSON line per request)", path);
 	return 0;
 }
 
-void pg_alog_stop(void)
+void pg_alog_stop(struct pg_gateway *gw)
 {
-	if (!al.f)
+	struct pg_alog *l = gw->alog;
+
+	if (!l)
 		return;
-	__atomic_store_n(&al.stop, 1, __ATOMIC_RELAXED);
-	pthread_join(al.thread, NULL);
-	fclose(al.f);
-	al.f = NULL;
-	free(al.rings);
-	al.rings = NULL;
+	__atomic_store_n(&l->stop, 1, __ATOMIC_RELAXED);
+	pthread_join(l->thread, NULL);
+	if (__atomic_load_n(&started, __ATOMIC_RELAXED) == l)
+		__atomic_store_n(&started, NULL, __ATOMIC_RELEASE);
+	alog_free(l);
+	gw->alog = NULL;
 }

@@ -36,15 +36,31 @@ struct pg_alog_rec {
 	uint8_t attempts;
 };
 
-/* Open path for appending and start the logger (no-op when path is NULL). */
+/* The logger: the file, one ring per worker, the thread (gw->alog). */
+struct pg_alog;
+
+/* Open path for appending and start the logger as gw->alog, with one ring
+ * per worker (gw->nworkers must be set). No-op, gw->alog NULL, when path is
+ * NULL. */
 int pg_alog_start(struct pg_gateway *gw, const char *path, char *err, size_t errlen);
-/* Drain what is left, stop the logger, close the file. */
-void pg_alog_stop(void);
+/* Drain what is left, stop the logger, close the file; gw->alog is NULL
+ * after. Call once the workers have stopped. */
+void pg_alog_stop(struct pg_gateway *gw);
 /* Is the access log on? (Workers skip building records when not.) */
+static inline bool pg_alog_on(const struct pg_alog *l)
+{
+	return l != NULL;
+}
+/* Worker `worker` hands one record to l (never blocks; drops and counts
+ * when its ring is full; nothing when l is NULL). */
+void pg_alog_record(struct pg_alog *l, unsigned worker, const struct pg_alog_rec *r);
+/* Records dropped because a ring was full (0 when l is NULL). */
+uint64_t pg_alog_dropped(const struct pg_alog *l);
+
+/* The same two for a caller without the gateway at hand, on the logger
+ * started last: kept until the proxy calls pg_alog_on(w->gw->alog) and
+ * pg_alog_record(w->gw->alog, w->id, &r). */
 bool pg_alog_enabled(void);
-/* Worker `worker` hands one record over (never blocks; drops when full). */
 void pg_alog_push(unsigned worker, const struct pg_alog_rec *r);
-/* Records dropped because a ring was full. */
-uint64_t pg_alog_dropped(void);
 
 #endif /* PG_ACCESSLOG_H */

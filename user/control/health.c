@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -25,14 +26,15 @@ struct probe {
 	char buf[256];    /* health: the status line is all we need */
 };
 
-static struct {
+/* The checker thread's state (gw->health), its own alone once started. */
+struct pg_health {
+	struct pg_gateway *gw;
 	pthread_t thread;
-	bool running;
 	struct pg_health_state st[PG_MAX_BACKENDS];
 	struct probe pr[K_N][PG_MAX_BACKENDS];
 	struct pg_scrape sc[PG_MAX_BACKENDS];
 	uint32_t no_series_epoch[PG_MAX_BACKENDS]; /* member told to have no vllm:* series */
-} hc;
+};
 
 int pg_health_result(struct pg_health_state *st, bool ok, unsigned rise, unsigned fall)
 {
@@ -72,12 +74,13 @@ void pg_health_store_scrape(struct pg_backend *b, const struct pg_scrape *s, uin
 /* A health check ended: feed the rise/fall state, flag the member. */
 static void health_done(struct pg_gateway *gw, unsigned id, bool ok, const char *why)
 {
+	struct pg_health *hc = gw->health;
 	const struct pg_health_cfg *cfg = &gw->cfg->health;
 	struct pg_backend *b = &gw->maps.backends[id];
 	char name[32];
 	int change;
 
-	change = pg_health_result(&hc.st[id], ok, cfg->rise, cfg->fall);
+	change = pg_health_result(&hc->st[id], ok, cfg->rise, cfg->fall);
 	if (change < 0) {
 		__atomic_fetch_or(&b->flags, PG_BACKEND_UNHEALTHY, __ATOMIC_RELEASE);
 		pg_warn("backend %s unhealthy after %u failed checks of %s: %s",
@@ -93,18 +96,19 @@ static void health_done(struct pg_gateway *gw, unsigned id, bool ok, const char 
  * nothing: the previous values expire at metrics_until_ms. */
 static void scrape_done(struct pg_gateway *gw, unsigned id, bool ok)
 {
+	struct pg_health *hc = gw->health;
 	struct pg_backend *b = &gw->maps.backends[id];
-	const struct pg_scrape *s = &hc.sc[id];
+	const struct pg_scrape *s = &hc->sc[id];
 	char name[32];
 
 	if (!ok)
 		return;
 	if (!s->seen) {
-		if (hc.no_series_epoch[id] != b->epoch)
+		if (hc->no_series_epoch[id] != b->epoch)
 			pg_warn("backend %s: GET /metrics has no vllm:* series: no delivered hit "
 				"rate or backend load for it",
 				pg_backend_name(b, name, sizeof(name)));
-		hc.no_series_epoch[id] = b->epoch;
+		hc->no_series_epoch[id] = b->epoch;
 		return;
 	}
 	/* Valid for three intervals: one missed scrape does not drop them. */
@@ -113,7 +117,8 @@ static void scrape_done(struct pg_gateway *gw, unsigned id, bool ok)
 
 static void finish(struct pg_gateway *gw, enum kind k, unsigned id, bool ok, const char *why)
 {
-	struct probe *p = &hc.pr[k][id];
+	struct pg_health *hc = gw->health;
+	struct probe *p = &hc->pr[k][id];
 
 	close(p->fd);
 	p->fd = -1;
@@ -127,16 +132,17 @@ static void finish(struct pg_gateway *gw, enum kind k, unsigned id, bool ok, con
 
 static void start(struct pg_gateway *gw, enum kind k, unsigned id, uint64_t now)
 {
+	struct pg_health *hc = gw->health;
 	const struct pg_backend *b = &gw->maps.backends[id];
 	struct sockaddr_in sa = {.sin_family = AF_INET};
-	struct probe *p = &hc.pr[k][id];
+	struct probe *p = &hc->pr[k][id];
 	uint32_t epoch = __atomic_load_n(&b->epoch, __ATOMIC_RELAXED);
 	uint64_t timeout = gw->cfg->health.timeout_ms;
 
-	if (k == K_HEALTH && hc.st[id].epoch != epoch) /* a new member in this slot */
-		hc.st[id] = (struct pg_health_state){.epoch = epoch};
+	if (k == K_HEALTH && hc->st[id].epoch != epoch) /* a new member in this slot */
+		hc->st[id] = (struct pg_health_state){.epoch = epoch};
 	if (k == K_SCRAPE) {
-		pg_scrape_init(&hc.sc[id]);
+		pg_scrape_init(&hc->sc[id]);
 		/* A scrape may take up to its interval (at most 10 s). */
 		timeout = gw->cfg->metrics_scrape_ms < 10000 ? gw->cfg->metrics_scrape_ms : 10000;
 	}
@@ -156,7 +162,8 @@ static void start(struct pg_gateway *gw, enum kind k, unsigned id, uint64_t now)
 /* Read what a scrape's socket holds into the parser. */
 static void scrape_read(struct pg_gateway *gw, unsigned id)
 {
-	struct probe *p = &hc.pr[K_SCRAPE][id];
+	struct pg_health *hc = gw->health;
+	struct probe *p = &hc->pr[K_SCRAPE][id];
 	char buf[16384];
 	ssize_t r;
 
@@ -167,10 +174,10 @@ static void scrape_read(struct pg_gateway *gw, unsigned id)
 		if (r == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return;
 		if (r <= 0) {
-			finish(gw, K_SCRAPE, id, r == 0 && !pg_scrape_finish(&hc.sc[id]), "");
+			finish(gw, K_SCRAPE, id, r == 0 && !pg_scrape_finish(&hc->sc[id]), "");
 			return;
 		}
-		if (pg_scrape_feed(&hc.sc[id], buf, (size_t)r)) {
+		if (pg_scrape_feed(&hc->sc[id], buf, (size_t)r)) {
 			finish(gw, K_SCRAPE, id, false, "");
 			return;
 		}
@@ -179,8 +186,9 @@ static void scrape_read(struct pg_gateway *gw, unsigned id)
 
 static void step(struct pg_gateway *gw, enum kind k, unsigned id, short revents)
 {
+	struct pg_health *hc = gw->health;
 	const struct pg_backend *b = &gw->maps.backends[id];
-	struct probe *p = &hc.pr[k][id];
+	struct probe *p = &hc->pr[k][id];
 	char req[512], name[32];
 	int err = 0, n;
 	socklen_t el = sizeof(err);
@@ -237,7 +245,8 @@ static void step(struct pg_gateway *gw, enum kind k, unsigned id, short revents)
 
 static void *health_main(void *arg)
 {
-	struct pg_gateway *gw = arg;
+	struct pg_health *hc = arg;
+	struct pg_gateway *gw = hc->gw;
 	const unsigned interval[K_N] = {gw->cfg->health.path ? gw->cfg->health.interval_ms : 0,
 					gw->cfg->metrics_scrape_ms};
 	struct pollfd pfd[K_N * PG_MAX_BACKENDS];
@@ -254,7 +263,7 @@ static void *health_main(void *arg)
 				continue;
 			if (now >= next_round[k]) {
 				for (unsigned id = 1; id < PG_MAX_BACKENDS; id++)
-					if (hc.pr[k][id].fd == -1 &&
+					if (hc->pr[k][id].fd == -1 &&
 					    (__atomic_load_n(&gw->maps.backends[id].flags,
 							     __ATOMIC_RELAXED) &
 					     PG_BACKEND_ACTIVE))
@@ -264,7 +273,7 @@ static void *health_main(void *arg)
 			if (next_round[k] < wake)
 				wake = next_round[k];
 			for (unsigned id = 1; id < PG_MAX_BACKENDS; id++) {
-				struct probe *p = &hc.pr[k][id];
+				struct probe *p = &hc->pr[k][id];
 
 				if (p->fd == -1)
 					continue;
@@ -282,33 +291,43 @@ static void *health_main(void *arg)
 		}
 		if (poll(pfd, n, (int)(wake > now ? wake - now : 0)) > 0)
 			for (unsigned i = 0; i < n; i++)
-				if (pfd[i].revents && hc.pr[kinds[i]][ids[i]].fd != -1)
+				if (pfd[i].revents && hc->pr[kinds[i]][ids[i]].fd != -1)
 					step(gw, kinds[i], ids[i], pfd[i].revents);
 	}
 	for (int k = 0; k < K_N; k++)
 		for (unsigned id = 1; id < PG_MAX_BACKENDS; id++)
-			if (hc.pr[k][id].fd != -1) {
-				close(hc.pr[k][id].fd);
-				hc.pr[k][id].fd = -1;
+			if (hc->pr[k][id].fd != -1) {
+				close(hc->pr[k][id].fd);
+				hc->pr[k][id].fd = -1;
 			}
 	return NULL;
 }
 
 int pg_health_start(struct pg_gateway *gw, char *err, size_t errlen)
 {
+	struct pg_health *hc;
 	int rc;
 
-	for (int k = 0; k < K_N; k++)
-		for (unsigned id = 0; id < PG_MAX_BACKENDS; id++)
-			hc.pr[k][id].fd = -1;
+	gw->health = NULL;
 	if (!gw->cfg->health.path && !gw->cfg->metrics_scrape_ms)
 		return 0;
-	rc = pthread_create(&hc.thread, NULL, health_main, gw);
-	if (rc) {
-		snprintf(err, errlen, "starting the health-check thread: %s", strerror(rc));
+	hc = calloc(1, sizeof(*hc));
+	if (!hc) {
+		snprintf(err, errlen, "starting the health-check thread: out of memory");
 		return -1;
 	}
-	hc.running = true;
+	hc->gw = gw;
+	for (int k = 0; k < K_N; k++)
+		for (unsigned id = 0; id < PG_MAX_BACKENDS; id++)
+			hc->pr[k][id].fd = -1;
+	gw->health = hc;
+	rc = pthread_create(&hc->thread, NULL, health_main, hc);
+	if (rc) {
+		snprintf(err, errlen, "starting the health-check thread: %s", strerror(rc));
+		gw->health = NULL;
+		free(hc);
+		return -1;
+	}
 	if (gw->cfg->health.path)
 		pg_info("health checks: GET %s every %u ms, timeout %u ms, %u to fail, %u to "
 			"recover",
@@ -323,8 +342,9 @@ int pg_health_start(struct pg_gateway *gw, char *err, size_t errlen)
 
 void pg_health_stop(struct pg_gateway *gw)
 {
-	(void)gw;
-	if (hc.running)
-		pthread_join(hc.thread, NULL);
-	hc.running = false;
+	if (!gw->health)
+		return;
+	pthread_join(gw->health->thread, NULL);
+	free(gw->health);
+	gw->health = NULL;
 }

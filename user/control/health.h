@@ -35,10 +35,11 @@ struct pg_scrape;
 void pg_health_store_scrape(struct pg_backend *b, const struct pg_scrape *s,
                             uint64_t valid_until_ms);
 
-/* Start / stop the checker thread (no thread when both health checks and
- * --metrics-scrape-interval are off). The same thread scrapes each
- * member's GET /metrics (HTTP/1.0, read to EOF, parsed by scrape.h) every
- * --metrics-scrape-interval into the pg_backend scraped fields. */
+/* Start / stop the checker thread, its state in gw->health (no thread, and
+ * gw->health NULL, when both health checks and --metrics-scrape-interval
+ * are off). The same thread scrapes each member's GET /metrics (HTTP/1.0,
+ * read to EOF, parsed by scrape.h) every --metrics-scrape-interval into the
+ * pg_backend scraped fields. Stop after gw->stop is set. */
 int pg_health_start(struct pg_gateway *gw, char *err, size_t errlen);
 void pg_health_stop(struct pg_gateway *gw);
 

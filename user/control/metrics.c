@@ -6,6 +6,7 @@
  * escaping).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "config/config.h"
 #include "control/accesslog.h"
@@ -100,7 +101,7 @@ static void counters(const struct pg_gateway *gw, struct pg_buf *o)
 	family(o, "prefixgate_access_log_dropped_total", "counter",
 	       "Access-log records dropped because the logger fell behind.");
 	pg_buf_printf(o, "prefixgate_access_log_dropped_total %llu\n",
-	              (unsigned long long)pg_alog_dropped());
+	              (unsigned long long)pg_alog_dropped(gw->alog));
 }
 
 /* A latency histogram from the per-worker buckets at offset lat (uint64_t
@@ -185,11 +186,16 @@ static void cache_index(const struct pg_gateway *gw, struct pg_buf *o)
 
 void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 {
-	static struct member m[PG_MAX_BACKENDS]; /* control thread only */
+	struct member *m = malloc(PG_MAX_BACKENDS * sizeof(*m));
 	const struct pg_state *st = gw->maps.state;
-	size_t n = snapshot(gw, m), nstate[3] = {0};
+	size_t n, nstate[3] = {0};
 	struct pg_route_cfg rc;
 
+	if (!m) {
+		o->oom = true;
+		return;
+	}
+	n = snapshot(gw, m);
 	family(o, "prefixgate_requests_total", "counter",
 	       "Requests dispatched to a backend, by backend and routing decision.");
 	for (size_t i = 0; i < n; i++)
@@ -240,7 +246,7 @@ void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 	pg_route_cfg_load(gw, &rc);
 	family(o, "prefixgate_routing_strategy", "gauge",
 	       "The routing strategy in use (1 for the active one).");
-	for (int s = PG_STRATEGY_RANDOM; s <= PG_STRATEGY_CACHE_AWARE; s++)
+	for (int s = 0; s < PG_STRATEGY_COUNT; s++)
 		pg_buf_printf(o, "prefixgate_routing_strategy{strategy=\"%s\"} %d\n",
 		              pg_strategy_name((enum pg_strategy)s),
 		              rc.strategy == (enum pg_strategy)s);
@@ -251,4 +257,5 @@ void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 	pg_buf_printf(o, "prefixgate_concurrency_threshold %u\n", rc.concurrency_threshold);
 	cache_index(gw, o);
 	pg_metrics_ops_render(gw, o);
+	free(m);
 }

@@ -28,11 +28,14 @@ void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *out);
 #define PG_METRICS_SAMPLE_MS 5000
 void pg_metrics_ops_render(const struct pg_gateway *gw, struct pg_buf *out);
 
-/* Take a sample of the counters behind the ratios if PG_METRICS_SAMPLE_MS
- * have passed since the last (control thread: pg_control_tick). */
-void pg_metrics_sample(const struct pg_gateway *gw, uint64_t now_ms);
+/* The samples behind the ratios, for gw->mwin: made empty (NULL if out of
+ * memory); used by the control thread alone. */
+struct pg_metrics_window *pg_metrics_window_create(void);
+void pg_metrics_window_free(struct pg_metrics_window *w);
 
-/* Forget the samples (tests). */
-void pg_metrics_reset(void);
+/* Take a sample of the counters behind the ratios into gw->mwin (none
+ * without one) if PG_METRICS_SAMPLE_MS have passed since the last (control
+ * thread: pg_control_tick). */
+void pg_metrics_sample(const struct pg_gateway *gw, uint64_t now_ms);
 
 #endif /* PG_METRICS_H */

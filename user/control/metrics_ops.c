@@ -8,10 +8,12 @@
  * sample of the cumulative counters behind them; a ratio compares the live
  * counters with the oldest sample, which is at most PG_METRICS_WINDOW_MS
  * old. A backend counter lower than its sample (the backend restarted) or
- * a slot that changed member counts from zero. Control thread only: the
- * samples are not shared.
+ * a slot that changed member counts from zero. The samples are the
+ * gateway's struct pg_metrics_window (gw->mwin), the control thread's only;
+ * without one (tests) ratios count everything since start-up.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "config/config.h"
 #include "control/metrics.h"
@@ -25,12 +27,21 @@ struct sample {
 	uint32_t epoch[PG_MAX_BACKENDS];
 };
 
-static struct {
+struct pg_metrics_window {
 	struct sample s[NSAMPLES];
-	unsigned head, n;            /* next to write, samples held */
-	uint64_t next_ms;            /* next sample due */
-	struct pg_rstats_totals tot; /* scratch */
-} win;
+	unsigned head, n; /* next to write, samples held */
+	uint64_t next_ms; /* next sample due */
+};
+
+struct pg_metrics_window *pg_metrics_window_create(void)
+{
+	return calloc(1, sizeof(struct pg_metrics_window));
+}
+
+void pg_metrics_window_free(struct pg_metrics_window *w)
+{
+	free(w);
+}
 
 static void take(const struct pg_gateway *gw, struct sample *s, const struct pg_rstats_totals *t)
 {
@@ -49,29 +60,28 @@ static void take(const struct pg_gateway *gw, struct sample *s, const struct pg_
 
 void pg_metrics_sample(const struct pg_gateway *gw, uint64_t now_ms)
 {
-	if (now_ms < win.next_ms)
-		return;
-	pg_rstats_sum(&win.tot);
-	take(gw, &win.s[win.head], &win.tot);
-	win.head = (win.head + 1) % NSAMPLES;
-	if (win.n < NSAMPLES)
-		win.n++;
-	win.next_ms = now_ms + PG_METRICS_SAMPLE_MS;
-}
+	struct pg_metrics_window *w = gw->mwin;
+	struct pg_rstats_totals t;
 
-void pg_metrics_reset(void)
-{
-	memset(&win, 0, sizeof(win));
+	if (!w || now_ms < w->next_ms)
+		return;
+	pg_rstats_sum(gw->rstats, &t);
+	take(gw, &w->s[w->head], &t);
+	w->head = (w->head + 1) % NSAMPLES;
+	if (w->n < NSAMPLES)
+		w->n++;
+	w->next_ms = now_ms + PG_METRICS_SAMPLE_MS;
 }
 
 /* The window's start: the oldest sample once a whole window is held; before
- * that an all-zero one, so early ratios count everything since start-up
- * (the first sample may be taken after traffic has begun). */
-static const struct sample *base(void)
+ * that (or with no window) an all-zero one, so early ratios count
+ * everything since start-up (the first sample may be taken after traffic
+ * has begun). */
+static const struct sample *base(const struct pg_metrics_window *w)
 {
 	static const struct sample zero;
 
-	return win.n == NSAMPLES ? &win.s[win.head] : &zero;
+	return w && w->n == NSAMPLES ? &w->s[w->head] : &zero;
 }
 
 static uint64_t delta(uint64_t cur, uint64_t old)
@@ -116,11 +126,11 @@ static size_t members(const struct pg_gateway *gw, struct row *r)
 	return n;
 }
 
-static void delivered(struct pg_buf *o, const struct row *r, size_t n, uint64_t now)
+static void delivered(struct pg_buf *o, const struct sample *s0, const struct row *r, size_t n,
+                      uint64_t now)
 {
 	static const char *const up = "prefixgate_backend_metrics_up",
 	                         *const bh = "prefixgate_backend_kv_hit_ratio";
-	const struct sample *s0 = base();
 	uint64_t fh = 0, fq = 0;
 	char lab[64];
 
@@ -179,10 +189,10 @@ static void delivered(struct pg_buf *o, const struct row *r, size_t n, uint64_t 
 		              now < __atomic_load_n(&r[i].b->metrics_until_ms, __ATOMIC_ACQUIRE));
 }
 
-static void hot_keys(struct pg_buf *o, uint64_t now)
+static void hot_keys(struct pg_buf *o, const struct pg_rstats *rs, uint64_t now)
 {
 	struct pg_hot_key hot[PG_HOT_TOP];
-	size_t n = pg_rstats_hot(now, hot, PG_HOT_TOP);
+	size_t n = pg_rstats_hot(rs, now, hot, PG_HOT_TOP);
 
 	family(o, "prefixgate_hot_key_requests_per_second", "gauge",
 	       "The most frequent routing keys (by XXH3-64 hash, as the /route dry run shows "
@@ -195,10 +205,9 @@ static void hot_keys(struct pg_buf *o, uint64_t now)
 		              (double)hot[i].count * 1000.0 / PG_HOT_WINDOW_MS);
 }
 
-static void shadow(struct pg_buf *o, const struct pg_rstats_totals *t, const struct row *r,
-                   size_t n)
+static void shadow(struct pg_buf *o, const struct sample *s0, const struct pg_rstats_totals *t,
+                   const struct row *r, size_t n)
 {
-	const struct sample *s0 = base();
 	uint64_t all = 0;
 	char lab[64];
 
@@ -237,14 +246,19 @@ static void shadow(struct pg_buf *o, const struct pg_rstats_totals *t, const str
 
 void pg_metrics_ops_render(const struct pg_gateway *gw, struct pg_buf *o)
 {
-	static struct row r[PG_MAX_BACKENDS]; /* control thread only */
-	const struct sample *s0 = base();
+	struct row *r = malloc(PG_MAX_BACKENDS * sizeof(*r));
+	const struct sample *s0 = base(gw->mwin);
 	const uint64_t now = pg_now_ms();
-	struct pg_rstats_totals *t = &win.tot;
-	const size_t n = members(gw, r);
+	struct pg_rstats_totals tot, *t = &tot;
 	const unsigned sig = gw->cfg ? gw->cfg->load_signal : 0;
+	size_t n;
 
-	pg_rstats_sum(t);
+	if (!r) {
+		o->oom = true;
+		return;
+	}
+	n = members(gw, r);
+	pg_rstats_sum(gw->rstats, t);
 	family(o, "prefixgate_predicted_requests_total", "counter",
 	       "Requests routed and looked up in the hit prediction (every routed request).");
 	pg_buf_printf(o, "prefixgate_predicted_requests_total %llu\n",
@@ -257,8 +271,8 @@ void pg_metrics_ops_render(const struct pg_gateway *gw, struct pg_buf *o)
 	       "within --predict-window (compare prefixgate_kv_hit_ratio).");
 	ratio(o, "prefixgate_predicted_hit_ratio", "", delta(t->hits, s0->hits),
 	      delta(t->requests, s0->requests));
-	delivered(o, r, n, now);
-	hot_keys(o, now);
+	delivered(o, s0, r, n, now);
+	hot_keys(o, gw->rstats, now);
 	family(o, "prefixgate_load_signal", "gauge",
 	       "The load least-outstanding choices compare (--load-signal), 1 for the one in use.");
 	for (unsigned i = 0; i < PG_LOAD_SIGNAL_COUNT; i++)
@@ -267,5 +281,6 @@ void pg_metrics_ops_render(const struct pg_gateway *gw, struct pg_buf *o)
 	family(o, "prefixgate_shadow_enabled", "gauge", "1 when --shadow is on.");
 	pg_buf_printf(o, "prefixgate_shadow_enabled %d\n", gw->cfg && gw->cfg->shadow);
 	if (gw->cfg && gw->cfg->shadow)
-		shadow(o, t, r, n);
+		shadow(o, s0, t, r, n);
+	free(r);
 }

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <limits.h>
 #include "state/routestats.h"
 #include "state/route.h"
 
@@ -89,9 +90,13 @@ static void record_blocks(struct pg_gateway *gw, const struct pg_key_blocks *kb,
 		__atomic_fetch_add(&gw->ca_evictions, ev, __ATOMIC_RELAXED);
 }
 
+/* route()'s worker argument: a worker index (< gw->nworkers), or one of these */
+#define NO_RECORD   UINT_MAX       /* the dry run: no side effect */
+#define THREAD_SLOT (UINT_MAX - 1) /* pg_route(): the calling thread's slot */
+
 static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
 		      const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
-		      struct pg_choice *choice, bool record)
+		      struct pg_choice *choice, unsigned worker)
 {
 	const uint64_t now = pg_now_ms();
 	struct pg_key_blocks kb;
@@ -108,29 +113,38 @@ static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
 		pg_key_compute(in->api, in->header_key, in->body, in->body_len, in->complete,
 			       rc.prefix_length, key, NULL, 0, NULL);
 	id = choose(gw, &rc, key, ca ? &kb : NULL, exclude, now, rnd, choice);
-	if (!record || !id)
+	if (worker == NO_RECORD || !id)
 		return id;
 	if (ca)
 		record_blocks(gw, &kb, id, choice->matched);
 	if (gw->cfg && gw->cfg->shadow)
 		shadow = rc.strategy == PG_STRATEGY_PREFIX_AWARE ? id
 								 : shadow_choice(gw, &rc, key, now, rnd);
-	pg_rstats_record(gw, ca ? key->anchor : key->hash, id, shadow, now);
+	if (worker == THREAD_SLOT)
+		worker = pg_rstats_thread_slot(gw->rstats);
+	pg_rstats_record(gw, worker, ca ? key->anchor : key->hash, id, shadow, now);
 	return id;
+}
+
+uint16_t pg_route_worker(struct pg_gateway *gw, unsigned worker, const struct pg_route_input *in,
+			 const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
+			 struct pg_choice *choice)
+{
+	return route(gw, in, exclude, rnd, key, choice, worker < THREAD_SLOT ? worker : NO_RECORD);
 }
 
 uint16_t pg_route(struct pg_gateway *gw, const struct pg_route_input *in,
 		  const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
 		  struct pg_choice *choice)
 {
-	return route(gw, in, exclude, rnd, key, choice, true);
+	return route(gw, in, exclude, rnd, key, choice, THREAD_SLOT);
 }
 
 uint16_t pg_route_dry(struct pg_gateway *gw, const struct pg_route_input *in,
 		      const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
 		      struct pg_choice *choice)
 {
-	return route(gw, in, exclude, rnd, key, choice, false);
+	return route(gw, in, exclude, rnd, key, choice, NO_RECORD);
 }
 
 uint16_t pg_route_again(struct pg_gateway *gw, const struct pg_key *key,

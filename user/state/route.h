@@ -24,10 +24,18 @@ struct pg_route_input {
  * Compute the key of a request and choose its backend. exclude: backends
  * already tried (may be NULL). Returns the chosen id (0: none usable) with
  * the key and the choice filled in. Does not touch in-flight counts.
- * For real traffic (the workers): a chosen request is also recorded in the
- * routing statistics (routestats.h: predicted hit, hot keys, and with
- * --shadow what PREFIX_AWARE would have chosen).
+ * For real traffic: worker (0..gw->nworkers - 1) records a chosen request
+ * in its slot of the routing statistics (gw->rstats, routestats.h:
+ * predicted hit, hot keys, and with --shadow what PREFIX_AWARE would have
+ * chosen).
  */
+uint16_t pg_route_worker(struct pg_gateway *gw, unsigned worker, const struct pg_route_input *in,
+			 const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
+			 struct pg_choice *choice);
+
+/* The same for a caller that does not pass its worker index: the calling
+ * thread's own slot is claimed on its first request (pg_rstats_thread_slot).
+ * Kept until every caller uses pg_route_worker(). */
 uint16_t pg_route(struct pg_gateway *gw, const struct pg_route_input *in,
 		  const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
 		  struct pg_choice *choice);

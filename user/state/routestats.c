@@ -2,9 +2,11 @@
 /*
  * Routing statistics (routestats.h): predicted KV hits, shadow choices and
  * hot keys. pg_rstats_record() runs on every request, so it takes no lock,
- * issues no locked instruction on its per-thread counters and touches at
+ * issues no locked instruction on its worker's counters and touches at
  * most two shared cache lines (the prediction tables' entries).
  */
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include "config/config.h"
 #include "state/routestats.h"
@@ -88,13 +90,14 @@ void pg_hot_merge(struct pg_hot_key *list, size_t *n, size_t cap, uint64_t hash,
 	(*n)++;
 }
 
-/* ---- per-thread state ------------------------------------------------------ */
+/* ---- the object ------------------------------------------------------------ */
 
+/* One writer's counters: worker i writes slots[i] only. */
 struct slot {
 	uint64_t requests, hits;
 	uint64_t shadow_requests, shadow_hits, shadow_agree;
 	uint64_t hot_start_ms; /* current window began */
-	struct pg_hot hot;     /* current window: this thread only */
+	struct pg_hot hot;     /* current window: its writer only */
 	uint32_t seq;          /* seqcount of pub: odd while written */
 	uint64_t pub_end_ms;   /* last finished window ended (0: none) */
 	uint64_t pub_len_ms;   /* and lasted */
@@ -102,26 +105,72 @@ struct slot {
 	uint64_t shadow_by_backend[PG_MAX_BACKENDS];
 } __attribute__((aligned(64)));
 
-static struct slot slots[PG_RSTATS_SLOTS];
-static unsigned nslots;     /* slots handed out */
-static unsigned generation; /* bumped by pg_rstats_reset */
-static uint64_t predict_table[PG_PREDICT_SLOTS];
-static uint64_t shadow_table[PG_PREDICT_SLOTS];
+struct pg_rstats {
+	uint64_t predict_table[PG_PREDICT_SLOTS];
+	uint64_t shadow_table[PG_PREDICT_SLOTS];
+	unsigned nslots;
+	/* pg_rstats_thread_slot: claims made (may pass nslots), and the
+	 * thread that holds each slot */
+	unsigned claimed;
+	pthread_t *owner;
+	struct slot *slots; /* nslots, cache-line aligned */
+};
 
-static __thread struct slot *my_slot;
-static __thread unsigned my_generation;
-
-static struct slot *this_slot(void)
+struct pg_rstats *pg_rstats_create(unsigned nslots)
 {
-	unsigned gen = __atomic_load_n(&generation, __ATOMIC_RELAXED), i;
+	struct pg_rstats *rs = calloc(1, sizeof(*rs));
 
-	if (my_slot && my_generation == gen)
-		return my_slot;
-	i = __atomic_fetch_add(&nslots, 1, __ATOMIC_RELAXED);
-	if (i >= PG_RSTATS_SLOTS) /* more threads than workers: share the last */
-		i = PG_RSTATS_SLOTS - 1;
-	my_generation = gen;
-	return my_slot = &slots[i];
+	if (!rs)
+		return NULL;
+	rs->nslots = nslots;
+	rs->owner = calloc(nslots ? nslots : 1, sizeof(*rs->owner));
+	rs->slots = aligned_alloc(64, sizeof(*rs->slots) * (nslots ? nslots : 1));
+	if (!rs->owner || !rs->slots) {
+		pg_rstats_free(rs);
+		return NULL;
+	}
+	memset(rs->slots, 0, sizeof(*rs->slots) * (nslots ? nslots : 1));
+	return rs;
+}
+
+void pg_rstats_free(struct pg_rstats *rs)
+{
+	if (!rs)
+		return;
+	free(rs->owner);
+	free(rs->slots);
+	free(rs);
+}
+
+/* The slot this thread claimed, cached: valid while the object's record
+ * of that slot still names this thread (a new object at the same address
+ * does not). */
+static __thread struct {
+	const struct pg_rstats *rs;
+	unsigned slot;
+} claim;
+
+unsigned pg_rstats_thread_slot(struct pg_rstats *rs)
+{
+	const pthread_t self = pthread_self();
+	unsigned i;
+
+	if (!rs)
+		return 0;
+	if (claim.rs == rs && claim.slot < rs->nslots &&
+	    pthread_equal(__atomic_load_n(&rs->owner[claim.slot], __ATOMIC_RELAXED), self))
+		return claim.slot;
+	/* claimed only grows, and past nslots by at most the threads racing
+	 * here: once it is there, no claim is tried */
+	if (__atomic_load_n(&rs->claimed, __ATOMIC_RELAXED) >= rs->nslots)
+		return rs->nslots; /* no slot left: not recorded */
+	i = __atomic_fetch_add(&rs->claimed, 1, __ATOMIC_RELAXED);
+	if (i >= rs->nslots)
+		return rs->nslots;
+	__atomic_store_n(&rs->owner[i], self, __ATOMIC_RELAXED);
+	claim.rs = rs;
+	claim.slot = i;
+	return i;
 }
 
 /* Publish the finished hot-key window and start the next. */
@@ -142,19 +191,23 @@ static void hot_roll(struct slot *s, uint64_t now_ms)
 	s->hot_start_ms = now_ms;
 }
 
-void pg_rstats_record(const struct pg_gateway *gw, uint64_t hash, uint16_t id, uint16_t shadow_id,
-                      uint64_t now_ms)
+void pg_rstats_record(const struct pg_gateway *gw, unsigned worker, uint64_t hash, uint16_t id,
+                      uint16_t shadow_id, uint64_t now_ms)
 {
 	const uint64_t window =
 	    gw->cfg && gw->cfg->predict_window_ms ? gw->cfg->predict_window_ms : 60000;
-	struct slot *s = this_slot();
+	struct pg_rstats *rs = gw->rstats;
+	struct slot *s;
 
+	if (!rs || worker >= rs->nslots)
+		return;
+	s = &rs->slots[worker];
 	bump(&s->requests);
-	if (pg_predict(predict_table, hash, id, now_ms, window))
+	if (pg_predict(rs->predict_table, hash, id, now_ms, window))
 		bump(&s->hits);
 	if (shadow_id) {
 		bump(&s->shadow_requests);
-		if (pg_predict(shadow_table, hash, shadow_id, now_ms, window))
+		if (pg_predict(rs->shadow_table, hash, shadow_id, now_ms, window))
 			bump(&s->shadow_hits);
 		if (shadow_id == id)
 			bump(&s->shadow_agree);
@@ -174,20 +227,13 @@ void pg_rstats_record(const struct pg_gateway *gw, uint64_t hash, uint16_t id, u
 
 /* ---- reading ----------------------------------------------------------------- */
 
-static unsigned used_slots(void)
+void pg_rstats_sum(const struct pg_rstats *rs, struct pg_rstats_totals *t)
 {
-	unsigned n = __atomic_load_n(&nslots, __ATOMIC_RELAXED);
-
-	return n < PG_RSTATS_SLOTS ? n : PG_RSTATS_SLOTS;
-}
-
-void pg_rstats_sum(struct pg_rstats_totals *t)
-{
-	const unsigned n = used_slots();
+	const unsigned n = rs ? rs->nslots : 0;
 
 	memset(t, 0, sizeof(*t));
 	for (unsigned i = 0; i < n; i++) {
-		const struct slot *s = &slots[i];
+		const struct slot *s = &rs->slots[i];
 
 		t->requests += relaxed(&s->requests);
 		t->hits += relaxed(&s->hits);
@@ -199,13 +245,14 @@ void pg_rstats_sum(struct pg_rstats_totals *t)
 	}
 }
 
-size_t pg_rstats_hot(uint64_t now_ms, struct pg_hot_key *out, size_t max)
+size_t pg_rstats_hot(const struct pg_rstats *rs, uint64_t now_ms, struct pg_hot_key *out,
+                     size_t max)
 {
-	const unsigned n = used_slots();
+	const unsigned n = rs ? rs->nslots : 0;
 	size_t nout = 0;
 
 	for (unsigned i = 0; i < n; i++) {
-		struct slot *s = &slots[i];
+		const struct slot *s = &rs->slots[i];
 		struct pg_hot h;
 		uint64_t end = 0, len = 0;
 		bool ok = false;
@@ -236,15 +283,6 @@ size_t pg_rstats_hot(uint64_t now_ms, struct pg_hot_key *out, size_t max)
 				                 PG_HOT_WINDOW_MS / len);
 	}
 	return nout;
-}
-
-void pg_rstats_reset(void)
-{
-	memset(slots, 0, sizeof(slots));
-	memset(predict_table, 0, sizeof(predict_table));
-	memset(shadow_table, 0, sizeof(shadow_table));
-	__atomic_store_n(&nslots, 0, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&generation, 1, __ATOMIC_RELAXED);
 }
 
 void pg_stats_send_latency(struct pg_worker_stats *st, uint64_t ns)

@@ -16,11 +16,14 @@
  *   sampled; each finished window is published through a seqcount and
  *   merged by the reader.
  *
- * Writers are the worker threads, through pg_route() (route.c) only: each
- * thread gets its own slot of counters on its first request (lock-free,
- * single writer per slot: plain relaxed load + store, no locked
- * instruction). Readers (metrics, control thread) sum the slots with
- * relaxed loads. State is process-wide, like the control thread's.
+ * All of it is one object, struct pg_rstats, that the gateway owns
+ * (gw->rstats, made at start-up with one slot of counters per worker).
+ * Writers are the worker threads, through pg_route_worker() (route.c)
+ * only, worker i writing slot i alone: single writer per slot, so its
+ * counters take a plain relaxed load + store (no locked instruction) and
+ * its hot-key window needs no lock. There is no shared slot: a worker
+ * index outside the slots is not recorded. Readers (metrics, control
+ * thread) sum the slots with relaxed loads.
  */
 #ifndef PG_ROUTESTATS_H
 #define PG_ROUTESTATS_H
@@ -38,8 +41,6 @@
 #define PG_HOT_SAMPLE 8
 /* Hot keys shown by the metrics. */
 #define PG_HOT_TOP 5
-/* Counter slots: one per worker thread, and a shared last one if more. */
-#define PG_RSTATS_SLOTS (PG_WORKERS_MAX + 1)
 
 /* ---- pure pieces (unit-tested) -------------------------------------------- */
 
@@ -70,15 +71,34 @@ struct pg_hot_key {
  * count, highest first (the lowest falls off when full). *n: entries. */
 void pg_hot_merge(struct pg_hot_key *list, size_t *n, size_t cap, uint64_t hash, uint64_t count);
 
+/* ---- the object ------------------------------------------------------------ */
+
+struct pg_rstats;
+
+/* Statistics for nslots writers (the workers: gw->nworkers), all zero; the
+ * prediction tables are allocated here too. NULL if out of memory. */
+struct pg_rstats *pg_rstats_create(unsigned nslots);
+void pg_rstats_free(struct pg_rstats *rs);
+
 /* ---- recording (workers) ------------------------------------------------ */
 
 /*
- * Record one routed request: key hash, the backend chosen (1..255), the
- * backend PREFIX_AWARE would have chosen in shadow mode (0: shadow off or
- * no usable backend) and the time. Called by pg_route() only.
+ * Record one routed request of worker `worker` into gw->rstats (nothing
+ * when that is NULL or worker is not below its nslots): key hash, the
+ * backend chosen (1..255), the backend PREFIX_AWARE would have chosen in
+ * shadow mode (0: shadow off or no usable backend) and the time. Called
+ * by pg_route_worker() only.
  */
-void pg_rstats_record(const struct pg_gateway *gw, uint64_t hash, uint16_t id, uint16_t shadow_id,
-                      uint64_t now_ms);
+void pg_rstats_record(const struct pg_gateway *gw, unsigned worker, uint64_t hash, uint16_t id,
+                      uint16_t shadow_id, uint64_t now_ms);
+
+/*
+ * For callers that do not pass their worker index (pg_route(), until every
+ * caller passes it): the slot the calling thread claimed in rs on its first
+ * call, claimed now if it has none. When every slot is claimed, returns
+ * nslots: that thread's requests are not recorded (never a shared slot).
+ */
+unsigned pg_rstats_thread_slot(struct pg_rstats *rs);
 
 /* ---- reading (control thread) ------------------------------------------- */
 
@@ -91,16 +111,14 @@ struct pg_rstats_totals {
 	uint64_t shadow_by_backend[PG_MAX_BACKENDS];
 };
 
-/* Sum every thread's counters (relaxed loads: a recent snapshot). */
-void pg_rstats_sum(struct pg_rstats_totals *t);
+/* Sum every slot's counters (relaxed loads: a recent snapshot); all zero
+ * when rs is NULL. */
+void pg_rstats_sum(const struct pg_rstats *rs, struct pg_rstats_totals *t);
 
-/* The hottest keys of the last finished window of each thread (windows
- * that ended more than 2 windows before now_ms are ignored), merged:
- * at most max entries, highest count first. Returns how many. */
-size_t pg_rstats_hot(uint64_t now_ms, struct pg_hot_key *out, size_t max);
-
-/* Forget everything (tests; prefixgate starts from zero anyway). Not safe
- * while workers run. */
-void pg_rstats_reset(void);
+/* The hottest keys of the last finished window of each slot (windows that
+ * ended more than 2 windows before now_ms are ignored), merged: at most max
+ * entries, highest count first. Returns how many (0 when rs is NULL). */
+size_t pg_rstats_hot(const struct pg_rstats *rs, uint64_t now_ms, struct pg_hot_key *out,
+                     size_t max);
 
 #endif /* PG_ROUTESTATS_H */
