@@ -2,7 +2,8 @@
 /*
  * The routing enums' names (lib/names.h): every strategy parses back from
  * both spellings, every load signal from its name, decision names are
- * distinct, and the lists name each value once, in order.
+ * distinct, key sources are named, and the lists name each value once, in
+ * order.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
+#include "lib/key.h"
 #include "lib/names.h"
 
 static void test_strategies(void **state)
@@ -68,12 +70,23 @@ static void test_decisions(void **state)
 	assert_string_equal(pg_decision_name(PG_DEC_MAX), "unknown");
 }
 
+static void test_key_sources(void **state)
+{
+	(void)state;
+	assert_string_equal(pg_key_source_name(PG_KEY_SRC_RAW), "raw");
+	assert_string_equal(pg_key_source_name(PG_KEY_SRC_MESSAGES), "messages");
+	assert_string_equal(pg_key_source_name(PG_KEY_SRC_HEADER), "header");
+	assert_string_equal(pg_key_source_name(PG_KEY_SRC_CACHE_FIELD), "prompt_cache_key");
+	assert_string_equal(pg_key_source_name(PG_KEY_SRC_CACHE_FIELD + 1), "unknown");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_strategies),
 	    cmocka_unit_test(test_load_signals),
 	    cmocka_unit_test(test_decisions),
+	    cmocka_unit_test(test_key_sources),
 	};
 
 	return cmocka_run_group_tests_name("names", tests, NULL, NULL);

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 #include "control/accesslog.h"
-#include "control/metrics.h"
+#include "lib/names.h"
 #include "sys/log.h"
 
 #define RING_SLOTS 4096 /* per worker: ~100 ms of 40k requests/s */
@@ -33,7 +33,6 @@ struct pg_alog {
 /* The logger started last, for pg_alog_enabled() and pg_alog_push() only. */
 static struct pg_alog *started;
 
-static const char *const sources[] = {"raw", "messages", "header", "prompt_cache_key"};
 static const char *const outcomes[] = {"ok", "client_abort", "backend_error", "gateway"};
 
 uint64_t pg_alog_dropped(const struct pg_alog *l)
@@ -85,7 +84,7 @@ static void write_rec(const struct pg_alog *l, const struct pg_alog_rec *r)
 		"\"duration_us\":%u,\"attempts\":%u,\"outcome\":\"%s\"}\n",
 		when, r->wall_ms % 1000, backend,
 		r->backend ? pg_decision_name(r->decision) : "",
-		r->key_hash, r->key_source < 4 ? sources[r->key_source] : "", r->status,
+		r->key_hash, pg_key_source_name(r->key_source), r->status,
 		r->bytes_in, r->bytes_out, r->route_us, r->total_us, r->attempts,
 		r->outcome < 4 ? outcomes[r->outcome] : "");
 }

@@ -13,6 +13,7 @@
 #include "control/control.h"
 #include "lib/json.h"
 #include "lib/key.h"
+#include "lib/names.h"
 #include "control/metrics.h"
 #include "state/route.h"
 
@@ -225,12 +226,6 @@ static int h_routing_put(struct pg_gateway *gw, const char *body, size_t len,
 	return r->status = 200;
 }
 
-static const char *const key_sources[] = {
-    [PG_KEY_SRC_RAW] = "raw",
-    [PG_KEY_SRC_MESSAGES] = "messages",
-    [PG_KEY_SRC_HEADER] = "header",
-    [PG_KEY_SRC_CACHE_FIELD] = "prompt_cache_key",
-};
 static const char *const api_names[] = {
     [PG_API_RAW] = "raw", [PG_API_CHAT] = "chat", [PG_API_COMPLETIONS] = "completions"};
 
@@ -334,7 +329,7 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 	    "\"ring_generation\":%llu,\"key_preview\":",
 	    pg_strategy_flag(rc.strategy),
 	    api_names[in.api], (unsigned long long)k.hash, k.length,
-	    k.source < 4 ? key_sources[k.source] : "unknown", k.fallback ? "true" : "false",
+	    pg_key_source_name(k.source), k.fallback ? "true" : "false",
 	    (unsigned long long)__atomic_load_n(&gw->maps.state->ring_generation,
 	                                        __ATOMIC_RELAXED));
 	pg_buf_json_str(&r->body, preview, tlen < sizeof(preview) ? tlen : sizeof(preview));

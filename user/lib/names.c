@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include "lib/key.h"
 #include "lib/names.h"
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -31,6 +32,13 @@ static const char *const load_signals[] = {
     [PG_LOAD_BOTH] = "both",
 };
 _Static_assert(COUNT(load_signals) == PG_LOAD_SIGNAL_COUNT, "a name for each load signal");
+
+static const char *const key_sources[] = {
+    [PG_KEY_SRC_RAW] = "raw",
+    [PG_KEY_SRC_MESSAGES] = "messages",
+    [PG_KEY_SRC_HEADER] = "header",
+    [PG_KEY_SRC_CACHE_FIELD] = "prompt_cache_key",
+};
 
 const char *pg_decision_name(unsigned decision)
 {
@@ -105,4 +113,9 @@ int pg_load_signal_parse(const char *s, enum pg_load_signal *out)
 		}
 	}
 	return -1;
+}
+
+const char *pg_key_source_name(unsigned source)
+{
+	return source < COUNT(key_sources) ? key_sources[source] : "unknown";
 }

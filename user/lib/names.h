@@ -2,8 +2,8 @@
 /*
  * The names of the routing enums, one table each: decisions (metrics
  * labels, GET /backends, the dry run, the access log), strategies (the
- * --strategy flag and SageMaker's RoutingStrategy spelling) and load
- * signals (--load-signal). Pure: no I/O. Everything that prints, parses or
+ * --strategy flag and SageMaker's RoutingStrategy spelling), load signals
+ * (--load-signal) and key sources (the dry run, the access log). Pure: no I/O. Everything that prints, parses or
  * lists these names goes through here.
  */
 #ifndef PG_NAMES_H
@@ -43,5 +43,9 @@ const char *pg_load_signal_name(enum pg_load_signal s);
 int pg_load_signal_parse(const char *s, enum pg_load_signal *out);
 /* Every load signal name, sep between two: like pg_strategy_list. */
 const char *pg_load_signal_list(char *buf, size_t len, const char *sep);
+
+/* Where a key came from (enum pg_key_source, lib/key.h): "raw",
+ * "messages", "header", "prompt_cache_key"; "unknown" if out of range. */
+const char *pg_key_source_name(unsigned source);
 
 #endif /* PG_NAMES_H */
