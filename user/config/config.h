@@ -88,7 +88,7 @@ struct pg_config {
 };
 
 /*
- * Parse the command line (see --help, or usage in DESIGN.md). Both
+ * Parse the command line (see --help, or tools/packaging/prefixgate.8). Both
  * "--flag value" and "--flag=value"; repeating a flag other than --backend
  * keeps the last value. --routing-config and --backends-file are read and
  * checked here (the backends file is only validated: the caller reads it

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Strict HTTP/1.1 head parser (RFC 9112); the chunked body decoder is in
- * http_chunked.c.
+ * Strict HTTP/1.1 head parser (RFC 9112), and the reason phrases; the
+ * chunked body decoder is in http_chunked.c.
  *
  * Why not Debian's libhttp-parser (http-parser 2.9.4, libhttp-parser-dev)?
  * Measured against it (2.9.4, HTTP_PARSER_STRICT=1, Debian 12, gcc -O2):

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Strict HTTP/1.1 message parsing (RFC 9112), pure: no I/O, no allocation.
- * The caller keeps the bytes; parsed results point into them.
+ * Strict HTTP/1.1 message parsing (RFC 9112): request and response heads,
+ * chunked bodies, and the reason phrases of the statuses. Pure: no I/O, no
+ * allocation. The caller keeps the bytes; parsed results point into them.
  */
 #ifndef PG_HTTP_H
 #define PG_HTTP_H
@@ -26,7 +27,8 @@ struct pg_http_header {
 };
 
 enum pg_body_kind {
-	PG_BODY_NONE = 0,    /* no body (no Content-Length / TE, or length 0) */
+	PG_BODY_NONE = 0,    /* no body: a request with none framed, a length of 0, or
+	                        a response that has none (to HEAD; 1xx, 204, 304) */
 	PG_BODY_LENGTH = 1,  /* Content-Length bytes */
 	PG_BODY_CHUNKED = 2, /* Transfer-Encoding: chunked */
 	PG_BODY_EOF = 3,     /* responses only: body ends when the peer closes */
@@ -38,9 +40,9 @@ struct pg_http_request {
 	enum pg_body_kind body;
 	uint64_t content_length; /* when body == PG_BODY_LENGTH */
 	bool keep_alive;         /* after this exchange, per version + Connection */
-	bool expect_continue;    /* Expect: 100-continue */
+	bool expect_continue;    /* Expect: 100-continue (HTTP/1.1 only) */
 	struct pg_str key;       /* X-Prefixgate-Key value, len 0 if absent */
-	size_t head_len;         /* bytes of request line + headers + CRLFCRLF */
+	size_t head_len;         /* bytes of the head, leading empty lines included */
 	size_t nheaders;
 	struct pg_http_header headers[PG_HTTP_MAX_HEADERS];
 };
@@ -49,7 +51,7 @@ struct pg_http_response {
 	int status;
 	int minor;
 	enum pg_body_kind body;
-	uint64_t content_length;
+	uint64_t content_length; /* when has_length */
 	bool has_length; /* a Content-Length field gave content_length (HEAD, 304 too) */
 	bool keep_alive; /* the connection may carry another request after it */
 	size_t head_len;
@@ -59,10 +61,13 @@ struct pg_http_response {
  * Parse a request head from buf[0..len). Returns the head length (> 0) when
  * a complete head is present and valid, 0 when more bytes are needed (and
  * len < PG_HTTP_MAX_HEAD), or a negative HTTP status to answer with:
- * -400 malformed or ambiguous framing (or a %00 in the target), -405 TRACE,
- * -414 target too long, -417 an Expect other than 100-continue, -431 header
- * block too large, -501 CONNECT or an unsupported Transfer-Encoding, -505
- * version other than HTTP/1.0 and HTTP/1.1.
+ * -400 malformed or ambiguous framing, a %00 in the target, a target not in
+ * origin form (or "*" for OPTIONS), a missing (HTTP/1.1), repeated or
+ * malformed Host, a repeated X-Prefixgate-Key; -405 TRACE; -414 target too
+ * long; -417 an Expect other than 100-continue; -431 header block too large
+ * or more than PG_HTTP_MAX_HEADERS fields; -501 CONNECT or a
+ * Transfer-Encoding other than exactly "chunked"; -505 version other than
+ * HTTP/1.0 and HTTP/1.1.
  * Leading empty lines (CRLF) before the request line are skipped and counted
  * in the returned length.
  */
@@ -76,9 +81,7 @@ ssize_t pg_http_parse_request(const char *buf, size_t len, struct pg_http_reques
  * (also for the next pipelined one). True once buf[0..len) holds an empty
  * line after a non-empty one (bare-LF ones too, so they get their 400 at
  * once), a malformed start, or len >= PG_HTTP_MAX_HEAD; then it stays true.
- * Amortised O(1) per byte. A head ending in junk such as "
-
-" is not
+ * Amortised O(1) per byte. A head ending in junk such as "\r\r" is not
  * found: the caller's read timeout (or PG_HTTP_MAX_HEAD) ends it.
  */
 bool pg_http_head_ready(const char *buf, size_t len, size_t *scan);
@@ -96,16 +99,17 @@ ssize_t pg_http_parse_response(const char *buf, size_t len, bool head_request,
  * reply the gateway and the tools write; "Error" for a status not in it. */
 const char *pg_http_reason(int status);
 
-/* Case-insensitive header lookup; returns NULL if absent. */
+/* The first field named name (case-insensitive), or NULL if absent. */
 const struct pg_http_header *pg_http_find(const struct pg_http_request *req, const char *name);
 
 /*
  * Incremental chunked-body decoder. Feed bytes as they arrive; each call
  * consumes a prefix of the input and reports at most one span of decoded
- * data inside what it consumed. Trailers are consumed and ignored. Limits:
- * 16 hex digits per chunk-size, 4 KiB per chunk-size line (extensions
- * included), 64 KiB of trailers. On DONE, *consumed stops right after the
- * final CRLF (what follows is the next message).
+ * data inside what it consumed. Trailers are consumed and ignored. Limits
+ * (pg_frame.h): 16 hex digits per chunk-size, PG_CHUNK_LINE_MAX bytes per
+ * chunk-size line (extensions included), PG_CHUNK_TRAILER_MAX bytes of
+ * trailers. On DONE, *consumed stops right after the final CRLF (what
+ * follows is the next message).
  */
 enum pg_chunked_rc {
 	PG_CHUNKED_MORE = 0,   /* consumed everything given, need more */

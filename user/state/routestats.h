@@ -11,7 +11,7 @@
  *   update. Both are noise well below what the ratio is used for.
  * - shadow mode (--shadow): the same prediction for the backend that
  *   PREFIX_AWARE would have chosen, plus its per-backend spread.
- * - hot keys: per thread, a space-saving table of PG_HOT_SLOTS key hashes
+ * - hot keys: per worker, a space-saving table of PG_HOT_SLOTS key hashes
  *   counted over PG_HOT_WINDOW_MS windows, one request in PG_HOT_SAMPLE
  *   sampled; each finished window is published through a seqcount and
  *   merged by the reader.
@@ -34,7 +34,7 @@
 #include "gateway.h"
 
 #define PG_PREDICT_SLOTS (1u << 16)
-/* Key hashes tracked per thread and per window for hot keys. */
+/* Key hashes tracked per worker and per window for hot keys. */
 #define PG_HOT_SLOTS     16
 #define PG_HOT_WINDOW_MS 10000
 /* One request in this many is counted for hot keys (then scaled back). */
