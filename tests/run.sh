@@ -1,8 +1,9 @@
 #!/bin/sh
 # Run test suites and print one closing line CI understands:
 #   total: N passed, N failed, N skipped
-# usage: tests/run.sh [unit] [asan] [bpf] [e2e] [e2e-asan] [fuzz]
-# (fuzz: each libFuzzer target of $BUILD/fuzz for FUZZ_SMOKE_SECONDS, 10)
+# usage: tests/run.sh [unit] [asan] [bpf] [e2e] [e2e-asan] [fuzz] [style]
+# (fuzz: each libFuzzer target of $BUILD/fuzz for FUZZ_SMOKE_SECONDS, 10;
+# style: tests/style.sh, clang-format and file size, not in `make test` yet)
 # Each test program speaks TAP ("ok N - name", "not ok N - name",
 # "ok N - name # SKIP why"); cmocka is switched to TAP. A program that exits
 # non-zero without reporting a failure, or reports nothing, counts as failed.
@@ -74,6 +75,7 @@ for suite in "$@"; do
 		python3 tests/e2e/test_metrics.py --build "$BUILD/asan" --tools "$BUILD" --mode shm ;;
 	fuzz) run_tap "fuzz/smoke" tests/fuzz/run.sh "${FUZZ_SMOKE_SECONDS:-10}" \
 		$(for f in tests/fuzz/fuzz_*.c; do basename "$f" .c | sed 's/^fuzz_//'; done) ;;
+	style) run_tap "style" tests/style.sh ;;
 	*) echo "tests/run.sh: unknown suite $suite" >&2; exit 2 ;;
 	esac
 done

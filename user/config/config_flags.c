@@ -73,7 +73,7 @@ static const struct opt {
 	 * placeholder when arg is NULL, the help when help is NULL, and are
 	 * listed in the message that refuses a value. */
 	const char *(*list)(char *buf, size_t len, const char *sep);
-	const char *def;  /* the default, spelt as a value of the flag; NULL: none */
+	const char *def;      /* the default, spelt as a value of the flag; NULL: none */
 	const char *def_text; /* or the default in words, for --help only */
 	/* A number (max > 0): apply() stores it at field, an unsigned of
 	 * struct pg_config (route: of struct pg_route_cfg, whose flags
@@ -395,7 +395,8 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 			return 0;
 		}
 		if (v[0] != '/' || strpbrk(v, " \t\r\n")) {
-			pg_errf(err, errlen, "--%s: \"%s\" is not an absolute path (or none)", name, v);
+			pg_errf(err, errlen, "--%s: \"%s\" is not an absolute path (or none)", name,
+			        v);
 			return -1;
 		}
 		cfg->health.path = v;

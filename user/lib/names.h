@@ -3,8 +3,9 @@
  * The names of the routing enums, one table each: decisions (metrics
  * labels, GET /backends, the dry run, the access log), strategies (the
  * --strategy flag and SageMaker's RoutingStrategy spelling), load signals
- * (--load-signal) and key sources (the dry run, the access log). Pure: no I/O. Everything that prints, parses or
- * lists these names goes through here.
+ * (--load-signal) and key sources (the dry run, the access log). Pure: no
+ * I/O. Everything that prints, parses or lists these names goes through
+ * here.
  */
 #ifndef PG_NAMES_H
 #define PG_NAMES_H
