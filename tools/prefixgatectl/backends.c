@@ -43,7 +43,7 @@ int ctl_cmd_backends_add(const struct ctl_opts *o, const char *addr)
 		return CTL_USAGE;
 	snprintf(body, sizeof(body), "{\"address\":\"%s\"}", a);
 	if (ctl_http(o, "POST", "/backends", "application/json", body, strlen(body),
-	             o->timeout > 0 ? o->timeout : CTL_TIMEOUT_DEFAULT, &r, err, sizeof(err))) {
+	             ctl_timeout(o, CTL_TIMEOUT_DEFAULT), &r, err, sizeof(err))) {
 		ctl_err("backends add %s: %s", a, err);
 		return CTL_ERR;
 	}
@@ -105,9 +105,7 @@ static void drain_json(const char *a, bool removed, int in_flight, double secs)
 int ctl_cmd_backends_remove(const struct ctl_opts *o, const char *addr, bool wait)
 {
 	const char *cmd = wait ? "drain" : "remove";
-	double limit = o->timeout > 0 ? o->timeout
-	               : wait         ? CTL_DRAIN_TIMEOUT_DEFAULT
-	                              : CTL_TIMEOUT_DEFAULT;
+	double limit = ctl_timeout(o, wait ? CTL_DRAIN_TIMEOUT_DEFAULT : CTL_TIMEOUT_DEFAULT);
 	double t0 = ctl_now(), last_report = t0, left;
 	struct ctl_snapshot *s = NULL;
 	struct ctl_http_resp r;

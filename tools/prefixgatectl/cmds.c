@@ -29,11 +29,6 @@ void ctl_err(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-static double timeout_or(const struct ctl_opts *o, double dflt)
-{
-	return o->timeout > 0 ? o->timeout : dflt;
-}
-
 /* ---- status, backends list, top ----------------------------------------------- */
 
 int ctl_cmd_status(const struct ctl_opts *o, bool backends_only)
@@ -272,7 +267,7 @@ int ctl_cmd_route(const struct ctl_opts *o, const char *file)
 	if (read_input(file, &body, &len))
 		return CTL_ERR;
 	if (ctl_http(o, "POST", target, "application/octet-stream", body, len,
-	             timeout_or(o, CTL_TIMEOUT_DEFAULT), &r, err, sizeof(err))) {
+	             ctl_timeout(o, CTL_TIMEOUT_DEFAULT), &r, err, sizeof(err))) {
 		ctl_err("route: %s", err);
 		goto out;
 	}

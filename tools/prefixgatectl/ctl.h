@@ -76,6 +76,13 @@ int ctl_http(const struct ctl_opts *o, const char *method, const char *target, c
              size_t errlen);
 void ctl_http_resp_free(struct ctl_http_resp *r);
 
+/* The bound of one admin request: --timeout, else dflt (CTL_TIMEOUT_DEFAULT
+ * for every command but drain). */
+static inline double ctl_timeout(const struct ctl_opts *o, double dflt)
+{
+	return o->timeout > 0 ? o->timeout : dflt;
+}
+
 /* Append s percent-encoded (RFC 3986 unreserved kept) to out[0..cap) at *n;
  * false if it does not fit. */
 bool ctl_url_encode(const char *s, char *out, size_t cap, size_t *n);

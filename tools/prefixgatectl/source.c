@@ -295,7 +295,8 @@ static int get_json(const struct ctl_opts *o, const char *target, struct ctl_htt
 {
 	char msg[200];
 
-	if (ctl_http(o, "GET", target, NULL, NULL, 0, o->timeout, r, err, errlen))
+	if (ctl_http(o, "GET", target, NULL, NULL, 0, ctl_timeout(o, CTL_TIMEOUT_DEFAULT), r, err,
+	             errlen))
 		return -1;
 	if (r->status != 200) {
 		snprintf(err, errlen, "admin API %s: GET %s: HTTP %d %s", o->admin, target,
@@ -486,7 +487,8 @@ int ctl_source_open(struct ctl_source *s, const struct ctl_opts *o, char *err, s
 			return -1;
 		}
 	}
-	if (ctl_http(o, "GET", "/health", NULL, NULL, 0, o->timeout, &r, aerr, sizeof(aerr))) {
+	if (ctl_http(o, "GET", "/health", NULL, NULL, 0, ctl_timeout(o, CTL_TIMEOUT_DEFAULT), &r,
+	             aerr, sizeof(aerr))) {
 		if (merr[0])
 			snprintf(err, errlen, "%s; and the admin API fallback failed: %s", merr,
 			         aerr);
