@@ -6,8 +6,7 @@
  * workers, the control thread and the admin API, and passed to every
  * function that needs any of it. Process-wide state besides: the control
  * thread's own (control.c, admin.c), the log level and the privilege drop's
- * per-thread broadcast (sys/), and two shims for callers that do not pass
- * the gateway or their worker index yet (pg_alog_push, pg_route).
+ * per-thread broadcast (sys/).
  */
 #ifndef PG_GATEWAY_H
 #define PG_GATEWAY_H

@@ -397,7 +397,7 @@ static void test_down_expiry(void **state)
 	assert_int_equal(gw.maps.state->nbackends, 3);
 }
 
-/* The dry run of target names the backend pg_route() picks for the same
+/* The dry run of target names the backend pg_route_worker() picks for the same
  * request (api, X-Prefixgate-Key key or NULL, body). */
 static void check_route_matches(const char *target, enum pg_api api, const char *key,
                                 const char *body, const char *reason, const char *source)
@@ -412,7 +412,7 @@ static void check_route_matches(const char *target, enum pg_api api, const char 
 
 	if (key)
 		in.header_key = S(key);
-	id = pg_route(&gw, &in, NULL, 0, &k, &ch);
+	id = pg_route_worker(&gw, 0, &in, NULL, 0, &k, &ch);
 	assert_int_not_equal(id, 0);
 
 	assert_int_equal(req("POST", target, body, &r), 200);

@@ -172,41 +172,6 @@ static void test_record_threads(void **state)
 	assert_int_equal(tot.requests, 0);
 }
 
-/* pg_rstats_thread_slot: each thread its own slot, kept; none once all are
- * claimed. */
-static unsigned slot_of[4];
-
-static void *claim_slot(void *p)
-{
-	unsigned *out = p;
-
-	*out = pg_rstats_thread_slot(gw.rstats);
-	assert_int_equal(pg_rstats_thread_slot(gw.rstats), *out);
-	return NULL;
-}
-
-static void test_thread_slots(void **state)
-{
-	pthread_t t[4];
-
-	(void)state;
-	fresh_rstats(3);
-	for (int i = 0; i < 3; i++) {
-		assert_int_equal(pthread_create(&t[i], NULL, claim_slot, &slot_of[i]), 0);
-		pthread_join(t[i], NULL);
-	}
-	assert_true(slot_of[0] < 3 && slot_of[1] < 3 && slot_of[2] < 3);
-	assert_true(slot_of[0] != slot_of[1] && slot_of[1] != slot_of[2] &&
-	            slot_of[0] != slot_of[2]);
-	assert_int_equal(pthread_create(&t[3], NULL, claim_slot, &slot_of[3]), 0);
-	pthread_join(t[3], NULL);
-	assert_int_equal(slot_of[3], 3); /* nslots: not recorded */
-	/* A new object: this thread claims again, from slot 0. */
-	fresh_rstats(2);
-	assert_int_equal(pg_rstats_thread_slot(gw.rstats), 0);
-	assert_int_equal(pg_rstats_thread_slot(gw.rstats), 0);
-}
-
 static void test_hot_windows(void **state)
 {
 	struct pg_hot_key hot[PG_HOT_TOP];
@@ -353,7 +318,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_predict),      cmocka_unit_test(test_hot_space_saving),
 	    cmocka_unit_test(test_hot_merge),    cmocka_unit_test(test_record_threads),
-	    cmocka_unit_test(test_thread_slots), cmocka_unit_test(test_hot_windows),
+	    cmocka_unit_test(test_hot_windows),
 	    cmocka_unit_test(test_ops_metrics),
 	};
 

@@ -30,9 +30,6 @@ struct pg_alog {
 	uint64_t dropped;
 };
 
-/* The logger started last, for pg_alog_enabled() and pg_alog_push() only. */
-static struct pg_alog *started;
-
 static const char *const outcomes[] = {"ok", "client_abort", "backend_error", "gateway"};
 
 uint64_t pg_alog_dropped(const struct pg_alog *l)
@@ -55,16 +52,6 @@ void pg_alog_record(struct pg_alog *l, unsigned worker, const struct pg_alog_rec
 	}
 	g->rec[h % RING_SLOTS] = *r;
 	__atomic_store_n(&g->head, h + 1, __ATOMIC_RELEASE);
-}
-
-bool pg_alog_enabled(void)
-{
-	return __atomic_load_n(&started, __ATOMIC_ACQUIRE) != NULL;
-}
-
-void pg_alog_push(unsigned worker, const struct pg_alog_rec *r)
-{
-	pg_alog_record(__atomic_load_n(&started, __ATOMIC_ACQUIRE), worker, r);
 }
 
 static void write_rec(const struct pg_alog *l, const struct pg_alog_rec *r)
@@ -158,7 +145,6 @@ int pg_alog_start(struct pg_gateway *gw, const char *path, char *err, size_t err
 		return -1;
 	}
 	gw->alog = l;
-	__atomic_store_n(&started, l, __ATOMIC_RELEASE);
 	pg_info("access log: %s (one JSON line per request)", path);
 	return 0;
 }
@@ -171,8 +157,6 @@ void pg_alog_stop(struct pg_gateway *gw)
 		return;
 	__atomic_store_n(&l->stop, 1, __ATOMIC_RELAXED);
 	pthread_join(l->thread, NULL);
-	if (__atomic_load_n(&started, __ATOMIC_RELAXED) == l)
-		__atomic_store_n(&started, NULL, __ATOMIC_RELEASE);
 	alog_free(l);
 	gw->alog = NULL;
 }

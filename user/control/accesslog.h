@@ -57,10 +57,4 @@ void pg_alog_record(struct pg_alog *l, unsigned worker, const struct pg_alog_rec
 /* Records dropped because a ring was full (0 when l is NULL). */
 uint64_t pg_alog_dropped(const struct pg_alog *l);
 
-/* The same two for a caller without the gateway at hand, on the logger
- * started last: kept until the proxy calls pg_alog_on(w->gw->alog) and
- * pg_alog_record(w->gw->alog, w->id, &r). */
-bool pg_alog_enabled(void);
-void pg_alog_push(unsigned worker, const struct pg_alog_rec *r);
-
 #endif /* PG_ACCESSLOG_H */

@@ -216,7 +216,7 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 		in.complete = true;
 		break;
 	}
-	id = pg_route(w->gw, &in, NULL, pg_worker_rand(w), &x->key, &x->choice);
+	id = pg_route_worker(w->gw, w->id, &in, NULL, pg_worker_rand(w), &x->key, &x->choice);
 	x->route_ns = (uint32_t)(pg_now_ns() - x->t0_ns);
 	pg_stats_route_latency(w->stats, x->route_ns);
 	if (x->key.fallback)

@@ -58,8 +58,8 @@ static void log_request(struct pg_worker *w, const struct pg_exchange *x, unsign
 	    .attempts = x->attempts,
 	};
 
-	if (pg_alog_enabled() && x->t0_ns)
-		pg_alog_push(w->id, &r);
+	if (pg_alog_on(w->gw->alog) && x->t0_ns)
+		pg_alog_record(w->gw->alog, w->id, &r);
 }
 
 void pg_exchange_reset(struct pg_worker *w, struct pg_client *c)

@@ -1,28 +1,10 @@
 // SPDX-License-Identifier: MIT
 /* The gateway's own answers (reply.h). */
 #include <stdio.h>
+#include "lib/http.h"
 #include "proxy/reply.h"
 #include "proxy/worker.h"
 #include "sys/lifecycle.h"
-
-static const char *reason(int status)
-{
-	switch (status) {
-	case 400: return "Bad Request";
-	case 405: return "Method Not Allowed";
-	case 408: return "Request Timeout";
-	case 413: return "Content Too Large";
-	case 414: return "URI Too Long";
-	case 417: return "Expectation Failed";
-	case 431: return "Request Header Fields Too Large";
-	case 501: return "Not Implemented";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	case 505: return "HTTP Version Not Supported";
-	default: return "Error";
-	}
-}
 
 void pg_reply_error(struct pg_worker *w, struct pg_client *c, int status, const char *msg,
 		    bool close)
@@ -35,7 +17,7 @@ void pg_reply_error(struct pg_worker *w, struct pg_client *c, int status, const 
 		      msg, status);
 	hl = snprintf(head, sizeof(head),
 		      "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n",
-		      status, reason(status), bl, close ? "Connection: close\r\n" : "");
+		      status, pg_http_reason(status), bl, close ? "Connection: close\r\n" : "");
 	pg_sock_queue_copy(w, &c->s, head, (size_t)hl);
 	pg_sock_queue_copy(w, &c->s, body, (size_t)bl);
 }

@@ -92,7 +92,6 @@ static void record_blocks(struct pg_gateway *gw, const struct pg_key_blocks *kb,
 
 /* route()'s worker argument: a worker index (< gw->nworkers), or one of these */
 #define NO_RECORD   UINT_MAX       /* the dry run: no side effect */
-#define THREAD_SLOT (UINT_MAX - 1) /* pg_route(): the calling thread's slot */
 
 static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
 		      const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
@@ -120,8 +119,6 @@ static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
 	if (gw->cfg && gw->cfg->shadow)
 		shadow = rc.strategy == PG_STRATEGY_PREFIX_AWARE ? id
 								 : shadow_choice(gw, &rc, key, now, rnd);
-	if (worker == THREAD_SLOT)
-		worker = pg_rstats_thread_slot(gw->rstats);
 	pg_rstats_record(gw, worker, ca ? key->anchor : key->hash, id, shadow, now);
 	return id;
 }
@@ -130,14 +127,7 @@ uint16_t pg_route_worker(struct pg_gateway *gw, unsigned worker, const struct pg
 			 const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
 			 struct pg_choice *choice)
 {
-	return route(gw, in, exclude, rnd, key, choice, worker < THREAD_SLOT ? worker : NO_RECORD);
-}
-
-uint16_t pg_route(struct pg_gateway *gw, const struct pg_route_input *in,
-		  const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
-		  struct pg_choice *choice)
-{
-	return route(gw, in, exclude, rnd, key, choice, THREAD_SLOT);
+	return route(gw, in, exclude, rnd, key, choice, worker < NO_RECORD ? worker : NO_RECORD);
 }
 
 uint16_t pg_route_dry(struct pg_gateway *gw, const struct pg_route_input *in,

@@ -33,13 +33,6 @@ uint16_t pg_route_worker(struct pg_gateway *gw, unsigned worker, const struct pg
 			 const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
 			 struct pg_choice *choice);
 
-/* The same for a caller that does not pass its worker index: the calling
- * thread's own slot is claimed on its first request (pg_rstats_thread_slot).
- * Kept until every caller uses pg_route_worker(). */
-uint16_t pg_route(struct pg_gateway *gw, const struct pg_route_input *in,
-		  const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
-		  struct pg_choice *choice);
-
 /* The same decision with no side effect at all: the admin dry run. */
 uint16_t pg_route_dry(struct pg_gateway *gw, const struct pg_route_input *in,
 		      const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,

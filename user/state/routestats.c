@@ -5,7 +5,6 @@
  * issues no locked instruction on its worker's counters and touches at
  * most two shared cache lines (the prediction tables' entries).
  */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "config/config.h"
@@ -109,10 +108,6 @@ struct pg_rstats {
 	uint64_t predict_table[PG_PREDICT_SLOTS];
 	uint64_t shadow_table[PG_PREDICT_SLOTS];
 	unsigned nslots;
-	/* pg_rstats_thread_slot: claims made (may pass nslots), and the
-	 * thread that holds each slot */
-	unsigned claimed;
-	pthread_t *owner;
 	struct slot *slots; /* nslots, cache-line aligned */
 };
 
@@ -123,9 +118,8 @@ struct pg_rstats *pg_rstats_create(unsigned nslots)
 	if (!rs)
 		return NULL;
 	rs->nslots = nslots;
-	rs->owner = calloc(nslots ? nslots : 1, sizeof(*rs->owner));
 	rs->slots = aligned_alloc(64, sizeof(*rs->slots) * (nslots ? nslots : 1));
-	if (!rs->owner || !rs->slots) {
+	if (!rs->slots) {
 		pg_rstats_free(rs);
 		return NULL;
 	}
@@ -137,40 +131,8 @@ void pg_rstats_free(struct pg_rstats *rs)
 {
 	if (!rs)
 		return;
-	free(rs->owner);
 	free(rs->slots);
 	free(rs);
-}
-
-/* The slot this thread claimed, cached: valid while the object's record
- * of that slot still names this thread (a new object at the same address
- * does not). */
-static __thread struct {
-	const struct pg_rstats *rs;
-	unsigned slot;
-} claim;
-
-unsigned pg_rstats_thread_slot(struct pg_rstats *rs)
-{
-	const pthread_t self = pthread_self();
-	unsigned i;
-
-	if (!rs)
-		return 0;
-	if (claim.rs == rs && claim.slot < rs->nslots &&
-	    pthread_equal(__atomic_load_n(&rs->owner[claim.slot], __ATOMIC_RELAXED), self))
-		return claim.slot;
-	/* claimed only grows, and past nslots by at most the threads racing
-	 * here: once it is there, no claim is tried */
-	if (__atomic_load_n(&rs->claimed, __ATOMIC_RELAXED) >= rs->nslots)
-		return rs->nslots; /* no slot left: not recorded */
-	i = __atomic_fetch_add(&rs->claimed, 1, __ATOMIC_RELAXED);
-	if (i >= rs->nslots)
-		return rs->nslots;
-	__atomic_store_n(&rs->owner[i], self, __ATOMIC_RELAXED);
-	claim.rs = rs;
-	claim.slot = i;
-	return i;
 }
 
 /* Publish the finished hot-key window and start the next. */

@@ -92,14 +92,6 @@ void pg_rstats_free(struct pg_rstats *rs);
 void pg_rstats_record(const struct pg_gateway *gw, unsigned worker, uint64_t hash, uint16_t id,
                       uint16_t shadow_id, uint64_t now_ms);
 
-/*
- * For callers that do not pass their worker index (pg_route(), until every
- * caller passes it): the slot the calling thread claimed in rs on its first
- * call, claimed now if it has none. When every slot is claimed, returns
- * nslots: that thread's requests are not recorded (never a shared slot).
- */
-unsigned pg_rstats_thread_slot(struct pg_rstats *rs);
-
 /* ---- reading (control thread) ------------------------------------------- */
 
 struct pg_rstats_totals {
