@@ -15,8 +15,15 @@
  * under valgrind --tool=callgrind --toggle-collect=pg_route (instructions
  * per call).
  *
+ * --rebuild times the ring rebuild alone instead (pg_control_rebuild_ring,
+ * what a membership change costs the control thread: seeds, table, moved
+ * share, publish), REPS times per fleet size, and prints the median, min
+ * and max of its CPU time (this thread's, so other load on the machine
+ * inflates it less than wall time) and the median wall time.
+ *
  * usage: routebench [--rounds N] [--backends 2,16,64,255] [--body-kib K]
  *                   [--only STRATEGY]
+ *        routebench --rebuild [--reps REPS] [--backends 2,16,64,255]
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -39,6 +46,14 @@ static uint64_t now_ns(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
@@ -119,19 +134,70 @@ static void setup(struct pg_gateway *gw, struct pg_config *cfg, unsigned nbacken
 	gw->maps.state->ca_capacity_blocks = pg_ca_capacity_blocks(cfg->cache_capacity);
 }
 
+/* --rebuild: reps rebuilds of the ring at each fleet size. */
+static int bench_rebuild(const unsigned *fleets, unsigned nfleets, unsigned reps)
+{
+	uint64_t *cpu, *wall;
+
+	if (reps == 0) {
+		fprintf(stderr, "routebench: --reps must be at least 1\n");
+		return 2;
+	}
+	cpu = calloc(reps, sizeof(*cpu));
+	wall = calloc(reps, sizeof(*wall));
+	if (!cpu || !wall)
+		return 1;
+	printf("ring rebuild (pg_control_rebuild_ring), %u runs per fleet size, ms\n", reps);
+	printf("%8s %10s %10s %10s %10s\n", "backends", "cpu med", "cpu min", "cpu max",
+	       "wall med");
+	for (unsigned f = 0; f < nfleets; f++) {
+		struct pg_gateway gw;
+		struct pg_config cfg;
+
+		setup(&gw, &cfg, fleets[f]);
+		for (unsigned r = 0; r < reps; r++) {
+			uint64_t c0 = cpu_ns(), w0 = now_ns();
+
+			pg_control_rebuild_ring(&gw);
+			wall[r] = now_ns() - w0;
+			cpu[r] = cpu_ns() - c0;
+		}
+		qsort(cpu, reps, sizeof(*cpu), cmp_u64);
+		qsort(wall, reps, sizeof(*wall), cmp_u64);
+		printf("%8u %10.2f %10.2f %10.2f %10.2f\n", fleets[f], cpu[reps / 2] / 1e6,
+		       cpu[0] / 1e6, cpu[reps - 1] / 1e6, wall[reps / 2] / 1e6);
+		pg_maps_close(&gw.maps);
+	}
+	free(cpu);
+	free(wall);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const enum pg_strategy strategies[] = {PG_STRATEGY_PREFIX_AWARE,
 						     PG_STRATEGY_CACHE_AWARE};
-	unsigned fleets[8] = {2, 16, 64, 255}, nfleets = 4, rounds = 8;
+	unsigned fleets[8] = {2, 16, 64, 255}, nfleets = 4, rounds = 8, reps = 15;
+	bool rebuild_only = false;
 	size_t kib = 32, cap, blen[CONVS];
 	char *bodies;
 	const char *only = NULL;
 	uint64_t *lat;
 
-	for (int i = 1; i + 1 < argc; i += 2) {
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--rebuild")) {
+			rebuild_only = true;
+			continue;
+		}
+		if (i + 1 == argc) {
+			fprintf(stderr, "routebench: %s needs a value (see the usage in main.c)\n",
+			        argv[i]);
+			return 2;
+		}
 		if (!strcmp(argv[i], "--rounds"))
 			rounds = (unsigned)atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--reps"))
+			reps = (unsigned)atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--only"))
 			only = argv[i + 1];
 		else if (!strcmp(argv[i], "--body-kib"))
@@ -140,14 +206,21 @@ int main(int argc, char **argv)
 			nfleets = 0;
 			for (char *p = strtok(argv[i + 1], ","); p && nfleets < 8; p = strtok(NULL, ","))
 				fleets[nfleets++] = (unsigned)atoi(p);
+		} else {
+			fprintf(stderr, "routebench: unknown option %s (see the usage in main.c)\n",
+			        argv[i]);
+			return 2;
 		}
+		i++;
 	}
+	pg_log_level = PG_LOG_ERROR;
+	if (rebuild_only)
+		return bench_rebuild(fleets, nfleets, reps);
 	cap = kib * 1024 + 8192; /* a body ends within a turn past kib KiB */
 	bodies = malloc(cap * CONVS);
 	lat = calloc((size_t)rounds * CONVS, sizeof(*lat));
 	if (!bodies || !lat)
 		return 1;
-	pg_log_level = PG_LOG_ERROR;
 	printf("routing cost per request (pg_route), %zu KiB chat bodies, %u conversations x %u "
 	       "turns\n",
 	       kib, CONVS, rounds);
