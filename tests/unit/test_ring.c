@@ -507,6 +507,33 @@ static uint64_t ring_digest(const struct pg_ring *r)
 	return XXH3_64bits_withSeed(r->slot, sizeof(r->slot), r->nbackends);
 }
 
+/* Every way pg_ring_build can scan: each must give the same table. */
+static const enum pg_ring_scan scans[] = {PG_RING_SCAN_AUTO, PG_RING_SCAN_PORTABLE,
+                                          PG_RING_SCAN_AVX512};
+static const char *const scan_names[] = {"auto", "portable", "avx512"};
+
+/* ref_build and every scan agree on m; returns how many scans ran. */
+static size_t check_against_ref(const struct pg_ring_member *m, size_t n)
+{
+	static struct pg_ring want, got;
+	size_t ran = 0;
+
+	memset(&want, 0x5a, sizeof(want));
+	ref_build(&want, m, n);
+	for (size_t sc = 0; sc < sizeof(scans) / sizeof(scans[0]); sc++) {
+		memset(&got, 0xa5, sizeof(got));
+		if (pg_ring_build_with(&got, m, n, scans[sc]))
+			continue;
+		ran++;
+		if (memcmp(got.slot, want.slot, sizeof(got.slot)) || got.nbackends != n)
+			print_message("# %s scan differs from the reference, %zu members\n",
+			              scan_names[sc], n);
+		assert_int_equal(got.nbackends, n);
+		assert_memory_equal(got.slot, want.slot, sizeof(got.slot));
+	}
+	return ran;
+}
+
 /*
  * The table for fixed memberships, as digests of its bytes (slot array,
  * seeded with nbackends). These pin the definition across versions: a
@@ -544,18 +571,25 @@ static void test_pinned_tables(void **state)
 	int bad = 0;
 
 	(void)state;
-	for (size_t t = 0; t < sizeof(pins) / sizeof(pins[0]); t++) {
-		uint64_t d;
+	for (size_t sc = 0; sc < sizeof(scans) / sizeof(scans[0]); sc++) {
+		for (size_t t = 0; t < sizeof(pins) / sizeof(pins[0]); t++) {
+			uint64_t d;
 
-		fleet(m, pins[t].kind, pins[t].n, 1000 + t);
-		pg_ring_build(r, m, pins[t].n);
-		d = ring_digest(r);
-		if (d != pins[t].digest) {
-			print_message("# pin %zu (kind %d, %zu members): digest 0x%016llxull, "
-			              "want 0x%016llxull\n",
-			              t, (int)pins[t].kind, pins[t].n, (unsigned long long)d,
-			              (unsigned long long)pins[t].digest);
-			bad++;
+			fleet(m, pins[t].kind, pins[t].n, 1000 + t);
+			if (pg_ring_build_with(r, m, pins[t].n, scans[sc])) {
+				print_message("# %s scan: not on this CPU, not checked\n",
+				              scan_names[sc]);
+				break;
+			}
+			d = ring_digest(r);
+			if (d != pins[t].digest) {
+				print_message("# %s scan, pin %zu (kind %d, %zu members): digest "
+				              "0x%016llxull, want 0x%016llxull\n",
+				              scan_names[sc], t, (int)pins[t].kind, pins[t].n,
+				              (unsigned long long)d,
+				              (unsigned long long)pins[t].digest);
+				bad++;
+			}
 		}
 	}
 	assert_int_equal(bad, 0);
@@ -566,7 +600,6 @@ static void test_pinned_tables(void **state)
 static void test_matches_reference(void **state)
 {
 	static const size_t sizes[] = {1, 2, 3, 4, 5, 6, 8, 11, 31, 64, 97, 200, 255};
-	struct pg_ring *a = new_ring(), *b = new_ring();
 	struct pg_ring_member m[PG_MAX_BACKENDS - 1];
 
 	(void)state;
@@ -576,15 +609,52 @@ static void test_matches_reference(void **state)
 			if ((t + (size_t)kind) % 3)
 				continue;
 			fleet(m, (enum fleet_kind)kind, sizes[t], 77 + t);
-			memset(a, 0xa5, sizeof(*a));
-			memset(b, 0x5a, sizeof(*b));
-			pg_ring_build(a, m, sizes[t]);
-			ref_build(b, m, sizes[t]);
-			assert_int_equal(a->nbackends, b->nbackends);
-			assert_memory_equal(a->slot, b->slot, sizeof(a->slot));
+			assert_true(check_against_ref(m, sizes[t]) >= 2);
 		}
-	free(a);
-	free(b);
+}
+
+/* Seed that scores exactly 0 in slot s: mix64 is a bijection with
+ * mix64(0) == 0, so seed ^ salt(s) == 0. */
+static uint64_t zero_score_seed(uint32_t s)
+{
+	return ref_mix64((uint64_t)s * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull);
+}
+
+/*
+ * Scores at the edges of the scans' shortcuts: a member scoring 0 (the
+ * value of an unused entry), all members on one seed (every score tied, so
+ * none passes a threshold meant for random scores), one seed shared by the
+ * first K, a fleet just past the size where the threshold starts.
+ */
+static void test_edge_scores(void **state)
+{
+	struct pg_ring_member m[PG_MAX_BACKENDS - 1];
+
+	(void)state;
+	for (size_t n = 1; n <= 6; n++) {
+		fleet(m, FLEET_RANDOM, n, 5 + n);
+		m[n - 1].seed = zero_score_seed((uint32_t)(977 * n));
+		check_against_ref(m, n);
+	}
+	fleet(m, FLEET_RANDOM, 40, 3);
+	m[17].seed = zero_score_seed(12345);
+	m[18].seed = zero_score_seed(12346);
+	check_against_ref(m, 40);
+
+	fleet(m, FLEET_RANDOM, 20, 4);
+	for (size_t i = 1; i < 20; i++)
+		m[i].seed = m[0].seed;
+	check_against_ref(m, 20);
+
+	fleet(m, FLEET_RANDOM, 50, 6);
+	for (size_t i = 1; i < PG_RING_CANDIDATES; i++)
+		m[i].seed = m[0].seed;
+	check_against_ref(m, 50);
+
+	for (size_t n = 9; n <= 13; n++) {
+		fleet(m, FLEET_RANDOM, n, 9 + n);
+		check_against_ref(m, n);
+	}
 }
 
 static void test_moved_ppm(void **state)
@@ -623,6 +693,7 @@ int main(void)
 	    cmocka_unit_test(test_moved_ppm),
 	    cmocka_unit_test(test_pinned_tables),
 	    cmocka_unit_test(test_matches_reference),
+	    cmocka_unit_test(test_edge_scores),
 	};
 
 	return cmocka_run_group_tests_name("ring", tests, NULL, NULL);

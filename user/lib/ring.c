@@ -14,22 +14,79 @@
  *  - the table is a function of the set of seeds (and of which id each seed
  *    is written as), never of the order members are given in.
  *
- * Cost: PG_RING_SLOTS * n score computations plus a top-K insertion that
- * almost always stops at one comparison; no sort over all members.
+ * Cost: PG_RING_SLOTS * n score computations. That count belongs to the
+ * definition (any member's score can decide a slot), so the build makes each
+ * one cheap and keeps unpredictable branches out of the loop over members:
+ *  - the mix's first step is linear over GF(2), so it is applied once per
+ *    member and once per slot instead of once per pair (mix_first);
+ *  - a slot's scan keeps, without a branch, every member scoring at least a
+ *    threshold that about SCAN_EXPECTED of n random scores pass, and the top
+ *    K is then taken among those few, with masks instead of branches. (A
+ *    running top K over all n members makes ~K ln(n/K) insertions per slot
+ *    at unpredictable places: mispredicted branches cost more than the
+ *    scores.) If fewer than K members pass (~1% of slots), the slot is
+ *    scanned again keeping all of them: the threshold decides how much work
+ *    there is, never the result;
+ *  - on x86-64 CPUs with AVX-512 (F and DQ) the scan can do eight members
+ *    at a time (scan_avx512, chosen at run time); it keeps the same
+ *    candidates in the same order as the portable scan.
+ * The table is pinned by tests/unit/test_ring.c (digests of fixed
+ * memberships, and a plain reference build): gateways of different versions
+ * that share a membership must route a key alike.
  */
 #include <string.h>
 #include <xxhash.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "lib/ring.h"
+
+#define K PG_RING_CANDIDATES
+/* Members in the scan's arrays, padded for eight-wide loads. */
+#define SCAN_CAP ((PG_MAX_BACKENDS + 7) & ~7)
+/* Members a slot's threshold lets through on average (when n > it). Lower
+ * means less top-K work per slot, but more slots where fewer than K pass
+ * and the scan runs again (Poisson: 1.0% of slots at 10, 4.2% at 8). */
+#define SCAN_EXPECTED 10
+/* Candidate id of an unused top-K entry: ranks after every real member,
+ * whose ids are below PG_MAX_BACKENDS. */
+#define NO_ID 0xffffu
+
+_Static_assert(PG_MAX_BACKENDS <= NO_ID, "ids must rank before the unused entry");
+
+#define MIX_M1 0xbf58476d1ce4e5b9ull
+#define MIX_M2 0x94d049bb133111ebull
 
 /* The splitmix64 finalizer: a bijective 64-bit mix whose output bits each
  * depend on every input bit. */
 static inline uint64_t mix64(uint64_t x)
 {
 	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
+	x *= MIX_M1;
 	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
+	x *= MIX_M2;
+	x ^= x >> 31;
+	return x;
+}
+
+/*
+ * mix64 split at its first step: mix64(x) == mix_rest(mix_first(x)), and
+ * mix_first is linear over GF(2) (x ^ x >> 30), so
+ *   score(seed, salt) = mix64(seed ^ salt)
+ *                     = mix_rest(mix_first(seed) ^ mix_first(salt)).
+ * The scans take both halves precomputed.
+ */
+static inline uint64_t mix_first(uint64_t x)
+{
+	return x ^ x >> 30;
+}
+
+static inline uint64_t mix_rest(uint64_t x)
+{
+	x *= MIX_M1;
+	x ^= x >> 27;
+	x *= MIX_M2;
 	x ^= x >> 31;
 	return x;
 }
@@ -41,35 +98,201 @@ static inline uint64_t slot_salt(uint32_t s)
 	return mix64((uint64_t)s * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull);
 }
 
-/* Score of the member with identity seed in the slot with salt. */
-static inline uint64_t score(uint64_t seed, uint64_t salt)
-{
-	return mix64(seed ^ salt);
-}
-
 uint64_t pg_ring_seed(const char *ident, size_t len)
 {
 	return XXH3_64bits(ident, len);
 }
 
-struct ranked {
-	uint64_t score;
-	uint16_t id;
+/* The members as the scans read them; entries n..SCAN_CAP-1 are zero. */
+struct scan_in {
+	size_t n;
+	uint64_t pre[SCAN_CAP]; /* mix_first(seed) */
+	uint64_t id[SCAN_CAP];
 };
 
-/*
- * Strict "ranks before": higher score, then lower id. For a given slot the
- * score is a bijection of the seed (xor with a constant, then a bijective
- * mix), so two members' scores tie only if their seeds are equal: ranking by
- * score already breaks every tie between distinct identities by seed alone,
- * independently of input order. The id only orders duplicate identities,
- * which callers should not pass, so that even they give one table.
- */
-static inline int ranks_before(uint64_t sc, uint16_t id, const struct ranked *r)
+/* A slot's candidates: score and id of each member that passed, in member
+ * order. Eight spare entries for the eight-wide stores. */
+struct scan_out {
+	uint64_t score[SCAN_CAP + 8];
+	uint64_t id[SCAN_CAP + 8];
+};
+
+/* Members scoring >= thr in the slot whose mix_first(salt) is pre_salt, into
+ * out; returns how many. Every member is stored, only the count depends on
+ * the score. */
+static inline size_t scan_portable(const struct scan_in *in, uint64_t pre_salt, uint64_t thr,
+                                   struct scan_out *out)
 {
-	if (sc != r->score)
-		return sc > r->score;
-	return id < r->id;
+	size_t c = 0;
+
+	for (size_t m = 0; m < in->n; m++) {
+		const uint64_t x = mix_rest(in->pre[m] ^ pre_salt);
+
+		out->score[c] = x;
+		out->id[c] = in->id[m];
+		c += x >= thr;
+	}
+	return c;
+}
+
+#if defined(__x86_64__)
+#define HAVE_AVX512 1
+#define AVX512_TARGET __attribute__((target("avx512f,avx512dq,popcnt")))
+
+/* scan_portable, eight members at a time. */
+AVX512_TARGET static inline size_t scan_avx512(const struct scan_in *in, uint64_t pre_salt,
+                                               uint64_t thr, struct scan_out *out)
+{
+	const __m512i salt = _mm512_set1_epi64((long long)pre_salt);
+	const __m512i m1 = _mm512_set1_epi64((long long)MIX_M1);
+	const __m512i m2 = _mm512_set1_epi64((long long)MIX_M2);
+	const __m512i vthr = _mm512_set1_epi64((long long)thr);
+	size_t c = 0;
+
+	for (size_t m = 0; m < in->n; m += 8) {
+		__m512i x = _mm512_xor_si512(_mm512_loadu_si512(in->pre + m), salt);
+		__mmask8 pass;
+
+		x = _mm512_mullo_epi64(x, m1);
+		x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 27));
+		x = _mm512_mullo_epi64(x, m2);
+		x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
+		pass = _mm512_cmpge_epu64_mask(x, vthr);
+		if (in->n - m < 8) /* the padding is not a member */
+			pass &= (__mmask8)((1u << (in->n - m)) - 1);
+		/* The passing lanes packed to the front, in order; all 8 stored. */
+		_mm512_storeu_si512(out->score + c, _mm512_maskz_compress_epi64(pass, x));
+		_mm512_storeu_si512(out->id + c,
+		                    _mm512_maskz_compress_epi64(pass, _mm512_loadu_si512(in->id + m)));
+		c += (size_t)_mm_popcnt_u32(pass);
+	}
+	return c;
+}
+
+/* The compilers' CPU checks also require the OS to save the AVX-512
+ * registers (XCR0), so a true here means the instructions can run. */
+static int have_avx512(void)
+{
+	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+}
+#else
+#define HAVE_AVX512 0
+static int have_avx512(void)
+{
+	return 0;
+}
+#endif
+
+/*
+ * Ranking: higher score first, then lower id. For a given slot the score is
+ * a bijection of the seed (xor with a constant, then a bijective mix), so two
+ * members' scores tie only if their seeds are equal: ranking by score already
+ * breaks every tie between distinct identities by seed alone, independently
+ * of input order. The id only orders duplicate identities, which callers
+ * should not pass, so that even they give one table.
+ *
+ * The top K is kept in registers, best first; each candidate goes down it
+ * swapping with every entry it ranks before. Masks, not branches: where a
+ * candidate lands is as unpredictable as the scores. An unused entry is
+ * (0, NO_ID), which every member ranks before.
+ */
+#define SWAP_IF(cond, t, tid, x, xid)                                                     \
+	do {                                                                              \
+		const uint64_t swap_ = -(uint64_t)(cond);                                 \
+		const uint64_t ds_ = (x ^ t) & swap_, di_ = (xid ^ tid) & swap_;          \
+		t ^= ds_;                                                                 \
+		x ^= ds_;                                                                 \
+		tid ^= di_;                                                               \
+		xid ^= di_;                                                               \
+	} while (0)
+/* The full order: score, then id. */
+#define RANK_SWAP(t, tid, x, xid) SWAP_IF((t < x) | ((t == x) & (xid < tid)), t, tid, x, xid)
+/* Score alone: the same order when scores are distinct, and x > 0. */
+#define SCORE_SWAP(t, tid, x, xid) SWAP_IF(t < x, t, tid, x, xid)
+
+#define TOP_K(SWAP, cand, c, slot)                                                        \
+	do {                                                                              \
+		uint64_t t0 = 0, t1 = 0, t2 = 0, t3 = 0;                                  \
+		uint64_t i0 = NO_ID, i1 = NO_ID, i2 = NO_ID, i3 = NO_ID;                  \
+                                                                                          \
+		for (size_t i_ = 0; i_ < (c); i_++) {                                     \
+			uint64_t x = (cand)->score[i_], xid = (cand)->id[i_];             \
+                                                                                          \
+			SWAP(t0, i0, x, xid);                                             \
+			SWAP(t1, i1, x, xid);                                             \
+			SWAP(t2, i2, x, xid);                                             \
+			SWAP(t3, i3, x, xid);                                             \
+		}                                                                         \
+		(slot)[0] = i0 == NO_ID ? 0 : (uint16_t)i0;                               \
+		(slot)[1] = i1 == NO_ID ? 0 : (uint16_t)i1;                               \
+		(slot)[2] = i2 == NO_ID ? 0 : (uint16_t)i2;                               \
+		(slot)[3] = i3 == NO_ID ? 0 : (uint16_t)i3;                               \
+	} while (0)
+
+_Static_assert(K == 4, "TOP_K keeps four entries");
+
+static void top_k_ranked(const struct scan_out *cand, size_t c, uint16_t slot[K])
+{
+	TOP_K(RANK_SWAP, cand, c, slot);
+}
+
+/*
+ * The best k = min(n, K) of c >= k candidates into slot[], then zeros.
+ * distinct: no two members share a seed, so comparing scores is enough,
+ * except for a candidate scoring exactly 0 (never ahead of an unused entry):
+ * it can only belong to the table when c <= K, which leaves entry c - 1
+ * unused, and then the slot is taken again in the full order.
+ */
+static inline void top_k(const struct scan_out *cand, size_t c, size_t k, int distinct,
+                         uint16_t slot[K])
+{
+	if (!distinct) {
+		top_k_ranked(cand, c, slot);
+		return;
+	}
+	TOP_K(SCORE_SWAP, cand, c, slot);
+	if (slot[k - 1] == 0)
+		top_k_ranked(cand, c, slot);
+}
+
+/* The slots' loop, with the scan inlined into each variant below. */
+static inline __attribute__((always_inline)) void
+build_slots(struct pg_ring *ring, const struct scan_in *in, int distinct,
+            size_t (*scan)(const struct scan_in *, uint64_t, uint64_t, struct scan_out *))
+{
+	const size_t n = in->n, k = n < K ? n : K;
+	/* P(score >= thr) = SCAN_EXPECTED / n for a uniform score. */
+	const uint64_t thr = n > SCAN_EXPECTED ? UINT64_MAX - UINT64_MAX / n * SCAN_EXPECTED : 0;
+	struct scan_out out;
+
+	for (uint32_t s = 0; s < PG_RING_SLOTS; s++) {
+		const uint64_t pre_salt = mix_first(slot_salt(s));
+		size_t c = scan(in, pre_salt, thr, &out);
+
+		if (c < k)
+			c = scan(in, pre_salt, 0, &out);
+		top_k(&out, c, k, distinct, ring->slot[s]);
+	}
+}
+
+static void build_portable(struct pg_ring *ring, const struct scan_in *in, int distinct)
+{
+	build_slots(ring, in, distinct, scan_portable);
+}
+
+#if HAVE_AVX512
+AVX512_TARGET static void build_avx512(struct pg_ring *ring, const struct scan_in *in,
+                                       int distinct)
+{
+	build_slots(ring, in, distinct, scan_avx512);
+}
+#endif
+
+static int cmp_u64(const void *a, const void *b)
+{
+	const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
 }
 
 /*
@@ -80,38 +303,57 @@ static inline int ranks_before(uint64_t sc, uint16_t id, const struct ranked *r)
  */
 void pg_ring_build(struct pg_ring *ring, const struct pg_ring_member *members, size_t n)
 {
-	const size_t k = n < PG_RING_CANDIDATES ? n : PG_RING_CANDIDATES;
+	pg_ring_build_with(ring, members, n, PG_RING_SCAN_AUTO);
+}
 
+/* AUTO's choice for n members: below AVX512_MIN_MEMBERS the portable scan
+ * measured as fast (there is too little to scan eight at a time). */
+#define AVX512_MIN_MEMBERS 32
+
+static enum pg_ring_scan scan_for(enum pg_ring_scan scan, size_t n)
+{
+	if (scan != PG_RING_SCAN_AUTO)
+		return scan;
+	return n >= AVX512_MIN_MEMBERS && have_avx512() ? PG_RING_SCAN_AVX512
+	                                                : PG_RING_SCAN_PORTABLE;
+}
+
+int pg_ring_build_with(struct pg_ring *ring, const struct pg_ring_member *members, size_t n,
+                       enum pg_ring_scan scan)
+{
+	struct scan_in in = {.n = n};
+	uint64_t seeds[PG_MAX_BACKENDS];
+	int distinct = 1;
+
+	scan = scan_for(scan, n);
+	if (scan != PG_RING_SCAN_PORTABLE && (scan != PG_RING_SCAN_AVX512 || !have_avx512()))
+		return -1;
 	ring->nbackends = (uint32_t)n;
 	if (n == 0) {
 		memset(ring->slot, 0, sizeof(ring->slot));
-		return;
+		return 0;
 	}
-
-	for (uint32_t s = 0; s < PG_RING_SLOTS; s++) {
-		const uint64_t salt = slot_salt(s);
-		struct ranked top[PG_RING_CANDIDATES];
-		size_t have = 0;
-
-		for (size_t m = 0; m < n; m++) {
-			const uint16_t id = members[m].id;
-			const uint64_t sc = score(members[m].seed, salt);
-			size_t pos;
-
-			/* Common case once the list is full: not better than
-			 * the last kept entry, one comparison and done. */
-			if (have == k && !ranks_before(sc, id, &top[k - 1]))
-				continue;
-			pos = have < k ? have++ : k - 1;
-			while (pos > 0 && ranks_before(sc, id, &top[pos - 1])) {
-				top[pos] = top[pos - 1];
-				pos--;
-			}
-			top[pos] = (struct ranked){.score = sc, .id = id};
-		}
-		for (size_t c = 0; c < PG_RING_CANDIDATES; c++)
-			ring->slot[s][c] = c < have ? top[c].id : 0;
+	for (size_t m = 0; m < n; m++) {
+		in.pre[m] = mix_first(members[m].seed);
+		in.id[m] = members[m].id;
+		seeds[m] = members[m].seed;
 	}
+	qsort(seeds, n, sizeof(seeds[0]), cmp_u64);
+	for (size_t m = 1; m < n; m++)
+		distinct &= seeds[m] != seeds[m - 1];
+#if HAVE_AVX512
+	if (scan == PG_RING_SCAN_AVX512) {
+		build_avx512(ring, &in, distinct);
+		return 0;
+	}
+#endif
+	build_portable(ring, &in, distinct);
+	return 0;
+}
+
+const char *pg_ring_scan_name(enum pg_ring_scan scan, size_t n)
+{
+	return scan_for(scan, n) == PG_RING_SCAN_AVX512 ? "avx512" : "portable";
 }
 
 size_t pg_ring_candidates(const struct pg_ring *ring, uint64_t key_hash,

@@ -33,6 +33,28 @@ uint64_t pg_ring_seed(const char *ident, size_t len);
  */
 void pg_ring_build(struct pg_ring *ring, const struct pg_ring_member *members, size_t n);
 
+/*
+ * How pg_ring_build scans a slot's members: eight at a time with AVX-512
+ * (F, DQ) where the CPU has it, or in portable C. AUTO, pg_ring_build's
+ * choice, takes AVX-512 when the CPU has it and there are enough members to
+ * gain from it. The table is the same either way; tests and benchmarks
+ * choose one to check or time it.
+ */
+enum pg_ring_scan {
+	PG_RING_SCAN_AUTO,
+	PG_RING_SCAN_PORTABLE,
+	PG_RING_SCAN_AVX512,
+};
+
+/* pg_ring_build with the given scan; -1, ring untouched, if this CPU or
+ * build lacks it. */
+int pg_ring_build_with(struct pg_ring *ring, const struct pg_ring_member *members, size_t n,
+		       enum pg_ring_scan scan);
+
+/* "avx512" or "portable": the scan that scan (AUTO: pg_ring_build's) uses
+ * for n members. */
+const char *pg_ring_scan_name(enum pg_ring_scan scan, size_t n);
+
 /* Slot a key hash falls in. */
 static inline uint32_t pg_ring_slot(uint64_t key_hash)
 {
