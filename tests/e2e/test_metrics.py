@@ -151,9 +151,14 @@ def metrics_explain_hit_rate(opts):
                            ("prefixgate_shadow_predicted_hit_ratio", "gauge"),
                            ("prefixgate_shadow_backend_share", "gauge"),
                            ("prefixgate_dispatch_latency_microseconds", "histogram"),
-                           ("prefixgate_routing_latency_microseconds", "histogram")):
+                           ("prefixgate_routing_latency_microseconds", "histogram"),
+                           ("prefixgate_ring_rebuild_seconds", "gauge"),
+                           ("prefixgate_ring_rebuild_seconds_total", "counter")):
             assert types.get(name) == kind, (name, types.get(name))
         assert m["prefixgate_predicted_requests_total"] == 61, m
+        # the start-up build at least: a rebuild takes well over a microsecond
+        assert 0 < m["prefixgate_ring_rebuild_seconds"] <= \
+            m["prefixgate_ring_rebuild_seconds_total"], m
         # random over 3 backends: a prefix finds its last backend ~1/3 of the
         # time; prefix_aware would have found it every time after the first.
         pred = m["prefixgate_predicted_hit_ratio"]

@@ -680,6 +680,8 @@ static void test_metrics(void **state)
 	    "\nprefixgate_backend_errors_total 2\n",
 	    "\nprefixgate_connections_total 12\n",
 	    "\nprefixgate_ring_generation 2\n",
+	    "# TYPE prefixgate_ring_rebuild_seconds gauge\n",
+	    "# TYPE prefixgate_ring_rebuild_seconds_total counter\n",
 	    "\nprefixgate_backends{state=\"active\"} 2\n",
 	    "\nprefixgate_backends{state=\"draining\"} 1\n",
 	    "\nprefixgate_backends{state=\"down\"} 0\n",
