@@ -657,6 +657,83 @@ static void test_edge_scores(void **state)
 	}
 }
 
+/*
+ * pg_ring_update against pg_ring_build, byte for byte, along a random
+ * history: members joining and leaving one or a few at a time, an id taking
+ * a new identity, the list reordered, shared seeds, a seed scoring 0, bulk
+ * changes (built in full) and an empty fleet.
+ */
+static void test_update_matches_build(void **state)
+{
+	static struct pg_ring_last last;
+	static struct pg_ring_member m[PG_MAX_BACKENDS - 1];
+	struct pg_ring *a = new_ring(), *b = new_ring();
+	bool used[PG_MAX_BACKENDS] = {false};
+	uint64_t st = 99;
+	size_t n = 0, updated = 0, steps = 0;
+
+	(void)state;
+	memset(&last, 0, sizeof(last));
+	for (int round = 0; round < 90; round++) {
+		const unsigned op = (unsigned)(next_rand(&st) % 10);
+		/* Grow to ~60 members, then to ~250 for the last rounds. */
+		const size_t target = round < 70 ? 60 : 250;
+		size_t k = 1 + next_rand(&st) % 3;
+
+		if (round == 45)
+			k = n; /* everyone leaves */
+		else if (round == 70 || n == 0)
+			k = target > n ? target - n : 1; /* bulk join */
+		if (round == 45 || (op < 4 && n > 12)) {
+			for (size_t i = 0; i < k && n > 0; i++) { /* leave */
+				size_t j = next_rand(&st) % n;
+
+				used[m[j].id] = false;
+				m[j] = m[--n];
+			}
+		} else if (op < 8 || n < target / 2) {
+			for (size_t i = 0; i < k && n < PG_MAX_BACKENDS - 1; i++) { /* join */
+				uint16_t id;
+
+				do
+					id = (uint16_t)(1 + next_rand(&st) % (PG_MAX_BACKENDS - 1));
+				while (used[id]);
+				used[id] = true;
+				m[n].id = id;
+				m[n].seed = next_rand(&st);
+				if (n > 0 && next_rand(&st) % 8 == 0)
+					m[n].seed =
+					    m[next_rand(&st) % n].seed; /* shared identity */
+				else if (next_rand(&st) % 8 == 0)
+					m[n].seed = zero_score_seed(
+					    (uint32_t)(next_rand(&st) % PG_RING_SLOTS));
+				n++;
+			}
+		} else if (op == 8 && n > 0) { /* an id now names another identity */
+			m[next_rand(&st) % n].seed = next_rand(&st);
+		} else { /* same members, another order */
+			for (size_t i = n; i > 1; i--) {
+				size_t j = next_rand(&st) % i;
+				struct pg_ring_member t = m[i - 1];
+
+				m[i - 1] = m[j];
+				m[j] = t;
+			}
+		}
+		memset(a, 0xa5, sizeof(*a));
+		updated += pg_ring_update(a, &last, m, n);
+		steps++;
+		pg_ring_build(b, m, n);
+		if (memcmp(a->slot, b->slot, sizeof(a->slot)))
+			fail_msg("round %d (%zu members): update differs from build", round, n);
+		assert_int_equal(a->nbackends, n);
+	}
+	print_message("# %zu of %zu steps updated, the rest built in full\n", updated, steps);
+	assert_true(updated * 2 > steps);
+	free(a);
+	free(b);
+}
+
 static void test_moved_ppm(void **state)
 {
 	struct pg_ring *a = new_ring(), *b = new_ring();
@@ -694,6 +771,7 @@ int main(void)
 	    cmocka_unit_test(test_pinned_tables),
 	    cmocka_unit_test(test_matches_reference),
 	    cmocka_unit_test(test_edge_scores),
+	    cmocka_unit_test(test_update_matches_build),
 	};
 
 	return cmocka_run_group_tests_name("ring", tests, NULL, NULL);

@@ -141,6 +141,7 @@ static uint64_t thread_cpu_ns(void)
 void pg_control_rebuild_ring(struct pg_gateway *gw)
 {
 	static struct pg_ring_member m[PG_MAX_BACKENDS]; /* control thread only */
+	static struct pg_ring_last last;                 /* the previous build */
 	const struct pg_ring *live = pg_maps_live_ring(&gw->maps);
 	const uint64_t t0 = pg_now_ns(), c0 = thread_cpu_ns();
 	struct pg_ring *r;
@@ -161,7 +162,7 @@ void pg_control_rebuild_ring(struct pg_gateway *gw)
 	}
 	/* live is the other copy: it stays intact while the spare is built. */
 	r = pg_maps_ring_begin(&gw->maps);
-	pg_ring_build(r, m, n);
+	pg_ring_update(r, &last, m, n);
 	ppm = pg_ring_moved_ppm(live, r);
 	__atomic_store_n(&gw->maps.state->remapped_ppm, ppm, __ATOMIC_RELAXED);
 	__atomic_store_n(&gw->maps.state->nbackends, (uint32_t)n, __ATOMIC_RELAXED);

@@ -34,6 +34,7 @@
  * memberships, and a plain reference build): gateways of different versions
  * that share a membership must route a key alike.
  */
+#include <stdbool.h>
 #include <string.h>
 #include <xxhash.h>
 #if defined(__x86_64__)
@@ -354,6 +355,176 @@ int pg_ring_build_with(struct pg_ring *ring, const struct pg_ring_member *member
 const char *pg_ring_scan_name(enum pg_ring_scan scan, size_t n)
 {
 	return scan_for(scan, n) == PG_RING_SCAN_AVX512 ? "avx512" : "portable";
+}
+
+/*
+ * Updates. The table is the same function of membership whichever way it is
+ * computed; from the last table, one member more or fewer only changes a
+ * little of it, found with a few scores per slot instead of n:
+ *  - adding a: a enters a slot only if it ranks before the slot's last
+ *    entry (K/(n+1) of slots); elsewhere the slot stays as it was;
+ *  - removing r: only the slots listing r change (K/n of them): r's entry
+ *    goes, the ones after it move up, and the best member ranking after
+ *    the (new) last entry fills the end, found by scoring the members.
+ * Each step leaves exactly the table of the membership so far (removals
+ * first, then additions), so the result is the full build's.
+ */
+
+/* The membership being stepped through: its members in scan_in form, and
+ * each id's seed. */
+struct step {
+	struct scan_in in;
+	bool has[PG_MAX_BACKENDS];
+	uint64_t seed[PG_MAX_BACKENDS];
+};
+
+static inline uint64_t score_of(uint64_t seed, uint64_t pre_salt)
+{
+	return mix_rest(mix_first(seed) ^ pre_salt);
+}
+
+/* Strict "ranks before" on (score, id): higher score, then lower id. */
+static inline bool ranks_before(uint64_t xs, uint64_t xid, uint64_t ys, uint64_t yid)
+{
+	return xs != ys ? xs > ys : xid < yid;
+}
+
+static void step_add(struct step *st, struct pg_ring_last *last, const struct pg_ring_member *a)
+{
+	const size_t full = st->in.n >= K; /* every slot lists K members */
+
+	for (uint32_t s = 0; s < PG_RING_SLOTS; s++) {
+		uint16_t *e = last->slot[s];
+		const uint64_t pre_salt = mix_first(slot_salt(s));
+		const uint64_t as = score_of(a->seed, pre_salt);
+		size_t j = full ? K - 1 : st->in.n; /* a's place, from the end */
+
+		if (full && !ranks_before(as, a->id, score_of(st->seed[e[K - 1]], pre_salt),
+		                          e[K - 1]))
+			continue;
+		while (j > 0 && ranks_before(as, a->id, score_of(st->seed[e[j - 1]], pre_salt),
+		                             e[j - 1])) {
+			e[j] = e[j - 1];
+			j--;
+		}
+		e[j] = a->id;
+	}
+	st->in.pre[st->in.n] = mix_first(a->seed);
+	st->in.id[st->in.n++] = a->id;
+	st->has[a->id] = true;
+	st->seed[a->id] = a->seed;
+}
+
+static void step_remove(struct step *st, struct pg_ring_last *last, uint16_t r)
+{
+	size_t m = 0;
+
+	while (st->in.id[m] != r)
+		m++;
+	st->in.n--;
+	st->in.pre[m] = st->in.pre[st->in.n];
+	st->in.id[m] = st->in.id[st->in.n];
+	st->in.pre[st->in.n] = st->in.id[st->in.n] = 0;
+	st->has[r] = false;
+
+	for (uint32_t s = 0; s < PG_RING_SLOTS; s++) {
+		uint16_t *e = last->slot[s];
+		uint64_t pre_salt, ls, best_s = 0, best_id = NO_ID;
+		size_t j = 0;
+
+		while (j < K && e[j] != r)
+			j++;
+		if (j == K)
+			continue;
+		for (; j + 1 < K; j++)
+			e[j] = e[j + 1];
+		e[K - 1] = 0;
+		if (st->in.n < K) /* the slot lists every member already */
+			continue;
+		/* The top K - 1 are listed: the K-th is the best after them. */
+		pre_salt = mix_first(slot_salt(s));
+		ls = score_of(st->seed[e[K - 2]], pre_salt);
+		for (size_t i = 0; i < st->in.n; i++) {
+			const uint64_t x = mix_rest(st->in.pre[i] ^ pre_salt), id = st->in.id[i];
+
+			if (ranks_before(ls, e[K - 2], x, id) && ranks_before(x, id, best_s, best_id))
+				best_s = x, best_id = id;
+		}
+		e[K - 1] = (uint16_t)best_id;
+	}
+}
+
+/* Members of b missing from a (by id and seed), into out; how many, or
+ * SIZE_MAX if b repeats an id. */
+static size_t missing(const struct pg_ring_member *a, size_t na, const struct pg_ring_member *b,
+                      size_t nb, struct pg_ring_member *out)
+{
+	bool in_a[PG_MAX_BACKENDS] = {false}, in_b[PG_MAX_BACKENDS] = {false};
+	uint64_t seed_a[PG_MAX_BACKENDS];
+	size_t c = 0;
+
+	for (size_t i = 0; i < na; i++) {
+		in_a[a[i].id] = true;
+		seed_a[a[i].id] = a[i].seed;
+	}
+	for (size_t i = 0; i < nb; i++) {
+		if (in_b[b[i].id])
+			return SIZE_MAX;
+		in_b[b[i].id] = true;
+		if (!in_a[b[i].id] || seed_a[b[i].id] != b[i].seed)
+			out[c++] = b[i];
+	}
+	return c;
+}
+
+/* Whether members are valid for an update: ids in 1..PG_MAX_BACKENDS-1. */
+static bool ids_in_range(const struct pg_ring_member *m, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (m[i].id == 0 || m[i].id >= PG_MAX_BACKENDS)
+			return false;
+	return n < PG_MAX_BACKENDS;
+}
+
+bool pg_ring_update(struct pg_ring *ring, struct pg_ring_last *last,
+                    const struct pg_ring_member *members, size_t n)
+{
+	struct step st;
+	struct pg_ring_member gone[PG_MAX_BACKENDS], added[PG_MAX_BACKENDS];
+	size_t ngone = SIZE_MAX, nadded = SIZE_MAX;
+
+	if (last->valid && ids_in_range(members, n) && ids_in_range(last->m, last->n)) {
+		ngone = missing(members, n, last->m, last->n, gone);
+		nadded = missing(last->m, last->n, members, n, added);
+	}
+	/* A step costs about (K + 2) * PG_RING_SLOTS scores, a build n *
+	 * PG_RING_SLOTS: update only while clearly cheaper. */
+	if (ngone == SIZE_MAX || nadded == SIZE_MAX ||
+	    (ngone + nadded) * (K + 2) * 2 > (n < last->n ? n : last->n)) {
+		pg_ring_build(ring, members, n);
+		memcpy(last->slot, ring->slot, sizeof(last->slot));
+		memcpy(last->m, members, n * sizeof(*members));
+		last->n = n;
+		last->valid = true;
+		return false;
+	}
+	memset(&st, 0, sizeof(st));
+	for (size_t i = 0; i < last->n; i++) {
+		st.in.pre[i] = mix_first(last->m[i].seed);
+		st.in.id[i] = last->m[i].id;
+		st.has[last->m[i].id] = true;
+		st.seed[last->m[i].id] = last->m[i].seed;
+	}
+	st.in.n = last->n;
+	for (size_t i = 0; i < ngone; i++)
+		step_remove(&st, last, gone[i].id);
+	for (size_t i = 0; i < nadded; i++)
+		step_add(&st, last, &added[i]);
+	memcpy(ring->slot, last->slot, sizeof(ring->slot));
+	ring->nbackends = (uint32_t)n;
+	memcpy(last->m, members, n * sizeof(*members));
+	last->n = n;
+	return true;
 }
 
 size_t pg_ring_candidates(const struct pg_ring *ring, uint64_t key_hash,

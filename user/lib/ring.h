@@ -10,6 +10,7 @@
 #ifndef PG_RING_H
 #define PG_RING_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "prefixgate.h"
@@ -54,6 +55,28 @@ int pg_ring_build_with(struct pg_ring *ring, const struct pg_ring_member *member
 /* "avx512" or "portable": the scan that scan (AUTO: pg_ring_build's) uses
  * for n members. */
 const char *pg_ring_scan_name(enum pg_ring_scan scan, size_t n);
+
+/*
+ * The last table built and its membership, for pg_ring_update. Zeroed: none
+ * yet. About 520 KiB: keep it static or on the heap.
+ */
+struct pg_ring_last {
+	bool valid;
+	size_t n;
+	struct pg_ring_member m[PG_MAX_BACKENDS];
+	uint16_t slot[PG_RING_SLOTS][PG_RING_CANDIDATES];
+};
+
+/*
+ * pg_ring_build(ring, members, n), the same bytes, computed from last (the
+ * previous call's table and members) when few members differ: a member
+ * added or removed costs a few scores per slot instead of n. last then
+ * holds this build. Returns whether it updated (false: built in full, as
+ * the first time, or after many changes). ring's previous content is not
+ * used: it may be any copy.
+ */
+bool pg_ring_update(struct pg_ring *ring, struct pg_ring_last *last,
+		    const struct pg_ring_member *members, size_t n);
 
 /* Slot a key hash falls in. */
 static inline uint32_t pg_ring_slot(uint64_t key_hash)
