@@ -15,11 +15,18 @@
  * under valgrind --tool=callgrind --toggle-collect=pg_route (instructions
  * per call).
  *
- * --rebuild times the ring rebuild alone instead (pg_control_rebuild_ring,
- * what a membership change costs the control thread: seeds, table, moved
- * share, publish), REPS times per fleet size, and prints the median, min
- * and max of its CPU time (this thread's, so other load on the machine
- * inflates it less than wall time) and the median wall time.
+ * The table's "ring rebuild" is one full build of the fleet's ring
+ * (pg_ring_build), wall time.
+ *
+ * --rebuild times the ring alone instead, REPS times per fleet size, in
+ * this thread's CPU time (other load on the machine inflates it less than
+ * wall time), median and min:
+ *  - full: pg_ring_build, the whole table as at start-up, with the scan
+ *    pg_ring_build picks here (avx512 or portable), then with the portable
+ *    one;
+ *  - remove, add: pg_member_remove and pg_member_add of one member, as a
+ *    DELETE or POST /backends runs them (each rebuilds the ring through
+ *    pg_control_rebuild_ring, which updates the last table).
  *
  * usage: routebench [--rounds N] [--backends 2,16,64,255] [--body-kib K]
  *                   [--only STRATEGY]
@@ -31,6 +38,7 @@
 #include <string.h>
 #include <time.h>
 #include "lib/cacheidx.h"
+#include "lib/ring.h"
 #include "config/config.h"
 #include "control/control.h"
 #include "gateway.h"
@@ -134,42 +142,88 @@ static void setup(struct pg_gateway *gw, struct pg_config *cfg, unsigned nbacken
 	gw->maps.state->ca_capacity_blocks = pg_ca_capacity_blocks(cfg->cache_capacity);
 }
 
-/* --rebuild: reps rebuilds of the ring at each fleet size. */
+/* Median and min of v[0..n-1], in ms (sorts v). */
+static void med_min(uint64_t *v, unsigned n, double *med, double *min)
+{
+	qsort(v, n, sizeof(*v), cmp_u64);
+	*med = v[n / 2] / 1e6;
+	*min = v[0] / 1e6;
+}
+
+/* The fleet of setup() as ring members (ids 1..n). */
+static void fleet_members(struct pg_ring_member *m, unsigned n, char (*addr)[32])
+{
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(addr[i], sizeof(addr[i]), "127.0.%u.%u:8000", i / 250, 1 + i % 250);
+		m[i].id = (uint16_t)(i + 1);
+		m[i].seed = pg_ring_seed(addr[i], strlen(addr[i]));
+	}
+}
+
+/* --rebuild: see the top of the file. */
 static int bench_rebuild(const unsigned *fleets, unsigned nfleets, unsigned reps)
 {
-	uint64_t *cpu, *wall;
+	static struct pg_ring_member m[PG_MAX_BACKENDS];
+	static char addr[PG_MAX_BACKENDS][32];
+	struct pg_ring *ring = malloc(sizeof(*ring));
+	uint64_t *t[4];
+	char err[256];
+	bool failed;
 
 	if (reps == 0) {
 		fprintf(stderr, "routebench: --reps must be at least 1\n");
 		return 2;
 	}
-	cpu = calloc(reps, sizeof(*cpu));
-	wall = calloc(reps, sizeof(*wall));
-	if (!cpu || !wall)
+	for (int i = 0; i < 4; i++)
+		if (!(t[i] = calloc(reps, sizeof(*t[i]))))
+			return 1;
+	if (!ring)
 		return 1;
-	printf("ring rebuild (pg_control_rebuild_ring), %u runs per fleet size, ms\n", reps);
-	printf("%8s %10s %10s %10s %10s\n", "backends", "cpu med", "cpu min", "cpu max",
-	       "wall med");
+	printf("ring rebuild, CPU ms, median (min) of %u runs\n", reps);
+	printf("%8s %8s %16s %16s %16s %16s\n", "backends", "scan", "full", "full portable",
+	       "remove one", "add one");
 	for (unsigned f = 0; f < nfleets; f++) {
+		const unsigned n = fleets[f];
+		double med[4], min[4];
 		struct pg_gateway gw;
 		struct pg_config cfg;
 
-		setup(&gw, &cfg, fleets[f]);
+		setup(&gw, &cfg, n);
+		fleet_members(m, n, addr);
 		for (unsigned r = 0; r < reps; r++) {
-			uint64_t c0 = cpu_ns(), w0 = now_ns();
+			uint64_t c0 = cpu_ns();
 
-			pg_control_rebuild_ring(&gw);
-			wall[r] = now_ns() - w0;
-			cpu[r] = cpu_ns() - c0;
+			failed = true;
+			pg_ring_build(ring, m, n);
+			t[0][r] = cpu_ns() - c0;
+			c0 = cpu_ns();
+			pg_ring_build_with(ring, m, n, PG_RING_SCAN_PORTABLE);
+			t[1][r] = cpu_ns() - c0;
+			c0 = cpu_ns();
+			if (pg_member_remove(&gw, addr[n - 1], err, sizeof(err)) < 0)
+				break;
+			t[2][r] = cpu_ns() - c0;
+			c0 = cpu_ns();
+			if (pg_member_add(&gw, addr[n - 1], err, sizeof(err)) < 0)
+				break;
+			t[3][r] = cpu_ns() - c0;
+			failed = false;
 		}
-		qsort(cpu, reps, sizeof(*cpu), cmp_u64);
-		qsort(wall, reps, sizeof(*wall), cmp_u64);
-		printf("%8u %10.2f %10.2f %10.2f %10.2f\n", fleets[f], cpu[reps / 2] / 1e6,
-		       cpu[0] / 1e6, cpu[reps - 1] / 1e6, wall[reps / 2] / 1e6);
+		if (failed) {
+			fprintf(stderr, "routebench: %s: %s\n", addr[n - 1], err);
+			return 1;
+		}
+		for (int i = 0; i < 4; i++)
+			med_min(t[i], reps, &med[i], &min[i]);
+		printf("%8u %8s", n, pg_ring_scan_name(PG_RING_SCAN_AUTO, n));
+		for (int i = 0; i < 4; i++)
+			printf(" %7.2f (%6.2f)", med[i], min[i]);
+		printf("\n");
 		pg_maps_close(&gw.maps);
 	}
-	free(cpu);
-	free(wall);
+	for (int i = 0; i < 4; i++)
+		free(t[i]);
+	free(ring);
 	return 0;
 }
 
@@ -182,6 +236,9 @@ int main(int argc, char **argv)
 	size_t kib = 32, cap, blen[CONVS];
 	char *bodies;
 	const char *only = NULL;
+	static struct pg_ring_member members[PG_MAX_BACKENDS];
+	static char addrs[PG_MAX_BACKENDS][32];
+	struct pg_ring *ring;
 	uint64_t *lat;
 
 	for (int i = 1; i < argc; i++) {
@@ -206,6 +263,12 @@ int main(int argc, char **argv)
 			nfleets = 0;
 			for (char *p = strtok(argv[i + 1], ","); p && nfleets < 8; p = strtok(NULL, ","))
 				fleets[nfleets++] = (unsigned)atoi(p);
+			for (unsigned f = 0; f < nfleets; f++)
+				if (fleets[f] < 1 || fleets[f] > PG_MAX_BACKENDS - 1) {
+					fprintf(stderr, "routebench: --backends: each count in 1..%d\n",
+					        PG_MAX_BACKENDS - 1);
+					return 2;
+				}
 		} else {
 			fprintf(stderr, "routebench: unknown option %s (see the usage in main.c)\n",
 			        argv[i]);
@@ -219,7 +282,8 @@ int main(int argc, char **argv)
 	cap = kib * 1024 + 8192; /* a body ends within a turn past kib KiB */
 	bodies = malloc(cap * CONVS);
 	lat = calloc((size_t)rounds * CONVS, sizeof(*lat));
-	if (!bodies || !lat)
+	ring = malloc(sizeof(*ring));
+	if (!bodies || !lat || !ring)
 		return 1;
 	printf("routing cost per request (pg_route), %zu KiB chat bodies, %u conversations x %u "
 	       "turns\n",
@@ -240,8 +304,9 @@ int main(int argc, char **argv)
 			pg_route_cfg_load(&gw, &rc);
 			rc.strategy = strategies[s];
 			pg_control_set_routing(&gw, &rc, "routebench");
+			fleet_members(members, fleets[f], addrs);
 			t0 = now_ns();
-			pg_control_rebuild_ring(&gw);
+			pg_ring_build(ring, members, fleets[f]);
 			rebuild = now_ns() - t0;
 			for (unsigned t = 0; t < rounds; t++) {
 				/* A round's bodies first, so that only routing is timed
@@ -271,6 +336,7 @@ int main(int argc, char **argv)
 			pg_rstats_free(gw.rstats);
 		}
 	}
+	free(ring);
 	free(lat);
 	free(bodies);
 	return 0;
