@@ -35,6 +35,7 @@
  * that share a membership must route a key alike.
  */
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 #if defined(__x86_64__)
@@ -241,8 +242,8 @@ static void top_k_ranked(const struct scan_out *cand, size_t c, uint16_t slot[K]
  * The best k = min(n, K) of c >= k candidates into slot[], then zeros.
  * distinct: no two members share a seed, so comparing scores is enough,
  * except for a candidate scoring exactly 0 (never ahead of an unused entry):
- * it can only belong to the table when c <= K, which leaves entry c - 1
- * unused, and then the slot is taken again in the full order.
+ * it can only belong in the slot when c <= K, that is c == k, and then it
+ * leaves entry k - 1 unused: the slot is taken again in the full order.
  */
 static inline void top_k(const struct scan_out *cand, size_t c, size_t k, int distinct,
                          uint16_t slot[K])
@@ -304,7 +305,9 @@ static int cmp_u64(const void *a, const void *b)
  */
 void pg_ring_build(struct pg_ring *ring, const struct pg_ring_member *members, size_t n)
 {
-	pg_ring_build_with(ring, members, n, PG_RING_SCAN_AUTO);
+	/* AUTO runs on any CPU: only more members than ids can fail. */
+	if (pg_ring_build_with(ring, members, n, PG_RING_SCAN_AUTO))
+		abort();
 }
 
 /* AUTO's choice for n members: below AVX512_MIN_MEMBERS the portable scan
@@ -327,7 +330,8 @@ int pg_ring_build_with(struct pg_ring *ring, const struct pg_ring_member *member
 	int distinct = 1;
 
 	scan = scan_for(scan, n);
-	if (scan != PG_RING_SCAN_PORTABLE && (scan != PG_RING_SCAN_AVX512 || !have_avx512()))
+	if (n > PG_MAX_BACKENDS - 1 ||
+	    (scan != PG_RING_SCAN_PORTABLE && (scan != PG_RING_SCAN_AVX512 || !have_avx512())))
 		return -1;
 	ring->nbackends = (uint32_t)n;
 	if (n == 0) {

@@ -48,7 +48,8 @@ enum pg_ring_scan {
 };
 
 /* pg_ring_build with the given scan; -1, ring untouched, if this CPU or
- * build lacks it. */
+ * build lacks it, or n > PG_MAX_BACKENDS - 1 (for which pg_ring_build
+ * aborts). */
 int pg_ring_build_with(struct pg_ring *ring, const struct pg_ring_member *members, size_t n,
 		       enum pg_ring_scan scan);
 
