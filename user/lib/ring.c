@@ -138,7 +138,7 @@ static inline size_t scan_portable(const struct scan_in *in, uint64_t pre_salt, 
 }
 
 #if defined(__x86_64__)
-#define HAVE_AVX512 1
+#define HAVE_AVX512   1
 #define AVX512_TARGET __attribute__((target("avx512f,avx512dq,popcnt")))
 
 /* scan_portable, eight members at a time. */
@@ -164,8 +164,8 @@ AVX512_TARGET static inline size_t scan_avx512(const struct scan_in *in, uint64_
 			pass &= (__mmask8)((1u << (in->n - m)) - 1);
 		/* The passing lanes packed to the front, in order; all 8 stored. */
 		_mm512_storeu_si512(out->score + c, _mm512_maskz_compress_epi64(pass, x));
-		_mm512_storeu_si512(out->id + c,
-		                    _mm512_maskz_compress_epi64(pass, _mm512_loadu_si512(in->id + m)));
+		_mm512_storeu_si512(
+		    out->id + c, _mm512_maskz_compress_epi64(pass, _mm512_loadu_si512(in->id + m)));
 		c += (size_t)_mm_popcnt_u32(pass);
 	}
 	return c;
@@ -198,37 +198,37 @@ static int have_avx512(void)
  * candidate lands is as unpredictable as the scores. An unused entry is
  * (0, NO_ID), which every member ranks before.
  */
-#define SWAP_IF(cond, t, tid, x, xid)                                                     \
-	do {                                                                              \
-		const uint64_t swap_ = -(uint64_t)(cond);                                 \
-		const uint64_t ds_ = (x ^ t) & swap_, di_ = (xid ^ tid) & swap_;          \
-		t ^= ds_;                                                                 \
-		x ^= ds_;                                                                 \
-		tid ^= di_;                                                               \
-		xid ^= di_;                                                               \
+#define SWAP_IF(cond, t, tid, x, xid)                                                              \
+	do {                                                                                       \
+		const uint64_t swap_ = -(uint64_t)(cond);                                          \
+		const uint64_t ds_ = (x ^ t) & swap_, di_ = (xid ^ tid) & swap_;                   \
+		t ^= ds_;                                                                          \
+		x ^= ds_;                                                                          \
+		tid ^= di_;                                                                        \
+		xid ^= di_;                                                                        \
 	} while (0)
 /* The full order: score, then id. */
 #define RANK_SWAP(t, tid, x, xid) SWAP_IF((t < x) | ((t == x) & (xid < tid)), t, tid, x, xid)
 /* Score alone: the same order when scores are distinct, and x > 0. */
 #define SCORE_SWAP(t, tid, x, xid) SWAP_IF(t < x, t, tid, x, xid)
 
-#define TOP_K(SWAP, cand, c, slot)                                                        \
-	do {                                                                              \
-		uint64_t t0 = 0, t1 = 0, t2 = 0, t3 = 0;                                  \
-		uint64_t i0 = NO_ID, i1 = NO_ID, i2 = NO_ID, i3 = NO_ID;                  \
-                                                                                          \
-		for (size_t i_ = 0; i_ < (c); i_++) {                                     \
-			uint64_t x = (cand)->score[i_], xid = (cand)->id[i_];             \
-                                                                                          \
-			SWAP(t0, i0, x, xid);                                             \
-			SWAP(t1, i1, x, xid);                                             \
-			SWAP(t2, i2, x, xid);                                             \
-			SWAP(t3, i3, x, xid);                                             \
-		}                                                                         \
-		(slot)[0] = i0 == NO_ID ? 0 : (uint16_t)i0;                               \
-		(slot)[1] = i1 == NO_ID ? 0 : (uint16_t)i1;                               \
-		(slot)[2] = i2 == NO_ID ? 0 : (uint16_t)i2;                               \
-		(slot)[3] = i3 == NO_ID ? 0 : (uint16_t)i3;                               \
+#define TOP_K(SWAP, cand, c, slot)                                                                 \
+	do {                                                                                       \
+		uint64_t t0 = 0, t1 = 0, t2 = 0, t3 = 0;                                           \
+		uint64_t i0 = NO_ID, i1 = NO_ID, i2 = NO_ID, i3 = NO_ID;                           \
+                                                                                                   \
+		for (size_t i_ = 0; i_ < (c); i_++) {                                              \
+			uint64_t x = (cand)->score[i_], xid = (cand)->id[i_];                      \
+                                                                                                   \
+			SWAP(t0, i0, x, xid);                                                      \
+			SWAP(t1, i1, x, xid);                                                      \
+			SWAP(t2, i2, x, xid);                                                      \
+			SWAP(t3, i3, x, xid);                                                      \
+		}                                                                                  \
+		(slot)[0] = i0 == NO_ID ? 0 : (uint16_t)i0;                                        \
+		(slot)[1] = i1 == NO_ID ? 0 : (uint16_t)i1;                                        \
+		(slot)[2] = i2 == NO_ID ? 0 : (uint16_t)i2;                                        \
+		(slot)[3] = i3 == NO_ID ? 0 : (uint16_t)i3;                                        \
 	} while (0)
 
 _Static_assert(K == 4, "TOP_K keeps four entries");
@@ -283,8 +283,7 @@ static void build_portable(struct pg_ring *ring, const struct scan_in *in, int d
 }
 
 #if HAVE_AVX512
-AVX512_TARGET static void build_avx512(struct pg_ring *ring, const struct scan_in *in,
-                                       int distinct)
+AVX512_TARGET static void build_avx512(struct pg_ring *ring, const struct scan_in *in, int distinct)
 {
 	build_slots(ring, in, distinct, scan_avx512);
 }
@@ -403,11 +402,11 @@ static void step_add(struct step *st, struct pg_ring_last *last, const struct pg
 		const uint64_t as = score_of(a->seed, pre_salt);
 		size_t j = full ? K - 1 : st->in.n; /* a's place, from the end */
 
-		if (full && !ranks_before(as, a->id, score_of(st->seed[e[K - 1]], pre_salt),
-		                          e[K - 1]))
+		if (full &&
+		    !ranks_before(as, a->id, score_of(st->seed[e[K - 1]], pre_salt), e[K - 1]))
 			continue;
-		while (j > 0 && ranks_before(as, a->id, score_of(st->seed[e[j - 1]], pre_salt),
-		                             e[j - 1])) {
+		while (j > 0 &&
+		       ranks_before(as, a->id, score_of(st->seed[e[j - 1]], pre_salt), e[j - 1])) {
 			e[j] = e[j - 1];
 			j--;
 		}
@@ -451,7 +450,8 @@ static void step_remove(struct step *st, struct pg_ring_last *last, uint16_t r)
 		for (size_t i = 0; i < st->in.n; i++) {
 			const uint64_t x = mix_rest(st->in.pre[i] ^ pre_salt), id = st->in.id[i];
 
-			if (ranks_before(ls, e[K - 2], x, id) && ranks_before(x, id, best_s, best_id))
+			if (ranks_before(ls, e[K - 2], x, id) &&
+			    ranks_before(x, id, best_s, best_id))
 				best_s = x, best_id = id;
 		}
 		e[K - 1] = (uint16_t)best_id;

@@ -51,7 +51,7 @@ enum pg_ring_scan {
  * build lacks it, or n > PG_MAX_BACKENDS - 1 (for which pg_ring_build
  * aborts). */
 int pg_ring_build_with(struct pg_ring *ring, const struct pg_ring_member *members, size_t n,
-		       enum pg_ring_scan scan);
+                       enum pg_ring_scan scan);
 
 /* "avx512" or "portable": the scan that scan (AUTO: pg_ring_build's) uses
  * for n members. */
@@ -77,7 +77,7 @@ struct pg_ring_last {
  * used: it may be any copy.
  */
 bool pg_ring_update(struct pg_ring *ring, struct pg_ring_last *last,
-		    const struct pg_ring_member *members, size_t n);
+                    const struct pg_ring_member *members, size_t n);
 
 /* Slot a key hash falls in. */
 static inline uint32_t pg_ring_slot(uint64_t key_hash)
@@ -88,7 +88,7 @@ static inline uint32_t pg_ring_slot(uint64_t key_hash)
 /* Copy the ordered candidates for key_hash into out; returns how many (0 if
  * the ring is empty). */
 size_t pg_ring_candidates(const struct pg_ring *ring, uint64_t key_hash,
-			  uint16_t out[PG_RING_CANDIDATES]);
+                          uint16_t out[PG_RING_CANDIDATES]);
 
 /*
  * Share of slots, in parts per million, whose first candidate differs. Slots
