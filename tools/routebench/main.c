@@ -270,7 +270,8 @@ int main(int argc, char **argv)
 				fleets[nfleets++] = (unsigned)atoi(p);
 			for (unsigned f = 0; f < nfleets; f++)
 				if (fleets[f] < 1 || fleets[f] > PG_MAX_BACKENDS - 1) {
-					fprintf(stderr, "routebench: --backends: each count in 1..%d\n",
+					fprintf(stderr,
+					        "routebench: --backends: each count in 1..%d\n",
 					        PG_MAX_BACKENDS - 1);
 					return 2;
 				}
