@@ -72,6 +72,9 @@ struct pg_gateway {
 	 * Their own cache line: every worker adds to them. */
 	uint64_t ca_matched[PG_CA_MATCH_BUCKETS] __attribute__((aligned(64)));
 	uint64_t ca_evictions;
+	/* Ring rebuilds (members.c): wall time of the last one and in all, ns;
+	 * prefixgate_ring_rebuild_seconds and its _total. */
+	uint64_t ring_rebuild_ns, ring_rebuild_total_ns;
 	/* The parts' own state, each an object made at start-up and passed
 	 * here; NULL when that part is off (or, in tests, not set up). */
 	struct pg_rstats *rstats;       /* routestats.h: one slot per worker */

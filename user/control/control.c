@@ -90,6 +90,7 @@ int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 
 	memset(pg_ctl.origin, 0, sizeof(pg_ctl.origin));
 	memset(pg_ctl.drain_since, 0, sizeof(pg_ctl.drain_since));
+	pg_ctl.ring_last.valid = false; /* a new gateway: its first ring is built whole */
 	keep_routing_text(NULL, 0);
 	pg_ctl.gw = gw;
 	gw->maps.state->strategy = (uint32_t)cfg->route.strategy;

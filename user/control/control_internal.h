@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include "control/admin.h"
 #include "control/control.h"
+#include "lib/ring.h"
 
 /* Why a member is in the table (pg_ctl.origin[id]); 0 once draining. */
 #define PG_ORIGIN_STATIC 0x1 /* --backend or POST /backends */
@@ -47,6 +48,8 @@ struct pg_ctl_state {
 	const char *watch_base; /* the file's name in that directory */
 	uint16_t admin_port;
 	struct admin_conn conns[PG_ADMIN_MAX_CONNS];
+	struct pg_ring_member ring_members[PG_MAX_BACKENDS]; /* members.c's scratch */
+	struct pg_ring_last ring_last; /* the previous ring build (pg_ring_update) */
 };
 
 extern struct pg_ctl_state pg_ctl;

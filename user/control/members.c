@@ -140,8 +140,8 @@ static uint64_t thread_cpu_ns(void)
 
 void pg_control_rebuild_ring(struct pg_gateway *gw)
 {
-	static struct pg_ring_member m[PG_MAX_BACKENDS]; /* control thread only */
-	static struct pg_ring_last last;                 /* the previous build */
+	struct pg_ring_member *m = pg_ctl.ring_members;
+	struct pg_ring_last *last = &pg_ctl.ring_last;
 	const struct pg_ring *live = pg_maps_live_ring(&gw->maps);
 	const uint64_t t0 = pg_now_ns(), c0 = thread_cpu_ns();
 	struct pg_ring *r;
@@ -162,14 +162,15 @@ void pg_control_rebuild_ring(struct pg_gateway *gw)
 	}
 	/* live is the other copy: it stays intact while the spare is built. */
 	r = pg_maps_ring_begin(&gw->maps);
-	pg_ring_update(r, &last, m, n);
+	pg_ring_update(r, last, m, n);
 	ppm = pg_ring_moved_ppm(live, r);
 	__atomic_store_n(&gw->maps.state->remapped_ppm, ppm, __ATOMIC_RELAXED);
 	__atomic_store_n(&gw->maps.state->nbackends, (uint32_t)n, __ATOMIC_RELAXED);
 	pg_maps_ring_publish(&gw->maps, r);
 	wall = pg_now_ns() - t0;
 	cpu = thread_cpu_ns() - c0;
-	pg_metrics_ring_rebuilt(wall);
+	__atomic_store_n(&gw->ring_rebuild_ns, wall, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&gw->ring_rebuild_total_ns, wall, __ATOMIC_RELAXED);
 	pg_info("ring generation %llu: %zu backend%s, %.1f%% of keys remapped, rebuilt in %.1f ms "
 	        "(%.1f ms CPU)",
 	        (unsigned long long)gw->maps.state->ring_generation, n, n == 1 ? "" : "s",

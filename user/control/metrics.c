@@ -13,15 +13,6 @@
 #include "control/metrics.h"
 #include "state/route.h"
 
-/* Ring rebuild times, ns (written by the control thread, read by renders). */
-static uint64_t ring_rebuild_last_ns, ring_rebuild_total_ns;
-
-void pg_metrics_ring_rebuilt(uint64_t wall_ns)
-{
-	__atomic_store_n(&ring_rebuild_last_ns, wall_ns, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&ring_rebuild_total_ns, wall_ns, __ATOMIC_RELAXED);
-}
-
 static void family(struct pg_buf *o, const char *name, const char *type, const char *help)
 {
 	pg_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
@@ -255,11 +246,11 @@ void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 	       "Wall time of the last ring rebuild (membership read, table built, published), "
 	       "seconds.");
 	pg_buf_printf(o, "prefixgate_ring_rebuild_seconds %.6f\n",
-	              (double)__atomic_load_n(&ring_rebuild_last_ns, __ATOMIC_RELAXED) / 1e9);
+	              (double)__atomic_load_n(&gw->ring_rebuild_ns, __ATOMIC_RELAXED) / 1e9);
 	family(o, "prefixgate_ring_rebuild_seconds_total", "counter",
 	       "Wall time spent in ring rebuilds since start-up, seconds.");
 	pg_buf_printf(o, "prefixgate_ring_rebuild_seconds_total %.6f\n",
-	              (double)__atomic_load_n(&ring_rebuild_total_ns, __ATOMIC_RELAXED) / 1e9);
+	              (double)__atomic_load_n(&gw->ring_rebuild_total_ns, __ATOMIC_RELAXED) / 1e9);
 
 	pg_route_cfg_load(gw, &rc);
 	family(o, "prefixgate_routing_strategy", "gauge",

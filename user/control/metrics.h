@@ -38,8 +38,4 @@ void pg_metrics_window_free(struct pg_metrics_window *w);
  * thread: pg_control_tick). */
 void pg_metrics_sample(const struct pg_gateway *gw, uint64_t now_ms);
 
-/* A ring rebuild took wall_ns (members.c, after publishing it): the
- * prefixgate_ring_rebuild_seconds gauge and its _total counter. */
-void pg_metrics_ring_rebuilt(uint64_t wall_ns);
-
 #endif /* PG_METRICS_H */
