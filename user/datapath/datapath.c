@@ -2,7 +2,8 @@
 /*
  * Response data paths: which one carries a response body, and the hand-offs
  * between the proxy and the kernel (overview and contracts in datapath.h;
- * the programs and their ordering proofs in bpf/splice.bpf.c).
+ * the programs and their ordering proofs in bpf/splice_skb.bpf.h and
+ * bpf/splice_msg.bpf.h, parts of bpf/splice.bpf.c).
  *
  * The two kernel paths, each in its file: datapath_msg.c (sockmsg) and
  * datapath_skb.c (sockmap); their shared state is datapath_internal.h.
