@@ -148,7 +148,7 @@ soak: all
 	$(Q)python3 tools/bench/soak.py --build $(BUILD) --duration $(SOAK_SECONDS)
 
 format:
-	$(Q)clang-format -i $(wildcard user/*.[ch] user/*/*.[ch] include/*.h bpf/*.[ch] tools/*/*.[ch] tests/*/*.c)
+	$(Q)clang-format -i $(wildcard user/*.[ch] user/*/*.[ch] include/*.h bpf/*.[ch] tools/*/*.[ch] tests/*/*.[ch])
 
 clean:
 	$(Q)rm -rf $(BUILD)
