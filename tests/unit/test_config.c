@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * Configuration tests: tables of command lines (valid ones checked field by
- * field, invalid ones by their exact message), SageMaker RoutingConfig
- * variants, addresses and the backends file.
+ * Command line tests: tables of command lines (valid ones checked field by
+ * field, invalid ones by their exact message), --help and its ranges, and
+ * the files the flags name. The parsers of values and files alone are in
+ * test_config_parse.c.
  */
 #include <arpa/inet.h>
 #include <stdarg.h>
@@ -458,214 +459,6 @@ static void test_help_ranges(void **state)
 	assert_true(checked >= 20); /* every numeric flag */
 }
 
-static void test_routing_config_json(void **state)
-{
-	static const struct {
-		const char *json;
-		int rc;
-		enum pg_strategy strategy;
-		uint32_t plen, conc;
-		const char *err;
-	} cases[] = {
-	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
-	     "{\"PrefixLength\":4096,\"ConcurrencyThreshold\":10}}",
-	     0, PG_STRATEGY_PREFIX_AWARE, 4096, 10, NULL},
-	    {"{\"RoutingConfig\":{\"RoutingStrategy\":\"PREFIX_AWARE\","
-	     "\"PrefixAwareRoutingConfig\":"
-	     "{\"PrefixLength\":2048,\"ConcurrencyThreshold\":4}}}",
-	     0, PG_STRATEGY_PREFIX_AWARE, 2048, 4, NULL},
-	    {" {\"RoutingStrategy\" : \"least_outstanding_requests\"} ", 0,
-	     PG_STRATEGY_LEAST_OUTSTANDING, 4096, 10, NULL},
-	    {"{\"RoutingStrategy\":\"Random\",\"PrefixAwareRoutingConfig\":{}}", 0,
-	     PG_STRATEGY_RANDOM, 4096, 10, NULL},
-	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
-	     "{\"ConcurrencyThreshold\":1024}}",
-	     0, PG_STRATEGY_PREFIX_AWARE, 4096, 1024, NULL},
-	    {"{\"RoutingStrategy\":\"PREFIX_\\u0041WARE\",\"PrefixAwareRoutingConfig\":null}", 0,
-	     PG_STRATEGY_PREFIX_AWARE, 4096, 10, NULL},
-	    {"{\"RoutingStrategy\":\"CACHE_AWARE\",\"CacheAwareConfig\":{\"MaxLoadGap\":0},"
-	     "\"PrefixAwareRoutingConfig\":{\"PrefixLength\":2048}}",
-	     0, PG_STRATEGY_CACHE_AWARE, 2048, 10, NULL},
-
-	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"Foo\":1}", -1, 0, 0, 0, "Foo: unknown field"},
-	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":{\"PrefixLen\":1}"
-	     "}",
-	     -1, 0, 0, 0, "PrefixAwareRoutingConfig.PrefixLen: unknown field"},
-	    {"{\"RoutingConfig\":{\"RoutingStrategy\":\"RANDOM\"},\"Extra\":1}", -1, 0, 0, 0,
-	     "Extra: unknown field"},
-	    {"{\"RoutingConfig\":{\"RoutingStrategy\":\"RANDOM\",\"X\":{}}}", -1, 0, 0, 0,
-	     "RoutingConfig.X: unknown field"},
-	    {"{\"RoutingStrategy\":4}", -1, 0, 0, 0,
-	     "RoutingStrategy: expected a string, got number"},
-	    {"{\"RoutingStrategy\":\"FASTEST\"}", -1, 0, 0, 0,
-	     "RoutingStrategy: \"FASTEST\" is not one of RANDOM, LEAST_OUTSTANDING_REQUESTS, "
-	     "PREFIX_AWARE, CACHE_AWARE"},
-	    {"{\"RoutingStrategy\":\"CACHE_AWARE\",\"CacheAwareConfig\":{\"MaxLoadGap\":2000}}", -1,
-	     0, 0, 0, "CacheAwareConfig.MaxLoadGap: 2000 is out of range 0-1024"},
-	    {"{\"RoutingStrategy\":\"CACHE_AWARE\",\"CacheAwareConfig\":{\"Gap\":2}}", -1, 0, 0, 0,
-	     "CacheAwareConfig.Gap: unknown field"},
-	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
-	     "{\"PrefixLength\":\"4096\"}}",
-	     -1, 0, 0, 0, "PrefixAwareRoutingConfig.PrefixLength: expected an integer, got string"},
-	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":[]}", -1, 0, 0, 0,
-	     "PrefixAwareRoutingConfig: expected an object, got array"},
-	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
-	     "{\"PrefixLength\":4096.5}}",
-	     -1, 0, 0, 0, "PrefixAwareRoutingConfig.PrefixLength: 4096.5 is not an integer"},
-	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
-	     "{\"PrefixLength\":100}}",
-	     -1, 0, 0, 0, "PrefixAwareRoutingConfig.PrefixLength: 100 is out of range 1024-65536"},
-	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
-	     "{\"PrefixLength\":-5}}",
-	     -1, 0, 0, 0, "PrefixAwareRoutingConfig.PrefixLength: -5 is out of range 1024-65536"},
-	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
-	     "{\"PrefixLength\":1e400}}",
-	     -1, 0, 0, 0, "PrefixAwareRoutingConfig.PrefixLength: 1e400 is not an integer"},
-	    {"{\"RoutingConfig\":{\"RoutingStrategy\":\"PREFIX_AWARE\","
-	     "\"PrefixAwareRoutingConfig\":"
-	     "{\"ConcurrencyThreshold\":0}}}",
-	     -1, 0, 0, 0,
-	     "RoutingConfig.PrefixAwareRoutingConfig.ConcurrencyThreshold: 0 is out of range "
-	     "1-1024"},
-	    {"{\"PrefixAwareRoutingConfig\":{\"PrefixLength\":4096}}", -1, 0, 0, 0,
-	     "RoutingStrategy: missing (RANDOM, LEAST_OUTSTANDING_REQUESTS, PREFIX_AWARE or "
-	     "CACHE_AWARE)"},
-	    {"{\"RoutingConfig\":\"PREFIX_AWARE\"}", -1, 0, 0, 0,
-	     "RoutingConfig: expected an object, got string"},
-	    {"[]", -1, 0, 0, 0, "expected a JSON object, got array"},
-	    {"{\"RoutingStrategy\":\"RANDOM\",}", -1, 0, 0, 0,
-	     "invalid JSON at byte 28: expected a member name string"},
-	    {"", -1, 0, 0, 0, "invalid JSON at byte 0: expected a value"},
-	};
-	char err[256];
-
-	(void)state;
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct pg_route_cfg rc = {PG_STRATEGY_RANDOM, 1, 2, PG_LOAD_INFLIGHT, 3};
-		int r;
-
-		err[0] = 0;
-		r = pg_routing_config_parse(cases[i].json, strlen(cases[i].json), &rc, err,
-		                            sizeof(err));
-		if (r != cases[i].rc)
-			fail_msg("case %zu: rc %d (%s)", i, r, err);
-		if (r) {
-			if (strcmp(err, cases[i].err))
-				fail_msg("case %zu: \"%s\", expected \"%s\"", i, err, cases[i].err);
-			/* untouched on error */
-			assert_int_equal(rc.prefix_length, 1);
-			assert_int_equal(rc.concurrency_threshold, 2);
-			continue;
-		}
-		assert_int_equal(rc.strategy, cases[i].strategy);
-		assert_int_equal(rc.prefix_length, cases[i].plen);
-		assert_int_equal(rc.concurrency_threshold, cases[i].conc);
-	}
-	assert_string_equal(pg_strategy_name(PG_STRATEGY_LEAST_OUTSTANDING),
-	                    "LEAST_OUTSTANDING_REQUESTS");
-}
-
-static void test_addr(void **state)
-{
-	static const struct {
-		const char *in, *out;
-	} cases[] = {
-	    {"127.0.0.1:8080", "127.0.0.1:8080"},
-	    {"localhost:1", "127.0.0.1:1"},
-	    {"LOCALHOST:65535", "127.0.0.1:65535"},
-	    {":80", "0.0.0.0:80"},
-	    {"10.20.30.40:00080", "10.20.30.40:80"},
-	    {"1.2.3:80", NULL},
-	    {"1.2.3.4.5:80", NULL},
-	    {"01.2.3.4:80", NULL},
-	    {"256.1.1.1:80", NULL},
-	    {"1.2.3.4:", NULL},
-	    {"1.2.3.4:+80", NULL},
-	    {"1.2.3.4:80 ", NULL},
-	    {" 1.2.3.4:80", NULL},
-	    {"", NULL},
-	    {":", NULL},
-	    {"::1:80", NULL},
-	    {"1.2.3.4:99999999999999999999", NULL},
-	    {"host:80", NULL},
-	};
-	struct sockaddr_in a;
-	char err[128], buf[PG_ADDR_STRLEN];
-
-	(void)state;
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		int rc = pg_addr_parse(cases[i].in, &a, err, sizeof(err));
-
-		if (rc != (cases[i].out ? 0 : -1))
-			fail_msg("\"%s\": rc %d", cases[i].in, rc);
-		if (!rc) {
-			assert_int_equal(a.sin_family, AF_INET);
-			assert_string_equal(pg_addr_format(&a, buf), cases[i].out);
-		} else {
-			assert_non_null(strstr(err, cases[i].in));
-		}
-	}
-}
-
-static void test_backends_file(void **state)
-{
-	static const struct {
-		const char *text, *err;
-		size_t n;
-	} cases[] = {
-	    {"", NULL, 0},
-	    {"# only a comment\n\n   \n", NULL, 0},
-	    {"127.0.0.1:8001", NULL, 1},
-	    {"127.0.0.1:8001\r\n\t10.0.0.1:9000  \r\n# x\nlocalhost:8002 # comment\n", NULL, 3},
-	    {"127.0.0.1:8001\n\n127.0.0.1:80x\n",
-	     "line 3: \"127.0.0.1:80x\": port must be a "
-	     "decimal number 1-65535",
-	     0},
-	    {"127.0.0.1:8001\nlocalhost:8001\n", "line 2: 127.0.0.1:8001 duplicates line 1", 0},
-	    {"1.2.3.4:1 1.2.3.4:2\n", "line 1: \"1.2.3.4:1 1.2.3.4:2\": expected ADDR:PORT", 0},
-	    {"\n\nexample.com:80\n",
-	     "line 3: \"example.com:80\": host must be an IPv4 address "
-	     "A.B.C.D or localhost",
-	     0},
-	};
-	char err[256], **v;
-	size_t n;
-
-	(void)state;
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		int rc = pg_backends_parse(cases[i].text, strlen(cases[i].text), &v, &n, err,
-		                           sizeof(err));
-
-		if (cases[i].err) {
-			if (rc != -1 || strcmp(err, cases[i].err))
-				fail_msg("case %zu: rc %d \"%s\"", i, rc, rc ? err : "");
-			continue;
-		}
-		if (rc)
-			fail_msg("case %zu: %s", i, err);
-		assert_int_equal(n, cases[i].n);
-		if (n == 3) {
-			assert_string_equal(v[0], "127.0.0.1:8001");
-			assert_string_equal(v[1], "10.0.0.1:9000");
-			assert_string_equal(v[2], "127.0.0.1:8002");
-		}
-		pg_backends_free(v, n);
-	}
-	/* a NUL byte inside a line, and the backend limit */
-	assert_int_equal(pg_backends_parse("1.2.3.4:5\0x\n", 12, &v, &n, err, sizeof(err)), -1);
-	assert_string_equal(err, "line 1: not an ADDR:PORT");
-	{
-		char *text = malloc(PG_MAX_BACKENDS * 16);
-		size_t len = 0;
-
-		for (unsigned i = 1; i <= PG_MAX_BACKENDS; i++)
-			len += (size_t)sprintf(text + len, "10.0.%u.%u:80\n", i / 256, i % 256);
-		assert_int_equal(pg_backends_parse(text, len, &v, &n, err, sizeof(err)), -1);
-		assert_string_equal(err, "line 256: more than 255 backends");
-		free(text);
-	}
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -677,9 +470,6 @@ int main(void)
 	    cmocka_unit_test(test_invalid),
 	    cmocka_unit_test(test_invalid_files),
 	    cmocka_unit_test(test_help_version),
-	    cmocka_unit_test(test_routing_config_json),
-	    cmocka_unit_test(test_addr),
-	    cmocka_unit_test(test_backends_file),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, setup, teardown);
