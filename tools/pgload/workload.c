@@ -5,8 +5,9 @@
  *   {"model":M,"messages":[...],"max_tokens":N,"stream":true,
  *    "stream_options":{"include_usage":true}}      (stream fields: not with --no-stream)
  *
- * Text is pseudo-random lowercase words; a token is counted as 4 bytes of
- * text (how mockllm tokenizes), so T tokens are exactly 4T bytes.
+ * Text is pseudo-random lowercase words (pg_wl_text, text.c); a token is
+ * counted as 4 bytes of text (how mockllm tokenizes), so T tokens are
+ * exactly 4T bytes.
  *
  *   shared-prefix  system message (--system-tokens, same for every request),
  *                  then a user message: document d + "\n\nQuestion: " + a
@@ -81,7 +82,6 @@ enum {
 	TAG_TARGET,
 };
 
-#define VOCAB_SIZE      1024
 #define TURN_SIGMA      0.8
 #define MAX_TURNS_LIMIT 64
 
@@ -107,67 +107,6 @@ struct pg_workload {
 	size_t ready_head, ready_n;
 	uint32_t next_conv_id;
 };
-
-static char vocab[VOCAB_SIZE][9];
-static uint8_t vocab_len[VOCAB_SIZE];
-static bool vocab_built;
-
-/* Pronounceable words of 2-8 letters from a fixed seed: text that looks
- * like text in a packet capture, and is the same for every run. */
-static void build_vocab(void)
-{
-	static const char cons[] = "bcdfghjklmnprstvwz", vow[] = "aeiou";
-	struct pg_rng r;
-
-	pg_rng_seed(&r, 0x70676c6f6164ULL);
-	for (int i = 0; i < VOCAB_SIZE; i++) {
-		int len = (int)pg_rng_range(&r, 2, 8);
-
-		for (int j = 0; j < len; j++)
-			vocab[i][j] = j % 2 ? vow[pg_rng_next(&r) % 5] : cons[pg_rng_next(&r) % 18];
-		vocab_len[i] = (uint8_t)len;
-	}
-	vocab_built = true;
-}
-
-void pg_wl_text(char *out, size_t n, uint64_t key)
-{
-	struct pg_rng r;
-	uint64_t bits = 0;
-	int nbits = 0;
-	size_t pos = 0;
-
-	if (!vocab_built)
-		build_vocab();
-	pg_rng_seed(&r, key);
-	while (pos < n) {
-		unsigned w, len;
-		size_t room = n - pos;
-
-		if (nbits < 10) {
-			bits = pg_rng_next(&r);
-			nbits = 64;
-		}
-		w = bits & (VOCAB_SIZE - 1);
-		bits >>= 10;
-		nbits -= 10;
-		len = vocab_len[w];
-		if (pos == 0) {
-			/* First word: no separator. */
-		} else if (room >= 2) {
-			out[pos++] = ' ';
-			room--;
-		} else {
-			/* One byte left: lengthen the last word instead. */
-			out[pos++] = vocab[w][0];
-			break;
-		}
-		if (len > room)
-			len = (unsigned)room;
-		memcpy(out + pos, vocab[w], len);
-		pos += len;
-	}
-}
 
 /* --- bodies, built in a pg_buf (lib/buf.h) --------------------------------- */
 

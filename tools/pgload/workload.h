@@ -44,7 +44,7 @@ unsigned pg_wl_target(const struct pg_opts *o, uint64_t idx);
 /*
  * Pseudo-random word text of exactly n bytes from key: lowercase words
  * separated by single spaces, never starting or ending with a space, no
- * character that needs JSON escaping. Exposed for tests.
+ * character that needs JSON escaping. Exposed for tests. In text.c.
  */
 void pg_wl_text(char *out, size_t n, uint64_t key);
 
