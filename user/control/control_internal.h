@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * State and helpers shared by the control thread (control.c) and the
- * membership code (members.c). Not part of the public API: include only
- * from those files. Everything here is used on the control thread only, or
+ * State and helpers shared by the control thread (control.c), the
+ * membership code (members.c) and the admin listener's connections
+ * (admin_listener.c). Not part of the public API: include only from those
+ * files. Everything here is used on the control thread only, or
  * before it starts (see control.h).
  */
 #ifndef PG_CONTROL_INTERNAL_H
@@ -71,5 +72,25 @@ int pg_ctl_add_one(struct pg_gateway *gw, const struct sockaddr_in *sa, uint8_t 
  * Returns the number of members added or drained, or -1 with err set. */
 int pg_ctl_sync_file(struct pg_gateway *gw, char *const *list, size_t n, bool *changed, char *err,
                      size_t errlen);
+
+/*
+ * The admin connections in pg_ctl.conns (admin_listener.c; the policy is
+ * stated there), driven by the control thread's poll loop:
+ *  - pg_ctl_admin_accept: accept what the listener's backlog holds (at most
+ *    PG_ADMIN_MAX_CONNS per call), evicting the oldest idle connection or
+ *    answering 503 when no slot is free;
+ *  - pg_ctl_conn_read / pg_ctl_conn_write: the connection is readable /
+ *    writable (a read may answer, a write completes and lingers; either may
+ *    close it, leaving c->fd -1);
+ *  - pg_ctl_conn_close: close it now, its slot free;
+ *  - pg_ctl_admin_timeouts: once per control tick, close the connections
+ *    past their timeouts, and log evictions and refusals (at most one line
+ *    per 10 s).
+ */
+void pg_ctl_admin_accept(struct pg_gateway *gw);
+void pg_ctl_conn_read(struct pg_gateway *gw, struct admin_conn *c);
+void pg_ctl_conn_write(struct admin_conn *c);
+void pg_ctl_conn_close(struct admin_conn *c);
+void pg_ctl_admin_timeouts(uint64_t now);
 
 #endif /* PG_CONTROL_INTERNAL_H */
