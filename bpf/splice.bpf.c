@@ -290,7 +290,7 @@ static __always_inline int scan(void *ctx, const int msg, struct pg_frame *f, __
 
 /* After a successful redirect of len bytes that ended at framing f. */
 static __always_inline void redirected(struct pg_splice_peer *p, __u64 len,
-				       const struct pg_frame *f, int rc)
+                                       const struct pg_frame *f, int rc)
 {
 	__sync_fetch_and_add(&p->redirected, len);
 	p->frame = *f;

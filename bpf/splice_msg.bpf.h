@@ -111,8 +111,8 @@ int splice_msg(struct sk_msg_md *msg)
 		f = p->frame;
 		rc = scan(msg, 1, &f, (__u32)len);
 		if (rc != SCAN_BODY)
-			return fall_back(p, rc == SCAN_END ? PG_SPLICE_WHY_END : PG_SPLICE_WHY_FRAMING,
-					 len);
+			return fall_back(
+			    p, rc == SCAN_END ? PG_SPLICE_WHY_END : PG_SPLICE_WHY_FRAMING, len);
 		key = p->client_key;
 		if (bpf_msg_redirect_hash(msg, &splice_clients, &key, 0) != SK_PASS)
 			return fall_back(p, PG_SPLICE_WHY_NO_CLIENT, len);
@@ -121,7 +121,7 @@ int splice_msg(struct sk_msg_md *msg)
 		return SK_PASS;
 	}
 	if (p->flags & (PG_SPLICE_F_FALLBACK | PG_SPLICE_F_DONE)) {
-pass:
+	pass:
 		__sync_fetch_and_add(&p->passed, len);
 		return SK_PASS;
 	}

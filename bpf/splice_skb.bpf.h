@@ -25,7 +25,7 @@ struct sk_buff {
 
 /* skb path: fall back, and wake the proxy (the passed bytes cannot). */
 static __always_inline int skb_fall_back(struct pg_splice_peer *p, __u64 cookie, __u32 reason,
-					 __u64 len)
+                                         __u64 len)
 {
 	fall_back(p, reason, len);
 	emit(p, cookie, BPF_RB_FORCE_WAKEUP);
@@ -47,7 +47,7 @@ static __always_inline int skb_fall_back(struct pg_splice_peer *p, __u64 cookie,
  * caller passes it and the proxy aborts the response).
  */
 static __always_inline long skb_cut_repeat(struct __sk_buff *skb, struct pg_splice_peer *p,
-					   __u64 cookie)
+                                           __u64 cookie)
 {
 	__u32 seq, over, len = skb->len;
 	int i;

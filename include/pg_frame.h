@@ -97,8 +97,21 @@ static inline int pg_frame_tchar(unsigned char c)
 	if ((c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z'))
 		return 1;
 	switch (c) {
-	case '!': case '#': case '$': case '%': case '&': case '\'': case '*':
-	case '+': case '-': case '.': case '^': case '_': case '`': case '|': case '~':
+	case '!':
+	case '#':
+	case '$':
+	case '%':
+	case '&':
+	case '\'':
+	case '*':
+	case '+':
+	case '-':
+	case '.':
+	case '^':
+	case '_':
+	case '`':
+	case '|':
+	case '~':
 		return 1;
 	}
 	return 0;

@@ -49,8 +49,9 @@
 #define PG_SPLICE_F_FALLBACK 0x1 /* sticky: every later byte is SK_PASSed to the proxy */
 #define PG_SPLICE_F_DONE     0x2 /* the response ended exactly at a redirected byte */
 #define PG_SPLICE_F_SEQ      0x4 /* skb: next_seq is valid */
-#define PG_SPLICE_F_BROKEN   0x8 /* skb: a repeated head could not be cut off: the
-                                  * stream is damaged, the proxy must abort it */
+/* skb: a repeated head could not be cut off: the stream is damaged, the
+ * proxy must abort it */
+#define PG_SPLICE_F_BROKEN 0x8
 
 /* pg_splice_peer.reason / pg_splice_event.reason: why FALLBACK or DONE was set. */
 enum pg_splice_reason {
@@ -143,8 +144,8 @@ struct pg_splice_gate {
 };
 _Static_assert(sizeof(struct pg_splice_gate) == 40, "pg_splice_gate layout");
 
-#define PG_SPLICE_GATE_CLOSED ((1ull << 48) - 1)
-#define PG_SPLICE_GATE(open_at, gen) (((__u64)(gen) << 48) | ((open_at) & PG_SPLICE_GATE_CLOSED))
+#define PG_SPLICE_GATE_CLOSED        ((1ull << 48) - 1)
+#define PG_SPLICE_GATE(open_at, gen) (((__u64)(gen) << 48) | ((open_at)&PG_SPLICE_GATE_CLOSED))
 
 /*
  * msg path key: the gateway→backend TCP connection as the backend's

@@ -15,24 +15,24 @@
 #endif
 /* Slots in one consistent-hash ring copy; a key hash picks slot hash >> 48. */
 #define PG_RING_SLOT_BITS 16
-#define PG_RING_SLOTS (1u << PG_RING_SLOT_BITS)
+#define PG_RING_SLOTS     (1u << PG_RING_SLOT_BITS)
 /* Ordered distinct candidate backends stored per ring slot. */
 #define PG_RING_CANDIDATES 4
 /* Ring copies in the rings map: one live, one being rebuilt. */
 #define PG_RING_COPIES 2
 
 /* PrefixLength and ConcurrencyThreshold ranges (SageMaker's). */
-#define PG_PREFIX_LENGTH_MIN 1024
-#define PG_PREFIX_LENGTH_MAX 65536
+#define PG_PREFIX_LENGTH_MIN     1024
+#define PG_PREFIX_LENGTH_MAX     65536
 #define PG_PREFIX_LENGTH_DEFAULT 4096
-#define PG_CONCURRENCY_MIN 1
-#define PG_CONCURRENCY_MAX 1024
-#define PG_CONCURRENCY_DEFAULT 10
+#define PG_CONCURRENCY_MIN       1
+#define PG_CONCURRENCY_MAX       1024
+#define PG_CONCURRENCY_DEFAULT   10
 
 /* pg_backend.flags */
-#define PG_BACKEND_ACTIVE 0x1   /* slot holds a member (may be draining) */
-#define PG_BACKEND_DRAINING 0x2 /* being removed: no new requests */
-#define PG_BACKEND_DOWN 0x4     /* refused/reset a connection: skipped until down_until_ms */
+#define PG_BACKEND_ACTIVE    0x1 /* slot holds a member (may be draining) */
+#define PG_BACKEND_DRAINING  0x2 /* being removed: no new requests */
+#define PG_BACKEND_DOWN      0x4 /* refused/reset a connection: skipped until down_until_ms */
 #define PG_BACKEND_UNHEALTHY 0x8 /* failing active health checks: skipped until they pass */
 
 /* Why a request went where it went; indexes pg_backend.requests[]. */
@@ -75,7 +75,7 @@ enum pg_strategy {
 /* --cache-capacity default, tokens of KV cache per instance, and the
  * characters a token stands for (English text; mockllm's tokenizer). */
 #define PG_CA_CAPACITY_DEFAULT 262144
-#define PG_CA_CHARS_PER_TOKEN 4
+#define PG_CA_CHARS_PER_TOKEN  4
 /* Index slots per block of one instance's capacity: room for this many
  * instances' distinct prefixes (shared prefixes take one slot for up to
  * PG_CA_WAYS holders). */
@@ -109,13 +109,13 @@ _Static_assert(sizeof(struct pg_ca_slot) == 32, "pg_ca_slot layout");
  * the control thread alone writes the other fields.
  */
 struct pg_backend {
-	__u32 ipv4;        /* network byte order */
-	__u16 port;        /* host byte order */
-	__u16 flags;       /* PG_BACKEND_* */
-	__s32 in_flight;   /* requests dispatched and not yet finished: exact */
-	__u32 epoch;       /* bumped each time this slot gets a new member */
-	__u64 down_until_ms; /* CLOCK_MONOTONIC ms; DOWN is ignored after it */
-	__u64 failures;    /* attempts that failed (connect, reset, timeout) */
+	__u32 ipv4;                 /* network byte order */
+	__u16 port;                 /* host byte order */
+	__u16 flags;                /* PG_BACKEND_* */
+	__s32 in_flight;            /* requests dispatched and not yet finished: exact */
+	__u32 epoch;                /* bumped each time this slot gets a new member */
+	__u64 down_until_ms;        /* CLOCK_MONOTONIC ms; DOWN is ignored after it */
+	__u64 failures;             /* attempts that failed (connect, reset, timeout) */
 	__u64 requests[PG_DEC_MAX]; /* dispatches by decision */
 	/*
 	 * The backend's own view of itself, scraped from its /metrics (vLLM
@@ -154,7 +154,7 @@ struct pg_ring {
 	__u16 slot[PG_RING_SLOTS][PG_RING_CANDIDATES];
 };
 _Static_assert(sizeof(struct pg_ring) == 24 + 2 * PG_RING_SLOTS * PG_RING_CANDIDATES,
-	       "pg_ring layout");
+               "pg_ring layout");
 
 /*
  * Gateway-wide state. Array map "pg_state" with one entry, BPF_F_MMAPABLE.

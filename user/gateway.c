@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include "gateway.h"
 
-const uint32_t pg_lat_bounds_us[PG_LAT_BUCKETS - 1] = {1,   2,    5,    10,   20,   50,   100,
-							200, 500, 1000, 2000, 5000, 10000};
+const uint32_t pg_lat_bounds_us[PG_LAT_BUCKETS - 1] = {1,   2,   5,    10,   20,   50,   100,
+                                                       200, 500, 1000, 2000, 5000, 10000};
 
 const char *pg_backend_name(const struct pg_backend *b, char *buf, size_t len)
 {

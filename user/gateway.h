@@ -27,18 +27,18 @@ extern const uint32_t pg_lat_bounds_us[PG_LAT_BUCKETS - 1];
 struct pg_worker_stats {
 	uint64_t route_lat[PG_LAT_BUCKETS]; /* request head parsed -> backend chosen */
 	uint64_t route_lat_sum_ns;
-	uint64_t send_lat[PG_LAT_BUCKETS];  /* request head parsed -> first byte sent to backend */
+	uint64_t send_lat[PG_LAT_BUCKETS]; /* request head parsed -> first byte sent to backend */
 	uint64_t send_lat_sum_ns;
-	uint64_t requests;       /* requests routed */
-	uint64_t key_fallbacks;  /* OpenAI body unusable as JSON: raw-bytes key */
-	uint64_t client_errors;  /* requests answered 4xx by the gateway */
-	uint64_t no_backend;     /* requests answered 502 */
-	uint64_t aborted;        /* client went away before its response ended */
-	uint64_t backend_errors; /* backend failed mid-response */
-	uint64_t connections;    /* client connections accepted */
-	uint64_t spliced;        /* response bodies handed to an in-kernel path */
+	uint64_t requests;        /* requests routed */
+	uint64_t key_fallbacks;   /* OpenAI body unusable as JSON: raw-bytes key */
+	uint64_t client_errors;   /* requests answered 4xx by the gateway */
+	uint64_t no_backend;      /* requests answered 502 */
+	uint64_t aborted;         /* client went away before its response ended */
+	uint64_t backend_errors;  /* backend failed mid-response */
+	uint64_t connections;     /* client connections accepted */
+	uint64_t spliced;         /* response bodies handed to an in-kernel path */
 	uint64_t splice_unframed; /* ...of which the end could not be tracked */
-	uint64_t early_answers;  /* responses begun while request bytes were owed */
+	uint64_t early_answers;   /* responses begun while request bytes were owed */
 } __attribute__((aligned(64)));
 
 struct pg_worker;
@@ -55,7 +55,7 @@ struct pg_alog;
 struct pg_gateway {
 	struct pg_config *cfg;
 	struct pg_maps maps;
-	struct pg_datapath *dp;        /* kernel data paths (datapath.h); NULL: copy */
+	struct pg_datapath *dp; /* kernel data paths (datapath.h); NULL: copy */
 	unsigned nworkers;
 	struct pg_worker **workers;
 	struct pg_worker_stats *stats; /* nworkers entries */

@@ -37,7 +37,8 @@ static int open_state(struct pg_gateway *gw, const struct pg_config *cfg)
 	if (cfg->no_bpf) {
 		rc = pg_maps_open(&gw->maps, false, "", slots, err, sizeof(err));
 		if (!rc)
-			pg_info("routing state in shared memory (--no-bpf): not visible to bpftool");
+			pg_info(
+			    "routing state in shared memory (--no-bpf): not visible to bpftool");
 	} else {
 		rc = pg_maps_open(&gw->maps, true, cfg->pin_path, slots, err, sizeof(err));
 		if (rc == -EPERM || rc == -EACCES) {
@@ -45,8 +46,8 @@ static int open_state(struct pg_gateway *gw, const struct pg_config *cfg)
 			rc = pg_maps_open(&gw->maps, false, "", slots, err, sizeof(err));
 		} else if (!rc) {
 			pg_info("routing state in BPF maps pinned at %s "
-				"(bpftool map dump pinned %s/pg_backends)",
-				cfg->pin_path, cfg->pin_path);
+			        "(bpftool map dump pinned %s/pg_backends)",
+			        cfg->pin_path, cfg->pin_path);
 		}
 	}
 	if (rc) {
@@ -56,9 +57,9 @@ static int open_state(struct pg_gateway *gw, const struct pg_config *cfg)
 	gw->maps.state->ca_capacity_blocks = pg_ca_capacity_blocks(cfg->cache_capacity);
 	if (cfg->route.strategy == PG_STRATEGY_CACHE_AWARE)
 		pg_info("cache_aware block index: %u slots (%zu KiB), %u blocks of %d bytes per "
-			"instance",
-			slots, (size_t)slots * sizeof(struct pg_ca_slot) / 1024,
-			gw->maps.state->ca_capacity_blocks, PG_CA_BLOCK);
+		        "instance",
+		        slots, (size_t)slots * sizeof(struct pg_ca_slot) / 1024,
+		        gw->maps.state->ca_capacity_blocks, PG_CA_BLOCK);
 	return 0;
 }
 
@@ -177,10 +178,10 @@ int main(int argc, char **argv)
 	}
 	inet_ntop(AF_INET, &cfg.listen.sin_addr, addr, sizeof(addr));
 	pg_info("listening on %s:%u with %u workers, strategy %s, PrefixLength %u, "
-		"ConcurrencyThreshold %u, data path %s",
-		addr, ntohs(cfg.listen.sin_port), gw.nworkers,
-		pg_strategy_flag(gw.maps.state->strategy), gw.maps.state->prefix_length,
-		gw.maps.state->concurrency_threshold, pg_datapath_name(&gw));
+	        "ConcurrencyThreshold %u, data path %s",
+	        addr, ntohs(cfg.listen.sin_port), gw.nworkers,
+	        pg_strategy_flag(gw.maps.state->strategy), gw.maps.state->prefix_length,
+	        gw.maps.state->concurrency_threshold, pg_datapath_name(&gw));
 
 	sigdelset(&sigs, SIGHUP);
 	while (sigwait(&sigs, &sig) == 0 && sig != SIGINT && sig != SIGTERM)

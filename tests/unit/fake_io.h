@@ -26,15 +26,15 @@
 
 /* --- the fake I/O ---------------------------------------------------------------- */
 
-#define NFD 4096
+#define NFD        4096
 #define CLIENT_FD0 100
-#define UP_FD0 1000
+#define UP_FD0     1000
 
 struct fsock {
 	struct pg_sock *s;
 	bool used, armed, closed, shut, connecting;
-	uint16_t port;      /* upstream: the backend port it connects to */
-	char out[1 << 16];  /* bytes whose send completed */
+	uint16_t port;     /* upstream: the backend port it connects to */
+	char out[1 << 16]; /* bytes whose send completed */
 	size_t out_len;
 	const struct msghdr *pending; /* an outstanding send */
 };
@@ -134,15 +134,15 @@ static void f_buf_return(struct pg_worker *w, int bid)
 }
 
 static const struct pg_io fake_io = {
-	.socket = f_socket,
-	.recv = f_recv,
-	.pause = f_pause,
-	.send = f_send,
-	.connect = f_connect,
-	.shutdown = f_shutdown,
-	.close = f_close,
-	.poll_rdhup = f_poll,
-	.buf_return = f_buf_return,
+    .socket = f_socket,
+    .recv = f_recv,
+    .pause = f_pause,
+    .send = f_send,
+    .connect = f_connect,
+    .shutdown = f_shutdown,
+    .close = f_close,
+    .poll_rdhup = f_poll,
+    .buf_return = f_buf_return,
 };
 
 /* --- a gateway with two backends and one worker ------------------------------------ */
@@ -155,10 +155,26 @@ static void pump(void);
 
 static int setup(void **state)
 {
-	char *argv[] = {"prefixgate", "--no-bpf", "--backend", "127.0.0.1:9001", "--backend",
-			"127.0.0.1:9002", "--max-in-flight", "100", "--header-timeout", "1000",
-			"--body-timeout", "1000", "--idle-timeout", "5000", "--first-byte-timeout",
-			"3000", "--max-body-size", "1000000", "--health-check-path", "none"};
+	char *argv[] = {"prefixgate",
+	                "--no-bpf",
+	                "--backend",
+	                "127.0.0.1:9001",
+	                "--backend",
+	                "127.0.0.1:9002",
+	                "--max-in-flight",
+	                "100",
+	                "--header-timeout",
+	                "1000",
+	                "--body-timeout",
+	                "1000",
+	                "--idle-timeout",
+	                "5000",
+	                "--first-byte-timeout",
+	                "3000",
+	                "--max-body-size",
+	                "1000000",
+	                "--health-check-path",
+	                "none"};
 	char err[256];
 	FILE *null = fopen("/dev/null", "w");
 
@@ -172,7 +188,7 @@ static int setup(void **state)
 	memset(&cfg, 0, sizeof(cfg));
 	memset(&gw, 0, sizeof(gw));
 	if (pg_config_parse(&cfg, (int)(sizeof(argv) / sizeof(argv[0])), argv, null, err,
-			    sizeof(err))) {
+	                    sizeof(err))) {
 		fprintf(stderr, "setup: %s\n", err);
 		return -1;
 	}
@@ -353,8 +369,7 @@ static struct pg_client *client_of(int fd)
 	return (struct pg_client *)F(fd)->s;
 }
 
-#define REQ(path, body)                                                                      \
-	"POST " path " HTTP/1.1\r\nHost: x\r\nContent-Length: " #body "\r\n\r\n"
+#define REQ(path, body) "POST " path " HTTP/1.1\r\nHost: x\r\nContent-Length: " #body "\r\n\r\n"
 static const char req1[] = "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello";
 static const char req2[] = "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nworld";
 static const char resp_ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";

@@ -409,7 +409,8 @@ static void test_load_signal(void **state)
 			                           .concurrency_threshold = 4,
 			                           .load_signal = cases[i].sig};
 			struct pg_choice out;
-			uint16_t got = pg_balance(&cfg, table, 4, cand, 1, NULL, NOW, 7, false, &out);
+			uint16_t got =
+			    pg_balance(&cfg, table, 4, cand, 1, NULL, NOW, 7, false, &out);
 
 			if (got != cases[i].want)
 				fail_msg("strategy %d signal %d: got %u, want %u", strategies[s],

@@ -47,20 +47,21 @@ static char *chat(const char *system, const char *const *turns, size_t nturns)
 	assert_non_null(b);
 	len += (size_t)snprintf(b + len, cap - len, "{\"model\":\"m\",\"messages\":[");
 	if (system)
-		len += (size_t)snprintf(b + len, cap - len, "{\"role\":\"system\",\"content\":\"%s\"},",
-					system);
+		len += (size_t)snprintf(b + len, cap - len,
+		                        "{\"role\":\"system\",\"content\":\"%s\"},", system);
 	for (size_t i = 0; i < nturns; i++)
-		len += (size_t)snprintf(b + len, cap - len, "%s{\"role\":\"%s\",\"content\":\"%s\"}",
-					i ? "," : "", i % 2 ? "assistant" : "user", turns[i]);
+		len +=
+		    (size_t)snprintf(b + len, cap - len, "%s{\"role\":\"%s\",\"content\":\"%s\"}",
+		                     i ? "," : "", i % 2 ? "assistant" : "user", turns[i]);
 	snprintf(b + len, cap - len, "],\"max_tokens\":8,\"stream\":true}");
 	return b;
 }
 
 static void blocks_of(const char *body, uint32_t prefix_length, struct pg_key *k,
-		      struct pg_key_blocks *kb)
+                      struct pg_key_blocks *kb)
 {
 	pg_key_compute_blocks(PG_API_CHAT, (struct pg_str){NULL, 0}, body, strlen(body), true,
-			      prefix_length, k, kb);
+	                      prefix_length, k, kb);
 }
 
 static char *repeat(const char *word, size_t n)
@@ -91,7 +92,7 @@ static void test_blocks_and_anchor(void **state)
 	blocks_of(b3, 4096, &kc, &c);
 	/* The key is PREFIX_AWARE's, whichever call computes it. */
 	pg_key_compute(PG_API_CHAT, (struct pg_str){NULL, 0}, b2, strlen(b2), true, 4096, &plain,
-		       NULL, 0, NULL);
+	               NULL, 0, NULL);
 	assert_int_equal(plain.hash, kb.hash);
 	assert_int_equal(plain.length, kb.length);
 	/* A conversation keeps its anchor from turn to turn, and its blocks
@@ -120,7 +121,7 @@ static void test_blocks_and_anchor(void **state)
 	}
 	/* Explicit keys: anchor = key, no blocks. */
 	pg_key_compute_blocks(PG_API_CHAT, (struct pg_str){"tenant-7", 8}, b2, strlen(b2), true,
-			      4096, &ka, &a);
+	                      4096, &ka, &a);
 	assert_int_equal(a.anchor, ka.hash);
 	assert_int_equal(a.n, 0);
 	free(sys), free(u0), free(a0), free(u1), free(b1), free(b2), free(b3);
@@ -240,7 +241,8 @@ static void test_index_bound_and_determinism(void **state)
 	assert_true(pg_ca_occupancy(&x) <= 64);
 	assert_memory_equal(x.slots, y.slots, 64 * sizeof(struct pg_ca_slot));
 	/* Sizing from the capacity flag. */
-	assert_int_equal(pg_ca_capacity_blocks(262144), 262144 * PG_CA_CHARS_PER_TOKEN / PG_CA_BLOCK);
+	assert_int_equal(pg_ca_capacity_blocks(262144),
+	                 262144 * PG_CA_CHARS_PER_TOKEN / PG_CA_BLOCK);
 	assert_int_equal(pg_ca_slots_for(262144, 4096), 1u << 16);
 	assert_int_equal(pg_ca_slots_for(1024, 4096), 4096);
 	free(x.slots);
@@ -259,29 +261,69 @@ static void test_choice_rule(void **state)
 		uint8_t decision;
 	} cases[] = {
 	    {"own history cached: its holder", {0, 0, 0, 0}, {3}, 1, true, 3, PG_DEC_CACHED},
-	    {"holder at the threshold: the anchor's ring", {0, 0, 10, 0}, {3}, 1, true, 1,
+	    {"holder at the threshold: the anchor's ring",
+	     {0, 0, 10, 0},
+	     {3},
+	     1,
+	     true,
+	     1,
 	     PG_DEC_AFFINITY},
-	    {"holder far busier than the rest (mean 1.5 + 4 < 6)", {0, 0, 6, 0}, {3}, 1, true, 1,
+	    {"holder far busier than the rest (mean 1.5 + 4 < 6)",
+	     {0, 0, 6, 0},
+	     {3},
+	     1,
+	     true,
+	     1,
 	     PG_DEC_AFFINITY},
-	    {"holder just within the gap (mean 1.25 + 4 >= 5)", {0, 0, 5, 0}, {3}, 1, true, 3,
+	    {"holder just within the gap (mean 1.25 + 4 >= 5)",
+	     {0, 0, 5, 0},
+	     {3},
+	     1,
+	     true,
+	     3,
 	     PG_DEC_CACHED},
-	    {"an idle newcomer does not pull it away", {4, 4, 6, 0}, {3}, 1, true, 3,
+	    {"an idle newcomer does not pull it away",
+	     {4, 4, 6, 0},
+	     {3},
+	     1,
+	     true,
+	     3,
 	     PG_DEC_CACHED},
-	    {"only a shared prefix matched: the anchor decides", {0, 0, 0, 0}, {3}, 1, false, 1,
+	    {"only a shared prefix matched: the anchor decides",
+	     {0, 0, 0, 0},
+	     {3},
+	     1,
+	     false,
+	     1,
 	     PG_DEC_AFFINITY},
-	    {"two holders: the anchor's ring order", {0, 0, 0, 0}, {4, 2}, 2, true, 2,
+	    {"two holders: the anchor's ring order",
+	     {0, 0, 0, 0},
+	     {4, 2},
+	     2,
+	     true,
+	     2,
 	     PG_DEC_CACHED},
 	    {"first holder busy: the next", {0, 10, 0, 0}, {2, 4}, 2, true, 4, PG_DEC_CACHED},
-	    {"nothing cached, anchor's first busy", {10, 0, 0, 0}, {0}, 0, false, 2,
+	    {"nothing cached, anchor's first busy",
+	     {10, 0, 0, 0},
+	     {0},
+	     0,
+	     false,
+	     2,
 	     PG_DEC_OVERFLOW},
-	    {"all at the threshold: least loaded", {10, 12, 11, 10}, {3}, 1, true, 1,
+	    {"all at the threshold: least loaded",
+	     {10, 12, 11, 10},
+	     {3},
+	     1,
+	     true,
+	     1,
 	     PG_DEC_OVERFLOW},
 	};
 	const uint16_t ring[] = {1, 2, 3, 4};
 	const struct pg_route_cfg cfg = {.strategy = PG_STRATEGY_CACHE_AWARE,
-					 .prefix_length = 4096,
-					 .concurrency_threshold = 10,
-					 .max_load_gap = 4};
+	                                 .prefix_length = 4096,
+	                                 .concurrency_threshold = 10,
+	                                 .max_load_gap = 4};
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -295,11 +337,11 @@ static void test_choice_rule(void **state)
 		id = pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 7, false, &ch);
 		if (id != cases[i].want || ch.decision != cases[i].decision)
 			fail_msg("%s: got %u (%s %u), want %u (%u)", cases[i].why, id, "decision",
-				 ch.decision, cases[i].want, cases[i].decision);
+			         ch.decision, cases[i].want, cases[i].decision);
 		/* Same inputs, same choice (the deterministic part). */
-		assert_int_equal(pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 7, false,
-						   &again),
-				 id);
+		assert_int_equal(
+		    pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 7, false, &again),
+		    id);
 	}
 	/* A holder that left is never chosen; load never fails a request. */
 	{
@@ -309,14 +351,12 @@ static void test_choice_rule(void **state)
 		members(4);
 		backends[2].flags = 0;
 		backends[1].in_flight = backends[3].in_flight = backends[4].in_flight = 500;
-		assert_int_not_equal(pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 1,
-						       false, &ch),
-				     2);
+		assert_int_not_equal(
+		    pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 1, false, &ch), 2);
 		assert_int_not_equal(ch.backend, 0);
 		members(0);
-		assert_int_equal(pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 1,
-						   false, &ch),
-				 0);
+		assert_int_equal(
+		    pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 1, false, &ch), 0);
 	}
 }
 

@@ -63,7 +63,7 @@ static void test_request_heads(void **state)
 	    {S(POST "Connection: X-Secret\r\nX-Secret: s\r\nX-Keep: k\r\n\r\n"),
 	     POST "X-Keep: k\r\n\r\n"},
 	    {S(POST "X-Secret: s\r\nConnection: keep-alive, , x-secret ,X-Other\r\n"
-		    "X-Other: o\r\nA: 1\r\n\r\n"),
+	            "X-Other: o\r\nA: 1\r\n\r\n"),
 	     POST "A: 1\r\n\r\n"},
 	    {S(POST "Connection: a\r\nConnection: b\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n"),
 	     POST "C: 3\r\n\r\n"},
@@ -72,13 +72,14 @@ static void test_request_heads(void **state)
 	     POST "Content-Length: 5\r\n\r\n"},
 	    /* The gateway's own fields. */
 	    {S(POST "Keep-Alive: timeout=5\r\nProxy-Connection: x\r\nTE: trailers\r\n"
-		    "Upgrade: h2c\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"),
+	            "Upgrade: h2c\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"),
 	     POST "Content-Length: 2\r\n\r\n"},
 	    /* Canonical framing. */
 	    {S(POST "Content-Length: 0007\r\n\r\n"), POST "Content-Length: 7\r\n\r\n"},
 	    {S(POST "content-length:   3  \r\n\r\n"), POST "Content-Length: 3\r\n\r\n"},
 	    {S(POST "Content-Length: 00\r\n\r\n"), POST "Content-Length: 0\r\n\r\n"},
-	    {S(POST "Transfer-Encoding: CHUNKED\r\n\r\n"), POST "Transfer-Encoding: chunked\r\n\r\n"},
+	    {S(POST "Transfer-Encoding: CHUNKED\r\n\r\n"),
+	     POST "Transfer-Encoding: chunked\r\n\r\n"},
 	    {S(POST "transfer-encoding:\tchunked \r\nTrailer: X-Auth\r\n\r\n"),
 	     POST "Transfer-Encoding: chunked\r\n\r\n"},
 	    /* Other fields pass as they are, in order. */
@@ -110,19 +111,20 @@ static void test_response_heads(void **state)
 	} cases[] = {
 	    {S(OK200 "Connection: X-Internal\r\nX-Internal: 1\r\nContent-Length: 2\r\n\r\n"), false,
 	     false, OK200 "Content-Length: 2\r\n\r\n"},
-	    {S(OK200 "Keep-Alive: timeout=5\r\nConnection: keep-alive\r\nContent-Length: 02\r\n\r\n"),
+	    {S(OK200
+	       "Keep-Alive: timeout=5\r\nConnection: keep-alive\r\nContent-Length: 02\r\n\r\n"),
 	     false, true, OK200 "Content-Length: 2\r\nConnection: close\r\n\r\n"},
 	    /* A response keeps its Transfer-Encoding, even when listed. */
 	    {S(OK200 "Connection: transfer-encoding, content-length\r\n"
-		     "Transfer-Encoding: gzip, chunked\r\nX: 1\r\n\r\n"),
+	             "Transfer-Encoding: gzip, chunked\r\nX: 1\r\n\r\n"),
 	     false, false, OK200 "Transfer-Encoding: gzip, chunked\r\nX: 1\r\n\r\n"},
 	    /* HEAD: Content-Length describes the GET body, and stays. */
 	    {S(OK200 "Content-Length: 0100\r\n\r\n"), true, false,
 	     OK200 "Content-Length: 100\r\n\r\n"},
 	    {S("HTTP/1.1 304 Not Modified\r\nETag: \"a\"\r\n\r\n"), false, false,
 	     "HTTP/1.1 304 Not Modified\r\nETag: \"a\"\r\n\r\n"},
-	    {S("HTTP/1.1 401 Unauthorized\r\nUpgrade: h2c\r\nContent-Length: 0\r\n\r\n"), false, true,
-	     "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"},
+	    {S("HTTP/1.1 401 Unauthorized\r\nUpgrade: h2c\r\nContent-Length: 0\r\n\r\n"), false,
+	     true, "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"},
 	};
 
 	(void)state;
@@ -197,9 +199,9 @@ static void test_list_has(void **state)
 		const char *list, *token;
 		bool want;
 	} cases[] = {
-	    {"close", "close", true},     {"a, b ,c", "b", true}, {"a,,\tB\t", "b", true},
-	    {"ab", "a", false},           {"a-b", "a", false},    {"", "a", false},
-	    {" , ,", "a", false},         {"xa", "a", false},
+	    {"close", "close", true}, {"a, b ,c", "b", true}, {"a,,\tB\t", "b", true},
+	    {"ab", "a", false},       {"a-b", "a", false},    {"", "a", false},
+	    {" , ,", "a", false},     {"xa", "a", false},
 	};
 
 	(void)state;
@@ -208,16 +210,22 @@ static void test_list_has(void **state)
 		struct pg_str t = {cases[i].token, strlen(cases[i].token)};
 
 		if (pg_fwd_list_has(l, t) != cases[i].want)
-			fail_msg("list case %zu: \"%s\" has \"%s\"", i, cases[i].list, cases[i].token);
+			fail_msg("list case %zu: \"%s\" has \"%s\"", i, cases[i].list,
+			         cases[i].token);
 	}
 }
 
 static void test_reuse_rule(void **state)
 {
 	const struct pg_reuse clean = {
-	    .request_complete = true, .request_flushed = true, .early = false,
-	    .resp_reusable = true,    .head_request = false,   .open = true,
-	    .member = true,           .room = true,
+	    .request_complete = true,
+	    .request_flushed = true,
+	    .early = false,
+	    .resp_reusable = true,
+	    .head_request = false,
+	    .open = true,
+	    .member = true,
+	    .room = true,
 	};
 	struct pg_reuse r;
 
@@ -238,9 +246,9 @@ static void test_early_client(void **state)
 {
 	(void)state;
 	struct pg_frame len1 = {.kind = PG_FRAME_LENGTH, .remaining = 1},
-			len_max = {.kind = PG_FRAME_LENGTH, .remaining = PG_DISCARD_MAX},
-			len_over = {.kind = PG_FRAME_LENGTH, .remaining = PG_DISCARD_MAX + 1},
-			len_huge = {.kind = PG_FRAME_LENGTH, .remaining = UINT64_MAX}, ch;
+	                len_max = {.kind = PG_FRAME_LENGTH, .remaining = PG_DISCARD_MAX},
+	                len_over = {.kind = PG_FRAME_LENGTH, .remaining = PG_DISCARD_MAX + 1},
+	                len_huge = {.kind = PG_FRAME_LENGTH, .remaining = UINT64_MAX}, ch;
 
 	pg_chunked_init(&ch);
 	assert_true(pg_early_keeps_client(&len1));
@@ -253,9 +261,9 @@ static void test_early_client(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_request_heads),   cmocka_unit_test(test_response_heads),
+	    cmocka_unit_test(test_request_heads),    cmocka_unit_test(test_response_heads),
 	    cmocka_unit_test(test_chunked_reframed), cmocka_unit_test(test_list_has),
-	    cmocka_unit_test(test_reuse_rule),      cmocka_unit_test(test_early_client),
+	    cmocka_unit_test(test_reuse_rule),       cmocka_unit_test(test_early_client),
 	};
 
 	return cmocka_run_group_tests_name("forward", tests, NULL, NULL);

@@ -39,9 +39,15 @@ static const struct bad_case bad_requests[] = {
     {S("TRACE / HTTP/1.1\r\n" H11 "\r\n"), 405},
     {S("GET /a%00b HTTP/1.1\r\n" H11 "\r\n"), 400}, /* a NUL, once decoded */
     {S("GET /a?q=%00 HTTP/1.1\r\n" H11 "\r\n"), 400},
-    {S("GET /a\x01" "b HTTP/1.1\r\n" H11 "\r\n"), 400}, /* raw control bytes */
-    {S("GET /a\x7f" "b HTTP/1.1\r\n" H11 "\r\n"), 400},
-    {S("GET /a\x00" "b HTTP/1.1\r\n" H11 "\r\n"), 400},
+    {S("GET /a\x01"
+       "b HTTP/1.1\r\n" H11 "\r\n"),
+     400}, /* raw control bytes */
+    {S("GET /a\x7f"
+       "b HTTP/1.1\r\n" H11 "\r\n"),
+     400},
+    {S("GET /a\x00"
+       "b HTTP/1.1\r\n" H11 "\r\n"),
+     400},
     {S("GET * HTTP/1.1\r\n" H11 "\r\n"), 400},
     {S("options * HTTP/1.1\r\n" H11 "\r\n"), 400},
     {S("GET /a#b HTTP/1.1\r\n" H11 "\r\n"), 400},

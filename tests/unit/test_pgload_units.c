@@ -14,13 +14,15 @@
 #include "../../tools/pgload/workload.h"
 
 static const char stream[] =
-	"data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}],\"usage\":null}\n\n"
-	"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n"
-	": comment\r\n\r\n"
-	"data:{\"choices\":[{\"index\":0,\"delta\":{\"content\" : \"b\\\"c\"}}]}\r\n\r\n"
-	"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":8123,\"completion_tokens\":32,"
-	"\"prompt_tokens_details\":{\"cached_tokens\":8000}}}\n\n"
-	"data: [DONE]\n\n";
+    "data: "
+    "{\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}],\"usage\":"
+    "null}\n\n"
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n"
+    ": comment\r\n\r\n"
+    "data:{\"choices\":[{\"index\":0,\"delta\":{\"content\" : \"b\\\"c\"}}]}\r\n\r\n"
+    "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":8123,\"completion_tokens\":32,"
+    "\"prompt_tokens_details\":{\"cached_tokens\":8000}}}\n\n"
+    "data: [DONE]\n\n";
 
 /* Every split of the stream into two feeds gives the same facts. */
 static void test_sse_all_splits(void **state)
@@ -29,7 +31,7 @@ static void test_sse_all_splits(void **state)
 
 	(void)state;
 	for (size_t cut = 0; cut <= n; cut++) {
-		struct pg_scan s = { 0 };
+		struct pg_scan s = {0};
 		int ev = 0;
 
 		pg_scan_reset(&s, true);
@@ -48,7 +50,7 @@ static void test_sse_all_splits(void **state)
 
 static void test_sse_byte_at_a_time(void **state)
 {
-	struct pg_scan s = { 0 };
+	struct pg_scan s = {0};
 	int ev = 0;
 
 	(void)state;
@@ -63,7 +65,7 @@ static void test_sse_byte_at_a_time(void **state)
 
 static void test_sse_truncated(void **state)
 {
-	struct pg_scan s = { 0 };
+	struct pg_scan s = {0};
 
 	(void)state;
 	pg_scan_reset(&s, true);
@@ -76,10 +78,11 @@ static void test_sse_truncated(void **state)
 
 static void test_json_body(void **state)
 {
-	static const char body[] =
-		"{\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":\"x \\\"usage\\\": {\\\"prompt_tokens\\\":1}\"}}],"
-		"\"usage\":{\"prompt_tokens\":50,\"completion_tokens\":4,\"prompt_tokens_details\":{\"cached_tokens\":48}}}";
-	struct pg_scan s = { 0 };
+	static const char body[] = "{\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":"
+	                           "\"x \\\"usage\\\": {\\\"prompt_tokens\\\":1}\"}}],"
+	                           "\"usage\":{\"prompt_tokens\":50,\"completion_tokens\":4,"
+	                           "\"prompt_tokens_details\":{\"cached_tokens\":48}}}";
+	struct pg_scan s = {0};
 
 	(void)state;
 	pg_scan_reset(&s, false);
@@ -98,25 +101,25 @@ static void test_json_number(void **state)
 		const char *in, *key;
 		int32_t want;
 	} cases[] = {
-		{ "{\"prompt_tokens\":12}", "prompt_tokens", 12 },
-		{ "{\"prompt_tokens_details\":{},\"prompt_tokens\" :\n 7}", "prompt_tokens", 7 },
-		{ "{\"prompt_tokens\":-1}", "prompt_tokens", -1 },
-		{ "{\"prompt_tokens\":null}", "prompt_tokens", -1 },
-		{ "{\"x\":\"\\\"prompt_tokens\\\":5\"}", "prompt_tokens", -1 },
-		{ "{\"prompt_tokens\":99999999999}", "prompt_tokens", -1 },
-		{ "{\"prompt_tokens\"", "prompt_tokens", -1 },
+	    {"{\"prompt_tokens\":12}", "prompt_tokens", 12},
+	    {"{\"prompt_tokens_details\":{},\"prompt_tokens\" :\n 7}", "prompt_tokens", 7},
+	    {"{\"prompt_tokens\":-1}", "prompt_tokens", -1},
+	    {"{\"prompt_tokens\":null}", "prompt_tokens", -1},
+	    {"{\"x\":\"\\\"prompt_tokens\\\":5\"}", "prompt_tokens", -1},
+	    {"{\"prompt_tokens\":99999999999}", "prompt_tokens", -1},
+	    {"{\"prompt_tokens\"", "prompt_tokens", -1},
 	};
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		assert_int_equal(pg_json_number(cases[i].in, strlen(cases[i].in), cases[i].key),
-				 cases[i].want);
+		                 cases[i].want);
 }
 
 static void test_head_header(void **state)
 {
 	static const char head[] = "HTTP/1.1 200 OK\r\nx-backend-idx: no\r\n"
-				   "X-BACKEND-ID:\t b7 \r\nContent-Length: 0\r\n\r\n";
+	                           "X-BACKEND-ID:\t b7 \r\nContent-Length: 0\r\n\r\n";
 	const char *v;
 	size_t n;
 
@@ -129,7 +132,7 @@ static void test_head_header(void **state)
 
 static void test_text(void **state)
 {
-	static const size_t sizes[] = { 1, 2, 3, 7, 64, 32000 };
+	static const size_t sizes[] = {1, 2, 3, 7, 64, 32000};
 	char *a = malloc(32001), *b = malloc(32001);
 
 	(void)state;
@@ -156,7 +159,7 @@ static void test_zipf(void **state)
 {
 	struct pg_zipf z;
 	struct pg_rng r;
-	unsigned count[4] = { 0 };
+	unsigned count[4] = {0};
 
 	(void)state;
 	assert_int_equal(pg_zipf_init(&z, 4, 1.0), 0);
@@ -172,7 +175,7 @@ static void test_zipf(void **state)
 
 static void test_heap(void **state)
 {
-	struct pg_heap h = { 0 };
+	struct pg_heap h = {0};
 	struct pg_rng r;
 	struct pg_timer t;
 	uint64_t last = 0;
@@ -180,7 +183,7 @@ static void test_heap(void **state)
 	(void)state;
 	pg_rng_seed(&r, 3);
 	for (int i = 0; i < 5000; i++) {
-		t = (struct pg_timer){ .due_ns = pg_rng_next(&r) % 1000000 };
+		t = (struct pg_timer){.due_ns = pg_rng_next(&r) % 1000000};
 		assert_int_equal(pg_heap_push(&h, &t), 0);
 	}
 	for (int i = 0; i < 5000; i++) {
@@ -195,11 +198,11 @@ static void test_heap(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sse_all_splits), cmocka_unit_test(test_sse_byte_at_a_time),
-		cmocka_unit_test(test_sse_truncated),  cmocka_unit_test(test_json_body),
-		cmocka_unit_test(test_json_number),    cmocka_unit_test(test_head_header),
-		cmocka_unit_test(test_text),           cmocka_unit_test(test_zipf),
-		cmocka_unit_test(test_heap),
+	    cmocka_unit_test(test_sse_all_splits), cmocka_unit_test(test_sse_byte_at_a_time),
+	    cmocka_unit_test(test_sse_truncated),  cmocka_unit_test(test_json_body),
+	    cmocka_unit_test(test_json_number),    cmocka_unit_test(test_head_header),
+	    cmocka_unit_test(test_text),           cmocka_unit_test(test_zipf),
+	    cmocka_unit_test(test_heap),
 	};
 
 	return cmocka_run_group_tests_name("pgload", tests, NULL, NULL);

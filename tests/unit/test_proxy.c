@@ -197,7 +197,7 @@ static int into_state(enum pg_client_state st)
 static void test_client_abort_in_every_state(void **state)
 {
 	static const enum pg_client_state states[] = {PG_C_HEAD, PG_C_KEY,     PG_C_STREAM,
-						      PG_C_WAIT, PG_C_DISCARD, PG_C_LINGER};
+	                                              PG_C_WAIT, PG_C_DISCARD, PG_C_LINGER};
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++) {
@@ -252,8 +252,8 @@ static void test_linger_after_error(void **state)
 	assert_non_null(strstr(out, "HTTP/1.1 400 "));
 	assert_non_null(strstr(out, "Connection: close"));
 	assert_int_equal(client_of(c)->state, PG_C_LINGER);
-	assert_true(F(c)->shut);   /* our side shut once the answer is out */
-	assert_true(F(c)->armed);  /* its input drained meanwhile */
+	assert_true(F(c)->shut);  /* our side shut once the answer is out */
+	assert_true(F(c)->armed); /* its input drained meanwhile */
 	say(c, "more bytes, ignored");
 	assert_int_equal(F(c)->out_len, 0);
 	tick(1000);
@@ -330,7 +330,7 @@ static void test_idle_order_and_drain(void **state)
 	u = next_up_fd - 1;
 	connected(u, 0);
 	say(u, resp_ok); /* a is idle again from now (T+2500) */
-	tick(3400);       /* T+5900 */
+	tick(3400);      /* T+5900 */
 	assert_false(F(a)->closed || F(b)->closed || F(c)->closed);
 	tick(100); /* T+6000: b's idle timeout */
 	assert_true(F(b)->closed);
@@ -400,7 +400,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_no_retry_after_first_byte, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_backend_death_mid_chunked_body, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_client_abort_in_every_state, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_early_answer_discard_keeps_client, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_early_answer_discard_keeps_client, setup,
+	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_linger_after_error, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_timeouts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_every_attempt_fails, setup, teardown),

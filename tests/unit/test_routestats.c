@@ -316,10 +316,9 @@ static void test_ops_metrics(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_predict),      cmocka_unit_test(test_hot_space_saving),
-	    cmocka_unit_test(test_hot_merge),    cmocka_unit_test(test_record_threads),
-	    cmocka_unit_test(test_hot_windows),
-	    cmocka_unit_test(test_ops_metrics),
+	    cmocka_unit_test(test_predict),     cmocka_unit_test(test_hot_space_saving),
+	    cmocka_unit_test(test_hot_merge),   cmocka_unit_test(test_record_threads),
+	    cmocka_unit_test(test_hot_windows), cmocka_unit_test(test_ops_metrics),
 	};
 
 	return cmocka_run_group_tests_name("routestats", tests, NULL, NULL);

@@ -35,9 +35,9 @@
 
 struct stream {
 	int fd;
-	uint64_t last_ns;  /* arrival of the previous event of the current response */
-	unsigned events;   /* events of the current response seen */
-	char tail[8];      /* last bytes seen (a marker may straddle reads) */
+	uint64_t last_ns; /* arrival of the previous event of the current response */
+	unsigned events;  /* events of the current response seen */
+	char tail[8];     /* last bytes seen (a marker may straddle reads) */
 	size_t tail_len;
 };
 
@@ -75,7 +75,7 @@ static int open_stream(struct stream *s, const struct sockaddr_in *sa, int ep)
 
 /* Count "data: {" events and the end marker in buf (with the previous tail). */
 static void scan(struct stream *s, const char *buf, size_t n, uint64_t t, uint64_t interval_ns,
-		 uint64_t from_ns, uint64_t until_ns, int *done)
+                 uint64_t from_ns, uint64_t until_ns, int *done)
 {
 	static const char ev[] = "data: {", end[] = "[DONE]";
 	char joined[8 + 65536];
@@ -102,7 +102,8 @@ static void scan(struct stream *s, const char *buf, size_t n, uint64_t t, uint64
 		s->last_ns = t;
 		s->events++;
 	}
-	if (len >= sizeof(end) - 1 && !memcmp(joined + len - (sizeof(end) - 1), end, sizeof(end) - 1))
+	if (len >= sizeof(end) - 1 &&
+	    !memcmp(joined + len - (sizeof(end) - 1), end, sizeof(end) - 1))
 		*done = 1;
 	s->tail_len = len < 7 ? len : 7;
 	memcpy(s->tail, joined + len - s->tail_len, s->tail_len);
@@ -163,14 +164,15 @@ int main(int argc, char **argv)
 	sa.sin_port = htons((uint16_t)atoi(colon + 1));
 	setrlimit(RLIMIT_NOFILE, &rl);
 	{
-		static const char body[] =
-		    "{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+		static const char body[] = "{\"model\":\"m\",\"stream\":true,\"messages\":[{"
+		                           "\"role\":\"user\",\"content\":\"hi\"}]}";
 
-		req_len = (size_t)snprintf(req, sizeof(req),
-					   "POST /v1/chat/completions HTTP/1.1\r\nHost: b\r\n"
-					   "Content-Type: application/json\r\nContent-Length: %zu\r\n"
-					   "X-Mock-Chunks: %u\r\nX-Mock-Chunk-Interval-Ms: %u\r\n\r\n%s",
-					   sizeof(body) - 1, chunks, interval_ms, body);
+		req_len =
+		    (size_t)snprintf(req, sizeof(req),
+		                     "POST /v1/chat/completions HTTP/1.1\r\nHost: b\r\n"
+		                     "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+		                     "X-Mock-Chunks: %u\r\nX-Mock-Chunk-Interval-Ms: %u\r\n\r\n%s",
+		                     sizeof(body) - 1, chunks, interval_ms, body);
 	}
 	hist = calloc(LAT_MAX_US, sizeof(*hist));
 	ss = calloc(conns, sizeof(*ss));
@@ -213,7 +215,7 @@ int main(int argc, char **argv)
 	}
 	printf("{\"conns\": %u, \"chunks\": %llu, \"chunks_per_s\": %.0f, \"p50_us\": %.0f, "
 	       "\"p99_us\": %.0f, \"over_2s\": %llu}\n",
-	       conns, (unsigned long long)counted, (double)counted / duration, pct(0.5),
-	       pct(0.99), (unsigned long long)over);
+	       conns, (unsigned long long)counted, (double)counted / duration, pct(0.5), pct(0.99),
+	       (unsigned long long)over);
 	return 0;
 }

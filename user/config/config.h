@@ -65,22 +65,22 @@ struct pg_config {
 	unsigned workers;           /* 0: one per CPU */
 	enum pg_data_path data_path;
 	bool no_bpf;
-	const char *pin_path; /* points into argv, or PG_PIN_PATH_DEFAULT */
+	const char *pin_path;   /* points into argv, or PG_PIN_PATH_DEFAULT */
 	const char *bpf_cgroup; /* --bpf-cgroup (points into argv); NULL: probe */
 	struct pg_health_cfg health;
 	/* Operations (privilege.h, lifecycle.h). */
-	const char *user;            /* --user: drop to it after start-up, or NULL */
+	const char *user;             /* --user: drop to it after start-up, or NULL */
 	const char *admin_token_file; /* --admin-token-file (points into argv), or NULL */
-	char *admin_token;           /* --admin-token or the file's; owned; NULL: none */
-	unsigned shutdown_timeout_s; /* drain at SIGTERM at most this long */
-	unsigned max_in_flight;      /* gateway-wide request cap; 0: off */
-	unsigned max_connections;    /* client connections per worker; 0: off */
-	unsigned max_body;           /* request body bytes at most (413 beyond) */
-	unsigned cache_capacity;     /* cache_aware: tokens of KV cache per instance */
-	bool route_header;           /* X-Prefixgate-Route on every response */
+	char *admin_token;            /* --admin-token or the file's; owned; NULL: none */
+	unsigned shutdown_timeout_s;  /* drain at SIGTERM at most this long */
+	unsigned max_in_flight;       /* gateway-wide request cap; 0: off */
+	unsigned max_connections;     /* client connections per worker; 0: off */
+	unsigned max_body;            /* request body bytes at most (413 beyond) */
+	unsigned cache_capacity;      /* cache_aware: tokens of KV cache per instance */
+	bool route_header;            /* X-Prefixgate-Route on every response */
 	struct pg_timeouts timeouts;
-	unsigned splice_budget;      /* in-kernel paths: bytes in flight per client */
-	const char *access_log;      /* --access-log FILE, or NULL */
+	unsigned splice_budget;     /* in-kernel paths: bytes in flight per client */
+	const char *access_log;     /* --access-log FILE, or NULL */
 	unsigned metrics_scrape_ms; /* GET /metrics of each backend every MS; 0: off */
 	unsigned predict_window_ms; /* predicted hit: same backend within this long */
 	bool shadow;                /* also compute what prefix_aware would choose */

@@ -65,15 +65,14 @@ static void write_rec(const struct pg_alog *l, const struct pg_alog_rec *r)
 	if (r->backend)
 		pg_backend_name(&l->gw->maps.backends[r->backend], backend, sizeof(backend));
 	fprintf(l->f,
-		"{\"time\":\"%s.%03" PRIu64 "Z\",\"backend\":\"%s\",\"decision\":\"%s\","
-		"\"key_hash\":\"0x%016" PRIx64 "\",\"key_source\":\"%s\",\"status\":%u,"
-		"\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64 ",\"route_us\":%u,"
-		"\"duration_us\":%u,\"attempts\":%u,\"outcome\":\"%s\"}\n",
-		when, r->wall_ms % 1000, backend,
-		r->backend ? pg_decision_name(r->decision) : "",
-		r->key_hash, pg_key_source_name(r->key_source), r->status,
-		r->bytes_in, r->bytes_out, r->route_us, r->total_us, r->attempts,
-		r->outcome < 4 ? outcomes[r->outcome] : "");
+	        "{\"time\":\"%s.%03" PRIu64 "Z\",\"backend\":\"%s\",\"decision\":\"%s\","
+	        "\"key_hash\":\"0x%016" PRIx64 "\",\"key_source\":\"%s\",\"status\":%u,"
+	        "\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64 ",\"route_us\":%u,"
+	        "\"duration_us\":%u,\"attempts\":%u,\"outcome\":\"%s\"}\n",
+	        when, r->wall_ms % 1000, backend, r->backend ? pg_decision_name(r->decision) : "",
+	        r->key_hash, pg_key_source_name(r->key_source), r->status, r->bytes_in,
+	        r->bytes_out, r->route_us, r->total_us, r->attempts,
+	        r->outcome < 4 ? outcomes[r->outcome] : "");
 }
 
 static void drain(struct pg_alog *l)

@@ -22,7 +22,7 @@ enum pg_alog_outcome {
 };
 
 struct pg_alog_rec {
-	uint64_t wall_ms;   /* request start, CLOCK_REALTIME */
+	uint64_t wall_ms; /* request start, CLOCK_REALTIME */
 	uint64_t key_hash;
 	uint64_t bytes_in;  /* request bytes sent to the backend */
 	uint64_t bytes_out; /* response bytes forwarded by the gateway itself */

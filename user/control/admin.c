@@ -322,16 +322,14 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 	for (unsigned c = 0; c < ch.ncand && id; c++)
 		pg_buf_printf(&r->body, "%s\"%s\"", c ? "," : "",
 		              pg_backend_name(&gw->maps.backends[ch.cand[c]], nb, sizeof(nb)));
-	pg_buf_printf(
-	    &r->body,
-	    "],\"strategy\":\"%s\",\"api\":\"%s\",\"key_hash\":\"0x%016llx\","
-	    "\"key_length\":%u,\"key_source\":\"%s\",\"fallback\":%s,"
-	    "\"ring_generation\":%llu,\"key_preview\":",
-	    pg_strategy_flag(rc.strategy),
-	    api_names[in.api], (unsigned long long)k.hash, k.length,
-	    pg_key_source_name(k.source), k.fallback ? "true" : "false",
-	    (unsigned long long)__atomic_load_n(&gw->maps.state->ring_generation,
-	                                        __ATOMIC_RELAXED));
+	pg_buf_printf(&r->body,
+	              "],\"strategy\":\"%s\",\"api\":\"%s\",\"key_hash\":\"0x%016llx\","
+	              "\"key_length\":%u,\"key_source\":\"%s\",\"fallback\":%s,"
+	              "\"ring_generation\":%llu,\"key_preview\":",
+	              pg_strategy_flag(rc.strategy), api_names[in.api], (unsigned long long)k.hash,
+	              k.length, pg_key_source_name(k.source), k.fallback ? "true" : "false",
+	              (unsigned long long)__atomic_load_n(&gw->maps.state->ring_generation,
+	                                                  __ATOMIC_RELAXED));
 	pg_buf_json_str(&r->body, preview, tlen < sizeof(preview) ? tlen : sizeof(preview));
 	pg_buf_puts(&r->body, "}\n");
 	status = r->status = id ? 200 : 503;
@@ -480,8 +478,9 @@ bool pg_admin_input(struct pg_gateway *gw, struct pg_admin_conn *c, struct pg_bu
 	if (!pg_admin_authorized(gw, &req)) {
 		/* At the head: no body of an unauthenticated client is buffered. */
 		memset(&r, 0, sizeof(r));
-		reply_error(&r, 401, "missing or wrong admin token: send \"Authorization: Bearer "
-		                     "TOKEN\" (--admin-token)");
+		reply_error(&r, 401,
+		            "missing or wrong admin token: send \"Authorization: Bearer "
+		            "TOKEN\" (--admin-token)");
 		reply_bytes(out, &r);
 		return true;
 	}

@@ -66,13 +66,13 @@ int pg_admin_handle(struct pg_gateway *gw, struct pg_str method, struct pg_str p
  * pg_admin_conn_free().
  */
 struct pg_admin_conn {
-	struct pg_buf in;     /* bytes received */
-	size_t scan;          /* pg_http_head_ready position */
-	size_t ch_pos;        /* chunked: bytes of in fed to the decoder */
+	struct pg_buf in;   /* bytes received */
+	size_t scan;        /* pg_http_head_ready position */
+	size_t ch_pos;      /* chunked: bytes of in fed to the decoder */
 	struct pg_frame ch; /* chunked: decoder (valid once the head is parsed) */
-	struct pg_buf body;   /* chunked: the decoded body */
-	bool head_done;       /* head parsed: ch initialised */
-	bool continued;       /* "100 Continue" queued */
+	struct pg_buf body; /* chunked: the decoded body */
+	bool head_done;     /* head parsed: ch initialised */
+	bool continued;     /* "100 Continue" queued */
 };
 
 /* True once the whole reply is in out: read no more requests, send out and

@@ -241,8 +241,8 @@ static void read_inotify(struct pg_gateway *gw)
 			const struct inotify_event *ev = (const struct inotify_event *)p;
 
 			if ((ev->mask & IN_Q_OVERFLOW) ||
-			    (ev->len && (!strcmp(ev->name, pg_ctl.watch_base) ||
-			                 !strcmp(ev->name, "..data"))))
+			    (ev->len &&
+			     (!strcmp(ev->name, pg_ctl.watch_base) || !strcmp(ev->name, "..data"))))
 				changed = true;
 			p += sizeof(*ev) + ev->len;
 		}

@@ -44,7 +44,7 @@ struct pg_ctl_state {
 	size_t route_len;
 	pthread_t thread;
 	bool running;
-	int lfd, sfd, efd; /* listener, signalfd, stop eventfd */
+	int lfd, sfd, efd;      /* listener, signalfd, stop eventfd */
 	int ifd;                /* inotify on --backends-file's directory, or -1 */
 	const char *watch_base; /* the file's name in that directory */
 	uint16_t admin_port;

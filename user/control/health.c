@@ -18,12 +18,12 @@
 enum kind { K_HEALTH = 0, K_SCRAPE = 1, K_N = 2 };
 
 struct probe {
-	int fd;           /* -1: idle */
+	int fd; /* -1: idle */
 	uint32_t epoch;
 	bool sent;
 	uint64_t deadline_ms;
 	size_t len;
-	char buf[256];    /* health: the status line is all we need */
+	char buf[256]; /* health: the status line is all we need */
 };
 
 /* The checker thread's state (gw->health), its own alone once started. */
@@ -58,7 +58,8 @@ int pg_health_result(struct pg_health_state *st, bool ok, unsigned rise, unsigne
 	return 0;
 }
 
-void pg_health_store_scrape(struct pg_backend *b, const struct pg_scrape *s, uint64_t valid_until_ms)
+void pg_health_store_scrape(struct pg_backend *b, const struct pg_scrape *s,
+                            uint64_t valid_until_ms)
 {
 	const uint64_t hits = (uint64_t)s->value[PG_SCRAPE_HITS];
 	const uint64_t queries = (uint64_t)s->value[PG_SCRAPE_QUERIES];
@@ -84,11 +85,11 @@ static void health_done(struct pg_gateway *gw, unsigned id, bool ok, const char 
 	if (change < 0) {
 		__atomic_fetch_or(&b->flags, PG_BACKEND_UNHEALTHY, __ATOMIC_RELEASE);
 		pg_warn("backend %s unhealthy after %u failed checks of %s: %s",
-			pg_backend_name(b, name, sizeof(name)), cfg->fall, cfg->path, why);
+		        pg_backend_name(b, name, sizeof(name)), cfg->fall, cfg->path, why);
 	} else if (change > 0) {
 		__atomic_fetch_and(&b->flags, (uint16_t)~PG_BACKEND_UNHEALTHY, __ATOMIC_RELEASE);
 		pg_info("backend %s healthy again after %u passed checks",
-			pg_backend_name(b, name, sizeof(name)), cfg->rise);
+		        pg_backend_name(b, name, sizeof(name)), cfg->rise);
 	}
 }
 
@@ -106,8 +107,8 @@ static void scrape_done(struct pg_gateway *gw, unsigned id, bool ok)
 	if (!s->seen) {
 		if (hc->no_series_epoch[id] != b->epoch)
 			pg_warn("backend %s: GET /metrics has no vllm:* series: no delivered hit "
-				"rate or backend load for it",
-				pg_backend_name(b, name, sizeof(name)));
+			        "rate or backend load for it",
+			        pg_backend_name(b, name, sizeof(name)));
 		hc->no_series_epoch[id] = b->epoch;
 		return;
 	}
@@ -202,15 +203,16 @@ static void step(struct pg_gateway *gw, enum kind k, unsigned id, short revents)
 		}
 		/* The scrape is HTTP/1.0 so the body comes unchunked, ending at EOF. */
 		if (k == K_HEALTH)
-			n = snprintf(req, sizeof(req),
-				     "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: prefixgate-health\r\n"
-				     "Connection: close\r\n\r\n",
-				     gw->cfg->health.path, pg_backend_name(b, name, sizeof(name)));
+			n = snprintf(
+			    req, sizeof(req),
+			    "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: prefixgate-health\r\n"
+			    "Connection: close\r\n\r\n",
+			    gw->cfg->health.path, pg_backend_name(b, name, sizeof(name)));
 		else
 			n = snprintf(req, sizeof(req),
-				     "GET /metrics HTTP/1.0\r\nHost: %s\r\n"
-				     "User-Agent: prefixgate-metrics\r\nAccept: text/plain\r\n\r\n",
-				     pg_backend_name(b, name, sizeof(name)));
+			             "GET /metrics HTTP/1.0\r\nHost: %s\r\n"
+			             "User-Agent: prefixgate-metrics\r\nAccept: text/plain\r\n\r\n",
+			             pg_backend_name(b, name, sizeof(name)));
 		if (send(p->fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
 			finish(gw, k, id, false, "send failed");
 			return;
@@ -248,7 +250,7 @@ static void *health_main(void *arg)
 	struct pg_health *hc = arg;
 	struct pg_gateway *gw = hc->gw;
 	const unsigned interval[K_N] = {gw->cfg->health.path ? gw->cfg->health.interval_ms : 0,
-					gw->cfg->metrics_scrape_ms};
+	                                gw->cfg->metrics_scrape_ms};
 	struct pollfd pfd[K_N * PG_MAX_BACKENDS];
 	unsigned ids[K_N * PG_MAX_BACKENDS];
 	enum kind kinds[K_N * PG_MAX_BACKENDS];
@@ -265,7 +267,7 @@ static void *health_main(void *arg)
 				for (unsigned id = 1; id < PG_MAX_BACKENDS; id++)
 					if (hc->pr[k][id].fd == -1 &&
 					    (__atomic_load_n(&gw->maps.backends[id].flags,
-							     __ATOMIC_RELAXED) &
+					                     __ATOMIC_RELAXED) &
 					     PG_BACKEND_ACTIVE))
 						start(gw, (enum kind)k, id, now);
 				next_round[k] = now + interval[k];
@@ -286,7 +288,7 @@ static void *health_main(void *arg)
 				ids[n] = id;
 				kinds[n] = (enum kind)k;
 				pfd[n++] = (struct pollfd){.fd = p->fd,
-							   .events = p->sent ? POLLIN : POLLOUT};
+				                           .events = p->sent ? POLLIN : POLLOUT};
 			}
 		}
 		if (poll(pfd, n, (int)(wake > now ? wake - now : 0)) > 0)
@@ -330,13 +332,13 @@ int pg_health_start(struct pg_gateway *gw, char *err, size_t errlen)
 	}
 	if (gw->cfg->health.path)
 		pg_info("health checks: GET %s every %u ms, timeout %u ms, %u to fail, %u to "
-			"recover",
-			gw->cfg->health.path, gw->cfg->health.interval_ms,
-			gw->cfg->health.timeout_ms, gw->cfg->health.fall, gw->cfg->health.rise);
+		        "recover",
+		        gw->cfg->health.path, gw->cfg->health.interval_ms,
+		        gw->cfg->health.timeout_ms, gw->cfg->health.fall, gw->cfg->health.rise);
 	if (gw->cfg->metrics_scrape_ms)
 		pg_info("backend metrics: GET /metrics every %u ms (vLLM prefix-cache hits, "
-			"queue)",
-			gw->cfg->metrics_scrape_ms);
+		        "queue)",
+		        gw->cfg->metrics_scrape_ms);
 	return 0;
 }
 

@@ -18,8 +18,8 @@
 
 /* One member's run of results (pure: unit-tested). */
 struct pg_health_state {
-	uint32_t epoch;   /* member this state belongs to */
-	uint16_t ok_run;  /* successes in a row */
+	uint32_t epoch;    /* member this state belongs to */
+	uint16_t ok_run;   /* successes in a row */
 	uint16_t fail_run; /* failures in a row */
 	bool unhealthy;
 };

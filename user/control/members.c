@@ -95,10 +95,10 @@ int pg_ctl_add_one(struct pg_gateway *gw, const struct sockaddr_in *sa, uint8_t 
 	b->port = port;
 	b->epoch++;
 	/* Nothing cache_aware remembers of the slot's previous member holds. */
-	__atomic_fetch_add(&b->ca_clock,
-	                   (uint64_t)__atomic_load_n(&gw->maps.state->ca_capacity_blocks,
-	                                             __ATOMIC_RELAXED) + 1,
-	                   __ATOMIC_RELAXED);
+	__atomic_fetch_add(
+	    &b->ca_clock,
+	    (uint64_t)__atomic_load_n(&gw->maps.state->ca_capacity_blocks, __ATOMIC_RELAXED) + 1,
+	    __ATOMIC_RELAXED);
 	__atomic_store_n(&b->down_until_ms, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->failures, 0, __ATOMIC_RELAXED);
 	for (int d = 0; d < PG_DEC_MAX; d++)

@@ -117,9 +117,9 @@ static void histogram(const struct pg_gateway *gw, struct pg_buf *o, const char 
 		                          __ATOMIC_RELAXED);
 	for (unsigned b = 0; b < PG_LAT_BUCKETS; b++) {
 		for (unsigned w = 0; gw->stats && w < gw->nworkers; w++)
-			cum += __atomic_load_n((const uint64_t *)((const char *)&gw->stats[w] + lat) +
-			                           b,
-			                       __ATOMIC_RELAXED);
+			cum += __atomic_load_n(
+			    (const uint64_t *)((const char *)&gw->stats[w] + lat) + b,
+			    __ATOMIC_RELAXED);
 		if (b < PG_LAT_BUCKETS - 1)
 			pg_buf_printf(o, "%s_bucket{le=\"%u\"} %llu\n", h, pg_lat_bounds_us[b],
 			              (unsigned long long)cum);
@@ -154,14 +154,15 @@ static void cache_index(const struct pg_gateway *gw, struct pg_buf *o)
 
 	family(o, "prefixgate_cache_matched_blocks", "histogram",
 	       "cache_aware: longest cached prefix of each routed request, in " PG_STR(
-		   PG_CA_BLOCK) "-byte blocks of key text.");
+	           PG_CA_BLOCK) "-byte blocks of key text.");
 	for (unsigned b = 0; b < PG_CA_MATCH_BUCKETS; b++) {
 		uint64_t n = __atomic_load_n(&gw->ca_matched[b], __ATOMIC_RELAXED);
 
 		cum += n;
 		sum += n * (b ? 1ull << (b - 1) : 0); /* each bucket at its lower bound */
 		if (b < PG_CA_MATCH_BUCKETS - 1)
-			pg_buf_printf(o, "prefixgate_cache_matched_blocks_bucket{le=\"%llu\"} %llu\n",
+			pg_buf_printf(o,
+			              "prefixgate_cache_matched_blocks_bucket{le=\"%llu\"} %llu\n",
 			              b ? (1ull << b) - 1 : 0ull, (unsigned long long)cum);
 	}
 	pg_buf_printf(o,

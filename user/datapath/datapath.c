@@ -27,7 +27,8 @@ static void local_addrs(struct pg_datapath *dp)
 		return;
 	for (i = ifa; i && dp->nlocal < DP_LOCAL_MAX; i = i->ifa_next)
 		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET)
-			dp->local[dp->nlocal++] = ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
+			dp->local[dp->nlocal++] =
+			    ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
 	freeifaddrs(ifa);
 }
 
@@ -50,7 +51,7 @@ void pg_dp_warn(struct pg_worker *w, const char *what, int rc)
 		return;
 	__atomic_store_n(&dp->err_logged_ms, w->now_ms, __ATOMIC_RELAXED);
 	pg_warn("data path %s: %s: %s; this response is copied", pg_datapath_name(w->gw), what,
-		strerror(-rc));
+	        strerror(-rc));
 }
 
 int pg_datapath_init(struct pg_gateway *gw, uint64_t budget, char *err, size_t errlen)
@@ -77,7 +78,7 @@ int pg_datapath_init(struct pg_gateway *gw, uint64_t budget, char *err, size_t e
 	name = modes == PG_SPLICE_SKB ? "sockmap" : "sockmsg";
 	sc.skb_budget = sc.msg_budget = dp->budget;
 	sc.event_rings = gw->nworkers; /* one per worker: each drains its own */
-	sc.cgroup = cfg->bpf_cgroup; /* NULL: the loader probes the usual mounts */
+	sc.cgroup = cfg->bpf_cgroup;   /* NULL: the loader probes the usual mounts */
 	rc = pg_splice_open(&dp->sp, cfg->pin_path, modes, &sc, why, sizeof(why));
 	if (rc) {
 		free(dp);
@@ -113,9 +114,12 @@ enum pg_dp_path pg_datapath_mode(const struct pg_gateway *gw)
 const char *pg_datapath_name(const struct pg_gateway *gw)
 {
 	switch (pg_datapath_mode(gw)) {
-	case PG_DP_SKB: return "sockmap";
-	case PG_DP_MSG: return "sockmsg (same-host backends; copy for others)";
-	default: return "copy";
+	case PG_DP_SKB:
+		return "sockmap";
+	case PG_DP_MSG:
+		return "sockmsg (same-host backends; copy for others)";
+	default:
+		return "copy";
 	}
 }
 
@@ -139,8 +143,8 @@ enum pg_dp_path pg_dp_choose(struct pg_worker *w, uint16_t id, bool head_method,
 	if (!is_local(dp, b->ipv4)) {
 		if (!__atomic_exchange_n(&dp->logged[id], 1, __ATOMIC_RELAXED))
 			pg_info("backend %s is not on this host: its responses take the copy path "
-				"(sockmsg needs a same-host backend)",
-				pg_backend_name(b, name, sizeof(name)));
+			        "(sockmsg needs a same-host backend)",
+			        pg_backend_name(b, name, sizeof(name)));
 		return PG_DP_COPY;
 	}
 	if (__atomic_load_n(&dp->port_added[id], __ATOMIC_RELAXED) != port1) {
@@ -155,7 +159,7 @@ enum pg_dp_path pg_dp_choose(struct pg_worker *w, uint16_t id, bool head_method,
 }
 
 int pg_dp_upstream_setup(struct pg_worker *w, struct pg_upstream *u, struct pg_client *c,
-			 const struct sockaddr_in *sa, enum pg_dp_path path)
+                         const struct sockaddr_in *sa, enum pg_dp_path path)
 {
 	struct pg_datapath *dp = w->gw->dp;
 	struct sockaddr_in local = {.sin_family = AF_INET, .sin_addr = sa->sin_addr};
@@ -178,7 +182,8 @@ int pg_dp_upstream_setup(struct pg_worker *w, struct pg_upstream *u, struct pg_c
 		else
 			rc = pg_splice_route_add(dp->sp, u->s.fd, sa, c->s.fd, dp->budget, NULL);
 		if (!rc) {
-			rc = pg_splice_route_gate(dp->sp, u->s.fd, sa, PG_SPLICE_GATE_CLOSED, NULL, 0);
+			rc = pg_splice_route_gate(dp->sp, u->s.fd, sa, PG_SPLICE_GATE_CLOSED, NULL,
+			                          0);
 			if (rc)
 				pg_splice_route_del(dp->sp, u->s.fd, sa);
 		}
@@ -269,8 +274,8 @@ void pg_dp_upstream_closing(struct pg_worker *w, struct pg_upstream *u)
 
 		if (!pg_splice_peer_get(dp->sp, u->s.fd, &peer) && peer.repeated)
 			pg_info("sockmap: cut %llu repeated bytes (TCP retransmission overlap) "
-				"from a spliced response",
-				(unsigned long long)peer.repeated);
+			        "from a spliced response",
+			        (unsigned long long)peer.repeated);
 		pg_splice_unpair(dp->sp, u->s.fd); /* fd still open: its cookie still reads */
 	} else if (d->path == PG_DP_MSG && d->sstate == PG_SP_MSG) {
 		pg_splice_route_del(dp->sp, u->s.fd, &d->sa);

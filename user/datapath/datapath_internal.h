@@ -11,10 +11,10 @@
 #include "datapath/datapath.h"
 #include "datapath/splice.h"
 
-#define DP_READ_MAX (64 * 1024)
-#define DP_LOCAL_MAX 64
+#define DP_READ_MAX    (64 * 1024)
+#define DP_LOCAL_MAX   64
 #define DP_WAIT_MAX_MS 64
-#define DP_OPEN_MIN (8 * 1024) /* msg: least budget worth opening the gate for */
+#define DP_OPEN_MIN    (8 * 1024) /* msg: least budget worth opening the gate for */
 
 /* Where a spliced response stands (the transitions are below). */
 enum pg_dp_state {
@@ -33,16 +33,16 @@ struct pg_dp_conn {
 	struct pg_upstream *u;
 	enum pg_dp_path path;
 	enum pg_dp_state sstate;
-	bool spliced;        /* the body goes through the kernel */
-	bool polling;        /* POLLRDHUP outstanding */
-	bool on_wait;        /* on the worker's dp_wait list */
-	uint16_t synced_gen; /* msg: gate generation whose frame was taken back */
-	uint16_t gate_gen;   /* msg: generation of the last gate opening */
-	uint64_t rx;         /* bytes received from the backend by the proxy */
-	uint64_t gate_at;    /* msg: open_at last published, or PG_SPLICE_GATE_CLOSED */
-	__u64 carried_at;    /* msg: the client socket's carried bytes at that opening */
-	uint64_t wait_at_ms; /* skb WAIT: next drained check */
-	uint32_t wait_ms;    /* skb WAIT: current back-off */
+	bool spliced;          /* the body goes through the kernel */
+	bool polling;          /* POLLRDHUP outstanding */
+	bool on_wait;          /* on the worker's dp_wait list */
+	uint16_t synced_gen;   /* msg: gate generation whose frame was taken back */
+	uint16_t gate_gen;     /* msg: generation of the last gate opening */
+	uint64_t rx;           /* bytes received from the backend by the proxy */
+	uint64_t gate_at;      /* msg: open_at last published, or PG_SPLICE_GATE_CLOSED */
+	__u64 carried_at;      /* msg: the client socket's carried bytes at that opening */
+	uint64_t wait_at_ms;   /* skb WAIT: next drained check */
+	uint32_t wait_ms;      /* skb WAIT: current back-off */
 	struct sockaddr_in sa; /* backend address (msg route key) */
 	__u64 key;             /* skb: the pairing's key in its events (backend cookie) */
 	struct pg_dp_conn *wait_next;

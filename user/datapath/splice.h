@@ -38,10 +38,10 @@ struct pg_splice;
 
 /* Loader options; a NULL pointer or 0 field means the default. */
 struct pg_splice_config {
-	__u64 skb_budget;   /* PG_SPLICE_BUDGET_DEFAULT: unacked redirected bytes */
-	__u64 msg_budget;   /* PG_SPLICE_BUDGET_DEFAULT: bytes offered per route */
-	const char *cgroup; /* cgroup v2 for sockops; NULL: the first cgroup2 mount
-	                     * of /sys/fs/cgroup/unified and /sys/fs/cgroup */
+	__u64 skb_budget;              /* PG_SPLICE_BUDGET_DEFAULT: unacked redirected bytes */
+	__u64 msg_budget;              /* PG_SPLICE_BUDGET_DEFAULT: bytes offered per route */
+	const char *cgroup;            /* cgroup v2 for sockops; NULL: the first cgroup2 mount
+	                                * of /sys/fs/cgroup/unified and /sys/fs/cgroup */
 	unsigned int event_rings;      /* 1: event rings, one per thread that pairs
 	                                * sockets; at most PG_SPLICE_MAX_RINGS */
 	unsigned int event_ring_bytes; /* PG_SPLICE_EVENTS_BYTES: bytes of each ring,

@@ -37,7 +37,8 @@ int64_t pg_backend_load(const struct pg_backend *b, enum pg_load_signal s, uint6
 {
 	const int64_t in_flight = __atomic_load_n(&b->in_flight, __ATOMIC_RELAXED);
 
-	if (s == PG_LOAD_INFLIGHT || now_ms >= __atomic_load_n(&b->metrics_until_ms, __ATOMIC_RELAXED))
+	if (s == PG_LOAD_INFLIGHT ||
+	    now_ms >= __atomic_load_n(&b->metrics_until_ms, __ATOMIC_RELAXED))
 		return in_flight;
 	if (s == PG_LOAD_BACKEND)
 		return (int64_t)__atomic_load_n(&b->running, __ATOMIC_RELAXED) +
@@ -152,7 +153,8 @@ uint16_t pg_balance(const struct pg_route_cfg *cfg, const struct pg_backend *bac
 			break;
 		}
 		if (!id) {
-			id = least_outstanding(backends, max_id, exclude, cfg->load_signal, now_ms, rnd);
+			id = least_outstanding(backends, max_id, exclude, cfg->load_signal, now_ms,
+			                       rnd);
 			out->decision = PG_DEC_OVERFLOW;
 		}
 		break;
@@ -170,7 +172,7 @@ struct fleet_load {
 };
 
 static struct fleet_load fleet_load(const struct pg_backend *backends, unsigned max_id,
-				    const struct pg_idset *exclude, uint64_t now_ms)
+                                    const struct pg_idset *exclude, uint64_t now_ms)
 {
 	struct fleet_load f = {0, 0};
 
@@ -186,8 +188,8 @@ static struct fleet_load fleet_load(const struct pg_backend *backends, unsigned 
 /* A cached holder worth its cache now: under the threshold, and at most
  * gap requests above the mean in flight. */
 static bool holder_fits(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
-			unsigned max_id, uint16_t id, const struct pg_idset *exclude,
-			uint64_t now_ms, struct fleet_load f, uint32_t gap)
+                        unsigned max_id, uint16_t id, const struct pg_idset *exclude,
+                        uint64_t now_ms, struct fleet_load f, uint32_t gap)
 {
 	int64_t l;
 
@@ -198,9 +200,9 @@ static bool holder_fits(const struct pg_route_cfg *cfg, const struct pg_backend 
 }
 
 uint16_t pg_balance_cached(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
-			   unsigned max_id, const uint16_t *cand, size_t ncand,
-			   const struct pg_cached *cached, const struct pg_idset *exclude,
-			   uint64_t now_ms, uint64_t rnd, bool explicit_key, struct pg_choice *out)
+                           unsigned max_id, const uint16_t *cand, size_t ncand,
+                           const struct pg_cached *cached, const struct pg_idset *exclude,
+                           uint64_t now_ms, uint64_t rnd, bool explicit_key, struct pg_choice *out)
 {
 	struct pg_route_cfg pa = *cfg;
 
@@ -217,13 +219,13 @@ uint16_t pg_balance_cached(const struct pg_route_cfg *cfg, const struct pg_backe
 			for (size_t h = 0; h < cached->nholder; h++)
 				if (cached->holder[h] == cand[i] &&
 				    holder_fits(cfg, backends, max_id, cand[i], exclude, now_ms,
-						floor, cached->max_load_gap)) {
+				                floor, cached->max_load_gap)) {
 					pick = cand[i];
 					break;
 				}
 		for (size_t h = 0; h < cached->nholder && !pick; h++)
 			if (holder_fits(cfg, backends, max_id, cached->holder[h], exclude, now_ms,
-					floor, cached->max_load_gap))
+			                floor, cached->max_load_gap))
 				pick = cached->holder[h];
 		if (pick) {
 			memset(out, 0, sizeof(*out));
@@ -237,5 +239,5 @@ uint16_t pg_balance_cached(const struct pg_route_cfg *cfg, const struct pg_backe
 	}
 	pa.strategy = PG_STRATEGY_PREFIX_AWARE;
 	return pg_balance(&pa, backends, max_id, cand, ncand, exclude, now_ms, rnd, explicit_key,
-			  out);
+	                  out);
 }

@@ -39,11 +39,11 @@ struct pg_route_cfg {
 int64_t pg_backend_load(const struct pg_backend *b, enum pg_load_signal s, uint64_t now_ms);
 
 struct pg_choice {
-	uint16_t backend;  /* 0: no usable backend */
-	uint8_t decision;  /* enum pg_decision */
-	uint8_t ncand;     /* ring candidates considered (prefix_aware) */
+	uint16_t backend; /* 0: no usable backend */
+	uint8_t decision; /* enum pg_decision */
+	uint8_t ncand;    /* ring candidates considered (prefix_aware) */
 	uint16_t cand[PG_RING_CANDIDATES];
-	uint32_t matched;  /* cache_aware: key text bytes of the longest cached prefix */
+	uint32_t matched; /* cache_aware: key text bytes of the longest cached prefix */
 };
 
 /* A backend set as a bitmap of ids, e.g. the ones a request already tried. */
@@ -100,9 +100,9 @@ bool pg_backend_usable(const struct pg_backend *b, uint64_t now_ms);
  * over 1..max_id at most; shared fields are read with relaxed atomic loads.
  */
 uint16_t pg_balance(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
-		    unsigned max_id, const uint16_t *cand, size_t ncand,
-		    const struct pg_idset *exclude, uint64_t now_ms, uint64_t rnd,
-		    bool explicit_key, struct pg_choice *out);
+                    unsigned max_id, const uint16_t *cand, size_t ncand,
+                    const struct pg_idset *exclude, uint64_t now_ms, uint64_t rnd,
+                    bool explicit_key, struct pg_choice *out);
 
 /*
  * cache_aware's choice (cacheidx.h has the index, key.h the anchor). cand
@@ -129,8 +129,8 @@ struct pg_cached {
 };
 
 uint16_t pg_balance_cached(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
-			   unsigned max_id, const uint16_t *cand, size_t ncand,
-			   const struct pg_cached *cached, const struct pg_idset *exclude,
-			   uint64_t now_ms, uint64_t rnd, bool explicit_key, struct pg_choice *out);
+                           unsigned max_id, const uint16_t *cand, size_t ncand,
+                           const struct pg_cached *cached, const struct pg_idset *exclude,
+                           uint64_t now_ms, uint64_t rnd, bool explicit_key, struct pg_choice *out);
 
 #endif /* PG_BALANCER_H */

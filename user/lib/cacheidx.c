@@ -29,7 +29,7 @@ uint32_t pg_ca_slots_for(uint64_t capacity_tokens, uint32_t min_slots)
 /* Holder way w of slot s is live: a backend that still holds the prefix
  * under the LRU model (ok decides the rest). */
 static bool way_live(const struct pg_ca_index *ix, const struct pg_ca_slot *s, unsigned w,
-		     uint16_t *id_out)
+                     uint16_t *id_out)
 {
 	uint16_t id = LOAD(&s->backend[w]);
 	uint32_t clock;
@@ -57,7 +57,7 @@ static struct pg_ca_slot *find(const struct pg_ca_index *ix, uint64_t h)
 }
 
 size_t pg_ca_holders(const struct pg_ca_index *ix, uint64_t h, pg_ca_ok_fn ok, void *arg,
-		     uint16_t out[PG_CA_WAYS])
+                     uint16_t out[PG_CA_WAYS])
 {
 	const struct pg_ca_slot *s = find(ix, h);
 	size_t n = 0;
@@ -72,7 +72,7 @@ size_t pg_ca_holders(const struct pg_ca_index *ix, uint64_t h, pg_ca_ok_fn ok, v
 }
 
 void pg_ca_match(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n, pg_ca_ok_fn ok,
-		 void *arg, struct pg_ca_match *out)
+                 void *arg, struct pg_ca_match *out)
 {
 	uint32_t lo = 0, hi = n; /* prefixes of lo blocks match; of more than hi, none */
 	uint16_t held[PG_CA_WAYS];
@@ -99,7 +99,7 @@ void pg_ca_match(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n
 /* The way of id in s, else a free or expired one, else the stalest (the
  * most blocks sent to its backend since its stamp, relative to capacity). */
 static unsigned pick_way(const struct pg_ca_index *ix, const struct pg_ca_slot *s, uint16_t id,
-			 bool *had)
+                         bool *had)
 {
 	unsigned best = 0;
 	uint32_t best_age = 0;
@@ -166,8 +166,7 @@ static struct pg_ca_slot *claim(const struct pg_ca_index *ix, uint64_t h, bool *
 	return reuse;
 }
 
-unsigned pg_ca_record(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n,
-		      uint16_t id)
+unsigned pg_ca_record(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n, uint16_t id)
 {
 	__u64 *clock;
 	uint32_t base, fresh = 0;
@@ -206,5 +205,5 @@ void pg_ca_forget(const struct pg_ca_index *ix, uint16_t id)
 {
 	if (id && id < PG_MAX_BACKENDS)
 		__atomic_fetch_add(&ix->backends[id].ca_clock, ix->capacity_blocks,
-				   __ATOMIC_RELAXED);
+		                   __ATOMIC_RELAXED);
 }

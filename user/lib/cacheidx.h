@@ -34,9 +34,9 @@
 
 struct pg_ca_index {
 	struct pg_ca_slot *slots;
-	uint32_t nslots;          /* a power of two */
+	uint32_t nslots;             /* a power of two */
 	struct pg_backend *backends; /* PG_MAX_BACKENDS entries: the clocks */
-	uint32_t capacity_blocks; /* each backend's cache, in blocks */
+	uint32_t capacity_blocks;    /* each backend's cache, in blocks */
 };
 
 /* The most slots an index gets (128 MiB), whatever --cache-capacity says:
@@ -54,7 +54,7 @@ typedef bool (*pg_ca_ok_fn)(uint16_t id, void *arg);
 /* The live holders of block prefix h for which ok holds (ok may be NULL:
  * every live one); returns their number, ids in out. */
 size_t pg_ca_holders(const struct pg_ca_index *ix, uint64_t h, pg_ca_ok_fn ok, void *arg,
-		     uint16_t out[PG_CA_WAYS]);
+                     uint16_t out[PG_CA_WAYS]);
 
 struct pg_ca_match {
 	uint32_t blocks; /* matched prefix, in blocks (0: none) */
@@ -65,13 +65,12 @@ struct pg_ca_match {
 
 /* The longest prefix chain[0..k) whose last hash has a holder ok accepts. */
 void pg_ca_match(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n, pg_ca_ok_fn ok,
-		 void *arg, struct pg_ca_match *out);
+                 void *arg, struct pg_ca_match *out);
 
 /* chain[0..n) was sent to backend id (1..PG_MAX_BACKENDS-1): record and
  * refresh it, advance id's clock by the blocks it did not hold. Returns the
  * slots evicted to make room. */
-unsigned pg_ca_record(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n,
-		      uint16_t id);
+unsigned pg_ca_record(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n, uint16_t id);
 
 /* Slots in use (a scan: for metrics, not the request path). */
 uint32_t pg_ca_occupancy(const struct pg_ca_index *ix);

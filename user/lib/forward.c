@@ -138,7 +138,7 @@ struct field_iter {
 };
 
 static bool field_next(struct field_iter *it, struct pg_str *name, struct pg_str *value,
-		       struct pg_str *line)
+                       struct pg_str *line)
 {
 	const char *eol, *colon, *v, *ve;
 
@@ -163,11 +163,11 @@ static bool field_next(struct field_iter *it, struct pg_str *name, struct pg_str
 	return true;
 }
 
-void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response *resp,
-			  bool close, char **buf, size_t *len, size_t *cap)
+void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response *resp, bool close,
+                          char **buf, size_t *len, size_t *cap)
 {
 	const char *first = memchr(h, '\n', n) + 1; /* past the status line */
-	struct field_iter it = {first, h + n - 2}; /* before the blank line */
+	struct field_iter it = {first, h + n - 2};  /* before the blank line */
 	struct pg_str name, value, line;
 	struct conn_lists cl = {0};
 

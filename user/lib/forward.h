@@ -33,8 +33,8 @@ void pg_fwd_request_head(const struct pg_http_request *req, char **buf, size_t *
 /* The response head h[0..n) (already parsed into resp) for the client:
  * fields filtered as above, then "Connection: close" if close, then the
  * blank line. */
-void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response *resp,
-			  bool close, char **buf, size_t *len, size_t *cap);
+void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response *resp, bool close,
+                          char **buf, size_t *len, size_t *cap);
 
 /* One chunk of a re-framed request body: "<hex size>\r\n<data>\r\n". */
 void pg_fwd_chunk(const char *data, size_t n, char **buf, size_t *len, size_t *cap);

@@ -13,9 +13,9 @@
 #include <sys/types.h>
 #include "pg_frame.h"
 
-#define PG_HTTP_MAX_HEAD (64 * 1024)  /* larger header block: 431 */
-#define PG_HTTP_MAX_TARGET (8 * 1024) /* longer request target: 414 */
-#define PG_HTTP_MAX_HEADERS 128       /* more header fields: 431 */
+#define PG_HTTP_MAX_HEAD    (64 * 1024) /* larger header block: 431 */
+#define PG_HTTP_MAX_TARGET  (8 * 1024)  /* longer request target: 414 */
+#define PG_HTTP_MAX_HEADERS 128         /* more header fields: 431 */
 
 struct pg_str {
 	const char *p;
@@ -52,8 +52,8 @@ struct pg_http_response {
 	int minor;
 	enum pg_body_kind body;
 	uint64_t content_length; /* when has_length */
-	bool has_length; /* a Content-Length field gave content_length (HEAD, 304 too) */
-	bool keep_alive; /* the connection may carry another request after it */
+	bool has_length;         /* a Content-Length field gave content_length (HEAD, 304 too) */
+	bool keep_alive;         /* the connection may carry another request after it */
 	size_t head_len;
 };
 
@@ -93,7 +93,7 @@ bool pg_http_head_ready(const char *buf, size_t len, size_t *scan);
  * pg_http_parse_request (any negative value means a broken backend).
  */
 ssize_t pg_http_parse_response(const char *buf, size_t len, bool head_request,
-			       struct pg_http_response *resp);
+                               struct pg_http_response *resp);
 
 /* The reason phrase for an HTTP status ("Not Found"), one table for every
  * reply the gateway and the tools write; "Error" for a status not in it. */
@@ -122,6 +122,6 @@ enum pg_chunked_rc {
 void pg_chunked_init(struct pg_frame *f);
 /* *consumed gets the bytes used from buf; data span is buf[*data_off, +*data_len). */
 enum pg_chunked_rc pg_chunked_feed(struct pg_frame *f, const char *buf, size_t len,
-				   size_t *consumed, size_t *data_off, size_t *data_len);
+                                   size_t *consumed, size_t *data_off, size_t *data_len);
 
 #endif /* PG_HTTP_H */

@@ -32,12 +32,18 @@
 const char *pg_client_state_str(enum pg_client_state s)
 {
 	switch (s) {
-	case PG_C_HEAD: return "head";
-	case PG_C_KEY: return "key";
-	case PG_C_STREAM: return "stream";
-	case PG_C_WAIT: return "wait";
-	case PG_C_DISCARD: return "discard";
-	case PG_C_LINGER: return "linger";
+	case PG_C_HEAD:
+		return "head";
+	case PG_C_KEY:
+		return "key";
+	case PG_C_STREAM:
+		return "stream";
+	case PG_C_WAIT:
+		return "wait";
+	case PG_C_DISCARD:
+		return "discard";
+	case PG_C_LINGER:
+		return "linger";
 	}
 	return "?";
 }
@@ -129,7 +135,8 @@ static bool request_head(struct pg_worker *w, struct pg_client *c)
 	x->head_method = pg_name_is(req.method, "HEAD");
 	x->api = (uint8_t)pg_key_api(req.method, req.path);
 	if (req.body == PG_BODY_LENGTH)
-		x->body = (struct pg_frame){.kind = PG_FRAME_LENGTH, .remaining = req.content_length};
+		x->body =
+		    (struct pg_frame){.kind = PG_FRAME_LENGTH, .remaining = req.content_length};
 	else if (req.body == PG_BODY_CHUNKED)
 		x->body = (struct pg_frame){.kind = PG_FRAME_CHUNKED};
 	if (req.key.len) {
@@ -170,14 +177,15 @@ static bool key_chunked(struct pg_worker *w, struct pg_client *c)
 	while (!x->ch_done && x->klen < x->key_need && x->ch_off < c->in_len) {
 		size_t used, doff, dlen;
 		enum pg_chunked_rc rc = pg_chunked_feed(&x->body, c->in + x->ch_off,
-							c->in_len - x->ch_off, &used, &doff, &dlen);
+		                                        c->in_len - x->ch_off, &used, &doff, &dlen);
 
 		if (rc == PG_CHUNKED_ERROR) {
 			pg_client_error(w, c, 400, "bad chunked body");
 			return false;
 		}
 		if (rc == PG_CHUNKED_DATA)
-			pg_bytes_append(&x->kbuf, &x->klen, &x->kcap, c->in + x->ch_off + doff, dlen);
+			pg_bytes_append(&x->kbuf, &x->klen, &x->kcap, c->in + x->ch_off + doff,
+			                dlen);
 		x->body_seen += dlen;
 		x->ch_off += used;
 		if (chunked_too_big(w, c))
@@ -192,7 +200,7 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 {
 	struct pg_exchange *x = &c->x;
 	struct pg_route_input in = {.api = (enum pg_api)x->api,
-				    .header_key = {x->hdr_key, x->hdr_key_len}};
+	                            .header_key = {x->hdr_key, x->hdr_key_len}};
 	uint16_t id;
 	size_t n = 0;
 
@@ -290,7 +298,7 @@ static void request_stream(struct pg_worker *w, struct pg_client *c)
 	while (n < c->in_len) {
 		size_t used, doff, dlen;
 		enum pg_chunked_rc rc =
-			pg_chunked_feed(&x->body, c->in + n, c->in_len - n, &used, &doff, &dlen);
+		    pg_chunked_feed(&x->body, c->in + n, c->in_len - n, &used, &doff, &dlen);
 
 		if (rc == PG_CHUNKED_ERROR) {
 			free(out);
@@ -525,11 +533,11 @@ static void client_free(struct pg_worker *w, struct pg_sock *s)
 }
 
 static const struct pg_sock_ops client_ops = {
-	.name = "client",
-	.data = client_data,
-	.eof = client_eof,
-	.sent = client_sent,
-	.free = client_free,
+    .name = "client",
+    .data = client_data,
+    .eof = client_eof,
+    .sent = client_sent,
+    .free = client_free,
 };
 
 struct pg_client *pg_client_new(struct pg_worker *w, int fd)

@@ -67,17 +67,17 @@ struct pg_exchange {
 	size_t key_need;    /* body bytes the key needs */
 	char *kbuf;         /* decoded chunked body held for the key */
 	size_t klen, kcap;
-	char *hdr_key;      /* X-Prefixgate-Key copy */
+	char *hdr_key; /* X-Prefixgate-Key copy */
 	size_t hdr_key_len;
-	char *fwd;          /* rewritten head (+ a re-framed chunked body held) */
+	char *fwd; /* rewritten head (+ a re-framed chunked body held) */
 	size_t fwd_len, fwd_cap;
-	size_t fwd_head;    /* length of the head in fwd */
+	size_t fwd_head; /* length of the head in fwd */
 	/* A Content-Length body held for the key: in the client's input buffer
 	 * itself, taken over (not copied; held_buf is that buffer). An attempt
 	 * sends fwd, then held[0, held_len). */
 	char *held, *held_buf;
 	size_t held_len;
-	uint64_t streamed;  /* body bytes sent after fwd (no retry once > 0) */
+	uint64_t streamed; /* body bytes sent after fwd (no retry once > 0) */
 	struct pg_key key;
 	struct pg_choice choice;
 	struct pg_idset tried;
@@ -90,7 +90,7 @@ struct pg_clist {
 };
 
 struct pg_client {
-	struct pg_sock s; /* first member */
+	struct pg_sock s;              /* first member */
 	struct pg_clist *list;         /* the worker's list it is on: idle or busy */
 	struct pg_client *prev, *next; /* on it */
 	struct pg_client *run_next;    /* on the worker's run list */
@@ -102,11 +102,11 @@ struct pg_client {
 	size_t in_len;
 	char *in_buf;
 	size_t in_cap;
-	size_t head_scan;         /* pg_http_head_ready() progress */
+	size_t head_scan; /* pg_http_head_ready() progress */
 	uint64_t linger_until_ms;
-	uint64_t last_rx_ms;      /* client bytes last received (timeouts) */
-	uint64_t idle_since_ms;   /* waiting for a request since then */
-	uint64_t discard_left;    /* PG_C_DISCARD: body bytes still to drop */
+	uint64_t last_rx_ms;    /* client bytes last received (timeouts) */
+	uint64_t idle_since_ms; /* waiting for a request since then */
+	uint64_t discard_left;  /* PG_C_DISCARD: body bytes still to drop */
 	struct pg_exchange x;
 };
 
@@ -127,11 +127,11 @@ struct pg_upstream {
 	enum pg_up_state state;
 	uint16_t backend;
 	uint32_t epoch;
-	bool reused;      /* came from the pool */
-	bool keep_alive;  /* may go back to the pool after this response */
-	bool peer_closed; /* the backend's EOF or error was read */
-	bool early;       /* its response head came while request bytes were owed */
-	struct pg_client *c; /* NULL while idle or lingering */
+	bool reused;                   /* came from the pool */
+	bool keep_alive;               /* may go back to the pool after this response */
+	bool peer_closed;              /* the backend's EOF or error was read */
+	bool early;                    /* its response head came while request bytes were owed */
+	struct pg_client *c;           /* NULL while idle or lingering */
 	struct pg_upstream *pool_next; /* pool or linger list */
 	uint64_t idle_since_ms;
 	/* The response body: where it stands (PG_FRAME_NONE: it ends with the
@@ -160,7 +160,7 @@ void pg_exchange_reset(struct pg_worker *w, struct pg_client *c);
 void pg_client_error(struct pg_worker *w, struct pg_client *c, int status, const char *msg);
 /* Send the request to backend id (a pooled connection unless fresh). */
 void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned decision,
-		bool fresh);
+                bool fresh);
 /* The attempt failed before a response byte reached the client: retry
  * elsewhere (or fresh) while possible, else answer 502. */
 void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why, bool mark_down);
@@ -177,7 +177,7 @@ void pg_proxy_shutdown(struct pg_worker *w);
 /* A new connection to backend id, connecting; path: how its response
  * should travel (copy if the kernel path cannot be set up). */
 struct pg_upstream *pg_upstream_new(struct pg_worker *w, uint16_t id, enum pg_dp_path path,
-				    struct pg_client *c);
+                                    struct pg_client *c);
 void pg_upstream_close(struct pg_worker *w, struct pg_upstream *u);
 /* Attach u to client c's exchange and send it the request. */
 void pg_upstream_start(struct pg_worker *w, struct pg_upstream *u, struct pg_client *c);
@@ -186,8 +186,7 @@ void pg_upstream_start(struct pg_worker *w, struct pg_upstream *u, struct pg_cli
 bool pg_upstream_take_frame(struct pg_worker *w, struct pg_upstream *u, const struct pg_frame *f);
 /* Bytes from the backend the proxy must decode itself (also used by the
  * datapath when it reads a socket directly). */
-bool pg_upstream_input(struct pg_worker *w, struct pg_upstream *u, char *data, size_t len,
-		       int bid);
+bool pg_upstream_input(struct pg_worker *w, struct pg_upstream *u, char *data, size_t len, int bid);
 void pg_upstream_ended(struct pg_worker *w, struct pg_upstream *u, int err);
 
 /* --- pool.c ------------------------------------------------------------------ */

@@ -40,7 +40,7 @@ static void release_slot(struct pg_worker *w, struct pg_exchange *x)
 
 /* One access-log record for the request ending now (off unless --access-log). */
 static void log_request(struct pg_worker *w, const struct pg_exchange *x, unsigned status,
-			enum pg_alog_outcome outcome)
+                        enum pg_alog_outcome outcome)
 {
 	uint64_t now = pg_now_ns();
 	struct pg_alog_rec r = {
@@ -83,7 +83,7 @@ void pg_client_error(struct pg_worker *w, struct pg_client *c, int status, const
 	struct pg_exchange *x = &c->x;
 
 	__atomic_fetch_add(status >= 500 ? &w->stats->no_backend : &w->stats->client_errors, 1,
-			   __ATOMIC_RELAXED);
+	                   __ATOMIC_RELAXED);
 	log_request(w, x, x->resp_started ? x->resp_status : (unsigned)status, PG_ALOG_GATEWAY);
 	if (x->resp_started) {
 		pg_client_close(w, c); /* mid-response: the truncation tells the client */
@@ -124,7 +124,7 @@ static void fwd_add_close(struct pg_exchange *x)
 }
 
 void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned decision,
-		bool fresh)
+                bool fresh)
 {
 	struct pg_exchange *x = &c->x;
 	enum pg_dp_path path = pg_dp_choose(w, id, x->head_method, x->key.stream);
@@ -170,8 +170,8 @@ void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why
 		__atomic_store_n(&b->down_until_ms, w->now_ms + PG_DOWN_MS, __ATOMIC_RELAXED);
 		old = __atomic_fetch_or(&b->flags, PG_BACKEND_DOWN, __ATOMIC_RELAXED);
 		if (!(old & PG_BACKEND_DOWN))
-			pg_warn("backend %s down for %d ms: %s", pg_backend_name(b, name, sizeof(name)),
-				PG_DOWN_MS, why);
+			pg_warn("backend %s down for %d ms: %s",
+			        pg_backend_name(b, name, sizeof(name)), PG_DOWN_MS, why);
 	}
 	release_slot(w, x);
 	if (x->resp_started || x->streamed || x->attempts >= PG_MAX_ATTEMPTS) {

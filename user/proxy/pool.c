@@ -79,8 +79,8 @@ void pg_pool_tick(struct pg_worker *w)
 
 		for (u = w->pool[id]; u; u = un) {
 			un = u->pool_next;
-			if (w->now_ms - u->idle_since_ms > PG_POOL_IDLE_MS || u->epoch != bs[id].epoch ||
-			    !(bs[id].flags & PG_BACKEND_ACTIVE))
+			if (w->now_ms - u->idle_since_ms > PG_POOL_IDLE_MS ||
+			    u->epoch != bs[id].epoch || !(bs[id].flags & PG_BACKEND_ACTIVE))
 				pg_upstream_close(w, u);
 		}
 	}

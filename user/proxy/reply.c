@@ -7,17 +7,19 @@
 #include "sys/lifecycle.h"
 
 void pg_reply_error(struct pg_worker *w, struct pg_client *c, int status, const char *msg,
-		    bool close)
+                    bool close)
 {
 	char body[256], head[256];
 	int bl, hl;
 
-	bl = snprintf(body, sizeof(body),
-		      "{\"error\":{\"message\":\"%s\",\"type\":\"prefixgate_error\",\"code\":%d}}\n",
-		      msg, status);
-	hl = snprintf(head, sizeof(head),
-		      "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n",
-		      status, pg_http_reason(status), bl, close ? "Connection: close\r\n" : "");
+	bl =
+	    snprintf(body, sizeof(body),
+	             "{\"error\":{\"message\":\"%s\",\"type\":\"prefixgate_error\",\"code\":%d}}\n",
+	             msg, status);
+	hl = snprintf(
+	    head, sizeof(head),
+	    "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n",
+	    status, pg_http_reason(status), bl, close ? "Connection: close\r\n" : "");
 	pg_sock_queue_copy(w, &c->s, head, (size_t)hl);
 	pg_sock_queue_copy(w, &c->s, body, (size_t)bl);
 }

@@ -11,7 +11,7 @@
 
 /* status with {"error":{"message":msg,...}}; close: add Connection: close. */
 void pg_reply_error(struct pg_worker *w, struct pg_client *c, int status, const char *msg,
-		    bool close);
+                    bool close);
 /* 503 of --max-in-flight (lifecycle.h), closing. */
 void pg_reply_overload(struct pg_worker *w, struct pg_client *c);
 /* Expect: 100-continue, answered by the gateway, which then reads the body. */

@@ -59,7 +59,7 @@ static void seg_release(struct pg_worker *w, struct pg_seg *g)
 }
 
 void pg_sock_queue(struct pg_worker *w, struct pg_sock *s, char *data, size_t len, int bid,
-		   bool owned)
+                   bool owned)
 {
 	struct pg_seg *g = malloc(sizeof(*g));
 

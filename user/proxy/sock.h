@@ -83,22 +83,22 @@ struct pg_io {
 struct pg_sock {
 	int fd;
 	const struct pg_sock_ops *ops;
-	bool recv_armed; /* a multishot recv is outstanding (pg_io's) */
-	bool want_recv;  /* keep it armed (false: paused) */
-	bool cancelling; /* a cancel of the recv is outstanding (pg_io's) */
-	bool send_busy;  /* a send is outstanding (one at a time keeps order) */
-	bool can_send;   /* connected */
-	bool closed;     /* fd closed; freed by pg_sock_reap once refs is 0 */
-	bool starved;    /* recv stopped for lack of buffers (pg_io's) */
-	bool buried;     /* on the worker's graveyard list */
-	bool shut;       /* our side shut down */
+	bool recv_armed;   /* a multishot recv is outstanding (pg_io's) */
+	bool want_recv;    /* keep it armed (false: paused) */
+	bool cancelling;   /* a cancel of the recv is outstanding (pg_io's) */
+	bool send_busy;    /* a send is outstanding (one at a time keeps order) */
+	bool can_send;     /* connected */
+	bool closed;       /* fd closed; freed by pg_sock_reap once refs is 0 */
+	bool starved;      /* recv stopped for lack of buffers (pg_io's) */
+	bool buried;       /* on the worker's graveyard list */
+	bool shut;         /* our side shut down */
 	bool flush_queued; /* on the worker's flush list */
-	uint32_t refs;   /* I/O in flight naming this struct (pg_io's) */
-	uint8_t nsending; /* segments the outstanding send names (the first ones) */
+	uint32_t refs;     /* I/O in flight naming this struct (pg_io's) */
+	uint8_t nsending;  /* segments the outstanding send names (the first ones) */
 	struct pg_seg *qhead, *qtail;
 	struct pg_seg *sending; /* closed: the segments its outstanding send names */
 	size_t qbytes;
-	struct msghdr msg;      /* the outstanding send's */
+	struct msghdr msg; /* the outstanding send's */
 	struct iovec iov[PG_SOCK_IOV];
 	struct pg_sock *starved_next;
 	struct pg_sock *dead_next;
@@ -114,7 +114,7 @@ void pg_sock_pause(struct pg_worker *w, struct pg_sock *s);
  * The send goes at the end of the loop turn (pg_sock_flush_all), so what
  * one event queues leaves in one sendmsg. */
 void pg_sock_queue(struct pg_worker *w, struct pg_sock *s, char *data, size_t len, int bid,
-		   bool owned);
+                   bool owned);
 void pg_sock_queue_copy(struct pg_worker *w, struct pg_sock *s, const void *data, size_t len);
 /* Send now what is queued, unless a send is outstanding. */
 void pg_sock_flush(struct pg_worker *w, struct pg_sock *s);

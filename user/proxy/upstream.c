@@ -24,11 +24,16 @@
 const char *pg_up_state_str(enum pg_up_state s)
 {
 	switch (s) {
-	case PG_U_HEAD: return "head";
-	case PG_U_BODY: return "body";
-	case PG_U_DONE: return "done";
-	case PG_U_IDLE: return "idle";
-	case PG_U_LINGER: return "linger";
+	case PG_U_HEAD:
+		return "head";
+	case PG_U_BODY:
+		return "body";
+	case PG_U_DONE:
+		return "done";
+	case PG_U_IDLE:
+		return "idle";
+	case PG_U_LINGER:
+		return "linger";
 	}
 	return "?";
 }
@@ -69,7 +74,7 @@ static void body_done(struct pg_worker *w, struct pg_upstream *u)
 
 /* The response head for the client (forward.h), with our Connection. */
 static void forward_response_head(struct pg_worker *w, struct pg_client *c,
-				  const struct pg_http_response *resp, const char *h, size_t n)
+                                  const struct pg_http_response *resp, const char *h, size_t n)
 {
 	struct pg_exchange *x = &c->x;
 	char *out = NULL;
@@ -82,11 +87,11 @@ static void forward_response_head(struct pg_worker *w, struct pg_client *c,
 	if (w->gw->cfg->route_header) {
 		/* Before the blank line: why this backend (--route-header). */
 		char line[160], name[32];
-		int k = snprintf(line, sizeof(line),
-				 "X-Prefixgate-Route: backend=%s; reason=%s; matched=%u\r\n",
-				 pg_backend_name(&w->gw->maps.backends[x->backend], name, sizeof(name)),
-				 pg_decision_name(x->attempts > 1 ? PG_DEC_RETRY : x->choice.decision),
-				 x->choice.matched);
+		int k = snprintf(
+		    line, sizeof(line), "X-Prefixgate-Route: backend=%s; reason=%s; matched=%u\r\n",
+		    pg_backend_name(&w->gw->maps.backends[x->backend], name, sizeof(name)),
+		    pg_decision_name(x->attempts > 1 ? PG_DEC_RETRY : x->choice.decision),
+		    x->choice.matched);
 
 		len -= 2;
 		pg_bytes_append(&out, &len, &cap, line, (size_t)k);
@@ -98,7 +103,7 @@ static void forward_response_head(struct pg_worker *w, struct pg_client *c,
 /* Forward response body bytes (zero copy from a provided buffer while they
  * are plentiful), tracking the framing to find the end. */
 static bool forward_body(struct pg_worker *w, struct pg_upstream *u, char *data, size_t len,
-			 int bid)
+                         int bid)
 {
 	struct pg_client *c = u->c;
 	size_t take = 0;
@@ -114,7 +119,7 @@ static bool forward_body(struct pg_worker *w, struct pg_upstream *u, char *data,
 		while (take < len) {
 			size_t used, doff, dlen;
 			enum pg_chunked_rc rc = pg_chunked_feed(&u->frame, data + take, len - take,
-								&used, &doff, &dlen);
+			                                        &used, &doff, &dlen);
 
 			if (rc == PG_CHUNKED_ERROR) {
 				pg_sock_queue_copy(w, &c->s, data, take);
@@ -168,8 +173,8 @@ static void response_head(struct pg_worker *w, struct pg_upstream *u)
 		if (resp.status == 101) {
 			/* Upgrade is never forwarded: a switch is a broken backend,
 			 * and what follows is no longer HTTP. */
-			pg_attempt_failed(w, c, "101 Switching Protocols to a request without Upgrade",
-					  true);
+			pg_attempt_failed(
+			    w, c, "101 Switching Protocols to a request without Upgrade", true);
 			return;
 		}
 		/* Other 1xx: Expect was answered by us; interim answers are dropped. */
@@ -191,8 +196,8 @@ static void response_head(struct pg_worker *w, struct pg_upstream *u)
 	u->state = PG_U_BODY;
 	switch (resp.body) {
 	case PG_BODY_LENGTH:
-		u->frame = (struct pg_frame){.kind = PG_FRAME_LENGTH,
-					     .remaining = resp.content_length};
+		u->frame =
+		    (struct pg_frame){.kind = PG_FRAME_LENGTH, .remaining = resp.content_length};
 		if (!resp.content_length)
 			u->state = PG_U_DONE;
 		break;
@@ -219,8 +224,7 @@ static void response_head(struct pg_worker *w, struct pg_upstream *u)
 
 bool pg_upstream_take_frame(struct pg_worker *w, struct pg_upstream *u, const struct pg_frame *f)
 {
-	if (u->state != PG_U_BODY || !u->c || f->kind != u->frame.kind ||
-	    f->kind == PG_FRAME_NONE)
+	if (u->state != PG_U_BODY || !u->c || f->kind != u->frame.kind || f->kind == PG_FRAME_NONE)
 		return false;
 	u->frame = *f;
 	if (!pg_frame_done(f))
@@ -229,8 +233,7 @@ bool pg_upstream_take_frame(struct pg_worker *w, struct pg_upstream *u, const st
 	return true;
 }
 
-bool pg_upstream_input(struct pg_worker *w, struct pg_upstream *u, char *data, size_t len,
-		       int bid)
+bool pg_upstream_input(struct pg_worker *w, struct pg_upstream *u, char *data, size_t len, int bid)
 {
 	if (u->dp)
 		pg_dp_received(u, len);
@@ -269,8 +272,8 @@ void pg_upstream_ended(struct pg_worker *w, struct pg_upstream *u, int err)
 		u->keep_alive = false;
 		body_done(w, u);
 	} else if (u->state == PG_U_HEAD && !c->x.resp_started) {
-		pg_attempt_failed(w, c, err ? strerror(-err) : "connection closed before a response",
-				  !u->reused);
+		pg_attempt_failed(
+		    w, c, err ? strerror(-err) : "connection closed before a response", !u->reused);
 	} else {
 		pg_backend_broke(w, c);
 	}
@@ -367,18 +370,18 @@ static void upstream_free(struct pg_worker *w, struct pg_sock *s)
 }
 
 static const struct pg_sock_ops upstream_ops = {
-	.name = "backend",
-	.data = upstream_data,
-	.eof = upstream_eof,
-	.sent = upstream_sent,
-	.connected = upstream_connected,
-	.recv_ended = upstream_recv_ended,
-	.polled = upstream_polled,
-	.free = upstream_free,
+    .name = "backend",
+    .data = upstream_data,
+    .eof = upstream_eof,
+    .sent = upstream_sent,
+    .connected = upstream_connected,
+    .recv_ended = upstream_recv_ended,
+    .polled = upstream_polled,
+    .free = upstream_free,
 };
 
 struct pg_upstream *pg_upstream_new(struct pg_worker *w, uint16_t id, enum pg_dp_path path,
-				    struct pg_client *c)
+                                    struct pg_client *c)
 {
 	const struct pg_backend *b = &w->gw->maps.backends[id];
 	struct sockaddr_in sa = {.sin_family = AF_INET};

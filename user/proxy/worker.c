@@ -37,9 +37,9 @@ enum pg_op {
 	PG_OP_RECV = 2,
 	PG_OP_SEND = 3,
 	PG_OP_CONNECT = 4,
-	PG_OP_PUT = 5,  /* a connect's link timeout, a cancel: only puts the socket */
+	PG_OP_PUT = 5,    /* a connect's link timeout, a cancel: only puts the socket */
 	PG_OP_EVENTS = 6, /* the data path's event ring became readable (datapath.h) */
-	PG_OP_POLL = 7, /* POLLRDHUP on a spliced backend socket (datapath.c) */
+	PG_OP_POLL = 7,   /* POLLRDHUP on a spliced backend socket (datapath.c) */
 };
 
 struct worker_boot {
@@ -103,8 +103,8 @@ static int bufring_init(struct pg_worker *w)
 		return rc;
 	io_uring_buf_ring_init(w->br);
 	for (int i = 0; i < PG_NBUFS; i++)
-		io_uring_buf_ring_add(w->br, w->bufs + (size_t)i * PG_BUFSZ, PG_BUFSZ, (unsigned short)i,
-				      io_uring_buf_ring_mask(PG_NBUFS), i);
+		io_uring_buf_ring_add(w->br, w->bufs + (size_t)i * PG_BUFSZ, PG_BUFSZ,
+		                      (unsigned short)i, io_uring_buf_ring_mask(PG_NBUFS), i);
 	io_uring_buf_ring_advance(w->br, PG_NBUFS);
 	return 0;
 }
@@ -113,8 +113,8 @@ static void uring_recv(struct pg_worker *w, struct pg_sock *s);
 
 static void uring_buf_return(struct pg_worker *w, int bid)
 {
-	io_uring_buf_ring_add(w->br, w->bufs + (size_t)bid * PG_BUFSZ, PG_BUFSZ, (unsigned short)bid,
-			      io_uring_buf_ring_mask(PG_NBUFS), 0);
+	io_uring_buf_ring_add(w->br, w->bufs + (size_t)bid * PG_BUFSZ, PG_BUFSZ,
+	                      (unsigned short)bid, io_uring_buf_ring_mask(PG_NBUFS), 0);
 	io_uring_buf_ring_advance(w->br, 1);
 	w->bufs_out--;
 	/* A socket whose recv ended for lack of buffers can go on now. */
@@ -175,7 +175,7 @@ static void uring_send(struct pg_worker *w, struct pg_sock *s, const struct msgh
 
 	if (msg->msg_iovlen == 1) /* plain send: no msghdr to copy */
 		io_uring_prep_send(sqe, s->fd, msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len,
-				   MSG_NOSIGNAL);
+		                   MSG_NOSIGNAL);
 	else
 		io_uring_prep_sendmsg(sqe, s->fd, msg, MSG_NOSIGNAL);
 	io_uring_sqe_set_data64(sqe, ud_pack(s, PG_OP_SEND));
@@ -245,15 +245,15 @@ static void uring_poll_rdhup(struct pg_worker *w, struct pg_sock *s)
 }
 
 const struct pg_io pg_uring_io = {
-	.socket = uring_socket,
-	.recv = uring_recv,
-	.pause = uring_pause,
-	.send = uring_send,
-	.connect = uring_connect,
-	.shutdown = uring_shutdown,
-	.close = uring_close,
-	.poll_rdhup = uring_poll_rdhup,
-	.buf_return = uring_buf_return,
+    .socket = uring_socket,
+    .recv = uring_recv,
+    .pause = uring_pause,
+    .send = uring_send,
+    .connect = uring_connect,
+    .shutdown = uring_shutdown,
+    .close = uring_close,
+    .poll_rdhup = uring_poll_rdhup,
+    .buf_return = uring_buf_return,
 };
 
 /* --- completions ----------------------------------------------------------- */
@@ -278,8 +278,9 @@ static void on_accept(struct pg_worker *w, struct io_uring_cqe *cqe)
 		if (pg_conn_over_cap(w->gw, w->nclients)) {
 			/* Best effort: a full send buffer on a fresh socket cannot be. */
 			if (send(cqe->res, PG_CONN_CAP_REPLY, sizeof(PG_CONN_CAP_REPLY) - 1,
-				 MSG_DONTWAIT | MSG_NOSIGNAL) == -1)
-				pg_debug("worker %u: connection cap reply: %s", w->id, strerror(errno));
+			         MSG_DONTWAIT | MSG_NOSIGNAL) == -1)
+				pg_debug("worker %u: connection cap reply: %s", w->id,
+				         strerror(errno));
 			close(cqe->res);
 			goto rearm;
 		}
@@ -489,8 +490,10 @@ static bool listen_taken(const struct sockaddr_in *sa, char *err, size_t errlen)
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) == -1 && errno == EADDRINUSE) {
 		inet_ntop(AF_INET, &sa->sin_addr, a, sizeof(a));
-		snprintf(err, errlen, "--listen %s:%u: address already in use (another process "
-			 "listens there)", a, ntohs(sa->sin_port));
+		snprintf(err, errlen,
+		         "--listen %s:%u: address already in use (another process "
+		         "listens there)",
+		         a, ntohs(sa->sin_port));
 		taken = true;
 	}
 	close(fd);
@@ -511,7 +514,8 @@ static int listener(const struct sockaddr_in *sa, char *err, size_t errlen)
 	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
 	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) == -1 || listen(fd, 4096) == -1) {
 		inet_ntop(AF_INET, &sa->sin_addr, a, sizeof(a));
-		snprintf(err, errlen, "--listen %s:%u: %s", a, ntohs(sa->sin_port), strerror(errno));
+		snprintf(err, errlen, "--listen %s:%u: %s", a, ntohs(sa->sin_port),
+		         strerror(errno));
 		close(fd);
 		return -1;
 	}
@@ -519,7 +523,7 @@ static int listener(const struct sockaddr_in *sa, char *err, size_t errlen)
 }
 
 int pg_worker_start(struct pg_gateway *gw, unsigned id, struct pg_worker **out, char *err,
-		    size_t errlen)
+                    size_t errlen)
 {
 	struct pg_worker *w = calloc(1, sizeof(*w));
 	struct worker_boot boot;

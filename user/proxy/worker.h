@@ -34,7 +34,7 @@
 /* Unparsed client bytes held while a request is being answered (pipelining). */
 #define PG_PIPELINE_MAX (PG_HTTP_MAX_HEAD + 16 * 1024)
 /* Idle keep-alive backend connections kept per backend per worker, and for how long. */
-#define PG_POOL_MAX 64
+#define PG_POOL_MAX     64
 #define PG_POOL_IDLE_MS 30000
 /* A connection asked to close (spliced response) waits this long for the
  * backend's FIN before the gateway closes it first. */
@@ -53,25 +53,25 @@ struct pg_worker {
 	bool accept_armed;
 	struct io_uring_buf_ring *br;
 	char *bufs;
-	unsigned bufs_out;       /* provided buffers held by us */
-	const struct pg_io *io;  /* the I/O actions (io_uring, or a test's fake) */
-	struct pg_sock *starved; /* sockets waiting for provided buffers */
-	struct pg_sock *graveyard; /* closed, freed once no I/O names them */
+	unsigned bufs_out;                     /* provided buffers held by us */
+	const struct pg_io *io;                /* the I/O actions (io_uring, or a test's fake) */
+	struct pg_sock *starved;               /* sockets waiting for provided buffers */
+	struct pg_sock *graveyard;             /* closed, freed once no I/O names them */
 	struct pg_client *run_head, *run_tail; /* run list (pg_worker_run) */
-	struct pg_sock *flush_head; /* sockets with bytes queued this turn (sock.h) */
+	struct pg_sock *flush_head;            /* sockets with bytes queued this turn (sock.h) */
 	struct __kernel_timespec ts_connect;
 	uint64_t accept_err_logged_ms;
 	void *boot;
 	/* Client connections: idle keep-alive ones (no request begun), oldest
 	 * first, so the tick stops at the first not yet due; and the rest. */
 	struct pg_clist idle, busy;
-	unsigned nclients;        /* open client connections (--max-connections) */
+	unsigned nclients; /* open client connections (--max-connections) */
 	struct pg_upstream *pool[PG_MAX_BACKENDS];
 	unsigned pool_len[PG_MAX_BACKENDS];
 	struct pg_upstream *linger; /* done, waiting for the backend to close first */
 	struct pg_worker_stats *stats;
 	uint64_t rng;
-	uint64_t now_ms; /* refreshed once per loop turn */
+	uint64_t now_ms;            /* refreshed once per loop turn */
 	struct pg_dp_conn *dp_wait; /* skb connections waiting to be drained (datapath.c) */
 	char err[256];
 };
@@ -79,7 +79,7 @@ struct pg_worker {
 /* Create the listener (in the caller's thread, so bind errors stop startup)
  * and start the thread. */
 int pg_worker_start(struct pg_gateway *gw, unsigned id, struct pg_worker **out, char *err,
-		    size_t errlen);
+                    size_t errlen);
 void pg_worker_join(struct pg_worker *w);
 
 uint64_t pg_worker_rand(struct pg_worker *w);

@@ -53,7 +53,7 @@ static int ensure_bpffs(const char *pin_path, char *err, size_t errlen)
 		return 0;
 	if (mount("bpf", BPFFS, "bpf", 0, NULL) == -1) {
 		snprintf(err, errlen, "bpffs is not mounted at %s and mounting it failed: %s",
-			 BPFFS, strerror(errno));
+		         BPFFS, strerror(errno));
 		return -errno;
 	}
 	pg_info("mounted bpffs at %s", BPFFS);
@@ -75,9 +75,9 @@ static int lock_pin_path(struct pg_maps *m, const char *pin_path, char *err, siz
 		int e = errno;
 
 		snprintf(err, errlen,
-			 "--bpf-pin-path %s is in use by another running prefixgate "
-			 "(each gateway needs its own pin path)",
-			 pin_path);
+		         "--bpf-pin-path %s is in use by another running prefixgate "
+		         "(each gateway needs its own pin path)",
+		         pin_path);
 		close(m->lock_fd);
 		m->lock_fd = -1;
 		return e == EWOULDBLOCK ? -EBUSY : -e;
@@ -99,12 +99,13 @@ static void unpin_stale(struct prefixgate_bpf *skel, const char *pin_path)
 	struct bpf_map *map;
 	char path[512];
 
-	bpf_object__for_each_map(map, skel->obj) {
+	bpf_object__for_each_map(map, skel->obj)
+	{
 		snprintf(path, sizeof(path), "%s/%s", pin_path, bpf_map__name(map));
 		if (unlink(path) == 0)
 			pg_warn("removed %s: pinned by another prefixgate version, its layout "
-				"differs from this one's",
-				path);
+			        "differs from this one's",
+			        path);
 	}
 }
 
@@ -135,9 +136,10 @@ static int load_skel(struct pg_maps *m, const char *pin_path, char *err, size_t 
 	}
 	if (rc)
 		snprintf(err, errlen, "creating BPF maps under %s failed: %s%s", pin_path,
-			 strerror(-rc),
-			 rc == -EPERM || rc == -EACCES ? " (needs root or CAP_BPF; --no-bpf runs without)"
-						       : "");
+		         strerror(-rc),
+		         rc == -EPERM || rc == -EACCES
+		             ? " (needs root or CAP_BPF; --no-bpf runs without)"
+		             : "");
 	return rc;
 }
 
@@ -163,14 +165,15 @@ static int open_bpf(struct pg_maps *m, const char *pin_path, char *err, size_t e
 	skel = m->skel;
 	if (reused)
 		pg_info("reusing the maps pinned at %s by a previous run; their counts are reset",
-			pin_path);
+		        pin_path);
 	m->backends = map_mmap(bpf_map__fd(skel->maps.pg_backends),
-			       map_bytes(sizeof(struct pg_backend), PG_MAX_BACKENDS));
+	                       map_bytes(sizeof(struct pg_backend), PG_MAX_BACKENDS));
 	m->rings = map_mmap(bpf_map__fd(skel->maps.pg_rings),
-			    map_bytes(sizeof(struct pg_ring), PG_RING_COPIES));
-	m->state = map_mmap(bpf_map__fd(skel->maps.pg_state), map_bytes(sizeof(struct pg_state), 1));
+	                    map_bytes(sizeof(struct pg_ring), PG_RING_COPIES));
+	m->state =
+	    map_mmap(bpf_map__fd(skel->maps.pg_state), map_bytes(sizeof(struct pg_state), 1));
 	m->ca = map_mmap(bpf_map__fd(skel->maps.pg_cache_index),
-			 map_bytes(sizeof(struct pg_ca_slot), m->ca_slots));
+	                 map_bytes(sizeof(struct pg_ca_slot), m->ca_slots));
 	if (!m->backends || !m->rings || !m->state || !m->ca) {
 		rc = -errno;
 		snprintf(err, errlen, "mmap of a BPF map failed: %s", strerror(errno));
@@ -183,8 +186,8 @@ static int open_shm(struct pg_maps *m, char *err, size_t errlen)
 {
 	const int prot = PROT_READ | PROT_WRITE, fl = MAP_SHARED | MAP_ANONYMOUS;
 
-	m->backends = mmap(NULL, map_bytes(sizeof(struct pg_backend), PG_MAX_BACKENDS), prot, fl,
-			   -1, 0);
+	m->backends =
+	    mmap(NULL, map_bytes(sizeof(struct pg_backend), PG_MAX_BACKENDS), prot, fl, -1, 0);
 	m->rings = mmap(NULL, map_bytes(sizeof(struct pg_ring), PG_RING_COPIES), prot, fl, -1, 0);
 	m->state = mmap(NULL, map_bytes(sizeof(struct pg_state), 1), prot, fl, -1, 0);
 	m->ca = mmap(NULL, map_bytes(sizeof(struct pg_ca_slot), m->ca_slots), prot, fl, -1, 0);
@@ -201,7 +204,7 @@ static int open_shm(struct pg_maps *m, char *err, size_t errlen)
 }
 
 int pg_maps_open(struct pg_maps *m, bool use_bpf, const char *pin_path, uint32_t ca_slots,
-		 char *err, size_t errlen)
+                 char *err, size_t errlen)
 {
 	int rc;
 
@@ -256,7 +259,7 @@ int pg_maps_state_fd(const struct pg_maps *m)
 }
 
 size_t pg_maps_candidates(const struct pg_maps *m, uint64_t key_hash,
-			  uint16_t out[PG_RING_CANDIDATES])
+                          uint16_t out[PG_RING_CANDIDATES])
 {
 	for (;;) {
 		uint64_t gen = __atomic_load_n(&m->state->ring_generation, __ATOMIC_ACQUIRE);

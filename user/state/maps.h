@@ -40,7 +40,7 @@ struct pg_maps {
  * a pinned index of another size is replaced.
  */
 int pg_maps_open(struct pg_maps *m, bool use_bpf, const char *pin_path, uint32_t ca_slots,
-		 char *err, size_t errlen);
+                 char *err, size_t errlen);
 
 /* Smallest block index (ca_slots 0 asks for it). */
 #define PG_CA_SLOTS_MIN 4096u
@@ -55,7 +55,7 @@ int pg_maps_state_fd(const struct pg_maps *m);
 
 /* Ring candidates for a key hash through the seqlock: never a half-built ring. */
 size_t pg_maps_candidates(const struct pg_maps *m, uint64_t key_hash,
-			  uint16_t out[PG_RING_CANDIDATES]);
+                          uint16_t out[PG_RING_CANDIDATES]);
 
 /* Control thread only: start rebuilding the spare ring copy (returned, with
  * its seqlock held), then publish it as the live one. */

@@ -21,14 +21,15 @@ static bool holder_usable(uint16_t id, void *arg)
 
 /* kb: cache_aware's blocks (NULL when only the key is known: a retry goes
  * by the anchor's ring alone). */
-static uint16_t choose(struct pg_gateway *gw, const struct pg_route_cfg *rc, const struct pg_key *key,
-		       const struct pg_key_blocks *kb, const struct pg_idset *exclude,
-		       uint64_t now_ms, uint64_t rnd, struct pg_choice *choice)
+static uint16_t choose(struct pg_gateway *gw, const struct pg_route_cfg *rc,
+                       const struct pg_key *key, const struct pg_key_blocks *kb,
+                       const struct pg_idset *exclude, uint64_t now_ms, uint64_t rnd,
+                       struct pg_choice *choice)
 {
 	uint16_t cand[PG_RING_CANDIDATES];
 	size_t ncand = 0;
 	bool explicit_key =
-		key->source == PG_KEY_SRC_HEADER || key->source == PG_KEY_SRC_CACHE_FIELD;
+	    key->source == PG_KEY_SRC_HEADER || key->source == PG_KEY_SRC_CACHE_FIELD;
 	unsigned max_id = pg_max_backend_id(gw);
 
 	if (rc->strategy == PG_STRATEGY_PREFIX_AWARE)
@@ -50,18 +51,18 @@ static uint16_t choose(struct pg_gateway *gw, const struct pg_route_cfg *rc, con
 		    .max_load_gap = rc->max_load_gap,
 		};
 		id = pg_balance_cached(rc, gw->maps.backends, max_id, cand, ncand, &cached, exclude,
-				       now_ms, rnd, explicit_key, choice);
+		                       now_ms, rnd, explicit_key, choice);
 		choice->matched = m.blocks * PG_CA_BLOCK;
 		return id;
 	}
 	return pg_balance(rc, gw->maps.backends, max_id, cand, ncand, exclude, now_ms, rnd,
-			  explicit_key, choice);
+	                  explicit_key, choice);
 }
 
 /* What PREFIX_AWARE would choose for key now, with the same ring,
  * threshold and in-flight counts (those are the real routing's). */
 static uint16_t shadow_choice(struct pg_gateway *gw, const struct pg_route_cfg *rc,
-			      const struct pg_key *key, uint64_t now_ms, uint64_t rnd)
+                              const struct pg_key *key, uint64_t now_ms, uint64_t rnd)
 {
 	struct pg_route_cfg pa = *rc;
 	struct pg_choice ch;
@@ -72,7 +73,7 @@ static uint16_t shadow_choice(struct pg_gateway *gw, const struct pg_route_cfg *
 
 /* cache_aware: what was sent where, and how long the match was. */
 static void record_blocks(struct pg_gateway *gw, const struct pg_key_blocks *kb, uint16_t id,
-			  uint32_t matched)
+                          uint32_t matched)
 {
 	struct pg_ca_index ix = pg_cache_index(gw);
 	uint32_t blocks = matched / PG_CA_BLOCK;
@@ -91,11 +92,11 @@ static void record_blocks(struct pg_gateway *gw, const struct pg_key_blocks *kb,
 }
 
 /* route()'s worker argument: a worker index (< gw->nworkers), or one of these */
-#define NO_RECORD   UINT_MAX       /* the dry run: no side effect */
+#define NO_RECORD UINT_MAX /* the dry run: no side effect */
 
 static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
-		      const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
-		      struct pg_choice *choice, unsigned worker)
+                      const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
+                      struct pg_choice *choice, unsigned worker)
 {
 	const uint64_t now = pg_now_ms();
 	struct pg_key_blocks kb;
@@ -107,38 +108,39 @@ static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
 	ca = rc.strategy == PG_STRATEGY_CACHE_AWARE;
 	if (ca)
 		pg_key_compute_blocks(in->api, in->header_key, in->body, in->body_len, in->complete,
-				      rc.prefix_length, key, &kb);
+		                      rc.prefix_length, key, &kb);
 	else
 		pg_key_compute(in->api, in->header_key, in->body, in->body_len, in->complete,
-			       rc.prefix_length, key, NULL, 0, NULL);
+		               rc.prefix_length, key, NULL, 0, NULL);
 	id = choose(gw, &rc, key, ca ? &kb : NULL, exclude, now, rnd, choice);
 	if (worker == NO_RECORD || !id)
 		return id;
 	if (ca)
 		record_blocks(gw, &kb, id, choice->matched);
 	if (gw->cfg && gw->cfg->shadow)
-		shadow = rc.strategy == PG_STRATEGY_PREFIX_AWARE ? id
-								 : shadow_choice(gw, &rc, key, now, rnd);
+		shadow = rc.strategy == PG_STRATEGY_PREFIX_AWARE
+		             ? id
+		             : shadow_choice(gw, &rc, key, now, rnd);
 	pg_rstats_record(gw, worker, ca ? key->anchor : key->hash, id, shadow, now);
 	return id;
 }
 
 uint16_t pg_route_worker(struct pg_gateway *gw, unsigned worker, const struct pg_route_input *in,
-			 const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
-			 struct pg_choice *choice)
+                         const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
+                         struct pg_choice *choice)
 {
 	return route(gw, in, exclude, rnd, key, choice, worker < NO_RECORD ? worker : NO_RECORD);
 }
 
 uint16_t pg_route_dry(struct pg_gateway *gw, const struct pg_route_input *in,
-		      const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
-		      struct pg_choice *choice)
+                      const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
+                      struct pg_choice *choice)
 {
 	return route(gw, in, exclude, rnd, key, choice, NO_RECORD);
 }
 
 uint16_t pg_route_again(struct pg_gateway *gw, const struct pg_key *key,
-			const struct pg_idset *exclude, uint64_t rnd, struct pg_choice *choice)
+                        const struct pg_idset *exclude, uint64_t rnd, struct pg_choice *choice)
 {
 	struct pg_route_cfg rc;
 

@@ -17,7 +17,7 @@ struct pg_route_input {
 	struct pg_str header_key; /* X-Prefixgate-Key, len 0 if absent */
 	const char *body;         /* body bytes held (decoded) */
 	size_t body_len;
-	bool complete;            /* body is whole */
+	bool complete; /* body is whole */
 };
 
 /*
@@ -30,18 +30,18 @@ struct pg_route_input {
  * chosen).
  */
 uint16_t pg_route_worker(struct pg_gateway *gw, unsigned worker, const struct pg_route_input *in,
-			 const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
-			 struct pg_choice *choice);
+                         const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
+                         struct pg_choice *choice);
 
 /* The same decision with no side effect at all: the admin dry run. */
 uint16_t pg_route_dry(struct pg_gateway *gw, const struct pg_route_input *in,
-		      const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
-		      struct pg_choice *choice);
+                      const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
+                      struct pg_choice *choice);
 
 /* Re-choose for a request whose key is known (after a failed attempt); not
  * recorded again in the routing statistics. */
 uint16_t pg_route_again(struct pg_gateway *gw, const struct pg_key *key,
-			const struct pg_idset *exclude, uint64_t rnd, struct pg_choice *choice);
+                        const struct pg_idset *exclude, uint64_t rnd, struct pg_choice *choice);
 
 /* cache_aware's block index as the shared maps hold it. */
 static inline struct pg_ca_index pg_cache_index(const struct pg_gateway *gw)
@@ -51,7 +51,7 @@ static inline struct pg_ca_index pg_cache_index(const struct pg_gateway *gw)
 	    .nslots = gw->maps.ca_slots,
 	    .backends = gw->maps.backends,
 	    .capacity_blocks =
-		__atomic_load_n(&gw->maps.state->ca_capacity_blocks, __ATOMIC_RELAXED),
+	        __atomic_load_n(&gw->maps.state->ca_capacity_blocks, __ATOMIC_RELAXED),
 	};
 }
 

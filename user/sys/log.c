@@ -20,9 +20,10 @@ void pg_log(enum pg_log_level level, const char *fmt, ...)
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ prefixgate %s: ",
-		     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-		     ts.tv_nsec / 1000000, level_names[level]);
+	n = snprintf(line, sizeof(line),
+	             "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ prefixgate %s: ", tm.tm_year + 1900,
+	             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+	             ts.tv_nsec / 1000000, level_names[level]);
 	va_start(ap, fmt);
 	vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
 	va_end(ap);

@@ -12,8 +12,8 @@ extern int pg_log_level;
 void pg_log(enum pg_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define pg_error(...) pg_log(PG_LOG_ERROR, __VA_ARGS__)
-#define pg_warn(...) pg_log(PG_LOG_WARN, __VA_ARGS__)
-#define pg_info(...) pg_log(PG_LOG_INFO, __VA_ARGS__)
+#define pg_warn(...)  pg_log(PG_LOG_WARN, __VA_ARGS__)
+#define pg_info(...)  pg_log(PG_LOG_INFO, __VA_ARGS__)
 #define pg_debug(...)                                                                              \
 	do {                                                                                       \
 		if (pg_log_level >= PG_LOG_DEBUG)                                                  \
