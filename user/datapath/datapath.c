@@ -43,6 +43,27 @@ static bool is_local(const struct pg_datapath *dp, uint32_t ip)
 }
 
 /* Rate-limited: a per-request failure must not flood the log. */
+const char *pg_dp_state_str(enum pg_dp_state s)
+{
+	switch (s) {
+	case PG_SP_NONE:
+		return "none";
+	case PG_SP_MSG:
+		return "msg";
+	case PG_SP_STOPPING:
+		return "stopping";
+	case PG_SP_DRAIN:
+		return "drain";
+	case PG_SP_PAIRED:
+		return "paired";
+	case PG_SP_WAIT:
+		return "wait";
+	case PG_SP_COPY:
+		return "copy";
+	}
+	return "?";
+}
+
 void pg_dp_warn(struct pg_worker *w, const char *what, int rc)
 {
 	struct pg_datapath *dp = w->gw->dp;
@@ -276,6 +297,7 @@ void pg_dp_upstream_closing(struct pg_worker *w, struct pg_upstream *u)
 			pg_info("sockmap: cut %llu repeated bytes (TCP retransmission overlap) "
 			        "from a spliced response",
 			        (unsigned long long)peer.repeated);
+		pg_debug("sockmap: unpairing in state %s", pg_dp_state_str(d->sstate));
 		pg_splice_unpair(dp->sp, u->s.fd); /* fd still open: its cookie still reads */
 	} else if (d->path == PG_DP_MSG && d->sstate == PG_SP_MSG) {
 		pg_splice_route_del(dp->sp, u->s.fd, &d->sa);

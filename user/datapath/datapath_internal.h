@@ -60,6 +60,8 @@ struct pg_datapath {
 	uint64_t err_logged_ms;
 };
 
+const char *pg_dp_state_str(enum pg_dp_state s);
+
 /* Rate-limited warning: a per-request failure must not flood the log. */
 void pg_dp_warn(struct pg_worker *w, const char *what, int rc);
 /* msg: open the gate if the client's queue allows (datapath_msg.c). */

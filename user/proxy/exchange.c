@@ -98,6 +98,9 @@ void pg_client_gone(struct pg_worker *w, struct pg_client *c)
 	struct pg_exchange *x = &c->x;
 
 	if (c->state != PG_C_LINGER && (x->up || x->counted)) {
+		pg_debug("worker %u: client gone in state %s, backend connection %s", w->id,
+		         pg_client_state_str(c->state),
+		         x->up ? pg_up_state_str(x->up->state) : "none");
 		__atomic_fetch_add(&w->stats->aborted, 1, __ATOMIC_RELAXED);
 		log_request(w, x, x->resp_status, PG_ALOG_CLIENT_ABORT);
 	}
