@@ -22,6 +22,15 @@ Each round runs every path, in an order rotated from round to round:
            "all" adds the instances and pgload: what the path costs the
            machine. "others": how busy every other process kept the
            machine meanwhile (other jobs: the noise in every figure).
+           In the same window, counted per completed request by perf stat
+           -p on the proxy's own tasks (cpu.PerfStat; no kernel threads):
+           instructions retired, user and kernel (the kernel's include the
+           softirq work run in the proxy's context: on loopback, receiving
+           what it sends), io_uring submissions and context switches.
+           Counts barely depend on what else runs on the machine, unlike
+           time: they tell two builds apart on a busy one. Instructions
+           need a hardware PMU (many VMs have none): if perf cannot count
+           them, the report says why and prints "-".
 Reported: the median of the rounds (added latencies: the median of the
 per-round differences; the CPU split: that of the median round), the spread (min-max), the ratios against HAProxy,
 nginx and the floor, and PASS/MISS for each of issue 12's targets.
@@ -58,15 +67,25 @@ def rate_run(build, target, out_json, args, logdir, proxy, backend_pids):
     in µs, by role: proxy (every task of its process tree), kernel (kernel
     threads), backend (the instances), client (pgload's own getrusage).
     other_busy_pct: how busy the machine was with everything else (other
-    processes: other jobs), in % of all its CPUs."""
+    processes: other jobs), in % of all its CPUs. per_req: perf's counts
+    of the proxy's tasks over the same run, per completed request (None:
+    not counted here); instr_per_req: instructions, user + kernel."""
     roles = {pid: "backend" for pid in backend_pids}
     roles[os.getpid()] = "bench"
-    if proxy is not None:
-        roles.update({pid: "proxy" for pid in cpu.tree([proxy.proc.pid])})
-    c0, t0 = cpu.cpu_ns_by_role(roles, others=True), time.monotonic()
-    r = fleet.pgload(build, target, out_json, args, logdir)
-    c1, t1 = cpu.cpu_ns_by_role(roles, others=True), time.monotonic()
+    tree = cpu.tree([proxy.proc.pid]) if proxy is not None else set()
+    roles.update({pid: "proxy" for pid in tree})
+    perf = cpu.PerfStat(tree).start()
+    try:
+        c0, t0 = cpu.cpu_ns_by_role(roles, others=True), time.monotonic()
+        r = fleet.pgload(build, target, out_json, args, logdir)
+        c1, t1 = cpu.cpu_ns_by_role(roles, others=True), time.monotonic()
+    finally:
+        counts = perf.stop()
     n = max(1, r["ok"])
+    r["per_req"] = {e: None if v is None else v / n for e, v in counts.items()}
+    r["perf_why"] = perf.why
+    ins = [r["per_req"][e] for e in cpu.INSTRUCTIONS]
+    r["instr_per_req"] = None if None in ins else sum(ins)
     ns = {k: c1[k] - c0.get(k, 0) for k in c1}
     client_ns = (r["cpu_user_s"] + r["cpu_sys_s"]) * 1e9  # pgload is among "other"
     r["other_busy_pct"] = max(0.0, ns.pop("other") - client_ns) / 1e9 / (
@@ -84,6 +103,17 @@ def med(xs):
     xs = sorted(xs)
     n = len(xs)
     return (xs[n // 2] + xs[(n - 1) // 2]) / 2.0 if n else float("nan")
+
+
+def med_counted(xs):
+    """Median of the counted values (None: not counted); None if none was."""
+    xs = [x for x in xs if x is not None]
+    return med(xs) if xs else None
+
+
+def span(xs):
+    xs = [x for x in xs if x is not None]
+    return [min(xs), max(xs)] if xs else None
 
 
 def summarize(raw):
@@ -109,6 +139,10 @@ def summarize(raw):
             "added_p50_us": med(add50), "added_p99_us": med(add99),
             "rps_c32": med(rps),
             "cpu_us_per_req": med(cpu_req),
+            "instr_per_req": med_counted([x["instr_per_req"] for x in rt]),
+            "perf_why": {e: w for x in rt for e, w in x["perf_why"].items()},
+            "per_req": {e: med_counted([x["per_req"][e] for x in rt])
+                        for e in rt[0]["per_req"]},
             "cpu_all_us_per_req": med([x["cpu_all_us_per_req"] for x in mid]),
             "cpu_us_per_req_by": {k: med([x["cpu_us_per_req_by"][k] for x in mid])
                                   for k in rt[0]["cpu_us_per_req_by"]},
@@ -118,12 +152,14 @@ def summarize(raw):
             "spread": {"added_p50_us": [min(add50), max(add50)],
                        "added_p99_us": [min(add99), max(add99)],
                        "rps_c32": [min(rps), max(rps)],
-                       "cpu_us_per_req": [min(cpu_req), max(cpu_req)]},
+                       "cpu_us_per_req": [min(cpu_req), max(cpu_req)],
+                       "instr_per_req": span([x["instr_per_req"] for x in rt])},
             "errors": sum(a["errors"] + b["errors"] + x["errors"]
                           for a, b, x in zip(c1, c32, rt)),
             "rounds": [{"added_p50_us": a50, "added_p99_us": a99, "rps_c32": q,
                         "cpu_us_per_req": x["cpu_us_per_req"],
                         "cpu_us_per_req_by": x["cpu_us_per_req_by"],
+                        "instr_per_req": x["instr_per_req"], "per_req": x["per_req"],
                         "other_busy_pct": x["other_busy_pct"]}
                        for a50, a99, q, x in zip(add50, add99, rps, rt)],
             "gen_cpu_pct_c32": med([b["cpu_pct"] for b in c32]),
@@ -146,7 +182,7 @@ def target_lines(res):
     PASS or MISS."""
     hp, ng, fl = res["haproxy"], res["nginx"], res.get("floor")
     lines = ["Targets (issue 12), from the medians above",
-             "%-10s %-32s %22s %9s %8s  %s" % ("router", "target", "figures", "ratio", "goal",
+             "%-12s %-32s %22s %9s %8s  %s" % ("router", "target", "figures", "ratio", "goal",
                                               "result")]
     for name in ROUTERS:
         r = res[name]
@@ -175,7 +211,7 @@ def target_lines(res):
             ok = {"<=": v <= goal, "<": v < goal, ">=": v >= goal}[op]  # nan: MISS
             if what.startswith("CPU") and not r["rate_sustained"]:
                 ok = False
-            lines.append("%-10s %-32s %22s %9s %8s  %s" % (
+            lines.append("%-12s %-32s %22s %9s %8s  %s" % (
                 name, what, figs, "" if x is None else "%.2fx" % x,
                 "%s %g%s" % (op, goal, " µs" if x is None else "x"), "PASS" if ok else "MISS"))
     if not fl:
@@ -183,10 +219,53 @@ def target_lines(res):
     lines.append("Distance from the floor (no target): added p50 beyond the floor's, "
                  "req/s and CPU/req as multiples of the floor's")
     for n in ROUTERS + ("haproxy", "nginx"):
-        lines.append("%-10s added p50 %+5.0f µs   req/s %5.2fx   CPU/req %5.2fx" % (
+        lines.append("%-12s added p50 %+5.0f µs   req/s %5.2fx   CPU/req %5.2fx" % (
             n, res[n]["added_p50_us"] - fl["added_p50_us"],
             ratio(res[n]["rps_c32"], fl["rps_c32"]),
             ratio(res[n]["cpu_us_per_req"], fl["cpu_us_per_req"])))
+    return lines
+
+
+def fmt_count(v, digits=0):
+    return "-" if v is None else "%.*f" % (digits, v)
+
+
+def ratio_counted(a, b):
+    return "-" if a is None or b is None else "%.2fx" % ratio(a, b)
+
+
+def count_lines(res, rate):
+    """Instructions and other counts per request, beside CPU per request."""
+    hp, fl = res["haproxy"], res.get("floor") or {}
+    lines = ["Counted per request in the same %g req/s runs (perf stat -p: the proxy's own "
+             "tasks, no kernel threads; counts barely depend on other work on the machine)"
+             % rate,
+             "%-12s %9s %11s %7s %7s %8s %8s %10s %7s %7s" % (
+                 "path", "CPU µs/req", "instr/req", "x HAP", "x floor", "k share",
+                 "SQEs/req", "ctx-sw/req", "x HAP", "x floor")]
+    for name, r in res.items():
+        if name == "direct":
+            continue
+        pr = r["per_req"]
+        k = pr.get("instructions:k")
+        cs = pr.get("context-switches")
+        lines.append("%-12s %10.1f %11s %7s %7s %8s %8s %10s %7s %7s" % (
+            name, r["cpu_us_per_req"], fmt_count(r["instr_per_req"]),
+            ratio_counted(r["instr_per_req"], hp["instr_per_req"]),
+            ratio_counted(r["instr_per_req"], fl.get("instr_per_req")),
+            "-" if k is None or not r["instr_per_req"] else "%.0f%%" % (
+                100.0 * k / r["instr_per_req"]),
+            fmt_count(pr.get("io_uring:io_uring_submit_req"), 2), fmt_count(cs, 2),
+            ratio_counted(cs, hp["per_req"].get("context-switches")),
+            ratio_counted(cs, fl.get("per_req", {}).get("context-switches"))))
+    whys = {}
+    for name, r in res.items():
+        if name != "direct":
+            for e, why in r["perf_why"].items():
+                whys.setdefault((e, why), []).append(name)
+    for (e, why), names in sorted(whys.items()):
+        lines.append("%s not counted%s: %s" % (
+            e, "" if len(names) == len(res) - 1 else " for " + ", ".join(names), why))
     return lines
 
 
@@ -195,11 +274,11 @@ def report(res, rounds, secs, rate):
     lines = ["Overhead: 32 KiB OpenAI chat body (non-streaming), 2 instances answering at "
              "once, real time; median of %d rounds of %g s per load; prefixgate = default "
              "--data-path auto, pg-copy = --data-path copy, floor = build/floorproxy; added = minus direct, same round" % (rounds, secs),
-             "%-10s %8s %8s %9s %9s %10s %7s %7s %7s" % (
+             "%-12s %8s %8s %9s %9s %10s %7s %7s %7s" % (
                  "path", "p50 c=1", "p99 c=1", "added p50", "added p99", "req/s c=32",
                  "x HAP", "x nginx", "gen CPU")]
     for name, r in res.items():
-        lines.append("%-10s %6.0fµs %6.0fµs %7.0fµs %7.0fµs %10.0f %6.2fx %6.2fx %6.0f%%" % (
+        lines.append("%-12s %6.0fµs %6.0fµs %7.0fµs %7.0fµs %10.0f %6.2fx %6.2fx %6.0f%%" % (
             name, r["p50_us"], r["p99_us"], r["added_p50_us"], r["added_p99_us"], r["rps_c32"],
             ratio(r["rps_c32"], hp["rps_c32"]), ratio(r["rps_c32"], ng["rps_c32"]),
             r["gen_cpu_pct_c32"]))
@@ -209,12 +288,12 @@ def report(res, rounds, secs, rate):
               "CPU per request at %g req/s (open loop), µs: CPU/req = proxy (every task of its "
               "process tree) + kthreads (every kernel thread); all = + instances + pgload"
               % rate,
-              "%-10s %7s %8s %8s %8s %7s %7s %9s %7s %8s %7s" % (
+              "%-12s %7s %8s %8s %8s %7s %7s %9s %7s %8s %7s" % (
                   "path", "req/s", "proxy", "kthreads", "CPU/req", "x HAP", "x floor",
                   "instances", "pgload", "all", "others")]
     for name, r in res.items():
         by = r["cpu_us_per_req_by"]
-        lines.append("%-10s %7.0f %8.1f %8.1f %8.1f %6.2fx %6.2fx %9.1f %7.1f %8.1f %6.0f%%" % (
+        lines.append("%-12s %7.0f %8.1f %8.1f %8.1f %6.2fx %6.2fx %9.1f %7.1f %8.1f %6.0f%%" % (
             name, r["rate_achieved"], by.get("proxy", 0.0), by["kernel"], r["cpu_us_per_req"],
             ratio(r["cpu_us_per_req"], hp["cpu_us_per_req"]),
             ratio(r["cpu_us_per_req"], fl["cpu_us_per_req"]) if fl else float("nan"),
@@ -227,17 +306,19 @@ def report(res, rounds, secs, rate):
                  "during these runs%s" % (
                      "" if busy < 10 else ": %.0f%%, so every figure here carries the noise "
                      "of other work (kernel threads included)" % busy))
+    lines += [""] + count_lines(res, rate)
     lines += ["", "Spread over the %d rounds (min - max)" % rounds,
-              "%-10s %15s %15s %15s %15s" % ("path", "added p50 µs", "added p99 µs",
-                                             "req/s c=32", "CPU/req µs")]
+              "%-12s %15s %15s %15s %15s %19s" % ("path", "added p50 µs", "added p99 µs",
+                                                  "req/s c=32", "CPU/req µs", "instr/req")]
     for name, r in res.items():
         if name == "direct":
             continue
         sp = r["spread"]
-        lines.append("%-10s %15s %15s %15s %15s" % (
+        lines.append("%-12s %15s %15s %15s %15s %19s" % (
             name, "%.0f - %.0f" % tuple(sp["added_p50_us"]),
             "%.0f - %.0f" % tuple(sp["added_p99_us"]), "%.0f - %.0f" % tuple(sp["rps_c32"]),
-            "%.1f - %.1f" % tuple(sp["cpu_us_per_req"])))
+            "%.1f - %.1f" % tuple(sp["cpu_us_per_req"]),
+            "%.0f - %.0f" % tuple(sp["instr_per_req"]) if sp["instr_per_req"] else "-"))
     return lines + [""] + target_lines(res) + [""]
 
 
