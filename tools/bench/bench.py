@@ -24,7 +24,9 @@
      added p50/p99 at concurrency 1, throughput at concurrency 32, CPU per
      request at a fixed rate; medians of --overhead-rounds rounds, ratios
      and PASS/MISS against issue 12's targets. On its own:
-     bench.py --only overhead [--time-factor 0.25] [--overhead-rounds 3].
+     bench.py --only overhead [--time-factor 0.25] [--overhead-rounds 3];
+     another build of prefixgate beside this one, in the same rounds:
+     --compare-bin before=../old/build/prefixgate.
 CACHE_AWARE needs a gateway with --strategy cache_aware (and
 --cache-capacity, set to the instances' --kv-capacity-tokens); with an older
 build its rows are skipped with a note.
@@ -352,7 +354,24 @@ def main():
                     help="overhead: rounds, of which the median is reported (default %(default)s)")
     ap.add_argument("--overhead-rate", type=float, default=overhead.RATE,
                     help="overhead: req/s of the CPU-per-request runs (default %(default)s)")
+    ap.add_argument("--gateway-bin", help="overhead: the prefixgate binary to measure "
+                    "(default BUILD/prefixgate; the other tools still come from BUILD)")
+    ap.add_argument("--compare-bin", action="append", default=[], metavar="LABEL=PATH",
+                    help="overhead: another prefixgate binary measured in the same rounds, as "
+                    "paths LABEL (auto) and LABEL-copy, with its figures against this build's; "
+                    "may be repeated")
     opts = ap.parse_args()
+    compare = []
+    for c in opts.compare_bin:
+        label, _, path = c.partition("=")
+        if not label or not path or label in ("direct", "floor", "prefixgate", "pg-copy",
+                                              "haproxy", "nginx"):
+            ap.error("--compare-bin: LABEL=PATH, LABEL not a path's name (%s)" % c)
+        compare.append((label, path))
+    opts.compare_bin = compare
+    for b in [opts.gateway_bin] + [p for _, p in compare]:
+        if b is not None and not os.access(b, os.X_OK):
+            ap.error("no executable %s" % b)
     for part in opts.parts.split(","):
         if part not in PARTS:
             ap.error("--only/--parts: no part %s (have %s)" % (part, ",".join(PARTS)))

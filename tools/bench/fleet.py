@@ -143,12 +143,13 @@ class Instances:
 
 
 class Gateway:
-    """prefixgate; as root its state is in BPF maps under a private pin path."""
+    """prefixgate (build/prefixgate, or the binary given: another build of
+    it); as root its state is in BPF maps under a private pin path."""
     name = "prefixgate"
 
-    def __init__(self, build, backends, logdir, args=()):
+    def __init__(self, build, backends, logdir, args=(), binary=None):
         self.port, self.admin = free_port(), free_port()
-        cmd = [os.path.join(build, "prefixgate"), "--listen", "127.0.0.1:%d" % self.port,
+        cmd = [binary or os.path.join(build, "prefixgate"), "--listen", "127.0.0.1:%d" % self.port,
                "--admin", "127.0.0.1:%d" % self.admin]
         self.pin = None
         if os.geteuid() != 0:

@@ -31,6 +31,10 @@ Each round runs every path, in an order rotated from round to round:
            time: they tell two builds apart on a busy one. Instructions
            need a hardware PMU (many VMs have none): if perf cannot count
            them, the report says why and prints "-".
+Another build of prefixgate: --gateway-bin PATH runs it instead of
+build/prefixgate; --compare-bin LABEL=PATH runs it too, as paths LABEL
+(auto) and LABEL-copy in the same rounds (each round next to prefixgate
+and pg-copy), with a table of its figures against this build's.
 Reported: the median of the rounds (added latencies: the median of the
 per-round differences; the CPU split: that of the median round), the spread (min-max), the ratios against HAProxy,
 nginx and the floor, and PASS/MISS for each of issue 12's targets.
@@ -50,14 +54,20 @@ RATE = 2000  # req/s: well under the c=32 throughput of every path (the slowest,
 ROUTERS = ("prefixgate", "pg-copy")
 
 
-def start_paths(build, addrs, logdir):
-    """[(name, proxy or None for direct)]; the floor only when it is built."""
+def start_paths(build, addrs, logdir, gateway_bin=None, compare=()):
+    """[(name, proxy or None for direct)]; the floor only when it is built.
+    compare: [(label, binary)], other builds of prefixgate, each as paths
+    label and label-copy, beside prefixgate and pg-copy."""
     paths = [("direct", None)]
     if os.path.exists(os.path.join(build, "floorproxy")):
         paths.append(("floor", fleet.Floor(build, addrs, logdir)))
-    paths += [("prefixgate", fleet.Gateway(build, addrs, logdir)),
-              ("pg-copy", fleet.Gateway(build, addrs, logdir, ["--data-path", "copy"])),
-              ("haproxy", fleet.HAProxy(addrs, logdir, prefix_bytes=4096)),
+    builds = [("prefixgate", "pg-copy", gateway_bin)] + [
+        (label, label + "-copy", binary) for label, binary in compare]
+    for copy in (False, True):
+        for auto_name, copy_name, binary in builds:
+            paths.append((copy_name if copy else auto_name, fleet.Gateway(
+                build, addrs, logdir, ["--data-path", "copy"] if copy else [], binary)))
+    paths += [("haproxy", fleet.HAProxy(addrs, logdir, prefix_bytes=4096)),
               ("nginx", fleet.Nginx(addrs, logdir))]
     return paths
 
@@ -177,14 +187,14 @@ def ratio(a, b):
     return a / b if b and b > 0 else float("nan")
 
 
-def target_lines(res):
+def target_lines(res, routers=ROUTERS):
     """One line per router and target of issue 12: the figures, the ratio,
     PASS or MISS."""
     hp, ng, fl = res["haproxy"], res["nginx"], res.get("floor")
     lines = ["Targets (issue 12), from the medians above",
              "%-12s %-32s %22s %9s %8s  %s" % ("router", "target", "figures", "ratio", "goal",
                                               "result")]
-    for name in ROUTERS:
+    for name in routers:
         r = res[name]
         checks = [
             ("added p50 (c=1) vs HAProxy", "%.0f vs %.0f µs" % (r["added_p50_us"],
@@ -218,7 +228,7 @@ def target_lines(res):
         return lines + ["no floor proxy: build/floorproxy is not built (make)"]
     lines.append("Distance from the floor (no target): added p50 beyond the floor's, "
                  "req/s and CPU/req as multiples of the floor's")
-    for n in ROUTERS + ("haproxy", "nginx"):
+    for n in list(routers) + ["haproxy", "nginx"]:
         lines.append("%-12s added p50 %+5.0f µs   req/s %5.2fx   CPU/req %5.2fx" % (
             n, res[n]["added_p50_us"] - fl["added_p50_us"],
             ratio(res[n]["rps_c32"], fl["rps_c32"]),
@@ -269,7 +279,43 @@ def count_lines(res, rate):
     return lines
 
 
-def report(res, rounds, secs, rate):
+def compare_lines(res, compare):
+    """Each other build's figures against this build's, same data path:
+    added latencies as the difference of the medians (per-round differences
+    min-max), the others as the ratio of the medians (per-round ratios
+    min-max). Both ends of a range on one side of 0 (or 1): the difference
+    held in every round."""
+    figs = (("added p50", "added_p50_us", "µs", False),
+            ("added p99", "added_p99_us", "µs", False),
+            ("req/s c=32", "rps_c32", "", True), ("CPU/req", "cpu_us_per_req", "µs", True),
+            ("instr/req", "instr_per_req", "", True))
+    lines = ["Builds side by side: each --compare-bin build against this one, same data path "
+             "and rounds; latency: difference of medians (per-round differences min-max), "
+             "else ratio of medians (per-round ratios min-max)"]
+    for label, _ in compare:
+        for other, this in ((label, "prefixgate"), (label + "-copy", "pg-copy")):
+            a, b = res[other], res[this]
+            cells = []
+            for title, key, unit, as_ratio in figs:
+                if a[key] is None or b[key] is None:
+                    cells.append("%s -" % title)
+                    continue
+                pairs = [(x[key], y[key]) for x, y in zip(a["rounds"], b["rounds"])
+                         if x.get(key) is not None and y.get(key) is not None]
+                if as_ratio:
+                    per = [ratio(x, y) for x, y in pairs]
+                    cells.append("%s %.0f%s vs %.0f%s %.2fx (%.2f-%.2f)" % (
+                        title, a[key], unit, b[key], unit, ratio(a[key], b[key]),
+                        min(per), max(per)))
+                else:
+                    per = [x - y for x, y in pairs]
+                    cells.append("%s %.0f vs %.0f%s %+.0f (%+.0f/%+.0f)" % (
+                        title, a[key], b[key], unit, a[key] - b[key], min(per), max(per)))
+            lines.append("%-12s vs %-10s %s" % (other, this, "; ".join(cells)))
+    return lines
+
+
+def report(res, rounds, secs, rate, routers=ROUTERS, compare=()):
     hp, ng, fl = res["haproxy"], res["nginx"], res.get("floor")
     lines = ["Overhead: 32 KiB OpenAI chat body (non-streaming), 2 instances answering at "
              "once, real time; median of %d rounds of %g s per load; prefixgate = default "
@@ -319,14 +365,21 @@ def report(res, rounds, secs, rate):
             "%.0f - %.0f" % tuple(sp["added_p99_us"]), "%.0f - %.0f" % tuple(sp["rps_c32"]),
             "%.1f - %.1f" % tuple(sp["cpu_us_per_req"]),
             "%.0f - %.0f" % tuple(sp["instr_per_req"]) if sp["instr_per_req"] else "-"))
-    return lines + [""] + target_lines(res) + [""]
+    if compare:
+        lines += [""] + compare_lines(res, compare)
+    return lines + [""] + target_lines(res, routers) + [""]
 
 
 def bench_overhead(opts, out):
     """The routers at full speed (no time scale): instances answer at once.
-    opts: build, time_factor, and optionally overhead_rounds, overhead_rate."""
+    opts: build, time_factor, and optionally overhead_rounds, overhead_rate,
+    gateway_bin (a prefixgate binary instead of build's), compare_bin
+    ([(label, binary)]: other builds run beside it)."""
     rounds = getattr(opts, "overhead_rounds", None) or ROUNDS
     rate = getattr(opts, "overhead_rate", None) or RATE
+    gateway_bin = getattr(opts, "gateway_bin", None)
+    compare = list(getattr(opts, "compare_bin", None) or [])
+    routers = list(ROUTERS) + [n for label, _ in compare for n in (label, label + "-copy")]
     secs = 4 * opts.time_factor
     logdir = os.path.join(out, "logs")
     os.makedirs(logdir, exist_ok=True)
@@ -334,7 +387,7 @@ def bench_overhead(opts, out):
     addrs = inst.addrs()
     paths = []
     try:
-        paths = start_paths(opts.build, addrs, logdir)
+        paths = start_paths(opts.build, addrs, logdir, gateway_bin, compare)
         raw = {n: [] for n, _ in paths}
         for rnd in range(rounds):
             print("  overhead round %d of %d ..." % (rnd + 1, rounds), flush=True)
@@ -357,6 +410,8 @@ def bench_overhead(opts, out):
                 p.stop()
         inst.stop()
     res = summarize(raw)
-    res["params"] = {"rounds": rounds, "seconds": secs, "rate": rate, "body_bytes": 32768}
-    lines = report({n: r for n, r in res.items() if n != "params"}, rounds, secs, rate)
+    res["params"] = {"rounds": rounds, "seconds": secs, "rate": rate, "body_bytes": 32768,
+                     "gateway_bin": gateway_bin, "compare_bin": compare}
+    lines = report({n: r for n, r in res.items() if n != "params"}, rounds, secs, rate,
+                   routers, compare)
     return res, lines
