@@ -25,11 +25,13 @@ count; includes the gateway's health checks and metrics scrapes, ~1/s) and
 client (prefixgate_connections_total). Ratios are against the "copy" row of
 the same clients and tokens.
 
-usage: datapath.py [--build DIR] [--only sse,bulk,requests]
+usage: datapath.py [--build DIR] [--gateway-bin PATH] [--only sse,bulk,requests]
                    [--streams 100,1000,2000] [--paths ...] [--duration S]
                    [--bulk-bytes N] [--req-clients 16,64] [--req-tokens 1,16]
                    [--req-configs ...] [--req-duration S] [--out DIR]
-Needs root for sockmap/sockmsg (skipped with the reason otherwise).
+--gateway-bin: the prefixgate binary to measure (another build of it; the
+other tools still come from --build). Needs root for sockmap/sockmsg
+(skipped with the reason otherwise).
 Raw results: <out>/datapath-<timestamp>.json; the tables go to stdout.
 """
 import argparse
@@ -64,11 +66,12 @@ REQUEST_BASELINE = "copy"
 SECTIONS = ("sse", "bulk", "requests")
 
 
-def start_gateway(build, args, backend, logdir, name):
-    """prefixgate (2 workers) with extra args; (process, port, admin port).
-    Its pin directory is /sys/fs/bpf/pg-bench-<port> (stop_gateway)."""
+def start_gateway(build, args, backend, logdir, name, binary=None):
+    """prefixgate (build's, or binary) with 2 workers and extra args;
+    (process, port, admin port). Its pin directory is
+    /sys/fs/bpf/pg-bench-<port> (stop_gateway)."""
     port, admin = fleet.free_port(), fleet.free_port()
-    cmd = [os.path.join(build, "prefixgate"), "--listen", "127.0.0.1:%d" % port,
+    cmd = [binary or os.path.join(build, "prefixgate"), "--listen", "127.0.0.1:%d" % port,
            "--admin", "127.0.0.1:%d" % admin, "--workers", "2", "--backend", backend,
            "--bpf-pin-path", "/sys/fs/bpf/pg-bench-%d" % port] + list(args)
     p = fleet.spawn(cmd, os.path.join(logdir, "gateway-%s-%d.log" % (name, port)))
@@ -226,7 +229,8 @@ def requests_section(o, out, results):
                 try:
                     if args is not None:
                         try:
-                            gw, port, admin = start_gateway(o.build, args, target, out, name)
+                            gw, port, admin = start_gateway(o.build, args, target, out, name,
+                                                            o.gateway_bin)
                         except RuntimeError as e:
                             print("skip %s: %s" % (name, e), flush=True)
                             results["requests_skipped"].append({"config": name,
@@ -286,6 +290,8 @@ def print_requests(results, o):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.environ.get("BUILD", "build"))
+    ap.add_argument("--gateway-bin", help="the prefixgate binary to measure (default "
+                    "BUILD/prefixgate; mockllm, pgload and ssebench still come from BUILD)")
     ap.add_argument("--only", default=",".join(SECTIONS),
                     help="sections to run, of %s (default all)" % ",".join(SECTIONS))
     ap.add_argument("--streams", default="100,1000,2000")
@@ -301,6 +307,8 @@ def main():
     ap.add_argument("--req-time-scale", type=float, default=1000)
     ap.add_argument("--out")
     o = ap.parse_args()
+    if o.gateway_bin and not os.access(o.gateway_bin, os.X_OK):
+        ap.error("--gateway-bin: no executable %s" % o.gateway_bin)
     only = o.only.split(",")
     for sec in only:
         if sec not in SECTIONS:
@@ -314,6 +322,7 @@ def main():
     if not os.path.ismount("/sys/fs/bpf") and os.geteuid() == 0:
         subprocess.run(["mount", "-t", "bpf", "bpf", "/sys/fs/bpf"], check=False)
     results = {"date": time.strftime("%Y-%m-%d %H:%M"), "uname": os.uname().release,
+               "gateway": o.gateway_bin or os.path.join(o.build, "prefixgate"),
                "cpus": os.cpu_count(), "sections": only, "sse": [], "bulk": [],
                "requests": [], "requests_skipped": [],
                "requests_params": {"time_scale": o.req_time_scale, "body_bytes": 512,
@@ -331,7 +340,8 @@ def main():
             gw = None
             target = mock.addrs()[0]
             if path != "direct":
-                gw, port, _ = start_gateway(o.build, ["--data-path", path], target, out, path)
+                gw, port, _ = start_gateway(o.build, ["--data-path", path], target, out, path,
+                                            o.gateway_bin)
                 target = "127.0.0.1:%d" % port
             pids = [p.pid for p in mock.procs] + ([gw.pid] if gw else [])
             try:
