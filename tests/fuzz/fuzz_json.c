@@ -9,7 +9,10 @@
  * decoded code points are scalar values; the escaped / non-ASCII flags match
  * the raw bytes; pg_json_str_cmp is code point (= UTF-8 byte) order;
  * pg_json_find returns the last member of a name; integers agree with
- * strtoll. The parse struct is reused across inputs, as callers do.
+ * strtoll. The parser accepts exactly what a plain recursive validator,
+ * written here a byte at a time, accepts (the parser's fast string scan
+ * must not change the verdict). The parse struct is reused across inputs,
+ * as callers do.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -239,11 +242,159 @@ static void check_tokens(size_t len)
 	}
 }
 
+/* ---- reference validator: RFC 8259 grammar, a byte at a time ----------- */
+
+struct ref {
+	const unsigned char *s;
+	size_t n, p;
+};
+
+static void ref_ws(struct ref *r)
+{
+	while (r->p < r->n && (r->s[r->p] == ' ' || r->s[r->p] == '\t' || r->s[r->p] == '\n' ||
+	                       r->s[r->p] == '\r'))
+		r->p++;
+}
+
+static bool ref_hex(unsigned char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+static bool ref_string(struct ref *r)
+{
+	size_t start;
+
+	if (r->p >= r->n || r->s[r->p] != '"')
+		return false;
+	start = ++r->p;
+	for (;;) {
+		unsigned char c;
+
+		if (r->p >= r->n)
+			return false;
+		c = r->s[r->p];
+		if (c == '"')
+			break;
+		if (c < 0x20)
+			return false;
+		if (c != '\\') {
+			r->p++;
+			continue;
+		}
+		if (++r->p >= r->n)
+			return false;
+		c = r->s[r->p++];
+		if (c == 'u') {
+			for (int k = 0; k < 4; k++, r->p++)
+				if (r->p >= r->n || !ref_hex(r->s[r->p]))
+					return false;
+		} else if (!strchr("\"\\/bfnrt", c) || !c) {
+			return false;
+		}
+	}
+	/* the raw bytes must be UTF-8 on their own (utf8_valid: no context) */
+	return utf8_valid(r->s + start, r->p++ - start);
+}
+
+static bool ref_digits(struct ref *r)
+{
+	size_t p = r->p;
+
+	while (r->p < r->n && r->s[r->p] >= '0' && r->s[r->p] <= '9')
+		r->p++;
+	return r->p > p;
+}
+
+static bool ref_value(struct ref *r, unsigned depth)
+{
+	unsigned char c;
+
+	ref_ws(r);
+	if (r->p >= r->n)
+		return false;
+	c = r->s[r->p];
+	if (c == '{' || c == '[') {
+		unsigned char close = c == '{' ? '}' : ']';
+
+		if (depth == PG_JSON_MAX_DEPTH)
+			return false;
+		r->p++;
+		ref_ws(r);
+		if (r->p < r->n && r->s[r->p] == close) {
+			r->p++;
+			return true;
+		}
+		for (;;) {
+			if (c == '{') {
+				ref_ws(r);
+				if (!ref_string(r))
+					return false;
+				ref_ws(r);
+				if (r->p >= r->n || r->s[r->p++] != ':')
+					return false;
+			}
+			if (!ref_value(r, depth + 1))
+				return false;
+			ref_ws(r);
+			if (r->p >= r->n)
+				return false;
+			if (r->s[r->p] == close) {
+				r->p++;
+				return true;
+			}
+			if (r->s[r->p++] != ',')
+				return false;
+		}
+	}
+	if (c == '"')
+		return ref_string(r);
+	if (c == '-' || (c >= '0' && c <= '9')) {
+		if (c == '-')
+			r->p++;
+		if (r->p < r->n && r->s[r->p] == '0')
+			r->p++;
+		else if (r->p >= r->n || r->s[r->p] < '1' || r->s[r->p] > '9' || !ref_digits(r))
+			return false;
+		if (r->p < r->n && r->s[r->p] == '.' && (r->p++, !ref_digits(r)))
+			return false;
+		if (r->p < r->n && (r->s[r->p] == 'e' || r->s[r->p] == 'E')) {
+			r->p++;
+			if (r->p < r->n && (r->s[r->p] == '+' || r->s[r->p] == '-'))
+				r->p++;
+			if (!ref_digits(r))
+				return false;
+		}
+		return true;
+	}
+	for (const char *const *w = (const char *const[]){"true", "false", "null", NULL}; *w; w++) {
+		size_t l = strlen(*w);
+
+		if (r->n - r->p >= l && !memcmp(r->s + r->p, *w, l)) {
+			r->p += l;
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool ref_valid(const unsigned char *s, size_t n)
+{
+	struct ref r = {s, n, 0};
+
+	if (!ref_value(&r, 0))
+		return false;
+	ref_ws(&r);
+	return r.p == n;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *src = (const char *)data;
+	int rc = pg_json_parse(&js, src, size);
 
-	if (pg_json_parse(&js, src, size)) {
+	FUZZ_CHECK((rc == 0) == ref_valid(data, size));
+	if (rc) {
 		FUZZ_CHECK(js.ntok == 0 && js.err_pos <= size && js.err_msg != NULL);
 		return 0;
 	}

@@ -295,6 +295,65 @@ static void test_numbers(void **state)
 	pg_json_free(&js);
 }
 
+/* The string scan looks at many bytes a step (json.c): every byte value at
+ * every offset of a string longer than two steps, and every string length
+ * up to the end of the input, so each path (wide, narrow, last bytes) meets
+ * each kind of byte. Each input is its own allocation, so ASan sees a read
+ * past the end. */
+static void test_scan_positions(void **state)
+{
+	static const char *const seqs[] = {"\\n",          "\\u00e9",          "\\\"", "\xc3\xa9",
+	                                   "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\x7f"};
+	struct pg_json js = {0};
+	char *d;
+
+	(void)state;
+	for (unsigned b = 0; b < 256; b++) {
+		bool plain = b >= 0x20 && b < 0x80 && b != '"' && b != '\\';
+
+		for (size_t i = 0; i < 100; i++) {
+			d = malloc(102);
+			memset(d, 'a', 102);
+			d[0] = d[101] = '"';
+			d[1 + i] = (char)b;
+			if ((pg_json_parse(&js, d, 102) == 0) != plain)
+				fail_msg("byte 0x%02x at offset %zu", b, i);
+			if (plain)
+				assert_true(js.tok[0].end == 101 && js.tok[0].flags == 0);
+			free(d);
+		}
+	}
+	for (size_t q = 0; q < sizeof(seqs) / sizeof(seqs[0]); q++) {
+		size_t n = strlen(seqs[q]);
+
+		for (size_t i = 0; i < 100; i++) {
+			d = malloc(102 + n);
+			memset(d, 'a', 102 + n);
+			d[0] = d[101 + n] = '"';
+			memcpy(d + 1 + i, seqs[q], n);
+			assert_int_equal(pg_json_parse(&js, d, 102 + n), 0);
+			assert_int_equal(js.tok[0].end, 101 + n);
+			assert_int_equal(
+			    js.tok[0].flags,
+			    (seqs[q][0] == '\\' ? PG_JSON_F_ESCAPED : 0) |
+			        ((unsigned char)seqs[q][0] >= 0x80 ? PG_JSON_F_NONASCII : 0));
+			free(d);
+		}
+	}
+	for (size_t len = 1; len < 100; len++) {
+		d = malloc(len + 1);
+		memset(d, 'a', len + 1);
+		d[0] = '"';
+		assert_int_equal(pg_json_parse(&js, d, len), -1); /* unterminated */
+		assert_string_equal(js.err_msg, "unterminated string");
+		d[len] = '"';
+		assert_int_equal(pg_json_parse(&js, d, len + 1), 0);
+		assert_int_equal(js.tok[0].end, len);
+		free(d);
+	}
+	pg_json_free(&js);
+}
+
 /* Truncations and single-byte corruptions of a valid document never crash
  * (ASan build) and never read past the length given. */
 static void test_mutations(void **state)
@@ -340,6 +399,7 @@ int main(void)
 	    cmocka_unit_test(test_decode),
 	    cmocka_unit_test(test_find_and_compare),
 	    cmocka_unit_test(test_numbers),
+	    cmocka_unit_test(test_scan_positions),
 	    cmocka_unit_test(test_mutations),
 	};
 
