@@ -8,7 +8,8 @@
  * a time, pg_json_str_copy (whole and truncated) and pg_json_str_eq agree;
  * decoded code points are scalar values; the escaped / non-ASCII flags match
  * the raw bytes; pg_json_str_cmp is code point (= UTF-8 byte) order;
- * pg_json_find returns the last member of a name; integers agree with
+ * pg_json_find returns the last member of a name, and pg_json_find_n the
+ * same for several at once; integers agree with
  * strtoll. The parser accepts exactly what a plain recursive validator,
  * written here a byte at a time, accepts (the parser's fast string scan
  * must not change the verdict). The parse struct is reused across inputs,
@@ -189,6 +190,13 @@ static void check_object(uint32_t i)
 				want = names[b] + 1;
 			}
 		FUZZ_CHECK(pg_json_find(&js, i, name, len) == want);
+		if (len != 4 || memcmp(name, "role", 4)) {
+			struct pg_json_name two[2] = {{name, len}, {"role", 4}};
+			int64_t v[2];
+
+			FUZZ_CHECK(pg_json_find_n(&js, i, two, 2, v));
+			FUZZ_CHECK(v[0] == want && v[1] == pg_json_find(&js, i, "role", 4));
+		}
 		if (a + 1 < n)
 			check_cmp(names[a], names[a + 1]);
 		free(name);
@@ -217,6 +225,12 @@ static void check_tokens(size_t len)
 			}
 			FUZZ_CHECK(k == t->next);
 			FUZZ_CHECK(pg_json_find(&js, i, "a", 1) == -1);
+			{
+				struct pg_json_name a = {"a", 1};
+				int64_t v = 0;
+
+				FUZZ_CHECK(!pg_json_find_n(&js, i, &a, 1, &v) && v == -1);
+			}
 			break;
 		}
 		case PG_JSON_OBJECT:

@@ -247,6 +247,19 @@ static void test_find_and_compare(void **state)
 	v = pg_json_find(&js, 0, "\xc3\xa9", 2);
 	assert_true(v > 0);
 	assert_int_equal(pg_json_find(&js, 0, "k", 1), -1);
+	/* several names in one pass: the same answers */
+	{
+		static const struct pg_json_name names[] = {{"z", 1}, {"key", 3}, {"k", 1}};
+		int64_t val[3];
+
+		assert_true(pg_json_find_n(&js, 0, names, 3, val));
+		assert_int_equal(val[0], pg_json_find(&js, 0, "z", 1));
+		assert_int_equal(val[1], pg_json_find(&js, 0, "key", 3));
+		assert_int_equal(val[1], 4);
+		assert_int_equal(val[2], -1);
+		assert_false(pg_json_find_n(&js, 2, names, 3, val)); /* a number */
+		assert_int_equal(val[0], -1);
+	}
 	/* names at 1 "key"(escaped), 3 "key", 5 "ke", 7 "kf", 9 "é", 11 "z" */
 	assert_int_equal(pg_json_str_cmp(&js, 1, 3), 0);
 	assert_true(pg_json_str_cmp(&js, 5, 3) < 0);

@@ -27,30 +27,48 @@ static int fail(struct pg_json *js, size_t pos, const char *msg)
 	return -1;
 }
 
-/* Room for one more token; the array never needs more than one per byte. */
-static int tok_alloc(struct pg_json *js, uint32_t *idx)
+/* fail() for functions that return an offset: SIZE_MAX. */
+static size_t fail_off(struct pg_json *js, size_t pos, const char *msg)
 {
-	if (js->ntok == js->cap) {
-		size_t ncap = js->cap ? (size_t)js->cap * 2 : 64;
-		struct pg_json_tok *t;
+	fail(js, pos, msg);
+	return SIZE_MAX;
+}
 
-		if (ncap > js->len + 1)
-			ncap = js->len + 1;
-		if (ncap <= js->cap)
-			return -1;
-		t = realloc(js->tok, ncap * sizeof(*t));
-		if (!t)
-			return -1;
-		js->tok = t;
-		js->cap = (uint32_t)ncap;
-	}
-	*idx = js->ntok++;
+/* Grow the token array; it never needs more than one token per byte. */
+static int tok_grow(struct pg_json *js)
+{
+	size_t ncap = js->cap ? (size_t)js->cap * 2 : 64;
+	struct pg_json_tok *t;
+
+	if (ncap > js->len + 1)
+		ncap = js->len + 1;
+	if (ncap <= js->cap)
+		return -1;
+	t = realloc(js->tok, ncap * sizeof(*t));
+	if (!t)
+		return -1;
+	js->tok = t;
+	js->cap = (uint32_t)ncap;
 	return 0;
 }
 
-static size_t skip_ws(const unsigned char *s, size_t len, size_t pos)
+/* Room for one more token, initialised as a leaf starting at pos. */
+static inline struct pg_json_tok *tok_alloc(struct pg_json *js, size_t pos)
 {
-	while (pos < len && (s[pos] == ' ' || s[pos] == '\n' || s[pos] == '\r' || s[pos] == '\t'))
+	struct pg_json_tok *t;
+
+	if (js->ntok == js->cap && tok_grow(js))
+		return NULL;
+	t = &js->tok[js->ntok];
+	*t = (struct pg_json_tok){.start = (uint32_t)pos, .next = js->ntok + 1};
+	js->ntok++;
+	return t;
+}
+
+static inline size_t skip_ws(const unsigned char *s, size_t len, size_t pos)
+{
+	while (pos < len && s[pos] <= ' ' &&
+	       (s[pos] == ' ' || s[pos] == '\n' || s[pos] == '\r' || s[pos] == '\t'))
 		pos++;
 	return pos;
 }
@@ -157,30 +175,26 @@ static size_t utf8_seq(const unsigned char *s, size_t avail)
 	return 0;
 }
 
-/* Scan the string whose opening quote is at *pos into token t; on success
- * *pos is one past the closing quote. */
-static int scan_string(struct pg_json *js, size_t *pos, uint32_t idx)
+/*
+ * The rest of a string from p, where plain_end() stopped on a byte that is
+ * not the closing quote: escapes, non-ASCII text and errors. Returns the
+ * offset of the closing quote, or SIZE_MAX after fail().
+ */
+static size_t string_rest(struct pg_json *js, size_t p, uint8_t *flags)
 {
 	const unsigned char *s = (const unsigned char *)js->src;
-	size_t len = js->len, p = *pos + 1, n;
-	uint8_t flags = 0;
+	size_t len = js->len, n;
 
-	js->tok[idx].type = PG_JSON_STRING;
-	js->tok[idx].start = (uint32_t)p;
-	for (;;) {
-		p = plain_end(s, p, len);
+	for (;; p = plain_end(s, p, len)) {
 		if (p >= len)
-			return fail(js, p, "unterminated string");
+			return fail_off(js, p, "unterminated string");
 		switch (s[p]) {
 		case '"':
-			js->tok[idx].end = (uint32_t)p;
-			js->tok[idx].flags = flags;
-			*pos = p + 1;
-			return 0;
+			return p;
 		case '\\':
-			flags |= PG_JSON_F_ESCAPED;
+			*flags |= PG_JSON_F_ESCAPED;
 			if (p + 1 >= len)
-				return fail(js, p, "unterminated string");
+				return fail_off(js, p, "unterminated string");
 			switch (s[p + 1]) {
 			case '"':
 			case '\\':
@@ -195,29 +209,52 @@ static int scan_string(struct pg_json *js, size_t *pos, uint32_t idx)
 			case 'u':
 				if (p + 6 > len || hexval(s[p + 2]) < 0 || hexval(s[p + 3]) < 0 ||
 				    hexval(s[p + 4]) < 0 || hexval(s[p + 5]) < 0)
-					return fail(js, p, "bad \\u escape: needs 4 hex digits");
+					return fail_off(js, p,
+					                "bad \\u escape: needs 4 hex digits");
 				p += 6;
 				break;
 			default:
-				return fail(js, p, "bad escape in string");
+				return fail_off(js, p, "bad escape in string");
 			}
 			break;
 		default:
 			if (s[p] < 0x20)
-				return fail(js, p, "control character in string");
+				return fail_off(js, p, "control character in string");
 			/* stay here through a run of non-ASCII text (e.g. CJK) */
 			do {
 				n = utf8_seq(s + p, len - p);
 				if (!n)
-					return fail(js, p, "invalid UTF-8");
+					return fail_off(js, p, "invalid UTF-8");
 				p += n;
 			} while (p < len && s[p] >= 0x80);
-			flags |= PG_JSON_F_NONASCII;
+			*flags |= PG_JSON_F_NONASCII;
 		}
 	}
 }
 
-static int scan_number(struct pg_json *js, size_t *pos, uint32_t idx)
+/* Scan the string whose opening quote is at *pos into token t; on success
+ * *pos is one past the closing quote. Inline: most strings are a plain run
+ * and their quote. */
+static inline int scan_string(struct pg_json *js, size_t *pos, struct pg_json_tok *t)
+{
+	const unsigned char *s = (const unsigned char *)js->src;
+	size_t p = plain_end(s, *pos + 1, js->len);
+	uint8_t flags = 0;
+
+	if (p >= js->len || s[p] != '"') {
+		p = string_rest(js, p, &flags);
+		if (p == SIZE_MAX)
+			return -1;
+	}
+	t->type = PG_JSON_STRING;
+	t->start = (uint32_t)(*pos + 1);
+	t->end = (uint32_t)p;
+	t->flags = flags;
+	*pos = p + 1;
+	return 0;
+}
+
+static int scan_number(struct pg_json *js, size_t *pos, struct pg_json_tok *t)
 {
 	const unsigned char *s = (const unsigned char *)js->src;
 	size_t len = js->len, p = *pos;
@@ -249,14 +286,14 @@ static int scan_number(struct pg_json *js, size_t *pos, uint32_t idx)
 		while (p < len && s[p] >= '0' && s[p] <= '9')
 			p++;
 	}
-	js->tok[idx].type = PG_JSON_NUMBER;
-	js->tok[idx].flags = flags;
-	js->tok[idx].end = (uint32_t)p;
+	t->type = PG_JSON_NUMBER;
+	t->flags = flags;
+	t->end = (uint32_t)p;
 	*pos = p;
 	return 0;
 }
 
-static int scan_literal(struct pg_json *js, size_t *pos, uint32_t idx)
+static int scan_literal(struct pg_json *js, size_t *pos, struct pg_json_tok *t)
 {
 	static const struct {
 		const char *word;
@@ -268,9 +305,9 @@ static int scan_literal(struct pg_json *js, size_t *pos, uint32_t idx)
 	for (size_t i = 0; i < sizeof(lit) / sizeof(lit[0]); i++) {
 		if (js->len - *pos >= lit[i].len &&
 		    !memcmp(js->src + *pos, lit[i].word, lit[i].len)) {
-			js->tok[idx].type = lit[i].type;
+			t->type = lit[i].type;
 			*pos += lit[i].len;
-			js->tok[idx].end = (uint32_t)*pos;
+			t->end = (uint32_t)*pos;
 			return 0;
 		}
 	}
@@ -280,7 +317,8 @@ static int scan_literal(struct pg_json *js, size_t *pos, uint32_t idx)
 int pg_json_parse(struct pg_json *js, const char *src, size_t len)
 {
 	const unsigned char *s = (const unsigned char *)src;
-	uint32_t stack[PG_JSON_MAX_DEPTH], idx, top;
+	uint32_t stack[PG_JSON_MAX_DEPTH], top;
+	struct pg_json_tok *t;
 	unsigned depth = 0;
 	size_t pos = 0;
 	bool obj;
@@ -297,38 +335,35 @@ value:
 	pos = skip_ws(s, len, pos);
 	if (pos >= len)
 		return fail(js, pos, "expected a value");
-	if (tok_alloc(js, &idx))
+	t = tok_alloc(js, pos);
+	if (!t)
 		return fail(js, pos, "out of memory");
-	js->tok[idx].start = (uint32_t)pos;
-	js->tok[idx].next = idx + 1;
-	js->tok[idx].size = 0;
-	js->tok[idx].flags = 0;
 	switch (s[pos]) {
 	case '{':
 	case '[':
 		if (depth == PG_JSON_MAX_DEPTH)
 			return fail(js, pos, "nested deeper than 256");
 		obj = s[pos] == '{';
-		js->tok[idx].type = obj ? PG_JSON_OBJECT : PG_JSON_ARRAY;
-		stack[depth++] = idx;
+		t->type = obj ? PG_JSON_OBJECT : PG_JSON_ARRAY;
+		stack[depth++] = js->ntok - 1;
 		pos = skip_ws(s, len, pos + 1);
 		if (pos < len && s[pos] == (obj ? '}' : ']'))
 			goto close;
-		js->tok[idx].size = 1;
+		t->size = 1;
 		if (obj)
 			goto member;
 		goto value;
 	case '"':
-		if (scan_string(js, &pos, idx))
+		if (scan_string(js, &pos, t))
 			return -1;
 		break;
 	case '-':
 	case '0' ... '9':
-		if (scan_number(js, &pos, idx))
+		if (scan_number(js, &pos, t))
 			return -1;
 		break;
 	default:
-		if (scan_literal(js, &pos, idx))
+		if (scan_literal(js, &pos, t))
 			return -1;
 	}
 
@@ -363,11 +398,10 @@ member:
 	pos = skip_ws(s, len, pos);
 	if (pos >= len || s[pos] != '"')
 		return fail(js, pos, "expected a member name string");
-	if (tok_alloc(js, &idx))
+	t = tok_alloc(js, pos);
+	if (!t)
 		return fail(js, pos, "out of memory");
-	js->tok[idx].next = idx + 1;
-	js->tok[idx].size = 0;
-	if (scan_string(js, &pos, idx))
+	if (scan_string(js, &pos, t))
 		return -1;
 	pos = skip_ws(s, len, pos);
 	if (pos >= len || s[pos] != ':')
@@ -531,17 +565,42 @@ int pg_json_str_cmp(const struct pg_json *js, uint32_t a, uint32_t b)
 	return (pa < ta->end) - (pb < tb->end);
 }
 
+/* Name token k equals name[0..nlen), unescaped; without a call for the
+ * common name that has no escape. */
+static inline bool name_eq(const struct pg_json *js, uint32_t k, const char *name, size_t nlen)
+{
+	const struct pg_json_tok *t = &js->tok[k];
+
+	if (!(t->flags & PG_JSON_F_ESCAPED))
+		return t->end - t->start == nlen && !memcmp(js->src + t->start, name, nlen);
+	return pg_json_str_eq(js, k, name, nlen);
+}
+
 int64_t pg_json_find(const struct pg_json *js, uint32_t obj, const char *name, size_t nlen)
 {
-	int64_t found = -1;
+	struct pg_json_name n = {name, nlen};
+	int64_t found;
+
+	pg_json_find_n(js, obj, &n, 1, &found);
+	return found;
+}
+
+bool pg_json_find_n(const struct pg_json *js, uint32_t obj, const struct pg_json_name *names,
+                    size_t n, int64_t *val)
+{
 	uint32_t k = pg_json_first(obj);
 
+	for (size_t i = 0; i < n; i++)
+		val[i] = -1;
 	if (obj >= js->ntok || js->tok[obj].type != PG_JSON_OBJECT)
-		return -1;
-	for (uint32_t n = 0; n < js->tok[obj].size; n++, k = pg_json_member_next(js, k))
-		if (pg_json_str_eq(js, k, name, nlen))
-			found = k + 1;
-	return found;
+		return false;
+	for (uint32_t m = 0; m < js->tok[obj].size; m++, k = pg_json_member_next(js, k))
+		for (size_t i = 0; i < n; i++)
+			if (name_eq(js, k, names[i].s, names[i].len)) {
+				val[i] = k + 1;
+				break; /* names are distinct */
+			}
+	return true;
 }
 
 int pg_json_get_i64(const struct pg_json *js, uint32_t i, int64_t *out)

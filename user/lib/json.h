@@ -91,6 +91,18 @@ static inline uint32_t pg_json_member_next(const struct pg_json *js, uint32_t na
  * token index, or -1 if obj is not an object or has no such member. */
 int64_t pg_json_find(const struct pg_json *js, uint32_t obj, const char *name, size_t nlen);
 
+/* A member name to look for: s[0..len), unescaped. */
+struct pg_json_name {
+	const char *s;
+	size_t len;
+};
+
+/* pg_json_find() for n distinct names in one pass over obj's members:
+ * val[i] is the value of the last member named names[i], or -1. Returns
+ * false (every val[i] -1) if obj is not an object. */
+bool pg_json_find_n(const struct pg_json *js, uint32_t obj, const struct pg_json_name *names,
+                    size_t n, int64_t *val);
+
 /* Unescaped content of string token i equals s[0..n). */
 bool pg_json_str_eq(const struct pg_json *js, uint32_t i, const char *s, size_t n);
 
