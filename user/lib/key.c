@@ -243,8 +243,9 @@ static bool absent(const struct pg_json *js, int64_t i)
 /* Content: a string, or parts whose "text" (type "text") are joined by GS. */
 static int emit_content(struct emit *e, const struct pg_json *js, int64_t c)
 {
+	static const struct pg_json_name part_names[] = {{"type", 4}, {"text", 4}};
 	uint32_t k = pg_json_first((uint32_t)c), n, ntext = 0;
-	int64_t type, text;
+	int64_t type, text, f[2];
 
 	if (absent(js, c))
 		return 0;
@@ -255,13 +256,13 @@ static int emit_content(struct emit *e, const struct pg_json *js, int64_t c)
 	if (!is_type(js, c, PG_JSON_ARRAY))
 		return -1;
 	for (n = 0; n < js->tok[c].size; n++, k = js->tok[k].next) {
-		if (js->tok[k].type != PG_JSON_OBJECT)
+		if (!pg_json_find_n(js, k, part_names, 2, f))
 			return -1;
-		type = pg_json_find(js, k, "type", 4);
+		type = f[0];
+		text = f[1];
 		if (!is_type(js, type, PG_JSON_STRING) ||
 		    !pg_json_str_eq(js, (uint32_t)type, "text", 4))
 			continue;
-		text = pg_json_find(js, k, "text", 4);
 		if (!is_type(js, text, PG_JSON_STRING))
 			return -1;
 		if (ntext++)
@@ -271,10 +272,10 @@ static int emit_content(struct emit *e, const struct pg_json *js, int64_t c)
 	return 0;
 }
 
-static int chat_text(struct emit *e, const struct pg_json *js)
+static int chat_text(struct emit *e, const struct pg_json *js, int64_t tools, int64_t msgs)
 {
-	int64_t tools = pg_json_find(js, 0, "tools", 5);
-	int64_t msgs = pg_json_find(js, 0, "messages", 8), role;
+	static const struct pg_json_name msg_names[] = {{"role", 4}, {"content", 7}};
+	int64_t f[2], role;
 	uint32_t k, n, *scratch;
 
 	if (!is_type(js, msgs, PG_JSON_ARRAY))
@@ -289,9 +290,9 @@ static int chat_text(struct emit *e, const struct pg_json *js)
 	}
 	k = pg_json_first((uint32_t)msgs);
 	for (n = 0; n < js->tok[msgs].size; n++, k = js->tok[k].next) {
-		if (js->tok[k].type != PG_JSON_OBJECT)
+		if (!pg_json_find_n(js, k, msg_names, 2, f))
 			return -1;
-		role = pg_json_find(js, k, "role", 4);
+		role = f[0];
 		if (is_type(js, role, PG_JSON_STRING)) {
 			if (!e->user_seen && pg_json_str_eq(js, (uint32_t)role, "user", 4)) {
 				e->user_seen = true;
@@ -302,7 +303,7 @@ static int chat_text(struct emit *e, const struct pg_json *js)
 			return -1;
 		}
 		emit_cp(e, PG_KEY_US);
-		if (emit_content(e, js, pg_json_find(js, k, "content", 7)))
+		if (emit_content(e, js, f[1]))
 			return -1;
 		emit_cp(e, PG_KEY_RS);
 		if (e->user_seen && !e->user_done) {
@@ -340,9 +341,8 @@ static int emit_token_ids(struct emit *e, const struct pg_json *js, uint32_t a)
 	return 0;
 }
 
-static int completion_text(struct emit *e, const struct pg_json *js)
+static int completion_text(struct emit *e, const struct pg_json *js, int64_t p)
 {
-	int64_t p = pg_json_find(js, 0, "prompt", 6);
 	uint32_t k, n, size;
 	uint8_t first;
 
@@ -452,13 +452,18 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
                     struct pg_key *out, char *text, size_t text_cap, size_t *text_len,
                     struct pg_key_blocks *kb)
 {
-	int64_t ck = pg_json_find(js, 0, "prompt_cache_key", 16);
-	int64_t st = pg_json_find(js, 0, "stream", 6);
+	enum { CK, ST, TOOLS, MSGS, PROMPT };
+	static const struct pg_json_name top_names[] = {
+	    [CK] = {"prompt_cache_key", 16}, [ST] = {"stream", 6}, [TOOLS] = {"tools", 5},
+	    [MSGS] = {"messages", 8},        [PROMPT] = {"prompt", 6}};
 	struct emit e = {.limit = kb ? PG_CA_MAX_BLOCKS * PG_CA_BLOCK : prefix_length};
+	int64_t f[5], ck, st;
 	int rc;
 
-	if (js->tok[0].type != PG_JSON_OBJECT)
+	if (!pg_json_find_n(js, 0, top_names, 5, f))
 		return -1;
+	ck = f[CK];
+	st = f[ST];
 	/* Not part of the key: tells the data path the response will stream. */
 	out->stream = is_type(js, st, PG_JSON_TRUE);
 	if (is_type(js, ck, PG_JSON_STRING) && js->tok[ck].end > js->tok[ck].start) {
@@ -479,7 +484,8 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 	 * (the text is rarely longer) instead of doubling up to it. */
 	if (kb)
 		emit_reserve(&e, js->len + 64);
-	rc = api == PG_API_CHAT ? chat_text(&e, js) : completion_text(&e, js);
+	rc = api == PG_API_CHAT ? chat_text(&e, js, f[TOOLS], f[MSGS])
+	                        : completion_text(&e, js, f[PROMPT]);
 	if (!rc && !e.oom) {
 		const char *t = e.buf ? e.buf : "";
 		size_t cut = kb ? cp_offset(t, e.len, 0, prefix_length, !e.nonascii) : e.len;
