@@ -8,6 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
+#if defined(__x86_64__) && __has_include(<xxh_x86dispatch.h>)
+/* libxxhash's run-time choice of SSE2, AVX2 or AVX-512 for XXH3 (the same
+ * hashes; half the instructions per block with AVX2). */
+#include <xxh_x86dispatch.h>
+#endif
 #include "lib/json.h"
 #include "lib/key.h"
 
