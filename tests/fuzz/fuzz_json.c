@@ -12,7 +12,8 @@
  * same for several at once; integers agree with
  * strtoll. The parser accepts exactly what a plain recursive validator,
  * written here a byte at a time, accepts (the parser's fast string scan
- * must not change the verdict). The parse struct is reused across inputs,
+ * must not change the verdict), and where the CPU has AVX2 the parse without
+ * it gives the same tokens and errors. The parse struct is reused across inputs,
  * as callers do.
  */
 #include <errno.h>
@@ -402,12 +403,34 @@ static bool ref_valid(const unsigned char *s, size_t n)
 	return r.p == n;
 }
 
+/* Where the CPU has AVX2: the parse without it is the same, token for
+ * token, error for error. */
+static void check_narrow(const char *src, size_t size)
+{
+	static struct pg_json narrow;
+	int rc;
+
+	pg_json_avx2(0);
+	rc = pg_json_parse(&narrow, src, size);
+	pg_json_avx2(1);
+	FUZZ_CHECK((rc == 0) == (js.ntok > 0) && narrow.ntok == js.ntok);
+	FUZZ_CHECK(narrow.err_pos == js.err_pos && narrow.err_msg == js.err_msg);
+	for (uint32_t i = 0; i < js.ntok; i++) {
+		const struct pg_json_tok *a = &js.tok[i], *b = &narrow.tok[i];
+
+		FUZZ_CHECK(a->start == b->start && a->end == b->end && a->next == b->next &&
+		           a->size == b->size && a->type == b->type && a->flags == b->flags);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *src = (const char *)data;
 	int rc = pg_json_parse(&js, src, size);
 
 	FUZZ_CHECK((rc == 0) == ref_valid(data, size));
+	if (pg_json_avx2(-1))
+		check_narrow(src, size);
 	if (rc) {
 		FUZZ_CHECK(js.ntok == 0 && js.err_pos <= size && js.err_msg != NULL);
 		return 0;

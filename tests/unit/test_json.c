@@ -309,43 +309,49 @@ static void test_numbers(void **state)
 }
 
 /* The string scan looks at many bytes a step (json.c): every byte value at
- * every offset of a string longer than two steps, and every string length
- * up to the end of the input, so each path (wide, narrow, last bytes) meets
- * each kind of byte. Each input is its own allocation, so ASan sees a read
- * past the end. */
-static void test_scan_positions(void **state)
+ * every offset of a string longer than a few steps, and every string length
+ * up to the end of the input, so each path (AVX2 and SSE2 wide steps, the
+ * narrow ones, the last bytes) meets each kind of byte. Each input is its
+ * own allocation, so ASan sees a read past the end. */
+#define SCAN_LEN 200
+
+static void scan_positions(void)
 {
 	static const char *const seqs[] = {"\\n",          "\\u00e9",          "\\\"", "\xc3\xa9",
 	                                   "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\x7f"};
 	struct pg_json js = {0};
 	char *d;
 
-	(void)state;
 	for (unsigned b = 0; b < 256; b++) {
 		bool plain = b >= 0x20 && b < 0x80 && b != '"' && b != '\\';
 
-		for (size_t i = 0; i < 100; i++) {
-			d = malloc(102);
-			memset(d, 'a', 102);
-			d[0] = d[101] = '"';
+		for (size_t i = 0; i < SCAN_LEN; i++) {
+			d = malloc(SCAN_LEN + 2);
+			memset(d, 'a', SCAN_LEN + 2);
+			d[0] = d[SCAN_LEN + 1] = '"';
 			d[1 + i] = (char)b;
-			if ((pg_json_parse(&js, d, 102) == 0) != plain)
-				fail_msg("byte 0x%02x at offset %zu", b, i);
+			if ((pg_json_parse(&js, d, SCAN_LEN + 2) == 0) != plain)
+				fail_msg("byte 0x%02x at offset %zu (AVX2 %d)", b, i,
+				         pg_json_avx2(-1));
 			if (plain)
-				assert_true(js.tok[0].end == 101 && js.tok[0].flags == 0);
+				assert_true(js.tok[0].end == SCAN_LEN + 1 && js.tok[0].flags == 0);
+			else if (b != '"' &&
+			         (b != '\\' ||
+			          i + 1 < SCAN_LEN)) /* a last backslash escapes the quote */
+				assert_int_equal(js.err_pos, 1 + i);
 			free(d);
 		}
 	}
 	for (size_t q = 0; q < sizeof(seqs) / sizeof(seqs[0]); q++) {
 		size_t n = strlen(seqs[q]);
 
-		for (size_t i = 0; i < 100; i++) {
-			d = malloc(102 + n);
-			memset(d, 'a', 102 + n);
-			d[0] = d[101 + n] = '"';
+		for (size_t i = 0; i < SCAN_LEN; i++) {
+			d = malloc(SCAN_LEN + 2 + n);
+			memset(d, 'a', SCAN_LEN + 2 + n);
+			d[0] = d[SCAN_LEN + 1 + n] = '"';
 			memcpy(d + 1 + i, seqs[q], n);
-			assert_int_equal(pg_json_parse(&js, d, 102 + n), 0);
-			assert_int_equal(js.tok[0].end, 101 + n);
+			assert_int_equal(pg_json_parse(&js, d, SCAN_LEN + 2 + n), 0);
+			assert_int_equal(js.tok[0].end, SCAN_LEN + 1 + n);
 			assert_int_equal(
 			    js.tok[0].flags,
 			    (seqs[q][0] == '\\' ? PG_JSON_F_ESCAPED : 0) |
@@ -353,7 +359,7 @@ static void test_scan_positions(void **state)
 			free(d);
 		}
 	}
-	for (size_t len = 1; len < 100; len++) {
+	for (size_t len = 1; len < SCAN_LEN; len++) {
 		d = malloc(len + 1);
 		memset(d, 'a', len + 1);
 		d[0] = '"';
@@ -365,6 +371,19 @@ static void test_scan_positions(void **state)
 		free(d);
 	}
 	pg_json_free(&js);
+}
+
+static void test_scan_positions(void **state)
+{
+	bool avx2 = pg_json_avx2(-1);
+
+	(void)state;
+	scan_positions();
+	if (avx2) { /* and the path this CPU does not take */
+		pg_json_avx2(0);
+		scan_positions();
+		pg_json_avx2(1);
+	}
 }
 
 /* Truncations and single-byte corruptions of a valid document never crash

@@ -126,6 +126,12 @@ size_t pg_json_str_copy(const struct pg_json *js, uint32_t i, char *buf, size_t 
  * integer (fraction or exponent), -ERANGE if it does not fit. */
 int pg_json_get_i64(const struct pg_json *js, uint32_t i, int64_t *out);
 
+/* The string scan uses AVX2 where the CPU has it (x86-64), else SSE2 or
+ * SWAR; all give the same results. For tests and benchmarks: on 0 turns
+ * AVX2 off, 1 on if the CPU has it, -1 leaves it. Returns whether it is in
+ * use. Not thread-safe against parses under way. */
+bool pg_json_avx2(int on);
+
 /* "object", "array", "string", "number", "boolean", "null". */
 const char *pg_json_type_name(enum pg_json_type type);
 
