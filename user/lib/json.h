@@ -97,9 +97,9 @@ struct pg_json_name {
 	size_t len;
 };
 
-/* pg_json_find() for n distinct names in one pass over obj's members:
- * val[i] is the value of the last member named names[i], or -1. Returns
- * false (every val[i] -1) if obj is not an object. */
+/* pg_json_find() for n distinct names (at most 32) in one pass over obj's
+ * members: val[i] is the value of the last member named names[i], or -1.
+ * Returns false (every val[i] -1) if obj is not an object. */
 bool pg_json_find_n(const struct pg_json *js, uint32_t obj, const struct pg_json_name *names,
                     size_t n, int64_t *val);
 
