@@ -386,6 +386,79 @@ static void test_scan_positions(void **state)
 	}
 }
 
+/* Strict UTF-8 (RFC 3629), written apart from the parser's: the length of
+ * the valid sequence at s[0..n), or 0. */
+static size_t ref_utf8_seq(const unsigned char *s, size_t n)
+{
+	unsigned k = s[0] >= 0xf0 ? 3 : s[0] >= 0xe0 ? 2 : 1;
+	uint32_t cp = s[0] & (0x3f >> k);
+
+	if (s[0] < 0xc2 || s[0] > 0xf4 || n <= k)
+		return 0;
+	for (unsigned j = 1; j <= k; j++) {
+		if ((s[j] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[j] & 0x3f);
+	}
+	if ((k == 2 && cp < 0x800) || (k == 3 && cp < 0x10000) || cp > 0x10ffff ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return k + 1;
+}
+
+/* Every lead byte with every second byte and a few third and fourth ones,
+ * in a run of text and at the end of a string (the last bytes take another
+ * path), against the reference; with AVX2 or not (it changes nothing
+ * here, but the runs are reached from either scan). */
+static void test_utf8_exhaustive(void **state)
+{
+	static const unsigned char more[] = {0x80, 0xbf, 'x'};
+	struct pg_json js = {0};
+	unsigned char d[32];
+
+	(void)state;
+	for (unsigned lead = 0x80; lead < 0x100; lead++)
+		for (unsigned c1 = 0x20; c1 < 0x100; c1++)
+			for (size_t a = 0; a < 3; a++)
+				for (size_t b = 0; b < 3; b++)
+					for (size_t tail = 0; tail < 2; tail++) {
+						unsigned char seq[4] = {(unsigned char)lead,
+						                        (unsigned char)c1, more[a],
+						                        more[b]};
+						size_t n = 0, want = 1, i, k;
+
+						if (c1 == '"' || c1 == '\\')
+							continue;
+						d[n++] = '"';
+						d[n++] = 'a';
+						memcpy(d + n, seq, 4);
+						n += 4;
+						if (tail)
+							n += (size_t)sprintf((char *)d + n,
+							                     "bcdefgh");
+						d[n++] = '"';
+						for (i = 2; i < n - 1; i += k) {
+							k = d[i] < 0x80
+							        ? 1
+							        : ref_utf8_seq(d + i, n - 1 - i);
+							if (!k) {
+								want = 0;
+								break;
+							}
+						}
+						if ((pg_json_parse(&js, (char *)d, n) == 0) != want)
+							fail_msg("%02x %02x %02x %02x, tail %zu: "
+							         "want %s",
+							         lead, c1, more[a], more[b], tail,
+							         want ? "valid" : "invalid");
+						if (!want && js.err_pos != i)
+							fail_msg(
+							    "%02x %02x: error at %zu, want %zu",
+							    lead, c1, js.err_pos, i);
+					}
+	pg_json_free(&js);
+}
+
 /* Truncations and single-byte corruptions of a valid document never crash
  * (ASan build) and never read past the length given. */
 static void test_mutations(void **state)
@@ -432,6 +505,7 @@ int main(void)
 	    cmocka_unit_test(test_find_and_compare),
 	    cmocka_unit_test(test_numbers),
 	    cmocka_unit_test(test_scan_positions),
+	    cmocka_unit_test(test_utf8_exhaustive),
 	    cmocka_unit_test(test_mutations),
 	};
 

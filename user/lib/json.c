@@ -255,6 +255,67 @@ static size_t utf8_seq(const unsigned char *s, size_t avail)
 	return 0;
 }
 
+/* Bytes s[0..4) as a little-endian word: s[0] in the low byte. */
+static inline uint32_t load_le32(const unsigned char *s)
+{
+	uint32_t w;
+
+	memcpy(&w, s, 4);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	w = __builtin_bswap32(w);
+#endif
+	return w;
+}
+
+/*
+ * A run of text with non-ASCII in it (e.g. CJK) from p, where s[p] is at
+ * least 0x80: validated a code point at a time, one 4-byte load checking a
+ * sequence's form and range at once (utf8_seq() for the last 3 bytes).
+ * Single plain ASCII bytes between words are taken in stride; two in a row
+ * end the run (plain_end() is faster on ASCII). Returns where the run ends:
+ * at len, at an ASCII byte, or at the first byte of an invalid sequence
+ * (then s[return] >= 0x80).
+ */
+static size_t utf8_run(const unsigned char *s, size_t p, size_t len)
+{
+	uint32_t w, c;
+	size_t n;
+
+	while (len - p >= 4) {
+		w = load_le32(s + p);
+		c = w & 0xff;
+		if ((w & 0xc0c0f0) == 0x8080e0) {
+			/* 3 bytes; E0 80-9F is overlong, ED A0-BF a surrogate */
+			if ((w & 0xe0ff) == 0x80e0 || (w & 0xe0ff) == 0xa0ed)
+				return p;
+			p += 3;
+		} else if (c < 0x80) {
+			if (!(w & 0x8000) || c < 0x20 || c == '"' || c == '\\')
+				return p;
+			p++;
+		} else if ((w & 0xc0e0) == 0x80c0) {
+			if (!(c & 0x1e)) /* C0, C1: overlong */
+				return p;
+			p += 2;
+		} else if ((w & 0xc0c0c0f8) == 0x808080f0) {
+			/* 4 bytes; F0 80-8F is overlong, F4 90-BF and F5-F7 above U+10FFFF */
+			if (c > 0xf4 || (w & 0xf0ff) == 0x80f0 ||
+			    (c == 0xf4 && (w & 0xf000) != 0x8000))
+				return p;
+			p += 4;
+		} else {
+			return p;
+		}
+	}
+	while (p < len && s[p] >= 0x80) {
+		n = utf8_seq(s + p, len - p);
+		if (!n)
+			return p;
+		p += n;
+	}
+	return p;
+}
+
 /*
  * The rest of a string from p, where plain_end() stopped on a byte that is
  * not the closing quote: escapes, non-ASCII text and errors. Returns the
@@ -300,13 +361,10 @@ static size_t string_rest(struct pg_json *js, size_t p, uint8_t *flags)
 		default:
 			if (s[p] < 0x20)
 				return fail_off(js, p, "control character in string");
-			/* stay here through a run of non-ASCII text (e.g. CJK) */
-			do {
-				n = utf8_seq(s + p, len - p);
-				if (!n)
-					return fail_off(js, p, "invalid UTF-8");
-				p += n;
-			} while (p < len && s[p] >= 0x80);
+			n = utf8_run(s, p, len);
+			if (n < len && s[n] >= 0x80)
+				return fail_off(js, n, "invalid UTF-8");
+			p = n;
 			*flags |= PG_JSON_F_NONASCII;
 		}
 	}
