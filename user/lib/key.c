@@ -2,8 +2,9 @@
 /*
  * Prefix-key extraction (see key.h for the contract and the key text's
  * grammar). The body is parsed whole (it must be valid JSON for the key to
- * be its text), then the text is produced code point by code point into a
- * buffer until prefix_length code points, and hashed with XXH3-64.
+ * be its text), then walked in the grammar's order, the text produced into
+ * a buffer (key_text.c) until prefix_length code points, and hashed with
+ * XXH3-64.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -15,225 +16,7 @@
 #endif
 #include "lib/json.h"
 #include "lib/key.h"
-
-struct emit {
-	char *buf;
-	size_t len, cap;
-	uint32_t ncp, limit; /* code points written, and the most allowed */
-	bool oom;
-	bool nonascii; /* a code point above U+007F was written */
-	/* The first message whose role is "user": where it starts, and its end
-	 * (past its RS) once written (cache_aware's anchor, key.h). */
-	bool user_seen, user_done;
-	size_t user_start, user_end;
-};
-
-static bool emit_full(const struct emit *e)
-{
-	return e->ncp >= e->limit || e->oom;
-}
-
-static bool emit_reserve(struct emit *e, size_t n)
-{
-	size_t ncap;
-	char *b;
-
-	if (e->len + n <= e->cap)
-		return true;
-	ncap = e->cap ? e->cap : 256;
-	while (ncap < e->len + n)
-		ncap *= 2;
-	b = realloc(e->buf, ncap);
-	if (!b) {
-		e->oom = true;
-		return false;
-	}
-	e->buf = b;
-	e->cap = ncap;
-	return true;
-}
-
-static void emit_cp(struct emit *e, uint32_t cp)
-{
-	if (emit_full(e) || !emit_reserve(e, 4))
-		return;
-	e->nonascii |= cp > 0x7f;
-	e->len += pg_utf8_encode(cp, e->buf + e->len);
-	e->ncp++;
-}
-
-static void emit_ascii(struct emit *e, const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		emit_cp(e, (unsigned char)s[i]);
-}
-
-/* A code point of role/content/prompt text: the separators and the escape
- * itself are prefixed with PG_KEY_ESC, so they cannot be confused with real
- * separators. */
-static void emit_text_cp(struct emit *e, uint32_t cp)
-{
-	if (cp == PG_KEY_ESC || cp == PG_KEY_US || cp == PG_KEY_RS || cp == PG_KEY_GS)
-		emit_cp(e, PG_KEY_ESC);
-	emit_cp(e, cp);
-}
-
-/* Raw string bytes s[0..n) that hold no backslash: valid UTF-8 without
- * control characters (JSON guarantees it), so nothing to escape; copied in
- * one go up to the code point limit. ascii: no byte above 0x7f. */
-static void emit_run(struct emit *e, const unsigned char *s, size_t n, bool ascii)
-{
-	uint32_t room = e->limit - e->ncp, cps = 0;
-	size_t cut;
-
-	if (emit_full(e))
-		return;
-	if (ascii) {
-		cut = n < room ? n : room;
-		cps = (uint32_t)cut;
-	} else {
-		for (cut = 0; cut < n; cut++) {
-			if ((s[cut] & 0xc0) == 0x80)
-				continue;
-			if (cps == room)
-				break;
-			cps++;
-		}
-	}
-	if (!cut || !emit_reserve(e, cut))
-		return;
-	e->nonascii |= !ascii;
-	memcpy(e->buf + e->len, s, cut);
-	e->len += cut;
-	e->ncp += cps;
-}
-
-/* The unescaped text of string token i: runs between backslashes are
- * copied whole, escapes decoded one by one. */
-static void emit_text(struct emit *e, const struct pg_json *js, uint32_t i)
-{
-	const struct pg_json_tok *t = &js->tok[i];
-	const unsigned char *s = (const unsigned char *)js->src;
-	bool ascii = !(t->flags & PG_JSON_F_NONASCII);
-	size_t pos = t->start;
-	const unsigned char *bs;
-
-	if (!(t->flags & PG_JSON_F_ESCAPED)) {
-		emit_run(e, s + pos, t->end - pos, ascii);
-		return;
-	}
-	while (pos < t->end && !emit_full(e)) {
-		bs = memchr(s + pos, '\\', t->end - pos);
-		if (!bs) {
-			emit_run(e, s + pos, t->end - pos, ascii);
-			return;
-		}
-		emit_run(e, s + pos, (size_t)(bs - s) - pos, ascii);
-		pos = (size_t)(bs - s);
-		if (!emit_full(e))
-			emit_text_cp(e, pg_json_str_next(js, &pos));
-	}
-}
-
-/* A string in canonical JSON form: quotes, only '"', '\\' and control
- * characters escaped (short forms where JSON has them). */
-static void emit_json_string(struct emit *e, const struct pg_json *js, uint32_t i)
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t pos = js->tok[i].start;
-	uint32_t cp;
-
-	emit_cp(e, '"');
-	while (pos < js->tok[i].end && !emit_full(e)) {
-		cp = pg_json_str_next(js, &pos);
-		switch (cp) {
-		case '"':
-		case '\\':
-			emit_cp(e, '\\');
-			emit_cp(e, cp);
-			break;
-		case '\b':
-			emit_ascii(e, "\\b", 2);
-			break;
-		case '\f':
-			emit_ascii(e, "\\f", 2);
-			break;
-		case '\n':
-			emit_ascii(e, "\\n", 2);
-			break;
-		case '\r':
-			emit_ascii(e, "\\r", 2);
-			break;
-		case '\t':
-			emit_ascii(e, "\\t", 2);
-			break;
-		default:
-			if (cp >= 0x20) {
-				emit_cp(e, cp);
-				break;
-			}
-			emit_ascii(e, "\\u00", 4);
-			emit_cp(e, hex[cp >> 4]);
-			emit_cp(e, hex[cp & 15]);
-		}
-	}
-	emit_cp(e, '"');
-}
-
-static int cmp_names(const void *a, const void *b, void *arg)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-	int r = pg_json_str_cmp(arg, x, y);
-
-	return r ? r : (x > y) - (x < y);
-}
-
-/*
- * Canonical serialization of the value at token i: no whitespace, object
- * members sorted by unescaped name (ties in document order), strings as
- * emit_json_string(), numbers and literals as written. scratch has room for
- * one index per token; each object uses the part above *sp while its
- * members are written (objects' member sets are disjoint, so it suffices).
- */
-static void emit_canonical(struct emit *e, const struct pg_json *js, uint32_t i, uint32_t *scratch,
-                           uint32_t sp)
-{
-	const struct pg_json_tok *t = &js->tok[i];
-	uint32_t k = pg_json_first(i), n;
-
-	if (emit_full(e))
-		return;
-	switch (t->type) {
-	case PG_JSON_OBJECT:
-		for (n = 0; n < t->size; n++, k = pg_json_member_next(js, k))
-			scratch[sp + n] = k;
-		qsort_r(scratch + sp, t->size, sizeof(*scratch), cmp_names, (void *)js);
-		emit_cp(e, '{');
-		for (n = 0; n < t->size && !emit_full(e); n++) {
-			if (n)
-				emit_cp(e, ',');
-			emit_json_string(e, js, scratch[sp + n]);
-			emit_cp(e, ':');
-			emit_canonical(e, js, scratch[sp + n] + 1, scratch, sp + t->size);
-		}
-		emit_cp(e, '}');
-		break;
-	case PG_JSON_ARRAY:
-		emit_cp(e, '[');
-		for (n = 0; n < t->size && !emit_full(e); n++, k = js->tok[k].next) {
-			if (n)
-				emit_cp(e, ',');
-			emit_canonical(e, js, k, scratch, sp);
-		}
-		emit_cp(e, ']');
-		break;
-	case PG_JSON_STRING:
-		emit_json_string(e, js, i);
-		break;
-	default:
-		emit_ascii(e, js->src + t->start, t->end - t->start);
-	}
-}
+#include "lib/key_text.h"
 
 static bool is_type(const struct pg_json *js, int64_t i, enum pg_json_type type)
 {
@@ -246,7 +29,7 @@ static bool absent(const struct pg_json *js, int64_t i)
 }
 
 /* Content: a string, or parts whose "text" (type "text") are joined by GS. */
-static int emit_content(struct emit *e, const struct pg_json *js, int64_t c)
+static int emit_content(struct pg_text *e, const struct pg_json *js, int64_t c)
 {
 	static const struct pg_json_name part_names[] = {{"type", 4}, {"text", 4}};
 	uint32_t k = pg_json_first((uint32_t)c), n, ntext = 0;
@@ -255,7 +38,7 @@ static int emit_content(struct emit *e, const struct pg_json *js, int64_t c)
 	if (absent(js, c))
 		return 0;
 	if (is_type(js, c, PG_JSON_STRING)) {
-		emit_text(e, js, (uint32_t)c);
+		pg_text_string(e, js, (uint32_t)c);
 		return 0;
 	}
 	if (!is_type(js, c, PG_JSON_ARRAY))
@@ -271,13 +54,13 @@ static int emit_content(struct emit *e, const struct pg_json *js, int64_t c)
 		if (!is_type(js, text, PG_JSON_STRING))
 			return -1;
 		if (ntext++)
-			emit_cp(e, PG_KEY_GS);
-		emit_text(e, js, (uint32_t)text);
+			pg_text_cp(e, PG_KEY_GS);
+		pg_text_string(e, js, (uint32_t)text);
 	}
 	return 0;
 }
 
-static int chat_text(struct emit *e, const struct pg_json *js, int64_t tools, int64_t msgs)
+static int chat_text(struct pg_text *e, const struct pg_json *js, int64_t tools, int64_t msgs)
 {
 	static const struct pg_json_name msg_names[] = {{"role", 4}, {"content", 7}};
 	int64_t f[2], role;
@@ -289,9 +72,9 @@ static int chat_text(struct emit *e, const struct pg_json *js, int64_t tools, in
 		scratch = malloc(sizeof(*scratch) * js->ntok);
 		if (!scratch)
 			return -1;
-		emit_canonical(e, js, (uint32_t)tools, scratch, 0);
+		pg_text_canonical(e, js, (uint32_t)tools, scratch, 0);
 		free(scratch);
-		emit_cp(e, PG_KEY_RS);
+		pg_text_cp(e, PG_KEY_RS);
 	}
 	k = pg_json_first((uint32_t)msgs);
 	for (n = 0; n < js->tok[msgs].size; n++, k = js->tok[k].next) {
@@ -303,14 +86,14 @@ static int chat_text(struct emit *e, const struct pg_json *js, int64_t tools, in
 				e->user_seen = true;
 				e->user_start = e->len;
 			}
-			emit_text(e, js, (uint32_t)role);
+			pg_text_string(e, js, (uint32_t)role);
 		} else if (!absent(js, role)) {
 			return -1;
 		}
-		emit_cp(e, PG_KEY_US);
+		pg_text_cp(e, PG_KEY_US);
 		if (emit_content(e, js, f[1]))
 			return -1;
-		emit_cp(e, PG_KEY_RS);
+		pg_text_cp(e, PG_KEY_RS);
 		if (e->user_seen && !e->user_done) {
 			e->user_done = true;
 			e->user_end = e->len;
@@ -320,7 +103,7 @@ static int chat_text(struct emit *e, const struct pg_json *js, int64_t tools, in
 }
 
 /* Token ids of array token a, each as decimal followed by US. */
-static int emit_token_ids(struct emit *e, const struct pg_json *js, uint32_t a)
+static int emit_token_ids(struct pg_text *e, const struct pg_json *js, uint32_t a)
 {
 	uint32_t k = pg_json_first(a);
 	char dec[24];
@@ -332,7 +115,7 @@ static int emit_token_ids(struct emit *e, const struct pg_json *js, uint32_t a)
 
 		if (js->tok[k].type != PG_JSON_NUMBER || pg_json_get_i64(js, k, &v))
 			return -1;
-		if (emit_full(e))
+		if (pg_text_full(e))
 			continue; /* still validate the rest */
 		u = v < 0 ? -(uint64_t)v : (uint64_t)v;
 		do
@@ -340,19 +123,19 @@ static int emit_token_ids(struct emit *e, const struct pg_json *js, uint32_t a)
 		while (u /= 10);
 		if (v < 0)
 			dec[sizeof(dec) - ++len] = '-';
-		emit_ascii(e, dec + sizeof(dec) - len, len);
-		emit_cp(e, PG_KEY_US);
+		pg_text_ascii(e, dec + sizeof(dec) - len, len);
+		pg_text_cp(e, PG_KEY_US);
 	}
 	return 0;
 }
 
-static int completion_text(struct emit *e, const struct pg_json *js, int64_t p)
+static int completion_text(struct pg_text *e, const struct pg_json *js, int64_t p)
 {
 	uint32_t k, n, size;
 	uint8_t first;
 
 	if (is_type(js, p, PG_JSON_STRING)) {
-		emit_text(e, js, (uint32_t)p);
+		pg_text_string(e, js, (uint32_t)p);
 		return 0;
 	}
 	if (!is_type(js, p, PG_JSON_ARRAY))
@@ -368,9 +151,9 @@ static int completion_text(struct emit *e, const struct pg_json *js, int64_t p)
 		if (js->tok[k].type != first)
 			return -1;
 		if (n)
-			emit_cp(e, PG_KEY_RS);
+			pg_text_cp(e, PG_KEY_RS);
 		if (first == PG_JSON_STRING)
-			emit_text(e, js, k);
+			pg_text_string(e, js, k);
 		else if (first != PG_JSON_ARRAY || emit_token_ids(e, js, k))
 			return -1;
 	}
@@ -405,25 +188,6 @@ static void key_out(struct pg_key *out, enum pg_key_source src, const char *p, s
 		memcpy(text, p, len < text_cap ? len : text_cap);
 	if (text_len)
 		*text_len = len;
-}
-
-/* Byte offset in buf[0..len) after ncp code points from offset from
- * (ascii: buf holds no multi-byte sequence, so bytes are code points). */
-static size_t cp_offset(const char *buf, size_t len, size_t from, uint32_t ncp, bool ascii)
-{
-	size_t i = from;
-
-	if (ascii)
-		return len - from < ncp ? len : from + ncp;
-
-	for (; i < len; i++) {
-		if (((unsigned char)buf[i] & 0xc0) == 0x80)
-			continue;
-		if (!ncp)
-			break;
-		ncp--;
-	}
-	return i;
 }
 
 /* The chain hashes of whole blocks of t[0..n), never 0 (an empty slot).
@@ -461,7 +225,7 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 	static const struct pg_json_name top_names[] = {
 	    [CK] = {"prompt_cache_key", 16}, [ST] = {"stream", 6}, [TOOLS] = {"tools", 5},
 	    [MSGS] = {"messages", 8},        [PROMPT] = {"prompt", 6}};
-	struct emit e = {.limit = kb ? PG_CA_MAX_BLOCKS * PG_CA_BLOCK : prefix_length};
+	struct pg_text e = {.limit = kb ? PG_CA_MAX_BLOCKS * PG_CA_BLOCK : prefix_length};
 	int64_t f[5], ck, st;
 	int rc;
 
@@ -488,12 +252,12 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 	/* The whole text is wanted: one allocation of about the body's size
 	 * (the text is rarely longer) instead of doubling up to it. */
 	if (kb)
-		emit_reserve(&e, js->len + 64);
+		pg_text_reserve(&e, js->len + 64);
 	rc = api == PG_API_CHAT ? chat_text(&e, js, f[TOOLS], f[MSGS])
 	                        : completion_text(&e, js, f[PROMPT]);
 	if (!rc && !e.oom) {
 		const char *t = e.buf ? e.buf : "";
-		size_t cut = kb ? cp_offset(t, e.len, 0, prefix_length, !e.nonascii) : e.len;
+		size_t cut = kb ? pg_text_cp_offset(t, e.len, 0, prefix_length, !e.nonascii) : e.len;
 
 		key_out(out, PG_KEY_SRC_MESSAGES, t, cut,
 		        e.ncp < prefix_length ? e.ncp : prefix_length, text, text_cap, text_len);
@@ -503,7 +267,7 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 			size_t anchor = cut;
 
 			if (e.user_seen) {
-				anchor = cp_offset(t, e.len, e.user_start, prefix_length,
+				anchor = pg_text_cp_offset(t, e.len, e.user_start, prefix_length,
 				                   !e.nonascii);
 				if (e.user_done && e.user_end < anchor)
 					anchor = e.user_end;

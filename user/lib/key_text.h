@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The key text of key.h being built, pure: a growing buffer of UTF-8 that
+ * stops at a code point limit, with the unescaping, the separator escapes
+ * and the canonical JSON of tools that the key text's grammar (key.h)
+ * defines. key.c walks the parsed body and calls these in grammar order.
+ */
+#ifndef PG_KEY_TEXT_H
+#define PG_KEY_TEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "lib/json.h"
+
+/* Zero-initialise with a limit; free(buf) when done. */
+struct pg_text {
+	char *buf;
+	size_t len, cap;
+	uint32_t ncp, limit; /* code points written, and the most allowed */
+	bool oom;
+	bool nonascii; /* a code point above U+007F was written */
+	/* The first message whose role is "user": where it starts, and its end
+	 * (past its RS) once written (cache_aware's anchor, key.h). */
+	bool user_seen, user_done;
+	size_t user_start, user_end;
+};
+
+/* Nothing more can be written: the limit is reached, or memory ran out. */
+static inline bool pg_text_full(const struct pg_text *e)
+{
+	return e->ncp >= e->limit || e->oom;
+}
+
+/* Room for n more bytes; false (and oom set) if memory runs out. */
+bool pg_text_reserve(struct pg_text *e, size_t n);
+
+/* One code point, unless full. */
+void pg_text_cp(struct pg_text *e, uint32_t cp);
+
+/* ASCII bytes s[0..n), one code point each. */
+void pg_text_ascii(struct pg_text *e, const char *s, size_t n);
+
+/* TEXT(s) of key.h: the unescaped string token i, each ESC, US, RS or GS in
+ * it preceded by an ESC; cut at the limit, never inside a sequence. */
+void pg_text_string(struct pg_text *e, const struct pg_json *js, uint32_t i);
+
+/* CANON(v) of key.h for the value at token i. scratch: room for one index
+ * per token of js; sp: where this value's part of it starts (0). */
+void pg_text_canonical(struct pg_text *e, const struct pg_json *js, uint32_t i, uint32_t *scratch,
+                       uint32_t sp);
+
+/* Byte offset in buf[0..len) after ncp code points from offset from
+ * (ascii: buf holds no multi-byte sequence, so bytes are code points). */
+size_t pg_text_cp_offset(const char *buf, size_t len, size_t from, uint32_t ncp, bool ascii);
+
+#endif /* PG_KEY_TEXT_H */
