@@ -12,7 +12,8 @@
  * prefix_length body bytes, a header key the header value; a message key
  * is valid UTF-8 of `length` <= prefix_length code points; a longer
  * prefix_length gives the same source and a key text the shorter one is a
- * prefix of (equal when the shorter was not cut); an incomplete OpenAI body
+ * prefix of (equal when the shorter was not cut, else cut after exactly
+ * prefix_length code points, at a code point boundary); an incomplete OpenAI body
  * falls back to raw. For a usable OpenAI body, the same JSON re-serialized
  * with other whitespace and, in objects without duplicate names, members
  * in reverse order gives the same key.
@@ -276,6 +277,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(a.k.length <= b.k.length);
 	if (a.k.length < prefix)
 		FUZZ_CHECK(a.len == b.len && a.k.hash == b.k.hash && a.k.length == b.k.length);
+	/* and the shorter is the longer cut at its length, by code points */
+	if (a.k.source == PG_KEY_SRC_MESSAGES) {
+		FUZZ_CHECK(a.k.length == (b.k.length < prefix ? b.k.length : prefix));
+		FUZZ_CHECK(utf8_count((const unsigned char *)b.text, a.len) == a.k.length);
+		FUZZ_CHECK(a.len == b.len || ((unsigned char)b.text[a.len] & 0xc0) != 0x80);
+	}
 
 	if (api != PG_API_RAW && complete && !hk.len &&
 	    (a.k.source == PG_KEY_SRC_MESSAGES || a.k.source == PG_KEY_SRC_CACHE_FIELD)) {
