@@ -42,14 +42,65 @@ void pg_text_ascii(struct pg_text *e, const char *s, size_t n)
 		pg_text_cp(e, (unsigned char)s[i]);
 }
 
-/* A code point of role/content/prompt text: the separators and the escape
- * itself are prefixed with PG_KEY_ESC, so they cannot be confused with real
- * separators. */
-static void emit_text_cp(struct pg_text *e, uint32_t cp)
+#define ONES  0x0101010101010101ull
+#define HIGHS 0x8080808080808080ull
+
+/* How many of the bytes of w (as loaded from memory), from the first, come
+ * before a backslash: 0 to 8. */
+static inline size_t plain_prefix(uint64_t w)
 {
-	if (cp == PG_KEY_ESC || cp == PG_KEY_US || cp == PG_KEY_RS || cp == PG_KEY_GS)
-		pg_text_cp(e, PG_KEY_ESC);
-	pg_text_cp(e, cp);
+	uint64_t x = w ^ (ONES * '\\'), bs = (x - ONES) & ~x & HIGHS;
+
+	if (!bs)
+		return 8;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return (size_t)__builtin_ctzll(bs) / 8; /* exact: borrows run upward */
+#else
+	return 0; /* the byte loop finds it */
+#endif
+}
+
+/* Code points that start among the first n (< 8 or 8) bytes of w, as
+ * loaded from memory. */
+static inline uint32_t leads_in(uint64_t w, size_t n)
+{
+	uint64_t cont = w & ~(w << 1) & HIGHS;
+
+	if (n < 8) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		cont &= (1ull << (8 * n)) - 1;
+#else
+		cont &= ~(~0ull >> (8 * n));
+#endif
+	}
+	return (uint32_t)n - (uint32_t)(((cont >> 7) * ONES) >> 56);
+}
+
+/* The longest prefix of UTF-8 s[0..n) that holds at most room code points
+ * without cutting one: its length in bytes; *cps gets its code points.
+ * Counts 8 bytes a step, then byte by byte near the cut. */
+static size_t utf8_prefix(const unsigned char *s, size_t n, uint32_t room, uint32_t *cps)
+{
+	uint32_t c = 0, k;
+	size_t i = 0;
+	uint64_t w;
+
+	for (; i + 8 <= n; i += 8) {
+		memcpy(&w, s + i, 8);
+		k = leads_in(w, 8);
+		if (k > room - c)
+			break;
+		c += k;
+	}
+	for (; i < n; i++) {
+		if ((s[i] & 0xc0) == 0x80)
+			continue;
+		if (c == room)
+			break;
+		c++;
+	}
+	*cps = c;
+	return i;
 }
 
 /* Raw string bytes s[0..n) that hold no backslash: valid UTF-8 without
@@ -57,7 +108,7 @@ static void emit_text_cp(struct pg_text *e, uint32_t cp)
  * one go up to the code point limit. ascii: no byte above 0x7f. */
 static void emit_run(struct pg_text *e, const unsigned char *s, size_t n, bool ascii)
 {
-	uint32_t room = e->limit - e->ncp, cps = 0;
+	uint32_t room = e->limit - e->ncp, cps;
 	size_t cut;
 
 	if (pg_text_full(e))
@@ -66,13 +117,7 @@ static void emit_run(struct pg_text *e, const unsigned char *s, size_t n, bool a
 		cut = n < room ? n : room;
 		cps = (uint32_t)cut;
 	} else {
-		for (cut = 0; cut < n; cut++) {
-			if ((s[cut] & 0xc0) == 0x80)
-				continue;
-			if (cps == room)
-				break;
-			cps++;
-		}
+		cut = utf8_prefix(s, n, room, &cps);
 	}
 	if (!cut || !pg_text_reserve(e, cut))
 		return;
@@ -82,31 +127,112 @@ static void emit_run(struct pg_text *e, const unsigned char *s, size_t n, bool a
 	e->ncp += cps;
 }
 
-/* The unescaped text of string token i: runs between backslashes are
- * copied whole, escapes decoded one by one. */
-void pg_text_string(struct pg_text *e, const struct pg_json *js, uint32_t i)
+/* What the escape \\c stands for, c not 'u'. */
+static inline uint32_t short_escape(unsigned char c)
+{
+	switch (c) {
+	case 'n':
+		return '\n';
+	case 't':
+		return '\t';
+	case 'r':
+		return '\r';
+	case 'b':
+		return '\b';
+	case 'f':
+		return '\f';
+	default: /* '"', '\\', '/' */
+		return c;
+	}
+}
+
+/*
+ * The unescaped text of string token i that has escapes, as emit_run()
+ * and pg_text_cp() would write it code point by code point, in one loop
+ * writing straight into the buffer: 8 bytes a step between escapes, the
+ * short escapes decoded here. The text is never longer than the raw string
+ * (an escape is at least as long as what it stands for, an escaped
+ * separator included), nor than 4 bytes per code point left.
+ */
+static void emit_escaped(struct pg_text *e, const struct pg_json *js, uint32_t i)
 {
 	const struct pg_json_tok *t = &js->tok[i];
 	const unsigned char *s = (const unsigned char *)js->src;
-	bool ascii = !(t->flags & PG_JSON_F_NONASCII);
-	size_t pos = t->start;
-	const unsigned char *bs;
+	size_t p = t->start, end = t->end, need = end - p;
+	bool ascii = !(t->flags & PG_JSON_F_NONASCII), nonascii = !ascii;
+	uint32_t ncp = e->ncp, lim = e->limit, cp, k;
+	unsigned char *out;
+	uint64_t w;
+	size_t n;
 
-	if (!(t->flags & PG_JSON_F_ESCAPED)) {
-		emit_run(e, s + pos, t->end - pos, ascii);
+	if (pg_text_full(e))
 		return;
-	}
-	while (pos < t->end && !pg_text_full(e)) {
-		bs = memchr(s + pos, '\\', t->end - pos);
-		if (!bs) {
-			emit_run(e, s + pos, t->end - pos, ascii);
-			return;
+	if (need > 4 * (size_t)(lim - ncp))
+		need = 4 * (size_t)(lim - ncp);
+	if (!pg_text_reserve(e, need + 8)) /* + 8: whole-word stores */
+		return;
+	out = (unsigned char *)e->buf + e->len;
+	while (p < end) {
+		if (s[p] == '\\') { /* an escape (complete: the token is valid) */
+			if (ncp == lim)
+				break;
+			if (s[p + 1] == 'u') {
+				cp = pg_json_str_next(js, &p);
+				nonascii |= cp > 0x7f;
+			} else {
+				cp = short_escape(s[p + 1]);
+				p += 2;
+			}
+			/* the separators and the escape itself are prefixed with
+			 * PG_KEY_ESC, so they cannot be confused with real ones */
+			if (cp == PG_KEY_ESC || cp == PG_KEY_US || cp == PG_KEY_RS ||
+			    cp == PG_KEY_GS) {
+				*out++ = PG_KEY_ESC;
+				if (++ncp == lim)
+					break;
+			}
+			if (cp < 0x80)
+				*out++ = (unsigned char)cp;
+			else
+				out += pg_utf8_encode(cp, (char *)out);
+			ncp++;
+			continue;
 		}
-		emit_run(e, s + pos, (size_t)(bs - s) - pos, ascii);
-		pos = (size_t)(bs - s);
-		if (!pg_text_full(e))
-			emit_text_cp(e, pg_json_str_next(js, &pos));
+		if (end - p >= 8) {
+			/* the bytes up to the next backslash, 8 at most, at once */
+			memcpy(&w, s + p, 8);
+			n = plain_prefix(w);
+			k = ascii ? (uint32_t)n : leads_in(w, n);
+			if (n && k <= lim - ncp) {
+				memcpy(out, s + p, 8);
+				out += n;
+				p += n;
+				ncp += k;
+				continue;
+			}
+		}
+		if ((s[p] & 0xc0) != 0x80) { /* else the rest of a code point */
+			if (ncp == lim)
+				break;
+			ncp++;
+		}
+		*out++ = s[p++];
 	}
+	e->nonascii |= nonascii;
+	e->len = (size_t)(out - (unsigned char *)e->buf);
+	e->ncp = ncp;
+}
+
+/* TEXT(s) of key.h, by the form of the string. */
+void pg_text_string(struct pg_text *e, const struct pg_json *js, uint32_t i)
+{
+	const struct pg_json_tok *t = &js->tok[i];
+
+	if (t->flags & PG_JSON_F_ESCAPED)
+		emit_escaped(e, js, i);
+	else
+		emit_run(e, (const unsigned char *)js->src + t->start, t->end - t->start,
+		         !(t->flags & PG_JSON_F_NONASCII));
 }
 
 /* A string in canonical JSON form: quotes, only '"', '\\' and control
@@ -213,17 +339,9 @@ void pg_text_canonical(struct pg_text *e, const struct pg_json *js, uint32_t i, 
  * (ascii: buf holds no multi-byte sequence, so bytes are code points). */
 size_t pg_text_cp_offset(const char *buf, size_t len, size_t from, uint32_t ncp, bool ascii)
 {
-	size_t i = from;
+	uint32_t cps;
 
 	if (ascii)
 		return len - from < ncp ? len : from + ncp;
-
-	for (; i < len; i++) {
-		if (((unsigned char)buf[i] & 0xc0) == 0x80)
-			continue;
-		if (!ncp)
-			break;
-		ncp--;
-	}
-	return i;
+	return from + utf8_prefix((const unsigned char *)buf + from, len - from, ncp, &cps);
 }
