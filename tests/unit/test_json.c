@@ -406,57 +406,80 @@ static size_t ref_utf8_seq(const unsigned char *s, size_t n)
 	return k + 1;
 }
 
-/* Every lead byte with every second byte and a few third and fourth ones,
- * in a run of text and at the end of a string (the last bytes take another
- * path), against the reference; with AVX2 or not (it changes nothing
- * here, but the runs are reached from either scan). */
-static void test_utf8_exhaustive(void **state)
+/*
+ * Every lead byte with every second byte and a few third and fourth ones,
+ * against the reference: at the end of a string (the last bytes take
+ * another path), in a short run, and at offsets around the 32-byte blocks
+ * of the AVX2 validation (counted from the first non-ASCII byte, where it
+ * starts) inside a long run; with AVX2 and, where the CPU has it, without.
+ */
+static void utf8_exhaustive(void)
 {
-	static const unsigned char more[] = {0x80, 0xbf, 'x'};
+	static const unsigned char more[][2] = {
+	    {0x80, 0x80}, {0xbf, 0xbf}, {0x80, 'x'}, {'x', 'x'}};
+	static const int offsets[] = {-2, -1, 0, 2, 3, 28, 29, 30, 31, 32, 33};
 	struct pg_json js = {0};
-	unsigned char d[32];
+	unsigned char d[160];
 
-	(void)state;
 	for (unsigned lead = 0x80; lead < 0x100; lead++)
 		for (unsigned c1 = 0x20; c1 < 0x100; c1++)
-			for (size_t a = 0; a < 3; a++)
-				for (size_t b = 0; b < 3; b++)
-					for (size_t tail = 0; tail < 2; tail++) {
-						unsigned char seq[4] = {(unsigned char)lead,
-						                        (unsigned char)c1, more[a],
-						                        more[b]};
-						size_t n = 0, want = 1, i, k;
+			for (size_t m = 0; m < sizeof(more) / sizeof(more[0]); m++)
+				for (size_t o = 0; o < sizeof(offsets) / sizeof(offsets[0]); o++) {
+					const unsigned char seq[4] = {(unsigned char)lead,
+					                              (unsigned char)c1, more[m][0],
+					                              more[m][1]};
+					size_t n = 0, want = 1, i, k;
 
-						if (c1 == '"' || c1 == '\\')
-							continue;
-						d[n++] = '"';
-						d[n++] = 'a';
-						memcpy(d + n, seq, 4);
-						n += 4;
-						if (tail)
-							n += (size_t)sprintf((char *)d + n,
-							                     "bcdefgh");
-						d[n++] = '"';
-						for (i = 2; i < n - 1; i += k) {
-							k = d[i] < 0x80
-							        ? 1
-							        : ref_utf8_seq(d + i, n - 1 - i);
-							if (!k) {
-								want = 0;
-								break;
-							}
-						}
-						if ((pg_json_parse(&js, (char *)d, n) == 0) != want)
-							fail_msg("%02x %02x %02x %02x, tail %zu: "
-							         "want %s",
-							         lead, c1, more[a], more[b], tail,
-							         want ? "valid" : "invalid");
-						if (!want && js.err_pos != i)
-							fail_msg(
-							    "%02x %02x: error at %zu, want %zu",
-							    lead, c1, js.err_pos, i);
+					if (c1 == '"' || c1 == '\\')
+						continue;
+					d[n++] = '"';
+					if (offsets[o] == -1) {
+						d[n++] = 'a'; /* a short run after ASCII */
+					} else if (offsets[o] > 0) {
+						d[n++] = 0xc3; /* a long run from this é */
+						d[n++] = 0xa9;
+						memset(d + n, 'a', (size_t)offsets[o] - 2);
+						n += (size_t)offsets[o] - 2;
 					}
+					memcpy(d + n, seq, 4);
+					n += 4;
+					if (offsets[o] == -1)
+						n += (size_t)sprintf((char *)d + n, "bcdefgh");
+					else if (offsets[o] >= 0)
+						for (int t = 0; t < 21; t++, n += 3)
+							memcpy(d + n, "\xe4\xb8\xad", 3);
+					d[n++] = '"';
+					for (i = 1; i < n - 1; i += k) {
+						k = d[i] < 0x80 ? 1
+						                : ref_utf8_seq(d + i, n - 1 - i);
+						if (!k) {
+							want = 0;
+							break;
+						}
+					}
+					if ((pg_json_parse(&js, (char *)d, n) == 0) != want)
+						fail_msg(
+						    "%02x %02x %02x %02x at %d: want %s (AVX2 %d)",
+						    lead, c1, more[m][0], more[m][1], offsets[o],
+						    want ? "valid" : "invalid", pg_json_avx2(-1));
+					if (!want && js.err_pos != i)
+						fail_msg("%02x %02x at %d: error at %zu, want %zu",
+						         lead, c1, offsets[o], js.err_pos, i);
+				}
 	pg_json_free(&js);
+}
+
+static void test_utf8_exhaustive(void **state)
+{
+	bool avx2 = pg_json_avx2(-1);
+
+	(void)state;
+	utf8_exhaustive();
+	if (avx2) {
+		pg_json_avx2(0);
+		utf8_exhaustive();
+		pg_json_avx2(1);
+	}
 }
 
 /* Truncations and single-byte corruptions of a valid document never crash

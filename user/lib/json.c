@@ -151,6 +151,105 @@ __attribute__((target("avx2"))) static size_t avx2_skip(const unsigned char *s, 
 }
 #endif
 
+/*
+ * UTF-8 validation 32 bytes a step (Keiser and Lemire, "Validating UTF-8 in
+ * less than one instruction per byte", 2021): each byte and the one before
+ * it index three 16-entry tables whose AND names the error that pair makes;
+ * the 3rd and 4th bytes of a sequence, which look like an error (two
+ * continuation bytes in a row), are told apart by the lead two or three
+ * bytes back. Error bits:
+ */
+#define U8_TOO_SHORT  0x01 /* lead, then no continuation */
+#define U8_TOO_LONG   0x02 /* ASCII, then a continuation */
+#define U8_OVERLONG_3 0x04 /* E0 80-9F */
+#define U8_TOO_LARGE  0x08 /* F4 90-BF; F5-FF 90-BF */
+#define U8_SURROGATE  0x10 /* ED A0-BF */
+#define U8_OVERLONG_2 0x20 /* C0-C1, then a continuation */
+#define U8_TOO_LARGE2 0x40 /* F5-FF 80-8F; and F0 80-8F (overlong) */
+#define U8_TWO_CONTS  0x80 /* continuation, then continuation */
+#define U8_CARRY      (U8_TOO_SHORT | U8_TOO_LONG | U8_TWO_CONTS)
+
+#define DUP16(...) __VA_ARGS__, __VA_ARGS__
+
+/* By the high nibble of the byte before. */
+static const uint8_t u8_prev_high[32] = {
+    DUP16(U8_TOO_LONG, U8_TOO_LONG, U8_TOO_LONG, U8_TOO_LONG, U8_TOO_LONG, U8_TOO_LONG, U8_TOO_LONG,
+          U8_TOO_LONG, U8_TWO_CONTS, U8_TWO_CONTS, U8_TWO_CONTS, U8_TWO_CONTS,
+          U8_TOO_SHORT | U8_OVERLONG_2, U8_TOO_SHORT, U8_TOO_SHORT | U8_OVERLONG_3 | U8_SURROGATE,
+          U8_TOO_SHORT | U8_TOO_LARGE | U8_TOO_LARGE2)};
+/* By the low nibble of the byte before. */
+static const uint8_t u8_prev_low[32] = {DUP16(
+    U8_CARRY | U8_OVERLONG_2 | U8_OVERLONG_3 | U8_TOO_LARGE2, U8_CARRY | U8_OVERLONG_2, U8_CARRY,
+    U8_CARRY, U8_CARRY | U8_TOO_LARGE, U8_CARRY | U8_TOO_LARGE | U8_TOO_LARGE2,
+    U8_CARRY | U8_TOO_LARGE | U8_TOO_LARGE2, U8_CARRY | U8_TOO_LARGE | U8_TOO_LARGE2,
+    U8_CARRY | U8_TOO_LARGE | U8_TOO_LARGE2, U8_CARRY | U8_TOO_LARGE | U8_TOO_LARGE2,
+    U8_CARRY | U8_TOO_LARGE | U8_TOO_LARGE2, U8_CARRY | U8_TOO_LARGE | U8_TOO_LARGE2,
+    U8_CARRY | U8_TOO_LARGE | U8_TOO_LARGE2, U8_CARRY | U8_TOO_LARGE | U8_TOO_LARGE2 | U8_SURROGATE,
+    U8_CARRY | U8_TOO_LARGE | U8_TOO_LARGE2, U8_CARRY | U8_TOO_LARGE | U8_TOO_LARGE2)};
+/* By the high nibble of the byte itself. */
+static const uint8_t u8_cur_high[32] = {
+    DUP16(U8_TOO_SHORT, U8_TOO_SHORT, U8_TOO_SHORT, U8_TOO_SHORT, U8_TOO_SHORT, U8_TOO_SHORT,
+          U8_TOO_SHORT, U8_TOO_SHORT,
+          U8_TOO_LONG | U8_OVERLONG_2 | U8_TWO_CONTS | U8_OVERLONG_3 | U8_TOO_LARGE2,
+          U8_TOO_LONG | U8_OVERLONG_2 | U8_TWO_CONTS | U8_OVERLONG_3 | U8_TOO_LARGE,
+          U8_TOO_LONG | U8_OVERLONG_2 | U8_TWO_CONTS | U8_SURROGATE | U8_TOO_LARGE,
+          U8_TOO_LONG | U8_OVERLONG_2 | U8_TWO_CONTS | U8_SURROGATE | U8_TOO_LARGE, U8_TOO_SHORT,
+          U8_TOO_SHORT, U8_TOO_SHORT, U8_TOO_SHORT)};
+
+__attribute__((target("avx2"))) static inline __m256i load32(const void *p)
+{
+	return _mm256_loadu_si256((const __m256i *)p);
+}
+
+/*
+ * Long runs of non-ASCII text from p (at the first byte of a code point,
+ * after complete ones): skip 32-byte blocks that are valid UTF-8 and hold
+ * no quote, backslash or control character. Returns the first byte of the
+ * last code point before the first other block (or before where fewer than
+ * 32 bytes are left), or the block itself if ASCII precedes it; utf8_run()
+ * goes on from there exactly, errors included.
+ */
+__attribute__((target("avx2"))) static size_t avx2_utf8_skip(const unsigned char *s, size_t p,
+                                                             size_t len)
+{
+	const __m256i ph = load32(u8_prev_high), pl = load32(u8_prev_low), ch = load32(u8_cur_high),
+	              nib = _mm256_set1_epi8(0x0f);
+	__m256i prev = _mm256_setzero_si256(), v, c, p1, p2, p3, x, err;
+	size_t start = p, q;
+
+	for (; p + 32 <= len; p += 32, prev = v) {
+		v = load32(s + p);
+		/* '"' ^ 2 and the control characters are the bytes <= 0x20 */
+		x = _mm256_xor_si256(v, _mm256_set1_epi8(2));
+		err = _mm256_or_si256(
+		    _mm256_cmpeq_epi8(_mm256_min_epu8(x, _mm256_set1_epi8(0x20)), x),
+		    _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\\')));
+		/* the bytes 1, 2 and 3 places before each */
+		c = _mm256_permute2x128_si256(prev, v, 0x21);
+		p1 = _mm256_alignr_epi8(v, c, 15);
+		p2 = _mm256_alignr_epi8(v, c, 14);
+		p3 = _mm256_alignr_epi8(v, c, 13);
+		x = _mm256_and_si256(
+		    _mm256_and_si256(
+		        _mm256_shuffle_epi8(ph, _mm256_and_si256(_mm256_srli_epi16(p1, 4), nib)),
+		        _mm256_shuffle_epi8(pl, _mm256_and_si256(p1, nib))),
+		    _mm256_shuffle_epi8(ch, _mm256_and_si256(_mm256_srli_epi16(v, 4), nib)));
+		/* two continuations in a row are right 2 bytes after E0-FF and 3
+		 * after F0-FF, and only there */
+		c = _mm256_and_si256(_mm256_or_si256(_mm256_subs_epu8(p2, _mm256_set1_epi8(0x60)),
+		                                     _mm256_subs_epu8(p3, _mm256_set1_epi8(0x70))),
+		                     _mm256_set1_epi8((char)0x80));
+		err = _mm256_or_si256(err, _mm256_xor_si256(x, c));
+		if (!_mm256_testz_si256(err, err))
+			break;
+	}
+	/* back to the lead of the last code point before p: its sequence (or
+	 * its error) may run on into the block not taken */
+	for (q = p; q > start && (s[q - 1] & 0xc0) == 0x80; q--)
+		;
+	return q > start && s[q - 1] >= 0xc0 ? q - 1 : q;
+}
+
 bool pg_json_avx2(int on)
 {
 #ifdef PG_JSON_AVX2
@@ -281,6 +380,10 @@ static size_t utf8_run(const unsigned char *s, size_t p, size_t len)
 	uint32_t w, c;
 	size_t n;
 
+#ifdef PG_JSON_AVX2
+	if (use_avx2 && len - p >= 64)
+		p = avx2_utf8_skip(s, p, len);
+#endif
 	while (len - p >= 4) {
 		w = load_le32(s + p);
 		c = w & 0xff;
