@@ -60,7 +60,10 @@ static int emit_content(struct pg_text *e, const struct pg_json *js, int64_t c)
 	return 0;
 }
 
-static int chat_text(struct pg_text *e, const struct pg_json *js, int64_t tools, int64_t msgs)
+/* prefix_length: how far cache_aware's anchor runs into the first user
+ * message (key.h). */
+static int chat_text(struct pg_text *e, const struct pg_json *js, int64_t tools, int64_t msgs,
+                     uint32_t prefix_length)
 {
 	static const struct pg_json_name msg_names[] = {{"role", 4}, {"content", 7}};
 	int64_t f[2], role;
@@ -85,6 +88,7 @@ static int chat_text(struct pg_text *e, const struct pg_json *js, int64_t tools,
 			if (!e->user_seen && pg_json_str_eq(js, (uint32_t)role, "user", 4)) {
 				e->user_seen = true;
 				e->user_start = e->len;
+				pg_text_mark(e, 1, prefix_length);
 			}
 			pg_text_string(e, js, (uint32_t)role);
 		} else if (!absent(js, role)) {
@@ -222,9 +226,11 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
                     struct pg_key_blocks *kb)
 {
 	enum { CK, ST, TOOLS, MSGS, PROMPT };
-	static const struct pg_json_name top_names[] = {
-	    [CK] = {"prompt_cache_key", 16}, [ST] = {"stream", 6}, [TOOLS] = {"tools", 5},
-	    [MSGS] = {"messages", 8},        [PROMPT] = {"prompt", 6}};
+	static const struct pg_json_name top_names[] = {[CK] = {"prompt_cache_key", 16},
+	                                                [ST] = {"stream", 6},
+	                                                [TOOLS] = {"tools", 5},
+	                                                [MSGS] = {"messages", 8},
+	                                                [PROMPT] = {"prompt", 6}};
 	struct pg_text e = {.limit = kb ? PG_CA_MAX_BLOCKS * PG_CA_BLOCK : prefix_length};
 	int64_t f[5], ck, st;
 	int rc;
@@ -251,13 +257,15 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 	}
 	/* The whole text is wanted: one allocation of about the body's size
 	 * (the text is rarely longer) instead of doubling up to it. */
-	if (kb)
+	if (kb) {
 		pg_text_reserve(&e, js->len + 64);
-	rc = api == PG_API_CHAT ? chat_text(&e, js, f[TOOLS], f[MSGS])
+		pg_text_mark(&e, 0, prefix_length);
+	}
+	rc = api == PG_API_CHAT ? chat_text(&e, js, f[TOOLS], f[MSGS], prefix_length)
 	                        : completion_text(&e, js, f[PROMPT]);
 	if (!rc && !e.oom) {
 		const char *t = e.buf ? e.buf : "";
-		size_t cut = kb ? pg_text_cp_offset(t, e.len, 0, prefix_length, !e.nonascii) : e.len;
+		size_t cut = kb ? pg_text_mark_offset(&e, 0) : e.len;
 
 		key_out(out, PG_KEY_SRC_MESSAGES, t, cut,
 		        e.ncp < prefix_length ? e.ncp : prefix_length, text, text_cap, text_len);
@@ -267,8 +275,7 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 			size_t anchor = cut;
 
 			if (e.user_seen) {
-				anchor = pg_text_cp_offset(t, e.len, e.user_start, prefix_length,
-				                   !e.nonascii);
+				anchor = pg_text_mark_offset(&e, 1);
 				if (e.user_done && e.user_end < anchor)
 					anchor = e.user_end;
 			}

@@ -4,6 +4,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include "lib/key.h"
 #include "lib/key_text.h"
 
@@ -29,6 +32,7 @@ bool pg_text_reserve(struct pg_text *e, size_t n)
 
 void pg_text_cp(struct pg_text *e, uint32_t cp)
 {
+	pg_text_checkpoint(e);
 	if (pg_text_full(e) || !pg_text_reserve(e, 4))
 		return;
 	e->nonascii |= cp > 0x7f;
@@ -103,6 +107,36 @@ static size_t utf8_prefix(const unsigned char *s, size_t n, uint32_t room, uint3
 	return i;
 }
 
+/* UTF-8 continuation bytes in s[0..n): 16 bytes a step with SSE2 (counts
+ * kept per byte lane, summed before they can overflow), else 8. */
+static size_t utf8_conts(const unsigned char *s, size_t n)
+{
+	size_t i = 0, c = 0;
+	uint64_t w;
+
+#ifdef __SSE2__
+	while (n - i >= 16) {
+		__m128i acc = _mm_setzero_si128(), lim = _mm_set1_epi8(-64);
+		size_t stop = n - i >= 16 * 255 ? i + 16 * 255 : n - (n - i) % 16;
+
+		for (; i < stop; i += 16) /* continuation bytes are below -64 as int8 */
+			acc = _mm_sub_epi8(
+			    acc, _mm_cmplt_epi8(
+			             _mm_loadu_si128((const __m128i *)(const void *)(s + i)), lim));
+		acc = _mm_sad_epu8(acc, _mm_setzero_si128());
+		c += (size_t)_mm_cvtsi128_si64(acc) +
+		     (size_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc));
+	}
+#endif
+	for (; n - i >= 8; i += 8) {
+		memcpy(&w, s + i, 8);
+		c += 8 - leads_in(w, 8);
+	}
+	for (; i < n; i++)
+		c += (s[i] & 0xc0) == 0x80;
+	return c;
+}
+
 /* Raw string bytes s[0..n) that hold no backslash: valid UTF-8 without
  * control characters (JSON guarantees it), so nothing to escape; copied in
  * one go up to the code point limit. ascii: no byte above 0x7f. */
@@ -113,9 +147,13 @@ static void emit_run(struct pg_text *e, const unsigned char *s, size_t n, bool a
 
 	if (pg_text_full(e))
 		return;
+	pg_text_checkpoint(e);
 	if (ascii) {
 		cut = n < room ? n : room;
 		cps = (uint32_t)cut;
+	} else if (n <= room) { /* no cut: n bytes hold at most n code points */
+		cut = n;
+		cps = (uint32_t)(n - utf8_conts(s, n));
 	} else {
 		cut = utf8_prefix(s, n, room, &cps);
 	}
@@ -167,6 +205,7 @@ static void emit_escaped(struct pg_text *e, const struct pg_json *js, uint32_t i
 
 	if (pg_text_full(e))
 		return;
+	pg_text_checkpoint(e);
 	if (need > 4 * (size_t)(lim - ncp))
 		need = 4 * (size_t)(lim - ncp);
 	if (!pg_text_reserve(e, need + 8)) /* + 8: whole-word stores */
@@ -344,4 +383,10 @@ size_t pg_text_cp_offset(const char *buf, size_t len, size_t from, uint32_t ncp,
 	if (ascii)
 		return len - from < ncp ? len : from + ncp;
 	return from + utf8_prefix((const unsigned char *)buf + from, len - from, ncp, &cps);
+}
+
+size_t pg_text_mark_offset(const struct pg_text *e, int i)
+{
+	return pg_text_cp_offset(e->buf ? e->buf : "", e->len, e->mark_len[i],
+	                         e->mark[i] - e->mark_ncp[i], !e->nonascii);
 }

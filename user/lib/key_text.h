@@ -24,6 +24,12 @@ struct pg_text {
 	 * (past its RS) once written (cache_aware's anchor, key.h). */
 	bool user_seen, user_done;
 	size_t user_start, user_end;
+	/* Code point counts whose byte offsets are wanted once the text is
+	 * written (cache_aware's cuts): for each, the last point the writing
+	 * passed at or before it, so pg_text_mark_offset() need not count the
+	 * text from its start. Set with pg_text_mark(). */
+	uint32_t mark[2], mark_ncp[2];
+	size_t mark_len[2];
 };
 
 /* Nothing more can be written: the limit is reached, or memory ran out. */
@@ -31,6 +37,27 @@ static inline bool pg_text_full(const struct pg_text *e)
 {
 	return e->ncp >= e->limit || e->oom;
 }
+
+/* Note where the writing is, for the marks (at each write). */
+static inline void pg_text_checkpoint(struct pg_text *e)
+{
+	for (int i = 0; i < 2; i++)
+		if (e->ncp <= e->mark[i]) {
+			e->mark_len[i] = e->len;
+			e->mark_ncp[i] = e->ncp;
+		}
+}
+
+/* Mark i is ncp code points past the point written so far. */
+static inline void pg_text_mark(struct pg_text *e, int i, uint32_t ncp)
+{
+	e->mark[i] = e->ncp + ncp < e->ncp ? UINT32_MAX : e->ncp + ncp;
+	e->mark_len[i] = e->len;
+	e->mark_ncp[i] = e->ncp;
+}
+
+/* The byte offset after mark i's code points (or the text's end). */
+size_t pg_text_mark_offset(const struct pg_text *e, int i);
 
 /* Room for n more bytes; false (and oom set) if memory runs out. */
 bool pg_text_reserve(struct pg_text *e, size_t n);
