@@ -4,7 +4,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#ifdef __SSE2__
+#if defined(__SSE2__) && !defined(PG_NO_SIMD)
 #include <emmintrin.h>
 #endif
 #include "lib/key.h"
@@ -114,7 +114,7 @@ static size_t utf8_conts(const unsigned char *s, size_t n)
 	size_t i = 0, c = 0;
 	uint64_t w;
 
-#ifdef __SSE2__
+#if defined(__SSE2__) && !defined(PG_NO_SIMD)
 	while (n - i >= 16) {
 		__m128i acc = _mm_setzero_si128(), lim = _mm_set1_epi8(-64);
 		size_t stop = n - i >= 16 * 255 ? i + 16 * 255 : n - (n - i) % 16;
