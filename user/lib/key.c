@@ -60,10 +60,10 @@ static int emit_content(struct pg_text *e, const struct pg_json *js, int64_t c)
 	return 0;
 }
 
-/* prefix_length: how far cache_aware's anchor runs into the first user
- * message (key.h). */
+/* anchor: cache_aware's anchor is wanted, running prefix_length code points
+ * into the first user message (key.h). */
 static int chat_text(struct pg_text *e, const struct pg_json *js, int64_t tools, int64_t msgs,
-                     uint32_t prefix_length)
+                     bool anchor, uint32_t prefix_length)
 {
 	static const struct pg_json_name msg_names[] = {{"role", 4}, {"content", 7}};
 	int64_t f[2], role;
@@ -88,7 +88,8 @@ static int chat_text(struct pg_text *e, const struct pg_json *js, int64_t tools,
 			if (!e->user_seen && pg_json_str_eq(js, (uint32_t)role, "user", 4)) {
 				e->user_seen = true;
 				e->user_start = e->len;
-				pg_text_mark(e, 1, prefix_length);
+				if (anchor)
+					pg_text_mark(e, 1, prefix_length);
 			}
 			pg_text_string(e, js, (uint32_t)role);
 		} else if (!absent(js, role)) {
@@ -261,7 +262,7 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 		pg_text_reserve(&e, js->len + 64);
 		pg_text_mark(&e, 0, prefix_length);
 	}
-	rc = api == PG_API_CHAT ? chat_text(&e, js, f[TOOLS], f[MSGS], prefix_length)
+	rc = api == PG_API_CHAT ? chat_text(&e, js, f[TOOLS], f[MSGS], kb, prefix_length)
 	                        : completion_text(&e, js, f[PROMPT]);
 	if (!rc && !e.oom) {
 		const char *t = e.buf ? e.buf : "";

@@ -28,7 +28,7 @@ struct pg_text {
 	 * written (cache_aware's cuts): for each, the last point the writing
 	 * passed at or before it, so pg_text_mark_offset() need not count the
 	 * text from its start. Set with pg_text_mark(). */
-	uint32_t mark[2], mark_ncp[2];
+	uint32_t mark[2], mark_ncp[2], mark_max;
 	size_t mark_len[2];
 };
 
@@ -41,6 +41,8 @@ static inline bool pg_text_full(const struct pg_text *e)
 /* Note where the writing is, for the marks (at each write). */
 static inline void pg_text_checkpoint(struct pg_text *e)
 {
+	if (e->ncp > e->mark_max) /* past them all, or none set */
+		return;
 	for (int i = 0; i < 2; i++)
 		if (e->ncp <= e->mark[i]) {
 			e->mark_len[i] = e->len;
@@ -52,6 +54,8 @@ static inline void pg_text_checkpoint(struct pg_text *e)
 static inline void pg_text_mark(struct pg_text *e, int i, uint32_t ncp)
 {
 	e->mark[i] = e->ncp + ncp < e->ncp ? UINT32_MAX : e->ncp + ncp;
+	if (e->mark[i] > e->mark_max)
+		e->mark_max = e->mark[i];
 	e->mark_len[i] = e->len;
 	e->mark_ncp[i] = e->ncp;
 }
