@@ -116,7 +116,7 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory BUILD=$(BUILD)/asan CFLAGS="-O1 -g" \
 		SANFLAGS="$(ASAN_FLAGS)" tests-build
 	$(Q)$(MAKE) --no-print-directory fuzz-build
-	$(Q)BUILD=$(BUILD) tests/run.sh unit asan bpf e2e e2e-asan fuzz
+	$(Q)BUILD=$(BUILD) tests/run.sh unit asan bpf e2e e2e-asan fuzz style
 
 test-unit: deps tests-build
 	$(Q)BUILD=$(BUILD) tests/run.sh unit

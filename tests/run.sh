@@ -3,7 +3,7 @@
 #   total: N passed, N failed, N skipped
 # usage: tests/run.sh [unit] [asan] [bpf] [e2e] [e2e-asan] [fuzz] [style]
 # (fuzz: each libFuzzer target of $BUILD/fuzz for FUZZ_SMOKE_SECONDS, 10;
-# style: tests/style.sh, clang-format and file size, not in `make test` yet)
+# style: tests/style.sh, clang-format and file size; part of `make test`)
 # Each test program speaks TAP ("ok N - name", "not ok N - name",
 # "ok N - name # SKIP why"); cmocka is switched to TAP. A program that exits
 # non-zero without reporting a failure, or reports nothing, counts as failed.

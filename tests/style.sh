@@ -1,7 +1,8 @@
 #!/bin/sh
 # Style checks of the C sources, as TAP ("ok N - ...", "not ok N - ..."),
 # then one line "style: N passed, N failed" (tests/run.sh style counts the
-# TAP lines). Not part of `make test` yet: it reports, nothing is rewritten.
+# TAP lines). Part of `make test`: it reports, nothing is rewritten (`make
+# format` rewrites).
 #
 #   format   clang-format --dry-run -Werror with the committed .clang-format:
 #            one test per file, failing when clang-format would change it.

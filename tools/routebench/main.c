@@ -75,8 +75,8 @@ static int cmp_u64(const void *a, const void *b)
 /* Pseudo-random words, deterministic from seed. */
 static size_t words(char *out, size_t n, uint64_t seed)
 {
-	static const char *const w[] = {"model", "cache", "token", "prefix", "route", "query",
-					"answer", "kernel", "socket", "buffer", "stream", "vector"};
+	static const char *const w[] = {"model",  "cache",  "token",  "prefix", "route",  "query",
+	                                "answer", "kernel", "socket", "buffer", "stream", "vector"};
 	size_t len = 0;
 
 	while (len + 8 < n) {
@@ -94,16 +94,18 @@ static size_t body(char *out, size_t cap, unsigned c, unsigned t, size_t kib)
 	size_t len, target = kib * 1024;
 
 	words(sys, sizeof(sys), 1);
-	len = (size_t)snprintf(out, cap,
-			       "{\"model\":\"m\",\"max_tokens\":16,\"messages\":[{\"role\":\"system\","
-			       "\"content\":\"%s\"}",
-			       sys);
+	len = (size_t)snprintf(
+	    out, cap,
+	    "{\"model\":\"m\",\"max_tokens\":16,\"messages\":[{\"role\":\"system\","
+	    "\"content\":\"%s\"}",
+	    sys);
 	for (unsigned k = 0; len + sizeof(turn) + 64 < cap; k++) {
 		if (k > t && len >= target)
 			break;
 		words(turn, k % 2 ? 1200 : 400, (uint64_t)c << 20 | k);
-		len += (size_t)snprintf(out + len, cap - len, ",{\"role\":\"%s\",\"content\":\"%s\"}",
-					k % 2 ? "assistant" : "user", turn);
+		len +=
+		    (size_t)snprintf(out + len, cap - len, ",{\"role\":\"%s\",\"content\":\"%s\"}",
+		                     k % 2 ? "assistant" : "user", turn);
 	}
 	len += (size_t)snprintf(out + len, cap - len, "]}");
 	return len;
@@ -133,8 +135,8 @@ static void setup(struct pg_gateway *gw, struct pg_config *cfg, unsigned nbacken
 		fprintf(stderr, "routebench: setup: out of memory\n");
 		exit(1);
 	}
-	if (pg_maps_open(&gw->maps, false, "", pg_ca_slots_for(cfg->cache_capacity, PG_CA_SLOTS_MIN),
-			 err, sizeof(err)) ||
+	if (pg_maps_open(&gw->maps, false, "",
+	                 pg_ca_slots_for(cfg->cache_capacity, PG_CA_SLOTS_MIN), err, sizeof(err)) ||
 	    pg_control_init(gw, err, sizeof(err))) {
 		fprintf(stderr, "routebench: setup: %s\n", err);
 		exit(1);
@@ -235,7 +237,7 @@ static int bench_rebuild(const unsigned *fleets, unsigned nfleets, unsigned reps
 int main(int argc, char **argv)
 {
 	static const enum pg_strategy strategies[] = {PG_STRATEGY_PREFIX_AWARE,
-						     PG_STRATEGY_CACHE_AWARE};
+	                                              PG_STRATEGY_CACHE_AWARE};
 	unsigned fleets[8] = {2, 16, 64, 255}, nfleets = 4, rounds = 8, reps = 15;
 	bool rebuild_only = false;
 	size_t kib = 32, cap, blen[CONVS];
@@ -266,7 +268,8 @@ int main(int argc, char **argv)
 			kib = (size_t)atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--backends")) {
 			nfleets = 0;
-			for (char *p = strtok(argv[i + 1], ","); p && nfleets < 8; p = strtok(NULL, ","))
+			for (char *p = strtok(argv[i + 1], ","); p && nfleets < 8;
+			     p = strtok(NULL, ","))
 				fleets[nfleets++] = (unsigned)atoi(p);
 			for (unsigned f = 0; f < nfleets; f++)
 				if (fleets[f] < 1 || fleets[f] > PG_MAX_BACKENDS - 1) {
@@ -320,7 +323,8 @@ int main(int argc, char **argv)
 				for (unsigned c = 0; c < CONVS; c++)
 					blen[c] = body(bodies + (size_t)c * cap, cap, c, t, kib);
 				for (unsigned c = 0; c < CONVS; c++) {
-					struct pg_route_input in = {.api = PG_API_CHAT, .complete = true};
+					struct pg_route_input in = {.api = PG_API_CHAT,
+					                            .complete = true};
 					struct pg_choice ch;
 					struct pg_key key;
 

@@ -287,9 +287,9 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 	return rc || e.oom ? -1 : 0;
 }
 
-static int key_compute(enum pg_api api, struct pg_str header_key, const char *body,
-                       size_t body_len, bool complete, uint32_t prefix_length, struct pg_key *out,
-                       char *text, size_t text_cap, size_t *text_len, struct pg_key_blocks *kb)
+static int key_compute(enum pg_api api, struct pg_str header_key, const char *body, size_t body_len,
+                       bool complete, uint32_t prefix_length, struct pg_key *out, char *text,
+                       size_t text_cap, size_t *text_len, struct pg_key_blocks *kb)
 {
 	struct pg_json js = {0};
 	size_t n;

@@ -59,9 +59,9 @@
 /* Separators of the key text (ASCII control characters, which JSON strings
  * can carry only as escapes). */
 #define PG_KEY_ESC 0x1b /* makes the next code point literal text */
-#define PG_KEY_GS 0x1d  /* between the text parts of one content */
-#define PG_KEY_RS 0x1e  /* after tools and each message; between prompts */
-#define PG_KEY_US 0x1f  /* after a role; after each token id */
+#define PG_KEY_GS  0x1d /* between the text parts of one content */
+#define PG_KEY_RS  0x1e /* after tools and each message; between prompts */
+#define PG_KEY_US  0x1f /* after a role; after each token id */
 
 enum pg_api {
 	PG_API_RAW = 0,         /* any other path: raw body bytes */
@@ -77,12 +77,12 @@ enum pg_key_source {
 };
 
 struct pg_key {
-	uint64_t hash;     /* XXH3-64 of the key bytes */
-	uint64_t anchor;   /* cache_aware's anchor (pg_key_blocks); else hash */
-	uint32_t length;   /* key length: code points (MESSAGES) or bytes */
-	uint8_t source;    /* enum pg_key_source */
-	bool fallback;     /* OpenAI path, but the JSON could not be used */
-	bool stream;       /* the OpenAI body asks for a streamed response */
+	uint64_t hash;   /* XXH3-64 of the key bytes */
+	uint64_t anchor; /* cache_aware's anchor (pg_key_blocks); else hash */
+	uint32_t length; /* key length: code points (MESSAGES) or bytes */
+	uint8_t source;  /* enum pg_key_source */
+	bool fallback;   /* OpenAI path, but the JSON could not be used */
+	bool stream;     /* the OpenAI body asks for a streamed response */
 };
 
 /* API by method and path (path without query string). */
@@ -100,9 +100,9 @@ size_t pg_key_body_need(enum pg_api api, uint32_t prefix_length);
  * to text_cap; *text_len (may be NULL) gets the full key length in bytes.
  * Returns 0. May allocate (parse tokens, key text); frees all before return.
  */
-int pg_key_compute(enum pg_api api, struct pg_str header_key, const char *body,
-		   size_t body_len, bool complete, uint32_t prefix_length,
-		   struct pg_key *out, char *text, size_t text_cap, size_t *text_len);
+int pg_key_compute(enum pg_api api, struct pg_str header_key, const char *body, size_t body_len,
+                   bool complete, uint32_t prefix_length, struct pg_key *out, char *text,
+                   size_t text_cap, size_t *text_len);
 
 /*
  * cache_aware's view of a request (cacheidx.h): the key text, past
@@ -119,15 +119,15 @@ int pg_key_compute(enum pg_api api, struct pg_str header_key, const char *body,
  *   explicit keys: their hash, and no blocks.
  */
 struct pg_key_blocks {
-	uint32_t n;          /* whole blocks indexed */
-	uint32_t anchor_len; /* key text bytes the anchor covers */
-	uint64_t anchor;     /* XXH3-64 of them */
+	uint32_t n;                       /* whole blocks indexed */
+	uint32_t anchor_len;              /* key text bytes the anchor covers */
+	uint64_t anchor;                  /* XXH3-64 of them */
 	uint64_t chain[PG_CA_MAX_BLOCKS]; /* chain[i]: hash of blocks 0..i; never 0 */
 };
 
 /* pg_key_compute (out is the same key), plus cache_aware's blocks. */
 int pg_key_compute_blocks(enum pg_api api, struct pg_str header_key, const char *body,
-			  size_t body_len, bool complete, uint32_t prefix_length,
-			  struct pg_key *out, struct pg_key_blocks *kb);
+                          size_t body_len, bool complete, uint32_t prefix_length,
+                          struct pg_key *out, struct pg_key_blocks *kb);
 
 #endif /* PG_KEY_H */
