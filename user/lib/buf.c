@@ -9,10 +9,7 @@
 #include <string.h>
 #include "lib/buf.h"
 
-/* Grow *p to hold at least need bytes: the capacity doubles from
- * PG_BUF_MIN_CAP. false (and *p, *cap unchanged) on out of memory or when
- * need is too large to double to. */
-static bool grow(char **p, size_t *cap, size_t need)
+bool pg_grow(char **p, size_t *cap, size_t need)
 {
 	size_t ncap = *cap ? *cap : PG_BUF_MIN_CAP;
 	char *np;
@@ -41,7 +38,7 @@ char *pg_buf_reserve(struct pg_buf *b, size_t n)
 		b->off = 0;
 	}
 	/* need at least 1: the pointer returned is never NULL + 0 */
-	if (b->len + n < b->len || !grow(&b->p, &b->cap, b->len + n ? b->len + n : 1)) {
+	if (b->len + n < b->len || !pg_grow(&b->p, &b->cap, b->len + n ? b->len + n : 1)) {
 		b->oom = true;
 		return NULL;
 	}
@@ -153,7 +150,7 @@ void pg_buf_free(struct pg_buf *b)
 
 void pg_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n)
 {
-	if (*len + n < *len || !grow(buf, cap, *len + n))
+	if (*len + n < *len || !pg_grow(buf, cap, *len + n))
 		abort();
 	memcpy(*buf + *len, data, n);
 	*len += n;

@@ -54,6 +54,10 @@ void pg_buf_free(struct pg_buf *b);
 
 /* Append to a plain growable array of bytes (*buf may be NULL with *cap 0);
  * aborts on out of memory, for buffers on the request path. */
+/* Grow *p (capacity *cap) to hold at least need bytes, the capacity
+ * doubling from PG_BUF_MIN_CAP: the one growth rule of every buffer. false
+ * (and *p, *cap unchanged) on out of memory or when need is too large. */
+bool pg_grow(char **p, size_t *cap, size_t need);
 void pg_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n);
 
 #endif /* PG_BUF_H */

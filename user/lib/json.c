@@ -9,7 +9,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "lib/hexval.h"
+#include "pg_frame.h"
 #include "lib/json.h"
 #include "lib/json_scan.h"
 
@@ -101,8 +101,9 @@ static size_t string_rest(struct pg_json *js, size_t p, uint8_t *flags)
 				p += 2;
 				break;
 			case 'u':
-				if (p + 6 > len || hexval(s[p + 2]) < 0 || hexval(s[p + 3]) < 0 ||
-				    hexval(s[p + 4]) < 0 || hexval(s[p + 5]) < 0)
+				if (p + 6 > len || pg_frame_hex(s[p + 2]) < 0 ||
+				    pg_frame_hex(s[p + 3]) < 0 || pg_frame_hex(s[p + 4]) < 0 ||
+				    pg_frame_hex(s[p + 5]) < 0)
 					return fail_off(js, p,
 					                "bad \\u escape: needs 4 hex digits");
 				p += 6;

@@ -5,13 +5,13 @@
  */
 #include <errno.h>
 #include <string.h>
-#include "lib/hexval.h"
+#include "pg_frame.h"
 #include "lib/json.h"
 
 static uint32_t hex4(const unsigned char *s)
 {
-	return (uint32_t)(hexval(s[0]) << 12 | hexval(s[1]) << 8 | hexval(s[2]) << 4 |
-	                  hexval(s[3]));
+	return (uint32_t)(pg_frame_hex(s[0]) << 12 | pg_frame_hex(s[1]) << 8 |
+	                  pg_frame_hex(s[2]) << 4 | pg_frame_hex(s[3]));
 }
 
 /*

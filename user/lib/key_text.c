@@ -7,26 +7,18 @@
 #if defined(__SSE2__) && !defined(PG_NO_SIMD)
 #include <emmintrin.h>
 #endif
+#include "lib/buf.h"
 #include "lib/key.h"
 #include "lib/key_text.h"
 
 bool pg_text_reserve(struct pg_text *e, size_t n)
 {
-	size_t ncap;
-	char *b;
-
 	if (e->len + n <= e->cap)
 		return true;
-	ncap = e->cap ? e->cap : 256;
-	while (ncap < e->len + n)
-		ncap *= 2;
-	b = realloc(e->buf, ncap);
-	if (!b) {
-		e->oom = true;
+	if (!pg_grow(&e->buf, &e->cap, e->len + n)) {
+		e->oom = true; /* the key falls back; the request is still served */
 		return false;
 	}
-	e->buf = b;
-	e->cap = ncap;
 	return true;
 }
 

@@ -72,14 +72,8 @@ static void in_append(struct pg_client *c, const char *data, size_t n, size_t re
 		off = 0;
 	}
 	if (need > c->in_cap) {
-		size_t cap = c->in_cap ? c->in_cap : 4096;
-
-		while (cap < reserve)
-			cap *= 2;
-		c->in_buf = realloc(c->in_buf, cap);
-		if (!c->in_buf)
-			abort();
-		c->in_cap = cap;
+		if (!pg_grow(&c->in_buf, &c->in_cap, reserve))
+			abort(); /* out of memory: nothing sane is left to do */
 		c->in = c->in_buf;
 	}
 	memcpy(c->in + c->in_len, data, n);
