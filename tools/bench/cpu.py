@@ -58,6 +58,11 @@ def _process_ns(d):
     return total
 
 
+def tasks_ns(pids):
+    """CPU time, ns, of every task of the processes pids (no kernel threads)."""
+    return sum(_process_ns("/proc/%d" % pid) for pid in pids)
+
+
 def cpu_ns(pids=None):
     """CPU time, ns, of every task of the given processes plus every kernel
     thread; of every task on the machine when pids is None."""

@@ -50,7 +50,6 @@ usage: growth.py [--build DIR] [--out DIR] [--only body,idle,backends,prefix]
 Results: <out>/growth-<section>.txt, .json and .png (+ .dat/.gp to redraw).
 """
 import argparse
-import glob
 import json
 import os
 import re
@@ -61,6 +60,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cpu  # noqa: E402
 import fleet  # noqa: E402
 import plots  # noqa: E402
 
@@ -83,19 +83,6 @@ PREFIX_BODY = 128 * KIB
 
 
 # --- measurement helpers ---------------------------------------------------
-
-def task_cpu_ns(pids):
-    """Run time, ns, of every task of the processes pids (schedstat)."""
-    total = 0
-    for pid in pids:
-        for f in glob.glob("/proc/%d/task/[0-9]*/schedstat" % pid):
-            try:
-                with open(f) as fh:
-                    total += int(fh.read().split()[0])
-            except (OSError, ValueError, IndexError):
-                pass
-    return total
-
 
 def rss_kib(pid):
     with open("/proc/%d/status" % pid) as f:
@@ -189,14 +176,14 @@ def measure(o, targets, args, secs, conc=1, backend_pids=()):
     (prefixgate)}, and under "_backend" the CPU of backend_pids per request
     of the run (every target's requests reach them)."""
     h0 = {t.name: route_hist(t.admin) for t in targets if t.admin}
-    c0 = {t.name: task_cpu_ns([t.pid]) for t in targets if t.pid}
-    b0 = task_cpu_ns(backend_pids)
+    c0 = {t.name: cpu.tasks_ns([t.pid]) for t in targets if t.pid}
+    b0 = cpu.tasks_ns(backend_pids)
     csv_path = o.tmp_json[:-5] + ".csv"
     fleet.pgload(o.build, ",".join(t.addr for t in targets), o.tmp_json, list(args) + [
         "--concurrency", str(conc), "--duration", "%g" % (secs * len(targets)),
         "--label", "+".join(t.name for t in targets)], o.logdir, csv_path=csv_path)
-    c1 = {t.name: task_cpu_ns([t.pid]) for t in targets if t.pid}
-    b1 = task_cpu_ns(backend_pids)
+    c1 = {t.name: cpu.tasks_ns([t.pid]) for t in targets if t.pid}
+    b1 = cpu.tasks_ns(backend_pids)
     h1 = {t.name: route_hist(t.admin) for t in targets if t.admin}
     lat = {t.addr: [] for t in targets}
     errs = dict.fromkeys(lat, 0)
@@ -516,9 +503,9 @@ def idle_proxy(o, name, args):
             time.sleep(0.3)
             # No traffic at all: what holding the idle clients costs by itself
             # (timers, housekeeping), CPU ms per second.
-            c0, t0 = task_cpu_ns([ta.pid]), time.monotonic()
+            c0, t0 = cpu.tasks_ns([ta.pid]), time.monotonic()
             time.sleep(o.idle_seconds)
-            quiet = (task_cpu_ns([ta.pid]) - c0) / 1e6 / (time.monotonic() - t0)
+            quiet = (cpu.tasks_ns([ta.pid]) - c0) / 1e6 / (time.monotonic() - t0)
             ra, rb = [], []
             for rnd in range(o.idle_rounds):
                 r = measure(o, [ta, tb], args, o.idle_seconds)
@@ -657,9 +644,9 @@ def spawn_instances(o, n):
 def admin_call(gw, method, path, body=None):
     """(wall ms, CPU ms of every prefixgate task) of one admin request; with
     no traffic and no health checks that CPU is the control thread's."""
-    c0, t0 = task_cpu_ns([gw.proc.pid]), time.perf_counter()
+    c0, t0 = cpu.tasks_ns([gw.proc.pid]), time.perf_counter()
     st, text = fleet.admin_request(gw.admin, method, path, body)
-    ms, cpu = (time.perf_counter() - t0) * 1e3, (task_cpu_ns([gw.proc.pid]) - c0) / 1e6
+    ms, cpu = (time.perf_counter() - t0) * 1e3, (cpu.tasks_ns([gw.proc.pid]) - c0) / 1e6
     if st >= 300:
         raise RuntimeError("%s %s: %d %s" % (method, path, st, text.strip()))
     return ms, cpu
