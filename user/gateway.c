@@ -16,13 +16,24 @@ const char *pg_backend_name(const struct pg_backend *b, char *buf, size_t len)
 	return buf;
 }
 
-void pg_stats_route_latency(struct pg_worker_stats *st, uint64_t ns)
+/* One sample into a latency histogram (bounds pg_lat_bounds_us) and its sum. */
+static void lat_record(uint64_t *buckets, uint64_t *sum_ns, uint64_t ns)
 {
 	unsigned i = 0;
 
 	while (i < PG_LAT_BUCKETS - 1 && ns > (uint64_t)pg_lat_bounds_us[i] * 1000)
 		i++;
-	__atomic_fetch_add(&st->route_lat[i], 1, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&st->route_lat_sum_ns, ns, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&buckets[i], 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(sum_ns, ns, __ATOMIC_RELAXED);
+}
+
+void pg_stats_route_latency(struct pg_worker_stats *st, uint64_t ns)
+{
+	lat_record(st->route_lat, &st->route_lat_sum_ns, ns);
 	__atomic_fetch_add(&st->requests, 1, __ATOMIC_RELAXED);
+}
+
+void pg_stats_send_latency(struct pg_worker_stats *st, uint64_t ns)
+{
+	lat_record(st->send_lat, &st->send_lat_sum_ns, ns);
 }

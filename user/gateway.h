@@ -137,7 +137,7 @@ const char *pg_backend_name(const struct pg_backend *b, char *buf, size_t len);
 void pg_stats_route_latency(struct pg_worker_stats *st, uint64_t ns);
 
 /* Record one "request head parsed -> first request byte written to the
- * backend" sample (routestats.c; the proxy calls it once per request, on
+ * backend" sample (gateway.c; the proxy calls it once per request, on
  * the first completed send of the first attempt). */
 void pg_stats_send_latency(struct pg_worker_stats *st, uint64_t ns);
 

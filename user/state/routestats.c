@@ -246,13 +246,3 @@ size_t pg_rstats_hot(const struct pg_rstats *rs, uint64_t now_ms, struct pg_hot_
 	}
 	return nout;
 }
-
-void pg_stats_send_latency(struct pg_worker_stats *st, uint64_t ns)
-{
-	unsigned i = 0;
-
-	while (i < PG_LAT_BUCKETS - 1 && ns > (uint64_t)pg_lat_bounds_us[i] * 1000)
-		i++;
-	__atomic_fetch_add(&st->send_lat[i], 1, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&st->send_lat_sum_ns, ns, __ATOMIC_RELAXED);
-}
