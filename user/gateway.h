@@ -19,7 +19,7 @@
 #include "state/maps.h"
 
 /* Routing-latency histogram bucket upper bounds, µs (last bucket: +Inf). */
-#define PG_LAT_BUCKETS 14
+#define PG_LAT_BUCKETS 24
 extern const uint32_t pg_lat_bounds_us[PG_LAT_BUCKETS - 1];
 
 /* Per-worker counters: each worker writes its own with relaxed atomics, the

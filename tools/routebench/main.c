@@ -29,7 +29,9 @@
  *    pg_control_rebuild_ring, which updates the last table).
  *
  * usage: routebench [--rounds N] [--backends 2,16,64,255] [--body-kib K]
- *                   [--only STRATEGY]
+ *                   [--convs N] [--only STRATEGY]
+ * (--convs: conversations per round, default 512; fewer keep memory and
+ * callgrind time down for large bodies)
  *        routebench --rebuild [--reps REPS] [--backends 2,16,64,255]
  */
 #include <arpa/inet.h>
@@ -47,7 +49,8 @@
 #include "state/route.h"
 #include "state/routestats.h"
 
-#define CONVS 512
+/* Conversations (bodies) per round: --convs, at most CONVS_MAX. */
+#define CONVS_MAX 4096
 
 static uint64_t now_ns(void)
 {
@@ -240,7 +243,9 @@ int main(int argc, char **argv)
 	                                              PG_STRATEGY_CACHE_AWARE};
 	unsigned fleets[8] = {2, 16, 64, 255}, nfleets = 4, rounds = 8, reps = 15;
 	bool rebuild_only = false;
-	size_t kib = 32, cap, blen[CONVS];
+	size_t kib = 32, cap;
+	static size_t blen[CONVS_MAX];
+	unsigned convs = 512;
 	char *bodies;
 	const char *only = NULL;
 	static struct pg_ring_member members[PG_MAX_BACKENDS];
@@ -266,6 +271,8 @@ int main(int argc, char **argv)
 			only = argv[i + 1];
 		else if (!strcmp(argv[i], "--body-kib"))
 			kib = (size_t)atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--convs"))
+			convs = (unsigned)atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--backends")) {
 			nfleets = 0;
 			for (char *p = strtok(argv[i + 1], ","); p && nfleets < 8;
@@ -285,18 +292,22 @@ int main(int argc, char **argv)
 		}
 		i++;
 	}
+	if (convs < 1 || convs > CONVS_MAX) {
+		fprintf(stderr, "routebench: --convs: 1..%d\n", CONVS_MAX);
+		return 2;
+	}
 	pg_log_level = PG_LOG_ERROR;
 	if (rebuild_only)
 		return bench_rebuild(fleets, nfleets, reps);
 	cap = kib * 1024 + 8192; /* a body ends within a turn past kib KiB */
-	bodies = malloc(cap * CONVS);
-	lat = calloc((size_t)rounds * CONVS, sizeof(*lat));
+	bodies = malloc(cap * convs);
+	lat = calloc((size_t)rounds * convs, sizeof(*lat));
 	ring = malloc(sizeof(*ring));
 	if (!bodies || !lat || !ring)
 		return 1;
 	printf("routing cost per request (pg_route), %zu KiB chat bodies, %u conversations x %u "
 	       "turns\n",
-	       kib, CONVS, rounds);
+	       kib, convs, rounds);
 	printf("%-13s %8s %9s %9s %9s %10s %12s\n", "strategy", "backends", "p50 us", "p99 us",
 	       "max us", "matched", "ring rebuild");
 	for (unsigned f = 0; f < nfleets; f++) {
@@ -320,9 +331,9 @@ int main(int argc, char **argv)
 			for (unsigned t = 0; t < rounds; t++) {
 				/* A round's bodies first, so that only routing is timed
 				 * (and profiled). */
-				for (unsigned c = 0; c < CONVS; c++)
+				for (unsigned c = 0; c < convs; c++)
 					blen[c] = body(bodies + (size_t)c * cap, cap, c, t, kib);
-				for (unsigned c = 0; c < CONVS; c++) {
+				for (unsigned c = 0; c < convs; c++) {
 					struct pg_route_input in = {.api = PG_API_CHAT,
 					                            .complete = true};
 					struct pg_choice ch;
