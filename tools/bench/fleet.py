@@ -313,11 +313,14 @@ http {
 
 
 class Sampler(threading.Thread):
-    """Samples prefixgate's per-backend in-flight counts every period s."""
+    """Samples prefixgate's per-backend in-flight counts every period s;
+    given several gateways, each sample is their sum per backend (what the
+    instance itself has in flight from the whole fleet)."""
 
-    def __init__(self, gw, period=0.1):
+    def __init__(self, gws, period=0.1):
         super().__init__(daemon=True)
-        self.gw, self.period = gw, period
+        self.gws = gws if isinstance(gws, (list, tuple)) else [gws]
+        self.period = period
         self.samples = []  # (t, {addr: in_flight})
         self.halt = threading.Event()
 
@@ -325,7 +328,11 @@ class Sampler(threading.Thread):
         t0 = time.monotonic()
         while not self.halt.is_set():
             try:
-                self.samples.append((time.monotonic() - t0, self.gw.in_flight()))
+                total = {}
+                for gw in self.gws:
+                    for a, v in gw.in_flight().items():
+                        total[a] = total.get(a, 0) + v
+                self.samples.append((time.monotonic() - t0, total))
             except (OSError, ValueError):
                 pass
             self.halt.wait(self.period)

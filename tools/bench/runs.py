@@ -80,7 +80,7 @@ def kv_capacity(inst_args):
 
 
 def router(build, strategy, backends, logdir, prefix_length=None, threshold=None,
-           cache_capacity=None):
+           cache_capacity=None, gw_args=()):
     if strategy == "haproxy":
         return fleet.HAProxy(backends, logdir, prefix_bytes=prefix_length or 4096)
     args = ["--strategy", "prefix_aware" if strategy.startswith("pa_") else strategy]
@@ -91,7 +91,7 @@ def router(build, strategy, backends, logdir, prefix_length=None, threshold=None
         args += ["--prefix-length", str(prefix_length)]
     if threshold:
         args += ["--concurrency-threshold", str(threshold)]
-    return fleet.Gateway(build, backends, logdir, args)
+    return fleet.Gateway(build, backends, logdir, args + list(gw_args))
 
 
 def summarise(r, kv_hit, scale=SCALE):
@@ -113,11 +113,12 @@ def summarise(r, kv_hit, scale=SCALE):
 
 def run(build, outdir, name, strategy, workload, rate, duration, warmup=0, instances=7,
         inst_args=(), prefix_length=None, threshold=None, events=(), sample=False,
-        scale=SCALE, gateways=1):
+        scale=SCALE, gateways=1, gw_args=()):
     """Run one strategy on one workload; results (and raw CSV/JSON) in outdir.
     events: [(wall seconds into the measured run, fn(instances, router))].
     gateways > 1: that many independent routers (no shared state) in front
-    of the same instances, each request sent to one of them at random."""
+    of the same instances, each request sent to one of them at random.
+    gw_args: more prefixgate flags (not for HAProxy)."""
     logdir = os.path.join(outdir, "logs")
     os.makedirs(logdir, exist_ok=True)
     inst = fleet.Instances(build, instances, logdir,
@@ -126,7 +127,7 @@ def run(build, outdir, name, strategy, workload, rate, duration, warmup=0, insta
     try:
         for _ in range(gateways):
             rts.append(router(build, strategy, inst.addrs(), logdir, prefix_length, threshold,
-                              kv_capacity(inst_args)))
+                              kv_capacity(inst_args), gw_args))
     except Exception:
         for r in rts:
             r.stop()
@@ -142,7 +143,7 @@ def run(build, outdir, name, strategy, workload, rate, duration, warmup=0, insta
                                      "--first-index", "1000000000", "--label", "warmup"],
                          logdir)
         since = inst.counters()
-        sampler = fleet.Sampler(rt) if sample and isinstance(rt, fleet.Gateway) else None
+        sampler = fleet.Sampler(rts) if sample and isinstance(rt, fleet.Gateway) else None
         timers = []
         if sampler:
             sampler.start()
