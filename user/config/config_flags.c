@@ -259,7 +259,7 @@ void pg_config_usage(FILE *out)
 			fprintf(out, "  %-28s  %s\n", left, help);
 	}
 	fprintf(out, "\nFlags take \"--flag value\" or \"--flag=value\".\n"
-	             "Admin API on --admin: GET /metrics /backends /routing /health, "
+	             "Admin API on --admin: GET /metrics /backends /routing /health /fleet, "
 	             "POST /backends /route,\n"
 	             "DELETE /backends/ADDR:PORT, PUT /routing (RoutingConfig JSON).\n");
 }
