@@ -271,14 +271,14 @@ static void collect(uint16_t id, uint32_t epoch, const uint64_t *chain, uint16_t
 
 static void test_fleetq(void **state)
 {
-	static uint64_t chain[PG_CA_MAX_BLOCKS];
+	static uint64_t chain[PG_CA_MAX_BLOCKS + 64];
 	struct pg_fleetq *q = pg_fleetq_create(2);
 	struct seen s = {0};
 	unsigned fit = 0;
 
 	(void)state;
 	assert_non_null(q);
-	for (unsigned i = 0; i < PG_CA_MAX_BLOCKS; i++)
+	for (unsigned i = 0; i < PG_CA_MAX_BLOCKS + 64; i++)
 		chain[i] = i + 1;
 	pg_fleetq_push(q, 0, 1, 101, chain, 3);
 	pg_fleetq_push(q, 1, 2, 102, chain + 5, 2);
