@@ -87,7 +87,8 @@ struct pg_gateway {
 	struct pg_fleetq *fleetq;       /* state/fleetq.h: cache_aware decisions to publish */
 	/* Load mode SHARE (lib/fleet.h): each of this many gateways routes on
 	 * ConcurrencyThreshold / fleet_share; 0 or 1: the whole threshold.
-	 * Written by the fleet thread, read atomically by pg_route_cfg_load. */
+	 * Written by the fleet thread, read atomically by route.c (routing
+	 * only: GET /routing and metrics show the configured threshold). */
 	uint32_t fleet_share;
 };
 
@@ -118,15 +119,10 @@ static inline uint64_t pg_now_ms(void)
 static inline void pg_route_cfg_load(const struct pg_gateway *gw, struct pg_route_cfg *rc)
 {
 	const struct pg_state *st = gw->maps.state;
-	uint32_t share;
 
 	rc->strategy = (enum pg_strategy)__atomic_load_n(&st->strategy, __ATOMIC_RELAXED);
 	rc->prefix_length = __atomic_load_n(&st->prefix_length, __ATOMIC_RELAXED);
 	rc->concurrency_threshold = __atomic_load_n(&st->concurrency_threshold, __ATOMIC_RELAXED);
-	share = __atomic_load_n(&gw->fleet_share, __ATOMIC_RELAXED);
-	if (share > 1) /* pg_fleet_threshold, inlined: this runs on every request */
-		rc->concurrency_threshold =
-		    rc->concurrency_threshold / share ? rc->concurrency_threshold / share : 1;
 	rc->load_signal = gw->cfg ? gw->cfg->load_signal : PG_LOAD_INFLIGHT;
 	rc->max_load_gap = __atomic_load_n(&st->ca_max_load_gap, __ATOMIC_RELAXED);
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <limits.h>
+#include "lib/fleet.h"
 #include "state/fleetq.h"
 #include "state/routestats.h"
 #include "state/route.h"
@@ -97,6 +98,17 @@ static void record_blocks(struct pg_gateway *gw, unsigned worker, const struct p
 		               kb->chain, kb->n);
 }
 
+/* The routing config a decision uses: the live one, with the threshold
+ * divided among the gateways in load mode SHARE (gw->fleet_share). */
+static void decision_cfg(const struct pg_gateway *gw, struct pg_route_cfg *rc)
+{
+	uint32_t share = __atomic_load_n(&gw->fleet_share, __ATOMIC_RELAXED);
+
+	pg_route_cfg_load(gw, rc);
+	if (share > 1)
+		rc->concurrency_threshold = pg_fleet_threshold(rc->concurrency_threshold, share);
+}
+
 /* route()'s worker argument: a worker index (< gw->nworkers), or one of these */
 #define NO_RECORD UINT_MAX /* the dry run: no side effect */
 
@@ -110,7 +122,7 @@ static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
 	uint16_t id, shadow = 0;
 	bool ca;
 
-	pg_route_cfg_load(gw, &rc);
+	decision_cfg(gw, &rc);
 	ca = rc.strategy == PG_STRATEGY_CACHE_AWARE;
 	if (ca)
 		pg_key_compute_blocks(in->api, in->header_key, in->body, in->body_len, in->complete,
@@ -150,6 +162,6 @@ uint16_t pg_route_again(struct pg_gateway *gw, const struct pg_key *key,
 {
 	struct pg_route_cfg rc;
 
-	pg_route_cfg_load(gw, &rc);
+	decision_cfg(gw, &rc);
 	return choose(gw, &rc, key, NULL, exclude, pg_now_ms(), rnd, choice);
 }
