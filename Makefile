@@ -19,8 +19,9 @@ ARCH_INC := /usr/include/$(shell $(CC) -dumpmachine)
 
 WARN    := -Wall -Wextra -Werror
 ALL_CFLAGS := $(CFLAGS) $(SANFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE \
-	-Iinclude -Iuser -I$(BUILD) -MMD -MP
-LDLIBS  := -lbpf -lelf -lz -luring -lxxhash -lpthread -lm
+	-Iinclude -Iuser -I$(BUILD) -MMD -MP $(shell pkg-config --cflags libnats 2>/dev/null)
+LDLIBS  := -lbpf -lelf -lz -luring -lxxhash -lpthread -lm \
+	$(shell pkg-config --libs libnats 2>/dev/null || echo -lnats)
 
 ifeq ($(V),1)
 Q :=

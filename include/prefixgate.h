@@ -106,7 +106,8 @@ _Static_assert(sizeof(struct pg_ca_slot) == 32, "pg_ca_slot layout");
  * every worker thread (and every prefixgate process sharing the pin path)
  * updates in_flight and requests[] with atomics on the mmapped value; the
  * health-check thread writes the scraped fields (waiting .. kv_query_tokens);
- * the control thread alone writes the other fields.
+ * the fleet thread (user/control/fleet.h) alone writes peer_in_flight and
+ * peer_gateways; the control thread alone writes the other fields.
  */
 struct pg_backend {
 	__u32 ipv4;                 /* network byte order */
@@ -132,8 +133,15 @@ struct pg_backend {
 	 * advanced by its capacity when the slot gets a new member, which ages
 	 * out everything the index remembers of the old one. */
 	__u64 ca_clock;
+	/* Fleets: requests other gateways have in flight to this backend (its
+	 * address), as the load mode in use estimates it (user/lib/fleet.h):
+	 * the sum of the peers' published counts, or the backend's own
+	 * running + waiting less in_flight; 0 for a lone gateway. Routing
+	 * compares in_flight + peer_in_flight (pg_backend_inflight). */
+	__s32 peer_in_flight;
+	__u32 peer_gateways; /* peers whose counts peer_in_flight sums */
 };
-_Static_assert(sizeof(struct pg_backend) == 72 + 8 * PG_DEC_MAX, "pg_backend layout");
+_Static_assert(sizeof(struct pg_backend) == 80 + 8 * PG_DEC_MAX, "pg_backend layout");
 _Static_assert(sizeof(struct pg_backend) % 8 == 0, "pg_backend alignment");
 
 /*

@@ -47,6 +47,8 @@ struct pg_rstats;
 struct pg_metrics_window;
 struct pg_health;
 struct pg_alog;
+struct pg_fleet;
+struct pg_fleetq;
 
 /* Buckets of the matched-length histogram: 0 blocks, then 2^(i-1) up to
  * 2^i - 1 blocks, the last one open (it takes all above 512). */
@@ -81,6 +83,13 @@ struct pg_gateway {
 	struct pg_metrics_window *mwin; /* metrics.h: samples of the windowed ratios */
 	struct pg_health *health;       /* health.h: the checker thread's */
 	struct pg_alog *alog;           /* accesslog.h: the logger's, with the rings */
+	struct pg_fleet *fleet;         /* control/fleet.h: --nats / --fleet-size */
+	struct pg_fleetq *fleetq;       /* state/fleetq.h: cache_aware decisions to publish */
+	/* Load mode SHARE (lib/fleet.h): each of this many gateways routes on
+	 * ConcurrencyThreshold / fleet_share; 0 or 1: the whole threshold.
+	 * Written by the fleet thread, read atomically by route.c (routing
+	 * only: GET /routing and metrics show the configured threshold). */
+	uint32_t fleet_share;
 };
 
 static inline uint64_t pg_now_ns(void)

@@ -20,6 +20,7 @@
 #include "lib/cacheidx.h"
 #include "control/control.h"
 #include "datapath/datapath.h"
+#include "control/fleet.h"
 #include "control/health.h"
 #include "control/metrics.h"
 #include "state/routestats.h"
@@ -152,6 +153,10 @@ int main(int argc, char **argv)
 		goto out_workers;
 	}
 	memset(gw.stats, 0, sizeof(*gw.stats) * gw.nworkers);
+	if (pg_fleet_init(&gw, err, sizeof(err))) {
+		pg_error("%s", err);
+		goto out_workers;
+	}
 	if (pg_alog_start(&gw, cfg.access_log, err, sizeof(err))) {
 		pg_error("%s", err);
 		goto out_workers;
@@ -171,7 +176,14 @@ int main(int argc, char **argv)
 		pg_control_stop(&gw);
 		goto out_workers;
 	}
+	if (pg_fleet_start(&gw, err, sizeof(err))) {
+		pg_error("%s", err);
+		pg_health_stop(&gw);
+		pg_control_stop(&gw);
+		goto out_workers;
+	}
 	if (cfg.user && drop_privileges(&gw, &priv)) {
+		pg_fleet_stop(&gw);
 		pg_health_stop(&gw);
 		pg_control_stop(&gw);
 		goto out_workers;
@@ -190,13 +202,15 @@ int main(int argc, char **argv)
 	status = 0;
 	pg_drain(&gw, cfg.shutdown_timeout_s, &sigs);
 	__atomic_store_n(&gw.stop, 1, __ATOMIC_RELAXED);
+	pg_fleet_stop(&gw);
 	pg_health_stop(&gw);
 	pg_control_stop(&gw);
 out_workers:
 	__atomic_store_n(&gw.stop, 1, __ATOMIC_RELAXED);
 	while (started)
 		pg_worker_join(gw.workers[--started]);
-	pg_alog_stop(&gw); /* after the workers: every record is in */
+	pg_alog_stop(&gw);  /* after the workers: every record is in */
+	pg_fleet_stop(&gw); /* (again after a failed start: frees what init made) */
 	pg_metrics_window_free(gw.mwin);
 	pg_rstats_free(gw.rstats);
 	free(gw.workers);

@@ -15,7 +15,8 @@
 #include <stddef.h>
 #include <stdio.h>
 #include "lib/balancer.h"
-#include "lib/names.h" /* strategy names */
+#include "lib/fleet_msg.h" /* PG_FLEET_ID_MAX */
+#include "lib/names.h"     /* strategy names */
 #include "prefixgate.h"
 
 #define PG_VERSION          "0.1.0"
@@ -85,6 +86,12 @@ struct pg_config {
 	unsigned predict_window_ms; /* predicted hit: same backend within this long */
 	bool shadow;                /* also compute what prefix_aware would choose */
 	enum pg_load_signal load_signal;
+	/* Fleets (control/fleet.h); strings point into argv. */
+	const char *nats_url;       /* --nats, or NULL: no NATS */
+	const char *nats_cluster;   /* --nats-cluster */
+	const char *gateway_id;     /* --gateway-id, or NULL: HOSTNAME:ADMIN-PORT */
+	unsigned fleet_interval_ms; /* --fleet-interval */
+	unsigned fleet_size;        /* --fleet-size; 0: not given */
 };
 
 /*

@@ -25,6 +25,7 @@ enum opt_id {
 	O_USER, O_ADMIN_TOKEN, O_ADMIN_TOKEN_FILE, O_SHUTDOWN_TIMEOUT, O_MAX_IN_FLIGHT, O_MAX_CONNS,
 	O_MAX_BODY, O_CACHE_CAPACITY, O_ROUTE_HEADER,
 	O_T_HEADER, O_T_BODY, O_T_IDLE, O_T_CONNECT, O_T_FIRST_BYTE, O_SPLICE_BUDGET, O_ACCESS_LOG,
+	O_NATS, O_NATS_CLUSTER, O_GATEWAY_ID, O_FLEET_INTERVAL, O_FLEET_SIZE,
 	O_HELP, O_VERSION,
 };
 /* clang-format on */
@@ -189,6 +190,23 @@ static const struct opt {
     [O_ACCESS_LOG] = {OPT("access-log", "FILE",
                           "append one JSON line per request to FILE, written off the request path"),
                       .def_text = "none"},
+    [O_NATS] = {OPT("nats", "URL",
+                    "fleet: share in-flight counts and cache_aware decisions with the other "
+                    "gateways over NATS at URL (nats://HOST:PORT)"),
+                .def_text = "none"},
+    [O_NATS_CLUSTER] = {OPT("nats-cluster", "NAME",
+                            "fleet: the gateways sharing subjects prefixgate.NAME.load|cache"),
+                        .def = "default"},
+    [O_GATEWAY_ID] = {OPT("gateway-id", "ID", "fleet: this gateway's name among its peers"),
+                      .def_text = "HOSTNAME:ADMIN-PORT"},
+    [O_FLEET_INTERVAL] = {OPT("fleet-interval", "MS",
+                              "fleet: publish the in-flight vector at least every MS (and at "
+                              "once on a change); a peer silent 3 x its MS is dropped"),
+                          .def = "200", CFG(fleet_interval_ms), RANGE(10, 10000)},
+    [O_FLEET_SIZE] = {OPT("fleet-size", "N",
+                          "fleet: gateways in all; without NATS each routes on "
+                          "ConcurrencyThreshold / N unless the backends report their load"),
+                      .def = "0", CFG(fleet_size), RANGE(2, 1024), .zero_off = true},
     [O_HELP] = {OPT("help", NULL, "print this help and exit")},
     [O_VERSION] = {OPT("version", NULL, "print the version and exit")},
 #undef OPT
@@ -241,7 +259,7 @@ void pg_config_usage(FILE *out)
 			fprintf(out, "  %-28s  %s\n", left, help);
 	}
 	fprintf(out, "\nFlags take \"--flag value\" or \"--flag=value\".\n"
-	             "Admin API on --admin: GET /metrics /backends /routing /health, "
+	             "Admin API on --admin: GET /metrics /backends /routing /health /fleet, "
 	             "POST /backends /route,\n"
 	             "DELETE /backends/ADDR:PORT, PUT /routing (RoutingConfig JSON).\n");
 }
@@ -407,6 +425,18 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 		return 0;
 	case O_SHADOW:
 		cfg->shadow = true;
+		return 0;
+	case O_NATS:
+	case O_NATS_CLUSTER:
+	case O_GATEWAY_ID:
+		if (!*v || strlen(v) > (id == O_NATS ? 1024 : PG_FLEET_ID_MAX) ||
+		    (id == O_NATS_CLUSTER && strpbrk(v, ". *>\t\r\n"))) {
+			pg_errf(err, errlen, "--%s: \"%s\" is not usable", name, v);
+			return -1;
+		}
+		*(id == O_NATS         ? &cfg->nats_url
+		  : id == O_GATEWAY_ID ? &cfg->gateway_id
+		                       : &cfg->nats_cluster) = v;
 		return 0;
 	case O_USER:
 		cfg->user = v;

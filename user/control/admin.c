@@ -11,6 +11,7 @@
 #include "control/admin.h"
 #include "config/config.h"
 #include "control/control.h"
+#include "control/fleet.h"
 #include "lib/json.h"
 #include "lib/key.h"
 #include "lib/names.h"
@@ -83,7 +84,8 @@ static void member_json(struct pg_buf *o, const struct pg_gateway *gw, int id, u
 	for (int d = 0; d < PG_DEC_MAX; d++)
 		pg_buf_printf(o, "%s\"%s\":%llu", d ? "," : "", pg_decision_name((unsigned)d),
 		              (unsigned long long)req[d]);
-	pg_buf_puts(o, "}}");
+	pg_buf_printf(o, "},\"peer_in_flight\":%d}",
+	              __atomic_load_n(&b->peer_in_flight, __ATOMIC_RELAXED));
 }
 
 /* ---- handlers -------------------------------------------------------------- */
@@ -378,6 +380,12 @@ int pg_admin_handle(struct pg_gateway *gw, struct pg_str method, struct pg_str p
 		if (str_is(method, "POST"))
 			return h_route(gw, query, body, len, out);
 		out->allow = "POST";
+	} else if (str_is(path, "/fleet")) {
+		if (get) {
+			pg_fleet_json(gw, &out->body);
+			return out->status = 200;
+		}
+		out->allow = "GET";
 	} else if (str_is(path, "/routing")) {
 		if (get) {
 			pg_route_cfg_load(gw, &rc);
@@ -390,7 +398,7 @@ int pg_admin_handle(struct pg_gateway *gw, struct pg_str method, struct pg_str p
 	} else {
 		return reply_error(
 		    out, 404,
-		    "no such endpoint (GET /health /metrics /backends /routing, "
+		    "no such endpoint (GET /health /metrics /backends /routing /fleet, "
 		    "POST /backends /route, DELETE /backends/ADDR:PORT, PUT /routing)");
 	}
 	snprintf(msg, sizeof(msg), "method not allowed here; allowed: %s", out->allow);

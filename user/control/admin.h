@@ -7,7 +7,8 @@
  *
  *   GET    /health                 {"status":"ok","backends":N,"healthy":M}
  *   GET    /backends               [{"id","address","healthy","draining",
- *                                    "in_flight","requests","failures",...}]
+ *                                    "in_flight","requests","failures",...,
+ *                                    "peer_in_flight"}]
  *   POST   /backends               {"address":"host:port"} -> 201 member;
  *                                  400 malformed, 409 already a member
  *   DELETE /backends/host:port     202 draining; 404 not a member
@@ -18,6 +19,9 @@
  *   GET    /routing                SageMaker RoutingConfig JSON
  *   PUT    /routing                RoutingConfig body -> 200 new config;
  *                                  400 naming the field
+ *   GET    /fleet                  {"gateway_id","load_mode","share",
+ *                                   "nats_connected","peers":[{"id","age_ms",
+ *                                   "seq"}]} (control/fleet.h)
  *   GET    /metrics                Prometheus text format 0.0.4 (metrics.h)
  *
  * Unknown paths 404, known paths with another method 405 (with Allow),

@@ -10,6 +10,7 @@
 #include <string.h>
 #include "config/config.h"
 #include "control/accesslog.h"
+#include "control/fleet.h"
 #include "control/metrics.h"
 #include "state/route.h"
 
@@ -267,5 +268,6 @@ void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 	pg_buf_printf(o, "prefixgate_concurrency_threshold %u\n", rc.concurrency_threshold);
 	cache_index(gw, o);
 	pg_metrics_ops_render(gw, o);
+	pg_fleet_metrics_render(gw, o);
 	free(m);
 }

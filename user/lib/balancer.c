@@ -35,7 +35,7 @@ bool pg_backend_usable(const struct pg_backend *b, uint64_t now_ms)
 
 int64_t pg_backend_load(const struct pg_backend *b, enum pg_load_signal s, uint64_t now_ms)
 {
-	const int64_t in_flight = __atomic_load_n(&b->in_flight, __ATOMIC_RELAXED);
+	const int64_t in_flight = pg_backend_inflight(b);
 
 	if (s == PG_LOAD_INFLIGHT ||
 	    now_ms >= __atomic_load_n(&b->metrics_until_ms, __ATOMIC_RELAXED))
@@ -137,12 +137,12 @@ uint16_t pg_balance(const struct pg_route_cfg *cfg, const struct pg_backend *bac
 		if (ncand)
 			memcpy(out->cand, cand, ncand * sizeof(*cand));
 		for (size_t i = 0; i < ncand; i++) {
-			int32_t load;
+			int64_t load;
 
 			if (!eligible(backends, max_id, cand[i], exclude, now_ms))
 				continue;
-			load = __atomic_load_n(&backends[cand[i]].in_flight, __ATOMIC_RELAXED);
-			if ((int64_t)load >= (int64_t)cfg->concurrency_threshold)
+			load = pg_backend_inflight(&backends[cand[i]]);
+			if (load >= (int64_t)cfg->concurrency_threshold)
 				continue;
 			id = cand[i];
 			if (i > 0)
@@ -163,7 +163,7 @@ uint16_t pg_balance(const struct pg_route_cfg *cfg, const struct pg_backend *bac
 	return id;
 }
 
-/* The fleet's load: in_flight summed over eligible backends, and their
+/* The fleet's load: pg_backend_inflight summed over eligible backends, and their
  * number. "Far busier than the rest" compares with the mean, not the least
  * busy: a new, idle instance must not pull every cached prefix away from
  * where it is cached (measured: make bench, scale event). */
@@ -179,7 +179,7 @@ static struct fleet_load fleet_load(const struct pg_backend *backends, unsigned 
 	for (unsigned id = 1; id <= max_id; id++) {
 		if (!eligible(backends, max_id, id, exclude, now_ms))
 			continue;
-		f.sum += __atomic_load_n(&backends[id].in_flight, __ATOMIC_RELAXED);
+		f.sum += pg_backend_inflight(&backends[id]);
 		f.n++;
 	}
 	return f;
@@ -195,7 +195,7 @@ static bool holder_fits(const struct pg_route_cfg *cfg, const struct pg_backend 
 
 	if (!eligible(backends, max_id, id, exclude, now_ms))
 		return false;
-	l = __atomic_load_n(&backends[id].in_flight, __ATOMIC_RELAXED);
+	l = pg_backend_inflight(&backends[id]);
 	return l < (int64_t)cfg->concurrency_threshold && l * f.n <= f.sum + (int64_t)gap * f.n;
 }
 

@@ -35,7 +35,19 @@ struct pg_route_cfg {
 	uint32_t max_load_gap; /* CACHE_AWARE: CacheAwareConfig.MaxLoadGap (pg_balance_cached) */
 };
 
-/* The load pg_balance compares for backend b under signal s (see above). */
+/* The requests in flight to backend b that routing counts: this gateway's
+ * exact in_flight plus the other gateways' (peer_in_flight, 0 for a lone
+ * gateway; user/lib/fleet.h). The threshold and every "least outstanding"
+ * comparison use it, so a fleet of gateways holds ConcurrencyThreshold per
+ * instance, not per gateway. */
+static inline int64_t pg_backend_inflight(const struct pg_backend *b)
+{
+	return (int64_t)__atomic_load_n(&b->in_flight, __ATOMIC_RELAXED) +
+	       __atomic_load_n(&b->peer_in_flight, __ATOMIC_RELAXED);
+}
+
+/* The load pg_balance compares for backend b under signal s (see above;
+ * "in_flight" there is pg_backend_inflight). */
 int64_t pg_backend_load(const struct pg_backend *b, enum pg_load_signal s, uint64_t now_ms);
 
 struct pg_choice {
@@ -82,7 +94,8 @@ bool pg_backend_usable(const struct pg_backend *b, uint64_t now_ms);
  * PREFIX_AWARE: the first usable candidate whose in_flight is below the
  * threshold (decision AFFINITY if it is the first candidate, OVERFLOW
  * otherwise); if none, the least-outstanding usable backend (OVERFLOW).
- * The threshold always compares in_flight; "least outstanding" compares
+ * The threshold always compares pg_backend_inflight (local + peers);
+ * "least outstanding" compares
  * pg_backend_load() under cfg->load_signal.
  * A later candidate taking the request because the first is down, draining
  * or excluded is OVERFLOW too, as is the least-outstanding pick even when it

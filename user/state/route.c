@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <limits.h>
+#include "lib/fleet.h"
+#include "state/fleetq.h"
 #include "state/routestats.h"
 #include "state/route.h"
 
@@ -71,9 +73,10 @@ static uint16_t shadow_choice(struct pg_gateway *gw, const struct pg_route_cfg *
 	return choose(gw, &pa, key, NULL, NULL, now_ms, rnd, &ch);
 }
 
-/* cache_aware: what was sent where, and how long the match was. */
-static void record_blocks(struct pg_gateway *gw, const struct pg_key_blocks *kb, uint16_t id,
-                          uint32_t matched)
+/* cache_aware: what was sent where, and how long the match was; in a
+ * fleet, queued for the other gateways' indexes too (never waits). */
+static void record_blocks(struct pg_gateway *gw, unsigned worker, const struct pg_key_blocks *kb,
+                          uint16_t id, uint32_t matched)
 {
 	struct pg_ca_index ix = pg_cache_index(gw);
 	uint32_t blocks = matched / PG_CA_BLOCK;
@@ -89,6 +92,21 @@ static void record_blocks(struct pg_gateway *gw, const struct pg_key_blocks *kb,
 	ev = pg_ca_record(&ix, kb->chain, kb->n, id);
 	if (ev)
 		__atomic_fetch_add(&gw->ca_evictions, ev, __ATOMIC_RELAXED);
+	if (gw->fleetq)
+		pg_fleetq_push(gw->fleetq, worker, id,
+		               __atomic_load_n(&gw->maps.backends[id].epoch, __ATOMIC_RELAXED),
+		               kb->chain, kb->n);
+}
+
+/* The routing config a decision uses: the live one, with the threshold
+ * divided among the gateways in load mode SHARE (gw->fleet_share). */
+static void decision_cfg(const struct pg_gateway *gw, struct pg_route_cfg *rc)
+{
+	uint32_t share = __atomic_load_n(&gw->fleet_share, __ATOMIC_RELAXED);
+
+	pg_route_cfg_load(gw, rc);
+	if (share > 1)
+		rc->concurrency_threshold = pg_fleet_threshold(rc->concurrency_threshold, share);
 }
 
 /* route()'s worker argument: a worker index (< gw->nworkers), or one of these */
@@ -104,7 +122,7 @@ static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
 	uint16_t id, shadow = 0;
 	bool ca;
 
-	pg_route_cfg_load(gw, &rc);
+	decision_cfg(gw, &rc);
 	ca = rc.strategy == PG_STRATEGY_CACHE_AWARE;
 	if (ca)
 		pg_key_compute_blocks(in->api, in->header_key, in->body, in->body_len, in->complete,
@@ -116,7 +134,7 @@ static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
 	if (worker == NO_RECORD || !id)
 		return id;
 	if (ca)
-		record_blocks(gw, &kb, id, choice->matched);
+		record_blocks(gw, worker, &kb, id, choice->matched);
 	if (gw->cfg && gw->cfg->shadow)
 		shadow = rc.strategy == PG_STRATEGY_PREFIX_AWARE
 		             ? id
@@ -144,6 +162,6 @@ uint16_t pg_route_again(struct pg_gateway *gw, const struct pg_key *key,
 {
 	struct pg_route_cfg rc;
 
-	pg_route_cfg_load(gw, &rc);
+	decision_cfg(gw, &rc);
 	return choose(gw, &rc, key, NULL, exclude, pg_now_ms(), rnd, choice);
 }

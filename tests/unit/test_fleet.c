@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Fleets of gateways, the pure parts: the message codec (round trip,
+ * truncation and corruption at every byte), the peer table (update, stale,
+ * restart, expiry, capacity), the per-slot sum with epochs, the address
+ * map, the load-mode decision, the decision queue workers fill, and the
+ * balancer counting peers' requests against the threshold.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+#include "lib/balancer.h"
+#include "lib/fleet.h"
+#include "lib/fleet_msg.h"
+#include "state/fleetq.h"
+
+static struct pg_fleet_hdr hdr(uint8_t type, const char *id, uint64_t boot, uint64_t seq)
+{
+	struct pg_fleet_hdr h = {
+	    .type = type, .boot = boot, .seq = seq, .wall_ms = 1234, .interval_ms = 200};
+
+	snprintf(h.id, sizeof(h.id), "%s", id);
+	return h;
+}
+
+static void test_codec_load(void **state)
+{
+	struct pg_fleet_hdr h = hdr(PG_FLEET_MSG_LOAD, "gw-a:9090", 7, 42), g;
+	uint8_t buf[256];
+	struct pg_fleet_enc e;
+	struct pg_fleet_dec d;
+	struct pg_fleet_entry x;
+
+	(void)state;
+	assert_int_equal(pg_fleet_enc_begin(&e, buf, sizeof(buf), &h), 0);
+	assert_true(pg_fleet_enc_load(&e, "10.0.0.1:8000", 3));
+	assert_true(pg_fleet_enc_load(&e, "[fd00::1]:8000", -1));
+	assert_int_equal(e.count, 2);
+	assert_int_equal(pg_fleet_dec_begin(&d, buf, e.len, &g), 0);
+	assert_string_equal(g.id, "gw-a:9090");
+	assert_int_equal(g.type, PG_FLEET_MSG_LOAD);
+	assert_int_equal(g.boot, 7);
+	assert_int_equal(g.seq, 42);
+	assert_int_equal(g.wall_ms, 1234);
+	assert_int_equal(g.interval_ms, 200);
+	assert_int_equal(g.count, 2);
+	assert_true(pg_fleet_dec_next(&d, g.type, &x));
+	assert_string_equal(x.addr, "10.0.0.1:8000");
+	assert_int_equal(x.in_flight, 3);
+	assert_true(pg_fleet_dec_next(&d, g.type, &x));
+	assert_string_equal(x.addr, "[fd00::1]:8000");
+	assert_int_equal(x.in_flight, -1);
+	assert_false(pg_fleet_dec_next(&d, g.type, &x));
+	assert_false(d.bad);
+
+	/* Every truncation is refused or yields fewer entries, flagged bad. */
+	for (size_t len = 0; len < e.len; len++) {
+		size_t n = 0;
+
+		if (pg_fleet_dec_begin(&d, buf, len, &g))
+			continue;
+		while (pg_fleet_dec_next(&d, g.type, &x))
+			n++;
+		assert_true(n < 2);
+		assert_true(d.bad);
+	}
+	/* Wrong magic, version, type. */
+	for (int i = 0; i < 4; i++) {
+		uint8_t c[256];
+
+		memcpy(c, buf, e.len);
+		c[i] ^= 0x40;
+		assert_int_equal(pg_fleet_dec_begin(&d, c, e.len, &g), -1);
+	}
+}
+
+static void test_codec_cache_and_full(void **state)
+{
+	struct pg_fleet_hdr h = hdr(PG_FLEET_MSG_CACHE, "g", 1, 1), g;
+	uint64_t chain[3] = {0x1122334455667788ull, 2, UINT64_MAX};
+	uint8_t buf[128];
+	struct pg_fleet_enc e;
+	struct pg_fleet_dec d;
+	struct pg_fleet_entry x;
+	char longid[PG_FLEET_ID_MAX + 2];
+	unsigned n = 0;
+
+	(void)state;
+	assert_int_equal(pg_fleet_enc_begin(&e, buf, sizeof(buf), &h), 0);
+	while (pg_fleet_enc_cache(&e, "10.0.0.1:8000", chain, 3))
+		n++;
+	assert_true(e.full);
+	assert_int_equal(e.count, n);
+	assert_true(e.len <= sizeof(buf));
+	assert_true(sizeof(buf) - e.len < pg_fleet_cache_entry_size(13, 3));
+	assert_false(pg_fleet_enc_cache(&e, "x", chain, 0)); /* full stays full */
+	assert_int_equal(pg_fleet_dec_begin(&d, buf, e.len, &g), 0);
+	for (unsigned i = 0; i < n; i++) {
+		assert_true(pg_fleet_dec_next(&d, PG_FLEET_MSG_CACHE, &x));
+		assert_int_equal(x.n, 3);
+		for (uint16_t k = 0; k < 3; k++)
+			assert_true(pg_fleet_hash(&x, k) == chain[k]);
+	}
+	assert_false(pg_fleet_dec_next(&d, PG_FLEET_MSG_CACHE, &x));
+	assert_false(d.bad);
+
+	memset(longid, 'a', sizeof(longid) - 1);
+	longid[sizeof(longid) - 1] = '\0';
+	memcpy(h.id, longid, PG_FLEET_ID_MAX);
+	h.id[PG_FLEET_ID_MAX] = '\0';
+	assert_int_equal(pg_fleet_enc_begin(&e, buf, sizeof(buf), &h), 0); /* exactly the max */
+	assert_int_equal(pg_fleet_enc_begin(&e, buf, 20, &h), -1);         /* no room */
+	assert_false(pg_fleet_enc_load(&e, longid, 1) && e.count);
+}
+
+static void test_addrmap(void **state)
+{
+	struct pg_fleet_addrmap m;
+	const struct pg_fleet_addr *a;
+
+	(void)state;
+	pg_fleet_addrmap_reset(&m);
+	assert_true(pg_fleet_addrmap_add(&m, "10.0.0.2:8000", 3, 9));
+	assert_true(pg_fleet_addrmap_add(&m, "10.0.0.1:8000", 7, 1));
+	pg_fleet_addrmap_seal(&m);
+	a = pg_fleet_addrmap_find(&m, "10.0.0.2:8000");
+	assert_non_null(a);
+	assert_int_equal(a->id, 3);
+	assert_int_equal(a->epoch, 9);
+	assert_int_equal(pg_fleet_addrmap_find(&m, "10.0.0.1:8000")->id, 7);
+	assert_null(pg_fleet_addrmap_find(&m, "10.0.0.3:8000"));
+}
+
+static struct pg_fleet_peers peers; /* big: not on the stack */
+
+static void test_peers(void **state)
+{
+	uint16_t id[2] = {1, 2};
+	uint32_t ep[2] = {5, 5}, cur[PG_MAX_BACKENDS] = {0}, np[PG_MAX_BACKENDS];
+	int32_t c1[2] = {3, 1}, c2[2] = {4, -2}, sum[PG_MAX_BACKENDS];
+	struct pg_fleet_hdr a = hdr(PG_FLEET_MSG_LOAD, "a", 1, 10);
+	struct pg_fleet_hdr b = hdr(PG_FLEET_MSG_LOAD, "b", 1, 1);
+	char gone[PG_FLEET_ID_MAX + 1] = "";
+
+	(void)state;
+	cur[1] = cur[2] = 5;
+	pg_fleet_peers_init(&peers);
+	assert_int_equal(pg_fleet_peers_update(&peers, &a, id, ep, c1, 2, 1000), PG_FLEET_NEW_PEER);
+	assert_int_equal(pg_fleet_peers_update(&peers, &b, id, ep, c2, 2, 1000), PG_FLEET_NEW_PEER);
+	assert_int_equal(peers.n, 2);
+	pg_fleet_peers_sum(&peers, cur, sum, np);
+	assert_int_equal(sum[1], 7);
+	assert_int_equal(sum[2], 1); /* b's -2 counts as 0 */
+	assert_int_equal(np[1], 2);
+	assert_int_equal(sum[3], 0);
+
+	/* Replayed or older: ignored. Newer: replaces. */
+	assert_int_equal(pg_fleet_peers_update(&peers, &a, id, ep, c2, 2, 1100), PG_FLEET_STALE);
+	a.seq = 11;
+	assert_int_equal(pg_fleet_peers_update(&peers, &a, id, ep, c2, 1, 1100), PG_FLEET_APPLIED);
+	pg_fleet_peers_sum(&peers, cur, sum, np);
+	assert_int_equal(sum[1], 8);
+	assert_int_equal(sum[2], 0); /* a no longer lists slot 2 */
+	/* A restart (new boot) is accepted with a lower seq. */
+	a.boot = 2;
+	a.seq = 1;
+	assert_int_equal(pg_fleet_peers_update(&peers, &a, id, ep, c1, 2, 1150), PG_FLEET_NEW_PEER);
+	assert_int_equal(peers.n, 2);
+
+	/* A slot that got a new member since: the old count is not charged. */
+	cur[1] = 6;
+	pg_fleet_peers_sum(&peers, cur, sum, np);
+	assert_int_equal(sum[1], 0);
+	assert_int_equal(np[1], 0);
+	cur[1] = 5;
+
+	/* Silent for 3 intervals (600 ms): dropped; a is fresher than b. */
+	assert_int_equal(pg_fleet_peers_expire(&peers, 1599, gone), 0);
+	assert_int_equal(pg_fleet_peers_expire(&peers, 1600, gone), 1);
+	assert_string_equal(gone, "b");
+	assert_int_equal(peers.n, 1);
+	pg_fleet_peers_sum(&peers, cur, sum, np);
+	assert_int_equal(sum[1], 3);
+	assert_int_equal(pg_fleet_peers_expire(&peers, 1750, NULL), 1);
+	assert_int_equal(peers.n, 0);
+
+	/* Capacity: the 65th peer is refused until one leaves. */
+	for (unsigned i = 0; i < PG_FLEET_MAX_PEERS; i++) {
+		char name[16];
+		struct pg_fleet_hdr h;
+
+		snprintf(name, sizeof(name), "p%u", i);
+		h = hdr(PG_FLEET_MSG_LOAD, name, 1, 1);
+		assert_int_equal(pg_fleet_peers_update(&peers, &h, id, ep, c1, 2, 5000),
+		                 PG_FLEET_NEW_PEER);
+	}
+	assert_int_equal(pg_fleet_peers_update(&peers, &b, id, ep, c1, 2, 5000), PG_FLEET_FULL);
+	pg_fleet_peers_clear(&peers);
+	assert_int_equal(peers.n, 0);
+	assert_int_equal(pg_fleet_peers_update(&peers, &b, id, ep, c1, 2, 5000), PG_FLEET_NEW_PEER);
+	/* A short interval still gets the minimum TTL. */
+	b.interval_ms = 10;
+	b.seq = 2;
+	pg_fleet_peers_update(&peers, &b, id, ep, c1, 2, 6000);
+	assert_int_equal(pg_fleet_peers_expire(&peers, 6000 + PG_FLEET_PEER_TTL_MIN_MS - 1, NULL),
+	                 0);
+	assert_int_equal(pg_fleet_peers_expire(&peers, 6000 + PG_FLEET_PEER_TTL_MIN_MS, NULL), 1);
+}
+
+static void test_decide(void **state)
+{
+	struct pg_fleet_inputs in = {0};
+	struct pg_fleet_decision d;
+
+	(void)state;
+	d = pg_fleet_decide(&in);
+	assert_int_equal(d.mode, PG_FLEET_LOCAL);
+	in.nats_configured = true;
+	in.nats_connected = true;
+	in.backends_reporting = true;
+	assert_int_equal(pg_fleet_decide(&in).mode, PG_FLEET_NATS);
+	in.nats_connected = false;
+	assert_int_equal(pg_fleet_decide(&in).mode, PG_FLEET_BACKEND);
+	in.backends_reporting = false;
+	in.peers_seen = 3;
+	d = pg_fleet_decide(&in);
+	assert_int_equal(d.mode, PG_FLEET_SHARE);
+	assert_int_equal(d.share, 4);
+	in.fleet_size = 2; /* the flag wins over what was seen */
+	assert_int_equal(pg_fleet_decide(&in).share, 2);
+	in.fleet_size = 0;
+	in.peers_seen = 0; /* alone as far as we know */
+	assert_int_equal(pg_fleet_decide(&in).mode, PG_FLEET_LOCAL);
+	in.nats_configured = false;
+	in.fleet_size = 4;
+	assert_int_equal(pg_fleet_decide(&in).mode, PG_FLEET_SHARE);
+	in.backends_reporting = true;
+	assert_int_equal(pg_fleet_decide(&in).mode, PG_FLEET_BACKEND);
+	assert_string_equal(pg_fleet_mode_name(PG_FLEET_SHARE), "share");
+
+	assert_int_equal(pg_fleet_threshold(10, 4), 2);
+	assert_int_equal(pg_fleet_threshold(3, 4), 1);
+	assert_int_equal(pg_fleet_threshold(10, 1), 10);
+	assert_int_equal(pg_fleet_backend_peers(9, 4), 5);
+	assert_int_equal(pg_fleet_backend_peers(2, 4), 0);
+	assert_int_equal(pg_fleet_backend_peers(2, -1), 2);
+}
+
+struct seen {
+	unsigned n;
+	uint16_t id[8], len[8];
+	uint64_t first[8];
+};
+
+static void collect(uint16_t id, uint32_t epoch, const uint64_t *chain, uint16_t n, void *arg)
+{
+	struct seen *s = arg;
+
+	assert_int_equal(epoch, 100 + id);
+	if (s->n < 8) {
+		s->id[s->n] = id;
+		s->len[s->n] = n;
+		s->first[s->n] = chain[0];
+	}
+	s->n++;
+}
+
+static void test_fleetq(void **state)
+{
+	static uint64_t chain[PG_CA_MAX_BLOCKS + 64];
+	struct pg_fleetq *q = pg_fleetq_create(2);
+	struct seen s = {0};
+	unsigned fit = 0;
+
+	(void)state;
+	assert_non_null(q);
+	for (unsigned i = 0; i < PG_CA_MAX_BLOCKS + 64; i++)
+		chain[i] = i + 1;
+	pg_fleetq_push(q, 0, 1, 101, chain, 3);
+	pg_fleetq_push(q, 1, 2, 102, chain + 5, 2);
+	pg_fleetq_push(q, 0, 3, 103, chain + 9, PG_CA_MAX_BLOCKS + 50); /* capped */
+	pg_fleetq_push(q, 7, 1, 101, chain, 3);                         /* no such worker */
+	pg_fleetq_take(q, 0, collect, &s);
+	assert_int_equal(s.n, 2);
+	assert_int_equal(s.id[0], 1);
+	assert_int_equal(s.len[0], 3);
+	assert_int_equal(s.id[1], 3);
+	assert_int_equal(s.len[1], PG_CA_MAX_BLOCKS);
+	assert_true(s.first[1] == 10);
+	memset(&s, 0, sizeof(s));
+	pg_fleetq_take(q, 0, collect, &s); /* taken: empty now */
+	assert_int_equal(s.n, 0);
+	pg_fleetq_take(q, 1, collect, &s);
+	assert_int_equal(s.n, 1);
+	assert_true(s.first[0] == 6);
+	assert_int_equal(pg_fleetq_dropped(q), 0);
+
+	/* Full: the rest is dropped and counted, never waited for. */
+	for (unsigned i = 0; i < 100; i++)
+		pg_fleetq_push(q, 0, 1, 101, chain, PG_CA_MAX_BLOCKS);
+	memset(&s, 0, sizeof(s));
+	pg_fleetq_take(q, 0, collect, &s);
+	fit = s.n;
+	assert_true(fit > 0 && fit < 100);
+	assert_int_equal(pg_fleetq_dropped(q), 100 - fit);
+	pg_fleetq_free(q);
+}
+
+static void test_balancer_counts_peers(void **state)
+{
+	static struct pg_backend t[PG_MAX_BACKENDS];
+	struct pg_route_cfg cfg = {.strategy = PG_STRATEGY_PREFIX_AWARE,
+	                           .concurrency_threshold = 4};
+	uint16_t cand[2] = {1, 2};
+	struct pg_choice out;
+
+	(void)state;
+	memset(t, 0, sizeof(t));
+	t[1].flags = t[2].flags = t[3].flags = PG_BACKEND_ACTIVE;
+	t[1].in_flight = 1;
+	assert_int_equal(pg_balance(&cfg, t, 3, cand, 2, NULL, 0, 0, false, &out), 1);
+	t[1].peer_in_flight = 3; /* 1 + 3 reaches the threshold */
+	assert_int_equal(pg_balance(&cfg, t, 3, cand, 2, NULL, 0, 0, false, &out), 2);
+	assert_int_equal(out.decision, PG_DEC_OVERFLOW);
+	t[2].peer_in_flight = 4;
+	t[3].peer_in_flight = 1; /* least outstanding counts peers too */
+	assert_int_equal(pg_balance(&cfg, t, 3, cand, 2, NULL, 0, 0, false, &out), 3);
+	assert_int_equal(pg_backend_inflight(&t[1]), 4);
+	cfg.strategy = PG_STRATEGY_LEAST_OUTSTANDING;
+	t[3].peer_in_flight = 9;
+	assert_int_equal(pg_balance(&cfg, t, 3, cand, 2, NULL, 0, 0, false, &out), 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_codec_load),
+	    cmocka_unit_test(test_codec_cache_and_full),
+	    cmocka_unit_test(test_addrmap),
+	    cmocka_unit_test(test_peers),
+	    cmocka_unit_test(test_decide),
+	    cmocka_unit_test(test_fleetq),
+	    cmocka_unit_test(test_balancer_counts_peers),
+	};
+
+	return cmocka_run_group_tests_name("fleet", tests, NULL, NULL);
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The messages gateways of one fleet exchange (user/control/fleet.h sends
+ * them over NATS), pure: encode and decode, no I/O, no allocation.
+ *
+ * Binary, little-endian, every length bounded:
+ *   header  "PG" | version u8 (1) | type u8 | id_len u8 | id bytes
+ *           | boot u64 | seq u64 | wall_ms u64 | interval_ms u32 | count u16
+ *   LOAD    count x { addr_len u8 | addr | in_flight s32 }
+ *   CACHE   count x { addr_len u8 | addr | n u16 | n x chain hash u64 }
+ * Backends are named by address ("host:port", as pg_backend_name spells it),
+ * never by slot id: each gateway numbers its slots in its own order.
+ * boot tells a restarted gateway (same id, seq from 1 again) from a replay;
+ * wall_ms is the sender's clock, for logs only (expiry uses the receiver's).
+ */
+#ifndef PG_FLEET_MSG_H
+#define PG_FLEET_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PG_FLEET_MSG_VERSION 1
+#define PG_FLEET_ID_MAX      64 /* gateway id, bytes */
+#define PG_FLEET_ADDR_MAX    63 /* backend address, bytes */
+
+enum pg_fleet_msg_type {
+	PG_FLEET_MSG_LOAD = 1,  /* per-backend in-flight vector */
+	PG_FLEET_MSG_CACHE = 2, /* cache_aware decisions: block chain -> backend */
+};
+
+struct pg_fleet_hdr {
+	uint8_t type; /* enum pg_fleet_msg_type */
+	uint8_t id_len;
+	char id[PG_FLEET_ID_MAX + 1]; /* NUL-terminated */
+	uint64_t boot, seq, wall_ms;
+	uint32_t interval_ms;
+	uint16_t count; /* entries that follow */
+};
+
+/* An encoder over a caller's buffer. Once an entry does not fit, full is
+ * set and that entry (and any later one) is left out; the message so far
+ * stays valid. */
+struct pg_fleet_enc {
+	uint8_t *p;
+	size_t cap, len;
+	size_t count_off;
+	uint16_t count;
+	bool full;
+};
+
+/* Start a message with h's fields (h->count is ignored; entries count). 0,
+ * or -1 if even the header does not fit or h->id is too long. */
+int pg_fleet_enc_begin(struct pg_fleet_enc *e, void *buf, size_t cap, const struct pg_fleet_hdr *h);
+/* Append one entry; false (and full set) if it does not fit. */
+bool pg_fleet_enc_load(struct pg_fleet_enc *e, const char *addr, int32_t in_flight);
+bool pg_fleet_enc_cache(struct pg_fleet_enc *e, const char *addr, const uint64_t *chain,
+                        uint16_t n);
+/* Bytes of one CACHE entry, to size a batch. */
+size_t pg_fleet_cache_entry_size(size_t addr_len, uint16_t n);
+
+/* A decoder: pg_fleet_dec_begin checks the header, then each next call
+ * yields one entry of the header's type. Entries are checked as they are
+ * read: a malformed message yields the entries before the fault, then
+ * false with bad set. */
+struct pg_fleet_dec {
+	const uint8_t *p;
+	size_t len, off;
+	uint16_t left;
+	bool bad;
+};
+
+/* 0, or -1: not a message of this version (too short, bad magic, unknown
+ * type, id too long). */
+int pg_fleet_dec_begin(struct pg_fleet_dec *d, const void *buf, size_t len, struct pg_fleet_hdr *h);
+
+struct pg_fleet_entry {
+	char addr[PG_FLEET_ADDR_MAX + 1]; /* NUL-terminated */
+	int32_t in_flight;                /* LOAD */
+	uint16_t n;                       /* CACHE: hashes in chain */
+	const uint8_t *chain;             /* CACHE: n x u64 LE, unaligned: pg_fleet_hash() */
+};
+
+bool pg_fleet_dec_next(struct pg_fleet_dec *d, uint8_t type, struct pg_fleet_entry *out);
+
+/* Hash i of a decoded CACHE entry. */
+uint64_t pg_fleet_hash(const struct pg_fleet_entry *e, uint16_t i);
+
+#endif /* PG_FLEET_MSG_H */
