@@ -122,14 +122,16 @@ void pg_resolve_due(struct pg_gateway *gw, uint64_t now_ms)
 int pg_resolve_pollfds(struct pollfd *pfd, int max)
 {
 	ares_socket_t socks[ARES_GETSOCK_MAXNUM];
-	int bits, n = 0;
+	unsigned bits;
+	int n = 0;
 
 	if (!have_chan)
 		return 0;
-	bits = ares_getsock(chan, socks, ARES_GETSOCK_MAXNUM);
+	bits = (unsigned)ares_getsock(chan, socks, ARES_GETSOCK_MAXNUM);
 	for (int i = 0; i < ARES_GETSOCK_MAXNUM && n < max; i++) {
-		short ev = (short)((ARES_GETSOCK_READABLE(bits, i) ? POLLIN : 0) |
-		                   (ARES_GETSOCK_WRITABLE(bits, i) ? POLLOUT : 0));
+		/* ARES_GETSOCK_WRITABLE's own 1 << 31 overflows an int: unsigned here. */
+		short ev = (short)((bits & 1u << i ? POLLIN : 0) |
+		                   (bits & 1u << (i + ARES_GETSOCK_MAXNUM) ? POLLOUT : 0));
 
 		if (ev)
 			pfd[n++] = (struct pollfd){.fd = socks[i], .events = ev};
