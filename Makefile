@@ -21,7 +21,8 @@ WARN    := -Wall -Wextra -Werror
 ALL_CFLAGS := $(CFLAGS) $(SANFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE \
 	-Iinclude -Iuser -I$(BUILD) -MMD -MP $(shell pkg-config --cflags libnats 2>/dev/null)
 LDLIBS  := -lbpf -lelf -lz -luring -lxxhash -lpthread -lm \
-	$(shell pkg-config --libs libnats 2>/dev/null || echo -lnats)
+	$(shell pkg-config --libs libnats 2>/dev/null || echo -lnats) \
+	$(shell pkg-config --libs libcares 2>/dev/null || echo -lcares)
 
 ifeq ($(V),1)
 Q :=
@@ -177,8 +178,9 @@ FUZZ_BINS   := $(addprefix $(FUZZ_DIR)/fuzz_,$(FUZZ_NAMES))
 FUZZ_MODS_http   := http forward buf
 FUZZ_MODS_json   := json
 FUZZ_MODS_key    := key json buf
-FUZZ_MODS_config := config routing_config json balancer names
+FUZZ_MODS_config := config routing_config json balancer names addr
 FUZZ_MODS_admin  := admin buf control members health config routing_config json key http names \
+	addr addrset backend_names resolve \
 	metrics route routestats scrape accesslog ring balancer maps gateway log cacheidx
 fuzz_objs = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,\
 	$(sort $(foreach m,$(FUZZ_MODS_$(1)),$(wildcard user/$(m).c user/*/$(m).c user/*/$(m)_*.c))))

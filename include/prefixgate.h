@@ -11,7 +11,7 @@
 
 /* Slots in the backends map. Id 0 is never used: 0 means "no backend". */
 #ifndef PG_MAX_BACKENDS
-#define PG_MAX_BACKENDS 256
+#define PG_MAX_BACKENDS 4096
 #endif
 /* Slots in one consistent-hash ring copy; a key hash picks slot hash >> 48. */
 #define PG_RING_SLOT_BITS 16
@@ -110,9 +110,11 @@ _Static_assert(sizeof(struct pg_ca_slot) == 32, "pg_ca_slot layout");
  * peer_gateways; the control thread alone writes the other fields.
  */
 struct pg_backend {
-	__u32 ipv4;                 /* network byte order */
-	__u16 port;                 /* host byte order */
-	__u16 flags;                /* PG_BACKEND_* */
+	__u8 addr[16]; /* network byte order; IPv4: the first 4 bytes */
+	__u16 family;  /* AF_INET (2) or AF_INET6 (10) */
+	__u16 port;    /* host byte order */
+	__u16 flags;   /* PG_BACKEND_* */
+	__u16 addr_pad;
 	__s32 in_flight;            /* requests dispatched and not yet finished: exact */
 	__u32 epoch;                /* bumped each time this slot gets a new member */
 	__u64 down_until_ms;        /* CLOCK_MONOTONIC ms; DOWN is ignored after it */
@@ -141,7 +143,7 @@ struct pg_backend {
 	__s32 peer_in_flight;
 	__u32 peer_gateways; /* peers whose counts peer_in_flight sums */
 };
-_Static_assert(sizeof(struct pg_backend) == 80 + 8 * PG_DEC_MAX, "pg_backend layout");
+_Static_assert(sizeof(struct pg_backend) == 96 + 8 * PG_DEC_MAX, "pg_backend layout");
 _Static_assert(sizeof(struct pg_backend) % 8 == 0, "pg_backend alignment");
 
 /*

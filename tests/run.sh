@@ -61,6 +61,8 @@ for suite in "$@"; do
 	     run_tap "e2e/cache-bpf" $E/test_cache.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/fleet-nats-shm" $E/test_fleet_nats.py --build "$BUILD" --mode shm
 	     run_tap "e2e/fleet-nats-bpf" $E/test_fleet_nats.py --build "$BUILD" --mode bpf
+	     run_tap "e2e/addr-shm" $E/test_addr.py --build "$BUILD" --mode shm
+	     run_tap "e2e/addr-bpf" $E/test_addr.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/ctl" $E/test_ctl.py --build "$BUILD" ;;
 	e2e-asan) export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 		run_tap "e2e-asan/shm" \

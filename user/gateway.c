@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <stdio.h>
 #include "gateway.h"
+#include "lib/addr.h"
 
 /* Fine steps up to 100 us, where routing and send times live and where the
  * targets are (10 us, 20 us): a p99 read from the histogram is then within
@@ -12,11 +13,11 @@ const uint32_t pg_lat_bounds_us[PG_LAT_BUCKETS - 1] = {1,   2,   3,   4,    5,  
 
 const char *pg_backend_name(const struct pg_backend *b, char *buf, size_t len)
 {
-	struct in_addr a = {.s_addr = b->ipv4};
-	char ip[INET_ADDRSTRLEN];
+	union pg_sockaddr a;
+	char s[PG_ADDR_STRLEN];
 
-	inet_ntop(AF_INET, &a, ip, sizeof(ip));
-	snprintf(buf, len, "%s:%u", ip, b->port);
+	pg_backend_addr_get(b, &a);
+	snprintf(buf, len, "%s", pg_addr_format(&a, s));
 	return buf;
 }
 

@@ -139,7 +139,8 @@ static inline unsigned pg_max_backend_id(const struct pg_gateway *gw)
 	return id;
 }
 
-/* "a.b.c.d:port" of backend id. buf must hold 22 bytes. */
+/* "a.b.c.d:port" or "[v6]:port" of backend b (its ring identity too).
+ * buf should hold PG_ADDR_STRLEN bytes. */
 const char *pg_backend_name(const struct pg_backend *b, char *buf, size_t len);
 
 /* Record one routing latency sample into a worker's histogram. */

@@ -100,7 +100,7 @@ int main(int argc, char **argv)
 	struct pg_gateway gw = {0};
 	struct pg_config cfg;
 	struct pg_priv priv = {0};
-	char err[512], addr[32];
+	char err[512], addr[PG_ADDR_STRLEN];
 	unsigned started = 0;
 	sigset_t sigs;
 	int rc, sig, status = 1;
@@ -188,10 +188,9 @@ int main(int argc, char **argv)
 		pg_control_stop(&gw);
 		goto out_workers;
 	}
-	inet_ntop(AF_INET, &cfg.listen.sin_addr, addr, sizeof(addr));
-	pg_info("listening on %s:%u with %u workers, strategy %s, PrefixLength %u, "
+	pg_info("listening on %s with %u workers, strategy %s, PrefixLength %u, "
 	        "ConcurrencyThreshold %u, data path %s",
-	        addr, ntohs(cfg.listen.sin_port), gw.nworkers,
+	        pg_addr_format(&cfg.listen, addr), gw.nworkers,
 	        pg_strategy_flag(gw.maps.state->strategy), gw.maps.state->prefix_length,
 	        gw.maps.state->concurrency_threshold, pg_datapath_name(&gw));
 

@@ -61,7 +61,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	cfg.route.concurrency_threshold = PG_CONCURRENCY_DEFAULT;
 	cfg.backends = members;
 	cfg.nbackends = 3;
-	pg_addr_parse("127.0.0.1:0", &cfg.admin, NULL, 0);
+	/* 127.0.0.1, port 0 (any: pg_addr_parse refuses 0) */
+	cfg.admin.in.sin_family = AF_INET;
+	cfg.admin.in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	gw.cfg = &cfg;
 	gw.nworkers = 2;
 	gw.stats = calloc(2, sizeof(*gw.stats));

@@ -110,28 +110,49 @@ static void check_routing(const char *s, size_t n)
 /* s is a canonical address: it parses, and formats back to itself. */
 static void check_canonical(const char *s)
 {
-	struct sockaddr_in a;
+	union pg_sockaddr a;
 	char buf[PG_ADDR_STRLEN], err[160];
 
 	FUZZ_CHECK(pg_addr_parse(s, &a, err, sizeof(err)) == 0);
 	FUZZ_CHECK(!strcmp(pg_addr_format(&a, buf), s));
 }
 
+/* s is a canonical backend (address or NAME:PORT): it formats back to itself. */
+static void check_canonical_backend(const char *s)
+{
+	char buf[PG_HOSTPORT_STRLEN], err[PG_HOSTPORT_STRLEN + 100];
+	struct pg_hostport h;
+
+	FUZZ_CHECK(pg_hostport_parse(s, &h, false, err, sizeof(err)) == 0);
+	FUZZ_CHECK(!strcmp(pg_hostport_format(&h, buf), s));
+}
+
 static void check_addr(const char *s, size_t n)
 {
 	char *z = strndup(s, n), buf[PG_ADDR_STRLEN], err[160];
-	struct sockaddr_in a, b;
+	char hbuf[PG_HOSTPORT_STRLEN], herr[PG_HOSTPORT_STRLEN + 100];
+	union pg_sockaddr a, b;
+	struct pg_hostport h, h2;
 
 	FUZZ_CHECK(z);
 	memset(err, 0x55, sizeof(err));
 	if (pg_addr_parse(z, &a, err, sizeof(err))) {
 		check_err(err, sizeof(err));
 	} else {
-		FUZZ_CHECK(a.sin_family == AF_INET && a.sin_port != 0);
+		FUZZ_CHECK((a.sa.sa_family == AF_INET || a.sa.sa_family == AF_INET6) &&
+		           pg_sockaddr_port(&a) != 0);
 		pg_addr_format(&a, buf);
 		FUZZ_CHECK(pg_addr_parse(buf, &b, err, sizeof(err)) == 0);
-		FUZZ_CHECK(a.sin_addr.s_addr == b.sin_addr.s_addr && a.sin_port == b.sin_port);
+		FUZZ_CHECK(pg_sockaddr_equal(&a, &b));
 		check_canonical(buf);
+	}
+	/* a backend (names too): canonical spelling is a fixed point */
+	if (pg_hostport_parse(z, &h, false, herr, sizeof(herr))) {
+		check_err(herr, sizeof(herr));
+	} else {
+		pg_hostport_format(&h, hbuf);
+		FUZZ_CHECK(pg_hostport_parse(hbuf, &h2, false, herr, sizeof(herr)) == 0);
+		FUZZ_CHECK(!strcmp(pg_hostport_format(&h2, herr), hbuf));
 	}
 	free(z);
 }
@@ -148,7 +169,7 @@ static void check_backends(const char *s, size_t n)
 	}
 	FUZZ_CHECK(nv <= PG_MAX_BACKENDS - 1);
 	for (size_t i = 0; i < nv; i++) {
-		check_canonical(v[i]);
+		check_canonical_backend(v[i]);
 		for (size_t j = 0; j < i; j++)
 			FUZZ_CHECK(strcmp(v[i], v[j]) != 0);
 	}
@@ -205,9 +226,10 @@ static void check_cmdline(const char *s, size_t n)
 		FUZZ_CHECK(c1.workers <= PG_WORKERS_MAX);
 		FUZZ_CHECK(c1.data_path <= PG_DATA_SOCKMSG);
 		FUZZ_CHECK(c1.pin_path != NULL);
-		FUZZ_CHECK(c1.listen.sin_family == AF_INET && c1.admin.sin_family == AF_INET);
+		FUZZ_CHECK(c1.listen.sa.sa_family == AF_INET || c1.listen.sa.sa_family == AF_INET6);
+		FUZZ_CHECK(c1.admin.sa.sa_family == AF_INET || c1.admin.sa.sa_family == AF_INET6);
 		for (size_t b = 0; b < c1.nbackends; b++)
-			check_canonical(c1.backends[b]);
+			check_canonical_backend(c1.backends[b]);
 	}
 	rc2 = parse_argv(argc, argv, &c2, err2, sizeof(err2));
 	FUZZ_CHECK(rc1 == rc2);

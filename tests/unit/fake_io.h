@@ -52,9 +52,10 @@ static struct fsock *F(int fd)
 	return &fs[fd];
 }
 
-static int f_socket(struct pg_worker *w)
+static int f_socket(struct pg_worker *w, int family)
 {
 	(void)w;
+	(void)family;
 	if (socket_errno)
 		return -socket_errno;
 	fs[next_up_fd].used = true;
@@ -85,14 +86,14 @@ static void f_send(struct pg_worker *w, struct pg_sock *s, const struct msghdr *
 	f->pending = msg;
 }
 
-static void f_connect(struct pg_worker *w, struct pg_sock *s, const struct sockaddr_in *sa)
+static void f_connect(struct pg_worker *w, struct pg_sock *s, const union pg_sockaddr *sa)
 {
 	struct fsock *f = F(s->fd);
 
 	(void)w;
 	f->s = s;
 	f->connecting = true;
-	f->port = ntohs(sa->sin_port);
+	f->port = pg_sockaddr_port(sa);
 }
 
 static void f_shutdown(struct pg_worker *w, struct pg_sock *s)

@@ -20,7 +20,12 @@ static void test_post_delete(void **state)
 	    {"{\"address\":\"10.0.0.1:8000\"}", 409, "already a member"},
 	    {"{\"address\":\"localhost:7000\"}", 201, "\"id\":5,\"address\":\"127.0.0.1:7000\""},
 	    {"{\"address\":\"10.0.0.300:1\"}", 400, "IPv4"},
-	    {"{\"address\":\"10.0.0.1\"}", 400, "ADDR:PORT"},
+	    {"{\"address\":\"10.0.0.1\"}", 400, "HOST:PORT"},
+	    {"{\"address\":\"[::1]:7001\"}", 201, "\"id\":6,\"address\":\"[::1]:7001\""},
+	    {"{\"address\":\"::1:7001\"}", 400, "brackets"},
+	    {"{\"address\":\"Pool.Example:8000\"}", 202,
+	     "{\"name\":\"pool.example:8000\",\"resolving\":true}"},
+	    {"{\"address\":\"pool.example:8000\"}", 409, "already a backend"},
 	    {"{\"address\":\"10.0.0.1:0\"}", 400, "port"},
 	    {"{\"address\":8000}", 400, "address: expected a string"},
 	    {"{}", 400, "address: missing"},
@@ -42,14 +47,21 @@ static void test_post_delete(void **state)
 			assert_true(r.body.p[0] == '{' && strstr(r.body.p, "\"error\":"));
 		pg_buf_free(&r.body);
 	}
-	assert_int_equal(gw.maps.state->nbackends, 5);
+	assert_int_equal(gw.maps.state->nbackends, 6);
+
+	/* a name: forgotten, its addresses (none resolved here) drained */
+	assert_int_equal(req("DELETE", "/backends/pool.example:8000", NULL, &r), 202);
+	assert_non_null(strstr(r.body.p, "{\"name\":\"pool.example:8000\",\"draining\":true}"));
+	pg_buf_free(&r.body);
+	assert_int_equal(req("DELETE", "/backends/pool.example:8000", NULL, &r), 404);
+	pg_buf_free(&r.body);
 
 	assert_int_equal(req("DELETE", "/backends/10.0.0.9:8000", NULL, &r), 202);
 	assert_non_null(strstr(r.body.p, "\"address\":\"10.0.0.9:8000\""));
 	assert_non_null(strstr(r.body.p, "\"draining\":true"));
 	pg_buf_free(&r.body);
 	assert_int_equal(flags(4), PG_BACKEND_ACTIVE | PG_BACKEND_DRAINING);
-	assert_int_equal(gw.maps.state->nbackends, 4);
+	assert_int_equal(gw.maps.state->nbackends, 5);
 	/* again: still draining, still 202 */
 	assert_int_equal(req("DELETE", "/backends/10.0.0.9%3A8000", NULL, &r), 202);
 	pg_buf_free(&r.body);
@@ -66,7 +78,7 @@ static void test_post_delete(void **state)
 	assert_non_null(strstr(r.body.p, "\"id\":4,"));
 	pg_buf_free(&r.body);
 	assert_int_equal(flags(4), PG_BACKEND_ACTIVE);
-	assert_int_equal(gw.maps.state->nbackends, 5);
+	assert_int_equal(gw.maps.state->nbackends, 6);
 }
 
 /* The dry run of target names the backend pg_route_worker() picks for the same

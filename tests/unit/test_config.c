@@ -89,9 +89,11 @@ static void test_defaults(void **state)
 
 	(void)state;
 	assert_int_equal(run(&cfg, none, err, sizeof(err), out, sizeof(out)), 0);
-	assert_int_equal(cfg.listen.sin_addr.s_addr, htonl(INADDR_LOOPBACK));
-	assert_int_equal(ntohs(cfg.listen.sin_port), 8080);
-	assert_int_equal(ntohs(cfg.admin.sin_port), 9090);
+	assert_int_equal(cfg.listen.in.sin_addr.s_addr, htonl(INADDR_LOOPBACK));
+	assert_int_equal(pg_sockaddr_port(&cfg.listen), 8080);
+	assert_int_equal(pg_sockaddr_port(&cfg.admin), 9090);
+	assert_null(cfg.resolver);
+	assert_int_equal(cfg.resolve_ms, PG_RESOLVE_MS_DEFAULT);
 	assert_int_equal(cfg.nbackends, 0);
 	assert_null(cfg.backends_file);
 	assert_null(cfg.routing_config);
@@ -173,7 +175,7 @@ static void test_valid(void **state)
 	assert_true(cfg.no_bpf);
 	assert_int_equal(cfg.data_path, PG_DATA_COPY);
 	assert_int_equal(cfg.route.strategy, PG_STRATEGY_PREFIX_AWARE);
-	assert_int_equal(ntohs(cfg.listen.sin_port), 2);
+	assert_int_equal(pg_sockaddr_port(&cfg.listen), 2);
 	pg_config_free(&cfg);
 }
 
@@ -308,9 +310,21 @@ static void test_invalid(void **state)
 	    {{"--admin", "1.2.3.4:65536"},
 	     "--admin: \"1.2.3.4:65536\": port must be a decimal number 1-65535"},
 	    {{"--admin", "example.com:80"},
-	     "--admin: \"example.com:80\": host must be an IPv4 address A.B.C.D or localhost"},
-	    {{"--backend", "[::1]:80"},
-	     "--backend: \"[::1]:80\": IPv6 addresses are not supported"},
+	     "--admin: \"example.com:80\": host must be an IPv4 address A.B.C.D, [IPV6] or "
+	     "localhost (not a name)"},
+	    {{"--backend", "::1:80"},
+	     "--backend: \"::1:80\": an IPv6 address needs brackets: [IPV6]:PORT"},
+	    {{"--backend", "[::1]:80", "--backend", "[0::1]:80"},
+	     "--backend [0::1]:80: given twice"},
+	    {{"--backend", "a..b:80"},
+	     "--backend: \"a..b:80\": host must be an IPv4 address A.B.C.D, [IPV6], localhost or a "
+	     "DNS name"},
+	    {{"--resolver", "127.0.0.1"},
+	     "--resolver: \"127.0.0.1\" is not an IP:PORT of a DNS server"},
+	    {{"--resolver", "127.0.0.1:53,dns.example:53"},
+	     "--resolver: \"dns.example:53\" is not an IP:PORT of a DNS server"},
+	    {{"--resolver", ":53"}, "--resolver: \":53\" is not an IP:PORT of a DNS server"},
+	    {{"--resolve-interval", "50"}, "--resolve-interval: 50 is out of range 100-3600000"},
 	    {{"--backend", "1.2.3.4:80", "--backend", "1.2.3.4:80"},
 	     "--backend 1.2.3.4:80: given twice"},
 	    {{"--backend", "127.0.0.1:80", "--backend", "localhost:80"},
@@ -380,7 +394,9 @@ static void test_help_version(void **state)
 	static const char *const flags[] = {
 	    "--listen ADDR:PORT",
 	    "--admin ADDR:PORT",
-	    "--backend ADDR:PORT",
+	    "--backend HOST:PORT",
+	    "--resolver IP:PORT[,...]",
+	    "--resolve-interval MS",
 	    "--backends-file FILE",
 	    "--strategy S",
 	    "--prefix-length N",

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include "control_fixture.h"
+#include "control/control_internal.h"
 #include "lib/ring.h"
 
 static void test_init(void **state)
@@ -50,7 +51,8 @@ static void test_init_file(void **state)
 	assert_int_equal(pg_control_init(&gw, err, sizeof(err)), 0);
 	assert_int_equal(gw.maps.state->nbackends, 5);
 	assert_int_equal(gw.maps.backends[5].port, 9001);
-	assert_int_equal(gw.maps.backends[5].ipv4, htonl(INADDR_LOOPBACK));
+	assert_int_equal(gw.maps.backends[5].family, AF_INET);
+	assert_memory_equal(gw.maps.backends[5].addr, "\x7f\0\0\1", 4);
 	/* one ring for the whole initial membership */
 	assert_int_equal(gw.maps.state->ring_generation, 1);
 }
@@ -282,6 +284,69 @@ static char *http(const char *raw)
 	return buf;
 }
 
+static void answer(const char *name, enum pg_dns_status st, const char *const *ips, size_t n)
+{
+	union pg_sockaddr a[8];
+	struct pg_hostport hp;
+
+	assert_int_equal(pg_hostport_parse(name, &hp, false, NULL, 0), 0);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(pg_addr_parse(ips[i], &a[i], NULL, 0), 0); /* port ignored */
+	pg_ctl_name_answer(&gw, pg_ctl_name_find(&hp), st, a, n, "test");
+}
+
+static int member(const char *addr)
+{
+	union pg_sockaddr a;
+
+	assert_int_equal(pg_addr_parse(addr, &a, NULL, 0), 0);
+	return pg_ctl_find_member(&gw, &a);
+}
+
+/* A DNS name: membership follows its answers; a failure keeps the last. */
+static void test_names(void **state)
+{
+	const char *two[] = {"10.1.0.2:1", "10.1.0.1:1"},
+	           *three[] = {"10.1.0.3:1", "10.1.0.1:1", "10.1.0.2:1"};
+	const char *changed[] = {"[2001:db8::1]:1", "10.1.0.1:1"};
+	char err[256], buf[PG_HOSTPORT_STRLEN];
+	int id1, id9;
+
+	(void)state;
+	assert_int_equal(pg_member_add(&gw, "Pool.Example:8000", err, sizeof(err)), 0);
+	assert_int_equal(pg_member_add(&gw, "pool.example:8000", err, sizeof(err)), -EEXIST);
+	assert_int_equal(gw.maps.state->nbackends, 3); /* nothing until it answers */
+	answer("pool.example:8000", PG_DNS_OK, two, 2);
+	assert_int_equal(gw.maps.state->nbackends, 5);
+	id1 = member("10.1.0.1:8000");
+	assert_true(id1 > 0 && member("10.1.0.2:8000") > 0);
+	assert_string_equal(pg_member_name(id1, buf), "pool.example:8000");
+	assert_null(pg_member_name(member("10.0.0.1:8000"), buf));
+	answer("pool.example:8000", PG_DNS_OK, three, 3);
+	assert_int_equal(gw.maps.state->nbackends, 6);
+	assert_int_equal(member("10.1.0.1:8000"), id1); /* identity kept, in any order */
+	/* failures keep the last answer */
+	answer("pool.example:8000", PG_DNS_FAIL, NULL, 0);
+	answer("pool.example:8000", PG_DNS_NONAME, NULL, 0);
+	assert_int_equal(gw.maps.state->nbackends, 6);
+	/* two gone, an IPv6 one new */
+	answer("pool.example:8000", PG_DNS_OK, changed, 2);
+	assert_int_equal(gw.maps.state->nbackends, 5);
+	assert_int_equal(member("10.1.0.1:8000"), id1);
+	assert_true(gw.maps.backends[member("10.1.0.2:8000")].flags & PG_BACKEND_DRAINING);
+	assert_int_equal(gw.maps.backends[member("[2001:db8::1]:8000")].family, AF_INET6);
+	/* a --backend address also in the answer outlives the name */
+	id9 = pg_member_add(&gw, "10.0.0.9:8000", err, sizeof(err));
+	assert_true(id9 > 0);
+	answer("pool.example:8000", PG_DNS_OK, (const char *[]){"10.1.0.1:1", "10.0.0.9:1"}, 2);
+	assert_int_equal(gw.maps.state->nbackends, 5);
+	/* removing the name drains what only it held */
+	assert_int_equal(pg_member_remove(&gw, "pool.example:8000", err, sizeof(err)), 0);
+	assert_int_equal(gw.maps.state->nbackends, 4);
+	assert_false(gw.maps.backends[id9].flags & PG_BACKEND_DRAINING);
+	assert_int_equal(pg_member_remove(&gw, "pool.example:8000", err, sizeof(err)), -ENOENT);
+}
+
 static void test_thread(void **state)
 {
 	char err[256], *o;
@@ -340,6 +405,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_members_sync, setup_init, teardown),
 	    cmocka_unit_test_setup_teardown(test_down_expiry, setup_init, teardown),
 	    cmocka_unit_test_setup_teardown(test_reload, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_names, setup_init, teardown),
 	    cmocka_unit_test_setup_teardown(test_thread, setup, teardown),
 	};
 

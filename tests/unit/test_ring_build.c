@@ -66,13 +66,18 @@ enum fleet_kind {
 	FLEET_DUPSEEDS, /* random seeds, every third one repeated */
 };
 
+/* The id space the pinned memberships use (PG_MAX_BACKENDS when they were
+ * taken): the same members must keep giving the same rings. */
+#define PIN_IDS 256
+_Static_assert(PIN_IDS <= PG_MAX_BACKENDS, "pinned ids are valid ids");
+
 static size_t fleet(struct pg_ring_member *m, enum fleet_kind kind, size_t n, uint64_t st)
 {
-	uint16_t ids[PG_MAX_BACKENDS - 1];
+	uint16_t ids[PIN_IDS - 1];
 
-	for (size_t i = 0; i < PG_MAX_BACKENDS - 1; i++)
+	for (size_t i = 0; i < PIN_IDS - 1; i++)
 		ids[i] = (uint16_t)(i + 1);
-	for (size_t i = PG_MAX_BACKENDS - 2; i > 0; i--) {
+	for (size_t i = PIN_IDS - 2; i > 0; i--) {
 		size_t j = next_rand(&st) % (i + 1);
 		uint16_t t = ids[i];
 
@@ -86,7 +91,7 @@ static size_t fleet(struct pg_ring_member *m, enum fleet_kind kind, size_t n, ui
 			m[i].seed = ident_seed((unsigned)i);
 			break;
 		case FLEET_SPARSE:
-			m[i].id = (uint16_t)(PG_MAX_BACKENDS - 1 - i);
+			m[i].id = (uint16_t)(PIN_IDS - 1 - i);
 			m[i].seed = ident_seed((unsigned)(3 * i + 1));
 			break;
 		case FLEET_RANDOM:

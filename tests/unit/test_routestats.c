@@ -242,7 +242,8 @@ static void test_ops_metrics(void **state)
 	assert_non_null(gw.mwin);
 	b = &gw.maps.backends[1];
 	b->flags = PG_BACKEND_ACTIVE;
-	b->ipv4 = htonl(0x7f000001);
+	b->family = AF_INET;
+	memcpy(b->addr, "\x7f\0\0\1", 4);
 	b->port = 9001;
 	b->epoch = 1;
 	b->kv_hit_tokens = 100;

@@ -17,17 +17,18 @@
 #define DRAIN_POLL_S   0.1 /* GET /backends this often while draining */
 #define DRAIN_REPORT_S 1.0 /* progress at least this often, and on every change */
 
-/* Canonical "a.b.c.d:port" of a command-line address, or a usage error. */
+/* Canonical spelling of a command-line backend (an address or NAME:PORT),
+ * or a usage error. out: PG_HOSTPORT_STRLEN bytes. */
 static int canon_addr(const char *cmd, const char *addr, char *out)
 {
-	struct sockaddr_in sa;
-	char e[200];
+	struct pg_hostport hp;
+	char e[PG_HOSTPORT_STRLEN + 100];
 
-	if (pg_addr_parse(addr, &sa, e, sizeof(e))) {
+	if (pg_hostport_parse(addr, &hp, false, e, sizeof(e))) {
 		ctl_err("backends %s: %s", cmd, e);
 		return -1;
 	}
-	pg_addr_format(&sa, out);
+	pg_hostport_format(&hp, out);
 	return 0;
 }
 
@@ -35,7 +36,7 @@ int ctl_cmd_backends_add(const struct ctl_opts *o, const char *addr)
 {
 	struct ctl_http_resp r;
 	struct pg_json js = {0};
-	char a[PG_ADDR_STRLEN], body[96], err[1024], msg[256];
+	char a[PG_HOSTPORT_STRLEN], body[PG_HOSTPORT_STRLEN + 32], err[1024], msg[256];
 	int64_t id, n;
 	int rc = CTL_ERR;
 
@@ -46,6 +47,14 @@ int ctl_cmd_backends_add(const struct ctl_opts *o, const char *addr)
 	             ctl_timeout(o, CTL_TIMEOUT_DEFAULT), &r, err, sizeof(err))) {
 		ctl_err("backends add %s: %s", a, err);
 		return CTL_ERR;
+	}
+	if (r.status == 202) { /* a name: its addresses join as they resolve */
+		rc = CTL_OK;
+		if (o->json)
+			fwrite(r.body, 1, r.len, stdout);
+		else
+			printf("added %s: its addresses join as the name resolves\n", a);
+		goto out;
 	}
 	if (r.status != 201) {
 		ctl_err("backends add %s: HTTP %d: %s", a, r.status,
@@ -110,7 +119,7 @@ int ctl_cmd_backends_remove(const struct ctl_opts *o, const char *addr, bool wai
 	struct ctl_snapshot *s = NULL;
 	struct ctl_http_resp r;
 	struct ctl_backend b = {0};
-	char a[PG_ADDR_STRLEN], target[64], err[1024], msg[256];
+	char a[PG_HOSTPORT_STRLEN], target[PG_HOSTPORT_STRLEN + 16], err[1024], msg[256];
 	int rc = CTL_ERR, found, last_inflight = -1;
 
 	if (canon_addr(cmd, addr, a))

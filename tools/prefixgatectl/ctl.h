@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "lib/addr.h"
 #include "prefixgate.h"
 
 #define CTL_VERSION               "0.1.0"
@@ -43,7 +44,7 @@ enum ctl_source_kind {
 struct ctl_opts {
 	const char *pin_path;
 	const char *admin; /* as given, for messages */
-	struct sockaddr_in admin_sa;
+	union pg_sockaddr admin_sa;
 	bool json;
 	enum ctl_source_kind source;
 	double timeout;       /* seconds; <= 0: the command's default */
@@ -95,7 +96,8 @@ const char *ctl_api_error(const struct ctl_http_resp *r, char *buf, size_t cap);
 
 struct ctl_backend {
 	unsigned id;
-	char addr[24];
+	char addr[PG_ADDR_STRLEN];
+	char name[PG_HOSTPORT_STRLEN]; /* the DNS name it came from ("" none; API only) */
 	bool draining, down;
 	int32_t in_flight;
 	uint32_t epoch;

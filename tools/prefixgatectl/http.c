@@ -33,10 +33,10 @@ static void set_timeouts(int fd, double s)
 
 /* Connect with a deadline: non-blocking connect, poll, then back to blocking
  * mode for the exchange (whose reads and writes time out by socket option). */
-static int connect_timeout(const struct sockaddr_in *sa, double s, char *err, size_t errlen,
+static int connect_timeout(const union pg_sockaddr *sa, double s, char *err, size_t errlen,
                            const char *who)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), e = 0;
+	int fd = socket(sa->sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), e = 0;
 	struct pollfd p;
 	socklen_t el = sizeof(e);
 
@@ -44,7 +44,7 @@ static int connect_timeout(const struct sockaddr_in *sa, double s, char *err, si
 		snprintf(err, errlen, "%s: socket: %s", who, strerror(errno));
 		return -1;
 	}
-	if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == -1) {
+	if (connect(fd, &sa->sa, pg_sockaddr_len(sa)) == -1) {
 		if (errno != EINPROGRESS) {
 			e = errno;
 			goto fail;

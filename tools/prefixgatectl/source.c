@@ -212,8 +212,7 @@ static int snapshot_once(struct ctl_maps *m, struct ctl_snapshot *s, char *err, 
 	s->n = 0;
 	for (unsigned id = 1; id < PG_MAX_BACKENDS; id++) {
 		struct ctl_backend *c = &s->b[s->n];
-		struct in_addr a;
-		char ip[INET_ADDRSTRLEN];
+		union pg_sockaddr a;
 
 		if (m->backends) {
 			const struct pg_backend *p = &m->backends[id];
@@ -221,7 +220,8 @@ static int snapshot_once(struct ctl_maps *m, struct ctl_snapshot *s, char *err, 
 			b.flags = __atomic_load_n(&p->flags, __ATOMIC_ACQUIRE);
 			if (!(b.flags & PG_BACKEND_ACTIVE))
 				continue;
-			b.ipv4 = p->ipv4;
+			memcpy(b.addr, p->addr, sizeof(b.addr));
+			b.family = p->family;
 			b.port = p->port;
 			b.epoch = p->epoch;
 			b.in_flight = __atomic_load_n(&p->in_flight, __ATOMIC_RELAXED);
@@ -237,9 +237,8 @@ static int snapshot_once(struct ctl_maps *m, struct ctl_snapshot *s, char *err, 
 		}
 		memset(c, 0, sizeof(*c));
 		c->id = id;
-		a.s_addr = b.ipv4;
-		inet_ntop(AF_INET, &a, ip, sizeof(ip));
-		snprintf(c->addr, sizeof(c->addr), "%s:%u", ip, b.port);
+		pg_backend_addr_get(&b, &a);
+		pg_addr_format(&a, c->addr);
 		c->draining = b.flags & PG_BACKEND_DRAINING;
 		/* same clock as the gateway's pg_now_ms(): CLOCK_MONOTONIC */
 		c->down = (b.flags & PG_BACKEND_DOWN) && s->taken * 1000 < (double)b.down_until_ms;
@@ -358,6 +357,11 @@ int ctl_parse_backends_json(const char *body, size_t len, struct ctl_snapshot *s
 		memset(c, 0, sizeof(*c));
 		l = pg_json_str_copy(&js, (uint32_t)a, c->addr, sizeof(c->addr) - 1);
 		c->addr[l < sizeof(c->addr) ? l : sizeof(c->addr) - 1] = 0;
+		if ((a = pg_json_find(&js, k, "name", 4)) >= 0 &&
+		    js.tok[a].type == PG_JSON_STRING) {
+			l = pg_json_str_copy(&js, (uint32_t)a, c->name, sizeof(c->name) - 1);
+			c->name[l < sizeof(c->name) ? l : sizeof(c->name) - 1] = 0;
+		}
 		c->id = (unsigned)num(&js, k, "id");
 		c->in_flight = (int32_t)num(&js, k, "in_flight");
 		c->epoch = (uint32_t)num(&js, k, "epoch");

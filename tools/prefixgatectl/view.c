@@ -94,11 +94,16 @@ static void ring_line(FILE *out, const struct ctl_snapshot *s)
 
 static void table(FILE *out, const struct ctl_snapshot *s)
 {
+	bool names = false;
+
+	/* NAME: the DNS name a member came from, when any did (API source). */
+	for (size_t i = 0; i < s->n; i++)
+		names = names || s->b[i].name[0];
 	fprintf(out, "%3s  %-21s  %-8s  %9s  %9s", "ID", "ADDRESS", "HEALTH", "IN-FLIGHT",
 	        "REQUESTS");
 	for (int d = 0; d < PG_DEC_MAX; d++)
 		fprintf(out, "  %s", dec_col[d]);
-	fprintf(out, "  %8s  %10s\n", "FAILURES", "RING-SHARE");
+	fprintf(out, "  %8s  %10s%s\n", "FAILURES", "RING-SHARE", names ? "  NAME" : "");
 	for (size_t i = 0; i < s->n; i++) {
 		const struct ctl_backend *b = &s->b[i];
 
@@ -109,9 +114,12 @@ static void table(FILE *out, const struct ctl_snapshot *s)
 			        (unsigned long long)b->requests[d]);
 		fprintf(out, "  %8llu", (unsigned long long)b->failures);
 		if (b->ring_slots >= 0)
-			fprintf(out, "  %9.1f%%\n", 100.0 * (double)b->ring_slots / PG_RING_SLOTS);
+			fprintf(out, "  %9.1f%%", 100.0 * (double)b->ring_slots / PG_RING_SLOTS);
 		else
-			fprintf(out, "  %10s\n", "-");
+			fprintf(out, "  %10s", "-");
+		if (names)
+			fprintf(out, "  %s", b->name[0] ? b->name : "-");
+		fputc('\n', out);
 	}
 	if (!s->n)
 		fprintf(out, "(no backends: the gateway answers 502 until one is added)\n");
@@ -121,6 +129,10 @@ static void json_backend(FILE *out, const struct ctl_backend *b)
 {
 	fprintf(out, "{\"id\":%u,\"address\":", b->id);
 	ctl_json_str(out, b->addr, strlen(b->addr));
+	if (b->name[0]) {
+		fprintf(out, ",\"name\":");
+		ctl_json_str(out, b->name, strlen(b->name));
+	}
 	fprintf(out,
 	        ",\"health\":\"%s\",\"healthy\":%s,\"draining\":%s,\"in_flight\":%d,"
 	        "\"epoch\":%u,\"requests\":%llu,\"requests_by_decision\":{",

@@ -29,60 +29,6 @@ void pg_errf(char *err, size_t errlen, const char *fmt, ...)
 
 /* ---- addresses and backends ------------------------------------------- */
 
-int pg_addr_parse(const char *s, struct sockaddr_in *out, char *err, size_t errlen)
-{
-	const char *colon = strrchr(s, ':'), *p;
-	char host[64];
-	size_t hlen;
-	unsigned long port = 0;
-
-	if (s[0] == '[' || (colon && memchr(s, ':', (size_t)(colon - s)) &&
-	                    strspn(s, "0123456789abcdefABCDEF:.") == strlen(s))) {
-		pg_errf(err, errlen, "\"%s\": IPv6 addresses are not supported", s);
-		return -1;
-	}
-	if (!colon || memchr(s, ':', (size_t)(colon - s))) {
-		pg_errf(err, errlen, "\"%s\": expected ADDR:PORT", s);
-		return -1;
-	}
-	for (p = colon + 1; *p >= '0' && *p <= '9' && port <= 65535; p++)
-		port = port * 10 + (unsigned long)(*p - '0');
-	if (p == colon + 1 || *p || !port || port > 65535) {
-		pg_errf(err, errlen, "\"%s\": port must be a decimal number 1-65535", s);
-		return -1;
-	}
-	memset(out, 0, sizeof(*out));
-	out->sin_family = AF_INET;
-	out->sin_port = htons((uint16_t)port);
-	hlen = (size_t)(colon - s);
-	if (hlen == 0) {
-		out->sin_addr.s_addr = htonl(INADDR_ANY);
-		return 0;
-	}
-	if (hlen >= sizeof(host))
-		goto bad_host;
-	memcpy(host, s, hlen);
-	host[hlen] = 0;
-	if (!strcasecmp(host, "localhost")) {
-		out->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		return 0;
-	}
-	if (inet_pton(AF_INET, host, &out->sin_addr) == 1)
-		return 0;
-bad_host:
-	pg_errf(err, errlen, "\"%s\": host must be an IPv4 address A.B.C.D or localhost", s);
-	return -1;
-}
-
-char *pg_addr_format(const struct sockaddr_in *a, char *buf)
-{
-	uint32_t ip = ntohl(a->sin_addr.s_addr);
-
-	snprintf(buf, PG_ADDR_STRLEN, "%u.%u.%u.%u:%u", ip >> 24, ip >> 16 & 255, ip >> 8 & 255,
-	         ip & 255, ntohs(a->sin_port));
-	return buf;
-}
-
 void pg_backends_free(char **v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -90,11 +36,11 @@ void pg_backends_free(char **v, size_t n)
 	free(v);
 }
 
-int pg_backend_add(char ***v, size_t *n, const struct sockaddr_in *a, size_t *dup)
+int pg_backend_add(char ***v, size_t *n, const struct pg_hostport *h, size_t *dup)
 {
-	char buf[PG_ADDR_STRLEN], **nv;
+	char buf[PG_HOSTPORT_STRLEN], **nv;
 
-	pg_addr_format(a, buf);
+	pg_hostport_format(h, buf);
 	for (size_t i = 0; i < *n; i++) {
 		if (!strcmp((*v)[i], buf)) {
 			*dup = i;
@@ -117,10 +63,10 @@ int pg_backend_add(char ***v, size_t *n, const struct sockaddr_in *a, size_t *du
 int pg_backends_parse(const char *text, size_t len, char ***out, size_t *n, char *err,
                       size_t errlen)
 {
-	char **v = NULL, line[128], aerr[160];
+	char **v = NULL, line[PG_HOSTPORT_STRLEN], aerr[PG_HOSTPORT_STRLEN + 100];
 	size_t nv = 0, pos = 0, *lines = NULL, dup;
 	unsigned lineno = 0;
-	struct sockaddr_in a;
+	struct pg_hostport a;
 
 	/* lines[i]: the line backend i came from, to name it in duplicates */
 	lines = calloc(PG_MAX_BACKENDS, sizeof(*lines));
@@ -141,12 +87,12 @@ int pg_backends_parse(const char *text, size_t len, char ***out, size_t *n, char
 		if (b == e)
 			continue;
 		if ((size_t)(e - b) >= sizeof(line) || memchr(b, 0, (size_t)(e - b))) {
-			pg_errf(err, errlen, "line %u: not an ADDR:PORT", lineno);
+			pg_errf(err, errlen, "line %u: not a HOST:PORT", lineno);
 			goto fail;
 		}
 		memcpy(line, b, (size_t)(e - b));
 		line[e - b] = 0;
-		if (pg_addr_parse(line, &a, aerr, sizeof(aerr))) {
+		if (pg_hostport_parse(line, &a, false, aerr, sizeof(aerr))) {
 			pg_errf(err, errlen, "line %u: %s", lineno, aerr);
 			goto fail;
 		}

@@ -4,8 +4,9 @@
  * backend addresses and the backends file. Pure parsing; the only I/O is
  * printing --help / --version to the FILE * given and pg_read_file().
  *
- * Addresses are IPv4 only ("A.B.C.D:PORT", "localhost:PORT", ":PORT" for
- * all interfaces) and never resolved through DNS, so parsing cannot block.
+ * Addresses are parsed by lib/addr.h and never resolved here, so parsing
+ * cannot block: a backend given by DNS name stays a name ("NAME:PORT") until
+ * the control thread resolves it.
  */
 #ifndef PG_CONFIG_H
 #define PG_CONFIG_H
@@ -14,18 +15,19 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include "lib/addr.h"
 #include "lib/balancer.h"
 #include "lib/fleet_msg.h" /* PG_FLEET_ID_MAX */
 #include "lib/names.h"     /* strategy names */
 #include "prefixgate.h"
 
-#define PG_VERSION          "0.1.0"
-#define PG_LISTEN_DEFAULT   "127.0.0.1:8080"
-#define PG_ADMIN_DEFAULT    "127.0.0.1:9090"
-#define PG_PIN_PATH_DEFAULT "/sys/fs/bpf/prefixgate"
-#define PG_WORKERS_MAX      64
-#define PG_ADDR_STRLEN      22            /* "255.255.255.255:65535" + NUL */
-#define PG_CONFIG_FILE_MAX  (1024 * 1024) /* larger config files are refused */
+#define PG_VERSION            "0.1.0"
+#define PG_LISTEN_DEFAULT     "127.0.0.1:8080"
+#define PG_ADMIN_DEFAULT      "127.0.0.1:9090"
+#define PG_PIN_PATH_DEFAULT   "/sys/fs/bpf/prefixgate"
+#define PG_WORKERS_MAX        64
+#define PG_RESOLVE_MS_DEFAULT 5000          /* --resolve-interval: Envoy's dns_refresh_rate */
+#define PG_CONFIG_FILE_MAX    (1024 * 1024) /* larger config files are refused */
 /* --max-body-size default: 64 MiB, past any prompt a context window holds
  * (a 1M-token prompt is ~4 MiB of text), short of a memory-filling upload. */
 #define PG_MAX_BODY_DEFAULT 67108864
@@ -57,10 +59,12 @@ struct pg_timeouts {
 };
 
 struct pg_config {
-	struct sockaddr_in listen, admin;
-	char **backends; /* --backend values, canonical "A.B.C.D:PORT", owned */
+	union pg_sockaddr listen, admin;
+	char **backends; /* --backend values, canonical (pg_hostport_format), owned */
 	size_t nbackends;
 	const char *backends_file;  /* --backends-file (points into argv), or NULL */
+	const char *resolver;       /* --resolver servers, "IP:PORT,..." (argv), or NULL */
+	unsigned resolve_ms;        /* --resolve-interval: names looked up again every MS */
 	const char *routing_config; /* --routing-config (points into argv), or NULL */
 	struct pg_route_cfg route;  /* routing config file, then explicit flags */
 	unsigned workers;           /* 0: one per CPU */
@@ -132,17 +136,12 @@ void pg_config_usage(FILE *out);
 int pg_routing_config_parse(const char *json, size_t len, struct pg_route_cfg *io, char *err,
                             size_t errlen);
 
-/* "A.B.C.D:PORT", "localhost:PORT" (127.0.0.1) or ":PORT" (0.0.0.0); port
- * 1-65535, decimal. IPv4 only. 0, or -1 with err naming the input. */
-int pg_addr_parse(const char *s, struct sockaddr_in *out, char *err, size_t errlen);
-/* "A.B.C.D:PORT" into buf (PG_ADDR_STRLEN bytes); returns buf. */
-char *pg_addr_format(const struct sockaddr_in *a, char *buf);
-
 /*
- * Backends file: one ADDR:PORT a line; '#' starts a comment (whole line or
- * after the address); blank lines and surrounding whitespace are ignored.
- * On success *out is a malloc'ed array of *n canonical "A.B.C.D:PORT"
- * strings (free with pg_backends_free). Errors name the line ("line 3:
+ * Backends file: one HOST:PORT a line (any backend form of lib/addr.h); '#'
+ * starts a comment (whole line or after the address); blank lines and
+ * surrounding whitespace are ignored. On success *out is a malloc'ed array
+ * of *n canonical strings (pg_hostport_format; free with pg_backends_free). Errors name the line
+ * ("line 3:
  * ..."); the same address twice, or more than PG_MAX_BACKENDS - 1
  * addresses, is an error.
  */

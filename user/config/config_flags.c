@@ -18,7 +18,7 @@
 
 /* clang-format off */
 enum opt_id {
-	O_LISTEN, O_ADMIN, O_BACKEND, O_BACKENDS_FILE, O_STRATEGY, O_PREFIX_LENGTH, O_CONCURRENCY,
+	O_LISTEN, O_ADMIN, O_BACKEND, O_BACKENDS_FILE, O_RESOLVER, O_RESOLVE_INTERVAL, O_STRATEGY, O_PREFIX_LENGTH, O_CONCURRENCY,
 	O_ROUTING_CONFIG, O_WORKERS, O_DATA_PATH, O_NO_BPF, O_PIN_PATH, O_BPF_CGROUP, O_HC_PATH,
 	O_HC_INTERVAL, O_HC_TIMEOUT, O_HC_RISE, O_HC_FALL, O_SCRAPE, O_LOAD_SIGNAL, O_SHADOW,
 	O_PREDICT_WINDOW,
@@ -90,13 +90,21 @@ static const struct opt {
 #define RANGE(lo, hi) .min = (lo), .max = (hi)
 #define TOKEN_LEN     PG_STR(PG_ADMIN_TOKEN_MIN) "-" PG_STR(PG_ADMIN_TOKEN_MAX)
 #define TOKEN_CHARS   PG_STR(PG_CA_CHARS_PER_TOKEN)
-    [O_LISTEN] = {OPT("listen", "ADDR:PORT", "client listener"), .def = PG_LISTEN_DEFAULT},
+    [O_LISTEN] = {OPT("listen", "ADDR:PORT", "client listener (A.B.C.D, [IPV6], localhost)"),
+                  .def = PG_LISTEN_DEFAULT},
     [O_ADMIN] = {OPT("admin", "ADDR:PORT", "admin API and metrics"), .def = PG_ADMIN_DEFAULT},
-    [O_BACKEND] = {OPT("backend", "ADDR:PORT",
-                       "an inference instance; repeat for each (default none)")},
+    [O_BACKEND] = {OPT("backend", "HOST:PORT",
+                       "an inference instance (A.B.C.D, [IPV6], or a DNS name standing for "
+                       "every address it resolves to); repeat for each (default none)")},
     [O_BACKENDS_FILE] = {OPT(
         "backends-file", "FILE",
-        "more backends, one ADDR:PORT a line, '#' comments; re-read on SIGHUP")},
+        "more backends, one HOST:PORT a line, '#' comments; re-read on SIGHUP")},
+    [O_RESOLVER] = {OPT("resolver", "IP:PORT[,...]", "DNS servers for backend names"),
+                    .def_text = "/etc/resolv.conf"},
+    [O_RESOLVE_INTERVAL] = {OPT("resolve-interval", "MS",
+                                "backend names are looked up again every MS"),
+                            .def = PG_STR(PG_RESOLVE_MS_DEFAULT), CFG(resolve_ms),
+                            RANGE(100, 3600000)},
     [O_STRATEGY] = {OPT("strategy", "S", NULL), .list = strategy_list, .def = "prefix_aware"},
     [O_PREFIX_LENGTH] = {OPT("prefix-length", "N",
                              "prefix key length, characters (bytes for non-OpenAI paths)"),
@@ -329,13 +337,40 @@ static int not_one_of(const struct opt *o, const char *v, char *err, size_t errl
 	return -1;
 }
 
+/* --resolver: a comma-separated list of IP literals with ports. */
+static int resolver_check(const char *v, char *err, size_t errlen)
+{
+	char one[PG_ADDR_STRLEN + 8], e[160];
+	union pg_sockaddr a;
+
+	for (const char *p = v;; p++) {
+		size_t l = strcspn(p, ",");
+
+		if (l < sizeof(one)) {
+			memcpy(one, p, l);
+			one[l] = 0;
+		}
+		/* 0.0.0.0 (":PORT") is no server */
+		if (l >= sizeof(one) || pg_addr_parse(one, &a, e, sizeof(e)) ||
+		    (a.sa.sa_family == AF_INET && !a.in.sin_addr.s_addr)) {
+			pg_errf(err, errlen,
+			        "--resolver: \"%.*s\" is not an IP:PORT of a DNS server", (int)l,
+			        p);
+			return -1;
+		}
+		p += l;
+		if (!*p)
+			return 0;
+	}
+}
+
 static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg_route_cfg *flags,
                  unsigned *set, char *err, size_t errlen)
 {
 	const struct opt *o = &opts[id];
 	const char *name = o->name;
-	struct sockaddr_in a;
-	char e[160];
+	struct pg_hostport a;
+	char e[PG_HOSTPORT_STRLEN + 100];
 	size_t dup;
 	int rc;
 
@@ -354,13 +389,17 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 	case O_LISTEN:
 	case O_ADMIN:
 	case O_BACKEND:
-		if (pg_addr_parse(v, &a, e, sizeof(e))) {
+		if (id != O_BACKEND) {
+			if (pg_addr_parse(v, id == O_LISTEN ? &cfg->listen : &cfg->admin, e,
+			                  sizeof(e))) {
+				pg_errf(err, errlen, "--%s: %s", name, e);
+				return -1;
+			}
+			return 0;
+		}
+		if (pg_hostport_parse(v, &a, false, e, sizeof(e))) {
 			pg_errf(err, errlen, "--%s: %s", name, e);
 			return -1;
-		}
-		if (id != O_BACKEND) {
-			*(id == O_LISTEN ? &cfg->listen : &cfg->admin) = a;
-			return 0;
 		}
 		rc = pg_backend_add(&cfg->backends, &cfg->nbackends, &a, &dup);
 		if (rc == 1)
@@ -374,6 +413,8 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 	case O_BACKENDS_FILE:
 		cfg->backends_file = v;
 		return 0;
+	case O_RESOLVER:
+		return resolver_check(v, err, errlen) ? -1 : (cfg->resolver = v, 0);
 	case O_ROUTING_CONFIG:
 		cfg->routing_config = v;
 		return 0;

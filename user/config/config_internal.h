@@ -21,12 +21,12 @@ __attribute__((format(printf, 3, 4))) void pg_errf(char *err, size_t errlen, con
 #define PG_ADMIN_TOKEN_MAX 256
 
 struct pg_config;
-struct sockaddr_in;
+struct pg_hostport;
 
-/* Append canonical a to the backend list *v (*n entries) unless already
+/* Append canonical h to the backend list *v (*n entries) unless already
  * there; *dup gets the index of the earlier copy. 0, -1 out of memory, 1
  * duplicate, 2 too many (PG_MAX_BACKENDS - 1 already). */
-int pg_backend_add(char ***v, size_t *n, const struct sockaddr_in *a, size_t *dup);
+int pg_backend_add(char ***v, size_t *n, const struct pg_hostport *h, size_t *dup);
 
 /*
  * Checks of the operations flags once the command line is parsed

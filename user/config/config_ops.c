@@ -53,9 +53,10 @@ int pg_config_check_ops(struct pg_config *cfg, char *err, size_t errlen)
 	}
 	if (cfg->admin_token && check_token(flag, cfg->admin_token, err, errlen))
 		return -1;
-	/* 127.0.0.0/8 is loopback; anything else (0.0.0.0 included) is
-	 * reachable from elsewhere, and the admin API changes the fleet. */
-	if (!cfg->admin_token && (ntohl(cfg->admin.sin_addr.s_addr) >> 24) != 127) {
+	/* 127.0.0.0/8 and ::1 are loopback; anything else (0.0.0.0 and ::
+	 * included) is reachable from elsewhere, and the admin API changes the
+	 * fleet. */
+	if (!cfg->admin_token && !pg_sockaddr_loopback(&cfg->admin)) {
 		char a[PG_ADDR_STRLEN];
 
 		pg_errf(err, errlen,

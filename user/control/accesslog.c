@@ -56,7 +56,7 @@ void pg_alog_record(struct pg_alog *l, unsigned worker, const struct pg_alog_rec
 
 static void write_rec(const struct pg_alog *l, const struct pg_alog_rec *r)
 {
-	char when[32], backend[32] = "";
+	char when[32], backend[PG_ADDR_STRLEN] = "";
 	time_t s = (time_t)(r->wall_ms / 1000);
 	struct tm tm;
 

@@ -68,16 +68,20 @@ static void member_json(struct pg_buf *o, const struct pg_gateway *gw, int id, u
 	uint16_t f = __atomic_load_n(&b->flags, __ATOMIC_ACQUIRE);
 	bool down = !pg_backend_healthy(b, now);
 	uint64_t req[PG_DEC_MAX], total = 0;
-	char name[PG_ADDR_STRLEN];
+	char name[PG_ADDR_STRLEN], from[PG_HOSTPORT_STRLEN];
 
 	for (int d = 0; d < PG_DEC_MAX; d++)
 		total += req[d] = __atomic_load_n(&b->requests[d], __ATOMIC_RELAXED);
+	pg_buf_printf(o, "{\"id\":%d,\"address\":\"%s\",", id,
+	              pg_backend_name(b, name, sizeof(name)));
+	/* The DNS name it is one of the addresses of (none for a literal). */
+	if (pg_member_name(id, from))
+		pg_buf_printf(o, "\"name\":\"%s\",", from);
 	pg_buf_printf(o,
-	              "{\"id\":%d,\"address\":\"%s\",\"healthy\":%s,\"draining\":%s,"
+	              "\"healthy\":%s,\"draining\":%s,"
 	              "\"in_flight\":%d,\"requests\":%llu,\"failures\":%llu,\"epoch\":%u,"
 	              "\"requests_by_decision\":{",
-	              id, pg_backend_name(b, name, sizeof(name)), down ? "false" : "true",
-	              f & PG_BACKEND_DRAINING ? "true" : "false",
+	              down ? "false" : "true", f & PG_BACKEND_DRAINING ? "true" : "false",
 	              __atomic_load_n(&b->in_flight, __ATOMIC_RELAXED), (unsigned long long)total,
 	              (unsigned long long)__atomic_load_n(&b->failures, __ATOMIC_RELAXED),
 	              b->epoch);
@@ -127,15 +131,24 @@ static int h_backends_get(struct pg_gateway *gw, struct pg_admin_reply *r)
 	return r->status = 200;
 }
 
-static int member_status(struct pg_gateway *gw, int id, int ok, const char *err,
+/* addr: the request's; a DNS name's reply (id 0) names it and what follows. */
+static int member_status(struct pg_gateway *gw, int id, int ok, const char *addr, const char *err,
                          struct pg_admin_reply *r)
 {
+	struct pg_hostport hp;
+	char canon[PG_HOSTPORT_STRLEN];
+
 	if (id == -EINVAL)
 		return reply_error(r, 400, err);
 	if (id == -ENOENT)
 		return reply_error(r, 404, err);
 	if (id < 0)
 		return reply_error(r, 409, err);
+	if (id == 0 && !pg_hostport_parse(addr, &hp, false, NULL, 0)) {
+		pg_buf_printf(&r->body, "{\"name\":\"%s\",\"%s\":true}\n",
+		              pg_hostport_format(&hp, canon), ok == 201 ? "resolving" : "draining");
+		return r->status = 202;
+	}
 	member_json(&r->body, gw, id, pg_now_ms());
 	pg_buf_puts(&r->body, "\n");
 	return r->status = ok;
@@ -145,7 +158,7 @@ static int h_backends_post(struct pg_gateway *gw, const char *body, size_t len,
                            struct pg_admin_reply *r)
 {
 	struct pg_json js = {0};
-	char addr[64], err[256];
+	char addr[PG_HOSTPORT_STRLEN], err[PG_HOSTPORT_STRLEN + 100];
 	int64_t v = -1;
 	size_t alen;
 	int id;
@@ -181,7 +194,7 @@ static int h_backends_post(struct pg_gateway *gw, const char *body, size_t len,
 	}
 	pg_json_free(&js);
 	id = pg_member_add(gw, addr, err, sizeof(err));
-	return member_status(gw, id, 201, err, r);
+	return member_status(gw, id, 201, addr, err, r);
 bad:
 	pg_json_free(&js);
 	return reply_error(r, 400, err);
@@ -190,8 +203,8 @@ bad:
 static int h_backend_delete(struct pg_gateway *gw, struct pg_str addr, struct pg_admin_reply *r)
 {
 	size_t n;
-	char *a = url_decode(addr, false, &n), err[256];
-	int id;
+	char *a = url_decode(addr, false, &n), err[PG_HOSTPORT_STRLEN + 100];
+	int id, rc;
 
 	if (!a)
 		return reply_error(r, 500, "out of memory");
@@ -200,8 +213,9 @@ static int h_backend_delete(struct pg_gateway *gw, struct pg_str addr, struct pg
 		return reply_error(r, 400, "address contains a NUL character");
 	}
 	id = pg_member_remove(gw, a, err, sizeof(err));
+	rc = member_status(gw, id, 202, a, err, r);
 	free(a);
-	return member_status(gw, id, 202, err, r);
+	return rc;
 }
 
 static void routing_json(struct pg_buf *o, const struct pg_route_cfg *rc)

@@ -83,14 +83,20 @@ static void keep_routing_text(char *text, size_t len)
 int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 {
 	const struct pg_config *cfg = gw->cfg;
-	struct sockaddr_in sa;
-	bool changed = false;
+	struct pg_hostport hp;
+	bool changed = false, names = false;
 	char **list = NULL, *text;
 	size_t n = 0, len;
 	int rc = 0;
 
 	memset(pg_ctl.origin, 0, sizeof(pg_ctl.origin));
 	memset(pg_ctl.drain_since, 0, sizeof(pg_ctl.drain_since));
+	memset(pg_ctl.name_of, 0, sizeof(pg_ctl.name_of));
+	pg_resolve_fini();
+	for (int k = 0; k < PG_MAX_NAMES; k++) {
+		free(pg_ctl.names[k].addrs);
+		pg_ctl.names[k] = (struct pg_name){.gen = pg_ctl.names[k].gen + 1};
+	}
 	pg_ctl.ring_last.valid = false; /* a new gateway: its first ring is built whole */
 	keep_routing_text(NULL, 0);
 	pg_ctl.gw = gw;
@@ -105,10 +111,15 @@ int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 			return -1;
 		keep_routing_text(text, len);
 	}
+	if (pg_resolve_init(cfg, err, errlen))
+		return -1;
 	for (size_t i = 0; i < cfg->nbackends && rc >= 0; i++) {
-		rc = pg_ctl_parse_addr(cfg->backends[i], &sa, err, errlen);
-		if (!rc)
-			rc = pg_ctl_add_one(gw, &sa, PG_ORIGIN_STATIC, true, &changed, err, errlen);
+		rc = pg_ctl_parse_addr(cfg->backends[i], &hp, err, errlen);
+		if (!rc && hp.name[0])
+			rc = pg_ctl_name_add(gw, &hp, PG_ORIGIN_STATIC, true, err, errlen);
+		else if (!rc)
+			rc = pg_ctl_add_one(gw, &hp.addr, PG_ORIGIN_STATIC, true, &changed, err,
+			                    errlen);
 	}
 	if (rc >= 0 && cfg->backends_file) {
 		rc = read_backends_file(cfg->backends_file, &list, &n, err, errlen);
@@ -118,6 +129,12 @@ int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 	}
 	if (rc < 0)
 		return -1;
+	for (int k = 0; k < PG_MAX_NAMES; k++)
+		names = names || pg_ctl.names[k].host[0];
+	/* Start with the names' first answers where they come quickly; the
+	 * rest join when they answer. */
+	if (names)
+		pg_resolve_settle(gw, PG_RESOLVE_SETTLE_MS);
 	pg_control_rebuild_ring(gw);
 	if (!gw->maps.state->nbackends)
 		pg_warn("no backends yet: requests get 502 until some are added "
@@ -254,13 +271,14 @@ static void read_inotify(struct pg_gateway *gw)
 static void *control_main(void *arg)
 {
 	struct pg_gateway *gw = arg;
-	struct pollfd pfd[4 + PG_ADMIN_MAX_CONNS];
+	struct pollfd pfd[4 + PG_ADMIN_MAX_CONNS + PG_RESOLVE_MAX_FDS];
 	struct admin_conn *pc[4 + PG_ADMIN_MAX_CONNS];
 	uint64_t now = pg_now_ms(), next_tick = now + PG_CONTROL_TICK_MS;
 	bool stop = false;
 
 	while (!stop && !__atomic_load_n(&gw->stop, __ATOMIC_RELAXED)) {
-		nfds_t n = 4;
+		nfds_t n = 4, nconn;
+		int nres;
 
 		pfd[0] = (struct pollfd){.fd = pg_ctl.efd, .events = POLLIN};
 		pfd[1] = (struct pollfd){.fd = pg_ctl.sfd, .events = POLLIN};
@@ -275,6 +293,9 @@ static void *control_main(void *arg)
 			pfd[n++] = (struct pollfd){
 			    .fd = c->fd, .events = c->out_off < c->out.len ? POLLOUT : POLLIN};
 		}
+		nconn = n;
+		nres = pg_resolve_pollfds(pfd + n, PG_RESOLVE_MAX_FDS);
+		n += (nfds_t)nres;
 		if (poll(pfd, n, (int)(next_tick > now ? next_tick - now : 0)) == -1 &&
 		    errno != EINTR) {
 			pg_error("control thread: poll: %s", strerror(errno));
@@ -286,7 +307,8 @@ static void *control_main(void *arg)
 			read_signals(gw);
 		if (pfd[3].revents)
 			read_inotify(gw);
-		for (nfds_t i = 4; i < n; i++) {
+		pg_resolve_process(gw, pfd + nconn, nres);
+		for (nfds_t i = 4; i < nconn; i++) {
 			if (pfd[i].revents & (POLLERR | POLLHUP | POLLNVAL) &&
 			    !(pfd[i].revents & POLLIN))
 				pg_ctl_conn_close(pc[i]);
@@ -301,6 +323,7 @@ static void *control_main(void *arg)
 		if (now >= next_tick) {
 			pg_control_tick(gw, now);
 			pg_ctl_admin_timeouts(now);
+			pg_resolve_due(gw, now);
 			next_tick = now + PG_CONTROL_TICK_MS;
 		}
 	}
@@ -326,7 +349,7 @@ static void close_fds(void)
 
 int pg_control_start(struct pg_gateway *gw, char *err, size_t errlen)
 {
-	struct sockaddr_in sa = gw->cfg->admin;
+	union pg_sockaddr sa = gw->cfg->admin;
 	socklen_t sl = sizeof(sa);
 	char name[PG_ADDR_STRLEN];
 	const char *what;
@@ -338,22 +361,22 @@ int pg_control_start(struct pg_gateway *gw, char *err, size_t errlen)
 		pg_ctl.conns[i].fd = -1;
 	pg_ctl.gw = gw;
 	what = "socket";
-	pg_ctl.lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	pg_ctl.lfd = socket(sa.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (pg_ctl.lfd == -1)
 		goto fail;
 	what = "SO_REUSEADDR";
 	if (setsockopt(pg_ctl.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1)
 		goto fail;
 	what = "bind";
-	if (bind(pg_ctl.lfd, (struct sockaddr *)&sa, sizeof(sa)) == -1)
+	if (bind(pg_ctl.lfd, &sa.sa, pg_sockaddr_len(&sa)) == -1)
 		goto fail;
 	what = "listen";
 	if (listen(pg_ctl.lfd, 128) == -1)
 		goto fail;
 	what = "getsockname";
-	if (getsockname(pg_ctl.lfd, (struct sockaddr *)&sa, &sl) == -1)
+	if (getsockname(pg_ctl.lfd, &sa.sa, &sl) == -1)
 		goto fail;
-	pg_ctl.admin_port = ntohs(sa.sin_port);
+	pg_ctl.admin_port = pg_sockaddr_port(&sa);
 	sigemptyset(&hup);
 	sigaddset(&hup, SIGHUP);
 	what = "signalfd(SIGHUP)";
@@ -373,8 +396,8 @@ int pg_control_start(struct pg_gateway *gw, char *err, size_t errlen)
 		goto fail;
 	}
 	pg_ctl.running = true;
-	pg_info("admin API on http://%s:%u/ (metrics, backends, route, routing)",
-	        inet_ntop(AF_INET, &sa.sin_addr, name, sizeof(name)), pg_ctl.admin_port);
+	pg_info("admin API on http://%s/ (metrics, backends, route, routing)",
+	        pg_addr_format(&sa, name));
 	return 0;
 fail:
 	snprintf(err, errlen, "--admin %s: %s: %s", name, what, strerror(errno));
@@ -394,6 +417,7 @@ void pg_control_stop(struct pg_gateway *gw)
 	pthread_join(pg_ctl.thread, NULL);
 	pg_ctl.running = false;
 	close_fds();
+	pg_resolve_fini();
 }
 
 uint16_t pg_control_admin_port(void)

@@ -5,7 +5,7 @@
  * DOWN expiry, and the admin HTTP listener (admin.h answers the requests).
  *
  * Ownership of gw->maps.backends: the control thread alone writes a slot's
- * ipv4, port, epoch and flags (flags with atomics, since workers may OR in
+ * address, port, epoch and flags (flags with atomics, since workers may OR in
  * PG_BACKEND_DOWN and set down_until_ms for passive failure detection);
  * workers only add to in_flight, requests[] and failures. All functions
  * below run on the control thread, or before it starts (pg_control_init),
@@ -78,24 +78,36 @@ void pg_control_stop(struct pg_gateway *gw);
 uint16_t pg_control_admin_port(void);
 
 /*
- * Add "a.b.c.d:port" (anything pg_addr_parse accepts) as a member added by
- * the admin API or the command line. Re-activates a DRAINING member with
- * that address; otherwise takes the lowest free id (epoch bumped, ACTIVE,
- * counters cleared). Rebuilds and publishes the ring. Returns the id, or
- * -EINVAL (bad address), -EEXIST (already an active member), -ENOSPC (table
- * full), with err naming the cause.
+ * Add addr (any backend form of lib/addr.h: "A.B.C.D:PORT", "[IPV6]:PORT",
+ * "NAME:PORT") as a backend added by the admin API or the command line.
+ * An address: re-activates a DRAINING member with that address; otherwise
+ * takes the lowest free id (epoch bumped, ACTIVE, counters cleared);
+ * rebuilds and publishes the ring; returns the id. A DNS name: remembered
+ * and looked up at once (asynchronously, on the control thread); its
+ * addresses become members as answers come; returns 0. Errors: -EINVAL
+ * (bad address), -EEXIST (already a member / backend name), -ENOSPC (table
+ * or name table full), with err naming the cause.
  */
 int pg_member_add(struct pg_gateway *gw, const char *addr, char *err, size_t errlen);
 
+/* "NAME:PORT" of the DNS name member id is one of the addresses of (buf:
+ * PG_HOSTPORT_STRLEN bytes), or NULL (given as an address). */
+const char *pg_member_name(int id, char *buf);
+
 /* Start draining member addr: no new requests, ring rebuilt without it; its
  * slot is cleared by pg_control_tick once its in_flight is 0. Returns the id
- * (also if it was already draining), or -EINVAL / -ENOENT with err set. */
+ * (also if it was already draining), or -EINVAL / -ENOENT with err set.
+ * A DNS name (whatever added it: API, command line or file) is forgotten
+ * and all its addresses drained; returns 0. */
 int pg_member_remove(struct pg_gateway *gw, const char *addr, char *err, size_t errlen);
 
-/* Make the file-origin members exactly list[0..n) (canonical addresses, as
- * pg_backends_parse returns): add the new ones, drain those no longer
- * listed unless they also have another origin. One ring rebuild. Returns the
- * number of members added or drained, or -1 with err set (table full). */
+/* Make the file-origin members exactly list[0..n) (canonical addresses or
+ * NAME:PORT, as pg_backends_parse returns): add the new ones, drain those
+ * no longer listed unless they also have another origin (a name no longer
+ * listed is forgotten, its addresses drained). One ring rebuild; a new
+ * name's addresses join when it answers. Returns the number of members and
+ * names added or drained, or -1 with err set (table full). Any membership
+ * source (the file, etcd) calls this with its whole list. */
 int pg_members_sync(struct pg_gateway *gw, char *const *list, size_t n, char *err, size_t errlen);
 
 /* Re-read --backends-file and --routing-config as on SIGHUP, logging what

@@ -10,17 +10,42 @@
 #define PG_CONTROL_INTERNAL_H
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "control/admin.h"
 #include "control/control.h"
+#include "lib/addrset.h"
 #include "lib/ring.h"
 
 /* Why a member is in the table (pg_ctl.origin[id]); 0 once draining. */
 #define PG_ORIGIN_STATIC 0x1 /* --backend or POST /backends */
 #define PG_ORIGIN_FILE   0x2 /* --backends-file */
+#define PG_ORIGIN_NAME   0x4 /* a DNS name's answer (pg_ctl.name_of[id]) */
+
+/* DNS names given as backends (backend_names.c), at most this many at once. */
+#define PG_MAX_NAMES 256
+/* Resolver sockets polled at once (c-ares' ARES_GETSOCK_MAXNUM). */
+#define PG_RESOLVE_MAX_FDS 16
+/* At start-up, the names' first answers are awaited this long at most. */
+#define PG_RESOLVE_SETTLE_MS 3000
+
+/* One backend given by DNS name: it stands for every address it resolves
+ * to (A and AAAA), re-resolved every --resolve-interval (resolve.c). */
+struct pg_name {
+	char host[PG_HOST_MAX];   /* lower case; "": the slot is free */
+	uint16_t port;            /* of every address */
+	uint8_t origin;           /* PG_ORIGIN_STATIC | PG_ORIGIN_FILE */
+	bool querying;            /* a query is outstanding */
+	bool failing;             /* the last query failed (logged once per run) */
+	uint32_t gen;             /* bumped when the slot is freed: late answers dropped */
+	union pg_sockaddr *addrs; /* the members it added, normalized (addrset.h) */
+	size_t naddrs;
+	uint64_t next_ms;     /* next query due (pg_now_ms); 0: at once */
+	uint64_t nx_since_ms; /* pg_dns_verdict's */
+};
 
 /* One admin client connection. */
 struct admin_conn {
@@ -51,13 +76,21 @@ struct pg_ctl_state {
 	struct admin_conn conns[PG_ADMIN_MAX_CONNS];
 	struct pg_ring_member ring_members[PG_MAX_BACKENDS]; /* members.c's scratch */
 	struct pg_ring_last ring_last; /* the previous ring build (pg_ring_update) */
+	struct pg_name names[PG_MAX_NAMES];
+	uint16_t name_of[PG_MAX_BACKENDS]; /* the name (index + 1) a member came from */
 };
 
 extern struct pg_ctl_state pg_ctl;
 
-/* pg_addr_parse for the member functions: 0, or -EINVAL with err set to
- * "address <why>". */
-int pg_ctl_parse_addr(const char *addr, struct sockaddr_in *sa, char *err, size_t errlen);
+/* pg_hostport_parse for the member functions: 0, or -EINVAL with err set
+ * to "address <why>". */
+int pg_ctl_parse_addr(const char *addr, struct pg_hostport *hp, char *err, size_t errlen);
+
+/* The member (ACTIVE slot, draining or not) with address sa, or 0. */
+int pg_ctl_find_member(const struct pg_gateway *gw, const union pg_sockaddr *sa);
+
+/* Start draining member id (its origins cleared); no ring rebuild. */
+void pg_ctl_drain(struct pg_gateway *gw, int id);
 
 /*
  * Make sa a member with origin bit(s) origin; no ring rebuild. dup_ok: an
@@ -65,8 +98,45 @@ int pg_ctl_parse_addr(const char *addr, struct sockaddr_in *sa, char *err, size_
  * up); otherwise it is -EEXIST. *changed is set when the ring must change.
  * Returns the id, or -EEXIST / -ENOSPC with err set.
  */
-int pg_ctl_add_one(struct pg_gateway *gw, const struct sockaddr_in *sa, uint8_t origin, bool dup_ok,
+int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, uint8_t origin, bool dup_ok,
                    bool *changed, char *err, size_t errlen);
+
+/*
+ * DNS names (backend_names.c). pg_ctl_name_add: make hp (a name) a backend with
+ * origin bit(s) origin, its query due at once; dup_ok: a name already
+ * there just gains the origin, otherwise -EEXIST. Returns its index, or
+ * -EEXIST / -ENOSPC with err set.
+ * pg_ctl_name_find: the index of hp's name, or -1.
+ * pg_ctl_name_drop: name k loses origin bit(s) origin; with none left it
+ * is forgotten and its members drained (*changed set).
+ * pg_ctl_name_answer: apply an answer for name k (addrs[0..n), any order,
+ * port ignored; reordered in place) as pg_dns_verdict decides: members
+ * added and drained as the answer changed, the ring rebuilt if it did.
+ */
+int pg_ctl_name_add(struct pg_gateway *gw, const struct pg_hostport *hp, uint8_t origin,
+                    bool dup_ok, char *err, size_t errlen);
+int pg_ctl_name_find(const struct pg_hostport *hp);
+void pg_ctl_name_drop(struct pg_gateway *gw, int k, uint8_t origin, bool *changed);
+void pg_ctl_name_answer(struct pg_gateway *gw, int k, enum pg_dns_status st,
+                        union pg_sockaddr *addrs, size_t n, const char *why);
+
+/*
+ * The resolver (resolve.c, c-ares, non-blocking on the control thread).
+ * pg_resolve_init: a channel using --resolver's servers (NULL: the
+ * system's /etc/resolv.conf), names looked up in /etc/hosts first; 0 or -1
+ * with err set. pg_resolve_due: start the queries that are due (each name
+ * every --resolve-interval). pg_resolve_pollfds: fill pfd[0..max) with the
+ * resolver's sockets, returns how many. pg_resolve_process: after poll,
+ * handle those sockets and expired timeouts. pg_resolve_settle: at start-up
+ * only, wait up to ms for the outstanding queries. pg_resolve_fini: cancel
+ * everything (answers dropped), free the channel.
+ */
+int pg_resolve_init(const struct pg_config *cfg, char *err, size_t errlen);
+void pg_resolve_due(struct pg_gateway *gw, uint64_t now_ms);
+int pg_resolve_pollfds(struct pollfd *pfd, int max);
+void pg_resolve_process(struct pg_gateway *gw, const struct pollfd *pfd, int n);
+void pg_resolve_settle(struct pg_gateway *gw, unsigned ms);
+void pg_resolve_fini(void);
 
 /* pg_members_sync without the ring rebuild: *changed says if one is due.
  * Returns the number of members added or drained, or -1 with err set. */

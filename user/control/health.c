@@ -78,7 +78,7 @@ static void health_done(struct pg_gateway *gw, unsigned id, bool ok, const char 
 	struct pg_health *hc = gw->health;
 	const struct pg_health_cfg *cfg = &gw->cfg->health;
 	struct pg_backend *b = &gw->maps.backends[id];
-	char name[32];
+	char name[PG_ADDR_STRLEN];
 	int change;
 
 	change = pg_health_result(&hc->st[id], ok, cfg->rise, cfg->fall);
@@ -100,7 +100,7 @@ static void scrape_done(struct pg_gateway *gw, unsigned id, bool ok)
 	struct pg_health *hc = gw->health;
 	struct pg_backend *b = &gw->maps.backends[id];
 	const struct pg_scrape *s = &hc->sc[id];
-	char name[32];
+	char name[PG_ADDR_STRLEN];
 
 	if (!ok)
 		return;
@@ -135,7 +135,7 @@ static void start(struct pg_gateway *gw, enum kind k, unsigned id, uint64_t now)
 {
 	struct pg_health *hc = gw->health;
 	const struct pg_backend *b = &gw->maps.backends[id];
-	struct sockaddr_in sa = {.sin_family = AF_INET};
+	union pg_sockaddr sa;
 	struct probe *p = &hc->pr[k][id];
 	uint32_t epoch = __atomic_load_n(&b->epoch, __ATOMIC_RELAXED);
 	uint64_t timeout = gw->cfg->health.timeout_ms;
@@ -147,16 +147,15 @@ static void start(struct pg_gateway *gw, enum kind k, unsigned id, uint64_t now)
 		/* A scrape may take up to its interval (at most 10 s). */
 		timeout = gw->cfg->metrics_scrape_ms < 10000 ? gw->cfg->metrics_scrape_ms : 10000;
 	}
-	p->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	pg_backend_addr_get(b, &sa);
+	p->fd = socket(sa.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (p->fd == -1)
 		return;
 	p->epoch = epoch;
 	p->sent = false;
 	p->len = 0;
 	p->deadline_ms = now + timeout;
-	sa.sin_addr.s_addr = b->ipv4;
-	sa.sin_port = htons(b->port);
-	if (connect(p->fd, (struct sockaddr *)&sa, sizeof(sa)) == -1 && errno != EINPROGRESS)
+	if (connect(p->fd, &sa.sa, pg_sockaddr_len(&sa)) == -1 && errno != EINPROGRESS)
 		finish(gw, k, id, false, strerror(errno));
 }
 
@@ -190,7 +189,7 @@ static void step(struct pg_gateway *gw, enum kind k, unsigned id, short revents)
 	struct pg_health *hc = gw->health;
 	const struct pg_backend *b = &gw->maps.backends[id];
 	struct probe *p = &hc->pr[k][id];
-	char req[512], name[32];
+	char req[512], name[PG_ADDR_STRLEN];
 	int err = 0, n;
 	socklen_t el = sizeof(err);
 	ssize_t r;

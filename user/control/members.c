@@ -23,22 +23,27 @@ static uint16_t flags_load(const struct pg_backend *b)
 }
 
 /* Member (ACTIVE slot, draining or not) with this address, or 0. */
-static int find_member(const struct pg_gateway *gw, uint32_t ipv4, uint16_t port)
+int pg_ctl_find_member(const struct pg_gateway *gw, const union pg_sockaddr *sa)
 {
+	union pg_sockaddr a;
+
 	for (int id = 1; id < PG_MAX_BACKENDS; id++) {
 		const struct pg_backend *b = &gw->maps.backends[id];
 
-		if ((flags_load(b) & PG_BACKEND_ACTIVE) && b->ipv4 == ipv4 && b->port == port)
+		if (!(flags_load(b) & PG_BACKEND_ACTIVE))
+			continue;
+		pg_backend_addr_get(b, &a);
+		if (pg_sockaddr_equal(&a, sa))
 			return id;
 	}
 	return 0;
 }
 
-int pg_ctl_parse_addr(const char *addr, struct sockaddr_in *sa, char *err, size_t errlen)
+int pg_ctl_parse_addr(const char *addr, struct pg_hostport *hp, char *err, size_t errlen)
 {
-	char e[160];
+	char e[PG_HOSTPORT_STRLEN + 100];
 
-	if (pg_addr_parse(addr, sa, e, sizeof(e))) {
+	if (pg_hostport_parse(addr, hp, false, e, sizeof(e))) {
 		snprintf(err, errlen, "address %s", e);
 		return -EINVAL;
 	}
@@ -50,14 +55,12 @@ int pg_ctl_parse_addr(const char *addr, struct sockaddr_in *sa, char *err, size_
  * active member with that address just gains the origin (file sync, start
  * up); otherwise it is -EEXIST. *changed is set when the ring must change.
  */
-int pg_ctl_add_one(struct pg_gateway *gw, const struct sockaddr_in *sa, uint8_t origin, bool dup_ok,
+int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, uint8_t origin, bool dup_ok,
                    bool *changed, char *err, size_t errlen)
 {
-	const uint32_t ip = sa->sin_addr.s_addr;
-	const uint16_t port = ntohs(sa->sin_port);
 	char name[PG_ADDR_STRLEN];
 	struct pg_backend *b;
-	int id = find_member(gw, ip, port);
+	int id = pg_ctl_find_member(gw, sa);
 
 	pg_addr_format(sa, name);
 	if (id) {
@@ -91,8 +94,7 @@ int pg_ctl_add_one(struct pg_gateway *gw, const struct sockaddr_in *sa, uint8_t 
 	 * straggler from the slot's previous member could still be there; its
 	 * in_flight is left alone so its release balances). Publishing ACTIVE
 	 * last, with release order, makes the rest visible first. */
-	b->ipv4 = ip;
-	b->port = port;
+	pg_backend_addr_set(b, sa);
 	b->epoch++;
 	/* Nothing cache_aware remembers of the slot's previous member holds. */
 	__atomic_fetch_add(
@@ -117,13 +119,14 @@ int pg_ctl_add_one(struct pg_gateway *gw, const struct sockaddr_in *sa, uint8_t 
 	return id;
 }
 
-static void drain_one(struct pg_gateway *gw, int id)
+void pg_ctl_drain(struct pg_gateway *gw, int id)
 {
 	char name[PG_ADDR_STRLEN];
 	struct pg_backend *b = &gw->maps.backends[id];
 
 	__atomic_fetch_or(&b->flags, PG_BACKEND_DRAINING, __ATOMIC_RELEASE);
 	pg_ctl.origin[id] = 0;
+	pg_ctl.name_of[id] = 0;
 	pg_ctl.drain_since[id] = pg_now_ms();
 	pg_info("backend %s draining (id %d, %d in flight)", pg_backend_name(b, name, sizeof(name)),
 	        id, __atomic_load_n(&b->in_flight, __ATOMIC_RELAXED));
@@ -179,13 +182,17 @@ void pg_control_rebuild_ring(struct pg_gateway *gw)
 
 int pg_member_add(struct pg_gateway *gw, const char *addr, char *err, size_t errlen)
 {
-	struct sockaddr_in sa;
+	struct pg_hostport hp;
 	bool changed = false;
-	int id = pg_ctl_parse_addr(addr, &sa, err, errlen);
+	int id = pg_ctl_parse_addr(addr, &hp, err, errlen);
 
 	if (id)
 		return id;
-	id = pg_ctl_add_one(gw, &sa, PG_ORIGIN_STATIC, false, &changed, err, errlen);
+	if (hp.name[0]) {
+		id = pg_ctl_name_add(gw, &hp, PG_ORIGIN_STATIC, false, err, errlen);
+		return id < 0 ? id : 0;
+	}
+	id = pg_ctl_add_one(gw, &hp.addr, PG_ORIGIN_STATIC, false, &changed, err, errlen);
 	if (changed)
 		pg_control_rebuild_ring(gw);
 	return id;
@@ -193,19 +200,30 @@ int pg_member_add(struct pg_gateway *gw, const char *addr, char *err, size_t err
 
 int pg_member_remove(struct pg_gateway *gw, const char *addr, char *err, size_t errlen)
 {
-	struct sockaddr_in sa;
-	char name[PG_ADDR_STRLEN];
-	int id = pg_ctl_parse_addr(addr, &sa, err, errlen);
+	struct pg_hostport hp;
+	char name[PG_HOSTPORT_STRLEN];
+	bool changed = false;
+	int id = pg_ctl_parse_addr(addr, &hp, err, errlen);
 
 	if (id)
 		return id;
-	id = find_member(gw, sa.sin_addr.s_addr, ntohs(sa.sin_port));
+	if (hp.name[0]) {
+		if ((id = pg_ctl_name_find(&hp)) < 0) {
+			snprintf(err, errlen, "%s is not a backend", pg_hostport_format(&hp, name));
+			return -ENOENT;
+		}
+		pg_ctl_name_drop(gw, id, PG_ORIGIN_STATIC | PG_ORIGIN_FILE, &changed);
+		if (changed)
+			pg_control_rebuild_ring(gw);
+		return 0;
+	}
+	id = pg_ctl_find_member(gw, &hp.addr);
 	if (!id) {
-		snprintf(err, errlen, "%s is not a member", pg_addr_format(&sa, name));
+		snprintf(err, errlen, "%s is not a member", pg_hostport_format(&hp, name));
 		return -ENOENT;
 	}
 	if (!(flags_load(&gw->maps.backends[id]) & PG_BACKEND_DRAINING)) {
-		drain_one(gw, id);
+		pg_ctl_drain(gw, id);
 		pg_control_rebuild_ring(gw);
 	}
 	return id;
@@ -215,22 +233,38 @@ int pg_member_remove(struct pg_gateway *gw, const char *addr, char *err, size_t 
 int pg_ctl_sync_file(struct pg_gateway *gw, char *const *list, size_t n, bool *changed, char *err,
                      size_t errlen)
 {
-	static bool listed[PG_MAX_BACKENDS];
-	struct sockaddr_in sa;
+	static bool listed[PG_MAX_BACKENDS], listed_name[PG_MAX_NAMES];
+	struct pg_hostport hp;
 	int id, count = 0, rc = 0;
 
 	memset(listed, 0, sizeof(listed));
+	memset(listed_name, 0, sizeof(listed_name));
 	for (size_t i = 0; i < n && rc >= 0; i++) {
-		if ((rc = pg_ctl_parse_addr(list[i], &sa, err, errlen)))
+		if ((rc = pg_ctl_parse_addr(list[i], &hp, err, errlen)))
 			break;
-		id = find_member(gw, sa.sin_addr.s_addr, ntohs(sa.sin_port));
+		if (hp.name[0]) {
+			id = pg_ctl_name_find(&hp);
+			if (id < 0 || !(pg_ctl.names[id].origin & PG_ORIGIN_FILE))
+				count++;
+			rc = pg_ctl_name_add(gw, &hp, PG_ORIGIN_FILE, true, err, errlen);
+			if (rc >= 0)
+				listed_name[rc] = true;
+			continue;
+		}
+		id = pg_ctl_find_member(gw, &hp.addr);
 		if (!id || (flags_load(&gw->maps.backends[id]) & PG_BACKEND_DRAINING))
 			count++;
-		rc = pg_ctl_add_one(gw, &sa, PG_ORIGIN_FILE, true, changed, err, errlen);
+		rc = pg_ctl_add_one(gw, &hp.addr, PG_ORIGIN_FILE, true, changed, err, errlen);
 		if (rc > 0)
 			listed[rc] = true;
 	}
 	if (rc >= 0) {
+		for (int k = 0; k < PG_MAX_NAMES; k++) {
+			if (listed_name[k] || !(pg_ctl.names[k].origin & PG_ORIGIN_FILE))
+				continue;
+			pg_ctl_name_drop(gw, k, PG_ORIGIN_FILE, changed);
+			count++;
+		}
 		for (id = 1; id < PG_MAX_BACKENDS; id++) {
 			uint16_t f = flags_load(&gw->maps.backends[id]);
 
@@ -239,7 +273,7 @@ int pg_ctl_sync_file(struct pg_gateway *gw, char *const *list, size_t n, bool *c
 				continue;
 			pg_ctl.origin[id] &= (uint8_t)~PG_ORIGIN_FILE;
 			if (!pg_ctl.origin[id]) {
-				drain_one(gw, id);
+				pg_ctl_drain(gw, id);
 				*changed = true;
 				count++;
 			}
@@ -278,9 +312,11 @@ void pg_control_tick(struct pg_gateway *gw, uint64_t now_ms)
 			pg_info("backend %s removed (id %d, drained)",
 			        pg_backend_name(b, name, sizeof(name)), id);
 			__atomic_store_n(&b->flags, 0, __ATOMIC_RELEASE);
-			b->ipv4 = 0;
+			memset(b->addr, 0, sizeof(b->addr));
+			b->family = 0;
 			b->port = 0;
 			pg_ctl.origin[id] = 0;
+			pg_ctl.name_of[id] = 0;
 			pg_ctl.drain_since[id] = 0;
 		} else if ((f & PG_BACKEND_DOWN) &&
 		           now_ms >= __atomic_load_n(&b->down_until_ms, __ATOMIC_ACQUIRE)) {

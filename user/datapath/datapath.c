@@ -25,20 +25,34 @@ static void local_addrs(struct pg_datapath *dp)
 
 	if (getifaddrs(&ifa) == -1)
 		return;
-	for (i = ifa; i && dp->nlocal < DP_LOCAL_MAX; i = i->ifa_next)
-		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET)
-			dp->local[dp->nlocal++] =
-			    ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
+	for (i = ifa; i && dp->nlocal < DP_LOCAL_MAX; i = i->ifa_next) {
+		if (!i->ifa_addr)
+			continue;
+		if (i->ifa_addr->sa_family == AF_INET)
+			memcpy(&dp->local[dp->nlocal++].in, i->ifa_addr,
+			       sizeof(struct sockaddr_in));
+		else if (i->ifa_addr->sa_family == AF_INET6)
+			memcpy(&dp->local[dp->nlocal++].in6, i->ifa_addr,
+			       sizeof(struct sockaddr_in6));
+	}
 	freeifaddrs(ifa);
 }
 
-static bool is_local(const struct pg_datapath *dp, uint32_t ip)
+/* An address of this host: loopback (127/8, ::1) or an interface's
+ * (IPv4 or IPv6; the port is not compared). */
+static bool is_local(const struct pg_datapath *dp, const union pg_sockaddr *a)
 {
-	if ((ntohl(ip) >> 24) == 127)
+	if (pg_sockaddr_loopback(a))
 		return true;
-	for (unsigned i = 0; i < dp->nlocal; i++)
-		if (dp->local[i] == ip)
+	for (unsigned i = 0; i < dp->nlocal; i++) {
+		const union pg_sockaddr *l = &dp->local[i];
+
+		if (l->sa.sa_family != a->sa.sa_family)
+			continue;
+		if (a->sa.sa_family == AF_INET ? l->in.sin_addr.s_addr == a->in.sin_addr.s_addr
+		                               : !memcmp(&l->in6.sin6_addr, &a->in6.sin6_addr, 16))
 			return true;
+	}
 	return false;
 }
 
@@ -149,7 +163,8 @@ enum pg_dp_path pg_dp_choose(struct pg_worker *w, uint16_t id, bool head_method,
 	struct pg_datapath *dp = w->gw->dp;
 	const struct pg_backend *b = &w->gw->maps.backends[id];
 	uint32_t port1 = (uint32_t)b->port + 1;
-	char name[32];
+	union pg_sockaddr sa;
+	char name[PG_ADDR_STRLEN];
 	int rc;
 
 	/* No body to splice: keep the pooled keep-alive connection. */
@@ -161,7 +176,17 @@ enum pg_dp_path pg_dp_choose(struct pg_worker *w, uint16_t id, bool head_method,
 		return PG_DP_COPY;
 	if (dp->mode == PG_DP_SKB)
 		return PG_DP_SKB;
-	if (!is_local(dp, b->ipv4)) {
+	pg_backend_addr_get(b, &sa);
+	/* sockmsg's per-connection routes are keyed by IPv4 4-tuples (struct
+	 * pg_splice_tuple): a same-host IPv6 backend's responses are copied. */
+	if (sa.sa.sa_family != AF_INET && is_local(dp, &sa)) {
+		if (!__atomic_exchange_n(&dp->logged[id], 1, __ATOMIC_RELAXED))
+			pg_info("backend %s is IPv6: its responses take the copy path (sockmsg "
+			        "routes are IPv4 only)",
+			        pg_backend_name(b, name, sizeof(name)));
+		return PG_DP_COPY;
+	}
+	if (!is_local(dp, &sa)) {
 		if (!__atomic_exchange_n(&dp->logged[id], 1, __ATOMIC_RELAXED))
 			pg_info("backend %s is not on this host: its responses take the copy path "
 			        "(sockmsg needs a same-host backend)",
@@ -180,18 +205,22 @@ enum pg_dp_path pg_dp_choose(struct pg_worker *w, uint16_t id, bool head_method,
 }
 
 int pg_dp_upstream_setup(struct pg_worker *w, struct pg_upstream *u, struct pg_client *c,
-                         const struct sockaddr_in *sa, enum pg_dp_path path)
+                         const union pg_sockaddr *sa, enum pg_dp_path path)
 {
 	struct pg_datapath *dp = w->gw->dp;
-	struct sockaddr_in local = {.sin_family = AF_INET, .sin_addr = sa->sin_addr};
-	struct pg_dp_conn *d = calloc(1, sizeof(*d));
+	struct sockaddr_in local = {.sin_family = AF_INET, .sin_addr = sa->in.sin_addr};
+	struct pg_dp_conn *d;
 	int rc = 0;
 
+	if (path == PG_DP_MSG && sa->sa.sa_family != AF_INET)
+		return -EAFNOSUPPORT; /* IPv4 routes only: pg_dp_choose does not choose it */
+	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
 	d->u = u;
 	d->path = path;
-	d->sa = *sa;
+	if (sa->sa.sa_family == AF_INET)
+		d->sa = sa->in;
 	d->gate_at = PG_SPLICE_GATE_CLOSED;
 	if (path == PG_DP_MSG) {
 		/* The route is keyed by our port, so bind before connect(); a
@@ -201,12 +230,13 @@ int pg_dp_upstream_setup(struct pg_worker *w, struct pg_upstream *u, struct pg_c
 		if (bind(u->s.fd, (const struct sockaddr *)&local, sizeof(local)) == -1)
 			rc = -errno;
 		else
-			rc = pg_splice_route_add(dp->sp, u->s.fd, sa, c->s.fd, dp->budget, NULL);
+			rc = pg_splice_route_add(dp->sp, u->s.fd, &sa->in, c->s.fd, dp->budget,
+			                         NULL);
 		if (!rc) {
-			rc = pg_splice_route_gate(dp->sp, u->s.fd, sa, PG_SPLICE_GATE_CLOSED, NULL,
-			                          0);
+			rc = pg_splice_route_gate(dp->sp, u->s.fd, &sa->in, PG_SPLICE_GATE_CLOSED,
+			                          NULL, 0);
 			if (rc)
-				pg_splice_route_del(dp->sp, u->s.fd, sa);
+				pg_splice_route_del(dp->sp, u->s.fd, &sa->in);
 		}
 		if (rc) {
 			pg_dp_warn(w, "install route", rc);

@@ -58,7 +58,7 @@ enum pg_dp_path pg_dp_choose(struct pg_worker *w, uint16_t id, bool head_method,
  * the msg path binds it and installs the route with its gate closed.
  * Non-zero: u->dp stays NULL and the response is copied. */
 int pg_dp_upstream_setup(struct pg_worker *w, struct pg_upstream *u, struct pg_client *c,
-                         const struct sockaddr_in *sa, enum pg_dp_path path);
+                         const union pg_sockaddr *sa, enum pg_dp_path path);
 
 /* The response body goes through the kernel (its head was forwarded). */
 bool pg_dp_spliced(const struct pg_upstream *u);

@@ -43,7 +43,7 @@ struct pg_dp_conn {
 	__u64 carried_at;      /* msg: the client socket's carried bytes at that opening */
 	uint64_t wait_at_ms;   /* skb WAIT: next drained check */
 	uint32_t wait_ms;      /* skb WAIT: current back-off */
-	struct sockaddr_in sa; /* backend address (msg route key) */
+	struct sockaddr_in sa; /* IPv4 backend address (msg route key) */
 	__u64 key;             /* skb: the pairing's key in its events (backend cookie) */
 	struct pg_dp_conn *wait_next;
 };
@@ -53,7 +53,7 @@ struct pg_datapath {
 	enum pg_dp_path mode;
 	bool auto_mode; /* --data-path auto: splice streamed responses only */
 	uint64_t budget;
-	uint32_t local[DP_LOCAL_MAX]; /* this host's IPv4 addresses */
+	union pg_sockaddr local[DP_LOCAL_MAX]; /* this host's addresses (is_local) */
 	unsigned nlocal;
 	uint32_t port_added[PG_MAX_BACKENDS]; /* msg: backend port + 1 registered */
 	uint8_t logged[PG_MAX_BACKENDS];      /* "not on this host" said once */

@@ -168,7 +168,7 @@ void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why
 	__atomic_fetch_add(&b->failures, 1, __ATOMIC_RELAXED);
 	if (mark_down) {
 		uint16_t old;
-		char name[32];
+		char name[PG_ADDR_STRLEN];
 
 		__atomic_store_n(&b->down_until_ms, w->now_ms + PG_DOWN_MS, __ATOMIC_RELAXED);
 		old = __atomic_fetch_or(&b->flags, PG_BACKEND_DOWN, __ATOMIC_RELAXED);

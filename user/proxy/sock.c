@@ -109,7 +109,7 @@ void pg_sock_queue_copy(struct pg_worker *w, struct pg_sock *s, const void *data
 	pg_sock_queue(w, s, p, len, -1, true);
 }
 
-void pg_sock_connect(struct pg_worker *w, struct pg_sock *s, const struct sockaddr_in *sa)
+void pg_sock_connect(struct pg_worker *w, struct pg_sock *s, const union pg_sockaddr *sa)
 {
 	w->io->connect(w, s, sa);
 }

@@ -24,6 +24,7 @@
 #include <sys/uio.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "lib/addr.h"
 
 struct pg_worker;
 struct pg_sock;
@@ -60,14 +61,15 @@ struct pg_sock_ops {
 /* The I/O actions. Each is asynchronous: its result comes back as a
  * pg_sock_on_*() call from the loop, never from inside the action. */
 struct pg_io {
-	/* A new non-blocking TCP socket (fd, or -errno). */
-	int (*socket)(struct pg_worker *w);
+	/* A new non-blocking TCP socket of family (AF_INET, AF_INET6): fd, or
+	 * -errno. */
+	int (*socket)(struct pg_worker *w, int family);
 	void (*recv)(struct pg_worker *w, struct pg_sock *s);  /* arm (multishot) */
 	void (*pause)(struct pg_worker *w, struct pg_sock *s); /* stop receiving */
 	/* Send the bytes msg names, the first segments of s's queue (one send
 	 * at a time keeps order); the result says how many went. */
 	void (*send)(struct pg_worker *w, struct pg_sock *s, const struct msghdr *msg);
-	void (*connect)(struct pg_worker *w, struct pg_sock *s, const struct sockaddr_in *sa);
+	void (*connect)(struct pg_worker *w, struct pg_sock *s, const union pg_sockaddr *sa);
 	void (*shutdown)(struct pg_worker *w, struct pg_sock *s); /* SHUT_WR */
 	/* Cancel whatever names s, then close its fd. */
 	void (*close)(struct pg_worker *w, struct pg_sock *s);
@@ -120,7 +122,7 @@ void pg_sock_queue_copy(struct pg_worker *w, struct pg_sock *s, const void *data
 void pg_sock_flush(struct pg_worker *w, struct pg_sock *s);
 /* End of a loop turn: send what this turn queued. */
 void pg_sock_flush_all(struct pg_worker *w);
-void pg_sock_connect(struct pg_worker *w, struct pg_sock *s, const struct sockaddr_in *sa);
+void pg_sock_connect(struct pg_worker *w, struct pg_sock *s, const union pg_sockaddr *sa);
 /* Shut our side once the queue is empty (now if it is). */
 void pg_sock_shutdown_when_sent(struct pg_worker *w, struct pg_sock *s);
 void pg_sock_close(struct pg_worker *w, struct pg_sock *s);

@@ -86,7 +86,7 @@ static void forward_response_head(struct pg_worker *w, struct pg_client *c,
 	pg_fwd_response_head(h, n, resp, !x->keep_alive, &out, &len, &cap);
 	if (w->gw->cfg->route_header) {
 		/* Before the blank line: why this backend (--route-header). */
-		char line[160], name[32];
+		char line[160], name[PG_ADDR_STRLEN];
 		int k = snprintf(
 		    line, sizeof(line), "X-Prefixgate-Route: backend=%s; reason=%s; matched=%u\r\n",
 		    pg_backend_name(&w->gw->maps.backends[x->backend], name, sizeof(name)),
@@ -384,10 +384,12 @@ struct pg_upstream *pg_upstream_new(struct pg_worker *w, uint16_t id, enum pg_dp
                                     struct pg_client *c)
 {
 	const struct pg_backend *b = &w->gw->maps.backends[id];
-	struct sockaddr_in sa = {.sin_family = AF_INET};
+	union pg_sockaddr sa;
 	struct pg_upstream *u;
-	int fd = w->io->socket(w);
+	int fd;
 
+	pg_backend_addr_get(b, &sa);
+	fd = w->io->socket(w, sa.sa.sa_family);
 	if (fd < 0) {
 		errno = -fd;
 		return NULL;
@@ -401,8 +403,6 @@ struct pg_upstream *pg_upstream_new(struct pg_worker *w, uint16_t id, enum pg_dp
 	pg_sock_init(&u->s, fd, &upstream_ops);
 	u->backend = id;
 	u->epoch = b->epoch;
-	sa.sin_addr.s_addr = b->ipv4;
-	sa.sin_port = htons(b->port);
 	if (path != PG_DP_COPY)
 		pg_dp_upstream_setup(w, u, c, &sa, path); /* on failure u->dp stays NULL: copy */
 	pg_sock_connect(w, &u->s, &sa);

@@ -130,9 +130,9 @@ static void uring_buf_return(struct pg_worker *w, int bid)
 
 /* --- the I/O actions (sock.h) ---------------------------------------------- */
 
-static int uring_socket(struct pg_worker *w)
+static int uring_socket(struct pg_worker *w, int family)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
+	int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
 
 	(void)w;
 	if (fd == -1)
@@ -182,14 +182,14 @@ static void uring_send(struct pg_worker *w, struct pg_sock *s, const struct msgh
 	s->refs++;
 }
 
-static void uring_connect(struct pg_worker *w, struct pg_sock *s, const struct sockaddr_in *sa)
+static void uring_connect(struct pg_worker *w, struct pg_sock *s, const union pg_sockaddr *sa)
 {
 	struct io_uring_sqe *sqe = pg_sqe(w);
 	unsigned ms = w->gw->cfg->timeouts.connect_ms;
 
 	w->ts_connect.tv_sec = ms / 1000;
 	w->ts_connect.tv_nsec = (ms % 1000) * 1000000ll;
-	io_uring_prep_connect(sqe, s->fd, (const struct sockaddr *)sa, sizeof(*sa));
+	io_uring_prep_connect(sqe, s->fd, &sa->sa, pg_sockaddr_len(sa));
 	io_uring_sqe_set_data64(sqe, ud_pack(s, PG_OP_CONNECT));
 	sqe->flags |= IOSQE_IO_LINK;
 	s->refs++;
@@ -479,31 +479,30 @@ static void *worker_main(void *arg)
 
 /* SO_REUSEPORT would let a second gateway (same user) bind the same port and
  * silently take half the connections: check with a plain bind first. */
-static bool listen_taken(const struct sockaddr_in *sa, char *err, size_t errlen)
+static bool listen_taken(const union pg_sockaddr *sa, char *err, size_t errlen)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	int fd = socket(sa->sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
 	bool taken = false;
-	char a[32];
+	char a[PG_ADDR_STRLEN];
 
 	if (fd == -1)
 		return false; /* the real bind will say what is wrong */
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) == -1 && errno == EADDRINUSE) {
-		inet_ntop(AF_INET, &sa->sin_addr, a, sizeof(a));
+	if (bind(fd, &sa->sa, pg_sockaddr_len(sa)) == -1 && errno == EADDRINUSE) {
 		snprintf(err, errlen,
-		         "--listen %s:%u: address already in use (another process "
+		         "--listen %s: address already in use (another process "
 		         "listens there)",
-		         a, ntohs(sa->sin_port));
+		         pg_addr_format(sa, a));
 		taken = true;
 	}
 	close(fd);
 	return taken;
 }
 
-static int listener(const struct sockaddr_in *sa, char *err, size_t errlen)
+static int listener(const union pg_sockaddr *sa, char *err, size_t errlen)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-	char a[32];
+	int fd = socket(sa->sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	char a[PG_ADDR_STRLEN];
 
 	if (fd == -1) {
 		snprintf(err, errlen, "socket: %s", strerror(errno));
@@ -512,10 +511,8 @@ static int listener(const struct sockaddr_in *sa, char *err, size_t errlen)
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	/* One listener per worker: the kernel spreads connections over them. */
 	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) == -1 || listen(fd, 4096) == -1) {
-		inet_ntop(AF_INET, &sa->sin_addr, a, sizeof(a));
-		snprintf(err, errlen, "--listen %s:%u: %s", a, ntohs(sa->sin_port),
-		         strerror(errno));
+	if (bind(fd, &sa->sa, pg_sockaddr_len(sa)) == -1 || listen(fd, 4096) == -1) {
+		snprintf(err, errlen, "--listen %s: %s", pg_addr_format(sa, a), strerror(errno));
 		close(fd);
 		return -1;
 	}

@@ -11,17 +11,18 @@
 #include "state/routestats.h"
 
 /* Prediction entry: tag (16 bits of the hash the index does not use), then
- * backend id (8 bits: ids are below PG_MAX_BACKENDS = 256), then the time
- * in ms (40 bits: 34 years of CLOCK_MONOTONIC). 0: empty (id 0 is never
- * chosen). */
-#define TIME_BITS 40
+ * backend id (12 bits: ids are below PG_MAX_BACKENDS <= 4096), then the
+ * time in ms (36 bits, 795 days; ages are taken modulo 2^36, so the
+ * wrap-around is harmless). 0: empty (id 0 is never chosen). */
+#define ID_BITS   12
+#define TIME_BITS 36
 #define TIME_MASK ((1ull << TIME_BITS) - 1)
 /* An entry already saying (key, backend) is rewritten only if older than
  * this: a hot key then costs no cache-line bouncing between workers, for a
  * window at most this much shorter. */
 #define REFRESH_MS 256
 
-_Static_assert(PG_MAX_BACKENDS <= 256, "prediction entries hold 8-bit backend ids");
+_Static_assert(PG_MAX_BACKENDS <= 1 << ID_BITS, "prediction entries hold 12-bit backend ids");
 
 static inline uint64_t relaxed(const uint64_t *p)
 {
@@ -39,7 +40,7 @@ bool pg_predict(uint64_t *table, uint64_t hash, uint16_t id, uint64_t now_ms, ui
 	uint64_t *e = &table[hash & (PG_PREDICT_SLOTS - 1)];
 	const uint64_t tag = hash >> 16 & 0xffff, t = now_ms & TIME_MASK;
 	const uint64_t old = __atomic_load_n(e, __ATOMIC_RELAXED);
-	const uint64_t mine = tag << 48 | (uint64_t)(id & 0xff) << TIME_BITS;
+	const uint64_t mine = tag << 48 | (uint64_t)(id & ((1u << ID_BITS) - 1)) << TIME_BITS;
 	/* Age, sign-extended from 40 bits: another worker may have stored a
 	 * time a little ahead of ours (then the age is negative: a hit). */
 	const int64_t age =
