@@ -55,6 +55,15 @@ struct pg_timeouts {
 	unsigned first_byte_ms; /* request dispatched -> first response byte */
 };
 
+/* etcd as the source of membership and routing config (control/etcd.h). */
+#define PG_ETCD_PREFIX_DEFAULT "/prefixgate"
+struct pg_etcd_cfg {
+	const char *endpoints; /* --etcd-endpoints (points into argv); NULL: off */
+	const char *prefix;    /* keys under it (no trailing '/') */
+	unsigned timeout_ms;
+	const char *user, *password_file, *state_file, *gateway_id; /* NULL: none */
+};
+
 struct pg_config {
 	struct sockaddr_in listen, admin;
 	char **backends; /* --backend values, canonical "A.B.C.D:PORT", owned */
@@ -85,6 +94,7 @@ struct pg_config {
 	unsigned predict_window_ms; /* predicted hit: same backend within this long */
 	bool shadow;                /* also compute what prefix_aware would choose */
 	enum pg_load_signal load_signal;
+	struct pg_etcd_cfg etcd;
 };
 
 /*

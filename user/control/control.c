@@ -24,6 +24,7 @@
 #include "config/config.h"
 #include "control/control.h"
 #include "control/control_internal.h"
+#include "control/etcd.h"
 #include "sys/log.h"
 #include "control/metrics.h"
 
@@ -116,7 +117,7 @@ int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 			rc = pg_ctl_sync_file(gw, list, n, &changed, err, errlen);
 		pg_backends_free(list, n);
 	}
-	if (rc < 0)
+	if (rc < 0 || pg_etcd_init(gw, err, errlen))
 		return -1;
 	pg_control_rebuild_ring(gw);
 	if (!gw->maps.state->nbackends)
@@ -254,18 +255,19 @@ static void read_inotify(struct pg_gateway *gw)
 static void *control_main(void *arg)
 {
 	struct pg_gateway *gw = arg;
-	struct pollfd pfd[4 + PG_ADMIN_MAX_CONNS];
-	struct admin_conn *pc[4 + PG_ADMIN_MAX_CONNS];
+	struct pollfd pfd[5 + PG_ADMIN_MAX_CONNS];
+	struct admin_conn *pc[5 + PG_ADMIN_MAX_CONNS];
 	uint64_t now = pg_now_ms(), next_tick = now + PG_CONTROL_TICK_MS;
 	bool stop = false;
 
 	while (!stop && !__atomic_load_n(&gw->stop, __ATOMIC_RELAXED)) {
-		nfds_t n = 4;
+		nfds_t n = 5;
 
 		pfd[0] = (struct pollfd){.fd = pg_ctl.efd, .events = POLLIN};
 		pfd[1] = (struct pollfd){.fd = pg_ctl.sfd, .events = POLLIN};
 		pfd[2] = (struct pollfd){.fd = pg_ctl.lfd, .events = POLLIN}; /* always */
 		pfd[3] = (struct pollfd){.fd = pg_ctl.ifd, .events = POLLIN}; /* -1: ignored */
+		pfd[4] = (struct pollfd){.fd = pg_etcd_event_fd(), .events = POLLIN};
 		for (int i = 0; i < PG_ADMIN_MAX_CONNS; i++) {
 			struct admin_conn *c = &pg_ctl.conns[i];
 
@@ -286,7 +288,9 @@ static void *control_main(void *arg)
 			read_signals(gw);
 		if (pfd[3].revents)
 			read_inotify(gw);
-		for (nfds_t i = 4; i < n; i++) {
+		if (pfd[4].revents)
+			pg_etcd_apply(gw);
+		for (nfds_t i = 5; i < n; i++) {
 			if (pfd[i].revents & (POLLERR | POLLHUP | POLLNVAL) &&
 			    !(pfd[i].revents & POLLIN))
 				pg_ctl_conn_close(pc[i]);
@@ -373,6 +377,10 @@ int pg_control_start(struct pg_gateway *gw, char *err, size_t errlen)
 		goto fail;
 	}
 	pg_ctl.running = true;
+	if (pg_etcd_start(gw, err, errlen)) {
+		pg_control_stop(gw);
+		return -1;
+	}
 	pg_info("admin API on http://%s:%u/ (metrics, backends, route, routing)",
 	        inet_ntop(AF_INET, &sa.sin_addr, name, sizeof(name)), pg_ctl.admin_port);
 	return 0;
@@ -387,6 +395,7 @@ void pg_control_stop(struct pg_gateway *gw)
 	uint64_t one = 1;
 
 	(void)gw;
+	pg_etcd_stop();
 	if (!pg_ctl.running)
 		return;
 	if (write(pg_ctl.efd, &one, sizeof(one)) == -1)

@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "control/accesslog.h"
 #include "control/metrics.h"
+#include "control/etcd.h"
 #include "state/route.h"
 
 static void family(struct pg_buf *o, const char *name, const char *type, const char *help)
@@ -267,5 +268,6 @@ void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 	pg_buf_printf(o, "prefixgate_concurrency_threshold %u\n", rc.concurrency_threshold);
 	cache_index(gw, o);
 	pg_metrics_ops_render(gw, o);
+	pg_etcd_metrics(gw, o);
 	free(m);
 }
