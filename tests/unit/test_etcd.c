@@ -178,9 +178,12 @@ static void test_watch_steps(void **state)
 	char buf[512];
 
 	(void)state;
-	line(&r, "{\"result\":{\"header\":{\"revision\":\"4\"},\"created\":true}}");
+	/* created, with the store already at 5: the event at 5 follows and must
+	 * not be taken for a replay */
+	line(&r, "{\"result\":{\"header\":{\"revision\":\"5\"},\"created\":true}}");
 	assert_true(r.created);
 	assert_int_equal(pg_etcd_view_step(&v, P, &r), PG_ETCD_NOTHING);
+	assert_int_equal(v.revision, 4);
 	pg_etcd_resp_free(&r);
 	snprintf(buf, sizeof(buf),
 	         "{\"result\":{\"header\":{\"revision\":\"5\"},\"events\":[{\"kv\":{\"key\":\"%s\","
@@ -215,12 +218,17 @@ static void test_watch_steps(void **state)
 	assert_int_equal(pg_etcd_view_step(&v, P, &r), PG_ETCD_NOTHING);
 	assert_int_equal(v.revision, 7);
 	pg_etcd_resp_free(&r);
+	/* a progress notification: everything up to its header has come */
+	line(&r, "{\"result\":{\"header\":{\"revision\":\"8\"}}}");
+	assert_int_equal(pg_etcd_view_step(&v, P, &r), PG_ETCD_NOTHING);
+	assert_int_equal(v.revision, 8);
+	pg_etcd_resp_free(&r);
 	/* compaction cancels the watch: re-list, the view untouched */
 	line(&r, "{\"result\":{\"header\":{\"revision\":\"9\"},\"canceled\":true,"
 	         "\"compact_revision\":\"8\"}}");
 	assert_int_equal(r.compact_revision, 8);
 	assert_int_equal(pg_etcd_view_step(&v, P, &r), PG_ETCD_RELIST);
-	assert_int_equal(v.revision, 7);
+	assert_int_equal(v.revision, 8);
 	pg_etcd_resp_free(&r);
 	/* the store went back (restored from a snapshot) */
 	line(&r, "{\"result\":{\"header\":{\"revision\":\"3\"},\"events\":[]}}");

@@ -214,6 +214,8 @@ static int on_line(void *arg, const char *line, size_t len)
 		c->relist = 1;
 		return 0;
 	}
+	if (r.created)
+		pg_etcd.w_created = true;
 	step = pg_etcd_view_step(&pg_etcd.view, pg_etcd.prefix, &r);
 	if (step == PG_ETCD_RELIST || step < 0) {
 		if (r.compact_revision)
@@ -232,40 +234,75 @@ static int on_line(void *arg, const char *line, size_t len)
 	return 0;
 }
 
-/* List, publish, open the watch from the list's revision + 1. */
+/* Open the watch from the view's revision + 1, first listing everything
+ * if the view is not valid (never read, or dropped for a re-list). A watch
+ * that broke resumes where the view stands: what happened meanwhile comes
+ * as events, or as a cancel if it was compacted away. */
 static int start_watch(char *err, size_t errlen)
 {
 	struct pg_buf b = {0};
 	int64_t before = pg_etcd.view.revision;
 	int rc;
 
-	if (list_all(&pg_etcd.view, err, errlen))
-		return -1;
-	if (pg_etcd.view.revision < before)
-		pg_warn("etcd: revision went back from %lld to %lld (restored?): using the new "
-		        "state",
-		        (long long)before, (long long)pg_etcd.view.revision);
-	__atomic_fetch_add(&pg_etcd.lists, 1, __ATOMIC_RELAXED);
-	if (pg_etcd.view.revision != pg_etcd.published_rev)
-		publish(&pg_etcd.view);
+	if (!pg_etcd.listed) {
+		if (list_all(&pg_etcd.view, err, errlen))
+			return -1;
+		if (pg_etcd.view.revision < before)
+			pg_warn("etcd: revision went back from %lld to %lld (restored?): using "
+			        "the new state",
+			        (long long)before, (long long)pg_etcd.view.revision);
+		__atomic_fetch_add(&pg_etcd.lists, 1, __ATOMIC_RELAXED);
+		pg_etcd.listed = true;
+		if (pg_etcd.view.revision != pg_etcd.published_rev)
+			publish(&pg_etcd.view);
+	}
 	pg_etcd_body_watch(&b, pg_etcd.prefix, pg_etcd.view.revision + 1);
 	rc = pg_etcd_watch_open(&pg_etcd.cl, &pg_etcd.w, &b, err, errlen);
+	pg_etcd.w_created = false;
+	pg_etcd.w_opened_ms = pg_now_ms();
+	pg_etcd.seen_newest = 0;
 	pg_buf_free(&b);
 	return rc;
 }
 
 /* The liveness check: a linearizable range needs a leader and a quorum. */
-static int check(char *err, size_t errlen)
+static int check(int64_t *newest, char *err, size_t errlen)
 {
 	struct pg_buf b = {0};
 	struct pg_etcd_resp r;
 	int rc;
 
-	pg_etcd_body_range(&b, pg_etcd.routing_key, false, false, true);
+	pg_etcd_body_range_newest(&b, pg_etcd.prefix);
 	rc = pg_etcd_call(&pg_etcd.cl, "/v3/kv/range", &b, &r, err, errlen);
+	*newest = !rc && r.nkv ? r.kv[0].mod_revision : 0;
 	pg_etcd_resp_free(&r);
 	pg_buf_free(&b);
 	return rc;
+}
+
+/*
+ * A watch can be open and dead: opened while etcd was starting, or on a
+ * member cut off from the others. It is given up (and resumed) if it has
+ * not answered "created" within two timeouts, or if the view is still
+ * behind a key the previous check saw (a second ago: time enough for its
+ * event to arrive).
+ */
+static bool watch_stuck(int64_t newest, uint64_t now)
+{
+	bool stuck = false;
+
+	if (!pg_etcd.w_created && now > pg_etcd.w_opened_ms + 2ull * pg_etcd.cfg->timeout_ms) {
+		pg_warn("etcd watch: not created after %u ms: reopening",
+		        2 * pg_etcd.cfg->timeout_ms);
+		stuck = true;
+	} else if (pg_etcd.seen_newest > pg_etcd.view.revision) {
+		pg_warn("etcd watch: at revision %lld, behind revision %lld that a check saw: "
+		        "reopening",
+		        (long long)pg_etcd.view.revision, (long long)pg_etcd.seen_newest);
+		stuck = true;
+	}
+	pg_etcd.seen_newest = stuck ? 0 : newest;
+	return stuck;
 }
 
 static void stop_watch(void)
@@ -277,6 +314,7 @@ static void *etcd_main(void *arg)
 {
 	struct pg_gateway *gw = arg;
 	uint64_t next_try = 0, next_check = 0;
+	int64_t newest;
 	char err[512];
 
 	while (!__atomic_load_n(&pg_etcd.quit, __ATOMIC_RELAXED)) {
@@ -288,9 +326,7 @@ static void *etcd_main(void *arg)
 				set_stale(true, err);
 				next_try = now + PG_ETCD_RETRY_MS;
 			} else {
-				set_stale(false, NULL);
-				pg_etcd.last_ok_ms = pg_now_ms();
-				next_check = pg_now_ms() + PG_ETCD_CHECK_MS;
+				next_check = 0; /* stale until a check passes */
 			}
 		}
 		if (pg_etcd.w.fd >= 0) {
@@ -305,6 +341,7 @@ static void *etcd_main(void *arg)
 			} else if (c.relist) {
 				__atomic_fetch_add(&pg_etcd.relists, 1, __ATOMIC_RELAXED);
 				stop_watch();
+				pg_etcd.listed = false;
 				next_try = 0;
 			}
 		} else {
@@ -315,11 +352,14 @@ static void *etcd_main(void *arg)
 		now = pg_now_ms();
 		if (now >= next_check && pg_etcd.w.fd >= 0) {
 			next_check = now + PG_ETCD_CHECK_MS;
-			if (check(err, sizeof(err))) {
+			if (check(&newest, err, sizeof(err))) {
 				/* The watch may be open on a member without quorum. */
 				stop_watch();
 				set_stale(true, err);
 				next_try = pg_now_ms() + PG_ETCD_RETRY_MS;
+			} else if (watch_stuck(newest, pg_now_ms())) {
+				stop_watch();
+				next_try = 0;
 			} else {
 				pg_etcd.last_ok_ms = pg_now_ms();
 				__atomic_store_n(&pg_etcd.last_ok_atomic, pg_etcd.last_ok_ms,
@@ -387,6 +427,7 @@ int pg_etcd_init(struct pg_gateway *gw, char *err, size_t errlen)
 		        cfg->state_file ? ": " : "", cfg->state_file ? e : "");
 	}
 	__atomic_store_n(&pg_etcd.last_ok_atomic, pg_etcd.last_ok_ms, __ATOMIC_RELAXED);
+	pg_etcd.listed = pg_etcd.view.revision > 0;
 	if (pg_etcd.view.revision) {
 		publish(&pg_etcd.view);
 		pg_etcd_apply(gw);

@@ -7,10 +7,12 @@
  * watches from revision + 1. Each batch of watch events read together
  * makes one new view, handed to the control thread (eventfd), which
  * applies it with the member functions of control.h: so a burst of
- * changes costs one ring rebuild. A watch cancelled for compaction, a
- * revision that goes back (etcd restored) or a failed liveness check ends
- * the watch and the view is read again whole; until a read succeeds, the
- * last view applied stays in force (never an empty or partial one).
+ * changes costs one ring rebuild. A watch that breaks (etcd restarted, a
+ * failed liveness check) resumes from the view's revision + 1; one
+ * cancelled for compaction, or a revision that goes back (etcd restored),
+ * drops the view and everything is read again at one revision. Until a
+ * read succeeds, the last view applied stays in force (never an empty or
+ * partial one).
  *
  * etcd is checked every PG_ETCD_CHECK_MS with a linearizable range bounded
  * by --etcd-timeout: a member that lost quorum keeps a watch open and

@@ -28,6 +28,10 @@ struct pg_etcd_state {
 	int efd, stopfd; /* a view waits; stop the thread */
 	struct pg_etcd_view view;
 	int64_t published_rev; /* of the last view handed over */
+	bool listed;           /* view is valid: a watch may resume from it */
+	bool w_created;        /* the watch answered "created" */
+	uint64_t w_opened_ms;
+	int64_t seen_newest; /* newest mod_revision under the prefix at the last check */
 	struct pg_etcd_watch w;
 	pthread_mutex_t lock;
 	struct pg_etcd_view pending;

@@ -114,6 +114,14 @@ void pg_etcd_body_range(struct pg_buf *o, const char *key, bool prefix, bool ser
 	pg_buf_puts(o, "}");
 }
 
+void pg_etcd_body_range_newest(struct pg_buf *o, const char *prefix)
+{
+	pg_buf_puts(o, "{");
+	key_range(o, prefix, true);
+	pg_buf_puts(o, ",\"limit\":\"1\",\"sort_order\":\"DESCEND\",\"sort_target\":\"MOD\","
+	               "\"keys_only\":true}");
+}
+
 void pg_etcd_body_put(struct pg_buf *o, const char *key, const char *val, size_t vlen,
                       int64_t lease)
 {

@@ -41,6 +41,9 @@ int pg_b64_decode(const char *src, size_t len, char *out, size_t *outlen);
  * with key: range_end is key with its last byte + 1. */
 void pg_etcd_body_range(struct pg_buf *o, const char *key, bool prefix, bool serializable,
                         bool count_only);
+/* The newest key under prefix by mod_revision, key only: what the watch
+ * must have delivered by now. */
+void pg_etcd_body_range_newest(struct pg_buf *o, const char *prefix);
 void pg_etcd_body_put(struct pg_buf *o, const char *key, const char *val, size_t vlen,
                       int64_t lease);
 void pg_etcd_body_delete(struct pg_buf *o, const char *key);

@@ -139,6 +139,7 @@ int pg_etcd_view_from_range(struct pg_etcd_view *out, const char *prefix,
 int pg_etcd_view_step(struct pg_etcd_view *v, const char *prefix, const struct pg_etcd_resp *r)
 {
 	size_t plen = strlen(prefix);
+	int64_t upto = v->revision;
 	bool changed = false;
 
 	if (r->canceled || r->code)
@@ -150,16 +151,20 @@ int pg_etcd_view_step(struct pg_etcd_view *v, const char *prefix, const struct p
 
 		if (kv->mod_revision && kv->mod_revision <= v->revision)
 			continue; /* replayed (a DELETE's kv carries its revision too) */
+		if (kv->mod_revision > upto)
+			upto = kv->mod_revision;
 		if (!routed_key(kv->key, prefix, plen))
 			continue;
 		if (pg_etcd_view_set(v, kv->key + plen, kv->deleted ? NULL : kv->val, kv->vlen))
 			return -1;
 		changed = true;
 	}
-	/* A DELETE event carries no mod_revision of its own, so the header's
-	 * is what the view has now seen. */
-	if (r->revision > v->revision)
-		v->revision = r->revision;
+	/* The events say how far the view has come. The header's revision
+	 * only does in a progress notification: the one of "created" is the
+	 * store's, and the events from the start revision up to it follow. */
+	if (!r->nkv && !r->created && r->revision > upto)
+		upto = r->revision;
+	v->revision = upto;
 	return changed ? PG_ETCD_CHANGED : PG_ETCD_NOTHING;
 }
 
