@@ -39,8 +39,9 @@
 bool pg_etcd_enabled(void);
 
 /* From pg_control_init, before any worker starts: set up the clients, read
- * etcd once (or, if that fails, the state file) and apply it. etcd being
- * down is not an error; a bad flag or state file is (-1, err set). */
+ * etcd once (bounded by --etcd-timeout per endpoint; if that fails, the
+ * state file) and apply it. etcd being down is not an error; a bad flag or
+ * state file is (-1, err set). */
 int pg_etcd_init(struct pg_gateway *gw, char *err, size_t errlen);
 
 /* Start / stop the etcd thread (stop revokes the gateway's lease). */
@@ -59,7 +60,8 @@ void pg_etcd_metrics(const struct pg_gateway *gw, struct pg_buf *o);
 
 /* POST /backends (add) and DELETE /backends/ADDR with etcd the source: the
  * change is written to etcd (it arrives back through the watch) and the
- * reply is 202. Control thread only. */
+ * reply is 202; 503 if etcd does not answer. Control thread only: the call
+ * blocks it for at most --etcd-timeout per endpoint. */
 int pg_etcd_admin_backend(struct pg_gateway *gw, const char *addr, bool add,
                           struct pg_admin_reply *r);
 
