@@ -478,6 +478,33 @@ def admin_writes_through_to_etcd(opts):
         teardown(f, e, gws)
 
 
+@test
+def etcd_authentication(opts):
+    """With auth enabled in etcd, --etcd-user and --etcd-password-file get a
+    token; the gateway lists, watches and writes with it."""
+    f, e, gws = setup_fleet(opts, 2)
+    try:
+        addrs = [f.addr("b%d" % i) for i in range(2)]
+        e.put_backend(addrs[0])
+        env = dict(os.environ, ETCDCTL_API="3")
+        for args in (["user", "add", "root:s3cret-pw"], ["auth", "enable"]):
+            r = subprocess.run(["etcdctl", "--endpoints", e.url] + args, env=env,
+                               capture_output=True, timeout=20)
+            assert r.returncode == 0, r.stderr
+        assert "error" in e.call("/v3/kv/range", {"key": b64(PREFIX)})  # no token: refused
+        pw = os.path.join(gws.tmp, "pw")
+        open(pw, "w").write("s3cret-pw\n")
+        g = gws.start(extra=["--etcd-user", "root", "--etcd-password-file", pw])
+        assert gws.all_have(addrs[:1]), open(g["log"]).read()[-2000:]
+        c = http.client.HTTPConnection("127.0.0.1", g["admin"], timeout=5)
+        c.request("POST", "/backends", json.dumps({"address": addrs[1]}))
+        assert c.getresponse().status == 202
+        assert gws.all_have(addrs), open(g["log"]).read()[-2000:]
+        assert not gws.health(g)["etcd"]["stale"]
+    finally:
+        teardown(f, e, gws)
+
+
 def setup(opts):
     opts.no_etcd = None if shutil.which("etcd") else \
         "etcd not installed (Debian etcd-server; make deps installs it)"
