@@ -5,7 +5,7 @@ set -eu
 PKGS="clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev liburing-dev \
 libxxhash-dev libcmocka-dev pkg-config make gcc libc6-dev iproute2 \
 python3 curl procps libclang-rt-14-dev python3-uvicorn python3-starlette clang-format \
-libnats-dev nats-server libc-ares-dev"
+libnats-dev nats-server libc-ares-dev etcd-server etcd-client"
 [ $# -gt 0 ] && PKGS="$PKGS $*"
 missing=""
 for p in $PKGS; do

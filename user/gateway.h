@@ -77,6 +77,9 @@ struct pg_gateway {
 	/* Ring rebuilds (members.c): wall time of the last one and in all, ns;
 	 * prefixgate_ring_rebuild_seconds and its _total. */
 	uint64_t ring_rebuild_ns, ring_rebuild_total_ns;
+	/* pg_ring_digest of the live ring (members.c, at each rebuild): equal
+	 * on every gateway that routes alike; prefixgate_ring_digest. */
+	uint64_t ring_digest;
 	/* The parts' own state, each an object made at start-up and passed
 	 * here; NULL when that part is off (or, in tests, not set up). */
 	struct pg_rstats *rstats;       /* routestats.h: one slot per worker */

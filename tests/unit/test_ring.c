@@ -313,6 +313,34 @@ static void test_moved_ppm(void **state)
 	free(b);
 }
 
+/* The digest names placement by identity: the same addresses under other
+ * ids and in another order give the same digest, another set another one. */
+static void test_digest_by_identity(void **state)
+{
+	struct pg_ring *a = new_ring(), *b = new_ring();
+	struct pg_ring_member m[5], p[5];
+	uint64_t sa[PG_MAX_BACKENDS] = {0}, sb[PG_MAX_BACKENDS] = {0};
+
+	(void)state;
+	members(m, 5);
+	for (size_t i = 0; i < 5; i++) {
+		p[i] = m[4 - i];
+		p[i].id = (uint16_t)(200 - i * 7); /* ids as another gateway might assign */
+	}
+	for (size_t i = 0; i < 5; i++) {
+		sa[m[i].id] = m[i].seed;
+		sb[p[i].id] = p[i].seed;
+	}
+	pg_ring_build(a, m, 5);
+	pg_ring_build(b, p, 5);
+	assert_true(memcmp(a->slot, b->slot, sizeof(a->slot)) != 0); /* ids differ */
+	assert_true(pg_ring_digest(a, sa) == pg_ring_digest(b, sb));
+	pg_ring_build(b, p, 4);
+	assert_true(pg_ring_digest(a, sa) != pg_ring_digest(b, sb));
+	free(a);
+	free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -327,6 +355,7 @@ int main(void)
 	    cmocka_unit_test(test_order_and_ids_irrelevant),
 	    cmocka_unit_test(test_duplicate_seed_order),
 	    cmocka_unit_test(test_moved_ppm),
+	    cmocka_unit_test(test_digest_by_identity),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -47,12 +47,15 @@ struct ctl_opts {
 	union pg_sockaddr admin_sa;
 	bool json;
 	enum ctl_source_kind source;
-	double timeout;       /* seconds; <= 0: the command's default */
-	double interval;      /* top */
-	long count;           /* top: refreshes, 0 = until Ctrl-C */
-	const char *path;     /* route --path */
-	const char *key;      /* route --key */
-	const char *token;    /* admin API bearer token, or NULL */
+	double timeout;    /* seconds; <= 0: the command's default */
+	double interval;   /* top */
+	long count;        /* top: refreshes, 0 = until Ctrl-C */
+	const char *path;  /* route --path */
+	const char *key;   /* route --key */
+	const char *token; /* admin API bearer token, or NULL */
+	/* register, fleet */
+	const char *etcd, *prefix, *address, *id, *etcd_user, *etcd_password_file;
+	unsigned ttl;
 	char token_buf[4097]; /* --admin-token-file's content */
 };
 
@@ -172,6 +175,10 @@ int ctl_cmd_route(const struct ctl_opts *o, const char *file);
 int ctl_cmd_backends_add(const struct ctl_opts *o, const char *addr);
 /* wait: drain (poll until removed, bounded by the timeout), else remove. */
 int ctl_cmd_backends_remove(const struct ctl_opts *o, const char *addr, bool wait);
+
+/* fleet.c: register (runs until SIGTERM/SIGINT) and fleet. */
+int ctl_cmd_register(const struct ctl_opts *o);
+int ctl_cmd_fleet(const struct ctl_opts *o);
 
 /* "prefixgatectl: " + message on stderr. */
 void ctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -11,7 +11,7 @@
 #include "config/config.h"
 #include "ctl.h"
 
-enum cmd { C_NONE = -1, C_STATUS, C_ROUTE, C_BACKENDS, C_TOP, C_HELP, NCMDS };
+enum cmd { C_NONE = -1, C_STATUS, C_ROUTE, C_BACKENDS, C_TOP, C_REGISTER, C_FLEET, C_HELP, NCMDS };
 
 #define ALL     ((1u << NCMDS) - 1)
 #define ONLY(c) (1u << (c))
@@ -52,6 +52,18 @@ static const struct cmd_def {
                "admin API. Stops after --count refreshes or on Ctrl-C. The screen is\n"
                "cleared between refreshes only when standard output is a terminal; with\n"
                "--json each refresh is one JSON object on its own line.\n"},
+    [C_REGISTER] =
+        {"register", "register --etcd URL --address ADDR:PORT [--ttl N]",
+         "register a backend in etcd under a lease",
+         "Grant an etcd lease of --ttl seconds, put P/backends/ID (ID: --id, else the\n"
+         "address) = {\"address\":ADDR:PORT,\"state\":\"active\"} bound to it, and keep\n"
+         "the lease alive until SIGTERM or SIGINT, which revoke it: every gateway then\n"
+         "drains the backend. If this process dies, the key expires after the TTL.\n"},
+    [C_FLEET] = {"fleet", "fleet --etcd URL", "the gateways in etcd, and whether they agree",
+                 "List the gateways registered under P/gateways/ (id, address, version, the\n"
+                 "etcd revision each applied, backends, ring digest). Exit status 1 if their\n"
+                 "ring digests differ (they would route some keys differently) or none is\n"
+                 "registered; differing revisions alone are a change still propagating.\n"},
     [C_HELP] = {"help", "help [COMMAND]", "this help, or a command's",
                 "Print the help of prefixgatectl or of COMMAND.\n"},
 };
@@ -67,6 +79,13 @@ enum opt_id {
 	O_KEY,
 	O_INTERVAL,
 	O_COUNT,
+	O_ETCD,
+	O_PREFIX,
+	O_ADDRESS,
+	O_TTL,
+	O_ID,
+	O_ETCD_USER,
+	O_ETCD_PASSWORD,
 	O_HELP,
 	O_VERSION,
 	NOPTS
@@ -107,6 +126,18 @@ static const struct opt {
     [O_COUNT] = {"count", "N", ONLY(C_TOP),
                  "top: stop after N refreshes, 0-1000000000\n"
                  "(default 0: until Ctrl-C)"},
+    [O_ETCD] = {"etcd", "URL,...", ONLY(C_REGISTER) | ONLY(C_FLEET),
+                "etcd endpoints, http://host:port"},
+    [O_PREFIX] = {"prefix", "P", ONLY(C_REGISTER) | ONLY(C_FLEET),
+                  "the gateways' --etcd-prefix\n(default " PG_ETCD_PREFIX_DEFAULT ")"},
+    [O_ADDRESS] = {"address", "ADDR:PORT", ONLY(C_REGISTER), "register: the backend's address"},
+    [O_TTL] = {"ttl", "N", ONLY(C_REGISTER), "register: lease seconds, 2-3600 (default 10)"},
+    [O_ID] = {"id", "ID", ONLY(C_REGISTER),
+              "register: the key's last part\n(default: the address)"},
+    [O_ETCD_USER] = {"etcd-user", "NAME", ONLY(C_REGISTER) | ONLY(C_FLEET),
+                     "etcd authentication user"},
+    [O_ETCD_PASSWORD] = {"etcd-password-file", "FILE", ONLY(C_REGISTER) | ONLY(C_FLEET),
+                         "that user's password, from FILE"},
     [O_HELP] = {"help", NULL, ALL, "print help (of the command, if one is\ngiven) and exit"},
     [O_VERSION] = {"version", NULL, ALL, "print the version and exit"},
 };
@@ -254,6 +285,29 @@ static int set_opt(struct ctl_opts *o, enum opt_id id, const char *v)
 			return -1;
 		o->count = (long)x;
 		return 0;
+	case O_ETCD:
+		o->etcd = v;
+		return 0;
+	case O_PREFIX:
+		o->prefix = v;
+		return *v ? 0 : -1;
+	case O_ADDRESS:
+		o->address = v;
+		return 0;
+	case O_TTL:
+		if (!parse_num(v, 2, 3600, &x) || x != (double)(long)x)
+			return -1;
+		o->ttl = (unsigned)x;
+		return 0;
+	case O_ID:
+		o->id = v;
+		return *v && !strchr(v, '/') ? 0 : -1;
+	case O_ETCD_USER:
+		o->etcd_user = v;
+		return 0;
+	case O_ETCD_PASSWORD:
+		o->etcd_password_file = v;
+		return 0;
 	default:
 		return 0;
 	}
@@ -269,8 +323,11 @@ static int find_cmd(const char *name)
 
 int main(int argc, char **argv)
 {
-	static struct ctl_opts o = {
-	    .pin_path = CTL_PIN_PATH_DEFAULT, .admin = CTL_ADMIN_DEFAULT, .interval = 1.0};
+	static struct ctl_opts o = {.pin_path = CTL_PIN_PATH_DEFAULT,
+	                            .admin = CTL_ADMIN_DEFAULT,
+	                            .interval = 1.0,
+	                            .prefix = PG_ETCD_PREFIX_DEFAULT,
+	                            .ttl = 10};
 	unsigned given = 0;
 	const char *pos[8];
 	size_t npos = 0;
@@ -364,6 +421,15 @@ int main(int argc, char **argv)
 			return usage_error(c, "route needs one FILE (or - for standard input)%s%s",
 			                   "", "");
 		return ctl_cmd_route(&o, pos[1]);
+	case C_REGISTER:
+	case C_FLEET:
+		if (npos != 1)
+			return usage_error(c, "%s takes no argument%s", cmds[c].name, "");
+		if (!o.etcd)
+			return usage_error(c, "%s needs --etcd URL%s", cmds[c].name, "");
+		if (c == C_REGISTER && !o.address)
+			return usage_error(c, "register needs --address ADDR:PORT%s%s", "", "");
+		return c == C_REGISTER ? ctl_cmd_register(&o) : ctl_cmd_fleet(&o);
 	case C_BACKENDS:
 		if (npos == 2 && !strcmp(pos[1], "list"))
 			return ctl_cmd_status(&o, true);

@@ -58,6 +58,15 @@ struct pg_timeouts {
 	unsigned first_byte_ms; /* request dispatched -> first response byte */
 };
 
+/* etcd as the source of membership and routing config (control/etcd.h). */
+#define PG_ETCD_PREFIX_DEFAULT "/prefixgate"
+struct pg_etcd_cfg {
+	const char *endpoints; /* --etcd-endpoints (points into argv); NULL: off */
+	const char *prefix;    /* keys under it (no trailing '/') */
+	unsigned timeout_ms;
+	const char *user, *password_file, *state_file; /* NULL: none */
+};
+
 struct pg_config {
 	union pg_sockaddr listen, admin;
 	char **backends; /* --backend values, canonical (pg_hostport_format), owned */
@@ -96,6 +105,7 @@ struct pg_config {
 	const char *gateway_id;     /* --gateway-id, or NULL: HOSTNAME:ADMIN-PORT */
 	unsigned fleet_interval_ms; /* --fleet-interval */
 	unsigned fleet_size;        /* --fleet-size; 0: not given */
+	struct pg_etcd_cfg etcd;
 };
 
 /*

@@ -26,6 +26,7 @@ enum opt_id {
 	O_MAX_BODY, O_CACHE_CAPACITY, O_ROUTE_HEADER,
 	O_T_HEADER, O_T_BODY, O_T_IDLE, O_T_CONNECT, O_T_FIRST_BYTE, O_SPLICE_BUDGET, O_ACCESS_LOG,
 	O_NATS, O_NATS_CLUSTER, O_GATEWAY_ID, O_FLEET_INTERVAL, O_FLEET_SIZE,
+	O_ETCD, O_ETCD_PREFIX, O_ETCD_TIMEOUT, O_ETCD_USER, O_ETCD_PASSWORD, O_ETCD_STATE,
 	O_HELP, O_VERSION,
 };
 /* clang-format on */
@@ -83,11 +84,13 @@ static const struct opt {
 	uint32_t min, max;
 	bool zero_off; /* 0 is accepted too (outside min-max) and means off */
 	bool route;
+	bool str; /* a non-empty string: apply() stores the const char * at field */
 } opts[] = {
 #define OPT(n, a, h)  .name = (n), .arg = (a), .help = (h)
 #define CFG(f)        .field = offsetof(struct pg_config, f)
 #define ROUTE(f)      .field = offsetof(struct pg_route_cfg, f), .route = true
 #define RANGE(lo, hi) .min = (lo), .max = (hi)
+#define STR(f)        CFG(f), .str = true
 #define TOKEN_LEN     PG_STR(PG_ADMIN_TOKEN_MIN) "-" PG_STR(PG_ADMIN_TOKEN_MAX)
 #define TOKEN_CHARS   PG_STR(PG_CA_CHARS_PER_TOKEN)
     [O_LISTEN] = {OPT("listen", "ADDR:PORT", "client listener (A.B.C.D, [IPV6], localhost)"),
@@ -205,7 +208,9 @@ static const struct opt {
     [O_NATS_CLUSTER] = {OPT("nats-cluster", "NAME",
                             "fleet: the gateways sharing subjects prefixgate.NAME.load|cache"),
                         .def = "default"},
-    [O_GATEWAY_ID] = {OPT("gateway-id", "ID", "fleet: this gateway's name among its peers"),
+    [O_GATEWAY_ID] = {OPT("gateway-id", "ID",
+                          "fleet: this gateway's name among its peers (NATS) and under "
+                          "P/gateways/ (etcd)"),
                       .def_text = "HOSTNAME:ADMIN-PORT"},
     [O_FLEET_INTERVAL] = {OPT("fleet-interval", "MS",
                               "fleet: publish the in-flight vector at least every MS (and at "
@@ -215,12 +220,27 @@ static const struct opt {
                           "fleet: gateways in all; without NATS each routes on "
                           "ConcurrencyThreshold / N unless the backends report their load"),
                       .def = "0", CFG(fleet_size), RANGE(2, 1024), .zero_off = true},
+    [O_ETCD] = {OPT("etcd-endpoints", "URL,...",
+                    "take backends and the routing config from etcd (http://host:port, "
+                    "tried in turn)"),
+                STR(etcd.endpoints), .def_text = "off"},
+    [O_ETCD_PREFIX] = {OPT("etcd-prefix", "P", "etcd key prefix (README: Running a fleet)"),
+                       STR(etcd.prefix), .def = PG_ETCD_PREFIX_DEFAULT},
+    [O_ETCD_TIMEOUT] = {OPT("etcd-timeout", "MS", "each etcd call, and its liveness check"),
+                        .def = "1000", CFG(etcd.timeout_ms), RANGE(50, 60000)},
+    [O_ETCD_USER] = {OPT("etcd-user", "NAME", "etcd authentication user"), STR(etcd.user)},
+    [O_ETCD_PASSWORD] = {OPT("etcd-password-file", "FILE", "that user's password, from FILE"),
+                         STR(etcd.password_file)},
+    [O_ETCD_STATE] = {OPT("etcd-state-file", "FILE",
+                          "last state read from etcd, kept to start on while etcd is down"),
+                      STR(etcd.state_file), .def_text = "none"},
     [O_HELP] = {OPT("help", NULL, "print this help and exit")},
     [O_VERSION] = {OPT("version", NULL, "print the version and exit")},
 #undef OPT
 #undef CFG
 #undef ROUTE
 #undef RANGE
+#undef STR
 #undef TOKEN_LEN
 #undef TOKEN_CHARS
 };
@@ -384,6 +404,14 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 			return 0;
 		}
 		return flag_uint(name, v, o->min, o->max, dst, err, errlen);
+	}
+	if (o->str) {
+		if (!*v) {
+			pg_errf(err, errlen, "--%s: empty value", name);
+			return -1;
+		}
+		*(const char **)((char *)cfg + o->field) = v;
+		return 0;
 	}
 	switch (id) {
 	case O_LISTEN:
@@ -588,6 +616,10 @@ int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, cha
 	    (cfg->data_path == PG_DATA_SOCKMAP || cfg->data_path == PG_DATA_SOCKMSG)) {
 		pg_errf(err, errlen, "--data-path %s needs BPF: drop --no-bpf or use copy",
 		        data_paths[cfg->data_path]);
+		goto out;
+	}
+	if (cfg->etcd.endpoints && cfg->backends_file) {
+		pg_errf(err, errlen, "--etcd-endpoints and --backends-file: choose one source");
 		goto out;
 	}
 	return 0;

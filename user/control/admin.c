@@ -17,6 +17,7 @@
 #include "lib/names.h"
 #include "control/metrics.h"
 #include "state/route.h"
+#include "control/etcd.h"
 
 #define JSON_TYPE "application/json"
 
@@ -108,7 +109,9 @@ static int h_health(struct pg_gateway *gw, struct pg_admin_reply *r)
 		n++;
 		healthy += pg_backend_usable(b, now);
 	}
-	pg_buf_printf(&r->body, "{\"status\":\"ok\",\"backends\":%u,\"healthy\":%u}\n", n, healthy);
+	pg_buf_printf(&r->body, "{\"status\":\"ok\",\"backends\":%u,\"healthy\":%u", n, healthy);
+	pg_etcd_health_json(&r->body);
+	pg_buf_puts(&r->body, "}\n");
 	return r->status = 200;
 }
 
@@ -193,6 +196,8 @@ static int h_backends_post(struct pg_gateway *gw, const char *body, size_t len,
 		goto bad;
 	}
 	pg_json_free(&js);
+	if (pg_etcd_enabled()) /* etcd is the source: the change goes there */
+		return pg_etcd_admin_backend(gw, addr, true, r);
 	id = pg_member_add(gw, addr, err, sizeof(err));
 	return member_status(gw, id, 201, addr, err, r);
 bad:
@@ -211,6 +216,11 @@ static int h_backend_delete(struct pg_gateway *gw, struct pg_str addr, struct pg
 	if (strlen(a) != n) {
 		free(a);
 		return reply_error(r, 400, "address contains a NUL character");
+	}
+	if (pg_etcd_enabled()) {
+		id = pg_etcd_admin_backend(gw, a, false, r);
+		free(a);
+		return id;
 	}
 	id = pg_member_remove(gw, a, err, sizeof(err));
 	rc = member_status(gw, id, 202, a, err, r);

@@ -24,6 +24,7 @@
 #include "config/config.h"
 #include "control/control.h"
 #include "control/control_internal.h"
+#include "control/etcd.h"
 #include "sys/log.h"
 #include "control/metrics.h"
 
@@ -127,7 +128,7 @@ int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 			rc = pg_ctl_sync_file(gw, list, n, &changed, err, errlen);
 		pg_backends_free(list, n);
 	}
-	if (rc < 0)
+	if (rc < 0 || pg_etcd_init(gw, err, errlen))
 		return -1;
 	for (int k = 0; k < PG_MAX_NAMES; k++)
 		names = names || pg_ctl.names[k].host[0];
@@ -271,19 +272,20 @@ static void read_inotify(struct pg_gateway *gw)
 static void *control_main(void *arg)
 {
 	struct pg_gateway *gw = arg;
-	struct pollfd pfd[4 + PG_ADMIN_MAX_CONNS + PG_RESOLVE_MAX_FDS];
-	struct admin_conn *pc[4 + PG_ADMIN_MAX_CONNS];
+	struct pollfd pfd[5 + PG_ADMIN_MAX_CONNS + PG_RESOLVE_MAX_FDS];
+	struct admin_conn *pc[5 + PG_ADMIN_MAX_CONNS];
 	uint64_t now = pg_now_ms(), next_tick = now + PG_CONTROL_TICK_MS;
 	bool stop = false;
 
 	while (!stop && !__atomic_load_n(&gw->stop, __ATOMIC_RELAXED)) {
-		nfds_t n = 4, nconn;
+		nfds_t n = 5, nconn;
 		int nres;
 
 		pfd[0] = (struct pollfd){.fd = pg_ctl.efd, .events = POLLIN};
 		pfd[1] = (struct pollfd){.fd = pg_ctl.sfd, .events = POLLIN};
 		pfd[2] = (struct pollfd){.fd = pg_ctl.lfd, .events = POLLIN}; /* always */
 		pfd[3] = (struct pollfd){.fd = pg_ctl.ifd, .events = POLLIN}; /* -1: ignored */
+		pfd[4] = (struct pollfd){.fd = pg_etcd_event_fd(), .events = POLLIN};
 		for (int i = 0; i < PG_ADMIN_MAX_CONNS; i++) {
 			struct admin_conn *c = &pg_ctl.conns[i];
 
@@ -307,8 +309,10 @@ static void *control_main(void *arg)
 			read_signals(gw);
 		if (pfd[3].revents)
 			read_inotify(gw);
+		if (pfd[4].revents)
+			pg_etcd_apply(gw);
 		pg_resolve_process(gw, pfd + nconn, nres);
-		for (nfds_t i = 4; i < nconn; i++) {
+		for (nfds_t i = 5; i < nconn; i++) {
 			if (pfd[i].revents & (POLLERR | POLLHUP | POLLNVAL) &&
 			    !(pfd[i].revents & POLLIN))
 				pg_ctl_conn_close(pc[i]);
@@ -396,6 +400,10 @@ int pg_control_start(struct pg_gateway *gw, char *err, size_t errlen)
 		goto fail;
 	}
 	pg_ctl.running = true;
+	if (pg_etcd_start(gw, err, errlen)) {
+		pg_control_stop(gw);
+		return -1;
+	}
 	pg_info("admin API on http://%s/ (metrics, backends, route, routing)",
 	        pg_addr_format(&sa, name));
 	return 0;
@@ -410,6 +418,7 @@ void pg_control_stop(struct pg_gateway *gw)
 	uint64_t one = 1;
 
 	(void)gw;
+	pg_etcd_stop();
 	if (!pg_ctl.running)
 		return;
 	if (write(pg_ctl.efd, &one, sizeof(one)) == -1)
@@ -423,4 +432,16 @@ void pg_control_stop(struct pg_gateway *gw)
 uint16_t pg_control_admin_port(void)
 {
 	return pg_ctl.admin_port;
+}
+
+void pg_control_gateway_id(const struct pg_gateway *gw, char *buf, size_t len)
+{
+	char host[256] = "localhost";
+
+	if (gw->cfg->gateway_id) {
+		snprintf(buf, len, "%s", gw->cfg->gateway_id);
+		return;
+	}
+	gethostname(host, sizeof(host) - 1);
+	snprintf(buf, len, "%.50s:%u", host, pg_control_admin_port());
 }

@@ -77,6 +77,11 @@ void pg_control_stop(struct pg_gateway *gw);
 /* Port the admin listener is bound to (useful with port 0), or 0. */
 uint16_t pg_control_admin_port(void);
 
+/* This gateway's name among its peers, the one both NATS messages and
+ * etcd's P/gateways/<id> carry: --gateway-id, or HOSTNAME:ADMIN-PORT (the
+ * admin listener must be bound). */
+void pg_control_gateway_id(const struct pg_gateway *gw, char *buf, size_t len);
+
 /*
  * Add addr (any backend form of lib/addr.h: "A.B.C.D:PORT", "[IPV6]:PORT",
  * "NAME:PORT") as a backend added by the admin API or the command line.

@@ -97,16 +97,10 @@ int pg_fleet_start(struct pg_gateway *gw, char *err, size_t errlen)
 	struct pg_fleet *f = gw->fleet;
 	const struct pg_config *cfg = gw->cfg;
 	struct timespec ts;
-	char host[256] = "localhost";
 
 	if (!f)
 		return 0;
-	if (cfg->gateway_id) {
-		snprintf(f->id, sizeof(f->id), "%s", cfg->gateway_id);
-	} else {
-		gethostname(host, sizeof(host) - 1);
-		snprintf(f->id, sizeof(f->id), "%.50s:%u", host, pg_control_admin_port());
-	}
+	pg_control_gateway_id(gw, f->id, sizeof(f->id));
 	snprintf(f->subj_load, sizeof(f->subj_load), "prefixgate.%s.load", cfg->nats_cluster);
 	snprintf(f->subj_cache, sizeof(f->subj_cache), "prefixgate.%s.cache", cfg->nats_cluster);
 	clock_gettime(CLOCK_REALTIME, &ts);

@@ -145,6 +145,7 @@ void pg_control_rebuild_ring(struct pg_gateway *gw)
 {
 	struct pg_ring_member *m = pg_ctl.ring_members;
 	struct pg_ring_last *last = &pg_ctl.ring_last;
+	static uint64_t seed_of_id[PG_MAX_BACKENDS];
 	const struct pg_ring *live = pg_maps_live_ring(&gw->maps);
 	const uint64_t t0 = pg_now_ns(), c0 = thread_cpu_ns();
 	struct pg_ring *r;
@@ -163,21 +164,26 @@ void pg_control_rebuild_ring(struct pg_gateway *gw)
 		m[n].seed = pg_ring_seed(name, strlen(name));
 		n++;
 	}
+	memset(seed_of_id, 0, sizeof(seed_of_id));
+	for (size_t i = 0; i < n; i++)
+		seed_of_id[m[i].id] = m[i].seed;
 	/* live is the other copy: it stays intact while the spare is built. */
 	r = pg_maps_ring_begin(&gw->maps);
 	pg_ring_update(r, last, m, n);
 	ppm = pg_ring_moved_ppm(live, r);
 	__atomic_store_n(&gw->maps.state->remapped_ppm, ppm, __ATOMIC_RELAXED);
 	__atomic_store_n(&gw->maps.state->nbackends, (uint32_t)n, __ATOMIC_RELAXED);
+	__atomic_store_n(&gw->ring_digest, pg_ring_digest(r, seed_of_id), __ATOMIC_RELAXED);
 	pg_maps_ring_publish(&gw->maps, r);
 	wall = pg_now_ns() - t0;
 	cpu = thread_cpu_ns() - c0;
 	__atomic_store_n(&gw->ring_rebuild_ns, wall, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&gw->ring_rebuild_total_ns, wall, __ATOMIC_RELAXED);
 	pg_info("ring generation %llu: %zu backend%s, %.1f%% of keys remapped, rebuilt in %.1f ms "
-	        "(%.1f ms CPU)",
+	        "(%.1f ms CPU), digest %016llx",
 	        (unsigned long long)gw->maps.state->ring_generation, n, n == 1 ? "" : "s",
-	        (double)ppm / 10000.0, (double)wall / 1e6, (double)cpu / 1e6);
+	        (double)ppm / 10000.0, (double)wall / 1e6, (double)cpu / 1e6,
+	        (unsigned long long)gw->ring_digest);
 }
 
 int pg_member_add(struct pg_gateway *gw, const char *addr, char *err, size_t errlen)

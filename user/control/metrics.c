@@ -12,6 +12,7 @@
 #include "control/accesslog.h"
 #include "control/fleet.h"
 #include "control/metrics.h"
+#include "control/etcd.h"
 #include "state/route.h"
 
 static void family(struct pg_buf *o, const char *name, const char *type, const char *help)
@@ -269,5 +270,6 @@ void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 	cache_index(gw, o);
 	pg_metrics_ops_render(gw, o);
 	pg_fleet_metrics_render(gw, o);
+	pg_etcd_metrics(gw, o);
 	free(m);
 }

@@ -553,3 +553,23 @@ uint64_t pg_ring_moved_ppm(const struct pg_ring *a, const struct pg_ring *b)
 		moved += a->slot[s][0] != b->slot[s][0];
 	return moved * 1000000 / PG_RING_SLOTS;
 }
+
+uint64_t pg_ring_digest(const struct pg_ring *ring, const uint64_t seed_of_id[PG_MAX_BACKENDS])
+{
+	uint64_t row[PG_RING_CANDIDATES * 256], h = 0;
+	size_t n = 0;
+
+	/* Blocks of 256 slots chained through the seed: no streaming state. */
+	for (uint32_t s = 0; s < PG_RING_SLOTS; s++) {
+		for (size_t k = 0; k < PG_RING_CANDIDATES; k++) {
+			uint16_t id = ring->slot[s][k];
+
+			row[n++] = id && id < PG_MAX_BACKENDS ? seed_of_id[id] : 0;
+		}
+		if (n == sizeof(row) / sizeof(row[0])) {
+			h = XXH3_64bits_withSeed(row, sizeof(row), h);
+			n = 0;
+		}
+	}
+	return n ? XXH3_64bits_withSeed(row, n * sizeof(row[0]), h) : h;
+}

@@ -98,4 +98,12 @@ size_t pg_ring_candidates(const struct pg_ring *ring, uint64_t key_hash,
  */
 uint64_t pg_ring_moved_ppm(const struct pg_ring *a, const struct pg_ring *b);
 
+/*
+ * Digest of a ring as placement, not as ids: XXH3 over every slot's
+ * candidates written as their identity seeds (seed_of_id[id]; 0 for an
+ * unused entry), so gateways that hold the same members under different ids
+ * agree on it exactly when they route every key alike.
+ */
+uint64_t pg_ring_digest(const struct pg_ring *ring, const uint64_t seed_of_id[PG_MAX_BACKENDS]);
+
 #endif /* PG_RING_H */
