@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include "lib/balancer.h"
 #include "lib/names.h" /* strategy names */
+#include "lib/pool.h"
 #include "prefixgate.h"
 
 #define PG_VERSION          "0.1.0"
@@ -62,6 +63,7 @@ struct pg_config {
 	const char *backends_file;  /* --backends-file (points into argv), or NULL */
 	const char *routing_config; /* --routing-config (points into argv), or NULL */
 	struct pg_route_cfg route;  /* routing config file, then explicit flags */
+	struct pg_pool_table pools; /* --pool: model pools (pool 0 "default"; n >= 1 once parsed) */
 	unsigned workers;           /* 0: one per CPU */
 	enum pg_data_path data_path;
 	bool no_bpf;

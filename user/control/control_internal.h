@@ -68,6 +68,11 @@ int pg_ctl_parse_addr(const char *addr, struct sockaddr_in *sa, char *err, size_
 int pg_ctl_add_one(struct pg_gateway *gw, const struct sockaddr_in *sa, uint8_t origin, bool dup_ok,
                    bool *changed, char *err, size_t errlen);
 
+/* The same into model pool pool (state/pools.h); an address already in
+ * another pool is -EEXIST. */
+int pg_ctl_add_one_pool(struct pg_gateway *gw, const struct sockaddr_in *sa, unsigned pool,
+                        uint8_t origin, bool dup_ok, bool *changed, char *err, size_t errlen);
+
 /* pg_members_sync without the ring rebuild: *changed says if one is due.
  * Returns the number of members added or drained, or -1 with err set. */
 int pg_ctl_sync_file(struct pg_gateway *gw, char *const *list, size_t n, bool *changed, char *err,
