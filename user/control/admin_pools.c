@@ -103,7 +103,7 @@ int pg_admin_routing(struct pg_gateway *gw, bool put, struct pg_str query, const
                      size_t len, struct pg_admin_reply *r)
 {
 	struct pg_route_cfg rc;
-	char err[256], why[PG_POOL_NAME_MAX + 32];
+	char err[256];
 	int pool = pg_admin_query_pool(gw, query, err, sizeof(err));
 
 	if (pool < 0)
@@ -113,9 +113,7 @@ int pg_admin_routing(struct pg_gateway *gw, bool put, struct pg_str query, const
 	} else {
 		if (pg_routing_config_parse(body ? body : "", len, &rc, err, sizeof(err)))
 			return error(r, 400, err);
-		snprintf(why, sizeof(why), "PUT /routing%s%s", pool ? "?pool=" : "",
-		         pool ? pg_pool_name(gw, (unsigned)pool) : "");
-		pg_control_set_routing_pool(gw, (unsigned)pool, &rc, why);
+		pg_control_set_routing_pool(gw, (unsigned)pool, &rc, "PUT /routing");
 	}
 	pg_admin_routing_json(&r->body, &rc);
 	pg_buf_puts(&r->body, "\n");
