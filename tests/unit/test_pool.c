@@ -73,7 +73,7 @@ static struct pg_config cfg;
 
 static int parse(const char *const *args, char *err, size_t errlen)
 {
-	char *argv[32] = {"prefixgate"};
+	char *argv[64] = {"prefixgate"};
 	int argc = 1;
 
 	for (; args[argc - 1]; argc++)

@@ -95,7 +95,7 @@ static const struct opt {
     [O_JSON] = {"json", NULL, ALL, "JSON output for scripts (default: tables)"},
     [O_SOURCE] = {"source", "auto|maps|api",
                   ONLY(C_STATUS) | ONLY(C_BACKENDS) | ONLY(C_TOP) | ONLY(C_POOLS),
-                  "what status, backends list and top read:\n"
+                  "what status, backends list, top and pools read:\n"
                   "the pinned maps, the admin API, or auto:\n"
                   "the maps if pinned, else the API (default auto)"},
     [O_TIMEOUT] = {"timeout", "SEC", ALL,
