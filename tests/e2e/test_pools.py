@@ -23,7 +23,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, run_suite  # noqa: E402
+from harness import Fleet, run_suite, wait_until  # noqa: E402
 
 TESTS = []
 GW = ["--health-check-path", "none", "--metrics-scrape-interval", "0"]
@@ -209,6 +209,40 @@ def default_pool_catches_the_rest(opts):
         assert st == 409  # b3 is pool b's
         pools = {p["name"]: p for p in f.admin("GET", "/pools")[1]}
         assert pools["default"]["catch_all"] is True and pools["sm"]["paths"] == ["/invocations"]
+    finally:
+        f.stop()
+
+
+@test
+def backends_file_names_pools(opts):
+    f = Fleet(opts, n=4, mock_args=MOCK, start_gateway=False)
+    path = os.path.join(f.tmp, "backends-pools")
+    try:
+        with open(path, "w") as fh:
+            fh.write("%s pool=a\n%s pool=a\n%s pool=b  # beta\n" % (
+                f.addr("b0"), f.addr("b1"), f.addr("b2")))
+        f.start_gateway(GW + ["--pool", "a:model=alpha", "--pool", "b:model=beta",
+                              "--backends-file", path], backends=[])
+        assert {who(f, "beta", "q %d" % i) for i in range(20)} == {"b2"}
+        assert {who(f, "alpha", "q %d" % i) for i in range(20)} <= {"b0", "b1"}
+        # every line names a pool: nothing catches unknown models
+        assert f.post("/v1/chat/completions", chat("gamma", "x"))[0] == 404
+        # move b1 to pool b, add b3 to it: re-read on change (inotify)
+        with open(path + ".new", "w") as fh:
+            fh.write("%s pool=a\n%s pool=b\n%s pool=b\n%s pool=b\n" % (
+                f.addr("b0"), f.addr("b1"), f.addr("b2"), f.addr("b3")))
+        os.rename(path + ".new", path)
+        assert wait_until(lambda: {p["name"]: p["backends"] for p in
+                                   f.admin("GET", "/pools")[1]} == {"default": 0, "a": 1,
+                                                                     "b": 3}, 10)
+        assert {who(f, "alpha", "q %d" % i) for i in range(20)} == {"b0"}
+        assert {who(f, "beta", "q %d" % i) for i in range(40)} == {"b1", "b2", "b3"}
+        # a pool the gateway does not have: the file is refused, nothing changes
+        with open(path + ".new", "w") as fh:
+            fh.write("%s pool=zz\n" % f.addr("b0"))
+        os.rename(path + ".new", path)
+        assert wait_until(lambda: "no such pool" in f.log(), 10)
+        assert {who(f, "alpha", "q %d" % i) for i in range(5)} == {"b0"}
     finally:
         f.stop()
 

@@ -5,6 +5,7 @@
  * members, rings and RoutingConfig per pool, a routing decision never
  * leaving its pool (state/pools.h, route.h), the admin API's ?pool=.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -305,6 +306,46 @@ static void test_gateway(void **state)
 	assert_int_equal(gw.maps.state[2].nbackends, 3);
 }
 
+static void test_backends_file(void **state)
+{
+	const char *text = "10.0.1.1:80 pool=a  # tagged\n10.0.1.2:80\n\t10.0.1.3:80\tpool=b\n";
+	char err[256], **v, *list[1];
+	size_t n;
+	int id;
+
+	(void)state;
+	assert_int_equal(pg_backends_parse(text, strlen(text), &v, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 3);
+	assert_string_equal(v[0], "10.0.1.1:80 pool=a");
+	assert_string_equal(v[1], "10.0.1.2:80");
+	assert_string_equal(v[2], "10.0.1.3:80 pool=b");
+	pg_backends_free(v, n);
+	text = "10.0.1.1:80 pool=a\n10.0.1.1:80\n";
+	assert_int_equal(pg_backends_parse(text, strlen(text), &v, &n, err, sizeof(err)), -1);
+	assert_string_equal(err, "line 2: 10.0.1.1:80 pool=a duplicates line 1");
+	text = "10.0.1.1:80 pool=\n";
+	assert_int_equal(pg_backends_parse(text, strlen(text), &v, &n, err, sizeof(err)), -1);
+	/* a file member joins its pool; moved to another, it drains and comes back there */
+	list[0] = "10.0.1.1:80 pool=a";
+	assert_int_equal(pg_members_sync(&gw, list, 1, err, sizeof(err)), 1);
+	for (id = PG_MAX_BACKENDS - 1; id > 0; id--)
+		if (gw.maps.backends[id].ipv4 == htonl(0x0a000101))
+			break;
+	assert_true(id > 0);
+	assert_int_equal(gw.maps.backends[id].pool, 1);
+	assert_true(pg_idset_has(&gw.pools->members[1], (unsigned)id));
+	list[0] = "10.0.1.1:80 pool=b";
+	assert_true(pg_members_sync(&gw, list, 1, err, sizeof(err)) >= 1);
+	assert_int_equal(gw.maps.backends[id].pool, 2);
+	assert_false(pg_idset_has(&gw.pools->members[1], (unsigned)id));
+	assert_true(pg_idset_has(&gw.pools->members[2], (unsigned)id));
+	assert_int_equal(gw.maps.state[1].nbackends, 2);
+	assert_int_equal(gw.maps.state[2].nbackends, 4);
+	list[0] = "10.0.1.1:80 pool=zz";
+	assert_int_equal(pg_members_sync(&gw, list, 1, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "no such pool"));
+}
+
 static int admin(const char *method, const char *target, const char *body, struct pg_admin_reply *r)
 {
 	const char *q = strchr(target, '?');
@@ -376,6 +417,7 @@ int main(void)
 	    cmocka_unit_test(test_parse_errors),
 	    cmocka_unit_test_setup_teardown(test_gateway, setup_gw, teardown_gw),
 	    cmocka_unit_test_setup_teardown(test_admin, setup_gw, teardown_gw),
+	    cmocka_unit_test_setup_teardown(test_backends_file, setup_gw, teardown_gw),
 	};
 
 	return cmocka_run_group_tests_name("pool", tests, NULL, NULL);

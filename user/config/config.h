@@ -134,10 +134,12 @@ int pg_addr_parse(const char *s, struct sockaddr_in *out, char *err, size_t errl
 char *pg_addr_format(const struct sockaddr_in *a, char *buf);
 
 /*
- * Backends file: one ADDR:PORT a line; '#' starts a comment (whole line or
- * after the address); blank lines and surrounding whitespace are ignored.
- * On success *out is a malloc'ed array of *n canonical "A.B.C.D:PORT"
- * strings (free with pg_backends_free). Errors name the line ("line 3:
+ * Backends file: one ADDR:PORT a line, optionally followed by "pool=NAME"
+ * (the model pool it serves; lib/pool.h); '#' starts a comment (whole line
+ * or after the address); blank lines and surrounding whitespace are
+ * ignored. On success *out is a malloc'ed array of *n canonical
+ * "A.B.C.D:PORT" strings, "A.B.C.D:PORT pool=NAME" for a line naming a pool
+ * (free with pg_backends_free). Errors name the line ("line 3:
  * ..."); the same address twice, or more than PG_MAX_BACKENDS - 1
  * addresses, is an error.
  */

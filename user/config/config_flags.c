@@ -301,7 +301,12 @@ static int load_files(struct pg_config *cfg, char *err, size_t errlen)
 			pg_errf(err, errlen, "--backends-file %s: %s", cfg->backends_file, e);
 			return -1;
 		}
+		rc = pg_pools_check_file(&cfg->pools, v, n, e, sizeof(e));
 		pg_backends_free(v, n);
+		if (rc) {
+			pg_errf(err, errlen, "--backends-file %s: %s", cfg->backends_file, e);
+			return -1;
+		}
 	}
 	return 0;
 }

@@ -233,6 +233,23 @@ int pg_pool_spec_parse(struct pg_pool_table *t, const char *v, char *err, size_t
 	return 0;
 }
 
+int pg_pools_check_file(struct pg_pool_table *t, char *const *v, size_t n, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *pool = strstr(v[i], " pool=");
+
+		if (!pool || !strcmp(pool + 6, "default")) {
+			t->catch_all = true;
+			continue;
+		}
+		if (pg_pool_find(t, pool + 6, strlen(pool + 6)) < 0) {
+			pg_errf(err, errlen, "%s: no --pool %s", v[i], pool + 6);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* Whether canonical address a is listed before pool p (or by --backend). */
 static const char *backend_owner(const struct pg_config *cfg, unsigned p, const char *a)
 {
@@ -281,7 +298,8 @@ int pg_pools_finish(struct pg_config *cfg, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	t->catch_all = (!t->by_model && !t->by_path) || t->pool[0].declared || cfg->nbackends ||
-	               cfg->backends_file;
+	/* (catch_all may be set already: pg_pools_check_file) */
+	t->catch_all |= (!t->by_model && !t->by_path) || t->pool[0].declared || cfg->nbackends ||
+	                t->pool[0].nbackends;
 	return 0;
 }

@@ -279,12 +279,34 @@ int pg_ctl_sync_file(struct pg_gateway *gw, char *const *list, size_t n, bool *c
 
 	memset(listed, 0, sizeof(listed));
 	for (size_t i = 0; i < n && rc >= 0; i++) {
-		if ((rc = pg_ctl_parse_addr(list[i], &sa, err, errlen)))
+		const char *sp = strchr(list[i], ' ');
+		char addr[PG_ADDR_STRLEN + 8];
+		int pool = 0;
+
+		/* "ADDR:PORT pool=NAME" (pg_backends_parse) */
+		if (sp && !strncmp(sp, " pool=", 6) &&
+		    (pool = pg_pool_lookup(gw, sp + 6, strlen(sp + 6))) < 0) {
+			snprintf(err, errlen, "%s: no such pool (--pool)", list[i]);
+			rc = -EINVAL;
+			break;
+		}
+		snprintf(addr, sizeof(addr), "%.*s",
+		         (int)(sp ? (size_t)(sp - list[i]) : strlen(list[i])), list[i]);
+		if ((rc = pg_ctl_parse_addr(addr, &sa, err, errlen)))
 			break;
 		id = find_member(gw, sa.sin_addr.s_addr, ntohs(sa.sin_port));
+		/* The file moved a member of its own to another pool: it drains
+		 * and comes back there (in the same slot). */
+		if (id && gw->maps.backends[id].pool != (unsigned)pool &&
+		    pg_ctl.origin[id] == PG_ORIGIN_FILE &&
+		    !(flags_load(&gw->maps.backends[id]) & PG_BACKEND_DRAINING)) {
+			drain_one(gw, id);
+			*changed = true;
+		}
 		if (!id || (flags_load(&gw->maps.backends[id]) & PG_BACKEND_DRAINING))
 			count++;
-		rc = pg_ctl_add_one(gw, &sa, PG_ORIGIN_FILE, true, changed, err, errlen);
+		rc = pg_ctl_add_one_pool(gw, &sa, (unsigned)pool, PG_ORIGIN_FILE, true, changed,
+		                         err, errlen);
 		if (rc > 0)
 			listed[rc] = true;
 	}

@@ -115,17 +115,39 @@ static size_t string_end(const unsigned char *s, size_t p, size_t len, bool *esc
 	}
 }
 
+/* A string from its opening quote at p, skipped without a look at its
+ * content: the offset of the first quote after p not escaped by an odd
+ * run of backslashes, or len. memchr finds the quotes; escapes elsewhere
+ * cost nothing (string_end stops at each one: several times slower on
+ * text with many of them, measured on a 32 KiB chat body). */
+static size_t skip_string(const unsigned char *s, size_t p, size_t len)
+{
+	for (p++; p < len;) {
+		const unsigned char *q = memchr(s + p, '"', len - p);
+		size_t e, k;
+
+		if (!q)
+			return len;
+		e = (size_t)(q - s);
+		for (k = e; k > p && s[k - 1] == '\\'; k--)
+			;
+		if (!((e - k) & 1))
+			return e;
+		p = e + 1;
+	}
+	return len;
+}
+
 /* A value other than a string from p: one past its end, or len. Containers
  * are skipped by depth, their strings by string_end. */
 static size_t value_end(const unsigned char *s, size_t p, size_t len)
 {
 	size_t depth = 0;
-	bool esc;
 
 	for (; p < len; p++) {
 		switch (s[p]) {
 		case '"':
-			p = string_end(s, p, len, &esc);
+			p = skip_string(s, p, len);
 			if (p >= len)
 				return len;
 			break;
@@ -199,7 +221,7 @@ int pg_json_model(const char *body, size_t len, char *buf)
 		if (vs >= len)
 			break;
 		if (s[vs] == '"') {
-			ve = string_end(s, vs, len, &esc);
+			ve = is_model ? string_end(s, vs, len, &esc) : skip_string(s, vs, len);
 			if (ve >= len)
 				break;
 			if (is_model)
