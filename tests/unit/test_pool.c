@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Model pools: the model scan of a body, the pool table's lookups
- * (lib/pool.h), --pool parsing (config), and a gateway with pools in memory:
+ * (lib/modelpool.h), --pool parsing (config), and a gateway with pools in memory:
  * members, rings and RoutingConfig per pool, a routing decision never
  * leaving its pool (state/pools.h, route.h), the admin API's ?pool=.
  */
@@ -19,7 +19,7 @@
 #include "config/config.h"
 #include "control/admin.h"
 #include "control/control.h"
-#include "lib/pool.h"
+#include "lib/modelpool.h"
 #include "state/pools.h"
 #include "state/route.h"
 #include "sys/log.h"

@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include "lib/balancer.h"
 #include "lib/names.h" /* strategy names */
-#include "lib/pool.h"
+#include "lib/modelpool.h"
 #include "prefixgate.h"
 
 #define PG_VERSION          "0.1.0"
@@ -135,7 +135,7 @@ char *pg_addr_format(const struct sockaddr_in *a, char *buf);
 
 /*
  * Backends file: one ADDR:PORT a line, optionally followed by "pool=NAME"
- * (the model pool it serves; lib/pool.h); '#' starts a comment (whole line
+ * (the model pool it serves; lib/modelpool.h); '#' starts a comment (whole line
  * or after the address); blank lines and surrounding whitespace are
  * ignored. On success *out is a malloc'ed array of *n canonical
  * "A.B.C.D:PORT" strings, "A.B.C.D:PORT pool=NAME" for a line naming a pool

@@ -37,7 +37,7 @@ int pg_backend_add(char ***v, size_t *n, const struct sockaddr_in *a, size_t *du
  */
 int pg_config_check_ops(struct pg_config *cfg, char *err, size_t errlen);
 
-/* One --pool value, NAME[:KEY=VALUE], into t (pool_config.c). 0, or -1
+/* One --pool value, NAME[:KEY=VALUE], into t (config_pools.c). 0, or -1
  * with err naming the flag. */
 struct pg_pool_table;
 int pg_pool_spec_parse(struct pg_pool_table *t, const char *v, char *err, size_t errlen);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Model pools at run time (lib/pool.h has the table and the rules): which
+ * Model pools at run time (lib/modelpool.h has the table and the rules): which
  * backend ids each pool holds, for the routing decision, and the pools as
  * the pg_pools map shows them. Made at start-up when pools are configured
  * (gw->pools); with gw->pools NULL the gateway is the default pool alone
@@ -15,7 +15,7 @@
 #define PG_STATE_POOLS_H
 
 #include "gateway.h"
-#include "lib/pool.h"
+#include "lib/modelpool.h"
 #include "lib/ring.h"
 
 struct pg_pools {
@@ -48,7 +48,7 @@ const char *pg_pool_name(const struct pg_gateway *gw, unsigned p);
  * empty name is the default pool. */
 int pg_pool_lookup(const struct pg_gateway *gw, const char *name, size_t len);
 
-/* The request-path rules (pool.h), for a gateway: from the head, then for
+/* The request-path rules (lib/modelpool.h), for a gateway: from the head, then for
  * a PG_POOL_BY_MODEL request from its body. */
 int pg_pool_for_head(const struct pg_gateway *gw, bool post, const char *path, size_t len);
 int pg_pool_for_body(const struct pg_gateway *gw, const char *body, size_t len, char *model,

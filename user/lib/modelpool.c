@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Model pools: the lookups of pool.h. The model scan reads the body's top
+ * Model pools: the lookups of modelpool.h. The model scan reads the body's top
  * level only, skipping strings with the JSON parser's own scan
  * (json_scan.h) and containers by depth, without building tokens: the
  * body is parsed in full later for its key, but the pool (whose
@@ -10,7 +10,7 @@
 #include <string.h>
 #include "lib/json.h"
 #include "lib/json_scan.h"
-#include "lib/pool.h"
+#include "lib/modelpool.h"
 
 int pg_pool_find(const struct pg_pool_table *t, const char *name, size_t len)
 {

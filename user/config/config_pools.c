@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
  * --pool NAME[:KEY=VALUE] (config.h): the model pools of the command line,
- * into cfg->pools (lib/pool.h). One KEY a flag; the flags naming one pool
+ * into cfg->pools (lib/modelpool.h). One KEY a flag; the flags naming one pool
  * add up. Pure parsing, no global state.
  */
 #include <stdlib.h>
 #include <string.h>
 #include "config/config.h"
 #include "config/config_internal.h"
-#include "lib/pool.h"
+#include "lib/modelpool.h"
 
 static int add_str(char ***v, size_t *n, size_t max, const char *s, size_t len)
 {

@@ -16,8 +16,8 @@
  *      model_not_found error).
  * No allocation, no I/O: this runs on every request.
  */
-#ifndef PG_POOL_H
-#define PG_POOL_H
+#ifndef PG_MODELPOOL_H
+#define PG_MODELPOOL_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -105,4 +105,4 @@ int pg_pool_by_model(const struct pg_pool_table *t, const char *model, int mlen)
 /* Free what the table owns; it is then empty. */
 void pg_pool_table_free(struct pg_pool_table *t);
 
-#endif /* PG_POOL_H */
+#endif /* PG_MODELPOOL_H */
