@@ -34,6 +34,11 @@ static int reply_error(struct pg_admin_reply *r, int status, const char *msg)
 	return status;
 }
 
+int pg_admin_reply_error(struct pg_admin_reply *r, int status, const char *msg)
+{
+	return reply_error(r, status, msg);
+}
+
 static bool str_is(struct pg_str s, const char *lit)
 {
 	return s.len == strlen(lit) && !memcmp(s.p, lit, s.len);

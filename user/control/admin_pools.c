@@ -9,16 +9,6 @@
 #include "lib/names.h"
 #include "state/pools.h"
 
-static int error(struct pg_admin_reply *r, int status, const char *msg)
-{
-	r->status = status;
-	r->body.len = 0;
-	pg_buf_puts(&r->body, "{\"error\":");
-	pg_buf_json_str(&r->body, msg, strlen(msg));
-	pg_buf_puts(&r->body, "}\n");
-	return status;
-}
-
 int pg_admin_query_pool(const struct pg_gateway *gw, struct pg_str query, char *err, size_t errlen)
 {
 	int pool = 0;
@@ -107,12 +97,12 @@ int pg_admin_routing(struct pg_gateway *gw, bool put, struct pg_str query, const
 	int pool = pg_admin_query_pool(gw, query, err, sizeof(err));
 
 	if (pool < 0)
-		return error(r, 404, err);
+		return pg_admin_reply_error(r, 404, err);
 	if (!put) {
 		pg_route_cfg_load_pool(gw, (unsigned)pool, &rc);
 	} else {
 		if (pg_routing_config_parse(body ? body : "", len, &rc, err, sizeof(err)))
-			return error(r, 400, err);
+			return pg_admin_reply_error(r, 400, err);
 		pg_control_set_routing_pool(gw, (unsigned)pool, &rc, "PUT /routing");
 	}
 	pg_admin_routing_json(&r->body, &rc);

@@ -14,9 +14,14 @@
 #include "state/pools.h"
 #include "state/route.h"
 
-static void family(struct pg_buf *o, const char *name, const char *type, const char *help)
+void pg_metrics_family(struct pg_buf *o, const char *name, const char *type, const char *help)
 {
 	pg_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void family(struct pg_buf *o, const char *name, const char *type, const char *help)
+{
+	pg_metrics_family(o, name, type, help);
 }
 
 /* Per-backend snapshot, taken once so every family shows the same members. */

@@ -5,11 +5,6 @@
 #include "lib/names.h"
 #include "state/pools.h"
 
-static void family(struct pg_buf *o, const char *name, const char *type, const char *help)
-{
-	pg_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
 void pg_metrics_pools_render(const struct pg_gateway *gw, struct pg_buf *o)
 {
 	const unsigned n = gw->maps.npools, max = pg_max_backend_id(gw);
@@ -27,28 +22,30 @@ void pg_metrics_pools_render(const struct pg_gateway *gw, struct pg_buf *o)
 			req[b->pool] += __atomic_load_n(&b->requests[d], __ATOMIC_RELAXED);
 		in_flight[b->pool] += __atomic_load_n(&b->in_flight, __ATOMIC_RELAXED);
 	}
-	family(o, "prefixgate_pool_requests_total", "counter",
-	       "Requests dispatched to the pool's current members.");
+	pg_metrics_family(o, "prefixgate_pool_requests_total", "counter",
+	                  "Requests dispatched to the pool's current members.");
 	for (unsigned p = 0; p < n; p++)
 		pg_buf_printf(o, "prefixgate_pool_requests_total{pool=\"%s\"} %llu\n",
 		              pg_pool_name(gw, p), (unsigned long long)req[p]);
-	family(o, "prefixgate_pool_in_flight", "gauge", "Requests in flight in the pool.");
+	pg_metrics_family(o, "prefixgate_pool_in_flight", "gauge",
+	                  "Requests in flight in the pool.");
 	for (unsigned p = 0; p < n; p++)
 		pg_buf_printf(o, "prefixgate_pool_in_flight{pool=\"%s\"} %d\n", pg_pool_name(gw, p),
 		              in_flight[p]);
-	family(o, "prefixgate_pool_backends", "gauge", "Members in the pool's ring.");
+	pg_metrics_family(o, "prefixgate_pool_backends", "gauge", "Members in the pool's ring.");
 	for (unsigned p = 0; p < n; p++)
 		pg_buf_printf(o, "prefixgate_pool_backends{pool=\"%s\"} %u\n", pg_pool_name(gw, p),
 		              __atomic_load_n(&gw->maps.state[p].nbackends, __ATOMIC_RELAXED));
-	family(o, "prefixgate_pool_ring_generation", "gauge",
-	       "Generation of the pool's live ring (bumped when its membership changes).");
+	pg_metrics_family(
+	    o, "prefixgate_pool_ring_generation", "gauge",
+	    "Generation of the pool's live ring (bumped when its membership changes).");
 	for (unsigned p = 0; p < n; p++)
 		pg_buf_printf(o, "prefixgate_pool_ring_generation{pool=\"%s\"} %llu\n",
 		              pg_pool_name(gw, p),
 		              (unsigned long long)__atomic_load_n(
 		                  &gw->maps.state[p].ring_generation, __ATOMIC_RELAXED));
-	family(o, "prefixgate_pool_routing_strategy", "gauge",
-	       "The pool's routing strategy (1 for the active one).");
+	pg_metrics_family(o, "prefixgate_pool_routing_strategy", "gauge",
+	                  "The pool's routing strategy (1 for the active one).");
 	for (unsigned p = 0; p < n; p++) {
 		pg_route_cfg_load_pool(gw, p, &rc);
 		for (int s = 0; s < PG_STRATEGY_COUNT; s++)
@@ -59,14 +56,14 @@ void pg_metrics_pools_render(const struct pg_gateway *gw, struct pg_buf *o)
 			    pg_pool_name(gw, p), pg_strategy_name((enum pg_strategy)s),
 			    rc.strategy == (enum pg_strategy)s);
 	}
-	family(o, "prefixgate_pool_prefix_length", "gauge", "The pool's PrefixLength.");
+	pg_metrics_family(o, "prefixgate_pool_prefix_length", "gauge", "The pool's PrefixLength.");
 	for (unsigned p = 0; p < n; p++) {
 		pg_route_cfg_load_pool(gw, p, &rc);
 		pg_buf_printf(o, "prefixgate_pool_prefix_length{pool=\"%s\"} %u\n",
 		              pg_pool_name(gw, p), rc.prefix_length);
 	}
-	family(o, "prefixgate_pool_concurrency_threshold", "gauge",
-	       "The pool's ConcurrencyThreshold.");
+	pg_metrics_family(o, "prefixgate_pool_concurrency_threshold", "gauge",
+	                  "The pool's ConcurrencyThreshold.");
 	for (unsigned p = 0; p < n; p++) {
 		pg_route_cfg_load_pool(gw, p, &rc);
 		pg_buf_printf(o, "prefixgate_pool_concurrency_threshold{pool=\"%s\"} %u\n",
