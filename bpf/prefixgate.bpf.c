@@ -19,7 +19,8 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } pg_backends SEC(".maps");
 
-/* Consistent-hash ring, two copies swapped by generation. */
+/* Consistent-hash rings, two copies per pool swapped by generation;
+ * max_entries is set at load from the pool count. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
@@ -29,7 +30,8 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } pg_rings SEC(".maps");
 
-/* Live ring generation and routing configuration. */
+/* Live ring generation and routing configuration, one entry per pool
+ * (max_entries set at load). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
@@ -38,6 +40,16 @@ struct {
 	__type(value, struct pg_state);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } pg_state SEC(".maps");
+
+/* The model pools: names, models, flags. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, PG_MAX_POOLS);
+	__type(key, __u32);
+	__type(value, struct pg_pool);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} pg_pools SEC(".maps");
 
 /* cache_aware's block index; max_entries is set at load from
  * --cache-capacity (the value here only satisfies the verifier's loader). */

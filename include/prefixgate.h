@@ -18,8 +18,13 @@
 #define PG_RING_SLOTS     (1u << PG_RING_SLOT_BITS)
 /* Ordered distinct candidate backends stored per ring slot. */
 #define PG_RING_CANDIDATES 4
-/* Ring copies in the rings map: one live, one being rebuilt. */
+/* Ring copies in the rings map per pool: one live, one being rebuilt. */
 #define PG_RING_COPIES 2
+
+/* Model pools (user/lib/pool.h): at most this many, declared at start-up;
+ * pool 0 is "default". Names are at most PG_POOL_NAME_MAX - 1 bytes. */
+#define PG_MAX_POOLS     16
+#define PG_POOL_NAME_MAX 32
 
 /* PrefixLength and ConcurrencyThreshold ranges (SageMaker's). */
 #define PG_PREFIX_LENGTH_MIN     1024
@@ -142,13 +147,16 @@ struct pg_backend {
 	 * compares in_flight + peer_in_flight (pg_backend_inflight). */
 	__s32 peer_in_flight;
 	__u32 peer_gateways; /* peers whose counts peer_in_flight sums */
+	__u32 pool;          /* the model pool it serves (index in pg_pools); control thread */
+	__u32 pool_pad;
 };
-_Static_assert(sizeof(struct pg_backend) == 96 + 8 * PG_DEC_MAX, "pg_backend layout");
+_Static_assert(sizeof(struct pg_backend) == 104 + 8 * PG_DEC_MAX, "pg_backend layout");
 _Static_assert(sizeof(struct pg_backend) % 8 == 0, "pg_backend alignment");
 
 /*
  * One copy of the consistent-hash ring. Array map "pg_rings" with
- * PG_RING_COPIES entries, BPF_F_MMAPABLE. slot[s] lists up to
+ * PG_RING_COPIES entries per pool (pool p's at p * PG_RING_COPIES: its
+ * max_entries is set at start-up from the pool count), BPF_F_MMAPABLE. slot[s] lists up to
  * PG_RING_CANDIDATES distinct backend ids (0 = none) in preference order for
  * key hashes whose top PG_RING_SLOT_BITS bits are s.
  *
@@ -167,8 +175,11 @@ _Static_assert(sizeof(struct pg_ring) == 24 + 2 * PG_RING_SLOTS * PG_RING_CANDID
                "pg_ring layout");
 
 /*
- * Gateway-wide state. Array map "pg_state" with one entry, BPF_F_MMAPABLE.
- * ring_generation's low bit selects the live copy in pg_rings.
+ * Routing state. Array map "pg_state" with one entry per pool (max_entries
+ * set at start-up), BPF_F_MMAPABLE. Entry p holds pool p's ring generation
+ * (its low bit selects the live copy among pool p's in pg_rings), its
+ * RoutingConfig and member count; the gateway-wide fields (ca_capacity_blocks,
+ * ca_slots) are only meaningful in entry 0.
  */
 struct pg_state {
 	__u64 ring_generation;       /* live ring: pg_rings[ring_generation & 1] */
@@ -183,5 +194,22 @@ struct pg_state {
 	__u32 pad;
 };
 _Static_assert(sizeof(struct pg_state) == 48, "pg_state layout");
+
+/* pg_pool.flags */
+#define PG_POOL_ACTIVE    0x1 /* declared */
+#define PG_POOL_CATCH_ALL 0x2 /* takes requests no other pool claims (the default pool) */
+
+/*
+ * One model pool, as configured. Array map "pg_pools" with PG_MAX_POOLS
+ * entries, written once at start-up: for bpftool and prefixgatectl (the
+ * request path uses the pool table in user memory, user/lib/pool.h).
+ */
+struct pg_pool {
+	char name[PG_POOL_NAME_MAX];
+	__u32 flags;      /* PG_POOL_* */
+	__u32 nmodels;    /* model names it serves */
+	char models[248]; /* the first of them, comma-separated, NUL-terminated */
+};
+_Static_assert(sizeof(struct pg_pool) == 288, "pg_pool layout");
 
 #endif /* PREFIXGATE_H */

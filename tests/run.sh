@@ -63,8 +63,10 @@ for suite in "$@"; do
 	     run_tap "e2e/fleet-nats-bpf" $E/test_fleet_nats.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/addr-shm" $E/test_addr.py --build "$BUILD" --mode shm
 	     run_tap "e2e/addr-bpf" $E/test_addr.py --build "$BUILD" --mode bpf
-	     run_tap "e2e/ctl" $E/test_ctl.py --build "$BUILD"
-	     run_tap "e2e/fleet" $E/test_fleet.py --build "$BUILD" ;;
+	     run_tap "e2e/fleet" $E/test_fleet.py --build "$BUILD"
+	     run_tap "e2e/pools-shm" $E/test_pools.py --build "$BUILD" --mode shm
+	     run_tap "e2e/pools-bpf" $E/test_pools.py --build "$BUILD" --mode bpf
+	     run_tap "e2e/ctl" $E/test_ctl.py --build "$BUILD" ;;
 	e2e-asan) export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 		run_tap "e2e-asan/shm" \
 		python3 tests/e2e/e2e.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
@@ -79,7 +81,9 @@ for suite in "$@"; do
 		run_tap "e2e-asan/metrics" \
 		python3 tests/e2e/test_metrics.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/fleet" \
-		python3 tests/e2e/test_fleet.py --build "$BUILD/asan" --tools "$BUILD" ;;
+		python3 tests/e2e/test_fleet.py --build "$BUILD/asan" --tools "$BUILD"
+		run_tap "e2e-asan/pools" \
+		python3 tests/e2e/test_pools.py --build "$BUILD/asan" --tools "$BUILD" --mode shm ;;
 	fuzz) run_tap "fuzz/smoke" tests/fuzz/run.sh "${FUZZ_SMOKE_SECONDS:-10}" \
 		$(for f in tests/fuzz/fuzz_*.c; do basename "$f" .c | sed 's/^fuzz_//'; done) ;;
 	style) run_tap "style" tests/style.sh ;;

@@ -49,6 +49,7 @@ struct pg_health;
 struct pg_alog;
 struct pg_fleet;
 struct pg_fleetq;
+struct pg_pools;
 
 /* Buckets of the matched-length histogram: 0 blocks, then 2^(i-1) up to
  * 2^i - 1 blocks, the last one open (it takes all above 512). */
@@ -93,6 +94,7 @@ struct pg_gateway {
 	 * Written by the fleet thread, read atomically by route.c (routing
 	 * only: GET /routing and metrics show the configured threshold). */
 	uint32_t fleet_share;
+	struct pg_pools *pools; /* state/pools.h: model pools; NULL: the default alone */
 };
 
 static inline uint64_t pg_now_ns(void)
@@ -119,15 +121,22 @@ static inline uint64_t pg_now_ms(void)
 
 /* The live routing configuration (the control thread may change it at any
  * time; each field is read atomically). */
-static inline void pg_route_cfg_load(const struct pg_gateway *gw, struct pg_route_cfg *rc)
+static inline void pg_route_cfg_load_pool(const struct pg_gateway *gw, unsigned pool,
+                                          struct pg_route_cfg *rc)
 {
-	const struct pg_state *st = gw->maps.state;
+	const struct pg_state *st = &gw->maps.state[pool];
 
 	rc->strategy = (enum pg_strategy)__atomic_load_n(&st->strategy, __ATOMIC_RELAXED);
 	rc->prefix_length = __atomic_load_n(&st->prefix_length, __ATOMIC_RELAXED);
 	rc->concurrency_threshold = __atomic_load_n(&st->concurrency_threshold, __ATOMIC_RELAXED);
 	rc->load_signal = gw->cfg ? gw->cfg->load_signal : PG_LOAD_INFLIGHT;
 	rc->max_load_gap = __atomic_load_n(&st->ca_max_load_gap, __ATOMIC_RELAXED);
+}
+
+/* The default pool's (the whole gateway's when no pools are configured). */
+static inline void pg_route_cfg_load(const struct pg_gateway *gw, struct pg_route_cfg *rc)
+{
+	pg_route_cfg_load_pool(gw, 0, rc);
 }
 
 /* Highest backend id in use (bounds scans of the backend table). */

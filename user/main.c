@@ -23,6 +23,7 @@
 #include "control/fleet.h"
 #include "control/health.h"
 #include "control/metrics.h"
+#include "state/pools.h"
 #include "state/routestats.h"
 #include "sys/lifecycle.h"
 #include "sys/log.h"
@@ -32,19 +33,22 @@
 static int open_state(struct pg_gateway *gw, const struct pg_config *cfg)
 {
 	uint32_t slots = pg_ca_slots_for(cfg->cache_capacity, PG_CA_SLOTS_MIN);
+	unsigned npools = pg_pools_count(cfg);
 	char err[512];
 	int rc;
 
 	if (cfg->no_bpf) {
-		rc = pg_maps_open(&gw->maps, false, "", slots, err, sizeof(err));
+		rc = pg_maps_open_pools(&gw->maps, false, "", slots, npools, err, sizeof(err));
 		if (!rc)
 			pg_info(
 			    "routing state in shared memory (--no-bpf): not visible to bpftool");
 	} else {
-		rc = pg_maps_open(&gw->maps, true, cfg->pin_path, slots, err, sizeof(err));
+		rc = pg_maps_open_pools(&gw->maps, true, cfg->pin_path, slots, npools, err,
+		                        sizeof(err));
 		if (rc == -EPERM || rc == -EACCES) {
 			pg_warn("BPF maps unavailable: %s; falling back to shared memory", err);
-			rc = pg_maps_open(&gw->maps, false, "", slots, err, sizeof(err));
+			rc = pg_maps_open_pools(&gw->maps, false, "", slots, npools, err,
+			                        sizeof(err));
 		} else if (!rc) {
 			pg_info("routing state in BPF maps pinned at %s "
 			        "(bpftool map dump pinned %s/pg_backends)",
@@ -193,6 +197,16 @@ int main(int argc, char **argv)
 	        pg_addr_format(&cfg.listen, addr), gw.nworkers,
 	        pg_strategy_flag(gw.maps.state->strategy), gw.maps.state->prefix_length,
 	        gw.maps.state->concurrency_threshold, pg_datapath_name(&gw));
+	for (unsigned p = 0; gw.pools && p < cfg.pools.n; p++)
+		pg_info("pool %s: %zu model%s, %zu path%s, %s PrefixLength %u ConcurrencyThreshold "
+		        "%u, %u backends%s",
+		        cfg.pools.pool[p].name, cfg.pools.pool[p].nmodels,
+		        cfg.pools.pool[p].nmodels == 1 ? "" : "s", cfg.pools.pool[p].npaths,
+		        cfg.pools.pool[p].npaths == 1 ? "" : "s",
+		        pg_strategy_flag(gw.maps.state[p].strategy), gw.maps.state[p].prefix_length,
+		        gw.maps.state[p].concurrency_threshold, gw.maps.state[p].nbackends,
+		        !p && cfg.pools.catch_all ? ", takes every model no other pool serves"
+		                                  : "");
 
 	sigdelset(&sigs, SIGHUP);
 	while (sigwait(&sigs, &sig) == 0 && sig != SIGINT && sig != SIGTERM)
@@ -216,6 +230,7 @@ out_workers:
 	free(gw.stats);
 out_maps:
 	pg_datapath_fini(&gw); /* data path (datapath.c) */
+	pg_pools_free(&gw);
 	pg_maps_close(&gw.maps);
 out_cfg:
 	pg_config_free(&cfg);

@@ -88,7 +88,7 @@ def help_and_usage_errors(opts):
     """--help everywhere exits 0; usage errors exit 2; runtime errors 1."""
     rc, out, _ = ctl(opts, None, "--help")
     assert rc == 0 and "Usage: prefixgatectl" in out, out
-    for c in ("status", "route", "backends", "top", "help"):
+    for c in ("status", "route", "backends", "top", "pools", "help"):
         rc, out, _ = ctl(opts, None, c, "--help")
         assert rc == 0 and "Usage:" in out, (c, rc, out)
     rc, out, _ = ctl(opts, None, "help", "route")

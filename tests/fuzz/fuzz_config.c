@@ -107,24 +107,40 @@ static void check_routing(const char *s, size_t n)
 	FUZZ_CHECK(st == rc.strategy);
 }
 
+/* Length of the address of a backends-file entry ("ADDR:PORT" or
+ * "ADDR:PORT pool=NAME"). */
+static size_t addr_len(const char *s)
+{
+	return strcspn(s, " ");
+}
+
 /* s is a canonical address: it parses, and formats back to itself. */
 static void check_canonical(const char *s)
 {
 	union pg_sockaddr a;
-	char buf[PG_ADDR_STRLEN], err[160];
+	char buf[PG_ADDR_STRLEN], err[160], *z = strndup(s, addr_len(s));
 
-	FUZZ_CHECK(pg_addr_parse(s, &a, err, sizeof(err)) == 0);
-	FUZZ_CHECK(!strcmp(pg_addr_format(&a, buf), s));
+	FUZZ_CHECK(z);
+	if (s[addr_len(s)])
+		FUZZ_CHECK(!strncmp(s + addr_len(s), " pool=", 6) && s[addr_len(s) + 6]);
+	FUZZ_CHECK(pg_addr_parse(z, &a, err, sizeof(err)) == 0);
+	FUZZ_CHECK(!strcmp(pg_addr_format(&a, buf), z));
+	free(z);
 }
 
-/* s is a canonical backend (address or NAME:PORT): it formats back to itself. */
+/* s is a canonical backend (address or NAME:PORT, maybe " pool=NAME"
+ * after it): it formats back to itself. */
 static void check_canonical_backend(const char *s)
 {
-	char buf[PG_HOSTPORT_STRLEN], err[PG_HOSTPORT_STRLEN + 100];
+	char buf[PG_HOSTPORT_STRLEN], err[PG_HOSTPORT_STRLEN + 100], *z = strndup(s, addr_len(s));
 	struct pg_hostport h;
 
-	FUZZ_CHECK(pg_hostport_parse(s, &h, false, err, sizeof(err)) == 0);
-	FUZZ_CHECK(!strcmp(pg_hostport_format(&h, buf), s));
+	FUZZ_CHECK(z);
+	if (s[addr_len(s)])
+		FUZZ_CHECK(!strncmp(s + addr_len(s), " pool=", 6) && s[addr_len(s) + 6]);
+	FUZZ_CHECK(pg_hostport_parse(z, &h, false, err, sizeof(err)) == 0);
+	FUZZ_CHECK(!strcmp(pg_hostport_format(&h, buf), z));
+	free(z);
 }
 
 static void check_addr(const char *s, size_t n)
@@ -171,7 +187,8 @@ static void check_backends(const char *s, size_t n)
 	for (size_t i = 0; i < nv; i++) {
 		check_canonical_backend(v[i]);
 		for (size_t j = 0; j < i; j++)
-			FUZZ_CHECK(strcmp(v[i], v[j]) != 0);
+			FUZZ_CHECK(addr_len(v[i]) != addr_len(v[j]) ||
+			           memcmp(v[i], v[j], addr_len(v[i])) != 0);
 	}
 	pg_backends_free(v, nv);
 }

@@ -75,6 +75,10 @@ struct ctl_http_resp {
  * rest with SO_SNDTIMEO/SO_RCVTIMEO). 0 with *r filled (any status), or -1
  * with err naming what failed ("admin API 127.0.0.1:9090: connect: ...").
  */
+/* ---- pools.c ------------------------------------------------------------- */
+/* prefixgatectl pools: the model pools (maps, else GET /pools). */
+int ctl_cmd_pools(const struct ctl_opts *o);
+
 int ctl_http(const struct ctl_opts *o, const char *method, const char *target, const char *ctype,
              const char *body, size_t len, double timeout_s, struct ctl_http_resp *r, char *err,
              size_t errlen);

@@ -11,7 +11,18 @@
 #include "config/config.h"
 #include "ctl.h"
 
-enum cmd { C_NONE = -1, C_STATUS, C_ROUTE, C_BACKENDS, C_TOP, C_REGISTER, C_FLEET, C_HELP, NCMDS };
+enum cmd {
+	C_NONE = -1,
+	C_STATUS,
+	C_ROUTE,
+	C_BACKENDS,
+	C_TOP,
+	C_POOLS,
+	C_REGISTER,
+	C_FLEET,
+	C_HELP,
+	NCMDS
+};
 
 #define ALL     ((1u << NCMDS) - 1)
 #define ONLY(c) (1u << (c))
@@ -52,6 +63,11 @@ static const struct cmd_def {
                "admin API. Stops after --count refreshes or on Ctrl-C. The screen is\n"
                "cleared between refreshes only when standard output is a terminal; with\n"
                "--json each refresh is one JSON object on its own line.\n"},
+    [C_POOLS] = {"pools", "pools", "model pools: models, members, routing config",
+                 "The model pools: name, whether it takes models no other pool serves, its\n"
+                 "members, RoutingConfig, ring generation and models. From the pinned maps\n"
+                 "(pg_pools and each pool's pg_state entry), else the admin API (GET /pools,\n"
+                 "printed as it answers).\n"},
     [C_REGISTER] =
         {"register", "register --etcd URL --address ADDR:PORT [--ttl N]",
          "register a backend in etcd under a lease",
@@ -107,8 +123,9 @@ static const struct opt {
                       "read from FILE (default: $PREFIXGATE_ADMIN_TOKEN,\n"
                       "else none)"},
     [O_JSON] = {"json", NULL, ALL, "JSON output for scripts (default: tables)"},
-    [O_SOURCE] = {"source", "auto|maps|api", ONLY(C_STATUS) | ONLY(C_BACKENDS) | ONLY(C_TOP),
-                  "what status, backends list and top read:\n"
+    [O_SOURCE] = {"source", "auto|maps|api",
+                  ONLY(C_STATUS) | ONLY(C_BACKENDS) | ONLY(C_TOP) | ONLY(C_POOLS),
+                  "what status, backends list, top and pools read:\n"
                   "the pinned maps, the admin API, or auto:\n"
                   "the maps if pinned, else the API (default auto)"},
     [O_TIMEOUT] = {"timeout", "SEC", ALL,
@@ -416,6 +433,10 @@ int main(int argc, char **argv)
 		if (npos != 1)
 			return usage_error(c, "%s takes no argument%s", cmds[c].name, "");
 		return c == C_STATUS ? ctl_cmd_status(&o, false) : ctl_cmd_top(&o);
+	case C_POOLS:
+		if (npos != 1)
+			return usage_error(c, "%s takes no argument%s", cmds[c].name, "");
+		return ctl_cmd_pools(&o);
 	case C_ROUTE:
 		if (npos != 2)
 			return usage_error(c, "route needs one FILE (or - for standard input)%s%s",

@@ -98,8 +98,13 @@ static int map_open(struct ctl_maps *m, int i, const char *pin, char *err, size_
 		snprintf(err, errlen, "%s: reading map info: %s", path, strerror(errno));
 		return -1;
 	}
+	/* Rings and state have one set of entries per model pool; pool 0 (the
+	 * default pool, the whole gateway without pools) comes first. */
 	if (info.type != BPF_MAP_TYPE_ARRAY || info.key_size != 4 ||
-	    info.value_size != map_def[i].value_size || info.max_entries != map_def[i].entries) {
+	    info.value_size != map_def[i].value_size ||
+	    (i == 0 ? info.max_entries != map_def[i].entries
+	            : info.max_entries % map_def[i].entries ||
+	                  info.max_entries > map_def[i].entries * PG_MAX_POOLS)) {
 		snprintf(err, errlen,
 		         "%s: not the map this prefixgatectl knows (array %u x %u-byte values "
 		         "expected, found type %u, %u x %u): versions differ",

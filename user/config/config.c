@@ -42,7 +42,10 @@ int pg_backend_add(char ***v, size_t *n, const struct pg_hostport *h, size_t *du
 
 	pg_hostport_format(h, buf);
 	for (size_t i = 0; i < *n; i++) {
-		if (!strcmp((*v)[i], buf)) {
+		size_t l = strlen(buf);
+
+		/* an entry may name its pool after the address (pg_backends_parse) */
+		if (!strncmp((*v)[i], buf, l) && ((*v)[i][l] == 0 || (*v)[i][l] == ' ')) {
 			*dup = i;
 			return 1;
 		}
@@ -60,10 +63,24 @@ int pg_backend_add(char ***v, size_t *n, const struct pg_hostport *h, size_t *du
 	return 0;
 }
 
+/* " pool=NAME" appended to the canonical address *s. */
+static int pool_suffix(char **s, const char *pool)
+{
+	size_t l = strlen(*s);
+	char *ns = realloc(*s, l + 6 + strlen(pool) + 1);
+
+	if (!ns)
+		return -1;
+	sprintf(ns + l, " pool=%s", pool);
+	*s = ns;
+	return 0;
+}
+
 int pg_backends_parse(const char *text, size_t len, char ***out, size_t *n, char *err,
                       size_t errlen)
 {
-	char **v = NULL, line[PG_HOSTPORT_STRLEN], aerr[PG_HOSTPORT_STRLEN + 100];
+	char **v = NULL, line[PG_HOSTPORT_STRLEN + PG_POOL_NAME_MAX + 8],
+	     aerr[PG_HOSTPORT_STRLEN + 100], *pool;
 	size_t nv = 0, pos = 0, *lines = NULL, dup;
 	unsigned lineno = 0;
 	struct pg_hostport a;
@@ -92,6 +109,21 @@ int pg_backends_parse(const char *text, size_t len, char ***out, size_t *n, char
 		}
 		memcpy(line, b, (size_t)(e - b));
 		line[e - b] = 0;
+		pool = strrchr(line, ' ');
+		if (!pool)
+			pool = strrchr(line, '\t');
+		if (pool && !strncmp(pool + 1, "pool=", 5)) {
+			*pool = 0;
+			pool += 6;
+			line[strcspn(line, " \t")] = 0;
+		} else {
+			pool = NULL;
+		}
+		if (pool && (!*pool || strlen(pool) >= PG_POOL_NAME_MAX)) {
+			pg_errf(err, errlen, "line %u: pool=NAME: a name of 1-%d characters",
+			        lineno, PG_POOL_NAME_MAX - 1);
+			goto fail;
+		}
 		if (pg_hostport_parse(line, &a, false, aerr, sizeof(aerr))) {
 			pg_errf(err, errlen, "line %u: %s", lineno, aerr);
 			goto fail;
@@ -99,6 +131,8 @@ int pg_backends_parse(const char *text, size_t len, char ***out, size_t *n, char
 		switch (pg_backend_add(&v, &nv, &a, &dup)) {
 		case 0:
 			lines[nv - 1] = lineno;
+			if (pool && pool_suffix(&v[nv - 1], pool))
+				goto oom;
 			break;
 		case 1:
 			pg_errf(err, errlen, "line %u: %s duplicates line %zu", lineno, v[dup],

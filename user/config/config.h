@@ -19,6 +19,7 @@
 #include "lib/balancer.h"
 #include "lib/fleet_msg.h" /* PG_FLEET_ID_MAX */
 #include "lib/names.h"     /* strategy names */
+#include "lib/modelpool.h"
 #include "prefixgate.h"
 
 #define PG_VERSION            "0.1.0"
@@ -76,6 +77,7 @@ struct pg_config {
 	unsigned resolve_ms;        /* --resolve-interval: names looked up again every MS */
 	const char *routing_config; /* --routing-config (points into argv), or NULL */
 	struct pg_route_cfg route;  /* routing config file, then explicit flags */
+	struct pg_pool_table pools; /* --pool: model pools (pool 0 "default"; n >= 1 once parsed) */
 	unsigned workers;           /* 0: one per CPU */
 	enum pg_data_path data_path;
 	bool no_bpf;
@@ -147,11 +149,13 @@ int pg_routing_config_parse(const char *json, size_t len, struct pg_route_cfg *i
                             size_t errlen);
 
 /*
- * Backends file: one HOST:PORT a line (any backend form of lib/addr.h); '#'
- * starts a comment (whole line or after the address); blank lines and
- * surrounding whitespace are ignored. On success *out is a malloc'ed array
- * of *n canonical strings (pg_hostport_format; free with pg_backends_free). Errors name the line
- * ("line 3:
+ * Backends file: one HOST:PORT a line (any backend form of lib/addr.h),
+ * optionally followed by "pool=NAME" (the model pool it serves;
+ * lib/modelpool.h); '#' starts a comment (whole line or after the address);
+ * blank lines and surrounding whitespace are ignored. On success *out is a
+ * malloc'ed array of *n canonical strings (pg_hostport_format), "HOST:PORT
+ * pool=NAME" for a line naming a pool (free with pg_backends_free). Errors
+ * name the line ("line 3:
  * ..."); the same address twice, or more than PG_MAX_BACKENDS - 1
  * addresses, is an error.
  */

@@ -21,7 +21,7 @@ enum opt_id {
 	O_LISTEN, O_ADMIN, O_BACKEND, O_BACKENDS_FILE, O_RESOLVER, O_RESOLVE_INTERVAL, O_STRATEGY, O_PREFIX_LENGTH, O_CONCURRENCY,
 	O_ROUTING_CONFIG, O_WORKERS, O_DATA_PATH, O_NO_BPF, O_PIN_PATH, O_BPF_CGROUP, O_HC_PATH,
 	O_HC_INTERVAL, O_HC_TIMEOUT, O_HC_RISE, O_HC_FALL, O_SCRAPE, O_LOAD_SIGNAL, O_SHADOW,
-	O_PREDICT_WINDOW,
+	O_PREDICT_WINDOW, O_POOL,
 	O_USER, O_ADMIN_TOKEN, O_ADMIN_TOKEN_FILE, O_SHUTDOWN_TIMEOUT, O_MAX_IN_FLIGHT, O_MAX_CONNS,
 	O_MAX_BODY, O_CACHE_CAPACITY, O_ROUTE_HEADER,
 	O_T_HEADER, O_T_BODY, O_T_IDLE, O_T_CONNECT, O_T_FIRST_BYTE, O_SPLICE_BUDGET, O_ACCESS_LOG,
@@ -153,6 +153,10 @@ static const struct opt {
                               "a request is a predicted KV hit if its key went to the same backend "
                               "within MS"),
                           .def = "60000", CFG(predict_window_ms), RANGE(1000, 3600000)},
+    [O_POOL] = {OPT("pool", "NAME[:KEY=V]",
+                    "a model pool; KEY: model=M,.. path=/P,.. backend=ADDR:PORT,.. strategy "
+                    "prefix-length concurrency-threshold max-load-gap routing-config=FILE; "
+                    "repeat (default: one pool, default)")},
     [O_USER] = {OPT("user", "NAME",
                     "after start-up run as NAME (uid, gid, groups), keeping no capability the "
                     "gateway does not use"),
@@ -289,7 +293,8 @@ void pg_config_usage(FILE *out)
 	fprintf(out, "\nFlags take \"--flag value\" or \"--flag=value\".\n"
 	             "Admin API on --admin: GET /metrics /backends /routing /health /fleet, "
 	             "POST /backends /route,\n"
-	             "DELETE /backends/ADDR:PORT, PUT /routing (RoutingConfig JSON).\n");
+	             "DELETE /backends/ADDR:PORT, PUT /routing (RoutingConfig JSON), GET /pools;\n"
+	             "/backends and /routing take ?pool=NAME.\n");
 }
 
 /* Decimal number in min..max for flag name; errors name the flag. */
@@ -342,7 +347,12 @@ static int load_files(struct pg_config *cfg, char *err, size_t errlen)
 			pg_errf(err, errlen, "--backends-file %s: %s", cfg->backends_file, e);
 			return -1;
 		}
+		rc = pg_pools_check_file(&cfg->pools, v, n, e, sizeof(e));
 		pg_backends_free(v, n);
+		if (rc) {
+			pg_errf(err, errlen, "--backends-file %s: %s", cfg->backends_file, e);
+			return -1;
+		}
 	}
 	return 0;
 }
@@ -507,6 +517,8 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 		  : id == O_GATEWAY_ID ? &cfg->gateway_id
 		                       : &cfg->nats_cluster) = v;
 		return 0;
+	case O_POOL:
+		return pg_pool_spec_parse(&cfg->pools, v, err, errlen);
 	case O_USER:
 		cfg->user = v;
 		return 0;
@@ -612,6 +624,8 @@ int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, cha
 		cfg->route.prefix_length = flags.prefix_length;
 	if (set & 1u << O_CONCURRENCY)
 		cfg->route.concurrency_threshold = flags.concurrency_threshold;
+	if (pg_pools_finish(cfg, err, errlen))
+		goto out;
 	if (cfg->no_bpf &&
 	    (cfg->data_path == PG_DATA_SOCKMAP || cfg->data_path == PG_DATA_SOCKMSG)) {
 		pg_errf(err, errlen, "--data-path %s needs BPF: drop --no-bpf or use copy",
@@ -635,4 +649,5 @@ void pg_config_free(struct pg_config *cfg)
 	cfg->nbackends = 0;
 	free(cfg->admin_token);
 	cfg->admin_token = NULL;
+	pg_pool_table_free(&cfg->pools);
 }

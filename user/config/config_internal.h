@@ -37,4 +37,21 @@ int pg_backend_add(char ***v, size_t *n, const struct pg_hostport *h, size_t *du
  */
 int pg_config_check_ops(struct pg_config *cfg, char *err, size_t errlen);
 
+/* One --pool value, NAME[:KEY=VALUE], into t (config_pools.c). 0, or -1
+ * with err naming the flag. */
+struct pg_pool_table;
+int pg_pool_spec_parse(struct pg_pool_table *t, const char *v, char *err, size_t errlen);
+
+/* The pools named by the backends file's entries (pg_backends_parse) must
+ * be --pool ones (or default); an entry without a pool makes the default
+ * pool the catch-all. 0, or -1 with err naming the pool. */
+int pg_pools_check_file(struct pg_pool_table *t, char *const *v, size_t n, char *err,
+                        size_t errlen);
+
+/* Once the command line is parsed: each pool's RoutingConfig (the
+ * gateway's, then its own fields), the table's flags and catch-all, and
+ * the checks that span pools (a backend in two pools; a pool no request
+ * can reach). 0, or -1 with err set. */
+int pg_pools_finish(struct pg_config *cfg, char *err, size_t errlen);
+
 #endif /* PG_CONFIG_INTERNAL_H */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 #include "control/admin.h"
+#include "control/admin_pools.h"
 #include "config/config.h"
 #include "control/control.h"
 #include "control/fleet.h"
@@ -16,6 +17,7 @@
 #include "lib/key.h"
 #include "lib/names.h"
 #include "control/metrics.h"
+#include "state/pools.h"
 #include "state/route.h"
 #include "control/etcd.h"
 
@@ -32,6 +34,11 @@ static int reply_error(struct pg_admin_reply *r, int status, const char *msg)
 	pg_buf_json_str(&r->body, msg, strlen(msg));
 	pg_buf_puts(&r->body, "}\n");
 	return status;
+}
+
+int pg_admin_reply_error(struct pg_admin_reply *r, int status, const char *msg)
+{
+	return reply_error(r, status, msg);
 }
 
 static bool str_is(struct pg_str s, const char *lit)
@@ -81,11 +88,11 @@ static void member_json(struct pg_buf *o, const struct pg_gateway *gw, int id, u
 	pg_buf_printf(o,
 	              "\"healthy\":%s,\"draining\":%s,"
 	              "\"in_flight\":%d,\"requests\":%llu,\"failures\":%llu,\"epoch\":%u,"
-	              "\"requests_by_decision\":{",
+	              "\"pool\":\"%s\",\"requests_by_decision\":{",
 	              down ? "false" : "true", f & PG_BACKEND_DRAINING ? "true" : "false",
 	              __atomic_load_n(&b->in_flight, __ATOMIC_RELAXED), (unsigned long long)total,
-	              (unsigned long long)__atomic_load_n(&b->failures, __ATOMIC_RELAXED),
-	              b->epoch);
+	              (unsigned long long)__atomic_load_n(&b->failures, __ATOMIC_RELAXED), b->epoch,
+	              pg_pool_name(gw, b->pool));
 	for (int d = 0; d < PG_DEC_MAX; d++)
 		pg_buf_printf(o, "%s\"%s\":%llu", d ? "," : "", pg_decision_name((unsigned)d),
 		              (unsigned long long)req[d]);
@@ -115,16 +122,22 @@ static int h_health(struct pg_gateway *gw, struct pg_admin_reply *r)
 	return r->status = 200;
 }
 
-static int h_backends_get(struct pg_gateway *gw, struct pg_admin_reply *r)
+static int h_backends_get(struct pg_gateway *gw, struct pg_str query, struct pg_admin_reply *r)
 {
 	unsigned max = pg_max_backend_id(gw);
 	uint64_t now = pg_now_ms();
 	bool first = true;
+	char err[160];
+	int pool = query.len ? pg_admin_query_pool(gw, query, err, sizeof(err)) : -1;
+
+	if (query.len && pool < 0)
+		return reply_error(r, 404, err);
 
 	pg_buf_puts(&r->body, "[");
 	for (unsigned id = 1; id <= max; id++) {
 		if (!(__atomic_load_n(&gw->maps.backends[id].flags, __ATOMIC_ACQUIRE) &
-		      PG_BACKEND_ACTIVE))
+		      PG_BACKEND_ACTIVE) ||
+		    (pool >= 0 && gw->maps.backends[id].pool != (unsigned)pool))
 			continue;
 		pg_buf_puts(&r->body, first ? "\n" : ",\n");
 		member_json(&r->body, gw, (int)id, now);
@@ -162,9 +175,9 @@ static int h_backends_post(struct pg_gateway *gw, const char *body, size_t len,
 {
 	struct pg_json js = {0};
 	char addr[PG_HOSTPORT_STRLEN], err[PG_HOSTPORT_STRLEN + 100];
-	int64_t v = -1;
+	int64_t v = -1, pv = -1;
 	size_t alen;
-	int id;
+	int id, pool = 0;
 
 	if (pg_json_parse(&js, body ? body : "", len)) {
 		snprintf(err, sizeof(err), "invalid JSON at byte %zu: %s", js.err_pos, js.err_msg);
@@ -175,11 +188,29 @@ static int h_backends_post(struct pg_gateway *gw, const char *body, size_t len,
 		goto bad;
 	}
 	for (uint32_t k = 1, n = 0; n < js.tok[0].size; n++, k = pg_json_member_next(&js, k)) {
+		if (pg_json_str_eq(&js, k, "pool", 4)) {
+			pv = k + 1;
+			continue;
+		}
 		if (!pg_json_str_eq(&js, k, "address", 7)) {
-			snprintf(err, sizeof(err), "unknown field (only \"address\" is accepted)");
+			snprintf(err, sizeof(err),
+			         "unknown field (only \"address\" and \"pool\" are accepted)");
 			goto bad;
 		}
 		v = k + 1;
+	}
+	if (pv >= 0) {
+		char name[PG_POOL_NAME_MAX];
+		size_t nl = js.tok[pv].type == PG_JSON_STRING
+		                ? pg_json_str_copy(&js, (uint32_t)pv, name, sizeof(name))
+		                : sizeof(name);
+
+		pool = nl < sizeof(name) ? pg_pool_lookup(gw, name, nl) : -1;
+		if (pool < 0) {
+			snprintf(err, sizeof(err),
+			         "pool: not a pool's name (GET /pools lists them)");
+			goto bad;
+		}
 	}
 	if (v < 0 || js.tok[v].type != PG_JSON_STRING) {
 		snprintf(err, sizeof(err), "address: %s", v < 0 ? "missing" : "expected a string");
@@ -196,9 +227,14 @@ static int h_backends_post(struct pg_gateway *gw, const char *body, size_t len,
 		goto bad;
 	}
 	pg_json_free(&js);
-	if (pg_etcd_enabled()) /* etcd is the source: the change goes there */
+	if (pg_etcd_enabled()) { /* etcd is the source: the change goes there */
+		if (pool)
+			return reply_error(r, 400,
+			                   "pool: not with --etcd-endpoints (its backend records "
+			                   "carry no pool)");
 		return pg_etcd_admin_backend(gw, addr, true, r);
-	id = pg_member_add(gw, addr, err, sizeof(err));
+	}
+	id = pg_member_add_pool(gw, addr, (unsigned)pool, err, sizeof(err));
 	return member_status(gw, id, 201, addr, err, r);
 bad:
 	pg_json_free(&js);
@@ -226,30 +262,6 @@ static int h_backend_delete(struct pg_gateway *gw, struct pg_str addr, struct pg
 	rc = member_status(gw, id, 202, a, err, r);
 	free(a);
 	return rc;
-}
-
-static void routing_json(struct pg_buf *o, const struct pg_route_cfg *rc)
-{
-	pg_buf_printf(o,
-	              "{\"RoutingStrategy\":\"%s\",\"PrefixAwareRoutingConfig\":"
-	              "{\"PrefixLength\":%u,\"ConcurrencyThreshold\":%u}",
-	              pg_strategy_name(rc->strategy), rc->prefix_length, rc->concurrency_threshold);
-	if (rc->strategy == PG_STRATEGY_CACHE_AWARE)
-		pg_buf_printf(o, ",\"CacheAwareConfig\":{\"MaxLoadGap\":%u}", rc->max_load_gap);
-	pg_buf_puts(o, "}\n");
-}
-
-static int h_routing_put(struct pg_gateway *gw, const char *body, size_t len,
-                         struct pg_admin_reply *r)
-{
-	struct pg_route_cfg rc;
-	char err[256];
-
-	if (pg_routing_config_parse(body ? body : "", len, &rc, err, sizeof(err)))
-		return reply_error(r, 400, err);
-	pg_control_set_routing(gw, &rc, "PUT /routing");
-	routing_json(&r->body, &rc);
-	return r->status = 200;
 }
 
 static const char *const api_names[] = {
@@ -280,6 +292,7 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 	char *path = NULL, *key = NULL, *name, *val, preview[KEY_PREVIEW], err[160],
 	     nb[PG_ADDR_STRLEN];
 	size_t path_len = 0, key_len = 0, nlen, vlen, tlen = 0;
+	int vlen_model;
 	struct pg_route_input in = {
 	    .api = PG_API_RAW, .body = body ? body : "", .body_len = len, .complete = true};
 	struct pg_route_cfg rc;
@@ -287,7 +300,7 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 	uint64_t anchor;
 	struct pg_key k;
 	uint16_t id;
-	int status = 0;
+	int status = 0, pool = -1;
 
 	/* ?path=P&key=K, in any order; the last of a repeated name wins */
 	for (size_t i = 0; i < query.len && !status;) {
@@ -309,9 +322,13 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 			*(is_path ? &path : &key) = val;
 			*(is_path ? &path_len : &key_len) = vlen;
 			val = NULL;
+		} else if (!strcmp(name, "pool")) {
+			pool = pg_pool_lookup(gw, val, vlen);
+			if (pool < 0)
+				status = reply_error(r, 404, "pool: no such pool (GET /pools)");
 		} else if (nlen) {
-			snprintf(err, sizeof(err), "unknown query parameter \"%.40s\" (path, key)",
-			         name);
+			snprintf(err, sizeof(err),
+			         "unknown query parameter \"%.40s\" (path, key, pool)", name);
 			status = reply_error(r, 400, err);
 		}
 		free(name);
@@ -326,8 +343,17 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 		in.api = pg_key_api(post, (struct pg_str){path, path_len});
 	if (key)
 		in.header_key = (struct pg_str){key, key_len};
-
-	pg_route_cfg_load(gw, &rc);
+	/* The pool real traffic would go to, unless ?pool= names one. */
+	if (pool < 0)
+		pool = pg_pool_for_head(gw, true, path ? path : "/", path ? path_len : 1);
+	if (pool == PG_POOL_BY_MODEL)
+		pool = pg_pool_for_body(gw, in.body, in.body_len, preview, &vlen_model);
+	if (pool < 0) {
+		status = reply_error(r, 404, "no model pool serves this request (GET /pools)");
+		goto out;
+	}
+	in.pool = (unsigned)pool;
+	pg_route_cfg_load_pool(gw, in.pool, &rc);
 	id = pg_route_dry(gw, &in, NULL, dry_run_rnd(), &k, &ch);
 	anchor = k.anchor;
 	/* The key again, for its text: same inputs, same key. */
@@ -351,11 +377,12 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 	pg_buf_printf(&r->body,
 	              "],\"strategy\":\"%s\",\"api\":\"%s\",\"key_hash\":\"0x%016llx\","
 	              "\"key_length\":%u,\"key_source\":\"%s\",\"fallback\":%s,"
-	              "\"ring_generation\":%llu,\"key_preview\":",
+	              "\"ring_generation\":%llu,\"pool\":\"%s\",\"key_preview\":",
 	              pg_strategy_flag(rc.strategy), api_names[in.api], (unsigned long long)k.hash,
 	              k.length, pg_key_source_name(k.source), k.fallback ? "true" : "false",
-	              (unsigned long long)__atomic_load_n(&gw->maps.state->ring_generation,
-	                                                  __ATOMIC_RELAXED));
+	              (unsigned long long)__atomic_load_n(&gw->maps.state[in.pool].ring_generation,
+	                                                  __ATOMIC_RELAXED),
+	              pg_pool_name(gw, in.pool));
 	pg_buf_json_str(&r->body, preview, tlen < sizeof(preview) ? tlen : sizeof(preview));
 	pg_buf_puts(&r->body, "}\n");
 	status = r->status = id ? 200 : 503;
@@ -371,7 +398,6 @@ int pg_admin_handle(struct pg_gateway *gw, struct pg_str method, struct pg_str p
 	static const char prefix[] = "/backends/";
 	const size_t plen = sizeof(prefix) - 1;
 	const bool get = str_is(method, "GET");
-	struct pg_route_cfg rc;
 	char msg[128];
 
 	memset(out, 0, sizeof(*out));
@@ -391,7 +417,7 @@ int pg_admin_handle(struct pg_gateway *gw, struct pg_str method, struct pg_str p
 		out->allow = "GET";
 	} else if (str_is(path, "/backends")) {
 		if (get)
-			return h_backends_get(gw, out);
+			return h_backends_get(gw, query, out);
 		if (str_is(method, "POST"))
 			return h_backends_post(gw, body, len, out);
 		out->allow = "GET, POST";
@@ -411,18 +437,17 @@ int pg_admin_handle(struct pg_gateway *gw, struct pg_str method, struct pg_str p
 		}
 		out->allow = "GET";
 	} else if (str_is(path, "/routing")) {
-		if (get) {
-			pg_route_cfg_load(gw, &rc);
-			routing_json(&out->body, &rc);
-			return out->status = 200;
-		}
-		if (str_is(method, "PUT"))
-			return h_routing_put(gw, body, len, out);
+		if (get || str_is(method, "PUT"))
+			return pg_admin_routing(gw, !get, query, body, len, out);
 		out->allow = "GET, PUT";
+	} else if (str_is(path, "/pools")) {
+		if (get)
+			return pg_admin_pools_get(gw, out);
+		out->allow = "GET";
 	} else {
 		return reply_error(
 		    out, 404,
-		    "no such endpoint (GET /health /metrics /backends /routing /fleet, "
+		    "no such endpoint (GET /health /metrics /backends /routing /fleet /pools, "
 		    "POST /backends /route, DELETE /backends/ADDR:PORT, PUT /routing)");
 	}
 	snprintf(msg, sizeof(msg), "method not allowed here; allowed: %s", out->allow);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include "control/control.h"
 #include "control/control_internal.h"
+#include "state/pools.h"
 #include "lib/addrset.h"
 #include "sys/log.h"
 
@@ -33,14 +34,18 @@ int pg_ctl_name_find(const struct pg_hostport *hp)
 	return -1;
 }
 
-int pg_ctl_name_add(struct pg_gateway *gw, const struct pg_hostport *hp, uint8_t origin,
-                    bool dup_ok, char *err, size_t errlen)
+int pg_ctl_name_add(struct pg_gateway *gw, const struct pg_hostport *hp, unsigned pool,
+                    uint8_t origin, bool dup_ok, char *err, size_t errlen)
 {
 	char l[PG_HOSTPORT_STRLEN];
 	int k = pg_ctl_name_find(hp);
 
-	(void)gw;
 	if (k >= 0) {
+		if (pg_ctl.names[k].pool != pool) {
+			snprintf(err, errlen, "%s is already a backend of pool %s",
+			         pg_hostport_format(hp, l), pg_pool_name(gw, pg_ctl.names[k].pool));
+			return -EEXIST;
+		}
 		if (!dup_ok && (pg_ctl.names[k].origin & origin)) {
 			snprintf(err, errlen, "%s is already a backend", pg_hostport_format(hp, l));
 			return -EEXIST;
@@ -58,7 +63,8 @@ int pg_ctl_name_add(struct pg_gateway *gw, const struct pg_hostport *hp, uint8_t
 	struct pg_name *nm = &pg_ctl.names[k];
 	uint32_t gen = nm->gen;
 
-	*nm = (struct pg_name){.port = hp->port, .origin = origin, .gen = gen};
+	*nm =
+	    (struct pg_name){.port = hp->port, .origin = origin, .pool = (uint8_t)pool, .gen = gen};
 	snprintf(nm->host, sizeof(nm->host), "%s", hp->name);
 	pg_info("backend name %s added: its addresses follow DNS", label(nm, l));
 	return k;
@@ -174,8 +180,8 @@ void pg_ctl_name_answer(struct pg_gateway *gw, int k, enum pg_dns_status st,
 		set[nkept++] = nm->addrs[i];
 	}
 	for (size_t i = 0; i < nadd; i++) {
-		int id = pg_ctl_add_one(gw, &addrs[add[i]], PG_ORIGIN_NAME, true, &changed, err,
-		                        sizeof(err));
+		int id = pg_ctl_add_one(gw, &addrs[add[i]], nm->pool, PG_ORIGIN_NAME, true,
+		                        &changed, err, sizeof(err));
 
 		if (id < 0) {
 			pg_error("backend name %s: %s", label(nm, l), err);

@@ -25,6 +25,7 @@
 #include "control/control.h"
 #include "control/control_internal.h"
 #include "control/etcd.h"
+#include "state/pools.h"
 #include "sys/log.h"
 #include "control/metrics.h"
 
@@ -101,10 +102,20 @@ int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 	pg_ctl.ring_last.valid = false; /* a new gateway: its first ring is built whole */
 	keep_routing_text(NULL, 0);
 	pg_ctl.gw = gw;
-	gw->maps.state->strategy = (uint32_t)cfg->route.strategy;
-	gw->maps.state->prefix_length = cfg->route.prefix_length;
-	gw->maps.state->concurrency_threshold = cfg->route.concurrency_threshold;
-	gw->maps.state->ca_max_load_gap = cfg->route.max_load_gap;
+	if (!gw->pools && pg_pools_init(gw)) {
+		snprintf(err, errlen, "model pools: out of memory");
+		return -1;
+	}
+	for (unsigned p = 0; p < gw->maps.npools; p++) {
+		const struct pg_route_cfg *r =
+		    p < cfg->pools.n ? &cfg->pools.pool[p].route : &cfg->route;
+		struct pg_state *st = &gw->maps.state[p];
+
+		st->strategy = (uint32_t)r->strategy;
+		st->prefix_length = r->prefix_length;
+		st->concurrency_threshold = r->concurrency_threshold;
+		st->ca_max_load_gap = r->max_load_gap;
+	}
 
 	/* The command line already applied the file: only remember it. */
 	if (cfg->routing_config) {
@@ -114,13 +125,23 @@ int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 	}
 	if (pg_resolve_init(cfg, err, errlen))
 		return -1;
-	for (size_t i = 0; i < cfg->nbackends && rc >= 0; i++) {
-		rc = pg_ctl_parse_addr(cfg->backends[i], &hp, err, errlen);
-		if (!rc && hp.name[0])
-			rc = pg_ctl_name_add(gw, &hp, PG_ORIGIN_STATIC, true, err, errlen);
-		else if (!rc)
-			rc = pg_ctl_add_one(gw, &hp.addr, PG_ORIGIN_STATIC, true, &changed, err,
-			                    errlen);
+	/* --backend (the default pool), then each --pool's backend= */
+	for (unsigned p = 0; p <= cfg->pools.n && rc >= 0; p++) {
+		char *const *list = p ? cfg->pools.pool[p - 1].backends : cfg->backends;
+		size_t nb = p ? cfg->pools.pool[p - 1].nbackends : cfg->nbackends;
+		unsigned pool = p ? p - 1 : 0;
+
+		if (p && p - 1 >= gw->maps.npools)
+			break;
+		for (size_t i = 0; i < nb && rc >= 0; i++) {
+			rc = pg_ctl_parse_addr(list[i], &hp, err, errlen);
+			if (!rc && hp.name[0])
+				rc = pg_ctl_name_add(gw, &hp, pool, PG_ORIGIN_STATIC, true, err,
+				                     errlen);
+			else if (!rc)
+				rc = pg_ctl_add_one(gw, &hp.addr, pool, PG_ORIGIN_STATIC, true,
+				                    &changed, err, errlen);
+		}
 	}
 	if (rc >= 0 && cfg->backends_file) {
 		rc = read_backends_file(cfg->backends_file, &list, &n, err, errlen);
@@ -137,7 +158,7 @@ int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 	if (names)
 		pg_resolve_settle(gw, PG_RESOLVE_SETTLE_MS);
 	pg_control_rebuild_ring(gw);
-	if (!gw->maps.state->nbackends)
+	if (!pg_members_count(gw))
 		pg_warn("no backends yet: requests get 502 until some are added "
 		        "(POST /backends, or the backends file and SIGHUP)");
 	return 0;
@@ -147,7 +168,7 @@ int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 static int reload_backends(struct pg_gateway *gw, const char *why)
 {
 	const struct pg_config *cfg = gw->cfg;
-	uint32_t before = gw->maps.state->nbackends;
+	uint32_t before = pg_members_count(gw);
 	char err[512], **list;
 	size_t n;
 	int changes;
@@ -161,7 +182,7 @@ static int reload_backends(struct pg_gateway *gw, const char *why)
 	if (changes < 0)
 		pg_error("%s: %s", why, err);
 	pg_info("%s: --backends-file %s: %u -> %u backends in the ring (%d added or drained)", why,
-	        cfg->backends_file, before, gw->maps.state->nbackends, changes < 0 ? 0 : changes);
+	        cfg->backends_file, before, pg_members_count(gw), changes < 0 ? 0 : changes);
 	return changes < 0 ? -1 : 0;
 }
 
@@ -194,7 +215,11 @@ int pg_control_reload(struct pg_gateway *gw)
 				break;
 			}
 			keep_routing_text(text, len);
-			pg_control_set_routing(gw, &rc, "--routing-config re-read");
+			/* Every pool that sets no RoutingConfig field of its own. */
+			for (unsigned p = 0; p < gw->maps.npools; p++)
+				if (p >= cfg->pools.n || !cfg->pools.pool[p].route_set)
+					pg_control_set_routing_pool(gw, p, &rc,
+					                            "--routing-config re-read");
 		}
 	}
 	return ret;

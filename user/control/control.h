@@ -99,6 +99,11 @@ int pg_member_add(struct pg_gateway *gw, const char *addr, char *err, size_t err
  * PG_HOSTPORT_STRLEN bytes), or NULL (given as an address). */
 const char *pg_member_name(int id, char *buf);
 
+/* The same into model pool pool (index in gw->cfg->pools); an address
+ * already in another pool is -EEXIST. */
+int pg_member_add_pool(struct pg_gateway *gw, const char *addr, unsigned pool, char *err,
+                       size_t errlen);
+
 /* Start draining member addr: no new requests, ring rebuilt without it; its
  * slot is cleared by pg_control_tick once its in_flight is 0. Returns the id
  * (also if it was already draining), or -EINVAL / -ENOENT with err set.
@@ -124,6 +129,13 @@ int pg_control_reload(struct pg_gateway *gw);
  * workers read them one by one) and log it before -> after; why names the
  * source ("PUT /routing"). The values must be valid (pg_routing_config_parse). */
 void pg_control_set_routing(struct pg_gateway *gw, const struct pg_route_cfg *rc, const char *why);
+
+/* The same for one model pool (pg_control_set_routing is pool 0's). */
+void pg_control_set_routing_pool(struct pg_gateway *gw, unsigned pool,
+                                 const struct pg_route_cfg *rc, const char *why);
+
+/* Members in the rings of all pools (active, not draining). */
+unsigned pg_members_count(const struct pg_gateway *gw);
 
 /* Periodic work (each PG_CONTROL_TICK_MS): clear the slots of drained
  * members, clear DOWN flags whose down_until_ms has passed. now_ms:

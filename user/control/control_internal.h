@@ -38,6 +38,7 @@ struct pg_name {
 	char host[PG_HOST_MAX];   /* lower case; "": the slot is free */
 	uint16_t port;            /* of every address */
 	uint8_t origin;           /* PG_ORIGIN_STATIC | PG_ORIGIN_FILE */
+	uint8_t pool;             /* the model pool its addresses join (state/pools.h) */
 	bool querying;            /* a query is outstanding */
 	bool failing;             /* the last query failed (logged once per run) */
 	uint32_t gen;             /* bumped when the slot is freed: late answers dropped */
@@ -93,16 +94,18 @@ int pg_ctl_find_member(const struct pg_gateway *gw, const union pg_sockaddr *sa)
 void pg_ctl_drain(struct pg_gateway *gw, int id);
 
 /*
- * Make sa a member with origin bit(s) origin; no ring rebuild. dup_ok: an
- * active member with that address just gains the origin (file sync, start
- * up); otherwise it is -EEXIST. *changed is set when the ring must change.
- * Returns the id, or -EEXIST / -ENOSPC with err set.
+ * Make sa a member of model pool pool (0: the default) with origin bit(s)
+ * origin; no ring rebuild. dup_ok: an active member with that address just
+ * gains the origin (file sync, start up); otherwise it is -EEXIST, as is
+ * an address already in another pool. *changed is set when the ring must
+ * change. Returns the id, or -EEXIST / -ENOSPC with err set.
  */
-int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, uint8_t origin, bool dup_ok,
-                   bool *changed, char *err, size_t errlen);
+int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, unsigned pool,
+                   uint8_t origin, bool dup_ok, bool *changed, char *err, size_t errlen);
 
 /*
- * DNS names (backend_names.c). pg_ctl_name_add: make hp (a name) a backend with
+ * DNS names (backend_names.c). pg_ctl_name_add: make hp (a name) a backend of
+ * model pool pool with
  * origin bit(s) origin, its query due at once; dup_ok: a name already
  * there just gains the origin, otherwise -EEXIST. Returns its index, or
  * -EEXIST / -ENOSPC with err set.
@@ -113,8 +116,8 @@ int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, uint8_t o
  * port ignored; reordered in place) as pg_dns_verdict decides: members
  * added and drained as the answer changed, the ring rebuilt if it did.
  */
-int pg_ctl_name_add(struct pg_gateway *gw, const struct pg_hostport *hp, uint8_t origin,
-                    bool dup_ok, char *err, size_t errlen);
+int pg_ctl_name_add(struct pg_gateway *gw, const struct pg_hostport *hp, unsigned pool,
+                    uint8_t origin, bool dup_ok, char *err, size_t errlen);
 int pg_ctl_name_find(const struct pg_hostport *hp);
 void pg_ctl_name_drop(struct pg_gateway *gw, int k, uint8_t origin, bool *changed);
 void pg_ctl_name_answer(struct pg_gateway *gw, int k, enum pg_dns_status st,

@@ -16,6 +16,7 @@
 #include "sys/log.h"
 #include "control/metrics.h"
 #include "lib/ring.h"
+#include "state/pools.h"
 
 static uint16_t flags_load(const struct pg_backend *b)
 {
@@ -55,8 +56,8 @@ int pg_ctl_parse_addr(const char *addr, struct pg_hostport *hp, char *err, size_
  * active member with that address just gains the origin (file sync, start
  * up); otherwise it is -EEXIST. *changed is set when the ring must change.
  */
-int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, uint8_t origin, bool dup_ok,
-                   bool *changed, char *err, size_t errlen)
+int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, unsigned pool,
+                   uint8_t origin, bool dup_ok, bool *changed, char *err, size_t errlen)
 {
 	char name[PG_ADDR_STRLEN];
 	struct pg_backend *b;
@@ -66,6 +67,11 @@ int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, uint8_t o
 	if (id) {
 		b = &gw->maps.backends[id];
 		if (!(flags_load(b) & PG_BACKEND_DRAINING)) {
+			if (b->pool != pool) {
+				snprintf(err, errlen, "%s is already a member of pool %s (id %d)",
+				         name, pg_pool_name(gw, b->pool), id);
+				return -EEXIST;
+			}
 			if (!dup_ok) {
 				snprintf(err, errlen, "%s is already a member (id %d)", name, id);
 				return -EEXIST;
@@ -73,6 +79,7 @@ int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, uint8_t o
 			pg_ctl.origin[id] |= origin;
 			return id;
 		}
+		pg_pool_member_set(gw, (unsigned)id, pool, true);
 		__atomic_fetch_and(&b->flags, (uint16_t)~PG_BACKEND_DRAINING, __ATOMIC_RELEASE);
 		pg_ctl.origin[id] = origin;
 		pg_ctl.drain_since[id] = 0;
@@ -95,6 +102,7 @@ int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, uint8_t o
 	 * in_flight is left alone so its release balances). Publishing ACTIVE
 	 * last, with release order, makes the rest visible first. */
 	pg_backend_addr_set(b, sa);
+	b->pool = pool;
 	b->epoch++;
 	/* Nothing cache_aware remembers of the slot's previous member holds. */
 	__atomic_fetch_add(
@@ -112,10 +120,14 @@ int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, uint8_t o
 	__atomic_store_n(&b->kv_hit_tokens, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->kv_query_tokens, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->flags, PG_BACKEND_ACTIVE, __ATOMIC_RELEASE);
+	pg_pool_member_set(gw, (unsigned)id, pool, true);
 	pg_ctl.origin[id] = origin;
 	pg_ctl.drain_since[id] = 0;
 	*changed = true;
-	pg_info("backend %s added (id %d)", name, id);
+	if (gw->pools)
+		pg_info("backend %s added to pool %s (id %d)", name, pg_pool_name(gw, pool), id);
+	else
+		pg_info("backend %s added (id %d)", name, id);
 	return id;
 }
 
@@ -125,6 +137,7 @@ void pg_ctl_drain(struct pg_gateway *gw, int id)
 	struct pg_backend *b = &gw->maps.backends[id];
 
 	__atomic_fetch_or(&b->flags, PG_BACKEND_DRAINING, __ATOMIC_RELEASE);
+	pg_pool_member_set(gw, (unsigned)id, b->pool, false);
 	pg_ctl.origin[id] = 0;
 	pg_ctl.name_of[id] = 0;
 	pg_ctl.drain_since[id] = pg_now_ms();
@@ -141,15 +154,32 @@ static uint64_t thread_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-void pg_control_rebuild_ring(struct pg_gateway *gw)
+/* Whether last was built from exactly m[0..n) (then pool p's ring stands). */
+static bool same_members(const struct pg_ring_last *last, const struct pg_ring_member *m, size_t n)
+{
+	if (!last->valid || last->n != n)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (last->m[i].id != m[i].id || last->m[i].seed != m[i].seed)
+			return false;
+	return true;
+}
+
+/* Each pool's ring digest (pg_ring_digest), as last built. */
+static uint64_t pool_digest[PG_MAX_POOLS];
+
+/* Rebuild pool's ring from its members and publish it. With pools, a pool
+ * whose members did not change keeps its ring (and generation). */
+static void rebuild_pool(struct pg_gateway *gw, unsigned pool)
 {
 	struct pg_ring_member *m = pg_ctl.ring_members;
-	struct pg_ring_last *last = &pg_ctl.ring_last;
+	struct pg_ring_last *last = pool ? gw->pools->last[pool] : &pg_ctl.ring_last;
 	static uint64_t seed_of_id[PG_MAX_BACKENDS];
-	const struct pg_ring *live = pg_maps_live_ring(&gw->maps);
+	struct pg_state *st = &gw->maps.state[pool];
+	const struct pg_ring *live = pg_maps_pool_live_ring(&gw->maps, pool);
 	const uint64_t t0 = pg_now_ns(), c0 = thread_cpu_ns();
 	struct pg_ring *r;
-	char name[PG_ADDR_STRLEN];
+	char name[PG_ADDR_STRLEN], label[PG_POOL_NAME_MAX + 8] = "";
 	uint64_t ppm, wall, cpu;
 	size_t n = 0;
 
@@ -157,36 +187,70 @@ void pg_control_rebuild_ring(struct pg_gateway *gw)
 		const struct pg_backend *b = &gw->maps.backends[id];
 		uint16_t f = flags_load(b);
 
-		if (!(f & PG_BACKEND_ACTIVE) || (f & PG_BACKEND_DRAINING))
+		if (!(f & PG_BACKEND_ACTIVE) || (f & PG_BACKEND_DRAINING) || b->pool != pool)
 			continue;
 		pg_backend_name(b, name, sizeof(name));
 		m[n].id = (uint16_t)id;
 		m[n].seed = pg_ring_seed(name, strlen(name));
 		n++;
 	}
+	if (gw->pools && st->ring_generation && same_members(last, m, n))
+		return;
 	memset(seed_of_id, 0, sizeof(seed_of_id));
 	for (size_t i = 0; i < n; i++)
 		seed_of_id[m[i].id] = m[i].seed;
 	/* live is the other copy: it stays intact while the spare is built. */
-	r = pg_maps_ring_begin(&gw->maps);
+	r = pg_maps_pool_ring_begin(&gw->maps, pool);
 	pg_ring_update(r, last, m, n);
 	ppm = pg_ring_moved_ppm(live, r);
-	__atomic_store_n(&gw->maps.state->remapped_ppm, ppm, __ATOMIC_RELAXED);
-	__atomic_store_n(&gw->maps.state->nbackends, (uint32_t)n, __ATOMIC_RELAXED);
-	__atomic_store_n(&gw->ring_digest, pg_ring_digest(r, seed_of_id), __ATOMIC_RELAXED);
-	pg_maps_ring_publish(&gw->maps, r);
+	__atomic_store_n(&st->remapped_ppm, ppm, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->nbackends, (uint32_t)n, __ATOMIC_RELAXED);
+	pool_digest[pool] = pg_ring_digest(r, seed_of_id);
+	pg_maps_pool_ring_publish(&gw->maps, pool, r);
 	wall = pg_now_ns() - t0;
 	cpu = thread_cpu_ns() - c0;
 	__atomic_store_n(&gw->ring_rebuild_ns, wall, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&gw->ring_rebuild_total_ns, wall, __ATOMIC_RELAXED);
-	pg_info("ring generation %llu: %zu backend%s, %.1f%% of keys remapped, rebuilt in %.1f ms "
-	        "(%.1f ms CPU), digest %016llx",
-	        (unsigned long long)gw->maps.state->ring_generation, n, n == 1 ? "" : "s",
+	if (gw->pools)
+		snprintf(label, sizeof(label), "pool %s ", pg_pool_name(gw, pool));
+	pg_info("%sring generation %llu: %zu backend%s, %.1f%% of keys remapped, rebuilt in %.1f "
+	        "ms (%.1f ms CPU), digest %016llx",
+	        label, (unsigned long long)st->ring_generation, n, n == 1 ? "" : "s",
 	        (double)ppm / 10000.0, (double)wall / 1e6, (double)cpu / 1e6,
-	        (unsigned long long)gw->ring_digest);
+	        (unsigned long long)pool_digest[pool]);
+}
+
+void pg_control_rebuild_ring(struct pg_gateway *gw)
+{
+	const unsigned npools = gw->pools ? gw->maps.npools : 1;
+	uint64_t digest = 0;
+
+	for (unsigned p = 0; p < npools; p++)
+		rebuild_pool(gw, p);
+	/* The gateway's digest (P/gateways/<id>, metrics): its one ring's, or
+	 * every pool's folded in pool order. */
+	for (unsigned p = 0; p < npools; p++)
+		digest = npools == 1 ? pool_digest[0]
+		                     : (digest ^ pool_digest[p]) * 0x9e3779b97f4a7c15ull;
+	__atomic_store_n(&gw->ring_digest, digest, __ATOMIC_RELAXED);
+}
+
+unsigned pg_members_count(const struct pg_gateway *gw)
+{
+	unsigned n = 0;
+
+	for (unsigned p = 0; p < (gw->pools ? gw->maps.npools : 1); p++)
+		n += __atomic_load_n(&gw->maps.state[p].nbackends, __ATOMIC_RELAXED);
+	return n;
 }
 
 int pg_member_add(struct pg_gateway *gw, const char *addr, char *err, size_t errlen)
+{
+	return pg_member_add_pool(gw, addr, 0, err, errlen);
+}
+
+int pg_member_add_pool(struct pg_gateway *gw, const char *addr, unsigned pool, char *err,
+                       size_t errlen)
 {
 	struct pg_hostport hp;
 	bool changed = false;
@@ -195,10 +259,10 @@ int pg_member_add(struct pg_gateway *gw, const char *addr, char *err, size_t err
 	if (id)
 		return id;
 	if (hp.name[0]) {
-		id = pg_ctl_name_add(gw, &hp, PG_ORIGIN_STATIC, false, err, errlen);
+		id = pg_ctl_name_add(gw, &hp, pool, PG_ORIGIN_STATIC, false, err, errlen);
 		return id < 0 ? id : 0;
 	}
-	id = pg_ctl_add_one(gw, &hp.addr, PG_ORIGIN_STATIC, false, &changed, err, errlen);
+	id = pg_ctl_add_one(gw, &hp.addr, pool, PG_ORIGIN_STATIC, false, &changed, err, errlen);
 	if (changed)
 		pg_control_rebuild_ring(gw);
 	return id;
@@ -246,21 +310,44 @@ int pg_ctl_sync_file(struct pg_gateway *gw, char *const *list, size_t n, bool *c
 	memset(listed, 0, sizeof(listed));
 	memset(listed_name, 0, sizeof(listed_name));
 	for (size_t i = 0; i < n && rc >= 0; i++) {
-		if ((rc = pg_ctl_parse_addr(list[i], &hp, err, errlen)))
+		const char *sp = strchr(list[i], ' ');
+		char addr[PG_HOSTPORT_STRLEN + 8];
+		int pool = 0;
+
+		/* "HOST:PORT pool=NAME" (pg_backends_parse) */
+		if (sp && !strncmp(sp, " pool=", 6) &&
+		    (pool = pg_pool_lookup(gw, sp + 6, strlen(sp + 6))) < 0) {
+			snprintf(err, errlen, "%s: no such pool (--pool)", list[i]);
+			rc = -EINVAL;
+			break;
+		}
+		snprintf(addr, sizeof(addr), "%.*s",
+		         (int)(sp ? (size_t)(sp - list[i]) : strlen(list[i])), list[i]);
+		if ((rc = pg_ctl_parse_addr(addr, &hp, err, errlen)))
 			break;
 		if (hp.name[0]) {
 			id = pg_ctl_name_find(&hp);
 			if (id < 0 || !(pg_ctl.names[id].origin & PG_ORIGIN_FILE))
 				count++;
-			rc = pg_ctl_name_add(gw, &hp, PG_ORIGIN_FILE, true, err, errlen);
+			rc = pg_ctl_name_add(gw, &hp, (unsigned)pool, PG_ORIGIN_FILE, true, err,
+			                     errlen);
 			if (rc >= 0)
 				listed_name[rc] = true;
 			continue;
 		}
 		id = pg_ctl_find_member(gw, &hp.addr);
+		/* The file moved a member of its own to another pool: it drains
+		 * and comes back there (in the same slot). */
+		if (id && gw->maps.backends[id].pool != (unsigned)pool &&
+		    pg_ctl.origin[id] == PG_ORIGIN_FILE &&
+		    !(flags_load(&gw->maps.backends[id]) & PG_BACKEND_DRAINING)) {
+			pg_ctl_drain(gw, id);
+			*changed = true;
+		}
 		if (!id || (flags_load(&gw->maps.backends[id]) & PG_BACKEND_DRAINING))
 			count++;
-		rc = pg_ctl_add_one(gw, &hp.addr, PG_ORIGIN_FILE, true, changed, err, errlen);
+		rc = pg_ctl_add_one(gw, &hp.addr, (unsigned)pool, PG_ORIGIN_FILE, true, changed,
+		                    err, errlen);
 		if (rc > 0)
 			listed[rc] = true;
 	}
@@ -340,12 +427,20 @@ void pg_control_tick(struct pg_gateway *gw, uint64_t now_ms)
 
 void pg_control_set_routing(struct pg_gateway *gw, const struct pg_route_cfg *rc, const char *why)
 {
-	struct pg_state *st = gw->maps.state;
+	pg_control_set_routing_pool(gw, 0, rc, why);
+}
+
+void pg_control_set_routing_pool(struct pg_gateway *gw, unsigned pool,
+                                 const struct pg_route_cfg *rc, const char *why)
+{
+	struct pg_state *st = &gw->maps.state[pool];
 	struct pg_route_cfg old;
-	char was[32], now[32];
+	char was[32], now[32], label[PG_POOL_NAME_MAX + 8] = "";
 	bool ca;
 
-	pg_route_cfg_load(gw, &old);
+	pg_route_cfg_load_pool(gw, pool, &old);
+	if (gw->pools)
+		snprintf(label, sizeof(label), " of pool %s", pg_pool_name(gw, pool));
 	ca = old.strategy == PG_STRATEGY_CACHE_AWARE || rc->strategy == PG_STRATEGY_CACHE_AWARE;
 	__atomic_store_n(&st->strategy, (uint32_t)rc->strategy, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->prefix_length, rc->prefix_length, __ATOMIC_RELAXED);
@@ -354,9 +449,9 @@ void pg_control_set_routing(struct pg_gateway *gw, const struct pg_route_cfg *rc
 	/* MaxLoadGap only where cache_aware is on either side. */
 	snprintf(was, sizeof(was), " MaxLoadGap=%u", old.max_load_gap);
 	snprintf(now, sizeof(now), " MaxLoadGap=%u", rc->max_load_gap);
-	pg_info("routing config (%s): %s PrefixLength=%u ConcurrencyThreshold=%u%s -> "
+	pg_info("routing config%s (%s): %s PrefixLength=%u ConcurrencyThreshold=%u%s -> "
 	        "%s PrefixLength=%u ConcurrencyThreshold=%u%s",
-	        why, pg_strategy_name(old.strategy), old.prefix_length, old.concurrency_threshold,
-	        ca ? was : "", pg_strategy_name(rc->strategy), rc->prefix_length,
-	        rc->concurrency_threshold, ca ? now : "");
+	        label, why, pg_strategy_name(old.strategy), old.prefix_length,
+	        old.concurrency_threshold, ca ? was : "", pg_strategy_name(rc->strategy),
+	        rc->prefix_length, rc->concurrency_threshold, ca ? now : "");
 }

@@ -13,16 +13,23 @@
 #include "control/fleet.h"
 #include "control/metrics.h"
 #include "control/etcd.h"
+#include "state/pools.h"
 #include "state/route.h"
+
+void pg_metrics_family(struct pg_buf *o, const char *name, const char *type, const char *help)
+{
+	pg_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
 
 static void family(struct pg_buf *o, const char *name, const char *type, const char *help)
 {
-	pg_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	pg_metrics_family(o, name, type, help);
 }
 
 /* Per-backend snapshot, taken once so every family shows the same members. */
 struct member {
 	char name[PG_ADDR_STRLEN];
+	char pool[PG_POOL_NAME_MAX + 10]; /* ,pool="NAME" with model pools, else empty */
 	uint16_t flags;
 	bool down;
 	int32_t in_flight;
@@ -43,6 +50,10 @@ static size_t snapshot(const struct pg_gateway *gw, struct member *m)
 		if (!(f & PG_BACKEND_ACTIVE))
 			continue;
 		pg_backend_name(b, m[n].name, sizeof(m[n].name));
+		m[n].pool[0] = 0;
+		if (gw->pools)
+			snprintf(m[n].pool, sizeof(m[n].pool), ",pool=\"%s\"",
+			         pg_pool_name(gw, b->pool));
 		m[n].flags = f;
 		m[n].down = !pg_backend_healthy(b, now);
 		m[n].in_flight = __atomic_load_n(&b->in_flight, __ATOMIC_RELAXED);
@@ -204,14 +215,14 @@ void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 	for (size_t i = 0; i < n; i++)
 		for (int d = 0; d < PG_DEC_MAX; d++)
 			pg_buf_printf(
-			    o, "prefixgate_requests_total{backend=\"%s\",decision=\"%s\"} %llu\n",
-			    m[i].name, pg_decision_name((unsigned)d),
+			    o, "prefixgate_requests_total{backend=\"%s\"%s,decision=\"%s\"} %llu\n",
+			    m[i].name, m[i].pool, pg_decision_name((unsigned)d),
 			    (unsigned long long)m[i].requests[d]);
 	family(o, "prefixgate_backend_in_flight", "gauge",
 	       "Requests dispatched to the backend and not yet finished.");
 	for (size_t i = 0; i < n; i++)
-		pg_buf_printf(o, "prefixgate_backend_in_flight{backend=\"%s\"} %d\n", m[i].name,
-		              m[i].in_flight);
+		pg_buf_printf(o, "prefixgate_backend_in_flight{backend=\"%s\"%s} %d\n", m[i].name,
+		              m[i].pool, m[i].in_flight);
 	family(o, "prefixgate_backend_up", "gauge",
 	       "1 unless failure detection has marked the backend down.");
 	for (size_t i = 0; i < n; i++)
@@ -271,5 +282,7 @@ void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 	pg_metrics_ops_render(gw, o);
 	pg_fleet_metrics_render(gw, o);
 	pg_etcd_metrics(gw, o);
+	if (gw->pools)
+		pg_metrics_pools_render(gw, o);
 	free(m);
 }

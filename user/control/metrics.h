@@ -28,6 +28,13 @@ void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *out);
 #define PG_METRICS_SAMPLE_MS 5000
 void pg_metrics_ops_render(const struct pg_gateway *gw, struct pg_buf *out);
 
+/* "# HELP" and "# TYPE" of a family. */
+void pg_metrics_family(struct pg_buf *o, const char *name, const char *type, const char *help);
+
+/* The model pools' families, each labelled pool="NAME" (metrics_pools.c;
+ * only when pools are configured). */
+void pg_metrics_pools_render(const struct pg_gateway *gw, struct pg_buf *out);
+
 /* The samples behind the ratios, for gw->mwin: made empty (NULL if out of
  * memory); used by the control thread alone. */
 struct pg_metrics_window *pg_metrics_window_create(void);

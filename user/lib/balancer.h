@@ -56,6 +56,7 @@ struct pg_choice {
 	uint8_t ncand;    /* ring candidates considered (prefix_aware) */
 	uint16_t cand[PG_RING_CANDIDATES];
 	uint32_t matched; /* cache_aware: key text bytes of the longest cached prefix */
+	uint8_t pool;     /* the model pool chosen in (route.h sets it; the balancer does not) */
 };
 
 /* A backend set as a bitmap of ids, e.g. the ones a request already tried. */

@@ -22,6 +22,8 @@
 #include "lib/forward.h"
 #include "proxy/reply.h"
 #include "proxy/worker.h"
+#include "proxy/models.h"
+#include "state/pools.h"
 #include "state/route.h"
 #include "sys/lifecycle.h"
 
@@ -128,6 +130,8 @@ static bool request_head(struct pg_worker *w, struct pg_client *c)
 	x->keep_alive = req.keep_alive;
 	x->head_method = pg_name_is(req.method, "HEAD");
 	x->api = (uint8_t)pg_key_api(req.method, req.path);
+	if (w->gw->pools && pg_pool_head(w, c, &req))
+		return false;
 	if (req.body == PG_BODY_LENGTH)
 		x->body =
 		    (struct pg_frame){.kind = PG_FRAME_LENGTH, .remaining = req.content_length};
@@ -148,12 +152,18 @@ static bool request_head(struct pg_worker *w, struct pg_client *c)
 		pg_reply_continue(w, c);
 	in_consume(c, (size_t)n);
 
-	pg_route_cfg_load(w->gw, &rc);
+	pg_route_cfg_load_pool(w->gw, x->pool > 0 ? (unsigned)x->pool : 0, &rc);
 	x->key_need = pg_key_body_need((enum pg_api)x->api, rc.prefix_length);
+	/* The model is read from the body: hold it whole, as for a key. */
+	if (x->pool == PG_POOL_BY_MODEL)
+		x->key_need = PG_KEY_JSON_BODY_MAX;
 	if (req.body == PG_BODY_LENGTH) {
-		/* Too big to hold whole for its JSON: key on the raw prefix. */
+		/* Too big to hold whole for its JSON: key on the raw prefix (and
+		 * the model, if need be, read from its first 64 KiB). */
 		if (x->api != PG_API_RAW && req.content_length > PG_KEY_JSON_BODY_MAX)
 			x->key_need = rc.prefix_length;
+		if (x->pool == PG_POOL_BY_MODEL && req.content_length > PG_KEY_JSON_BODY_MAX)
+			x->key_need = PG_PREFIX_LENGTH_MAX;
 		if (x->key_need > req.content_length)
 			x->key_need = req.content_length;
 	} else if (req.body == PG_BODY_NONE) {
@@ -218,6 +228,9 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 		in.complete = true;
 		break;
 	}
+	if (x->pool == PG_POOL_BY_MODEL && pg_pool_body(w, c, &in))
+		return false;
+	in.pool = x->pool > 0 ? (unsigned)x->pool : 0;
 	id = pg_route_worker(w->gw, w->id, &in, NULL, pg_worker_rand(w), &x->key, &x->choice);
 	x->route_ns = (uint32_t)(pg_now_ns() - x->t0_ns);
 	pg_stats_route_latency(w->stats, x->route_ns);

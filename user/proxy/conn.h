@@ -54,6 +54,7 @@ struct pg_exchange {
 	bool first_sent;   /* the request's first byte reached the backend socket */
 	bool fwd_close;    /* "Connection: close" added to fwd (spliced attempt) */
 	uint8_t attempts;
+	int8_t pool; /* model pool (state/pools.h); PG_POOL_BY_MODEL: the body decides */
 	uint16_t backend;
 	uint16_t resp_status; /* status of the response being forwarded */
 	uint32_t route_ns;    /* request start -> backend chosen */
@@ -158,6 +159,10 @@ void pg_client_schedule(struct pg_worker *w, struct pg_client *c);
 void pg_exchange_reset(struct pg_worker *w, struct pg_client *c);
 /* Answer status with a JSON error and close (or just close mid-response). */
 void pg_client_error(struct pg_worker *w, struct pg_client *c, int status, const char *msg);
+/* The same with a JSON body of the gateway's own (len bytes): an answer
+ * (GET /v1/models) or an error in the API's own form (model_not_found). */
+void pg_client_answer(struct pg_worker *w, struct pg_client *c, int status, const char *body,
+                      size_t len);
 /* Send the request to backend id (a pooled connection unless fresh). */
 void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned decision,
                 bool fresh);

@@ -93,6 +93,16 @@ void pg_client_error(struct pg_worker *w, struct pg_client *c, int status, const
 	pg_client_linger(w, c);
 }
 
+void pg_client_answer(struct pg_worker *w, struct pg_client *c, int status, const char *body,
+                      size_t len)
+{
+	if (status >= 400)
+		__atomic_fetch_add(&w->stats->client_errors, 1, __ATOMIC_RELAXED);
+	log_request(w, &c->x, (unsigned)status, PG_ALOG_GATEWAY);
+	pg_reply_json(w, c, status, body, len, true);
+	pg_client_linger(w, c);
+}
+
 void pg_client_gone(struct pg_worker *w, struct pg_client *c)
 {
 	struct pg_exchange *x = &c->x;

@@ -24,6 +24,19 @@ void pg_reply_error(struct pg_worker *w, struct pg_client *c, int status, const 
 	pg_sock_queue_copy(w, &c->s, body, (size_t)bl);
 }
 
+void pg_reply_json(struct pg_worker *w, struct pg_client *c, int status, const char *body,
+                   size_t len, bool close)
+{
+	char head[256];
+	int hl = snprintf(
+	    head, sizeof(head),
+	    "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n%s\r\n",
+	    status, pg_http_reason(status), len, close ? "Connection: close\r\n" : "");
+
+	pg_sock_queue_copy(w, &c->s, head, (size_t)hl);
+	pg_sock_queue_copy(w, &c->s, body, len);
+}
+
 void pg_reply_overload(struct pg_worker *w, struct pg_client *c)
 {
 	pg_sock_queue_copy(w, &c->s, PG_OVERLOAD_REPLY, sizeof(PG_OVERLOAD_REPLY) - 1);

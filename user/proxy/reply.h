@@ -12,6 +12,9 @@
 /* status with {"error":{"message":msg,...}}; close: add Connection: close. */
 void pg_reply_error(struct pg_worker *w, struct pg_client *c, int status, const char *msg,
                     bool close);
+/* status with the JSON body[0..len) (Content-Type application/json). */
+void pg_reply_json(struct pg_worker *w, struct pg_client *c, int status, const char *body,
+                   size_t len, bool close);
 /* 503 of --max-in-flight (lifecycle.h), closing. */
 void pg_reply_overload(struct pg_worker *w, struct pg_client *c);
 /* Expect: 100-continue, answered by the gateway, which then reads the body. */

@@ -129,6 +129,9 @@ static int load_skel(struct pg_maps *m, const char *pin_path, char *err, size_t 
 		}
 		/* A pinned index of another size fails to load: replaced below. */
 		bpf_map__set_max_entries(m->skel->maps.pg_cache_index, m->ca_slots);
+		/* Likewise rings and state of another pool count. */
+		bpf_map__set_max_entries(m->skel->maps.pg_rings, PG_RING_COPIES * m->npools);
+		bpf_map__set_max_entries(m->skel->maps.pg_state, m->npools);
 		rc = prefixgate_bpf__load(m->skel);
 		/* Only a layout mismatch is worth a second try. */
 		if (!rc || rc == -EPERM || rc == -EACCES)
@@ -169,12 +172,14 @@ static int open_bpf(struct pg_maps *m, const char *pin_path, char *err, size_t e
 	m->backends = map_mmap(bpf_map__fd(skel->maps.pg_backends),
 	                       map_bytes(sizeof(struct pg_backend), PG_MAX_BACKENDS));
 	m->rings = map_mmap(bpf_map__fd(skel->maps.pg_rings),
-	                    map_bytes(sizeof(struct pg_ring), PG_RING_COPIES));
-	m->state =
-	    map_mmap(bpf_map__fd(skel->maps.pg_state), map_bytes(sizeof(struct pg_state), 1));
+	                    map_bytes(sizeof(struct pg_ring), PG_RING_COPIES * m->npools));
+	m->state = map_mmap(bpf_map__fd(skel->maps.pg_state),
+	                    map_bytes(sizeof(struct pg_state), m->npools));
+	m->pools = map_mmap(bpf_map__fd(skel->maps.pg_pools),
+	                    map_bytes(sizeof(struct pg_pool), PG_MAX_POOLS));
 	m->ca = map_mmap(bpf_map__fd(skel->maps.pg_cache_index),
 	                 map_bytes(sizeof(struct pg_ca_slot), m->ca_slots));
-	if (!m->backends || !m->rings || !m->state || !m->ca) {
+	if (!m->backends || !m->rings || !m->state || !m->ca || !m->pools) {
 		rc = -errno;
 		snprintf(err, errlen, "mmap of a BPF map failed: %s", strerror(errno));
 		return rc;
@@ -188,16 +193,19 @@ static int open_shm(struct pg_maps *m, char *err, size_t errlen)
 
 	m->backends =
 	    mmap(NULL, map_bytes(sizeof(struct pg_backend), PG_MAX_BACKENDS), prot, fl, -1, 0);
-	m->rings = mmap(NULL, map_bytes(sizeof(struct pg_ring), PG_RING_COPIES), prot, fl, -1, 0);
-	m->state = mmap(NULL, map_bytes(sizeof(struct pg_state), 1), prot, fl, -1, 0);
+	m->rings = mmap(NULL, map_bytes(sizeof(struct pg_ring), PG_RING_COPIES * m->npools), prot,
+	                fl, -1, 0);
+	m->state = mmap(NULL, map_bytes(sizeof(struct pg_state), m->npools), prot, fl, -1, 0);
 	m->ca = mmap(NULL, map_bytes(sizeof(struct pg_ca_slot), m->ca_slots), prot, fl, -1, 0);
+	m->pools = mmap(NULL, map_bytes(sizeof(struct pg_pool), PG_MAX_POOLS), prot, fl, -1, 0);
 	if (m->backends == MAP_FAILED || m->rings == MAP_FAILED || m->state == MAP_FAILED ||
-	    m->ca == MAP_FAILED) {
+	    m->ca == MAP_FAILED || m->pools == MAP_FAILED) {
 		snprintf(err, errlen, "shared memory: %s", strerror(errno));
 		m->backends = NULL;
 		m->rings = NULL;
 		m->state = NULL;
 		m->ca = NULL;
+		m->pools = NULL;
 		return -ENOMEM;
 	}
 	return 0;
@@ -206,10 +214,17 @@ static int open_shm(struct pg_maps *m, char *err, size_t errlen)
 int pg_maps_open(struct pg_maps *m, bool use_bpf, const char *pin_path, uint32_t ca_slots,
                  char *err, size_t errlen)
 {
+	return pg_maps_open_pools(m, use_bpf, pin_path, ca_slots, 1, err, errlen);
+}
+
+int pg_maps_open_pools(struct pg_maps *m, bool use_bpf, const char *pin_path, uint32_t ca_slots,
+                       unsigned npools, char *err, size_t errlen)
+{
 	int rc;
 
 	memset(m, 0, sizeof(*m));
 	m->lock_fd = -1;
+	m->npools = npools >= 1 && npools <= PG_MAX_POOLS ? npools : 1;
 	m->ca_slots = ca_slots ? ca_slots : PG_CA_SLOTS_MIN;
 	snprintf(m->pin_path, sizeof(m->pin_path), "%s", pin_path);
 	m->bpf = use_bpf;
@@ -220,8 +235,9 @@ int pg_maps_open(struct pg_maps *m, bool use_bpf, const char *pin_path, uint32_t
 	}
 	/* We hold the pin path alone: whatever a previous run left is stale. */
 	memset(m->backends, 0, sizeof(struct pg_backend) * PG_MAX_BACKENDS);
-	memset(m->rings, 0, sizeof(struct pg_ring) * PG_RING_COPIES);
-	memset(m->state, 0, sizeof(struct pg_state));
+	memset(m->rings, 0, sizeof(struct pg_ring) * PG_RING_COPIES * m->npools);
+	memset(m->state, 0, sizeof(struct pg_state) * m->npools);
+	memset(m->pools, 0, sizeof(struct pg_pool) * PG_MAX_POOLS);
 	memset(m->ca, 0, sizeof(struct pg_ca_slot) * m->ca_slots);
 	m->state->ca_slots = m->ca_slots;
 	return 0;
@@ -232,9 +248,12 @@ void pg_maps_close(struct pg_maps *m)
 	if (m->backends)
 		munmap(m->backends, map_bytes(sizeof(struct pg_backend), PG_MAX_BACKENDS));
 	if (m->rings)
-		munmap(m->rings, map_bytes(sizeof(struct pg_ring), PG_RING_COPIES));
+		munmap(m->rings, map_bytes(sizeof(struct pg_ring), PG_RING_COPIES * m->npools));
 	if (m->state)
-		munmap(m->state, map_bytes(sizeof(struct pg_state), 1));
+		munmap(m->state, map_bytes(sizeof(struct pg_state), m->npools));
+	if (m->pools)
+		munmap(m->pools, map_bytes(sizeof(struct pg_pool), PG_MAX_POOLS));
+	m->pools = NULL;
 	if (m->ca)
 		munmap(m->ca, map_bytes(sizeof(struct pg_ca_slot), m->ca_slots));
 	m->ca = NULL;
@@ -258,12 +277,15 @@ int pg_maps_state_fd(const struct pg_maps *m)
 	return m->skel ? bpf_map__fd(m->skel->maps.pg_state) : -1;
 }
 
-size_t pg_maps_candidates(const struct pg_maps *m, uint64_t key_hash,
-                          uint16_t out[PG_RING_CANDIDATES])
+size_t pg_maps_pool_candidates(const struct pg_maps *m, unsigned pool, uint64_t key_hash,
+                               uint16_t out[PG_RING_CANDIDATES])
 {
+	const struct pg_state *st = &m->state[pool];
+	const struct pg_ring *rings = &m->rings[(size_t)pool * PG_RING_COPIES];
+
 	for (;;) {
-		uint64_t gen = __atomic_load_n(&m->state->ring_generation, __ATOMIC_ACQUIRE);
-		const struct pg_ring *r = &m->rings[gen & 1];
+		uint64_t gen = __atomic_load_n(&st->ring_generation, __ATOMIC_ACQUIRE);
+		const struct pg_ring *r = &rings[gen & 1];
 		uint64_t s1 = __atomic_load_n(&r->seq, __ATOMIC_ACQUIRE);
 		size_t n;
 
@@ -276,26 +298,48 @@ size_t pg_maps_candidates(const struct pg_maps *m, uint64_t key_hash,
 	}
 }
 
-struct pg_ring *pg_maps_ring_begin(struct pg_maps *m)
+size_t pg_maps_candidates(const struct pg_maps *m, uint64_t key_hash,
+                          uint16_t out[PG_RING_CANDIDATES])
 {
-	uint64_t gen = __atomic_load_n(&m->state->ring_generation, __ATOMIC_RELAXED);
-	struct pg_ring *r = &m->rings[(gen + 1) & 1];
+	return pg_maps_pool_candidates(m, 0, key_hash, out);
+}
+
+struct pg_ring *pg_maps_pool_ring_begin(struct pg_maps *m, unsigned pool)
+{
+	uint64_t gen = __atomic_load_n(&m->state[pool].ring_generation, __ATOMIC_RELAXED);
+	struct pg_ring *r = &m->rings[(size_t)pool * PG_RING_COPIES + ((gen + 1) & 1)];
 
 	__atomic_store_n(&r->seq, r->seq + 1, __ATOMIC_RELAXED); /* odd: being written */
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	return r;
 }
 
-void pg_maps_ring_publish(struct pg_maps *m, struct pg_ring *r)
+void pg_maps_pool_ring_publish(struct pg_maps *m, unsigned pool, struct pg_ring *r)
 {
-	uint64_t gen = __atomic_load_n(&m->state->ring_generation, __ATOMIC_RELAXED) + 1;
+	uint64_t gen = __atomic_load_n(&m->state[pool].ring_generation, __ATOMIC_RELAXED) + 1;
 
 	r->generation = gen;
 	__atomic_store_n(&r->seq, r->seq + 1, __ATOMIC_RELEASE); /* even: complete */
-	__atomic_store_n(&m->state->ring_generation, gen, __ATOMIC_RELEASE);
+	__atomic_store_n(&m->state[pool].ring_generation, gen, __ATOMIC_RELEASE);
+}
+
+const struct pg_ring *pg_maps_pool_live_ring(const struct pg_maps *m, unsigned pool)
+{
+	return &m->rings[(size_t)pool * PG_RING_COPIES +
+	                 (__atomic_load_n(&m->state[pool].ring_generation, __ATOMIC_ACQUIRE) & 1)];
+}
+
+struct pg_ring *pg_maps_ring_begin(struct pg_maps *m)
+{
+	return pg_maps_pool_ring_begin(m, 0);
+}
+
+void pg_maps_ring_publish(struct pg_maps *m, struct pg_ring *r)
+{
+	pg_maps_pool_ring_publish(m, 0, r);
 }
 
 const struct pg_ring *pg_maps_live_ring(const struct pg_maps *m)
 {
-	return &m->rings[__atomic_load_n(&m->state->ring_generation, __ATOMIC_ACQUIRE) & 1];
+	return pg_maps_pool_live_ring(m, 0);
 }

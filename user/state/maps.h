@@ -18,8 +18,10 @@ struct prefixgate_bpf;
 
 struct pg_maps {
 	struct pg_backend *backends; /* PG_MAX_BACKENDS entries */
-	struct pg_ring *rings;       /* PG_RING_COPIES entries */
-	struct pg_state *state;      /* one entry */
+	struct pg_ring *rings;       /* PG_RING_COPIES entries per pool */
+	struct pg_state *state;      /* one entry per pool; gateway-wide fields in entry 0 */
+	struct pg_pool *pools;       /* PG_MAX_POOLS entries (what bpftool shows of the pools) */
+	unsigned npools;             /* model pools (1: the default pool alone) */
 	struct pg_ca_slot *ca;       /* cache_aware's block index, ca_slots entries */
 	uint32_t ca_slots;           /* a power of two */
 	bool bpf;                    /* BPF maps (else shared memory) */
@@ -42,6 +44,11 @@ struct pg_maps {
 int pg_maps_open(struct pg_maps *m, bool use_bpf, const char *pin_path, uint32_t ca_slots,
                  char *err, size_t errlen);
 
+/* The same with npools model pools (1-PG_MAX_POOLS): a ring pair and a
+ * state entry each; maps pinned for another pool count are replaced. */
+int pg_maps_open_pools(struct pg_maps *m, bool use_bpf, const char *pin_path, uint32_t ca_slots,
+                       unsigned npools, char *err, size_t errlen);
+
 /* Smallest block index (ca_slots 0 asks for it). */
 #define PG_CA_SLOTS_MIN 4096u
 
@@ -53,7 +60,11 @@ void pg_maps_close(struct pg_maps *m);
 /* fd of the pg_state BPF map (for probing bpf(2) permissions), or -1. */
 int pg_maps_state_fd(const struct pg_maps *m);
 
-/* Ring candidates for a key hash through the seqlock: never a half-built ring. */
+/* Ring candidates for a key hash in pool's ring through the seqlock: never a
+ * half-built ring. */
+size_t pg_maps_pool_candidates(const struct pg_maps *m, unsigned pool, uint64_t key_hash,
+                               uint16_t out[PG_RING_CANDIDATES]);
+/* The same in the default pool's (pool 0). */
 size_t pg_maps_candidates(const struct pg_maps *m, uint64_t key_hash,
                           uint16_t out[PG_RING_CANDIDATES]);
 
@@ -64,5 +75,10 @@ void pg_maps_ring_publish(struct pg_maps *m, struct pg_ring *ring);
 
 /* The live ring copy (for reading by the control thread, the only writer). */
 const struct pg_ring *pg_maps_live_ring(const struct pg_maps *m);
+
+/* The same three for pool's ring pair (the ones above are pool 0's). */
+struct pg_ring *pg_maps_pool_ring_begin(struct pg_maps *m, unsigned pool);
+void pg_maps_pool_ring_publish(struct pg_maps *m, unsigned pool, struct pg_ring *ring);
+const struct pg_ring *pg_maps_pool_live_ring(const struct pg_maps *m, unsigned pool);
 
 #endif /* PG_MAPS_H */

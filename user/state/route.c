@@ -4,6 +4,7 @@
 #include "state/fleetq.h"
 #include "state/routestats.h"
 #include "state/route.h"
+#include "state/pools.h"
 
 struct holder_rule {
 	const struct pg_backend *backends;
@@ -23,7 +24,7 @@ static bool holder_usable(uint16_t id, void *arg)
 
 /* kb: cache_aware's blocks (NULL when only the key is known: a retry goes
  * by the anchor's ring alone). */
-static uint16_t choose(struct pg_gateway *gw, const struct pg_route_cfg *rc,
+static uint16_t choose(struct pg_gateway *gw, unsigned pool, const struct pg_route_cfg *rc,
                        const struct pg_key *key, const struct pg_key_blocks *kb,
                        const struct pg_idset *exclude, uint64_t now_ms, uint64_t rnd,
                        struct pg_choice *choice)
@@ -35,7 +36,7 @@ static uint16_t choose(struct pg_gateway *gw, const struct pg_route_cfg *rc,
 	unsigned max_id = pg_max_backend_id(gw);
 
 	if (rc->strategy == PG_STRATEGY_PREFIX_AWARE)
-		ncand = pg_maps_candidates(&gw->maps, key->hash, cand);
+		ncand = pg_maps_pool_candidates(&gw->maps, pool, key->hash, cand);
 	if (rc->strategy == PG_STRATEGY_CACHE_AWARE) {
 		struct holder_rule rule = {gw->maps.backends, max_id, exclude, now_ms};
 		struct pg_ca_index ix = pg_cache_index(gw);
@@ -43,7 +44,7 @@ static uint16_t choose(struct pg_gateway *gw, const struct pg_route_cfg *rc,
 		struct pg_cached cached;
 		uint16_t id;
 
-		ncand = pg_maps_candidates(&gw->maps, key->anchor, cand);
+		ncand = pg_maps_pool_candidates(&gw->maps, pool, key->anchor, cand);
 		if (kb && kb->n && ix.capacity_blocks)
 			pg_ca_match(&ix, kb->chain, kb->n, holder_usable, &rule, &m);
 		cached = (struct pg_cached){
@@ -63,14 +64,15 @@ static uint16_t choose(struct pg_gateway *gw, const struct pg_route_cfg *rc,
 
 /* What PREFIX_AWARE would choose for key now, with the same ring,
  * threshold and in-flight counts (those are the real routing's). */
-static uint16_t shadow_choice(struct pg_gateway *gw, const struct pg_route_cfg *rc,
-                              const struct pg_key *key, uint64_t now_ms, uint64_t rnd)
+static uint16_t shadow_choice(struct pg_gateway *gw, unsigned pool, const struct pg_route_cfg *rc,
+                              const struct pg_key *key, const struct pg_idset *exclude,
+                              uint64_t now_ms, uint64_t rnd)
 {
 	struct pg_route_cfg pa = *rc;
 	struct pg_choice ch;
 
 	pa.strategy = PG_STRATEGY_PREFIX_AWARE;
-	return choose(gw, &pa, key, NULL, NULL, now_ms, rnd, &ch);
+	return choose(gw, pool, &pa, key, NULL, exclude, now_ms, rnd, &ch);
 }
 
 /* cache_aware: what was sent where, and how long the match was; in a
@@ -98,13 +100,13 @@ static void record_blocks(struct pg_gateway *gw, unsigned worker, const struct p
 		               kb->chain, kb->n);
 }
 
-/* The routing config a decision uses: the live one, with the threshold
+/* The routing config a decision uses: pool's live one, with the threshold
  * divided among the gateways in load mode SHARE (gw->fleet_share). */
-static void decision_cfg(const struct pg_gateway *gw, struct pg_route_cfg *rc)
+static void decision_cfg(const struct pg_gateway *gw, unsigned pool, struct pg_route_cfg *rc)
 {
 	uint32_t share = __atomic_load_n(&gw->fleet_share, __ATOMIC_RELAXED);
 
-	pg_route_cfg_load(gw, rc);
+	pg_route_cfg_load_pool(gw, pool, rc);
 	if (share > 1)
 		rc->concurrency_threshold = pg_fleet_threshold(rc->concurrency_threshold, share);
 }
@@ -117,12 +119,15 @@ static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
                       struct pg_choice *choice, unsigned worker)
 {
 	const uint64_t now = pg_now_ms();
+	const unsigned pool = in->pool < gw->maps.npools ? in->pool : 0;
+	struct pg_idset buf;
+	const struct pg_idset *ex = pg_pool_exclude(gw, pool, exclude, &buf);
 	struct pg_key_blocks kb;
 	struct pg_route_cfg rc;
 	uint16_t id, shadow = 0;
 	bool ca;
 
-	decision_cfg(gw, &rc);
+	decision_cfg(gw, pool, &rc);
 	ca = rc.strategy == PG_STRATEGY_CACHE_AWARE;
 	if (ca)
 		pg_key_compute_blocks(in->api, in->header_key, in->body, in->body_len, in->complete,
@@ -130,7 +135,8 @@ static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
 	else
 		pg_key_compute(in->api, in->header_key, in->body, in->body_len, in->complete,
 		               rc.prefix_length, key, NULL, 0, NULL);
-	id = choose(gw, &rc, key, ca ? &kb : NULL, exclude, now, rnd, choice);
+	id = choose(gw, pool, &rc, key, ca ? &kb : NULL, ex, now, rnd, choice);
+	choice->pool = (uint8_t)pool;
 	if (worker == NO_RECORD || !id)
 		return id;
 	if (ca)
@@ -138,7 +144,8 @@ static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
 	if (gw->cfg && gw->cfg->shadow)
 		shadow = rc.strategy == PG_STRATEGY_PREFIX_AWARE
 		             ? id
-		             : shadow_choice(gw, &rc, key, now, rnd);
+		             : shadow_choice(gw, pool, &rc, key,
+		                             pg_pool_exclude(gw, pool, NULL, &buf), now, rnd);
 	pg_rstats_record(gw, worker, ca ? key->anchor : key->hash, id, shadow, now);
 	return id;
 }
@@ -160,8 +167,14 @@ uint16_t pg_route_dry(struct pg_gateway *gw, const struct pg_route_input *in,
 uint16_t pg_route_again(struct pg_gateway *gw, const struct pg_key *key,
                         const struct pg_idset *exclude, uint64_t rnd, struct pg_choice *choice)
 {
+	const unsigned pool = choice->pool < gw->maps.npools ? choice->pool : 0;
+	struct pg_idset buf;
 	struct pg_route_cfg rc;
+	uint16_t id;
 
-	decision_cfg(gw, &rc);
-	return choose(gw, &rc, key, NULL, exclude, pg_now_ms(), rnd, choice);
+	decision_cfg(gw, pool, &rc);
+	id = choose(gw, pool, &rc, key, NULL, pg_pool_exclude(gw, pool, exclude, &buf), pg_now_ms(),
+	            rnd, choice);
+	choice->pool = (uint8_t)pool;
+	return id;
 }

@@ -18,6 +18,7 @@ struct pg_route_input {
 	const char *body;         /* body bytes held (decoded) */
 	size_t body_len;
 	bool complete; /* body is whole */
+	unsigned pool; /* model pool (state/pools.h); 0: the default */
 };
 
 /*
@@ -38,8 +39,9 @@ uint16_t pg_route_dry(struct pg_gateway *gw, const struct pg_route_input *in,
                       const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
                       struct pg_choice *choice);
 
-/* Re-choose for a request whose key is known (after a failed attempt); not
- * recorded again in the routing statistics. */
+/* Re-choose for a request whose key is known (after a failed attempt), in
+ * the pool of its first choice (choice->pool); not recorded again in the
+ * routing statistics. */
 uint16_t pg_route_again(struct pg_gateway *gw, const struct pg_key *key,
                         const struct pg_idset *exclude, uint64_t rnd, struct pg_choice *choice);
 

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The admin API's model pools (admin.c dispatches to these): GET /pools,
+ * the ?pool=NAME parameter of /backends and /routing, and the RoutingConfig
+ * JSON both files write. Control thread only.
+ */
+#ifndef PG_ADMIN_POOLS_H
+#define PG_ADMIN_POOLS_H
+
+#include "control/admin.h"
+#include "gateway.h"
+
+/* The pool a query string names (?pool=NAME; absent: the default pool),
+ * or -1 with err set: an unknown pool, or a parameter other than pool. */
+int pg_admin_query_pool(const struct pg_gateway *gw, struct pg_str query, char *err, size_t errlen);
+
+/* status with {"error":msg} (admin.c). Returns status. */
+int pg_admin_reply_error(struct pg_admin_reply *r, int status, const char *msg);
+
+/* RoutingConfig JSON of rc, as GET /routing answers it. */
+void pg_admin_routing_json(struct pg_buf *o, const struct pg_route_cfg *rc);
+
+/* GET /pools: each pool, its models, paths, RoutingConfig and members. */
+int pg_admin_pools_get(struct pg_gateway *gw, struct pg_admin_reply *r);
+
+/* GET /routing and PUT /routing, for the pool ?pool= names (0: default). */
+int pg_admin_routing(struct pg_gateway *gw, bool put, struct pg_str query, const char *body,
+                     size_t len, struct pg_admin_reply *r);
+
+#endif /* PG_ADMIN_POOLS_H */
