@@ -557,7 +557,7 @@ def man_flags(path):
 @test
 def man_page_states_help_defaults(opts):
     """Each range and default --help states (both from the one option table in
-    config_flags.c) is stated by the man page item of that option too."""
+    config_opts.c) is stated by the man page item of that option too."""
     gw = subprocess.run([os.path.join(opts.build, "prefixgate"), "--help"],
                         capture_output=True, timeout=10).stdout.decode()
     items = man_items(os.path.join(REPO, "tools", "packaging", "prefixgate.8"))

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The command line's table of flags (config_opts.c) and what the parser
+ * (config_flags.c) needs of it. Not part of the public API: include only
+ * from those two files.
+ */
+#ifndef PG_CONFIG_OPTS_H
+#define PG_CONFIG_OPTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* clang-format off */
+enum opt_id {
+	O_LISTEN, O_ADMIN, O_BACKEND, O_BACKENDS_FILE, O_RESOLVER, O_RESOLVE_INTERVAL, O_STRATEGY, O_PREFIX_LENGTH, O_CONCURRENCY,
+	O_ROUTING_CONFIG, O_WORKERS, O_DATA_PATH, O_NO_BPF, O_PIN_PATH, O_BPF_CGROUP, O_HC_PATH,
+	O_HC_INTERVAL, O_HC_TIMEOUT, O_HC_RISE, O_HC_FALL, O_SCRAPE, O_LOAD_SIGNAL, O_SHADOW,
+	O_PREDICT_WINDOW, O_POOL,
+	O_USER, O_ADMIN_TOKEN, O_ADMIN_TOKEN_FILE, O_SHUTDOWN_TIMEOUT, O_MAX_IN_FLIGHT, O_MAX_CONNS,
+	O_MAX_BODY, O_CACHE_CAPACITY, O_ROUTE_HEADER,
+	O_T_HEADER, O_T_BODY, O_T_IDLE, O_T_CONNECT, O_T_FIRST_BYTE, O_SPLICE_BUDGET, O_ACCESS_LOG,
+	O_NATS, O_NATS_CLUSTER, O_GATEWAY_ID, O_FLEET_INTERVAL, O_FLEET_SIZE,
+	O_ETCD, O_ETCD_PREFIX, O_ETCD_TIMEOUT, O_ETCD_USER, O_ETCD_PASSWORD, O_ETCD_STATE,
+	O_HELP, O_VERSION,
+};
+/* clang-format on */
+
+/*
+ * One entry per flag, and every fact about it: its name, what it means, its
+ * default and its range. --help prints them (help_line), apply() parses a
+ * value by them, config_defaults() applies each default through apply() as
+ * if it had been given, and the man page is checked against --help
+ * (tests/e2e/test_ctl.py), so a default or a range is written once, in the
+ * table (config_opts.c).
+ * Constants other parsers share (the RoutingConfig ranges in prefixgate.h,
+ * PG_*_DEFAULT in config.h) are used by name.
+ */
+struct pg_opt {
+	const char *name; /* without "--" */
+	const char *arg;  /* value placeholder, NULL: takes no value (or see list) */
+	const char *help; /* one line: what it does (--help appends range, default) */
+	/* A choice of names: list() joins them with sep into buf. They are the
+	 * placeholder when arg is NULL, the help when help is NULL, and are
+	 * listed in the message that refuses a value. */
+	const char *(*list)(char *buf, size_t len, const char *sep);
+	const char *def;      /* the default, spelt as a value of the flag; NULL: none */
+	const char *def_text; /* or the default in words, for --help only */
+	/* A number (max > 0): apply() stores it at field, an unsigned of
+	 * struct pg_config (route: of struct pg_route_cfg, whose flags
+	 * override a --routing-config file). */
+	size_t field;
+	uint32_t min, max;
+	bool zero_off; /* 0 is accepted too (outside min-max) and means off */
+	bool route;
+	bool str; /* a non-empty string: apply() stores the const char * at field */
+};
+
+extern const struct pg_opt pg_opts[];
+#define PG_NOPTS ((size_t)O_VERSION + 1)
+
+/* --data-path values, by enum pg_data_path. */
+extern const char *const pg_data_paths[];
+#define PG_NDATA_PATHS 4
+
+#endif /* PG_CONFIG_OPTS_H */
