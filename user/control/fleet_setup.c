@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* Start, stop and the metrics of the fleet (fleet.h). */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,28 @@ static uint64_t load(const uint64_t *v)
 	return __atomic_load_n(v, __ATOMIC_RELAXED);
 }
 
+/* The fleet's plain counters in /metrics: name, help, field of struct
+ * counters. */
+static const struct {
+	const char *name, *help;
+	size_t off;
+} scalars[] = {
+    {"prefixgate_fleet_messages_bad_total",
+     "Messages on the fleet subjects that could not be decoded.", offsetof(struct counters, bad)},
+    {"prefixgate_fleet_peers_dropped_total", "Peers dropped after going silent.",
+     offsetof(struct counters, peers_dropped)},
+    {"prefixgate_fleet_mode_changes_total", "Load mode changes.",
+     offsetof(struct counters, mode_changes)},
+    {"prefixgate_fleet_cache_published_total", "cache_aware decisions sent to the peers.",
+     offsetof(struct counters, cache_published)},
+    {"prefixgate_fleet_cache_applied_total",
+     "Peers' cache_aware decisions recorded in this gateway's block index.",
+     offsetof(struct counters, cache_applied)},
+    {"prefixgate_fleet_cache_unknown_total",
+     "Peers' cache_aware decisions for a backend that is not a member here.",
+     offsetof(struct counters, cache_unknown)},
+};
+
 void pg_fleet_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 {
 	static const char *const types[] = {
@@ -213,29 +236,12 @@ void pg_fleet_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 	for (int t = PG_FLEET_MSG_LOAD; t <= PG_FLEET_MSG_CACHE; t++)
 		pg_buf_printf(o, "prefixgate_fleet_messages_received_total{type=\"%s\"} %llu\n",
 		              types[t], (unsigned long long)load(&f->c.received[t]));
-	family(o, "prefixgate_fleet_messages_bad_total", "counter",
-	       "Messages on the fleet subjects that could not be decoded.");
-	pg_buf_printf(o, "prefixgate_fleet_messages_bad_total %llu\n",
-	              (unsigned long long)load(&f->c.bad));
-	family(o, "prefixgate_fleet_peers_dropped_total", "counter",
-	       "Peers dropped after going silent.");
-	pg_buf_printf(o, "prefixgate_fleet_peers_dropped_total %llu\n",
-	              (unsigned long long)load(&f->c.peers_dropped));
-	family(o, "prefixgate_fleet_mode_changes_total", "counter", "Load mode changes.");
-	pg_buf_printf(o, "prefixgate_fleet_mode_changes_total %llu\n",
-	              (unsigned long long)load(&f->c.mode_changes));
-	family(o, "prefixgate_fleet_cache_published_total", "counter",
-	       "cache_aware decisions sent to the peers.");
-	pg_buf_printf(o, "prefixgate_fleet_cache_published_total %llu\n",
-	              (unsigned long long)load(&f->c.cache_published));
-	family(o, "prefixgate_fleet_cache_applied_total", "counter",
-	       "Peers' cache_aware decisions recorded in this gateway's block index.");
-	pg_buf_printf(o, "prefixgate_fleet_cache_applied_total %llu\n",
-	              (unsigned long long)load(&f->c.cache_applied));
-	family(o, "prefixgate_fleet_cache_unknown_total", "counter",
-	       "Peers' cache_aware decisions for a backend that is not a member here.");
-	pg_buf_printf(o, "prefixgate_fleet_cache_unknown_total %llu\n",
-	              (unsigned long long)load(&f->c.cache_unknown));
+	for (size_t i = 0; i < sizeof(scalars) / sizeof(scalars[0]); i++) {
+		family(o, scalars[i].name, "counter", scalars[i].help);
+		pg_buf_printf(o, "%s %llu\n", scalars[i].name,
+		              (unsigned long long)load(
+		                  (const uint64_t *)((const char *)&f->c + scalars[i].off)));
+	}
 	family(o, "prefixgate_fleet_cache_dropped_total", "counter",
 	       "cache_aware decisions not sent: a worker's buffer busy or full, the batch full, "
 	       "or no NATS connection.");
