@@ -154,6 +154,68 @@ def explicit_key(opts):
 
 
 @test
+def newer_api_keys(opts):
+    """/v1/responses, /v1/messages and /v1/embeddings are keyed by their text:
+    field order, whitespace and sampling fields never move a request; the
+    dry run (also with a query string in ?path=) says so, and real traffic
+    goes where it says."""
+    f = Fleet(opts, 4)
+    try:
+        sysp = "You are a support bot. " * 30
+        cases = {
+            "/v1/responses": ("input", [
+                {"model": "m", "instructions": sysp, "input": "Where is my order?"},
+                {"input": [{"role": "user", "content": "Where is my order?"}],
+                 "max_output_tokens": 5, "stream": True, "instructions": sysp},
+                {"instructions": sysp, "temperature": 0.3, "input": [
+                    {"type": "message", "role": "user",
+                     "content": [{"type": "input_text", "text": "Where is my order?"}]}]},
+            ]),
+            "/v1/messages": ("messages", [
+                {"model": "c", "max_tokens": 100, "system": sysp,
+                 "messages": [{"role": "user", "content": "Where is my order?"}]},
+                {"messages": [{"content": [{"type": "text", "text": "Where is my order?"}],
+                               "role": "user"}], "stream": True, "max_tokens": 7,
+                 "system": [{"type": "text", "text": sysp}]},
+            ]),
+            "/v1/embeddings": ("input", [
+                {"model": "e", "input": sysp},
+                {"input": [sysp], "encoding_format": "float"},
+            ]),
+        }
+        for path, (source, bodies) in cases.items():
+            texts = [json.dumps(bodies[0]), json.dumps(bodies[0], indent=3)] + \
+                [json.dumps(b) for b in bodies[1:]]
+            rs = [f.dry_run(t, path=path) for t in texts]
+            for r in rs:
+                assert r["key_source"] == source and not r["fallback"], (path, r)
+                assert r["key_hash"] == rs[0]["key_hash"], (path, rs)
+            # A query string does not change the API (real routing drops it).
+            q = f.dry_run(texts[0], path=path + "%3Fapi-version%3D1")
+            assert q["key_hash"] == rs[0]["key_hash"] and q["key_source"] == source, q
+            for t in texts:
+                st, h, _ = f.post(path + "?api-version=1", t,
+                                  {"Content-Type": "application/json"})
+                assert f.addr(h["x-backend-id"]) == rs[0]["backend"], (path, st, h, rs[0])
+        # The completions key is its prompt, and says so.
+        r = f.dry_run(json.dumps({"prompt": "hello"}), path="/v1/completions")
+        assert r["key_source"] == "prompt" and r["api"] == "completions", r
+        # previous_response_id: one chain, one backend, an explicit key.
+        a = f.dry_run(json.dumps({"previous_response_id": "resp_7", "input": "one"}),
+                      path="/v1/responses")
+        b = f.dry_run(json.dumps({"input": "two", "previous_response_id": "resp_7"}),
+                      path="/v1/responses")
+        assert a["key_source"] == "previous_response_id" and a["reason"] == "explicit_key", a
+        assert a["key_hash"] == b["key_hash"], (a, b)
+        c = f.dry_run(json.dumps({"previous_response_id": "resp_7", "input": "x",
+                                  "prompt_cache_key": "conv-1"}), path="/v1/responses")
+        assert c["key_source"] == "prompt_cache_key", c
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
 def concurrency_threshold_overflow(opts):
     """The key's backend never exceeds ConcurrencyThreshold; excess overflows
     to other backends and no request fails."""

@@ -242,8 +242,8 @@ static void test_utf8_cut(void **state)
 	for (uint32_t n = 1; n <= 7; n++) {
 		size_t want = bytes_at[n < 5 ? n : 5];
 
-		expect_text(compl(body, n), PG_KEY_SRC_MESSAGES, text, want, n < 5 ? n : 5);
-		expect_text(compl(body_lit, n), PG_KEY_SRC_MESSAGES, text, want, n < 5 ? n : 5);
+		expect_text(compl(body, n), PG_KEY_SRC_PROMPT, text, want, n < 5 ? n : 5);
+		expect_text(compl(body_lit, n), PG_KEY_SRC_PROMPT, text, want, n < 5 ? n : 5);
 	}
 }
 
@@ -333,7 +333,7 @@ static void test_completions(void **state)
 		struct res r = compl(cases[i].body, 4096);
 		size_t len = strlen(cases[i].text);
 
-		if (r.k.source != PG_KEY_SRC_MESSAGES || r.k.fallback || r.len != len ||
+		if (r.k.source != PG_KEY_SRC_PROMPT || r.k.fallback || r.len != len ||
 		    memcmp(r.text, cases[i].text, len))
 			fail_msg("case %zu: %s", i, cases[i].body);
 	}

@@ -227,7 +227,14 @@ static int h_routing_put(struct pg_gateway *gw, const char *body, size_t len,
 }
 
 static const char *const api_names[] = {
-    [PG_API_RAW] = "raw", [PG_API_CHAT] = "chat", [PG_API_COMPLETIONS] = "completions"};
+    [PG_API_RAW] = "raw",
+    [PG_API_CHAT] = "chat",
+    [PG_API_COMPLETIONS] = "completions",
+    [PG_API_RESPONSES] = "responses",
+    [PG_API_MESSAGES] = "messages",
+    [PG_API_EMBEDDINGS] = "embeddings",
+};
+_Static_assert(sizeof(api_names) / sizeof(api_names[0]) == PG_API_COUNT, "a name for each API");
 
 /* Bytes of the key shown by the dry run ("key_preview"). */
 #define KEY_PREVIEW 256
@@ -296,8 +303,13 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 		status = reply_error(r, 400, "path: must start with '/'");
 	if (status)
 		goto out;
-	if (path)
-		in.api = pg_key_api(post, (struct pg_str){path, path_len});
+	if (path) {
+		/* The API is the path without its query, as for real requests
+		 * (?path=/v1/chat/completions%3Fapi-version=1). */
+		const char *q = memchr(path, '?', path_len);
+
+		in.api = pg_key_api(post, (struct pg_str){path, q ? (size_t)(q - path) : path_len});
+	}
 	if (key)
 		in.header_key = (struct pg_str){key, key_len};
 

@@ -28,8 +28,7 @@ static uint16_t choose(struct pg_gateway *gw, const struct pg_route_cfg *rc,
 {
 	uint16_t cand[PG_RING_CANDIDATES];
 	size_t ncand = 0;
-	bool explicit_key =
-	    key->source == PG_KEY_SRC_HEADER || key->source == PG_KEY_SRC_CACHE_FIELD;
+	bool explicit_key = pg_key_source_explicit(key->source);
 	unsigned max_id = pg_max_backend_id(gw);
 
 	if (rc->strategy == PG_STRATEGY_PREFIX_AWARE)
