@@ -847,8 +847,9 @@ def command_line_errors(opts):
 
 @test
 def access_log(opts):
-    """--access-log: one JSON line per request, with backend, decision, key
-    hash, status, bytes, durations and outcome."""
+    """--access-log: one JSON line per request, with request id, client,
+    method, path, backend, decision, key hash, status, bytes (spliced ones
+    too), TTFT, durations and outcome."""
     f = Fleet(opts, 2, start_gateway=False)
     path = os.path.join(f.tmp, "access-%d.log" % os.getpid())
     try:
@@ -856,8 +857,23 @@ def access_log(opts):
         body = "logged " * 300
         want = f.dry_run(body)
         for _ in range(3):
-            st, h, _ = f.post("/invocations", body)
-            assert st == 200
+            st, h, _ = f.post("/invocations?secret=1", body, {"X-Request-Id": "req-\"q\""})
+            assert st == 200 and h["x-request-id"] == 'req-"q"', h
+        # A streamed answer (spliced on the kernel paths): bytes_out is what
+        # the client received, counted on the wire.
+        s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
+        sb = json.dumps({"messages": [{"role": "user", "content": "stream me"}],
+                         "stream": True, "max_tokens": 60})
+        s.sendall(("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Request-Id: spliced\r\n"
+                   "Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(sb), sb)).encode())
+        got = 0
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            d = s.recv(65536)
+            if not d:
+                break
+            got += len(d)
+        s.close()
         s = socket.create_connection(("127.0.0.1", f.port), timeout=5)
         s.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
                   b"Transfer-Encoding: chunked\r\n\r\n")
@@ -868,15 +884,51 @@ def access_log(opts):
         rc = f.stop()
     assert rc == 0
     recs = [json.loads(l) for l in open(path)]
-    ok = [r for r in recs if r["outcome"] == "ok"]
+    ok = [r for r in recs if r["outcome"] == "ok" and r["request_id"] != "spliced"]
     assert len(ok) == 3, recs
     for r in ok:
         assert r["backend"] == want["backend"] and r["status"] == 200, r
         assert r["key_hash"] == want["key_hash"] and r["decision"] == "affinity", (r, want)
         assert r["bytes_in"] > len(body) and r["bytes_out"] > 0 and r["duration_us"] > 0, r
         assert r["key_source"] == "raw" and r["attempts"] == 1, r
+        assert r["method"] == "POST" and r["path"] == "/invocations", r
+        assert r["client"] == "127.0.0.1" and r["request_id"] == 'req-"q"', r
+        assert 0 < r["ttft_us"] <= r["duration_us"], r
+    sp = [r for r in recs if r["request_id"] == "spliced"]
+    assert len(sp) == 1 and sp[0]["bytes_out"] == got, (sp, got)
     bad = [r for r in recs if r["outcome"] == "gateway"]
     assert len(bad) == 1 and bad[0]["status"] == 400, recs
+
+
+@test
+def request_identity(opts):
+    """X-Forwarded-For gets the client appended, X-Request-Id is kept or
+    made (unique) and echoed, traceparent reaches the backend untouched."""
+    f = Fleet(opts, 2)
+    try:
+        tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        st, h, _ = f.post("/invocations", "x", {"X-Forwarded-For": "203.0.113.7",
+                                                "X-Request-Id": "abc-1", "traceparent": tp})
+        assert st == 200, st
+        assert h["x-seen-x-forwarded-for"] == "203.0.113.7, 127.0.0.1", h
+        assert h["x-seen-x-request-id"] == "abc-1" and h["x-request-id"] == "abc-1", h
+        assert h["x-seen-traceparent"] == tp, h
+        ids = set()
+        for body in ("a", "b", "c"):
+            st, h, _ = f.post("/invocations", body)
+            assert h["x-seen-x-forwarded-for"] == "127.0.0.1", h
+            assert h["x-request-id"] == h["x-seen-x-request-id"], h
+            assert re.fullmatch(r"[0-9a-f]{16}-[0-9a-f]{16}", h["x-request-id"]), h
+            ids.add(h["x-request-id"])
+        assert len(ids) == 3, ids
+        # a stream (spliced on the kernel paths) echoes it too
+        st, h, _ = f.post("/v1/chat/completions",
+                          chat([{"role": "user", "content": "hi"}], stream=True),
+                          {"X-Request-Id": "s-1"})
+        assert st == 200 and h["x-request-id"] == "s-1", h
+        assert f.idle()
+    finally:
+        f.stop()
 
 
 @test

@@ -95,7 +95,25 @@ static void check_forward_request(const struct pg_http_request *r)
 	size_t len = 0, cap = 0;
 	ssize_t n;
 
-	pg_fwd_request_head(r, &out, &len, &cap);
+	/* With identity fields: still one head, the id where it says. */
+	{
+		struct pg_fwd_ident id = {.client = {"192.0.2.1", 9},
+		                          .gen_id = pg_fwd_request_id(r)};
+
+		if (id.gen_id.len)
+			id.gen_id = (struct pg_str){"", 0};
+		else
+			id.gen_id = (struct pg_str){"00000000000000aa-0000000000000001", 33};
+		pg_fwd_request_head(r, &id, &out, &len, &cap);
+		FUZZ_CHECK(len >= 4 && !memcmp(out + len - 4, "\r\n\r\n", 4));
+		FUZZ_CHECK(id.id_off + id.id_len <= len);
+		if (id.gen_id.len)
+			FUZZ_CHECK(id.id_len == 33 && !memcmp(out + id.id_off, id.gen_id.p, 33));
+		free(out);
+		out = NULL;
+		len = cap = 0;
+	}
+	pg_fwd_request_head(r, NULL, &out, &len, &cap);
 	n = pg_http_parse_request(out, len, &again);
 	if (len >= PG_HTTP_MAX_HEAD) { /* canonical framing can add a byte or two */
 		free(out);
@@ -128,7 +146,7 @@ static void check_forward_response(const char *buf, const struct pg_http_respons
 	size_t len = 0, cap = 0;
 	ssize_t n;
 
-	pg_fwd_response_head(buf, r->head_len, r, true, &out, &len, &cap);
+	pg_fwd_response_head(buf, r->head_len, r, true, (struct pg_str){"", 0}, &out, &len, &cap);
 	n = pg_http_parse_response(out, len, head, &again);
 	if (len >= PG_HTTP_MAX_HEAD) { /* "Connection: close" was added */
 		free(out);

@@ -97,7 +97,55 @@ static void put_length(char **buf, size_t *len, size_t *cap, uint64_t n)
 	put(buf, len, cap, line, (size_t)k);
 }
 
-void pg_fwd_request_head(const struct pg_http_request *req, char **buf, size_t *len, size_t *cap)
+struct pg_str pg_fwd_request_id(const struct pg_http_request *req)
+{
+	for (size_t i = 0; i < req->nheaders; i++)
+		if (pg_name_is(req->headers[i].name, "x-request-id"))
+			return req->headers[i].value.len <= PG_REQUEST_ID_MAX
+			           ? req->headers[i].value
+			           : (struct pg_str){"", 0};
+	return (struct pg_str){"", 0};
+}
+
+void pg_fwd_make_id(char *out, uint64_t boot, uint64_t seq)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	for (int i = 0; i < 16; i++) {
+		out[15 - i] = hex[(boot >> (4 * i)) & 15];
+		out[32 - i] = hex[(seq >> (4 * i)) & 15];
+	}
+	out[16] = '-';
+}
+
+/* "X-Forwarded-For: <the client's values>, <client>": the client's fields
+ * in order, joined as one list (RFC 9110 §5.3), then the address. */
+static void put_forwarded_for(const struct pg_http_request *req, const struct conn_lists *cl,
+                              struct pg_str client, char **buf, size_t *len, size_t *cap)
+{
+	bool any = false;
+
+	for (size_t i = 0; i < req->nheaders; i++) {
+		const struct pg_http_header *h = &req->headers[i];
+
+		if (!pg_name_is(h->name, "x-forwarded-for") || !h->value.len ||
+		    conn_listed(cl, h->name))
+			continue;
+		put(buf, len, cap, any ? ", " : "X-Forwarded-For: ", any ? 2 : 17);
+		put(buf, len, cap, h->value.p, h->value.len);
+		any = true;
+	}
+	if (client.len) {
+		put(buf, len, cap, any ? ", " : "X-Forwarded-For: ", any ? 2 : 17);
+		put(buf, len, cap, client.p, client.len);
+		any = true;
+	}
+	if (any)
+		put(buf, len, cap, "\r\n", 2);
+}
+
+void pg_fwd_request_head(const struct pg_http_request *req, struct pg_fwd_ident *id, char **buf,
+                         size_t *len, size_t *cap)
 {
 	struct conn_lists cl = {0};
 	bool had_length = false;
@@ -111,6 +159,8 @@ void pg_fwd_request_head(const struct pg_http_request *req, char **buf, size_t *
 	put(buf, len, cap, req->target.p, req->target.len);
 	n = snprintf(line, sizeof(line), " HTTP/1.%d\r\n", req->minor);
 	put(buf, len, cap, line, (size_t)n);
+	if (id)
+		id->id_len = 0;
 	for (size_t i = 0; i < req->nheaders; i++) {
 		const struct pg_http_header *h = &req->headers[i];
 
@@ -123,7 +173,25 @@ void pg_fwd_request_head(const struct pg_http_request *req, char **buf, size_t *
 			continue;
 		if (!pg_name_is(h->name, "host") && conn_listed(&cl, h->name))
 			continue;
+		if (id && pg_name_is(h->name, "x-forwarded-for"))
+			continue; /* joined below, with the client's address */
+		if (id && pg_name_is(h->name, "x-request-id")) {
+			if (id->gen_id.len)
+				continue; /* unusable: replaced by the made one */
+			if (!id->id_len) {
+				id->id_off = *len + h->name.len + 2;
+				id->id_len = h->value.len;
+			}
+		}
 		put_field(buf, len, cap, h->name, h->value);
+	}
+	if (id) {
+		put_forwarded_for(req, &cl, id->client, buf, len, cap);
+		if (id->gen_id.len) {
+			id->id_off = *len + 14;
+			id->id_len = id->gen_id.len;
+			put_field(buf, len, cap, (struct pg_str){"X-Request-Id", 12}, id->gen_id);
+		}
 	}
 	if (req->body == PG_BODY_CHUNKED)
 		put(buf, len, cap, "Transfer-Encoding: chunked\r\n", 28);
@@ -164,7 +232,7 @@ static bool field_next(struct field_iter *it, struct pg_str *name, struct pg_str
 }
 
 void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response *resp, bool close,
-                          char **buf, size_t *len, size_t *cap)
+                          struct pg_str request_id, char **buf, size_t *len, size_t *cap)
 {
 	const char *first = memchr(h, '\n', n) + 1; /* past the status line */
 	struct field_iter it = {first, h + n - 2};  /* before the blank line */
@@ -180,10 +248,14 @@ void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response
 			continue;
 		if (!pg_name_is(name, "transfer-encoding") && conn_listed(&cl, name))
 			continue;
+		if (request_id.len && pg_name_is(name, "x-request-id"))
+			continue; /* ours replaces it */
 		put(buf, len, cap, line.p, line.len);
 	}
 	if (resp->has_length)
 		put_length(buf, len, cap, resp->content_length);
+	if (request_id.len)
+		put_field(buf, len, cap, (struct pg_str){"X-Request-Id", 12}, request_id);
 	if (close)
 		put(buf, len, cap, "Connection: close\r\n", 19);
 	put(buf, len, cap, "\r\n", 2);

@@ -18,23 +18,53 @@
  *   them, and they could carry framing, routing or credentials).
  * - A response keeps its Transfer-Encoding (its body is relayed as framed)
  *   and gets its Content-Length written as plain digits.
+ * - Request identity: the client's address is appended to X-Forwarded-For
+ *   (its fields joined into one, at the end of the head); X-Request-Id is
+ *   kept when the client sent a usable one (1 to PG_REQUEST_ID_MAX bytes),
+ *   else replaced or added with one the gateway made, and the response
+ *   carries the same X-Request-Id (the backend's own one dropped);
+ *   traceparent and tracestate pass untouched, like any end-to-end field.
  */
 #ifndef PG_FORWARD_H
 #define PG_FORWARD_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "lib/http.h"
 
+/* A client's X-Request-Id longer than this is replaced by a made one. */
+#define PG_REQUEST_ID_MAX 128
+/* Length of a made id: 16 hex digits of a per-worker random boot id, '-',
+ * 16 hex digits of the worker's request counter. */
+#define PG_REQUEST_ID_GEN 33
+
+/* Who asked, for the request head. */
+struct pg_fwd_ident {
+	struct pg_str client; /* the client's address, appended to X-Forwarded-For */
+	struct pg_str gen_id; /* the X-Request-Id to use when the client has none usable */
+	size_t id_off;        /* out: the X-Request-Id value forwarded is */
+	size_t id_len;        /*      buf[id_off, id_off + id_len) (len 0: none) */
+};
+
+/* The client's usable X-Request-Id (the first one, 1 to PG_REQUEST_ID_MAX
+ * bytes), or len 0: one must be made. */
+struct pg_str pg_fwd_request_id(const struct pg_http_request *req);
+
+/* A made X-Request-Id: PG_REQUEST_ID_GEN bytes into out (no NUL). */
+void pg_fwd_make_id(char *out, uint64_t boot, uint64_t seq);
+
 /* The request head for the backend: request line as parsed, fields
- * filtered and framing written as above, then the blank line. */
-void pg_fwd_request_head(const struct pg_http_request *req, char **buf, size_t *len, size_t *cap);
+ * filtered and framing written as above, identity fields from id (may be
+ * NULL: none added), then the blank line. */
+void pg_fwd_request_head(const struct pg_http_request *req, struct pg_fwd_ident *id, char **buf,
+                         size_t *len, size_t *cap);
 
 /* The response head h[0..n) (already parsed into resp) for the client:
- * fields filtered as above, then "Connection: close" if close, then the
- * blank line. */
+ * fields filtered as above, then "X-Request-Id: request_id" if its len is
+ * not 0, then "Connection: close" if close, then the blank line. */
 void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response *resp, bool close,
-                          char **buf, size_t *len, size_t *cap);
+                          struct pg_str request_id, char **buf, size_t *len, size_t *cap);
 
 /* One chunk of a re-framed request body: "<hex size>\r\n<data>\r\n". */
 void pg_fwd_chunk(const char *data, size_t n, char **buf, size_t *len, size_t *cap);

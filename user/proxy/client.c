@@ -142,7 +142,18 @@ static bool request_head(struct pg_worker *w, struct pg_client *c)
 	}
 	if (req.body == PG_BODY_LENGTH && body_too_big(w, c, req.content_length))
 		return false;
-	pg_fwd_request_head(&req, &x->fwd, &x->fwd_len, &x->fwd_cap);
+	{
+		char gen[PG_REQUEST_ID_GEN];
+		struct pg_fwd_ident id = {.client = {c->peer, c->peer_len}};
+
+		if (!pg_fwd_request_id(&req).len) {
+			pg_fwd_make_id(gen, w->rid_boot, ++w->rid_seq);
+			id.gen_id = (struct pg_str){gen, sizeof(gen)};
+		}
+		pg_fwd_request_head(&req, &id, &x->fwd, &x->fwd_len, &x->fwd_cap);
+		x->id_off = (uint32_t)id.id_off;
+		x->id_len = (uint8_t)id.id_len;
+	}
 	x->fwd_head = x->fwd_len;
 	if (req.expect_continue && req.body != PG_BODY_NONE)
 		pg_reply_continue(w, c);
@@ -541,6 +552,7 @@ struct pg_client *pg_client_new(struct pg_worker *w, int fd)
 	if (!c)
 		return NULL;
 	pg_sock_init(&c->s, fd, &client_ops);
+	c->peer_len = (uint8_t)pg_sock_peer_name(fd, c->peer, sizeof(c->peer));
 	c->s.can_send = true;
 	c->state = PG_C_HEAD;
 	c->idle_since_ms = c->last_rx_ms = w->now_ms;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "control/accesslog.h"
 #include "control/metrics.h"
 #include "datapath/datapath.h"
 #include "lib/boundary.h"
@@ -82,8 +83,9 @@ static void forward_response_head(struct pg_worker *w, struct pg_client *c,
 
 	if (pg_draining(w->gw))
 		x->keep_alive = false; /* shutting down: this is its last response */
-	x->resp_bytes += n;
-	pg_fwd_response_head(h, n, resp, !x->keep_alive, &out, &len, &cap);
+	pg_fwd_response_head(h, n, resp, !x->keep_alive,
+	                     (struct pg_str){x->id_len ? x->fwd + x->id_off : "", x->id_len}, &out,
+	                     &len, &cap);
 	if (w->gw->cfg->route_header) {
 		/* Before the blank line: why this backend (--route-header). */
 		char line[160], name[32];
@@ -97,6 +99,7 @@ static void forward_response_head(struct pg_worker *w, struct pg_client *c,
 		pg_bytes_append(&out, &len, &cap, line, (size_t)k);
 		pg_bytes_append(&out, &len, &cap, "\r\n", 2);
 	}
+	x->resp_bytes += len; /* the head as the client gets it */
 	pg_sock_queue(w, &c->s, out, len, -1, true);
 }
 
@@ -183,6 +186,8 @@ static void response_head(struct pg_worker *w, struct pg_upstream *u)
 	}
 	x->resp_started = true;
 	x->resp_status = (uint16_t)resp.status;
+	if (pg_alog_on(w->gw->alog))
+		x->ttft_ns = pg_now_ns();
 	u->keep_alive = resp.keep_alive && !u->dp;
 	/* Answered before the backend had the whole request (boundary.h): this
 	 * connection is not pooled after it, and unless the rest of the body is

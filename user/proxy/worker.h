@@ -71,6 +71,7 @@ struct pg_worker {
 	struct pg_upstream *linger; /* done, waiting for the backend to close first */
 	struct pg_worker_stats *stats;
 	uint64_t rng;
+	uint64_t rid_boot, rid_seq; /* made X-Request-Ids: random boot id, counter */
 	uint64_t now_ms;            /* refreshed once per loop turn */
 	struct pg_dp_conn *dp_wait; /* skb connections waiting to be drained (datapath.c) */
 	char err[256];
