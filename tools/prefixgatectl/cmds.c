@@ -51,7 +51,7 @@ int ctl_cmd_status(const struct ctl_opts *o, bool backends_only)
 		ctl_err("%s", err);
 	} else {
 		ctl_view_status(stdout, o, s, backends_only);
-		rc = CTL_OK;
+		rc = s->stale ? CTL_STALE : CTL_OK;
 	}
 	ctl_source_close(&src);
 	free(s);

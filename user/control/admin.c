@@ -16,6 +16,7 @@
 #include "lib/names.h"
 #include "control/metrics.h"
 #include "state/route.h"
+#include "sys/lifecycle.h"
 
 #define JSON_TYPE "application/json"
 
@@ -86,12 +87,35 @@ static void member_json(struct pg_buf *o, const struct pg_gateway *gw, int id, u
 	pg_buf_puts(o, "}}");
 }
 
+/* The query string names parameter name (alone or with a value). */
+static bool query_has(struct pg_str q, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (size_t i = 0; i < q.len;) {
+		const char *amp = memchr(q.p + i, '&', q.len - i);
+		size_t end = amp ? (size_t)(amp - q.p) : q.len;
+
+		if (end - i >= n && !memcmp(q.p + i, name, n) &&
+		    (end - i == n || q.p[i + n] == '='))
+			return true;
+		i = end + 1;
+	}
+	return false;
+}
+
 /* ---- handlers -------------------------------------------------------------- */
 
-static int h_health(struct pg_gateway *gw, struct pg_admin_reply *r)
+/* GET /health: 200 while some backend can take requests, else 503 (a
+ * gateway that can only answer 502 is not healthy). ?ready, the readiness
+ * form: also 503 once draining (SIGTERM), so load balancers stop sending
+ * before the listener closes. */
+static int h_health(struct pg_gateway *gw, struct pg_str query, struct pg_admin_reply *r)
 {
 	unsigned max = pg_max_backend_id(gw), n = 0, healthy = 0;
 	uint64_t now = pg_now_ms();
+	bool ready = query_has(query, "ready"), draining = pg_draining(gw);
+	const char *status = "ok";
 
 	for (unsigned id = 1; id <= max; id++) {
 		const struct pg_backend *b = &gw->maps.backends[id];
@@ -102,8 +126,17 @@ static int h_health(struct pg_gateway *gw, struct pg_admin_reply *r)
 		n++;
 		healthy += pg_backend_usable(b, now);
 	}
-	pg_buf_printf(&r->body, "{\"status\":\"ok\",\"backends\":%u,\"healthy\":%u}\n", n, healthy);
-	return r->status = 200;
+	if (!healthy)
+		status = "no healthy backend";
+	else if (ready && draining)
+		status = "draining";
+	pg_buf_printf(&r->body, "{\"status\":\"%s\",\"backends\":%u,\"healthy\":%u", status, n,
+	              healthy);
+	if (ready)
+		pg_buf_printf(&r->body, ",\"ready\":%s,\"draining\":%s",
+		              status[0] == 'o' ? "true" : "false", draining ? "true" : "false");
+	pg_buf_puts(&r->body, "}\n");
+	return r->status = status[0] == 'o' ? 200 : 503;
 }
 
 static int h_backends_get(struct pg_gateway *gw, struct pg_admin_reply *r)
@@ -366,7 +399,7 @@ int pg_admin_handle(struct pg_gateway *gw, struct pg_str method, struct pg_str p
 		return reply_error(out, 413, "request body larger than 16 MiB");
 	if (str_is(path, "/health")) {
 		if (get)
-			return h_health(gw, out);
+			return h_health(gw, query, out);
 		out->allow = "GET";
 	} else if (str_is(path, "/metrics")) {
 		if (get) {

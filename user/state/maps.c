@@ -10,6 +10,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -27,6 +28,14 @@ static size_t map_bytes(size_t value_size, size_t entries)
 	/* BPF array maps lay values out at 8-byte strides from the start of the
 	 * mmapped area; our structs are multiples of 8. */
 	return (value_size * entries + page - 1) / page * page;
+}
+
+static uint64_t pg_maps_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -224,6 +233,8 @@ int pg_maps_open(struct pg_maps *m, bool use_bpf, const char *pin_path, uint32_t
 	memset(m->state, 0, sizeof(struct pg_state));
 	memset(m->ca, 0, sizeof(struct pg_ca_slot) * m->ca_slots);
 	m->state->ca_slots = m->ca_slots;
+	m->state->heartbeat_ms = pg_maps_now_ms();
+	m->state->pid = (__u32)getpid(); /* prefixgatectl: a live gateway (prefixgate.h) */
 	return 0;
 }
 
@@ -233,8 +244,11 @@ void pg_maps_close(struct pg_maps *m)
 		munmap(m->backends, map_bytes(sizeof(struct pg_backend), PG_MAX_BACKENDS));
 	if (m->rings)
 		munmap(m->rings, map_bytes(sizeof(struct pg_ring), PG_RING_COPIES));
-	if (m->state)
+	if (m->state) {
+		/* The maps outlive us: say that no gateway writes them now. */
+		__atomic_store_n(&m->state->pid, 0, __ATOMIC_RELEASE);
 		munmap(m->state, map_bytes(sizeof(struct pg_state), 1));
+	}
 	if (m->ca)
 		munmap(m->ca, map_bytes(sizeof(struct pg_ca_slot), m->ca_slots));
 	m->ca = NULL;
