@@ -6,6 +6,7 @@ connections cannot lock out the admin API. TAP output; every wait is bounded.
 
 usage: test_hostile.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
 """
+import json
 import os
 import resource
 import select
@@ -16,7 +17,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, http_get, wait_until, run_suite  # noqa: E402
+from harness import Fleet, free_port, http_get, wait_until, run_suite  # noqa: E402
 
 TESTS = []
 
@@ -166,6 +167,36 @@ def read_response(s, deadline):
             break
         data += d
     return data
+
+
+@test
+def retries_walk_the_candidates(opts):
+    """Refusing backends (not yet caught by health checks) cost a retry each:
+    a request walks on until a backend answers or none is left (at most 32
+    attempts), so 1 live backend among 24 dead serves every request."""
+    ports = set()
+    while len(ports) < 24:
+        ports.add(free_port())
+    dead = ["127.0.0.1:%d" % p for p in sorted(ports)]
+    f = Fleet(opts, 1, start_gateway=False)
+    log = os.path.join(f.tmp, "retry-%d.log" % os.getpid())
+    try:
+        f.start_gateway(["--health-check-path", "none", "--access-log", log],
+                        extra_backends=dead)
+        for i in range(12):
+            st, h, _ = f.post("/invocations", "request %d " % i * 50)
+            assert st == 200 and h["x-backend-id"] == "b0", (i, st, h)
+        # nothing left: 502 after trying every member once
+        f.kill_mock("b0")
+        time.sleep(2.2)  # the dead ones' 2 s skip ends: all 25 are candidates again
+        st, h, body = f.post("/invocations", "last")
+        assert st == 502, (st, body)
+        assert f.idle()
+    finally:
+        f.stop()
+    recs = [json.loads(l) for l in open(log)]
+    assert max(r["attempts"] for r in recs[:12]) > 4, [r["attempts"] for r in recs]
+    assert recs[-1]["status"] == 502 and recs[-1]["attempts"] == 25, recs[-1]
 
 
 @test

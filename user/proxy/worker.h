@@ -41,8 +41,11 @@
 #define PG_LINGER_MS 2000
 /* How long a refused/reset backend is skipped. */
 #define PG_DOWN_MS 2000
-/* Attempts per request (first + retries on other backends). */
-#define PG_MAX_ATTEMPTS 4
+/* Attempts per request: the first, then the next candidate after each
+ * failure (a backend not tried yet, as routing would pick it) until one
+ * answers, none is left, or this many were made (README "How it routes").
+ * Each failed one costs a refused connect (instant) or --connect-timeout. */
+#define PG_MAX_ATTEMPTS 32
 
 struct pg_worker {
 	struct pg_gateway *gw;
