@@ -44,10 +44,11 @@ static char *fwd_response(const char *in, size_t len, bool head, bool close)
 	size_t olen = 0, ocap = 0;
 	ssize_t n = pg_http_parse_response(in, len, head, &resp);
 
+	struct pg_fwd_resp o = {.close = close};
+
 	if (n <= 0)
 		fail_msg("parse: %zd for %.*s", n, (int)len, in);
-	pg_fwd_response_head(in, (size_t)n, &resp, close, (struct pg_str){"", 0}, &out, &olen,
-	                     &ocap);
+	pg_fwd_response_head(in, (size_t)n, &resp, &o, &out, &olen, &ocap);
 	pg_bytes_append(&out, &olen, &ocap, "", 1);
 	return out;
 }
@@ -330,11 +331,39 @@ static void test_identity(void **state)
 	/* the response: the backend's id replaced by ours */
 	assert_true(pg_http_parse_response(rh, sizeof(rh) - 1, false, &resp) > 0);
 	out = NULL;
-	pg_fwd_response_head(rh, sizeof(rh) - 1, &resp, false, (struct pg_str){S("r1")}, &out,
-	                     &olen, &ocap);
+	pg_fwd_response_head(rh, sizeof(rh) - 1, &resp,
+	                     &(struct pg_fwd_resp){.request_id = {S("r1")}}, &out, &olen, &ocap);
 	pg_bytes_append(&out, &olen, &ocap, "", 1);
 	assert_string_equal(out,
 	                    "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Request-Id: r1\r\n\r\n");
+	free(out);
+}
+
+/* HTTP/1.0 clients: no Transfer-Encoding, keep-alive said out loud. */
+static void test_http10_response(void **state)
+{
+	static const char ch[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX: y\r\n\r\n",
+	                  cl[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n";
+	struct pg_http_response resp;
+	char *out = NULL;
+	size_t olen = 0, ocap = 0;
+
+	(void)state;
+	assert_true(pg_http_parse_response(ch, sizeof(ch) - 1, false, &resp) > 0);
+	pg_fwd_response_head(ch, sizeof(ch) - 1, &resp,
+	                     &(struct pg_fwd_resp){.close = true, .http10 = true}, &out, &olen,
+	                     &ocap);
+	pg_bytes_append(&out, &olen, &ocap, "", 1);
+	assert_string_equal(out, "HTTP/1.1 200 OK\r\nX: y\r\nConnection: close\r\n\r\n");
+	free(out);
+	out = NULL;
+	olen = ocap = 0;
+	assert_true(pg_http_parse_response(cl, sizeof(cl) - 1, false, &resp) > 0);
+	pg_fwd_response_head(cl, sizeof(cl) - 1, &resp, &(struct pg_fwd_resp){.http10 = true}, &out,
+	                     &olen, &ocap);
+	pg_bytes_append(&out, &olen, &ocap, "", 1);
+	assert_string_equal(
+	    out, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\n");
 	free(out);
 }
 
@@ -344,7 +373,7 @@ int main(void)
 	    cmocka_unit_test(test_request_heads),    cmocka_unit_test(test_response_heads),
 	    cmocka_unit_test(test_chunked_reframed), cmocka_unit_test(test_list_has),
 	    cmocka_unit_test(test_reuse_rule),       cmocka_unit_test(test_early_client),
-	    cmocka_unit_test(test_identity),
+	    cmocka_unit_test(test_identity),         cmocka_unit_test(test_http10_response),
 	};
 
 	return cmocka_run_group_tests_name("forward", tests, NULL, NULL);

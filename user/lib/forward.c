@@ -231,8 +231,8 @@ static bool field_next(struct field_iter *it, struct pg_str *name, struct pg_str
 	return true;
 }
 
-void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response *resp, bool close,
-                          struct pg_str request_id, char **buf, size_t *len, size_t *cap)
+void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response *resp,
+                          const struct pg_fwd_resp *o, char **buf, size_t *len, size_t *cap)
 {
 	const char *first = memchr(h, '\n', n) + 1; /* past the status line */
 	struct field_iter it = {first, h + n - 2};  /* before the blank line */
@@ -248,16 +248,20 @@ void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response
 			continue;
 		if (!pg_name_is(name, "transfer-encoding") && conn_listed(&cl, name))
 			continue;
-		if (request_id.len && pg_name_is(name, "x-request-id"))
+		if (o->http10 && pg_name_is(name, "transfer-encoding"))
+			continue; /* de-chunked: the close ends the body */
+		if (o->request_id.len && pg_name_is(name, "x-request-id"))
 			continue; /* ours replaces it */
 		put(buf, len, cap, line.p, line.len);
 	}
 	if (resp->has_length)
 		put_length(buf, len, cap, resp->content_length);
-	if (request_id.len)
-		put_field(buf, len, cap, (struct pg_str){"X-Request-Id", 12}, request_id);
-	if (close)
+	if (o->request_id.len)
+		put_field(buf, len, cap, (struct pg_str){"X-Request-Id", 12}, o->request_id);
+	if (o->close)
 		put(buf, len, cap, "Connection: close\r\n", 19);
+	else if (o->http10)
+		put(buf, len, cap, "Connection: keep-alive\r\n", 24);
 	put(buf, len, cap, "\r\n", 2);
 }
 

@@ -17,7 +17,10 @@
  *   request trailers are dropped (RFC 9110 §6.5.1 lets a recipient discard
  *   them, and they could carry framing, routing or credentials).
  * - A response keeps its Transfer-Encoding (its body is relayed as framed)
- *   and gets its Content-Length written as plain digits.
+ *   and gets its Content-Length written as plain digits; except to an
+ *   HTTP/1.0 client, which must never see Transfer-Encoding (RFC 9112
+ *   §6.1): its chunked bodies are de-chunked and close-delimited, and a
+ *   kept connection says "Connection: keep-alive" (1.0's default is close).
  * - Request identity: the client's address is appended to X-Forwarded-For
  *   (its fields joined into one, at the end of the head); X-Request-Id is
  *   kept when the client sent a usable one (1 to PG_REQUEST_ID_MAX bytes),
@@ -60,11 +63,21 @@ void pg_fwd_make_id(char *out, uint64_t boot, uint64_t seq);
 void pg_fwd_request_head(const struct pg_http_request *req, struct pg_fwd_ident *id, char **buf,
                          size_t *len, size_t *cap);
 
+/* How a response head is written for its client. */
+struct pg_fwd_resp {
+	bool close;               /* the client connection ends after it */
+	bool http10;              /* the client speaks HTTP/1.0 */
+	struct pg_str request_id; /* X-Request-Id to carry (len 0: none) */
+};
+
 /* The response head h[0..n) (already parsed into resp) for the client:
- * fields filtered as above, then "X-Request-Id: request_id" if its len is
- * not 0, then "Connection: close" if close, then the blank line. */
-void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response *resp, bool close,
-                          struct pg_str request_id, char **buf, size_t *len, size_t *cap);
+ * fields filtered as above (and Transfer-Encoding for HTTP/1.0), then
+ * "X-Request-Id: request_id" if its len is not 0, then "Connection: close"
+ * if close, else "Connection: keep-alive" to HTTP/1.0, then the blank
+ * line. An HTTP/1.0 client of a chunked response must be closed (o->close:
+ * the body is close-delimited). */
+void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response *resp,
+                          const struct pg_fwd_resp *o, char **buf, size_t *len, size_t *cap);
 
 /* One chunk of a re-framed request body: "<hex size>\r\n<data>\r\n". */
 void pg_fwd_chunk(const char *data, size_t n, char **buf, size_t *len, size_t *cap);

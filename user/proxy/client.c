@@ -155,8 +155,15 @@ static bool request_head(struct pg_worker *w, struct pg_client *c)
 		x->id_len = (uint8_t)id.id_len;
 	}
 	x->fwd_head = x->fwd_len;
-	if (req.expect_continue && req.body != PG_BODY_NONE)
+	if (req.expect_continue && req.body != PG_BODY_NONE) {
+		/* 100 asks for the body: not when it would be read for nothing
+		 * (RFC 9110 §10.1.1 lets the final answer come instead). */
+		if (!pg_route_any_usable(w->gw, w->now_ms)) {
+			pg_client_error(w, c, 502, "no healthy backend");
+			return false;
+		}
 		pg_reply_continue(w, c);
+	}
 	in_consume(c, (size_t)n);
 
 	pg_route_cfg_load(w->gw, &rc);

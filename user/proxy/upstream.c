@@ -83,9 +83,16 @@ static void forward_response_head(struct pg_worker *w, struct pg_client *c,
 
 	if (pg_draining(w->gw))
 		x->keep_alive = false; /* shutting down: this is its last response */
-	pg_fwd_response_head(h, n, resp, !x->keep_alive,
-	                     (struct pg_str){x->id_len ? x->fwd + x->id_off : "", x->id_len}, &out,
-	                     &len, &cap);
+	struct pg_fwd_resp o;
+
+	if (x->minor == 0 && resp->body == PG_BODY_CHUNKED)
+		x->keep_alive = false; /* de-chunked for HTTP/1.0: the close ends it */
+	o = (struct pg_fwd_resp){
+	    .close = !x->keep_alive,
+	    .http10 = x->minor == 0,
+	    .request_id = {x->id_len ? x->fwd + x->id_off : "", x->id_len},
+	};
+	pg_fwd_response_head(h, n, resp, &o, &out, &len, &cap);
 	if (w->gw->cfg->route_header) {
 		/* Before the blank line: why this backend (--route-header). */
 		char line[160], name[32];
@@ -119,15 +126,22 @@ static bool forward_body(struct pg_worker *w, struct pg_upstream *u, char *data,
 		u->frame.remaining -= take;
 		done = !u->frame.remaining;
 	} else if (u->frame.kind == PG_FRAME_CHUNKED) {
+		bool dechunk = c->x.minor == 0; /* HTTP/1.0 client: the data only */
+
 		while (take < len) {
 			size_t used, doff, dlen;
 			enum pg_chunked_rc rc = pg_chunked_feed(&u->frame, data + take, len - take,
 			                                        &used, &doff, &dlen);
 
 			if (rc == PG_CHUNKED_ERROR) {
-				pg_sock_queue_copy(w, &c->s, data, take);
+				if (!dechunk)
+					pg_sock_queue_copy(w, &c->s, data, take);
 				pg_backend_broke(w, c);
 				return false;
+			}
+			if (dechunk && rc == PG_CHUNKED_DATA && dlen) {
+				pg_sock_queue_copy(w, &c->s, data + take + doff, dlen);
+				c->x.resp_bytes += dlen;
 			}
 			take += used;
 			if (rc == PG_CHUNKED_DONE) {
@@ -140,6 +154,8 @@ static bool forward_body(struct pg_worker *w, struct pg_upstream *u, char *data,
 	}
 	if (take < len)
 		u->keep_alive = false; /* bytes after the response: never reuse */
+	if (u->frame.kind == PG_FRAME_CHUNKED && c->x.minor == 0)
+		take = 0; /* its data went out above */
 	c->x.resp_bytes += take;
 	if (take) {
 		if (bid >= 0 && pg_worker_can_lend(w)) {

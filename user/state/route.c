@@ -146,3 +146,13 @@ uint16_t pg_route_again(struct pg_gateway *gw, const struct pg_key *key,
 	pg_route_cfg_load(gw, &rc);
 	return choose(gw, &rc, key, NULL, exclude, pg_now_ms(), rnd, choice);
 }
+
+bool pg_route_any_usable(struct pg_gateway *gw, uint64_t now_ms)
+{
+	unsigned max = pg_max_backend_id(gw);
+
+	for (unsigned id = 1; id <= max; id++)
+		if (pg_backend_usable(&gw->maps.backends[id], now_ms))
+			return true;
+	return false;
+}
