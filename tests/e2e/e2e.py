@@ -21,7 +21,7 @@ import time
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, check_echo, mock_pattern, run_suite, wait_until  # noqa: E402
+from harness import Fleet, check_echo, free_port, mock_pattern, run_suite, wait_until  # noqa: E402
 
 TESTS = []
 
@@ -839,6 +839,13 @@ def command_line_errors(opts):
     for args, want in cases:
         p = subprocess.run([pg] + args, capture_output=True, text=True, timeout=5)
         assert p.returncode == 2 and want in p.stderr, (args, p.returncode, p.stderr)
+    # A log file that cannot be opened is a configuration error too (the
+    # unit's RestartPreventExitStatus=2 must not restart it in a loop).
+    p = subprocess.run([pg, "--no-bpf", "--listen", "127.0.0.1:%d" % free_port(),
+                        "--admin", "127.0.0.1:%d" % free_port(),
+                        "--access-log", "/nonexistent-dir/access.log"],
+                       capture_output=True, text=True, timeout=10)
+    assert p.returncode == 2 and "--access-log" in p.stderr, (p.returncode, p.stderr)
     p = subprocess.run([pg, "--help"], capture_output=True, text=True, timeout=5)
     assert p.returncode == 0 and "--prefix-length" in p.stdout
     p = subprocess.run([pg, "--version"], capture_output=True, text=True, timeout=5)

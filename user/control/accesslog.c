@@ -160,7 +160,7 @@ int pg_alog_start(struct pg_gateway *gw, const char *path, char *err, size_t err
 	if (!l->f) {
 		snprintf(err, errlen, "--access-log %s: %s", path, strerror(errno));
 		alog_free(l);
-		return -1;
+		return PG_ALOG_EFILE;
 	}
 	rc = pthread_create(&l->thread, NULL, logger_main, l);
 	if (rc) {

@@ -54,9 +54,13 @@ struct pg_alog_rec {
 /* The logger: the file, one ring per worker, the thread (gw->alog). */
 struct pg_alog;
 
+/* pg_alog_start's answer when the file cannot be opened for appending:
+ * the configuration is wrong (prefixgate exits 2). */
+#define PG_ALOG_EFILE (-2)
+
 /* Open path for appending and start the logger as gw->alog, with one ring
  * per worker (gw->nworkers must be set). No-op, gw->alog NULL, when path is
- * NULL. */
+ * NULL. 0, PG_ALOG_EFILE, or -1 (out of memory, no thread). */
 int pg_alog_start(struct pg_gateway *gw, const char *path, char *err, size_t errlen);
 /* Drain what is left, stop the logger, close the file; gw->alog is NULL
  * after. Call once the workers have stopped. */
