@@ -38,15 +38,32 @@ static uint64_t pg_maps_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* libbpf's warnings while the maps are loaded are held back: a load
+ * refused for want of privilege (the fall-back to shared memory) is said
+ * once, in our words; any other failure shows them (open_bpf). */
+static struct {
+	bool hold;
+	unsigned n;
+	char line[4][256];
+} held;
+
 static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
 	char line[512];
+	const char *p = line;
 
 	if (level == LIBBPF_DEBUG && pg_log_level < PG_LOG_DEBUG)
 		return 0;
 	vsnprintf(line, sizeof(line), fmt, ap);
 	line[strcspn(line, "\n")] = '\0';
-	pg_log(level == LIBBPF_WARN ? PG_LOG_WARN : PG_LOG_DEBUG, "libbpf: %s", line);
+	if (!strncmp(p, "libbpf: ", 8))
+		p += 8; /* libbpf names itself in most lines: once is enough */
+	if (level == LIBBPF_WARN && held.hold) {
+		if (held.n < 4)
+			snprintf(held.line[held.n++], sizeof(held.line[0]), "%.255s", p);
+		level = LIBBPF_DEBUG;
+	}
+	pg_log(level == LIBBPF_WARN ? PG_LOG_WARN : PG_LOG_DEBUG, "libbpf: %s", p);
 	return 0;
 }
 
@@ -168,7 +185,13 @@ static int open_bpf(struct pg_maps *m, const char *pin_path, char *err, size_t e
 		return rc;
 	snprintf(path, sizeof(path), "%s/pg_state", pin_path);
 	reused = access(path, F_OK) == 0;
+	held.hold = true;
+	held.n = 0;
 	rc = load_skel(m, pin_path, err, errlen);
+	held.hold = false;
+	if (rc && rc != -EPERM && rc != -EACCES)
+		for (unsigned i = 0; i < held.n; i++)
+			pg_warn("libbpf: %s", held.line[i]);
 	if (rc)
 		return rc;
 	skel = m->skel;
