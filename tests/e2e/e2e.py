@@ -797,7 +797,7 @@ def stalled_reader_bounded(opts):
 
 @test
 def admin_api(opts):
-    """The admin API answers what DESIGN.md lists."""
+    """The admin API answers what README "Admin API" lists."""
     f = Fleet(opts, 2)
     try:
         st, h = f.admin("GET", "/health")

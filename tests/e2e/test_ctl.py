@@ -9,6 +9,7 @@ usage: test_ctl.py --build DIR [--tools DIR] [--ctl PATH] [-k SUBSTRING]
   are skipped with the reason. The others run unprivileged (--no-bpf fleets).
 """
 import copy
+import difflib
 import json
 import os
 import re
@@ -611,6 +612,22 @@ def man_page_states_help_defaults(opts):
         if dflt:
             assert re.search(r"(?<![\w./:-])%s(?![\w/:-])" % re.escape(dflt), text), (
                 "prefixgate.8: %s does not state the default %s: %r" % (flag, dflt, text))
+
+
+@test
+def readme_help_is_the_binarys(opts):
+    """README's copy of prefixgate --help is what the binary prints."""
+    gw = subprocess.run([os.path.join(opts.build, "prefixgate"), "--help"],
+                        capture_output=True, timeout=10).stdout.decode()
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
+    at = readme.index("Every flag, as `prefixgate --help` prints it")
+    start = readme.index("```\n", at) + 4
+    copy = readme[start:readme.index("```\n", start)]
+    assert copy == gw, "README's --help copy differs:\n" + "\n".join(
+        difflib.unified_diff(copy.splitlines(), gw.splitlines(), "README", "--help",
+                             lineterm=""))
+    for gone in ("DESIGN.md", "KERNEL-FACTS.md"):  # not part of the repository
+        assert gone not in readme, gone
 
 
 @test

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Prefix-key extraction, pure: which bytes of a request decide where it goes
- * (the routing contract in DESIGN.md), and their XXH3-64 hash.
+ * (the routing contract of README "How it routes"), and their XXH3-64 hash.
  *
  * - JSON APIs (POST /v1/chat/completions, /v1/completions, /v1/responses,
  *   /v1/embeddings; Anthropic's /v1/messages): the extracted prompt text,
