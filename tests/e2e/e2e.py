@@ -933,6 +933,9 @@ def request_identity(opts):
                           chat([{"role": "user", "content": "hi"}], stream=True),
                           {"X-Request-Id": "s-1"})
         assert st == 200 and h["x-request-id"] == "s-1", h
+        # and so does the gateway's own answer (every backend resets)
+        st, h, _ = f.post("/invocations", "x", {"X-Mock-Fail": "reset", "X-Request-Id": "f-1"})
+        assert st == 502 and h["x-request-id"] == "f-1", (st, h)
         assert f.idle()
     finally:
         f.stop()
