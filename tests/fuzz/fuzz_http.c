@@ -146,7 +146,19 @@ static void check_forward_response(const char *buf, const struct pg_http_respons
 	size_t len = 0, cap = 0;
 	ssize_t n;
 
-	pg_fwd_response_head(buf, r->head_len, r, true, (struct pg_str){"", 0}, &out, &len, &cap);
+	/* For an HTTP/1.0 client: never a Transfer-Encoding (RFC 9112 §6.1). */
+	pg_fwd_response_head(buf, r->head_len, r,
+	                     &(struct pg_fwd_resp){.close = true, .http10 = true}, &out, &len,
+	                     &cap);
+	if (len < PG_HTTP_MAX_HEAD) {
+		n = pg_http_parse_response(out, len, head, &again);
+		FUZZ_CHECK(n > 0 && (size_t)n == len && again.body != PG_BODY_CHUNKED);
+	}
+	free(out);
+	out = NULL;
+	len = cap = 0;
+	pg_fwd_response_head(buf, r->head_len, r, &(struct pg_fwd_resp){.close = true}, &out, &len,
+	                     &cap);
 	n = pg_http_parse_response(out, len, head, &again);
 	if (len >= PG_HTTP_MAX_HEAD) { /* "Connection: close" was added */
 		free(out);
