@@ -97,18 +97,17 @@ static void check_forward_request(const struct pg_http_request *r)
 
 	/* With identity fields: still one head, the id where it says. */
 	{
-		struct pg_fwd_ident id = {.client = {"192.0.2.1", 9},
-		                          .gen_id = pg_fwd_request_id(r)};
+		uint64_t seq = 0;
+		struct pg_fwd_ident id = {.client = {"192.0.2.1", 9}, .boot = 0xaa, .seq = &seq};
 
-		if (id.gen_id.len)
-			id.gen_id = (struct pg_str){"", 0};
-		else
-			id.gen_id = (struct pg_str){"00000000000000aa-0000000000000001", 33};
 		pg_fwd_request_head(r, &id, &out, &len, &cap);
 		FUZZ_CHECK(len >= 4 && !memcmp(out + len - 4, "\r\n\r\n", 4));
 		FUZZ_CHECK(id.id_off + id.id_len <= len);
-		if (id.gen_id.len)
-			FUZZ_CHECK(id.id_len == 33 && !memcmp(out + id.id_off, id.gen_id.p, 33));
+		FUZZ_CHECK(id.id_len > 0 && id.id_len <= PG_REQUEST_ID_MAX && seq == id.made);
+		if (id.made)
+			FUZZ_CHECK(
+			    id.id_len == 33 &&
+			    !memcmp(out + id.id_off, "00000000000000aa-0000000000000001", 33));
 		free(out);
 		out = NULL;
 		len = cap = 0;

@@ -265,16 +265,17 @@ static void test_early_client(void **state)
  * traceparent untouched; the response echoes the id. */
 static char *fwd_ident(const char *in, struct pg_fwd_ident *id)
 {
+	static uint64_t seq;
 	struct pg_http_request req;
-	char *out = NULL, gen[PG_REQUEST_ID_GEN];
+	char *out = NULL;
 	size_t olen = 0, ocap = 0;
 
 	assert_true(pg_http_parse_request(in, strlen(in), &req) > 0);
-	if (!pg_fwd_request_id(&req).len) {
-		pg_fwd_make_id(gen, 0x0123456789abcdefull, 42);
-		id->gen_id = (struct pg_str){gen, sizeof(gen)};
-	}
+	seq = 41;
+	id->boot = 0x0123456789abcdefull;
+	id->seq = &seq;
 	pg_fwd_request_head(&req, id, &out, &olen, &ocap);
+	assert_int_equal(seq, id->made ? 42 : 41); /* advanced for a made id only */
 	pg_bytes_append(&out, &olen, &ocap, "", 1);
 	return out;
 }
@@ -295,15 +296,18 @@ static void test_identity(void **state)
 	                         "X-Forwarded-For: 10.0.0.9\r\n"
 	                         "X-Request-Id: 0123456789abcdef-000000000000002a\r\n\r\n");
 	assert_int_equal(id.id_len, PG_REQUEST_ID_GEN);
+	assert_true(id.made);
 	assert_memory_equal(out + id.id_off, "0123456789abcdef-000000000000002a", id.id_len);
 	free(out);
-	/* sent: XFF values joined and appended to; the client's id kept in place */
-	id.gen_id = (struct pg_str){"", 0};
-	out = fwd_ident("GET / HTTP/1.1\r\nX-Forwarded-For: 1.1.1.1\r\nX-Request-Id: abc\r\n"
-	                "x-forwarded-for: 2.2.2.2, 3.3.3.3\r\nHost: h\r\n\r\n",
+	/* sent: XFF values joined and appended to; the client's first usable id
+	 * kept in place, the others dropped */
+	out = fwd_ident("GET / HTTP/1.1\r\nX-Forwarded-For: 1.1.1.1\r\nX-Request-Id: \r\n"
+	                "X-Request-Id: abc\r\nx-forwarded-for: 2.2.2.2, 3.3.3.3\r\n"
+	                "x-request-id: def\r\nHost: h\r\n\r\n",
 	                &id);
 	assert_string_equal(out, "GET / HTTP/1.1\r\nX-Request-Id: abc\r\nHost: h\r\n"
 	                         "X-Forwarded-For: 1.1.1.1, 2.2.2.2, 3.3.3.3, 10.0.0.9\r\n\r\n");
+	assert_false(id.made);
 	assert_int_equal(id.id_len, 3);
 	assert_memory_equal(out + id.id_off, "abc", 3);
 	free(out);
@@ -314,13 +318,21 @@ static void test_identity(void **state)
 	in = malloc(PG_REQUEST_ID_MAX + 64);
 	snprintf(in, PG_REQUEST_ID_MAX + 64,
 	         "GET / HTTP/1.1\r\nHost: h\r\nX-Request-Id: %s\r\n\r\n", longid);
-	id.gen_id = (struct pg_str){"", 0};
 	out = fwd_ident(in, &id);
 	assert_null(strstr(out, longid));
 	assert_int_equal(id.id_len, PG_REQUEST_ID_GEN);
 	free(out);
 	free(in);
 	free(longid);
+	/* more X-Forwarded-For fields than are remembered: all joined */
+	out = fwd_ident("GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 1\r\nX-Forwarded-For: 2\r\n"
+	                "X-Forwarded-For: 3\r\nX-Forwarded-For: 4\r\nX-Forwarded-For: 5\r\n"
+	                "X-Forwarded-For: 6\r\nX-Forwarded-For: 7\r\nX-Forwarded-For: 8\r\n"
+	                "X-Forwarded-For: 9\r\nX-Request-Id: q\r\n\r\n",
+	                &id);
+	assert_non_null(
+	    strstr(out, "\r\nX-Forwarded-For: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10.0.0.9\r\n"));
+	free(out);
 	/* no client address: no XFF made up; Connection-listed XFF dropped */
 	id = (struct pg_fwd_ident){0};
 	out = fwd_ident("GET / HTTP/1.1\r\nHost: h\r\nConnection: x-forwarded-for\r\n"

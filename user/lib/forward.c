@@ -97,16 +97,6 @@ static void put_length(char **buf, size_t *len, size_t *cap, uint64_t n)
 	put(buf, len, cap, line, (size_t)k);
 }
 
-struct pg_str pg_fwd_request_id(const struct pg_http_request *req)
-{
-	for (size_t i = 0; i < req->nheaders; i++)
-		if (pg_name_is(req->headers[i].name, "x-request-id"))
-			return req->headers[i].value.len <= PG_REQUEST_ID_MAX
-			           ? req->headers[i].value
-			           : (struct pg_str){"", 0};
-	return (struct pg_str){"", 0};
-}
-
 void pg_fwd_make_id(char *out, uint64_t boot, uint64_t seq)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -118,17 +108,23 @@ void pg_fwd_make_id(char *out, uint64_t boot, uint64_t seq)
 	out[16] = '-';
 }
 
+/* X-Forwarded-For fields remembered per head; a head with more is
+ * scanned again for them (rare). */
+#define XFF_MAX 8
+
 /* "X-Forwarded-For: <the client's values>, <client>": the client's fields
- * in order, joined as one list (RFC 9110 §5.3), then the address. */
+ * (xff[0..n), or all of them when n is over XFF_MAX) in order, joined as
+ * one list (RFC 9110 §5.3), then the address. */
 static void put_forwarded_for(const struct pg_http_request *req, const struct conn_lists *cl,
-                              struct pg_str client, char **buf, size_t *len, size_t *cap)
+                              const uint16_t *xff, size_t n, struct pg_str client, char **buf,
+                              size_t *len, size_t *cap)
 {
-	bool any = false;
+	bool any = false, all = n > XFF_MAX;
 
-	for (size_t i = 0; i < req->nheaders; i++) {
-		const struct pg_http_header *h = &req->headers[i];
+	for (size_t k = 0; k < (all ? req->nheaders : n); k++) {
+		const struct pg_http_header *h = &req->headers[all ? k : xff[k]];
 
-		if (!pg_name_is(h->name, "x-forwarded-for") || !h->value.len ||
+		if (!h->value.len || (all && !pg_name_is(h->name, "x-forwarded-for")) ||
 		    conn_listed(cl, h->name))
 			continue;
 		put(buf, len, cap, any ? ", " : "X-Forwarded-For: ", any ? 2 : 17);
@@ -144,11 +140,37 @@ static void put_forwarded_for(const struct pg_http_request *req, const struct co
 		put(buf, len, cap, "\r\n", 2);
 }
 
+/* The identity fields of field h (forward.h): false if it is not one, or
+ * true and it is dropped (an X-Forwarded-For joined later, an X-Request-Id
+ * not kept) or kept (the X-Request-Id forwarded, at the end of buf). */
+static bool identity_field(const struct pg_http_header *h, size_t i, struct pg_fwd_ident *id,
+                           uint16_t *xff, size_t *nxff, char **buf, size_t *len, size_t *cap)
+{
+	if (h->name.len < 12 || (h->name.p[0] | 0x20) != 'x')
+		return false; /* most fields: one look */
+	if (pg_name_is(h->name, "x-forwarded-for")) {
+		if (*nxff < XFF_MAX)
+			xff[*nxff] = (uint16_t)i;
+		++*nxff;
+		return true;
+	}
+	if (!pg_name_is(h->name, "x-request-id"))
+		return false;
+	if (!id->id_len && h->value.len && h->value.len <= PG_REQUEST_ID_MAX) {
+		id->id_off = *len + h->name.len + 2;
+		id->id_len = h->value.len;
+		put_field(buf, len, cap, h->name, h->value);
+	}
+	return true;
+}
+
 void pg_fwd_request_head(const struct pg_http_request *req, struct pg_fwd_ident *id, char **buf,
                          size_t *len, size_t *cap)
 {
 	struct conn_lists cl = {0};
 	bool had_length = false;
+	uint16_t xff[XFF_MAX];
+	size_t nxff = 0;
 	char line[32];
 	int n;
 
@@ -159,8 +181,10 @@ void pg_fwd_request_head(const struct pg_http_request *req, struct pg_fwd_ident 
 	put(buf, len, cap, req->target.p, req->target.len);
 	n = snprintf(line, sizeof(line), " HTTP/1.%d\r\n", req->minor);
 	put(buf, len, cap, line, (size_t)n);
-	if (id)
+	if (id) {
 		id->id_len = 0;
+		id->made = false;
+	}
 	for (size_t i = 0; i < req->nheaders; i++) {
 		const struct pg_http_header *h = &req->headers[i];
 
@@ -173,24 +197,21 @@ void pg_fwd_request_head(const struct pg_http_request *req, struct pg_fwd_ident 
 			continue;
 		if (!pg_name_is(h->name, "host") && conn_listed(&cl, h->name))
 			continue;
-		if (id && pg_name_is(h->name, "x-forwarded-for"))
-			continue; /* joined below, with the client's address */
-		if (id && pg_name_is(h->name, "x-request-id")) {
-			if (id->gen_id.len)
-				continue; /* unusable: replaced by the made one */
-			if (!id->id_len) {
-				id->id_off = *len + h->name.len + 2;
-				id->id_len = h->value.len;
-			}
-		}
+		if (id && identity_field(h, i, id, xff, &nxff, buf, len, cap))
+			continue;
 		put_field(buf, len, cap, h->name, h->value);
 	}
 	if (id) {
-		put_forwarded_for(req, &cl, id->client, buf, len, cap);
-		if (id->gen_id.len) {
+		put_forwarded_for(req, &cl, xff, nxff, id->client, buf, len, cap);
+		if (!id->id_len && id->seq) {
+			char made[PG_REQUEST_ID_GEN];
+
+			pg_fwd_make_id(made, id->boot, ++*id->seq);
 			id->id_off = *len + 14;
-			id->id_len = id->gen_id.len;
-			put_field(buf, len, cap, (struct pg_str){"X-Request-Id", 12}, id->gen_id);
+			id->id_len = sizeof(made);
+			id->made = true;
+			put_field(buf, len, cap, (struct pg_str){"X-Request-Id", 12},
+			          (struct pg_str){made, sizeof(made)});
 		}
 	}
 	if (req->body == PG_BODY_CHUNKED)

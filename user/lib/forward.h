@@ -22,10 +22,10 @@
  *   §6.1): its chunked bodies are de-chunked and close-delimited, and a
  *   kept connection says "Connection: keep-alive" (1.0's default is close).
  * - Request identity: the client's address is appended to X-Forwarded-For
- *   (its fields joined into one, at the end of the head); X-Request-Id is
- *   kept when the client sent a usable one (1 to PG_REQUEST_ID_MAX bytes),
- *   else replaced or added with one the gateway made, and the response
- *   carries the same X-Request-Id (the backend's own one dropped);
+ *   (its fields joined into one, at the end of the head); of the client's
+ *   X-Request-Id fields the first usable one (1 to PG_REQUEST_ID_MAX bytes)
+ *   is kept and the others dropped, else one the gateway makes is added;
+ *   the response carries the same X-Request-Id (the backend's own dropped);
  *   traceparent and tracestate pass untouched, like any end-to-end field.
  */
 #ifndef PG_FORWARD_H
@@ -45,14 +45,12 @@
 /* Who asked, for the request head. */
 struct pg_fwd_ident {
 	struct pg_str client; /* the client's address, appended to X-Forwarded-For */
-	struct pg_str gen_id; /* the X-Request-Id to use when the client has none usable */
+	uint64_t boot;        /* a made X-Request-Id: this boot id, */
+	uint64_t *seq;        /* and this counter, advanced (NULL: never make one) */
 	size_t id_off;        /* out: the X-Request-Id value forwarded is */
 	size_t id_len;        /*      buf[id_off, id_off + id_len) (len 0: none) */
+	bool made;            /* out: the gateway made it */
 };
-
-/* The client's usable X-Request-Id (the first one, 1 to PG_REQUEST_ID_MAX
- * bytes), or len 0: one must be made. */
-struct pg_str pg_fwd_request_id(const struct pg_http_request *req);
 
 /* A made X-Request-Id: PG_REQUEST_ID_GEN bytes into out (no NUL). */
 void pg_fwd_make_id(char *out, uint64_t boot, uint64_t seq);

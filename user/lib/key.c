@@ -50,8 +50,8 @@ static bool part_type_ok(const struct pg_json *js, int64_t type, const struct pa
 
 /* Content: a string, or parts whose "text" (of the types pt names) are
  * joined by GS. */
-static int emit_content(struct pg_text *e, const struct pg_json *js, int64_t c,
-                        const struct part_types *pt)
+static inline __attribute__((always_inline)) int
+emit_content(struct pg_text *e, const struct pg_json *js, int64_t c, const struct part_types *pt)
 {
 	static const struct pg_json_name part_names[] = {{"type", 4}, {"text", 4}};
 	uint32_t k = pg_json_first((uint32_t)c), n, ntext = 0;
@@ -107,14 +107,14 @@ static void user_starts(struct pg_text *e, bool anchor, uint32_t prefix_length)
 
 /* One message: TEXT(role) US content RS. role: a string token, or -1 with
  * lit naming the role ("system" for a system prompt given apart). */
-static int emit_message(struct pg_text *e, const struct pg_json *js, int64_t role, const char *lit,
-                        int64_t content, const struct part_types *pt, bool anchor,
-                        uint32_t prefix_length)
+static inline __attribute__((always_inline)) int
+emit_message(struct pg_text *e, const struct pg_json *js, int64_t role, const char *lit,
+             int64_t content, const struct part_types *pt, bool anchor, uint32_t prefix_length)
 {
 	if (lit) {
 		pg_text_ascii(e, lit, strlen(lit));
 	} else if (is_type(js, role, PG_JSON_STRING)) {
-		if (pg_json_str_eq(js, (uint32_t)role, "user", 4))
+		if (!e->user_seen && pg_json_str_eq(js, (uint32_t)role, "user", 4))
 			user_starts(e, anchor, prefix_length);
 		pg_text_string(e, js, (uint32_t)role);
 	} else if (!absent(js, role)) {

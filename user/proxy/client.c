@@ -143,13 +143,9 @@ static bool request_head(struct pg_worker *w, struct pg_client *c)
 	if (req.body == PG_BODY_LENGTH && body_too_big(w, c, req.content_length))
 		return false;
 	{
-		char gen[PG_REQUEST_ID_GEN];
-		struct pg_fwd_ident id = {.client = {c->peer, c->peer_len}};
+		struct pg_fwd_ident id = {
+		    .client = {c->peer, c->peer_len}, .boot = w->rid_boot, .seq = &w->rid_seq};
 
-		if (!pg_fwd_request_id(&req).len) {
-			pg_fwd_make_id(gen, w->rid_boot, ++w->rid_seq);
-			id.gen_id = (struct pg_str){gen, sizeof(gen)};
-		}
 		pg_fwd_request_head(&req, &id, &x->fwd, &x->fwd_len, &x->fwd_cap);
 		x->id_off = (uint32_t)id.id_off;
 		x->id_len = (uint8_t)id.id_len;
