@@ -180,6 +180,12 @@ _Static_assert(sizeof(struct pg_ring) == 24 + 2 * PG_RING_SLOTS * PG_RING_CANDID
  * (its low bit selects the live copy among pool p's in pg_rings), its
  * RoutingConfig and member count; the gateway-wide fields (ca_capacity_blocks,
  * ca_slots) are only meaningful in entry 0.
+ *
+ * Whether a gateway still writes these maps (they stay pinned after it
+ * exits), in entry 0: pid is the gateway's process id while it runs, 0 once
+ * it exited cleanly; its control thread sets heartbeat_ms (CLOCK_MONOTONIC
+ * ms) every 100 ms, so a gateway killed with SIGKILL leaves a heartbeat
+ * that stops.
  */
 struct pg_state {
 	__u64 ring_generation;       /* live ring: pg_rings[ring_generation & 1] */
@@ -191,9 +197,31 @@ struct pg_state {
 	__u32 ca_capacity_blocks;    /* cache_aware: each instance's capacity, in blocks */
 	__u32 ca_max_load_gap;       /* cache_aware: CacheAwareConfig.MaxLoadGap */
 	__u32 ca_slots;              /* entries of pg_cache_index (a power of two) */
-	__u32 pad;
+	__u32 pid;                   /* the gateway's pid; 0: it exited */
+	__u64 heartbeat_ms;          /* CLOCK_MONOTONIC ms of its last control tick */
 };
-_Static_assert(sizeof(struct pg_state) == 48, "pg_state layout");
+_Static_assert(sizeof(struct pg_state) == 56, "pg_state layout");
+
+/* A heartbeat older than this: no gateway writes the maps any more. */
+#define PG_HEARTBEAT_STALE_MS 5000
+
+enum pg_state_liveness {
+	PG_STATE_LIVE = 0,   /* a gateway is running on these maps */
+	PG_STATE_EXITED = 1, /* its gateway exited cleanly (pid 0) */
+	PG_STATE_STALE = 2,  /* its heartbeat stopped, or its process is gone */
+};
+
+/* Liveness of maps whose state is s, at CLOCK_MONOTONIC ms now;
+ * pid_alive: the process s->pid exists (the caller's kill(pid, 0)). */
+static inline enum pg_state_liveness pg_state_liveness(const struct pg_state *s, __u64 now,
+                                                       int pid_alive)
+{
+	if (!s->pid)
+		return PG_STATE_EXITED;
+	if (!pid_alive || now > s->heartbeat_ms + PG_HEARTBEAT_STALE_MS)
+		return PG_STATE_STALE;
+	return PG_STATE_LIVE;
+}
 
 /* pg_pool.flags */
 #define PG_POOL_ACTIVE    0x1 /* declared */

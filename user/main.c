@@ -161,8 +161,11 @@ int main(int argc, char **argv)
 		pg_error("%s", err);
 		goto out_workers;
 	}
-	if (pg_alog_start(&gw, cfg.access_log, err, sizeof(err))) {
+	rc = pg_alog_start(&gw, cfg.access_log, err, sizeof(err));
+	if (rc) {
 		pg_error("%s", err);
+		if (rc == PG_ALOG_EFILE)
+			status = 2; /* a configuration error, as for a bad flag */
 		goto out_workers;
 	}
 	for (; started < gw.nworkers; started++) {

@@ -21,7 +21,7 @@ import time
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, check_echo, mock_pattern, run_suite, wait_until  # noqa: E402
+from harness import Fleet, check_echo, free_port, mock_pattern, run_suite, wait_until  # noqa: E402
 
 TESTS = []
 
@@ -148,6 +148,68 @@ def explicit_key(opts):
                 seen.add(h["x-backend-id"])
             assert len(seen) == 1, (sess, seen)
         assert 'decision="explicit_key"' in f.metrics()
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def newer_api_keys(opts):
+    """/v1/responses, /v1/messages and /v1/embeddings are keyed by their text:
+    field order, whitespace and sampling fields never move a request; the
+    dry run (also with a query string in ?path=) says so, and real traffic
+    goes where it says."""
+    f = Fleet(opts, 4)
+    try:
+        sysp = "You are a support bot. " * 30
+        cases = {
+            "/v1/responses": ("input", [
+                {"model": "m", "instructions": sysp, "input": "Where is my order?"},
+                {"input": [{"role": "user", "content": "Where is my order?"}],
+                 "max_output_tokens": 5, "stream": True, "instructions": sysp},
+                {"instructions": sysp, "temperature": 0.3, "input": [
+                    {"type": "message", "role": "user",
+                     "content": [{"type": "input_text", "text": "Where is my order?"}]}]},
+            ]),
+            "/v1/messages": ("messages", [
+                {"model": "c", "max_tokens": 100, "system": sysp,
+                 "messages": [{"role": "user", "content": "Where is my order?"}]},
+                {"messages": [{"content": [{"type": "text", "text": "Where is my order?"}],
+                               "role": "user"}], "stream": True, "max_tokens": 7,
+                 "system": [{"type": "text", "text": sysp}]},
+            ]),
+            "/v1/embeddings": ("input", [
+                {"model": "e", "input": sysp},
+                {"input": [sysp], "encoding_format": "float"},
+            ]),
+        }
+        for path, (source, bodies) in cases.items():
+            texts = [json.dumps(bodies[0]), json.dumps(bodies[0], indent=3)] + \
+                [json.dumps(b) for b in bodies[1:]]
+            rs = [f.dry_run(t, path=path) for t in texts]
+            for r in rs:
+                assert r["key_source"] == source and not r["fallback"], (path, r)
+                assert r["key_hash"] == rs[0]["key_hash"], (path, rs)
+            # A query string does not change the API (real routing drops it).
+            q = f.dry_run(texts[0], path=path + "%3Fapi-version%3D1")
+            assert q["key_hash"] == rs[0]["key_hash"] and q["key_source"] == source, q
+            for t in texts:
+                st, h, _ = f.post(path + "?api-version=1", t,
+                                  {"Content-Type": "application/json"})
+                assert f.addr(h["x-backend-id"]) == rs[0]["backend"], (path, st, h, rs[0])
+        # The completions key is its prompt, and says so.
+        r = f.dry_run(json.dumps({"prompt": "hello"}), path="/v1/completions")
+        assert r["key_source"] == "prompt" and r["api"] == "completions", r
+        # previous_response_id: one chain, one backend, an explicit key.
+        a = f.dry_run(json.dumps({"previous_response_id": "resp_7", "input": "one"}),
+                      path="/v1/responses")
+        b = f.dry_run(json.dumps({"input": "two", "previous_response_id": "resp_7"}),
+                      path="/v1/responses")
+        assert a["key_source"] == "previous_response_id" and a["reason"] == "explicit_key", a
+        assert a["key_hash"] == b["key_hash"], (a, b)
+        c = f.dry_run(json.dumps({"previous_response_id": "resp_7", "input": "x",
+                                  "prompt_cache_key": "conv-1"}), path="/v1/responses")
+        assert c["key_source"] == "prompt_cache_key", c
         assert f.idle()
     finally:
         f.stop()
@@ -735,7 +797,7 @@ def stalled_reader_bounded(opts):
 
 @test
 def admin_api(opts):
-    """The admin API answers what DESIGN.md lists."""
+    """The admin API answers what README "Admin API" lists."""
     f = Fleet(opts, 2)
     try:
         st, h = f.admin("GET", "/health")
@@ -777,6 +839,13 @@ def command_line_errors(opts):
     for args, want in cases:
         p = subprocess.run([pg] + args, capture_output=True, text=True, timeout=5)
         assert p.returncode == 2 and want in p.stderr, (args, p.returncode, p.stderr)
+    # A log file that cannot be opened is a configuration error too (the
+    # unit's RestartPreventExitStatus=2 must not restart it in a loop).
+    p = subprocess.run([pg, "--no-bpf", "--listen", "127.0.0.1:%d" % free_port(),
+                        "--admin", "127.0.0.1:%d" % free_port(),
+                        "--access-log", "/nonexistent-dir/access.log"],
+                       capture_output=True, text=True, timeout=10)
+    assert p.returncode == 2 and "--access-log" in p.stderr, (p.returncode, p.stderr)
     p = subprocess.run([pg, "--help"], capture_output=True, text=True, timeout=5)
     assert p.returncode == 0 and "--prefix-length" in p.stdout
     p = subprocess.run([pg, "--version"], capture_output=True, text=True, timeout=5)
@@ -785,8 +854,9 @@ def command_line_errors(opts):
 
 @test
 def access_log(opts):
-    """--access-log: one JSON line per request, with backend, decision, key
-    hash, status, bytes, durations and outcome."""
+    """--access-log: one JSON line per request, with request id, client,
+    method, path, backend, decision, key hash, status, bytes (spliced ones
+    too), TTFT, durations and outcome."""
     f = Fleet(opts, 2, start_gateway=False)
     path = os.path.join(f.tmp, "access-%d.log" % os.getpid())
     try:
@@ -794,8 +864,23 @@ def access_log(opts):
         body = "logged " * 300
         want = f.dry_run(body)
         for _ in range(3):
-            st, h, _ = f.post("/invocations", body)
-            assert st == 200
+            st, h, _ = f.post("/invocations?secret=1", body, {"X-Request-Id": "req-\"q\""})
+            assert st == 200 and h["x-request-id"] == 'req-"q"', h
+        # A streamed answer (spliced on the kernel paths): bytes_out is what
+        # the client received, counted on the wire.
+        s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
+        sb = json.dumps({"messages": [{"role": "user", "content": "stream me"}],
+                         "stream": True, "max_tokens": 60})
+        s.sendall(("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Request-Id: spliced\r\n"
+                   "Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(sb), sb)).encode())
+        got = 0
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            d = s.recv(65536)
+            if not d:
+                break
+            got += len(d)
+        s.close()
         s = socket.create_connection(("127.0.0.1", f.port), timeout=5)
         s.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
                   b"Transfer-Encoding: chunked\r\n\r\n")
@@ -806,15 +891,54 @@ def access_log(opts):
         rc = f.stop()
     assert rc == 0
     recs = [json.loads(l) for l in open(path)]
-    ok = [r for r in recs if r["outcome"] == "ok"]
+    ok = [r for r in recs if r["outcome"] == "ok" and r["request_id"] != "spliced"]
     assert len(ok) == 3, recs
     for r in ok:
         assert r["backend"] == want["backend"] and r["status"] == 200, r
         assert r["key_hash"] == want["key_hash"] and r["decision"] == "affinity", (r, want)
         assert r["bytes_in"] > len(body) and r["bytes_out"] > 0 and r["duration_us"] > 0, r
         assert r["key_source"] == "raw" and r["attempts"] == 1, r
+        assert r["method"] == "POST" and r["path"] == "/invocations", r
+        assert r["client"] == "127.0.0.1" and r["request_id"] == 'req-"q"', r
+        assert 0 < r["ttft_us"] <= r["duration_us"], r
+    sp = [r for r in recs if r["request_id"] == "spliced"]
+    assert len(sp) == 1 and sp[0]["bytes_out"] == got, (sp, got)
     bad = [r for r in recs if r["outcome"] == "gateway"]
     assert len(bad) == 1 and bad[0]["status"] == 400, recs
+
+
+@test
+def request_identity(opts):
+    """X-Forwarded-For gets the client appended, X-Request-Id is kept or
+    made (unique) and echoed, traceparent reaches the backend untouched."""
+    f = Fleet(opts, 2)
+    try:
+        tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        st, h, _ = f.post("/invocations", "x", {"X-Forwarded-For": "203.0.113.7",
+                                                "X-Request-Id": "abc-1", "traceparent": tp})
+        assert st == 200, st
+        assert h["x-seen-x-forwarded-for"] == "203.0.113.7, 127.0.0.1", h
+        assert h["x-seen-x-request-id"] == "abc-1" and h["x-request-id"] == "abc-1", h
+        assert h["x-seen-traceparent"] == tp, h
+        ids = set()
+        for body in ("a", "b", "c"):
+            st, h, _ = f.post("/invocations", body)
+            assert h["x-seen-x-forwarded-for"] == "127.0.0.1", h
+            assert h["x-request-id"] == h["x-seen-x-request-id"], h
+            assert re.fullmatch(r"[0-9a-f]{16}-[0-9a-f]{16}", h["x-request-id"]), h
+            ids.add(h["x-request-id"])
+        assert len(ids) == 3, ids
+        # a stream (spliced on the kernel paths) echoes it too
+        st, h, _ = f.post("/v1/chat/completions",
+                          chat([{"role": "user", "content": "hi"}], stream=True),
+                          {"X-Request-Id": "s-1"})
+        assert st == 200 and h["x-request-id"] == "s-1", h
+        # and so does the gateway's own answer (every backend resets)
+        st, h, _ = f.post("/invocations", "x", {"X-Mock-Fail": "reset", "X-Request-Id": "f-1"})
+        assert st == 502 and h["x-request-id"] == "f-1", (st, h)
+        assert f.idle()
+    finally:
+        f.stop()
 
 
 @test

@@ -2,7 +2,7 @@
 test_boundary.py: under /v1 a request without "Authorization: Bearer good" is
 answered 401 at once, its body unread (vLLM's authentication middleware);
 unknown paths get 404 from the router, body unread; with the key,
-/v1/chat/completions and /v1/embeddings read the body and echo the client's
+/v1/chat/completions and /v1/score read the body and echo the client's
 X-Client header with the body's length and SHA-256.
 
 run: python3 -m uvicorn early_app:app --host 127.0.0.1 --port P --no-access-log
@@ -42,6 +42,6 @@ async def not_found(request, exc):
 
 app = Starlette(routes=[Route("/health", health),
                         Route("/v1/chat/completions", echo, methods=["POST"]),
-                        Route("/v1/embeddings", echo, methods=["POST"])],
+                        Route("/v1/score", echo, methods=["POST"])],
                 middleware=[Middleware(BaseHTTPMiddleware, dispatch=authentication)],
                 exception_handlers={404: not_found})

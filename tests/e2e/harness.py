@@ -127,8 +127,9 @@ class Fleet:
         cmd += list(args)
         self.gw_log = os.path.join(self.tmp, "gateway-%d.log" % self.port)
         self.gw = subprocess.Popen(cmd, stdout=open(self.gw_log, "w"), stderr=subprocess.STDOUT)
+        # Started once the admin API answers (503: no backend healthy yet).
         if not wait_until(lambda: http_get(self.admin_port, "/health", 0.5,
-                                           self.admin_headers())[0] == 200, 5):
+                                           self.admin_headers())[0] in (200, 503), 5):
             raise RuntimeError("prefixgate did not start:\n" + open(self.gw_log).read()[-2000:])
 
     def stop(self):

@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -274,7 +275,7 @@ def scenario(opts, mode, code, chunked, concurrent, partial, clients=10, rounds=
                 else:
                     unknown = i % 3 == 1 and r % 2 == 1
                     jobs.append(dict(port=f.port, cid=cid, chunked=chunked,
-                                     path="/unknown/x" if unknown else "/v1/embeddings",
+                                     path="/unknown/x" if unknown else "/v1/score",
                                      size=rng.choice([64 << 10, 256 << 10, 1 << 20]),
                                      status=404 if unknown else code, partial=partial))
         if concurrent:
@@ -336,7 +337,7 @@ def test_pipelined(opts):
     try:
         for i, chunked in enumerate([False, True, False, True]):
             cid = "p%d" % i
-            h1, w1, _ = request(cid, "/v1/embeddings", (256 << 10) * (i + 1), chunked)
+            h1, w1, _ = request(cid, "/v1/score", (256 << 10) * (i + 1), chunked)
             h2, w2, b2 = request(cid, "/v1/echo", 4000, chunked, "Bearer good")
             c = Client(f.port)
             t = threading.Thread(target=c.send_quiet, args=(h1 + w1 + h2 + w2,), daemon=True)
@@ -395,7 +396,7 @@ def test_smuggle_sized_body(opts):
         filler = body_of("a2", body2_len - len(s1) - len(s2))
         body2 = filler + s1 + s2
         owed = seen["a2"] + len(filler)  # A1's unread tail: a2's head and filler
-        h1, w1, _ = request("a1", "/v1/embeddings", PARTIAL + owed, False)
+        h1, w1, _ = request("a1", "/v1/score", PARTIAL + owed, False)
         c = Client(f.port)
         c.send(h1 + w1[:PARTIAL])
         p = check("a1", c.response(), 401)
@@ -473,7 +474,7 @@ def test_what_crosses(opts):
     and request trailers never do."""
     be = RawBackend()
     f = gateway(opts, ["127.0.0.1:%d" % be.port])
-    h = (b"POST /v1/embeddings HTTP/1.1\r\nHost: gw\r\nConnection: X-Secret, keep-alive\r\n"
+    h = (b"POST /v1/score HTTP/1.1\r\nHost: gw\r\nConnection: X-Secret, keep-alive\r\n"
          b"X-Secret: s3cr3t\r\nKeep-Alive: 5\r\nTE: trailers\r\nX-Kept: yes\r\n")
     cases = [
         (h + b"Content-Length: 0005\r\n\r\nhello",
@@ -499,6 +500,11 @@ def test_what_crosses(opts):
                     hd.get("content-length") != "2":
                 probs.append("case %d: response head reached the client as %r" % (i, hd))
             got = wait_until(lambda: len(be.seen) > i, 5) and be.seen[i]
+            # identity fields the gateway adds (README "Request identity")
+            want = want.replace(b"X-Kept: yes\r\n", b"X-Kept: yes\r\nX-Forwarded-For: 127.0.0.1\r\n"
+                                b"X-Request-Id: ID\r\n")
+            got = got and re.sub(rb"X-Request-Id: [0-9a-f]{16}-[0-9a-f]{16}\r\n",
+                                 b"X-Request-Id: ID\r\n", got)
             if got != want:
                 probs.append("case %d: the backend got\n%r\nwant\n%r" % (i, got, want))
     finally:
@@ -544,7 +550,7 @@ def test_uvicorn_api_key(opts):
                 size = rng.choice([64 << 10, 300 << 10, 1 << 20])
                 kind = i % 5
                 if kind == 0:    # good, echoed
-                    jobs.append(dict(cid=cid, path="/v1/embeddings", size=rng.randint(1000, 200000),
+                    jobs.append(dict(cid=cid, path="/v1/score", size=rng.randint(1000, 200000),
                                      chunked=chunked, status=200, good=True))
                 elif kind == 1:  # good key, unknown path: 404 from the router
                     jobs.append(dict(cid=cid, path="/v1/nope", size=size, chunked=chunked,
@@ -553,14 +559,14 @@ def test_uvicorn_api_key(opts):
                     jobs.append(dict(cid=cid, path="/v1/chat/completions", size=size,
                                      chunked=chunked, status=401))
                 else:            # bad key, a raw path: streamed past the key
-                    jobs.append(dict(cid=cid, path="/v1/embeddings", size=size,
+                    jobs.append(dict(cid=cid, path="/v1/score", size=size,
                                      chunked=chunked, status=401, partial=kind == 4))
             for j in jobs:
-                j.update(port=f.port, follow_path="/v1/embeddings")
+                j.update(port=f.port, follow_path="/v1/score")
             probs += run_clients(jobs, True)
-        probs += run_clients([dict(port=f.port, cid="ulast", path="/v1/embeddings", size=5000,
+        probs += run_clients([dict(port=f.port, cid="ulast", path="/v1/score", size=5000,
                                    chunked=False, status=200, good=True,
-                                   follow_path="/v1/embeddings")], False)
+                                   follow_path="/v1/score")], False)
     finally:
         if f:
             f.stop()

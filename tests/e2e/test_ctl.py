@@ -9,6 +9,7 @@ usage: test_ctl.py --build DIR [--tools DIR] [--ctl PATH] [-k SUBSTRING]
   are skipped with the reason. The others run unprivileged (--no-bpf fleets).
 """
 import copy
+import difflib
 import json
 import os
 import re
@@ -256,6 +257,46 @@ def status_falls_back_to_admin_api(opts):
         assert rc == 1 and "no prefixgate maps pinned" in err, err
     finally:
         f.stop()
+
+
+@test
+def status_tells_stale_maps(opts):
+    """Maps left pinned by a dead gateway are not shown as a live one: auto
+    goes to the admin API that --admin names, maps-only says STALE (rc 3)."""
+    why = have_bpf()
+    if why:
+        return "SKIP " + why
+    dead = fleet(opts, "bpf", 2)
+    live = fleet(opts, "shm", 2)
+    try:
+        out = ok(ctl(opts, dead, "status"), "status, live gateway")
+        assert "written by a live gateway" in out, out
+        dead.gw.kill()  # SIGKILL: no clean exit, the pid goes away
+        dead.gw.wait(10)
+        rc, out, err = ctl(opts, None, "status", pin=dead.pin,
+                           admin="127.0.0.1:%d" % live.admin_port)
+        assert rc == 0 and "stale" in err and "is not running" in err, (rc, err)
+        assert "admin API at 127.0.0.1:%d" % live.admin_port in out, out
+        assert live.addr("b0") in out and dead.addr("b0") not in out, out
+        rc, out, err = ctl(opts, None, "--source", "maps", "status", pin=dead.pin)
+        assert rc == 3 and "STALE" in out and "is not running" in out, (rc, out, err)
+        rc, out, err = ctl(opts, None, "status", "--json", pin=dead.pin, admin=closed_port())
+        assert rc == 3 and json.loads(out)["stale"] is True, (rc, out, err)
+        # a clean exit says so
+        again = fleet(opts, "bpf", 1, start_gateway=False)
+        try:
+            again.start_gateway(pin=dead.pin)
+            assert ok(ctl(opts, again, "status"), "status") and \
+                "written by a live gateway" in ctl(opts, again, "status")[1]
+            again.gw.send_signal(signal.SIGTERM)
+            assert again.gw.wait(15) == 0
+            rc, out, err = ctl(opts, None, "--source", "maps", "status", pin=dead.pin)
+            assert rc == 3 and "exited" in out, (rc, out)
+        finally:
+            again.stop()
+    finally:
+        dead.stop()
+        live.stop()
 
 
 # --- route -------------------------------------------------------------------------
@@ -571,6 +612,22 @@ def man_page_states_help_defaults(opts):
         if dflt:
             assert re.search(r"(?<![\w./:-])%s(?![\w/:-])" % re.escape(dflt), text), (
                 "prefixgate.8: %s does not state the default %s: %r" % (flag, dflt, text))
+
+
+@test
+def readme_help_is_the_binarys(opts):
+    """README's copy of prefixgate --help is what the binary prints."""
+    gw = subprocess.run([os.path.join(opts.build, "prefixgate"), "--help"],
+                        capture_output=True, timeout=10).stdout.decode()
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
+    at = readme.index("Every flag, as `prefixgate --help` prints it")
+    start = readme.index("```\n", at) + 4
+    copy = readme[start:readme.index("```\n", start)]
+    assert copy == gw, "README's --help copy differs:\n" + "\n".join(
+        difflib.unified_diff(copy.splitlines(), gw.splitlines(), "README", "--help",
+                             lineterm=""))
+    for gone in ("DESIGN.md", "KERNEL-FACTS.md"):  # not part of the repository
+        assert gone not in readme, gone
 
 
 @test

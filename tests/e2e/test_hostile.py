@@ -6,7 +6,9 @@ connections cannot lock out the admin API. TAP output; every wait is bounded.
 
 usage: test_hostile.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
 """
+import json
 import os
+import re
 import resource
 import select
 import socket
@@ -16,7 +18,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, http_get, wait_until, run_suite  # noqa: E402
+from harness import Fleet, free_port, http_get, wait_until, run_suite  # noqa: E402
 
 TESTS = []
 
@@ -166,6 +168,114 @@ def read_response(s, deadline):
             break
         data += d
     return data
+
+
+@test
+def http10_clients(opts):
+    """HTTP/1.0 clients never get Transfer-Encoding: a chunked answer is
+    de-chunked and ends with the close; a kept 1.0 connection is told
+    "Connection: keep-alive" and serves a second request."""
+    f = Fleet(opts, 1)
+    try:
+        for stream in (False, True):
+            body = json.dumps({"messages": [{"role": "user", "content": "hi"}],
+                               "stream": stream, "max_tokens": 5}).encode()
+            s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
+            ka = b"Connection: keep-alive\r\n" if stream else b""  # else: closed after
+            s.sendall(b"POST /v1/chat/completions HTTP/1.0\r\n" + ka +
+                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            data = read_response(s, time.monotonic() + 10)
+            s.close()
+            head, _, rest = data.partition(b"\r\n\r\n")
+            assert b"transfer-encoding" not in head.lower(), head
+            if stream:  # mockllm streams chunked: de-chunked, close-delimited
+                assert b"connection: close" in head.lower(), head
+                assert rest.startswith(b"data: {") and rest.rstrip().endswith(b"[DONE]"), rest[:80]
+        # bulk chunked answer, byte-exact after de-chunking
+        s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
+        s.sendall(b"POST /invocations HTTP/1.0\r\nX-Mock-Response-Bytes: 300000\r\n"
+                  b"X-Mock-Chunked: 1\r\nContent-Length: 1\r\n\r\nx")
+        data = read_response(s, time.monotonic() + 10)
+        s.close()
+        head, _, rest = data.partition(b"\r\n\r\n")
+        assert b"transfer-encoding" not in head.lower() and len(rest) == 300000, (head, len(rest))
+        # 1.0 keep-alive with a Content-Length answer: kept, and said so
+        s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
+        for i in range(2):
+            s.sendall(b"POST /invocations HTTP/1.0\r\nConnection: keep-alive\r\n"
+                      b"Content-Length: 1\r\n\r\nx")
+            head = exchange_on(s)
+            assert head.startswith(b"HTTP/1.1 200") and \
+                b"connection: keep-alive" in head.lower(), (i, head)
+        s.close()
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+def exchange_on(s):
+    """One response with a Content-Length on open socket s: its head."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        d = s.recv(4096)
+        assert d, "closed before a response"
+        data += d
+    head, _, rest = data.partition(b"\r\n\r\n")
+    n = int(re.search(rb"content-length: *(\d+)", head.lower()).group(1))
+    while len(rest) < n:
+        rest += s.recv(4096)
+    return head
+
+
+@test
+def expect_continue_without_backend(opts):
+    """Expect: 100-continue with no usable backend gets the final 502, not a
+    100 that would have the client upload its body for nothing."""
+    f = Fleet(opts, 1, gw_args=["--health-check-path", "none"])
+    try:
+        head = exchange(f.port, P + H + b"Expect: 100-continue\r\nContent-Length: 10000000\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 100"), head  # a backend: go ahead
+        f.kill_mock("b0")
+        st, _, _ = f.post("/invocations", "x")  # marks it down
+        assert st == 502, st
+        s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
+        s.sendall(P + H + b"Expect: 100-continue\r\nContent-Length: 10000000\r\n\r\n")
+        data = read_response(s, time.monotonic() + 10)
+        s.close()
+        assert data.startswith(b"HTTP/1.1 502") and b"HTTP/1.1 100" not in data, data[:200]
+        assert b"connection: close" in data.lower(), data[:200]
+    finally:
+        f.stop()
+
+
+@test
+def retries_walk_the_candidates(opts):
+    """Refusing backends (not yet caught by health checks) cost a retry each:
+    a request walks on until a backend answers or none is left (at most 32
+    attempts), so 1 live backend among 24 dead serves every request."""
+    ports = set()
+    while len(ports) < 24:
+        ports.add(free_port())
+    dead = ["127.0.0.1:%d" % p for p in sorted(ports)]
+    f = Fleet(opts, 1, start_gateway=False)
+    log = os.path.join(f.tmp, "retry-%d.log" % os.getpid())
+    try:
+        f.start_gateway(["--health-check-path", "none", "--access-log", log],
+                        extra_backends=dead)
+        for i in range(12):
+            st, h, _ = f.post("/invocations", "request %d " % i * 50)
+            assert st == 200 and h["x-backend-id"] == "b0", (i, st, h)
+        # nothing left: 502 after trying every member once
+        f.kill_mock("b0")
+        time.sleep(2.2)  # the dead ones' 2 s skip ends: all 25 are candidates again
+        st, h, body = f.post("/invocations", "last")
+        assert st == 502, (st, body)
+        assert f.idle()
+    finally:
+        f.stop()
+    recs = [json.loads(l) for l in open(log)]
+    assert max(r["attempts"] for r in recs[:12]) > 4, [r["attempts"] for r in recs]
+    assert recs[-1]["status"] == 502 and recs[-1]["attempts"] == 25, recs[-1]
 
 
 @test

@@ -95,7 +95,24 @@ static void check_forward_request(const struct pg_http_request *r)
 	size_t len = 0, cap = 0;
 	ssize_t n;
 
-	pg_fwd_request_head(r, &out, &len, &cap);
+	/* With identity fields: still one head, the id where it says. */
+	{
+		uint64_t seq = 0;
+		struct pg_fwd_ident id = {.client = {"192.0.2.1", 9}, .boot = 0xaa, .seq = &seq};
+
+		pg_fwd_request_head(r, &id, &out, &len, &cap);
+		FUZZ_CHECK(len >= 4 && !memcmp(out + len - 4, "\r\n\r\n", 4));
+		FUZZ_CHECK(id.id_off + id.id_len <= len);
+		FUZZ_CHECK(id.id_len > 0 && id.id_len <= PG_REQUEST_ID_MAX && seq == id.made);
+		if (id.made)
+			FUZZ_CHECK(
+			    id.id_len == 33 &&
+			    !memcmp(out + id.id_off, "00000000000000aa-0000000000000001", 33));
+		free(out);
+		out = NULL;
+		len = cap = 0;
+	}
+	pg_fwd_request_head(r, NULL, &out, &len, &cap);
 	n = pg_http_parse_request(out, len, &again);
 	if (len >= PG_HTTP_MAX_HEAD) { /* canonical framing can add a byte or two */
 		free(out);
@@ -128,7 +145,19 @@ static void check_forward_response(const char *buf, const struct pg_http_respons
 	size_t len = 0, cap = 0;
 	ssize_t n;
 
-	pg_fwd_response_head(buf, r->head_len, r, true, &out, &len, &cap);
+	/* For an HTTP/1.0 client: never a Transfer-Encoding (RFC 9112 §6.1). */
+	pg_fwd_response_head(buf, r->head_len, r,
+	                     &(struct pg_fwd_resp){.close = true, .http10 = true}, &out, &len,
+	                     &cap);
+	if (len < PG_HTTP_MAX_HEAD) {
+		n = pg_http_parse_response(out, len, head, &again);
+		FUZZ_CHECK(n > 0 && (size_t)n == len && again.body != PG_BODY_CHUNKED);
+	}
+	free(out);
+	out = NULL;
+	len = cap = 0;
+	pg_fwd_response_head(buf, r->head_len, r, &(struct pg_fwd_resp){.close = true}, &out, &len,
+	                     &cap);
 	n = pg_http_parse_response(out, len, head, &again);
 	if (len >= PG_HTTP_MAX_HEAD) { /* "Connection: close" was added */
 		free(out);

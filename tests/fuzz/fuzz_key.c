@@ -3,14 +3,15 @@
  * libFuzzer target over user/lib/key.c (and the json.c under it).
  *
  * Input: two control bytes, then the body.
- *   byte 0: bits 0-1 API (0 raw, 1 chat, 2 completions, 3 raw), bit 2 body
+ *   byte 0: bits 0-1 API (0 raw, 1 chat, 2 completions, 3: byte 1 mod 4
+ *           picks raw, responses, messages or embeddings), bit 2 body
  *           incomplete, bit 3 the body starts with an X-Prefixgate-Key value
  *           ended by '\n', bits 4-7 the high bits of prefix_length
  *   byte 1: low bits of prefix_length (1..4096)
  *
  * Invariants: the hash is XXH3-64 of the key text; a raw key is the first
  * prefix_length body bytes, a header key the header value; a message key
- * is valid UTF-8 of `length` <= prefix_length code points; a longer
+ * (any text source) is valid UTF-8 of `length` <= prefix_length code points; a longer
  * prefix_length gives the same source and a key text the shorter one is a
  * prefix of (equal when the shorter was not cut, else cut after exactly
  * prefix_length code points, at a code point boundary); an incomplete OpenAI body
@@ -46,11 +47,11 @@ static void check_blocks(enum pg_api api, struct pg_str hk, const char *body, si
 	FUZZ_CHECK(k.hash == r->k.hash && k.length == r->k.length && k.source == r->k.source);
 	FUZZ_CHECK(k.fallback == r->k.fallback && k.anchor == kb.anchor);
 	FUZZ_CHECK(kb.n <= PG_CA_MAX_BLOCKS);
-	if (k.source == PG_KEY_SRC_HEADER || k.source == PG_KEY_SRC_CACHE_FIELD) {
+	if (pg_key_source_explicit(k.source)) {
 		FUZZ_CHECK(kb.n == 0 && kb.anchor == k.hash);
 		return;
 	}
-	FUZZ_CHECK(kb.anchor_len >= r->len || k.source == PG_KEY_SRC_MESSAGES);
+	FUZZ_CHECK(kb.anchor_len >= r->len || pg_key_source_text(k.source));
 	/* The blocks that lie inside the PREFIX_AWARE key text are its bytes. */
 	for (uint32_t i = 0; i < kb.n && (size_t)(i + 1) * PG_CA_BLOCK <= r->len; i++) {
 		h = XXH3_64bits_withSeed(r->text + (size_t)i * PG_CA_BLOCK, PG_CA_BLOCK, h);
@@ -70,7 +71,7 @@ static void compute(enum pg_api api, struct pg_str hk, const char *body, size_t 
 	                          r->text, cap, &r->len) == 0);
 	FUZZ_CHECK(r->len <= cap);
 	FUZZ_CHECK(r->k.hash == XXH3_64bits(r->text, r->len));
-	FUZZ_CHECK(r->k.source <= PG_KEY_SRC_CACHE_FIELD);
+	FUZZ_CHECK(r->k.source < PG_KEY_SRC_COUNT);
 	check_blocks(api, hk, body, blen, complete, prefix, r);
 }
 
@@ -117,13 +118,23 @@ static void check_one(enum pg_api api, struct pg_str hk, const char *body, size_
 		break;
 	}
 	case PG_KEY_SRC_MESSAGES:
+	case PG_KEY_SRC_PROMPT:
+	case PG_KEY_SRC_INPUT:
 		FUZZ_CHECK(!hk.len && api != PG_API_RAW && complete && !k->fallback);
+		FUZZ_CHECK(k->source == (api == PG_API_CHAT || api == PG_API_MESSAGES
+		                             ? PG_KEY_SRC_MESSAGES
+		                         : api == PG_API_COMPLETIONS ? PG_KEY_SRC_PROMPT
+		                                                     : PG_KEY_SRC_INPUT));
 		FUZZ_CHECK(k->length <= prefix);
 		FUZZ_CHECK(utf8_count((const unsigned char *)r->text, r->len) == k->length);
 		break;
 	case PG_KEY_SRC_CACHE_FIELD:
+	case PG_KEY_SRC_PREVIOUS_RESPONSE:
 		FUZZ_CHECK(!hk.len && api != PG_API_RAW && complete && !k->fallback);
 		FUZZ_CHECK(r->len > 0 && k->length == r->len);
+		FUZZ_CHECK(k->source == PG_KEY_SRC_CACHE_FIELD
+		               ? api != PG_API_MESSAGES && api != PG_API_EMBEDDINGS
+		               : api == PG_API_RESPONSES);
 		break;
 	}
 	if (api != PG_API_RAW && !complete)
@@ -249,7 +260,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 2)
 		return 0;
-	api = (data[0] & 3) == 3 ? PG_API_RAW : (enum pg_api)(data[0] & 3);
+	{
+		static const enum pg_api more[] = {PG_API_RAW, PG_API_RESPONSES, PG_API_MESSAGES,
+		                                   PG_API_EMBEDDINGS};
+
+		api = (data[0] & 3) == 3 ? more[data[1] & 3] : (enum pg_api)(data[0] & 3);
+	}
 	complete = !(data[0] & 4);
 	prefix = 1 + ((uint32_t)(data[0] >> 4) << 8 | data[1]);
 	prefix2 = 2 * prefix + 7;
@@ -278,14 +294,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (a.k.length < prefix)
 		FUZZ_CHECK(a.len == b.len && a.k.hash == b.k.hash && a.k.length == b.k.length);
 	/* and the shorter is the longer cut at its length, by code points */
-	if (a.k.source == PG_KEY_SRC_MESSAGES) {
+	if (pg_key_source_text(a.k.source)) {
 		FUZZ_CHECK(a.k.length == (b.k.length < prefix ? b.k.length : prefix));
 		FUZZ_CHECK(utf8_count((const unsigned char *)b.text, a.len) == a.k.length);
 		FUZZ_CHECK(a.len == b.len || ((unsigned char)b.text[a.len] & 0xc0) != 0x80);
 	}
 
-	if (api != PG_API_RAW && complete && !hk.len &&
-	    (a.k.source == PG_KEY_SRC_MESSAGES || a.k.source == PG_KEY_SRC_CACHE_FIELD)) {
+	if (api != PG_API_RAW && complete && !hk.len && a.k.source != PG_KEY_SRC_RAW) {
 		fuzz_rng_seed(&rng, data, size);
 		check_reserialized(api, body, blen, prefix, &a, &rng);
 	}

@@ -497,6 +497,46 @@ static void test_framing(void **state)
 	free(o);
 }
 
+/* /health: 503 with no usable backend; ?ready also 503 when draining. */
+static void test_health(void **state)
+{
+	struct pg_admin_reply r;
+	uint64_t now = pg_now_ms();
+
+	(void)state;
+	assert_int_equal(req("GET", "/health", NULL, &r), 200);
+	assert_non_null(strstr(r.body.p, "\"status\":\"ok\",\"backends\":3,\"healthy\":3}"));
+	pg_buf_free(&r.body);
+	assert_int_equal(req("GET", "/health?ready", NULL, &r), 200);
+	assert_non_null(strstr(r.body.p, "\"ready\":true,\"draining\":false"));
+	pg_buf_free(&r.body);
+	for (int id = 1; id <= 3; id++) {
+		gw.maps.backends[id].flags |= PG_BACKEND_DOWN;
+		gw.maps.backends[id].down_until_ms = now + 60000;
+	}
+	assert_int_equal(req("GET", "/health", NULL, &r), 503);
+	assert_non_null(strstr(r.body.p, "\"status\":\"no healthy backend\",\"backends\":3,"
+	                                 "\"healthy\":0}"));
+	pg_buf_free(&r.body);
+	assert_int_equal(req("GET", "/health?ready=1", NULL, &r), 503);
+	assert_non_null(strstr(r.body.p, "\"ready\":false"));
+	pg_buf_free(&r.body);
+	gw.maps.backends[2].flags &= (uint16_t)~PG_BACKEND_DOWN;
+	gw.maps.backends[2].down_until_ms = 0;
+	assert_int_equal(req("GET", "/health", NULL, &r), 200);
+	pg_buf_free(&r.body);
+	__atomic_store_n(&gw.draining, 1, __ATOMIC_RELAXED);
+	assert_int_equal(req("GET", "/health", NULL, &r), 200); /* still serving */
+	pg_buf_free(&r.body);
+	assert_int_equal(req("GET", "/health?x=1&ready", NULL, &r), 503);
+	assert_non_null(strstr(r.body.p, "\"status\":\"draining\""));
+	assert_non_null(strstr(r.body.p, "\"draining\":true"));
+	pg_buf_free(&r.body);
+	assert_int_equal(req("GET", "/health?readyx", NULL, &r), 200); /* another name */
+	pg_buf_free(&r.body);
+	gw.draining = 0;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -507,6 +547,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_metrics, setup_init, teardown),
 	    cmocka_unit_test_setup_teardown(test_methods, setup_init, teardown),
 	    cmocka_unit_test_setup_teardown(test_framing, setup_init, teardown),
+	    cmocka_unit_test_setup_teardown(test_health, setup_init, teardown),
 	};
 
 	return cmocka_run_group_tests_name("admin", tests, NULL, NULL);

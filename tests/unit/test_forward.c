@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -31,7 +32,7 @@ static char *fwd_request(const char *in, size_t len)
 
 	if (n <= 0)
 		fail_msg("parse: %zd for %.*s", n, (int)len, in);
-	pg_fwd_request_head(&req, &out, &olen, &ocap);
+	pg_fwd_request_head(&req, NULL, &out, &olen, &ocap);
 	pg_bytes_append(&out, &olen, &ocap, "", 1);
 	return out;
 }
@@ -43,9 +44,11 @@ static char *fwd_response(const char *in, size_t len, bool head, bool close)
 	size_t olen = 0, ocap = 0;
 	ssize_t n = pg_http_parse_response(in, len, head, &resp);
 
+	struct pg_fwd_resp o = {.close = close};
+
 	if (n <= 0)
 		fail_msg("parse: %zd for %.*s", n, (int)len, in);
-	pg_fwd_response_head(in, (size_t)n, &resp, close, &out, &olen, &ocap);
+	pg_fwd_response_head(in, (size_t)n, &resp, &o, &out, &olen, &ocap);
 	pg_bytes_append(&out, &olen, &ocap, "", 1);
 	return out;
 }
@@ -258,12 +261,131 @@ static void test_early_client(void **state)
 	assert_false(pg_early_keeps_client(&ch)); /* its size is unknown */
 }
 
+/* Request identity: X-Forwarded-For appended, X-Request-Id kept or made,
+ * traceparent untouched; the response echoes the id. */
+static char *fwd_ident(const char *in, struct pg_fwd_ident *id)
+{
+	static uint64_t seq;
+	struct pg_http_request req;
+	char *out = NULL;
+	size_t olen = 0, ocap = 0;
+
+	assert_true(pg_http_parse_request(in, strlen(in), &req) > 0);
+	seq = 41;
+	id->boot = 0x0123456789abcdefull;
+	id->seq = &seq;
+	pg_fwd_request_head(&req, id, &out, &olen, &ocap);
+	assert_int_equal(seq, id->made ? 42 : 41); /* advanced for a made id only */
+	pg_bytes_append(&out, &olen, &ocap, "", 1);
+	return out;
+}
+
+static void test_identity(void **state)
+{
+	struct pg_fwd_ident id = {.client = {S("10.0.0.9")}};
+	char *out, *longid, *in;
+	struct pg_http_response resp;
+	static const char rh[] = "HTTP/1.1 200 OK\r\nX-Request-Id: backend-own\r\n"
+	                         "Content-Length: 0\r\n\r\n";
+	size_t olen = 0, ocap = 0;
+
+	(void)state;
+	/* none sent: XFF is the client, the id is made */
+	out = fwd_ident("GET / HTTP/1.1\r\nHost: h\r\ntraceparent: 00-abc-def-01\r\n\r\n", &id);
+	assert_string_equal(out, "GET / HTTP/1.1\r\nHost: h\r\ntraceparent: 00-abc-def-01\r\n"
+	                         "X-Forwarded-For: 10.0.0.9\r\n"
+	                         "X-Request-Id: 0123456789abcdef-000000000000002a\r\n\r\n");
+	assert_int_equal(id.id_len, PG_REQUEST_ID_GEN);
+	assert_true(id.made);
+	assert_memory_equal(out + id.id_off, "0123456789abcdef-000000000000002a", id.id_len);
+	free(out);
+	/* sent: XFF values joined and appended to; the client's first usable id
+	 * kept in place, the others dropped */
+	out = fwd_ident("GET / HTTP/1.1\r\nX-Forwarded-For: 1.1.1.1\r\nX-Request-Id: \r\n"
+	                "X-Request-Id: abc\r\nx-forwarded-for: 2.2.2.2, 3.3.3.3\r\n"
+	                "x-request-id: def\r\nHost: h\r\n\r\n",
+	                &id);
+	assert_string_equal(out, "GET / HTTP/1.1\r\nX-Request-Id: abc\r\nHost: h\r\n"
+	                         "X-Forwarded-For: 1.1.1.1, 2.2.2.2, 3.3.3.3, 10.0.0.9\r\n\r\n");
+	assert_false(id.made);
+	assert_int_equal(id.id_len, 3);
+	assert_memory_equal(out + id.id_off, "abc", 3);
+	free(out);
+	/* an id too long to echo is replaced */
+	longid = malloc(PG_REQUEST_ID_MAX + 2);
+	memset(longid, 'x', PG_REQUEST_ID_MAX + 1);
+	longid[PG_REQUEST_ID_MAX + 1] = 0;
+	in = malloc(PG_REQUEST_ID_MAX + 64);
+	snprintf(in, PG_REQUEST_ID_MAX + 64,
+	         "GET / HTTP/1.1\r\nHost: h\r\nX-Request-Id: %s\r\n\r\n", longid);
+	out = fwd_ident(in, &id);
+	assert_null(strstr(out, longid));
+	assert_int_equal(id.id_len, PG_REQUEST_ID_GEN);
+	free(out);
+	free(in);
+	free(longid);
+	/* more X-Forwarded-For fields than are remembered: all joined */
+	out = fwd_ident("GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 1\r\nX-Forwarded-For: 2\r\n"
+	                "X-Forwarded-For: 3\r\nX-Forwarded-For: 4\r\nX-Forwarded-For: 5\r\n"
+	                "X-Forwarded-For: 6\r\nX-Forwarded-For: 7\r\nX-Forwarded-For: 8\r\n"
+	                "X-Forwarded-For: 9\r\nX-Request-Id: q\r\n\r\n",
+	                &id);
+	assert_non_null(
+	    strstr(out, "\r\nX-Forwarded-For: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10.0.0.9\r\n"));
+	free(out);
+	/* no client address: no XFF made up; Connection-listed XFF dropped */
+	id = (struct pg_fwd_ident){0};
+	out = fwd_ident("GET / HTTP/1.1\r\nHost: h\r\nConnection: x-forwarded-for\r\n"
+	                "X-Forwarded-For: 9.9.9.9\r\nX-Request-Id: r1\r\n\r\n",
+	                &id);
+	assert_string_equal(out, "GET / HTTP/1.1\r\nHost: h\r\nX-Request-Id: r1\r\n\r\n");
+	free(out);
+	/* the response: the backend's id replaced by ours */
+	assert_true(pg_http_parse_response(rh, sizeof(rh) - 1, false, &resp) > 0);
+	out = NULL;
+	pg_fwd_response_head(rh, sizeof(rh) - 1, &resp,
+	                     &(struct pg_fwd_resp){.request_id = {S("r1")}}, &out, &olen, &ocap);
+	pg_bytes_append(&out, &olen, &ocap, "", 1);
+	assert_string_equal(out,
+	                    "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Request-Id: r1\r\n\r\n");
+	free(out);
+}
+
+/* HTTP/1.0 clients: no Transfer-Encoding, keep-alive said out loud. */
+static void test_http10_response(void **state)
+{
+	static const char ch[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX: y\r\n\r\n",
+	                  cl[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n";
+	struct pg_http_response resp;
+	char *out = NULL;
+	size_t olen = 0, ocap = 0;
+
+	(void)state;
+	assert_true(pg_http_parse_response(ch, sizeof(ch) - 1, false, &resp) > 0);
+	pg_fwd_response_head(ch, sizeof(ch) - 1, &resp,
+	                     &(struct pg_fwd_resp){.close = true, .http10 = true}, &out, &olen,
+	                     &ocap);
+	pg_bytes_append(&out, &olen, &ocap, "", 1);
+	assert_string_equal(out, "HTTP/1.1 200 OK\r\nX: y\r\nConnection: close\r\n\r\n");
+	free(out);
+	out = NULL;
+	olen = ocap = 0;
+	assert_true(pg_http_parse_response(cl, sizeof(cl) - 1, false, &resp) > 0);
+	pg_fwd_response_head(cl, sizeof(cl) - 1, &resp, &(struct pg_fwd_resp){.http10 = true}, &out,
+	                     &olen, &ocap);
+	pg_bytes_append(&out, &olen, &ocap, "", 1);
+	assert_string_equal(
+	    out, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\n");
+	free(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_request_heads),    cmocka_unit_test(test_response_heads),
 	    cmocka_unit_test(test_chunked_reframed), cmocka_unit_test(test_list_has),
 	    cmocka_unit_test(test_reuse_rule),       cmocka_unit_test(test_early_client),
+	    cmocka_unit_test(test_identity),         cmocka_unit_test(test_http10_response),
 	};
 
 	return cmocka_run_group_tests_name("forward", tests, NULL, NULL);

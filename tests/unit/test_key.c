@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Prefix-key tests: the routing contract of DESIGN.md, checked through the
+ * Prefix-key tests: the routing contract (README "How it routes"), checked through the
  * key text (what is hashed) and through key equality between bodies that
  * must, or must not, route together.
  */
@@ -92,6 +92,16 @@ static void test_api(void **state)
 	}
 	assert_int_equal(pg_key_body_need(PG_API_RAW, 4096), 4096);
 	assert_int_equal(pg_key_body_need(PG_API_CHAT, 4096), PG_KEY_JSON_BODY_MAX);
+	/* held before routing: the key's need, never more than the body */
+	assert_int_equal(pg_key_hold(PG_API_CHAT, 4096, false, 100), 100);
+	assert_int_equal(pg_key_hold(PG_API_CHAT, 4096, false, -1), PG_KEY_JSON_BODY_MAX);
+	assert_int_equal(pg_key_hold(PG_API_CHAT, 4096, false, 0), 0);
+	assert_int_equal(pg_key_hold(PG_API_RAW, 4096, false, 100000), 4096);
+	assert_int_equal(pg_key_hold(PG_API_RAW, 4096, true, 100000), 100000);
+	/* too big for its JSON: the raw prefix, or the model's first bytes */
+	assert_int_equal(pg_key_hold(PG_API_CHAT, 4096, false, PG_KEY_JSON_BODY_MAX + 1), 4096);
+	assert_int_equal(pg_key_hold(PG_API_CHAT, 4096, true, PG_KEY_JSON_BODY_MAX + 1),
+	                 PG_PREFIX_LENGTH_MAX);
 }
 
 static void test_chat_text(void **state)
@@ -242,8 +252,8 @@ static void test_utf8_cut(void **state)
 	for (uint32_t n = 1; n <= 7; n++) {
 		size_t want = bytes_at[n < 5 ? n : 5];
 
-		expect_text(compl(body, n), PG_KEY_SRC_MESSAGES, text, want, n < 5 ? n : 5);
-		expect_text(compl(body_lit, n), PG_KEY_SRC_MESSAGES, text, want, n < 5 ? n : 5);
+		expect_text(compl(body, n), PG_KEY_SRC_PROMPT, text, want, n < 5 ? n : 5);
+		expect_text(compl(body_lit, n), PG_KEY_SRC_PROMPT, text, want, n < 5 ? n : 5);
 	}
 }
 
@@ -333,7 +343,7 @@ static void test_completions(void **state)
 		struct res r = compl(cases[i].body, 4096);
 		size_t len = strlen(cases[i].text);
 
-		if (r.k.source != PG_KEY_SRC_MESSAGES || r.k.fallback || r.len != len ||
+		if (r.k.source != PG_KEY_SRC_PROMPT || r.k.fallback || r.len != len ||
 		    memcmp(r.text, cases[i].text, len))
 			fail_msg("case %zu: %s", i, cases[i].body);
 	}

@@ -77,7 +77,11 @@ static void test_key_sources(void **state)
 	assert_string_equal(pg_key_source_name(PG_KEY_SRC_MESSAGES), "messages");
 	assert_string_equal(pg_key_source_name(PG_KEY_SRC_HEADER), "header");
 	assert_string_equal(pg_key_source_name(PG_KEY_SRC_CACHE_FIELD), "prompt_cache_key");
-	assert_string_equal(pg_key_source_name(PG_KEY_SRC_CACHE_FIELD + 1), "unknown");
+	assert_string_equal(pg_key_source_name(PG_KEY_SRC_PROMPT), "prompt");
+	assert_string_equal(pg_key_source_name(PG_KEY_SRC_INPUT), "input");
+	assert_string_equal(pg_key_source_name(PG_KEY_SRC_PREVIOUS_RESPONSE),
+	                    "previous_response_id");
+	assert_string_equal(pg_key_source_name(PG_KEY_SRC_COUNT), "unknown");
 }
 
 int main(void)

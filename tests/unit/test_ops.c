@@ -169,7 +169,7 @@ static void test_admin_token(void **state)
 		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 			int want = with ? cases[i].status : 200;
 
-			snprintf(req, sizeof(req), "GET /health HTTP/1.1\r\nHost: x\r\n%s\r\n",
+			snprintf(req, sizeof(req), "GET /backends HTTP/1.1\r\nHost: x\r\n%s\r\n",
 			         cases[i].auth);
 			if (admin_status(&gw, req) != want)
 				fail_msg("token %d case %zu: got %d want %d", with, i,

@@ -3,7 +3,7 @@ ns on a CPU, exact), for the benchmarks that report CPU per request or per
 event (datapath.py, overhead.py).
 
 Not /proc/stat, whose 250 Hz tick falls into step with 1 ms timers and
-shows 0-95% busy for the same run (KERNEL-FACTS.md). Kernel threads
+shows 0-95% busy for the same run. Kernel threads
 (kworkers, ksoftirqd: where redirected bytes are sent and deferred softirq
 work runs) are counted with the processes measured. Softirq time is charged
 to the task it interrupts, so on a machine shared with other jobs the

@@ -312,6 +312,25 @@ static enum route route_of(struct pg_str path)
 	return R_OTHER;
 }
 
+/* Echo the request's identity fields (X-Forwarded-For, X-Request-Id,
+ * traceparent) as X-Seen-* response fields; each at most 200 bytes. */
+static void note_seen(struct mreq *m, const struct pg_http_request *r)
+{
+	static const char *const names[] = {"X-Forwarded-For", "X-Request-Id", "traceparent"};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const struct pg_http_header *h = pg_http_find(r, names[i]);
+		int k;
+
+		if (!h || h->value.len > 200)
+			continue;
+		k = snprintf(m->seen + m->seen_len, sizeof(m->seen) - m->seen_len,
+		             "X-Seen-%s: %.*s\r\n", names[i], (int)h->value.len, h->value.p);
+		if (k > 0 && (size_t)k < sizeof(m->seen) - m->seen_len)
+			m->seen_len += (size_t)k;
+	}
+}
+
 /* Fill c->req from a parsed head. */
 static void begin_request(struct conn *c, const struct pg_http_request *r)
 {
@@ -332,6 +351,7 @@ static void begin_request(struct conn *c, const struct pg_http_request *r)
 	m->chunk_interval_ms = header_int(r, "X-Mock-Chunk-Interval-Ms");
 	m->resp_bytes = header_int(r, "X-Mock-Response-Bytes");
 	m->resp_chunked = header_is(r, "X-Mock-Chunked", "1");
+	note_seen(m, r);
 	if (header_is(r, "X-Mock-Fail", "reset"))
 		m->fail = FAIL_RESET;
 	else if (header_is(r, "X-Mock-Fail", "close"))

@@ -55,6 +55,7 @@ void out_head(struct conn *c, int status, const char *ctype, int64_t content_len
 	              g_srv.cfg.id, (unsigned long long)c->req.body_len, c->req.crc);
 	if (c->close_after)
 		pg_buf_puts(o, "Connection: close\r\n");
+	pg_buf_append(o, c->req.seen, c->req.seen_len);
 	if (extra)
 		pg_buf_puts(o, extra);
 	pg_buf_puts(o, "\r\n");

@@ -79,6 +79,10 @@ struct mreq {
 	uint32_t prompt_tokens, cached_tokens, out_tokens, sent_tokens;
 	uint64_t seq, created;
 	bool delayed; /* X-Mock-Delay-Ms already waited */
+	/* The identity fields the request carried, as "X-Seen-<name>: value"
+	 * lines for the response (what a proxy in front added or kept). */
+	char seen[640];
+	size_t seen_len;
 };
 
 /* Deterministic bulk body generator (X-Mock-Response-Bytes). */

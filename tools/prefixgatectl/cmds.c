@@ -51,7 +51,7 @@ int ctl_cmd_status(const struct ctl_opts *o, bool backends_only)
 		ctl_err("%s", err);
 	} else {
 		ctl_view_status(stdout, o, s, backends_only);
-		rc = CTL_OK;
+		rc = s->stale ? CTL_STALE : CTL_OK;
 	}
 	ctl_source_close(&src);
 	free(s);
@@ -224,8 +224,11 @@ static void print_route(const struct pg_json *js)
 		printf("-  (not prefix_aware: the ring is not used)\n");
 	}
 	f = pg_json_find(js, 0, "fallback", 8);
-	raw = !strcmp(jstr(js, "api", a, sizeof(a)), "raw") ||
-	      (f >= 0 && js->tok[f].type == PG_JSON_TRUE);
+	/* extracted prompt text is counted in characters, every other key
+	 * (raw body, header, prompt_cache_key, previous_response_id) in bytes */
+	jstr(js, "key_source", c, sizeof(c));
+	raw = strcmp(c, "messages") && strcmp(c, "prompt") && strcmp(c, "input");
+	jstr(js, "api", a, sizeof(a));
 	printf("key          hash %s, length %lld %s, source %s, api %s%s\n",
 	       jstr(js, "key_hash", b, sizeof(b)), jnum(js, "key_length"),
 	       raw ? "bytes" : "characters", jstr(js, "key_source", c, sizeof(c)), a,

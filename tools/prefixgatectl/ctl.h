@@ -33,10 +33,11 @@
 #define CTL_BODY_MAX              (16u * 1024 * 1024) /* a /route body: the API's limit */
 
 /* Exit statuses. */
-enum { CTL_OK = 0, CTL_ERR = 1, CTL_USAGE = 2 };
+/* CTL_STALE: status read maps no live gateway writes (prefixgate.h). */
+enum { CTL_OK = 0, CTL_ERR = 1, CTL_USAGE = 2, CTL_STALE = 3 };
 
 enum ctl_source_kind {
-	CTL_SRC_AUTO = 0, /* maps if pinned, else the admin API */
+	CTL_SRC_AUTO = 0, /* maps if a live gateway writes them, else the admin API */
 	CTL_SRC_MAPS = 1,
 	CTL_SRC_API = 2,
 };
@@ -124,6 +125,8 @@ struct ctl_snapshot {
 	double remapped; /* share of keys moved by the last change, 0..1 */
 	bool have_ring_members;
 	uint32_t ring_members; /* members placed in the live ring (maps only) */
+	bool stale;            /* maps: no live gateway writes them (stale_why) */
+	char stale_why[160];
 	size_t n;
 	struct ctl_backend b[PG_MAX_BACKENDS];
 };
@@ -135,14 +138,23 @@ struct ctl_source {
 	enum ctl_source_kind kind;
 	struct ctl_maps *maps; /* kind MAPS */
 	const struct ctl_opts *o;
+	bool stale; /* the maps are read though no live gateway writes them */
+	char stale_why[160];
 };
 
 /*
- * Open o->source: AUTO tries the maps and, if they are not pinned or not
- * readable, says why on stderr and uses the admin API (checked with GET
- * /health). -1 with err naming every cause when nothing is usable.
+ * Open o->source: AUTO tries the maps and, if they are not pinned, not
+ * readable or stale (no live gateway writes them, prefixgate.h), says why
+ * on stderr and uses the admin API (checked with GET /health); stale maps
+ * are still read (s->stale) when the API does not answer either. -1 with
+ * err naming every cause when nothing is usable.
  */
 int ctl_source_open(struct ctl_source *s, const struct ctl_opts *o, char *err, size_t errlen);
+/* The admin API side (source_api.c): a snapshot from GET /backends,
+ * /routing and /metrics; whether GET /health answers at all (503, no
+ * healthy backend, still means a gateway): 0 or -1 with err. */
+int ctl_api_snapshot(const struct ctl_opts *o, struct ctl_snapshot *s, char *err, size_t errlen);
+int ctl_api_check(const struct ctl_opts *o, char *err, size_t errlen);
 void ctl_source_close(struct ctl_source *s);
 /* Maps: fails if the gateway whose maps are open stopped or restarted
  * (what is mapped would be frozen or stale). API: always 0. */

@@ -127,7 +127,8 @@ static const struct opt {
                   ONLY(C_STATUS) | ONLY(C_BACKENDS) | ONLY(C_TOP) | ONLY(C_POOLS),
                   "what status, backends list, top and pools read:\n"
                   "the pinned maps, the admin API, or auto:\n"
-                  "the maps if pinned, else the API (default auto)"},
+                  "the maps if a live gateway writes them, else\n"
+                  "the API (default auto)"},
     [O_TIMEOUT] = {"timeout", "SEC", ALL,
                    "give up after SEC seconds, 0.1-86400\n"
                    "(default 10; backends drain: the whole\n"
@@ -182,7 +183,8 @@ static void usage(FILE *out, int c)
 		for (int i = 0; i < NOPTS; i++)
 			if (opts[i].cmds & ONLY(c))
 				print_opt(out, &opts[i]);
-		fprintf(out, "\nExit status: 0 ok, 1 runtime error, 2 usage error.\n");
+		fprintf(out, "\nExit status: 0 ok, 1 runtime error, 2 usage error, 3 status read\n"
+		             "stale maps (no live gateway writes them).\n");
 		return;
 	}
 	fprintf(out, "Usage: prefixgatectl [OPTION]... COMMAND [ARG]...\n"
@@ -196,7 +198,8 @@ static void usage(FILE *out, int c)
 		print_opt(out, &opts[i]);
 	fprintf(out, "\n\"prefixgatectl COMMAND --help\" describes a command.\n"
 	             "Exit status: 0 ok, 1 runtime error (the message names what failed),\n"
-	             "2 usage error.\n");
+	             "2 usage error, 3 status/backends read stale maps (no live gateway\n"
+	             "writes them).\n");
 }
 
 static int usage_error(int c, const char *fmt, const char *a, const char *b)

@@ -62,8 +62,13 @@ static const char *source_name(const struct ctl_snapshot *s)
 
 static void source_line(FILE *out, const struct ctl_opts *o, const struct ctl_snapshot *s)
 {
-	if (s->source == CTL_SRC_MAPS)
-		fprintf(out, "source     BPF maps pinned at %s\n", o->pin_path);
+	if (s->source == CTL_SRC_MAPS && s->stale)
+		fprintf(out,
+		        "source     BPF maps pinned at %s: STALE, %s (no gateway updates them)\n",
+		        o->pin_path, s->stale_why);
+	else if (s->source == CTL_SRC_MAPS)
+		fprintf(out, "source     BPF maps pinned at %s, written by a live gateway\n",
+		        o->pin_path);
 	else
 		fprintf(out, "source     admin API at %s (ring share: only from the pinned maps)\n",
 		        o->admin);
@@ -161,7 +166,8 @@ static void json_backends(FILE *out, const struct ctl_snapshot *s)
 
 static void json_head(FILE *out, const struct ctl_opts *o, const struct ctl_snapshot *s)
 {
-	fprintf(out, "{\"source\":\"%s\",\"pin_path\":", source_name(s));
+	fprintf(out, "{\"source\":\"%s\",\"stale\":%s,\"pin_path\":", source_name(s),
+	        s->stale ? "true" : "false");
 	ctl_json_str(out, o->pin_path, strlen(o->pin_path));
 	fputs(",\"admin\":", out);
 	ctl_json_str(out, o->admin, strlen(o->admin));

@@ -54,6 +54,23 @@ void pg_alog_record(struct pg_alog *l, unsigned worker, const struct pg_alog_rec
 	__atomic_store_n(&g->head, h + 1, __ATOMIC_RELEASE);
 }
 
+/* s[0..n) as a JSON string (request text: anything may be in it). */
+static void json_str(FILE *f, const char *s, size_t n)
+{
+	fputc('"', f);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20 || ch >= 0x7f)
+			fprintf(f, "\\u%04x", ch); /* bytes, not text: each one kept */
+		else
+			fputc(ch, f);
+	}
+	fputc('"', f);
+}
+
 static void write_rec(const struct pg_alog *l, const struct pg_alog_rec *r)
 {
 	char when[32], backend[PG_ADDR_STRLEN] = "";
@@ -64,14 +81,22 @@ static void write_rec(const struct pg_alog *l, const struct pg_alog_rec *r)
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
 	if (r->backend)
 		pg_backend_name(&l->gw->maps.backends[r->backend], backend, sizeof(backend));
+	fprintf(l->f, "{\"time\":\"%s.%03" PRIu64 "Z\",\"request_id\":", when, r->wall_ms % 1000);
+	json_str(l->f, r->id, r->id_len);
+	fputs(",\"client\":", l->f);
+	json_str(l->f, r->client, r->client_len);
+	fputs(",\"method\":", l->f);
+	json_str(l->f, r->method, r->method_len);
+	fputs(",\"path\":", l->f);
+	json_str(l->f, r->path, r->path_len);
 	fprintf(l->f,
-	        "{\"time\":\"%s.%03" PRIu64 "Z\",\"backend\":\"%s\",\"decision\":\"%s\","
+	        ",\"backend\":\"%s\",\"decision\":\"%s\","
 	        "\"key_hash\":\"0x%016" PRIx64 "\",\"key_source\":\"%s\",\"status\":%u,"
 	        "\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64 ",\"route_us\":%u,"
-	        "\"duration_us\":%u,\"attempts\":%u,\"outcome\":\"%s\"}\n",
-	        when, r->wall_ms % 1000, backend, r->backend ? pg_decision_name(r->decision) : "",
-	        r->key_hash, pg_key_source_name(r->key_source), r->status, r->bytes_in,
-	        r->bytes_out, r->route_us, r->total_us, r->attempts,
+	        "\"ttft_us\":%u,\"duration_us\":%u,\"attempts\":%u,\"outcome\":\"%s\"}\n",
+	        backend, r->backend ? pg_decision_name(r->decision) : "", r->key_hash,
+	        pg_key_source_name(r->key_source), r->status, r->bytes_in, r->bytes_out,
+	        r->route_us, r->ttft_us, r->total_us, r->attempts,
 	        r->outcome < 4 ? outcomes[r->outcome] : "");
 }
 
@@ -135,7 +160,7 @@ int pg_alog_start(struct pg_gateway *gw, const char *path, char *err, size_t err
 	if (!l->f) {
 		snprintf(err, errlen, "--access-log %s: %s", path, strerror(errno));
 		alog_free(l);
-		return -1;
+		return PG_ALOG_EFILE;
 	}
 	rc = pthread_create(&l->thread, NULL, logger_main, l);
 	if (rc) {

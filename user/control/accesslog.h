@@ -21,27 +21,46 @@ enum pg_alog_outcome {
 	PG_ALOG_GATEWAY = 3,       /* answered by the gateway (4xx/5xx of its own) */
 };
 
+/* Text fields of a record, cut to these sizes (bytes). */
+#define PG_ALOG_METHOD 16
+#define PG_ALOG_PATH   160
+#define PG_ALOG_CLIENT 46
+#define PG_ALOG_ID     128 /* PG_REQUEST_ID_MAX (forward.h) */
+
 struct pg_alog_rec {
 	uint64_t wall_ms; /* request start, CLOCK_REALTIME */
 	uint64_t key_hash;
 	uint64_t bytes_in;  /* request bytes sent to the backend */
-	uint64_t bytes_out; /* response bytes forwarded by the gateway itself */
+	uint64_t bytes_out; /* response bytes sent to the client, spliced ones too */
 	uint32_t route_us;  /* first byte of the request -> backend chosen */
 	uint32_t total_us;  /* first byte of the request -> its end */
+	uint32_t ttft_us;   /* first byte of the request -> first response byte
+	                     * from the backend (0: none came) */
 	uint16_t status;    /* response status (0: none was sent) */
 	uint16_t backend;   /* backend id (0: none) */
 	uint8_t decision;   /* enum pg_decision */
 	uint8_t key_source; /* enum pg_key_source */
 	uint8_t outcome;    /* enum pg_alog_outcome */
 	uint8_t attempts;
+	/* method, path (target without its query: queries can carry secrets),
+	 * client address, X-Request-Id; each *_len bytes of its array */
+	uint8_t method_len, path_len, client_len, id_len;
+	char method[PG_ALOG_METHOD];
+	char path[PG_ALOG_PATH];
+	char client[PG_ALOG_CLIENT];
+	char id[PG_ALOG_ID];
 };
 
 /* The logger: the file, one ring per worker, the thread (gw->alog). */
 struct pg_alog;
 
+/* pg_alog_start's answer when the file cannot be opened for appending:
+ * the configuration is wrong (prefixgate exits 2). */
+#define PG_ALOG_EFILE (-2)
+
 /* Open path for appending and start the logger as gw->alog, with one ring
  * per worker (gw->nworkers must be set). No-op, gw->alog NULL, when path is
- * NULL. */
+ * NULL. 0, PG_ALOG_EFILE, or -1 (out of memory, no thread). */
 int pg_alog_start(struct pg_gateway *gw, const char *path, char *err, size_t errlen);
 /* Drain what is left, stop the logger, close the file; gw->alog is NULL
  * after. Call once the workers have stopped. */

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * The admin API (admin.h): HTTP framing of one exchange and the request
- * handlers (the output buffer is buf.c). No sockets: control.c moves the bytes.
+ * The admin API (admin.h): the request handlers (the output buffer is
+ * buf.c); admin_http.c frames the exchange. No sockets: control.c moves the
+ * bytes.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include "state/pools.h"
 #include "state/route.h"
 #include "control/etcd.h"
+#include "sys/lifecycle.h"
 
 #define JSON_TYPE "application/json"
 
@@ -100,12 +102,35 @@ static void member_json(struct pg_buf *o, const struct pg_gateway *gw, int id, u
 	              __atomic_load_n(&b->peer_in_flight, __ATOMIC_RELAXED));
 }
 
+/* The query string names parameter name (alone or with a value). */
+static bool query_has(struct pg_str q, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (size_t i = 0; i < q.len;) {
+		const char *amp = memchr(q.p + i, '&', q.len - i);
+		size_t end = amp ? (size_t)(amp - q.p) : q.len;
+
+		if (end - i >= n && !memcmp(q.p + i, name, n) &&
+		    (end - i == n || q.p[i + n] == '='))
+			return true;
+		i = end + 1;
+	}
+	return false;
+}
+
 /* ---- handlers -------------------------------------------------------------- */
 
-static int h_health(struct pg_gateway *gw, struct pg_admin_reply *r)
+/* GET /health: 200 while some backend can take requests, else 503 (a
+ * gateway that can only answer 502 is not healthy). ?ready, the readiness
+ * form: also 503 once draining (SIGTERM), so load balancers stop sending
+ * before the listener closes. */
+static int h_health(struct pg_gateway *gw, struct pg_str query, struct pg_admin_reply *r)
 {
 	unsigned max = pg_max_backend_id(gw), n = 0, healthy = 0;
 	uint64_t now = pg_now_ms();
+	bool ready = query_has(query, "ready"), draining = pg_draining(gw);
+	const char *status = "ok";
 
 	for (unsigned id = 1; id <= max; id++) {
 		const struct pg_backend *b = &gw->maps.backends[id];
@@ -116,10 +141,18 @@ static int h_health(struct pg_gateway *gw, struct pg_admin_reply *r)
 		n++;
 		healthy += pg_backend_usable(b, now);
 	}
-	pg_buf_printf(&r->body, "{\"status\":\"ok\",\"backends\":%u,\"healthy\":%u", n, healthy);
+	if (!healthy)
+		status = "no healthy backend";
+	else if (ready && draining)
+		status = "draining";
+	pg_buf_printf(&r->body, "{\"status\":\"%s\",\"backends\":%u,\"healthy\":%u", status, n,
+	              healthy);
+	if (ready)
+		pg_buf_printf(&r->body, ",\"ready\":%s,\"draining\":%s",
+		              status[0] == 'o' ? "true" : "false", draining ? "true" : "false");
 	pg_etcd_health_json(&r->body);
 	pg_buf_puts(&r->body, "}\n");
-	return r->status = 200;
+	return r->status = status[0] == 'o' ? 200 : 503;
 }
 
 static int h_backends_get(struct pg_gateway *gw, struct pg_str query, struct pg_admin_reply *r)
@@ -265,7 +298,14 @@ static int h_backend_delete(struct pg_gateway *gw, struct pg_str addr, struct pg
 }
 
 static const char *const api_names[] = {
-    [PG_API_RAW] = "raw", [PG_API_CHAT] = "chat", [PG_API_COMPLETIONS] = "completions"};
+    [PG_API_RAW] = "raw",
+    [PG_API_CHAT] = "chat",
+    [PG_API_COMPLETIONS] = "completions",
+    [PG_API_RESPONSES] = "responses",
+    [PG_API_MESSAGES] = "messages",
+    [PG_API_EMBEDDINGS] = "embeddings",
+};
+_Static_assert(sizeof(api_names) / sizeof(api_names[0]) == PG_API_COUNT, "a name for each API");
 
 /* Bytes of the key shown by the dry run ("key_preview"). */
 #define KEY_PREVIEW 256
@@ -339,8 +379,13 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 		status = reply_error(r, 400, "path: must start with '/'");
 	if (status)
 		goto out;
-	if (path)
-		in.api = pg_key_api(post, (struct pg_str){path, path_len});
+	if (path) {
+		/* The API is the path without its query, as for real requests
+		 * (?path=/v1/chat/completions%3Fapi-version=1). */
+		const char *q = memchr(path, '?', path_len);
+
+		in.api = pg_key_api(post, (struct pg_str){path, q ? (size_t)(q - path) : path_len});
+	}
 	if (key)
 		in.header_key = (struct pg_str){key, key_len};
 	/* The pool real traffic would go to, unless ?pool= names one. */
@@ -406,7 +451,7 @@ int pg_admin_handle(struct pg_gateway *gw, struct pg_str method, struct pg_str p
 		return reply_error(out, 413, "request body larger than 16 MiB");
 	if (str_is(path, "/health")) {
 		if (get)
-			return h_health(gw, out);
+			return h_health(gw, query, out);
 		out->allow = "GET";
 	} else if (str_is(path, "/metrics")) {
 		if (get) {
@@ -452,149 +497,4 @@ int pg_admin_handle(struct pg_gateway *gw, struct pg_str method, struct pg_str p
 	}
 	snprintf(msg, sizeof(msg), "method not allowed here; allowed: %s", out->allow);
 	return reply_error(out, 405, msg);
-}
-
-/* ---- HTTP framing ------------------------------------------------------------ */
-
-static void reply_bytes(struct pg_buf *out, struct pg_admin_reply *r)
-{
-	if (r->body.oom) {
-		pg_buf_free(&r->body);
-		reply_error(r, 500, "out of memory");
-	}
-	pg_buf_printf(out,
-	              "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-	              "Cache-Control: no-store\r\nConnection: close\r\n",
-	              r->status, pg_http_reason(r->status), r->content_type, r->body.len);
-	if (r->allow)
-		pg_buf_printf(out, "Allow: %s\r\n", r->allow);
-	if (r->status == 401)
-		pg_buf_puts(out, "WWW-Authenticate: Bearer realm=\"prefixgate\"\r\n");
-	pg_buf_puts(out, "\r\n");
-	pg_buf_append(out, r->body.p, r->body.len);
-	pg_buf_free(&r->body);
-}
-
-static bool input_error(struct pg_buf *out, int status)
-{
-	struct pg_admin_reply r = {0};
-	const char *msg = status == 413   ? "request body larger than 16 MiB"
-	                  : status == 414 ? "request target too long"
-	                  : status == 431 ? "request head too large"
-	                  : status == 501 ? "unsupported Transfer-Encoding"
-	                  : status == 505 ? "HTTP version not supported"
-	                                  : "malformed request";
-
-	reply_error(&r, status, msg);
-	reply_bytes(out, &r);
-	return true;
-}
-
-bool pg_admin_authorized(const struct pg_gateway *gw, const struct pg_http_request *req)
-{
-	const char *want = gw->cfg ? gw->cfg->admin_token : NULL;
-	const struct pg_http_header *h;
-	volatile unsigned char diff;
-	size_t n, tlen;
-	const char *tok;
-
-	if (!want)
-		return true;
-	h = pg_http_find(req, "Authorization");
-	if (!h || h->value.len < 7 || strncasecmp(h->value.p, "Bearer ", 7))
-		return false;
-	tok = h->value.p + 7;
-	tlen = h->value.len - 7;
-	n = strlen(want);
-	/* Constant time in what the client sent: every byte of the token is
-	 * compared whatever the first difference, and the loop runs over the
-	 * token's length, not the client's. */
-	diff = tlen != n;
-	for (size_t i = 0; i < n; i++)
-		diff |= (unsigned char)want[i] ^ (unsigned char)(i < tlen ? tok[i] : 0);
-	return diff == 0;
-}
-
-bool pg_admin_input(struct pg_gateway *gw, struct pg_admin_conn *c, struct pg_buf *out)
-{
-	struct pg_http_request req;
-	struct pg_admin_reply r;
-	struct pg_str query = {0};
-	const char *body = NULL, *q;
-	size_t blen = 0, used, off, dlen;
-	ssize_t h;
-
-	/* head, chunk framing and body of the largest request taken */
-	if (c->in.len > PG_HTTP_MAX_HEAD + 2 * (size_t)PG_ADMIN_BODY_MAX)
-		return input_error(out, 413);
-	if (!c->head_done && !pg_http_head_ready(c->in.p, c->in.len, &c->scan))
-		return false;
-	h = pg_http_parse_request(c->in.p, c->in.len, &req);
-	if (h <= 0)
-		return h < 0 ? input_error(out, (int)-h) : false;
-	if (!pg_admin_authorized(gw, &req)) {
-		/* At the head: no body of an unauthenticated client is buffered. */
-		memset(&r, 0, sizeof(r));
-		reply_error(&r, 401,
-		            "missing or wrong admin token: send \"Authorization: Bearer "
-		            "TOKEN\" (--admin-token)");
-		reply_bytes(out, &r);
-		return true;
-	}
-	if (!c->head_done) {
-		c->head_done = true;
-		pg_chunked_init(&c->ch);
-		c->ch_pos = (size_t)h;
-	}
-	if (req.body == PG_BODY_LENGTH) {
-		if (req.content_length > PG_ADMIN_BODY_MAX)
-			return input_error(out, 413);
-		body = c->in.p + h;
-		blen = (size_t)req.content_length;
-		if (c->in.len - (size_t)h < blen)
-			goto more;
-	} else if (req.body == PG_BODY_CHUNKED) {
-		for (;;) {
-			enum pg_chunked_rc rc = pg_chunked_feed(
-			    &c->ch, c->in.p + c->ch_pos, c->in.len - c->ch_pos, &used, &off, &dlen);
-
-			if (rc == PG_CHUNKED_ERROR)
-				return input_error(out, 400);
-			if (rc == PG_CHUNKED_DATA)
-				pg_buf_append(&c->body, c->in.p + c->ch_pos + off, dlen);
-			c->ch_pos += used;
-			if (c->body.len > PG_ADMIN_BODY_MAX)
-				return input_error(out, 413);
-			if (rc == PG_CHUNKED_MORE)
-				goto more;
-			if (rc == PG_CHUNKED_DONE)
-				break;
-		}
-		body = c->body.p;
-		blen = c->body.len;
-	}
-	q = memchr(req.target.p, '?', req.target.len);
-	if (q)
-		query = (struct pg_str){q + 1, (size_t)(req.target.p + req.target.len - q - 1)};
-	pg_admin_handle(gw, req.method, req.path, query, body, blen, &r);
-	reply_bytes(out, &r);
-	return true;
-more:
-	if (req.expect_continue && !c->continued) {
-		c->continued = true;
-		pg_buf_puts(out, "HTTP/1.1 100 Continue\r\n\r\n");
-	}
-	return false;
-}
-
-void pg_admin_conn_free(struct pg_admin_conn *c)
-{
-	pg_buf_free(&c->in);
-	pg_buf_free(&c->body);
-	memset(c, 0, sizeof(*c));
-}
-
-bool pg_admin_head_complete(const struct pg_admin_conn *c)
-{
-	return c->head_done;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The admin HTTP API (DESIGN.md "Interface"), as a request -> reply function
+ * The admin HTTP API (README "Admin API"), as a request -> reply function
  * with no sockets, so it is unit-tested and fuzzed directly. The listener
  * and connections live in control.c, which calls pg_admin_handle() on the
  * control thread (membership changes must happen there).
@@ -48,6 +48,9 @@ struct pg_admin_reply {
 	const char *allow;        /* for 405: the methods allowed, else NULL */
 	struct pg_buf body;       /* owned: pg_buf_free() it */
 };
+
+/* r answers status with {"error":msg} (admin.c). Returns status. */
+int pg_admin_reply_error(struct pg_admin_reply *r, int status, const char *msg);
 
 /*
  * Answer one admin request. method and path as parsed by http.h (path

@@ -14,9 +14,6 @@
  * or -1 with err set: an unknown pool, or a parameter other than pool. */
 int pg_admin_query_pool(const struct pg_gateway *gw, struct pg_str query, char *err, size_t errlen);
 
-/* status with {"error":msg} (admin.c). Returns status. */
-int pg_admin_reply_error(struct pg_admin_reply *r, int status, const char *msg);
-
 /* RoutingConfig JSON of rc, as GET /routing answers it. */
 void pg_admin_routing_json(struct pg_buf *o, const struct pg_route_cfg *rc);
 

@@ -350,6 +350,8 @@ static void *control_main(void *arg)
 			pg_ctl_admin_accept(gw);
 		now = pg_now_ms();
 		if (now >= next_tick) {
+			/* prefixgatectl tells a live gateway from maps left behind */
+			__atomic_store_n(&gw->maps.state->heartbeat_ms, now, __ATOMIC_RELAXED);
 			pg_control_tick(gw, now);
 			pg_ctl_admin_timeouts(now);
 			pg_resolve_due(gw, now);

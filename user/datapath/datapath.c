@@ -260,6 +260,15 @@ void pg_dp_received(struct pg_upstream *u, size_t len)
 		u->dp->rx += len;
 }
 
+int pg_dp_carried(int fd, uint64_t *carried)
+{
+	__u64 v = 0;
+	int rc = pg_splice_carried(fd, &v);
+
+	*carried = v;
+	return rc;
+}
+
 void pg_dp_body_start(struct pg_worker *w, struct pg_upstream *u)
 {
 	struct pg_dp_conn *d = u->dp;

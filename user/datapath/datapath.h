@@ -80,6 +80,21 @@ void pg_dp_forwarded(struct pg_worker *w, struct pg_upstream *u);
  * framing state back (msg path; the skb path does it in pg_dp_run). */
 void pg_dp_sync(struct pg_worker *w, struct pg_upstream *u);
 
+/* The bytes client socket fd has carried (acknowledged + queued in the
+ * kernel): 0, or a negative errno. */
+int pg_dp_carried(int fd, uint64_t *carried);
+/* The first hand-off of c's response to the kernel, with the client socket
+ * at carried bytes and nothing of ours queued: the base of the access
+ * log's bytes_out (conn.h). Later hand-offs leave it. */
+static inline void pg_dp_mark_base(struct pg_client *c, uint64_t carried)
+{
+	if (c->x.dp_base)
+		return;
+	c->x.dp_base = true;
+	c->x.dp_carried0 = carried;
+	c->x.dp_resp0 = c->x.resp_bytes;
+}
+
 /* Events of u's socket routed here by upstream.c. */
 void pg_dp_recv_ended(struct pg_worker *w, struct pg_upstream *u);
 void pg_dp_polled(struct pg_worker *w, struct pg_upstream *u, int res);

@@ -52,6 +52,8 @@ void pg_dp_msg_gate(struct pg_worker *w, struct pg_upstream *u)
 	if (!rc)
 		rc = pg_splice_carried(c->s.fd, &d->carried_at);
 	if (!rc)
+		pg_dp_mark_base(c, d->carried_at);
+	if (!rc)
 		rc = pg_splice_route_gate(dp->sp, u->s.fd, &d->sa, PG_SPLICE_GATE(d->rx, gen),
 		                          &u->frame, room / 2 < dp->budget ? room / 2 : dp->budget);
 	if (rc) {

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
+#include "control/accesslog.h"
 #include "datapath/datapath_internal.h"
 #include "sys/log.h"
 
@@ -26,12 +27,15 @@ static void skb_try_pair(struct pg_worker *w, struct pg_upstream *u)
 	struct pg_datapath *dp = w->gw->dp;
 	struct pg_dp_conn *d = u->dp;
 	struct pg_client *c = u->c;
+	uint64_t carried;
 	int rc;
 
 	/* Redirected bytes join the client's queue behind what it holds: the
 	 * proxy's own bytes must all be there first. */
 	if (c->s.qbytes || c->s.send_busy)
 		return; /* pg_dp_client_sent comes back */
+	if (pg_alog_on(w->gw->alog) && !c->x.dp_base && !pg_dp_carried(c->s.fd, &carried))
+		pg_dp_mark_base(c, carried);
 	rc = pg_splice_pair_ring(dp->sp, u->s.fd, c->s.fd, dp->budget, &u->frame, w->id, &d->key);
 	if (rc) {
 		pg_dp_warn(w, "pair sockets", rc);

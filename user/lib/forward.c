@@ -97,10 +97,80 @@ static void put_length(char **buf, size_t *len, size_t *cap, uint64_t n)
 	put(buf, len, cap, line, (size_t)k);
 }
 
-void pg_fwd_request_head(const struct pg_http_request *req, char **buf, size_t *len, size_t *cap)
+void pg_fwd_make_id(char *out, uint64_t boot, uint64_t seq)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	for (int i = 0; i < 16; i++) {
+		out[15 - i] = hex[(boot >> (4 * i)) & 15];
+		out[32 - i] = hex[(seq >> (4 * i)) & 15];
+	}
+	out[16] = '-';
+}
+
+/* X-Forwarded-For fields remembered per head; a head with more is
+ * scanned again for them (rare). */
+#define XFF_MAX 8
+
+/* "X-Forwarded-For: <the client's values>, <client>": the client's fields
+ * (xff[0..n), or all of them when n is over XFF_MAX) in order, joined as
+ * one list (RFC 9110 §5.3), then the address. */
+static void put_forwarded_for(const struct pg_http_request *req, const struct conn_lists *cl,
+                              const uint16_t *xff, size_t n, struct pg_str client, char **buf,
+                              size_t *len, size_t *cap)
+{
+	bool any = false, all = n > XFF_MAX;
+
+	for (size_t k = 0; k < (all ? req->nheaders : n); k++) {
+		const struct pg_http_header *h = &req->headers[all ? k : xff[k]];
+
+		if (!h->value.len || (all && !pg_name_is(h->name, "x-forwarded-for")) ||
+		    conn_listed(cl, h->name))
+			continue;
+		put(buf, len, cap, any ? ", " : "X-Forwarded-For: ", any ? 2 : 17);
+		put(buf, len, cap, h->value.p, h->value.len);
+		any = true;
+	}
+	if (client.len) {
+		put(buf, len, cap, any ? ", " : "X-Forwarded-For: ", any ? 2 : 17);
+		put(buf, len, cap, client.p, client.len);
+		any = true;
+	}
+	if (any)
+		put(buf, len, cap, "\r\n", 2);
+}
+
+/* The identity fields of field h (forward.h): false if it is not one, or
+ * true and it is dropped (an X-Forwarded-For joined later, an X-Request-Id
+ * not kept) or kept (the X-Request-Id forwarded, at the end of buf). */
+static bool identity_field(const struct pg_http_header *h, size_t i, struct pg_fwd_ident *id,
+                           uint16_t *xff, size_t *nxff, char **buf, size_t *len, size_t *cap)
+{
+	if (h->name.len < 12 || (h->name.p[0] | 0x20) != 'x')
+		return false; /* most fields: one look */
+	if (pg_name_is(h->name, "x-forwarded-for")) {
+		if (*nxff < XFF_MAX)
+			xff[*nxff] = (uint16_t)i;
+		++*nxff;
+		return true;
+	}
+	if (!pg_name_is(h->name, "x-request-id"))
+		return false;
+	if (!id->id_len && h->value.len && h->value.len <= PG_REQUEST_ID_MAX) {
+		id->id_off = *len + h->name.len + 2;
+		id->id_len = h->value.len;
+		put_field(buf, len, cap, h->name, h->value);
+	}
+	return true;
+}
+
+void pg_fwd_request_head(const struct pg_http_request *req, struct pg_fwd_ident *id, char **buf,
+                         size_t *len, size_t *cap)
 {
 	struct conn_lists cl = {0};
 	bool had_length = false;
+	uint16_t xff[XFF_MAX];
+	size_t nxff = 0;
 	char line[32];
 	int n;
 
@@ -111,6 +181,10 @@ void pg_fwd_request_head(const struct pg_http_request *req, char **buf, size_t *
 	put(buf, len, cap, req->target.p, req->target.len);
 	n = snprintf(line, sizeof(line), " HTTP/1.%d\r\n", req->minor);
 	put(buf, len, cap, line, (size_t)n);
+	if (id) {
+		id->id_len = 0;
+		id->made = false;
+	}
 	for (size_t i = 0; i < req->nheaders; i++) {
 		const struct pg_http_header *h = &req->headers[i];
 
@@ -123,7 +197,22 @@ void pg_fwd_request_head(const struct pg_http_request *req, char **buf, size_t *
 			continue;
 		if (!pg_name_is(h->name, "host") && conn_listed(&cl, h->name))
 			continue;
+		if (id && identity_field(h, i, id, xff, &nxff, buf, len, cap))
+			continue;
 		put_field(buf, len, cap, h->name, h->value);
+	}
+	if (id) {
+		put_forwarded_for(req, &cl, xff, nxff, id->client, buf, len, cap);
+		if (!id->id_len && id->seq) {
+			char made[PG_REQUEST_ID_GEN];
+
+			pg_fwd_make_id(made, id->boot, ++*id->seq);
+			id->id_off = *len + 14;
+			id->id_len = sizeof(made);
+			id->made = true;
+			put_field(buf, len, cap, (struct pg_str){"X-Request-Id", 12},
+			          (struct pg_str){made, sizeof(made)});
+		}
 	}
 	if (req->body == PG_BODY_CHUNKED)
 		put(buf, len, cap, "Transfer-Encoding: chunked\r\n", 28);
@@ -163,8 +252,8 @@ static bool field_next(struct field_iter *it, struct pg_str *name, struct pg_str
 	return true;
 }
 
-void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response *resp, bool close,
-                          char **buf, size_t *len, size_t *cap)
+void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response *resp,
+                          const struct pg_fwd_resp *o, char **buf, size_t *len, size_t *cap)
 {
 	const char *first = memchr(h, '\n', n) + 1; /* past the status line */
 	struct field_iter it = {first, h + n - 2};  /* before the blank line */
@@ -180,12 +269,20 @@ void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response
 			continue;
 		if (!pg_name_is(name, "transfer-encoding") && conn_listed(&cl, name))
 			continue;
+		if (o->http10 && pg_name_is(name, "transfer-encoding"))
+			continue; /* de-chunked: the close ends the body */
+		if (o->request_id.len && pg_name_is(name, "x-request-id"))
+			continue; /* ours replaces it */
 		put(buf, len, cap, line.p, line.len);
 	}
 	if (resp->has_length)
 		put_length(buf, len, cap, resp->content_length);
-	if (close)
+	if (o->request_id.len)
+		put_field(buf, len, cap, (struct pg_str){"X-Request-Id", 12}, o->request_id);
+	if (o->close)
 		put(buf, len, cap, "Connection: close\r\n", 19);
+	else if (o->http10)
+		put(buf, len, cap, "Connection: keep-alive\r\n", 24);
 	put(buf, len, cap, "\r\n", 2);
 }
 

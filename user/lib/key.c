@@ -28,12 +28,34 @@ static bool absent(const struct pg_json *js, int64_t i)
 	return i < 0 || js->tok[i].type == PG_JSON_NULL;
 }
 
-/* Content: a string, or parts whose "text" (type "text") are joined by GS. */
-static int emit_content(struct pg_text *e, const struct pg_json *js, int64_t c)
+/* Content part types whose "text" is key text, per API. */
+struct part_types {
+	const struct pg_json_name *names;
+	size_t n;
+};
+static const struct pg_json_name text_part[] = {{"text", 4}};
+static const struct pg_json_name responses_parts[] = {{"input_text", 10}, {"output_text", 11}};
+static const struct part_types chat_parts = {text_part, 1};
+static const struct part_types resp_parts = {responses_parts, 2};
+
+static bool part_type_ok(const struct pg_json *js, int64_t type, const struct part_types *pt)
+{
+	if (!is_type(js, type, PG_JSON_STRING))
+		return false;
+	for (size_t i = 0; i < pt->n; i++)
+		if (pg_json_str_eq(js, (uint32_t)type, pt->names[i].s, pt->names[i].len))
+			return true;
+	return false;
+}
+
+/* Content: a string, or parts whose "text" (of the types pt names) are
+ * joined by GS. */
+static inline __attribute__((always_inline)) int
+emit_content(struct pg_text *e, const struct pg_json *js, int64_t c, const struct part_types *pt)
 {
 	static const struct pg_json_name part_names[] = {{"type", 4}, {"text", 4}};
 	uint32_t k = pg_json_first((uint32_t)c), n, ntext = 0;
-	int64_t type, text, f[2];
+	int64_t text, f[2];
 
 	if (absent(js, c))
 		return 0;
@@ -46,10 +68,8 @@ static int emit_content(struct pg_text *e, const struct pg_json *js, int64_t c)
 	for (n = 0; n < js->tok[c].size; n++, k = js->tok[k].next) {
 		if (!pg_json_find_n(js, k, part_names, 2, f))
 			return -1;
-		type = f[0];
 		text = f[1];
-		if (!is_type(js, type, PG_JSON_STRING) ||
-		    !pg_json_str_eq(js, (uint32_t)type, "text", 4))
+		if (!part_type_ok(js, f[0], pt))
 			continue;
 		if (!is_type(js, text, PG_JSON_STRING))
 			return -1;
@@ -60,48 +80,119 @@ static int emit_content(struct pg_text *e, const struct pg_json *js, int64_t c)
 	return 0;
 }
 
-/* anchor: cache_aware's anchor is wanted, running prefix_length code points
- * into the first user message (key.h). */
-static int chat_text(struct pg_text *e, const struct pg_json *js, int64_t tools, int64_t msgs,
-                     bool anchor, uint32_t prefix_length)
+/* CANON(v) RS, for tools and the Responses items that are not messages. */
+static int emit_canonical(struct pg_text *e, const struct pg_json *js, int64_t v)
+{
+	uint32_t *scratch = malloc(sizeof(*scratch) * js->ntok);
+
+	if (!scratch)
+		return -1;
+	pg_text_canonical(e, js, (uint32_t)v, scratch, 0);
+	free(scratch);
+	pg_text_cp(e, PG_KEY_RS);
+	return 0;
+}
+
+/* The first message whose role is "user" starts here (cache_aware's anchor
+ * runs prefix_length code points into it, key.h). */
+static void user_starts(struct pg_text *e, bool anchor, uint32_t prefix_length)
+{
+	if (e->user_seen)
+		return;
+	e->user_seen = true;
+	e->user_start = e->len;
+	if (anchor)
+		pg_text_mark(e, 1, prefix_length);
+}
+
+/* One message: TEXT(role) US content RS. role: a string token, or -1 with
+ * lit naming the role ("system" for a system prompt given apart). */
+static inline __attribute__((always_inline)) int
+emit_message(struct pg_text *e, const struct pg_json *js, int64_t role, const char *lit,
+             int64_t content, const struct part_types *pt, bool anchor, uint32_t prefix_length)
+{
+	if (lit) {
+		pg_text_ascii(e, lit, strlen(lit));
+	} else if (is_type(js, role, PG_JSON_STRING)) {
+		if (!e->user_seen && pg_json_str_eq(js, (uint32_t)role, "user", 4))
+			user_starts(e, anchor, prefix_length);
+		pg_text_string(e, js, (uint32_t)role);
+	} else if (!absent(js, role)) {
+		return -1;
+	}
+	pg_text_cp(e, PG_KEY_US);
+	if (emit_content(e, js, content, pt))
+		return -1;
+	pg_text_cp(e, PG_KEY_RS);
+	if (e->user_seen && !e->user_done) {
+		e->user_done = true;
+		e->user_end = e->len;
+	}
+	return 0;
+}
+
+/* Chat and Anthropic Messages: [CANON(tools) RS] ["system" US system RS]
+ * messages. anchor: cache_aware's anchor is wanted, running prefix_length
+ * code points into the first user message (key.h). */
+static int chat_text(struct pg_text *e, const struct pg_json *js, int64_t tools, int64_t system,
+                     int64_t msgs, bool anchor, uint32_t prefix_length)
 {
 	static const struct pg_json_name msg_names[] = {{"role", 4}, {"content", 7}};
-	int64_t f[2], role;
-	uint32_t k, n, *scratch;
+	int64_t f[2];
+	uint32_t k, n;
 
 	if (!is_type(js, msgs, PG_JSON_ARRAY))
 		return -1;
-	if (!absent(js, tools)) {
-		scratch = malloc(sizeof(*scratch) * js->ntok);
-		if (!scratch)
-			return -1;
-		pg_text_canonical(e, js, (uint32_t)tools, scratch, 0);
-		free(scratch);
-		pg_text_cp(e, PG_KEY_RS);
-	}
+	if (!absent(js, tools) && emit_canonical(e, js, tools))
+		return -1;
+	if (!absent(js, system) &&
+	    emit_message(e, js, -1, "system", system, &chat_parts, anchor, prefix_length))
+		return -1;
 	k = pg_json_first((uint32_t)msgs);
 	for (n = 0; n < js->tok[msgs].size; n++, k = js->tok[k].next) {
-		if (!pg_json_find_n(js, k, msg_names, 2, f))
+		if (!pg_json_find_n(js, k, msg_names, 2, f) ||
+		    emit_message(e, js, f[0], NULL, f[1], &chat_parts, anchor, prefix_length))
 			return -1;
-		role = f[0];
-		if (is_type(js, role, PG_JSON_STRING)) {
-			if (!e->user_seen && pg_json_str_eq(js, (uint32_t)role, "user", 4)) {
-				e->user_seen = true;
-				e->user_start = e->len;
-				if (anchor)
-					pg_text_mark(e, 1, prefix_length);
-			}
-			pg_text_string(e, js, (uint32_t)role);
-		} else if (!absent(js, role)) {
+	}
+	return 0;
+}
+
+/* Responses: [CANON(tools) RS] ["system" US instructions RS] input, where a
+ * string input is one user message, and of an array of items a message
+ * ({"type":"message"} or no type, with a role) is a chat message with
+ * input_text / output_text parts, any other item CANON(item) RS. */
+static int responses_text(struct pg_text *e, const struct pg_json *js, int64_t tools, int64_t instr,
+                          int64_t input, bool anchor, uint32_t prefix_length)
+{
+	static const struct pg_json_name item_names[] = {{"type", 4}, {"role", 4}, {"content", 7}};
+	int64_t f[3];
+	uint32_t k, n;
+
+	if (!absent(js, tools) && emit_canonical(e, js, tools))
+		return -1;
+	if (!absent(js, instr)) {
+		if (!is_type(js, instr, PG_JSON_STRING) ||
+		    emit_message(e, js, -1, "system", instr, &resp_parts, anchor, prefix_length))
 			return -1;
-		}
-		pg_text_cp(e, PG_KEY_US);
-		if (emit_content(e, js, f[1]))
+	}
+	if (is_type(js, input, PG_JSON_STRING)) {
+		user_starts(e, anchor, prefix_length);
+		return emit_message(e, js, -1, "user", input, &resp_parts, anchor, prefix_length);
+	}
+	if (!is_type(js, input, PG_JSON_ARRAY))
+		return -1;
+	k = pg_json_first((uint32_t)input);
+	for (n = 0; n < js->tok[input].size; n++, k = js->tok[k].next) {
+		if (!pg_json_find_n(js, k, item_names, 3, f))
 			return -1;
-		pg_text_cp(e, PG_KEY_RS);
-		if (e->user_seen && !e->user_done) {
-			e->user_done = true;
-			e->user_end = e->len;
+		if ((absent(js, f[0]) || (is_type(js, f[0], PG_JSON_STRING) &&
+		                          pg_json_str_eq(js, (uint32_t)f[0], "message", 7))) &&
+		    f[1] >= 0) {
+			if (emit_message(e, js, f[1], NULL, f[2], &resp_parts, anchor,
+			                 prefix_length))
+				return -1;
+		} else if (emit_canonical(e, js, k)) {
+			return -1;
 		}
 	}
 	return 0;
@@ -167,20 +258,42 @@ static int completion_text(struct pg_text *e, const struct pg_json *js, int64_t 
 
 enum pg_api pg_key_api(struct pg_str method, struct pg_str path)
 {
-	static const char chat[] = "/v1/chat/completions", compl [] = "/v1/completions";
+	static const struct {
+		const char *path;
+		size_t len;
+		enum pg_api api;
+	} apis[] = {
+	    {"/v1/chat/completions", 20, PG_API_CHAT}, {"/v1/completions", 15, PG_API_COMPLETIONS},
+	    {"/v1/responses", 13, PG_API_RESPONSES},   {"/v1/messages", 12, PG_API_MESSAGES},
+	    {"/v1/embeddings", 14, PG_API_EMBEDDINGS},
+	};
 
 	if (method.len != 4 || memcmp(method.p, "POST", 4))
 		return PG_API_RAW;
-	if (path.len == sizeof(chat) - 1 && !memcmp(path.p, chat, path.len))
-		return PG_API_CHAT;
-	if (path.len == sizeof(compl ) - 1 && !memcmp(path.p, compl, path.len))
-		return PG_API_COMPLETIONS;
+	for (size_t i = 0; i < sizeof(apis) / sizeof(apis[0]); i++)
+		if (path.len == apis[i].len && !memcmp(path.p, apis[i].path, path.len))
+			return apis[i].api;
 	return PG_API_RAW;
 }
 
 size_t pg_key_body_need(enum pg_api api, uint32_t prefix_length)
 {
 	return api == PG_API_RAW ? prefix_length : PG_KEY_JSON_BODY_MAX;
+}
+
+uint64_t pg_key_hold(enum pg_api api, uint32_t prefix_length, bool by_model, int64_t length)
+{
+	uint64_t need = by_model ? PG_KEY_JSON_BODY_MAX : pg_key_body_need(api, prefix_length);
+
+	if (length < 0)
+		return need;
+	if ((uint64_t)length > PG_KEY_JSON_BODY_MAX) {
+		if (api != PG_API_RAW)
+			need = prefix_length;
+		if (by_model)
+			need = PG_PREFIX_LENGTH_MAX;
+	}
+	return need < (uint64_t)length ? need : (uint64_t)length;
 }
 
 static void key_out(struct pg_key *out, enum pg_key_source src, const char *p, size_t len,
@@ -222,53 +335,93 @@ static void blocks_out(struct pg_key_blocks *kb, const char *t, size_t n, size_t
 
 /* Keys from the parsed body: 0 done, -1 the body cannot be used. kb: also
  * cache_aware's blocks and anchor (then the text runs past prefix_length). */
+/* An explicit key from the body: the whole unescaped string token i. */
+static int explicit_out(struct pg_key *out, enum pg_key_source src, const struct pg_json *js,
+                        int64_t i, char *text, size_t text_cap, size_t *text_len,
+                        struct pg_key_blocks *kb)
+{
+	size_t n = js->tok[i].end - js->tok[i].start; /* unescaped is no longer */
+	char *buf = malloc(n);
+
+	if (!buf)
+		return -1;
+	n = pg_json_str_copy(js, (uint32_t)i, buf, n);
+	key_out(out, src, buf, n, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n, text, text_cap,
+	        text_len);
+	if (kb)
+		*kb = (struct pg_key_blocks){.anchor = out->hash, .anchor_len = 0, .n = 0};
+	free(buf);
+	return 0;
+}
+
+static bool nonempty_string(const struct pg_json *js, int64_t i)
+{
+	return is_type(js, i, PG_JSON_STRING) && js->tok[i].end > js->tok[i].start;
+}
+
+/* Where each API's key text comes from (names.c labels them). */
+static const uint8_t api_source[] = {
+    [PG_API_CHAT] = PG_KEY_SRC_MESSAGES,    [PG_API_COMPLETIONS] = PG_KEY_SRC_PROMPT,
+    [PG_API_RESPONSES] = PG_KEY_SRC_INPUT,  [PG_API_MESSAGES] = PG_KEY_SRC_MESSAGES,
+    [PG_API_EMBEDDINGS] = PG_KEY_SRC_INPUT,
+};
+
+/* Keys from the parsed body: 0 done, -1 the body cannot be used. kb: also
+ * cache_aware's blocks and anchor (then the text runs past prefix_length). */
 static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_length,
                     struct pg_key *out, char *text, size_t text_cap, size_t *text_len,
                     struct pg_key_blocks *kb)
 {
-	enum { CK, ST, TOOLS, MSGS, PROMPT };
+	enum { CK, ST, TOOLS, MSGS, PROMPT, SYSTEM, INSTR, INPUT, PREV, NFIELD };
 	static const struct pg_json_name top_names[] = {[CK] = {"prompt_cache_key", 16},
 	                                                [ST] = {"stream", 6},
 	                                                [TOOLS] = {"tools", 5},
 	                                                [MSGS] = {"messages", 8},
-	                                                [PROMPT] = {"prompt", 6}};
+	                                                [PROMPT] = {"prompt", 6},
+	                                                [SYSTEM] = {"system", 6},
+	                                                [INSTR] = {"instructions", 12},
+	                                                [INPUT] = {"input", 5},
+	                                                [PREV] = {"previous_response_id", 20}};
 	struct pg_text e = {.limit = kb ? PG_CA_MAX_BLOCKS * PG_CA_BLOCK : prefix_length};
-	int64_t f[5], ck, st;
+	int64_t f[NFIELD];
 	int rc;
 
-	if (!pg_json_find_n(js, 0, top_names, 5, f))
+	if (!pg_json_find_n(js, 0, top_names, NFIELD, f))
 		return -1;
-	ck = f[CK];
-	st = f[ST];
 	/* Not part of the key: tells the data path the response will stream. */
-	out->stream = is_type(js, st, PG_JSON_TRUE);
-	if (is_type(js, ck, PG_JSON_STRING) && js->tok[ck].end > js->tok[ck].start) {
-		size_t n = js->tok[ck].end - js->tok[ck].start; /* unescaped is no longer */
-		char *buf = malloc(n);
-
-		if (!buf)
-			return -1;
-		n = pg_json_str_copy(js, (uint32_t)ck, buf, n);
-		key_out(out, PG_KEY_SRC_CACHE_FIELD, buf, n,
-		        n > UINT32_MAX ? UINT32_MAX : (uint32_t)n, text, text_cap, text_len);
-		if (kb)
-			*kb = (struct pg_key_blocks){.anchor = out->hash, .anchor_len = 0, .n = 0};
-		free(buf);
-		return 0;
-	}
+	out->stream = is_type(js, f[ST], PG_JSON_TRUE);
+	/* prompt_cache_key where the API has it (Anthropic's and the embeddings
+	 * API have none); then a Responses chain's previous_response_id. */
+	if (api != PG_API_MESSAGES && api != PG_API_EMBEDDINGS && nonempty_string(js, f[CK]))
+		return explicit_out(out, PG_KEY_SRC_CACHE_FIELD, js, f[CK], text, text_cap,
+		                    text_len, kb);
+	if (api == PG_API_RESPONSES && nonempty_string(js, f[PREV]))
+		return explicit_out(out, PG_KEY_SRC_PREVIOUS_RESPONSE, js, f[PREV], text, text_cap,
+		                    text_len, kb);
 	/* The whole text is wanted: one allocation of about the body's size
 	 * (the text is rarely longer) instead of doubling up to it. */
 	if (kb) {
 		pg_text_reserve(&e, js->len + 64);
 		pg_text_mark(&e, 0, prefix_length);
 	}
-	rc = api == PG_API_CHAT ? chat_text(&e, js, f[TOOLS], f[MSGS], kb, prefix_length)
-	                        : completion_text(&e, js, f[PROMPT]);
+	switch (api) {
+	case PG_API_CHAT:
+		rc = chat_text(&e, js, f[TOOLS], -1, f[MSGS], kb, prefix_length);
+		break;
+	case PG_API_MESSAGES:
+		rc = chat_text(&e, js, f[TOOLS], f[SYSTEM], f[MSGS], kb, prefix_length);
+		break;
+	case PG_API_RESPONSES:
+		rc = responses_text(&e, js, f[TOOLS], f[INSTR], f[INPUT], kb, prefix_length);
+		break;
+	default:
+		rc = completion_text(&e, js, f[api == PG_API_EMBEDDINGS ? INPUT : PROMPT]);
+	}
 	if (!rc && !e.oom) {
 		const char *t = e.buf ? e.buf : "";
 		size_t cut = kb ? pg_text_mark_offset(&e, 0) : e.len;
 
-		key_out(out, PG_KEY_SRC_MESSAGES, t, cut,
+		key_out(out, (enum pg_key_source)api_source[api], t, cut,
 		        e.ncp < prefix_length ? e.ncp : prefix_length, text, text_cap, text_len);
 		if (kb) {
 			/* What precedes the first user message, then up to

@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Prefix-key extraction, pure: which bytes of a request decide where it goes
- * (the routing contract in DESIGN.md), and their XXH3-64 hash.
+ * (the routing contract of README "How it routes"), and their XXH3-64 hash.
  *
- * - OpenAI paths (POST /v1/chat/completions, /v1/completions): the extracted
- *   message text, cut at prefix_length Unicode code points after JSON
- *   unescaping. Invariant to JSON whitespace, key order and every other field.
+ * - JSON APIs (POST /v1/chat/completions, /v1/completions, /v1/responses,
+ *   /v1/embeddings; Anthropic's /v1/messages): the extracted prompt text,
+ *   cut at prefix_length Unicode code points after JSON unescaping.
+ *   Invariant to JSON whitespace, key order and every other field.
  * - Any other path: the first prefix_length bytes of the raw body.
- * - X-Prefixgate-Key header, else the body field "prompt_cache_key", replaces
- *   the extracted key (explicit key).
+ * - X-Prefixgate-Key header, else the body field "prompt_cache_key" (chat,
+ *   completions, responses), else a Responses request's
+ *   "previous_response_id", replaces the extracted key (explicit key).
  * - Unparseable JSON (or a body too large to buffer whole) falls back to the
  *   raw-bytes key; out->fallback says so. Never an error.
  *
@@ -26,6 +28,17 @@
  *               | ids                               an array of token ids
  *               | ids RS ids ...                    an array of arrays of ids
  *   ids         = { DECIMAL(id) US }...
+ *   embeddings  = as completions, of "input"
+ *   messages    = [ CANON(tools) RS ] [ "system" US content RS ] chat's messages
+ *                 (Anthropic: "system" is a string or text blocks, as content)
+ *   responses   = [ CANON(tools) RS ] [ "system" US TEXT(instructions) RS ] input
+ *   input       = "user" US TEXT(string) RS         input is a string
+ *               | { item }...                       an array of items
+ *   item        = TEXT(role) US content RS          a message: "type" "message" or
+ *                                                   none, and a "role"; its parts of
+ *                                                   type input_text / output_text
+ *               | CANON(item) RS                    any other item (function calls
+ *                                                   and their outputs, ...)
  *
  * CANON(v) is v in canonical JSON: no whitespace, object members sorted by
  * unescaped name (code point order; duplicates keep document order), strings
@@ -40,8 +53,13 @@
  *
  * The text is cut after prefix_length code points (separators and escapes
  * count), never inside a UTF-8 sequence; pg_key.length is that count.
- * prompt_cache_key (a non-empty top-level string) and X-Prefixgate-Key are
- * used whole, as bytes; pg_key.length is then their byte count.
+ * So an Anthropic body and the chat body with the same system prompt and
+ * messages have the same key, and a Responses string input is the one user
+ * message it stands for.
+ *
+ * prompt_cache_key, previous_response_id (non-empty top-level strings) and
+ * X-Prefixgate-Key are used whole, as bytes; pg_key.length is then their
+ * byte count.
  */
 #ifndef PG_KEY_H
 #define PG_KEY_H
@@ -67,22 +85,46 @@ enum pg_api {
 	PG_API_RAW = 0,         /* any other path: raw body bytes */
 	PG_API_CHAT = 1,        /* POST /v1/chat/completions */
 	PG_API_COMPLETIONS = 2, /* POST /v1/completions */
+	PG_API_RESPONSES = 3,   /* POST /v1/responses (OpenAI Responses) */
+	PG_API_MESSAGES = 4,    /* POST /v1/messages (Anthropic Messages) */
+	PG_API_EMBEDDINGS = 5,  /* POST /v1/embeddings */
 };
+#define PG_API_COUNT (PG_API_EMBEDDINGS + 1)
 
 enum pg_key_source {
-	PG_KEY_SRC_RAW = 0,         /* first prefix_length raw body bytes */
-	PG_KEY_SRC_MESSAGES = 1,    /* extracted chat / completion text */
-	PG_KEY_SRC_HEADER = 2,      /* X-Prefixgate-Key */
-	PG_KEY_SRC_CACHE_FIELD = 3, /* prompt_cache_key body field */
+	PG_KEY_SRC_RAW = 0,               /* first prefix_length raw body bytes */
+	PG_KEY_SRC_MESSAGES = 1,          /* chat / Anthropic: tools, system, messages */
+	PG_KEY_SRC_HEADER = 2,            /* X-Prefixgate-Key */
+	PG_KEY_SRC_CACHE_FIELD = 3,       /* prompt_cache_key body field */
+	PG_KEY_SRC_PROMPT = 4,            /* completions: prompt */
+	PG_KEY_SRC_INPUT = 5,             /* responses: tools, instructions, input;
+	                                   * embeddings: input */
+	PG_KEY_SRC_PREVIOUS_RESPONSE = 6, /* responses: previous_response_id */
 };
+#define PG_KEY_SRC_COUNT (PG_KEY_SRC_PREVIOUS_RESPONSE + 1)
+
+/* The key was given by the client (routing decision explicit_key), not
+ * extracted from the prompt. */
+static inline bool pg_key_source_explicit(unsigned source)
+{
+	return source == PG_KEY_SRC_HEADER || source == PG_KEY_SRC_CACHE_FIELD ||
+	       source == PG_KEY_SRC_PREVIOUS_RESPONSE;
+}
+
+/* The key is extracted prompt text, in code points. */
+static inline bool pg_key_source_text(unsigned source)
+{
+	return source == PG_KEY_SRC_MESSAGES || source == PG_KEY_SRC_PROMPT ||
+	       source == PG_KEY_SRC_INPUT;
+}
 
 struct pg_key {
 	uint64_t hash;   /* XXH3-64 of the key bytes */
 	uint64_t anchor; /* cache_aware's anchor (pg_key_blocks); else hash */
-	uint32_t length; /* key length: code points (MESSAGES) or bytes */
+	uint32_t length; /* key length: code points (text sources) or bytes */
 	uint8_t source;  /* enum pg_key_source */
-	bool fallback;   /* OpenAI path, but the JSON could not be used */
-	bool stream;     /* the OpenAI body asks for a streamed response */
+	bool fallback;   /* JSON API, but the JSON could not be used */
+	bool stream;     /* the JSON body asks for a streamed response */
 };
 
 /* API by method and path (path without query string). */
@@ -91,6 +133,16 @@ enum pg_api pg_key_api(struct pg_str method, struct pg_str path);
 /* Body bytes the key needs before it can be computed: prefix_length for raw,
  * PG_KEY_JSON_BODY_MAX for OpenAI APIs (the whole body, up to that). */
 size_t pg_key_body_need(enum pg_api api, uint32_t prefix_length);
+
+/*
+ * Body bytes a request holds before it is routed: what its key needs
+ * (pg_key_body_need), the whole JSON body when by_model (a model pool is
+ * read from the body), never more than the body. length: its
+ * Content-Length, or -1 for a chunked body (its size unknown). A body too
+ * big to hold for its JSON is keyed on its raw prefix, and its model read
+ * from the first PG_PREFIX_LENGTH_MAX bytes.
+ */
+uint64_t pg_key_hold(enum pg_api api, uint32_t prefix_length, bool by_model, int64_t length);
 
 /*
  * Compute the key of a request. header_key: X-Prefixgate-Key (len 0 if
@@ -109,8 +161,9 @@ int pg_key_compute(enum pg_api api, struct pg_str header_key, const char *body, 
  * PrefixLength (up to PG_CA_MAX_BLOCKS blocks), cut into PG_CA_BLOCK-byte
  * blocks named by chained hashes, and the anchor that places a request
  * nothing cached decides:
- *   chat:   the text before the first message whose role is "user" (tools,
- *           system prompt), then up to PrefixLength code points of that
+ *   chat, messages, responses:
+ *           the text before the first message whose role is "user" (tools,
+ *           system prompt, instructions), then up to PrefixLength code points of that
  *           message (through its RS if shorter). So a conversation keeps its
  *           anchor every turn, and one long system prompt or tool list for
  *           every user does not pin them all to one instance.

@@ -38,7 +38,11 @@ static const char *const key_sources[] = {
     [PG_KEY_SRC_MESSAGES] = "messages",
     [PG_KEY_SRC_HEADER] = "header",
     [PG_KEY_SRC_CACHE_FIELD] = "prompt_cache_key",
+    [PG_KEY_SRC_PROMPT] = "prompt",
+    [PG_KEY_SRC_INPUT] = "input",
+    [PG_KEY_SRC_PREVIOUS_RESPONSE] = "previous_response_id",
 };
+_Static_assert(COUNT(key_sources) == PG_KEY_SRC_COUNT, "a name for each key source");
 
 const char *pg_decision_name(unsigned decision)
 {

@@ -46,7 +46,8 @@ int pg_load_signal_parse(const char *s, enum pg_load_signal *out);
 const char *pg_load_signal_list(char *buf, size_t len, const char *sep);
 
 /* Where a key came from (enum pg_key_source, lib/key.h): "raw",
- * "messages", "header", "prompt_cache_key"; "unknown" if out of range. */
+ * "messages", "header", "prompt_cache_key", "prompt", "input",
+ * "previous_response_id"; "unknown" if out of range. */
 const char *pg_key_source_name(unsigned source);
 
 #endif /* PG_NAMES_H */

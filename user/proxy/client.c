@@ -146,29 +146,32 @@ static bool request_head(struct pg_worker *w, struct pg_client *c)
 	}
 	if (req.body == PG_BODY_LENGTH && body_too_big(w, c, req.content_length))
 		return false;
-	pg_fwd_request_head(&req, &x->fwd, &x->fwd_len, &x->fwd_cap);
+	{
+		struct pg_fwd_ident id = {
+		    .client = {c->peer, c->peer_len}, .boot = w->rid_boot, .seq = &w->rid_seq};
+
+		pg_fwd_request_head(&req, &id, &x->fwd, &x->fwd_len, &x->fwd_cap);
+		x->id_off = (uint32_t)id.id_off;
+		x->id_len = (uint8_t)id.id_len;
+	}
 	x->fwd_head = x->fwd_len;
-	if (req.expect_continue && req.body != PG_BODY_NONE)
+	if (req.expect_continue && req.body != PG_BODY_NONE) {
+		/* 100 asks for the body: not when it would be read for nothing
+		 * (RFC 9110 §10.1.1 lets the final answer come instead). */
+		if (!pg_route_any_usable(w->gw, w->now_ms)) {
+			pg_client_error(w, c, 502, "no healthy backend");
+			return false;
+		}
 		pg_reply_continue(w, c);
+	}
 	in_consume(c, (size_t)n);
 
 	pg_route_cfg_load_pool(w->gw, x->pool > 0 ? (unsigned)x->pool : 0, &rc);
-	x->key_need = pg_key_body_need((enum pg_api)x->api, rc.prefix_length);
-	/* The model is read from the body: hold it whole, as for a key. */
-	if (x->pool == PG_POOL_BY_MODEL)
-		x->key_need = PG_KEY_JSON_BODY_MAX;
-	if (req.body == PG_BODY_LENGTH) {
-		/* Too big to hold whole for its JSON: key on the raw prefix (and
-		 * the model, if need be, read from its first 64 KiB). */
-		if (x->api != PG_API_RAW && req.content_length > PG_KEY_JSON_BODY_MAX)
-			x->key_need = rc.prefix_length;
-		if (x->pool == PG_POOL_BY_MODEL && req.content_length > PG_KEY_JSON_BODY_MAX)
-			x->key_need = PG_PREFIX_LENGTH_MAX;
-		if (x->key_need > req.content_length)
-			x->key_need = req.content_length;
-	} else if (req.body == PG_BODY_NONE) {
-		x->key_need = 0;
-	}
+	x->key_need =
+	    pg_key_hold((enum pg_api)x->api, rc.prefix_length, x->pool == PG_POOL_BY_MODEL,
+	                req.body == PG_BODY_LENGTH ? (int64_t)req.content_length
+	                : req.body == PG_BODY_NONE ? 0
+	                                           : -1);
 	c->state = PG_C_KEY;
 	return true;
 }
@@ -554,6 +557,7 @@ struct pg_client *pg_client_new(struct pg_worker *w, int fd)
 	if (!c)
 		return NULL;
 	pg_sock_init(&c->s, fd, &client_ops);
+	c->peer_len = (uint8_t)pg_sock_peer_name(fd, c->peer, sizeof(c->peer));
 	c->s.can_send = true;
 	c->state = PG_C_HEAD;
 	c->idle_since_ms = c->last_rx_ms = w->now_ms;

@@ -59,7 +59,12 @@ struct pg_exchange {
 	uint16_t resp_status; /* status of the response being forwarded */
 	uint32_t route_ns;    /* request start -> backend chosen */
 	uint64_t resp_bytes;  /* response bytes forwarded by us (access log) */
-	uint64_t sent_ms;     /* request handed to the backend (first-byte timeout) */
+	uint64_t ttft_ns;     /* the response head's first byte arrived */
+	/* A spliced body (access log's bytes_out): at the hand-off, the client
+	 * socket's carried bytes and resp_bytes (our queue was empty then). */
+	bool dp_base;
+	uint64_t dp_carried0, dp_resp0;
+	uint64_t sent_ms; /* request handed to the backend (first-byte timeout) */
 	/* The request body: what is left of it (no body: PG_FRAME_NONE). */
 	struct pg_frame body;
 	uint64_t body_seen; /* chunked: data bytes decoded so far (--max-body-size) */
@@ -73,6 +78,10 @@ struct pg_exchange {
 	char *fwd; /* rewritten head (+ a re-framed chunked body held) */
 	size_t fwd_len, fwd_cap;
 	size_t fwd_head; /* length of the head in fwd */
+	/* The X-Request-Id value in fwd (forward.h), echoed in the response
+	 * and logged: fwd[id_off, id_off + id_len). */
+	uint32_t id_off;
+	uint8_t id_len;
 	/* A Content-Length body held for the key: in the client's input buffer
 	 * itself, taken over (not copied; held_buf is that buffer). An attempt
 	 * sends fwd, then held[0, held_len). */
@@ -108,6 +117,10 @@ struct pg_client {
 	uint64_t last_rx_ms;    /* client bytes last received (timeouts) */
 	uint64_t idle_since_ms; /* waiting for a request since then */
 	uint64_t discard_left;  /* PG_C_DISCARD: body bytes still to drop */
+	/* The peer's address as text (X-Forwarded-For, the access log); empty
+	 * if it could not be read. */
+	char peer[INET6_ADDRSTRLEN];
+	uint8_t peer_len;
 	struct pg_exchange x;
 };
 

@@ -38,18 +38,48 @@ static void release_slot(struct pg_worker *w, struct pg_exchange *x)
 	}
 }
 
+/* Text t[0..n) into a record field of cap bytes (cut to fit). */
+static uint8_t rec_text(char *dst, size_t cap, const char *t, size_t n)
+{
+	n = n < cap ? n : cap;
+	memcpy(dst, t, n);
+	return (uint8_t)n;
+}
+
+/* Response bytes the client socket was given: ours, plus what the kernel
+ * spliced since the hand-off (datapath.h): the socket's carried count then
+ * and now, and our bytes still queued in userspace. */
+static uint64_t bytes_out(const struct pg_client *c)
+{
+	const struct pg_exchange *x = &c->x;
+	uint64_t now;
+
+	if (!x->dp_base || pg_dp_carried(c->s.fd, &now) || now < x->dp_carried0)
+		return x->resp_bytes;
+	now = x->dp_resp0 + (now - x->dp_carried0) + c->s.qbytes;
+	return now > x->resp_bytes ? now : x->resp_bytes;
+}
+
 /* One access-log record for the request ending now (off unless --access-log). */
-static void log_request(struct pg_worker *w, const struct pg_exchange *x, unsigned status,
+static void log_request(struct pg_worker *w, const struct pg_client *c, unsigned status,
                         enum pg_alog_outcome outcome)
 {
-	uint64_t now = pg_now_ns();
-	struct pg_alog_rec r = {
-	    .wall_ms = pg_wall_ms() - (x->t0_ns ? (now - x->t0_ns) / 1000000 : 0),
+	const struct pg_exchange *x = &c->x;
+	uint64_t now;
+	struct pg_alog_rec r;
+	const char *sp, *end, *q;
+
+	if (!pg_alog_on(w->gw->alog) || !x->t0_ns)
+		return;
+	now = pg_now_ns();
+	r = (struct pg_alog_rec){
+	    .wall_ms = pg_wall_ms() - (now - x->t0_ns) / 1000000,
 	    .key_hash = x->key.hash,
 	    .bytes_in = x->fwd_len + x->held_len + x->streamed,
-	    .bytes_out = x->resp_bytes,
+	    .bytes_out = bytes_out(c),
 	    .route_us = x->route_ns / 1000,
-	    .total_us = x->t0_ns ? (uint32_t)((now - x->t0_ns) / 1000) : 0,
+	    .total_us = (uint32_t)((now - x->t0_ns) / 1000),
+	    .ttft_us = x->ttft_ns > x->t0_ns ? (uint32_t)((x->ttft_ns - x->t0_ns) / 1000) : 0,
 	    .status = (uint16_t)status,
 	    .backend = x->backend,
 	    .decision = x->attempts > 1 ? PG_DEC_RETRY : x->choice.decision,
@@ -57,9 +87,19 @@ static void log_request(struct pg_worker *w, const struct pg_exchange *x, unsign
 	    .outcome = (uint8_t)outcome,
 	    .attempts = x->attempts,
 	};
-
-	if (pg_alog_on(w->gw->alog) && x->t0_ns)
-		pg_alog_record(w->gw->alog, w->id, &r);
+	/* Method and path from the forwarded request line ("M T HTTP/1.x"). */
+	if (x->fwd_head && (sp = memchr(x->fwd, ' ', x->fwd_head))) {
+		end = memchr(sp + 1, ' ', x->fwd_head - (size_t)(sp + 1 - x->fwd));
+		end = end ? end : sp + 1;
+		q = memchr(sp + 1, '?', (size_t)(end - (sp + 1)));
+		r.method_len = rec_text(r.method, sizeof(r.method), x->fwd, (size_t)(sp - x->fwd));
+		r.path_len =
+		    rec_text(r.path, sizeof(r.path), sp + 1, (size_t)((q ? q : end) - sp - 1));
+	}
+	r.client_len = rec_text(r.client, sizeof(r.client), c->peer, c->peer_len);
+	if (x->id_len)
+		r.id_len = rec_text(r.id, sizeof(r.id), x->fwd + x->id_off, x->id_len);
+	pg_alog_record(w->gw->alog, w->id, &r);
 }
 
 void pg_exchange_reset(struct pg_worker *w, struct pg_client *c)
@@ -84,7 +124,7 @@ void pg_client_error(struct pg_worker *w, struct pg_client *c, int status, const
 
 	__atomic_fetch_add(status >= 500 ? &w->stats->no_backend : &w->stats->client_errors, 1,
 	                   __ATOMIC_RELAXED);
-	log_request(w, x, x->resp_started ? x->resp_status : (unsigned)status, PG_ALOG_GATEWAY);
+	log_request(w, c, x->resp_started ? x->resp_status : (unsigned)status, PG_ALOG_GATEWAY);
 	if (x->resp_started) {
 		pg_client_close(w, c); /* mid-response: the truncation tells the client */
 		return;
@@ -98,7 +138,7 @@ void pg_client_answer(struct pg_worker *w, struct pg_client *c, int status, cons
 {
 	if (status >= 400)
 		__atomic_fetch_add(&w->stats->client_errors, 1, __ATOMIC_RELAXED);
-	log_request(w, &c->x, (unsigned)status, PG_ALOG_GATEWAY);
+	log_request(w, c, (unsigned)status, PG_ALOG_GATEWAY);
 	pg_reply_json(w, c, status, body, len, true);
 	pg_client_linger(w, c);
 }
@@ -112,7 +152,7 @@ void pg_client_gone(struct pg_worker *w, struct pg_client *c)
 		         pg_client_state_str(c->state),
 		         x->up ? pg_up_state_str(x->up->state) : "none");
 		__atomic_fetch_add(&w->stats->aborted, 1, __ATOMIC_RELAXED);
-		log_request(w, x, x->resp_status, PG_ALOG_CLIENT_ABORT);
+		log_request(w, c, x->resp_status, PG_ALOG_CLIENT_ABORT);
 	}
 	/* The client is gone: the backend connection closes with it, so the
 	 * inference server stops generating for nobody. */
@@ -140,7 +180,9 @@ void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned 
                 bool fresh)
 {
 	struct pg_exchange *x = &c->x;
-	enum pg_dp_path path = pg_dp_choose(w, id, x->head_method, x->key.stream);
+	/* HTTP/1.0 clients: copied, so a chunked body can be de-chunked */
+	enum pg_dp_path path =
+	    x->minor == 0 ? PG_DP_COPY : pg_dp_choose(w, id, x->head_method, x->key.stream);
 	struct pg_upstream *u;
 
 	if (path != PG_DP_COPY) {
@@ -227,7 +269,7 @@ void pg_response_end(struct pg_worker *w, struct pg_client *c)
 	bool owed = c->state == PG_C_STREAM; /* the rest of its body is still coming */
 	bool keep = x->keep_alive;
 
-	log_request(w, x, x->resp_status, PG_ALOG_OK);
+	log_request(w, c, x->resp_status, PG_ALOG_OK);
 	release_slot(w, x);
 	x->up = NULL;
 	u->c = NULL;
@@ -259,7 +301,7 @@ void pg_backend_broke(struct pg_worker *w, struct pg_client *c)
 
 	__atomic_fetch_add(&w->stats->backend_errors, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&w->gw->maps.backends[x->backend].failures, 1, __ATOMIC_RELAXED);
-	log_request(w, x, x->resp_status, PG_ALOG_BACKEND_ERROR);
+	log_request(w, c, x->resp_status, PG_ALOG_BACKEND_ERROR);
 	pg_client_linger(w, c);
 }
 

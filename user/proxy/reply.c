@@ -9,17 +9,21 @@
 void pg_reply_error(struct pg_worker *w, struct pg_client *c, int status, const char *msg,
                     bool close)
 {
-	char body[256], head[256];
+	char body[256], head[416];
+	const struct pg_exchange *x = &c->x;
 	int bl, hl;
 
 	bl =
 	    snprintf(body, sizeof(body),
 	             "{\"error\":{\"message\":\"%s\",\"type\":\"prefixgate_error\",\"code\":%d}}\n",
 	             msg, status);
-	hl = snprintf(
-	    head, sizeof(head),
-	    "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n",
-	    status, pg_http_reason(status), bl, close ? "Connection: close\r\n" : "");
+	/* The request's X-Request-Id, when its head was read (forward.h). */
+	hl = snprintf(head, sizeof(head),
+	              "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: "
+	              "%d\r\n%s%.*s%s%s\r\n",
+	              status, pg_http_reason(status), bl, x->id_len ? "X-Request-Id: " : "",
+	              (int)x->id_len, x->id_len ? x->fwd + x->id_off : "", x->id_len ? "\r\n" : "",
+	              close ? "Connection: close\r\n" : "");
 	pg_sock_queue_copy(w, &c->s, head, (size_t)hl);
 	pg_sock_queue_copy(w, &c->s, body, (size_t)bl);
 }

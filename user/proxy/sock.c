@@ -4,8 +4,10 @@
  * struct pg_io; the events of the loop reach the socket's own table of
  * functions through pg_sock_on_*().
  */
+#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include "proxy/sock.h"
 #include "proxy/worker.h"
 
@@ -279,4 +281,21 @@ void pg_sock_on_polled(struct pg_worker *w, struct pg_sock *s, int res)
 {
 	if (!s->closed && s->ops->polled)
 		s->ops->polled(w, s, res);
+}
+
+size_t pg_sock_peer_name(int fd, char *out, size_t cap)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	const void *a = NULL;
+
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl))
+		return 0;
+	if (ss.ss_family == AF_INET)
+		a = &((struct sockaddr_in *)&ss)->sin_addr;
+	else if (ss.ss_family == AF_INET6)
+		a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+	if (!a || !inet_ntop(ss.ss_family, a, out, (socklen_t)cap))
+		return 0;
+	return strlen(out);
 }

@@ -140,4 +140,8 @@ void pg_sock_put(struct pg_worker *w, struct pg_sock *s);
 /* Free closed sockets nothing names any more (all: at exit, regardless). */
 void pg_sock_reap(struct pg_worker *w, bool all);
 
+/* The peer address of socket fd as text (IPv4 or IPv6) into out (cap
+ * bytes, NUL-terminated): its length, 0 if it could not be read. */
+size_t pg_sock_peer_name(int fd, char *out, size_t cap);
+
 #endif /* PG_SOCK_H */

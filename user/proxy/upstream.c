@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "control/accesslog.h"
 #include "control/metrics.h"
 #include "datapath/datapath.h"
 #include "lib/boundary.h"
@@ -82,8 +83,16 @@ static void forward_response_head(struct pg_worker *w, struct pg_client *c,
 
 	if (pg_draining(w->gw))
 		x->keep_alive = false; /* shutting down: this is its last response */
-	x->resp_bytes += n;
-	pg_fwd_response_head(h, n, resp, !x->keep_alive, &out, &len, &cap);
+	struct pg_fwd_resp o;
+
+	if (x->minor == 0 && resp->body == PG_BODY_CHUNKED)
+		x->keep_alive = false; /* de-chunked for HTTP/1.0: the close ends it */
+	o = (struct pg_fwd_resp){
+	    .close = !x->keep_alive,
+	    .http10 = x->minor == 0,
+	    .request_id = {x->id_len ? x->fwd + x->id_off : "", x->id_len},
+	};
+	pg_fwd_response_head(h, n, resp, &o, &out, &len, &cap);
 	if (w->gw->cfg->route_header) {
 		/* Before the blank line: why this backend (--route-header). */
 		char line[160], name[PG_ADDR_STRLEN];
@@ -97,6 +106,7 @@ static void forward_response_head(struct pg_worker *w, struct pg_client *c,
 		pg_bytes_append(&out, &len, &cap, line, (size_t)k);
 		pg_bytes_append(&out, &len, &cap, "\r\n", 2);
 	}
+	x->resp_bytes += len; /* the head as the client gets it */
 	pg_sock_queue(w, &c->s, out, len, -1, true);
 }
 
@@ -116,15 +126,22 @@ static bool forward_body(struct pg_worker *w, struct pg_upstream *u, char *data,
 		u->frame.remaining -= take;
 		done = !u->frame.remaining;
 	} else if (u->frame.kind == PG_FRAME_CHUNKED) {
+		bool dechunk = c->x.minor == 0; /* HTTP/1.0 client: the data only */
+
 		while (take < len) {
 			size_t used, doff, dlen;
 			enum pg_chunked_rc rc = pg_chunked_feed(&u->frame, data + take, len - take,
 			                                        &used, &doff, &dlen);
 
 			if (rc == PG_CHUNKED_ERROR) {
-				pg_sock_queue_copy(w, &c->s, data, take);
+				if (!dechunk)
+					pg_sock_queue_copy(w, &c->s, data, take);
 				pg_backend_broke(w, c);
 				return false;
+			}
+			if (dechunk && rc == PG_CHUNKED_DATA && dlen) {
+				pg_sock_queue_copy(w, &c->s, data + take + doff, dlen);
+				c->x.resp_bytes += dlen;
 			}
 			take += used;
 			if (rc == PG_CHUNKED_DONE) {
@@ -137,6 +154,8 @@ static bool forward_body(struct pg_worker *w, struct pg_upstream *u, char *data,
 	}
 	if (take < len)
 		u->keep_alive = false; /* bytes after the response: never reuse */
+	if (u->frame.kind == PG_FRAME_CHUNKED && c->x.minor == 0)
+		take = 0; /* its data went out above */
 	c->x.resp_bytes += take;
 	if (take) {
 		if (bid >= 0 && pg_worker_can_lend(w)) {
@@ -183,6 +202,8 @@ static void response_head(struct pg_worker *w, struct pg_upstream *u)
 	}
 	x->resp_started = true;
 	x->resp_status = (uint16_t)resp.status;
+	if (pg_alog_on(w->gw->alog))
+		x->ttft_ns = pg_now_ns();
 	u->keep_alive = resp.keep_alive && !u->dp;
 	/* Answered before the backend had the whole request (boundary.h): this
 	 * connection is not pooled after it, and unless the rest of the body is

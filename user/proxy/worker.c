@@ -536,6 +536,8 @@ int pg_worker_start(struct pg_gateway *gw, unsigned id, struct pg_worker **out, 
 	w->stats = &gw->stats[id];
 	if (getrandom(&w->rng, sizeof(w->rng), 0) != sizeof(w->rng) || !w->rng)
 		w->rng = 0x9E3779B97F4A7C15ull ^ (pg_now_ns() + id);
+	if (getrandom(&w->rid_boot, sizeof(w->rid_boot), 0) != sizeof(w->rid_boot))
+		w->rid_boot = w->rng * 0xbf58476d1ce4e5b9ull;
 	if (id == 0 && listen_taken(&gw->cfg->listen, err, errlen)) {
 		free(w);
 		return -1;

@@ -41,8 +41,11 @@
 #define PG_LINGER_MS 2000
 /* How long a refused/reset backend is skipped. */
 #define PG_DOWN_MS 2000
-/* Attempts per request (first + retries on other backends). */
-#define PG_MAX_ATTEMPTS 4
+/* Attempts per request: the first, then the next candidate after each
+ * failure (a backend not tried yet, as routing would pick it) until one
+ * answers, none is left, or this many were made (README "How it routes").
+ * Each failed one costs a refused connect (instant) or --connect-timeout. */
+#define PG_MAX_ATTEMPTS 32
 
 struct pg_worker {
 	struct pg_gateway *gw;
@@ -71,6 +74,7 @@ struct pg_worker {
 	struct pg_upstream *linger; /* done, waiting for the backend to close first */
 	struct pg_worker_stats *stats;
 	uint64_t rng;
+	uint64_t rid_boot, rid_seq; /* made X-Request-Ids: random boot id, counter */
 	uint64_t now_ms;            /* refreshed once per loop turn */
 	struct pg_dp_conn *dp_wait; /* skb connections waiting to be drained (datapath.c) */
 	char err[256];

@@ -10,6 +10,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -29,15 +30,40 @@ static size_t map_bytes(size_t value_size, size_t entries)
 	return (value_size * entries + page - 1) / page * page;
 }
 
+static uint64_t pg_maps_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* libbpf's warnings while the maps are loaded are held back: a load
+ * refused for want of privilege (the fall-back to shared memory) is said
+ * once, in our words; any other failure shows them (open_bpf). */
+static struct {
+	bool hold;
+	unsigned n;
+	char line[4][256];
+} held;
+
 static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
 	char line[512];
+	const char *p = line;
 
 	if (level == LIBBPF_DEBUG && pg_log_level < PG_LOG_DEBUG)
 		return 0;
 	vsnprintf(line, sizeof(line), fmt, ap);
 	line[strcspn(line, "\n")] = '\0';
-	pg_log(level == LIBBPF_WARN ? PG_LOG_WARN : PG_LOG_DEBUG, "libbpf: %s", line);
+	if (!strncmp(p, "libbpf: ", 8))
+		p += 8; /* libbpf names itself in most lines: once is enough */
+	if (level == LIBBPF_WARN && held.hold) {
+		if (held.n < 4)
+			snprintf(held.line[held.n++], sizeof(held.line[0]), "%.255s", p);
+		level = LIBBPF_DEBUG;
+	}
+	pg_log(level == LIBBPF_WARN ? PG_LOG_WARN : PG_LOG_DEBUG, "libbpf: %s", p);
 	return 0;
 }
 
@@ -162,7 +188,13 @@ static int open_bpf(struct pg_maps *m, const char *pin_path, char *err, size_t e
 		return rc;
 	snprintf(path, sizeof(path), "%s/pg_state", pin_path);
 	reused = access(path, F_OK) == 0;
+	held.hold = true;
+	held.n = 0;
 	rc = load_skel(m, pin_path, err, errlen);
+	held.hold = false;
+	if (rc && rc != -EPERM && rc != -EACCES)
+		for (unsigned i = 0; i < held.n; i++)
+			pg_warn("libbpf: %s", held.line[i]);
 	if (rc)
 		return rc;
 	skel = m->skel;
@@ -240,6 +272,8 @@ int pg_maps_open_pools(struct pg_maps *m, bool use_bpf, const char *pin_path, ui
 	memset(m->pools, 0, sizeof(struct pg_pool) * PG_MAX_POOLS);
 	memset(m->ca, 0, sizeof(struct pg_ca_slot) * m->ca_slots);
 	m->state->ca_slots = m->ca_slots;
+	m->state->heartbeat_ms = pg_maps_now_ms();
+	m->state->pid = (__u32)getpid(); /* prefixgatectl: a live gateway (prefixgate.h) */
 	return 0;
 }
 
@@ -249,8 +283,11 @@ void pg_maps_close(struct pg_maps *m)
 		munmap(m->backends, map_bytes(sizeof(struct pg_backend), PG_MAX_BACKENDS));
 	if (m->rings)
 		munmap(m->rings, map_bytes(sizeof(struct pg_ring), PG_RING_COPIES * m->npools));
-	if (m->state)
+	if (m->state) {
+		/* The maps outlive us: say that no gateway writes them now. */
+		__atomic_store_n(&m->state->pid, 0, __ATOMIC_RELEASE);
 		munmap(m->state, map_bytes(sizeof(struct pg_state), m->npools));
+	}
 	if (m->pools)
 		munmap(m->pools, map_bytes(sizeof(struct pg_pool), PG_MAX_POOLS));
 	m->pools = NULL;

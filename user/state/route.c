@@ -31,8 +31,7 @@ static uint16_t choose(struct pg_gateway *gw, unsigned pool, const struct pg_rou
 {
 	uint16_t cand[PG_RING_CANDIDATES];
 	size_t ncand = 0;
-	bool explicit_key =
-	    key->source == PG_KEY_SRC_HEADER || key->source == PG_KEY_SRC_CACHE_FIELD;
+	bool explicit_key = pg_key_source_explicit(key->source);
 	unsigned max_id = pg_max_backend_id(gw);
 
 	if (rc->strategy == PG_STRATEGY_PREFIX_AWARE)
@@ -177,4 +176,14 @@ uint16_t pg_route_again(struct pg_gateway *gw, const struct pg_key *key,
 	            rnd, choice);
 	choice->pool = (uint8_t)pool;
 	return id;
+}
+
+bool pg_route_any_usable(struct pg_gateway *gw, uint64_t now_ms)
+{
+	unsigned max = pg_max_backend_id(gw);
+
+	for (unsigned id = 1; id <= max; id++)
+		if (pg_backend_usable(&gw->maps.backends[id], now_ms))
+			return true;
+	return false;
 }

@@ -45,6 +45,11 @@ uint16_t pg_route_dry(struct pg_gateway *gw, const struct pg_route_input *in,
 uint16_t pg_route_again(struct pg_gateway *gw, const struct pg_key *key,
                         const struct pg_idset *exclude, uint64_t rnd, struct pg_choice *choice);
 
+/* Some member could take a request now (it is usable: healthy, not
+ * draining, not skipped). Scans the members: for the rare request that
+ * must know before its body is read (Expect: 100-continue). */
+bool pg_route_any_usable(struct pg_gateway *gw, uint64_t now_ms);
+
 /* cache_aware's block index as the shared maps hold it. */
 static inline struct pg_ca_index pg_cache_index(const struct pg_gateway *gw)
 {
