@@ -182,7 +182,7 @@ FUZZ_MODS_config := config routing_config json balancer names addr modelpool
 FUZZ_MODS_admin  := admin buf control members health config routing_config json key http names \
 	addr addrset backend_names resolve \
 	metrics route routestats scrape accesslog ring balancer maps gateway log cacheidx modelpool \
-	pools
+	pools etcd fleet fleetq
 fuzz_objs = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,\
 	$(sort $(foreach m,$(FUZZ_MODS_$(1)),$(wildcard user/$(m).c user/*/$(m).c user/*/$(m)_*.c))))
 
