@@ -216,36 +216,58 @@ int pg_splice_port_del(struct pg_splice *sp, __u16 port)
 	return 0;
 }
 
-/* The route key of proxy_fd -> backend, from proxy_fd's bound address. */
-static int route_key(int proxy_fd, const struct sockaddr_in *backend, struct pg_splice_tuple *t)
+/* An address as pg_splice_tuple spells it: IPv6, IPv4 as IPv4-mapped
+ * (network order). 0, or -EAFNOSUPPORT for another family. */
+static int tuple_addr(const union pg_sockaddr *a, __u32 out[4])
 {
-	struct sockaddr_in local;
+	if (a->sa.sa_family == AF_INET6) {
+		memcpy(out, &a->in6.sin6_addr, 16);
+		return 0;
+	}
+	if (a->sa.sa_family != AF_INET)
+		return -EAFNOSUPPORT;
+	out[0] = out[1] = 0;
+	out[2] = htonl(0xffff);
+	out[3] = a->in.sin_addr.s_addr;
+	return 0;
+}
+
+/* The route key of proxy_fd -> backend, from proxy_fd's bound address. */
+static int route_key(int proxy_fd, const union pg_sockaddr *backend, struct pg_splice_tuple *t)
+{
+	const struct in6_addr *proxy = (const struct in6_addr *)t->proxy_ip6;
+	union pg_sockaddr local;
 	socklen_t len = sizeof(local);
+	int rc;
 
 	memset(t, 0, sizeof(*t));
-	if (getsockname(proxy_fd, (struct sockaddr *)&local, &len) == -1)
+	memset(&local, 0, sizeof(local));
+	if (getsockname(proxy_fd, &local.sa, &len) == -1)
 		return -errno;
-	if (local.sin_family != AF_INET || backend->sin_family != AF_INET)
-		return -EAFNOSUPPORT;
-	if (!local.sin_port || !local.sin_addr.s_addr)
-		return -EDESTADDRREQ; /* not bound: bind to 127.0.0.1:0 first */
-	t->backend_ip4 = backend->sin_addr.s_addr;
-	t->proxy_ip4 = local.sin_addr.s_addr;
-	t->backend_port = ntohs(backend->sin_port);
-	t->proxy_port = ntohs(local.sin_port);
+	rc = tuple_addr(&local, t->proxy_ip6);
+	if (!rc)
+		rc = tuple_addr(backend, t->backend_ip6);
+	if (rc)
+		return rc;
+	/* Not bound: bind to the backend's address with port 0 first. */
+	if (!pg_sockaddr_port(&local) || IN6_IS_ADDR_UNSPECIFIED(proxy) ||
+	    (IN6_IS_ADDR_V4MAPPED(proxy) && !t->proxy_ip6[3]))
+		return -EDESTADDRREQ;
+	t->backend_port = pg_sockaddr_port(backend);
+	t->proxy_port = pg_sockaddr_port(&local);
 	return 0;
 }
 
 /* The msg path's route key of a proxy-side socket, or why there is none. */
-static int msg_route_key(const struct pg_splice *sp, int proxy_fd,
-                         const struct sockaddr_in *backend, struct pg_splice_tuple *t)
+static int msg_route_key(const struct pg_splice *sp, int proxy_fd, const union pg_sockaddr *backend,
+                         struct pg_splice_tuple *t)
 {
 	if (!(sp->modes & PG_SPLICE_MSG))
 		return -EOPNOTSUPP;
 	return route_key(proxy_fd, backend, t);
 }
 
-int pg_splice_route_add(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend,
+int pg_splice_route_add(struct pg_splice *sp, int proxy_fd, const union pg_sockaddr *backend,
                         int client_fd, __u64 budget, const struct pg_frame *frame)
 {
 	struct pg_splice_peer route = {.budget = budget}, old;
@@ -269,7 +291,7 @@ int pg_splice_route_add(struct pg_splice *sp, int proxy_fd, const struct sockadd
 	return 0;
 }
 
-int pg_splice_route_get(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend,
+int pg_splice_route_get(struct pg_splice *sp, int proxy_fd, const union pg_sockaddr *backend,
                         struct pg_splice_peer *out)
 {
 	struct pg_splice_tuple t;
@@ -283,7 +305,7 @@ int pg_splice_route_get(struct pg_splice *sp, int proxy_fd, const struct sockadd
 	return 0;
 }
 
-int pg_splice_route_del(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend)
+int pg_splice_route_del(struct pg_splice *sp, int proxy_fd, const union pg_sockaddr *backend)
 {
 	struct pg_splice_tuple t;
 	int rc;
@@ -297,7 +319,7 @@ int pg_splice_route_del(struct pg_splice *sp, int proxy_fd, const struct sockadd
 	return 0;
 }
 
-int pg_splice_route_gate(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend,
+int pg_splice_route_gate(struct pg_splice *sp, int proxy_fd, const union pg_sockaddr *backend,
                          __u64 gate, const struct pg_frame *frame, __u64 budget)
 {
 	struct pg_splice_gate g = {.gate = gate, .budget = budget};
