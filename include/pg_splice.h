@@ -154,7 +154,8 @@ _Static_assert(sizeof(struct pg_splice_gate) == 40, "pg_splice_gate layout");
  * connection whether the backend's socket is AF_INET or a dual-stack
  * AF_INET6 one that accepted an IPv4 peer (the kernel shows that peer as
  * mapped). Ports in host byte order. Filled by tuple_fill
- * (bpf/splice_msg.bpf.h) and route_key (user/datapath/splice_conn.c).
+ * (bpf/splice_msg.bpf.h) and route_key (user/datapath/splice_conn.c, with
+ * pg_sockaddr_ip6).
  */
 struct pg_splice_tuple {
 	__u32 backend_ip6[4];

@@ -216,39 +216,21 @@ int pg_splice_port_del(struct pg_splice *sp, __u16 port)
 	return 0;
 }
 
-/* An address as pg_splice_tuple spells it: IPv6, IPv4 as IPv4-mapped
- * (network order). 0, or -EAFNOSUPPORT for another family. */
-static int tuple_addr(const union pg_sockaddr *a, __u32 out[4])
-{
-	if (a->sa.sa_family == AF_INET6) {
-		memcpy(out, &a->in6.sin6_addr, 16);
-		return 0;
-	}
-	if (a->sa.sa_family != AF_INET)
-		return -EAFNOSUPPORT;
-	out[0] = out[1] = 0;
-	out[2] = htonl(0xffff);
-	out[3] = a->in.sin_addr.s_addr;
-	return 0;
-}
-
 /* The route key of proxy_fd -> backend, from proxy_fd's bound address. */
 static int route_key(int proxy_fd, const union pg_sockaddr *backend, struct pg_splice_tuple *t)
 {
 	const struct in6_addr *proxy = (const struct in6_addr *)t->proxy_ip6;
 	union pg_sockaddr local;
 	socklen_t len = sizeof(local);
-	int rc;
 
 	memset(t, 0, sizeof(*t));
 	memset(&local, 0, sizeof(local));
 	if (getsockname(proxy_fd, &local.sa, &len) == -1)
 		return -errno;
-	rc = tuple_addr(&local, t->proxy_ip6);
-	if (!rc)
-		rc = tuple_addr(backend, t->backend_ip6);
-	if (rc)
-		return rc;
+	/* pg_splice_tuple's spelling: IPv4 as IPv4-mapped, either end. */
+	if (!pg_sockaddr_ip6(&local, (uint8_t *)t->proxy_ip6) ||
+	    !pg_sockaddr_ip6(backend, (uint8_t *)t->backend_ip6))
+		return -EAFNOSUPPORT;
 	/* Not bound: bind to the backend's address with port 0 first. */
 	if (!pg_sockaddr_port(&local) || IN6_IS_ADDR_UNSPECIFIED(proxy) ||
 	    (IN6_IS_ADDR_V4MAPPED(proxy) && !t->proxy_ip6[3]))
