@@ -31,7 +31,8 @@
 #include <bpf/bpf_endian.h>
 #include "pg_splice.h"
 
-#define PG_AF_INET 2 /* AF_INET, without pulling in libc headers */
+#define PG_AF_INET  2  /* AF_INET, without pulling in libc headers */
+#define PG_AF_INET6 10 /* AF_INET6 */
 
 /*
  * The two fields read from the client's tcp_sock, relocated against the

@@ -17,6 +17,44 @@ static __always_inline __u16 remote_port_host(__u32 raw)
 }
 
 /*
+ * The route key of the connection a context's socket belongs to (the
+ * backend's server-side socket: local is the backend, remote the proxy).
+ * ctx is a struct sk_msg_md or a struct bpf_sock_ops: both name the fields
+ * alike. An AF_INET6 socket's addresses are taken as they are (a dual-stack
+ * socket's IPv4 peer is already IPv4-mapped there); an AF_INET socket's are
+ * mapped. The context's address fields are read one __u32 at a time, the
+ * only access the verifier allows; a macro, not a function, because a
+ * context pointer cannot be passed on to a subprogram. The IPv4 fields are
+ * read before the branch, held there by barrier_var: with a load into the
+ * same slot on both sides, clang sinks the two into one load through a
+ * computed context pointer, which the verifier rejects ("dereference of
+ * modified ctx ptr").
+ */
+#define tuple_fill(t, ctx)                                                                         \
+	do {                                                                                       \
+		__u32 l4_ = (ctx)->local_ip4, r4_ = (ctx)->remote_ip4;                             \
+                                                                                                   \
+		barrier_var(l4_);                                                                  \
+		barrier_var(r4_);                                                                  \
+		if ((ctx)->family == PG_AF_INET6) {                                                \
+			(t)->backend_ip6[0] = (ctx)->local_ip6[0];                                 \
+			(t)->backend_ip6[1] = (ctx)->local_ip6[1];                                 \
+			(t)->backend_ip6[2] = (ctx)->local_ip6[2];                                 \
+			(t)->backend_ip6[3] = (ctx)->local_ip6[3];                                 \
+			(t)->proxy_ip6[0] = (ctx)->remote_ip6[0];                                  \
+			(t)->proxy_ip6[1] = (ctx)->remote_ip6[1];                                  \
+			(t)->proxy_ip6[2] = (ctx)->remote_ip6[2];                                  \
+			(t)->proxy_ip6[3] = (ctx)->remote_ip6[3];                                  \
+		} else {                                                                           \
+			(t)->backend_ip6[2] = (t)->proxy_ip6[2] = bpf_htonl(0xffff);               \
+			(t)->backend_ip6[3] = l4_;                                                 \
+			(t)->proxy_ip6[3] = r4_;                                                   \
+		}                                                                                  \
+		(t)->backend_port = (__u16)(ctx)->local_port;                                      \
+		(t)->proxy_port = remote_port_host((ctx)->remote_port);                            \
+	} while (0)
+
+/*
  * msg path verdict, on the backend's own server-side socket: send the
  * backend's write straight out of the client socket, inside its send().
  *
@@ -64,10 +102,7 @@ int splice_msg(struct sk_msg_md *msg)
 
 	if (len == 0)
 		return SK_PASS;
-	t.backend_ip4 = msg->local_ip4;
-	t.proxy_ip4 = msg->remote_ip4;
-	t.backend_port = (__u16)msg->local_port;
-	t.proxy_port = remote_port_host(msg->remote_port);
+	tuple_fill(&t, msg);
 	p = bpf_map_lookup_elem(&splice_routes, &t);
 	if (!p)
 		return SK_PASS;
@@ -144,8 +179,9 @@ int splice_msg(struct sk_msg_md *msg)
  * backend accepts a connection that the proxy has a route for (the route is
  * written before the proxy connects), put the backend's server-side socket
  * in splice_msgsocks so splice_msg sees its writes. Runs before the backend
- * can read the request, so before any response byte is written. Always
- * returns 1 (sockops return values are not verdicts here).
+ * can read the request, so before any response byte is written. IPv4 and
+ * IPv6 sockets alike (tuple_fill). Always returns 1 (sockops return values
+ * are not verdicts here).
  */
 SEC("sockops")
 int splice_sockops(struct bpf_sock_ops *skops)
@@ -154,15 +190,13 @@ int splice_sockops(struct bpf_sock_ops *skops)
 	struct pg_splice_peer *r;
 	__u32 port;
 
-	if (skops->op != BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB || skops->family != PG_AF_INET)
+	if (skops->op != BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB ||
+	    (skops->family != PG_AF_INET && skops->family != PG_AF_INET6))
 		return 1;
 	port = skops->local_port;
 	if (!bpf_map_lookup_elem(&splice_ports, &port))
 		return 1;
-	t.backend_ip4 = skops->local_ip4;
-	t.proxy_ip4 = skops->remote_ip4;
-	t.backend_port = (__u16)port;
-	t.proxy_port = remote_port_host(skops->remote_port);
+	tuple_fill(&t, skops);
 	r = bpf_map_lookup_elem(&splice_routes, &t);
 	if (!r)
 		return 1;

@@ -149,16 +149,21 @@ _Static_assert(sizeof(struct pg_splice_gate) == 40, "pg_splice_gate layout");
 
 /*
  * msg path key: the gateway→backend TCP connection as the backend's
- * server-side socket sees it. Addresses in network byte order, ports in host
- * byte order. IPv4 only (same-host backends listen on loopback).
+ * server-side socket sees it. Addresses are IPv6, in network byte order, an
+ * IPv4 one as IPv4-mapped (::ffff:a.b.c.d): one spelling of each
+ * connection whether the backend's socket is AF_INET or a dual-stack
+ * AF_INET6 one that accepted an IPv4 peer (the kernel shows that peer as
+ * mapped). Ports in host byte order. Filled by tuple_fill
+ * (bpf/splice_msg.bpf.h) and route_key (user/datapath/splice_conn.c, with
+ * pg_sockaddr_ip6).
  */
 struct pg_splice_tuple {
-	__u32 backend_ip4;
-	__u32 proxy_ip4;
+	__u32 backend_ip6[4];
+	__u32 proxy_ip6[4];
 	__u16 backend_port;
 	__u16 proxy_port;
 };
-_Static_assert(sizeof(struct pg_splice_tuple) == 12, "pg_splice_tuple layout");
+_Static_assert(sizeof(struct pg_splice_tuple) == 36, "pg_splice_tuple layout");
 
 /*
  * Bounds on the framing the program reads in one skb/msg (chunk-size lines

@@ -94,21 +94,83 @@ static inline void probe_env(void)
 
 /* --- sockets ---------------------------------------------------------- */
 
-static inline int listener(__u16 *port)
+/* The loopback address of family (127.0.0.1 or ::1), port 0. */
+static inline union pg_sockaddr loopback(int family)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	union pg_sockaddr a;
 
+	memset(&a, 0, sizeof(a));
+	if (family == AF_INET6) {
+		a.in6.sin6_family = AF_INET6;
+		a.in6.sin6_addr = in6addr_loopback;
+	} else {
+		a.in.sin_family = AF_INET;
+		a.in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	}
+	return a;
+}
+
+/* A listener on family's loopback address; *a: its address and port. */
+static inline int listener_at(int family, union pg_sockaddr *a)
+{
+	socklen_t len = sizeof(*a);
+	int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	*a = loopback(family);
 	if (fd == -1)
 		return -1;
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == -1 || listen(fd, 16) == -1 ||
-	    getsockname(fd, (struct sockaddr *)&a, &len) == -1) {
+	if (bind(fd, &a->sa, pg_sockaddr_len(a)) == -1 || listen(fd, 16) == -1 ||
+	    getsockname(fd, &a->sa, &len) == -1) {
 		close(fd);
 		return -1;
 	}
-	*port = ntohs(a.sin_port);
 	return fd;
+}
+
+static inline int listener(__u16 *port)
+{
+	union pg_sockaddr a;
+	int fd = listener_at(AF_INET, &a);
+
+	*port = pg_sockaddr_port(&a);
+	return fd;
+}
+
+/*
+ * A dual-stack backend: an AF_INET6 listener bound to ::ffff:127.0.0.1, so
+ * its sockets are AF_INET6 with IPv4-mapped addresses; *a: the IPv4 address
+ * (127.0.0.1:port) a proxy connects to.
+ */
+static inline int listener_mapped(union pg_sockaddr *a)
+{
+	union pg_sockaddr m = loopback(AF_INET6);
+	socklen_t len = sizeof(m);
+	int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0), off = 0;
+
+	*a = loopback(AF_INET);
+	if (fd == -1)
+		return -1;
+	inet_pton(AF_INET6, "::ffff:127.0.0.1", &m.in6.sin6_addr);
+	if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)) == -1 ||
+	    bind(fd, &m.sa, sizeof(m.in6)) == -1 || listen(fd, 16) == -1 ||
+	    getsockname(fd, &m.sa, &len) == -1) {
+		close(fd);
+		return -1;
+	}
+	a->in.sin_port = m.in6.sin6_port;
+	return fd;
+}
+
+/* Why IPv6 loopback tests cannot run (no IPv6, or no ::1), or NULL. */
+static inline const char *no_ip6_loopback(void)
+{
+	union pg_sockaddr a;
+	int fd = listener_at(AF_INET6, &a);
+
+	if (fd < 0)
+		return "::1 unavailable (IPv6 disabled or no loopback address)";
+	close(fd);
+	return NULL;
 }
 
 static inline void nonblock(int fd)
@@ -116,15 +178,12 @@ static inline void nonblock(int fd)
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 
-/* Connect fd (optionally pre-bound) to 127.0.0.1:port and accept the peer. */
-static inline int connect_accept(int fd, int lfd, __u16 port, int *peer)
+/* Connect fd (optionally pre-bound) to a and accept the peer on lfd. */
+static inline int connect_accept_at(int fd, int lfd, const union pg_sockaddr *a, int *peer)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET,
-	                        .sin_port = htons(port),
-	                        .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	struct pollfd p = {.fd = lfd, .events = POLLIN};
 
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == -1)
+	if (connect(fd, &a->sa, pg_sockaddr_len(a)) == -1)
 		return -1;
 	if (poll(&p, 1, 2000) != 1)
 		return -1;
@@ -134,6 +193,15 @@ static inline int connect_accept(int fd, int lfd, __u16 port, int *peer)
 	nonblock(fd);
 	nonblock(*peer);
 	return 0;
+}
+
+/* Connect fd (optionally pre-bound) to 127.0.0.1:port and accept the peer. */
+static inline int connect_accept(int fd, int lfd, __u16 port, int *peer)
+{
+	union pg_sockaddr a = loopback(AF_INET);
+
+	a.in.sin_port = htons(port);
+	return connect_accept_at(fd, lfd, &a, peer);
 }
 
 /*
@@ -186,27 +254,33 @@ static inline int conn_backend(struct conn *c)
 	return rc;
 }
 
-/*
- * msg path: the proxy binds, adds the route (with the response's framing,
- * NULL: not tracked), then connects to the backend.
- */
-static inline int conn_msg(struct pg_splice *sp, struct conn *c, __u16 *port, int *lfd,
-                           __u64 budget, const struct pg_frame *frame)
-{
-	struct sockaddr_in bind_a = {.sin_family = AF_INET,
-	                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	struct sockaddr_in be = bind_a;
+/* Where conn_msg's backend listens. */
+enum lo {
+	LO4,      /* 127.0.0.1, AF_INET sockets */
+	LO6,      /* ::1 */
+	LO4_DUAL, /* 127.0.0.1 through a dual-stack backend (listener_mapped) */
+};
 
-	*lfd = listener(port);
-	if (*lfd < 0 || pg_splice_port_add(sp, *port))
+/*
+ * msg path over loopback (see enum lo): the proxy binds, adds the route
+ * (with the response's framing, NULL: not tracked), then connects to the
+ * backend. *be: the backend's address (the route's key with c->bfd).
+ */
+static inline int conn_msg(struct pg_splice *sp, struct conn *c, enum lo lo, union pg_sockaddr *be,
+                           int *lfd, __u64 budget, const struct pg_frame *frame)
+{
+	int family = lo == LO6 ? AF_INET6 : AF_INET;
+	union pg_sockaddr bind_a = loopback(family);
+
+	*lfd = lo == LO4_DUAL ? listener_mapped(be) : listener_at(family, be);
+	if (*lfd < 0 || pg_splice_port_add(sp, pg_sockaddr_port(be)))
 		return -1;
-	be.sin_port = htons(*port);
-	c->bfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (c->bfd < 0 || bind(c->bfd, (struct sockaddr *)&bind_a, sizeof(bind_a)) == -1)
+	c->bfd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->bfd < 0 || bind(c->bfd, &bind_a.sa, pg_sockaddr_len(&bind_a)) == -1)
 		return -1;
-	if (pg_splice_route_add(sp, c->bfd, &be, c->cfd, budget, frame))
+	if (pg_splice_route_add(sp, c->bfd, be, c->cfd, budget, frame))
 		return -1;
-	return connect_accept(c->bfd, *lfd, *port, &c->srv);
+	return connect_accept_at(c->bfd, *lfd, be, &c->srv);
 }
 
 static inline int wait_readable(int fd, int ms)

@@ -259,7 +259,7 @@ static void t_msg_chunked(int gated)
 {
 	const char *name = gated ? "msg: gated route passes the write that ends the body"
 	                         : "msg: chunked body redirected, DONE at its end, frame = decoder";
-	struct sockaddr_in be = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	union pg_sockaddr be;
 	struct conn c = {-1, -1, -1, -1};
 	struct pg_splice *sp = NULL;
 	struct pg_splice_peer rt;
@@ -267,7 +267,6 @@ static void t_msg_chunked(int gated)
 	size_t sizes[32], pos = 0, len = 0;
 	char err[256];
 	int ok = 0, lfd = -1, n, w;
-	__u16 port = 0;
 
 	if (skip_all || skip_msg)
 		return report(name, 0, skip_all ? skip_all : skip_msg);
@@ -277,8 +276,7 @@ static void t_msg_chunked(int gated)
 	printf("# body %zu bytes, %d chunks, %d writes\n", body.len, n, plan.n);
 	CHECK(pg_splice_open(&sp, pin, PG_SPLICE_MSG, NULL, err, sizeof(err)) == 0, "%s", err);
 	CHECK(conn_client(&c, 0) == 0, "client sockets");
-	CHECK(conn_msg(sp, &c, &port, &lfd, 64 * MiB, &chunked0) == 0, "backend sockets");
-	be.sin_port = htons(port);
+	CHECK(conn_msg(sp, &c, LO4, &be, &lfd, 64 * MiB, &chunked0) == 0, "backend sockets");
 	if (gated)
 		CHECK(pg_splice_route_gate(sp, c.bfd, &be, PG_SPLICE_GATE(0, 1), &chunked0, 0) == 0,
 		      "gate");

@@ -384,27 +384,37 @@ static void on_ev(void *ctx, const struct pg_splice_event *ev)
 	events_seen++;
 }
 
-static void t_msg(int bound)
+/*
+ * lo: the backend's loopback (sockpair.h): IPv4, IPv6 (::1), or IPv4 to a
+ * dual-stack backend socket, whose addresses the kernel shows IPv4-mapped.
+ */
+static void t_msg(int bound, enum lo lo)
 {
-	const char *name = bound ? "msg: offered bytes bounded, backend not spinning, in order"
-	                         : "msg: same-host route found, 8 MiB arrive intact";
+	static const char *const names[] = {
+	    [LO4] = "msg: same-host route found, 8 MiB arrive intact",
+	    [LO6] = "msg: IPv6 (::1) route found, 8 MiB arrive intact",
+	    [LO4_DUAL] = "msg: IPv4 to a dual-stack backend socket, 8 MiB arrive intact",
+	};
+	const char *name =
+	    bound ? "msg: offered bytes bounded, backend not spinning, in order" : names[lo];
+	const char *skip = skip_all ? skip_all : skip_msg;
 	const __u64 budget = 256 * KiB;
 	struct conn c = {-1, -1, -1, -1};
-	struct sockaddr_in be = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	union pg_sockaddr be;
 	struct pg_splice *sp = NULL;
 	struct pg_splice_peer rt;
 	static struct pump p;
 	char err[256], b;
 	int ok = 0, lfd = -1;
-	__u16 port = 0;
 
-	if (skip_all || skip_msg)
-		return report(name, 0, skip_all ? skip_all : skip_msg);
+	if (!skip && lo == LO6)
+		skip = no_ip6_loopback();
+	if (skip)
+		return report(name, 0, skip);
 	CHECK(pg_splice_open(&sp, pin, PG_SPLICE_MSG, NULL, err, sizeof(err)) == 0, "%s", err);
 	CHECK(conn_client(&c, bound ? 64 * KiB : 0) == 0, "client sockets");
-	CHECK(conn_msg(sp, &c, &port, &lfd, bound ? budget : 64 * MiB, NULL) == 0,
+	CHECK(conn_msg(sp, &c, lo, &be, &lfd, bound ? budget : 64 * MiB, NULL) == 0,
 	      "backend sockets");
-	be.sin_port = htons(port);
 	memset(&p, 0, sizeof(p));
 	p = (struct pump){.c = &c,
 	                  .sp = sp,
@@ -466,8 +476,10 @@ int main(void)
 	t_skb_fin();
 	t_skb_queued();
 	t_skb_bound();
-	t_msg(0);
-	t_msg(1);
+	t_msg(0, LO4);
+	t_msg(1, LO4);
+	t_msg(0, LO6);
+	t_msg(0, LO4_DUAL);
 	rmdir(pin);
 	printf("1..%d\n", n_test);
 	printf("bpf: %d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);

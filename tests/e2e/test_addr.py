@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""Backend addresses end to end: IPv6 listener and backend on ::1, a DNS name
-whose answer changes (2, then 3 addresses, then failures that keep the last
-answer) served by a small DNS responder on loopback, an /etc/hosts name, and
-more than 255 backends. TAP output (harness.run_suite)."""
+"""Backend addresses end to end: IPv6 listener and backend on ::1, a same-host
+IPv6 backend on the sockmsg data path (bpf mode), a DNS name whose answer
+changes (2, then 3 addresses, then failures that keep the last answer) served
+by a small DNS responder on loopback, an /etc/hosts name, and more than 255
+backends. TAP output (harness.run_suite)."""
+import http.client
+import json
 import os
+import re
 import socket
 import struct
 import subprocess
@@ -12,7 +16,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, run_suite, wait_until  # noqa: E402
+from harness import Fleet, have_cgroup2, mock_pattern, run_suite, wait_until  # noqa: E402
 
 TESTS = []
 
@@ -100,21 +104,32 @@ def members(f):
     return {a: b for a, b in f.backends().items() if not b["draining"]}
 
 
+def mock_v6(f, ident="v6"):
+    """mockllm listening on [::1]:0: (process, port); the port is None if it
+    did not start within 5 s."""
+    log = open(os.path.join(f.tmp, "mock-%s.log" % ident), "w")
+    mock = subprocess.Popen([os.path.join(f.opts.tools, "mockllm"), "--listen", "[::1]:0",
+                             "--id", ident], stdout=log, stderr=subprocess.STDOUT)
+
+    def port():
+        m = re.search(r"listening on \S+ port (\d+)", open(log.name).read())
+        return int(m.group(1)) if m else None
+    return mock, wait_until(port, 5)
+
+
+def stop_mock(mock):
+    mock.kill()
+    mock.wait(5)
+
+
 @test
 def ipv6_listener_and_backend(opts):
     """--listen [::1]:P and --backend [::1]:P: requests go over IPv6 both ways."""
     if not have_ipv6_loopback():
         return "SKIP ::1 is not available on this host (no IPv6 loopback)"
     f = Fleet(opts, 0, start_gateway=False)
-    log = open(os.path.join(f.tmp, "mock-v6.log"), "w")
-    mock = subprocess.Popen([os.path.join(opts.tools, "mockllm"), "--listen", "[::1]:0",
-                             "--id", "v6"], stdout=log, stderr=subprocess.STDOUT)
+    mock, mport = mock_v6(f)
     try:
-        def port():
-            import re
-            m = re.search(r"listening on \S+ port (\d+)", open(log.name).read())
-            return int(m.group(1)) if m else None
-        mport = wait_until(port, 5)
         assert mport, "mockllm on ::1 did not start"
         s = socket.socket(socket.AF_INET6)
         s.bind(("::1", 0))
@@ -143,8 +158,88 @@ def ipv6_listener_and_backend(opts):
         st, r = f.admin("POST", "/backends", {"address": "[::1]:9"})
         assert st == 201 and r["address"] == "[::1]:9", (st, r)
     finally:
-        mock.kill()
-        mock.wait(5)
+        stop_mock(mock)
+        f.stop()
+
+
+def msg_routes(pin):
+    """The sockmsg routes pinned under pin (bpftool's BTF-formatted
+    splice_routes): a list of (key, value) dicts."""
+    p = subprocess.run(["bpftool", "-j", "map", "dump", "pinned", pin + "/splice_routes"],
+                       capture_output=True, text=True, timeout=10)
+    assert p.returncode == 0, p.stderr
+    out = []
+    for e in json.loads(p.stdout or "[]"):
+        e = e.get("formatted", e)
+        out.append((e["key"], e["value"]))
+    return out
+
+
+@test
+def ipv6_backend_sockmsg(opts):
+    """--data-path sockmsg with a same-host backend on [::1]: a streamed
+    response is spliced in the kernel (its route, keyed by ::1, has bytes
+    redirected while the stream runs), and streamed and bulk bodies arrive
+    intact."""
+    if opts.mode != "bpf":
+        return "SKIP the sockmsg data path needs --mode bpf"
+    why = have_cgroup2()
+    if why:
+        return "SKIP " + why
+    if not have_ipv6_loopback():
+        return "SKIP ::1 is not available on this host (no IPv6 loopback)"
+    f = Fleet(opts, 0, start_gateway=False)
+    mock, mport = mock_v6(f, "v6msg")
+    try:
+        assert mport, "mockllm on ::1 did not start"
+        f.start_gateway(["--data-path", "sockmsg", "--health-check-interval", "200"],
+                        backends=[], extra_backends=["[::1]:%d" % mport])
+        assert "copy path" not in f.log(), f.log()[-1500:]
+        assert wait_until(lambda: f.backends()["[::1]:%d" % mport]["healthy"], 5), \
+            f.log()[-1500:]
+        n_events = 12
+        body = json.dumps({"model": "m", "stream": True,
+                           "messages": [{"role": "user", "content": "v6 splice"}]})
+        conn = http.client.HTTPConnection("127.0.0.1", f.port, timeout=20)
+        conn.request("POST", "/v1/chat/completions", body=body,
+                     headers={"X-Mock-Chunks": str(n_events), "X-Mock-Chunk-Interval-Ms": "80"})
+        r = conn.getresponse()
+        assert r.status == 200, r.status
+        data, routes = b"", []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            line = r.readline()  # decoded: chunked framing removed
+            if not line:
+                break
+            data += line
+            # Mid-stream (events still 80 ms apart): the route is live.
+            if not routes and data.count(b"data: ") >= 4:
+                routes = msg_routes(f.pin)
+        conn.close()
+        events = [x for x in data.split(b"\n\n") if x.startswith(b"data: ")]
+        print("# %d SSE events, %d bytes" % (len(events), len(data)))
+        assert len(events) >= n_events + 1 and events[-1] == b"data: [DONE]", data[-200:]
+        for e in events[:-1]:
+            json.loads(e[6:])  # each event whole, none cut or mixed
+        loop6 = list(socket.inet_pton(socket.AF_INET6, "::1"))
+        print("# routes mid-stream: %s" % routes)
+        assert len(routes) == 1, routes
+        key, val = routes[0]
+        ip6 = key["backend_ip6"]
+        got = b"".join(struct.pack("=I", int(x)) for x in ip6)
+        assert list(got) == loop6 and key["backend_port"] == mport, key
+        assert int(val["redirected"]) > 0, val
+        # A bulk body, chunked and not, byte for byte.
+        for hdrs in ({"X-Mock-Response-Bytes": "3000000", "X-Mock-Chunked": "1"},
+                     {"X-Mock-Response-Bytes": "3000000"}):
+            st, _, got = f.post("/v1/chat/completions", body, hdrs)
+            assert st == 200 and got == mock_pattern(3000000), (st, len(got))
+        m = f.metrics()
+        spliced = int(re.search(r"^prefixgate_spliced_responses_total (\d+)", m, re.M).group(1))
+        assert spliced == 3, spliced
+        assert f.idle()
+    finally:
+        stop_mock(mock)
         f.stop()
 
 

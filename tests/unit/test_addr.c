@@ -187,6 +187,32 @@ static void test_backend_addr(void **state)
 	assert_false(pg_sockaddr_equal(&a, &c)); /* the port counts */
 }
 
+/* One IPv6 spelling of every address: IPv4 mapped, IPv6 as it is. */
+static void test_ip6(void **state)
+{
+	union pg_sockaddr a;
+	uint8_t ip[16], m[16];
+
+	(void)state;
+	v4(&a, "127.0.0.1", 80);
+	assert_true(pg_sockaddr_ip6(&a, ip));
+	assert_memory_equal(ip, "\0\0\0\0\0\0\0\0\0\0\xff\xff\x7f\0\0\x01", 16);
+	/* the mapped spelling of a dual-stack socket's IPv4 peer is the same */
+	a.in6.sin6_family = AF_INET6;
+	assert_int_equal(inet_pton(AF_INET6, "::ffff:127.0.0.1", &a.in6.sin6_addr), 1);
+	assert_true(pg_sockaddr_ip6(&a, m));
+	assert_memory_equal(ip, m, 16);
+	v6(&a, "::1", 80);
+	assert_true(pg_sockaddr_ip6(&a, ip));
+	assert_memory_equal(ip, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\x01", 16);
+	v6(&a, "2001:db8::7", 80);
+	assert_true(pg_sockaddr_ip6(&a, ip));
+	assert_memory_equal(ip, &a.in6.sin6_addr, 16);
+	memset(&a, 0, sizeof(a));
+	a.sa.sa_family = AF_UNIX;
+	assert_false(pg_sockaddr_ip6(&a, ip));
+}
+
 /* Normalizing: canonical order whatever the answer's, duplicates once. */
 static void test_normalize(void **state)
 {
@@ -283,6 +309,7 @@ int main(void)
 	    cmocka_unit_test(test_literals),     cmocka_unit_test(test_hostport),
 	    cmocka_unit_test(test_backend_addr), cmocka_unit_test(test_normalize),
 	    cmocka_unit_test(test_diff),         cmocka_unit_test(test_verdict),
+	    cmocka_unit_test(test_ip6),
 	};
 
 	return cmocka_run_group_tests_name("addr", tests, NULL, NULL);

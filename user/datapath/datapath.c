@@ -177,15 +177,6 @@ enum pg_dp_path pg_dp_choose(struct pg_worker *w, uint16_t id, bool head_method,
 	if (dp->mode == PG_DP_SKB)
 		return PG_DP_SKB;
 	pg_backend_addr_get(b, &sa);
-	/* sockmsg's per-connection routes are keyed by IPv4 4-tuples (struct
-	 * pg_splice_tuple): a same-host IPv6 backend's responses are copied. */
-	if (sa.sa.sa_family != AF_INET && is_local(dp, &sa)) {
-		if (!__atomic_exchange_n(&dp->logged[id], 1, __ATOMIC_RELAXED))
-			pg_info("backend %s is IPv6: its responses take the copy path (sockmsg "
-			        "routes are IPv4 only)",
-			        pg_backend_name(b, name, sizeof(name)));
-		return PG_DP_COPY;
-	}
 	if (!is_local(dp, &sa)) {
 		if (!__atomic_exchange_n(&dp->logged[id], 1, __ATOMIC_RELAXED))
 			pg_info("backend %s is not on this host: its responses take the copy path "
@@ -208,35 +199,38 @@ int pg_dp_upstream_setup(struct pg_worker *w, struct pg_upstream *u, struct pg_c
                          const union pg_sockaddr *sa, enum pg_dp_path path)
 {
 	struct pg_datapath *dp = w->gw->dp;
-	struct sockaddr_in local = {.sin_family = AF_INET, .sin_addr = sa->in.sin_addr};
+	union pg_sockaddr local = *sa;
 	struct pg_dp_conn *d;
 	int rc = 0;
 
-	if (path == PG_DP_MSG && sa->sa.sa_family != AF_INET)
-		return -EAFNOSUPPORT; /* IPv4 routes only: pg_dp_choose does not choose it */
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
 	d->u = u;
 	d->path = path;
-	if (sa->sa.sa_family == AF_INET)
-		d->sa = sa->in;
+	d->sa = *sa;
 	d->gate_at = PG_SPLICE_GATE_CLOSED;
 	if (path == PG_DP_MSG) {
 		/* The route is keyed by our port, so bind before connect(); a
-		 * same-host backend's address is one of ours. The route exists
-		 * before the backend accepts, so the sockops program inserts its
-		 * socket. */
-		if (bind(u->s.fd, (const struct sockaddr *)&local, sizeof(local)) == -1)
+		 * same-host backend's address is one of ours (127.0.0.1, ::1, an
+		 * interface's), so bind to it with port 0.
+		 * The route exists before the backend accepts, so the sockops
+		 * program inserts its socket. */
+		if (local.sa.sa_family == AF_INET6) {
+			local.in6.sin6_port = 0;
+			local.in6.sin6_flowinfo = 0;
+		} else {
+			local.in.sin_port = 0;
+		}
+		if (bind(u->s.fd, &local.sa, pg_sockaddr_len(&local)) == -1)
 			rc = -errno;
 		else
-			rc = pg_splice_route_add(dp->sp, u->s.fd, &sa->in, c->s.fd, dp->budget,
-			                         NULL);
+			rc = pg_splice_route_add(dp->sp, u->s.fd, sa, c->s.fd, dp->budget, NULL);
 		if (!rc) {
-			rc = pg_splice_route_gate(dp->sp, u->s.fd, &sa->in, PG_SPLICE_GATE_CLOSED,
-			                          NULL, 0);
+			rc = pg_splice_route_gate(dp->sp, u->s.fd, sa, PG_SPLICE_GATE_CLOSED, NULL,
+			                          0);
 			if (rc)
-				pg_splice_route_del(dp->sp, u->s.fd, &sa->in);
+				pg_splice_route_del(dp->sp, u->s.fd, sa);
 		}
 		if (rc) {
 			pg_dp_warn(w, "install route", rc);

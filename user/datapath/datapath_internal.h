@@ -33,18 +33,18 @@ struct pg_dp_conn {
 	struct pg_upstream *u;
 	enum pg_dp_path path;
 	enum pg_dp_state sstate;
-	bool spliced;          /* the body goes through the kernel */
-	bool polling;          /* POLLRDHUP outstanding */
-	bool on_wait;          /* on the worker's dp_wait list */
-	uint16_t synced_gen;   /* msg: gate generation whose frame was taken back */
-	uint16_t gate_gen;     /* msg: generation of the last gate opening */
-	uint64_t rx;           /* bytes received from the backend by the proxy */
-	uint64_t gate_at;      /* msg: open_at last published, or PG_SPLICE_GATE_CLOSED */
-	__u64 carried_at;      /* msg: the client socket's carried bytes at that opening */
-	uint64_t wait_at_ms;   /* skb WAIT: next drained check */
-	uint32_t wait_ms;      /* skb WAIT: current back-off */
-	struct sockaddr_in sa; /* IPv4 backend address (msg route key) */
-	__u64 key;             /* skb: the pairing's key in its events (backend cookie) */
+	bool spliced;         /* the body goes through the kernel */
+	bool polling;         /* POLLRDHUP outstanding */
+	bool on_wait;         /* on the worker's dp_wait list */
+	uint16_t synced_gen;  /* msg: gate generation whose frame was taken back */
+	uint16_t gate_gen;    /* msg: generation of the last gate opening */
+	uint64_t rx;          /* bytes received from the backend by the proxy */
+	uint64_t gate_at;     /* msg: open_at last published, or PG_SPLICE_GATE_CLOSED */
+	__u64 carried_at;     /* msg: the client socket's carried bytes at that opening */
+	uint64_t wait_at_ms;  /* skb WAIT: next drained check */
+	uint32_t wait_ms;     /* skb WAIT: current back-off */
+	union pg_sockaddr sa; /* backend address (msg route key) */
+	__u64 key;            /* skb: the pairing's key in its events (backend cookie) */
 	struct pg_dp_conn *wait_next;
 };
 

@@ -21,7 +21,7 @@
  *   poll pg_splice_progress() until drained -> write the held bytes, then
  *   keep copying -> pg_splice_unpair -> close the backend fd.
  * msg path (same-host backend), per request:
- *   socket, bind 127.0.0.1:0 -> pg_splice_route_add -> connect -> send the
+ *   socket, bind 127.0.0.1:0 (IPv6: [::1]:0) -> pg_splice_route_add -> connect -> send the
  *   request -> any byte read from the backend fd is passed (fall-back) and
  *   may be written to the client at once -> on EOF the response is complete
  *   on the client socket -> pg_splice_route_del -> close.
@@ -33,6 +33,7 @@
 #include <netinet/in.h>
 #include <linux/types.h>
 #include "pg_splice.h"
+#include "lib/addr.h"
 
 struct pg_splice;
 
@@ -154,17 +155,18 @@ int pg_splice_port_del(struct pg_splice *sp, __u16 port);
 
 /*
  * msg path: route the response of the connection proxy_fd -> backend to
- * client_fd. proxy_fd must be bound to a local IPv4 address and port (bind to
- * 127.0.0.1:0) and not yet connected, or connected and idle (reused
+ * client_fd. backend: IPv4 or IPv6. proxy_fd must be bound to a local address
+ * and port (bind to the backend's address with port 0: 127.0.0.1:0,
+ * [::1]:0) and not yet connected, or connected and idle (reused
  * connection: the new route replaces the previous one). Call before connect()
  * / before sending the request. The backend's port must have been added.
  */
-int pg_splice_route_add(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend,
+int pg_splice_route_add(struct pg_splice *sp, int proxy_fd, const union pg_sockaddr *backend,
                         int client_fd, __u64 budget, const struct pg_frame *frame);
-int pg_splice_route_get(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend,
+int pg_splice_route_get(struct pg_splice *sp, int proxy_fd, const union pg_sockaddr *backend,
                         struct pg_splice_peer *out);
 /* Removes the route and its gate. */
-int pg_splice_route_del(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend);
+int pg_splice_route_del(struct pg_splice *sp, int proxy_fd, const union pg_sockaddr *backend);
 
 /*
  * msg path: set the route's gate (PG_SPLICE_GATE(open_at, generation), or
@@ -175,7 +177,7 @@ int pg_splice_route_del(struct pg_splice *sp, int proxy_fd, const struct sockadd
  * and budget = the bytes this opening may redirect (0: the route's budget;
  * keep it within the room of the client's send buffer, see pg_splice.h).
  */
-int pg_splice_route_gate(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend,
+int pg_splice_route_gate(struct pg_splice *sp, int proxy_fd, const union pg_sockaddr *backend,
                          __u64 gate, const struct pg_frame *frame, __u64 budget);
 
 /* skb path: the program's counters and flags of a paired backend socket

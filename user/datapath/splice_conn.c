@@ -217,35 +217,39 @@ int pg_splice_port_del(struct pg_splice *sp, __u16 port)
 }
 
 /* The route key of proxy_fd -> backend, from proxy_fd's bound address. */
-static int route_key(int proxy_fd, const struct sockaddr_in *backend, struct pg_splice_tuple *t)
+static int route_key(int proxy_fd, const union pg_sockaddr *backend, struct pg_splice_tuple *t)
 {
-	struct sockaddr_in local;
+	const struct in6_addr *proxy = (const struct in6_addr *)t->proxy_ip6;
+	union pg_sockaddr local;
 	socklen_t len = sizeof(local);
 
 	memset(t, 0, sizeof(*t));
-	if (getsockname(proxy_fd, (struct sockaddr *)&local, &len) == -1)
+	memset(&local, 0, sizeof(local));
+	if (getsockname(proxy_fd, &local.sa, &len) == -1)
 		return -errno;
-	if (local.sin_family != AF_INET || backend->sin_family != AF_INET)
+	/* pg_splice_tuple's spelling: IPv4 as IPv4-mapped, either end. */
+	if (!pg_sockaddr_ip6(&local, (uint8_t *)t->proxy_ip6) ||
+	    !pg_sockaddr_ip6(backend, (uint8_t *)t->backend_ip6))
 		return -EAFNOSUPPORT;
-	if (!local.sin_port || !local.sin_addr.s_addr)
-		return -EDESTADDRREQ; /* not bound: bind to 127.0.0.1:0 first */
-	t->backend_ip4 = backend->sin_addr.s_addr;
-	t->proxy_ip4 = local.sin_addr.s_addr;
-	t->backend_port = ntohs(backend->sin_port);
-	t->proxy_port = ntohs(local.sin_port);
+	/* Not bound: bind to the backend's address with port 0 first. */
+	if (!pg_sockaddr_port(&local) || IN6_IS_ADDR_UNSPECIFIED(proxy) ||
+	    (IN6_IS_ADDR_V4MAPPED(proxy) && !t->proxy_ip6[3]))
+		return -EDESTADDRREQ;
+	t->backend_port = pg_sockaddr_port(backend);
+	t->proxy_port = pg_sockaddr_port(&local);
 	return 0;
 }
 
 /* The msg path's route key of a proxy-side socket, or why there is none. */
-static int msg_route_key(const struct pg_splice *sp, int proxy_fd,
-                         const struct sockaddr_in *backend, struct pg_splice_tuple *t)
+static int msg_route_key(const struct pg_splice *sp, int proxy_fd, const union pg_sockaddr *backend,
+                         struct pg_splice_tuple *t)
 {
 	if (!(sp->modes & PG_SPLICE_MSG))
 		return -EOPNOTSUPP;
 	return route_key(proxy_fd, backend, t);
 }
 
-int pg_splice_route_add(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend,
+int pg_splice_route_add(struct pg_splice *sp, int proxy_fd, const union pg_sockaddr *backend,
                         int client_fd, __u64 budget, const struct pg_frame *frame)
 {
 	struct pg_splice_peer route = {.budget = budget}, old;
@@ -269,7 +273,7 @@ int pg_splice_route_add(struct pg_splice *sp, int proxy_fd, const struct sockadd
 	return 0;
 }
 
-int pg_splice_route_get(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend,
+int pg_splice_route_get(struct pg_splice *sp, int proxy_fd, const union pg_sockaddr *backend,
                         struct pg_splice_peer *out)
 {
 	struct pg_splice_tuple t;
@@ -283,7 +287,7 @@ int pg_splice_route_get(struct pg_splice *sp, int proxy_fd, const struct sockadd
 	return 0;
 }
 
-int pg_splice_route_del(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend)
+int pg_splice_route_del(struct pg_splice *sp, int proxy_fd, const union pg_sockaddr *backend)
 {
 	struct pg_splice_tuple t;
 	int rc;
@@ -297,7 +301,7 @@ int pg_splice_route_del(struct pg_splice *sp, int proxy_fd, const struct sockadd
 	return 0;
 }
 
-int pg_splice_route_gate(struct pg_splice *sp, int proxy_fd, const struct sockaddr_in *backend,
+int pg_splice_route_gate(struct pg_splice *sp, int proxy_fd, const union pg_sockaddr *backend,
                          __u64 gate, const struct pg_frame *frame, __u64 budget)
 {
 	struct pg_splice_gate g = {.gate = gate, .budget = budget};

@@ -228,6 +228,21 @@ bool pg_sockaddr_loopback(const union pg_sockaddr *a)
 	return (ntohl(a->in.sin_addr.s_addr) >> 24) == 127;
 }
 
+bool pg_sockaddr_ip6(const union pg_sockaddr *a, uint8_t out[16])
+{
+	static const uint8_t mapped[12] = {[10] = 0xff, [11] = 0xff};
+
+	if (a->sa.sa_family == AF_INET6) {
+		memcpy(out, &a->in6.sin6_addr, 16);
+		return true;
+	}
+	if (a->sa.sa_family != AF_INET)
+		return false;
+	memcpy(out, mapped, 12);
+	memcpy(out + 12, &a->in.sin_addr, 4);
+	return true;
+}
+
 void pg_backend_addr_get(const struct pg_backend *b, union pg_sockaddr *out)
 {
 	memset(out, 0, sizeof(*out));

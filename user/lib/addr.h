@@ -69,6 +69,10 @@ uint16_t pg_sockaddr_port(const union pg_sockaddr *a);
 bool pg_sockaddr_equal(const union pg_sockaddr *a, const union pg_sockaddr *b);
 /* A loopback address: 127.0.0.0/8 or ::1. */
 bool pg_sockaddr_loopback(const union pg_sockaddr *a);
+/* a's address as 16 IPv6 bytes (network order), an IPv4 one IPv4-mapped
+ * (::ffff:a.b.c.d): one spelling whatever the socket's family. false (out
+ * untouched) for another family. */
+bool pg_sockaddr_ip6(const union pg_sockaddr *a, uint8_t out[16]);
 /* Order by family, address bytes, port (memcmp-like): sorts resolver
  * answers into a canonical order. */
 int pg_sockaddr_cmp(const union pg_sockaddr *a, const union pg_sockaddr *b);
