@@ -317,7 +317,7 @@ def quorum_loss_is_detected_and_survived(opts):
         stop.set()
         t.join(15)
         print("# quorum lost (2 of 3 members killed): every gateway stale after %.2f s "
-              "(bound %.1f s); %d requests while stale, %d in all, %d failed"
+              "(bound %.1f s); %d requests from the kill to the restart, %d in all, %d failed"
               % (to_stale, bound, during, counts["ok"], counts["failed"]))
         print("# 2 members restarted: the surviving member healthy after %.2f s, no gateway "
               "stale after %.2f s" % (seen["etcd"], seen["gws"]))
