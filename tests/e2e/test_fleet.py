@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Gateway fleets on etcd: a real etcd (its own data dir and loopback ports,
-stopped after each test), several prefixgate gateways (--no-bpf, each its
-own ports) on one membership, mockllm backends. TAP output; every wait is
-bounded.
+stopped after each test; 3 members for the quorum test), several prefixgate
+gateways (--no-bpf, each its own ports) on one membership, mockllm backends;
+the etcd and gateway helpers are in etcd_harness.py. TAP output; every wait
+is bounded.
 
 usage: test_fleet.py --build DIR [--tools DIR] [-k SUBSTRING]
   Without the etcd binary (Debian etcd-server) every test is skipped, saying so.
 """
-import base64
 import http.client
 import json
 import os
@@ -20,151 +20,15 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, free_port, http_get, run_suite, wait_until  # noqa: E402
+from harness import Fleet, http_get, run_suite, wait_until  # noqa: E402
+from etcd_harness import PREFIX, Etcd, EtcdCluster, Gateways, b64  # noqa: E402
 
-PREFIX = "/prefixgate/"
 TESTS = []
 
 
 def test(fn):
     TESTS.append(fn)
     return fn
-
-
-def b64(s):
-    return base64.b64encode(s.encode()).decode()
-
-
-def unb64(s):
-    return base64.b64decode(s).decode()
-
-
-class Etcd:
-    """One etcd member on 127.0.0.1, data in a temporary directory."""
-
-    def __init__(self, tmp):
-        self.dir = tempfile.mkdtemp(prefix="etcd-", dir=tmp)
-        self.port, self.peer = free_port(), free_port()
-        self.url = "http://127.0.0.1:%d" % self.port
-        self.p = None
-        self.start()
-
-    def start(self):
-        peer = "http://127.0.0.1:%d" % self.peer
-        self.log = open(os.path.join(self.dir, "etcd.log"), "a")
-        self.p = subprocess.Popen(
-            ["etcd", "--name", "default", "--data-dir", os.path.join(self.dir, "data"),
-             "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
-             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-             "--initial-cluster", "default=" + peer, "--log-level", "warn"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        if not wait_until(lambda: http_get(self.port, "/health", 0.5)[0] == 200, 10):
-            raise RuntimeError("etcd did not start: " + open(self.log.name).read()[-1500:])
-
-    def kill(self):
-        if self.p and self.p.poll() is None:
-            self.p.kill()
-            self.p.wait(5)
-
-    def stop(self):
-        self.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def call(self, path, body):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-        c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
-        r = json.loads(c.getresponse().read() or b"{}")
-        c.close()
-        return r
-
-    def put(self, key, value, lease=None):
-        body = {"key": b64(PREFIX + key), "value": b64(value)}
-        if lease:
-            body["lease"] = lease
-        return int(self.call("/v3/kv/put", body)["header"]["revision"])
-
-    def delete(self, key):
-        return int(self.call("/v3/kv/deleterange", {"key": b64(PREFIX + key)})
-                   ["header"]["revision"])
-
-    def get_prefix(self, key):
-        end = (PREFIX + key)[:-1] + chr(ord((PREFIX + key)[-1]) + 1)
-        r = self.call("/v3/kv/range", {"key": b64(PREFIX + key), "range_end": b64(end)})
-        return {unb64(kv["key"])[len(PREFIX):]: unb64(kv.get("value", ""))
-                for kv in r.get("kvs", [])}
-
-    def compact(self, rev):
-        return self.call("/v3/kv/compaction", {"revision": str(rev), "physical": True})
-
-    def put_backend(self, addr, key=None):
-        return self.put("backends/" + (key or addr), json.dumps({"address": addr,
-                                                                 "state": "active"}))
-
-
-class Gateways:
-    """N prefixgate processes on one etcd prefix."""
-
-    def __init__(self, opts, etcd, tmp):
-        self.opts, self.etcd, self.tmp = opts, etcd, tmp
-        self.gws = []  # dicts: port, admin, p, log, state
-
-    def start(self, i=None, extra=()):
-        i = len(self.gws) if i is None else i
-        g = {"id": "gw%d" % i, "port": free_port(), "admin": free_port(),
-             "state": os.path.join(self.tmp, "state-gw%d.json" % i),
-             "log": os.path.join(self.tmp, "gw%d.log" % i)}
-        cmd = [os.path.join(self.opts.build, "prefixgate"), "--no-bpf", "--workers", "1",
-               "--listen", "127.0.0.1:%d" % g["port"], "--admin", "127.0.0.1:%d" % g["admin"],
-               "--etcd-endpoints", self.etcd.url, "--gateway-id", g["id"],
-               "--etcd-state-file", g["state"], "--etcd-timeout", "500"] + list(extra)
-        g["p"] = subprocess.Popen(cmd, stdout=open(g["log"], "a"), stderr=subprocess.STDOUT)
-        if not wait_until(lambda: http_get(g["admin"], "/health", 0.5)[0] == 200, 10):
-            raise RuntimeError("prefixgate did not start:\n" + open(g["log"]).read()[-2000:])
-        if i < len(self.gws):
-            self.gws[i] = g
-        else:
-            self.gws.append(g)
-        return g
-
-    def stop_one(self, g):
-        if g["p"].poll() is None:
-            g["p"].send_signal(signal.SIGTERM)
-            try:
-                g["p"].wait(10)
-            except subprocess.TimeoutExpired:
-                g["p"].kill()
-                g["p"].wait()
-        log = open(g["log"]).read()
-        for marker in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
-            assert marker not in log, "sanitizer report in %s:\n%s" % (g["log"], log[-3000:])
-
-    def stop(self):
-        for g in self.gws:
-            self.stop_one(g)
-
-    @staticmethod
-    def health(g):
-        st, body = http_get(g["admin"], "/health", 2.0)
-        return json.loads(body) if st == 200 else None
-
-    @staticmethod
-    def backends(g):
-        st, body = http_get(g["admin"], "/backends", 2.0)
-        return sorted(b["address"] for b in json.loads(body) if not b["draining"]) \
-            if st == 200 else None
-
-    def all_have(self, addrs, timeout=5.0):
-        want = sorted(addrs)
-        return wait_until(lambda: all(self.backends(g) == want for g in self.gws), timeout,
-                          0.005)
-
-    @staticmethod
-    def metric(g, name):
-        st, body = http_get(g["admin"], "/metrics", 2.0)
-        for line in body.decode().splitlines():
-            if line.startswith(name + " ") or line.startswith(name + "{"):
-                return line
-        return None
 
 
 def setup_fleet(opts, n_backends=4):
@@ -382,6 +246,93 @@ def etcd_outage_keeps_routing(opts):
         if t:
             t.join(15)
         teardown(f, e, gws)
+
+
+def stale_all(gws, want):
+    return all((gws.health(g) or {}).get("etcd", {}).get("stale") is want and
+               (gws.metric(g, "prefixgate_etcd_stale") or "").endswith(" %d" % want)
+               for g in gws.gws)
+
+
+@test
+def quorum_loss_is_detected_and_survived(opts):
+    """3-member etcd, 2 members SIGKILLed under traffic: the last one still
+    takes connections and answers serializable reads, but has no quorum.
+    The gateways list it first, so their watch is open on it and stays open,
+    silent: only the liveness check can tell. Each is stale within
+    2 x --etcd-timeout + 2 s; no request fails. The 2 restarted: the flag
+    clears and a backend added then reaches both."""
+    f = Fleet(opts, n=3, start_gateway=False)
+    c = gws = t = None
+    stop, counts = threading.Event(), {"ok": 0, "failed": 0}
+    try:
+        c = EtcdCluster(f.tmp, 3)
+        live, dead = c.members[0], c.members[1:]
+        gws = Gateways(opts, live, tempfile.mkdtemp(prefix="gws-", dir=f.tmp))
+        addrs = [f.addr("b%d" % i) for i in range(3)]
+        for a in addrs[:2]:
+            live.put_backend(a)
+        # Endpoints are tried in turn from the one that last answered, and
+        # the first at start: both gateways talk to the member that stays.
+        for _ in range(2):
+            gws.start(endpoints=c.endpoints([live] + dead))
+        assert gws.all_have(addrs[:2]) and stale_all(gws, False), \
+            [gws.health(g) for g in gws.gws]
+        t = threading.Thread(target=traffic, args=(gws, stop, counts))
+        t.start()
+        time.sleep(0.5)
+        t0, ok0 = time.monotonic(), counts["ok"]
+        for m in dead:
+            m.kill()
+        bound = 2 * 0.5 + 2  # the gateways run with --etcd-timeout 500
+        stale = wait_until(lambda: stale_all(gws, True), bound)
+        to_stale = time.monotonic() - t0
+        assert stale, [gws.health(g) for g in gws.gws]
+        # Their check asked the member that stays, which took the connection
+        # and did not answer.
+        asked = "etcd 127.0.0.1:%d/v3/kv/range: timed out" % live.port
+        assert all(asked in open(g["log"]).read() for g in gws.gws), \
+            [open(g["log"]).read()[-1500:] for g in gws.gws]
+        # Up, but without a quorum: /health false, serializable reads answer.
+        assert http_get(live.port, "/health", 2)[0] != 200
+        r = live.call("/v3/kv/range", {"key": b64(PREFIX + "backends/" + addrs[0]),
+                                       "serializable": True})
+        assert r.get("count") == "1", r
+        time.sleep(1.5)  # routing goes on, on the last state
+        assert all(gws.backends(g) == sorted(addrs[:2]) for g in gws.gws)
+        t1, during, seen = time.monotonic(), counts["ok"] - ok0, {}
+        for m in dead:
+            m.start(wait=False)
+
+        def recovered():  # when the surviving member and the gateways are back
+            for k, up in (("etcd", lambda: http_get(live.port, "/health", 0.5)[0] == 200),
+                          ("gws", lambda: stale_all(gws, False))):
+                if k not in seen and up():
+                    seen[k] = time.monotonic() - t1
+            return len(seen) == 2
+        assert wait_until(recovered, 20), (seen, [gws.health(g) for g in gws.gws])
+        assert seen["gws"] <= seen["etcd"] + bound, seen
+        live.put_backend(addrs[2])
+        assert gws.all_have(addrs, 5), [gws.backends(g) for g in gws.gws]
+        stop.set()
+        t.join(15)
+        print("# quorum lost (2 of 3 members killed): every gateway stale after %.2f s "
+              "(bound %.1f s); %d requests from the kill to the restart, %d in all, %d failed"
+              % (to_stale, bound, during, counts["ok"], counts["failed"]))
+        print("# 2 members restarted: the surviving member healthy after %.2f s, no gateway "
+              "stale after %.2f s" % (seen["etcd"], seen["gws"]))
+        assert counts["failed"] == 0 and during > 0, counts
+    finally:
+        stop.set()
+        if t:
+            t.join(15)
+        try:
+            if gws:
+                gws.stop()
+        finally:
+            if c:
+                c.stop()
+            f.stop_quietly()
 
 
 @test

@@ -280,16 +280,28 @@ static int call_once(struct pg_etcd_client *cl, const char *path, const struct p
 
 static int authenticate(struct pg_etcd_client *cl, char *err, size_t errlen);
 
-/* call_once over the endpoints, re-authenticating once if etcd asks. */
+/*
+ * call_once over the endpoints, re-authenticating once if etcd asks. err
+ * gets every endpoint's failure, "; "-separated: a member that takes the
+ * connection and times out (no quorum) is then told from members that are
+ * down, whichever was tried last.
+ */
 static int call(struct pg_etcd_client *cl, const char *path, const struct pg_buf *body,
                 struct pg_etcd_resp *r, bool auth_retry, char *err, size_t errlen)
 {
 	bool retry = false;
+	size_t off = 0;
+	char e[300];
 
 	for (size_t i = 0; i < cl->n; i++) {
 		pg_etcd_resp_free(r);
-		if (!call_once(cl, path, body, r, &retry, err, errlen))
+		if (!call_once(cl, path, body, r, &retry, e, sizeof(e)))
 			return 0;
+		if (off < errlen) {
+			int k = snprintf(err + off, errlen - off, "%s%s", i ? "; " : "", e);
+
+			off += k > 0 ? (size_t)k : 0;
+		}
 		if (!retry)
 			break;
 		cl->cur = (cl->cur + 1) % cl->n;

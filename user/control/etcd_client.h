@@ -8,9 +8,10 @@
  * thread.
  *
  * Endpoints are tried in turn: a call that cannot connect or times out
- * moves to the next one. With a user, /v3/auth/authenticate gives a token
- * sent as the Authorization header; it is fetched again when etcd says it
- * is no longer valid.
+ * moves to the next one (and stays there); when none answers, the error
+ * names each one's failure. With a user, /v3/auth/authenticate gives a
+ * token sent as the Authorization header; it is fetched again when etcd
+ * says it is no longer valid.
  */
 #ifndef PG_ETCD_CLIENT_H
 #define PG_ETCD_CLIENT_H
