@@ -57,6 +57,22 @@ static void apply_mode(struct pg_fleet *f, uint64_t now)
 	store_peers(f, sum, np);
 }
 
+/* A peer's message of this type decoded up to its entries: false (nothing
+ * to apply) if it is undecodable (counted) or our own. */
+static bool msg_begin(struct pg_fleet *f, natsMsg *msg, enum pg_fleet_msg_type type,
+                      struct pg_fleet_dec *d, struct pg_fleet_hdr *h)
+{
+	if (pg_fleet_dec_begin(d, natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg), h) ||
+	    h->type != type) {
+		COUNT(f, bad, 1);
+		return false;
+	}
+	if (!strcmp(h->id, f->id))
+		return false;
+	COUNT(f, received[type], 1);
+	return true;
+}
+
 void pg_fleet_on_load(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
 {
 	struct pg_fleet *f = closure;
@@ -71,14 +87,8 @@ void pg_fleet_on_load(natsConnection *nc, natsSubscription *sub, natsMsg *msg, v
 
 	(void)nc;
 	(void)sub;
-	if (pg_fleet_dec_begin(&d, natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg), &h) ||
-	    h.type != PG_FLEET_MSG_LOAD) {
-		COUNT(f, bad, 1);
+	if (!msg_begin(f, msg, PG_FLEET_MSG_LOAD, &d, &h))
 		goto out;
-	}
-	if (!strcmp(h.id, f->id))
-		goto out;
-	COUNT(f, received[PG_FLEET_MSG_LOAD], 1);
 	pthread_mutex_lock(&f->mu);
 	while (n < PG_MAX_BACKENDS && pg_fleet_dec_next(&d, PG_FLEET_MSG_LOAD, &e)) {
 		const struct pg_fleet_addr *a = pg_fleet_addrmap_find(&f->amap, e.addr);
@@ -119,14 +129,8 @@ void pg_fleet_on_cache(natsConnection *nc, natsSubscription *sub, natsMsg *msg, 
 
 	(void)nc;
 	(void)sub;
-	if (pg_fleet_dec_begin(&d, natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg), &h) ||
-	    h.type != PG_FLEET_MSG_CACHE) {
-		COUNT(f, bad, 1);
+	if (!msg_begin(f, msg, PG_FLEET_MSG_CACHE, &d, &h))
 		goto out;
-	}
-	if (!strcmp(h.id, f->id))
-		goto out;
-	COUNT(f, received[PG_FLEET_MSG_CACHE], 1);
 	pthread_mutex_lock(&f->mu);
 	while (pg_fleet_dec_next(&d, PG_FLEET_MSG_CACHE, &e)) {
 		const struct pg_fleet_addr *a = pg_fleet_addrmap_find(&f->amap, e.addr);
