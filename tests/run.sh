@@ -83,7 +83,11 @@ for suite in "$@"; do
 		run_tap "e2e-asan/fleet" \
 		python3 tests/e2e/test_fleet.py --build "$BUILD/asan" --tools "$BUILD"
 		run_tap "e2e-asan/pools" \
-		python3 tests/e2e/test_pools.py --build "$BUILD/asan" --tools "$BUILD" --mode shm ;;
+		python3 tests/e2e/test_pools.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
+		run_tap "e2e-asan/fleet-nats" \
+		python3 tests/e2e/test_fleet_nats.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
+		run_tap "e2e-asan/addr" \
+		python3 tests/e2e/test_addr.py --build "$BUILD/asan" --tools "$BUILD" --mode shm ;;
 	fuzz) run_tap "fuzz/smoke" tests/fuzz/run.sh "${FUZZ_SMOKE_SECONDS:-10}" \
 		$(for f in tests/fuzz/fuzz_*.c; do basename "$f" .c | sed 's/^fuzz_//'; done) ;;
 	style) run_tap "style" tests/style.sh ;;
