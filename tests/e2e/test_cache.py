@@ -104,18 +104,20 @@ def turns_follow_the_conversation(opts):
 
 @test
 def shared_system_prompt_spreads(opts):
-    """24 conversations behind one 9,000-character system prompt (longer
-    than PrefixLength) spread over all 4 backends, and each one sticks."""
+    """48 conversations behind one 9,000-character system prompt (longer
+    than PrefixLength) spread over all 4 backends, and each one sticks.
+    (Each lands by its own anchor's ring slot, so with 24 one backend got
+    none in about 1 run in 250: 4 x 0.75^24. With 48, 1 in 250,000.)"""
     f = fleet(opts)
     try:
         rng = random.Random(2)
         system = words(random.Random(99), 2000)[:9000]
         assert len(system) >= 9000 - 10
-        convs = [Conversation(rng, system) for _ in range(24)]
+        convs = [Conversation(rng, system) for _ in range(48)]
         first = [send(f, c)[0] for c in convs]
         share = {b: first.count(b) for b in set(first)}
         assert len(share) == 4, "conversations on %d of 4 backends: %s" % (len(share), share)
-        assert max(share.values()) <= 12, "one backend took %s" % share
+        assert max(share.values()) <= 24, "one backend took %s" % share
         for i, c in enumerate(convs):
             c.next_turn()
             b = send(f, c)[0]
