@@ -95,14 +95,14 @@ void pg_control_gateway_id(const struct pg_gateway *gw, char *buf, size_t len);
  */
 int pg_member_add(struct pg_gateway *gw, const char *addr, char *err, size_t errlen);
 
+/* pg_member_add into model pool pool (index in gw->cfg->pools); an
+ * address or name already in another pool is -EEXIST. */
+int pg_member_add_pool(struct pg_gateway *gw, const char *addr, unsigned pool, char *err,
+                       size_t errlen);
+
 /* "NAME:PORT" of the DNS name member id is one of the addresses of (buf:
  * PG_HOSTPORT_STRLEN bytes), or NULL (given as an address). */
 const char *pg_member_name(int id, char *buf);
-
-/* The same into model pool pool (index in gw->cfg->pools); an address
- * already in another pool is -EEXIST. */
-int pg_member_add_pool(struct pg_gateway *gw, const char *addr, unsigned pool, char *err,
-                       size_t errlen);
 
 /* Start draining member addr: no new requests, ring rebuilt without it; its
  * slot is cleared by pg_control_tick once its in_flight is 0. Returns the id

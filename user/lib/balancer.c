@@ -47,7 +47,7 @@ int64_t pg_backend_load(const struct pg_backend *b, enum pg_load_signal s, uint6
 }
 
 /* Uniform index in [0, n) from 64 random bits (n > 0): the high half of the
- * 128-bit product. Bias is at most n / 2^64, i.e. nothing for n <= 255. */
+ * 128-bit product. Bias is at most n / 2^64: nothing for n < PG_MAX_BACKENDS. */
 static inline size_t pick_index(uint64_t rnd, size_t n)
 {
 	return (size_t)(((unsigned __int128)rnd * n) >> 64);

@@ -110,7 +110,7 @@ bool pg_backend_usable(const struct pg_backend *b, uint64_t now_ms);
  * (out->cand/ncand list them, for PREFIX_AWARE only). The decision is the
  * strategy's: a caller re-dispatching after a failed attempt records
  * PG_DEC_RETRY itself. rnd is used only to break ties / draw (its high bits,
- * by multiply-shift, so bias is at most 255/2^64). No allocation; one pass
+ * by multiply-shift, so bias is at most PG_MAX_BACKENDS/2^64). No allocation; one pass
  * over 1..max_id at most; shared fields are read with relaxed atomic loads.
  */
 uint16_t pg_balance(const struct pg_route_cfg *cfg, const struct pg_backend *backends,

@@ -46,7 +46,7 @@
 
 /*
  * Look up and refresh the prediction table entry of hash: true if hash
- * went to backend id (1..255) within window_ms before now_ms. Then the
+ * went to backend id (1..PG_MAX_BACKENDS - 1) within window_ms before now_ms. Then the
  * entry records (hash, id, now_ms). table has PG_PREDICT_SLOTS entries.
  */
 bool pg_predict(uint64_t *table, uint64_t hash, uint16_t id, uint64_t now_ms, uint64_t window_ms);
@@ -85,7 +85,7 @@ void pg_rstats_free(struct pg_rstats *rs);
 /*
  * Record one routed request of worker `worker` into gw->rstats (nothing
  * when that is NULL or worker is not below its nslots): key hash, the
- * backend chosen (1..255), the backend PREFIX_AWARE would have chosen in
+ * backend chosen (1..PG_MAX_BACKENDS - 1), the backend PREFIX_AWARE would have chosen in
  * shadow mode (0: shadow off or no usable backend) and the time. Called
  * by pg_route_worker() only.
  */
