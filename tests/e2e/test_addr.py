@@ -137,7 +137,10 @@ def ipv6_listener_and_backend(opts):
         s.close()
         f.start_gateway(["--listen", "[::1]:%d" % lport, "--health-check-interval", "200"],
                         backends=[], extra_backends=["[::1]:%d" % mport])
-        assert "listening on [::1]:%d" % lport in f.log(), f.log()[-1500:]
+        # start_gateway returns once the admin API answers; the workers may
+        # log their listener a little later (the ASan build is slow)
+        assert wait_until(lambda: "listening on [::1]:%d" % lport in f.log(), 5), \
+            f.log()[-1500:]
         b = f.backends()
         assert list(b) == ["[::1]:%d" % mport], b
         assert wait_until(lambda: f.backends()["[::1]:%d" % mport]["healthy"], 5), \
