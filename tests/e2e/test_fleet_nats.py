@@ -334,6 +334,44 @@ def nats_killed_falls_back(opts):
         s.close()
 
 
+@test
+def starts_without_nats(opts):
+    """NATS down at start-up: the gateway starts at once and serves; a
+    SIGTERM while NATS is still down stops it (start-up used to wait inside
+    libnats' connect for NATS to come, so SIGTERM went unread); a gateway
+    started without NATS joins it when it comes."""
+    why = need_nats(opts)
+    if why:
+        return why
+    s = Setup(opts, 1)
+    try:
+        s.nats.kill()
+        t0 = time.monotonic()
+        g = s.gateway(QUIET)  # returns once /health answers, within 5 s
+        started = time.monotonic() - t0
+        assert g.admin("/fleet")["nats_connected"] is False
+        body = json.dumps({"model": "m", "max_tokens": 2,
+                           "messages": [{"role": "user", "content": "hello"}]})
+        assert g.post(body)[0] == 200
+        t1 = time.monotonic()
+        g.p.send_signal(signal.SIGTERM)
+        try:
+            g.p.wait(5)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("SIGTERM with NATS down: still running after 5 s:\n" +
+                                 g.log()[-1500:])
+        stopped = time.monotonic() - t1
+        assert "signal 15: stopping" in g.log(), g.log()[-1500:]
+        g2 = s.gateway(QUIET)
+        s.nats.start()
+        assert wait_until(lambda: g2.admin("/fleet")["nats_connected"], 5), \
+            "never joined NATS:\n" + g2.log()[-1500:]
+        print("# started without NATS in %.2f s; stopped %.2f s after SIGTERM" % (
+            started, stopped))
+    finally:
+        s.close()
+
+
 def words(rng, n):
     vocab = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
              "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa"]

@@ -46,6 +46,17 @@ static int nats_fail(natsStatus s, const char *what, char *err, size_t errlen)
 	return -1;
 }
 
+/* Given to natsOptions_SetRetryOnFailedConnect: with a callback,
+ * natsConnection_Connect returns NATS_NOT_YET_CONNECTED at once when NATS is
+ * down and connects in the background; without one it retries forever in
+ * the caller, and start-up (then SIGTERM) would wait for NATS. The fleet
+ * thread sees the connection come up and logs it. */
+static void nats_connected(natsConnection *nc, void *closure)
+{
+	(void)nc;
+	(void)closure;
+}
+
 static int nats_open(struct pg_fleet *f, char *err, size_t errlen)
 {
 	const struct pg_config *cfg = f->gw->cfg;
@@ -69,7 +80,7 @@ static int nats_open(struct pg_fleet *f, char *err, size_t errlen)
 	if (s == NATS_OK)
 		s = natsOptions_SetMaxPingsOut(f->opts, 2);
 	if (s == NATS_OK) /* start without NATS, connect when it comes */
-		s = natsOptions_SetRetryOnFailedConnect(f->opts, true, NULL, NULL);
+		s = natsOptions_SetRetryOnFailedConnect(f->opts, true, nats_connected, NULL);
 	if (s != NATS_OK)
 		return nats_fail(s, cfg->nats_url, err, errlen);
 	s = natsConnection_Connect(&f->nc, f->opts);
