@@ -134,14 +134,14 @@ static void test_ring_generations(void **state)
 	assert_int_equal(gw.maps.state->ring_generation, gen0 + 1);
 	/* 3 -> 4 members: ~1/4 of the keys move (all to the new one) */
 	assert_in_range(gw.maps.state->remapped_ppm, 200000, 300000);
-	assert_int_equal(pg_maps_live_ring(&gw.maps)->nbackends, 4);
+	assert_int_equal(pg_maps_pool_live_ring(&gw.maps, 0)->nbackends, 4);
 
 	assert_int_equal(pg_member_remove(&gw, "10.0.0.1:8000", err, sizeof(err)), 1);
 	assert_int_equal(gw.maps.state->ring_generation, gen0 + 2);
 	assert_in_range(gw.maps.state->remapped_ppm, 200000, 300000);
 	for (int i = 0; i < 10000; i++) {
 		h = h * 6364136223846793005ull + 1442695040888963407ull;
-		size_t n = pg_maps_candidates(&gw.maps, h, c);
+		size_t n = pg_maps_pool_candidates(&gw.maps, 0, h, c);
 
 		assert_int_equal(n, 3);
 		for (size_t k = 0; k < n; k++)

@@ -335,12 +335,6 @@ size_t pg_maps_pool_candidates(const struct pg_maps *m, unsigned pool, uint64_t 
 	}
 }
 
-size_t pg_maps_candidates(const struct pg_maps *m, uint64_t key_hash,
-                          uint16_t out[PG_RING_CANDIDATES])
-{
-	return pg_maps_pool_candidates(m, 0, key_hash, out);
-}
-
 struct pg_ring *pg_maps_pool_ring_begin(struct pg_maps *m, unsigned pool)
 {
 	uint64_t gen = __atomic_load_n(&m->state[pool].ring_generation, __ATOMIC_RELAXED);
@@ -364,19 +358,4 @@ const struct pg_ring *pg_maps_pool_live_ring(const struct pg_maps *m, unsigned p
 {
 	return &m->rings[(size_t)pool * PG_RING_COPIES +
 	                 (__atomic_load_n(&m->state[pool].ring_generation, __ATOMIC_ACQUIRE) & 1)];
-}
-
-struct pg_ring *pg_maps_ring_begin(struct pg_maps *m)
-{
-	return pg_maps_pool_ring_begin(m, 0);
-}
-
-void pg_maps_ring_publish(struct pg_maps *m, struct pg_ring *r)
-{
-	pg_maps_pool_ring_publish(m, 0, r);
-}
-
-const struct pg_ring *pg_maps_live_ring(const struct pg_maps *m)
-{
-	return pg_maps_pool_live_ring(m, 0);
 }

@@ -64,19 +64,10 @@ int pg_maps_state_fd(const struct pg_maps *m);
  * half-built ring. */
 size_t pg_maps_pool_candidates(const struct pg_maps *m, unsigned pool, uint64_t key_hash,
                                uint16_t out[PG_RING_CANDIDATES]);
-/* The same in the default pool's (pool 0). */
-size_t pg_maps_candidates(const struct pg_maps *m, uint64_t key_hash,
-                          uint16_t out[PG_RING_CANDIDATES]);
 
-/* Control thread only: start rebuilding the spare ring copy (returned, with
- * its seqlock held), then publish it as the live one. */
-struct pg_ring *pg_maps_ring_begin(struct pg_maps *m);
-void pg_maps_ring_publish(struct pg_maps *m, struct pg_ring *ring);
-
-/* The live ring copy (for reading by the control thread, the only writer). */
-const struct pg_ring *pg_maps_live_ring(const struct pg_maps *m);
-
-/* The same three for pool's ring pair (the ones above are pool 0's). */
+/* Control thread only: start rebuilding pool's spare ring copy (returned,
+ * with its seqlock held), then publish it as the live one; and pool's live
+ * copy (for reading by the control thread, the only writer). */
 struct pg_ring *pg_maps_pool_ring_begin(struct pg_maps *m, unsigned pool);
 void pg_maps_pool_ring_publish(struct pg_maps *m, unsigned pool, struct pg_ring *ring);
 const struct pg_ring *pg_maps_pool_live_ring(const struct pg_maps *m, unsigned pool);
