@@ -38,6 +38,11 @@ void pg_stats_route_latency(struct pg_worker_stats *st, uint64_t ns)
 	__atomic_fetch_add(&st->requests, 1, __ATOMIC_RELAXED);
 }
 
+void pg_stats_decide_latency(struct pg_worker_stats *st, uint64_t ns)
+{
+	lat_record(st->decide_lat, &st->decide_lat_sum_ns, ns);
+}
+
 void pg_stats_send_latency(struct pg_worker_stats *st, uint64_t ns)
 {
 	lat_record(st->send_lat, &st->send_lat_sum_ns, ns);

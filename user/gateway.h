@@ -27,6 +27,10 @@ extern const uint32_t pg_lat_bounds_us[PG_LAT_BUCKETS - 1];
 struct pg_worker_stats {
 	uint64_t route_lat[PG_LAT_BUCKETS]; /* request head parsed -> backend chosen */
 	uint64_t route_lat_sum_ns;
+	/* body in hand -> backend chosen: the worker's own decision (key, pool,
+	 * index, choice), without the wait for the body's bytes */
+	uint64_t decide_lat[PG_LAT_BUCKETS];
+	uint64_t decide_lat_sum_ns;
 	uint64_t send_lat[PG_LAT_BUCKETS]; /* request head parsed -> first byte sent to backend */
 	uint64_t send_lat_sum_ns;
 	uint64_t requests;        /* requests routed */
@@ -157,6 +161,7 @@ const char *pg_backend_name(const struct pg_backend *b, char *buf, size_t len);
 
 /* Record one routing latency sample into a worker's histogram. */
 void pg_stats_route_latency(struct pg_worker_stats *st, uint64_t ns);
+void pg_stats_decide_latency(struct pg_worker_stats *st, uint64_t ns);
 
 /* Record one "request head parsed -> first request byte written to the
  * backend" sample (gateway.c; the proxy calls it once per request, on

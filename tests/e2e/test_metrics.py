@@ -152,6 +152,7 @@ def metrics_explain_hit_rate(opts):
                            ("prefixgate_shadow_backend_share", "gauge"),
                            ("prefixgate_dispatch_latency_microseconds", "histogram"),
                            ("prefixgate_routing_latency_microseconds", "histogram"),
+                           ("prefixgate_routing_decision_microseconds", "histogram"),
                            ("prefixgate_ring_rebuild_seconds", "gauge"),
                            ("prefixgate_ring_rebuild_seconds_total", "counter")):
             assert types.get(name) == kind, (name, types.get(name))

@@ -314,6 +314,11 @@ static void test_metrics(void **state)
 	    "\nprefixgate_routing_latency_microseconds_bucket{le=\"+Inf\"} 5\n",
 	    "\nprefixgate_routing_latency_microseconds_sum 20011.500\n",
 	    "\nprefixgate_routing_latency_microseconds_count 5\n",
+	    "# TYPE prefixgate_routing_decision_microseconds histogram\n",
+	    "\nprefixgate_routing_decision_microseconds_bucket{le=\"1\"} 0\n",
+	    "\nprefixgate_routing_decision_microseconds_bucket{le=\"8\"} 1\n",
+	    "\nprefixgate_routing_decision_microseconds_bucket{le=\"+Inf\"} 2\n",
+	    "\nprefixgate_routing_decision_microseconds_count 2\n",
 	    "\nprefixgate_routed_total 5\n",
 	    "\nprefixgate_key_extraction_fallbacks_total 3\n",
 	    "\nprefixgate_client_errors_total 11\n",
@@ -345,6 +350,9 @@ static void test_metrics(void **state)
 	pg_stats_route_latency(&gw.stats[0], 4000);
 	pg_stats_route_latency(&gw.stats[1], 4000);
 	pg_stats_route_latency(&gw.stats[1], 20000000);
+	/* decisions: 7.5 us on worker 0, 300 us on worker 1 */
+	pg_stats_decide_latency(&gw.stats[0], 7500);
+	pg_stats_decide_latency(&gw.stats[1], 300000);
 	gw.stats[0].key_fallbacks = 1;
 	gw.stats[1].key_fallbacks = 2;
 	gw.stats[0].client_errors = 11;

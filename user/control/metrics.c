@@ -152,6 +152,12 @@ static void latency(const struct pg_gateway *gw, struct pg_buf *o)
 	          "microseconds.",
 	          offsetof(struct pg_worker_stats, route_lat),
 	          offsetof(struct pg_worker_stats, route_lat_sum_ns));
+	histogram(gw, o, "prefixgate_routing_decision_microseconds",
+	          "Time a worker spent choosing a request's backend once the body bytes its "
+	          "key needs were in hand (key extraction, model pool, cache index, choice), "
+	          "microseconds.",
+	          offsetof(struct pg_worker_stats, decide_lat),
+	          offsetof(struct pg_worker_stats, decide_lat_sum_ns));
 	histogram(gw, o, "prefixgate_dispatch_latency_microseconds",
 	          "Time from a request's head being parsed to its first byte being written to "
 	          "the backend, microseconds.",

@@ -208,6 +208,7 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 	struct pg_exchange *x = &c->x;
 	struct pg_route_input in = {.api = (enum pg_api)x->api,
 	                            .header_key = {x->hdr_key, x->hdr_key_len}};
+	uint64_t t, now;
 	uint16_t id;
 	size_t n = 0;
 
@@ -231,12 +232,15 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 		in.complete = true;
 		break;
 	}
+	t = pg_now_ns();
 	if (x->pool == PG_POOL_BY_MODEL && pg_pool_body(w, c, &in))
 		return false;
 	in.pool = x->pool > 0 ? (unsigned)x->pool : 0;
 	id = pg_route_worker(w->gw, w->id, &in, NULL, pg_worker_rand(w), &x->key, &x->choice);
-	x->route_ns = (uint32_t)(pg_now_ns() - x->t0_ns);
+	now = pg_now_ns();
+	x->route_ns = (uint32_t)(now - x->t0_ns);
 	pg_stats_route_latency(w->stats, x->route_ns);
+	pg_stats_decide_latency(w->stats, now - t);
 	if (x->key.fallback)
 		__atomic_fetch_add(&w->stats->key_fallbacks, 1, __ATOMIC_RELAXED);
 	if (!id) {
