@@ -13,8 +13,10 @@
      versus 1024 (no overflow) versus CACHE_AWARE versus RANDOM; in-flight
      sampled from /backends.
   3. Scale event: an 8th instance added, later one removed, PREFIX_AWARE,
-     CACHE_AWARE and RANDOM: hit rate per second from pgload's per-request
-     CSV, one plot.
+     CACHE_AWARE and RANDOM, on (a) (every document already cached
+     somewhere) and on (d) (conversations keep starting): hit rate per bin
+     from pgload's per-request CSV and the new instance's share, one plot
+     per workload.
   4. Two gateways: workloads (b) and (d) through two prefixgate processes
      that share nothing (own ports, own BPF pin paths) in front of the same
      instances, pgload sending each request to one of them at random;
@@ -290,19 +292,27 @@ def dip_recovery(series, t_event, baseline_window, tol=0.03, t_end=None):
     return base, low, rec
 
 
-def new_instance_share(csv_path, t_add, window):
-    """Share of the requests arriving within window model s after t_add
-    that went to an instance no request went to before t_add."""
+def new_instance_share(csv_path, t_add, window, since=0.0):
+    """Share of the requests arriving from since to window model s after
+    t_add that went to an instance no request went to before t_add."""
     before, n, new = set(), 0, 0
     rows = sorted(fleet.read_csv(csv_path), key=lambda r: int(r["start_us"]))
     for row in rows:
         t = int(row["start_us"]) / 1e6 * SCALE
         if t < t_add:
             before.add(row["backend"])
-        elif t < t_add + window and not row["error"]:
+        elif t_add + since <= t < t_add + window and not row["error"]:
             n += 1
             new += row["backend"] not in before
     return new / n if n else 0.0
+
+
+def scale_workloads():
+    """The scale event's workloads: (a), whose documents are all cached
+    somewhere before the event, and (d), where conversations keep starting:
+    key -> (pgload args, model req/s, warm-up requests, PrefixLength)."""
+    d = next(w for w in WORKLOADS if w[0] == "d")
+    return {"a": (runs.WL_SHARED, 20, 18000, None), "d": (d[2], d[3], d[5], d[6])}
 
 
 def bench_scale(opts, out):
@@ -316,32 +326,44 @@ def bench_scale(opts, out):
     def remove(inst, rt):
         rt.remove_backend(inst.addrs()[0])
 
-    for s in runs.available(opts.build, ["random", "prefix_aware", "cache_aware"])[0]:
-        print("  scale event, %s ..." % LABELS[s], flush=True)
-        r = runs.run(opts.build, out, "scale-" + s, s, runs.WL_SHARED, 20, dur, 18000,
-                     events=[(t_add, add), (t_del, remove)])
-        ser = hit_series(r["csv"])
-        r["series"] = ser
-        r["add"] = dip_recovery(ser, t_add * SCALE, 10 * f * SCALE, t_end=t_del * SCALE)
-        r["remove"] = dip_recovery(ser, t_del * SCALE, 10 * f * SCALE)
-        r["new_share"] = new_instance_share(r["csv"], t_add * SCALE, 60)
-        res[s] = r
-    lines = ["Scale event, workload (a), 20 req/s: 8th instance added at %g s, instance 0 "
-             "removed at %g s (model time; hit rate per %g model s, 3-bin moving average)"
-             % (t_add * SCALE, t_del * SCALE, SCALE),
-             "%-14s %-8s %9s %9s %10s %18s" % ("strategy", "event", "hit before", "lowest",
-                                               "dip", "recovered (model s)")]
-    for s, r in res.items():
-        for ev in ("add", "remove"):
-            base, low, rec = r[ev]
-            lines.append("%-14s %-8s %9.2f %9.2f %10.2f %18s" % (
-                LABELS[s], ev, base, low, base - low,
-                "%.0f" % rec if rec is not None else "not in window"))
-    lines.append("  the new instance's share of requests in the 60 model s after it joined: " +
-                 ", ".join("%s %.1f%%" % (LABELS[s], 100 * r["new_share"])
-                           for s, r in res.items()))
-    plots.scale_series(out, res, t_add * SCALE, t_del * SCALE)
-    return res, lines + [""]
+    lines, results = [], {}
+    for key, (args, rate, warm, plen) in scale_workloads().items():
+        if key not in opts.scale_workloads:
+            continue
+        res = {}
+        for s in runs.available(opts.build, ["random", "prefix_aware", "cache_aware"])[0]:
+            print("  scale event (%s), %s ..." % (key, LABELS[s]), flush=True)
+            name = "scale-" + s if key == "a" else "scale-%s-%s" % (key, s)
+            r = runs.run(opts.build, out, name, s, args, rate, dur, warm,
+                         prefix_length=plen, events=[(t_add, add), (t_del, remove)])
+            ser = hit_series(r["csv"])
+            r["series"] = ser
+            r["add"] = dip_recovery(ser, t_add * SCALE, 10 * f * SCALE, t_end=t_del * SCALE)
+            r["remove"] = dip_recovery(ser, t_del * SCALE, 10 * f * SCALE)
+            r["new_share"] = new_instance_share(r["csv"], t_add * SCALE, 60)
+            r["new_share_end"] = new_instance_share(r["csv"], t_add * SCALE, 60, since=45)
+            res[s] = r
+        lines += ["Scale event, workload (%s), %g req/s: 8th instance added at %g s, instance "
+                  "0 removed at %g s (model time; hit rate per %g model s, 3-bin moving "
+                  "average)" % (key, rate, t_add * SCALE, t_del * SCALE, SCALE),
+                  "%-14s %-8s %9s %9s %10s %18s" % ("strategy", "event", "hit before",
+                                                    "lowest", "dip", "recovered (model s)")]
+        for s, r in res.items():
+            for ev in ("add", "remove"):
+                base, low, rec = r[ev]
+                lines.append("%-14s %-8s %9.2f %9.2f %10.2f %18s" % (
+                    LABELS[s], ev, base, low, base - low,
+                    "%.0f" % rec if rec is not None else "not in window"))
+        lines.append("  the new instance's share of requests in the 60 model s after it "
+                     "joined (and in the last 15 of them): " +
+                     ", ".join("%s %.1f%% (%.1f%%)" % (LABELS[s], 100 * r["new_share"],
+                                                       100 * r["new_share_end"])
+                               for s, r in res.items()))
+        lines.append("")
+        plots.scale_series(out, res, t_add * SCALE, t_del * SCALE,
+                           suffix="" if key == "a" else "-" + key)
+        results[key] = res
+    return results, lines
 
 
 def bench_two_gateways(opts, out):
@@ -402,6 +424,8 @@ def main():
                     help="parts to run, comma-separated, of %s (default %s)" % (
                         ",".join(PARTS), ",".join(DEFAULT_PARTS)))
     ap.add_argument("--workloads", default="a,b,c,d,e")
+    ap.add_argument("--scale-workloads", default="a,d",
+                    help="scale: the workloads of the scale event, of a,d (default %(default)s)")
     ap.add_argument("--strategies", default=",".join(runs.STRATEGIES))
     ap.add_argument("--time-factor", type=float, default=1.0,
                     help="multiply every run's duration (0.2: a quick smoke run)")
@@ -433,6 +457,9 @@ def main():
     if opts.overhead_rounds < 1 or opts.overhead_rate <= 0:
         ap.error("--overhead-rounds must be >= 1 and --overhead-rate > 0")
     opts.workloads = opts.workloads.split(",")
+    opts.scale_workloads = opts.scale_workloads.split(",")
+    if set(opts.scale_workloads) - set(scale_workloads()):
+        ap.error("--scale-workloads: of %s" % ",".join(scale_workloads()))
     opts.strategies, note = runs.available(opts.build, opts.strategies.split(","))
     opts.results = {}
     parts = opts.parts.split(",")

@@ -75,16 +75,16 @@ def hot_inflight(out, res):
           "plot %s\n" % ", ".join(plot))
 
 
-def scale_series(out, res, t_add, t_del):
+def scale_series(out, res, t_add, t_del, suffix=""):
     plot = []
     for s, r in res.items():
-        dat = "scale-%s.dat" % s
+        dat = "scale%s-%s.dat" % (suffix, s)
         with open(os.path.join(out, dat), "w") as f:
             for t, h in r["series"]:
                 f.write("%.1f %.4f\n" % (t, h))
         plot.append("'%s' using 1:2 with linespoints lw 2 pt 7 ps 0.4 title '%s'"
                     % (dat, LABELS[s]))
-    _draw(out, "scale-event",
+    _draw(out, "scale-event" + suffix,
           "set title 'KV hit rate per %g model s: 8th instance added, later instance 0 removed'\n"
           "set xlabel 'time (model s)'\nset ylabel 'cached / prompt tokens'\n"
           "set yrange [0:1]\nset grid\nset arrow from %g,0 to %g,1 nohead dt 2\n"
