@@ -241,6 +241,7 @@ static void test_ops_metrics(void **state)
 	gw.mwin = pg_metrics_window_create();
 	assert_non_null(gw.mwin);
 	b = &gw.maps.backends[1];
+	pg_backend_activate(&gw, 1);
 	b->flags = PG_BACKEND_ACTIVE;
 	b->family = AF_INET;
 	memcpy(b->addr, "\x7f\0\0\1", 4);

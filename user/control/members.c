@@ -119,6 +119,7 @@ int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, unsigned 
 	__atomic_store_n(&b->running, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->kv_hit_tokens, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->kv_query_tokens, 0, __ATOMIC_RELAXED);
+	pg_backend_activate(gw, (unsigned)id);
 	__atomic_store_n(&b->flags, PG_BACKEND_ACTIVE, __ATOMIC_RELEASE);
 	pg_pool_member_set(gw, (unsigned)id, pool, true);
 	pg_ctl.origin[id] = origin;
