@@ -3,7 +3,8 @@
  * mockllm prefix cache: tokenization arithmetic, chained block hashing
  * (equal prefixes hit, a divergence at block k leaves exactly k hits, equal
  * blocks under different parents do not hit), LRU eviction (leaf-first,
- * touched blocks survive) and capacity accounting.
+ * touched blocks survive), capacity accounting, and the incremental hasher
+ * (the same hashes fed in pieces or continued from a block).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -213,6 +214,53 @@ static void test_churn(void **state)
 	kv_destroy(kv);
 }
 
+/* kv_hasher: a text fed in any pieces gives kv_block_hashes' hashes, a
+ * chain continued from block n (parent = hash n - 1, bytes from block n on)
+ * gives the rest of them, and max stops it. */
+static void test_hasher_pieces(void **state)
+{
+	static const size_t lens[] = {0, 1, 63, 64, 65, 127, 128, 129, 1000, 4096, 4097};
+	static const size_t steps[] = {1, 3, 4, 64, 100, 5000};
+	static char text[4097];
+	uint64_t want[MAXB + 16], got[MAXB + 16];
+
+	(void)state;
+	fill(text, sizeof(text), 40);
+	for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
+		size_t len = lens[l], n = kv_block_hashes(text, len, want, MAXB + 16);
+
+		for (size_t st = 0; st < sizeof(steps) / sizeof(steps[0]); st++) {
+			struct kv_hasher h;
+			size_t got_n = 0;
+
+			kv_hasher_init(&h, 0);
+			for (size_t off = 0; off < len; off += steps[st]) {
+				size_t take = len - off < steps[st] ? len - off : steps[st];
+
+				got_n += kv_hasher_feed(&h, text + off, take, got + got_n,
+				                        MAXB + 16 - got_n);
+			}
+			assert_int_equal(got_n, n);
+			assert_memory_equal(got, want, n * sizeof(uint64_t));
+		}
+		for (size_t from = 1; from < n; from += 7) {
+			struct kv_hasher h;
+			size_t k;
+
+			kv_hasher_init(&h, want[from - 1]);
+			k = kv_hasher_feed(&h, text + from * KV_BLOCK_BYTES,
+			                   len - from * KV_BLOCK_BYTES, got, MAXB + 16);
+			assert_int_equal(k, n - from);
+			assert_memory_equal(got, want + from, k * sizeof(uint64_t));
+			kv_hasher_init(&h, want[from - 1]);
+			assert_int_equal(kv_hasher_feed(&h, text + from * KV_BLOCK_BYTES,
+			                                len - from * KV_BLOCK_BYTES, got, 1),
+			                 1);
+			assert_true(got[0] == want[from]);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -224,6 +272,7 @@ int main(void)
 	    cmocka_unit_test(test_lru_touch_on_hit),
 	    cmocka_unit_test(test_capacity_accounting),
 	    cmocka_unit_test(test_churn),
+	    cmocka_unit_test(test_hasher_pieces),
 	};
 
 	return cmocka_run_group_tests_name("mockllm_kvcache", tests, NULL, NULL);

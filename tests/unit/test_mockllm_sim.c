@@ -4,16 +4,20 @@
  * (lone 8,000-token prompt: TTFT ~280 ms uncached, ~63 ms when all but ~50
  * tokens are cached), decode pacing, first-come-first-served prefill with
  * cache hits for requests queued behind a shared prefix, the
- * max_num_seqs limit with its waiting queue, cancellation and counters.
+ * max_num_seqs limit with its waiting queue, cancellation and counters;
+ * output caching: a chat prompt ends with the generation prompt, so prompt +
+ * reply is a prefix of the next turn, which finds their full blocks cached.
  */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
+#include "../../tools/mockllm/prompt.h"
 #include "../../tools/mockllm/sim.h"
 
 #define MS     1000000ull
@@ -360,6 +364,105 @@ static void test_time_scale(void **state)
 	}
 }
 
+/* The chat prompt mockllm renders for body, and the output text of n tokens. */
+static char *render(const char *body, size_t *len)
+{
+	struct prompt_req pr;
+	const char *err;
+	char *t;
+
+	assert_int_equal(prompt_parse(body, strlen(body), true, &pr, &err), 0);
+	t = malloc(pr.len + 1);
+	memcpy(t, pr.text, pr.len);
+	*len = pr.len;
+	prompt_free(&pr);
+	return t;
+}
+
+static void output_text(char *out, uint32_t n)
+{
+	out[0] = '\0';
+	for (uint32_t i = 0; i < n; i++) {
+		assert_int_equal(strlen(prompt_output_token(i)), KV_TOKEN_BYTES);
+		strcat(out, prompt_output_token(i));
+	}
+}
+
+/* Request i for text[0..len) with its output of max_tokens tokens cached
+ * when it completes (what routes.c's request_hashes sets up). */
+static void submit_cached(struct world *w, int i, const char *text, size_t len, uint32_t max_tokens)
+{
+	char out[MAXTOK * KV_TOKEN_BYTES + 1];
+	struct rec *rc;
+	struct kv_hasher h;
+	size_t n = kv_block_hashes(text, len, NULL, 0), cap = n + 64;
+
+	submit(w, i, text, len, max_tokens);
+	rc = &w->req[i];
+	rc->hashes = realloc(rc->hashes, cap * sizeof(uint64_t));
+	rc->r.hashes = rc->hashes;
+	output_text(out, max_tokens);
+	kv_hasher_init(&h, n ? rc->hashes[n - 1] : 0);
+	rc->r.nhashes_done = n + kv_hasher_feed(&h, text + n * KV_BLOCK_BYTES,
+	                                        len - n * KV_BLOCK_BYTES, rc->hashes + n, cap - n);
+	rc->r.nhashes_done += kv_hasher_feed(&h, out, strlen(out), rc->hashes + rc->r.nhashes_done,
+	                                     cap - rc->r.nhashes_done);
+}
+
+/*
+ * Turn 1 = turn 0's prompt + the reply turn 0 was sent + a new user turn:
+ * it finds every full block of (turn 0's prompt + reply) cached. Without
+ * output caching (nhashes_done 0) only turn 0's prompt blocks.
+ */
+static void test_output_cached(void **state)
+{
+	static const char t0[] = "{\"messages\":[{\"role\":\"system\",\"content\":\"You are a "
+	                         "terse assistant who answers in one line.\"},{\"role\":\"user\","
+	                         "\"content\":\"Name a colour, any colour at all, please.\"}]}";
+	char reply[MAXTOK * KV_TOKEN_BYTES + 1], body[1024];
+	size_t len0, len1;
+	char *p0, *p1;
+
+	(void)state;
+	output_text(reply, 50);
+	snprintf(body, sizeof(body),
+	         "{\"messages\":[{\"role\":\"system\",\"content\":\"You are a terse assistant who "
+	         "answers in one line.\"},{\"role\":\"user\",\"content\":\"Name a colour, any "
+	         "colour at all, please.\"},{\"role\":\"assistant\",\"content\":\"%s\"},"
+	         "{\"role\":\"user\",\"content\":\"Another one.\"}]}",
+	         reply);
+	p0 = render(t0, &len0);
+	p1 = render(body, &len1);
+	/* the generation prompt ends turn 0; turn 1 starts with it + the reply */
+	assert_true(len0 > 14 && memcmp(p0 + len0 - 14, "<|assistant|>\n", 14) == 0);
+	assert_true(len1 > len0 + strlen(reply));
+	assert_memory_equal(p1, p0, len0);
+	assert_memory_equal(p1 + len0, reply, strlen(reply));
+
+	for (int cache_output = 1; cache_output >= 0; cache_output--) {
+		struct world w;
+		size_t full = (kv_prompt_tokens(len0 + strlen(reply)) - 1) / KV_BLOCK_TOKENS;
+
+		world_init(&w, NULL);
+		submit_cached(&w, 0, p0, len0, 50);
+		if (!cache_output)
+			w.req[0].r.nhashes_done = 0;
+		else
+			assert_int_equal(w.req[0].r.nhashes_done, full);
+		run_until(&w, 10000 * MS);
+		assert_true(w.req[0].done);
+		submit(&w, 1, p1, len1, 1);
+		run_until(&w, 20000 * MS);
+		assert_true(w.req[1].done);
+		assert_true(full > w.req[0].r.nhashes);
+		assert_int_equal(w.req[1].r.cached_tokens,
+		                 (cache_output ? full : w.req[0].r.nhashes) * KV_BLOCK_TOKENS);
+		world_free(&w);
+	}
+	free(p0);
+	free(p1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -367,6 +470,7 @@ int main(void)
 	    cmocka_unit_test(test_fcfs_prefill),       cmocka_unit_test(test_shared_prefix_queued),
 	    cmocka_unit_test(test_max_num_seqs),       cmocka_unit_test(test_cancel),
 	    cmocka_unit_test(test_batch_slows_decode), cmocka_unit_test(test_time_scale),
+	    cmocka_unit_test(test_output_cached),
 	};
 
 	return cmocka_run_group_tests_name("mockllm_sim", tests, NULL, NULL);

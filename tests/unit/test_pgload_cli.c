@@ -165,10 +165,16 @@ static void test_workload_defaults(void **state)
 	                        "--max-turns", "3",          "--user-tokens",   "7",
 	                        NULL};
 	const char *sc_bad[] = {"--workload", "short-chat", "--min-turns", "8", NULL};
+	const char *replay[] = {"--workload", "multi-turn", "--history", "replay", NULL};
+	const char *hist_bad[] = {"--history", "log", NULL};
 	struct pg_opts o;
 
 	(void)state;
+	assert_int_equal(parse(&o, replay), 0);
+	assert_int_equal(o.history, PG_HIST_REPLAY);
+	assert_int_equal(parse(&o, hist_bad), -1);
 	assert_int_equal(parse(&o, mt), 0);
+	assert_int_equal(o.history, PG_HIST_SERVER); /* the default */
 	assert_int_equal(o.conversations, 64);
 	assert_int_equal(o.max_turns, 12);
 	assert_int_equal(o.system_tokens, 64);

@@ -34,11 +34,15 @@ static void test_sse_all_splits(void **state)
 		struct pg_scan s = {0};
 		int ev = 0;
 
-		pg_scan_reset(&s, true);
+		pg_scan_reset(&s, true, 64);
 		ev += pg_scan_feed(&s, stream, cut);
 		ev += pg_scan_feed(&s, stream + cut, n - cut);
 		ev += pg_scan_finish(&s);
 		assert_int_equal(ev, 2);
+		/* the reply: the deltas joined, raw (escapes kept) */
+		assert_false(s.text_over);
+		assert_int_equal(s.text.len, 5);
+		assert_memory_equal(s.text.p, "ab\\\"c", 5);
 		assert_int_equal(s.content_events, 2);
 		assert_true(s.done);
 		assert_int_equal(s.prompt_tokens, 8123);
@@ -54,12 +58,37 @@ static void test_sse_byte_at_a_time(void **state)
 	int ev = 0;
 
 	(void)state;
-	pg_scan_reset(&s, true);
+	pg_scan_reset(&s, true, 0);
 	for (size_t i = 0; stream[i]; i++)
 		ev += pg_scan_feed(&s, stream + i, 1);
 	assert_int_equal(ev, 2);
 	assert_true(s.done);
 	assert_int_equal(s.cached_tokens, 8000);
+	assert_int_equal(s.text.len, 0); /* capture off */
+	pg_scan_free(&s);
+}
+
+/* A reply longer than text_max, or a content value cut short, is not a
+ * reply: text_over. A new body starts a new capture. */
+static void test_sse_capture_limits(void **state)
+{
+	static const char cut[] = "data: {\"choices\":[{\"delta\":{\"content\":\"ab\\\"}}\n\n";
+	struct pg_scan s = {0};
+
+	(void)state;
+	pg_scan_reset(&s, true, 4);
+	pg_scan_feed(&s, stream, strlen(stream));
+	pg_scan_finish(&s);
+	assert_true(s.done);
+	assert_true(s.text_over);
+	pg_scan_reset(&s, true, 5);
+	pg_scan_feed(&s, stream, strlen(stream));
+	assert_false(s.text_over);
+	assert_int_equal(s.text.len, 5);
+	pg_scan_reset(&s, true, 64);
+	assert_int_equal(s.text.len, 0);
+	assert_int_equal(pg_scan_feed(&s, cut, strlen(cut)), 1);
+	assert_true(s.text_over);
 	pg_scan_free(&s);
 }
 
@@ -68,7 +97,7 @@ static void test_sse_truncated(void **state)
 	struct pg_scan s = {0};
 
 	(void)state;
-	pg_scan_reset(&s, true);
+	pg_scan_reset(&s, true, 0);
 	pg_scan_feed(&s, stream, 120);
 	pg_scan_finish(&s);
 	assert_false(s.done);
@@ -85,10 +114,13 @@ static void test_json_body(void **state)
 	struct pg_scan s = {0};
 
 	(void)state;
-	pg_scan_reset(&s, false);
+	pg_scan_reset(&s, false, 256);
 	assert_int_equal(pg_scan_feed(&s, body, 30), 0);
 	assert_int_equal(pg_scan_feed(&s, body + 30, strlen(body) - 30), 0);
 	assert_int_equal(pg_scan_finish(&s), 1);
+	assert_false(s.text_over);
+	assert_int_equal(s.text.len, strlen("x \\\"usage\\\": {\\\"prompt_tokens\\\":1}"));
+	assert_memory_equal(s.text.p, "x \\\"usage\\\": {\\\"prompt_tokens\\\":1}", s.text.len);
 	assert_int_equal(s.prompt_tokens, 50);
 	assert_int_equal(s.cached_tokens, 48);
 	assert_int_equal(s.completion_tokens, 4);
@@ -202,7 +234,7 @@ int main(void)
 	    cmocka_unit_test(test_sse_truncated),  cmocka_unit_test(test_json_body),
 	    cmocka_unit_test(test_json_number),    cmocka_unit_test(test_head_header),
 	    cmocka_unit_test(test_text),           cmocka_unit_test(test_zipf),
-	    cmocka_unit_test(test_heap),
+	    cmocka_unit_test(test_heap),           cmocka_unit_test(test_sse_capture_limits),
 	};
 
 	return cmocka_run_group_tests_name("pgload", tests, NULL, NULL);

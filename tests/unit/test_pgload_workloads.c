@@ -2,7 +2,8 @@
 /*
  * pgload's conversation workloads (multi-turn, agentic, short-chat) as the
  * engine drives them: pg_wl_next, then pg_wl_done when the response ends.
- * Bodies are checked as JSON (the gateway's parser) and as bytes.
+ * Bodies are checked as JSON (the gateway's parser) and as bytes; a fake
+ * server answers each request (--history server re-sends its replies).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -38,13 +39,43 @@ struct req {
 	char *body;
 	size_t len;
 	uint32_t group, turn;
+	char *reply; /* what the fake server answered, NULL: it failed */
+	size_t reply_len, reply_max;
 };
+
+static unsigned max_tokens_of(const struct req *r)
+{
+	const char *p = strstr(r->body, "\"max_tokens\":");
+
+	assert_non_null(p);
+	return (unsigned)strtoul(p + 13, NULL, 10);
+}
+
+/*
+ * The fake server's reply, raw JSON string bytes: "g<group>t<turn>", one
+ * escape, padded with dots to 4 bytes per max_tokens token (as mockllm
+ * answers). Request idx fails when fail_every divides idx + 1.
+ */
+static void fake_reply(struct req *r, size_t idx, unsigned fail_every)
+{
+	size_t n = (size_t)max_tokens_of(r) * 4;
+	int k;
+
+	if (fail_every && (idx + 1) % fail_every == 0)
+		return;
+	r->reply = malloc(n + 32);
+	k = snprintf(r->reply, n + 32, "g%ut%u\\n", r->group, r->turn);
+	if ((size_t)k < n)
+		memset(r->reply + k, '.', n - (size_t)k);
+	r->reply_len = (size_t)k > n ? (size_t)k : n;
+}
 
 /*
  * n requests of the workload, each answered before the next is asked for
- * when `serial`, else in batches of every conversation ready at once.
+ * when `serial`, else in batches of every conversation ready at once; every
+ * fail_every-th fails (0: none).
  */
-static struct req *drive(const struct pg_opts *o, size_t n, bool serial)
+static struct req *drive_f(const struct pg_opts *o, size_t n, bool serial, unsigned fail_every)
 {
 	struct pg_workload *w = pg_wl_create(o);
 	struct req *out = calloc(n, sizeof(*out));
@@ -65,7 +96,8 @@ static struct req *drive(const struct pg_opts *o, size_t n, bool serial)
 			out[got + nb] = (struct req){.body = malloc(r->len + 1),
 			                             .len = r->len,
 			                             .group = r->group,
-			                             .turn = r->turn};
+			                             .turn = r->turn,
+			                             .reply_max = r->reply_max};
 			memcpy(out[got + nb].body, r->body, r->len);
 			out[got + nb].body[r->len] = '\0';
 			nb++;
@@ -73,8 +105,12 @@ static struct req *drive(const struct pg_opts *o, size_t n, bool serial)
 				break;
 		}
 		assert_true(nb > 0);
-		for (size_t i = 0; i < nb; i++)
-			pg_wl_done(w, &batch[i]);
+		for (size_t i = 0; i < nb; i++) {
+			struct req *q = &out[got + i];
+
+			fake_reply(q, got + i, fail_every);
+			pg_wl_done(w, &batch[i], q->reply != NULL, q->reply, q->reply_len);
+		}
 		got += nb;
 	}
 	free(batch);
@@ -82,10 +118,17 @@ static struct req *drive(const struct pg_opts *o, size_t n, bool serial)
 	return out;
 }
 
+static struct req *drive(const struct pg_opts *o, size_t n, bool serial)
+{
+	return drive_f(o, n, serial, 0);
+}
+
 static void free_reqs(struct req *r, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		free(r[i].body);
+		free(r[i].reply);
+	}
 	free(r);
 }
 
@@ -281,6 +324,77 @@ static void test_history_resent(void **state)
 	}
 }
 
+/*
+ * --history server (the default): a follow-up re-sends the previous turn's
+ * history, then the reply the server sent to it as the assistant message,
+ * byte for byte; each turn asks for its drawn assistant length (not
+ * --max-tokens) and captures that reply's bytes with room to spare. A
+ * failed turn ends its conversation. --history replay: the drawn text and
+ * --max-tokens, whatever the server said.
+ */
+static void test_server_history(void **state)
+{
+	static const char *const wls[] = {"multi-turn", "agentic", "short-chat"};
+
+	(void)state;
+	for (size_t k = 0; k < 6; k++) {
+		const char *args[] = {"--workload", wls[k % 3],  "--conversations",
+		                      "6",          "--history", k < 3 ? "server" : "replay",
+		                      NULL};
+		bool server = k < 3;
+		struct pg_opts o;
+		struct req *r, *last[4096] = {0};
+		size_t follow = 0, ended = 0, distinct = 0;
+		unsigned seen_mt = 0;
+
+		opts_from(&o, args);
+		assert_int_equal(o.history, server ? PG_HIST_SERVER : PG_HIST_REPLAY);
+		r = drive_f(&o, NREQ, k == 1, 7);
+		for (size_t i = 0; i < NREQ; i++) {
+			struct req *p;
+			unsigned mt = max_tokens_of(&r[i]);
+
+			assert_true(r[i].group < 4096);
+			p = last[r[i].group];
+			if (server) {
+				assert_true(mt >= 4 && mt <= 16 * o.assistant_tokens);
+				assert_true(r[i].reply_max >= 32 * (size_t)mt);
+				distinct += mt != seen_mt;
+				seen_mt = mt;
+			} else {
+				assert_int_equal(mt, o.max_tokens);
+				assert_int_equal(r[i].reply_max, 0);
+			}
+			if (p) {
+				size_t h = history_len(p);
+				const char *a = r[i].body + h;
+
+				/* replay keeps a conversation going past a failed turn */
+				assert_true(!server || p->reply);
+				assert_memory_equal(r[i].body, p->body, h);
+				assert_memory_equal(a, ",{\"role\":\"assistant\",\"content\":\"",
+				                    32);
+				if (server) {
+					assert_memory_equal(a + 32, p->reply, p->reply_len);
+					assert_memory_equal(a + 32 + p->reply_len, "\"}", 2);
+				} else {
+					assert_true(!p->reply ||
+					            memcmp(a + 32, p->reply, p->reply_len) != 0);
+				}
+				follow++;
+			} else if (i && server) {
+				ended += r[i].turn == 0;
+			}
+			assert_int_equal(r[i].turn, p ? p->turn + 1 : 0);
+			last[r[i].group] = &r[i];
+		}
+		assert_true(follow > NREQ / 3);
+		if (server)
+			assert_true(distinct > NREQ / 4 && ended > 0);
+		free_reqs(r, NREQ);
+	}
+}
+
 /* short-chat: no request carries more than --history-tokens of text. */
 static void test_short_chat_bound(void **state)
 {
@@ -368,6 +482,7 @@ int main(void)
 	    cmocka_unit_test(test_deterministic),      cmocka_unit_test(test_agentic_shared_block),
 	    cmocka_unit_test(test_history_resent),     cmocka_unit_test(test_short_chat_bound),
 	    cmocka_unit_test(test_short_chat_refused), cmocka_unit_test(test_target_pick),
+	    cmocka_unit_test(test_server_history),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,7 +22,7 @@ import runs  # noqa: E402
 from runs import LABELS  # noqa: E402
 
 AGENTIC = ["--workload", "agentic", "--system-tokens", "10000", "--tools", "4",
-           "--conversations", "64", "--max-tokens", "16", "--seed", "7"]
+           "--conversations", "64", "--seed", "7"]
 
 
 def table(res):

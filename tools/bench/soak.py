@@ -44,8 +44,8 @@ import fleet  # noqa: E402
 from earlybackend import EarlyBackend  # noqa: E402
 from netutil import mock_pattern as pattern  # noqa: E402
 
-VOCAB = [" The", " quick", " brown", " fox", " jumps", " over", " the", " lazy",
-         " dog", " while", " tokens", " flow", " from", " cache", " to", " you."]
+VOCAB = [" The", " old", " fox", " ran", " far", " and", " saw", " the",
+         " big", " red", " sun", " set", " low", " but", " all", " is."]  # mockllm prompt.c
 
 
 class Stats:

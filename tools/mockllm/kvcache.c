@@ -68,20 +68,59 @@ void kv_destroy(struct kv_cache *kv)
 	free(kv);
 }
 
+/* The parent hash first, then the block's token bytes. */
+static uint64_t block_hash(uint64_t parent, const unsigned char *blk)
+{
+	unsigned char buf[8 + KV_BLOCK_BYTES];
+
+	memcpy(buf, &parent, 8);
+	memcpy(buf + 8, blk, KV_BLOCK_BYTES);
+	return XXH3_64bits(buf, sizeof(buf));
+}
+
 size_t kv_block_hashes(const void *text, size_t len, uint64_t *out, size_t max)
 {
 	uint64_t tokens = kv_prompt_tokens(len);
 	size_t n = tokens ? (size_t)((tokens - 1) / KV_BLOCK_TOKENS) : 0;
 	const unsigned char *p = text;
-	unsigned char buf[8 + KV_BLOCK_BYTES];
 	uint64_t parent = 0;
 
 	for (size_t i = 0; i < n && i < max; i++) {
-		/* parent hash first, then the block's token bytes */
-		memcpy(buf, &parent, 8);
-		memcpy(buf + 8, p + i * KV_BLOCK_BYTES, KV_BLOCK_BYTES);
-		parent = XXH3_64bits(buf, sizeof(buf));
+		parent = block_hash(parent, p + i * KV_BLOCK_BYTES);
 		out[i] = parent;
+	}
+	return n;
+}
+
+void kv_hasher_init(struct kv_hasher *h, uint64_t parent)
+{
+	h->parent = parent;
+	h->fill = 0;
+}
+
+size_t kv_hasher_feed(struct kv_hasher *h, const void *p, size_t len, uint64_t *out, size_t max)
+{
+	const unsigned char *b = p;
+	size_t n = 0;
+
+	while (len) {
+		size_t take;
+
+		if (h->fill == KV_BLOCK_BYTES) {
+			/* a byte follows this complete block: it counts */
+			if (n == max)
+				break;
+			h->parent = block_hash(h->parent, h->blk);
+			out[n++] = h->parent;
+			h->fill = 0;
+		}
+		take = KV_BLOCK_BYTES - h->fill;
+		if (take > len)
+			take = len;
+		memcpy(h->blk + h->fill, b, take);
+		h->fill += take;
+		b += take;
+		len -= take;
 	}
 	return n;
 }

@@ -46,6 +46,26 @@ static inline uint64_t kv_prompt_tokens(size_t len)
 size_t kv_block_hashes(const void *text, size_t len, uint64_t *out, size_t max);
 
 /*
+ * The same hashes for text that arrives in pieces (a prompt, then the output
+ * it generated), without joining them. Start with kv_hasher_init(h, parent):
+ * parent 0 hashes a text from its start; the hash of block i - 1 continues a
+ * text whose first i blocks are hashed already, fed from byte
+ * i x KV_BLOCK_BYTES on. A block is emitted once one more byte follows it,
+ * which is kv_block_hashes' "last token always computed" rule: fed in any
+ * pieces, a text gives exactly kv_block_hashes' hashes.
+ */
+struct kv_hasher {
+	uint64_t parent;
+	size_t fill; /* bytes of blk[] held; KV_BLOCK_BYTES: complete, not emitted */
+	unsigned char blk[KV_BLOCK_BYTES];
+};
+
+void kv_hasher_init(struct kv_hasher *h, uint64_t parent);
+/* Feed len bytes; writes the hashes of the blocks they complete into out,
+ * stopping when max are written. Returns how many. */
+size_t kv_hasher_feed(struct kv_hasher *h, const void *p, size_t len, uint64_t *out, size_t max);
+
+/*
  * Number of leading blocks of hashes[0..n) present in the cache; the matched
  * blocks are touched (made most recently used, last block first).
  */

@@ -27,7 +27,8 @@ static const char usage_text[] =
     "usage: mockllm [--listen ADDR:PORT] [--id NAME] [--model NAME]\n"
     "               [--prefill-tokens-per-s N] [--decode-ms-per-token MS]\n"
     "               [--decode-batch-factor F] [--ttft-overhead-ms MS]\n"
-    "               [--kv-capacity-tokens N] [--max-num-seqs N] [--time-scale K]\n"
+    "               [--kv-capacity-tokens N] [--no-cache-output] [--max-num-seqs N]\n"
+    "               [--time-scale K]\n"
     "\n"
     "A simulated OpenAI-compatible inference server behaving like one vLLM instance\n"
     "with automatic prefix caching. Simulated time is timers: no CPU is burnt.\n"
@@ -38,12 +39,17 @@ static const char usage_text[] =
     "\n"
     "Model (see tools/mockllm/sim.c):\n"
     "  tokens     prompt text in 4-byte tokens (~4 chars/token): ceil(len/4). Chat is\n"
-    "             rendered as tools JSON + \"\\n\", then \"<|ROLE|>\\n\" CONTENT \"\\n\" per "
-    "message.\n"
+    "             rendered as tools JSON + \"\\n\", then \"<|ROLE|>\\n\" CONTENT \"\\n\"\n"
+    "             per message, then the generation prompt \"<|assistant|>\\n\".\n"
+    "             Output text: a cycle of 4-byte words, one per output token.\n"
     "  cache      vLLM prefix caching: 16-token blocks, chained hashes, cached tokens =\n"
     "             16 x leading blocks found (the last prompt token always computed),\n"
     "             looked up when the prefill starts, inserted when it ends, LRU\n"
     "             eviction leaf-first beyond --kv-capacity-tokens (default 100000).\n"
+    "             When a request completes, the full blocks of its prompt + the output\n"
+    "             text it was sent are cached too (as vLLM and SGLang cache generated\n"
+    "             tokens): a chat's next turn finds the previous reply cached.\n"
+    "             --no-cache-output: prompt blocks only.\n"
     "  prefill    first come, first served, one request at a time, at\n"
     "             --prefill-tokens-per-s (default 36600); only uncached tokens are\n"
     "             computed (vLLM's chunked-prefill scheduler in the fluid limit).\n"
@@ -115,7 +121,17 @@ static bool plain_name(const char *s, size_t max)
 
 static void parse_args(int argc, char **argv, struct config *cfg)
 {
-	enum { O_PREFILL = 256, O_DECODE, O_BATCH, O_OVERHEAD, O_KV, O_SEQS, O_MODEL, O_SCALE };
+	enum {
+		O_PREFILL = 256,
+		O_DECODE,
+		O_BATCH,
+		O_OVERHEAD,
+		O_KV,
+		O_SEQS,
+		O_MODEL,
+		O_SCALE,
+		O_NO_CACHE_OUTPUT
+	};
 	static const struct option opts[] = {
 	    {"listen", required_argument, NULL, 'l'},
 	    {"id", required_argument, NULL, 'i'},
@@ -125,6 +141,7 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 	    {"decode-batch-factor", required_argument, NULL, O_BATCH},
 	    {"ttft-overhead-ms", required_argument, NULL, O_OVERHEAD},
 	    {"kv-capacity-tokens", required_argument, NULL, O_KV},
+	    {"no-cache-output", no_argument, NULL, O_NO_CACHE_OUTPUT},
 	    {"max-num-seqs", required_argument, NULL, O_SEQS},
 	    {"time-scale", required_argument, NULL, O_SCALE},
 	    {"help", no_argument, NULL, 'h'},
@@ -135,6 +152,7 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 
 	cfg->listen = "127.0.0.1:8000";
 	cfg->model = "mockllm";
+	cfg->cache_output = true;
 	sim_default_params(&cfg->sim);
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
@@ -177,6 +195,9 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		case O_KV:
 			cfg->sim.kv_capacity_tokens =
 			    (uint64_t)num_arg("--kv-capacity-tokens", optarg, 16, 1e9);
+			break;
+		case O_NO_CACHE_OUTPUT:
+			cfg->cache_output = false;
 			break;
 		case O_SEQS:
 			cfg->sim.max_num_seqs = (uint32_t)num_arg("--max-num-seqs", optarg, 1, 1e6);

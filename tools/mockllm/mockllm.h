@@ -118,6 +118,7 @@ struct config {
 	char id[64];
 	const char *model;
 	struct sim_params sim;
+	bool cache_output; /* cache output blocks too (not --no-cache-output) */
 };
 
 struct server {

@@ -128,6 +128,7 @@ static int render_chat(struct pg_buf *t, const struct pg_json *js, const char **
 			return -1;
 		pg_buf_append(t, "\n", 1);
 	}
+	pg_buf_puts(t, "<|assistant|>\n");
 	return 0;
 }
 
@@ -203,6 +204,16 @@ out:
 	out->text = t.p;
 	out->len = t.len;
 	return 0;
+}
+
+const char *prompt_output_token(uint32_t i)
+{
+	static const char *const vocab[] = {
+	    " The", " old", " fox", " ran", " far", " and", " saw", " the",
+	    " big", " red", " sun", " set", " low", " but", " all", " is.",
+	};
+
+	return vocab[i % (sizeof(vocab) / sizeof(vocab[0]))];
 }
 
 void prompt_free(struct prompt_req *p)

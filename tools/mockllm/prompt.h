@@ -5,7 +5,11 @@
  *
  * Chat: the tools JSON (as sent) and "\n" first if present, then for each
  * message "<|ROLE|>\n" + content + "\n"; content is a string, or the "text"
- * of its parts joined by "\n", or empty. Completions: the prompt string; a
+ * of its parts joined by "\n", or empty; then "<|assistant|>\n", the
+ * generation prompt a chat template adds (add_generation_prompt). So a
+ * prompt followed by the text generated for it is a byte prefix of the next
+ * turn's prompt, which renders that reply as an assistant message: the
+ * output blocks the instance cached (sim.c) serve the next turn. Completions: the prompt string; a
  * list of strings is concatenated; token ids (a list of integers, or lists
  * of them) become 4 bytes each, little-endian, so one id is one token.
  */
@@ -36,5 +40,13 @@ struct prompt_req {
  */
 int prompt_parse(const char *body, size_t len, bool chat, struct prompt_req *out, const char **err);
 void prompt_free(struct prompt_req *p);
+
+/*
+ * The simulated model's output token i: a fixed cycle of words of exactly
+ * KV_TOKEN_BYTES (4) bytes each, so output is deterministic, needs no JSON
+ * escaping, and n output tokens re-sent as history are n prompt tokens.
+ * The responses and the cached output blocks both take their text from here.
+ */
+const char *prompt_output_token(uint32_t i);
 
 #endif /* MOCKLLM_PROMPT_H */

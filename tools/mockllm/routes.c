@@ -15,18 +15,6 @@
 #define NS_PER_MS               1000000ull
 #define RESET_MID_DEFAULT_BYTES (1u << 20)
 
-/* Output token i's text: a fixed cycle of words, so output is deterministic
- * and needs no JSON escaping. */
-static const char *const vocab[] = {
-    " The", " quick", " brown",  " fox",  " jumps", " over",  " the", " lazy",
-    " dog", " while", " tokens", " flow", " from",  " cache", " to",  " you.",
-};
-
-static const char *token_text(uint32_t i)
-{
-	return vocab[i % (sizeof(vocab) / sizeof(vocab[0]))];
-}
-
 static const char *model_of(const struct mreq *m)
 {
 	return m->pr.model[0] ? m->pr.model : g_srv.cfg.model;
@@ -129,7 +117,7 @@ static void full_response(struct conn *c)
 	pg_buf_puts(&b,
 	            m->chat ? "\"message\":{\"role\":\"assistant\",\"content\":\"" : "\"text\":\"");
 	for (uint32_t i = 0; i < m->out_tokens; i++)
-		pg_buf_puts(&b, token_text(i));
+		pg_buf_puts(&b, prompt_output_token(i));
 	pg_buf_printf(&b, "\"%s,\"logprobs\":null,\"finish_reason\":\"%s\",\"stop_reason\":null}],",
 	              m->chat ? ",\"tool_calls\":[]}" : "", finish_reason(m));
 	usage_json(&b, m);
@@ -154,7 +142,7 @@ void route_sim_token(void *ctx, struct sim_req *r, bool last)
 	}
 	if (r->tokens_out == 1 && m->chat)
 		sse_event(c, NULL, false);
-	sse_event(c, token_text(r->tokens_out - 1), last);
+	sse_event(c, prompt_output_token(r->tokens_out - 1), last);
 	if (last)
 		sse_finish(c);
 }
@@ -172,7 +160,7 @@ static void knob_stream_next(struct conn *c)
 		return;
 	}
 	last = m->sent_tokens + 1 >= (uint64_t)m->chunks;
-	sse_event(c, token_text(m->sent_tokens), last);
+	sse_event(c, prompt_output_token(m->sent_tokens), last);
 	m->sent_tokens++;
 	if (last) {
 		sse_finish(c);
@@ -182,12 +170,56 @@ static void knob_stream_next(struct conn *c)
 	               (uint64_t)(m->chunk_interval_ms > 0 ? m->chunk_interval_ms : 0) * NS_PER_MS);
 }
 
+/*
+ * m->hashes: the prompt's block hashes (sim.nhashes of them), then, unless
+ * --no-cache-output, those of the prompt followed by the max_tokens output
+ * tokens the response will carry, hashed as one text (sim.nhashes_done), at
+ * most as many as the cache holds.
+ */
+static int request_hashes(struct mreq *m)
+{
+	struct sim_req *r = &m->sim;
+	size_t n = kv_block_hashes(m->pr.text, m->pr.len, NULL, 0), nd = n;
+	uint64_t cap = g_srv.cfg.sim.kv_capacity_tokens / KV_BLOCK_TOKENS;
+	struct kv_hasher h;
+
+	if (g_srv.cfg.cache_output) {
+		/* every output token is KV_TOKEN_BYTES of text (prompt.h) */
+		uint64_t t =
+		    kv_prompt_tokens(m->pr.len + (size_t)m->pr.max_tokens * KV_TOKEN_BYTES);
+		uint64_t all = (t - 1) / KV_BLOCK_TOKENS;
+
+		if (all > cap)
+			all = cap;
+		if (all > n)
+			nd = (size_t)all;
+	}
+	m->hashes = malloc((nd ? nd : 1) * sizeof(*m->hashes));
+	if (!m->hashes)
+		return -1;
+	kv_block_hashes(m->pr.text, m->pr.len, m->hashes, n);
+	r->nhashes = n;
+	r->nhashes_done = n;
+	if (nd == n)
+		return 0;
+	/* continue the chain from the prompt's last full block */
+	kv_hasher_init(&h, n ? m->hashes[n - 1] : 0);
+	r->nhashes_done += kv_hasher_feed(&h, m->pr.text + n * KV_BLOCK_BYTES,
+	                                  m->pr.len - n * KV_BLOCK_BYTES, m->hashes + n, nd - n);
+	for (uint32_t i = 0; i < m->pr.max_tokens && r->nhashes_done < nd; i++) {
+		const char *tok = prompt_output_token(i);
+
+		r->nhashes_done += kv_hasher_feed(&h, tok, strlen(tok), m->hashes + r->nhashes_done,
+		                                  nd - r->nhashes_done);
+	}
+	return 0;
+}
+
 static void completion(struct conn *c)
 {
 	struct mreq *m = &c->req;
 	struct sim_req *r = &m->sim;
 	const char *err;
-	size_t n;
 
 	m->chat = m->route == R_CHAT;
 	mock_buf_ok(&m->body);
@@ -196,18 +228,14 @@ static void completion(struct conn *c)
 		return;
 	}
 	pg_buf_free(&m->body);
-	n = kv_block_hashes(m->pr.text, m->pr.len, NULL, 0);
-	m->hashes = malloc((n ? n : 1) * sizeof(*m->hashes));
-	if (!m->hashes) {
+	if (request_hashes(m) == -1) {
 		out_error(c, 500, "out of memory");
 		return;
 	}
-	kv_block_hashes(m->pr.text, m->pr.len, m->hashes, n);
 	m->prompt_tokens = (uint32_t)kv_prompt_tokens(m->pr.len);
 	m->seq = ++g_srv.seq;
 	m->created = (uint64_t)time(NULL);
 	r->hashes = m->hashes;
-	r->nhashes = n;
 	r->prompt_tokens = m->prompt_tokens;
 	r->max_tokens = m->pr.max_tokens;
 

@@ -44,8 +44,12 @@ enum sim_state {
 struct sim_req {
 	/* Set by the caller before sim_submit; hashes must stay valid until the
 	 * request is finished or cancelled. */
-	const uint64_t *hashes; /* kv_block_hashes() of the prompt */
+	const uint64_t *hashes; /* kv_block_hashes() of the prompt ... */
 	size_t nhashes;
+	/* ... and hashes[0..nhashes_done), if more, are those of the prompt
+	 * followed by the whole output (kv_hasher): cached when the last token
+	 * is out. 0 (or nhashes): output blocks are not cached. */
+	size_t nhashes_done;
 	uint32_t prompt_tokens;
 	uint32_t max_tokens; /* output tokens to produce, >= 1 */
 	/* Set by the simulation. */
@@ -90,8 +94,9 @@ uint64_t sim_next_event(const struct sim *s);
 void sim_get_stats(const struct sim *s, struct sim_stats *st);
 /*
  * A request answered without the timing model (test knobs): its cache lookup
- * and insertion happen at once and it counts in the metrics as if it had
- * produced gen_tokens tokens. Sets r->cached_tokens; r is not kept.
+ * and insertion (of its prompt blocks only) happen at once and it counts in
+ * the metrics as if it had produced gen_tokens tokens. Sets
+ * r->cached_tokens; r is not kept.
  */
 void sim_bypass(struct sim *s, struct sim_req *r, uint32_t gen_tokens);
 

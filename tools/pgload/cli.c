@@ -36,7 +36,8 @@ static const char usage[] =
     "                         to one of them, uniformly at random (from --seed)\n"
     "  --path PATH            request path (default /v1/chat/completions)\n"
     "  --model NAME           \"model\" field (default mock)\n"
-    "  --max-tokens N         output tokens asked for (default 32)\n"
+    "  --max-tokens N         output tokens asked for (default 32; conversations with\n"
+    "                         --history server ask for each turn's drawn length)\n"
     "  --no-stream            plain JSON responses (default: \"stream\":true with\n"
     "                         \"stream_options\":{\"include_usage\":true})\n"
     "  --timeout-ms MS        per-request timeout (default 30000)\n"
@@ -84,6 +85,16 @@ static const char usage[] =
     "                 --history-tokens (default 800) tokens of message text: a\n"
     "                 conversation ends before a turn that would cross it.\n"
     "  fixed          the same body of exactly --body-bytes (default 32768) bytes.\n"
+    "  --history server|replay  what the conversations' assistant turns re-send.\n"
+    "                 server (default): the reply the server sent to that turn\n"
+    "                 (the SSE deltas joined; --no-stream: the message content),\n"
+    "                 each turn asking for max_tokens = its drawn assistant length:\n"
+    "                 what a live chat client sends, so a server that caches its\n"
+    "                 output (vLLM, SGLang, mockllm) can serve the reply from cache.\n"
+    "                 A turn that fails (or whose reply passes 256 + 32 bytes per\n"
+    "                 token) ends its conversation. replay: the conversation's own\n"
+    "                 drawn text (a replayed ShareGPT log the server never generated)\n"
+    "                 and --max-tokens; reproduces runs made before server history.\n"
     "  --first-index N  build request i as the workload's request N + i (default 0):\n"
     "                 a warm-up run and a measured run with the same --seed share the\n"
     "                 documents but not the sequence of draws.\n"
@@ -124,6 +135,7 @@ enum {
 	O_TOOLS,
 	O_TOOL_TOKENS,
 	O_HISTORY_TOKENS,
+	O_HISTORY,
 	O_BODY_BYTES,
 	O_FIRST_INDEX,
 	O_HEADER,
@@ -162,6 +174,7 @@ static const struct option longopts[] = {
     {"tools", required_argument, NULL, O_TOOLS},
     {"tool-tokens", required_argument, NULL, O_TOOL_TOKENS},
     {"history-tokens", required_argument, NULL, O_HISTORY_TOKENS},
+    {"history", required_argument, NULL, O_HISTORY},
     {"body-bytes", required_argument, NULL, O_BODY_BYTES},
     {"first-index", required_argument, NULL, O_FIRST_INDEX},
     {"header", required_argument, NULL, O_HEADER},
@@ -447,6 +460,13 @@ static int one_option(struct pg_opts *o, int opt, const char *arg)
 		return num_uint(name, arg, 1, 1 << 16, &o->tool_tokens);
 	case O_HISTORY_TOKENS:
 		return num_uint(name, arg, 4, 1 << 20, &o->history_tokens);
+	case O_HISTORY:
+		if (strcmp(arg, "server") == 0 || strcmp(arg, "replay") == 0) {
+			o->history = arg[0] == 's' ? PG_HIST_SERVER : PG_HIST_REPLAY;
+			return 0;
+		}
+		fprintf(stderr, "pgload: --history %s: want server or replay\n", arg);
+		return -1;
 	case O_BODY_BYTES:
 		if (num_u64(name, arg, 1, 1ULL << 30, &v) == -1)
 			return -1;

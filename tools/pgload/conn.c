@@ -106,7 +106,7 @@ void pg_conn_start(struct pg_eng *e, struct pg_conn *c, size_t rec, struct pg_wl
 	pg_buf_reset(&c->hbuf);
 	c->left = 0;
 	c->leftover = false;
-	pg_scan_reset(&c->scan, e->o->stream);
+	pg_scan_reset(&c->scan, e->o->stream, wl->reply_max);
 	memcpy(c->head, e->head_prefix[c->target], hp);
 	n = snprintf(c->head + hp, sizeof(c->head) - hp, "%zu\r\n\r\n", wl->len);
 	c->head_len = hp + (size_t)n;

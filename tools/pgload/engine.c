@@ -175,7 +175,7 @@ static void fail_unplaced(struct pg_eng *e, size_t idx, struct pg_wl_req *wl, in
 	r->err = PG_ERR_CONNECT;
 	r->done = 1;
 	r->e2e_ns = pg_now_ns() - r->start_ns;
-	pg_wl_done(e->wl, wl);
+	pg_wl_done(e->wl, wl, false, NULL, 0);
 	if (e->closed_loop)
 		push_timer(e, pg_now_ns() + RETRY_DELAY_NS, PG_T_SLOT);
 }
@@ -201,7 +201,7 @@ static void pump(struct pg_eng *e)
 			fprintf(stderr, "pgload: out of memory building request %zu; stopping\n",
 			        e->run->nrecs);
 			if (rc == 0)
-				pg_wl_done(e->wl, &wl);
+				pg_wl_done(e->wl, &wl, false, NULL, 0);
 			stop_issuing(e, true);
 			return;
 		}
@@ -242,7 +242,8 @@ void pg_eng_request_done(struct pg_eng *e, struct pg_conn *c, enum pg_err err, b
 	r->e2e_ns = now - r->start_ns;
 	r->err = (uint8_t)err;
 	r->done = 1;
-	pg_wl_done(e->wl, &c->wl);
+	pg_wl_done(e->wl, &c->wl, err == PG_OK && !c->scan.text_over, c->scan.text.p,
+	           c->scan.text.len);
 	if (e->wl_blocked) {
 		e->wl_blocked = false;
 		e->wl_unblocked_ns = now;

@@ -37,6 +37,12 @@ struct pg_target {
 	uint16_t port;
 };
 
+/* Conversation workloads: what an assistant turn re-sends (cli.c --help). */
+enum pg_history {
+	PG_HIST_SERVER = 0, /* the reply the server sent */
+	PG_HIST_REPLAY,     /* the conversation's own drawn text */
+};
+
 struct pg_opts {
 	char target[PG_MAX_TARGETS * 64]; /* every target, comma-separated */
 	struct pg_target targets[PG_MAX_TARGETS];
@@ -66,6 +72,7 @@ struct pg_opts {
 	unsigned tools;                         /* agentic: function definitions in "tools" */
 	unsigned tool_tokens;                   /* agentic: description text per function */
 	unsigned history_tokens;                /* short-chat: bound on a request's prompt */
+	enum pg_history history;                /* conversation workloads */
 	size_t body_bytes;
 	uint64_t first_index; /* request i is built as workload request first_index + i */
 	char headers[512];    /* extra head lines, each "Name: value\r\n" */

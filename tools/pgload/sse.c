@@ -67,6 +67,29 @@ static bool has_content(const char *p, size_t n)
 	return v && v + 1 < p + n && *v == '"' && v[1] != '"';
 }
 
+/* Append the raw bytes of the first "content" string value to s->text. */
+static void capture(struct pg_scan *s, const char *p, size_t n)
+{
+	const char *v = find_key(p, n, "content", false), *end = p + n, *q;
+
+	if (!s->text_max || s->text_over)
+		return;
+	if (!v || v >= end || *v != '"') {
+		s->text_over = true;
+		return;
+	}
+	for (q = v + 1; q < end && *q != '"'; q++)
+		if (*q == '\\')
+			q++; /* the escaped byte, even a quote */
+	if (q >= end || s->text.len + (size_t)(q - v - 1) > s->text_max) {
+		s->text_over = true;
+		return;
+	}
+	pg_buf_append(&s->text, v + 1, (size_t)(q - v - 1));
+	if (s->text.oom)
+		s->text_over = true;
+}
+
 /* Take usage numbers from the object that follows `"usage":`, if any. */
 static void scan_usage(struct pg_scan *s, const char *p, size_t n, bool last)
 {
@@ -101,6 +124,7 @@ static int sse_line(struct pg_scan *s, const char *p, size_t n)
 	scan_usage(s, p, n, false);
 	if (has_content(p, n)) {
 		s->content_events++;
+		capture(s, p, n);
 		return 1;
 	}
 	return 0;
@@ -110,15 +134,19 @@ static int append(struct pg_scan *s, const char *p, size_t n, size_t limit)
 {
 	if (s->buf.len + n > limit) {
 		s->overflow = true;
+		s->text_over = true; /* whatever content it held is lost */
 		return 0;
 	}
 	pg_buf_append(&s->buf, p, n);
 	return s->buf.oom ? -1 : 0;
 }
 
-void pg_scan_reset(struct pg_scan *s, bool sse)
+void pg_scan_reset(struct pg_scan *s, bool sse, size_t text_max)
 {
 	s->sse = sse;
+	s->text_max = text_max;
+	s->text_over = false;
+	pg_buf_reset(&s->text);
 	s->overflow = false;
 	s->done = false;
 	s->content_events = 0;
@@ -176,6 +204,7 @@ int pg_scan_finish(struct pg_scan *s)
 	if (has_content(s->buf.p, s->buf.len)) {
 		s->content_events = 1;
 		events = 1;
+		capture(s, s->buf.p, s->buf.len);
 	}
 	return events;
 }
@@ -183,6 +212,7 @@ int pg_scan_finish(struct pg_scan *s)
 void pg_scan_free(struct pg_scan *s)
 {
 	pg_buf_free(&s->buf);
+	pg_buf_free(&s->text);
 }
 
 bool pg_head_header(const char *p, size_t n, const char *name, const char **val, size_t *vlen)

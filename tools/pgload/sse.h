@@ -17,6 +17,14 @@
  *   once at the end, from its last `"usage"` key (usage follows choices).
  *
  * A quoted key preceded by a backslash is inside a string and ignored.
+ *
+ * Reply capture (text_max > 0, for conversations that re-send what the
+ * server said): the string value of each content event's `"content"` key
+ * (streaming: the deltas, in order; non-streaming: the first `"content"`,
+ * the message's) is appended to text as raw JSON string bytes, escapes kept,
+ * so it can be put back into a request body verbatim. text_over: the reply
+ * passed text_max, a value was not a complete string, or a line or body
+ * passed its cap (content may be lost): text is then not the reply.
  */
 #ifndef PGLOAD_SSE_H
 #define PGLOAD_SSE_H
@@ -35,11 +43,15 @@ struct pg_scan {
 	bool done;     /* `data: [DONE]` seen */
 	uint32_t content_events;
 	int32_t prompt_tokens, cached_tokens, completion_tokens; /* -1 unknown */
-	struct pg_buf buf; /* SSE: the partial line; JSON: the body so far */
+	struct pg_buf buf;  /* SSE: the partial line; JSON: the body so far */
+	size_t text_max;    /* reply capture: at most this many bytes; 0: off */
+	bool text_over;     /* the capture is not the reply (see above) */
+	struct pg_buf text; /* the reply's content, raw JSON string bytes */
 };
 
-/* Start scanning a new body; keeps the buffer allocated by earlier bodies. */
-void pg_scan_reset(struct pg_scan *s, bool sse);
+/* Start scanning a new body, capturing up to text_max bytes of reply (0:
+ * none); keeps the buffers allocated by earlier bodies. */
+void pg_scan_reset(struct pg_scan *s, bool sse, size_t text_max);
 /*
  * Feed the next decoded body bytes. Returns how many content events ended
  * inside them (the caller stamps TTFT when the total first becomes

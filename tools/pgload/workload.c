@@ -22,11 +22,21 @@
  *                  lengths ~ lognormal(median --user-tokens, sigma 0.8) and
  *                  assistant turns ~ lognormal(median --assistant-tokens, sigma
  *                  0.8), clamped to [4, 16 x median] tokens. Request t carries
- *                  user 0, assistant 0, ..., user t (no system message). The
- *                  assistant text is the conversation's own (as in a replayed
- *                  ShareGPT log), not the server's reply. A conversation's next
- *                  turn is ready only after its previous response ended; a
- *                  finished conversation is replaced by a new one.
+ *                  user 0, assistant 0, ..., user t (no system message).
+ *                  Assistant turn t is, with --history server (the default),
+ *                  the reply the server sent to request t, re-sent verbatim
+ *                  (raw JSON string bytes: sse.c), and request t asks for
+ *                  max_tokens = the drawn assistant length of turn t, so the
+ *                  history grows as drawn and, with mockllm's output caching,
+ *                  what an instance generated is what the next turn re-sends;
+ *                  a turn whose response failed (not a complete 2xx, or a
+ *                  reply longer than REPLY_MAX) ends its conversation, as
+ *                  there is no reply to re-send. With --history replay it is
+ *                  the conversation's own drawn text (a replayed ShareGPT
+ *                  log, which the server never generated) and max_tokens is
+ *                  --max-tokens. A conversation's next turn is ready only
+ *                  after its previous response ended; a finished (or ended)
+ *                  conversation is replaced by a new one.
  *   agentic        an agent loop: every request starts with the same long
  *                  block, then a conversation. The block is a "tools" array
  *                  (placed before "messages") of --tools function definitions,
@@ -55,7 +65,10 @@
  * multi-turn, agentic and short-chat share the conversation machinery: turn
  * t's messages are turn t-1's plus the assistant turn t-1 and user turn t,
  * byte for byte; a conversation's shape and text are functions of (--seed,
- * its id), and ids are handed out in the order conversations start.
+ * its id) and, with --history server, of its replies; ids are handed out in
+ * the order conversations start. Memory: a conversation keeps its replies,
+ * each at most REPLY_MAX(its drawn length) bytes, so at most
+ * MAX_TURNS_LIMIT x REPLY_MAX(16 x --assistant-tokens) bytes.
  */
 #include "workload.h"
 
@@ -84,11 +97,18 @@ enum {
 
 #define TURN_SIGMA      0.8
 #define MAX_TURNS_LIMIT 64
+/* Reply bytes kept for a turn of n tokens: room for long tokens and JSON
+ * escapes (a tokenizer's token is rarely past 16 bytes; \uXXXX is 6). */
+#define REPLY_MAX(n) (256 + 32 * (size_t)(n))
 
 struct conv {
 	uint32_t id;
 	uint32_t nturns, next;
 	uint32_t user[MAX_TURNS_LIMIT], assistant[MAX_TURNS_LIMIT]; /* tokens */
+	/* --history server: the replies to turns 0..next-1, back to back; reply
+	 * t ends at reply_end[t] */
+	struct pg_buf replies;
+	size_t reply_end[MAX_TURNS_LIMIT];
 };
 
 struct pg_workload {
@@ -126,11 +146,11 @@ static void body_open(struct pg_buf *b, const struct pg_opts *o)
 	pg_buf_puts(b, "\",\"messages\":[");
 }
 
-static void body_close(struct pg_buf *b, const struct pg_opts *o)
+static void body_close(struct pg_buf *b, const struct pg_opts *o, unsigned max_tokens)
 {
 	char tail[160];
 
-	snprintf(tail, sizeof(tail), "],\"max_tokens\":%u%s}", o->max_tokens,
+	snprintf(tail, sizeof(tail), "],\"max_tokens\":%u%s}", max_tokens,
 	         o->stream ? ",\"stream\":true,\"stream_options\":{\"include_usage\":true}"
 	                   : ",\"stream\":false");
 	pg_buf_puts(b, tail);
@@ -208,7 +228,7 @@ static int prefix_body(struct pg_workload *w, uint64_t idx, struct pg_wl_req *ou
 	pg_buf_puts(&b, "\\n\\nQuestion: ");
 	put_text(&b, (size_t)o->question_tokens * 4, pg_mix(o->seed, TAG_QUESTION, idx));
 	msg_close(&b);
-	body_close(&b, o);
+	body_close(&b, o, o->max_tokens);
 	if (b.oom) {
 		free(b.p);
 		return -1;
@@ -237,6 +257,7 @@ static void conv_new(struct pg_workload *w, struct conv *c, uint32_t id)
 	pg_rng_seed(&r, pg_mix(o->seed, TAG_CONV, id));
 	c->id = id;
 	c->next = 0;
+	pg_buf_reset(&c->replies);
 	c->nturns = (uint32_t)pg_rng_range(&r, o->min_turns, o->max_turns);
 	for (uint32_t t = 0; t < c->nturns; t++) {
 		c->user[t] =
@@ -269,6 +290,7 @@ static uint64_t turn_key(const struct pg_opts *o, uint32_t conv, uint32_t turn, 
 static int turn_body(struct pg_workload *w, struct pg_wl_req *out)
 {
 	const struct pg_opts *o = w->o;
+	bool server = o->history == PG_HIST_SERVER;
 	struct pg_buf b = {0};
 	uint32_t slot;
 	struct conv *c;
@@ -286,10 +308,16 @@ static int turn_body(struct pg_workload *w, struct pg_wl_req *out)
 		if (t == c->next)
 			break;
 		msg_open(&b, "assistant", false);
-		put_text(&b, (size_t)c->assistant[t] * 4, turn_key(o, c->id, t, 1));
+		if (server) {
+			size_t from = t ? c->reply_end[t - 1] : 0;
+
+			pg_buf_append(&b, c->replies.p + from, c->reply_end[t] - from);
+		} else {
+			put_text(&b, (size_t)c->assistant[t] * 4, turn_key(o, c->id, t, 1));
+		}
 		msg_close(&b);
 	}
-	body_close(&b, o);
+	body_close(&b, o, server ? c->assistant[c->next] : o->max_tokens);
 	if (b.oom) {
 		free(b.p);
 		return -1;
@@ -303,6 +331,7 @@ static int turn_body(struct pg_workload *w, struct pg_wl_req *out)
 	    .group = c->id,
 	    .turn = c->next,
 	    .slot = slot,
+	    .reply_max = server ? REPLY_MAX(c->assistant[c->next]) : 0,
 	};
 	return 0;
 }
@@ -429,7 +458,7 @@ static int fixed_init(struct pg_workload *w)
 	msg_open(&b, "user", true);
 	env = b.len;
 	msg_close(&b);
-	body_close(&b, o);
+	body_close(&b, o, o->max_tokens);
 	if (b.oom)
 		return -1;
 	if (o->body_bytes < b.len + 1) {
@@ -443,7 +472,7 @@ static int fixed_init(struct pg_workload *w)
 	b.len = env;
 	put_text(&b, fill, pg_mix(o->seed, TAG_FIXED, 0));
 	msg_close(&b);
-	body_close(&b, o);
+	body_close(&b, o, o->max_tokens);
 	if (b.oom)
 		return -1;
 	w->fixed = b.p;
@@ -512,15 +541,28 @@ int pg_wl_next(struct pg_workload *w, uint64_t idx, struct pg_wl_req *out)
 	}
 }
 
-void pg_wl_done(struct pg_workload *w, struct pg_wl_req *r)
+/* --history server: keep the reply to c's current turn; false when there
+ * is none to keep (the turn failed, or no memory for it). */
+static bool keep_reply(struct conv *c, bool ok, const char *reply, size_t len)
+{
+	if (!ok || len > REPLY_MAX(c->assistant[c->next]))
+		return false;
+	if (len)
+		pg_buf_append(&c->replies, reply, len);
+	c->reply_end[c->next] = c->replies.len;
+	return !c->replies.oom;
+}
+
+void pg_wl_done(struct pg_workload *w, struct pg_wl_req *r, bool ok, const char *reply, size_t len)
 {
 	if (r->owned)
 		free(r->body);
 	r->body = NULL;
 	if (is_conv(w->o->workload)) {
 		struct conv *c = &w->convs[r->slot];
+		bool end = w->o->history == PG_HIST_SERVER && !keep_reply(c, ok, reply, len);
 
-		if (++c->next == c->nturns)
+		if (end || ++c->next == c->nturns)
 			conv_new(w, c, w->next_conv_id++);
 		w->ready[(w->ready_head + w->ready_n) % w->o->conversations] = r->slot;
 		w->ready_n++;
@@ -549,6 +591,9 @@ void pg_wl_destroy(struct pg_workload *w)
 	free(w->head);
 	pg_zipf_free(&w->zipf);
 	free(w->fixed);
+	if (w->convs)
+		for (unsigned i = 0; i < w->o->conversations; i++)
+			pg_buf_free(&w->convs[i].replies);
 	free(w->convs);
 	free(w->ready);
 	free(w);

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Deterministic request bodies. Every body is a function of (--seed, the
- * workload options, the request's index) — and for multi-turn, of which
- * conversation is ready next — so two runs with the same seed send the same
- * prompts. The workloads are described in cli.c's --help and workload.c.
+ * workload options, the request's index) — and for the conversation
+ * workloads, of which conversation is ready next and, with --history server,
+ * of the replies it got — so two runs with the same seed against servers
+ * that answer alike send the same prompts. The workloads are described in cli.c's --help and
+ * workload.c.
  */
 #ifndef PGLOAD_WORKLOAD_H
 #define PGLOAD_WORKLOAD_H
@@ -22,6 +24,9 @@ struct pg_wl_req {
 	uint32_t group; /* document id, or conversation slot's conversation id */
 	uint32_t turn;  /* turn index (multi-turn), else 0 */
 	uint32_t slot;  /* multi-turn: conversation slot, for pg_wl_done */
+	/* --history server: capture up to this many bytes of the reply for
+	 * pg_wl_done (struct pg_scan's text_max); 0: the reply is not needed */
+	size_t reply_max;
 };
 
 struct pg_workload;
@@ -34,8 +39,13 @@ struct pg_workload *pg_wl_create(const struct pg_opts *o);
  * after pg_wl_done); -1 when out of memory.
  */
 int pg_wl_next(struct pg_workload *w, uint64_t idx, struct pg_wl_req *out);
-/* The response to r has ended (success or not); frees r's body. */
-void pg_wl_done(struct pg_workload *w, struct pg_wl_req *r);
+/*
+ * The response to r has ended; frees r's body. ok: a complete 2xx response
+ * whose reply (reply[0..len), raw JSON string bytes; see sse.h) was captured
+ * whole. With --history server the reply becomes the conversation's
+ * assistant turn; a turn that is not ok ends its conversation.
+ */
+void pg_wl_done(struct pg_workload *w, struct pg_wl_req *r, bool ok, const char *reply, size_t len);
 void pg_wl_destroy(struct pg_workload *w);
 
 /* Which of o->targets request idx goes to: uniform, from --seed and idx. */
