@@ -66,6 +66,9 @@ static inline struct pg_json_tok *tok_alloc(struct pg_json *js, size_t pos)
 
 static inline size_t skip_ws(const unsigned char *s, size_t len, size_t pos)
 {
+	/* compact JSON has no whitespace between tokens: one test for it */
+	if (__builtin_expect(pos < len && s[pos] > ' ', 1))
+		return pos;
 	while (pos < len && s[pos] <= ' ' &&
 	       (s[pos] == ' ' || s[pos] == '\n' || s[pos] == '\r' || s[pos] == '\t'))
 		pos++;
