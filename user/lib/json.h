@@ -16,6 +16,8 @@
  * returns the last one, as JavaScript and Python do.
  *
  * The parser never reads outside src[0..len) and needs no terminating NUL.
+ * pg_json_parse_window() checks exactly as strictly but tokenizes long
+ * arrays only in part, for a reader that needs only their start.
  */
 #ifndef PG_JSON_H
 #define PG_JSON_H
