@@ -195,12 +195,58 @@ static void test_late_shape(void **state)
 	free(bad.p);
 }
 
+/* An escape at the cut (a surrogate pair: one code point of 12 bytes), in a
+ * body whose other messages run on for 1 MiB: the same key text as alone. */
+static void test_escape_at_cut(void **state)
+{
+	struct body one = {0}, big = {0};
+	char *a = malloc(4096), t1[16384], t2[16384];
+	size_t l1, l2;
+	struct pg_key k1, k2;
+
+	(void)state;
+	assert_non_null(a);
+	memset(a, 'a', 4090);
+	a[4090] = 0;
+	for (int i = 0; i < 2; i++) {
+		struct body *b = i ? &big : &one;
+
+		put(b, "{\"messages\":[{\"role\":\"user\",\"content\":\"");
+		put(b, a);
+		put(b, "\\ud83d\\ude00\\u001e tail\"}");
+		if (i) {
+			put(b, ",");
+			messages(b, 1 << 20, "");
+		}
+		put(b, "]}");
+	}
+	/* "user" US, then 4090 a's: the pair is code point 4096 */
+	assert_int_equal(pg_key_compute(PG_API_CHAT, nohdr, one.p, one.len, true, 4096, &k1, t1,
+	                                sizeof(t1), &l1),
+	                 0);
+	assert_int_equal(pg_key_compute(PG_API_CHAT, nohdr, big.p, big.len, true, 4096, &k2, t2,
+	                                sizeof(t2), &l2),
+	                 0);
+	assert_false(k1.fallback || k2.fallback);
+	assert_int_equal(k1.length, 4096);
+	assert_true(l1 == l2 && k1.hash == k2.hash && !memcmp(t1, t2, l1));
+	assert_memory_equal(t1 + l1 - 4, "\xf0\x9f\x98\x80", 4);
+	/* one more code point: ESC (for the escaped RS) is the last */
+	assert_int_equal(pg_key_compute(PG_API_CHAT, nohdr, big.p, big.len, true, 4097, &k2, t2,
+	                                sizeof(t2), &l2),
+	                 0);
+	assert_true(l2 == l1 + 1 && t2[l1] == 0x1b);
+	free(a);
+	free(one.p);
+	free(big.p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_same_key),       cmocka_unit_test(test_not_text_first),
 	    cmocka_unit_test(test_cache_key_late), cmocka_unit_test(test_late_grammar),
-	    cmocka_unit_test(test_late_shape),
+	    cmocka_unit_test(test_late_shape),     cmocka_unit_test(test_escape_at_cut),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
