@@ -13,7 +13,9 @@
  * strtoll. The parser accepts exactly what a plain recursive validator,
  * written here a byte at a time, accepts (the parser's fast string scan
  * must not change the verdict), and where the CPU has AVX2 the parse without
- * it gives the same tokens and errors. The parse struct is reused across inputs,
+ * it gives the same tokens and errors; pg_json_parse_window() gives the same
+ * verdict, error and tokens less the array elements it cuts. The parse
+ * struct is reused across inputs,
  * as callers do.
  */
 #include <errno.h>
@@ -423,6 +425,44 @@ static void check_narrow(const char *src, size_t size)
 	}
 }
 
+/* The windowed parse's token at w is the full parse's at f, but for the
+ * elements its PARTIAL arrays leave out. Returns the full parse's index
+ * after f's subtree; *wn gets the windowed one's after w's. */
+static uint32_t match_window(const struct pg_json *wp, uint32_t w, uint32_t f, uint32_t *wn)
+{
+	const struct pg_json_tok *a = &wp->tok[w], *b = &js.tok[f];
+	uint32_t wk = w + 1, fk = f + 1, n;
+
+	FUZZ_CHECK(w < wp->ntok && a->start == b->start && a->end == b->end && a->type == b->type &&
+	           (a->flags & ~PG_JSON_F_PARTIAL) == b->flags);
+	if (a->flags & PG_JSON_F_PARTIAL)
+		FUZZ_CHECK(a->type == PG_JSON_ARRAY && a->size >= 1 && a->size < b->size);
+	else
+		FUZZ_CHECK(a->size == b->size);
+	n = a->type == PG_JSON_OBJECT ? 2 * a->size : a->type == PG_JSON_ARRAY ? a->size : 0;
+	for (uint32_t i = 0; i < n; i++)
+		fk = match_window(wp, wk, fk, &wk);
+	FUZZ_CHECK(a->next == wk);
+	*wn = wk;
+	return b->next;
+}
+
+/* pg_json_parse_window, with a window small enough to cut arrays: the
+ * same verdict and error, and the same tokens less the elements cut. */
+static void check_window(const char *src, size_t size)
+{
+	static struct pg_json wp;
+	size_t window = 1 + size % 61;
+	uint32_t wn;
+	int rc = pg_json_parse_window(&wp, src, size, window);
+
+	FUZZ_CHECK((rc == 0) == (js.ntok > 0));
+	FUZZ_CHECK(wp.err_pos == js.err_pos && wp.err_msg == js.err_msg);
+	if (rc)
+		return;
+	FUZZ_CHECK(match_window(&wp, 0, 0, &wn) == js.ntok && wn == wp.ntok);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *src = (const char *)data;
@@ -431,6 +471,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK((rc == 0) == ref_valid(data, size));
 	if (pg_json_avx2(-1))
 		check_narrow(src, size);
+	check_window(src, size);
 	if (rc) {
 		FUZZ_CHECK(js.ntok == 0 && js.err_pos <= size && js.err_msg != NULL);
 		return 0;

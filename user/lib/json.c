@@ -28,12 +28,15 @@ static size_t fail_off(struct pg_json *js, size_t pos, const char *msg)
 	return SIZE_MAX;
 }
 
-/* Grow the token array; it never needs more than one token per byte. */
+/* Grow the token array; it never needs more than one token per byte. A
+ * windowed parse tokenizes little more than its window: the first size is
+ * of that, not of the input. */
 static int tok_grow(struct pg_json *js)
 {
 	/* LLM request bodies are mostly long strings: a token per 128 bytes
 	 * of input is a first size that seldom needs to grow. */
-	size_t ncap = js->cap ? (size_t)js->cap * 2 : 64 + js->len / 128;
+	size_t in = js->window && js->window < js->len ? js->window : js->len;
+	size_t ncap = js->cap ? (size_t)js->cap * 2 : 64 + in / 128;
 	struct pg_json_tok *t;
 
 	if (ncap > js->len + 1)
@@ -63,6 +66,9 @@ static inline struct pg_json_tok *tok_alloc(struct pg_json *js, size_t pos)
 
 static inline size_t skip_ws(const unsigned char *s, size_t len, size_t pos)
 {
+	/* compact JSON has no whitespace between tokens: one test for it */
+	if (__builtin_expect(pos < len && s[pos] > ' ', 1))
+		return pos;
 	while (pos < len && s[pos] <= ' ' &&
 	       (s[pos] == ' ' || s[pos] == '\n' || s[pos] == '\r' || s[pos] == '\t'))
 		pos++;
@@ -207,14 +213,19 @@ static int scan_literal(struct pg_json *js, size_t *pos, struct pg_json_tok *t)
 	return fail(js, *pos, "expected a value");
 }
 
-int pg_json_parse(struct pg_json *js, const char *src, size_t len)
+/*
+ * The parse loop. While skim is nonzero the array open at stack depth skim
+ * (1-based) is past its window: what follows in it is checked as strictly,
+ * but makes no tokens (t points at a scratch one), until that array closes.
+ */
+static int parse(struct pg_json *js, const char *src, size_t len)
 {
 	const unsigned char *s = (const unsigned char *)src;
 	uint32_t stack[PG_JSON_MAX_DEPTH], top;
-	struct pg_json_tok *t;
-	unsigned depth = 0;
+	bool is_obj[PG_JSON_MAX_DEPTH], obj;
+	struct pg_json_tok *t, scratch;
+	unsigned depth = 0, skim = 0;
 	size_t pos = 0;
-	bool obj;
 
 	js->src = src;
 	js->len = len;
@@ -228,9 +239,11 @@ value:
 	pos = skip_ws(s, len, pos);
 	if (pos >= len)
 		return fail(js, pos, "expected a value");
-	t = tok_alloc(js, pos);
-	if (!t)
+	if (skim) {
+		t = &scratch;
+	} else if (!(t = tok_alloc(js, pos))) {
 		return fail(js, pos, "out of memory");
+	}
 	switch (s[pos]) {
 	case '{':
 	case '[':
@@ -238,6 +251,7 @@ value:
 			return fail(js, pos, "nested deeper than 256");
 		obj = s[pos] == '{';
 		t->type = obj ? PG_JSON_OBJECT : PG_JSON_ARRAY;
+		is_obj[depth] = obj;
 		stack[depth++] = js->ntok - 1;
 		pos = skip_ws(s, len, pos + 1);
 		if (pos < len && s[pos] == (obj ? '}' : ']'))
@@ -268,12 +282,22 @@ after_value:
 		return 0;
 	}
 	top = stack[depth - 1];
-	obj = js->tok[top].type == PG_JSON_OBJECT;
+	obj = is_obj[depth - 1];
 	if (pos >= len)
 		return fail(js, pos, obj ? "unterminated object" : "unterminated array");
 	if (s[pos] == ',') {
 		pos++;
-		js->tok[top].size++;
+		if (!skim) {
+			/* an array's elements are tokenized while they start within
+			 * the window from its '[' (objects always whole: a member
+			 * lookup needs them all) */
+			if (!obj && js->window && pos - js->tok[top].start > js->window) {
+				js->tok[top].flags |= PG_JSON_F_PARTIAL;
+				skim = depth;
+			} else {
+				js->tok[top].size++;
+			}
+		}
 		if (obj)
 			goto member;
 		goto value;
@@ -282,18 +306,25 @@ after_value:
 		return fail(js, pos, obj ? "expected ',' or '}'" : "expected ',' or ']'");
 close:
 	top = stack[--depth];
-	js->tok[top].end = (uint32_t)(pos + 1);
-	js->tok[top].next = js->ntok;
 	pos++;
+	if (skim) {
+		if (depth + 1 != skim)
+			goto after_value;
+		skim = 0;
+	}
+	js->tok[top].end = (uint32_t)pos;
+	js->tok[top].next = js->ntok;
 	goto after_value;
 
 member:
 	pos = skip_ws(s, len, pos);
 	if (pos >= len || s[pos] != '"')
 		return fail(js, pos, "expected a member name string");
-	t = tok_alloc(js, pos);
-	if (!t)
+	if (skim) {
+		t = &scratch;
+	} else if (!(t = tok_alloc(js, pos))) {
 		return fail(js, pos, "out of memory");
+	}
 	if (scan_string(js, &pos, t))
 		return -1;
 	pos = skip_ws(s, len, pos);
@@ -301,6 +332,18 @@ member:
 		return fail(js, pos, "expected ':'");
 	pos++;
 	goto value;
+}
+
+int pg_json_parse(struct pg_json *js, const char *src, size_t len)
+{
+	js->window = 0;
+	return parse(js, src, len);
+}
+
+int pg_json_parse_window(struct pg_json *js, const char *src, size_t len, size_t window)
+{
+	js->window = window;
+	return parse(js, src, len);
 }
 
 void pg_json_free(struct pg_json *js)

@@ -16,6 +16,8 @@
  * returns the last one, as JavaScript and Python do.
  *
  * The parser never reads outside src[0..len) and needs no terminating NUL.
+ * pg_json_parse_window() checks exactly as strictly but tokenizes long
+ * arrays only in part, for a reader that needs only their start.
  */
 #ifndef PG_JSON_H
 #define PG_JSON_H
@@ -41,6 +43,7 @@ enum pg_json_type {
 #define PG_JSON_F_ESCAPED  0x1 /* string: contains at least one backslash escape */
 #define PG_JSON_F_NONASCII 0x2 /* string: raw bytes include non-ASCII UTF-8 */
 #define PG_JSON_F_INTEGER  0x4 /* number: no fraction and no exponent */
+#define PG_JSON_F_PARTIAL  0x8 /* array: elements past the window not tokenized */
 
 struct pg_json_tok {
 	uint32_t start; /* string: first byte after the opening quote; else first byte */
@@ -62,6 +65,7 @@ struct pg_json {
 	size_t len;
 	struct pg_json_tok *tok;
 	uint32_t ntok, cap;
+	size_t window;       /* pg_json_parse_window()'s; 0: none */
 	size_t err_pos;      /* on error: byte offset where it was found */
 	const char *err_msg; /* on error: static text, e.g. "expected ':'" */
 };
@@ -73,6 +77,18 @@ struct pg_json {
  */
 int pg_json_parse(struct pg_json *js, const char *src, size_t len);
 void pg_json_free(struct pg_json *js);
+
+/*
+ * pg_json_parse() for a reader that needs only the start of long arrays
+ * (key.c: its text stops at a code point limit). The whole input is
+ * checked exactly as strictly, and the result is the same, except that an
+ * array whose elements run on past window bytes from its '[' keeps only
+ * the elements that start within them: its size counts those, its flags
+ * have PG_JSON_F_PARTIAL, and the rest makes no tokens (so costs only the
+ * scan of its bytes). The first element is always kept; objects are always
+ * whole. window 0: pg_json_parse().
+ */
+int pg_json_parse_window(struct pg_json *js, const char *src, size_t len, size_t window);
 
 /* Iteration. Array elements: for (k = pg_json_first(i), n = 0; n < size;
  * n++, k = tok[k].next). Object members: the name at k, the value at k + 1,

@@ -28,6 +28,37 @@ static bool absent(const struct pg_json *js, int64_t i)
 	return i < 0 || js->tok[i].type == PG_JSON_NULL;
 }
 
+/*
+ * The walk's results: 0 done; WALK_STOP done too, the rest not looked at;
+ * -1 the body cannot be used; WALK_WHOLE the walk needs array elements the
+ * windowed parse left out (json.h), so the body is parsed again with a
+ * larger window.
+ */
+#define WALK_STOP  1
+#define WALK_WHOLE (-2)
+
+/* Something malformed at this point of the walk: the body cannot be used,
+ * unless the PREFIX_AWARE key text (mark 0, key.h) is complete already:
+ * then past it only the JSON grammar matters (README "How it routes"), and
+ * the walk ends here, as it would have for PREFIX_AWARE alone. */
+static int bad(const struct pg_text *e)
+{
+	return e->mark[0] && e->ncp >= e->mark[0] ? WALK_STOP : -1;
+}
+
+/* The walk of an array can stop: the text is full and, when cache_aware's
+ * anchor is wanted, the first user message is written or not in it. */
+static bool walk_done(const struct pg_text *e, bool anchor)
+{
+	return pg_text_full(e) && (!anchor || e->user_done);
+}
+
+/* The walk used every kept element of array a without being done. */
+static int walk_end(const struct pg_text *e, const struct pg_json *js, int64_t a, bool anchor)
+{
+	return walk_done(e, anchor) || !(js->tok[a].flags & PG_JSON_F_PARTIAL) ? 0 : WALK_WHOLE;
+}
+
 /* Content part types whose "text" is key text, per API. */
 struct part_types {
 	const struct pg_json_name *names;
@@ -64,27 +95,36 @@ emit_content(struct pg_text *e, const struct pg_json *js, int64_t c, const struc
 		return 0;
 	}
 	if (!is_type(js, c, PG_JSON_ARRAY))
-		return -1;
+		return bad(e);
 	for (n = 0; n < js->tok[c].size; n++, k = js->tok[k].next) {
+		if (pg_text_full(e))
+			return 0;
 		if (!pg_json_find_n(js, k, part_names, 2, f))
-			return -1;
+			return bad(e);
 		text = f[1];
 		if (!part_type_ok(js, f[0], pt))
 			continue;
 		if (!is_type(js, text, PG_JSON_STRING))
-			return -1;
+			return bad(e);
 		if (ntext++)
 			pg_text_cp(e, PG_KEY_GS);
 		pg_text_string(e, js, (uint32_t)text);
 	}
-	return 0;
+	return walk_end(e, js, c, false);
 }
 
 /* CANON(v) RS, for tools and the Responses items that are not messages. */
 static int emit_canonical(struct pg_text *e, const struct pg_json *js, int64_t v)
 {
-	uint32_t *scratch = malloc(sizeof(*scratch) * js->ntok);
+	uint32_t *scratch;
 
+	if (pg_text_full(e))
+		return 0;
+	/* an array of v cut by the window would end the text too soon */
+	for (uint32_t i = (uint32_t)v; i < js->tok[v].next; i++)
+		if (js->tok[i].flags & PG_JSON_F_PARTIAL)
+			return WALK_WHOLE;
+	scratch = malloc(sizeof(*scratch) * js->ntok);
 	if (!scratch)
 		return -1;
 	pg_text_canonical(e, js, (uint32_t)v, scratch, 0);
@@ -111,6 +151,8 @@ static inline __attribute__((always_inline)) int
 emit_message(struct pg_text *e, const struct pg_json *js, int64_t role, const char *lit,
              int64_t content, const struct part_types *pt, bool anchor, uint32_t prefix_length)
 {
+	int rc;
+
 	if (lit) {
 		pg_text_ascii(e, lit, strlen(lit));
 	} else if (is_type(js, role, PG_JSON_STRING)) {
@@ -118,11 +160,12 @@ emit_message(struct pg_text *e, const struct pg_json *js, int64_t role, const ch
 			user_starts(e, anchor, prefix_length);
 		pg_text_string(e, js, (uint32_t)role);
 	} else if (!absent(js, role)) {
-		return -1;
+		return bad(e);
 	}
 	pg_text_cp(e, PG_KEY_US);
-	if (emit_content(e, js, content, pt))
-		return -1;
+	rc = emit_content(e, js, content, pt);
+	if (rc)
+		return rc;
 	pg_text_cp(e, PG_KEY_RS);
 	if (e->user_seen && !e->user_done) {
 		e->user_done = true;
@@ -140,21 +183,26 @@ static int chat_text(struct pg_text *e, const struct pg_json *js, int64_t tools,
 	static const struct pg_json_name msg_names[] = {{"role", 4}, {"content", 7}};
 	int64_t f[2];
 	uint32_t k, n;
+	int rc = 0;
 
 	if (!is_type(js, msgs, PG_JSON_ARRAY))
 		return -1;
-	if (!absent(js, tools) && emit_canonical(e, js, tools))
-		return -1;
+	if (!absent(js, tools) && (rc = emit_canonical(e, js, tools)))
+		return rc;
 	if (!absent(js, system) &&
-	    emit_message(e, js, -1, "system", system, &chat_parts, anchor, prefix_length))
-		return -1;
+	    (rc = emit_message(e, js, -1, "system", system, &chat_parts, anchor, prefix_length)))
+		return rc;
 	k = pg_json_first((uint32_t)msgs);
 	for (n = 0; n < js->tok[msgs].size; n++, k = js->tok[k].next) {
-		if (!pg_json_find_n(js, k, msg_names, 2, f) ||
-		    emit_message(e, js, f[0], NULL, f[1], &chat_parts, anchor, prefix_length))
-			return -1;
+		if (walk_done(e, anchor))
+			return 0;
+		if (!pg_json_find_n(js, k, msg_names, 2, f))
+			return bad(e);
+		rc = emit_message(e, js, f[0], NULL, f[1], &chat_parts, anchor, prefix_length);
+		if (rc)
+			return rc;
 	}
-	return 0;
+	return walk_end(e, js, msgs, anchor);
 }
 
 /* Responses: [CANON(tools) RS] ["system" US instructions RS] input, where a
@@ -167,35 +215,40 @@ static int responses_text(struct pg_text *e, const struct pg_json *js, int64_t t
 	static const struct pg_json_name item_names[] = {{"type", 4}, {"role", 4}, {"content", 7}};
 	int64_t f[3];
 	uint32_t k, n;
+	int rc;
 
-	if (!absent(js, tools) && emit_canonical(e, js, tools))
-		return -1;
+	if (!absent(js, tools) && (rc = emit_canonical(e, js, tools)))
+		return rc;
 	if (!absent(js, instr)) {
-		if (!is_type(js, instr, PG_JSON_STRING) ||
-		    emit_message(e, js, -1, "system", instr, &resp_parts, anchor, prefix_length))
-			return -1;
+		if (!is_type(js, instr, PG_JSON_STRING))
+			return bad(e);
+		rc = emit_message(e, js, -1, "system", instr, &resp_parts, anchor, prefix_length);
+		if (rc)
+			return rc;
 	}
 	if (is_type(js, input, PG_JSON_STRING)) {
 		user_starts(e, anchor, prefix_length);
 		return emit_message(e, js, -1, "user", input, &resp_parts, anchor, prefix_length);
 	}
 	if (!is_type(js, input, PG_JSON_ARRAY))
-		return -1;
+		return bad(e);
 	k = pg_json_first((uint32_t)input);
 	for (n = 0; n < js->tok[input].size; n++, k = js->tok[k].next) {
+		if (walk_done(e, anchor))
+			return 0;
 		if (!pg_json_find_n(js, k, item_names, 3, f))
-			return -1;
+			return bad(e);
 		if ((absent(js, f[0]) || (is_type(js, f[0], PG_JSON_STRING) &&
 		                          pg_json_str_eq(js, (uint32_t)f[0], "message", 7))) &&
-		    f[1] >= 0) {
-			if (emit_message(e, js, f[1], NULL, f[2], &resp_parts, anchor,
-			                 prefix_length))
-				return -1;
-		} else if (emit_canonical(e, js, k)) {
-			return -1;
-		}
+		    f[1] >= 0)
+			rc = emit_message(e, js, f[1], NULL, f[2], &resp_parts, anchor,
+			                  prefix_length);
+		else
+			rc = emit_canonical(e, js, k);
+		if (rc)
+			return rc;
 	}
-	return 0;
+	return walk_end(e, js, input, anchor);
 }
 
 /* Token ids of array token a, each as decimal followed by US. */
@@ -209,10 +262,10 @@ static int emit_token_ids(struct pg_text *e, const struct pg_json *js, uint32_t 
 		uint64_t u;
 		size_t len = 0;
 
-		if (js->tok[k].type != PG_JSON_NUMBER || pg_json_get_i64(js, k, &v))
-			return -1;
 		if (pg_text_full(e))
-			continue; /* still validate the rest */
+			return 0;
+		if (js->tok[k].type != PG_JSON_NUMBER || pg_json_get_i64(js, k, &v))
+			return bad(e);
 		u = v < 0 ? -(uint64_t)v : (uint64_t)v;
 		do
 			dec[sizeof(dec) - ++len] = (char)('0' + u % 10);
@@ -222,20 +275,21 @@ static int emit_token_ids(struct pg_text *e, const struct pg_json *js, uint32_t 
 		pg_text_ascii(e, dec + sizeof(dec) - len, len);
 		pg_text_cp(e, PG_KEY_US);
 	}
-	return 0;
+	return walk_end(e, js, a, false);
 }
 
 static int completion_text(struct pg_text *e, const struct pg_json *js, int64_t p)
 {
 	uint32_t k, n, size;
 	uint8_t first;
+	int rc;
 
 	if (is_type(js, p, PG_JSON_STRING)) {
 		pg_text_string(e, js, (uint32_t)p);
 		return 0;
 	}
 	if (!is_type(js, p, PG_JSON_ARRAY))
-		return -1;
+		return bad(e);
 	size = js->tok[p].size;
 	if (!size)
 		return 0;
@@ -244,16 +298,20 @@ static int completion_text(struct pg_text *e, const struct pg_json *js, int64_t 
 		return emit_token_ids(e, js, (uint32_t)p);
 	k = pg_json_first((uint32_t)p);
 	for (n = 0; n < size; n++, k = js->tok[k].next) {
+		if (pg_text_full(e))
+			return 0;
 		if (js->tok[k].type != first)
-			return -1;
+			return bad(e);
 		if (n)
 			pg_text_cp(e, PG_KEY_RS);
 		if (first == PG_JSON_STRING)
 			pg_text_string(e, js, k);
-		else if (first != PG_JSON_ARRAY || emit_token_ids(e, js, k))
-			return -1;
+		else if (first != PG_JSON_ARRAY)
+			return bad(e);
+		else if ((rc = emit_token_ids(e, js, k)))
+			return rc;
 	}
-	return 0;
+	return walk_end(e, js, p, false);
 }
 
 enum pg_api pg_key_api(struct pg_str method, struct pg_str path)
@@ -399,11 +457,12 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 		return explicit_out(out, PG_KEY_SRC_PREVIOUS_RESPONSE, js, f[PREV], text, text_cap,
 		                    text_len, kb);
 	/* The whole text is wanted: one allocation of about the body's size
-	 * (the text is rarely longer) instead of doubling up to it. */
-	if (kb) {
-		pg_text_reserve(&e, js->len + 64);
-		pg_text_mark(&e, 0, prefix_length);
-	}
+	 * (the text is rarely longer, and never more than 4 bytes a code
+	 * point) instead of doubling up to it. */
+	if (kb)
+		pg_text_reserve(
+		    &e, (js->len < 4 * (size_t)e.limit ? js->len : 4 * (size_t)e.limit) + 64);
+	pg_text_mark(&e, 0, prefix_length); /* where the PREFIX_AWARE key ends */
 	switch (api) {
 	case PG_API_CHAT:
 		rc = chat_text(&e, js, f[TOOLS], -1, f[MSGS], kb, prefix_length);
@@ -417,6 +476,8 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 	default:
 		rc = completion_text(&e, js, f[api == PG_API_EMBEDDINGS ? INPUT : PROMPT]);
 	}
+	if (rc == WALK_STOP)
+		rc = 0;
 	if (!rc && !e.oom) {
 		const char *t = e.buf ? e.buf : "";
 		size_t cut = kb ? pg_text_mark_offset(&e, 0) : e.len;
@@ -437,7 +498,7 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 		}
 	}
 	free(e.buf);
-	return rc || e.oom ? -1 : 0;
+	return rc == WALK_WHOLE ? rc : rc || e.oom ? -1 : 0;
 }
 
 static int key_compute(enum pg_api api, struct pg_str header_key, const char *body, size_t body_len,
@@ -457,9 +518,29 @@ static int key_compute(enum pg_api api, struct pg_str header_key, const char *bo
 			*kb = (struct pg_key_blocks){.anchor = out->hash, .anchor_len = 0, .n = 0};
 		return 0;
 	}
-	if (api != PG_API_RAW) {
-		if (complete && !pg_json_parse(&js, body ? body : "", body_len))
+	if (api != PG_API_RAW && complete) {
+		/* The text stops at its limit: long arrays are tokenized only as
+		 * far as it is likely to reach (4 bytes a code point: text in any
+		 * script, with its JSON around it), and the body parsed again
+		 * with a window 8 times larger when that was not enough (arrays
+		 * that hold more than text: images, tool calls), so the key is
+		 * always that of the whole parse (json.h). */
+		size_t window =
+		    4 * (size_t)(kb ? PG_CA_MAX_BLOCKS * PG_CA_BLOCK : prefix_length) + 1024;
+
+		for (;;) {
+			if (pg_json_parse_window(&js, body ? body : "", body_len, window))
+				break;
 			rc = json_key(api, &js, prefix_length, out, text, text_cap, text_len, kb);
+			if (rc != WALK_WHOLE)
+				break;
+			rc = -1;
+			if (!window)
+				break;
+			window = window >= body_len / 8 ? 0 : window * 8;
+		}
+	}
+	if (api != PG_API_RAW) {
 		pg_json_free(&js);
 		if (!rc)
 			return 0;

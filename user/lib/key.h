@@ -12,7 +12,10 @@
  *   completions, responses), else a Responses request's
  *   "previous_response_id", replaces the extracted key (explicit key).
  * - Unparseable JSON (or a body too large to buffer whole) falls back to the
- *   raw-bytes key; out->fallback says so. Never an error.
+ *   raw-bytes key; out->fallback says so. Never an error. The whole body is
+ *   checked as JSON; the shape the grammar below asks for only until the
+ *   text has prefix_length code points: past that, a part of the wrong
+ *   shape ends the text instead (and the walk reads nothing further).
  *
  * Key text of the OpenAI APIs, as Unicode code points (hashed as UTF-8).
  * TEXT(s) is the unescaped string s with each ESC, US, RS or GS in it

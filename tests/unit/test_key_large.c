@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Keys of large bodies (README "How it routes"): the parse tokenizes long
+ * arrays only as far as the key text can reach (json.h), so these check
+ * that the key is still that of the whole body, that what lies past the
+ * key is still checked as JSON, and that it is no longer checked for the
+ * API's shape.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "lib/key.h"
+
+static const struct pg_str nohdr = {"", 0};
+
+struct body {
+	char *p;
+	size_t len, cap;
+};
+
+static void put(struct body *b, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (b->len + n + 1 > b->cap) {
+		b->cap = 2 * (b->len + n + 1);
+		b->p = realloc(b->p, b->cap);
+		assert_non_null(b->p);
+	}
+	memcpy(b->p + b->len, s, n + 1);
+	b->len += n;
+}
+
+/* Chat messages of about n bytes in all, each saying its index: bodies of
+ * any length share their first messages. extra: members added to each. */
+static void messages(struct body *b, size_t n, const char *extra)
+{
+	char m[256];
+	size_t end = b->len + n;
+
+	for (unsigned i = 0; b->len < end; i++) {
+		snprintf(m, sizeof(m),
+		         "%s{\"role\":\"%s\",%s\"content\":\"say \\\"%u\\\" \\u00e9 日本\"}",
+		         i ? "," : "", i % 2 ? "assistant" : "user", extra, i);
+		put(b, m);
+	}
+}
+
+static struct pg_key key(const struct body *b, uint32_t plen)
+{
+	struct pg_key k;
+
+	assert_int_equal(
+	    pg_key_compute(PG_API_CHAT, nohdr, b->p, b->len, true, plen, &k, NULL, 0, NULL), 0);
+	return k;
+}
+
+/* A chat body: head, messages of about n bytes, tail. */
+static struct body chat(const char *head, size_t n, const char *extra, const char *tail)
+{
+	struct body b = {0};
+
+	put(&b, "{\"model\":\"m\",");
+	put(&b, head);
+	put(&b, "\"messages\":[");
+	messages(&b, n, extra);
+	put(&b, "]");
+	put(&b, tail);
+	put(&b, "}");
+	return b;
+}
+
+/* 1 MiB of messages gives the key 4 KiB of them give, and so does
+ * cache_aware's view as far as its text reaches. */
+static void test_same_key(void **state)
+{
+	struct body small = chat("", 64 << 10, "", ""), big = chat("", 1 << 20, "", "");
+	struct pg_key a = key(&small, 4096), b = key(&big, 4096), c;
+	struct pg_key_blocks kb;
+
+	(void)state;
+	assert_false(a.fallback);
+	assert_int_equal(a.source, PG_KEY_SRC_MESSAGES);
+	assert_int_equal(a.length, 4096);
+	assert_true(a.hash == b.hash && a.length == b.length && !b.fallback);
+	assert_int_equal(
+	    pg_key_compute_blocks(PG_API_CHAT, nohdr, big.p, big.len, true, 4096, &c, &kb), 0);
+	assert_true(c.hash == b.hash && !c.fallback);
+	assert_int_equal(kb.n, PG_CA_MAX_BLOCKS); /* 256 KiB of text: all of it */
+	free(small.p);
+	free(big.p);
+}
+
+/* The first messages carry 200 KiB that is not text: the parse's first
+ * window does not reach the text the key needs, and the body is parsed
+ * again; the key is that of the same text without the rest. */
+static void test_not_text_first(void **state)
+{
+	struct body heavy = {0};
+	char *pad = malloc(200 << 10);
+
+	(void)state;
+	assert_non_null(pad);
+	memset(pad, 'x', (200 << 10) - 1);
+	pad[(200 << 10) - 1] = 0;
+	put(&heavy, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"tool_calls\":[\"");
+	put(&heavy, pad);
+	put(&heavy, "\"],\"content\":\"say \\\"0\\\" \\u00e9 日本\"},");
+	messages(&heavy, 64 << 10, "");
+	put(&heavy, "]}");
+	/* the same messages with the padding left out */
+	{
+		struct body same = {0};
+		struct pg_key a, b;
+
+		put(&same, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"tool_calls\":[],"
+		           "\"content\":\"say \\\"0\\\" \\u00e9 日本\"},");
+		messages(&same, 64 << 10, "");
+		put(&same, "]}");
+		a = key(&same, 4096);
+		b = key(&heavy, 4096);
+		assert_false(a.fallback || b.fallback);
+		assert_true(a.hash == b.hash && a.length == 4096 && b.length == 4096);
+		free(same.p);
+	}
+	free(pad);
+	free(heavy.p);
+}
+
+/* prompt_cache_key after 1 MiB of text is still found. */
+static void test_cache_key_late(void **state)
+{
+	struct body b = chat("", 1 << 20, "", ",\"prompt_cache_key\":\"tenant-7\"");
+	struct body s = chat("", 1024, "", ",\"prompt_cache_key\":\"tenant-7\"");
+	struct pg_key k = key(&b, 4096), ks = key(&s, 4096);
+
+	(void)state;
+	assert_int_equal(k.source, PG_KEY_SRC_CACHE_FIELD);
+	assert_int_equal(k.length, 8);
+	assert_true(k.hash == ks.hash);
+	free(b.p);
+	free(s.p);
+}
+
+/* Past the key the JSON grammar is still checked: each of these, 1 MiB in,
+ * sends the body to the raw-bytes key. */
+static void test_late_grammar(void **state)
+{
+	static const char *const tails[] = {
+	    ",\"x\":[1,2,]", ",\"x\":\"\xff\"", ",\"x\":\"\\q\"", ",\"x\":01", ",\"x\":\"\x01\"",
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(tails) / sizeof(tails[0]); i++) {
+		struct body b = chat("", 1 << 20, "", tails[i]);
+
+		assert_true(key(&b, 4096).fallback);
+		free(b.p);
+	}
+	/* and inside the messages array, past its window */
+	{
+		struct body b = chat("", 1 << 20, "\"x\":\"ok\",", "");
+
+		assert_false(key(&b, 4096).fallback);
+		b.p[b.len - 40] = (char)0xff; /* in the last message's text */
+		assert_true(key(&b, 4096).fallback);
+		free(b.p);
+	}
+}
+
+/* A message of the wrong shape past the key text is not looked at; within
+ * it, it still makes the body unusable. */
+static void test_late_shape(void **state)
+{
+	struct body ok = chat("", 64 << 10, "", ""), bad = chat("", 64 << 10, "", "");
+	char *last = strstr(bad.p + bad.len - 300, "\"content\":\"");
+	struct pg_key a, b;
+
+	(void)state;
+	assert_non_null(last);
+	memcpy(last, "\"content\":1,\"x\":\"", 17); /* content a number */
+	a = key(&ok, 4096);
+	b = key(&bad, 4096);
+	assert_false(b.fallback);
+	assert_true(a.hash == b.hash);
+	/* a PrefixLength that reaches it: the raw-bytes key */
+	assert_true(key(&bad, 65536).fallback);
+	free(ok.p);
+	free(bad.p);
+}
+
+/* An escape at the cut (a surrogate pair: one code point of 12 bytes), in a
+ * body whose other messages run on for 1 MiB: the same key text as alone. */
+static void test_escape_at_cut(void **state)
+{
+	struct body one = {0}, big = {0};
+	char *a = malloc(4096), t1[16384], t2[16384];
+	size_t l1, l2;
+	struct pg_key k1, k2;
+
+	(void)state;
+	assert_non_null(a);
+	memset(a, 'a', 4090);
+	a[4090] = 0;
+	for (int i = 0; i < 2; i++) {
+		struct body *b = i ? &big : &one;
+
+		put(b, "{\"messages\":[{\"role\":\"user\",\"content\":\"");
+		put(b, a);
+		put(b, "\\ud83d\\ude00\\u001e tail\"}");
+		if (i) {
+			put(b, ",");
+			messages(b, 1 << 20, "");
+		}
+		put(b, "]}");
+	}
+	/* "user" US, then 4090 a's: the pair is code point 4096 */
+	assert_int_equal(pg_key_compute(PG_API_CHAT, nohdr, one.p, one.len, true, 4096, &k1, t1,
+	                                sizeof(t1), &l1),
+	                 0);
+	assert_int_equal(pg_key_compute(PG_API_CHAT, nohdr, big.p, big.len, true, 4096, &k2, t2,
+	                                sizeof(t2), &l2),
+	                 0);
+	assert_false(k1.fallback || k2.fallback);
+	assert_int_equal(k1.length, 4096);
+	assert_true(l1 == l2 && k1.hash == k2.hash && !memcmp(t1, t2, l1));
+	assert_memory_equal(t1 + l1 - 4, "\xf0\x9f\x98\x80", 4);
+	/* one more code point: ESC (for the escaped RS) is the last */
+	assert_int_equal(pg_key_compute(PG_API_CHAT, nohdr, big.p, big.len, true, 4097, &k2, t2,
+	                                sizeof(t2), &l2),
+	                 0);
+	assert_true(l2 == l1 + 1 && t2[l1] == 0x1b);
+	free(a);
+	free(one.p);
+	free(big.p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_same_key),       cmocka_unit_test(test_not_text_first),
+	    cmocka_unit_test(test_cache_key_late), cmocka_unit_test(test_late_grammar),
+	    cmocka_unit_test(test_late_shape),     cmocka_unit_test(test_escape_at_cut),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
