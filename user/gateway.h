@@ -95,6 +95,13 @@ struct pg_gateway {
 	 * only: GET /routing and metrics show the configured threshold). */
 	uint32_t fleet_share;
 	struct pg_pools *pools; /* state/pools.h: model pools; NULL: the default alone */
+	/* The highest backend id made a member so far (pg_pool_member_set, as
+	 * the control thread adds one; never lowered, read atomically): every
+	 * ACTIVE id is at or below it, so pg_max_backend_id() scans down from
+	 * here, not from PG_MAX_BACKENDS (3,840 more table entries on every
+	 * request of a 256-backend fleet). 0: none added that way (tests that
+	 * write the table directly); then the whole table is scanned. */
+	unsigned member_id_max;
 };
 
 static inline uint64_t pg_now_ns(void)
@@ -142,9 +149,11 @@ static inline void pg_route_cfg_load(const struct pg_gateway *gw, struct pg_rout
 /* Highest backend id in use (bounds scans of the backend table). */
 static inline unsigned pg_max_backend_id(const struct pg_gateway *gw)
 {
-	unsigned id;
+	unsigned id = __atomic_load_n(&gw->member_id_max, __ATOMIC_ACQUIRE);
 
-	for (id = PG_MAX_BACKENDS - 1; id > 0; id--)
+	if (!id || id > PG_MAX_BACKENDS - 1)
+		id = PG_MAX_BACKENDS - 1;
+	for (; id > 0; id--)
 		if (__atomic_load_n(&gw->maps.backends[id].flags, __ATOMIC_RELAXED) &
 		    PG_BACKEND_ACTIVE)
 			break;

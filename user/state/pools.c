@@ -109,8 +109,12 @@ void pg_pool_member_set(struct pg_gateway *gw, unsigned id, unsigned pool, bool 
 {
 	uint64_t bit = 1ull << (id % 64);
 
-	if (member)
+	if (member) {
 		__atomic_store_n(&gw->maps.backends[id].pool, pool, __ATOMIC_RELAXED);
+		/* Only the control thread writes it: no lost update. */
+		if (id > __atomic_load_n(&gw->member_id_max, __ATOMIC_RELAXED))
+			__atomic_store_n(&gw->member_id_max, id, __ATOMIC_RELEASE);
+	}
 	if (!gw->pools)
 		return;
 	if (member)

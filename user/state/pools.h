@@ -60,7 +60,8 @@ int pg_pool_for_body(const struct pg_gateway *gw, const char *body, size_t len, 
 const struct pg_idset *pg_pool_exclude(const struct pg_gateway *gw, unsigned pool,
                                        const struct pg_idset *exclude, struct pg_idset *buf);
 
-/* Control thread: backend id joins pool / leaves its pool (pg_backend.pool). */
+/* Control thread: backend id joins pool / leaves its pool (pg_backend.pool);
+ * joining raises gw->member_id_max to id. */
 void pg_pool_member_set(struct pg_gateway *gw, unsigned id, unsigned pool, bool member);
 
 /* Whether any pool lists models (then GET /v1/models is the gateway's). */
