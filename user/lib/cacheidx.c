@@ -71,6 +71,12 @@ size_t pg_ca_holders(const struct pg_ca_index *ix, uint64_t h, pg_ca_ok_fn ok, v
 	return n;
 }
 
+void pg_ca_prefetch(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		__builtin_prefetch(&ix->slots[chain[i] & (ix->nslots - 1)], 1 /* to be written */);
+}
+
 void pg_ca_match(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n, pg_ca_ok_fn ok,
                  void *arg, struct pg_ca_match *out)
 {
