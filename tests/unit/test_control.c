@@ -117,6 +117,17 @@ static void test_drain(void **state)
 	assert_int_equal(b->epoch, epoch + 1);
 	assert_int_equal(b->requests[PG_DEC_AFFINITY], 0);
 	assert_int_equal(flags(2), PG_BACKEND_ACTIVE);
+
+	/* the highest id leaves: scans stop below it, from the bound the
+	 * adds raised (which stays) */
+	assert_int_equal(gw.backend_hwm, 3);
+	assert_int_equal(pg_member_remove(&gw, "10.0.0.3:8000", err, sizeof(err)), 3);
+	pg_control_tick(&gw, now + 10 * PG_DRAIN_GRACE_MS);
+	assert_int_equal(flags(3), 0);
+	assert_int_equal(pg_max_backend_id(&gw), 2);
+	assert_int_equal(gw.backend_hwm, 3);
+	assert_int_equal(pg_member_add(&gw, "10.0.0.8:8000", err, sizeof(err)), 3);
+	assert_int_equal(pg_max_backend_id(&gw), 3);
 }
 
 /* Share of keys (of a fixed sample) whose ring owner differs from before,

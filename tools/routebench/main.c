@@ -11,6 +11,16 @@
  * common case) and matches most of each request. Prints p50/p99/max per
  * strategy and backend count, and the ring rebuild time, as a table.
  *
+ * --body: where each body is when it is routed.
+ *  - cold (the default): where the round wrote it, among --convs bodies
+ *    (20 MiB at 512), so mostly out of the CPU's caches;
+ *  - warm: written into one receive buffer just before it is routed
+ *    (untimed), as a worker's recv() leaves the body it routes next in the
+ *    CPU's cache; between routes nothing else evicts the gateway's own
+ *    state (the index, the backend table), so this is the optimistic case;
+ *  - both: a row of each.
+ * The table's last column says which.
+ *
  * Wall-clock figures on a shared VM are noisy; for a repeatable count run it
  * under valgrind --tool=callgrind --toggle-collect=pg_route (instructions
  * per call).
@@ -29,7 +39,7 @@
  *    pg_control_rebuild_ring, which updates the last table).
  *
  * usage: routebench [--rounds N] [--backends 2,16,64,255] [--body-kib K]
- *                   [--convs N] [--only STRATEGY]
+ *                   [--convs N] [--only STRATEGY] [--body cold|warm|both]
  * (--convs: conversations per round, default 512; fewer keep memory and
  * callgrind time down for large bodies)
  *        routebench --rebuild [--reps REPS] [--backends 2,16,64,255]
@@ -247,7 +257,9 @@ int main(int argc, char **argv)
 	static size_t blen[CONVS_MAX];
 	unsigned convs = 512;
 	char *bodies;
-	const char *only = NULL;
+	const char *only = NULL, *where = "cold";
+	static const char *const wheres[] = {"cold", "warm"};
+	char *rx;
 	static struct pg_ring_member members[PG_MAX_BACKENDS];
 	static char addrs[PG_MAX_BACKENDS][32];
 	struct pg_ring *ring;
@@ -273,6 +285,8 @@ int main(int argc, char **argv)
 			kib = (size_t)atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--convs"))
 			convs = (unsigned)atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--body"))
+			where = argv[i + 1];
 		else if (!strcmp(argv[i], "--backends")) {
 			nfleets = 0;
 			for (char *p = strtok(argv[i + 1], ","); p && nfleets < 8;
@@ -292,6 +306,10 @@ int main(int argc, char **argv)
 		}
 		i++;
 	}
+	if (strcmp(where, "cold") && strcmp(where, "warm") && strcmp(where, "both")) {
+		fprintf(stderr, "routebench: --body: cold, warm or both\n");
+		return 2;
+	}
 	if (convs < 1 || convs > CONVS_MAX) {
 		fprintf(stderr, "routebench: --convs: 1..%d\n", CONVS_MAX);
 		return 2;
@@ -303,22 +321,26 @@ int main(int argc, char **argv)
 	bodies = malloc(cap * convs);
 	lat = calloc((size_t)rounds * convs, sizeof(*lat));
 	ring = malloc(sizeof(*ring));
-	if (!bodies || !lat || !ring)
+	rx = malloc(cap);
+	if (!bodies || !lat || !ring || !rx)
 		return 1;
 	printf("routing cost per request (pg_route), %zu KiB chat bodies, %u conversations x %u "
 	       "turns\n",
 	       kib, convs, rounds);
-	printf("%-13s %8s %9s %9s %9s %10s %12s\n", "strategy", "backends", "p50 us", "p99 us",
-	       "max us", "matched", "ring rebuild");
+	printf("%-13s %8s %9s %9s %9s %10s %12s %5s\n", "strategy", "backends", "p50 us", "p99 us",
+	       "max us", "matched", "ring rebuild", "body");
 	for (unsigned f = 0; f < nfleets; f++) {
-		for (size_t s = 0; s < sizeof(strategies) / sizeof(strategies[0]); s++) {
+		for (size_t w = 0, s = 0; s < sizeof(strategies) / sizeof(strategies[0]);
+		     w = (w + 1) % 2, s += !w) {
+			const bool warm = w == 1;
 			struct pg_gateway gw;
 			struct pg_config cfg;
 			struct pg_route_cfg rc;
 			uint64_t matched = 0, t0, rebuild;
 			size_t n = 0;
 
-			if (only && strcmp(only, pg_strategy_flag(strategies[s])))
+			if ((only && strcmp(only, pg_strategy_flag(strategies[s]))) ||
+			    (strcmp(where, "both") && strcmp(where, wheres[w])))
 				continue;
 			setup(&gw, &cfg, fleets[f]);
 			pg_route_cfg_load(&gw, &rc);
@@ -329,9 +351,9 @@ int main(int argc, char **argv)
 			pg_ring_build(ring, members, fleets[f]);
 			rebuild = now_ns() - t0;
 			for (unsigned t = 0; t < rounds; t++) {
-				/* A round's bodies first, so that only routing is timed
-				 * (and profiled). */
-				for (unsigned c = 0; c < convs; c++)
+				/* Cold: a round's bodies first, so that only routing is
+				 * timed (and profiled). */
+				for (unsigned c = 0; c < convs && !warm; c++)
 					blen[c] = body(bodies + (size_t)c * cap, cap, c, t, kib);
 				for (unsigned c = 0; c < convs; c++) {
 					struct pg_route_input in = {.api = PG_API_CHAT,
@@ -341,6 +363,10 @@ int main(int argc, char **argv)
 
 					in.body = bodies + (size_t)c * cap;
 					in.body_len = blen[c];
+					if (warm) { /* written just before, untimed */
+						in.body = rx;
+						in.body_len = body(rx, cap, c, t, kib);
+					}
 					t0 = now_ns();
 					pg_route_worker(&gw, 0, &in, NULL, t0, &key, &ch);
 					lat[n++] = now_ns() - t0;
@@ -348,15 +374,16 @@ int main(int argc, char **argv)
 				}
 			}
 			qsort(lat, n, sizeof(*lat), cmp_u64);
-			printf("%-13s %8u %9.1f %9.1f %9.1f %9.0f%% %10.0f us\n",
+			printf("%-13s %8u %9.1f %9.1f %9.1f %9.0f%% %10.0f us %5s\n",
 			       pg_strategy_flag(strategies[s]), fleets[f], lat[n / 2] / 1e3,
 			       lat[n * 99 / 100] / 1e3, lat[n - 1] / 1e3,
 			       100.0 * (double)matched / ((double)n * (double)kib * 1024),
-			       rebuild / 1e3);
+			       rebuild / 1e3, wheres[w]);
 			pg_maps_close(&gw.maps);
 			pg_rstats_free(gw.rstats);
 		}
 	}
+	free(rx);
 	free(ring);
 	free(lat);
 	free(bodies);

@@ -13,10 +13,10 @@
 
 #include "lib/balancer.h"
 
-bool pg_backend_healthy(const struct pg_backend *b, uint64_t now_ms)
+/* pg_backend_healthy given b's flags as just loaded: one load of them per
+ * backend on the scans below, and one snapshot. */
+static inline bool healthy_flags(const struct pg_backend *b, uint16_t flags, uint64_t now_ms)
 {
-	const uint16_t flags = __atomic_load_n(&b->flags, __ATOMIC_RELAXED);
-
 	if (flags & PG_BACKEND_UNHEALTHY)
 		return false;
 	if (!(flags & PG_BACKEND_DOWN))
@@ -24,13 +24,26 @@ bool pg_backend_healthy(const struct pg_backend *b, uint64_t now_ms)
 	return now_ms >= __atomic_load_n(&b->down_until_ms, __ATOMIC_RELAXED);
 }
 
-bool pg_backend_usable(const struct pg_backend *b, uint64_t now_ms)
+static inline bool usable_flags(const struct pg_backend *b, uint16_t flags, uint64_t now_ms)
 {
-	const uint16_t flags = __atomic_load_n(&b->flags, __ATOMIC_RELAXED);
+	const uint16_t state =
+	    PG_BACKEND_ACTIVE | PG_BACKEND_DRAINING | PG_BACKEND_UNHEALTHY | PG_BACKEND_DOWN;
 
+	if ((flags & state) == PG_BACKEND_ACTIVE) /* the common case, in one test */
+		return true;
 	if (!(flags & PG_BACKEND_ACTIVE) || (flags & PG_BACKEND_DRAINING))
 		return false;
-	return pg_backend_healthy(b, now_ms);
+	return healthy_flags(b, flags, now_ms);
+}
+
+bool pg_backend_healthy(const struct pg_backend *b, uint64_t now_ms)
+{
+	return healthy_flags(b, __atomic_load_n(&b->flags, __ATOMIC_RELAXED), now_ms);
+}
+
+bool pg_backend_usable(const struct pg_backend *b, uint64_t now_ms)
+{
+	return usable_flags(b, __atomic_load_n(&b->flags, __ATOMIC_RELAXED), now_ms);
 }
 
 int64_t pg_backend_load(const struct pg_backend *b, enum pg_load_signal s, uint64_t now_ms)
@@ -53,16 +66,23 @@ static inline size_t pick_index(uint64_t rnd, size_t n)
 	return (size_t)(((unsigned __int128)rnd * n) >> 64);
 }
 
+/* id, known to be in 1..max_id (the scans' loops), may carry a request
+ * now: not excluded, usable. */
+static inline bool in_range_eligible(const struct pg_backend *backends, unsigned id,
+                                     const struct pg_idset *exclude, uint64_t now_ms)
+{
+	if (!usable_flags(&backends[id], __atomic_load_n(&backends[id].flags, __ATOMIC_RELAXED),
+	                  now_ms))
+		return false;
+	return !(exclude && pg_idset_has(exclude, id));
+}
+
 /* id may carry a request now: a real id within the table, not excluded,
  * usable. */
 static inline bool eligible(const struct pg_backend *backends, unsigned max_id, unsigned id,
                             const struct pg_idset *exclude, uint64_t now_ms)
 {
-	if (id == 0 || id > max_id)
-		return false;
-	if (exclude && pg_idset_has(exclude, id))
-		return false;
-	return pg_backend_usable(&backends[id], now_ms);
+	return id && id <= max_id && in_range_eligible(backends, id, exclude, now_ms);
 }
 
 /*
@@ -82,7 +102,7 @@ static uint16_t least_outstanding(const struct pg_backend *backends, unsigned ma
 	for (unsigned id = 1; id <= max_id; id++) {
 		int64_t load;
 
-		if (!eligible(backends, max_id, id, exclude, now_ms))
+		if (!in_range_eligible(backends, id, exclude, now_ms))
 			continue;
 		load = pg_backend_load(&backends[id], signal, now_ms);
 		if (load < best) {
@@ -104,7 +124,7 @@ static uint16_t random_usable(const struct pg_backend *backends, unsigned max_id
 	size_t n = 0;
 
 	for (unsigned id = 1; id <= max_id; id++)
-		if (eligible(backends, max_id, id, exclude, now_ms))
+		if (in_range_eligible(backends, id, exclude, now_ms))
 			ids[n++] = (uint16_t)id;
 	return n ? ids[pick_index(rnd, n)] : 0;
 }
@@ -177,7 +197,7 @@ static struct fleet_load fleet_load(const struct pg_backend *backends, unsigned 
 	struct fleet_load f = {0, 0};
 
 	for (unsigned id = 1; id <= max_id; id++) {
-		if (!eligible(backends, max_id, id, exclude, now_ms))
+		if (!in_range_eligible(backends, id, exclude, now_ms))
 			continue;
 		f.sum += pg_backend_inflight(&backends[id]);
 		f.n++;

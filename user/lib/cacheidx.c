@@ -71,6 +71,12 @@ size_t pg_ca_holders(const struct pg_ca_index *ix, uint64_t h, pg_ca_ok_fn ok, v
 	return n;
 }
 
+void pg_ca_prefetch(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		__builtin_prefetch(&ix->slots[chain[i] & (ix->nslots - 1)], 1 /* to be written */);
+}
+
 void pg_ca_match(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n, pg_ca_ok_fn ok,
                  void *arg, struct pg_ca_match *out)
 {
@@ -97,21 +103,23 @@ void pg_ca_match(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n
 }
 
 /* The way of id in s, else a free or expired one, else the stalest (the
- * most blocks sent to its backend since its stamp, relative to capacity). */
+ * most blocks sent to its backend since its stamp, relative to capacity).
+ * id_live, clock: id's ACTIVE flag and ca_clock, read once per record
+ * (way_live's test for id's own way, without reading them per block). */
 static unsigned pick_way(const struct pg_ca_index *ix, const struct pg_ca_slot *s, uint16_t id,
-                         bool *had)
+                         bool id_live, uint32_t clock, bool *had)
 {
 	unsigned best = 0;
 	uint32_t best_age = 0;
 	uint16_t live;
 
-	*had = false;
 	for (unsigned w = 0; w < PG_CA_WAYS; w++) {
 		if (LOAD(&s->backend[w]) == id) {
-			*had = way_live(ix, s, w, &live);
+			*had = id_live && clock - LOAD(&s->stamp[w]) < ix->capacity_blocks;
 			return w;
 		}
 	}
+	*had = false;
 	for (unsigned w = 0; w < PG_CA_WAYS; w++) {
 		uint16_t b = LOAD(&s->backend[w]);
 		uint32_t age;
@@ -171,15 +179,17 @@ unsigned pg_ca_record(const struct pg_ca_index *ix, const uint64_t *chain, uint3
 	__u64 *clock;
 	uint32_t base, fresh = 0;
 	unsigned evictions = 0;
+	bool live;
 
 	if (!id || id >= PG_MAX_BACKENDS)
 		return 0;
 	clock = &ix->backends[id].ca_clock;
 	base = (uint32_t)LOAD(clock);
+	live = LOAD(&ix->backends[id].flags) & PG_BACKEND_ACTIVE;
 	for (uint32_t i = 0; i < n; i++) {
 		bool evicted, had;
 		struct pg_ca_slot *s = claim(ix, chain[i], &evicted);
-		unsigned w = pick_way(ix, s, id, &had);
+		unsigned w = pick_way(ix, s, id, live, base, &had);
 
 		evictions += evicted;
 		if (!had)

@@ -63,6 +63,11 @@ struct pg_ca_match {
 	uint16_t holder[PG_CA_WAYS];
 };
 
+/* Start loading the home slots of chain[0..n) into the CPU's cache. The
+ * match's probes each wait for the one before, and the record then touches
+ * every slot: issued first, their misses overlap instead of adding up. */
+void pg_ca_prefetch(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n);
+
 /* The longest prefix chain[0..k) whose last hash has a holder ok accepts. */
 void pg_ca_match(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n, pg_ca_ok_fn ok,
                  void *arg, struct pg_ca_match *out);

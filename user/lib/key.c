@@ -366,17 +366,21 @@ static void key_out(struct pg_key *out, enum pg_key_source src, const char *p, s
 		*text_len = len;
 }
 
-/* The chain hashes of whole blocks of t[0..n), never 0 (an empty slot).
- * (XXH3 seeded with the previous hash; hashing the prefix with XXH3's
- * streaming state and a digest per block took 40% more instructions,
- * callgrind over tools/routebench.) */
+uint64_t pg_key_chain_next(uint64_t prev, const char *block)
+{
+	uint64_t h = (prev ^ prev >> 29) * 0xbf58476d1ce4e5b9ull ^ XXH3_64bits(block, PG_CA_BLOCK);
+
+	return h ^ h >> 32;
+}
+
+/* The chain hashes of whole blocks of t[0..n), never 0 (an empty slot). */
 static uint32_t block_chain(const char *t, size_t n, uint64_t *chain)
 {
 	uint64_t h = 0;
 	uint32_t k = 0;
 
 	for (; k < PG_CA_MAX_BLOCKS && (size_t)(k + 1) * PG_CA_BLOCK <= n; k++) {
-		h = XXH3_64bits_withSeed(t + (size_t)k * PG_CA_BLOCK, PG_CA_BLOCK, h);
+		h = pg_key_chain_next(h, t + (size_t)k * PG_CA_BLOCK);
 		chain[k] = h ? h : 1;
 	}
 	return k;

@@ -181,6 +181,18 @@ struct pg_key_blocks {
 	uint64_t chain[PG_CA_MAX_BLOCKS]; /* chain[i]: hash of blocks 0..i; never 0 */
 };
 
+/*
+ * The chain hash of a PG_CA_BLOCK-byte block whose prefix's chain hash is
+ * prev (0 for the first block): h = (prev ^ prev >> 29) * 0xbf58476d1ce4e5b9
+ * ^ XXH3-64(block), then h ^ h >> 32 (each step a bijection), so one hash
+ * names the whole prefix. Each block hashes on its own, so the CPU overlaps
+ * them: 64 blocks took 1.8 us against 2.9 us for XXH3 seeded with the
+ * previous hash (19,200 against 21,300 instructions; README, Routing
+ * cost). Gateways of a fleet exchange these hashes: ones of different
+ * definitions never match, they only miss.
+ */
+uint64_t pg_key_chain_next(uint64_t prev, const char *block);
+
 /* pg_key_compute (out is the same key), plus cache_aware's blocks. */
 int pg_key_compute_blocks(enum pg_api api, struct pg_str header_key, const char *body,
                           size_t body_len, bool complete, uint32_t prefix_length,

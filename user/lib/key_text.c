@@ -22,7 +22,7 @@ bool pg_text_reserve(struct pg_text *e, size_t n)
 	return true;
 }
 
-void pg_text_cp(struct pg_text *e, uint32_t cp)
+void pg_text_cp_any(struct pg_text *e, uint32_t cp)
 {
 	pg_text_checkpoint(e);
 	if (pg_text_full(e) || !pg_text_reserve(e, 4))

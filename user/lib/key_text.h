@@ -67,7 +67,23 @@ size_t pg_text_mark_offset(const struct pg_text *e, int i);
 bool pg_text_reserve(struct pg_text *e, size_t n);
 
 /* One code point, unless full. */
-void pg_text_cp(struct pg_text *e, uint32_t cp);
+void pg_text_cp_any(struct pg_text *e, uint32_t cp);
+
+/* pg_text_cp_any, inline for the common cases (the separators, ASCII):
+ * an ASCII code point past every mark, with room, or the limit reached. */
+static inline void pg_text_cp(struct pg_text *e, uint32_t cp)
+{
+	if (e->ncp > e->mark_max) {
+		if (pg_text_full(e))
+			return;
+		if (cp < 0x80 && e->len < e->cap) {
+			e->buf[e->len++] = (char)cp;
+			e->ncp++;
+			return;
+		}
+	}
+	pg_text_cp_any(e, cp);
+}
 
 /* ASCII bytes s[0..n), one code point each. */
 void pg_text_ascii(struct pg_text *e, const char *s, size_t n);

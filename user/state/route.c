@@ -41,10 +41,13 @@ static uint16_t choose(struct pg_gateway *gw, unsigned pool, const struct pg_rou
 		struct pg_ca_index ix = pg_cache_index(gw);
 		struct pg_ca_match m = {0};
 		struct pg_cached cached;
+		const bool probe = kb && kb->n && ix.capacity_blocks;
 		uint16_t id;
 
+		if (probe) /* first: the ring lookup runs while the slots load */
+			pg_ca_prefetch(&ix, kb->chain, kb->n);
 		ncand = pg_maps_pool_candidates(&gw->maps, pool, key->anchor, cand);
-		if (kb && kb->n && ix.capacity_blocks)
+		if (probe)
 			pg_ca_match(&ix, kb->chain, kb->n, holder_usable, &rule, &m);
 		cached = (struct pg_cached){
 		    .holder = m.holder,
