@@ -657,10 +657,10 @@ def admin_call(gw, method, path, body=None):
     no traffic and no health checks that CPU is the control thread's."""
     c0, t0 = cpu.tasks_ns([gw.proc.pid]), time.perf_counter()
     st, text = fleet.admin_request(gw.admin, method, path, body)
-    ms, cpu = (time.perf_counter() - t0) * 1e3, (cpu.tasks_ns([gw.proc.pid]) - c0) / 1e6
+    ms, cpu_ms = (time.perf_counter() - t0) * 1e3, (cpu.tasks_ns([gw.proc.pid]) - c0) / 1e6
     if st >= 300:
         raise RuntimeError("%s %s: %d %s" % (method, path, st, text.strip()))
-    return ms, cpu
+    return ms, cpu_ms
 
 
 def rebuild_times(gw, addr, reps=3):
