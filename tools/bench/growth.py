@@ -23,7 +23,9 @@ without health checks or metrics scrapes (HAProxy's configuration has none).
   backends  2 .. 256 mockllm processes (one per backend: ~1.7 MiB RSS each,
             idle in epoll): prefixgate's routing time p90/p99 (histogram delta
             over the runs: head parsed to backend chosen) and its decision
-            time p99 (body in hand to backend chosen: what the target reads), ring rebuild (POST /backends of the last member
+            time p99 (body in hand to backend chosen: what the target reads),
+            and CACHE_AWARE's decision time p99 at the most backends with
+            32 KiB chat bodies (issue 15's target), ring rebuild (POST /backends of the last member
             and its DELETE, each rebuilding the ring synchronously on the
             control thread: prefixgate's CPU time over the call and the wall
             time from the client, minus a GET /health; routebench's
@@ -687,6 +689,22 @@ def backends_workload(o):
             "--seed", "3", "--timeout-ms", "30000"]
 
 
+def cache_aware_cost(o, addrs):
+    """Issue 15's routing-cost target: CACHE_AWARE's decision time over all
+    of addrs with 32 KiB chat bodies (one body, so every route matches and
+    records its whole chain of blocks), from the gateway's histogram."""
+    print("  backends: cache_aware, %d backends, 32 KiB bodies ..." % len(addrs), flush=True)
+    gw = fleet.Gateway(o.build, addrs, o.logdir, PG_ARGS + ["--strategy", "cache_aware"])
+    args = FIXED + ["--body-bytes", "32768"]
+    try:
+        t = [Target("prefixgate", "127.0.0.1:%d" % gw.port, gw.proc.pid, gw.admin)]
+        measure(o, t, args, 0.5)
+        return summarize([measure(o, t, args, o.seconds)["prefixgate"]
+                          for _ in range(o.rounds)])
+    finally:
+        gw.stop()
+
+
 def sweep_backends(o):
     raise_nofile(65536)
     nmax = max(BACKEND_COUNTS)
@@ -719,6 +737,7 @@ def sweep_backends(o):
             finally:
                 gw.stop()
                 hp.stop()
+        res["cache_aware"] = cache_aware_cost(o, addrs)
     finally:
         for p in procs:
             fleet.stop(p)
@@ -783,6 +802,13 @@ def sweep_backends(o):
                  "rendezvous scores)" % (
                      nmax, rebuild, verdict(ok2), top["rebuild"]["add_med_ms"],
                      fmt(rb[nmax]["rebuild_us"] / 1e3 if nmax in rb else None, "%.1f")))
+    ca = res["cache_aware"].get("decide", {})
+    ok3 = ca.get("p99_le_us") is not None and ca["p99_le_us"] <= 20
+    res["target_ca_route_pass"] = ok3
+    lines.append("  target (issue 15): CACHE_AWARE routing p99 <= 20 us at %d backends, 32 KiB "
+                 "chat bodies: decision p99 <= %s us (~%s), mean %s us, %s" % (
+                     nmax, fmt(ca.get("p99_le_us"), "%g"), fmt(ca.get("p99_est_us"), "%.1f"),
+                     fmt(ca.get("mean_us"), "%.1f"), verdict(ok3)))
     ser = lambda f: [(n, f(res["counts"][n])) for n in BACKEND_COUNTS]  # noqa: E731
     plots.curves(o.out, "growth-backends", "Backends: routing time, ring rebuild, added p50",
                  "backends", [
