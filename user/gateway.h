@@ -69,7 +69,9 @@ struct pg_gateway {
 	int stop;                      /* set (atomically) to stop every thread */
 	/* The highest backend id ever made active in this table (the control
 	 * thread raises it before publishing the id: pg_backend_activate), so
-	 * that scans of the table stop there, not at PG_MAX_BACKENDS. */
+	 * that scans of the table stop there, not at PG_MAX_BACKENDS: no slot
+	 * above it has ever held a member, a request or a probe. Read with
+	 * pg_backend_hwm(). */
 	unsigned backend_hwm;
 	/* Set (atomically) at SIGTERM/SIGINT, before stop: workers close their
 	 * listeners and idle keep-alive clients, in-flight requests finish
@@ -152,9 +154,14 @@ static inline void pg_route_cfg_load(const struct pg_gateway *gw, struct pg_rout
  * at PG_MAX_BACKENDS - 1, so it reads one entry or a few (a scan of the whole
  * table, 4,095 entries of 160 bytes, cost more than the rest of a
  * PREFIX_AWARE decision). */
+static inline unsigned pg_backend_hwm(const struct pg_gateway *gw)
+{
+	return __atomic_load_n(&gw->backend_hwm, __ATOMIC_ACQUIRE);
+}
+
 static inline unsigned pg_max_backend_id(const struct pg_gateway *gw)
 {
-	unsigned id = __atomic_load_n(&gw->backend_hwm, __ATOMIC_ACQUIRE);
+	unsigned id = pg_backend_hwm(gw);
 
 	for (; id > 0; id--)
 		if (__atomic_load_n(&gw->maps.backends[id].flags, __ATOMIC_RELAXED) &

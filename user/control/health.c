@@ -257,13 +257,13 @@ static void *health_main(void *arg)
 
 	while (!__atomic_load_n(&gw->stop, __ATOMIC_RELAXED)) {
 		uint64_t now = pg_now_ms(), wake = now + 100; /* notice gw->stop */
-		unsigned n = 0;
+		unsigned n = 0, hwm = pg_backend_hwm(gw);     /* no probe above it */
 
 		for (int k = 0; k < K_N; k++) {
 			if (!interval[k])
 				continue;
 			if (now >= next_round[k]) {
-				for (unsigned id = 1; id < PG_MAX_BACKENDS; id++)
+				for (unsigned id = 1; id <= hwm; id++)
 					if (hc->pr[k][id].fd == -1 &&
 					    (__atomic_load_n(&gw->maps.backends[id].flags,
 					                     __ATOMIC_RELAXED) &
@@ -273,7 +273,7 @@ static void *health_main(void *arg)
 			}
 			if (next_round[k] < wake)
 				wake = next_round[k];
-			for (unsigned id = 1; id < PG_MAX_BACKENDS; id++) {
+			for (unsigned id = 1; id <= hwm; id++) {
 				struct probe *p = &hc->pr[k][id];
 
 				if (p->fd == -1)

@@ -393,7 +393,7 @@ void pg_control_tick(struct pg_gateway *gw, uint64_t now_ms)
 
 	pg_metrics_sample(gw, now_ms);
 
-	for (int id = 1; id < PG_MAX_BACKENDS; id++) {
+	for (int id = 1; id <= (int)pg_backend_hwm(gw); id++) {
 		struct pg_backend *b = &gw->maps.backends[id];
 		uint16_t f = flags_load(b);
 

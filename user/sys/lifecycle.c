@@ -41,9 +41,9 @@ int64_t pg_inflight_total(const struct pg_gateway *gw)
 {
 	int64_t n = 0;
 
-	/* Every slot, not only members: a request still held by a member that
-	 * was removed meanwhile is in flight too. */
-	for (unsigned id = 1; id < PG_MAX_BACKENDS; id++)
+	/* Every slot that ever held a member, not only members: a request still
+	 * held by a member that was removed meanwhile is in flight too. */
+	for (unsigned id = 1, hwm = pg_backend_hwm(gw); id <= hwm; id++)
 		n += __atomic_load_n(&gw->maps.backends[id].in_flight, __ATOMIC_RELAXED);
 	return n;
 }
