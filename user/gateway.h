@@ -149,16 +149,17 @@ static inline void pg_route_cfg_load(const struct pg_gateway *gw, struct pg_rout
 	pg_route_cfg_load_pool(gw, 0, rc);
 }
 
-/* Highest backend id in use (bounds scans of the backend table). It is on
- * every routing decision's path: the scan starts at the high-water mark, not
- * at PG_MAX_BACKENDS - 1, so it reads one entry or a few (a scan of the whole
- * table, 4,095 entries of 160 bytes, cost more than the rest of a
- * PREFIX_AWARE decision). */
+/* gw->backend_hwm: no id above it has ever been used (bounds periodic scans). */
 static inline unsigned pg_backend_hwm(const struct pg_gateway *gw)
 {
 	return __atomic_load_n(&gw->backend_hwm, __ATOMIC_ACQUIRE);
 }
 
+/* Highest backend id in use (bounds scans of the backend table). It is on
+ * every routing decision's path: the scan starts at the high-water mark, not
+ * at PG_MAX_BACKENDS - 1, so it reads one entry or a few (a scan of the whole
+ * table, 4,095 entries of 160 bytes, cost more than the rest of a
+ * PREFIX_AWARE decision). */
 static inline unsigned pg_max_backend_id(const struct pg_gateway *gw)
 {
 	unsigned id = pg_backend_hwm(gw);

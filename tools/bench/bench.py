@@ -173,7 +173,7 @@ def bench_workloads(opts, out):
             print("  workload %s, %s ..." % (key, s), flush=True)
             res[s] = runs.run(opts.build, out, "%s-%s" % (key, s), s, args, rate,
                               dur * opts.time_factor, warm, prefix_length=plen)
-            if res[s] and set(args) & {"multi-turn", "agentic", "short-chat"}:
+            if res[s] and set(args) & set(runs.CONV_WORKLOADS):
                 server = runs.server_history(args)
                 res[s]["conversations"] = conversation_stats(
                     os.path.join(out, "%s-%s.csv" % (key, s)), server)
@@ -324,8 +324,7 @@ def scale_workloads():
     """The scale event's workloads: (a), whose documents are all cached
     somewhere before the event, and (d), where conversations keep starting:
     key -> (pgload args, model req/s, warm-up requests, PrefixLength)."""
-    d = next(w for w in WORKLOADS if w[0] == "d")
-    return {"a": (runs.WL_SHARED, 20, 18000, None), "d": (d[2], d[3], d[5], d[6])}
+    return {w[0]: (w[2], w[3], w[5], w[6]) for w in WORKLOADS if w[0] in ("a", "d")}
 
 
 def bench_scale(opts, out):
@@ -344,9 +343,10 @@ def bench_scale(opts, out):
         if key not in opts.scale_workloads:
             continue
         res = {}
+        tag = "" if key == "a" else "-" + key  # (a)'s files keep their old names
         for s in runs.available(opts.build, ["random", "prefix_aware", "cache_aware"])[0]:
             print("  scale event (%s), %s ..." % (key, LABELS[s]), flush=True)
-            name = "scale-" + s if key == "a" else "scale-%s-%s" % (key, s)
+            name = "scale%s-%s" % (tag, s)
             r = runs.run(opts.build, out, name, s, args, rate, dur, warm,
                          prefix_length=plen, events=[(t_add, add), (t_del, remove)])
             ser = hit_series(r["csv"])
@@ -374,7 +374,7 @@ def bench_scale(opts, out):
                                for s, r in res.items()))
         lines.append("")
         plots.scale_series(out, res, t_add * SCALE, t_del * SCALE,
-                           suffix="" if key == "a" else "-" + key)
+                           suffix=tag)
         results[key] = res
     return results, lines
 

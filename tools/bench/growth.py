@@ -181,8 +181,8 @@ def measure(o, targets, args, secs, conc=1, backend_pids=()):
     to one of them at random: the targets share every moment of the run, so
     what other jobs do to the machine falls on all alike. {name: e2e p50/p99
     of its requests, CPU per request of its proxy (all its tasks, over the
-    run, by the requests it answered), the routing histogram delta
-    (prefixgate)}, and under "_backend" the CPU of backend_pids per request
+    run, by the requests it answered), the routing and decision histogram
+    deltas (prefixgate: "route", "decide")}, and under "_backend" the CPU of backend_pids per request
     of the run (every target's requests reach them)."""
     h0 = {t.name: route_hists(t.admin) for t in targets if t.admin}
     c0 = {t.name: cpu.tasks_ns([t.pid]) for t in targets if t.pid}
@@ -212,10 +212,8 @@ def measure(o, targets, args, secs, conc=1, backend_pids=()):
                        "errors": errs[t.addr],
                        "cpu_us_per_req": (c1[t.name] - c0[t.name]) / 1e3 / ok if t.pid
                        else None,
-                       "route": hist_delta(h0[t.name]["route"], h1[t.name]["route"])
-                       if t.admin else None,
-                       "decide": hist_delta(h0[t.name]["decide"], h1[t.name]["decide"])
-                       if t.admin else None}
+                       **{k: hist_delta(h0[t.name][k], h1[t.name][k]) if t.admin else None
+                          for k in ("route", "decide")}}
     if backend_pids:
         res["_backend"] = {"cpu_us_per_req": (b1 - b0) / 1e3 /
                            max(1, sum(len(v) + errs[a] for a, v in lat.items()))}
@@ -748,7 +746,7 @@ def sweep_backends(o):
              "documents (keys spread over every backend), concurrency 1; each run mixes "
              "direct, prefixgate and HAProxy requests, median of %d runs of %g s a target. "
              "route: prefixgate's routing-time histogram over its runs (head parsed to "
-             "backend chosen; wall time; buckets every 1-5 us to 100 us: p90/p99 <= bucket "
+             "backend chosen; wall time; buckets 1-25 us apart up to 100 us: p90/p99 <= bucket "
              "bound, ~ interpolated); decide p99: its decision-time histogram (body in "
              "hand to backend chosen). rebuild: POST (N members) / DELETE (N-1) of one member, "
              "median of 3, as prefixgate's CPU time (all its tasks, no traffic) and as wall "

@@ -90,8 +90,11 @@ def server_history(workload):
     args = list(workload)
     if not set(args) & set(CONV_WORKLOADS):
         return False
-    i = len(args) - 1 - args[::-1].index("--history") if "--history" in args else -1
-    return i < 0 or args[i + 1] != "replay"
+    history = "server"  # pgload's default; the last --history given wins
+    for flag, value in zip(args, args[1:]):
+        if flag == "--history":
+            history = value
+    return history != "replay"
 
 
 def conv_inst_args(workload):

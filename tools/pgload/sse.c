@@ -60,24 +60,22 @@ int32_t pg_json_number(const char *p, size_t n, const char *key)
 	return (int32_t)x;
 }
 
-static bool has_content(const char *p, size_t n)
+/* The first "content" value of p[0..n) when it is a non-empty string
+ * (at its opening quote), else NULL. */
+static const char *content_of(const char *p, size_t n)
 {
 	const char *v = find_key(p, n, "content", false);
 
-	return v && v + 1 < p + n && *v == '"' && v[1] != '"';
+	return v && v + 1 < p + n && *v == '"' && v[1] != '"' ? v : NULL;
 }
 
-/* Append the raw bytes of the first "content" string value to s->text. */
-static void capture(struct pg_scan *s, const char *p, size_t n)
+/* Append the raw bytes of the string at v (content_of's) to s->text. */
+static void capture(struct pg_scan *s, const char *v, const char *end)
 {
-	const char *v = find_key(p, n, "content", false), *end = p + n, *q;
+	const char *q;
 
 	if (!s->text_max || s->text_over)
 		return;
-	if (!v || v >= end || *v != '"') {
-		s->text_over = true;
-		return;
-	}
 	for (q = v + 1; q < end && *q != '"'; q++)
 		if (*q == '\\')
 			q++; /* the escaped byte, even a quote */
@@ -107,6 +105,8 @@ static void scan_usage(struct pg_scan *s, const char *p, size_t n, bool last)
 /* One complete SSE line (no line terminator). Returns 1 for content. */
 static int sse_line(struct pg_scan *s, const char *p, size_t n)
 {
+	const char *v;
+
 	if (n && p[n - 1] == '\r')
 		n--;
 	if (n < 5 || memcmp(p, "data:", 5) != 0)
@@ -122,9 +122,9 @@ static int sse_line(struct pg_scan *s, const char *p, size_t n)
 		return 0;
 	}
 	scan_usage(s, p, n, false);
-	if (has_content(p, n)) {
+	if ((v = content_of(p, n))) {
 		s->content_events++;
-		capture(s, p, n);
+		capture(s, v, p + n);
 		return 1;
 	}
 	return 0;
@@ -191,6 +191,7 @@ int pg_scan_feed(struct pg_scan *s, const char *p, size_t n)
 
 int pg_scan_finish(struct pg_scan *s)
 {
+	const char *v;
 	int events = 0;
 
 	if (s->sse) {
@@ -201,10 +202,10 @@ int pg_scan_finish(struct pg_scan *s)
 		return events;
 	}
 	scan_usage(s, s->buf.p, s->buf.len, true);
-	if (has_content(s->buf.p, s->buf.len)) {
+	if ((v = content_of(s->buf.p, s->buf.len))) {
 		s->content_events = 1;
 		events = 1;
-		capture(s, s->buf.p, s->buf.len);
+		capture(s, v, s->buf.p + s->buf.len);
 	}
 	return events;
 }

@@ -38,12 +38,21 @@ static bool absent(const struct pg_json *js, int64_t i)
 #define WALK_WHOLE (-2)
 
 /* Something malformed at this point of the walk: the body cannot be used,
- * unless the PREFIX_AWARE key text (mark 0, key.h) is complete already:
+ * unless the PREFIX_AWARE key text is complete already (its end: mark 0
+ * when cache_aware's text runs on past it, else the text's own limit):
  * then past it only the JSON grammar matters (README "How it routes"), and
  * the walk ends here, as it would have for PREFIX_AWARE alone. */
 static int bad(const struct pg_text *e)
 {
-	return e->mark[0] && e->ncp >= e->mark[0] ? WALK_STOP : -1;
+	uint32_t cut = e->mark_max ? e->mark[0] : e->limit;
+
+	return cut && e->ncp >= cut ? WALK_STOP : -1;
+}
+
+/* The most code points of key text: PrefixLength, or cache_aware's blocks. */
+static uint32_t text_limit(const struct pg_key_blocks *kb, uint32_t prefix_length)
+{
+	return kb ? PG_CA_MAX_BLOCKS * PG_CA_BLOCK : prefix_length;
 }
 
 /* The walk of an array can stop: the text is full and, when cache_aware's
@@ -395,8 +404,6 @@ static void blocks_out(struct pg_key_blocks *kb, const char *t, size_t n, size_t
 	kb->n = block_chain(t, n, kb->chain);
 }
 
-/* Keys from the parsed body: 0 done, -1 the body cannot be used. kb: also
- * cache_aware's blocks and anchor (then the text runs past prefix_length). */
 /* An explicit key from the body: the whole unescaped string token i. */
 static int explicit_out(struct pg_key *out, enum pg_key_source src, const struct pg_json *js,
                         int64_t i, char *text, size_t text_cap, size_t *text_len,
@@ -428,7 +435,8 @@ static const uint8_t api_source[] = {
     [PG_API_EMBEDDINGS] = PG_KEY_SRC_INPUT,
 };
 
-/* Keys from the parsed body: 0 done, -1 the body cannot be used. kb: also
+/* Keys from the parsed body: 0 done, -1 the body cannot be used,
+ * WALK_WHOLE the walk needs elements the windowed parse left out. kb: also
  * cache_aware's blocks and anchor (then the text runs past prefix_length). */
 static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_length,
                     struct pg_key *out, char *text, size_t text_cap, size_t *text_len,
@@ -444,7 +452,7 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 	                                                [INSTR] = {"instructions", 12},
 	                                                [INPUT] = {"input", 5},
 	                                                [PREV] = {"previous_response_id", 20}};
-	struct pg_text e = {.limit = kb ? PG_CA_MAX_BLOCKS * PG_CA_BLOCK : prefix_length};
+	struct pg_text e = {.limit = text_limit(kb, prefix_length)};
 	int64_t f[NFIELD];
 	int rc;
 
@@ -463,10 +471,11 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 	/* The whole text is wanted: one allocation of about the body's size
 	 * (the text is rarely longer, and never more than 4 bytes a code
 	 * point) instead of doubling up to it. */
-	if (kb)
+	if (kb) {
 		pg_text_reserve(
 		    &e, (js->len < 4 * (size_t)e.limit ? js->len : 4 * (size_t)e.limit) + 64);
-	pg_text_mark(&e, 0, prefix_length); /* where the PREFIX_AWARE key ends */
+		pg_text_mark(&e, 0, prefix_length); /* where the PREFIX_AWARE key ends */
+	}
 	switch (api) {
 	case PG_API_CHAT:
 		rc = chat_text(&e, js, f[TOOLS], -1, f[MSGS], kb, prefix_length);
@@ -529,8 +538,7 @@ static int key_compute(enum pg_api api, struct pg_str header_key, const char *bo
 		 * with a window 8 times larger when that was not enough (arrays
 		 * that hold more than text: images, tool calls), so the key is
 		 * always that of the whole parse (json.h). */
-		size_t window =
-		    4 * (size_t)(kb ? PG_CA_MAX_BLOCKS * PG_CA_BLOCK : prefix_length) + 1024;
+		size_t window = 4 * (size_t)text_limit(kb, prefix_length) + 1024;
 
 		for (;;) {
 			if (pg_json_parse_window(&js, body ? body : "", body_len, window))
