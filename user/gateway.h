@@ -35,6 +35,7 @@ struct pg_worker_stats {
 	uint64_t send_lat_sum_ns;
 	uint64_t requests;        /* requests routed */
 	uint64_t key_fallbacks;   /* OpenAI body unusable as JSON: raw-bytes key */
+	uint64_t parsed_ahead;    /* bodies whose JSON was parsed as they arrived */
 	uint64_t client_errors;   /* requests answered 4xx by the gateway */
 	uint64_t no_backend;      /* requests answered 502 */
 	uint64_t aborted;         /* client went away before its response ended */

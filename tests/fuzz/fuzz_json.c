@@ -14,8 +14,9 @@
  * written here a byte at a time, accepts (the parser's fast string scan
  * must not change the verdict), and where the CPU has AVX2 the parse without
  * it gives the same tokens and errors; pg_json_parse_window() gives the same
- * verdict, error and tokens less the array elements it cuts. The parse
- * struct is reused across inputs,
+ * verdict, error and tokens less the array elements it cuts, and
+ * pg_json_stream, fed the input in pieces, gives exactly the windowed
+ * parse's result. The parse struct is reused across inputs,
  * as callers do.
  */
 #include <errno.h>
@@ -447,6 +448,35 @@ static uint32_t match_window(const struct pg_json *wp, uint32_t w, uint32_t f, u
 	return b->next;
 }
 
+/* pg_json_stream over pieces of 1..16 bytes (sizes from the input's own
+ * bytes): exactly the windowed parse wp's verdict, error and tokens. */
+static void check_stream(const char *src, size_t size, const struct pg_json *wp, int wrc)
+{
+	static struct pg_json_stream ps;
+	size_t have = 0;
+	int rc = 1;
+
+	pg_json_stream_init(&ps, wp->window);
+	for (size_t i = 0; rc == 1; i++) {
+		have += 1 + (size ? (unsigned char)src[i % size] % 16 : 0);
+		if (have > size)
+			have = size;
+		rc = pg_json_stream_feed(&ps, src, have, have == size);
+	}
+	FUZZ_CHECK(rc == wrc);
+	if (rc) {
+		FUZZ_CHECK(ps.js.err_pos == wp->err_pos && ps.js.err_msg == wp->err_msg);
+		return;
+	}
+	FUZZ_CHECK(ps.js.ntok == wp->ntok);
+	for (uint32_t i = 0; i < wp->ntok; i++) {
+		const struct pg_json_tok *a = &ps.js.tok[i], *b = &wp->tok[i];
+
+		FUZZ_CHECK(a->start == b->start && a->end == b->end && a->next == b->next &&
+		           a->size == b->size && a->type == b->type && a->flags == b->flags);
+	}
+}
+
 /* pg_json_parse_window, with a window small enough to cut arrays: the
  * same verdict and error, and the same tokens less the elements cut. */
 static void check_window(const char *src, size_t size)
@@ -458,6 +488,7 @@ static void check_window(const char *src, size_t size)
 
 	FUZZ_CHECK((rc == 0) == (js.ntok > 0));
 	FUZZ_CHECK(wp.err_pos == js.err_pos && wp.err_msg == js.err_msg);
+	check_stream(src, size, &wp, rc);
 	if (rc)
 		return;
 	FUZZ_CHECK(match_window(&wp, 0, 0, &wn) == js.ntok && wn == wp.ntok);

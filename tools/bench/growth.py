@@ -242,12 +242,15 @@ def summarize(runs, direct=None):
     return s
 
 
-def routebench(o, backends, body_kib, rounds=1):
+def routebench(o, backends, body_kib, rounds=1, arrival="whole"):
     """routebench's prefix_aware rows: {backends: {p50_us, p99_us, max_us,
-    rebuild_us}} (in-process pg_route and ring rebuild, no sockets)."""
+    rebuild_us, cpu_p50_us}} (in-process pg_route and ring rebuild, no
+    sockets). arrival "pieces": the body parsed as it arrives in receive
+    buffers; p50/p99 are then the last piece's parse and the routing, and
+    cpu_p50_us adds the pieces parsed before it."""
     cmd = [os.path.join(o.build, "routebench"), "--rounds", str(rounds), "--backends",
            ",".join(str(b) for b in backends), "--only", "prefix_aware", "--body-kib",
-           str(body_kib)]
+           str(body_kib), "--arrival", arrival]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -255,12 +258,13 @@ def routebench(o, backends, body_kib, rounds=1):
         return {}
     res = {}
     for line in out.splitlines():
-        m = re.match(r"prefix_aware\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+\S+\s+([\d.]+) us",
-                     line)
+        m = re.match(r"prefix_aware\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+\S+\s+([\d.]+) us"
+                     r"\s+\S+\s+\S+\s+([\d.]+)", line)
         if m:
             res[int(m.group(1))] = {"p50_us": float(m.group(2)), "p99_us": float(m.group(3)),
                                     "max_us": float(m.group(4)),
-                                    "rebuild_us": float(m.group(5))}
+                                    "rebuild_us": float(m.group(5)),
+                                    "cpu_p50_us": float(m.group(6))}
     return res
 
 
@@ -311,7 +315,8 @@ def sweep_body(o):
         inst.stop()
     print("  body: routebench, 64 KiB and 1 MiB ...", flush=True)
     rb = {k: routebench(o, [2], k).get(2) for k in (64, 1024)}
-    res = {"sizes": {}, "routebench": rb}
+    rbp = {k: routebench(o, [2], k, arrival="pieces").get(2) for k in (64, 1024)}
+    res = {"sizes": {}, "routebench": rb, "routebench_pieces": rbp}
     for size in BODY_SIZES:
         d = raw[(size, "direct")]
         res["sizes"][size] = {t.name: summarize(raw[(size, t.name)],
@@ -350,25 +355,33 @@ def sweep_body(o):
                      (big["prefixgate"]["cpu_us_per_req"] or 0) / 16,
                      (big["haproxy"]["cpu_us_per_req"] or 0) / 16))
     r64, r1m = rb.get(64), rb.get(1024)
-    live64 = res["sizes"][64 * KIB]["prefixgate"].get("route", {}).get("mean_us")
-    live1m = res["sizes"][MIB]["prefixgate"].get("route", {}).get("mean_us")
+    p64, p1m = rbp.get(64), rbp.get(1024)
+    live64 = res["sizes"][64 * KIB]["prefixgate"].get("decide", {}).get("mean_us")
+    live1m = res["sizes"][MIB]["prefixgate"].get("decide", {}).get("mean_us")
     if r64 and r1m:
-        ratio = r1m["p50_us"] / r64["p50_us"]
-        lines.append("  key extraction (routebench, pg_route in-process, prefix_aware): 64 KiB "
-                     "p50 %.1f us, 1 MiB p50 %.1f us: %.1fx" % (r64["p50_us"], r1m["p50_us"],
-                                                                ratio))
+        lines.append("  key extraction, body read whole (routebench --arrival whole, pg_route "
+                     "in-process, prefix_aware): 64 KiB p50 %.1f us, 1 MiB p50 %.1f us: %.1fx" % (
+                         r64["p50_us"], r1m["p50_us"], r1m["p50_us"] / r64["p50_us"]))
+    ratio = None
+    if p64 and p1m:
+        ratio = p1m["p50_us"] / p64["p50_us"]
+        lines.append("  key extraction once the body is in (routebench --arrival pieces: parsed "
+                     "as it arrives in receive buffers, the last one timed with the "
+                     "routing): 64 KiB p50 %.1f us, 1 MiB p50 %.1f us: %.2fx; CPU in all "
+                     "(the pieces before too) %.1f and %.1f us" % (
+                         p64["p50_us"], p1m["p50_us"], ratio, p64["cpu_p50_us"],
+                         p1m["cpu_p50_us"]))
         res["target_key_ratio"] = ratio
-    else:
-        ratio = None
     if live64 and live1m:
-        lines.append("  routing time in the gateway (histogram mean): 64 KiB %.1f us, 1 MiB "
-                     "%.1f us: %.1fx" % (live64, live1m, live1m / live64))
+        lines.append("  decision time in the gateway (%s mean: the body's last "
+                     "piece in to the backend chosen): 64 KiB %.1f us, 1 MiB %.1f us: %.1fx" % (
+                         DECIDE_HIST, live64, live1m, live1m / live64))
     ok = ratio is not None and ratio <= 1.25
     res["target_key_pass"] = ok
-    lines.append("  target: 1 MiB costs no more key extraction than 64 KiB (ratio <= 1.25, "
-                 "for noise): %s%s" % (verdict(ok), "" if ok else
-                                        " (OpenAI bodies up to 16 MiB are parsed whole: "
-                                        "prompt_cache_key may come last)"))
+    lines.append("  target: 1 MiB costs no more key extraction than 64 KiB once the body is in "
+                 "(ratio <= 1.25, for noise): %s%s" % (
+                     verdict(ok), "" if ok else " (the last piece and the key walk should not "
+                     "grow with the body)"))
     series = lambda key, name: [(s / KIB, res["sizes"][s][name].get(key))  # noqa: E731
                                 for s in BODY_SIZES]
     plots.curves(o.out, "growth-body", "Body size: added p50 (negative points are not drawn), "

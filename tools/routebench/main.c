@@ -19,7 +19,20 @@
  *    CPU's cache; between routes nothing else evicts the gateway's own
  *    state (the index, the backend table), so this is the optimistic case;
  *  - both: a row of each.
- * The table's last column says which.
+ * The table's "body" column says which.
+ *
+ * --arrival: how each body reaches the router.
+ *  - whole (the default): all of it at once, parsed when routed;
+ *  - pieces: in receive buffers (PG_BUFSZ), as a worker gets a long body:
+ *    from PG_PARSE_AHEAD_MIN bytes held, each piece is parsed as it comes
+ *    (json.h pg_json_stream; untimed: the worker does it while the rest is
+ *    on the wire), and the time is that of the last piece's parse and the
+ *    routing, as the gateway's decision histogram measures it. The pieces
+ *    are cut so that the last is a whole buffer: the most a worker is left
+ *    with, whatever the body's length. The last
+ *    column, "cpu p50", adds the pieces parsed ahead: the CPU the key costs
+ *    in all. Bodies shorter than PG_PARSE_AHEAD_MIN are parsed whole.
+ *  - both: a row of each.
  *
  * Wall-clock figures on a shared VM are noisy; for a repeatable count run it
  * under valgrind --tool=callgrind --toggle-collect=pg_route (instructions
@@ -40,6 +53,7 @@
  *
  * usage: routebench [--rounds N] [--backends 2,16,64,255] [--body-kib K]
  *                   [--convs N] [--only STRATEGY] [--body cold|warm|both]
+ *                   [--arrival whole|pieces|both]
  * (--convs: conversations per round, default 512; fewer keep memory and
  * callgrind time down for large bodies)
  *        routebench --rebuild [--reps REPS] [--backends 2,16,64,255]
@@ -54,6 +68,8 @@
 #include "config/config.h"
 #include "control/control.h"
 #include "gateway.h"
+#include "lib/json.h"
+#include "proxy/worker.h"
 #include "sys/log.h"
 #include "state/maps.h"
 #include "state/route.h"
@@ -257,8 +273,10 @@ int main(int argc, char **argv)
 	static size_t blen[CONVS_MAX];
 	unsigned convs = 512;
 	char *bodies;
-	const char *only = NULL, *where = "cold";
+	const char *only = NULL, *where = "cold", *arrival = "whole";
 	static const char *const wheres[] = {"cold", "warm"};
+	static const char *const arrivals[] = {"whole", "pieces"};
+	static struct pg_json_stream ps;
 	char *rx;
 	static struct pg_ring_member members[PG_MAX_BACKENDS];
 	static char addrs[PG_MAX_BACKENDS][32];
@@ -287,6 +305,8 @@ int main(int argc, char **argv)
 			convs = (unsigned)atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--body"))
 			where = argv[i + 1];
+		else if (!strcmp(argv[i], "--arrival"))
+			arrival = argv[i + 1];
 		else if (!strcmp(argv[i], "--backends")) {
 			nfleets = 0;
 			for (char *p = strtok(argv[i + 1], ","); p && nfleets < 8;
@@ -310,6 +330,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "routebench: --body: cold, warm or both\n");
 		return 2;
 	}
+	if (strcmp(arrival, "whole") && strcmp(arrival, "pieces") && strcmp(arrival, "both")) {
+		fprintf(stderr, "routebench: --arrival: whole, pieces or both\n");
+		return 2;
+	}
 	if (convs < 1 || convs > CONVS_MAX) {
 		fprintf(stderr, "routebench: --convs: 1..%d\n", CONVS_MAX);
 		return 2;
@@ -319,7 +343,7 @@ int main(int argc, char **argv)
 		return bench_rebuild(fleets, nfleets, reps);
 	cap = kib * 1024 + 8192; /* a body ends within a turn past kib KiB */
 	bodies = malloc(cap * convs);
-	lat = calloc((size_t)rounds * convs, sizeof(*lat));
+	lat = calloc(2 * (size_t)rounds * convs, sizeof(*lat));
 	ring = malloc(sizeof(*ring));
 	rx = malloc(cap);
 	if (!bodies || !lat || !ring || !rx)
@@ -327,25 +351,28 @@ int main(int argc, char **argv)
 	printf("routing cost per request (pg_route), %zu KiB chat bodies, %u conversations x %u "
 	       "turns\n",
 	       kib, convs, rounds);
-	printf("%-13s %8s %9s %9s %9s %10s %12s %5s\n", "strategy", "backends", "p50 us", "p99 us",
-	       "max us", "matched", "ring rebuild", "body");
+	printf("%-13s %8s %9s %9s %9s %10s %12s %5s %7s %8s\n", "strategy", "backends", "p50 us",
+	       "p99 us", "max us", "matched", "ring rebuild", "body", "arrival", "cpu p50");
 	for (unsigned f = 0; f < nfleets; f++) {
-		for (size_t w = 0, s = 0; s < sizeof(strategies) / sizeof(strategies[0]);
-		     w = (w + 1) % 2, s += !w) {
-			const bool warm = w == 1;
+		for (unsigned k = 0; k < 2 * 2 * 2; k++) {
+			const size_t s = k / 4, w = k / 2 % 2, a = k % 2;
+			const bool warm = w == 1, pieces = a == 1;
 			struct pg_gateway gw;
 			struct pg_config cfg;
 			struct pg_route_cfg rc;
-			uint64_t matched = 0, t0, rebuild;
-			size_t n = 0;
+			uint64_t matched = 0, t0, rebuild, *cpu = lat + (size_t)rounds * convs;
+			size_t n = 0, window;
 
 			if ((only && strcmp(only, pg_strategy_flag(strategies[s]))) ||
-			    (strcmp(where, "both") && strcmp(where, wheres[w])))
+			    (strcmp(where, "both") && strcmp(where, wheres[w])) ||
+			    (strcmp(arrival, "both") && strcmp(arrival, arrivals[a])))
 				continue;
 			setup(&gw, &cfg, fleets[f]);
 			pg_route_cfg_load(&gw, &rc);
 			rc.strategy = strategies[s];
 			pg_control_set_routing(&gw, &rc, "routebench");
+			window =
+			    pg_key_window(rc.strategy == PG_STRATEGY_CACHE_AWARE, rc.prefix_length);
 			fleet_members(members, fleets[f], addrs);
 			t0 = now_ns();
 			pg_ring_build(ring, members, fleets[f]);
@@ -360,6 +387,7 @@ int main(int argc, char **argv)
 					                            .complete = true};
 					struct pg_choice ch;
 					struct pg_key key;
+					uint64_t ahead = 0;
 
 					in.body = bodies + (size_t)c * cap;
 					in.body_len = blen[c];
@@ -367,22 +395,44 @@ int main(int argc, char **argv)
 						in.body = rx;
 						in.body_len = body(rx, cap, c, t, kib);
 					}
+					if (pieces &&
+					    in.body_len >= PG_PARSE_AHEAD_MIN + PG_BUFSZ) {
+						/* the last piece a whole buffer: the worst case,
+						 * the same for every body length */
+						size_t k =
+						    (in.body_len - PG_PARSE_AHEAD_MIN) / PG_BUFSZ;
+
+						t0 = now_ns();
+						pg_json_stream_init(&ps, window);
+						for (size_t h = in.body_len - k * PG_BUFSZ;
+						     h < in.body_len; h += PG_BUFSZ)
+							pg_json_stream_feed(&ps, in.body, h, false);
+						ahead = now_ns() - t0;
+						in.pre = &ps;
+					}
 					t0 = now_ns();
+					if (in.pre)
+						pg_json_stream_feed(&ps, in.body, in.body_len,
+						                    true);
 					pg_route_worker(&gw, 0, &in, NULL, t0, &key, &ch);
-					lat[n++] = now_ns() - t0;
+					lat[n] = now_ns() - t0;
+					cpu[n] = lat[n] + ahead;
+					n++;
 					matched += ch.matched;
 				}
 			}
 			qsort(lat, n, sizeof(*lat), cmp_u64);
-			printf("%-13s %8u %9.1f %9.1f %9.1f %9.0f%% %10.0f us %5s\n",
+			qsort(cpu, n, sizeof(*cpu), cmp_u64);
+			printf("%-13s %8u %9.1f %9.1f %9.1f %9.0f%% %10.0f us %5s %7s %8.1f\n",
 			       pg_strategy_flag(strategies[s]), fleets[f], lat[n / 2] / 1e3,
 			       lat[n * 99 / 100] / 1e3, lat[n - 1] / 1e3,
 			       100.0 * (double)matched / ((double)n * (double)kib * 1024),
-			       rebuild / 1e3, wheres[w]);
+			       rebuild / 1e3, wheres[w], arrivals[a], cpu[n / 2] / 1e3);
 			pg_maps_close(&gw.maps);
 			pg_rstats_free(gw.rstats);
 		}
 	}
+	pg_json_stream_free(&ps);
 	free(rx);
 	free(ring);
 	free(lat);

@@ -76,6 +76,10 @@ static void counters(const struct pg_gateway *gw, struct pg_buf *o)
 	    {"prefixgate_key_extraction_fallbacks_total",
 	     "OpenAI-API bodies whose JSON was unusable, routed by their raw bytes.",
 	     offsetof(struct pg_worker_stats, key_fallbacks)},
+	    {"prefixgate_parsed_ahead_total",
+	     "OpenAI-API bodies long enough to arrive in pieces, parsed as they arrived: "
+	     "routing was left only the last piece.",
+	     offsetof(struct pg_worker_stats, parsed_ahead)},
 	    {"prefixgate_client_errors_total", "Requests answered 4xx by the gateway itself.",
 	     offsetof(struct pg_worker_stats, client_errors)},
 	    {"prefixgate_no_backend_total", "Requests answered 502: no usable backend.",

@@ -75,26 +75,32 @@ static inline size_t skip_ws(const unsigned char *s, size_t len, size_t pos)
 	return pos;
 }
 
+/* string_rest()'s answer when the input ends inside the string and more
+ * of it may come: *stop is where to go on. */
+#define MORE (SIZE_MAX - 1)
+
 /*
  * The rest of a string from p, where pg_json_plain_end() stopped on a byte that is
  * not the closing quote: escapes, non-ASCII text and errors. Returns the
- * offset of the closing quote, or SIZE_MAX after fail().
+ * offset of the closing quote, SIZE_MAX after fail(), or MORE (more: the
+ * input may go on) where an escape, a UTF-8 sequence or the string itself
+ * runs past its end.
  */
-static size_t string_rest(struct pg_json *js, size_t p, uint8_t *flags)
+static size_t string_rest(struct pg_json *js, size_t p, uint8_t *flags, bool more, size_t *stop)
 {
 	const unsigned char *s = (const unsigned char *)js->src;
 	size_t len = js->len, n;
 
 	for (;; p = pg_json_plain_end(s, p, len)) {
 		if (p >= len)
-			return fail_off(js, p, "unterminated string");
+			goto end;
 		switch (s[p]) {
 		case '"':
 			return p;
 		case '\\':
 			*flags |= PG_JSON_F_ESCAPED;
 			if (p + 1 >= len)
-				return fail_off(js, p, "unterminated string");
+				goto end;
 			switch (s[p + 1]) {
 			case '"':
 			case '\\':
@@ -107,6 +113,8 @@ static size_t string_rest(struct pg_json *js, size_t p, uint8_t *flags)
 				p += 2;
 				break;
 			case 'u':
+				if (p + 6 > len && more)
+					goto wait;
 				if (p + 6 > len || pg_frame_hex(s[p + 2]) < 0 ||
 				    pg_frame_hex(s[p + 3]) < 0 || pg_frame_hex(s[p + 4]) < 0 ||
 				    pg_frame_hex(s[p + 5]) < 0)
@@ -122,33 +130,49 @@ static size_t string_rest(struct pg_json *js, size_t p, uint8_t *flags)
 			if (s[p] < 0x20)
 				return fail_off(js, p, "control character in string");
 			n = pg_json_utf8_run(s, p, len);
-			if (n < len && s[n] >= 0x80)
-				return fail_off(js, n, "invalid UTF-8");
-			p = n;
 			*flags |= PG_JSON_F_NONASCII;
+			if (n < len && s[n] >= 0x80) {
+				/* a sequence cut by the end may be whole with more */
+				if (more && len - n < 4) {
+					p = n;
+					goto wait;
+				}
+				return fail_off(js, n, "invalid UTF-8");
+			}
+			p = n;
 		}
 	}
+end:
+	if (!more)
+		return fail_off(js, p, "unterminated string");
+wait:
+	*stop = p;
+	return MORE;
 }
 
-/* Scan the string whose opening quote is at *pos into token t; on success
- * *pos is one past the closing quote. Inline: most strings are a plain run
- * and their quote. */
-static inline __attribute__((always_inline)) int scan_string(struct pg_json *js, size_t *pos,
-                                                             struct pg_json_tok *t)
+/* Scan the string whose opening quote is at open, from p (open + 1, or
+ * where a scan waiting for more input stopped, with its flags) into token
+ * t; on success *pos is one past the closing quote. 1: more input wanted,
+ * *pos is where to go on and *flags the flags so far. Inline: most
+ * strings are a plain run and their quote. */
+static inline __attribute__((always_inline)) int scan_string(struct pg_json *js, size_t open,
+                                                             size_t p, uint8_t *flags, bool more,
+                                                             size_t *pos, struct pg_json_tok *t)
 {
 	const unsigned char *s = (const unsigned char *)js->src;
-	size_t p = pg_json_plain_end(s, *pos + 1, js->len);
-	uint8_t flags = 0;
 
+	p = pg_json_plain_end(s, p, js->len);
 	if (p >= js->len || s[p] != '"') {
-		p = string_rest(js, p, &flags);
+		p = string_rest(js, p, flags, more, pos);
 		if (p == SIZE_MAX)
 			return -1;
+		if (p == MORE)
+			return 1;
 	}
 	t->type = PG_JSON_STRING;
-	t->start = (uint32_t)(*pos + 1);
+	t->start = (uint32_t)(open + 1);
 	t->end = (uint32_t)p;
-	t->flags = flags;
+	t->flags = *flags;
 	*pos = p + 1;
 	return 0;
 }
@@ -213,34 +237,87 @@ static int scan_literal(struct pg_json *js, size_t *pos, struct pg_json_tok *t)
 	return fail(js, *pos, "expected a value");
 }
 
+/* Where a parse waiting for more input goes on (pg_json_stream.at). */
+enum {
+	AT_VALUE,  /* a value is next */
+	AT_OPEN,   /* just inside '{' or '[': a close, a member or a value */
+	AT_AFTER,  /* after a value: ',', a close, or (at depth 0) the end */
+	AT_MEMBER, /* a member name is next */
+	AT_COLON,  /* after a member name */
+	AT_STRING, /* inside a string, from pos */
+	AT_DONE,
+};
+
+/* A number or a literal (true, false, null) at pos ends before len: else
+ * more input could still lengthen or complete it. */
+static bool word_ends(const unsigned char *s, size_t pos, size_t len)
+{
+	while (pos < len && ((s[pos] >= '0' && s[pos] <= '9') || (s[pos] >= 'a' && s[pos] <= 'z') ||
+	                     s[pos] == '-' || s[pos] == '+' || s[pos] == '.' || s[pos] == 'E'))
+		pos++;
+	return pos < len;
+}
+
 /*
- * The parse loop. While skim is nonzero the array open at stack depth skim
+ * The parse loop, from where st says (a whole parse: a fresh st, more
+ * false). While skim is nonzero the array open at stack depth skim
  * (1-based) is past its window: what follows in it is checked as strictly,
  * but makes no tokens (t points at a scratch one), until that array closes.
+ * more: src[0..len) is not all of the input. Where it runs out, the parse
+ * stops at the last point it can go on from (st->at, st->pos) and returns
+ * 1; only a string can stop in its middle, so that no byte is scanned
+ * twice but the few of a number, a literal or a UTF-8 sequence or escape.
  */
-static int parse(struct pg_json *js, const char *src, size_t len)
+static int parse(struct pg_json *js, const char *src, size_t len, struct pg_json_stream *st,
+                 bool more)
 {
 	const unsigned char *s = (const unsigned char *)src;
-	uint32_t stack[PG_JSON_MAX_DEPTH], top;
-	bool is_obj[PG_JSON_MAX_DEPTH], obj;
-	struct pg_json_tok *t, scratch;
-	unsigned depth = 0, skim = 0;
-	size_t pos = 0;
+	uint32_t *stack = st->stack, top;
+	bool *is_obj = st->is_obj, obj;
+	struct pg_json_tok *t;
+	unsigned depth = st->depth, skim = st->skim;
+	size_t pos = st->pos;
+	uint8_t flags;
+	int rc;
 
 	js->src = src;
 	js->len = len;
-	js->ntok = 0;
-	js->err_pos = 0;
-	js->err_msg = NULL;
 	if (len >= UINT32_MAX)
 		return fail(js, 0, "input is 4 GiB or more");
+	switch (st->at) {
+	case AT_OPEN:
+		obj = is_obj[depth - 1];
+		goto open;
+	case AT_AFTER:
+		goto after_value;
+	case AT_MEMBER:
+		goto member;
+	case AT_COLON:
+		goto colon;
+	case AT_STRING:
+		t = skim ? &st->scratch : &js->tok[js->ntok - 1];
+		flags = st->str_flags;
+		rc = scan_string(js, st->str_open, pos, &flags, more, &pos, t);
+		if (rc)
+			goto string_stop;
+		if (st->str_name)
+			goto colon;
+		goto after_value;
+	default:
+		break;
+	}
 
 value:
 	pos = skip_ws(s, len, pos);
-	if (pos >= len)
+	if (pos >= len) {
+		if (more)
+			goto stop_value;
 		return fail(js, pos, "expected a value");
+	}
+	if (more && s[pos] != '{' && s[pos] != '[' && s[pos] != '"' && !word_ends(s, pos, len))
+		goto stop_value;
 	if (skim) {
-		t = &scratch;
+		t = &st->scratch;
 	} else if (!(t = tok_alloc(js, pos))) {
 		return fail(js, pos, "out of memory");
 	}
@@ -253,16 +330,28 @@ value:
 		t->type = obj ? PG_JSON_OBJECT : PG_JSON_ARRAY;
 		is_obj[depth] = obj;
 		stack[depth++] = js->ntok - 1;
-		pos = skip_ws(s, len, pos + 1);
+		pos++;
+	open:
+		pos = skip_ws(s, len, pos);
+		if (pos >= len && more) {
+			st->at = AT_OPEN;
+			goto stop;
+		}
 		if (pos < len && s[pos] == (obj ? '}' : ']'))
 			goto close;
-		t->size = 1;
+		if (!skim)
+			js->tok[stack[depth - 1]].size = 1;
 		if (obj)
 			goto member;
 		goto value;
 	case '"':
-		if (scan_string(js, &pos, t))
-			return -1;
+		flags = 0;
+		st->str_open = pos;
+		rc = scan_string(js, pos, pos + 1, &flags, more, &pos, t);
+		if (rc) {
+			st->str_name = false;
+			goto string_stop;
+		}
 		break;
 	case '-':
 	case '0' ... '9':
@@ -279,12 +368,21 @@ after_value:
 	if (!depth) {
 		if (pos != len)
 			return fail(js, pos, "unexpected data after the value");
+		if (more) {
+			st->at = AT_AFTER;
+			goto stop;
+		}
 		return 0;
 	}
 	top = stack[depth - 1];
 	obj = is_obj[depth - 1];
-	if (pos >= len)
+	if (pos >= len) {
+		if (more) {
+			st->at = AT_AFTER;
+			goto stop;
+		}
 		return fail(js, pos, obj ? "unterminated object" : "unterminated array");
+	}
 	if (s[pos] == ',') {
 		pos++;
 		if (!skim) {
@@ -318,32 +416,78 @@ close:
 
 member:
 	pos = skip_ws(s, len, pos);
+	if (pos >= len && more) {
+		st->at = AT_MEMBER;
+		goto stop;
+	}
 	if (pos >= len || s[pos] != '"')
 		return fail(js, pos, "expected a member name string");
 	if (skim) {
-		t = &scratch;
+		t = &st->scratch;
 	} else if (!(t = tok_alloc(js, pos))) {
 		return fail(js, pos, "out of memory");
 	}
-	if (scan_string(js, &pos, t))
-		return -1;
+	flags = 0;
+	st->str_open = pos;
+	rc = scan_string(js, pos, pos + 1, &flags, more, &pos, t);
+	if (rc) {
+		st->str_name = true;
+		goto string_stop;
+	}
+colon:
 	pos = skip_ws(s, len, pos);
+	if (pos >= len && more) {
+		st->at = AT_COLON;
+		goto stop;
+	}
 	if (pos >= len || s[pos] != ':')
 		return fail(js, pos, "expected ':'");
 	pos++;
 	goto value;
+
+string_stop:
+	if (rc < 0)
+		return -1;
+	/* the token stays allocated (the last one, or the scratch one) */
+	st->str_flags = flags;
+	st->at = AT_STRING;
+	goto stop;
+stop_value:
+	st->at = AT_VALUE;
+stop:
+	st->depth = depth;
+	st->skim = skim;
+	st->pos = pos;
+	return 1;
+}
+
+static void state_init(struct pg_json_stream *st)
+{
+	st->at = AT_VALUE;
+	st->depth = st->skim = 0;
+	st->pos = 0;
+}
+
+static int parse_whole(struct pg_json *js, const char *src, size_t len, size_t window)
+{
+	struct pg_json_stream st;
+
+	js->window = window;
+	js->ntok = 0;
+	js->err_pos = 0;
+	js->err_msg = NULL;
+	state_init(&st);
+	return parse(js, src, len, &st, false);
 }
 
 int pg_json_parse(struct pg_json *js, const char *src, size_t len)
 {
-	js->window = 0;
-	return parse(js, src, len);
+	return parse_whole(js, src, len, 0);
 }
 
 int pg_json_parse_window(struct pg_json *js, const char *src, size_t len, size_t window)
 {
-	js->window = window;
-	return parse(js, src, len);
+	return parse_whole(js, src, len, window);
 }
 
 void pg_json_free(struct pg_json *js)
@@ -351,4 +495,29 @@ void pg_json_free(struct pg_json *js)
 	free(js->tok);
 	js->tok = NULL;
 	js->ntok = js->cap = 0;
+}
+
+void pg_json_stream_init(struct pg_json_stream *ps, size_t window)
+{
+	ps->js.window = window;
+	ps->js.src = NULL;
+	ps->js.len = 0;
+	ps->js.ntok = 0;
+	ps->js.err_pos = 0;
+	ps->js.err_msg = NULL;
+	ps->rc = 1;
+	state_init(ps);
+}
+
+int pg_json_stream_feed(struct pg_json_stream *ps, const char *src, size_t len, bool final)
+{
+	if (ps->rc != 1 || (len <= ps->js.len && !final))
+		return ps->rc;
+	ps->rc = parse(&ps->js, src, len, ps, !final);
+	return ps->rc;
+}
+
+void pg_json_stream_free(struct pg_json_stream *ps)
+{
+	pg_json_free(&ps->js);
 }

@@ -90,6 +90,43 @@ void pg_json_free(struct pg_json *js);
  */
 int pg_json_parse_window(struct pg_json *js, const char *src, size_t len, size_t window);
 
+/*
+ * Parsing as the input arrives: a body received in pieces is parsed piece
+ * by piece, so what is left once its last byte is in is that piece, not
+ * the whole (proxy/client.c: a 1 MiB prompt). The result (tokens, verdict,
+ * error position and message) is exactly pg_json_parse_window()'s over the
+ * whole input; only the input's end is new each time. The fields past js
+ * are json.c's own: where the parse stopped.
+ */
+struct pg_json_stream {
+	struct pg_json js; /* the tokens so far; once rc <= 0, the result */
+	int rc;            /* 1: more input wanted; 0: parsed; -1: error (js.err_*) */
+	uint8_t at;        /* where to go on */
+	uint8_t str_flags; /* a string stopped in: its flags so far */
+	bool str_name;     /* it is a member name */
+	unsigned depth, skim;
+	size_t pos, str_open;
+	struct pg_json_tok scratch;
+	uint32_t stack[PG_JSON_MAX_DEPTH];
+	bool is_obj[PG_JSON_MAX_DEPTH];
+};
+
+/* Start a parse with pg_json_parse_window()'s window (0: none). The token
+ * array of ps->js is kept from a previous use. */
+void pg_json_stream_init(struct pg_json_stream *ps, size_t window);
+
+/*
+ * Go on with src[0..len): all of the input so far, its first bytes the
+ * ones fed before (src may have moved: tokens are offsets). final: there
+ * is no more. Returns ps->rc: 1 while more is wanted (never when final),
+ * then 0 or -1 as pg_json_parse_window() would. Feeding after that, or
+ * less than before, changes nothing.
+ */
+int pg_json_stream_feed(struct pg_json_stream *ps, const char *src, size_t len, bool final);
+
+/* Release the tokens (pg_json_free()). */
+void pg_json_stream_free(struct pg_json_stream *ps);
+
 /* Iteration. Array elements: for (k = pg_json_first(i), n = 0; n < size;
  * n++, k = tok[k].next). Object members: the name at k, the value at k + 1,
  * the next name at tok[k + 1].next. */

@@ -323,46 +323,6 @@ static int completion_text(struct pg_text *e, const struct pg_json *js, int64_t 
 	return walk_end(e, js, p, false);
 }
 
-enum pg_api pg_key_api(struct pg_str method, struct pg_str path)
-{
-	static const struct {
-		const char *path;
-		size_t len;
-		enum pg_api api;
-	} apis[] = {
-	    {"/v1/chat/completions", 20, PG_API_CHAT}, {"/v1/completions", 15, PG_API_COMPLETIONS},
-	    {"/v1/responses", 13, PG_API_RESPONSES},   {"/v1/messages", 12, PG_API_MESSAGES},
-	    {"/v1/embeddings", 14, PG_API_EMBEDDINGS},
-	};
-
-	if (method.len != 4 || memcmp(method.p, "POST", 4))
-		return PG_API_RAW;
-	for (size_t i = 0; i < sizeof(apis) / sizeof(apis[0]); i++)
-		if (path.len == apis[i].len && !memcmp(path.p, apis[i].path, path.len))
-			return apis[i].api;
-	return PG_API_RAW;
-}
-
-size_t pg_key_body_need(enum pg_api api, uint32_t prefix_length)
-{
-	return api == PG_API_RAW ? prefix_length : PG_KEY_JSON_BODY_MAX;
-}
-
-uint64_t pg_key_hold(enum pg_api api, uint32_t prefix_length, bool by_model, int64_t length)
-{
-	uint64_t need = by_model ? PG_KEY_JSON_BODY_MAX : pg_key_body_need(api, prefix_length);
-
-	if (length < 0)
-		return need;
-	if ((uint64_t)length > PG_KEY_JSON_BODY_MAX) {
-		if (api != PG_API_RAW)
-			need = prefix_length;
-		if (by_model)
-			need = PG_PREFIX_LENGTH_MAX;
-	}
-	return need < (uint64_t)length ? need : (uint64_t)length;
-}
-
 static void key_out(struct pg_key *out, enum pg_key_source src, const char *p, size_t len,
                     uint32_t length, char *text, size_t text_cap, size_t *text_len)
 {
@@ -514,9 +474,22 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 	return rc == WALK_WHOLE ? rc : rc || e.oom ? -1 : 0;
 }
 
+static size_t key_window(const struct pg_key_blocks *kb, uint32_t prefix_length)
+{
+	return 4 * (size_t)text_limit(kb, prefix_length) + 1024;
+}
+
+size_t pg_key_window(bool blocks, uint32_t prefix_length)
+{
+	struct pg_key_blocks kb;
+
+	return key_window(blocks ? &kb : NULL, prefix_length);
+}
+
 static int key_compute(enum pg_api api, struct pg_str header_key, const char *body, size_t body_len,
-                       bool complete, uint32_t prefix_length, struct pg_key *out, char *text,
-                       size_t text_cap, size_t *text_len, struct pg_key_blocks *kb)
+                       bool complete, const struct pg_json_stream *pre, uint32_t prefix_length,
+                       struct pg_key *out, char *text, size_t text_cap, size_t *text_len,
+                       struct pg_key_blocks *kb)
 {
 	struct pg_json js = {0};
 	size_t n;
@@ -537,13 +510,21 @@ static int key_compute(enum pg_api api, struct pg_str header_key, const char *bo
 		 * script, with its JSON around it), and the body parsed again
 		 * with a window 8 times larger when that was not enough (arrays
 		 * that hold more than text: images, tool calls), so the key is
-		 * always that of the whole parse (json.h). */
-		size_t window = 4 * (size_t)text_limit(kb, prefix_length) + 1024;
+		 * always that of the whole parse (json.h). A parse made as the
+		 * body arrived, with the same window over the same bytes, is that
+		 * first parse. */
+		size_t window = key_window(kb, prefix_length);
+		bool ahead =
+		    pre && pre->rc <= 0 && pre->js.window == window && pre->js.len == body_len;
 
 		for (;;) {
-			if (pg_json_parse_window(&js, body ? body : "", body_len, window))
+			const struct pg_json *p = ahead ? &pre->js : &js;
+
+			if (ahead ? pre->rc
+			          : pg_json_parse_window(&js, body ? body : "", body_len, window))
 				break;
-			rc = json_key(api, &js, prefix_length, out, text, text_cap, text_len, kb);
+			ahead = false;
+			rc = json_key(api, p, prefix_length, out, text, text_cap, text_len, kb);
 			if (rc != WALK_WHOLE)
 				break;
 			rc = -1;
@@ -569,9 +550,19 @@ int pg_key_compute(enum pg_api api, struct pg_str header_key, const char *body, 
                    bool complete, uint32_t prefix_length, struct pg_key *out, char *text,
                    size_t text_cap, size_t *text_len)
 {
-	key_compute(api, header_key, body, body_len, complete, prefix_length, out, text, text_cap,
-	            text_len, NULL);
+	key_compute(api, header_key, body, body_len, complete, NULL, prefix_length, out, text,
+	            text_cap, text_len, NULL);
 	out->anchor = out->hash;
+	return 0;
+}
+
+int pg_key_compute_ahead(enum pg_api api, struct pg_str header_key, const char *body,
+                         size_t body_len, bool complete, const struct pg_json_stream *pre,
+                         uint32_t prefix_length, struct pg_key *out, struct pg_key_blocks *kb)
+{
+	key_compute(api, header_key, body, body_len, complete, pre, prefix_length, out, NULL, 0,
+	            NULL, kb);
+	out->anchor = kb ? kb->anchor : out->hash;
 	return 0;
 }
 
@@ -579,8 +570,6 @@ int pg_key_compute_blocks(enum pg_api api, struct pg_str header_key, const char 
                           size_t body_len, bool complete, uint32_t prefix_length,
                           struct pg_key *out, struct pg_key_blocks *kb)
 {
-	key_compute(api, header_key, body, body_len, complete, prefix_length, out, NULL, 0, NULL,
-	            kb);
-	out->anchor = kb->anchor;
-	return 0;
+	return pg_key_compute_ahead(api, header_key, body, body_len, complete, NULL, prefix_length,
+	                            out, kb);
 }

@@ -198,4 +198,24 @@ int pg_key_compute_blocks(enum pg_api api, struct pg_str header_key, const char 
                           size_t body_len, bool complete, uint32_t prefix_length,
                           struct pg_key *out, struct pg_key_blocks *kb);
 
+struct pg_json_stream;
+
+/*
+ * The window a body's JSON is parsed with first (json.h): a parse of it
+ * made as the body arrived (pg_json_stream) with this window is used as
+ * it is. blocks: for cache_aware's key (pg_key_compute_blocks()).
+ */
+size_t pg_key_window(bool blocks, uint32_t prefix_length);
+
+/*
+ * pg_key_compute_blocks() (kb non-NULL) or pg_key_compute() without its
+ * text (kb NULL), given the body's JSON parsed as it arrived (pre, may be
+ * NULL): used when it is whole (pre->rc <= 0) and was made with
+ * pg_key_window()'s window over these body_len bytes; else the body is
+ * parsed here. The key is the same either way.
+ */
+int pg_key_compute_ahead(enum pg_api api, struct pg_str header_key, const char *body,
+                         size_t body_len, bool complete, const struct pg_json_stream *pre,
+                         uint32_t prefix_length, struct pg_key *out, struct pg_key_blocks *kb);
+
 #endif /* PG_KEY_H */

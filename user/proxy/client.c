@@ -20,6 +20,8 @@
 #include "lib/boundary.h"
 #include "lib/buf.h"
 #include "lib/forward.h"
+#include "lib/json.h"
+#include "proxy/body.h"
 #include "proxy/reply.h"
 #include "proxy/worker.h"
 #include "proxy/models.h"
@@ -82,21 +84,6 @@ static void in_append(struct pg_client *c, const char *data, size_t n, size_t re
 	c->in_len += n;
 }
 
-/* A request body past --max-body-size: 413 (or a close once answering). */
-static bool body_too_big(struct pg_worker *w, struct pg_client *c, uint64_t size)
-{
-	if (size <= w->gw->cfg->max_body)
-		return false;
-	pg_client_error(w, c, 413, "request body too large");
-	return true;
-}
-
-/* Chunked body so far (decoded bytes plus the chunk being read) too big. */
-static bool chunked_too_big(struct pg_worker *w, struct pg_client *c)
-{
-	return body_too_big(w, c, c->x.body_seen + c->x.body.remaining);
-}
-
 static bool request_head(struct pg_worker *w, struct pg_client *c)
 {
 	struct pg_exchange *x = &c->x;
@@ -144,7 +131,7 @@ static bool request_head(struct pg_worker *w, struct pg_client *c)
 		memcpy(x->hdr_key, req.key.p, req.key.len);
 		x->hdr_key_len = req.key.len;
 	}
-	if (req.body == PG_BODY_LENGTH && body_too_big(w, c, req.content_length))
+	if (req.body == PG_BODY_LENGTH && pg_body_too_big(w, c, req.content_length))
 		return false;
 	{
 		struct pg_fwd_ident id = {
@@ -167,6 +154,9 @@ static bool request_head(struct pg_worker *w, struct pg_client *c)
 	in_consume(c, (size_t)n);
 
 	pg_route_cfg_load_pool(w->gw, x->pool > 0 ? (unsigned)x->pool : 0, &rc);
+	if (x->api != PG_API_RAW && !req.key.len && x->pool != PG_POOL_BY_MODEL)
+		x->ahead_window =
+		    pg_key_window(rc.strategy == PG_STRATEGY_CACHE_AWARE, rc.prefix_length);
 	x->key_need =
 	    pg_key_hold((enum pg_api)x->api, rc.prefix_length, x->pool == PG_POOL_BY_MODEL,
 	                req.body == PG_BODY_LENGTH ? (int64_t)req.content_length
@@ -174,33 +164,6 @@ static bool request_head(struct pg_worker *w, struct pg_client *c)
 	                                           : -1);
 	c->state = PG_C_KEY;
 	return true;
-}
-
-/* Decode more of a chunked body from c->in, collecting data for the key. */
-static bool key_chunked(struct pg_worker *w, struct pg_client *c)
-{
-	struct pg_exchange *x = &c->x;
-
-	while (!x->ch_done && x->klen < x->key_need && x->ch_off < c->in_len) {
-		size_t used, doff, dlen;
-		enum pg_chunked_rc rc = pg_chunked_feed(&x->body, c->in + x->ch_off,
-		                                        c->in_len - x->ch_off, &used, &doff, &dlen);
-
-		if (rc == PG_CHUNKED_ERROR) {
-			pg_client_error(w, c, 400, "bad chunked body");
-			return false;
-		}
-		if (rc == PG_CHUNKED_DATA)
-			pg_bytes_append(&x->kbuf, &x->klen, &x->kcap, c->in + x->ch_off + doff,
-			                dlen);
-		x->body_seen += dlen;
-		x->ch_off += used;
-		if (chunked_too_big(w, c))
-			return false;
-		if (rc == PG_CHUNKED_DONE)
-			x->ch_done = true;
-	}
-	return x->ch_done || x->klen >= x->key_need;
 }
 
 static bool request_key(struct pg_worker *w, struct pg_client *c)
@@ -212,31 +175,43 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 	uint16_t id;
 	size_t n = 0;
 
+	bool ready;
+	int rc;
+
 	switch (x->body.kind) {
 	case PG_FRAME_LENGTH:
 		n = c->in_len < x->body.remaining ? c->in_len : x->body.remaining;
-		if (n < x->key_need)
-			return false;
 		in.body = c->in;
 		in.body_len = n;
 		in.complete = n == x->body.remaining;
+		ready = n >= x->key_need;
 		break;
 	case PG_FRAME_CHUNKED:
-		if (!key_chunked(w, c))
+		rc = pg_body_chunked(w, c);
+		if (rc < 0)
 			return false;
+		ready = rc;
 		in.body = x->kbuf;
 		in.body_len = x->klen;
 		in.complete = x->ch_done;
 		break;
 	default:
-		in.complete = true;
+		in.complete = ready = true;
 		break;
 	}
-	t = pg_now_ns();
+	t = pg_now_ns(); /* the decision's time includes the body's last piece */
+	if (x->ahead_window)
+		pg_parse_ahead(x, &in);
+	if (!ready)
+		return false;
 	if (x->pool == PG_POOL_BY_MODEL && pg_pool_body(w, c, &in))
 		return false;
 	in.pool = x->pool > 0 ? (unsigned)x->pool : 0;
+	in.pre = x->ahead;
+	if (x->ahead && x->ahead->rc <= 0)
+		__atomic_fetch_add(&w->stats->parsed_ahead, 1, __ATOMIC_RELAXED);
 	id = pg_route_worker(w->gw, w->id, &in, NULL, pg_worker_rand(w), &x->key, &x->choice);
+	pg_parse_ahead_end(x);
 	now = pg_now_ns();
 	x->route_ns = (uint32_t)(now - x->t0_ns);
 	pg_stats_route_latency(w->stats, x->route_ns);
@@ -322,7 +297,7 @@ static void request_stream(struct pg_worker *w, struct pg_client *c)
 		pg_fwd_chunk(c->in + n + doff, dlen, &out, &olen, &ocap);
 		x->body_seen += dlen;
 		n += used;
-		if (chunked_too_big(w, c)) {
+		if (pg_body_chunked_too_big(w, c)) {
 			free(out);
 			return;
 		}

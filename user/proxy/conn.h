@@ -73,6 +73,10 @@ struct pg_exchange {
 	size_t key_need;    /* body bytes the key needs */
 	char *kbuf;         /* decoded chunked body held for the key */
 	size_t klen, kcap;
+	/* The body's JSON parsed as it arrives (PG_PARSE_AHEAD_MIN), with
+	 * ahead_window (key.h pg_key_window; 0: the key will not parse it). */
+	struct pg_json_stream *ahead;
+	size_t ahead_window;
 	char *hdr_key; /* X-Prefixgate-Key copy */
 	size_t hdr_key_len;
 	char *fwd; /* rewritten head (+ a re-framed chunked body held) */

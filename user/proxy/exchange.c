@@ -24,6 +24,7 @@
 #include "datapath/datapath.h"
 #include "lib/boundary.h"
 #include "lib/buf.h"
+#include "proxy/body.h"
 #include "proxy/reply.h"
 #include "proxy/worker.h"
 #include "state/route.h"
@@ -114,6 +115,7 @@ void pg_exchange_reset(struct pg_worker *w, struct pg_client *c)
 	free(x->fwd);
 	free(x->held_buf);
 	free(x->kbuf);
+	pg_parse_ahead_end(x);
 	free(x->hdr_key);
 	memset(x, 0, sizeof(*x));
 }

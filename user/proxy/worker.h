@@ -26,6 +26,12 @@
 /* Provided receive buffers per worker, and their size. */
 #define PG_NBUFS 512
 #define PG_BUFSZ (16 * 1024)
+/* A request body's JSON is parsed as it arrives once a receive buffer's
+ * worth of it is held and more is to come (json.h pg_json_stream): what
+ * is left once the body is whole is its last piece, however long the
+ * body. A body that is whole at the first look (most, on a fast link) is
+ * parsed whole. */
+#define PG_PARSE_AHEAD_MIN PG_BUFSZ
 /* A response's bytes queued towards a slow client, at most (then the backend
  * connection stops being read, and TCP pushes back on the backend). */
 #define PG_RESP_QUEUE_MAX (256 * 1024)

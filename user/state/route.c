@@ -131,12 +131,8 @@ static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
 
 	decision_cfg(gw, pool, &rc);
 	ca = rc.strategy == PG_STRATEGY_CACHE_AWARE;
-	if (ca)
-		pg_key_compute_blocks(in->api, in->header_key, in->body, in->body_len, in->complete,
-		                      rc.prefix_length, key, &kb);
-	else
-		pg_key_compute(in->api, in->header_key, in->body, in->body_len, in->complete,
-		               rc.prefix_length, key, NULL, 0, NULL);
+	pg_key_compute_ahead(in->api, in->header_key, in->body, in->body_len, in->complete, in->pre,
+	                     rc.prefix_length, key, ca ? &kb : NULL);
 	id = choose(gw, pool, &rc, key, ca ? &kb : NULL, ex, now, rnd, choice);
 	choice->pool = (uint8_t)pool;
 	if (worker == NO_RECORD || !id)

@@ -19,6 +19,9 @@ struct pg_route_input {
 	size_t body_len;
 	bool complete; /* body is whole */
 	unsigned pool; /* model pool (state/pools.h); 0: the default */
+	/* The body's JSON parsed as it arrived (key.h pg_key_compute_ahead);
+	 * NULL: none */
+	const struct pg_json_stream *pre;
 };
 
 /*

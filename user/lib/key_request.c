@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What a request is to key extraction (key.h): which API its method and
+ * path name, and how many of its body bytes the key needs before the
+ * request can be routed.
+ */
+#include <string.h>
+#include "lib/key.h"
+
+enum pg_api pg_key_api(struct pg_str method, struct pg_str path)
+{
+	static const struct {
+		const char *path;
+		size_t len;
+		enum pg_api api;
+	} apis[] = {
+	    {"/v1/chat/completions", 20, PG_API_CHAT}, {"/v1/completions", 15, PG_API_COMPLETIONS},
+	    {"/v1/responses", 13, PG_API_RESPONSES},   {"/v1/messages", 12, PG_API_MESSAGES},
+	    {"/v1/embeddings", 14, PG_API_EMBEDDINGS},
+	};
+
+	if (method.len != 4 || memcmp(method.p, "POST", 4))
+		return PG_API_RAW;
+	for (size_t i = 0; i < sizeof(apis) / sizeof(apis[0]); i++)
+		if (path.len == apis[i].len && !memcmp(path.p, apis[i].path, path.len))
+			return apis[i].api;
+	return PG_API_RAW;
+}
+
+size_t pg_key_body_need(enum pg_api api, uint32_t prefix_length)
+{
+	return api == PG_API_RAW ? prefix_length : PG_KEY_JSON_BODY_MAX;
+}
+
+uint64_t pg_key_hold(enum pg_api api, uint32_t prefix_length, bool by_model, int64_t length)
+{
+	uint64_t need = by_model ? PG_KEY_JSON_BODY_MAX : pg_key_body_need(api, prefix_length);
+
+	if (length < 0)
+		return need;
+	if ((uint64_t)length > PG_KEY_JSON_BODY_MAX) {
+		if (api != PG_API_RAW)
+			need = prefix_length;
+		if (by_model)
+			need = PG_PREFIX_LENGTH_MAX;
+	}
+	return need < (uint64_t)length ? need : (uint64_t)length;
+}

@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A request body held for its key (body.h): its size limit, a chunked
+ * body decoded as it arrives, and its JSON parsed as it arrives.
+ */
+#include <stdlib.h>
+#include "lib/buf.h"
+#include "lib/json.h"
+#include "proxy/body.h"
+#include "proxy/worker.h"
+#include "state/route.h"
+
+bool pg_body_too_big(struct pg_worker *w, struct pg_client *c, uint64_t size)
+{
+	if (size <= w->gw->cfg->max_body)
+		return false;
+	pg_client_error(w, c, 413, "request body too large");
+	return true;
+}
+
+bool pg_body_chunked_too_big(struct pg_worker *w, struct pg_client *c)
+{
+	return pg_body_too_big(w, c, c->x.body_seen + c->x.body.remaining);
+}
+
+int pg_body_chunked(struct pg_worker *w, struct pg_client *c)
+{
+	struct pg_exchange *x = &c->x;
+
+	while (!x->ch_done && x->klen < x->key_need && x->ch_off < c->in_len) {
+		size_t used, doff, dlen;
+		enum pg_chunked_rc rc = pg_chunked_feed(&x->body, c->in + x->ch_off,
+		                                        c->in_len - x->ch_off, &used, &doff, &dlen);
+
+		if (rc == PG_CHUNKED_ERROR) {
+			pg_client_error(w, c, 400, "bad chunked body");
+			return -1;
+		}
+		if (rc == PG_CHUNKED_DATA)
+			pg_bytes_append(&x->kbuf, &x->klen, &x->kcap, c->in + x->ch_off + doff,
+			                dlen);
+		x->body_seen += dlen;
+		x->ch_off += used;
+		if (pg_body_chunked_too_big(w, c))
+			return -1;
+		if (rc == PG_CHUNKED_DONE)
+			x->ch_done = true;
+	}
+	return x->ch_done || x->klen >= x->key_need;
+}
+
+void pg_parse_ahead(struct pg_exchange *x, const struct pg_route_input *in)
+{
+	if (!x->ahead) {
+		if (!x->ahead_window || in->complete || in->body_len < PG_PARSE_AHEAD_MIN)
+			return;
+		x->ahead = calloc(1, sizeof(*x->ahead));
+		if (!x->ahead)
+			abort();
+		pg_json_stream_init(x->ahead, x->ahead_window);
+	}
+	pg_json_stream_feed(x->ahead, in->body, in->body_len, in->complete);
+}
+
+void pg_parse_ahead_end(struct pg_exchange *x)
+{
+	if (!x->ahead)
+		return;
+	pg_json_stream_free(x->ahead);
+	free(x->ahead);
+	x->ahead = NULL;
+}

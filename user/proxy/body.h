@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A request body held for its key, until the request is routed
+ * (client.c's PG_C_KEY state).
+ */
+#ifndef PG_PROXY_BODY_H
+#define PG_PROXY_BODY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct pg_worker;
+struct pg_client;
+struct pg_exchange;
+struct pg_route_input;
+
+/* A body of size bytes is past --max-body-size: answered 413 (or closed
+ * once answering), true. */
+bool pg_body_too_big(struct pg_worker *w, struct pg_client *c, uint64_t size);
+
+/* pg_body_too_big() for a chunked body so far: the bytes decoded and the
+ * chunk being read. */
+bool pg_body_chunked_too_big(struct pg_worker *w, struct pg_client *c);
+
+/* Decode more of a chunked body from c->in into c->x.kbuf, for the key.
+ * 1: the key has what it needs; 0: not yet; -1: answered (an error). */
+int pg_body_chunked(struct pg_worker *w, struct pg_client *c);
+
+/* Parse what is held of the body's JSON so far (json.h pg_json_stream,
+ * into x->ahead), from PG_PARSE_AHEAD_MIN bytes on, so that routing is
+ * left only its last piece. A routing config changed in between, or a
+ * body the key will not parse, only wastes the parse: the key checks the
+ * parse's window and length (key.h pg_key_compute_ahead). */
+void pg_parse_ahead(struct pg_exchange *x, const struct pg_route_input *in);
+
+/* Drop x's parse made as the body arrived, if any. */
+void pg_parse_ahead_end(struct pg_exchange *x);
+
+#endif /* PG_PROXY_BODY_H */
