@@ -30,7 +30,7 @@
  *                  history grows as drawn and, with mockllm's output caching,
  *                  what an instance generated is what the next turn re-sends;
  *                  a turn whose response failed (not a complete 2xx, or a
- *                  reply longer than REPLY_MAX) ends its conversation, as
+ *                  reply longer than PG_REPLY_MAX) ends its conversation, as
  *                  there is no reply to re-send. With --history replay it is
  *                  the conversation's own drawn text (a replayed ShareGPT
  *                  log, which the server never generated) and max_tokens is
@@ -67,8 +67,8 @@
  * byte for byte; a conversation's shape and text are functions of (--seed,
  * its id) and, with --history server, of its replies; ids are handed out in
  * the order conversations start. Memory: a conversation keeps its replies,
- * each at most REPLY_MAX(its drawn length) bytes, so at most
- * MAX_TURNS_LIMIT x REPLY_MAX(16 x --assistant-tokens) bytes.
+ * each at most PG_REPLY_MAX(its drawn length) bytes, so at most
+ * MAX_TURNS_LIMIT x PG_REPLY_MAX(16 x --assistant-tokens) bytes.
  */
 #include "workload.h"
 
@@ -97,9 +97,6 @@ enum {
 
 #define TURN_SIGMA      0.8
 #define MAX_TURNS_LIMIT 64
-/* Reply bytes kept for a turn of n tokens: room for long tokens and JSON
- * escapes (a tokenizer's token is rarely past 16 bytes; \uXXXX is 6). */
-#define REPLY_MAX(n) (256 + 32 * (size_t)(n))
 
 struct conv {
 	uint32_t id;
@@ -331,7 +328,7 @@ static int turn_body(struct pg_workload *w, struct pg_wl_req *out)
 	    .group = c->id,
 	    .turn = c->next,
 	    .slot = slot,
-	    .reply_max = server ? REPLY_MAX(c->assistant[c->next]) : 0,
+	    .reply_max = server ? PG_REPLY_MAX(c->assistant[c->next]) : 0,
 	};
 	return 0;
 }
@@ -545,7 +542,7 @@ int pg_wl_next(struct pg_workload *w, uint64_t idx, struct pg_wl_req *out)
  * is none to keep (the turn failed, or no memory for it). */
 static bool keep_reply(struct conv *c, bool ok, const char *reply, size_t len)
 {
-	if (!ok || len > REPLY_MAX(c->assistant[c->next]))
+	if (!ok || len > PG_REPLY_MAX(c->assistant[c->next]))
 		return false;
 	if (len)
 		pg_buf_append(&c->replies, reply, len);
