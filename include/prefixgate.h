@@ -9,6 +9,10 @@
 
 #include <linux/types.h>
 
+/* A macro's value as a string literal, for help texts built from constants. */
+#define PG_STR_(x) #x
+#define PG_STR(x)  PG_STR_(x)
+
 /* Slots in the backends map. Id 0 is never used: 0 means "no backend". */
 #ifndef PG_MAX_BACKENDS
 #define PG_MAX_BACKENDS 4096

@@ -15,44 +15,32 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "lib/buf.h"
 #include "lib/key.h"
 
 static const struct pg_str nohdr = {"", 0};
 
-struct body {
-	char *p;
-	size_t len, cap;
-};
-
-static void put(struct body *b, const char *s)
+/* Append s; the body stays NUL-terminated (pg_buf_printf), for strstr. */
+static void put(struct pg_buf *b, const char *s)
 {
-	size_t n = strlen(s);
-
-	if (b->len + n + 1 > b->cap) {
-		b->cap = 2 * (b->len + n + 1);
-		b->p = realloc(b->p, b->cap);
-		assert_non_null(b->p);
-	}
-	memcpy(b->p + b->len, s, n + 1);
-	b->len += n;
+	pg_buf_printf(b, "%s", s);
+	assert_false(b->oom);
 }
 
 /* Chat messages of about n bytes in all, each saying its index: bodies of
  * any length share their first messages. extra: members added to each. */
-static void messages(struct body *b, size_t n, const char *extra)
+static void messages(struct pg_buf *b, size_t n, const char *extra)
 {
-	char m[256];
 	size_t end = b->len + n;
 
-	for (unsigned i = 0; b->len < end; i++) {
-		snprintf(m, sizeof(m),
-		         "%s{\"role\":\"%s\",%s\"content\":\"say \\\"%u\\\" \\u00e9 日本\"}",
-		         i ? "," : "", i % 2 ? "assistant" : "user", extra, i);
-		put(b, m);
-	}
+	for (unsigned i = 0; b->len < end; i++)
+		pg_buf_printf(b,
+		              "%s{\"role\":\"%s\",%s\"content\":\"say \\\"%u\\\" \\u00e9 日本\"}",
+		              i ? "," : "", i % 2 ? "assistant" : "user", extra, i);
+	assert_false(b->oom);
 }
 
-static struct pg_key key(const struct body *b, uint32_t plen)
+static struct pg_key key(const struct pg_buf *b, uint32_t plen)
 {
 	struct pg_key k;
 
@@ -62,9 +50,9 @@ static struct pg_key key(const struct body *b, uint32_t plen)
 }
 
 /* A chat body: head, messages of about n bytes, tail. */
-static struct body chat(const char *head, size_t n, const char *extra, const char *tail)
+static struct pg_buf chat(const char *head, size_t n, const char *extra, const char *tail)
 {
-	struct body b = {0};
+	struct pg_buf b = {0};
 
 	put(&b, "{\"model\":\"m\",");
 	put(&b, head);
@@ -80,7 +68,7 @@ static struct body chat(const char *head, size_t n, const char *extra, const cha
  * cache_aware's view as far as its text reaches. */
 static void test_same_key(void **state)
 {
-	struct body small = chat("", 64 << 10, "", ""), big = chat("", 1 << 20, "", "");
+	struct pg_buf small = chat("", 64 << 10, "", ""), big = chat("", 1 << 20, "", "");
 	struct pg_key a = key(&small, 4096), b = key(&big, 4096), c;
 	struct pg_key_blocks kb;
 
@@ -93,8 +81,8 @@ static void test_same_key(void **state)
 	    pg_key_compute_blocks(PG_API_CHAT, nohdr, big.p, big.len, true, 4096, &c, &kb), 0);
 	assert_true(c.hash == b.hash && !c.fallback);
 	assert_int_equal(kb.n, PG_CA_MAX_BLOCKS); /* 256 KiB of text: all of it */
-	free(small.p);
-	free(big.p);
+	pg_buf_free(&small);
+	pg_buf_free(&big);
 }
 
 /* The first messages carry 200 KiB that is not text: the parse's first
@@ -102,7 +90,7 @@ static void test_same_key(void **state)
  * again; the key is that of the same text without the rest. */
 static void test_not_text_first(void **state)
 {
-	struct body heavy = {0};
+	struct pg_buf heavy = {0};
 	char *pad = malloc(200 << 10);
 
 	(void)state;
@@ -116,7 +104,7 @@ static void test_not_text_first(void **state)
 	put(&heavy, "]}");
 	/* the same messages with the padding left out */
 	{
-		struct body same = {0};
+		struct pg_buf same = {0};
 		struct pg_key a, b;
 
 		put(&same, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"tool_calls\":[],"
@@ -127,25 +115,25 @@ static void test_not_text_first(void **state)
 		b = key(&heavy, 4096);
 		assert_false(a.fallback || b.fallback);
 		assert_true(a.hash == b.hash && a.length == 4096 && b.length == 4096);
-		free(same.p);
+		pg_buf_free(&same);
 	}
 	free(pad);
-	free(heavy.p);
+	pg_buf_free(&heavy);
 }
 
 /* prompt_cache_key after 1 MiB of text is still found. */
 static void test_cache_key_late(void **state)
 {
-	struct body b = chat("", 1 << 20, "", ",\"prompt_cache_key\":\"tenant-7\"");
-	struct body s = chat("", 1024, "", ",\"prompt_cache_key\":\"tenant-7\"");
+	struct pg_buf b = chat("", 1 << 20, "", ",\"prompt_cache_key\":\"tenant-7\"");
+	struct pg_buf s = chat("", 1024, "", ",\"prompt_cache_key\":\"tenant-7\"");
 	struct pg_key k = key(&b, 4096), ks = key(&s, 4096);
 
 	(void)state;
 	assert_int_equal(k.source, PG_KEY_SRC_CACHE_FIELD);
 	assert_int_equal(k.length, 8);
 	assert_true(k.hash == ks.hash);
-	free(b.p);
-	free(s.p);
+	pg_buf_free(&b);
+	pg_buf_free(&s);
 }
 
 /* Past the key the JSON grammar is still checked: each of these, 1 MiB in,
@@ -158,19 +146,19 @@ static void test_late_grammar(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(tails) / sizeof(tails[0]); i++) {
-		struct body b = chat("", 1 << 20, "", tails[i]);
+		struct pg_buf b = chat("", 1 << 20, "", tails[i]);
 
 		assert_true(key(&b, 4096).fallback);
-		free(b.p);
+		pg_buf_free(&b);
 	}
 	/* and inside the messages array, past its window */
 	{
-		struct body b = chat("", 1 << 20, "\"x\":\"ok\",", "");
+		struct pg_buf b = chat("", 1 << 20, "\"x\":\"ok\",", "");
 
 		assert_false(key(&b, 4096).fallback);
 		b.p[b.len - 40] = (char)0xff; /* in the last message's text */
 		assert_true(key(&b, 4096).fallback);
-		free(b.p);
+		pg_buf_free(&b);
 	}
 }
 
@@ -178,7 +166,7 @@ static void test_late_grammar(void **state)
  * it, it still makes the body unusable. */
 static void test_late_shape(void **state)
 {
-	struct body ok = chat("", 64 << 10, "", ""), bad = chat("", 64 << 10, "", "");
+	struct pg_buf ok = chat("", 64 << 10, "", ""), bad = chat("", 64 << 10, "", "");
 	char *last = strstr(bad.p + bad.len - 300, "\"content\":\"");
 	struct pg_key a, b;
 
@@ -191,15 +179,15 @@ static void test_late_shape(void **state)
 	assert_true(a.hash == b.hash);
 	/* a PrefixLength that reaches it: the raw-bytes key */
 	assert_true(key(&bad, 65536).fallback);
-	free(ok.p);
-	free(bad.p);
+	pg_buf_free(&ok);
+	pg_buf_free(&bad);
 }
 
 /* An escape at the cut (a surrogate pair: one code point of 12 bytes), in a
  * body whose other messages run on for 1 MiB: the same key text as alone. */
 static void test_escape_at_cut(void **state)
 {
-	struct body one = {0}, big = {0};
+	struct pg_buf one = {0}, big = {0};
 	char *a = malloc(4096), t1[16384], t2[16384];
 	size_t l1, l2;
 	struct pg_key k1, k2;
@@ -209,7 +197,7 @@ static void test_escape_at_cut(void **state)
 	memset(a, 'a', 4090);
 	a[4090] = 0;
 	for (int i = 0; i < 2; i++) {
-		struct body *b = i ? &big : &one;
+		struct pg_buf *b = i ? &big : &one;
 
 		put(b, "{\"messages\":[{\"role\":\"user\",\"content\":\"");
 		put(b, a);
@@ -237,8 +225,8 @@ static void test_escape_at_cut(void **state)
 	                 0);
 	assert_true(l2 == l1 + 1 && t2[l1] == 0x1b);
 	free(a);
-	free(one.p);
-	free(big.p);
+	pg_buf_free(&one);
+	pg_buf_free(&big);
 }
 
 int main(void)

@@ -85,23 +85,29 @@ static void world_free(struct world *w)
 	sim_destroy(w->s);
 }
 
-/* Submit request i for prompt text[0..len) at the current time. */
-static void submit(struct world *w, int i, const char *text, size_t len, uint32_t max_tokens)
+/* Submit request i for prompt text[0..len) at the current time, its hashes
+ * as mockllm's routes.c makes them; output blocks up to max_blocks (0: none). */
+static void submit_blocks(struct world *w, int i, const char *text, size_t len, uint32_t max_tokens,
+                          uint64_t max_blocks)
 {
 	struct rec *rc = &w->req[i];
-	size_t n = kv_block_hashes(text, len, NULL, 0);
 
 	memset(&rc->r, 0, sizeof(rc->r));
 	free(rc->hashes);
-	rc->hashes = calloc(n + 1, sizeof(uint64_t));
-	kv_block_hashes(text, len, rc->hashes, n);
+	assert_int_equal(prompt_request_hashes(text, len, max_tokens, max_blocks, &rc->hashes,
+	                                       &rc->r.nhashes, &rc->r.nhashes_done),
+	                 0);
 	rc->r.hashes = rc->hashes;
-	rc->r.nhashes = n;
 	rc->r.prompt_tokens = (uint32_t)kv_prompt_tokens(len);
 	rc->r.max_tokens = max_tokens;
 	rc->done = false;
 	memset(rc->tok_at, 0, sizeof(rc->tok_at));
 	sim_submit(w->s, &rc->r, w->now);
+}
+
+static void submit(struct world *w, int i, const char *text, size_t len, uint32_t max_tokens)
+{
+	submit_blocks(w, i, text, len, max_tokens, 0);
 }
 
 static char *text_of(size_t len, unsigned seed)
@@ -389,24 +395,13 @@ static void output_text(char *out, uint32_t n)
 }
 
 /* Request i for text[0..len) with its output of max_tokens tokens cached
- * when it completes (what routes.c's request_hashes sets up). */
+ * when it completes (mockllm without --no-cache-output). */
 static void submit_cached(struct world *w, int i, const char *text, size_t len, uint32_t max_tokens)
 {
-	char out[MAXTOK * KV_TOKEN_BYTES + 1];
-	struct rec *rc;
-	struct kv_hasher h;
-	size_t n = kv_block_hashes(text, len, NULL, 0), cap = n + 64;
+	struct sim_params p;
 
-	submit(w, i, text, len, max_tokens);
-	rc = &w->req[i];
-	rc->hashes = realloc(rc->hashes, cap * sizeof(uint64_t));
-	rc->r.hashes = rc->hashes;
-	output_text(out, max_tokens);
-	kv_hasher_init(&h, n ? rc->hashes[n - 1] : 0);
-	rc->r.nhashes_done = n + kv_hasher_feed(&h, text + n * KV_BLOCK_BYTES,
-	                                        len - n * KV_BLOCK_BYTES, rc->hashes + n, cap - n);
-	rc->r.nhashes_done += kv_hasher_feed(&h, out, strlen(out), rc->hashes + rc->r.nhashes_done,
-	                                     cap - rc->r.nhashes_done);
+	sim_default_params(&p);
+	submit_blocks(w, i, text, len, max_tokens, p.kv_capacity_tokens / KV_BLOCK_TOKENS);
 }
 
 /*

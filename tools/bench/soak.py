@@ -44,8 +44,7 @@ import fleet  # noqa: E402
 from earlybackend import EarlyBackend  # noqa: E402
 from netutil import mock_pattern as pattern  # noqa: E402
 
-VOCAB = [" The", " old", " fox", " ran", " far", " and", " saw", " the",
-         " big", " red", " sun", " set", " low", " but", " all", " is."]  # mockllm prompt.c
+STREAM_MAX = 20  # the most content events a "stream" request asks for
 
 
 class Stats:
@@ -95,6 +94,28 @@ def read_http(sock_file):
     return status, h, body, True
 
 
+def stream_content(resp):
+    """(ids, content pieces) of a streamed chat response's events."""
+    events = [json.loads(e[6:]) for e in resp.split(b"\n\n") if e.startswith(b"data: {")]
+    return ({e["id"] for e in events},
+            [e["choices"][0]["delta"].get("content", "") for e in events if e["choices"]])
+
+
+def mock_words(port, n):
+    """mockllm's first n output tokens, asked of one instance directly
+    (its prompt.c is their one definition): what a stream of n events
+    through the gateway must carry."""
+    body = b'{"messages":[{"role":"user","content":"words"}],"stream":true}'
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: s\r\nContent-Length: %d\r\n"
+                     b"X-Mock-Chunks: %d\r\n\r\n" % (len(body), n) + body)
+        status, _, resp, complete = read_http(sock.makefile("rb"))
+    words = [w for w in stream_content(resp)[1] if w]
+    if status != 200 or not complete or len(words) != n:
+        raise RuntimeError("mockllm's output words: status %s, %d of %d" % (status, len(words), n))
+    return words
+
+
 def early_ok(h, resp, tag, status):
     """A response of the early backend must name this request's tag."""
     try:
@@ -117,7 +138,7 @@ def paced_quiet(sock, data):
         pass  # the gateway closed after an early answer
 
 
-def client(port, deadline, seed, st):
+def client(port, deadline, seed, st, words):
     rng = random.Random(seed)
     sock = None
     f = None
@@ -148,7 +169,7 @@ def client(port, deadline, seed, st):
                     st.add("failed:%s" % status)
                     sock = None
             elif kind == "stream":
-                n = rng.randint(1, 20)
+                n = rng.randint(1, STREAM_MAX)
                 body = json.dumps({"messages": [{"role": "user", "content": "s%d" % rng.random()}],
                                    "stream": True}).encode()
                 sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: s\r\n%sContent-Length: %d\r\n"
@@ -158,12 +179,9 @@ def client(port, deadline, seed, st):
                 if "x-early-backend" in h:
                     st.add("ok" if complete and early_ok(h, resp, tag.decode(), 401) else "CORRUPT")
                 elif status == 200 and complete:
-                    events = [e for e in resp.split(b"\n\n") if e.startswith(b"data: {")]
-                    ids = {json.loads(e[6:])["id"] for e in events}
-                    content = "".join(json.loads(e[6:])["choices"][0]["delta"].get("content", "")
-                                      for e in events if json.loads(e[6:])["choices"])
-                    want = "".join(VOCAB[i % 16] for i in range(n))
-                    ok = len(ids) == 1 and content == want and resp.rstrip().endswith(b"[DONE]")
+                    ids, pieces = stream_content(resp)
+                    ok = (len(ids) == 1 and "".join(pieces) == "".join(words[:n]) and
+                          resp.rstrip().endswith(b"[DONE]"))
                     st.add("ok" if ok else "CORRUPT")
                 else:
                     st.add("failed:%s" % status)
@@ -258,7 +276,8 @@ def main():
     fds0 = fd_count(pid)
     st = Stats()
     deadline = time.monotonic() + opts.duration
-    threads = [threading.Thread(target=client, args=(gw.port, deadline, i, st))
+    words = mock_words(inst.ports[0], STREAM_MAX)
+    threads = [threading.Thread(target=client, args=(gw.port, deadline, i, st, words))
                for i in range(opts.clients)]
     for t in threads:
         t.start()

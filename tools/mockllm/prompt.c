@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "lib/buf.h"
+#include "kvcache.h"
 #include "lib/json.h"
 #include "prompt.h"
 
@@ -214,6 +215,42 @@ const char *prompt_output_token(uint32_t i)
 	};
 
 	return vocab[i % (sizeof(vocab) / sizeof(vocab[0]))];
+}
+
+int prompt_request_hashes(const char *text, size_t len, uint32_t max_tokens, uint64_t max_blocks,
+                          uint64_t **out, size_t *nprompt, size_t *ndone)
+{
+	size_t n = kv_block_hashes(text, len, NULL, 0), nd = n, done;
+	/* every output token is KV_TOKEN_BYTES of text */
+	uint64_t t = kv_prompt_tokens(len + (size_t)max_tokens * KV_TOKEN_BYTES);
+	uint64_t all = t ? (t - 1) / KV_BLOCK_TOKENS : 0;
+	struct kv_hasher h;
+	uint64_t *hs;
+
+	if (all > max_blocks)
+		all = max_blocks;
+	if (all > n)
+		nd = (size_t)all;
+	hs = malloc((nd ? nd : 1) * sizeof(*hs));
+	if (!hs)
+		return -1;
+	kv_block_hashes(text, len, hs, n);
+	*out = hs;
+	*nprompt = n;
+	*ndone = n;
+	if (nd == n)
+		return 0;
+	/* continue the chain from the prompt's last full block */
+	kv_hasher_init(&h, n ? hs[n - 1] : 0);
+	done = n + kv_hasher_feed(&h, text + n * KV_BLOCK_BYTES, len - n * KV_BLOCK_BYTES, hs + n,
+	                          nd - n);
+	for (uint32_t i = 0; i < max_tokens && done < nd; i++) {
+		const char *tok = prompt_output_token(i);
+
+		done += kv_hasher_feed(&h, tok, strlen(tok), hs + done, nd - done);
+	}
+	*ndone = done;
+	return 0;
 }
 
 void prompt_free(struct prompt_req *p)

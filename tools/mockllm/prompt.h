@@ -49,4 +49,17 @@ void prompt_free(struct prompt_req *p);
  */
 const char *prompt_output_token(uint32_t i);
 
+/*
+ * The KV block hashes of a request for prompt text[0..len) that will carry
+ * max_tokens output tokens, into *out (malloc'd, at least one element): the
+ * prompt's full blocks (kv_block_hashes; *nprompt of them), then those of
+ * the prompt followed by its output (prompt_output_token 0, 1, ...), hashed
+ * as one text, *ndone in all, at most max_blocks (the cache's capacity in
+ * blocks; 0: output blocks are not hashed, *ndone = *nprompt). What
+ * sim_req's hashes, nhashes and nhashes_done take. Returns 0, or -1 when out
+ * of memory.
+ */
+int prompt_request_hashes(const char *text, size_t len, uint32_t max_tokens, uint64_t max_blocks,
+                          uint64_t **out, size_t *nprompt, size_t *ndone);
+
 #endif /* MOCKLLM_PROMPT_H */

@@ -170,49 +170,15 @@ static void knob_stream_next(struct conn *c)
 	               (uint64_t)(m->chunk_interval_ms > 0 ? m->chunk_interval_ms : 0) * NS_PER_MS);
 }
 
-/*
- * m->hashes: the prompt's block hashes (sim.nhashes of them), then, unless
- * --no-cache-output, those of the prompt followed by the max_tokens output
- * tokens the response will carry, hashed as one text (sim.nhashes_done), at
- * most as many as the cache holds.
- */
+/* m->hashes, and how many of them are the prompt's and the prompt + output's
+ * (--no-cache-output: none of the output). */
 static int request_hashes(struct mreq *m)
 {
-	struct sim_req *r = &m->sim;
-	size_t n = kv_block_hashes(m->pr.text, m->pr.len, NULL, 0), nd = n;
 	uint64_t cap = g_srv.cfg.sim.kv_capacity_tokens / KV_BLOCK_TOKENS;
-	struct kv_hasher h;
 
-	if (g_srv.cfg.cache_output) {
-		/* every output token is KV_TOKEN_BYTES of text (prompt.h) */
-		uint64_t t =
-		    kv_prompt_tokens(m->pr.len + (size_t)m->pr.max_tokens * KV_TOKEN_BYTES);
-		uint64_t all = (t - 1) / KV_BLOCK_TOKENS;
-
-		if (all > cap)
-			all = cap;
-		if (all > n)
-			nd = (size_t)all;
-	}
-	m->hashes = malloc((nd ? nd : 1) * sizeof(*m->hashes));
-	if (!m->hashes)
-		return -1;
-	kv_block_hashes(m->pr.text, m->pr.len, m->hashes, n);
-	r->nhashes = n;
-	r->nhashes_done = n;
-	if (nd == n)
-		return 0;
-	/* continue the chain from the prompt's last full block */
-	kv_hasher_init(&h, n ? m->hashes[n - 1] : 0);
-	r->nhashes_done += kv_hasher_feed(&h, m->pr.text + n * KV_BLOCK_BYTES,
-	                                  m->pr.len - n * KV_BLOCK_BYTES, m->hashes + n, nd - n);
-	for (uint32_t i = 0; i < m->pr.max_tokens && r->nhashes_done < nd; i++) {
-		const char *tok = prompt_output_token(i);
-
-		r->nhashes_done += kv_hasher_feed(&h, tok, strlen(tok), m->hashes + r->nhashes_done,
-		                                  nd - r->nhashes_done);
-	}
-	return 0;
+	return prompt_request_hashes(m->pr.text, m->pr.len, m->pr.max_tokens,
+	                             g_srv.cfg.cache_output ? cap : 0, &m->hashes, &m->sim.nhashes,
+	                             &m->sim.nhashes_done);
 }
 
 static void completion(struct conn *c)

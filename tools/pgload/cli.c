@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prefixgate.h" /* PG_STR */
+#include "workload.h"
+
 static const char *const wl_names[] = {
     [WL_SHARED_PREFIX] = "shared-prefix",
     [WL_MULTI_TURN] = "multi-turn",
@@ -24,6 +27,9 @@ const char *pg_workload_name(enum wl_kind k)
 {
 	return wl_names[k];
 }
+
+/* PG_REPLY_MAX's numbers, as --help gives them */
+#define REPLY_RULE PG_STR(PG_REPLY_BASE) " + " PG_STR(PG_REPLY_TOKEN)
 
 static const char usage[] =
     "usage: pgload [options]\n"
@@ -91,7 +97,7 @@ static const char usage[] =
     "                 each turn asking for max_tokens = its drawn assistant length:\n"
     "                 what a live chat client sends, so a server that caches its\n"
     "                 output (vLLM, SGLang, mockllm) can serve the reply from cache.\n"
-    "                 A turn that fails (or whose reply passes 256 + 32 bytes per\n"
+    "                 A turn that fails (or whose reply passes " REPLY_RULE " bytes per\n"
     "                 token) ends its conversation. replay: the conversation's own\n"
     "                 drawn text (a replayed ShareGPT log the server never generated)\n"
     "                 and --max-tokens; reproduces runs made before server history.\n"

@@ -30,7 +30,7 @@
  *                  history grows as drawn and, with mockllm's output caching,
  *                  what an instance generated is what the next turn re-sends;
  *                  a turn whose response failed (not a complete 2xx, or a
- *                  reply longer than REPLY_MAX) ends its conversation, as
+ *                  reply longer than PG_REPLY_MAX) ends its conversation, as
  *                  there is no reply to re-send. With --history replay it is
  *                  the conversation's own drawn text (a replayed ShareGPT
  *                  log, which the server never generated) and max_tokens is
@@ -67,8 +67,8 @@
  * byte for byte; a conversation's shape and text are functions of (--seed,
  * its id) and, with --history server, of its replies; ids are handed out in
  * the order conversations start. Memory: a conversation keeps its replies,
- * each at most REPLY_MAX(its drawn length) bytes, so at most
- * MAX_TURNS_LIMIT x REPLY_MAX(16 x --assistant-tokens) bytes.
+ * each at most PG_REPLY_MAX(its drawn length) bytes, so at most
+ * MAX_TURNS_LIMIT x PG_REPLY_MAX(16 x --assistant-tokens) bytes.
  */
 #include "workload.h"
 
@@ -77,29 +77,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "body.h"
 #include "lib/buf.h"
 #include "rng.h"
 
-/* Tags that separate the random streams derived from --seed. */
-enum {
-	TAG_SYSTEM = 1,
-	TAG_DOC,
-	TAG_QUESTION,
-	TAG_PICK,
-	TAG_UNIQUE_SYS,
-	TAG_UNIQUE_DOC,
-	TAG_CONV,
-	TAG_TURN,
-	TAG_FIXED,
-	TAG_TOOLS,
-	TAG_TARGET,
-};
-
 #define TURN_SIGMA      0.8
 #define MAX_TURNS_LIMIT 64
-/* Reply bytes kept for a turn of n tokens: room for long tokens and JSON
- * escapes (a tokenizer's token is rarely past 16 bytes; \uXXXX is 6). */
-#define REPLY_MAX(n) (256 + 32 * (size_t)(n))
 
 struct conv {
 	uint32_t id;
@@ -127,46 +110,6 @@ struct pg_workload {
 	size_t ready_head, ready_n;
 	uint32_t next_conv_id;
 };
-
-/* --- bodies, built in a pg_buf (lib/buf.h) --------------------------------- */
-
-/* nbytes of the text for key. */
-static void put_text(struct pg_buf *b, size_t nbytes, uint64_t key)
-{
-	char *d = pg_buf_extend(b, nbytes);
-
-	if (d)
-		pg_wl_text(d, nbytes, key);
-}
-
-static void body_open(struct pg_buf *b, const struct pg_opts *o)
-{
-	pg_buf_puts(b, "{\"model\":\"");
-	pg_buf_puts(b, o->model);
-	pg_buf_puts(b, "\",\"messages\":[");
-}
-
-static void body_close(struct pg_buf *b, const struct pg_opts *o, unsigned max_tokens)
-{
-	char tail[160];
-
-	snprintf(tail, sizeof(tail), "],\"max_tokens\":%u%s}", max_tokens,
-	         o->stream ? ",\"stream\":true,\"stream_options\":{\"include_usage\":true}"
-	                   : ",\"stream\":false");
-	pg_buf_puts(b, tail);
-}
-
-static void msg_open(struct pg_buf *b, const char *role, bool first)
-{
-	pg_buf_puts(b, first ? "{\"role\":\"" : ",{\"role\":\"");
-	pg_buf_puts(b, role);
-	pg_buf_puts(b, "\",\"content\":\"");
-}
-
-static void msg_close(struct pg_buf *b)
-{
-	pg_buf_puts(b, "\"}");
-}
 
 static const char *doc_text(struct pg_workload *w, uint32_t d)
 {
@@ -211,24 +154,24 @@ static int prefix_body(struct pg_workload *w, uint64_t idx, struct pg_wl_req *ou
 			return -1;
 	}
 	pg_buf_reserve(&b, sys_n + doc_n + (size_t)o->question_tokens * 4 + 512);
-	body_open(&b, o);
+	pg_body_open(&b, o);
 	if (sys_n) {
-		msg_open(&b, "system", true);
+		pg_body_msg_open(&b, "system", true);
 		if (doc)
 			pg_buf_append(&b, w->system, sys_n);
 		else
-			put_text(&b, sys_n, pg_mix(o->seed, TAG_UNIQUE_SYS, idx));
-		msg_close(&b);
+			pg_body_text(&b, sys_n, pg_mix(o->seed, TAG_UNIQUE_SYS, idx));
+		pg_body_msg_close(&b);
 	}
-	msg_open(&b, "user", sys_n == 0);
+	pg_body_msg_open(&b, "user", sys_n == 0);
 	if (doc)
 		pg_buf_append(&b, doc, doc_n);
 	else
-		put_text(&b, doc_n, pg_mix(o->seed, TAG_UNIQUE_DOC, idx));
+		pg_body_text(&b, doc_n, pg_mix(o->seed, TAG_UNIQUE_DOC, idx));
 	pg_buf_puts(&b, "\\n\\nQuestion: ");
-	put_text(&b, (size_t)o->question_tokens * 4, pg_mix(o->seed, TAG_QUESTION, idx));
-	msg_close(&b);
-	body_close(&b, o, o->max_tokens);
+	pg_body_text(&b, (size_t)o->question_tokens * 4, pg_mix(o->seed, TAG_QUESTION, idx));
+	pg_body_msg_close(&b);
+	pg_body_close(&b, o, o->max_tokens);
 	if (b.oom) {
 		free(b.p);
 		return -1;
@@ -302,22 +245,22 @@ static int turn_body(struct pg_workload *w, struct pg_wl_req *out)
 	pg_buf_reserve(&b, w->head_len + 4096);
 	pg_buf_append(&b, w->head, w->head_len);
 	for (uint32_t t = 0; t <= c->next; t++) {
-		msg_open(&b, "user", t == 0 && !w->head_has_msg);
-		put_text(&b, (size_t)c->user[t] * 4, turn_key(o, c->id, t, 0));
-		msg_close(&b);
+		pg_body_msg_open(&b, "user", t == 0 && !w->head_has_msg);
+		pg_body_text(&b, (size_t)c->user[t] * 4, turn_key(o, c->id, t, 0));
+		pg_body_msg_close(&b);
 		if (t == c->next)
 			break;
-		msg_open(&b, "assistant", false);
+		pg_body_msg_open(&b, "assistant", false);
 		if (server) {
 			size_t from = t ? c->reply_end[t - 1] : 0;
 
 			pg_buf_append(&b, c->replies.p + from, c->reply_end[t] - from);
 		} else {
-			put_text(&b, (size_t)c->assistant[t] * 4, turn_key(o, c->id, t, 1));
+			pg_body_text(&b, (size_t)c->assistant[t] * 4, turn_key(o, c->id, t, 1));
 		}
-		msg_close(&b);
+		pg_body_msg_close(&b);
 	}
-	body_close(&b, o, server ? c->assistant[c->next] : o->max_tokens);
+	pg_body_close(&b, o, server ? c->assistant[c->next] : o->max_tokens);
 	if (b.oom) {
 		free(b.p);
 		return -1;
@@ -331,58 +274,9 @@ static int turn_body(struct pg_workload *w, struct pg_wl_req *out)
 	    .group = c->id,
 	    .turn = c->next,
 	    .slot = slot,
-	    .reply_max = server ? REPLY_MAX(c->assistant[c->next]) : 0,
+	    .reply_max = server ? PG_REPLY_MAX(c->assistant[c->next]) : 0,
 	};
 	return 0;
-}
-
-/* Object member name text: words joined by '_' (no escaping needed). */
-static void put_ident(struct pg_buf *b, size_t nbytes, uint64_t key)
-{
-	char *d = pg_buf_extend(b, nbytes);
-
-	if (!d)
-		return;
-	pg_wl_text(d, nbytes, key);
-	for (size_t i = 0; i < nbytes; i++)
-		if (d[i] == ' ')
-			d[i] = '_';
-}
-
-/* agentic: the "tools" member, then the opening of "messages" with the
- * system message. Everything in it comes from --seed alone. */
-static void agentic_head(struct pg_buf *b, const struct pg_opts *o, const char *system)
-{
-	static const char *const params[2] = {"query", "limit"};
-	static const char *const types[2] = {"string", "integer"};
-	char num[96];
-
-	pg_buf_puts(b, "\"tools\":[");
-	for (unsigned k = 0; k < o->tools; k++) {
-		uint64_t base = (uint64_t)k << 8;
-
-		snprintf(num, sizeof(num), "%s{\"type\":\"function\",\"function\":{\"name\":\"t%u_",
-		         k ? "," : "", k);
-		pg_buf_puts(b, num);
-		put_ident(b, 12, pg_mix(o->seed, TAG_TOOLS, base));
-		pg_buf_puts(b, "\",\"description\":\"");
-		put_text(b, (size_t)o->tool_tokens * 4, pg_mix(o->seed, TAG_TOOLS, base + 1));
-		pg_buf_puts(b, "\",\"parameters\":{\"type\":\"object\",\"properties\":{");
-		for (int p = 0; p < 2; p++) {
-			pg_buf_puts(b, p ? ",\"" : "\"");
-			pg_buf_puts(b, params[p]);
-			pg_buf_puts(b, "\":{\"type\":\"");
-			pg_buf_puts(b, types[p]);
-			pg_buf_puts(b, "\",\"description\":\"");
-			put_text(b, 64, pg_mix(o->seed, TAG_TOOLS, base + 2 + (uint64_t)p));
-			pg_buf_puts(b, "\"}");
-		}
-		pg_buf_puts(b, "},\"required\":[\"query\"]}}}");
-	}
-	pg_buf_puts(b, "],\"messages\":[");
-	msg_open(b, "system", true);
-	pg_buf_append(b, system, (size_t)o->system_tokens * 4);
-	msg_close(b);
 }
 
 /* The conversation workloads: the body up to the first conversation
@@ -413,14 +307,14 @@ static int conv_init(struct pg_workload *w)
 	pg_buf_puts(&b, o->model);
 	pg_buf_puts(&b, "\",");
 	if (o->workload == WL_AGENTIC) {
-		agentic_head(&b, o, w->system);
+		pg_body_tools_head(&b, o, w->system);
 		w->head_has_msg = true;
 	} else {
 		pg_buf_puts(&b, "\"messages\":[");
 		if (w->system) {
-			msg_open(&b, "system", true);
+			pg_body_msg_open(&b, "system", true);
 			pg_buf_append(&b, w->system, sys_n);
-			msg_close(&b);
+			pg_body_msg_close(&b);
 			w->head_has_msg = true;
 		}
 	}
@@ -454,11 +348,11 @@ static int fixed_init(struct pg_workload *w)
 	struct pg_buf b = {0};
 	size_t env, fill;
 
-	body_open(&b, o);
-	msg_open(&b, "user", true);
+	pg_body_open(&b, o);
+	pg_body_msg_open(&b, "user", true);
 	env = b.len;
-	msg_close(&b);
-	body_close(&b, o, o->max_tokens);
+	pg_body_msg_close(&b);
+	pg_body_close(&b, o, o->max_tokens);
 	if (b.oom)
 		return -1;
 	if (o->body_bytes < b.len + 1) {
@@ -470,9 +364,9 @@ static int fixed_init(struct pg_workload *w)
 	fill = o->body_bytes - b.len;
 	/* Rebuild with the content in place. */
 	b.len = env;
-	put_text(&b, fill, pg_mix(o->seed, TAG_FIXED, 0));
-	msg_close(&b);
-	body_close(&b, o, o->max_tokens);
+	pg_body_text(&b, fill, pg_mix(o->seed, TAG_FIXED, 0));
+	pg_body_msg_close(&b);
+	pg_body_close(&b, o, o->max_tokens);
 	if (b.oom)
 		return -1;
 	w->fixed = b.p;
@@ -545,7 +439,7 @@ int pg_wl_next(struct pg_workload *w, uint64_t idx, struct pg_wl_req *out)
  * is none to keep (the turn failed, or no memory for it). */
 static bool keep_reply(struct conv *c, bool ok, const char *reply, size_t len)
 {
-	if (!ok || len > REPLY_MAX(c->assistant[c->next]))
+	if (!ok || len > PG_REPLY_MAX(c->assistant[c->next]))
 		return false;
 	if (len)
 		pg_buf_append(&c->replies, reply, len);

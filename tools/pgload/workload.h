@@ -16,6 +16,15 @@
 
 #include "pgload.h"
 
+/*
+ * Reply bytes kept for a turn of n tokens (--history server): room for long
+ * tokens and JSON escapes (a tokenizer's token is rarely past 16 bytes;
+ * \uXXXX is 6). Plain numbers: cli.c's --help prints them.
+ */
+#define PG_REPLY_BASE   256
+#define PG_REPLY_TOKEN  32
+#define PG_REPLY_MAX(n) (PG_REPLY_BASE + PG_REPLY_TOKEN * (size_t)(n))
+
 /* One request body handed to the engine. */
 struct pg_wl_req {
 	char *body;

@@ -32,8 +32,6 @@
 /* --max-body-size default: 64 MiB, past any prompt a context window holds
  * (a 1M-token prompt is ~4 MiB of text), short of a memory-filling upload. */
 #define PG_MAX_BODY_DEFAULT 67108864
-#define PG_STR_(x)          #x
-#define PG_STR(x)           PG_STR_(x)
 
 enum pg_data_path {
 	PG_DATA_AUTO = 0,    /* best the kernel and privileges allow */
