@@ -386,14 +386,15 @@ uint64_t pg_key_chain_next(uint64_t prev, const char *block)
 /* The chain hashes of whole blocks of t[0..n), never 0 (an empty slot). */
 static uint32_t block_chain(const char *t, size_t n, uint64_t *chain)
 {
+	const uint32_t nb =
+	    n / PG_CA_BLOCK < PG_CA_MAX_BLOCKS ? (uint32_t)(n / PG_CA_BLOCK) : PG_CA_MAX_BLOCKS;
 	uint64_t h = 0;
-	uint32_t k = 0;
 
-	for (; k < PG_CA_MAX_BLOCKS && (size_t)(k + 1) * PG_CA_BLOCK <= n; k++) {
+	for (uint32_t k = 0; k < nb; k++) {
 		h = pg_key_chain_next(h, t + (size_t)k * PG_CA_BLOCK);
 		chain[k] = h ? h : 1;
 	}
-	return k;
+	return nb;
 }
 
 /* cache_aware's view of a key text t[0..n): prefix_end ends the
