@@ -86,6 +86,15 @@ bool pg_backend_healthy(const struct pg_backend *b, uint64_t now_ms);
 bool pg_backend_usable(const struct pg_backend *b, uint64_t now_ms);
 
 /*
+ * Whether backend id of the table backends may carry a request now: a real
+ * id in 1..max_id, not in exclude (may be NULL), pg_backend_usable(). The
+ * strategies' test of every candidate, and cache_aware's of the index's
+ * holders (user/state/route.c).
+ */
+bool pg_backend_eligible(const struct pg_backend *backends, unsigned max_id, unsigned id,
+                         const struct pg_idset *exclude, uint64_t now_ms);
+
+/*
  * Choose a backend. backends: the table (PG_MAX_BACKENDS entries; ids
  * 1..max_id are scanned). cand/ncand: ring candidates for the key (used by
  * PREFIX_AWARE). exclude: ids not to pick (may be NULL). rnd: a fresh random

@@ -26,20 +26,32 @@ uint32_t pg_ca_slots_for(uint64_t capacity_tokens, uint32_t min_slots)
 	return n;
 }
 
-/* Holder way w of slot s is live: a backend that still holds the prefix
- * under the LRU model (ok decides the rest). */
-static bool way_live(const struct pg_ca_index *ix, const struct pg_ca_slot *s, unsigned w,
-                     uint16_t *id_out)
+/* Slot i of the probe window of h (i = 0: its home slot). */
+static inline struct pg_ca_slot *slot_at(const struct pg_ca_index *ix, uint64_t h, uint32_t i)
+{
+	return &ix->slots[(h + i) & (ix->nslots - 1)];
+}
+
+/* A holder stamped at stamp still holds the prefix under the LRU model:
+ * fewer than capacity_blocks blocks were sent to it since (clock: its
+ * ca_clock now). */
+static inline bool stamp_live(const struct pg_ca_index *ix, uint32_t clock, uint32_t stamp)
+{
+	return clock - stamp < ix->capacity_blocks;
+}
+
+/* Holder way w of slot s is live: an active backend that still holds the
+ * prefix (ok decides the rest). */
+static inline bool way_live(const struct pg_ca_index *ix, const struct pg_ca_slot *s, unsigned w,
+                            uint16_t *id_out)
 {
 	uint16_t id = LOAD(&s->backend[w]);
-	uint32_t clock;
 
 	if (!id || id >= PG_MAX_BACKENDS)
 		return false;
 	if (!(LOAD(&ix->backends[id].flags) & PG_BACKEND_ACTIVE))
 		return false;
-	clock = (uint32_t)LOAD(&ix->backends[id].ca_clock);
-	if (clock - LOAD(&s->stamp[w]) >= ix->capacity_blocks)
+	if (!stamp_live(ix, (uint32_t)LOAD(&ix->backends[id].ca_clock), LOAD(&s->stamp[w])))
 		return false;
 	*id_out = id;
 	return true;
@@ -48,7 +60,7 @@ static bool way_live(const struct pg_ca_index *ix, const struct pg_ca_slot *s, u
 static struct pg_ca_slot *find(const struct pg_ca_index *ix, uint64_t h)
 {
 	for (uint32_t i = 0; i < PG_CA_PROBE; i++) {
-		struct pg_ca_slot *s = &ix->slots[(h + i) & (ix->nslots - 1)];
+		struct pg_ca_slot *s = slot_at(ix, h, i);
 
 		if (LOAD(&s->hash) == h)
 			return s;
@@ -74,7 +86,7 @@ size_t pg_ca_holders(const struct pg_ca_index *ix, uint64_t h, pg_ca_ok_fn ok, v
 void pg_ca_prefetch(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++)
-		__builtin_prefetch(&ix->slots[chain[i] & (ix->nslots - 1)], 1 /* to be written */);
+		__builtin_prefetch(slot_at(ix, chain[i], 0), 1 /* to be written */);
 }
 
 void pg_ca_match(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n, pg_ca_ok_fn ok,
@@ -115,7 +127,7 @@ static unsigned pick_way(const struct pg_ca_index *ix, const struct pg_ca_slot *
 
 	for (unsigned w = 0; w < PG_CA_WAYS; w++) {
 		if (LOAD(&s->backend[w]) == id) {
-			*had = id_live && clock - LOAD(&s->stamp[w]) < ix->capacity_blocks;
+			*had = id_live && stamp_live(ix, clock, LOAD(&s->stamp[w]));
 			return w;
 		}
 	}
@@ -145,32 +157,36 @@ static bool slot_expired(const struct pg_ca_index *ix, const struct pg_ca_slot *
 	return true;
 }
 
-/* The slot for h: its own, a free one, an expired one, else the home slot
- * taken over (*evicted). */
-static struct pg_ca_slot *claim(const struct pg_ca_index *ix, uint64_t h, bool *evicted)
+/* The slot for h: its own, else (*fresh: its holders cleared) a free one,
+ * an expired one, else the home slot taken over (*evicted). One pass finds
+ * h or the first free slot; expired ones are looked for only when there
+ * is neither (a free slot is preferred to an expired one before it). */
+static struct pg_ca_slot *claim(const struct pg_ca_index *ix, uint64_t h, bool *fresh,
+                                bool *evicted)
 {
-	struct pg_ca_slot *s = find(ix, h), *reuse = NULL;
+	struct pg_ca_slot *reuse = NULL;
 
-	*evicted = false;
-	if (s)
-		return s;
+	*fresh = *evicted = false;
 	for (uint32_t i = 0; i < PG_CA_PROBE; i++) {
-		struct pg_ca_slot *c = &ix->slots[(h + i) & (ix->nslots - 1)];
+		struct pg_ca_slot *c = slot_at(ix, h, i);
+		uint64_t v = LOAD(&c->hash);
 
-		if (!LOAD(&c->hash)) {
-			reuse = c;
-			break;
-		}
-		if (!reuse && slot_expired(ix, c))
+		if (v == h)
+			return c;
+		if (!v && !reuse)
 			reuse = c;
 	}
+	for (uint32_t i = 0; i < PG_CA_PROBE && !reuse; i++)
+		if (slot_expired(ix, slot_at(ix, h, i)))
+			reuse = slot_at(ix, h, i);
 	if (!reuse) {
-		reuse = &ix->slots[h & (ix->nslots - 1)];
+		reuse = slot_at(ix, h, 0);
 		*evicted = true;
 	}
 	for (unsigned w = 0; w < PG_CA_WAYS; w++)
 		STORE(&reuse->backend[w], 0);
 	STORE(&reuse->hash, h);
+	*fresh = true;
 	return reuse;
 }
 
@@ -187,9 +203,10 @@ unsigned pg_ca_record(const struct pg_ca_index *ix, const uint64_t *chain, uint3
 	base = (uint32_t)LOAD(clock);
 	live = LOAD(&ix->backends[id].flags) & PG_BACKEND_ACTIVE;
 	for (uint32_t i = 0; i < n; i++) {
-		bool evicted, had;
-		struct pg_ca_slot *s = claim(ix, chain[i], &evicted);
-		unsigned w = pick_way(ix, s, id, live, base, &had);
+		bool fresh_slot, evicted, had = false;
+		struct pg_ca_slot *s = claim(ix, chain[i], &fresh_slot, &evicted);
+		/* a slot just claimed has no holder: pick_way would take way 0 */
+		unsigned w = fresh_slot ? 0 : pick_way(ix, s, id, live, base, &had);
 
 		evictions += evicted;
 		if (!had)

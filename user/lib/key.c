@@ -15,6 +15,7 @@
 #include <xxh_x86dispatch.h>
 #endif
 #include "lib/json.h"
+#include "lib/json_find.h"
 #include "lib/key.h"
 #include "lib/key_text.h"
 
@@ -108,7 +109,7 @@ emit_content(struct pg_text *e, const struct pg_json *js, int64_t c, const struc
 	for (n = 0; n < js->tok[c].size; n++, k = js->tok[k].next) {
 		if (pg_text_full(e))
 			return 0;
-		if (!pg_json_find_n(js, k, part_names, 2, f))
+		if (!pg_json_find_fixed(js, k, part_names, 2, f))
 			return bad(e);
 		text = f[1];
 		if (!part_type_ok(js, f[0], pt))
@@ -205,7 +206,7 @@ static int chat_text(struct pg_text *e, const struct pg_json *js, int64_t tools,
 	for (n = 0; n < js->tok[msgs].size; n++, k = js->tok[k].next) {
 		if (walk_done(e, anchor))
 			return 0;
-		if (!pg_json_find_n(js, k, msg_names, 2, f))
+		if (!pg_json_find_fixed(js, k, msg_names, 2, f))
 			return bad(e);
 		rc = emit_message(e, js, f[0], NULL, f[1], &chat_parts, anchor, prefix_length);
 		if (rc)
@@ -245,7 +246,7 @@ static int responses_text(struct pg_text *e, const struct pg_json *js, int64_t t
 	for (n = 0; n < js->tok[input].size; n++, k = js->tok[k].next) {
 		if (walk_done(e, anchor))
 			return 0;
-		if (!pg_json_find_n(js, k, item_names, 3, f))
+		if (!pg_json_find_fixed(js, k, item_names, 3, f))
 			return bad(e);
 		if ((absent(js, f[0]) || (is_type(js, f[0], PG_JSON_STRING) &&
 		                          pg_json_str_eq(js, (uint32_t)f[0], "message", 7))) &&
@@ -345,14 +346,15 @@ uint64_t pg_key_chain_next(uint64_t prev, const char *block)
 /* The chain hashes of whole blocks of t[0..n), never 0 (an empty slot). */
 static uint32_t block_chain(const char *t, size_t n, uint64_t *chain)
 {
+	const uint32_t nb =
+	    n / PG_CA_BLOCK < PG_CA_MAX_BLOCKS ? (uint32_t)(n / PG_CA_BLOCK) : PG_CA_MAX_BLOCKS;
 	uint64_t h = 0;
-	uint32_t k = 0;
 
-	for (; k < PG_CA_MAX_BLOCKS && (size_t)(k + 1) * PG_CA_BLOCK <= n; k++) {
+	for (uint32_t k = 0; k < nb; k++) {
 		h = pg_key_chain_next(h, t + (size_t)k * PG_CA_BLOCK);
 		chain[k] = h ? h : 1;
 	}
-	return k;
+	return nb;
 }
 
 /* cache_aware's view of a key text t[0..n): prefix_end ends the
@@ -416,7 +418,7 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 	int64_t f[NFIELD];
 	int rc;
 
-	if (!pg_json_find_n(js, 0, top_names, NFIELD, f))
+	if (!pg_json_find_fixed(js, 0, top_names, NFIELD, f))
 		return -1;
 	/* Not part of the key: tells the data path the response will stream. */
 	out->stream = is_type(js, f[ST], PG_JSON_TRUE);

@@ -255,7 +255,7 @@ static void emit_escaped(struct pg_text *e, const struct pg_json *js, uint32_t i
 }
 
 /* TEXT(s) of key.h, by the form of the string. */
-void pg_text_string(struct pg_text *e, const struct pg_json *js, uint32_t i)
+void pg_text_string_any(struct pg_text *e, const struct pg_json *js, uint32_t i)
 {
 	const struct pg_json_tok *t = &js->tok[i];
 

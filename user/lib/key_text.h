@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "lib/json.h"
 
 /* Zero-initialise with a limit; free(buf) when done. */
@@ -90,7 +91,25 @@ void pg_text_ascii(struct pg_text *e, const char *s, size_t n);
 
 /* TEXT(s) of key.h: the unescaped string token i, each ESC, US, RS or GS in
  * it preceded by an ESC; cut at the limit, never inside a sequence. */
-void pg_text_string(struct pg_text *e, const struct pg_json *js, uint32_t i);
+void pg_text_string_any(struct pg_text *e, const struct pg_json *js, uint32_t i);
+
+/* pg_text_string_any, inline for the common case (every message's role and
+ * content): a string without escapes or non-ASCII bytes, past every mark,
+ * that fits whole in the limit and the buffer, is copied as it is. */
+static inline void pg_text_string(struct pg_text *e, const struct pg_json *js, uint32_t i)
+{
+	const struct pg_json_tok *t = &js->tok[i];
+	const size_t n = t->end - t->start;
+
+	if (!(t->flags & (PG_JSON_F_ESCAPED | PG_JSON_F_NONASCII)) && e->ncp > e->mark_max &&
+	    !e->oom && n <= e->limit - e->ncp && n <= e->cap - e->len) {
+		memcpy(e->buf + e->len, js->src + t->start, n);
+		e->len += n;
+		e->ncp += (uint32_t)n;
+		return;
+	}
+	pg_text_string_any(e, js, i);
+}
 
 /* CANON(v) of key.h for the value at token i. scratch: room for one index
  * per token of js; sp: where this value's part of it starts (0). */

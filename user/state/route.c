@@ -13,13 +13,13 @@ struct holder_rule {
 	uint64_t now_ms;
 };
 
-/* A holder counts when it could take the request at all. */
+/* A holder counts when it could take the request at all: the balancer's
+ * own test of a candidate. */
 static bool holder_usable(uint16_t id, void *arg)
 {
 	const struct holder_rule *r = arg;
 
-	return id <= r->max_id && !(r->exclude && pg_idset_has(r->exclude, id)) &&
-	       pg_backend_usable(&r->backends[id], r->now_ms);
+	return pg_backend_eligible(r->backends, r->max_id, id, r->exclude, r->now_ms);
 }
 
 /* kb: cache_aware's blocks (NULL when only the key is known: a retry goes
