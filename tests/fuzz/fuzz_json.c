@@ -21,6 +21,7 @@
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include "fuzz.h"
 #include "lib/json.h"
@@ -408,22 +409,28 @@ static bool ref_valid(const unsigned char *s, size_t n)
 
 /* Where the CPU has AVX2: the parse without it is the same, token for
  * token, error for error. */
-static void check_narrow(const char *src, size_t size)
+/* Two parses gave the same verdict, error and tokens. */
+static void same_parse(const struct pg_json *a, int arc, const struct pg_json *b, int brc)
+{
+	FUZZ_CHECK(arc == brc && a->err_pos == b->err_pos && a->err_msg == b->err_msg);
+	FUZZ_CHECK(a->ntok == b->ntok);
+	for (uint32_t i = 0; !arc && i < a->ntok; i++) {
+		const struct pg_json_tok *x = &a->tok[i], *y = &b->tok[i];
+
+		FUZZ_CHECK(x->start == y->start && x->end == y->end && x->next == y->next &&
+		           x->size == y->size && x->type == y->type && x->flags == y->flags);
+	}
+}
+
+static void check_narrow(const char *src, size_t size, int rc)
 {
 	static struct pg_json narrow;
-	int rc;
+	int nrc;
 
 	pg_json_avx2(0);
-	rc = pg_json_parse(&narrow, src, size);
+	nrc = pg_json_parse(&narrow, src, size);
 	pg_json_avx2(1);
-	FUZZ_CHECK((rc == 0) == (js.ntok > 0) && narrow.ntok == js.ntok);
-	FUZZ_CHECK(narrow.err_pos == js.err_pos && narrow.err_msg == js.err_msg);
-	for (uint32_t i = 0; i < js.ntok; i++) {
-		const struct pg_json_tok *a = &js.tok[i], *b = &narrow.tok[i];
-
-		FUZZ_CHECK(a->start == b->start && a->end == b->end && a->next == b->next &&
-		           a->size == b->size && a->type == b->type && a->flags == b->flags);
-	}
+	same_parse(&narrow, nrc, &js, rc);
 }
 
 /* The windowed parse's token at w is the full parse's at f, but for the
@@ -448,33 +455,33 @@ static uint32_t match_window(const struct pg_json *wp, uint32_t w, uint32_t f, u
 	return b->next;
 }
 
-/* pg_json_stream over pieces of 1..16 bytes (sizes from the input's own
- * bytes): exactly the windowed parse wp's verdict, error and tokens. */
-static void check_stream(const char *src, size_t size, const struct pg_json *wp, int wrc)
+/* pg_json_stream over pieces of 1..16 bytes, or 64..255 (past the AVX2
+ * scans' steps), their sizes from the input's own bytes, each piece given
+ * in a buffer of exactly the bytes so far (ASan sees a read past them):
+ * exactly the parse p's verdict, error and tokens (p: whole, or windowed
+ * with its window). */
+static void check_stream(const char *src, size_t size, const struct pg_json *p, int prc)
 {
 	static struct pg_json_stream ps;
 	size_t have = 0;
+	char *copy = NULL;
 	int rc = 1;
 
-	pg_json_stream_init(&ps, wp->window);
+	pg_json_stream_init(&ps, p->window);
 	for (size_t i = 0; rc == 1; i++) {
-		have += 1 + (size ? (unsigned char)src[i % size] % 16 : 0);
+		unsigned char b = size ? (unsigned char)src[i % size] : 0;
+
+		have += b & 0x80 ? 64 + b % 192 : 1 + b % 16;
 		if (have > size)
 			have = size;
-		rc = pg_json_stream_feed(&ps, src, have, have == size);
+		free(copy);
+		copy = malloc(have ? have : 1);
+		FUZZ_CHECK(copy != NULL);
+		memcpy(copy, src, have);
+		rc = pg_json_stream_feed(&ps, copy, have, have == size);
 	}
-	FUZZ_CHECK(rc == wrc);
-	if (rc) {
-		FUZZ_CHECK(ps.js.err_pos == wp->err_pos && ps.js.err_msg == wp->err_msg);
-		return;
-	}
-	FUZZ_CHECK(ps.js.ntok == wp->ntok);
-	for (uint32_t i = 0; i < wp->ntok; i++) {
-		const struct pg_json_tok *a = &ps.js.tok[i], *b = &wp->tok[i];
-
-		FUZZ_CHECK(a->start == b->start && a->end == b->end && a->next == b->next &&
-		           a->size == b->size && a->type == b->type && a->flags == b->flags);
-	}
+	same_parse(&ps.js, rc, p, prc);
+	free(copy);
 }
 
 /* pg_json_parse_window, with a window small enough to cut arrays: the
@@ -489,6 +496,7 @@ static void check_window(const char *src, size_t size)
 	FUZZ_CHECK((rc == 0) == (js.ntok > 0));
 	FUZZ_CHECK(wp.err_pos == js.err_pos && wp.err_msg == js.err_msg);
 	check_stream(src, size, &wp, rc);
+	check_stream(src, size, &js, rc);
 	if (rc)
 		return;
 	FUZZ_CHECK(match_window(&wp, 0, 0, &wn) == js.ntok && wn == wp.ntok);
@@ -501,7 +509,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	FUZZ_CHECK((rc == 0) == ref_valid(data, size));
 	if (pg_json_avx2(-1))
-		check_narrow(src, size);
+		check_narrow(src, size, rc);
 	check_window(src, size);
 	if (rc) {
 		FUZZ_CHECK(js.ntok == 0 && js.err_pos <= size && js.err_msg != NULL);

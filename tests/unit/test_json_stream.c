@@ -18,17 +18,7 @@
 #include "lib/json.h"
 
 static const char *const docs[] = {
-    "{}",
-    "[]",
-    "[ ]",
-    "{ }",
-    "0",
-    "-12.5e+3",
-    "true",
-    "false ",
-    " null",
-    "\"\"",
-    "\"plain text\"",
+    "{}", "[]", "[ ]", "{ }", "0", "-12.5e+3", "true", "false ", " null", "\"\"", "\"plain text\"",
     "\"esc \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u00e9 \\ud83d\\ude00\"",
     "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"",
     "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"},"
@@ -38,32 +28,27 @@ static const char *const docs[] = {
     " { \"a\" : [ 1 , 2 ] , \"b\" : { } } \n",
     "[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,\"long array\",[1,2],{\"k\":0}]",
     /* errors, some of them only visible at the end */
-    "",
-    " ",
-    "[1,2,",
-    "[1,2,]",
-    "{\"a\" 1}",
-    "{\"a\":}",
-    "[tru]",
-    "[truex]",
-    "[1true]",
-    "[01]",
-    "[1.]",
-    "[1e]",
-    "[-]",
-    "\"\\x\"",
-    "\"\\u12\"",
-    "\"\\u12g4\"",
-    "\"unterminated",
-    "\"cut \xc3",
-    "\"bad \xc0\xaf\"",
-    "\"surrogate \xed\xa0\x80\"",
-    "\"ctl \x01\"",
-    "[1] x",
-    "[1]]",
-    "{\"a\":1,}",
-    "{1:2}",
-    "nul",
+    "", " ", "[1,2,", "[1,2,]", "{\"a\" 1}", "{\"a\":}", "[tru]", "[truex]", "[1true]", "[01]",
+    "[1.]", "[1e]", "[-]", "\"\\x\"", "\"\\u12\"", "\"\\u12g4\"", "\"unterminated", "\"cut \xc3",
+    "\"bad \xc0\xaf\"", "\"surrogate \xed\xa0\x80\"", "\"ctl \x01\"", "[1] x", "[1]]", "{\"a\":1,}",
+    "{1:2}", "nul",
+    /* runs long enough for the AVX2 string and UTF-8 scans, cut anywhere */
+    "[\"\xc3\xa9\xe6\x97\xa5\xe6\x9c\xac\xf0\x9f\x98\x80 "
+    "\xc3\xa9\xe6\x97\xa5\xe6\x9c\xac\xf0\x9f\x98\x80 "
+    "\xc3\xa9\xe6\x97\xa5\xe6\x9c\xac\xf0\x9f\x98\x80 "
+    "\xc3\xa9\xe6\x97\xa5\xe6\x9c\xac\xf0\x9f\x98\x80 "
+    "\xc3\xa9\xe6\x97\xa5\xe6\x9c\xac\xf0\x9f\x98\x80 "
+    "\xc3\xa9\xe6\x97\xa5\xe6\x9c\xac\xf0\x9f\x98\x80 "
+    "\xc3\xa9\xe6\x97\xa5\xe6\x9c\xac\xf0\x9f\x98\x80 "
+    "\xc3\xa9\xe6\x97\xa5\xe6\x9c\xac\xf0\x9f\x98\x80\","
+    "\"0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0123456789\"]",
+    "[\"\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xe6"
+    "\x97\xa5"
+    "\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xe6\x97"
+    "\xa5"
+    "\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xe6\x97"
+    "\xa5"
+    "\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xed\xa0\x80\"]", /* a surrogate, late */
 };
 
 static void expect_same(const struct pg_json *a, int arc, const struct pg_json *b, int brc)
@@ -147,16 +132,19 @@ static void test_two_pieces(void **state)
 	(void)state;
 	for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++) {
 		size_t len = strlen(docs[i]);
-		int wrc = pg_json_parse(&whole, docs[i], len);
+		int wrc;
 
 		for (size_t cut = 0; cut <= len; cut++) {
-			int rc;
+			for (size_t window = 0; window <= 4; window += 4) {
+				int rc;
 
-			pg_json_stream_init(&ps, 0);
-			rc = pg_json_stream_feed(&ps, docs[i], cut, false);
-			if (rc == 1)
-				rc = pg_json_stream_feed(&ps, docs[i], len, true);
-			expect_same(&ps.js, rc, &whole, wrc);
+				wrc = pg_json_parse_window(&whole, docs[i], len, window);
+				pg_json_stream_init(&ps, window);
+				rc = pg_json_stream_feed(&ps, docs[i], cut, false);
+				if (rc == 1)
+					rc = pg_json_stream_feed(&ps, docs[i], len, true);
+				expect_same(&ps.js, rc, &whole, wrc);
+			}
 		}
 	}
 	pg_json_free(&whole);
@@ -184,6 +172,36 @@ static void test_feed_rules(void **state)
 	pg_json_stream_free(&ps);
 }
 
+/* A number as long as the body, in 1 KiB pieces: each feed looks only at
+ * the new bytes (ps.word: how far it has looked), not the whole number
+ * again; a word that cannot be a literal fails at once. */
+static void test_long_number(void **state)
+{
+	const size_t n = 1 << 20;
+	char *doc = malloc(n + 2);
+	struct pg_json_stream ps = {0};
+
+	(void)state;
+	assert_non_null(doc);
+	doc[0] = '[';
+	memset(doc + 1, '7', n);
+	doc[n + 1] = ']';
+	pg_json_stream_init(&ps, 0);
+	for (size_t have = 1024; have <= n; have += 1024) {
+		assert_int_equal(pg_json_stream_feed(&ps, doc, have, false), 1);
+		assert_int_equal(ps.word, have);
+		assert_int_equal(ps.pos, 1); /* the number, from its first digit */
+	}
+	assert_int_equal(pg_json_stream_feed(&ps, doc, n + 2, true), 0);
+	assert_int_equal(ps.js.ntok, 2);
+	assert_int_equal(ps.js.tok[1].end, n + 1);
+	pg_json_stream_init(&ps, 0);
+	assert_int_equal(pg_json_stream_feed(&ps, "[tx", 3, false), -1);
+	assert_string_equal(ps.js.err_msg, "expected a value");
+	pg_json_stream_free(&ps);
+	free(doc);
+}
+
 /* A 1 MiB prompt in 16 KiB receives: one long string, tokens as whole. */
 static void test_long_string(void **state)
 {
@@ -209,10 +227,9 @@ static void test_long_string(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_every_split),
-	    cmocka_unit_test(test_two_pieces),
-	    cmocka_unit_test(test_feed_rules),
-	    cmocka_unit_test(test_long_string),
+	    cmocka_unit_test(test_every_split), cmocka_unit_test(test_two_pieces),
+	    cmocka_unit_test(test_feed_rules),  cmocka_unit_test(test_long_string),
+	    cmocka_unit_test(test_long_number),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

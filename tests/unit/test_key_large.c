@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "lib/buf.h"
+#include "lib/json.h"
 #include "lib/key.h"
 
 static const struct pg_str nohdr = {"", 0};
@@ -229,12 +230,68 @@ static void test_escape_at_cut(void **state)
 	pg_buf_free(&big);
 }
 
+/* The body parsed as it arrived (json.h pg_json_stream, in 16 KiB pieces)
+ * over len bytes of b, with window. */
+static void parse_ahead(struct pg_json_stream *ps, const struct pg_buf *b, size_t len,
+                        size_t window)
+{
+	pg_json_stream_init(ps, window);
+	for (size_t h = 16384; h < len; h += 16384)
+		assert_int_equal(pg_json_stream_feed(ps, b->p, h, false), 1);
+	pg_json_stream_feed(ps, b->p, len, true);
+}
+
+/* pg_key_compute_ahead uses a parse made ahead only when it is whole and of
+ * this body with the key's own window (key.ahead says so), and the key is
+ * the one a parse at routing gives, whether it is used or not. */
+static void test_parsed_ahead(void **state)
+{
+	struct pg_buf big = chat("", 1 << 20, "", ""), bad = chat("", 1 << 20, "", ",\"x\":01");
+	const size_t pa = pg_key_window(false, 4096), ca = pg_key_window(true, 4096);
+	struct pg_json_stream ps = {0};
+	struct pg_key whole = key(&big, 4096), k;
+	struct pg_key_blocks kb, kbw;
+
+	(void)state;
+	assert_true(ca > pa);
+	parse_ahead(&ps, &big, big.len, pa);
+	assert_int_equal(ps.rc, 0);
+	pg_key_compute_ahead(PG_API_CHAT, nohdr, big.p, big.len, true, &ps, 4096, &k, NULL);
+	assert_true(k.ahead && k.hash == whole.hash && k.source == whole.source && !k.fallback);
+	/* another window (cache_aware's): parsed again */
+	pg_key_compute_ahead(PG_API_CHAT, nohdr, big.p, big.len, true, &ps, 4096, &k, &kb);
+	assert_true(!k.ahead && k.hash == whole.hash);
+	parse_ahead(&ps, &big, big.len, ca);
+	pg_key_compute_ahead(PG_API_CHAT, nohdr, big.p, big.len, true, &ps, 4096, &k, &kbw);
+	assert_true(k.ahead && k.hash == whole.hash);
+	assert_true(kbw.n == kb.n && kbw.anchor == kb.anchor &&
+	            !memcmp(kbw.chain, kb.chain, kb.n * sizeof(kb.chain[0])));
+	/* not whole yet, or of other bytes: parsed at routing */
+	parse_ahead(&ps, &big, big.len - 1, pa);
+	pg_key_compute_ahead(PG_API_CHAT, nohdr, big.p, big.len, true, &ps, 4096, &k, NULL);
+	assert_true(!k.ahead && k.hash == whole.hash);
+	pg_json_stream_init(&ps, pa);
+	assert_int_equal(pg_json_stream_feed(&ps, big.p, big.len, false), 1);
+	pg_key_compute_ahead(PG_API_CHAT, nohdr, big.p, big.len, true, &ps, 4096, &k, NULL);
+	assert_true(!k.ahead && k.hash == whole.hash);
+	/* an error found ahead: the raw-bytes key, as at routing */
+	parse_ahead(&ps, &bad, bad.len, pa);
+	assert_int_equal(ps.rc, -1);
+	pg_key_compute_ahead(PG_API_CHAT, nohdr, bad.p, bad.len, true, &ps, 4096, &k, NULL);
+	assert_true(k.ahead && k.fallback && k.source == PG_KEY_SRC_RAW);
+	assert_true(k.hash == key(&bad, 4096).hash);
+	pg_json_stream_free(&ps);
+	pg_buf_free(&big);
+	pg_buf_free(&bad);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_same_key),       cmocka_unit_test(test_not_text_first),
 	    cmocka_unit_test(test_cache_key_late), cmocka_unit_test(test_late_grammar),
 	    cmocka_unit_test(test_late_shape),     cmocka_unit_test(test_escape_at_cut),
+	    cmocka_unit_test(test_parsed_ahead),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

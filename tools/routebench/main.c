@@ -31,7 +31,8 @@
  *    are cut so that the last is a whole buffer: the most a worker is left
  *    with, whatever the body's length. The last
  *    column, "cpu p50", adds the pieces parsed ahead: the CPU the key costs
- *    in all. Bodies shorter than PG_PARSE_AHEAD_MIN are parsed whole.
+ *    in all. Bodies shorter than PG_PARSE_AHEAD_MIN and one buffer more
+ *    are parsed whole (they would be their last piece).
  *  - both: a row of each.
  *
  * Wall-clock figures on a shared VM are noisy; for a repeatable count run it

@@ -77,8 +77,8 @@ static void counters(const struct pg_gateway *gw, struct pg_buf *o)
 	     "OpenAI-API bodies whose JSON was unusable, routed by their raw bytes.",
 	     offsetof(struct pg_worker_stats, key_fallbacks)},
 	    {"prefixgate_parsed_ahead_total",
-	     "OpenAI-API bodies long enough to arrive in pieces, parsed as they arrived: "
-	     "routing was left only the last piece.",
+	     "OpenAI-API bodies keyed from the parse made as they arrived in pieces: routing "
+	     "parsed only the last piece.",
 	     offsetof(struct pg_worker_stats, parsed_ahead)},
 	    {"prefixgate_client_errors_total", "Requests answered 4xx by the gateway itself.",
 	     offsetof(struct pg_worker_stats, client_errors)},

@@ -77,12 +77,12 @@ static inline size_t skip_ws(const unsigned char *s, size_t len, size_t pos)
 
 /* string_rest()'s answer when the input ends inside the string and more
  * of it may come: *stop is where to go on. */
-#define MORE (SIZE_MAX - 1)
+#define STR_MORE (SIZE_MAX - 1)
 
 /*
  * The rest of a string from p, where pg_json_plain_end() stopped on a byte that is
  * not the closing quote: escapes, non-ASCII text and errors. Returns the
- * offset of the closing quote, SIZE_MAX after fail(), or MORE (more: the
+ * offset of the closing quote, SIZE_MAX after fail(), or STR_MORE (more: the
  * input may go on) where an escape, a UTF-8 sequence or the string itself
  * runs past its end.
  */
@@ -147,7 +147,7 @@ end:
 		return fail_off(js, p, "unterminated string");
 wait:
 	*stop = p;
-	return MORE;
+	return STR_MORE;
 }
 
 /* Scan the string whose opening quote is at open, from p (open + 1, or
@@ -163,11 +163,15 @@ static inline __attribute__((always_inline)) int scan_string(struct pg_json *js,
 
 	p = pg_json_plain_end(s, p, js->len);
 	if (p >= js->len || s[p] != '"') {
-		p = string_rest(js, p, flags, more, pos);
+		size_t stop; /* not pos itself: the parse loop keeps it in a register */
+
+		p = string_rest(js, p, flags, more, &stop);
 		if (p == SIZE_MAX)
 			return -1;
-		if (p == MORE)
+		if (p == STR_MORE) {
+			*pos = stop;
 			return 1;
+		}
 	}
 	t->type = PG_JSON_STRING;
 	t->start = (uint32_t)(open + 1);
@@ -245,17 +249,31 @@ enum {
 	AT_MEMBER, /* a member name is next */
 	AT_COLON,  /* after a member name */
 	AT_STRING, /* inside a string, from pos */
-	AT_DONE,
 };
 
-/* A number or a literal (true, false, null) at pos ends before len: else
- * more input could still lengthen or complete it. */
-static bool word_ends(const unsigned char *s, size_t pos, size_t len)
+/* Where the number under scan ends: the first byte from at that cannot be
+ * part of one, or len if none is yet. at: its first byte, or where an
+ * earlier look over it stopped (a parse that waits for a long number looks
+ * at each byte once). */
+static size_t word_end(const unsigned char *s, size_t at, size_t len)
 {
-	while (pos < len && ((s[pos] >= '0' && s[pos] <= '9') || (s[pos] >= 'a' && s[pos] <= 'z') ||
-	                     s[pos] == '-' || s[pos] == '+' || s[pos] == '.' || s[pos] == 'E'))
-		pos++;
-	return pos < len;
+	while (at < len && ((s[at] >= '0' && s[at] <= '9') || s[at] == '-' || s[at] == '+' ||
+	                    s[at] == '.' || s[at] == 'e' || s[at] == 'E'))
+		at++;
+	return at;
+}
+
+/* s[0..n) is the start of true, false or null, cut by the end of the
+ * input: else the literal is whole or cannot be one, and more bytes would
+ * not change the verdict (scan_literal() reads only its own). */
+static bool literal_cut(const unsigned char *s, size_t n)
+{
+	static const char *const lit[] = {"true", "false", "null"};
+
+	for (size_t i = 0; i < sizeof(lit) / sizeof(lit[0]); i++)
+		if (n < strlen(lit[i]) && !memcmp(s, lit[i], n))
+			return true;
+	return false;
 }
 
 /*
@@ -265,15 +283,19 @@ static bool word_ends(const unsigned char *s, size_t pos, size_t len)
  * but makes no tokens (t points at a scratch one), until that array closes.
  * more: src[0..len) is not all of the input. Where it runs out, the parse
  * stops at the last point it can go on from (st->at, st->pos) and returns
- * 1; only a string can stop in its middle, so that no byte is scanned
- * twice but the few of a number, a literal or a UTF-8 sequence or escape.
+ * 1. A string stops in its middle, a number goes on only once its end is
+ * in (st->word: how far it was looked at), a literal once it is whole or
+ * cannot be one, so that no byte
+ * is scanned twice but the few of a UTF-8 sequence or an escape. Inlined
+ * into each caller: the whole parse's copy has more false and folds the
+ * stops away.
  */
-static int parse(struct pg_json *js, const char *src, size_t len, struct pg_json_stream *st,
-                 bool more)
+static inline __attribute__((always_inline)) int
+parse(struct pg_json *js, const char *src, size_t len, struct pg_json_stream *st, bool more)
 {
 	const unsigned char *s = (const unsigned char *)src;
-	uint32_t *stack = st->stack, top;
-	bool *is_obj = st->is_obj, obj;
+	uint32_t top;
+	bool obj;
 	struct pg_json_tok *t;
 	unsigned depth = st->depth, skim = st->skim;
 	size_t pos = st->pos;
@@ -286,7 +308,7 @@ static int parse(struct pg_json *js, const char *src, size_t len, struct pg_json
 		return fail(js, 0, "input is 4 GiB or more");
 	switch (st->at) {
 	case AT_OPEN:
-		obj = is_obj[depth - 1];
+		obj = st->is_obj[depth - 1];
 		goto open;
 	case AT_AFTER:
 		goto after_value;
@@ -314,8 +336,12 @@ value:
 			goto stop_value;
 		return fail(js, pos, "expected a value");
 	}
-	if (more && s[pos] != '{' && s[pos] != '[' && s[pos] != '"' && !word_ends(s, pos, len))
-		goto stop_value;
+	if (more && s[pos] != '{' && s[pos] != '[' && s[pos] != '"') {
+		if (s[pos] >= 'a' && s[pos] <= 'z'
+		        ? literal_cut(s + pos, len - pos)
+		        : (st->word = word_end(s, st->word > pos ? st->word : pos, len)) == len)
+			goto stop_value;
+	}
 	if (skim) {
 		t = &st->scratch;
 	} else if (!(t = tok_alloc(js, pos))) {
@@ -328,8 +354,8 @@ value:
 			return fail(js, pos, "nested deeper than 256");
 		obj = s[pos] == '{';
 		t->type = obj ? PG_JSON_OBJECT : PG_JSON_ARRAY;
-		is_obj[depth] = obj;
-		stack[depth++] = js->ntok - 1;
+		st->is_obj[depth] = obj;
+		st->stack[depth++] = js->ntok - 1;
 		pos++;
 	open:
 		pos = skip_ws(s, len, pos);
@@ -340,13 +366,14 @@ value:
 		if (pos < len && s[pos] == (obj ? '}' : ']'))
 			goto close;
 		if (!skim)
-			js->tok[stack[depth - 1]].size = 1;
+			js->tok[st->stack[depth - 1]].size = 1;
 		if (obj)
 			goto member;
 		goto value;
 	case '"':
 		flags = 0;
-		st->str_open = pos;
+		if (more)
+			st->str_open = pos;
 		rc = scan_string(js, pos, pos + 1, &flags, more, &pos, t);
 		if (rc) {
 			st->str_name = false;
@@ -374,8 +401,8 @@ after_value:
 		}
 		return 0;
 	}
-	top = stack[depth - 1];
-	obj = is_obj[depth - 1];
+	top = st->stack[depth - 1];
+	obj = st->is_obj[depth - 1];
 	if (pos >= len) {
 		if (more) {
 			st->at = AT_AFTER;
@@ -403,7 +430,7 @@ after_value:
 	if (s[pos] != (obj ? '}' : ']'))
 		return fail(js, pos, obj ? "expected ',' or '}'" : "expected ',' or ']'");
 close:
-	top = stack[--depth];
+	top = st->stack[--depth];
 	pos++;
 	if (skim) {
 		if (depth + 1 != skim)
@@ -428,7 +455,8 @@ member:
 		return fail(js, pos, "out of memory");
 	}
 	flags = 0;
-	st->str_open = pos;
+	if (more)
+		st->str_open = pos;
 	rc = scan_string(js, pos, pos + 1, &flags, more, &pos, t);
 	if (rc) {
 		st->str_name = true;
@@ -461,22 +489,25 @@ stop:
 	return 1;
 }
 
-static void state_init(struct pg_json_stream *st)
+/* A parse from the start: no tokens, no error, nothing stopped. */
+static void reset(struct pg_json_stream *st, struct pg_json *js, size_t window)
 {
+	js->window = window;
+	js->ntok = 0;
+	js->err_pos = 0;
+	js->err_msg = NULL;
 	st->at = AT_VALUE;
 	st->depth = st->skim = 0;
-	st->pos = 0;
+	st->pos = st->word = st->str_open = 0;
+	st->str_flags = 0;
+	st->str_name = false;
 }
 
 static int parse_whole(struct pg_json *js, const char *src, size_t len, size_t window)
 {
 	struct pg_json_stream st;
 
-	js->window = window;
-	js->ntok = 0;
-	js->err_pos = 0;
-	js->err_msg = NULL;
-	state_init(&st);
+	reset(&st, js, window);
 	return parse(js, src, len, &st, false);
 }
 
@@ -499,19 +530,15 @@ void pg_json_free(struct pg_json *js)
 
 void pg_json_stream_init(struct pg_json_stream *ps, size_t window)
 {
-	ps->js.window = window;
+	reset(ps, &ps->js, window);
 	ps->js.src = NULL;
 	ps->js.len = 0;
-	ps->js.ntok = 0;
-	ps->js.err_pos = 0;
-	ps->js.err_msg = NULL;
 	ps->rc = 1;
-	state_init(ps);
 }
 
 int pg_json_stream_feed(struct pg_json_stream *ps, const char *src, size_t len, bool final)
 {
-	if (ps->rc != 1 || (len <= ps->js.len && !final))
+	if (ps->rc != 1 || len < ps->js.len || (len == ps->js.len && !final))
 		return ps->rc;
 	ps->rc = parse(&ps->js, src, len, ps, !final);
 	return ps->rc;

@@ -93,10 +93,11 @@ int pg_json_parse_window(struct pg_json *js, const char *src, size_t len, size_t
 /*
  * Parsing as the input arrives: a body received in pieces is parsed piece
  * by piece, so what is left once its last byte is in is that piece, not
- * the whole (proxy/client.c: a 1 MiB prompt). The result (tokens, verdict,
+ * the whole (proxy/body.c: a 1 MiB prompt). The result (tokens, verdict,
  * error position and message) is exactly pg_json_parse_window()'s over the
- * whole input; only the input's end is new each time. The fields past js
- * are json.c's own: where the parse stopped.
+ * whole input (but for input of 4 GiB or more: the stream may find an
+ * earlier error first); only the input's end is new each time. The fields
+ * past js are json.c's own: where the parse stopped.
  */
 struct pg_json_stream {
 	struct pg_json js; /* the tokens so far; once rc <= 0, the result */
@@ -105,7 +106,7 @@ struct pg_json_stream {
 	uint8_t str_flags; /* a string stopped in: its flags so far */
 	bool str_name;     /* it is a member name */
 	unsigned depth, skim;
-	size_t pos, str_open;
+	size_t pos, str_open, word;
 	struct pg_json_tok scratch;
 	uint32_t stack[PG_JSON_MAX_DEPTH];
 	bool is_obj[PG_JSON_MAX_DEPTH];
@@ -119,8 +120,8 @@ void pg_json_stream_init(struct pg_json_stream *ps, size_t window);
  * Go on with src[0..len): all of the input so far, its first bytes the
  * ones fed before (src may have moved: tokens are offsets). final: there
  * is no more. Returns ps->rc: 1 while more is wanted (never when final),
- * then 0 or -1 as pg_json_parse_window() would. Feeding after that, or
- * less than before, changes nothing.
+ * then 0 or -1 as pg_json_parse_window() would. Feeding after that, less
+ * than before, or (not final) no more than before changes nothing.
  */
 int pg_json_stream_feed(struct pg_json_stream *ps, const char *src, size_t len, bool final);
 

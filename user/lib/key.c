@@ -51,9 +51,9 @@ static int bad(const struct pg_text *e)
 }
 
 /* The most code points of key text: PrefixLength, or cache_aware's blocks. */
-static uint32_t text_limit(const struct pg_key_blocks *kb, uint32_t prefix_length)
+static uint32_t text_limit(bool blocks, uint32_t prefix_length)
 {
-	return kb ? PG_CA_MAX_BLOCKS * PG_CA_BLOCK : prefix_length;
+	return blocks ? PG_CA_MAX_BLOCKS * PG_CA_BLOCK : prefix_length;
 }
 
 /* The walk of an array can stop: the text is full and, when cache_aware's
@@ -414,7 +414,7 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 	                                                [INSTR] = {"instructions", 12},
 	                                                [INPUT] = {"input", 5},
 	                                                [PREV] = {"previous_response_id", 20}};
-	struct pg_text e = {.limit = text_limit(kb, prefix_length)};
+	struct pg_text e = {.limit = text_limit(kb != NULL, prefix_length)};
 	int64_t f[NFIELD];
 	int rc;
 
@@ -476,16 +476,9 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 	return rc == WALK_WHOLE ? rc : rc || e.oom ? -1 : 0;
 }
 
-static size_t key_window(const struct pg_key_blocks *kb, uint32_t prefix_length)
-{
-	return 4 * (size_t)text_limit(kb, prefix_length) + 1024;
-}
-
 size_t pg_key_window(bool blocks, uint32_t prefix_length)
 {
-	struct pg_key_blocks kb;
-
-	return key_window(blocks ? &kb : NULL, prefix_length);
+	return 4 * (size_t)text_limit(blocks, prefix_length) + 1024;
 }
 
 static int key_compute(enum pg_api api, struct pg_str header_key, const char *body, size_t body_len,
@@ -515,9 +508,11 @@ static int key_compute(enum pg_api api, struct pg_str header_key, const char *bo
 		 * always that of the whole parse (json.h). A parse made as the
 		 * body arrived, with the same window over the same bytes, is that
 		 * first parse. */
-		size_t window = key_window(kb, prefix_length);
-		bool ahead =
-		    pre && pre->rc <= 0 && pre->js.window == window && pre->js.len == body_len;
+		size_t window = pg_key_window(kb != NULL, prefix_length);
+		bool ahead = pre && pre->rc <= 0 && pre->js.window == window &&
+		             pre->js.src == body && pre->js.len == body_len;
+
+		out->ahead = ahead;
 
 		for (;;) {
 			const struct pg_json *p = ahead ? &pre->js : &js;

@@ -128,6 +128,7 @@ struct pg_key {
 	uint8_t source;  /* enum pg_key_source */
 	bool fallback;   /* JSON API, but the JSON could not be used */
 	bool stream;     /* the JSON body asks for a streamed response */
+	bool ahead;      /* computed from the body's parse made as it arrived */
 };
 
 /* API by method and path (path without query string). */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include "lib/buf.h"
 #include "lib/json.h"
+#include "lib/key.h"
 #include "proxy/body.h"
 #include "proxy/worker.h"
 #include "state/route.h"
@@ -49,6 +50,13 @@ int pg_body_chunked(struct pg_worker *w, struct pg_client *c)
 	return x->ch_done || x->klen >= x->key_need;
 }
 
+/* Stop parsing ahead: the parse at routing, if any, is of the whole. */
+static void give_up(struct pg_exchange *x)
+{
+	pg_parse_ahead_end(x);
+	x->ahead_window = 0;
+}
+
 void pg_parse_ahead(struct pg_exchange *x, const struct pg_route_input *in)
 {
 	if (!x->ahead) {
@@ -59,7 +67,19 @@ void pg_parse_ahead(struct pg_exchange *x, const struct pg_route_input *in)
 			abort();
 		pg_json_stream_init(x->ahead, x->ahead_window);
 	}
+	/* A chunked body that grows past what is keyed as JSON is keyed on its
+	 * raw bytes: nothing more to parse. */
+	if (!in->complete && in->body_len >= PG_KEY_JSON_BODY_MAX) {
+		give_up(x);
+		return;
+	}
 	pg_json_stream_feed(x->ahead, in->body, in->body_len, in->complete);
+	/* The tokens are held for as long as the body takes to arrive, on every
+	 * connection sending one: a body that makes more token bytes than its
+	 * own (tiny members, ~3x; a chat body makes a few per cent) is parsed
+	 * at routing instead, when the tokens live only for the decision. */
+	if (x->ahead->js.cap * sizeof(*x->ahead->js.tok) > in->body_len)
+		give_up(x);
 }
 
 void pg_parse_ahead_end(struct pg_exchange *x)

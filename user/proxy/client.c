@@ -154,7 +154,10 @@ static bool request_head(struct pg_worker *w, struct pg_client *c)
 	in_consume(c, (size_t)n);
 
 	pg_route_cfg_load_pool(w->gw, x->pool > 0 ? (unsigned)x->pool : 0, &rc);
-	if (x->api != PG_API_RAW && !req.key.len && x->pool != PG_POOL_BY_MODEL)
+	/* A body its key will parse: JSON, no header key, not past the size
+	 * keyed on its raw bytes (a model pool reads its own) */
+	if (x->api != PG_API_RAW && !req.key.len && x->pool != PG_POOL_BY_MODEL &&
+	    (req.body == PG_BODY_CHUNKED || req.content_length <= PG_KEY_JSON_BODY_MAX))
 		x->ahead_window =
 		    pg_key_window(rc.strategy == PG_STRATEGY_CACHE_AWARE, rc.prefix_length);
 	x->key_need =
@@ -174,7 +177,6 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 	uint64_t t, now;
 	uint16_t id;
 	size_t n = 0;
-
 	bool ready;
 	int rc;
 
@@ -199,19 +201,20 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 		in.complete = ready = true;
 		break;
 	}
-	t = pg_now_ns(); /* the decision's time includes the body's last piece */
-	if (x->ahead_window)
+	if (!ready) {
 		pg_parse_ahead(x, &in);
-	if (!ready)
 		return false;
+	}
+	t = pg_now_ns(); /* the decision's time includes the body's last piece */
+	pg_parse_ahead(x, &in);
 	if (x->pool == PG_POOL_BY_MODEL && pg_pool_body(w, c, &in))
 		return false;
 	in.pool = x->pool > 0 ? (unsigned)x->pool : 0;
 	in.pre = x->ahead;
-	if (x->ahead && x->ahead->rc <= 0)
-		__atomic_fetch_add(&w->stats->parsed_ahead, 1, __ATOMIC_RELAXED);
 	id = pg_route_worker(w->gw, w->id, &in, NULL, pg_worker_rand(w), &x->key, &x->choice);
 	pg_parse_ahead_end(x);
+	if (x->key.ahead)
+		__atomic_fetch_add(&w->stats->parsed_ahead, 1, __ATOMIC_RELAXED);
 	now = pg_now_ns();
 	x->route_ns = (uint32_t)(now - x->t0_ns);
 	pg_stats_route_latency(w->stats, x->route_ns);
@@ -517,6 +520,7 @@ static void client_free(struct pg_worker *w, struct pg_sock *s)
 	free(c->x.fwd);
 	free(c->x.held_buf);
 	free(c->x.kbuf);
+	pg_parse_ahead_end(&c->x);
 	free(c->x.hdr_key);
 	free(c);
 }

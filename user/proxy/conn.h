@@ -74,7 +74,7 @@ struct pg_exchange {
 	char *kbuf;         /* decoded chunked body held for the key */
 	size_t klen, kcap;
 	/* The body's JSON parsed as it arrives (PG_PARSE_AHEAD_MIN), with
-	 * ahead_window (key.h pg_key_window; 0: the key will not parse it). */
+	 * ahead_window (key.h pg_key_window; 0: not parsed ahead). */
 	struct pg_json_stream *ahead;
 	size_t ahead_window;
 	char *hdr_key; /* X-Prefixgate-Key copy */
