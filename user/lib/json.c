@@ -241,6 +241,21 @@ static int scan_literal(struct pg_json *js, size_t *pos, struct pg_json_tok *t)
 	return fail(js, *pos, "expected a value");
 }
 
+/* scan_string() of the string whose opening quote is at *pos; a parse that
+ * may stop in it remembers it in st (name: a member name). */
+static inline __attribute__((always_inline)) int string_open(struct pg_json *js,
+                                                             struct pg_json_stream *st, size_t *pos,
+                                                             uint8_t *flags, bool more, bool name,
+                                                             struct pg_json_tok *t)
+{
+	*flags = 0;
+	if (more) {
+		st->str_open = *pos;
+		st->str_name = name;
+	}
+	return scan_string(js, *pos, *pos + 1, flags, more, pos, t);
+}
+
 /* Where a parse waiting for more input goes on (pg_json_stream.at). */
 enum {
 	AT_VALUE,  /* a value is next */
@@ -371,14 +386,9 @@ value:
 			goto member;
 		goto value;
 	case '"':
-		flags = 0;
-		if (more)
-			st->str_open = pos;
-		rc = scan_string(js, pos, pos + 1, &flags, more, &pos, t);
-		if (rc) {
-			st->str_name = false;
+		rc = string_open(js, st, &pos, &flags, more, false, t);
+		if (rc)
 			goto string_stop;
-		}
 		break;
 	case '-':
 	case '0' ... '9':
@@ -454,14 +464,9 @@ member:
 	} else if (!(t = tok_alloc(js, pos))) {
 		return fail(js, pos, "out of memory");
 	}
-	flags = 0;
-	if (more)
-		st->str_open = pos;
-	rc = scan_string(js, pos, pos + 1, &flags, more, &pos, t);
-	if (rc) {
-		st->str_name = true;
+	rc = string_open(js, st, &pos, &flags, more, true, t);
+	if (rc)
 		goto string_stop;
-	}
 colon:
 	pos = skip_ws(s, len, pos);
 	if (pos >= len && more) {
