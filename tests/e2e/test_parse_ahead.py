@@ -10,7 +10,8 @@ hash and source match the admin dry run's (which parses it whole) for
 - a chunked body,
 - the same under cache_aware;
 and every body reaches the instance intact; a client that goes away
-mid-body leaves nothing behind. A 32 KiB body sent in pieces
+mid-body leaves nothing behind; a request pipelined behind a body parsed
+ahead is answered after it. A 32 KiB body sent in pieces
 is parsed ahead too; an 8 KiB one (less than a receive buffer) is not.
 
 usage: test_parse_ahead.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
@@ -153,6 +154,37 @@ def cache_aware_keys_match_a_whole_parse(opts):
         (chat(MIB, "c", tail=b'"x":"\xc3"}'), False, "raw", True),
         (chat(MIB, "e"), True, "messages", True),
     ])
+
+
+@test
+def pipelined_after_a_parsed_body(opts):
+    """A request pipelined right behind a body parsed ahead (it arrives in
+    that body's last piece) is answered after it, both intact, and the two
+    keep their own keys."""
+    f = Fleet(opts, 2, gw_args=["--health-check-path", "none"],
+              mock_args={i: ["--time-scale", "1000"] for i in range(2)})
+    try:
+        first, second = chat(MIB, "p1"), chat(8 * 1024, "p2")
+        ahead0 = counter(f, "prefixgate_parsed_ahead_total")
+        s = socket.create_connection(("127.0.0.1", f.port), timeout=20)
+        head = "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+        s.sendall((head % (PATH, len(first))).encode())
+        for off in range(0, len(first) - PIECE, PIECE):
+            s.sendall(first[off:off + PIECE])
+            time.sleep(0.001)
+        tail = first[(len(first) - 1) // PIECE * PIECE:]
+        s.sendall(tail + (head % (PATH, len(second))).encode() + second)
+        for body in (first, second):
+            r = http.client.HTTPResponse(s)
+            r.begin()
+            r.read()
+            check_echo(r.status, {k.lower(): v for k, v in r.getheaders()}, body)
+        s.close()
+        assert counter(f, "prefixgate_parsed_ahead_total") - ahead0 == 1
+        assert f.idle(), "in-flight counts not back to 0"
+    finally:
+        rc = f.stop()
+    assert rc == 0
 
 
 if __name__ == "__main__":
