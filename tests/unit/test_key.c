@@ -238,6 +238,34 @@ static void test_tools_first(void **state)
 }
 
 /* Cut exactly at prefix_length code points, never inside a sequence. */
+/* A tool list of more tokens than the canonical form's small scratch (256):
+ * member order inside it still does not matter, and its text is that of
+ * the same tools written one by one. */
+static void test_many_tools(void **state)
+{
+	char a[16384], b[16384], one[256];
+	size_t la = 0, lb = 0;
+	struct res ra, rb;
+
+	(void)state;
+	la += (size_t)sprintf(a + la, "{\"tools\":[");
+	lb += (size_t)sprintf(b + lb, "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
+	                              "\"tools\":[");
+	for (int i = 0; i < 100; i++) { /* 5 tokens each */
+		la += (size_t)sprintf(a + la, "%s{\"name\":\"t%d\",\"x\":%d}", i ? "," : "", i, i);
+		lb += (size_t)sprintf(b + lb, "%s{\"x\":%d,\"name\":\"t%d\"}", i ? "," : "", i, i);
+	}
+	la += (size_t)sprintf(a + la, "],\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}");
+	lb += (size_t)sprintf(b + lb, "]}");
+	ra = chat(a, 4096);
+	rb = chat(b, 4096);
+	assert_false(ra.k.fallback);
+	assert_true(ra.k.hash == rb.k.hash && ra.len == rb.len);
+	/* the canonical text of the first tool opens the key */
+	snprintf(one, sizeof(one), "[{\"name\":\"t0\",\"x\":0},");
+	assert_memory_equal(ra.text, one, strlen(one));
+}
+
 static void test_utf8_cut(void **state)
 {
 	/* a, é (2 bytes), € (3 bytes), 😀 (4 bytes, written as a pair escape), b */
@@ -542,6 +570,7 @@ int main(void)
 	    cmocka_unit_test(test_chat_equivalence),
 	    cmocka_unit_test(test_separator_escapes),
 	    cmocka_unit_test(test_tools_first),
+	    cmocka_unit_test(test_many_tools),
 	    cmocka_unit_test(test_utf8_cut),
 	    cmocka_unit_test(test_long_cut),
 	    cmocka_unit_test(test_short_and_empty),

@@ -126,7 +126,9 @@ emit_content(struct pg_text *e, const struct pg_json *js, int64_t c, const struc
 /* CANON(v) RS, for tools and the Responses items that are not messages. */
 static int emit_canonical(struct pg_text *e, const struct pg_json *js, int64_t v)
 {
-	uint32_t *scratch;
+	/* pg_text_canonical's scratch: an index per member name of v's subtree
+	 * at most, so its token count; most tool lists and items fit here */
+	uint32_t small[256], *scratch = small, n = js->tok[v].next - (uint32_t)v;
 
 	if (pg_text_full(e))
 		return 0;
@@ -134,11 +136,11 @@ static int emit_canonical(struct pg_text *e, const struct pg_json *js, int64_t v
 	for (uint32_t i = (uint32_t)v; i < js->tok[v].next; i++)
 		if (js->tok[i].flags & PG_JSON_F_PARTIAL)
 			return WALK_WHOLE;
-	scratch = malloc(sizeof(*scratch) * js->ntok);
-	if (!scratch)
+	if (n > sizeof(small) / sizeof(small[0]) && !(scratch = malloc(sizeof(*scratch) * n)))
 		return -1;
 	pg_text_canonical(e, js, (uint32_t)v, scratch, 0);
-	free(scratch);
+	if (scratch != small)
+		free(scratch);
 	pg_text_cp(e, PG_KEY_RS);
 	return 0;
 }

@@ -323,8 +323,9 @@ static int cmp_names(const void *a, const void *b, void *arg)
  * Canonical serialization of the value at token i: no whitespace, object
  * members sorted by unescaped name (ties in document order), strings as
  * emit_json_string(), numbers and literals as written. scratch has room for
- * one index per token; each object uses the part above *sp while its
- * members are written (objects' member sets are disjoint, so it suffices).
+ * one index per token of i's subtree; each object uses the part above sp
+ * while its members are written (the objects open at once hold disjoint
+ * member names of the subtree, so it suffices).
  */
 void pg_text_canonical(struct pg_text *e, const struct pg_json *js, uint32_t i, uint32_t *scratch,
                        uint32_t sp)

@@ -112,7 +112,7 @@ static inline void pg_text_string(struct pg_text *e, const struct pg_json *js, u
 }
 
 /* CANON(v) of key.h for the value at token i. scratch: room for one index
- * per token of js; sp: where this value's part of it starts (0). */
+ * per token of i's subtree; sp: where this value's part of it starts (0). */
 void pg_text_canonical(struct pg_text *e, const struct pg_json *js, uint32_t i, uint32_t *scratch,
                        uint32_t sp);
 
