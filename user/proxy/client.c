@@ -517,11 +517,7 @@ static void client_free(struct pg_worker *w, struct pg_sock *s)
 
 	(void)w;
 	free(c->in_buf);
-	free(c->x.fwd);
-	free(c->x.held_buf);
-	free(c->x.kbuf);
-	pg_parse_ahead_end(&c->x);
-	free(c->x.hdr_key);
+	pg_exchange_free(&c->x);
 	free(c);
 }
 

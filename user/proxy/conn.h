@@ -174,6 +174,9 @@ void pg_client_schedule(struct pg_worker *w, struct pg_client *c);
 /* --- exchange.c -------------------------------------------------------------- */
 /* Forget the current request: its slots, backend connection and buffers. */
 void pg_exchange_reset(struct pg_worker *w, struct pg_client *c);
+/* Free the buffers an exchange owns (pg_exchange_reset does, and a client
+ * being freed): nothing else is released. */
+void pg_exchange_free(struct pg_exchange *x);
 /* Answer status with a JSON error and close (or just close mid-response). */
 void pg_client_error(struct pg_worker *w, struct pg_client *c, int status, const char *msg);
 /* The same with a JSON body of the gateway's own (len bytes): an answer

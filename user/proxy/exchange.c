@@ -103,6 +103,15 @@ static void log_request(struct pg_worker *w, const struct pg_client *c, unsigned
 	pg_alog_record(w->gw->alog, w->id, &r);
 }
 
+void pg_exchange_free(struct pg_exchange *x)
+{
+	free(x->fwd);
+	free(x->held_buf);
+	free(x->kbuf);
+	pg_parse_ahead_end(x);
+	free(x->hdr_key);
+}
+
 void pg_exchange_reset(struct pg_worker *w, struct pg_client *c)
 {
 	struct pg_exchange *x = &c->x;
@@ -112,11 +121,7 @@ void pg_exchange_reset(struct pg_worker *w, struct pg_client *c)
 		pg_upstream_close(w, x->up); /* drops any segment borrowing x->fwd */
 	if (x->admitted)
 		pg_admit_release(w->gw);
-	free(x->fwd);
-	free(x->held_buf);
-	free(x->kbuf);
-	pg_parse_ahead_end(x);
-	free(x->hdr_key);
+	pg_exchange_free(x);
 	memset(x, 0, sizeof(*x));
 }
 
