@@ -169,11 +169,11 @@ def pipelined_after_a_parsed_body(opts):
         s = socket.create_connection(("127.0.0.1", f.port), timeout=20)
         head = "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
         s.sendall((head % (PATH, len(first))).encode())
-        for off in range(0, len(first) - PIECE, PIECE):
+        last = (len(first) - 1) // PIECE * PIECE  # where the last piece starts
+        for off in range(0, last, PIECE):
             s.sendall(first[off:off + PIECE])
             time.sleep(0.001)
-        tail = first[(len(first) - 1) // PIECE * PIECE:]
-        s.sendall(tail + (head % (PATH, len(second))).encode() + second)
+        s.sendall(first[last:] + (head % (PATH, len(second))).encode() + second)
         for body in (first, second):
             r = http.client.HTTPResponse(s)
             r.begin()

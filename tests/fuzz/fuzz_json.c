@@ -407,8 +407,6 @@ static bool ref_valid(const unsigned char *s, size_t n)
 	return r.p == n;
 }
 
-/* Where the CPU has AVX2: the parse without it is the same, token for
- * token, error for error. */
 /* Two parses gave the same verdict, error and tokens. */
 static void same_parse(const struct pg_json *a, int arc, const struct pg_json *b, int brc)
 {
@@ -422,6 +420,8 @@ static void same_parse(const struct pg_json *a, int arc, const struct pg_json *b
 	}
 }
 
+/* Where the CPU has AVX2: the parse without it is the same, token for
+ * token, error for error. */
 static void check_narrow(const char *src, size_t size, int rc)
 {
 	static struct pg_json narrow;

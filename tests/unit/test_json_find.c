@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * pg_json_find_fixed (json_find.h) gives pg_json_find_n's result: on every
- * object member of a table of documents (escaped names, duplicates, names
- * that are prefixes of others, nested objects) and on tokens that are not
- * objects, for the name sets key.c looks up.
+ * pg_json_find_fixed (json_find.h; pg_json_find_n is it with a table known
+ * at run time) gives a plain reference lookup's result, written here one
+ * name at a time with pg_json_str_eq: on every object member of a table of
+ * documents (escaped names, duplicates, names that are prefixes of others,
+ * nested objects) and on tokens that are not objects, for the name sets
+ * key.c looks up, inline with constant tables and called with run-time ones.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -40,13 +42,34 @@ static const char *const docs[] = {
     "[{\"role\":\"a\"},{\"role\":\"b\",\"content\":\"c\"},7]",
 };
 
-/* Both lookups on token obj of js, names[0..n), agree. */
+/* The reference: each name alone, the last member of that name wins. */
+static bool reference(const struct pg_json *js, uint32_t obj, const struct pg_json_name *names,
+                      size_t n, int64_t *val)
+{
+	bool is_obj = obj < js->ntok && js->tok[obj].type == PG_JSON_OBJECT;
+
+	for (size_t i = 0; i < n; i++) {
+		uint32_t k = pg_json_first(obj);
+
+		val[i] = -1;
+		for (uint32_t m = 0; is_obj && m < js->tok[obj].size;
+		     m++, k = pg_json_member_next(js, k))
+			if (pg_json_str_eq(js, k, names[i].s, names[i].len))
+				val[i] = k + 1;
+	}
+	return is_obj;
+}
+
+/* The lookups on token obj of js, names[0..n), agree with the reference. */
 static void same(const struct pg_json *js, uint32_t obj, const struct pg_json_name *names, size_t n)
 {
 	int64_t want[9], got[9];
 	bool a, b;
 
-	a = pg_json_find_n(js, obj, names, n, want);
+	a = reference(js, obj, names, n, want);
+	assert_true(pg_json_find_n(js, obj, names, n, got) == a);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(want[i], got[i]);
 	switch (n) { /* constant tables, as key.c calls it */
 	case 2:
 		b = names == msg ? pg_json_find_fixed(js, obj, msg, 2, got)

@@ -237,7 +237,6 @@ static void test_tools_first(void **state)
 	expect_text(r, PG_KEY_SRC_MESSAGES, want, strlen(want), (uint32_t)strlen(want) - 1);
 }
 
-/* Cut exactly at prefix_length code points, never inside a sequence. */
 /* A tool list of more tokens than the canonical form's small scratch (256):
  * member order inside it still does not matter, and its text is that of
  * the same tools written one by one. */
@@ -266,6 +265,7 @@ static void test_many_tools(void **state)
 	assert_memory_equal(ra.text, one, strlen(one));
 }
 
+/* Cut exactly at prefix_length code points, never inside a sequence. */
 static void test_utf8_cut(void **state)
 {
 	/* a, é (2 bytes), € (3 bytes), 😀 (4 bytes, written as a pair escape), b */

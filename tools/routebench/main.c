@@ -355,7 +355,8 @@ int main(int argc, char **argv)
 	printf("%-13s %8s %9s %9s %9s %10s %12s %5s %7s %8s\n", "strategy", "backends", "p50 us",
 	       "p99 us", "max us", "matched", "ring rebuild", "body", "arrival", "cpu p50");
 	for (unsigned f = 0; f < nfleets; f++) {
-		for (unsigned k = 0; k < 2 * 2 * 2; k++) {
+		/* each strategy, body cold and warm, arriving whole and in pieces */
+		for (unsigned k = 0; k < sizeof(strategies) / sizeof(strategies[0]) * 4; k++) {
 			const size_t s = k / 4, w = k / 2 % 2, a = k % 2;
 			const bool warm = w == 1, pieces = a == 1;
 			struct pg_gateway gw;
@@ -400,12 +401,12 @@ int main(int argc, char **argv)
 					    in.body_len >= PG_PARSE_AHEAD_MIN + PG_BUFSZ) {
 						/* the last piece a whole buffer: the worst case,
 						 * the same for every body length */
-						size_t k =
+						size_t npieces =
 						    (in.body_len - PG_PARSE_AHEAD_MIN) / PG_BUFSZ;
 
 						t0 = now_ns();
 						pg_json_stream_init(&ps, window);
-						for (size_t h = in.body_len - k * PG_BUFSZ;
+						for (size_t h = in.body_len - npieces * PG_BUFSZ;
 						     h < in.body_len; h += PG_BUFSZ)
 							pg_json_stream_feed(&ps, in.body, h, false);
 						ahead = now_ns() - t0;

@@ -220,15 +220,15 @@ static int scan_number(struct pg_json *js, size_t *pos, struct pg_json_tok *t)
 	return 0;
 }
 
+/* The literals JSON has. */
+static const struct {
+	const char *word;
+	size_t len;
+	uint8_t type;
+} lit[] = {{"true", 4, PG_JSON_TRUE}, {"false", 5, PG_JSON_FALSE}, {"null", 4, PG_JSON_NULL}};
+
 static int scan_literal(struct pg_json *js, size_t *pos, struct pg_json_tok *t)
 {
-	static const struct {
-		const char *word;
-		size_t len;
-		uint8_t type;
-	} lit[] = {
-	    {"true", 4, PG_JSON_TRUE}, {"false", 5, PG_JSON_FALSE}, {"null", 4, PG_JSON_NULL}};
-
 	for (size_t i = 0; i < sizeof(lit) / sizeof(lit[0]); i++) {
 		if (js->len - *pos >= lit[i].len &&
 		    !memcmp(js->src + *pos, lit[i].word, lit[i].len)) {
@@ -249,10 +249,8 @@ static inline __attribute__((always_inline)) int string_open(struct pg_json *js,
                                                              struct pg_json_tok *t)
 {
 	*flags = 0;
-	if (more) {
-		st->str_open = *pos;
+	if (more)
 		st->str_name = name;
-	}
 	return scan_string(js, *pos, *pos + 1, flags, more, pos, t);
 }
 
@@ -283,10 +281,8 @@ static size_t word_end(const unsigned char *s, size_t at, size_t len)
  * not change the verdict (scan_literal() reads only its own). */
 static bool literal_cut(const unsigned char *s, size_t n)
 {
-	static const char *const lit[] = {"true", "false", "null"};
-
 	for (size_t i = 0; i < sizeof(lit) / sizeof(lit[0]); i++)
-		if (n < strlen(lit[i]) && !memcmp(s, lit[i], n))
+		if (n < lit[i].len && !memcmp(s, lit[i].word, n))
 			return true;
 	return false;
 }
@@ -334,7 +330,9 @@ parse(struct pg_json *js, const char *src, size_t len, struct pg_json_stream *st
 	case AT_STRING:
 		t = skim ? &st->scratch : &js->tok[js->ntok - 1];
 		flags = st->str_flags;
-		rc = scan_string(js, st->str_open, pos, &flags, more, &pos, t);
+		/* its token starts at its opening quote until it is whole
+		 * (tok_alloc(); the scratch token's is never read) */
+		rc = scan_string(js, t->start, pos, &flags, more, &pos, t);
 		if (rc)
 			goto string_stop;
 		if (st->str_name)
@@ -503,12 +501,12 @@ static void reset(struct pg_json_stream *st, struct pg_json *js, size_t window)
 	js->err_msg = NULL;
 	st->at = AT_VALUE;
 	st->depth = st->skim = 0;
-	st->pos = st->word = st->str_open = 0;
+	st->pos = st->word = 0;
 	st->str_flags = 0;
 	st->str_name = false;
 }
 
-static int parse_whole(struct pg_json *js, const char *src, size_t len, size_t window)
+int pg_json_parse_window(struct pg_json *js, const char *src, size_t len, size_t window)
 {
 	struct pg_json_stream st;
 
@@ -518,12 +516,7 @@ static int parse_whole(struct pg_json *js, const char *src, size_t len, size_t w
 
 int pg_json_parse(struct pg_json *js, const char *src, size_t len)
 {
-	return parse_whole(js, src, len, 0);
-}
-
-int pg_json_parse_window(struct pg_json *js, const char *src, size_t len, size_t window)
-{
-	return parse_whole(js, src, len, window);
+	return pg_json_parse_window(js, src, len, 0);
 }
 
 void pg_json_free(struct pg_json *js)

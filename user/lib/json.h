@@ -106,7 +106,7 @@ struct pg_json_stream {
 	uint8_t str_flags; /* a string stopped in: its flags so far */
 	bool str_name;     /* it is a member name */
 	unsigned depth, skim;
-	size_t pos, str_open, word;
+	size_t pos, word;
 	struct pg_json_tok scratch;
 	uint32_t stack[PG_JSON_MAX_DEPTH];
 	bool is_obj[PG_JSON_MAX_DEPTH];
@@ -151,7 +151,7 @@ struct pg_json_name {
 	size_t len;
 };
 
-/* pg_json_find() for n distinct names (at most 32) in one pass over obj's
+/* pg_json_find() for n distinct names in one pass over obj's
  * members: val[i] is the value of the last member named names[i], or -1.
  * Returns false (every val[i] -1) if obj is not an object. */
 bool pg_json_find_n(const struct pg_json *js, uint32_t obj, const struct pg_json_name *names,

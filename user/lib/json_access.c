@@ -7,6 +7,7 @@
 #include <string.h>
 #include "pg_frame.h"
 #include "lib/json.h"
+#include "lib/json_find.h"
 
 static uint32_t hex4(const unsigned char *s)
 {
@@ -156,32 +157,6 @@ int pg_json_str_cmp(const struct pg_json *js, uint32_t a, uint32_t b)
 	return (pa < ta->end) - (pb < tb->end);
 }
 
-/* a[0..n) == b[0..n), without a call for the short names JSON objects
- * mostly have (4 to 8 bytes: two overlapping 4-byte compares). */
-static inline bool bytes_eq(const char *a, const char *b, size_t n)
-{
-	uint32_t a0, b0, a1, b1;
-
-	if (n < 4 || n > 8)
-		return !memcmp(a, b, n);
-	memcpy(&a0, a, 4);
-	memcpy(&b0, b, 4);
-	memcpy(&a1, a + n - 4, 4);
-	memcpy(&b1, b + n - 4, 4);
-	return a0 == b0 && a1 == b1;
-}
-
-/* Name token k equals name[0..nlen), unescaped; without a call for the
- * common name that has no escape. */
-static inline bool name_eq(const struct pg_json *js, uint32_t k, const char *name, size_t nlen)
-{
-	const struct pg_json_tok *t = &js->tok[k];
-
-	if (!(t->flags & PG_JSON_F_ESCAPED))
-		return t->end - t->start == nlen && bytes_eq(js->src + t->start, name, nlen);
-	return pg_json_str_eq(js, k, name, nlen);
-}
-
 int64_t pg_json_find(const struct pg_json *js, uint32_t obj, const char *name, size_t nlen)
 {
 	struct pg_json_name n = {name, nlen};
@@ -194,20 +169,7 @@ int64_t pg_json_find(const struct pg_json *js, uint32_t obj, const char *name, s
 bool pg_json_find_n(const struct pg_json *js, uint32_t obj, const struct pg_json_name *names,
                     size_t n, int64_t *val)
 {
-	uint32_t k = pg_json_first(obj), found = 0; /* bit i: names[i] seen */
-	bool is_obj = obj < js->ntok && js->tok[obj].type == PG_JSON_OBJECT;
-
-	for (uint32_t m = 0; is_obj && m < js->tok[obj].size; m++, k = pg_json_member_next(js, k))
-		for (size_t i = 0; i < n; i++)
-			if (name_eq(js, k, names[i].s, names[i].len)) {
-				val[i] = k + 1;
-				found |= 1u << i;
-				break; /* names are distinct */
-			}
-	for (size_t i = 0; i < n; i++)
-		if (!(found >> i & 1))
-			val[i] = -1;
-	return is_obj;
+	return pg_json_find_fixed(js, obj, names, n, val);
 }
 
 int pg_json_get_i64(const struct pg_json *js, uint32_t i, int64_t *out)

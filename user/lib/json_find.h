@@ -5,7 +5,8 @@
  * and with the names' lengths and bytes constants each member costs a
  * length test and one or two word compares instead of a loop over a table
  * (measured: 175 instructions a message down to about 75; README, Routing
- * cost). Same result as pg_json_find_n.
+ * cost). pg_json_find_n is this, called with a table known only at run
+ * time.
  */
 #ifndef PG_JSON_FIND_H
 #define PG_JSON_FIND_H

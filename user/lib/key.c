@@ -132,10 +132,13 @@ static int emit_canonical(struct pg_text *e, const struct pg_json *js, int64_t v
 
 	if (pg_text_full(e))
 		return 0;
-	/* an array of v cut by the window would end the text too soon */
-	for (uint32_t i = (uint32_t)v; i < js->tok[v].next; i++)
-		if (js->tok[i].flags & PG_JSON_F_PARTIAL)
-			return WALK_WHOLE;
+	/* an array of v cut by the window would end the text too soon; none
+	 * can be when v spans no more than the window (an array is cut past
+	 * window bytes from its '[', json.h) */
+	if (js->window && js->tok[v].end - js->tok[v].start > js->window)
+		for (uint32_t i = (uint32_t)v; i < js->tok[v].next; i++)
+			if (js->tok[i].flags & PG_JSON_F_PARTIAL)
+				return WALK_WHOLE;
 	if (n > sizeof(small) / sizeof(small[0]) && !(scratch = malloc(sizeof(*scratch) * n)))
 		return -1;
 	pg_text_canonical(e, js, (uint32_t)v, scratch, 0);
