@@ -64,6 +64,59 @@ static void test_pipelining_in_order(void **state)
 	assert_quiet();
 }
 
+/* A long body's head is read where it arrived: the body alone is copied,
+ * once, into room reserved for all of it (not moved up past its head, nor
+ * regrown, as the rest arrives), and reaches the backend byte for byte,
+ * whether the head came whole in the first receive or not. */
+static void test_body_copied_once(void **state)
+{
+	enum { BODY = 40000 };
+	static char body[BODY];
+	char head[128], whole[sizeof(head) + BODY];
+	size_t hl;
+
+	(void)state;
+	/* JSON, so that its key needs all of it */
+	memset(body, 'a', BODY);
+	memcpy(body, "{\"prompt\":\"", 11);
+	memcpy(body + BODY - 2, "\"}", 2);
+	for (size_t i = 11; i < BODY - 2; i++)
+		body[i] = (char)('a' + i * 7 % 26);
+	hl = (size_t)snprintf(head, sizeof(head),
+	                      "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+	                      "Content-Length: %d\r\n\r\n",
+	                      BODY);
+	memcpy(whole, head, hl);
+	memcpy(whole + hl, body, BODY);
+	for (size_t split = 0; split < 2; split++) {
+		int c = accept_client(), u = UP_FD0; /* then pooled */
+		/* split 1: the head's first 10 bytes alone, then the rest */
+		size_t first = split ? 10 : PG_BUFSZ;
+		const struct pg_client *cl = client_of(c);
+		const char *in_buf, *out;
+
+		deliver(c, whole, first);
+		if (split)
+			deliver(c, whole + first, PG_BUFSZ);
+		assert_int_equal(cl->state, PG_C_KEY);
+		assert_int_equal(cl->in_len, (split ? first + PG_BUFSZ : first) - hl);
+		assert_true(cl->in_cap >= BODY);
+		in_buf = cl->in_buf;
+		deliver(c, whole + cl->in_len + hl, hl + BODY - cl->in_len - hl);
+		assert_ptr_equal(cl->x.held_buf ? cl->x.held_buf : cl->in_buf, in_buf);
+		if (!split)
+			connected(u, 0);
+		out = took(u);
+		assert_non_null(strstr(out, "POST /v1/completions HTTP/1.1\r\n"));
+		assert_non_null(strstr(out, "\r\n\r\n"));
+		assert_memory_equal(strstr(out, "\r\n\r\n") + 4, body, BODY);
+		say(u, resp_ok);
+		assert_non_null(strstr(took(c), "\r\n\r\nok"));
+	}
+	assert_int_equal(next_up_fd, UP_FD0 + 1);
+	assert_quiet();
+}
+
 static void test_retry_before_first_byte(void **state)
 {
 	int c = accept_client(), u1 = UP_FD0, u2 = UP_FD0 + 1;
@@ -395,6 +448,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_exchange_and_pool, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pipelining_in_order, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_body_copied_once, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_retry_before_first_byte, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_retry_on_stale_pooled_connection, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_no_retry_after_first_byte, setup, teardown),

@@ -22,6 +22,7 @@
 #include "lib/forward.h"
 #include "lib/json.h"
 #include "proxy/body.h"
+#include "proxy/input.h"
 #include "proxy/reply.h"
 #include "proxy/worker.h"
 #include "proxy/models.h"
@@ -54,53 +55,41 @@ const char *pg_client_state_str(enum pg_client_state s)
 
 static void settle(struct pg_worker *w, struct pg_client *c);
 
-static void in_consume(struct pg_client *c, size_t n)
+/* While a body its key needs whole is read: the size its buffer should
+ * have once incoming more bytes join it, the rest of the body up to 1 MiB
+ * ahead (a Content-Length alone commits no memory); 0 otherwise. */
+static size_t key_reserve(const struct pg_client *c, size_t incoming)
 {
-	c->in += n;
-	c->in_len -= n;
-	if (!c->in_len)
-		c->in = c->in_buf; /* empty: the next bytes start at the front */
+	size_t have = c->in_len + incoming, ahead;
+
+	if (c->state != PG_C_KEY || c->x.key_need <= have)
+		return 0;
+	ahead = c->x.key_need - have;
+	return have + (ahead < (1u << 20) ? ahead : (1u << 20));
 }
 
-/* Received bytes join the unconsumed ones; room is made at the front
- * before the buffer grows. reserve: the total the buffer should hold. */
-static void in_append(struct pg_client *c, const char *data, size_t n, size_t reserve)
-{
-	size_t off = c->in_buf ? (size_t)(c->in - c->in_buf) : 0, need = c->in_len + n;
-
-	if (reserve < need)
-		reserve = need;
-	if (off + need > c->in_cap && off) {
-		memmove(c->in_buf, c->in, c->in_len);
-		c->in = c->in_buf;
-		off = 0;
-	}
-	if (need > c->in_cap) {
-		if (!pg_grow(&c->in_buf, &c->in_cap, reserve))
-			abort(); /* out of memory: nothing sane is left to do */
-		c->in = c->in_buf;
-	}
-	memcpy(c->in + c->in_len, data, n);
-	c->in_len += n;
-}
-
-static bool request_head(struct pg_worker *w, struct pg_client *c)
+/* The request head at p[0..len) (c->in, or a request's first bytes where
+ * they were received): true once it is parsed and the request begun (*used:
+ * its length, for the caller to consume); false while it is incomplete, or
+ * once the gateway answered it (the connection lingers). */
+static bool request_head(struct pg_worker *w, struct pg_client *c, const char *p, size_t len,
+                         size_t *used)
 {
 	struct pg_exchange *x = &c->x;
 	struct pg_http_request req;
 	struct pg_route_cfg rc;
 	ssize_t n;
 
-	if (!c->in_len)
+	if (!len)
 		return false;
 	if (!x->t0_ns)
 		x->t0_ns = pg_now_ns();
 	/* Parse only once the head is complete: a head trickling in a byte at
 	 * a time must not be re-parsed from its start on every read. */
-	if (!pg_http_head_ready(c->in, c->in_len, &c->head_scan))
+	if (!pg_http_head_ready(p, len, &c->head_scan))
 		return false;
 	c->head_scan = 0;
-	n = pg_http_parse_request(c->in, c->in_len, &req);
+	n = pg_http_parse_request(p, len, &req);
 	if (n == 0)
 		return false;
 	if (n < 0) {
@@ -151,15 +140,14 @@ static bool request_head(struct pg_worker *w, struct pg_client *c)
 		}
 		pg_reply_continue(w, c);
 	}
-	in_consume(c, (size_t)n);
+	*used = (size_t)n;
 
 	pg_route_cfg_load_pool(w->gw, x->pool > 0 ? (unsigned)x->pool : 0, &rc);
 	/* A body its key will parse: JSON, no header key, not past the size
 	 * keyed on its raw bytes (a model pool reads its own) */
 	if (x->api != PG_API_RAW && !req.key.len && x->pool != PG_POOL_BY_MODEL &&
 	    (req.body == PG_BODY_CHUNKED || req.content_length <= PG_KEY_JSON_BODY_MAX))
-		x->ahead_window =
-		    pg_key_window(rc.strategy == PG_STRATEGY_CACHE_AWARE, rc.prefix_length);
+		x->ahead_window = pg_route_key_window(&rc);
 	x->key_need =
 	    pg_key_hold((enum pg_api)x->api, rc.prefix_length, x->pool == PG_POOL_BY_MODEL,
 	                req.body == PG_BODY_LENGTH ? (int64_t)req.content_length
@@ -237,7 +225,7 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 		c->in = c->in_buf = NULL;
 		c->in_len = c->in_cap = 0;
 		if (tail)
-			in_append(c, x->held + n, tail, 0);
+			pg_in_append(c, x->held + n, tail, 0);
 		x->body.remaining -= n;
 		x->replayable = x->body.remaining == 0;
 	} else if (x->body.kind == PG_FRAME_LENGTH) {
@@ -247,7 +235,7 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 		pg_fwd_chunk(x->kbuf, x->klen, &x->fwd, &x->fwd_len, &x->fwd_cap);
 		if (x->ch_done)
 			pg_fwd_last_chunk(&x->fwd, &x->fwd_len, &x->fwd_cap);
-		in_consume(c, x->ch_off);
+		pg_in_consume(c, x->ch_off);
 		x->ch_off = 0;
 		x->replayable = x->ch_done;
 	} else {
@@ -282,7 +270,7 @@ static void request_stream(struct pg_worker *w, struct pg_client *c)
 		if (!x->body.remaining)
 			c->state = PG_C_WAIT;
 		pg_sock_queue_copy(w, &u->s, c->in, n);
-		in_consume(c, n);
+		pg_in_consume(c, n);
 		x->streamed += n;
 		return;
 	}
@@ -311,7 +299,7 @@ static void request_stream(struct pg_worker *w, struct pg_client *c)
 			break;
 		}
 	}
-	in_consume(c, n);
+	pg_in_consume(c, n);
 	x->streamed += olen;
 	if (olen)
 		pg_sock_queue(w, &u->s, out, olen, -1, true);
@@ -325,7 +313,7 @@ static void request_discard(struct pg_worker *w, struct pg_client *c)
 {
 	size_t n = c->in_len < c->discard_left ? c->in_len : (size_t)c->discard_left;
 
-	in_consume(c, n);
+	pg_in_consume(c, n);
 	c->discard_left -= n;
 	if (!c->discard_left) {
 		c->state = PG_C_HEAD;
@@ -337,10 +325,17 @@ static void advance(struct pg_worker *w, struct pg_client *c)
 {
 	for (;;) {
 		switch (c->state) {
-		case PG_C_HEAD:
-			if (!request_head(w, c))
+		case PG_C_HEAD: {
+			size_t used = 0;
+			bool begun = request_head(w, c, c->in, c->in_len, &used);
+
+			pg_in_consume(c, used);
+			if (!begun)
 				return;
+			/* A head that came in pieces: room for its body at once. */
+			pg_in_room(c, c->in_len, key_reserve(c, 0));
 			break;
+		}
 		case PG_C_KEY:
 			if (!request_key(w, c))
 				return;
@@ -361,7 +356,7 @@ static void advance(struct pg_worker *w, struct pg_client *c)
 				pg_sock_pause(w, &c->s);
 			return;
 		case PG_C_LINGER:
-			in_consume(c, c->in_len);
+			pg_in_consume(c, c->in_len);
 			return;
 		}
 		if (c->s.closed)
@@ -462,20 +457,28 @@ void pg_worker_run(struct pg_worker *w)
 static bool client_data(struct pg_worker *w, struct pg_sock *s, char *data, size_t len, int bid)
 {
 	struct pg_client *c = (struct pg_client *)s;
-	size_t reserve = 0;
 
 	(void)bid;
 	if (c->state == PG_C_LINGER)
 		return false; /* discarded */
 	c->last_rx_ms = w->now_ms;
-	/* Bytes of a body the key needs whole: room for the rest of it, up to
-	 * 1 MiB ahead (a Content-Length alone commits no memory). */
-	if (c->state == PG_C_KEY && c->x.key_need > c->in_len + len) {
-		size_t ahead = c->x.key_need - c->in_len - len;
+	/* A request's first bytes: its head is parsed here, in the provided
+	 * buffer, so only the body is copied, once, into a buffer sized for it
+	 * (the head copied with it would be moved out of the way, and the
+	 * buffer regrown, as the rest of the body arrived). */
+	if (c->state == PG_C_HEAD && !c->in_len) {
+		size_t used = 0;
 
-		reserve = c->in_len + len + (ahead < (1u << 20) ? ahead : (1u << 20));
+		if (request_head(w, c, data, len, &used)) {
+			data += used;
+			len -= used;
+		} else if (c->state != PG_C_HEAD || c->s.closed) {
+			settle(w, c); /* answered: the rest of its bytes go unread */
+			return false;
+		}
 	}
-	in_append(c, data, len, reserve);
+	if (len)
+		pg_in_append(c, data, len, key_reserve(c, len));
 	pg_client_advance(w, c);
 	/* Bound what one connection makes us hold: the key's bytes at most while
 	 * reading them, a pipeline's worth otherwise. */
@@ -561,7 +564,7 @@ void pg_client_linger(struct pg_worker *w, struct pg_client *c)
 {
 	pg_exchange_reset(w, c);
 	c->state = PG_C_LINGER;
-	in_consume(c, c->in_len);
+	pg_in_consume(c, c->in_len);
 	c->head_scan = 0;
 	c->linger_until_ms = w->now_ms + LINGER_MS;
 	settle(w, c);

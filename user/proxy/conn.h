@@ -74,7 +74,7 @@ struct pg_exchange {
 	char *kbuf;         /* decoded chunked body held for the key */
 	size_t klen, kcap;
 	/* The body's JSON parsed as it arrives (PG_PARSE_AHEAD_MIN), with
-	 * ahead_window (key.h pg_key_window; 0: not parsed ahead). */
+	 * ahead_window (route.h pg_route_key_window; 0: not parsed ahead). */
 	struct pg_json_stream *ahead;
 	size_t ahead_window;
 	char *hdr_key; /* X-Prefixgate-Key copy */
@@ -111,7 +111,7 @@ struct pg_client {
 	bool scheduled;                /* on it */
 	enum pg_client_state state;
 	/* Received bytes not yet consumed: in[0, in_len), inside the buffer
-	 * in_buf of in_cap bytes (consuming moves in forward, not the bytes). */
+	 * in_buf of in_cap bytes (input.h). */
 	char *in;
 	size_t in_len;
 	char *in_buf;

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: MIT
+/* A client connection's unconsumed input (input.h). */
+#include <stdlib.h>
+#include <string.h>
+#include "lib/buf.h"
+#include "proxy/conn.h"
+#include "proxy/input.h"
+
+void pg_in_consume(struct pg_client *c, size_t n)
+{
+	c->in += n;
+	c->in_len -= n;
+	if (!c->in_len)
+		c->in = c->in_buf; /* empty: the next bytes start at the front */
+}
+
+void pg_in_room(struct pg_client *c, size_t need, size_t reserve)
+{
+	size_t off = c->in_buf ? (size_t)(c->in - c->in_buf) : 0;
+
+	if (need > c->in_cap || reserve > c->in_cap) {
+		char *nb = NULL;
+		size_t ncap = 0;
+
+		if (!pg_grow(&nb, &ncap, reserve > need ? reserve : need))
+			abort(); /* out of memory: nothing sane is left to do */
+		if (c->in_len)
+			memcpy(nb, c->in, c->in_len);
+		free(c->in_buf);
+		c->in_buf = c->in = nb;
+		c->in_cap = ncap;
+	} else if (off + need > c->in_cap) {
+		memmove(c->in_buf, c->in, c->in_len);
+		c->in = c->in_buf;
+	}
+}
+
+void pg_in_append(struct pg_client *c, const char *data, size_t n, size_t reserve)
+{
+	pg_in_room(c, c->in_len + n, reserve);
+	memcpy(c->in + c->in_len, data, n);
+	c->in_len += n;
+}
