@@ -14,6 +14,7 @@
  * hashes; half the instructions per block with AVX2). */
 #include <xxh_x86dispatch.h>
 #endif
+#include "lib/buf.h"
 #include "lib/json.h"
 #include "lib/json_find.h"
 #include "lib/key.h"
@@ -31,19 +32,21 @@ static bool absent(const struct pg_json *js, int64_t i)
 
 /*
  * The walk's results: 0 done; WALK_STOP done too, the rest not looked at;
- * -1 the body cannot be used; WALK_WHOLE the walk needs array elements the
+ * -1 something malformed where the walk stopped (walk_failed() says whether
+ * the body can still be used); WALK_WHOLE the walk needs array elements the
  * windowed parse left out (json.h), so the body is parsed again with a
  * larger window.
  */
 #define WALK_STOP  1
 #define WALK_WHOLE (-2)
 
-/* Something malformed at this point of the walk: the body cannot be used,
- * unless the PREFIX_AWARE key text is complete already (its end: mark 0
- * when cache_aware's text runs on past it, else the text's own limit):
- * then past it only the JSON grammar matters (README "How it routes"), and
- * the walk ends here, as it would have for PREFIX_AWARE alone. */
-static int bad(const struct pg_text *e)
+/* The walk stopped at something malformed: the body cannot be used, unless
+ * the PREFIX_AWARE key text was complete already (its end: mark 0 when
+ * cache_aware's text runs on past it, else the text's own limit): then past
+ * it only the JSON grammar matters (README "How it routes"), and the walk
+ * ended there, as it would have for PREFIX_AWARE alone. Nothing is written
+ * once a walk fails, so this is asked once, of the text it left. */
+static int walk_failed(const struct pg_text *e)
 {
 	uint32_t cut = e->mark_max ? e->mark[0] : e->limit;
 
@@ -105,17 +108,17 @@ emit_content(struct pg_text *e, const struct pg_json *js, int64_t c, const struc
 		return 0;
 	}
 	if (!is_type(js, c, PG_JSON_ARRAY))
-		return bad(e);
+		return -1;
 	for (n = 0; n < js->tok[c].size; n++, k = js->tok[k].next) {
 		if (pg_text_full(e))
 			return 0;
 		if (!pg_json_find_fixed(js, k, part_names, 2, f))
-			return bad(e);
+			return -1;
 		text = f[1];
 		if (!part_type_ok(js, f[0], pt))
 			continue;
 		if (!is_type(js, text, PG_JSON_STRING))
-			return bad(e);
+			return -1;
 		if (ntext++)
 			pg_text_cp(e, PG_KEY_GS);
 		pg_text_string(e, js, (uint32_t)text);
@@ -139,8 +142,10 @@ static int emit_canonical(struct pg_text *e, const struct pg_json *js, int64_t v
 		for (uint32_t i = (uint32_t)v; i < js->tok[v].next; i++)
 			if (js->tok[i].flags & PG_JSON_F_PARTIAL)
 				return WALK_WHOLE;
-	if (n > sizeof(small) / sizeof(small[0]) && !(scratch = malloc(sizeof(*scratch) * n)))
+	if (n > sizeof(small) / sizeof(small[0]) && !(scratch = malloc(sizeof(*scratch) * n))) {
+		e->oom = true;
 		return -1;
+	}
 	pg_text_canonical(e, js, (uint32_t)v, scratch, 0);
 	if (scratch != small)
 		free(scratch);
@@ -175,7 +180,7 @@ emit_message(struct pg_text *e, const struct pg_json *js, int64_t role, const ch
 			user_starts(e, anchor, prefix_length);
 		pg_text_string(e, js, (uint32_t)role);
 	} else if (!absent(js, role)) {
-		return bad(e);
+		return -1;
 	}
 	pg_text_cp(e, PG_KEY_US);
 	rc = emit_content(e, js, content, pt);
@@ -212,7 +217,7 @@ static int chat_text(struct pg_text *e, const struct pg_json *js, int64_t tools,
 		if (walk_done(e, anchor))
 			return 0;
 		if (!pg_json_find_fixed(js, k, msg_names, 2, f))
-			return bad(e);
+			return -1;
 		rc = emit_message(e, js, f[0], NULL, f[1], &chat_parts, anchor, prefix_length);
 		if (rc)
 			return rc;
@@ -236,7 +241,7 @@ static int responses_text(struct pg_text *e, const struct pg_json *js, int64_t t
 		return rc;
 	if (!absent(js, instr)) {
 		if (!is_type(js, instr, PG_JSON_STRING))
-			return bad(e);
+			return -1;
 		rc = emit_message(e, js, -1, "system", instr, &resp_parts, anchor, prefix_length);
 		if (rc)
 			return rc;
@@ -246,13 +251,13 @@ static int responses_text(struct pg_text *e, const struct pg_json *js, int64_t t
 		return emit_message(e, js, -1, "user", input, &resp_parts, anchor, prefix_length);
 	}
 	if (!is_type(js, input, PG_JSON_ARRAY))
-		return bad(e);
+		return -1;
 	k = pg_json_first((uint32_t)input);
 	for (n = 0; n < js->tok[input].size; n++, k = js->tok[k].next) {
 		if (walk_done(e, anchor))
 			return 0;
 		if (!pg_json_find_fixed(js, k, item_names, 3, f))
-			return bad(e);
+			return -1;
 		if ((absent(js, f[0]) || (is_type(js, f[0], PG_JSON_STRING) &&
 		                          pg_json_str_eq(js, (uint32_t)f[0], "message", 7))) &&
 		    f[1] >= 0)
@@ -270,24 +275,18 @@ static int responses_text(struct pg_text *e, const struct pg_json *js, int64_t t
 static int emit_token_ids(struct pg_text *e, const struct pg_json *js, uint32_t a)
 {
 	uint32_t k = pg_json_first(a);
-	char dec[24];
+	char dec[PG_DECIMAL_MAX], *d;
 	int64_t v;
 
 	for (uint32_t n = 0; n < js->tok[a].size; n++, k = js->tok[k].next) {
-		uint64_t u;
-		size_t len = 0;
-
 		if (pg_text_full(e))
 			return 0;
 		if (js->tok[k].type != PG_JSON_NUMBER || pg_json_get_i64(js, k, &v))
-			return bad(e);
-		u = v < 0 ? -(uint64_t)v : (uint64_t)v;
-		do
-			dec[sizeof(dec) - ++len] = (char)('0' + u % 10);
-		while (u /= 10);
+			return -1;
+		d = pg_decimal(dec + sizeof(dec), v < 0 ? -(uint64_t)v : (uint64_t)v);
 		if (v < 0)
-			dec[sizeof(dec) - ++len] = '-';
-		pg_text_ascii(e, dec + sizeof(dec) - len, len);
+			*--d = '-';
+		pg_text_ascii(e, d, (size_t)(dec + sizeof(dec) - d));
 		pg_text_cp(e, PG_KEY_US);
 	}
 	return walk_end(e, js, a, false);
@@ -304,7 +303,7 @@ static int completion_text(struct pg_text *e, const struct pg_json *js, int64_t 
 		return 0;
 	}
 	if (!is_type(js, p, PG_JSON_ARRAY))
-		return bad(e);
+		return -1;
 	size = js->tok[p].size;
 	if (!size)
 		return 0;
@@ -316,13 +315,13 @@ static int completion_text(struct pg_text *e, const struct pg_json *js, int64_t 
 		if (pg_text_full(e))
 			return 0;
 		if (js->tok[k].type != first)
-			return bad(e);
+			return -1;
 		if (n)
 			pg_text_cp(e, PG_KEY_RS);
 		if (first == PG_JSON_STRING)
 			pg_text_string(e, js, k);
 		else if (first != PG_JSON_ARRAY)
-			return bad(e);
+			return -1;
 		else if ((rc = emit_token_ids(e, js, k)))
 			return rc;
 	}
@@ -456,6 +455,8 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 	default:
 		rc = completion_text(&e, js, f[api == PG_API_EMBEDDINGS ? INPUT : PROMPT]);
 	}
+	if (rc == -1)
+		rc = walk_failed(&e);
 	if (rc == WALK_STOP)
 		rc = 0;
 	if (!rc && !e.oom) {
@@ -486,14 +487,51 @@ size_t pg_key_window(bool blocks, uint32_t prefix_length)
 	return 4 * (size_t)text_limit(blocks, prefix_length) + 1024;
 }
 
+/* The key of a whole JSON body: 0, or -1 when the body cannot be used.
+ * The text stops at its limit: long arrays are tokenized only as far as it
+ * is likely to reach (4 bytes a code point: text in any script, with its
+ * JSON around it), and the body parsed again with a window 8 times larger
+ * when that was not enough (arrays that hold more than text: images, tool
+ * calls), so the key is always that of the whole parse (json.h). A parse
+ * made as the body arrived (pre), with the same window over the same
+ * bytes, is that first parse. */
+static int json_body_key(enum pg_api api, const char *body, size_t body_len,
+                         const struct pg_json_stream *pre, uint32_t prefix_length,
+                         struct pg_key *out, char *text, size_t text_cap, size_t *text_len,
+                         struct pg_key_blocks *kb)
+{
+	size_t window = pg_key_window(kb != NULL, prefix_length);
+	struct pg_json js = {0};
+	const struct pg_json *p;
+	int rc = -1;
+
+	if (!body)
+		body = "";
+	if (pre && pre->rc <= 0 && pre->js.window == window && pre->js.src == body &&
+	    pre->js.len == body_len) {
+		out->ahead = true;
+		p = pre->rc ? NULL : &pre->js;
+	} else {
+		p = pg_json_parse_window(&js, body, body_len, window) ? NULL : &js;
+	}
+	while (p && (rc = json_key(api, p, prefix_length, out, text, text_cap, text_len, kb)) ==
+	                WALK_WHOLE) {
+		rc = -1;
+		if (!window)
+			break;
+		window = window >= body_len / 8 ? 0 : window * 8;
+		p = pg_json_parse_window(&js, body, body_len, window) ? NULL : &js;
+	}
+	pg_json_free(&js);
+	return rc;
+}
+
 static int key_compute(enum pg_api api, struct pg_str header_key, const char *body, size_t body_len,
                        bool complete, const struct pg_json_stream *pre, uint32_t prefix_length,
                        struct pg_key *out, char *text, size_t text_cap, size_t *text_len,
                        struct pg_key_blocks *kb)
 {
-	struct pg_json js = {0};
 	size_t n;
-	int rc = -1;
 
 	memset(out, 0, sizeof(*out));
 	if (header_key.len) {
@@ -504,47 +542,18 @@ static int key_compute(enum pg_api api, struct pg_str header_key, const char *bo
 			*kb = (struct pg_key_blocks){.anchor = out->hash, .anchor_len = 0, .n = 0};
 		return 0;
 	}
-	if (api != PG_API_RAW && complete) {
-		/* The text stops at its limit: long arrays are tokenized only as
-		 * far as it is likely to reach (4 bytes a code point: text in any
-		 * script, with its JSON around it), and the body parsed again
-		 * with a window 8 times larger when that was not enough (arrays
-		 * that hold more than text: images, tool calls), so the key is
-		 * always that of the whole parse (json.h). A parse made as the
-		 * body arrived, with the same window over the same bytes, is that
-		 * first parse. */
-		size_t window = pg_key_window(kb != NULL, prefix_length);
-		bool ahead = pre && pre->rc <= 0 && pre->js.window == window &&
-		             pre->js.src == body && pre->js.len == body_len;
-
-		out->ahead = ahead;
-
-		for (;;) {
-			const struct pg_json *p = ahead ? &pre->js : &js;
-
-			if (ahead ? pre->rc
-			          : pg_json_parse_window(&js, body ? body : "", body_len, window))
-				break;
-			ahead = false;
-			rc = json_key(api, p, prefix_length, out, text, text_cap, text_len, kb);
-			if (rc != WALK_WHOLE)
-				break;
-			rc = -1;
-			if (!window)
-				break;
-			window = window >= body_len / 8 ? 0 : window * 8;
-		}
-	}
 	if (api != PG_API_RAW) {
-		pg_json_free(&js);
-		if (!rc)
+		if (complete && !json_body_key(api, body, body_len, pre, prefix_length, out, text,
+		                               text_cap, text_len, kb))
 			return 0;
 		out->fallback = true;
 	}
+	if (!body)
+		body = "";
 	n = body_len < prefix_length ? body_len : prefix_length;
-	key_out(out, PG_KEY_SRC_RAW, body ? body : "", n, (uint32_t)n, text, text_cap, text_len);
+	key_out(out, PG_KEY_SRC_RAW, body, n, (uint32_t)n, text, text_cap, text_len);
 	if (kb)
-		blocks_out(kb, body ? body : "", n, n);
+		blocks_out(kb, body, n, n);
 	return 0;
 }
 
