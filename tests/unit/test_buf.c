@@ -2,12 +2,14 @@
 /*
  * The growable byte buffer (lib/buf.h): appends and growth, room reserved
  * and filled by the caller, the consumed front dropped on growth, reset,
- * and the plain-array append of the request path.
+ * the plain-array append of the request path, and decimal numbers.
  */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -135,12 +137,32 @@ static void test_bytes_append(void **state)
 	free(p);
 }
 
+/* pg_decimal against printf, at every length and at the ends */
+static void test_dec(void **state)
+{
+	const uint64_t v[] = {0, 7, 9, 10, 99, 100, 4096, 1000000007, UINT64_MAX / 10, UINT64_MAX};
+	char dec[PG_DECIMAL_MAX], want[32];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		const char *d = pg_decimal(dec + sizeof(dec), v[i]);
+		size_t n = (size_t)snprintf(want, sizeof(want), "%" PRIu64, v[i]);
+
+		assert_int_equal((size_t)(dec + sizeof(dec) - d), n);
+		assert_memory_equal(d, want, n);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_append_grows),   cmocka_unit_test(test_reserve_extend),
-	    cmocka_unit_test(test_consumed_front), cmocka_unit_test(test_oom_sticks),
-	    cmocka_unit_test(test_json_str),       cmocka_unit_test(test_bytes_append),
+	    cmocka_unit_test(test_append_grows),
+	    cmocka_unit_test(test_reserve_extend),
+	    cmocka_unit_test(test_consumed_front),
+	    cmocka_unit_test(test_oom_sticks),
+	    cmocka_unit_test(test_json_str),
+	    cmocka_unit_test(test_bytes_append),
+	    cmocka_unit_test(test_dec),
 	};
 
 	return cmocka_run_group_tests_name("buf", tests, NULL, NULL);

@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define PG_BUF_MIN_CAP 1024 /* the first allocation, in bytes */
 
@@ -52,12 +53,24 @@ void pg_buf_reset(struct pg_buf *b);
 /* Free the memory; the buffer is empty and reusable. */
 void pg_buf_free(struct pg_buf *b);
 
-/* Append to a plain growable array of bytes (*buf may be NULL with *cap 0);
- * aborts on out of memory, for buffers on the request path. */
 /* Grow *p (capacity *cap) to hold at least need bytes, the capacity
  * doubling from PG_BUF_MIN_CAP: the one growth rule of every buffer. false
  * (and *p, *cap unchanged) on out of memory or when need is too large. */
 bool pg_grow(char **p, size_t *cap, size_t need);
+/* Append to a plain growable array of bytes (*buf may be NULL with *cap 0);
+ * aborts on out of memory, for buffers on the request path. */
 void pg_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n);
+
+/* Room for a uint64_t in decimal, and a sign. */
+#define PG_DECIMAL_MAX 21
+/* v in decimal, written to end at end (no NUL): where it starts. The
+ * request path's numbers (Content-Length, token ids), without printf. */
+static inline char *pg_decimal(char *end, uint64_t v)
+{
+	do
+		*--end = (char)('0' + v % 10);
+	while (v /= 10);
+	return end;
+}
 
 #endif /* PG_BUF_H */

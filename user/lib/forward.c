@@ -2,7 +2,6 @@
 /*
  * Head rewriting and request body re-framing (forward.h). Pure.
  */
-#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -91,10 +90,11 @@ static void put_field(char **buf, size_t *len, size_t *cap, struct pg_str name, 
 
 static void put_length(char **buf, size_t *len, size_t *cap, uint64_t n)
 {
-	char line[48];
-	int k = snprintf(line, sizeof(line), "Content-Length: %" PRIu64 "\r\n", n);
+	char dec[PG_DECIMAL_MAX], *d = pg_decimal(dec + sizeof(dec), n);
 
-	put(buf, len, cap, line, (size_t)k);
+	put(buf, len, cap, "Content-Length: ", 16);
+	put(buf, len, cap, d, (size_t)(dec + sizeof(dec) - d));
+	put(buf, len, cap, "\r\n", 2);
 }
 
 void pg_fwd_make_id(char *out, uint64_t boot, uint64_t seq)
@@ -171,16 +171,13 @@ void pg_fwd_request_head(const struct pg_http_request *req, struct pg_fwd_ident 
 	bool had_length = false;
 	uint16_t xff[XFF_MAX];
 	size_t nxff = 0;
-	char line[32];
-	int n;
 
 	for (size_t i = 0; i < req->nheaders; i++)
 		conn_add(&cl, req->headers[i].name, req->headers[i].value);
 	put(buf, len, cap, req->method.p, req->method.len);
 	put(buf, len, cap, " ", 1);
 	put(buf, len, cap, req->target.p, req->target.len);
-	n = snprintf(line, sizeof(line), " HTTP/1.%d\r\n", req->minor);
-	put(buf, len, cap, line, (size_t)n);
+	put(buf, len, cap, req->minor ? " HTTP/1.1\r\n" : " HTTP/1.0\r\n", 11);
 	if (id) {
 		id->id_len = 0;
 		id->made = false;
