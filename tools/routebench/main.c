@@ -373,8 +373,7 @@ int main(int argc, char **argv)
 			pg_route_cfg_load(&gw, &rc);
 			rc.strategy = strategies[s];
 			pg_control_set_routing(&gw, &rc, "routebench");
-			window =
-			    pg_key_window(rc.strategy == PG_STRATEGY_CACHE_AWARE, rc.prefix_length);
+			window = pg_route_key_window(&rc);
 			fleet_members(members, fleets[f], addrs);
 			t0 = now_ns();
 			pg_ring_build(ring, members, fleets[f]);

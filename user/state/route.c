@@ -113,6 +113,17 @@ static void decision_cfg(const struct pg_gateway *gw, unsigned pool, struct pg_r
 		rc->concurrency_threshold = pg_fleet_threshold(rc->concurrency_threshold, share);
 }
 
+/* The key of a request routed by rc comes with cache_aware's blocks. */
+static bool key_blocks(const struct pg_route_cfg *rc)
+{
+	return rc->strategy == PG_STRATEGY_CACHE_AWARE;
+}
+
+size_t pg_route_key_window(const struct pg_route_cfg *rc)
+{
+	return pg_key_window(key_blocks(rc), rc->prefix_length);
+}
+
 /* route()'s worker argument: a worker index (< gw->nworkers), or one of these */
 #define NO_RECORD UINT_MAX /* the dry run: no side effect */
 
@@ -130,7 +141,7 @@ static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
 	bool ca;
 
 	decision_cfg(gw, pool, &rc);
-	ca = rc.strategy == PG_STRATEGY_CACHE_AWARE;
+	ca = key_blocks(&rc);
 	pg_key_compute_ahead(in->api, in->header_key, in->body, in->body_len, in->complete, in->pre,
 	                     rc.prefix_length, key, ca ? &kb : NULL);
 	id = choose(gw, pool, &rc, key, ca ? &kb : NULL, ex, now, rnd, choice);

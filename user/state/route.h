@@ -48,6 +48,11 @@ uint16_t pg_route_dry(struct pg_gateway *gw, const struct pg_route_input *in,
 uint16_t pg_route_again(struct pg_gateway *gw, const struct pg_key *key,
                         const struct pg_idset *exclude, uint64_t rnd, struct pg_choice *choice);
 
+/* The window the body's JSON is parsed with for a key routed by rc
+ * (key.h pg_key_window): a parse made before routing (pg_route_input.pre)
+ * must use it to be used. */
+size_t pg_route_key_window(const struct pg_route_cfg *rc);
+
 /* Some member could take a request now (it is usable: healthy, not
  * draining, not skipped). Scans the members: for the rare request that
  * must know before its body is read (Expect: 100-continue). */
