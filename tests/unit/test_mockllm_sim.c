@@ -401,7 +401,7 @@ static void submit_cached(struct world *w, int i, const char *text, size_t len, 
 	struct sim_params p;
 
 	sim_default_params(&p);
-	submit_blocks(w, i, text, len, max_tokens, p.kv_capacity_tokens / KV_BLOCK_TOKENS);
+	submit_blocks(w, i, text, len, max_tokens, kv_capacity_blocks(p.kv_capacity_tokens));
 }
 
 /*

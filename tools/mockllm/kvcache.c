@@ -32,12 +32,10 @@ struct kv_cache {
 
 struct kv_cache *kv_create(uint64_t capacity_tokens)
 {
-	uint64_t cap = capacity_tokens / KV_BLOCK_TOKENS;
+	uint64_t cap = kv_capacity_blocks(capacity_tokens);
 	struct kv_cache *kv;
 	uint32_t nb = 16;
 
-	if (cap == 0)
-		cap = 1;
 	if (cap > (1u << 28))
 		return NULL;
 	while (nb < 2 * cap)

@@ -25,8 +25,17 @@
 
 struct kv_cache;
 
-/* A cache holding at most capacity_tokens / KV_BLOCK_TOKENS blocks (at least
- * one). Returns NULL on allocation failure. */
+/* The blocks a cache of capacity_tokens holds: capacity_tokens /
+ * KV_BLOCK_TOKENS, at least one. */
+static inline uint64_t kv_capacity_blocks(uint64_t capacity_tokens)
+{
+	uint64_t n = capacity_tokens / KV_BLOCK_TOKENS;
+
+	return n ? n : 1;
+}
+
+/* A cache holding at most kv_capacity_blocks(capacity_tokens) blocks.
+ * Returns NULL on allocation failure. */
 struct kv_cache *kv_create(uint64_t capacity_tokens);
 void kv_destroy(struct kv_cache *kv);
 

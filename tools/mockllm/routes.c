@@ -174,7 +174,7 @@ static void knob_stream_next(struct conn *c)
  * (--no-cache-output: none of the output). */
 static int request_hashes(struct mreq *m)
 {
-	uint64_t cap = g_srv.cfg.sim.kv_capacity_tokens / KV_BLOCK_TOKENS;
+	uint64_t cap = kv_capacity_blocks(g_srv.cfg.sim.kv_capacity_tokens);
 
 	return prompt_request_hashes(m->pr.text, m->pr.len, m->pr.max_tokens,
 	                             g_srv.cfg.cache_output ? cap : 0, &m->hashes, &m->sim.nhashes,
