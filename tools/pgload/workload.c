@@ -437,9 +437,10 @@ int pg_wl_next(struct pg_workload *w, uint64_t idx, struct pg_wl_req *out)
 
 /* --history server: keep the reply to c's current turn; false when there
  * is none to keep (the turn failed, or no memory for it). */
+/* ok: captured whole, so within the turn's reply_max (pg_wl_done) */
 static bool keep_reply(struct conv *c, bool ok, const char *reply, size_t len)
 {
-	if (!ok || len > PG_REPLY_MAX(c->assistant[c->next]))
+	if (!ok)
 		return false;
 	if (len)
 		pg_buf_append(&c->replies, reply, len);
