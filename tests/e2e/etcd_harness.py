@@ -11,7 +11,7 @@ import signal
 import subprocess
 import tempfile
 
-from harness import free_port, http_get, wait_until
+from harness import free_port, http_get, metric_family, wait_until
 
 PREFIX = "/prefixgate/"
 
@@ -192,8 +192,6 @@ class Gateways:
 
     @staticmethod
     def metric(g, name):
+        """{'name{labels}': value} of one family, from gateway g."""
         st, body = http_get(g["admin"], "/metrics", 2.0)
-        for line in body.decode().splitlines():
-            if line.startswith(name + " ") or line.startswith(name + "{"):
-                return line
-        return None
+        return metric_family(body.decode(), name)

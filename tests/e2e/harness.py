@@ -6,7 +6,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -218,6 +217,21 @@ class Fleet:
 
     def metrics(self):
         return http_get(self.admin_port, "/metrics", 5.0, self.admin_headers())[1].decode()
+
+
+def metric_samples(text):
+    """{'name{labels}': value} of every sample line of a Prometheus text."""
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.rsplit(" ", 1)
+            out[k] = float(v)
+    return out
+
+
+def metric_family(text, name):
+    """{'name{labels}': value} of the samples of one family."""
+    return {k: v for k, v in metric_samples(text).items() if k.split("{", 1)[0] == name}
 
 
 def check_echo(status, headers, body_sent):

@@ -81,7 +81,7 @@ def four_gateways_route_alike(opts):
         assert gws.all_have(addrs), [gws.backends(g) for g in gws.gws]
         ids = [{b["address"]: b["id"] for b in json.loads(http_get(g["admin"], "/backends")[1])}
                for g in gws.gws]
-        digests = {gws.metric(g, "prefixgate_ring_digest_info") for g in gws.gws}
+        digests = {tuple(gws.metric(g, "prefixgate_ring_digest_info")) for g in gws.gws}
         assert len(digests) == 1, digests
         results = [None] * len(gws.gws)
 
@@ -227,7 +227,8 @@ def etcd_outage_keeps_routing(opts):
         stale = wait_until(lambda: all((gws.health(g) or {}).get("etcd", {}).get("stale")
                                        for g in gws.gws), 5)
         assert stale, [gws.health(g) for g in gws.gws]
-        assert all(gws.metric(g, "prefixgate_etcd_stale").endswith(" 1") for g in gws.gws)
+        assert all(gws.metric(g, "prefixgate_etcd_stale").get("prefixgate_etcd_stale") == 1
+                   for g in gws.gws)
         time.sleep(1.5)  # routing goes on, on the last state
         assert all(gws.backends(g) == sorted(addrs[:2]) for g in gws.gws)
         before = dict(counts)
@@ -250,7 +251,7 @@ def etcd_outage_keeps_routing(opts):
 
 def stale_all(gws, want):
     return all((gws.health(g) or {}).get("etcd", {}).get("stale") is want and
-               (gws.metric(g, "prefixgate_etcd_stale") or "").endswith(" %d" % want)
+               gws.metric(g, "prefixgate_etcd_stale").get("prefixgate_etcd_stale") == int(want)
                for g in gws.gws)
 
 
@@ -389,7 +390,7 @@ def compaction_forces_a_relist(opts):
             g["p"].send_signal(signal.SIGCONT)
         assert gws.all_have(addrs[1:], 8), gws.backends(g)
         relists = wait_until(lambda: gws.metric(g, "prefixgate_etcd_relists_total")
-                             .split()[-1] != "0", 5)
+                             .get("prefixgate_etcd_relists_total", 0) != 0, 5)
         log = open(g["log"]).read()
         assert relists and "compacted: re-listing" in log, log[-2000:]
     finally:

@@ -23,7 +23,6 @@ import http.client
 import json
 import os
 import random
-import re
 import shutil
 import signal
 import socket
@@ -33,7 +32,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, free_port, http_get, run_suite, wait_until  # noqa: E402
+from harness import Fleet, free_port, http_get, metric_samples, run_suite, wait_until  # noqa: E402
 
 TESTS = []
 T = 4  # ConcurrencyThreshold of the hot-prefix test
@@ -103,8 +102,7 @@ class Gateway:
         return len(self.admin("/fleet")["peers"])
 
     def metric(self, name):
-        m = re.search(r"^%s (\S+)$" % re.escape(name), self.admin("/metrics"), re.M)
-        return float(m.group(1)) if m else None
+        return metric_samples(self.admin("/metrics")).get(name)
 
     def post(self, body, headers=None, timeout=20):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)

@@ -18,7 +18,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, wait_until, run_suite  # noqa: E402
+from harness import Fleet, metric_samples as samples, wait_until, run_suite  # noqa: E402
 
 TESTS = []
 FAST = ["--time-scale", "50"]  # mockllm: the same model, 50x faster
@@ -37,16 +37,6 @@ def chat(text, **extra):
 
 def rnd_text(rng, n):
     return "".join(rng.choice("abcdefghij ") for _ in range(n))
-
-
-def samples(text):
-    """{'name{labels}': value} of every sample line of a Prometheus text."""
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            k, v = line.rsplit(" ", 1)
-            out[k] = float(v)
-    return out
 
 
 def families(text):

@@ -24,7 +24,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, check_echo, run_suite  # noqa: E402
+from harness import Fleet, check_echo, metric_samples, run_suite  # noqa: E402
 
 TESTS = []
 PATH = "/v1/chat/completions"
@@ -75,10 +75,9 @@ def trickle(f, body, rid, chunked=False):
 
 
 def counter(f, name):
-    for line in f.metrics().splitlines():
-        if line.startswith(name + " "):
-            return int(float(line.split()[1]))
-    raise AssertionError("no metric %s" % name)
+    v = metric_samples(f.metrics()).get(name)
+    assert v is not None, "no metric %s" % name
+    return int(v)
 
 
 def run(opts, gw_args, cases):

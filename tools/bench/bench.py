@@ -271,10 +271,15 @@ def bench_gap(opts, out):
     return res, lines + [""]
 
 
-def hit_series(csv_path, bin_s=1.0):
+def scale_rows(csv_path):
+    """A scale run's pgload records, in order of arrival."""
+    return sorted(fleet.read_csv(csv_path), key=lambda r: int(r["start_us"]))
+
+
+def hit_series(rows, bin_s=1.0):
     """[(bin start in model s, cached/prompt tokens in that bin)], by arrival."""
     bins = {}
-    for row in fleet.read_csv(csv_path):
+    for row in rows:
         if row["error"] or not row["prompt_tokens"] or int(row["prompt_tokens"]) <= 0:
             continue
         b = int(int(row["start_us"]) / 1e6 / bin_s)
@@ -305,11 +310,11 @@ def dip_recovery(series, t_event, baseline_window, tol=0.03, t_end=None):
     return base, low, rec
 
 
-def new_instance_share(csv_path, t_add, window, since=0.0):
-    """Share of the requests arriving from since to window model s after
-    t_add that went to an instance no request went to before t_add."""
+def new_instance_share(rows, t_add, window, since=0.0):
+    """Share of the requests (rows: scale_rows) arriving from since to
+    window model s after t_add that went to an instance no request went to
+    before t_add."""
     before, n, new = set(), 0, 0
-    rows = sorted(fleet.read_csv(csv_path), key=lambda r: int(r["start_us"]))
     for row in rows:
         t = int(row["start_us"]) / 1e6 * SCALE
         if t < t_add:
@@ -320,11 +325,14 @@ def new_instance_share(csv_path, t_add, window, since=0.0):
     return new / n if n else 0.0
 
 
+# The scale event's workloads: (a), whose documents are all cached somewhere
+# before the event, and (d), where conversations keep starting.
+SCALE_WORKLOADS = ("a", "d")
+
+
 def scale_workloads():
-    """The scale event's workloads: (a), whose documents are all cached
-    somewhere before the event, and (d), where conversations keep starting:
-    key -> (pgload args, model req/s, warm-up requests, PrefixLength)."""
-    return {w[0]: (w[2], w[3], w[5], w[6]) for w in WORKLOADS if w[0] in ("a", "d")}
+    """key -> (pgload args, model req/s, warm-up requests, PrefixLength)."""
+    return {w[0]: (w[2], w[3], w[5], w[6]) for w in WORKLOADS if w[0] in SCALE_WORKLOADS}
 
 
 def bench_scale(opts, out):
@@ -349,12 +357,13 @@ def bench_scale(opts, out):
             name = "scale%s-%s" % (tag, s)
             r = runs.run(opts.build, out, name, s, args, rate, dur, warm,
                          prefix_length=plen, events=[(t_add, add), (t_del, remove)])
-            ser = hit_series(r["csv"])
+            rows = scale_rows(r["csv"])
+            ser = hit_series(rows)
             r["series"] = ser
             r["add"] = dip_recovery(ser, t_add * SCALE, 10 * f * SCALE, t_end=t_del * SCALE)
             r["remove"] = dip_recovery(ser, t_del * SCALE, 10 * f * SCALE)
-            r["new_share"] = new_instance_share(r["csv"], t_add * SCALE, 60)
-            r["new_share_end"] = new_instance_share(r["csv"], t_add * SCALE, 60, since=45)
+            r["new_share"] = new_instance_share(rows, t_add * SCALE, 60)
+            r["new_share_end"] = new_instance_share(rows, t_add * SCALE, 60, since=45)
             res[s] = r
         lines += ["Scale event, workload (%s), %g req/s: 8th instance added at %g s, instance "
                   "0 removed at %g s (model time; hit rate per %g model s, 3-bin moving "
@@ -437,8 +446,9 @@ def main():
                     help="parts to run, comma-separated, of %s (default %s)" % (
                         ",".join(PARTS), ",".join(DEFAULT_PARTS)))
     ap.add_argument("--workloads", default="a,b,c,d,e")
-    ap.add_argument("--scale-workloads", default="a,d",
-                    help="scale: the workloads of the scale event, of a,d (default %(default)s)")
+    ap.add_argument("--scale-workloads", default=",".join(SCALE_WORKLOADS),
+                    help="scale: the workloads of the scale event, of %s (default %%(default)s)"
+                    % ",".join(SCALE_WORKLOADS))
     ap.add_argument("--strategies", default=",".join(runs.STRATEGIES))
     ap.add_argument("--time-factor", type=float, default=1.0,
                     help="multiply every run's duration (0.2: a quick smoke run)")

@@ -78,6 +78,8 @@ FIXED = ["--workload", "fixed", "--no-stream", "--max-tokens", "1", "--seed", "1
 # worker's decision alone (body in hand -> backend chosen)
 HIST = "prefixgate_routing_latency_microseconds"
 DECIDE_HIST = "prefixgate_routing_decision_microseconds"
+# The histograms read from each gateway, by the key they are kept under.
+HISTS = (("route", HIST), ("decide", DECIDE_HIST))
 KIB, MIB = 1 << 10, 1 << 20
 
 BODY_SIZES = [KIB, 16 * KIB, 64 * KIB, 256 * KIB, MIB, 4 * MIB, 16 * MIB]
@@ -110,7 +112,7 @@ def route_hists(admin):
     cumulative [(le us, count)], sum (us) and count: {"route": .., "decide": ..}."""
     text = fleet.get(admin, "/metrics").splitlines()
     out = {}
-    for key, name in (("route", HIST), ("decide", DECIDE_HIST)):
+    for key, name in HISTS:
         h = {"buckets": [], "sum_us": 0.0, "count": 0.0}
         for line in text:
             if line.startswith(name + "_bucket{le=\""):
@@ -213,7 +215,7 @@ def measure(o, targets, args, secs, conc=1, backend_pids=()):
                        "cpu_us_per_req": (c1[t.name] - c0[t.name]) / 1e3 / ok if t.pid
                        else None,
                        **{k: hist_delta(h0[t.name][k], h1[t.name][k]) if t.admin else None
-                          for k in ("route", "decide")}}
+                          for k, _ in HISTS}}
     if backend_pids:
         res["_backend"] = {"cpu_us_per_req": (b1 - b0) / 1e3 /
                            max(1, sum(len(v) + errs[a] for a, v in lat.items()))}
@@ -231,7 +233,7 @@ def summarize(runs, direct=None):
         s["added_p99_ms"] = med([r["p99_ms"] - d["p99_ms"] for r, d in zip(runs, direct)])
         s["p50_over_direct"] = med([r["p50_ms"] / d["p50_ms"] for r, d in zip(runs, direct)
                                     if d["p50_ms"]])
-    for key in ("route", "decide"):
+    for key, _ in HISTS:
         h = None
         for r in runs:
             if r.get(key):

@@ -85,16 +85,21 @@ CONV_WORKLOADS = ("multi-turn", "agentic", "short-chat")
 CONV_DECODE_MS = 2.5
 
 
+def last_flag(args, flag, default=None):
+    """The value of the last `flag value` pair in args (the one that wins)."""
+    args = list(args)
+    value = default
+    for a, v in zip(args, args[1:]):
+        if a == flag:
+            value = v
+    return value
+
+
 def server_history(workload):
     """Whether pgload's workload args re-send the server's replies."""
-    args = list(workload)
-    if not set(args) & set(CONV_WORKLOADS):
+    if not set(workload) & set(CONV_WORKLOADS):
         return False
-    history = "server"  # pgload's default; the last --history given wins
-    for flag, value in zip(args, args[1:]):
-        if flag == "--history":
-            history = value
-    return history != "replay"
+    return last_flag(workload, "--history", "server") != "replay"  # pgload's default
 
 
 def conv_inst_args(workload):
@@ -104,12 +109,7 @@ def conv_inst_args(workload):
 
 def kv_capacity(inst_args):
     """Each instance's --kv-capacity-tokens (the last one given wins)."""
-    args = FLEET_ARGS + list(inst_args)
-    cap = None
-    for i, a in enumerate(args[:-1]):
-        if a == "--kv-capacity-tokens":
-            cap = args[i + 1]
-    return cap
+    return last_flag(FLEET_ARGS + list(inst_args), "--kv-capacity-tokens")
 
 
 def router(build, strategy, backends, logdir, prefix_length=None, threshold=None,

@@ -28,7 +28,6 @@ Pass criteria (exit 0 only if all hold):
     16 MiB.
 Figures are printed and saved to build/soak/result.json."""
 import argparse
-import http.client
 import json
 import os
 import random
