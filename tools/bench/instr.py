@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""User-space instructions per request of the gateway, under callgrind.
+
+This VM has no PMU (perf counts no instructions), and CPU time on a shared
+2-CPU machine moves by 10-20% from one run to the next; an instruction
+count does not. One worker, --no-bpf (callgrind does not follow the BPF
+side, which is in the kernel anyway), 2 mockllm instances that answer at
+once, the overhead benchmark's 32 KiB chat body; --warmup requests, the
+counters zeroed, then --requests at concurrency 4, and the counters dumped.
+Printed and saved (OUT/instr-LABEL.txt): instructions per request, and the
+gateway's functions by inclusive instructions per request (callgrind counts
+`rep movsb` once per byte moved, so a copy weighs more here than in time).
+Another build of prefixgate beside this one: --compare-bin LABEL=PATH.
+
+usage: tools/bench/instr.py --build build [--out build/bench] [--requests 2000]
+       [--warmup 200] [--top 25] [--compare-bin old=../old/build/prefixgate]
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fleet  # noqa: E402
+from overhead import FIXED, INSTANT  # noqa: E402
+
+
+def callgrind(build, binary, inst, logdir, warmup, requests, out_file):
+    """Run binary under callgrind for warmup + requests; the dump's path."""
+    port, admin = fleet.free_port(), fleet.free_port()
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out_file, binary,
+           "--listen", "127.0.0.1:%d" % port, "--admin", "127.0.0.1:%d" % admin,
+           "--no-bpf", "--workers", "1"]
+    for b in inst.addrs():
+        cmd += ["--backend", b]
+    p = fleet.spawn(cmd, os.path.join(logdir, "callgrind-%d.log" % port))
+    try:
+        fleet.wait_tcp(port, timeout=120, proc=p)
+        target = "127.0.0.1:%d" % port
+        fleet.pgload(build, target, os.path.join(logdir, "warm.json"),
+                     FIXED + ["--concurrency", "4", "--requests", str(warmup)], logdir)
+        subprocess.run(["callgrind_control", "-z", str(p.pid)], check=True,
+                       capture_output=True, timeout=60)
+        r = fleet.pgload(build, target, os.path.join(logdir, "run.json"),
+                         FIXED + ["--concurrency", "4", "--requests", str(requests)], logdir)
+        subprocess.run(["callgrind_control", "-d", str(p.pid)], check=True,
+                       capture_output=True, timeout=60)
+        if r["ok"] != requests:
+            raise RuntimeError("%d of %d requests failed" % (requests - r["ok"], requests))
+    finally:
+        fleet.stop(p, timeout=30)
+    dumps = sorted(f for f in os.listdir(os.path.dirname(out_file))
+                   if f.startswith(os.path.basename(out_file) + ".") and f[-1].isdigit())
+    if not dumps:
+        raise RuntimeError("callgrind wrote no dump (see %s)" % logdir)
+    return os.path.join(os.path.dirname(out_file), dumps[-1])
+
+
+def annotate(dump, requests, top):
+    """(instructions per request, [(per request, function)]) by inclusive cost."""
+    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--auto=no", dump],
+                         capture_output=True, text=True, check=True).stdout
+    total, rows, seen = None, [], set()
+    for line in out.splitlines():
+        m = re.match(r"\s*([\d,]+) \([\s\d.]+%\)\s+(.*)$", line)
+        if not m:
+            continue
+        n = int(m.group(1).replace(",", "")) / requests
+        name = m.group(2)
+        if name.startswith("PROGRAM TOTALS"):
+            total = n
+            continue
+        # "file:function [object]" twice over for inlined files: keep one
+        fn = name.split(" [")[0].rsplit(":", 1)[-1]
+        if fn in seen or fn in ("clone", "start_thread"):
+            continue
+        seen.add(fn)
+        rows.append((n, fn))
+    return total, rows[:top]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--compare-bin", action="append", default=[], metavar="LABEL=PATH")
+    opts = ap.parse_args()
+    out = opts.out or os.path.join(opts.build, "bench")
+    os.makedirs(out, exist_ok=True)
+    bins = [("prefixgate", os.path.join(opts.build, "prefixgate"))]
+    for spec in opts.compare_bin:
+        label, _, path = spec.partition("=")
+        if not path:
+            ap.error("--compare-bin: LABEL=PATH")
+        bins.append((label, path))
+    logdir = tempfile.mkdtemp(prefix="pg-instr-")
+    inst = fleet.Instances(opts.build, 2, logdir, INSTANT)
+    totals = {}
+    try:
+        for label, binary in bins:
+            print("  %s under callgrind ..." % label, flush=True)
+            dump = callgrind(opts.build, binary, inst, logdir, opts.warmup, opts.requests,
+                             os.path.join(logdir, "callgrind-%s.out" % label))
+            total, rows = annotate(dump, opts.requests, opts.top)
+            totals[label] = total
+            lines = ["%s: %s, one worker, --no-bpf, 32 KiB chat bodies, %d requests" % (
+                label, binary, opts.requests),
+                "user-space instructions per request: %.0f" % total, "",
+                "inclusive instructions per request, by function:"]
+            lines += ["  %9.0f  %s" % (n, fn) for n, fn in rows]
+            print("\n".join(lines) + "\n")
+            with open(os.path.join(out, "instr-%s.txt" % label), "w") as f:
+                f.write("\n".join(lines) + "\n")
+    finally:
+        inst.stop()
+    if len(totals) > 1:
+        base = totals["prefixgate"]
+        for label, t in totals.items():
+            if label != "prefixgate":
+                print("%s: %.0f instructions per request, prefixgate %.0f (%.2fx)" % (
+                    label, t, base, base / t))
+    print("saved %s/instr-*.txt" % out)
+
+
+if __name__ == "__main__":
+    main()
