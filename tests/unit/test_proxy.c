@@ -66,8 +66,9 @@ static void test_pipelining_in_order(void **state)
 
 /* A long body's head is read where it arrived: the body alone is copied,
  * once, into room reserved for all of it (not moved up past its head, nor
- * regrown, as the rest arrives), and reaches the backend byte for byte,
- * whether the head came whole in the first receive or not. */
+ * regrown, as the rest arrives), and reaches the backend byte for byte. A
+ * head split over receives costs one more copy of what came with its end,
+ * and then the same room. */
 static void test_body_copied_once(void **state)
 {
 	enum { BODY = 40000 };
@@ -102,7 +103,7 @@ static void test_body_copied_once(void **state)
 		assert_int_equal(cl->in_len, (split ? first + PG_BUFSZ : first) - hl);
 		assert_true(cl->in_cap >= BODY);
 		in_buf = cl->in_buf;
-		deliver(c, whole + cl->in_len + hl, hl + BODY - cl->in_len - hl);
+		deliver(c, whole + hl + cl->in_len, BODY - cl->in_len);
 		assert_ptr_equal(cl->x.held_buf ? cl->x.held_buf : cl->in_buf, in_buf);
 		if (!split)
 			connected(u, 0);
@@ -113,6 +114,51 @@ static void test_body_copied_once(void **state)
 		say(u, resp_ok);
 		assert_non_null(strstr(took(c), "\r\n\r\nok"));
 	}
+	assert_int_equal(next_up_fd, UP_FD0 + 1);
+	assert_quiet();
+}
+
+/* Other first receives, read where they arrived: a chunked body whole in
+ * it; a head split over two, with a request pipelined behind it; a body
+ * too large for --max-body-size, answered from it (its bytes, and the
+ * request behind them, never read). */
+static void test_first_piece_shapes(void **state)
+{
+	int c = accept_client(), u = UP_FD0;
+	char both[256];
+	const char *out;
+
+	(void)state;
+	/* every body here is keyed "hello" or "world": one backend (as req1, req2) */
+	say(c, "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+	       "5\r\nhello\r\n0\r\n\r\n");
+	connected(u, 0);
+	out = took(u);
+	assert_non_null(strstr(out, "\r\n\r\n5\r\nhello\r\n0\r\n\r\n"));
+	say(u, resp_ok);
+	assert_non_null(strstr(took(c), "\r\n\r\nok"));
+
+	say(c, "POST /a HTTP/1.1\r\nHo");
+	snprintf(both, sizeof(both), "st: x\r\nContent-Length: 5\r\n\r\nhello%s", req2);
+	say(c, both);
+	out = took(u); /* the pooled connection */
+	assert_non_null(strstr(out, "POST /a HTTP/1.1\r\n"));
+	assert_non_null(strstr(out, "\r\n\r\nhello"));
+	assert_null(strstr(out, "world"));
+	say(u, resp_ok);
+	assert_non_null(strstr(took(u), "\r\n\r\nworld"));
+	say(u, resp_two);
+	out = took(c);
+	assert_true(strstr(out, "ok") && strstr(out, "two") &&
+	            strstr(out, "ok") < strstr(out, "two"));
+
+	c = accept_client();
+	snprintf(both, sizeof(both), "%sabc%s", REQ("/a", 2000000), req2);
+	say(c, both);
+	assert_non_null(strstr(took(c), "HTTP/1.1 413 "));
+	assert_int_equal(client_of(c)->state, PG_C_LINGER);
+	assert_int_equal(client_of(c)->in_len, 0);
+	assert_int_equal(F(u)->out_len, 0);
 	assert_int_equal(next_up_fd, UP_FD0 + 1);
 	assert_quiet();
 }
@@ -449,6 +495,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_exchange_and_pool, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pipelining_in_order, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_body_copied_once, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_first_piece_shapes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_retry_before_first_byte, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_retry_on_stale_pooled_connection, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_no_retry_after_first_byte, setup, teardown),

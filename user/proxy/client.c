@@ -465,16 +465,15 @@ static bool client_data(struct pg_worker *w, struct pg_sock *s, char *data, size
 	/* A request's first bytes: its head is parsed here, in the provided
 	 * buffer, so only the body is copied, once, into a buffer sized for it
 	 * (the head copied with it would be moved out of the way, and the
-	 * buffer regrown, as the rest of the body arrived). */
+	 * buffer regrown, as the rest of the body arrived). A head answered at
+	 * once (an error) leaves the connection lingering: advance() drops
+	 * the rest, as for any other. */
 	if (c->state == PG_C_HEAD && !c->in_len) {
 		size_t used = 0;
 
 		if (request_head(w, c, data, len, &used)) {
 			data += used;
 			len -= used;
-		} else if (c->state != PG_C_HEAD || c->s.closed) {
-			settle(w, c); /* answered: the rest of its bytes go unread */
-			return false;
 		}
 	}
 	if (len)

@@ -8,6 +8,8 @@
 
 void pg_in_consume(struct pg_client *c, size_t n)
 {
+	if (!n)
+		return; /* c->in may be NULL: no arithmetic on it */
 	c->in += n;
 	c->in_len -= n;
 	if (!c->in_len)
@@ -17,19 +19,20 @@ void pg_in_consume(struct pg_client *c, size_t n)
 void pg_in_room(struct pg_client *c, size_t need, size_t reserve)
 {
 	size_t off = c->in_buf ? (size_t)(c->in - c->in_buf) : 0;
+	size_t want = reserve > need ? reserve : need;
 
-	if (need > c->in_cap || reserve > c->in_cap) {
+	if (want > c->in_cap) {
 		char *nb = NULL;
 		size_t ncap = 0;
 
-		if (!pg_grow(&nb, &ncap, reserve > need ? reserve : need))
+		if (!pg_grow(&nb, &ncap, want))
 			abort(); /* out of memory: nothing sane is left to do */
 		if (c->in_len)
 			memcpy(nb, c->in, c->in_len);
 		free(c->in_buf);
 		c->in_buf = c->in = nb;
 		c->in_cap = ncap;
-	} else if (off + need > c->in_cap) {
+	} else if (off + want > c->in_cap) {
 		memmove(c->in_buf, c->in, c->in_len);
 		c->in = c->in_buf;
 	}

@@ -15,9 +15,9 @@ struct pg_client;
 /* The first n unconsumed bytes are used up. */
 void pg_in_consume(struct pg_client *c, size_t n);
 
-/* Room for need bytes from c->in, in a buffer of at least reserve bytes
- * (what it is about to hold): the unconsumed bytes move to the front, or to
- * a new buffer, copied once either way. */
+/* Room for need bytes from c->in, and for reserve (what it is about to
+ * hold) if more: the unconsumed bytes move to the front, or to a new
+ * buffer, copied once either way. */
 void pg_in_room(struct pg_client *c, size_t need, size_t reserve);
 
 /* Received bytes (n > 0) join the unconsumed ones; reserve as above. */
