@@ -2,7 +2,7 @@
 /*
  * The growable byte buffer (lib/buf.h): appends and growth, room reserved
  * and filled by the caller, the consumed front dropped on growth, reset,
- * the plain-array append of the request path, and decimal numbers.
+ * the plain-array append of the request path, and numbers in digits.
  */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -137,32 +137,41 @@ static void test_bytes_append(void **state)
 	free(p);
 }
 
-/* pg_decimal against printf, at every length and at the ends */
-static void test_dec(void **state)
+/* pg_digits against printf, in both bases, at every length and the ends */
+static void test_digits(void **state)
 {
-	const uint64_t v[] = {0, 7, 9, 10, 99, 100, 4096, 1000000007, UINT64_MAX / 10, UINT64_MAX};
-	char dec[PG_DECIMAL_MAX], want[32];
+	char out[PG_DIGITS_MAX], want[32];
 
 	(void)state;
-	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
-		const char *d = pg_decimal(dec + sizeof(dec), v[i]);
-		size_t n = (size_t)snprintf(want, sizeof(want), "%" PRIu64, v[i]);
+	for (unsigned base = 10; base <= 16; base += 6) {
+		uint64_t p = 1;
 
-		assert_int_equal((size_t)(dec + sizeof(dec) - d), n);
-		assert_memory_equal(d, want, n);
+		/* p - 1 and p for every power p of base, then the largest */
+		for (int k = 0;; k++) {
+			uint64_t v[3] = {p - 1, p, UINT64_MAX};
+
+			for (int j = k ? 0 : 1; j < 3; j++) {
+				const char *d = pg_digits(out + sizeof(out), v[j], base);
+				size_t n = (size_t)snprintf(
+				    want, sizeof(want), base == 10 ? "%" PRIu64 : "%" PRIx64, v[j]);
+
+				assert_int_equal((size_t)(out + sizeof(out) - d), n);
+				assert_memory_equal(d, want, n);
+			}
+			if (p > UINT64_MAX / base)
+				break;
+			p *= base;
+		}
 	}
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_append_grows),
-	    cmocka_unit_test(test_reserve_extend),
-	    cmocka_unit_test(test_consumed_front),
-	    cmocka_unit_test(test_oom_sticks),
-	    cmocka_unit_test(test_json_str),
-	    cmocka_unit_test(test_bytes_append),
-	    cmocka_unit_test(test_dec),
+	    cmocka_unit_test(test_append_grows),   cmocka_unit_test(test_reserve_extend),
+	    cmocka_unit_test(test_consumed_front), cmocka_unit_test(test_oom_sticks),
+	    cmocka_unit_test(test_json_str),       cmocka_unit_test(test_bytes_append),
+	    cmocka_unit_test(test_digits),
 	};
 
 	return cmocka_run_group_tests_name("buf", tests, NULL, NULL);

@@ -61,15 +61,16 @@ bool pg_grow(char **p, size_t *cap, size_t need);
  * aborts on out of memory, for buffers on the request path. */
 void pg_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n);
 
-/* Room for a uint64_t in decimal, and a sign. */
-#define PG_DECIMAL_MAX 21
-/* v in decimal, written to end at end (no NUL): where it starts. The
- * request path's numbers (Content-Length, token ids), without printf. */
-static inline char *pg_decimal(char *end, uint64_t v)
+/* Room for a uint64_t in decimal (or hex), and a sign. */
+#define PG_DIGITS_MAX 21
+/* v in base 10 or 16 (lower case), written to end at end (no NUL): where
+ * it starts. The request path's numbers (Content-Length, chunk sizes,
+ * token ids), without printf. */
+static inline char *pg_digits(char *end, uint64_t v, unsigned base)
 {
 	do
-		*--end = (char)('0' + v % 10);
-	while (v /= 10);
+		*--end = "0123456789abcdef"[v % base];
+	while (v /= base);
 	return end;
 }
 

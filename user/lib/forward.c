@@ -2,7 +2,6 @@
 /*
  * Head rewriting and request body re-framing (forward.h). Pure.
  */
-#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include "lib/buf.h"
@@ -90,7 +89,7 @@ static void put_field(char **buf, size_t *len, size_t *cap, struct pg_str name, 
 
 static void put_length(char **buf, size_t *len, size_t *cap, uint64_t n)
 {
-	char dec[PG_DECIMAL_MAX], *d = pg_decimal(dec + sizeof(dec), n);
+	char dec[PG_DIGITS_MAX], *d = pg_digits(dec + sizeof(dec), n, 10);
 
 	put(buf, len, cap, "Content-Length: ", 16);
 	put(buf, len, cap, d, (size_t)(dec + sizeof(dec) - d));
@@ -285,13 +284,13 @@ void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response
 
 void pg_fwd_chunk(const char *data, size_t n, char **buf, size_t *len, size_t *cap)
 {
-	char line[24];
-	int k;
+	char hex[PG_DIGITS_MAX], *d;
 
 	if (!n)
 		return; /* a zero-size chunk would be the last one */
-	k = snprintf(line, sizeof(line), "%zx\r\n", n);
-	put(buf, len, cap, line, (size_t)k);
+	d = pg_digits(hex + sizeof(hex), n, 16);
+	put(buf, len, cap, d, (size_t)(hex + sizeof(hex) - d));
+	put(buf, len, cap, "\r\n", 2);
 	put(buf, len, cap, data, n);
 	put(buf, len, cap, "\r\n", 2);
 }

@@ -275,7 +275,7 @@ static int responses_text(struct pg_text *e, const struct pg_json *js, int64_t t
 static int emit_token_ids(struct pg_text *e, const struct pg_json *js, uint32_t a)
 {
 	uint32_t k = pg_json_first(a);
-	char dec[PG_DECIMAL_MAX], *d;
+	char dec[PG_DIGITS_MAX], *d;
 	int64_t v;
 
 	for (uint32_t n = 0; n < js->tok[a].size; n++, k = js->tok[k].next) {
@@ -283,7 +283,7 @@ static int emit_token_ids(struct pg_text *e, const struct pg_json *js, uint32_t 
 			return 0;
 		if (js->tok[k].type != PG_JSON_NUMBER || pg_json_get_i64(js, k, &v))
 			return -1;
-		d = pg_decimal(dec + sizeof(dec), v < 0 ? -(uint64_t)v : (uint64_t)v);
+		d = pg_digits(dec + sizeof(dec), v < 0 ? -(uint64_t)v : (uint64_t)v, 10);
 		if (v < 0)
 			*--d = '-';
 		pg_text_ascii(e, d, (size_t)(dec + sizeof(dec) - d));
