@@ -7,6 +7,9 @@ count does not. One worker, --no-bpf (callgrind does not follow the BPF
 side, which is in the kernel anyway), 2 mockllm instances that answer at
 once, the overhead benchmark's 32 KiB chat body; --warmup requests, the
 counters zeroed, then --requests at concurrency 4, and the counters dumped.
+Only the worker's event loop (worker_main and what it calls) is counted:
+the control and admin threads' timed work would grow with the run's wall
+time, which valgrind stretches.
 Printed and saved (OUT/instr-LABEL.txt): instructions per request, and the
 gateway's functions by inclusive instructions per request (callgrind counts
 `rep movsb` once per byte moved, so a copy weighs more here than in time).
@@ -18,6 +21,7 @@ usage: tools/bench/instr.py --build build [--out build/bench] [--requests 2000]
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,7 +34,8 @@ from overhead import FIXED, INSTANT  # noqa: E402
 def callgrind(build, binary, inst, logdir, warmup, requests, out_file):
     """Run binary under callgrind for warmup + requests; the dump's path."""
     port, admin = fleet.free_port(), fleet.free_port()
-    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out_file, binary,
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out_file,
+           "--toggle-collect=worker_main", binary,
            "--listen", "127.0.0.1:%d" % port, "--admin", "127.0.0.1:%d" % admin,
            "--no-bpf", "--workers", "1"]
     for b in inst.addrs():
@@ -91,13 +96,15 @@ def main():
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--compare-bin", action="append", default=[], metavar="LABEL=PATH")
     opts = ap.parse_args()
+    if not shutil.which("valgrind") or not shutil.which("callgrind_annotate"):
+        sys.exit("instr.py: valgrind is not installed (tools/deps.sh valgrind installs it)")
     out = opts.out or os.path.join(opts.build, "bench")
     os.makedirs(out, exist_ok=True)
     bins = [("prefixgate", os.path.join(opts.build, "prefixgate"))]
     for spec in opts.compare_bin:
         label, _, path = spec.partition("=")
-        if not path:
-            ap.error("--compare-bin: LABEL=PATH")
+        if not path or label in (b[0] for b in bins):
+            ap.error("--compare-bin: LABEL=PATH, a label of its own")
         bins.append((label, path))
     logdir = tempfile.mkdtemp(prefix="pg-instr-")
     inst = fleet.Instances(opts.build, 2, logdir, INSTANT)
@@ -119,6 +126,7 @@ def main():
                 f.write("\n".join(lines) + "\n")
     finally:
         inst.stop()
+        shutil.rmtree(logdir, ignore_errors=True)
     if len(totals) > 1:
         base = totals["prefixgate"]
         for label, t in totals.items():

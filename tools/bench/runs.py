@@ -99,7 +99,8 @@ def server_history(workload):
     """Whether pgload's workload args re-send the server's replies."""
     if not set(workload) & set(CONV_WORKLOADS):
         return False
-    return last_flag(workload, "--history", "server") != "replay"  # pgload's default
+    # pgload's default is --history server
+    return last_flag(workload, "--history", "server") != "replay"
 
 
 def conv_inst_args(workload):

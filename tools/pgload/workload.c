@@ -436,8 +436,8 @@ int pg_wl_next(struct pg_workload *w, uint64_t idx, struct pg_wl_req *out)
 }
 
 /* --history server: keep the reply to c's current turn; false when there
- * is none to keep (the turn failed, or no memory for it). */
-/* ok: captured whole, so within the turn's reply_max (pg_wl_done) */
+ * is none to keep (the turn failed, or no memory for it). ok means it was
+ * captured whole, so within the turn's reply_max (pg_wl_done). */
 static bool keep_reply(struct conv *c, bool ok, const char *reply, size_t len)
 {
 	if (!ok)
