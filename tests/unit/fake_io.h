@@ -376,4 +376,22 @@ static const char req2[] = "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n
 static const char resp_ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
 static const char resp_two[] = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo";
 
+/* req1 with req2 pipelined behind it, sent on connection u (out: what u
+ * has taken so far): the first went, the second waits for its response;
+ * then, on the same (pooled) connection, the second goes right after the
+ * first response, and client c gets both responses in order. */
+static void answer_pipelined_pair(int c, int u, const char *out)
+{
+	assert_non_null(strstr(out, "\r\n\r\nhello"));
+	assert_null(strstr(out, "world"));
+	say(u, resp_ok);
+	assert_non_null(strstr(took(u), "\r\n\r\nworld"));
+	say(u, resp_two);
+	out = took(c);
+	assert_non_null(strstr(out, "HTTP/1.1 200 OK\r\n"));
+	assert_non_null(strstr(out, "\r\n\r\nok"));
+	assert_non_null(strstr(out, "\r\n\r\ntwo"));
+	assert_true(strstr(out, "ok") < strstr(out, "two"));
+}
+
 #endif /* PG_TEST_FAKE_IO_H */
