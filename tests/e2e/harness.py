@@ -13,7 +13,7 @@ import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                 "..", "tools", "bench"))
-from netutil import free_port, mock_pattern  # noqa: E402,F401
+from netutil import free_port, metric_family, metric_samples, mock_pattern  # noqa: E402,F401
 
 
 def wait_until(pred, timeout=5.0, step=0.02):
@@ -217,21 +217,6 @@ class Fleet:
 
     def metrics(self):
         return http_get(self.admin_port, "/metrics", 5.0, self.admin_headers())[1].decode()
-
-
-def metric_samples(text):
-    """{'name{labels}': value} of every sample line of a Prometheus text."""
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            k, v = line.rsplit(" ", 1)
-            out[k] = float(v)
-    return out
-
-
-def metric_family(text, name):
-    """{'name{labels}': value} of the samples of one family."""
-    return {k: v for k, v in metric_samples(text).items() if k.split("{", 1)[0] == name}
 
 
 def check_echo(status, headers, body_sent):

@@ -463,17 +463,10 @@ def main():
                     "paths LABEL (auto) and LABEL-copy, with its figures against this build's; "
                     "may be repeated")
     opts = ap.parse_args()
-    compare = []
-    for c in opts.compare_bin:
-        label, _, path = c.partition("=")
-        if not label or not path or label in ("direct", "floor", "prefixgate", "pg-copy",
-                                              "haproxy", "nginx"):
-            ap.error("--compare-bin: LABEL=PATH, LABEL not a path's name (%s)" % c)
-        compare.append((label, path))
-    opts.compare_bin = compare
-    for b in [opts.gateway_bin] + [p for _, p in compare]:
-        if b is not None and not os.access(b, os.X_OK):
-            ap.error("no executable %s" % b)
+    opts.compare_bin = fleet.compare_bins(ap, opts.compare_bin, (
+        "direct", "floor", "prefixgate", "pg-copy", "haproxy", "nginx"))
+    if opts.gateway_bin is not None and not os.access(opts.gateway_bin, os.X_OK):
+        ap.error("no executable %s" % opts.gateway_bin)
     for part in opts.parts.split(","):
         if part not in PARTS:
             ap.error("--only/--parts: no part %s (have %s)" % (part, ",".join(PARTS)))

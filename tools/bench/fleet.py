@@ -14,7 +14,7 @@ import time
 import urllib.error
 import urllib.request
 
-from netutil import free_port  # noqa: F401 (fleet.free_port for the scripts)
+from netutil import free_port, metric_family  # noqa: F401 (fleet.free_port for the scripts)
 
 PROCS = []
 
@@ -97,11 +97,22 @@ def wait_tcp(port, timeout=10.0, proc=None):
 
 def prom(text, name):
     """Sum of every sample of one Prometheus metric."""
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name) and line[len(name)] in " {":
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+    return sum(metric_family(text, name).values())
+
+
+def compare_bins(ap, specs, taken):
+    """--compare-bin LABEL=PATH values as [(label, path)]: each label not one
+    of taken (names the script's own rows use) nor given twice, each path an
+    executable; ap.error() otherwise."""
+    out = []
+    for c in specs:
+        label, _, path = c.partition("=")
+        if not label or not path or label in taken or label in (l for l, _ in out):
+            ap.error("--compare-bin: LABEL=PATH, LABEL a name of its own (%s)" % c)
+        if not os.access(path, os.X_OK):
+            ap.error("no executable %s" % path)
+        out.append((label, path))
+    return out
 
 
 class Instances:

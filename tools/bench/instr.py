@@ -89,7 +89,7 @@ def annotate(dump, requests, top):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default="build")
+    ap.add_argument("--build", default=os.environ.get("BUILD", "build"))
     ap.add_argument("--out", default=None)
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--warmup", type=int, default=200)
@@ -101,11 +101,7 @@ def main():
     out = opts.out or os.path.join(opts.build, "bench")
     os.makedirs(out, exist_ok=True)
     bins = [("prefixgate", os.path.join(opts.build, "prefixgate"))]
-    for spec in opts.compare_bin:
-        label, _, path = spec.partition("=")
-        if not path or label in (b[0] for b in bins):
-            ap.error("--compare-bin: LABEL=PATH, a label of its own")
-        bins.append((label, path))
+    bins += fleet.compare_bins(ap, opts.compare_bin, ("prefixgate",))
     logdir = tempfile.mkdtemp(prefix="pg-instr-")
     inst = fleet.Instances(opts.build, 2, logdir, INSTANT)
     totals = {}

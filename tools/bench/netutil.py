@@ -1,6 +1,7 @@
 """Loopback helpers shared by the e2e tests (tests/e2e/harness.py) and the
 benchmarks (tools/bench): free ports that no outgoing connection can take,
-and the body mockllm sends for X-Mock-Response-Bytes."""
+the body mockllm sends for X-Mock-Response-Bytes, and reading a
+Prometheus text (the gateway's /metrics, mockllm's)."""
 import random
 import socket
 
@@ -41,3 +42,18 @@ def mock_pattern(n):
         out += b"%015d\n" % off
         off += 16
     return bytes(out[:n])
+
+
+def metric_samples(text):
+    """{'name{labels}': value} of every sample line of a Prometheus text."""
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.rsplit(" ", 1)
+            out[k] = float(v)
+    return out
+
+
+def metric_family(text, name):
+    """{'name{labels}': value} of the samples of one family."""
+    return {k: v for k, v in metric_samples(text).items() if k.split("{", 1)[0] == name}
