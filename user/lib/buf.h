@@ -61,6 +61,8 @@ bool pg_grow(char **p, size_t *cap, size_t need);
  * aborts on out of memory, for buffers on the request path. */
 void pg_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n);
 
+/* Lower-case hex digits, for every hex number the gateway writes. */
+#define PG_HEX_DIGITS "0123456789abcdef"
 /* Room for a uint64_t in decimal (or hex), and a sign. */
 #define PG_DIGITS_MAX 21
 /* v in base 10 or 16 (lower case), written to end at end (no NUL): where
@@ -69,7 +71,7 @@ void pg_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, siz
 static inline char *pg_digits(char *end, uint64_t v, unsigned base)
 {
 	do
-		*--end = "0123456789abcdef"[v % base];
+		*--end = PG_HEX_DIGITS[v % base];
 	while (v /= base);
 	return end;
 }

@@ -98,7 +98,7 @@ static void put_length(char **buf, size_t *len, size_t *cap, uint64_t n)
 
 void pg_fwd_make_id(char *out, uint64_t boot, uint64_t seq)
 {
-	static const char hex[] = "0123456789abcdef";
+	static const char hex[] = PG_HEX_DIGITS;
 
 	for (int i = 0; i < 16; i++) {
 		out[15 - i] = hex[(boot >> (4 * i)) & 15];

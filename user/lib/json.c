@@ -295,9 +295,11 @@ static bool literal_cut(const unsigned char *s, size_t n)
  * more: src[0..len) is not all of the input. Where it runs out, the parse
  * stops at the last point it can go on from (st->at, st->pos) and returns
  * 1. A string stops in its middle, a number goes on only once its end is
- * in (st->word: how far it was looked at), a literal once it is whole or
- * cannot be one, so that no byte
- * is scanned twice but the few of a UTF-8 sequence or an escape. Inlined
+ * in (st->word: how far its end was looked for, so a cut number's bytes
+ * are not searched again on the next feed; once found, the number is read
+ * as in the whole parse), a literal once it is whole or cannot be one:
+ * besides numbers, no byte is scanned twice but the few of a UTF-8
+ * sequence or an escape. Inlined
  * into each caller: the whole parse's copy has more false and folds the
  * stops away.
  */
@@ -400,24 +402,19 @@ value:
 
 after_value:
 	pos = skip_ws(s, len, pos);
+	if (pos >= len && more) {
+		st->at = AT_AFTER;
+		goto stop;
+	}
 	if (!depth) {
 		if (pos != len)
 			return fail(js, pos, "unexpected data after the value");
-		if (more) {
-			st->at = AT_AFTER;
-			goto stop;
-		}
 		return 0;
 	}
 	top = st->stack[depth - 1];
 	obj = st->is_obj[depth - 1];
-	if (pos >= len) {
-		if (more) {
-			st->at = AT_AFTER;
-			goto stop;
-		}
+	if (pos >= len)
 		return fail(js, pos, obj ? "unterminated object" : "unterminated array");
-	}
 	if (s[pos] == ',') {
 		pos++;
 		if (!skim) {

@@ -505,8 +505,6 @@ static int json_body_key(enum pg_api api, const char *body, size_t body_len,
 	const struct pg_json *p;
 	int rc = -1;
 
-	if (!body)
-		body = "";
 	if (pre && pre->rc <= 0 && pre->js.window == window && pre->js.src == body &&
 	    pre->js.len == body_len) {
 		out->ahead = true;
@@ -526,35 +524,34 @@ static int json_body_key(enum pg_api api, const char *body, size_t body_len,
 	return rc;
 }
 
-static int key_compute(enum pg_api api, struct pg_str header_key, const char *body, size_t body_len,
-                       bool complete, const struct pg_json_stream *pre, uint32_t prefix_length,
-                       struct pg_key *out, char *text, size_t text_cap, size_t *text_len,
-                       struct pg_key_blocks *kb)
+/* The key of one request, and with kb cache_aware's blocks and anchor
+ * (key.h); out->anchor is the blocks' anchor, or the key's hash without. */
+static void key_compute(enum pg_api api, struct pg_str header_key, const char *body,
+                        size_t body_len, bool complete, const struct pg_json_stream *pre,
+                        uint32_t prefix_length, struct pg_key *out, char *text, size_t text_cap,
+                        size_t *text_len, struct pg_key_blocks *kb)
 {
-	size_t n;
-
 	memset(out, 0, sizeof(*out));
+	if (!body)
+		body = "";
 	if (header_key.len) {
 		key_out(out, PG_KEY_SRC_HEADER, header_key.p, header_key.len,
 		        header_key.len > UINT32_MAX ? UINT32_MAX : (uint32_t)header_key.len, text,
 		        text_cap, text_len);
 		if (kb)
 			*kb = (struct pg_key_blocks){.anchor = out->hash, .anchor_len = 0, .n = 0};
-		return 0;
+	} else if (api == PG_API_RAW || !complete ||
+	           json_body_key(api, body, body_len, pre, prefix_length, out, text, text_cap,
+	                         text_len, kb)) {
+		/* its raw bytes: no JSON to key on, not all of it, or unusable */
+		size_t n = body_len < prefix_length ? body_len : prefix_length;
+
+		out->fallback = api != PG_API_RAW;
+		key_out(out, PG_KEY_SRC_RAW, body, n, (uint32_t)n, text, text_cap, text_len);
+		if (kb)
+			blocks_out(kb, body, n, n);
 	}
-	if (api != PG_API_RAW) {
-		if (complete && !json_body_key(api, body, body_len, pre, prefix_length, out, text,
-		                               text_cap, text_len, kb))
-			return 0;
-		out->fallback = true;
-	}
-	if (!body)
-		body = "";
-	n = body_len < prefix_length ? body_len : prefix_length;
-	key_out(out, PG_KEY_SRC_RAW, body, n, (uint32_t)n, text, text_cap, text_len);
-	if (kb)
-		blocks_out(kb, body, n, n);
-	return 0;
+	out->anchor = kb ? kb->anchor : out->hash;
 }
 
 int pg_key_compute(enum pg_api api, struct pg_str header_key, const char *body, size_t body_len,
@@ -563,7 +560,6 @@ int pg_key_compute(enum pg_api api, struct pg_str header_key, const char *body, 
 {
 	key_compute(api, header_key, body, body_len, complete, NULL, prefix_length, out, text,
 	            text_cap, text_len, NULL);
-	out->anchor = out->hash;
 	return 0;
 }
 
@@ -573,7 +569,6 @@ int pg_key_compute_ahead(enum pg_api api, struct pg_str header_key, const char *
 {
 	key_compute(api, header_key, body, body_len, complete, pre, prefix_length, out, NULL, 0,
 	            NULL, kb);
-	out->anchor = kb ? kb->anchor : out->hash;
 	return 0;
 }
 

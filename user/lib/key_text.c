@@ -270,7 +270,7 @@ void pg_text_string_any(struct pg_text *e, const struct pg_json *js, uint32_t i)
  * characters escaped (short forms where JSON has them). */
 static void emit_json_string(struct pg_text *e, const struct pg_json *js, uint32_t i)
 {
-	static const char hex[] = "0123456789abcdef";
+	static const char hex[] = PG_HEX_DIGITS;
 	size_t pos = js->tok[i].start;
 	uint32_t cp;
 

@@ -155,7 +155,7 @@ static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
 		             ? id
 		             : shadow_choice(gw, pool, &rc, key,
 		                             pg_pool_exclude(gw, pool, NULL, &buf), now, rnd);
-	pg_rstats_record(gw, worker, ca ? key->anchor : key->hash, id, shadow, now);
+	pg_rstats_record(gw, worker, key->anchor, id, shadow, now);
 	return id;
 }
 
