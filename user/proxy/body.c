@@ -5,6 +5,7 @@
  */
 #include <stdlib.h>
 #include "lib/buf.h"
+#include "lib/http.h"
 #include "lib/json.h"
 #include "lib/key.h"
 #include "proxy/body.h"
@@ -19,9 +20,24 @@ bool pg_body_too_big(struct pg_worker *w, struct pg_client *c, uint64_t size)
 	return true;
 }
 
-bool pg_body_chunked_too_big(struct pg_worker *w, struct pg_client *c)
+enum pg_chunked_rc pg_body_chunk_step(struct pg_worker *w, struct pg_client *c, size_t off,
+                                      size_t *used, size_t *doff, size_t *dlen)
 {
-	return pg_body_too_big(w, c, c->x.body_seen + c->x.body.remaining);
+	struct pg_exchange *x = &c->x;
+	enum pg_chunked_rc rc =
+	    pg_chunked_feed(&x->body, c->in + off, c->in_len - off, used, doff, dlen);
+
+	if (rc == PG_CHUNKED_ERROR) {
+		pg_client_error(w, c, 400, "bad chunked body");
+		return rc;
+	}
+	x->body_seen += *dlen;
+	/* what is decoded, and the chunk being read, against the limit */
+	if (pg_body_too_big(w, c, x->body_seen + x->body.remaining))
+		return PG_CHUNKED_ERROR;
+	if (rc == PG_CHUNKED_DONE)
+		x->ch_done = true;
+	return rc;
 }
 
 int pg_body_chunked(struct pg_worker *w, struct pg_client *c)
@@ -30,22 +46,14 @@ int pg_body_chunked(struct pg_worker *w, struct pg_client *c)
 
 	while (!x->ch_done && x->klen < x->key_need && x->ch_off < c->in_len) {
 		size_t used, doff, dlen;
-		enum pg_chunked_rc rc = pg_chunked_feed(&x->body, c->in + x->ch_off,
-		                                        c->in_len - x->ch_off, &used, &doff, &dlen);
+		enum pg_chunked_rc rc = pg_body_chunk_step(w, c, x->ch_off, &used, &doff, &dlen);
 
-		if (rc == PG_CHUNKED_ERROR) {
-			pg_client_error(w, c, 400, "bad chunked body");
+		if (rc == PG_CHUNKED_ERROR)
 			return -1;
-		}
 		if (rc == PG_CHUNKED_DATA)
 			pg_bytes_append(&x->kbuf, &x->klen, &x->kcap, c->in + x->ch_off + doff,
 			                dlen);
-		x->body_seen += dlen;
 		x->ch_off += used;
-		if (pg_body_chunked_too_big(w, c))
-			return -1;
-		if (rc == PG_CHUNKED_DONE)
-			x->ch_done = true;
 	}
 	return x->ch_done || x->klen >= x->key_need;
 }

@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A request body held for its key, until the request is routed
- * (client.c's PG_C_KEY state).
+ * (client.c's PG_C_KEY state); its size limit and the chunked decoding
+ * step, which the rest of the body goes through too (PG_C_STREAM).
  */
 #ifndef PG_PROXY_BODY_H
 #define PG_PROXY_BODY_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include "lib/http.h"
 
 struct pg_worker;
 struct pg_client;
@@ -18,9 +21,12 @@ struct pg_route_input;
  * once answering), true. */
 bool pg_body_too_big(struct pg_worker *w, struct pg_client *c, uint64_t size);
 
-/* pg_body_too_big() for a chunked body so far: the bytes decoded and the
- * chunk being read. */
-bool pg_body_chunked_too_big(struct pg_worker *w, struct pg_client *c);
+/* One step of decoding a chunked body from c->in + off (http.h
+ * pg_chunked_feed: *used bytes used, data at *doff of *dlen bytes), the
+ * data counted and the end marked (x->ch_done); PG_CHUNKED_ERROR once the
+ * gateway answered: 400 for bad framing, 413 past --max-body-size. */
+enum pg_chunked_rc pg_body_chunk_step(struct pg_worker *w, struct pg_client *c, size_t off,
+                                      size_t *used, size_t *doff, size_t *dlen);
 
 /* Decode more of a chunked body from c->in into c->x.kbuf, for the key.
  * 1: the key has what it needs; 0: not yet; -1: answered (an error). */

@@ -69,11 +69,10 @@ static size_t key_reserve(const struct pg_client *c, size_t incoming)
 }
 
 /* The request head at p[0..len) (c->in, or a request's first bytes where
- * they were received): true once it is parsed and the request begun (*used:
- * its length, for the caller to consume); false while it is incomplete, or
- * once the gateway answered it (the connection lingers). */
-static bool request_head(struct pg_worker *w, struct pg_client *c, const char *p, size_t len,
-                         size_t *used)
+ * they were received): once it is parsed and the request begun, its length
+ * (for the caller to consume); 0 while it is incomplete, or once the
+ * gateway answered it (the connection lingers). */
+static size_t request_head(struct pg_worker *w, struct pg_client *c, const char *p, size_t len)
 {
 	struct pg_exchange *x = &c->x;
 	struct pg_http_request req;
@@ -81,25 +80,25 @@ static bool request_head(struct pg_worker *w, struct pg_client *c, const char *p
 	ssize_t n;
 
 	if (!len)
-		return false;
+		return 0;
 	if (!x->t0_ns)
 		x->t0_ns = pg_now_ns();
 	/* Parse only once the head is complete: a head trickling in a byte at
 	 * a time must not be re-parsed from its start on every read. */
 	if (!pg_http_head_ready(p, len, &c->head_scan))
-		return false;
+		return 0;
 	c->head_scan = 0;
 	n = pg_http_parse_request(p, len, &req);
 	if (n == 0)
-		return false;
+		return 0;
 	if (n < 0) {
 		pg_client_error(w, c, (int)-n, "malformed request");
-		return false;
+		return 0;
 	}
 	if (!pg_admit(w->gw)) { /* --max-in-flight reached */
 		pg_reply_overload(w, c);
 		pg_client_linger(w, c);
-		return false;
+		return 0;
 	}
 	x->admitted = true;
 	x->minor = (uint8_t)req.minor;
@@ -107,7 +106,7 @@ static bool request_head(struct pg_worker *w, struct pg_client *c, const char *p
 	x->head_method = pg_name_is(req.method, "HEAD");
 	x->api = (uint8_t)pg_key_api(req.method, req.path);
 	if (w->gw->pools && pg_pool_head(w, c, &req))
-		return false;
+		return 0;
 	if (req.body == PG_BODY_LENGTH)
 		x->body =
 		    (struct pg_frame){.kind = PG_FRAME_LENGTH, .remaining = req.content_length};
@@ -121,7 +120,7 @@ static bool request_head(struct pg_worker *w, struct pg_client *c, const char *p
 		x->hdr_key_len = req.key.len;
 	}
 	if (req.body == PG_BODY_LENGTH && pg_body_too_big(w, c, req.content_length))
-		return false;
+		return 0;
 	{
 		struct pg_fwd_ident id = {
 		    .client = {c->peer, c->peer_len}, .boot = w->rid_boot, .seq = &w->rid_seq};
@@ -136,11 +135,10 @@ static bool request_head(struct pg_worker *w, struct pg_client *c, const char *p
 		 * (RFC 9110 §10.1.1 lets the final answer come instead). */
 		if (!pg_route_any_usable(w->gw, w->now_ms)) {
 			pg_client_error(w, c, 502, "no healthy backend");
-			return false;
+			return 0;
 		}
 		pg_reply_continue(w, c);
 	}
-	*used = (size_t)n;
 
 	pg_route_cfg_load_pool(w->gw, x->pool > 0 ? (unsigned)x->pool : 0, &rc);
 	/* A body its key will parse: JSON, no header key, not past the size
@@ -154,7 +152,7 @@ static bool request_head(struct pg_worker *w, struct pg_client *c, const char *p
 	                : req.body == PG_BODY_NONE ? 0
 	                                           : -1);
 	c->state = PG_C_KEY;
-	return true;
+	return (size_t)n;
 }
 
 static bool request_key(struct pg_worker *w, struct pg_client *c)
@@ -165,7 +163,7 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 	uint64_t t, now;
 	uint16_t id;
 	size_t n = 0;
-	bool ready;
+	bool ready, whole; /* whole: the request is all in hand */
 	int rc;
 
 	switch (x->body.kind) {
@@ -227,9 +225,9 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 		if (tail)
 			pg_in_append(c, x->held + n, tail, 0);
 		x->body.remaining -= n;
-		x->replayable = x->body.remaining == 0;
+		whole = x->body.remaining == 0;
 	} else if (x->body.kind == PG_FRAME_LENGTH) {
-		x->replayable = x->body.remaining == 0;
+		whole = x->body.remaining == 0;
 	} else if (x->body.kind == PG_FRAME_CHUNKED) {
 		/* Re-framed from the decoded bytes (forward.h). */
 		pg_fwd_chunk(x->kbuf, x->klen, &x->fwd, &x->fwd_len, &x->fwd_cap);
@@ -237,14 +235,14 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 			pg_fwd_last_chunk(&x->fwd, &x->fwd_len, &x->fwd_cap);
 		pg_in_consume(c, x->ch_off);
 		x->ch_off = 0;
-		x->replayable = x->ch_done;
+		whole = x->ch_done;
 	} else {
-		x->replayable = true;
+		whole = true;
 	}
 	free(x->kbuf);
 	x->kbuf = NULL;
 	x->klen = x->kcap = 0;
-	c->state = x->replayable ? PG_C_WAIT : PG_C_STREAM;
+	c->state = whole ? PG_C_WAIT : PG_C_STREAM;
 	pg_attempt(w, c, id, x->choice.decision, false);
 	return true;
 }
@@ -277,24 +275,16 @@ static void request_stream(struct pg_worker *w, struct pg_client *c)
 	/* Chunked: decoded and re-framed (forward.h), into one send. */
 	while (n < c->in_len) {
 		size_t used, doff, dlen;
-		enum pg_chunked_rc rc =
-		    pg_chunked_feed(&x->body, c->in + n, c->in_len - n, &used, &doff, &dlen);
+		enum pg_chunked_rc rc = pg_body_chunk_step(w, c, n, &used, &doff, &dlen);
 
 		if (rc == PG_CHUNKED_ERROR) {
 			free(out);
-			pg_client_error(w, c, 400, "bad chunked body");
 			return;
 		}
 		pg_fwd_chunk(c->in + n + doff, dlen, &out, &olen, &ocap);
-		x->body_seen += dlen;
 		n += used;
-		if (pg_body_chunked_too_big(w, c)) {
-			free(out);
-			return;
-		}
 		if (rc == PG_CHUNKED_DONE) {
 			pg_fwd_last_chunk(&out, &olen, &ocap);
-			x->ch_done = true;
 			c->state = PG_C_WAIT;
 			break;
 		}
@@ -326,12 +316,11 @@ static void advance(struct pg_worker *w, struct pg_client *c)
 	for (;;) {
 		switch (c->state) {
 		case PG_C_HEAD: {
-			size_t used = 0;
-			bool begun = request_head(w, c, c->in, c->in_len, &used);
+			size_t n = request_head(w, c, c->in, c->in_len);
 
-			pg_in_consume(c, used);
-			if (!begun)
+			if (!n)
 				return;
+			pg_in_consume(c, n);
 			/* A head that came in pieces: room for its body at once. */
 			pg_in_room(c, c->in_len, key_reserve(c, 0));
 			break;
@@ -466,15 +455,15 @@ static bool client_data(struct pg_worker *w, struct pg_sock *s, char *data, size
 	 * buffer, so only the body is copied, once, into a buffer sized for it
 	 * (the head copied with it would be moved out of the way, and the
 	 * buffer regrown, as the rest of the body arrived). A head answered at
-	 * once (an error) leaves the connection lingering: advance() drops
-	 * the rest, as for any other. */
+	 * once (an error) leaves the connection lingering, and the rest of the
+	 * receive unread, not held for the linger. */
 	if (c->state == PG_C_HEAD && !c->in_len) {
-		size_t used = 0;
+		size_t n = request_head(w, c, data, len);
 
-		if (request_head(w, c, data, len, &used)) {
-			data += used;
-			len -= used;
-		}
+		if (c->state == PG_C_LINGER)
+			return false;
+		data += n;
+		len -= n;
 	}
 	if (len)
 		pg_in_append(c, data, len, key_reserve(c, len));

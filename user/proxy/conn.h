@@ -47,7 +47,6 @@ struct pg_exchange {
 	uint8_t minor;     /* HTTP/1.minor */
 	bool keep_alive;   /* the client connection survives this exchange */
 	bool head_method;  /* HEAD: the response has no body */
-	bool replayable;   /* fwd holds the whole request: retries possible */
 	bool resp_started; /* a response byte was queued to the client */
 	bool counted;      /* holds an in-flight slot on backend */
 	bool admitted;     /* holds a gateway-wide --max-in-flight slot */
