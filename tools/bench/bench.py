@@ -188,12 +188,13 @@ def bench_workloads(opts, out):
 
 
 def gateway_decisions(rt):
-    m = fleet.get(rt.admin, "/metrics")
+    """{decision: requests} from the gateway's prefixgate_requests_total."""
     d = {}
-    for line in m.splitlines():
-        if line.startswith("prefixgate_requests_total{") and "decision=\"" in line:
-            k = line.split("decision=\"", 1)[1].split("\"", 1)[0]
-            d[k] = d.get(k, 0) + float(line.rsplit(" ", 1)[1])
+    for k, v in fleet.metric_family(fleet.get(rt.admin, "/metrics"),
+                                    "prefixgate_requests_total").items():
+        if 'decision="' in k:
+            dec = k.split('decision="', 1)[1].split('"', 1)[0]
+            d[dec] = d.get(dec, 0) + v
     return d
 
 

@@ -46,6 +46,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fleet  # noqa: E402
 from cpu import cpu_ns, cpu_ns_by_role  # noqa: E402
+from netutil import metric_samples  # noqa: E402
 
 # Configurations of the per-request section: name -> (extra prefixgate
 # arguments, None = no gateway: the client talks to mockllm; extra pgload
@@ -127,10 +128,7 @@ def bulk_run(target, nbytes, pids):
 
 def sample(text, name):
     """One Prometheus sample, name with its labels as printed; 0 if absent."""
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
+    return metric_samples(text).get(name, 0.0)
 
 
 def counters(mock_port, admin):

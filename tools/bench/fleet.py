@@ -14,7 +14,7 @@ import time
 import urllib.error
 import urllib.request
 
-from netutil import free_port, metric_family  # noqa: F401 (fleet.free_port for the scripts)
+from netutil import free_port, metric_family, metric_samples  # noqa: F401 (for the scripts too)
 
 PROCS = []
 

@@ -110,20 +110,14 @@ def med(xs):
 def route_hists(admin):
     """prefixgate's routing-time and decision-time histograms, each as
     cumulative [(le us, count)], sum (us) and count: {"route": .., "decide": ..}."""
-    text = fleet.get(admin, "/metrics").splitlines()
+    s = fleet.metric_samples(fleet.get(admin, "/metrics"))
     out = {}
     for key, name in HISTS:
-        h = {"buckets": [], "sum_us": 0.0, "count": 0.0}
-        for line in text:
-            if line.startswith(name + "_bucket{le=\""):
-                le = line.split('"')[1]
-                h["buckets"].append((float("inf") if le == "+Inf" else float(le),
-                                     float(line.rsplit(" ", 1)[1])))
-            elif line.startswith(name + "_sum "):
-                h["sum_us"] = float(line.rsplit(" ", 1)[1])
-            elif line.startswith(name + "_count "):
-                h["count"] = float(line.rsplit(" ", 1)[1])
-        out[key] = h
+        bucket = name + '_bucket{le="'
+        out[key] = {"buckets": [(float("inf") if k[len(bucket):-2] == "+Inf"
+                                 else float(k[len(bucket):-2]), v)
+                                for k, v in s.items() if k.startswith(bucket)],
+                    "sum_us": s.get(name + "_sum", 0.0), "count": s.get(name + "_count", 0.0)}
     return out
 
 
