@@ -233,6 +233,7 @@ static int teardown(void **state)
 	pg_sock_reap(w, false);
 	assert_null(w->graveyard); /* nothing left that I/O still names */
 	assert_quiet();
+	pg_worker_spares_free(w);
 	free(w);
 	pg_control_stop(&gw);
 	pg_maps_close(&gw.maps);

@@ -256,33 +256,95 @@ static void test_parsed_ahead(void **state)
 	assert_true(ca > pa);
 	parse_ahead(&ps, &big, big.len, pa);
 	assert_int_equal(ps.rc, 0);
-	pg_key_compute_ahead(PG_API_CHAT, nohdr, big.p, big.len, true, &ps, 4096, &k, NULL);
+	pg_key_compute_ahead(PG_API_CHAT, nohdr, big.p, big.len, true, &ps, 4096, &k, NULL, NULL);
 	assert_true(k.ahead && k.hash == whole.hash && k.source == whole.source && !k.fallback);
 	/* another window (cache_aware's): parsed again */
-	pg_key_compute_ahead(PG_API_CHAT, nohdr, big.p, big.len, true, &ps, 4096, &k, &kb);
+	pg_key_compute_ahead(PG_API_CHAT, nohdr, big.p, big.len, true, &ps, 4096, &k, &kb, NULL);
 	assert_true(!k.ahead && k.hash == whole.hash);
 	parse_ahead(&ps, &big, big.len, ca);
-	pg_key_compute_ahead(PG_API_CHAT, nohdr, big.p, big.len, true, &ps, 4096, &k, &kbw);
+	pg_key_compute_ahead(PG_API_CHAT, nohdr, big.p, big.len, true, &ps, 4096, &k, &kbw, NULL);
 	assert_true(k.ahead && k.hash == whole.hash);
 	assert_true(kbw.n == kb.n && kbw.anchor == kb.anchor &&
 	            !memcmp(kbw.chain, kb.chain, kb.n * sizeof(kb.chain[0])));
 	/* not whole yet, or of other bytes: parsed at routing */
 	parse_ahead(&ps, &big, big.len - 1, pa);
-	pg_key_compute_ahead(PG_API_CHAT, nohdr, big.p, big.len, true, &ps, 4096, &k, NULL);
+	pg_key_compute_ahead(PG_API_CHAT, nohdr, big.p, big.len, true, &ps, 4096, &k, NULL, NULL);
 	assert_true(!k.ahead && k.hash == whole.hash);
 	pg_json_stream_init(&ps, pa);
 	assert_int_equal(pg_json_stream_feed(&ps, big.p, big.len, false), 1);
-	pg_key_compute_ahead(PG_API_CHAT, nohdr, big.p, big.len, true, &ps, 4096, &k, NULL);
+	pg_key_compute_ahead(PG_API_CHAT, nohdr, big.p, big.len, true, &ps, 4096, &k, NULL, NULL);
 	assert_true(!k.ahead && k.hash == whole.hash);
 	/* an error found ahead: the raw-bytes key, as at routing */
 	parse_ahead(&ps, &bad, bad.len, pa);
 	assert_int_equal(ps.rc, -1);
-	pg_key_compute_ahead(PG_API_CHAT, nohdr, bad.p, bad.len, true, &ps, 4096, &k, NULL);
+	pg_key_compute_ahead(PG_API_CHAT, nohdr, bad.p, bad.len, true, &ps, 4096, &k, NULL, NULL);
 	assert_true(k.ahead && k.fallback && k.source == PG_KEY_SRC_RAW);
 	assert_true(k.hash == key(&bad, 4096).hash);
 	pg_json_stream_free(&ps);
 	pg_buf_free(&big);
 	pg_buf_free(&bad);
+}
+
+static void same_key(const struct pg_key *a, const struct pg_key_blocks *ka, const struct pg_key *b,
+                     const struct pg_key_blocks *kb)
+{
+	assert_true(a->hash == b->hash && a->anchor == b->anchor && a->source == b->source &&
+	            a->length == b->length && a->fallback == b->fallback);
+	if (ka)
+		assert_true(ka->n == kb->n && ka->anchor == kb->anchor &&
+		            !memcmp(ka->chain, kb->chain, ka->n * sizeof(ka->chain[0])));
+}
+
+/* A scratch kept from key to key (a worker's, key.h) gives the keys made
+ * without one; once grown it is reused as it is, nothing allocated; and
+ * tokens grown past PG_SPARE_KEEP are not kept. */
+static void test_scratch(void **state)
+{
+	struct pg_buf big = chat("", 32 << 10, "", ""), bad = chat("", 32 << 10, "", ",\"x\":01");
+	struct pg_buf wide = chat("", 1 << 10, "", ",\"x\":{\"a\":0");
+	const struct pg_buf *bodies[] = {&big, &bad, &wide};
+	struct pg_key_scratch ks = {0};
+	struct pg_key k0, k1;
+	struct pg_key_blocks kb0, kb1;
+	struct pg_json_tok *tok;
+	char *text;
+	size_t text_cap;
+	uint32_t tok_cap;
+
+	(void)state;
+	wide.len--; /* the closing brace: members until the tokens pass the bound */
+	for (unsigned i = 0; wide.len < (1u << 20); i++)
+		pg_buf_printf(&wide, ",\"m%u\":0", i);
+	put(&wide, "}}");
+	for (int ca = 0; ca < 2; ca++)
+		for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+			const struct pg_buf *b = bodies[i];
+
+			pg_key_compute_ahead(PG_API_CHAT, nohdr, b->p, b->len, true, NULL, 4096,
+			                     &k0, ca ? &kb0 : NULL, NULL);
+			pg_key_compute_ahead(PG_API_CHAT, nohdr, b->p, b->len, true, NULL, 4096,
+			                     &k1, ca ? &kb1 : NULL, &ks);
+			same_key(&k0, ca ? &kb0 : NULL, &k1, ca ? &kb1 : NULL);
+			assert_int_equal(k0.fallback, b == &bad);
+			/* the wide body's tokens are past the bound: not kept */
+			assert_int_equal(ks.js.tok == NULL, b == &wide);
+		}
+	pg_key_compute_ahead(PG_API_CHAT, nohdr, big.p, big.len, true, NULL, 4096, &k1, &kb1, &ks);
+	text = ks.text;
+	text_cap = ks.text_cap;
+	tok = ks.js.tok;
+	tok_cap = ks.js.cap;
+	assert_non_null(text);
+	assert_non_null(tok);
+	pg_key_compute_ahead(PG_API_CHAT, nohdr, big.p, big.len, true, NULL, 4096, &k0, &kb0, &ks);
+	same_key(&k0, &kb0, &k1, &kb1);
+	assert_true(ks.text == text && ks.text_cap == text_cap && ks.js.tok == tok &&
+	            ks.js.cap == tok_cap);
+	pg_key_scratch_free(&ks);
+	assert_true(!ks.text && !ks.text_cap && !ks.js.tok && !ks.js.cap);
+	pg_buf_free(&big);
+	pg_buf_free(&bad);
+	pg_buf_free(&wide);
 }
 
 int main(void)
@@ -291,7 +353,7 @@ int main(void)
 	    cmocka_unit_test(test_same_key),       cmocka_unit_test(test_not_text_first),
 	    cmocka_unit_test(test_cache_key_late), cmocka_unit_test(test_late_grammar),
 	    cmocka_unit_test(test_late_shape),     cmocka_unit_test(test_escape_at_cut),
-	    cmocka_unit_test(test_parsed_ahead),
+	    cmocka_unit_test(test_parsed_ahead),   cmocka_unit_test(test_scratch),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -19,6 +19,7 @@
 #include "lib/json_find.h"
 #include "lib/key.h"
 #include "lib/key_text.h"
+#include "lib/spare.h"
 
 static bool is_type(const struct pg_json *js, int64_t i, enum pg_json_type type)
 {
@@ -406,7 +407,7 @@ static const uint8_t api_source[] = {
  * cache_aware's blocks and anchor (then the text runs past prefix_length). */
 static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_length,
                     struct pg_key *out, char *text, size_t text_cap, size_t *text_len,
-                    struct pg_key_blocks *kb)
+                    struct pg_key_blocks *kb, struct pg_key_scratch *ks)
 {
 	enum { CK, ST, TOOLS, MSGS, PROMPT, SYSTEM, INSTR, INPUT, PREV, NFIELD };
 	static const struct pg_json_name top_names[] = {[CK] = {"prompt_cache_key", 16},
@@ -418,7 +419,9 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 	                                                [INSTR] = {"instructions", 12},
 	                                                [INPUT] = {"input", 5},
 	                                                [PREV] = {"previous_response_id", 20}};
-	struct pg_text e = {.limit = text_limit(kb != NULL, prefix_length)};
+	struct pg_text e = {.buf = ks ? ks->text : NULL,
+	                    .cap = ks ? ks->text_cap : 0,
+	                    .limit = text_limit(kb != NULL, prefix_length)};
 	int64_t f[NFIELD];
 	int rc;
 
@@ -478,7 +481,15 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 			blocks_out(kb, t, e.len, anchor);
 		}
 	}
-	free(e.buf);
+	if (!ks || e.cap > PG_SPARE_KEEP) { /* else kept for the next key */
+		free(e.buf);
+		e.buf = NULL;
+		e.cap = 0;
+	}
+	if (ks) {
+		ks->text = e.buf;
+		ks->text_cap = e.cap;
+	}
 	return rc == WALK_WHOLE ? rc : rc || e.oom ? -1 : 0;
 }
 
@@ -498,10 +509,10 @@ size_t pg_key_window(bool blocks, uint32_t prefix_length)
 static int json_body_key(enum pg_api api, const char *body, size_t body_len,
                          const struct pg_json_stream *pre, uint32_t prefix_length,
                          struct pg_key *out, char *text, size_t text_cap, size_t *text_len,
-                         struct pg_key_blocks *kb)
+                         struct pg_key_blocks *kb, struct pg_key_scratch *ks)
 {
 	size_t window = pg_key_window(kb != NULL, prefix_length);
-	struct pg_json js = {0};
+	struct pg_json own = {0}, *js = ks ? &ks->js : &own;
 	const struct pg_json *p;
 	int rc = -1;
 
@@ -510,17 +521,18 @@ static int json_body_key(enum pg_api api, const char *body, size_t body_len,
 		out->ahead = true;
 		p = pre->rc ? NULL : &pre->js;
 	} else {
-		p = pg_json_parse_window(&js, body, body_len, window) ? NULL : &js;
+		p = pg_json_parse_window(js, body, body_len, window) ? NULL : js;
 	}
-	while (p && (rc = json_key(api, p, prefix_length, out, text, text_cap, text_len, kb)) ==
+	while (p && (rc = json_key(api, p, prefix_length, out, text, text_cap, text_len, kb, ks)) ==
 	                WALK_WHOLE) {
 		rc = -1;
 		if (!window)
 			break;
 		window = window >= body_len / 8 ? 0 : window * 8;
-		p = pg_json_parse_window(&js, body, body_len, window) ? NULL : &js;
+		p = pg_json_parse_window(js, body, body_len, window) ? NULL : js;
 	}
-	pg_json_free(&js);
+	if (!ks || js->cap * sizeof(*js->tok) > PG_SPARE_KEEP)
+		pg_json_free(js);
 	return rc;
 }
 
@@ -529,7 +541,7 @@ static int json_body_key(enum pg_api api, const char *body, size_t body_len,
 static void key_compute(enum pg_api api, struct pg_str header_key, const char *body,
                         size_t body_len, bool complete, const struct pg_json_stream *pre,
                         uint32_t prefix_length, struct pg_key *out, char *text, size_t text_cap,
-                        size_t *text_len, struct pg_key_blocks *kb)
+                        size_t *text_len, struct pg_key_blocks *kb, struct pg_key_scratch *ks)
 {
 	memset(out, 0, sizeof(*out));
 	if (!body)
@@ -542,7 +554,7 @@ static void key_compute(enum pg_api api, struct pg_str header_key, const char *b
 			*kb = (struct pg_key_blocks){.anchor = out->hash, .anchor_len = 0, .n = 0};
 	} else if (api == PG_API_RAW || !complete ||
 	           json_body_key(api, body, body_len, pre, prefix_length, out, text, text_cap,
-	                         text_len, kb)) {
+	                         text_len, kb, ks)) {
 		/* its raw bytes: no JSON to key on, not all of it, or unusable */
 		size_t n = body_len < prefix_length ? body_len : prefix_length;
 
@@ -559,23 +571,24 @@ int pg_key_compute(enum pg_api api, struct pg_str header_key, const char *body, 
                    size_t text_cap, size_t *text_len)
 {
 	key_compute(api, header_key, body, body_len, complete, NULL, prefix_length, out, text,
-	            text_cap, text_len, NULL);
+	            text_cap, text_len, NULL, NULL);
 	return 0;
 }
 
 int pg_key_compute_ahead(enum pg_api api, struct pg_str header_key, const char *body,
                          size_t body_len, bool complete, const struct pg_json_stream *pre,
-                         uint32_t prefix_length, struct pg_key *out, struct pg_key_blocks *kb)
+                         uint32_t prefix_length, struct pg_key *out, struct pg_key_blocks *kb,
+                         struct pg_key_scratch *ks)
 {
 	key_compute(api, header_key, body, body_len, complete, pre, prefix_length, out, NULL, 0,
-	            NULL, kb);
+	            NULL, kb, ks);
 	return 0;
 }
 
-int pg_key_compute_blocks(enum pg_api api, struct pg_str header_key, const char *body,
-                          size_t body_len, bool complete, uint32_t prefix_length,
-                          struct pg_key *out, struct pg_key_blocks *kb)
+void pg_key_scratch_free(struct pg_key_scratch *ks)
 {
-	return pg_key_compute_ahead(api, header_key, body, body_len, complete, NULL, prefix_length,
-	                            out, kb);
+	free(ks->text);
+	ks->text = NULL;
+	ks->text_cap = 0;
+	pg_json_free(&ks->js);
 }

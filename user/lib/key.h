@@ -71,6 +71,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "lib/http.h"
+#include "lib/json.h"
 #include "prefixgate.h"
 
 /* OpenAI bodies are buffered whole to extract their key, up to this size;
@@ -194,13 +195,6 @@ struct pg_key_blocks {
  */
 uint64_t pg_key_chain_next(uint64_t prev, const char *block);
 
-/* pg_key_compute (out is the same key), plus cache_aware's blocks. */
-int pg_key_compute_blocks(enum pg_api api, struct pg_str header_key, const char *body,
-                          size_t body_len, bool complete, uint32_t prefix_length,
-                          struct pg_key *out, struct pg_key_blocks *kb);
-
-struct pg_json_stream;
-
 /*
  * The window a body's JSON is parsed with first (json.h): a parse of it
  * made as the body arrived (pg_json_stream) with this window is used as
@@ -209,14 +203,38 @@ struct pg_json_stream;
 size_t pg_key_window(bool blocks, uint32_t prefix_length);
 
 /*
+ * Memory a caller keeps from one key to the next (a worker's), so that a
+ * key allocates nothing once it has grown: the key text, and the tokens of
+ * a body parsed here. A buffer grown past PG_SPARE_KEEP (lib/spare.h: a
+ * rare huge body) is freed after its key. Zero it to start; one thread.
+ */
+struct pg_key_scratch {
+	char *text;
+	size_t text_cap;
+	struct pg_json js;
+};
+void pg_key_scratch_free(struct pg_key_scratch *ks);
+
+/*
  * pg_key_compute_blocks() (kb non-NULL) or pg_key_compute() without its
  * text (kb NULL), given the body's JSON parsed as it arrived (pre, may be
  * NULL): used when it is whole (pre->rc <= 0) and was made with
  * pg_key_window()'s window over these body_len bytes; else the body is
- * parsed here. The key is the same either way.
+ * parsed here. The key is the same either way. ks: scratch memory (NULL:
+ * allocated and freed here).
  */
 int pg_key_compute_ahead(enum pg_api api, struct pg_str header_key, const char *body,
                          size_t body_len, bool complete, const struct pg_json_stream *pre,
-                         uint32_t prefix_length, struct pg_key *out, struct pg_key_blocks *kb);
+                         uint32_t prefix_length, struct pg_key *out, struct pg_key_blocks *kb,
+                         struct pg_key_scratch *ks);
+
+/* pg_key_compute (out is the same key), plus cache_aware's blocks. */
+static inline int pg_key_compute_blocks(enum pg_api api, struct pg_str header_key, const char *body,
+                                        size_t body_len, bool complete, uint32_t prefix_length,
+                                        struct pg_key *out, struct pg_key_blocks *kb)
+{
+	return pg_key_compute_ahead(api, header_key, body, body_len, complete, NULL, prefix_length,
+	                            out, kb, NULL);
+}
 
 #endif /* PG_KEY_H */

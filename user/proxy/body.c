@@ -8,6 +8,7 @@
 #include "lib/http.h"
 #include "lib/json.h"
 #include "lib/key.h"
+#include "lib/spare.h"
 #include "proxy/body.h"
 #include "proxy/worker.h"
 #include "state/route.h"
@@ -59,26 +60,27 @@ int pg_body_chunked(struct pg_worker *w, struct pg_client *c)
 }
 
 /* Stop parsing ahead: the parse at routing, if any, is of the whole. */
-static void give_up(struct pg_exchange *x)
+static void give_up(struct pg_worker *w, struct pg_exchange *x)
 {
-	pg_parse_ahead_end(x);
+	pg_parse_ahead_end(w, x);
 	x->ahead_window = 0;
 }
 
-void pg_parse_ahead(struct pg_exchange *x, const struct pg_route_input *in)
+void pg_parse_ahead(struct pg_worker *w, struct pg_exchange *x, const struct pg_route_input *in)
 {
 	if (!x->ahead) {
 		if (!x->ahead_window || in->complete || in->body_len < PG_PARSE_AHEAD_MIN)
 			return;
-		x->ahead = calloc(1, sizeof(*x->ahead));
+		x->ahead = w->nahead_spare ? w->ahead_spare[--w->nahead_spare]
+		                           : calloc(1, sizeof(*x->ahead));
 		if (!x->ahead)
 			abort();
-		pg_json_stream_init(x->ahead, x->ahead_window);
+		pg_json_stream_init(x->ahead, x->ahead_window); /* keeps a spare's tokens */
 	}
 	/* A chunked body that grows past what is keyed as JSON is keyed on its
 	 * raw bytes: nothing more to parse. */
 	if (!in->complete && in->body_len >= PG_KEY_JSON_BODY_MAX) {
-		give_up(x);
+		give_up(w, x);
 		return;
 	}
 	pg_json_stream_feed(x->ahead, in->body, in->body_len, in->complete);
@@ -87,14 +89,31 @@ void pg_parse_ahead(struct pg_exchange *x, const struct pg_route_input *in)
 	 * own (tiny members, ~3x; a chat body makes a few per cent) is parsed
 	 * at routing instead, when the tokens live only for the decision. */
 	if (x->ahead->js.cap * sizeof(*x->ahead->js.tok) > in->body_len)
-		give_up(x);
+		give_up(w, x);
 }
 
-void pg_parse_ahead_end(struct pg_exchange *x)
+void pg_parse_ahead_end(struct pg_worker *w, struct pg_exchange *x)
 {
-	if (!x->ahead)
+	struct pg_json_stream *ps = x->ahead;
+
+	if (!ps)
 		return;
-	pg_json_stream_free(x->ahead);
-	free(x->ahead);
 	x->ahead = NULL;
+	if (w->nahead_spare < PG_AHEAD_SPARES &&
+	    ps->js.cap * sizeof(*ps->js.tok) <= PG_SPARE_KEEP) {
+		w->ahead_spare[w->nahead_spare++] = ps;
+		return;
+	}
+	pg_json_stream_free(ps);
+	free(ps);
+}
+
+void pg_parse_ahead_spares_free(struct pg_worker *w)
+{
+	while (w->nahead_spare) {
+		struct pg_json_stream *ps = w->ahead_spare[--w->nahead_spare];
+
+		pg_json_stream_free(ps);
+		free(ps);
+	}
 }

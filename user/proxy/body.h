@@ -37,9 +37,14 @@ int pg_body_chunked(struct pg_worker *w, struct pg_client *c);
  * left only its last piece. A routing config changed in between, or a
  * body the key will not parse, only wastes the parse: the key checks the
  * parse's window and length (key.h pg_key_compute_ahead). */
-void pg_parse_ahead(struct pg_exchange *x, const struct pg_route_input *in);
+void pg_parse_ahead(struct pg_worker *w, struct pg_exchange *x, const struct pg_route_input *in);
 
-/* Drop x's parse made as the body arrived, if any. */
-void pg_parse_ahead_end(struct pg_exchange *x);
+/* Drop x's parse made as the body arrived, if any: kept, with its tokens,
+ * among the worker's spares (w->ahead_spare) for the next body, unless
+ * they are full or its tokens grew past PG_SPARE_KEEP. */
+void pg_parse_ahead_end(struct pg_worker *w, struct pg_exchange *x);
+
+/* Free the worker's spare parses (at its end). */
+void pg_parse_ahead_spares_free(struct pg_worker *w);
 
 #endif /* PG_PROXY_BODY_H */

@@ -188,17 +188,18 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 		break;
 	}
 	if (!ready) {
-		pg_parse_ahead(x, &in);
+		pg_parse_ahead(w, x, &in);
 		return false;
 	}
 	t = pg_now_ns(); /* the decision's time includes the body's last piece */
-	pg_parse_ahead(x, &in);
+	pg_parse_ahead(w, x, &in);
 	if (x->pool == PG_POOL_BY_MODEL && pg_pool_body(w, c, &in))
 		return false;
 	in.pool = x->pool > 0 ? (unsigned)x->pool : 0;
 	in.pre = x->ahead;
+	in.scratch = &w->key_scratch;
 	id = pg_route_worker(w->gw, w->id, &in, NULL, pg_worker_rand(w), &x->key, &x->choice);
-	pg_parse_ahead_end(x);
+	pg_parse_ahead_end(w, x);
 	if (x->key.ahead)
 		__atomic_fetch_add(&w->stats->parsed_ahead, 1, __ATOMIC_RELAXED);
 	now = pg_now_ns();
@@ -219,11 +220,12 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 
 		x->held = c->in;
 		x->held_buf = c->in_buf;
+		x->held_cap = c->in_cap;
 		x->held_len = n;
 		c->in = c->in_buf = NULL;
 		c->in_len = c->in_cap = 0;
 		if (tail)
-			pg_in_append(c, x->held + n, tail, 0);
+			pg_in_append(&w->spares, c, x->held + n, tail, 0);
 		x->body.remaining -= n;
 		whole = x->body.remaining == 0;
 	} else if (x->body.kind == PG_FRAME_LENGTH) {
@@ -322,7 +324,7 @@ static void advance(struct pg_worker *w, struct pg_client *c)
 				return;
 			pg_in_consume(c, n);
 			/* A head that came in pieces: room for its body at once. */
-			pg_in_room(c, c->in_len, key_reserve(c, 0));
+			pg_in_room(&w->spares, c, c->in_len, key_reserve(c, 0));
 			break;
 		}
 		case PG_C_KEY:
@@ -466,7 +468,7 @@ static bool client_data(struct pg_worker *w, struct pg_sock *s, char *data, size
 		len -= n;
 	}
 	if (len)
-		pg_in_append(c, data, len, key_reserve(c, len));
+		pg_in_append(&w->spares, c, data, len, key_reserve(c, len));
 	pg_client_advance(w, c);
 	/* Bound what one connection makes us hold: the key's bytes at most while
 	 * reading them, a pipeline's worth otherwise. */
@@ -506,9 +508,8 @@ static void client_free(struct pg_worker *w, struct pg_sock *s)
 {
 	struct pg_client *c = (struct pg_client *)s;
 
-	(void)w;
-	free(c->in_buf);
-	pg_exchange_free(&c->x);
+	pg_spare_give(&w->spares, c->in_buf, c->in_cap);
+	pg_exchange_free(w, &c->x);
 	free(c);
 }
 

@@ -89,7 +89,7 @@ struct pg_exchange {
 	 * itself, taken over (not copied; held_buf is that buffer). An attempt
 	 * sends fwd, then held[0, held_len). */
 	char *held, *held_buf;
-	size_t held_len;
+	size_t held_len, held_cap;
 	uint64_t streamed; /* body bytes sent after fwd (no retry once > 0) */
 	struct pg_key key;
 	struct pg_choice choice;
@@ -175,7 +175,7 @@ void pg_client_schedule(struct pg_worker *w, struct pg_client *c);
 void pg_exchange_reset(struct pg_worker *w, struct pg_client *c);
 /* Free the buffers an exchange owns (pg_exchange_reset does, and a client
  * being freed): nothing else is released. */
-void pg_exchange_free(struct pg_exchange *x);
+void pg_exchange_free(struct pg_worker *w, struct pg_exchange *x);
 /* Answer status with a JSON error and close (or just close mid-response). */
 void pg_client_error(struct pg_worker *w, struct pg_client *c, int status, const char *msg);
 /* The same with a JSON body of the gateway's own (len bytes): an answer

@@ -103,12 +103,12 @@ static void log_request(struct pg_worker *w, const struct pg_client *c, unsigned
 	pg_alog_record(w->gw->alog, w->id, &r);
 }
 
-void pg_exchange_free(struct pg_exchange *x)
+void pg_exchange_free(struct pg_worker *w, struct pg_exchange *x)
 {
 	free(x->fwd);
-	free(x->held_buf);
+	pg_spare_give(&w->spares, x->held_buf, x->held_cap);
 	free(x->kbuf);
-	pg_parse_ahead_end(x);
+	pg_parse_ahead_end(w, x);
 	free(x->hdr_key);
 }
 
@@ -121,7 +121,7 @@ void pg_exchange_reset(struct pg_worker *w, struct pg_client *c)
 		pg_upstream_close(w, x->up); /* drops any segment borrowing x->fwd */
 	if (x->admitted)
 		pg_admit_release(w->gw);
-	pg_exchange_free(x);
+	pg_exchange_free(w, x);
 	memset(x, 0, sizeof(*x));
 }
 

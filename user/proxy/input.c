@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "lib/buf.h"
+#include "lib/spare.h"
 #include "proxy/conn.h"
 #include "proxy/input.h"
 
@@ -16,20 +17,20 @@ void pg_in_consume(struct pg_client *c, size_t n)
 		c->in = c->in_buf; /* empty: the next bytes start at the front */
 }
 
-void pg_in_room(struct pg_client *c, size_t need, size_t reserve)
+void pg_in_room(struct pg_spares *sp, struct pg_client *c, size_t need, size_t reserve)
 {
 	size_t off = c->in_buf ? (size_t)(c->in - c->in_buf) : 0;
 	size_t want = reserve > need ? reserve : need;
 
 	if (want > c->in_cap) {
-		char *nb = NULL;
 		size_t ncap = 0;
+		char *nb = pg_spare_take(sp, want, &ncap);
 
-		if (!pg_grow(&nb, &ncap, want))
+		if (!nb && !pg_grow(&nb, &ncap, want))
 			abort(); /* out of memory: nothing sane is left to do */
 		if (c->in_len)
 			memcpy(nb, c->in, c->in_len);
-		free(c->in_buf);
+		pg_spare_give(sp, c->in_buf, c->in_cap);
 		c->in_buf = c->in = nb;
 		c->in_cap = ncap;
 	} else if (off + want > c->in_cap) {
@@ -38,9 +39,10 @@ void pg_in_room(struct pg_client *c, size_t need, size_t reserve)
 	}
 }
 
-void pg_in_append(struct pg_client *c, const char *data, size_t n, size_t reserve)
+void pg_in_append(struct pg_spares *sp, struct pg_client *c, const char *data, size_t n,
+                  size_t reserve)
 {
-	pg_in_room(c, c->in_len + n, reserve);
+	pg_in_room(sp, c, c->in_len + n, reserve);
 	memcpy(c->in + c->in_len, data, n);
 	c->in_len += n;
 }

@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include <poll.h>
 #include "datapath/datapath.h"
+#include "proxy/body.h"
 #include "sys/lifecycle.h"
 #include "sys/log.h"
 #include "proxy/worker.h"
@@ -570,9 +571,17 @@ int pg_worker_start(struct pg_gateway *gw, unsigned id, struct pg_worker **out, 
 	return 0;
 }
 
+void pg_worker_spares_free(struct pg_worker *w)
+{
+	pg_spares_free(&w->spares);
+	pg_parse_ahead_spares_free(w);
+	pg_key_scratch_free(&w->key_scratch);
+}
+
 void pg_worker_join(struct pg_worker *w)
 {
 	pthread_join(w->thread, NULL);
+	pg_worker_spares_free(w);
 	if (w->listen_fd != -1)
 		close(w->listen_fd);
 	if (w->br)

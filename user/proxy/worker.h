@@ -20,6 +20,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "gateway.h"
+#include "lib/key.h"
+#include "lib/spare.h"
 #include "proxy/conn.h"
 #include "proxy/sock.h"
 
@@ -39,6 +41,9 @@
 #define PG_REQ_QUEUE_MAX (1024 * 1024)
 /* Unparsed client bytes held while a request is being answered (pipelining). */
 #define PG_PIPELINE_MAX (PG_HTTP_MAX_HEAD + 16 * 1024)
+/* Parses made as bodies arrived (with their tokens) a worker keeps for the
+ * next bodies. */
+#define PG_AHEAD_SPARES 4
 /* Idle keep-alive backend connections kept per backend per worker, and for how long. */
 #define PG_POOL_MAX     64
 #define PG_POOL_IDLE_MS 30000
@@ -83,6 +88,14 @@ struct pg_worker {
 	uint64_t rid_boot, rid_seq; /* made X-Request-Ids: random boot id, counter */
 	uint64_t now_ms;            /* refreshed once per loop turn */
 	struct pg_dp_conn *dp_wait; /* skb connections waiting to be drained (datapath.c) */
+	/* Memory kept from one request for the next, so that the request path
+	 * allocates nothing large in steady state (pg_worker_spares_free):
+	 * freed input buffers, request bodies among them (lib/spare.h); parses
+	 * made as bodies arrived (body.h); the key's scratch (key.h). */
+	struct pg_spares spares;
+	struct pg_json_stream *ahead_spare[PG_AHEAD_SPARES];
+	unsigned nahead_spare;
+	struct pg_key_scratch key_scratch;
 	char err[256];
 };
 
@@ -97,6 +110,8 @@ uint64_t pg_worker_rand(struct pg_worker *w);
 bool pg_worker_can_lend(const struct pg_worker *w);
 /* Drain the run list: responses that ended, clients with input to serve. */
 void pg_worker_run(struct pg_worker *w);
+/* Free the memory kept for the next requests (at the worker's end). */
+void pg_worker_spares_free(struct pg_worker *w);
 
 /* The io_uring implementation of struct pg_io. */
 extern const struct pg_io pg_uring_io;

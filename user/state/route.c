@@ -143,7 +143,7 @@ static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
 	decision_cfg(gw, pool, &rc);
 	ca = key_blocks(&rc);
 	pg_key_compute_ahead(in->api, in->header_key, in->body, in->body_len, in->complete, in->pre,
-	                     rc.prefix_length, key, ca ? &kb : NULL);
+	                     rc.prefix_length, key, ca ? &kb : NULL, in->scratch);
 	id = choose(gw, pool, &rc, key, ca ? &kb : NULL, ex, now, rnd, choice);
 	choice->pool = (uint8_t)pool;
 	if (worker == NO_RECORD || !id)

@@ -22,6 +22,7 @@ struct pg_route_input {
 	/* The body's JSON parsed as it arrived (key.h pg_key_compute_ahead);
 	 * NULL: none */
 	const struct pg_json_stream *pre;
+	struct pg_key_scratch *scratch; /* the worker's (key.h); NULL: none */
 };
 
 /*
