@@ -70,6 +70,9 @@ static void test_request_heads(void **state)
 	     POST "A: 1\r\n\r\n"},
 	    {S(POST "Connection: a\r\nConnection: b\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n"),
 	     POST "C: 3\r\n\r\n"},
+	    /* "close" names a field too; keep-alive only its own (dropped) */
+	    {S(POST "Close: 1\r\nConnection: close\r\nX: 2\r\n\r\n"), POST "X: 2\r\n\r\n"},
+	    {S(POST "Connection: keep-alive\r\nClose: 1\r\n\r\n"), POST "Close: 1\r\n\r\n"},
 	    /* ...but never Host, and framing is rewritten either way. */
 	    {S(POST "Connection: Host, Content-Length\r\nContent-Length: 5\r\n\r\n"),
 	     POST "Content-Length: 5\r\n\r\n"},
@@ -114,6 +117,8 @@ static void test_response_heads(void **state)
 	} cases[] = {
 	    {S(OK200 "Connection: X-Internal\r\nX-Internal: 1\r\nContent-Length: 2\r\n\r\n"), false,
 	     false, OK200 "Content-Length: 2\r\n\r\n"},
+	    {S(OK200 "Close: 1\r\nConnection: close\r\nContent-Length: 2\r\n\r\n"), false, false,
+	     OK200 "Content-Length: 2\r\n\r\n"},
 	    {S(OK200
 	       "Keep-Alive: timeout=5\r\nConnection: keep-alive\r\nContent-Length: 02\r\n\r\n"),
 	     false, true, OK200 "Content-Length: 2\r\nConnection: close\r\n\r\n"},

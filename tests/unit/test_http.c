@@ -326,6 +326,46 @@ static void test_headers_and_find(void **state)
 	assert_ptr_equal(pg_http_find(&req, "t"), &req.headers[3]);
 	assert_null(pg_http_find(&req, "Content-Length"));
 	assert_null(pg_http_find(&req, "hos"));
+	assert_int_equal(req.headers[0].kind, PG_HF_HOST);
+	assert_int_equal(req.headers[1].kind, PG_HF_OTHER);
+}
+
+/* Every field the gateway knows, in any case; near misses are others. */
+static void test_field_kinds(void **state)
+{
+	static const struct {
+		const char *name;
+		enum pg_http_field kind;
+	} cases[] = {
+	    {"Host", PG_HF_HOST},
+	    {"expect", PG_HF_EXPECT},
+	    {"CONNECTION", PG_HF_CONNECTION},
+	    {"Keep-Alive", PG_HF_KEEP_ALIVE},
+	    {"Proxy-Connection", PG_HF_PROXY_CONNECTION},
+	    {"TE", PG_HF_TE},
+	    {"Upgrade", PG_HF_UPGRADE},
+	    {"Trailer", PG_HF_TRAILER},
+	    {"Content-Length", PG_HF_CONTENT_LENGTH},
+	    {"content_length", PG_HF_CONTENT_LENGTH}, /* for the parser to refuse */
+	    {"Transfer-Encoding", PG_HF_TRANSFER_ENCODING},
+	    {"transfer_encoding", PG_HF_TRANSFER_ENCODING},
+	    {"X-Forwarded-For", PG_HF_X_FORWARDED_FOR},
+	    {"x-request-id", PG_HF_X_REQUEST_ID},
+	    {"X-Prefixgate-Key", PG_HF_X_PREFIXGATE_KEY},
+	    {"keep_alive", PG_HF_OTHER},
+	    {"x_request_id", PG_HF_OTHER},
+	    {"Hosts", PG_HF_OTHER},
+	    {"Tf", PG_HF_OTHER},
+	    {"Content-Type", PG_HF_OTHER},
+	    {"X-Prefixgate-Kex", PG_HF_OTHER},
+	    {"", PG_HF_OTHER},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		if (pg_http_field_kind(cases[i].name, strlen(cases[i].name)) != cases[i].kind)
+			fail_msg("%s: kind %d", cases[i].name,
+			         pg_http_field_kind(cases[i].name, strlen(cases[i].name)));
 }
 
 /* Trickled one byte at a time: ready exactly when the head is complete,
@@ -499,6 +539,7 @@ int main(void)
 	    cmocka_unit_test(test_good_requests), cmocka_unit_test(test_headers_and_find),
 	    cmocka_unit_test(test_head_ready),    cmocka_unit_test(test_responses),
 	    cmocka_unit_test(test_char_classes),  cmocka_unit_test(test_reasons),
+	    cmocka_unit_test(test_field_kinds),
 	};
 	return cmocka_run_group_tests_name("http", tests, NULL, NULL);
 }

@@ -148,10 +148,8 @@ void pg_buf_free(struct pg_buf *b)
 	memset(b, 0, sizeof(*b));
 }
 
-void pg_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n)
+void pg_bytes_room(char **buf, size_t len, size_t *cap, size_t n)
 {
-	if (*len + n < *len || !pg_grow(buf, cap, *len + n))
+	if (len + n < len || !pg_grow(buf, cap, len + n))
 		abort();
-	memcpy(*buf + *len, data, n);
-	*len += n;
 }

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define PG_BUF_MIN_CAP 1024 /* the first allocation, in bytes */
 
@@ -57,9 +58,20 @@ void pg_buf_free(struct pg_buf *b);
  * doubling from PG_BUF_MIN_CAP: the one growth rule of every buffer. false
  * (and *p, *cap unchanged) on out of memory or when need is too large. */
 bool pg_grow(char **p, size_t *cap, size_t need);
-/* Append to a plain growable array of bytes (*buf may be NULL with *cap 0);
- * aborts on out of memory, for buffers on the request path. */
-void pg_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n);
+/* Room for n more bytes after len in a plain growable array of bytes (*buf
+ * may be NULL with *cap 0); aborts on out of memory, for buffers on the
+ * request path. */
+void pg_bytes_room(char **buf, size_t len, size_t *cap, size_t n);
+/* Append to such an array: inline, a copy when there is room (a head is
+ * written a dozen short pieces at a time). */
+static inline void pg_bytes_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n)
+{
+	if (n > *cap - *len)
+		pg_bytes_room(buf, *len, cap, n);
+	if (n)
+		memcpy(*buf + *len, data, n);
+	*len += n;
+}
 
 /* Lower-case hex digits, for every hex number the gateway writes. */
 #define PG_HEX_DIGITS "0123456789abcdef"

@@ -10,17 +10,27 @@
 /* Connection fields remembered per head; a head with more (it may hold 128
  * fields) is taken to list every field but Host and the framing ones. */
 #define CONN_MAX 16
+/* Bytes a rewritten head may have beyond the head it came from (its made
+ * X-Request-Id, framing field, Connection field; the client's address
+ * apart), reserved at once so that its pieces are plain copies. A head
+ * that somehow needs more only grows its buffer. */
+#define HEAD_EXTRA 256
 
 bool pg_name_is(struct pg_str s, const char *name)
 {
 	return strlen(name) == s.len && strncasecmp(s.p, name, s.len) == 0;
 }
 
+/* The fields the gateway keeps to itself (forward.h). */
+static bool own_kind(enum pg_http_field k)
+{
+	return k == PG_HF_CONNECTION || k == PG_HF_KEEP_ALIVE || k == PG_HF_PROXY_CONNECTION ||
+	       k == PG_HF_TE || k == PG_HF_UPGRADE || k == PG_HF_EXPECT;
+}
+
 bool pg_fwd_own_field(struct pg_str n)
 {
-	return pg_name_is(n, "connection") || pg_name_is(n, "keep-alive") ||
-	       pg_name_is(n, "proxy-connection") || pg_name_is(n, "te") ||
-	       pg_name_is(n, "upgrade") || pg_name_is(n, "expect");
+	return own_kind(pg_http_field_kind(n.p, n.len));
 }
 
 bool pg_fwd_list_has(struct pg_str list, struct pg_str token)
@@ -52,10 +62,9 @@ struct conn_lists {
 	bool overflow;
 };
 
-static void conn_add(struct conn_lists *cl, struct pg_str name, struct pg_str value)
+/* A Connection field's value. */
+static void conn_add(struct conn_lists *cl, struct pg_str value)
 {
-	if (!pg_name_is(name, "connection"))
-		return;
 	if (cl->n < CONN_MAX)
 		cl->v[cl->n++] = value;
 	else
@@ -74,7 +83,7 @@ static bool conn_listed(const struct conn_lists *cl, struct pg_str name)
 	return false;
 }
 
-static void put(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+static inline void put(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
 {
 	pg_bytes_append(buf, len, cap, s, n);
 }
@@ -123,7 +132,7 @@ static void put_forwarded_for(const struct pg_http_request *req, const struct co
 	for (size_t k = 0; k < (all ? req->nheaders : n); k++) {
 		const struct pg_http_header *h = &req->headers[all ? k : xff[k]];
 
-		if (!h->value.len || (all && !pg_name_is(h->name, "x-forwarded-for")) ||
+		if (!h->value.len || (all && h->kind != PG_HF_X_FORWARDED_FOR) ||
 		    conn_listed(cl, h->name))
 			continue;
 		put(buf, len, cap, any ? ", " : "X-Forwarded-For: ", any ? 2 : 17);
@@ -145,15 +154,13 @@ static void put_forwarded_for(const struct pg_http_request *req, const struct co
 static bool identity_field(const struct pg_http_header *h, size_t i, struct pg_fwd_ident *id,
                            uint16_t *xff, size_t *nxff, char **buf, size_t *len, size_t *cap)
 {
-	if (h->name.len < 12 || (h->name.p[0] | 0x20) != 'x')
-		return false; /* most fields: one look */
-	if (pg_name_is(h->name, "x-forwarded-for")) {
+	if (h->kind == PG_HF_X_FORWARDED_FOR) {
 		if (*nxff < XFF_MAX)
 			xff[*nxff] = (uint16_t)i;
 		++*nxff;
 		return true;
 	}
-	if (!pg_name_is(h->name, "x-request-id"))
+	if (h->kind != PG_HF_X_REQUEST_ID)
 		return false;
 	if (!id->id_len && h->value.len && h->value.len <= PG_REQUEST_ID_MAX) {
 		id->id_off = *len + h->name.len + 2;
@@ -171,8 +178,11 @@ void pg_fwd_request_head(const struct pg_http_request *req, struct pg_fwd_ident 
 	uint16_t xff[XFF_MAX];
 	size_t nxff = 0;
 
-	for (size_t i = 0; i < req->nheaders; i++)
-		conn_add(&cl, req->headers[i].name, req->headers[i].value);
+	if (req->conn_names)
+		for (size_t i = 0; i < req->nheaders; i++)
+			if (req->headers[i].kind == PG_HF_CONNECTION)
+				conn_add(&cl, req->headers[i].value);
+	pg_bytes_room(buf, *len, cap, req->head_len + HEAD_EXTRA + (id ? id->client.len : 0));
 	put(buf, len, cap, req->method.p, req->method.len);
 	put(buf, len, cap, " ", 1);
 	put(buf, len, cap, req->target.p, req->target.len);
@@ -183,15 +193,15 @@ void pg_fwd_request_head(const struct pg_http_request *req, struct pg_fwd_ident 
 	}
 	for (size_t i = 0; i < req->nheaders; i++) {
 		const struct pg_http_header *h = &req->headers[i];
+		enum pg_http_field k = (enum pg_http_field)h->kind;
 
-		if (pg_name_is(h->name, "content-length")) {
+		if (k == PG_HF_CONTENT_LENGTH) {
 			had_length = true;
 			continue;
 		}
-		if (pg_name_is(h->name, "transfer-encoding") || pg_name_is(h->name, "trailer") ||
-		    pg_fwd_own_field(h->name))
+		if (k == PG_HF_TRANSFER_ENCODING || k == PG_HF_TRAILER || own_kind(k))
 			continue;
-		if (!pg_name_is(h->name, "host") && conn_listed(&cl, h->name))
+		if (k != PG_HF_HOST && conn_listed(&cl, h->name))
 			continue;
 		if (id && identity_field(h, i, id, xff, &nxff, buf, len, cap))
 			continue;
@@ -256,18 +266,25 @@ void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response
 	struct pg_str name, value, line;
 	struct conn_lists cl = {0};
 
-	while (field_next(&it, &name, &value, &line))
-		conn_add(&cl, name, value);
+	/* Only a Connection token other than keep-alive can name a field to
+	 * drop (the parser says whether there is one). */
+	if (resp->conn_names)
+		while (field_next(&it, &name, &value, &line))
+			if (pg_http_field_kind(name.p, name.len) == PG_HF_CONNECTION)
+				conn_add(&cl, value);
+	pg_bytes_room(buf, *len, cap, n + HEAD_EXTRA + o->request_id.len);
 	put(buf, len, cap, h, (size_t)(first - h));
 	it = (struct field_iter){first, h + n - 2};
 	while (field_next(&it, &name, &value, &line)) {
-		if (pg_name_is(name, "content-length") || pg_fwd_own_field(name))
+		enum pg_http_field k = pg_http_field_kind(name.p, name.len);
+
+		if (k == PG_HF_CONTENT_LENGTH || own_kind(k))
 			continue;
-		if (!pg_name_is(name, "transfer-encoding") && conn_listed(&cl, name))
+		if (k != PG_HF_TRANSFER_ENCODING && conn_listed(&cl, name))
 			continue;
-		if (o->http10 && pg_name_is(name, "transfer-encoding"))
+		if (o->http10 && k == PG_HF_TRANSFER_ENCODING)
 			continue; /* de-chunked: the close ends the body */
-		if (o->request_id.len && pg_name_is(name, "x-request-id"))
+		if (o->request_id.len && k == PG_HF_X_REQUEST_ID)
 			continue; /* ours replaces it */
 		put(buf, len, cap, line.p, line.len);
 	}

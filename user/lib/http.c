@@ -45,29 +45,6 @@ static const bool tgtchar[256] = {
 };
 
 /*
- * s[0..n) equals the lowercase literal lit, ASCII case-insensitive; with
- * us, '_' in s also matches '-' (see the framing fields in field_seen).
- */
-static bool eq_lower(const char *s, size_t n, const char *lit, size_t litlen, bool us)
-{
-	if (n != litlen)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c >= 'A' && c <= 'Z')
-			c += 'a' - 'A';
-		if (us && c == '_')
-			c = '-';
-		if (c != (unsigned char)lit[i])
-			return false;
-	}
-	return true;
-}
-
-#define EQ(s, n, lit)    eq_lower((s), (n), (lit), sizeof(lit) - 1, false)
-#define EQ_US(s, n, lit) eq_lower((s), (n), (lit), sizeof(lit) - 1, true)
-
-/*
  * Next element of a comma-separated list (RFC 9110 §5.6.1) in v[*pos..n):
  * OWS trimmed, empty elements skipped. Returns false when none is left.
  */
@@ -104,6 +81,7 @@ struct fields {
 	unsigned te_chunked;   /* response: "chunked" codings seen */
 	bool te_last_chunked;  /* response: last coding seen is chunked */
 	bool conn_close, conn_keep_alive;
+	bool conn_names; /* a Connection token other than keep-alive */
 	bool expect_continue, expect_other;
 	struct pg_str key;
 };
@@ -139,67 +117,66 @@ static bool host_ok(const char *v, size_t n)
 }
 
 /* Interpret one field that matters for framing or routing. */
-static int field_seen(struct fields *f, const char *name, size_t nlen, const char *v, size_t vlen)
+static int field_seen(struct fields *f, enum pg_http_field kind, const char *name, size_t nlen,
+                      const char *v, size_t vlen)
 {
 	struct pg_str e;
 	size_t pos = 0;
 
-	switch (nlen) {
-	case 4:
-		if (f->is_request && EQ(name, nlen, "host")) {
-			if (++f->n_host > 1 || !host_ok(v, vlen))
-				return -400;
-		}
+	switch (kind) {
+	case PG_HF_HOST:
+		if (f->is_request && (++f->n_host > 1 || !host_ok(v, vlen)))
+			return -400;
 		break;
-	case 6:
-		if (f->is_request && EQ(name, nlen, "expect")) {
+	case PG_HF_EXPECT:
+		if (f->is_request) {
 			if (EQ(v, vlen, "100-continue"))
 				f->expect_continue = true;
 			else
 				f->expect_other = true;
 		}
 		break;
-	case 10:
-		if (EQ(name, nlen, "connection")) {
-			while (list_next(v, vlen, &pos, &e)) {
-				if (EQ(e.p, e.len, "close"))
-					f->conn_close = true;
-				else if (EQ(e.p, e.len, "keep-alive"))
-					f->conn_keep_alive = true;
+	case PG_HF_CONNECTION:
+		while (list_next(v, vlen, &pos, &e)) {
+			if (EQ(e.p, e.len, "keep-alive")) {
+				f->conn_keep_alive = true; /* names only an own field */
+				continue;
 			}
+			/* A field this names is not forwarded ("close" too: a
+			 * field may be called that). */
+			f->conn_names = true;
+			if (EQ(e.p, e.len, "close"))
+				f->conn_close = true;
 		}
 		break;
-	case 14:
+	case PG_HF_CONTENT_LENGTH:
 		/* Servers that map headers to CGI-style variables read
 		 * Content_Length as Content-Length: ambiguous framing. */
-		if (EQ_US(name, nlen, "content-length")) {
-			if (++f->n_cl > 1 || memchr(name, '_', nlen))
-				return -400; /* strict: even two equal values */
-			return parse_content_length(v, vlen, &f->content_length);
-		}
-		break;
-	case 16:
-		if (f->is_request && EQ(name, nlen, "x-prefixgate-key")) {
+		if (++f->n_cl > 1 || memchr(name, '_', nlen))
+			return -400; /* strict: even two equal values */
+		return parse_content_length(v, vlen, &f->content_length);
+	case PG_HF_X_PREFIXGATE_KEY:
+		if (f->is_request) {
 			if (++f->n_key > 1)
 				return -400;
 			f->key.p = v;
 			f->key.len = vlen;
 		}
 		break;
-	case 17:
-		if (EQ_US(name, nlen, "transfer-encoding")) {
-			if (memchr(name, '_', nlen))
-				return -400;
-			f->n_te++;
-			f->te_exact_chunked = f->n_te == 1 && EQ(v, vlen, "chunked");
-			while (list_next(v, vlen, &pos, &e)) {
-				size_t tl = 0; /* coding name, before any ;parameters */
-				while (tl < e.len && tchar[(unsigned char)e.p[tl]])
-					tl++;
-				f->te_last_chunked = EQ(e.p, tl, "chunked");
-				f->te_chunked += f->te_last_chunked;
-			}
+	case PG_HF_TRANSFER_ENCODING:
+		if (memchr(name, '_', nlen))
+			return -400;
+		f->n_te++;
+		f->te_exact_chunked = f->n_te == 1 && EQ(v, vlen, "chunked");
+		while (list_next(v, vlen, &pos, &e)) {
+			size_t tl = 0; /* coding name, before any ;parameters */
+			while (tl < e.len && tchar[(unsigned char)e.p[tl]])
+				tl++;
+			f->te_last_chunked = EQ(e.p, tl, "chunked");
+			f->te_chunked += f->te_last_chunked;
 		}
+		break;
+	default:
 		break;
 	}
 	return 0;
@@ -251,14 +228,16 @@ static ssize_t parse_fields(const char *buf, size_t pos, size_t end, struct fiel
 		pos += 2;
 		if (n >= PG_HTTP_MAX_HEADERS)
 			return -431;
+		enum pg_http_field kind = pg_http_field_kind(buf + name, nlen);
 		if (hdrs) {
 			hdrs[n].name.p = buf + name;
 			hdrs[n].name.len = nlen;
 			hdrs[n].value.p = buf + val;
 			hdrs[n].value.len = vend - val;
+			hdrs[n].kind = (uint8_t)kind;
 		}
 		n++;
-		int rc = field_seen(f, buf + name, nlen, buf + val, vend - val);
+		int rc = field_seen(f, kind, buf + name, nlen, buf + val, vend - val);
 		if (rc)
 			return rc;
 	}
@@ -423,6 +402,7 @@ ssize_t pg_http_parse_request(const char *buf, size_t len, struct pg_http_reques
 		return -417;
 	req->expect_continue = f.expect_continue && req->minor == 1;
 	req->keep_alive = !f.conn_close && (req->minor == 1 || f.conn_keep_alive);
+	req->conn_names = f.conn_names;
 	req->key = f.key;
 	req->head_len = (size_t)r;
 	return r;
@@ -537,6 +517,7 @@ ssize_t pg_http_parse_response(const char *buf, size_t len, bool head_request,
 	}
 	resp->keep_alive =
 	    !f.conn_close && (resp->minor == 1 || f.conn_keep_alive) && resp->body != PG_BODY_EOF;
+	resp->conn_names = f.conn_names;
 	resp->head_len = (size_t)r;
 	return r;
 }

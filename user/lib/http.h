@@ -22,8 +22,32 @@ struct pg_str {
 	size_t len;
 };
 
+/* The header fields the gateway reads or rewrites, by name
+ * (pg_http_field_kind); every other field is PG_HF_OTHER. */
+enum pg_http_field {
+	PG_HF_OTHER = 0,
+	PG_HF_HOST,
+	PG_HF_EXPECT,
+	PG_HF_CONNECTION,
+	PG_HF_KEEP_ALIVE,
+	PG_HF_PROXY_CONNECTION,
+	PG_HF_TE,
+	PG_HF_UPGRADE,
+	PG_HF_TRAILER,
+	PG_HF_CONTENT_LENGTH,    /* also Content_Length (refused: http.c) */
+	PG_HF_TRANSFER_ENCODING, /* also Transfer_Encoding (refused) */
+	PG_HF_X_FORWARDED_FOR,
+	PG_HF_X_REQUEST_ID,
+	PG_HF_X_PREFIXGATE_KEY,
+};
+
+/* The kind of the field named name[0..len) (ASCII case-insensitive): one
+ * comparison, chosen by the name's length (http_field.c). */
+enum pg_http_field pg_http_field_kind(const char *name, size_t len);
+
 struct pg_http_header {
 	struct pg_str name, value; /* value without surrounding OWS */
+	uint8_t kind;              /* enum pg_http_field */
 };
 
 enum pg_body_kind {
@@ -40,6 +64,8 @@ struct pg_http_request {
 	enum pg_body_kind body;
 	uint64_t content_length; /* when body == PG_BODY_LENGTH */
 	bool keep_alive;         /* after this exchange, per version + Connection */
+	bool conn_names;         /* a Connection token other than keep-alive: the
+	                            fields it names are not forwarded */
 	bool expect_continue;    /* Expect: 100-continue (HTTP/1.1 only) */
 	struct pg_str key;       /* X-Prefixgate-Key value, len 0 if absent */
 	size_t head_len;         /* bytes of the head, leading empty lines included */
@@ -54,6 +80,8 @@ struct pg_http_response {
 	uint64_t content_length; /* when has_length */
 	bool has_length;         /* a Content-Length field gave content_length (HEAD, 304 too) */
 	bool keep_alive;         /* the connection may carry another request after it */
+	bool conn_names;         /* a Connection token other than keep-alive (as
+	                            in pg_http_request) */
 	size_t head_len;
 };
 
