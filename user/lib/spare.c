@@ -3,6 +3,17 @@
 #include <stdlib.h>
 #include "lib/spare.h"
 
+/* A kept buffer is poisoned under AddressSanitizer, so that a use of one
+ * after its owner gave it back is still reported, as a use after free. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define KEPT(p, n)  ASAN_POISON_MEMORY_REGION((p), (n))
+#define TAKEN(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define KEPT(p, n)  ((void)(p), (void)(n))
+#define TAKEN(p, n) ((void)(p), (void)(n))
+#endif
+
 void *pg_spare_take(struct pg_spares *s, size_t need, size_t *cap)
 {
 	unsigned best = s->n;
@@ -17,6 +28,7 @@ void *pg_spare_take(struct pg_spares *s, size_t need, size_t *cap)
 	p = s->v[best].p;
 	*cap = s->v[best].cap;
 	s->v[best] = s->v[--s->n];
+	TAKEN(p, *cap);
 	return p;
 }
 
@@ -31,6 +43,7 @@ void pg_spare_give(struct pg_spares *s, void *p, size_t cap)
 		return;
 	}
 	if (s->n < PG_SPARE_MAX) {
+		KEPT(p, cap);
 		s->v[s->n].p = p;
 		s->v[s->n++].cap = cap;
 		return;
@@ -42,14 +55,18 @@ void pg_spare_give(struct pg_spares *s, void *p, size_t cap)
 		free(p);
 		return;
 	}
+	TAKEN(s->v[small].p, s->v[small].cap);
 	free(s->v[small].p);
+	KEPT(p, cap);
 	s->v[small].p = p;
 	s->v[small].cap = cap;
 }
 
 void pg_spares_free(struct pg_spares *s)
 {
-	for (unsigned i = 0; i < s->n; i++)
+	for (unsigned i = 0; i < s->n; i++) {
+		TAKEN(s->v[i].p, s->v[i].cap);
 		free(s->v[i].p);
+	}
 	s->n = 0;
 }
