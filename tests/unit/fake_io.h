@@ -42,6 +42,7 @@ struct fsock {
 static struct fsock fs[NFD];
 static int next_up_fd, socket_errno;
 static size_t send_chunk; /* 0: sends complete whole; else at most this many bytes */
+static int stall_fd;      /* its send stays in flight (0: none) */
 static unsigned buf_returns;
 static struct pg_sock *closed_sends[64]; /* closed sockets whose send was cancelled */
 static unsigned nclosed_sends;
@@ -185,6 +186,7 @@ static int setup(void **state)
 	next_up_fd = UP_FD0;
 	socket_errno = 0;
 	send_chunk = 0;
+	stall_fd = 0;
 	nclosed_sends = 0;
 	memset(&cfg, 0, sizeof(cfg));
 	memset(&gw, 0, sizeof(gw));
@@ -260,7 +262,7 @@ static void pump(void)
 
 			size_t n = 0;
 
-			if (!f->pending)
+			if (!f->pending || fd == stall_fd)
 				continue;
 			/* What the kernel would take of it: all, or send_chunk bytes. */
 			for (size_t i = 0; i < f->pending->msg_iovlen; i++) {

@@ -111,6 +111,75 @@ static void test_body_copied_once(void **state)
 	assert_quiet();
 }
 
+/* Is p among the worker's kept buffers (lib/spare.h)? */
+static bool kept(const void *p)
+{
+	for (unsigned i = 0; i < w->spares.n; i++)
+		if (w->spares.v[i].p == p)
+			return true;
+	return false;
+}
+
+/* A backend answering before it took its whole request is closed with the
+ * request's send in flight: the buffers that send names go with it, and
+ * serve the next requests (the worker's spares) only once it is over, so
+ * the kernel never sends a later request's bytes as this one's. */
+static void test_buffers_outlive_their_send(void **state)
+{
+	int c = accept_client(), u = UP_FD0;
+	const char *held;
+
+	(void)state;
+	stall_fd = u;
+	say(c, req1);
+	connected(u, 0);
+	held = client_of(c)->x.held_buf;
+	assert_non_null(held);
+	assert_non_null(F(u)->pending);
+	say(u, resp_ok); /* while the request is still being sent */
+	assert_non_null(strstr(took(c), "\r\n\r\nok"));
+	assert_true(F(u)->closed);
+	assert_int_equal(client_of(c)->state, PG_C_HEAD); /* kept alive */
+	assert_false(kept(held));
+	pg_sock_reap(w, false); /* the send's cancel came in: u is freed */
+	assert_true(kept(held));
+	assert_quiet();
+}
+
+/* A parse made as a body arrived is kept for the next body with its token
+ * array (the worker's spares), and that array's size does not count as
+ * the next body's tokens: both bodies are parsed ahead. Each has ~1,700
+ * tokens (20 bytes each, in 37 KB) in an array of 3,200 (64 KB), more
+ * than the 32 KB of body the next one's first look has. */
+static void test_parse_ahead_twice(void **state)
+{
+	static char req[64 << 10];
+	int c = accept_client(), u = UP_FD0;
+	size_t n = 0, hl;
+	char body[48 << 10];
+
+	(void)state;
+	n = (size_t)snprintf(body, sizeof(body), "{\"prompt\":\"p\"");
+	for (unsigned i = 0; i < 850; i++)
+		n += (size_t)snprintf(body + n, sizeof(body) - n, ",\"m%04u\":\"%033u\"", i, i);
+	n += (size_t)snprintf(body + n, sizeof(body) - n, "}");
+	hl = (size_t)snprintf(req, sizeof(req), "%s%zu\r\n\r\n",
+	                      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ", n);
+	memcpy(req + hl, body, n);
+	for (int k = 0; k < 2; k++) {
+		deliver(c, req, hl + n);
+		if (!k)
+			connected(u, 0);
+		assert_int_equal(w->stats->parsed_ahead, (uint64_t)k + 1);
+		assert_non_null(strstr(took(u), "\"m0849\""));
+		say(u, resp_ok);
+		assert_non_null(strstr(took(c), "\r\n\r\nok"));
+	}
+	assert_int_equal(w->nahead_spare, 1);
+	assert_true(pg_json_tok_bytes(&w->ahead_spare[0]->js) > 2 * PG_BUFSZ);
+	assert_quiet();
+}
+
 /* Other first receives, read where they arrived: a chunked body whole in
  * it; a head split over two, with a request pipelined behind it; a body
  * too large for --max-body-size, answered from it (its bytes, and the
@@ -472,6 +541,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_pipelining_in_order, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_body_copied_once, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_first_piece_shapes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_buffers_outlive_their_send, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_parse_ahead_twice, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_retry_before_first_byte, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_retry_on_stale_pooled_connection, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_no_retry_after_first_byte, setup, teardown),

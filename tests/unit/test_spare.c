@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <cmocka.h>
 #include "lib/spare.h"
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef PG_SPARE_ASAN
 #include <sanitizer/asan_interface.h>
 #endif
 
@@ -39,13 +39,13 @@ static void test_take_smallest_that_fits(void **state)
 	k64 = give_new(&s, 65536);
 	k4 = give_new(&s, 4096);
 	assert_int_equal(s.n, 2);
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef PG_SPARE_ASAN
 	/* kept: any use is reported (the ASan build of this test) */
 	assert_true(__asan_address_is_poisoned((char *)k4 + 100));
 #endif
 	assert_ptr_equal(pg_spare_take(&s, 3000, &cap), k4);
 	assert_int_equal(cap, 4096);
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef PG_SPARE_ASAN
 	assert_false(__asan_address_is_poisoned((char *)k4 + 4095));
 #endif
 	assert_null(pg_spare_take(&s, 3000, &cap)); /* 64 KiB is too large for it */

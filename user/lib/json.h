@@ -128,6 +128,12 @@ int pg_json_stream_feed(struct pg_json_stream *ps, const char *src, size_t len, 
 /* Release the tokens (pg_json_free()). */
 void pg_json_stream_free(struct pg_json_stream *ps);
 
+/* Bytes js's token array holds (for a caller keeping it for reuse). */
+static inline size_t pg_json_tok_bytes(const struct pg_json *js)
+{
+	return (size_t)js->cap * sizeof(*js->tok);
+}
+
 /* Iteration. Array elements: for (k = pg_json_first(i), n = 0; n < size;
  * n++, k = tok[k].next). Object members: the name at k, the value at k + 1,
  * the next name at tok[k + 1].next. */

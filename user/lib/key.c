@@ -531,7 +531,7 @@ static int json_body_key(enum pg_api api, const char *body, size_t body_len,
 		window = window >= body_len / 8 ? 0 : window * 8;
 		p = pg_json_parse_window(js, body, body_len, window) ? NULL : js;
 	}
-	if (!ks || js->cap * sizeof(*js->tok) > PG_SPARE_KEEP)
+	if (!ks || pg_json_tok_bytes(js) > PG_SPARE_KEEP)
 		pg_json_free(js);
 	return rc;
 }

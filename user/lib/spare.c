@@ -5,7 +5,7 @@
 
 /* A kept buffer is poisoned under AddressSanitizer, so that a use of one
  * after its owner gave it back is still reported, as a use after free. */
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef PG_SPARE_ASAN
 #include <sanitizer/asan_interface.h>
 #define KEPT(p, n)  ASAN_POISON_MEMORY_REGION((p), (n))
 #define TAKEN(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))

@@ -20,6 +20,16 @@
  * minutes) would hold a body's buffer as long as it lasts. */
 #define PG_SPARE_SLACK 4
 
+/* Built with AddressSanitizer (gcc's macro, clang's feature test): kept
+ * buffers are poisoned (spare.c). */
+#if defined(__SANITIZE_ADDRESS__)
+#define PG_SPARE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PG_SPARE_ASAN 1
+#endif
+#endif
+
 struct pg_spares {
 	struct {
 		void *p;
@@ -34,7 +44,7 @@ struct pg_spares {
 void *pg_spare_take(struct pg_spares *s, size_t need, size_t *cap);
 
 /* Keep p (cap bytes; NULL: nothing) for a later take, or free it: when it
- * is over PG_SPARE_KEEP, or s is full and p is smaller than every kept
+ * is over PG_SPARE_KEEP, or s is full and p is no larger than every kept
  * one (else the smallest kept one makes room). */
 void pg_spare_give(struct pg_spares *s, void *p, size_t cap);
 

@@ -88,8 +88,8 @@ void pg_parse_ahead(struct pg_worker *w, struct pg_exchange *x, const struct pg_
 	 * connection sending one: a body that makes more token bytes than its
 	 * own (tiny members, ~3x; a chat body makes a few per cent) is parsed
 	 * at routing instead, when the tokens live only for the decision. */
-	if (x->ahead->js.cap * sizeof(*x->ahead->js.tok) > in->body_len)
-		give_up(w, x);
+	if (x->ahead->js.ntok * sizeof(*x->ahead->js.tok) > in->body_len)
+		give_up(w, x); /* ntok: a kept parse's array may be larger */
 }
 
 void pg_parse_ahead_end(struct pg_worker *w, struct pg_exchange *x)
@@ -99,8 +99,7 @@ void pg_parse_ahead_end(struct pg_worker *w, struct pg_exchange *x)
 	if (!ps)
 		return;
 	x->ahead = NULL;
-	if (w->nahead_spare < PG_AHEAD_SPARES &&
-	    ps->js.cap * sizeof(*ps->js.tok) <= PG_SPARE_KEEP) {
+	if (w->nahead_spare < PG_AHEAD_SPARES && pg_json_tok_bytes(&ps->js) <= PG_SPARE_KEEP) {
 		w->ahead_spare[w->nahead_spare++] = ps;
 		return;
 	}

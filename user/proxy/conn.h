@@ -157,6 +157,10 @@ struct pg_upstream {
 	char *hbuf; /* response head being assembled */
 	size_t hlen, hcap;
 	struct pg_dp_conn *dp; /* kernel data path state (datapath.c); NULL: copy */
+	/* An exchange's request buffers (fwd, held_buf) that a send still named
+	 * when this connection closed: released when it is freed. */
+	char *sent_fwd, *sent_held;
+	size_t sent_held_cap;
 };
 
 /* --- client.c ---------------------------------------------------------------- */
@@ -173,8 +177,10 @@ void pg_client_schedule(struct pg_worker *w, struct pg_client *c);
 /* --- exchange.c -------------------------------------------------------------- */
 /* Forget the current request: its slots, backend connection and buffers. */
 void pg_exchange_reset(struct pg_worker *w, struct pg_client *c);
-/* Free the buffers an exchange owns (pg_exchange_reset does, and a client
- * being freed): nothing else is released. */
+/* Release the buffers an exchange owns (pg_exchange_reset does, and a
+ * client being freed): freed, or kept for the next requests (the body's,
+ * the parse made as it arrived: w->spares, w->ahead_spare); nothing else
+ * is released. */
 void pg_exchange_free(struct pg_worker *w, struct pg_exchange *x);
 /* Answer status with a JSON error and close (or just close mid-response). */
 void pg_client_error(struct pg_worker *w, struct pg_client *c, int status, const char *msg);

@@ -103,6 +103,21 @@ static void log_request(struct pg_worker *w, const struct pg_client *c, unsigned
 	pg_alog_record(w->gw->alog, w->id, &r);
 }
 
+/* Close x's backend connection u. A send still in flight on it names x's
+ * request buffers (borrowed: x keeps them for retries): they go with u,
+ * released when u is freed, so that no next request written into a kept
+ * buffer (lib/spare.h) can be read by the kernel as this one's bytes. */
+static void upstream_close(struct pg_worker *w, struct pg_exchange *x, struct pg_upstream *u)
+{
+	pg_upstream_close(w, u); /* drops the segments no send names */
+	if (!u->s.sending)
+		return;
+	u->sent_fwd = x->fwd;
+	u->sent_held = x->held_buf;
+	u->sent_held_cap = x->held_cap;
+	x->fwd = x->held_buf = NULL;
+}
+
 void pg_exchange_free(struct pg_worker *w, struct pg_exchange *x)
 {
 	free(x->fwd);
@@ -118,7 +133,7 @@ void pg_exchange_reset(struct pg_worker *w, struct pg_client *c)
 
 	release_slot(w, x);
 	if (x->up)
-		pg_upstream_close(w, x->up); /* drops any segment borrowing x->fwd */
+		upstream_close(w, x, x->up);
 	if (x->admitted)
 		pg_admit_release(w->gw);
 	pg_exchange_free(w, x);
@@ -282,10 +297,10 @@ void pg_response_end(struct pg_worker *w, struct pg_client *c)
 	u->c = NULL;
 	if (pg_reuse_ok(&r))
 		pg_pool_put(w, u);
-	else if (pg_dp_spliced(u) && !u->peer_closed && !u->s.closed)
-		pg_upstream_linger(w, u);
+	else if (pg_dp_spliced(u) && r.request_flushed && !u->peer_closed && !u->s.closed)
+		pg_upstream_linger(w, u); /* nothing of x's is still to be sent */
 	else
-		pg_upstream_close(w, u);
+		upstream_close(w, x, u);
 	/* The client's side of an early answer was settled at its head
 	 * (boundary.h): drop the rest of the body, or close. */
 	if (owed && !pg_early_keeps_client(&x->body))

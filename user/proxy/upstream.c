@@ -384,9 +384,10 @@ static void upstream_free(struct pg_worker *w, struct pg_sock *s)
 {
 	struct pg_upstream *u = (struct pg_upstream *)s;
 
-	(void)w;
 	pg_dp_free(u);
 	free(u->hbuf);
+	free(u->sent_fwd);
+	pg_spare_give(&w->spares, u->sent_held, u->sent_held_cap);
 	free(u);
 }
 

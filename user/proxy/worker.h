@@ -88,10 +88,12 @@ struct pg_worker {
 	uint64_t rid_boot, rid_seq; /* made X-Request-Ids: random boot id, counter */
 	uint64_t now_ms;            /* refreshed once per loop turn */
 	struct pg_dp_conn *dp_wait; /* skb connections waiting to be drained (datapath.c) */
-	/* Memory kept from one request for the next, so that the request path
-	 * allocates nothing large in steady state (pg_worker_spares_free):
-	 * freed input buffers, request bodies among them (lib/spare.h); parses
-	 * made as bodies arrived (body.h); the key's scratch (key.h). */
+	/* Memory kept from one request for the next, so that in steady state
+	 * a request's body, its parse and its key allocate nothing
+	 * (pg_worker_spares_free): freed input buffers, request bodies among
+	 * them (lib/spare.h); parses made as bodies arrived (body.h); the
+	 * key's scratch (key.h). Small pieces (heads, send segments) and
+	 * chunked bodies' copies still come from malloc. */
 	struct pg_spares spares;
 	struct pg_json_stream *ahead_spare[PG_AHEAD_SPARES];
 	unsigned nahead_spare;
