@@ -7,9 +7,6 @@
 #include "lib/buf.h"
 #include "lib/forward.h"
 
-/* Connection fields remembered per head; a head with more (it may hold 128
- * fields) is taken to list every field but Host and the framing ones. */
-#define CONN_MAX 16
 /* Bytes a rewritten head may have beyond the head it came from (its made
  * X-Request-Id, framing field, Connection field; the client's address
  * apart), reserved at once so that its pieces are plain copies. A head
@@ -57,7 +54,7 @@ bool pg_fwd_list_has(struct pg_str list, struct pg_str token)
 
 /* The Connection fields' values of a head. */
 struct conn_lists {
-	struct pg_str v[CONN_MAX];
+	struct pg_str v[PG_HTTP_CONN_MAX];
 	size_t n;
 	bool overflow;
 };
@@ -65,7 +62,7 @@ struct conn_lists {
 /* A Connection field's value. */
 static void conn_add(struct conn_lists *cl, struct pg_str value)
 {
-	if (cl->n < CONN_MAX)
+	if (cl->n < PG_HTTP_CONN_MAX)
 		cl->v[cl->n++] = value;
 	else
 		cl->overflow = true;

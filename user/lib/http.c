@@ -75,13 +75,13 @@ static bool list_next(const char *v, size_t n, size_t *pos, struct pg_str *out)
 /* What the header fields of one head say; judged once the head is complete. */
 struct fields {
 	bool is_request;
-	unsigned n_cl, n_te, n_host, n_key;
+	unsigned n_cl, n_te, n_host, n_key, n_conn;
 	uint64_t content_length;
 	bool te_exact_chunked; /* request: the only TE value is exactly "chunked" */
 	unsigned te_chunked;   /* response: "chunked" codings seen */
 	bool te_last_chunked;  /* response: last coding seen is chunked */
 	bool conn_close, conn_keep_alive;
-	bool conn_names; /* a Connection token other than keep-alive */
+	bool conn_names; /* a Connection token other than keep-alive (or too many) */
 	bool expect_continue, expect_other;
 	struct pg_str key;
 };
@@ -137,6 +137,8 @@ static int field_seen(struct fields *f, enum pg_http_field kind, const char *nam
 		}
 		break;
 	case PG_HF_CONNECTION:
+		if (++f->n_conn > PG_HTTP_CONN_MAX)
+			f->conn_names = true; /* the forwarder drops all but framing */
 		while (list_next(v, vlen, &pos, &e)) {
 			if (EQ(e.p, e.len, "keep-alive")) {
 				f->conn_keep_alive = true; /* names only an own field */
@@ -371,6 +373,7 @@ ssize_t pg_http_parse_request(const char *buf, size_t len, struct pg_http_reques
 	req->body = PG_BODY_NONE;
 	req->content_length = 0;
 	req->keep_alive = false;
+	req->conn_names = false;
 	req->expect_continue = false;
 	req->key = (struct pg_str){NULL, 0};
 	req->head_len = 0;

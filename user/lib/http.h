@@ -16,6 +16,9 @@
 #define PG_HTTP_MAX_HEAD    (64 * 1024) /* larger header block: 431 */
 #define PG_HTTP_MAX_TARGET  (8 * 1024)  /* longer request target: 414 */
 #define PG_HTTP_MAX_HEADERS 128         /* more header fields: 431 */
+/* Connection fields the forwarder remembers; a head with more is taken to
+ * name every field but Host and the framing ones (conn_names). */
+#define PG_HTTP_CONN_MAX 16
 
 struct pg_str {
 	const char *p;
@@ -64,8 +67,9 @@ struct pg_http_request {
 	enum pg_body_kind body;
 	uint64_t content_length; /* when body == PG_BODY_LENGTH */
 	bool keep_alive;         /* after this exchange, per version + Connection */
-	bool conn_names;         /* a Connection token other than keep-alive: the
-	                            fields it names are not forwarded */
+	bool conn_names;         /* a Connection token other than keep-alive, or
+	                            more than PG_HTTP_CONN_MAX Connection fields:
+	                            the fields they name are not forwarded */
 	bool expect_continue;    /* Expect: 100-continue (HTTP/1.1 only) */
 	struct pg_str key;       /* X-Prefixgate-Key value, len 0 if absent */
 	size_t head_len;         /* bytes of the head, leading empty lines included */

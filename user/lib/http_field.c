@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * The header fields the gateway knows by name (http.h pg_http_field_kind).
- * The parser classifies each field once, as it reads it (http.c: framing,
- * Host, Expect, the key); the forwarder drops or rewrites fields by the
- * same kind (forward.c: hop-by-hop and identity fields), where it used to
- * compare each name with every name it knows.
+ * The header fields the gateway knows by name (http.h pg_http_field_kind):
+ * the parser classifies each field as it reads it (http.c: framing, Host,
+ * Expect, the key) and keeps a request field's kind, by which the
+ * forwarder drops or rewrites it (forward.c: hop-by-hop and identity
+ * fields); a response's fields, not kept, are classified again as they
+ * are written. One comparison a field, not one per name known.
  */
 #include "lib/http.h"
 #include "lib/http_internal.h"
