@@ -218,6 +218,12 @@ class Fleet:
     def metrics(self):
         return http_get(self.admin_port, "/metrics", 5.0, self.admin_headers())[1].decode()
 
+    def counter(self, name):
+        """The value of one unlabelled sample of /metrics, as an int."""
+        v = metric_samples(self.metrics()).get(name)
+        assert v is not None, "no metric %s" % name
+        return int(v)
+
 
 def check_echo(status, headers, body_sent):
     """mockllm echoes the length and CRC-32 of the body it received."""

@@ -24,7 +24,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, check_echo, metric_samples, run_suite  # noqa: E402
+from harness import Fleet, check_echo, run_suite  # noqa: E402
 
 TESTS = []
 PATH = "/v1/chat/completions"
@@ -74,12 +74,6 @@ def trickle(f, body, rid, chunked=False):
         s.close()
 
 
-def counter(f, name):
-    v = metric_samples(f.metrics()).get(name)
-    assert v is not None, "no metric %s" % name
-    return int(v)
-
-
 def run(opts, gw_args, cases):
     """cases: (body, chunked, want key_source, parsed ahead). Each is sent
     trickled; its access-log record must carry the dry run's key."""
@@ -99,8 +93,8 @@ def run(opts, gw_args, cases):
             time.sleep(0.01)
         gone.close()
         want = []
-        ahead0 = counter(f, "prefixgate_parsed_ahead_total")
-        fb0 = counter(f, "prefixgate_key_extraction_fallbacks_total")
+        ahead0 = f.counter("prefixgate_parsed_ahead_total")
+        fb0 = f.counter("prefixgate_key_extraction_fallbacks_total")
         for i, (body, chunked, source, _) in enumerate(cases):
             dry = f.dry_run(body, path=PATH)
             assert dry["key_source"] == source, (source, dry["key_source"])
@@ -109,8 +103,8 @@ def run(opts, gw_args, cases):
             assert st == 200 or source == "raw", "status %s" % st
             if st == 200:
                 check_echo(st, h, body)
-        ahead = counter(f, "prefixgate_parsed_ahead_total") - ahead0
-        fb = counter(f, "prefixgate_key_extraction_fallbacks_total") - fb0
+        ahead = f.counter("prefixgate_parsed_ahead_total") - ahead0
+        fb = f.counter("prefixgate_key_extraction_fallbacks_total") - fb0
         assert ahead == sum(1 for c in cases if c[3]), "parsed ahead: %d" % ahead
         assert fb == sum(1 for c in cases if c[2] == "raw"), "fallbacks: %d" % fb
         assert f.idle(), "in-flight counts not back to 0"
@@ -164,7 +158,7 @@ def pipelined_after_a_parsed_body(opts):
               mock_args={i: ["--time-scale", "1000"] for i in range(2)})
     try:
         first, second = chat(MIB, "p1"), chat(8 * 1024, "p2")
-        ahead0 = counter(f, "prefixgate_parsed_ahead_total")
+        ahead0 = f.counter("prefixgate_parsed_ahead_total")
         s = socket.create_connection(("127.0.0.1", f.port), timeout=20)
         head = "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
         s.sendall((head % (PATH, len(first))).encode())
@@ -179,7 +173,7 @@ def pipelined_after_a_parsed_body(opts):
             r.read()
             check_echo(r.status, {k.lower(): v for k, v in r.getheaders()}, body)
         s.close()
-        assert counter(f, "prefixgate_parsed_ahead_total") - ahead0 == 1
+        assert f.counter("prefixgate_parsed_ahead_total") - ahead0 == 1
         assert f.idle(), "in-flight counts not back to 0"
     finally:
         rc = f.stop()

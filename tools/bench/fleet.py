@@ -158,15 +158,19 @@ class Instances:
 
 class Gateway:
     """prefixgate (build/prefixgate, or the binary given: another build of
-    it); as root its state is in BPF maps under a private pin path."""
+    it); as root its state is in BPF maps under a private pin path, unless
+    bpf is False. wrapper: a command it runs under (valgrind: instr.py),
+    given ready_timeout seconds to answer."""
     name = "prefixgate"
 
-    def __init__(self, build, backends, logdir, args=(), binary=None):
+    def __init__(self, build, backends, logdir, args=(), binary=None, bpf=True, wrapper=(),
+                 ready_timeout=10.0):
         self.port, self.admin = free_port(), free_port()
-        cmd = [binary or os.path.join(build, "prefixgate"), "--listen", "127.0.0.1:%d" % self.port,
-               "--admin", "127.0.0.1:%d" % self.admin]
+        cmd = list(wrapper) + [binary or os.path.join(build, "prefixgate"),
+                               "--listen", "127.0.0.1:%d" % self.port,
+                               "--admin", "127.0.0.1:%d" % self.admin]
         self.pin = None
-        if os.geteuid() != 0:
+        if os.geteuid() != 0 or not bpf:
             cmd.append("--no-bpf")
         else:
             self.pin = "/sys/fs/bpf/prefixgate-bench-%d" % self.port
@@ -174,7 +178,7 @@ class Gateway:
         for b in backends:
             cmd += ["--backend", b]
         self.proc = spawn(cmd + list(args), os.path.join(logdir, "prefixgate-%d.log" % self.port))
-        wait_http(self.admin, proc=self.proc)
+        wait_http(self.admin, timeout=ready_timeout, proc=self.proc)
 
     def in_flight(self):
         """{address: in-flight requests} from GET /backends."""
@@ -186,8 +190,8 @@ class Gateway:
     def remove_backend(self, addr):
         http(self.admin, "/backends/" + addr, "DELETE")
 
-    def stop(self):
-        rc = stop(self.proc)
+    def stop(self, timeout=10):
+        rc = stop(self.proc, timeout)
         # This private pin path dies with the process: remove what is left.
         if self.pin and os.path.isdir(self.pin):
             for f in os.listdir(self.pin):

@@ -33,17 +33,13 @@ from overhead import FIXED, INSTANT  # noqa: E402
 
 def callgrind(build, binary, inst, logdir, warmup, requests, out_file):
     """Run binary under callgrind for warmup + requests; the dump's path."""
-    port, admin = fleet.free_port(), fleet.free_port()
-    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out_file,
-           "--toggle-collect=worker_main", binary,
-           "--listen", "127.0.0.1:%d" % port, "--admin", "127.0.0.1:%d" % admin,
-           "--no-bpf", "--workers", "1"]
-    for b in inst.addrs():
-        cmd += ["--backend", b]
-    p = fleet.spawn(cmd, os.path.join(logdir, "callgrind-%d.log" % port))
+    gw = fleet.Gateway(build, inst.addrs(), logdir, ["--workers", "1"], binary, bpf=False,
+                       wrapper=["valgrind", "--tool=callgrind",
+                                "--callgrind-out-file=" + out_file,
+                                "--toggle-collect=worker_main"], ready_timeout=120)
+    p = gw.proc
     try:
-        fleet.wait_tcp(port, timeout=120, proc=p)
-        target = "127.0.0.1:%d" % port
+        target = "127.0.0.1:%d" % gw.port
         fleet.pgload(build, target, os.path.join(logdir, "warm.json"),
                      FIXED + ["--concurrency", "4", "--requests", str(warmup)], logdir)
         subprocess.run(["callgrind_control", "-z", str(p.pid)], check=True,
@@ -55,7 +51,7 @@ def callgrind(build, binary, inst, logdir, warmup, requests, out_file):
         if r["ok"] != requests:
             raise RuntimeError("%d of %d requests failed" % (requests - r["ok"], requests))
     finally:
-        fleet.stop(p, timeout=30)
+        gw.stop(timeout=30)
     dumps = sorted(f for f in os.listdir(os.path.dirname(out_file))
                    if f.startswith(os.path.basename(out_file) + ".") and f[-1].isdigit())
     if not dumps:
