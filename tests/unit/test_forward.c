@@ -105,6 +105,27 @@ static void test_request_heads(void **state)
 	}
 }
 
+/* More Connection fields than the forwarder remembers (PG_HTTP_CONN_MAX),
+ * even ones that name nothing: every field but Host and framing is taken
+ * as named, and dropped. */
+static void test_many_connection_fields(void **state)
+{
+	(void)state;
+	for (int k = PG_HTTP_CONN_MAX; k <= PG_HTTP_CONN_MAX + 1; k++) {
+		char in[2048], *got;
+		int n = snprintf(in, sizeof(in), POST);
+
+		for (int i = 0; i < k; i++)
+			n += snprintf(in + n, sizeof(in) - (size_t)n, "Connection: keep-alive\r\n");
+		n += snprintf(in + n, sizeof(in) - (size_t)n, "A: 1\r\nContent-Length: 0\r\n\r\n");
+		got = fwd_request(in, (size_t)n);
+		assert_string_equal(got, k > PG_HTTP_CONN_MAX ? POST "Content-Length: 0\r\n\r\n"
+		                                              : POST
+		                             "A: 1\r\nContent-Length: 0\r\n\r\n");
+		free(got);
+	}
+}
+
 #define OK200 "HTTP/1.1 200 OK\r\n"
 
 static void test_response_heads(void **state)
@@ -387,10 +408,15 @@ static void test_http10_response(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_request_heads),    cmocka_unit_test(test_response_heads),
-	    cmocka_unit_test(test_chunked_reframed), cmocka_unit_test(test_list_has),
-	    cmocka_unit_test(test_reuse_rule),       cmocka_unit_test(test_early_client),
-	    cmocka_unit_test(test_identity),         cmocka_unit_test(test_http10_response),
+	    cmocka_unit_test(test_request_heads),
+	    cmocka_unit_test(test_response_heads),
+	    cmocka_unit_test(test_many_connection_fields),
+	    cmocka_unit_test(test_chunked_reframed),
+	    cmocka_unit_test(test_list_has),
+	    cmocka_unit_test(test_reuse_rule),
+	    cmocka_unit_test(test_early_client),
+	    cmocka_unit_test(test_identity),
+	    cmocka_unit_test(test_http10_response),
 	};
 
 	return cmocka_run_group_tests_name("forward", tests, NULL, NULL);
