@@ -159,8 +159,9 @@ class Instances:
 class Gateway:
     """prefixgate (build/prefixgate, or the binary given: another build of
     it); as root its state is in BPF maps under a private pin path, unless
-    bpf is False. wrapper: a command it runs under (valgrind: instr.py),
-    given ready_timeout seconds to answer."""
+    bpf is False. wrapper: a command it runs under (valgrind: instr.py,
+    where the admin API does not come up: ready is then its listener's
+    accepting), given ready_timeout seconds."""
     name = "prefixgate"
 
     def __init__(self, build, backends, logdir, args=(), binary=None, bpf=True, wrapper=(),
@@ -178,7 +179,10 @@ class Gateway:
         for b in backends:
             cmd += ["--backend", b]
         self.proc = spawn(cmd + list(args), os.path.join(logdir, "prefixgate-%d.log" % self.port))
-        wait_http(self.admin, timeout=ready_timeout, proc=self.proc)
+        if wrapper:
+            wait_tcp(self.port, timeout=ready_timeout, proc=self.proc)
+        else:
+            wait_http(self.admin, timeout=ready_timeout, proc=self.proc)
 
     def in_flight(self):
         """{address: in-flight requests} from GET /backends."""
