@@ -9,8 +9,18 @@ user space, the top symbols by self time, and the top call chains into the
 kernel from the gateway's own code (which syscalls and completions cost).
 Folded stacks (OUT/profile-DATAPATH.folded) feed any flame graph tool.
 
+--vs-floor: where prefixgate's CPU goes beyond the floor proxy's. Each of
+the floor (build/floorproxy) and prefixgate (--data-path DATAPATH) in
+turn, open loop at --rate req/s (the overhead benchmark's CPU figure),
+sampled at 4 kHz: the time per request by symbol (self), by frame on the
+stack (inclusive: syscalls, io_uring operations, softirq), and in the
+kernel and in user space, side by side with the difference. Saved as
+OUT/profile-vs-floor-DATAPATH.txt.
+
 usage: tools/bench/profile.py --build build [--out build/bench] [--seconds 8]
-       [--data-path auto|copy]   (needs root for perf and for the BPF paths)
+       [--data-path auto|copy] [--vs-floor [--rate 2000]] [--gateway-bin PATH]
+       (needs root for perf and for the BPF paths; --gateway-bin: another
+       build of prefixgate instead of build's)
 """
 import argparse
 import collections
@@ -76,6 +86,68 @@ def summarize(stacks, top=15):
     return lines
 
 
+def record(pid, data, hz):
+    return subprocess.Popen(["perf", "record", "-g", "-F", str(hz), "-o", data, "-p", str(pid)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def per_request(stacks, requests, hz, key):
+    """{name: µs per request}: the samples key(stack) names, at hz."""
+    c = collections.Counter()
+    for s in stacks:
+        for k in key(s):
+            c[k] += 1
+    return {k: v * 1e6 / hz / requests for k, v in c.items()}
+
+
+def vs_floor(opts, out, logdir):
+    """The floor and prefixgate at a fixed rate, profiled alike."""
+    hz = 4000
+    inst = fleet.Instances(opts.build, 2, logdir, INSTANT)
+    runs = {}
+    try:
+        for name in ("floor", "prefixgate"):
+            p = (fleet.Floor(opts.build, inst.addrs(), logdir) if name == "floor" else
+                 fleet.Gateway(opts.build, inst.addrs(), logdir,
+                               ["--data-path", opts.data_path], opts.gateway_bin))
+            data = os.path.join(logdir, name + ".data")
+            try:
+                rec = record(p.proc.pid, data, hz)
+                r = fleet.pgload(opts.build, "127.0.0.1:%d" % p.port,
+                                 os.path.join(logdir, name + ".json"),
+                                 FIXED + ["--rate", "%g" % opts.rate,
+                                          "--duration", "%g" % opts.seconds], logdir)
+                rec.send_signal(2)
+                rec.wait(timeout=60)
+            finally:
+                p.stop()
+            runs[name] = (max(1, r["ok"]), perf_script(data))
+    finally:
+        inst.stop()
+    lines = ["floor vs prefixgate --data-path %s, 32 KiB chat bodies, %g req/s, %g s each; "
+             "µs of CPU per request (the proxy's own tasks)" % (
+                 opts.data_path, opts.rate, opts.seconds)]
+    views = [("where: kernel or user space",
+              lambda s: ["kernel" if s and "kernel" in s[0][1] else "user space"], 4),
+             ("self time by symbol", lambda s: [s[0][0]] if s else [], 30),
+             ("inclusive, by frame (syscalls, io_uring operations, softirq)",
+              lambda s: set(f[0] for f in s), 30)]
+    for title, key, top in views:
+        fl, pg = (per_request(runs[n][1], runs[n][0], hz, key) for n in ("floor", "prefixgate"))
+        lines += ["", title, "  %-44s %9s %11s %9s" % ("", "floor", "prefixgate", "beyond")]
+        if title.startswith("where"):
+            lines.append("  %-44s %9.1f %11.1f %+9.1f" % (
+                "total", sum(fl.values()), sum(pg.values()), sum(pg.values()) - sum(fl.values())))
+        for k in sorted(set(fl) | set(pg), key=lambda k: -max(fl.get(k, 0), pg.get(k, 0)))[:top]:
+            lines.append("  %-44s %9.2f %11.2f %+9.2f" % (
+                k[:44], fl.get(k, 0), pg.get(k, 0), pg.get(k, 0) - fl.get(k, 0)))
+    print("\n".join(lines))
+    path = os.path.join(out, "profile-vs-floor-%s.txt" % opts.data_path)
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("saved %s" % path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -83,17 +155,21 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--data-path", default="auto", choices=["auto", "copy"])
+    ap.add_argument("--vs-floor", action="store_true")
+    ap.add_argument("--rate", type=float, default=2000.0)
+    ap.add_argument("--gateway-bin", default=None)
     opts = ap.parse_args()
     out = opts.out or os.path.join(opts.build, "bench")
     os.makedirs(out, exist_ok=True)
     logdir = tempfile.mkdtemp(prefix="pg-profile-")
+    if opts.vs_floor:
+        return vs_floor(opts, out, logdir)
     inst = fleet.Instances(opts.build, 2, logdir, INSTANT)
-    gw = fleet.Gateway(opts.build, inst.addrs(), logdir, ["--data-path", opts.data_path])
+    gw = fleet.Gateway(opts.build, inst.addrs(), logdir, ["--data-path", opts.data_path],
+                       opts.gateway_bin)
     data = os.path.join(logdir, "perf.data")
     try:
-        rec = subprocess.Popen(["perf", "record", "-g", "-F", "2000", "-o", data, "-p",
-                                str(gw.proc.pid)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+        rec = record(gw.proc.pid, data, 2000)
         fleet.pgload(opts.build, "127.0.0.1:%d" % gw.port, os.path.join(logdir, "load.json"),
                      FIXED + ["--concurrency", "32", "--duration", "%g" % opts.seconds],
                      logdir)
