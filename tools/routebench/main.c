@@ -278,6 +278,7 @@ int main(int argc, char **argv)
 	static const char *const wheres[] = {"cold", "warm"};
 	static const char *const arrivals[] = {"whole", "pieces"};
 	static struct pg_json_stream ps;
+	struct pg_key_scratch ks = {0}; /* kept from key to key, as a worker's is */
 	char *rx;
 	static struct pg_ring_member members[PG_MAX_BACKENDS];
 	static char addrs[PG_MAX_BACKENDS][32];
@@ -384,8 +385,8 @@ int main(int argc, char **argv)
 				for (unsigned c = 0; c < convs && !warm; c++)
 					blen[c] = body(bodies + (size_t)c * cap, cap, c, t, kib);
 				for (unsigned c = 0; c < convs; c++) {
-					struct pg_route_input in = {.api = PG_API_CHAT,
-					                            .complete = true};
+					struct pg_route_input in = {
+					    .api = PG_API_CHAT, .complete = true, .scratch = &ks};
 					struct pg_choice ch;
 					struct pg_key key;
 					uint64_t ahead = 0;
@@ -434,6 +435,7 @@ int main(int argc, char **argv)
 		}
 	}
 	pg_json_stream_free(&ps);
+	pg_key_scratch_free(&ks);
 	free(rx);
 	free(ring);
 	free(lat);
