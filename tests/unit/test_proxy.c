@@ -123,26 +123,38 @@ static bool kept(const void *p)
 /* A backend answering before it took its whole request is closed with the
  * request's send in flight: the buffers that send names go with it, and
  * serve the next requests (the worker's spares) only once it is over, so
- * the kernel never sends a later request's bytes as this one's. */
+ * the kernel never sends a later request's bytes as this one's. One whose
+ * answer is broken is closed the same way, and the retry goes on with
+ * copies. */
 static void test_buffers_outlive_their_send(void **state)
 {
 	int c = accept_client(), u = UP_FD0;
 	const char *held;
 
 	(void)state;
-	stall_fd = u;
-	say(c, req1);
-	connected(u, 0);
-	held = client_of(c)->x.held_buf;
-	assert_non_null(held);
-	assert_non_null(F(u)->pending);
-	say(u, resp_ok); /* while the request is still being sent */
-	assert_non_null(strstr(took(c), "\r\n\r\nok"));
-	assert_true(F(u)->closed);
-	assert_int_equal(client_of(c)->state, PG_C_HEAD); /* kept alive */
-	assert_false(kept(held));
-	pg_sock_reap(w, false); /* the send's cancel came in: u is freed */
-	assert_true(kept(held));
+	for (int broken = 0; broken < 2; broken++, u = next_up_fd) {
+		stall_fd = u;
+		say(c, req1);
+		if (F(u)->connecting)
+			connected(u, 0);
+		held = client_of(c)->x.held_buf;
+		assert_non_null(held);
+		assert_non_null(F(u)->pending);
+		/* while the request is still being sent */
+		say(u, broken ? "garbage\r\n\r\n" : resp_ok);
+		assert_true(F(u)->closed);
+		assert_false(kept(held));
+		if (broken) {
+			assert_ptr_not_equal(client_of(c)->x.held_buf, held);
+			connected(next_up_fd - 1, 0); /* the retry, on the other backend */
+			assert_non_null(strstr(took(next_up_fd - 1), "\r\n\r\nhello"));
+			say(next_up_fd - 1, resp_ok);
+		}
+		assert_non_null(strstr(took(c), "\r\n\r\nok"));
+		assert_int_equal(client_of(c)->state, PG_C_HEAD); /* kept alive */
+		pg_sock_reap(w, false); /* the send's cancel came in: u is freed */
+		assert_true(kept(held));
+	}
 	assert_quiet();
 }
 

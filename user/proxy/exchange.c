@@ -103,11 +103,15 @@ static void log_request(struct pg_worker *w, const struct pg_client *c, unsigned
 	pg_alog_record(w->gw->alog, w->id, &r);
 }
 
-/* Close x's backend connection u. A send still in flight on it names x's
- * request buffers (borrowed: x keeps them for retries): they go with u,
- * released when u is freed, so that no next request written into a kept
- * buffer (lib/spare.h) can be read by the kernel as this one's bytes. */
-static void upstream_close(struct pg_worker *w, struct pg_exchange *x, struct pg_upstream *u)
+/* Close x's backend connection u (not closed yet). A send still in flight
+ * on it names x's request buffers (borrowed: x keeps them for retries):
+ * they go with u, released when u is freed, so that nothing written into
+ * them later (a retry's head, the next request in a kept buffer,
+ * lib/spare.h) can be read by the kernel as this request's bytes. An
+ * exchange that goes on (another attempt, or its error answer, which reads
+ * fwd) goes on with copies. */
+static void upstream_close(struct pg_worker *w, struct pg_exchange *x, struct pg_upstream *u,
+                           bool goes_on)
 {
 	pg_upstream_close(w, u); /* drops the segments no send names */
 	if (!u->s.sending)
@@ -116,6 +120,22 @@ static void upstream_close(struct pg_worker *w, struct pg_exchange *x, struct pg
 	u->sent_held = x->held_buf;
 	u->sent_held_cap = x->held_cap;
 	x->fwd = x->held_buf = NULL;
+	if (!goes_on)
+		return;
+	if (u->sent_fwd) {
+		x->fwd = malloc(x->fwd_cap);
+		if (!x->fwd)
+			abort(); /* out of memory: as pg_bytes_append */
+		memcpy(x->fwd, u->sent_fwd, x->fwd_len);
+	}
+	if (u->sent_held) {
+		x->held_buf = malloc(x->held_len ? x->held_len : 1);
+		if (!x->held_buf)
+			abort();
+		memcpy(x->held_buf, x->held, x->held_len);
+		x->held = x->held_buf;
+		x->held_cap = x->held_len ? x->held_len : 1;
+	}
 }
 
 void pg_exchange_free(struct pg_worker *w, struct pg_exchange *x)
@@ -133,7 +153,7 @@ void pg_exchange_reset(struct pg_worker *w, struct pg_client *c)
 
 	release_slot(w, x);
 	if (x->up)
-		upstream_close(w, x, x->up);
+		upstream_close(w, x, x->up, false);
 	if (x->admitted)
 		pg_admit_release(w->gw);
 	pg_exchange_free(w, x);
@@ -237,7 +257,7 @@ void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why
 
 	if (u) {
 		x->up = NULL;
-		pg_upstream_close(w, u);
+		upstream_close(w, x, u, true);
 	}
 	__atomic_fetch_add(&b->failures, 1, __ATOMIC_RELAXED);
 	if (mark_down) {
@@ -300,7 +320,7 @@ void pg_response_end(struct pg_worker *w, struct pg_client *c)
 	else if (pg_dp_spliced(u) && r.request_flushed && !u->peer_closed && !u->s.closed)
 		pg_upstream_linger(w, u); /* nothing of x's is still to be sent */
 	else
-		upstream_close(w, x, u);
+		upstream_close(w, x, u, false);
 	/* The client's side of an early answer was settled at its head
 	 * (boundary.h): drop the rest of the body, or close. */
 	if (owed && !pg_early_keeps_client(&x->body))
