@@ -419,9 +419,8 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 	                                                [INSTR] = {"instructions", 12},
 	                                                [INPUT] = {"input", 5},
 	                                                [PREV] = {"previous_response_id", 20}};
-	struct pg_text e = {.buf = ks ? ks->text : NULL,
-	                    .cap = ks ? ks->text_cap : 0,
-	                    .limit = text_limit(kb != NULL, prefix_length)};
+	struct pg_text e = {
+	    .buf = ks->text, .cap = ks->text_cap, .limit = text_limit(kb != NULL, prefix_length)};
 	int64_t f[NFIELD];
 	int rc;
 
@@ -481,15 +480,8 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 			blocks_out(kb, t, e.len, anchor);
 		}
 	}
-	if (!ks || e.cap > PG_SPARE_KEEP) { /* else kept for the next key */
-		free(e.buf);
-		e.buf = NULL;
-		e.cap = 0;
-	}
-	if (ks) {
-		ks->text = e.buf;
-		ks->text_cap = e.cap;
-	}
+	ks->text = e.buf; /* kept for the next key (scratch_trim) */
+	ks->text_cap = e.cap;
 	return rc == WALK_WHOLE ? rc : rc || e.oom ? -1 : 0;
 }
 
@@ -512,7 +504,7 @@ static int json_body_key(enum pg_api api, const char *body, size_t body_len,
                          struct pg_key_blocks *kb, struct pg_key_scratch *ks)
 {
 	size_t window = pg_key_window(kb != NULL, prefix_length);
-	struct pg_json own = {0}, *js = ks ? &ks->js : &own;
+	struct pg_json *js = &ks->js;
 	const struct pg_json *p;
 	int rc = -1;
 
@@ -531,9 +523,21 @@ static int json_body_key(enum pg_api api, const char *body, size_t body_len,
 		window = window >= body_len / 8 ? 0 : window * 8;
 		p = pg_json_parse_window(js, body, body_len, window) ? NULL : js;
 	}
-	if (!ks || pg_json_tok_bytes(js) > PG_SPARE_KEEP)
-		pg_json_free(js);
 	return rc;
+}
+
+/* Free what the scratch holds past keep bytes a buffer: after a key,
+ * what a rare huge body grew past PG_SPARE_KEEP; a scratch of one key
+ * only, or at the end, all (0). */
+static void scratch_trim(struct pg_key_scratch *ks, size_t keep)
+{
+	if (ks->text_cap > keep) {
+		free(ks->text);
+		ks->text = NULL;
+		ks->text_cap = 0;
+	}
+	if (pg_json_tok_bytes(&ks->js) > keep)
+		pg_json_free(&ks->js);
 }
 
 /* The key of one request, and with kb cache_aware's blocks and anchor
@@ -543,6 +547,10 @@ static void key_compute(enum pg_api api, struct pg_str header_key, const char *b
                         uint32_t prefix_length, struct pg_key *out, char *text, size_t text_cap,
                         size_t *text_len, struct pg_key_blocks *kb, struct pg_key_scratch *ks)
 {
+	struct pg_key_scratch own = {0}; /* no caller's: freed at the end */
+
+	if (!ks)
+		ks = &own;
 	memset(out, 0, sizeof(*out));
 	if (!body)
 		body = "";
@@ -564,6 +572,7 @@ static void key_compute(enum pg_api api, struct pg_str header_key, const char *b
 			blocks_out(kb, body, n, n);
 	}
 	out->anchor = kb ? kb->anchor : out->hash;
+	scratch_trim(ks, ks == &own ? 0 : PG_SPARE_KEEP);
 }
 
 int pg_key_compute(enum pg_api api, struct pg_str header_key, const char *body, size_t body_len,
@@ -587,8 +596,5 @@ int pg_key_compute_ahead(enum pg_api api, struct pg_str header_key, const char *
 
 void pg_key_scratch_free(struct pg_key_scratch *ks)
 {
-	free(ks->text);
-	ks->text = NULL;
-	ks->text_cap = 0;
-	pg_json_free(&ks->js);
+	scratch_trim(ks, 0);
 }

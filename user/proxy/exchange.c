@@ -103,6 +103,16 @@ static void log_request(struct pg_worker *w, const struct pg_client *c, unsigned
 	pg_alog_record(w->gw->alog, w->id, &r);
 }
 
+/* A copy of p[0, len) in a buffer of cap bytes (cap >= len > 0). */
+static char *copy_of(const char *p, size_t len, size_t cap)
+{
+	char *q = malloc(cap);
+
+	if (!q)
+		abort(); /* out of memory: as pg_bytes_append */
+	return memcpy(q, p, len);
+}
+
 /* Close x's backend connection u (not closed yet). A send still in flight
  * on it names x's request buffers (borrowed: x keeps them for retries):
  * they go with u, released when u is freed, so that nothing written into
@@ -122,19 +132,11 @@ static void upstream_close(struct pg_worker *w, struct pg_exchange *x, struct pg
 	x->fwd = x->held_buf = NULL;
 	if (!goes_on)
 		return;
-	if (u->sent_fwd) {
-		x->fwd = malloc(x->fwd_cap);
-		if (!x->fwd)
-			abort(); /* out of memory: as pg_bytes_append */
-		memcpy(x->fwd, u->sent_fwd, x->fwd_len);
-	}
-	if (u->sent_held) {
-		x->held_buf = malloc(x->held_len ? x->held_len : 1);
-		if (!x->held_buf)
-			abort();
-		memcpy(x->held_buf, x->held, x->held_len);
-		x->held = x->held_buf;
-		x->held_cap = x->held_len ? x->held_len : 1;
+	if (u->sent_fwd)
+		x->fwd = copy_of(u->sent_fwd, x->fwd_len, x->fwd_cap);
+	if (u->sent_held) { /* held only with held_len > 0 (client.c) */
+		x->held = x->held_buf = copy_of(x->held, x->held_len, x->held_len);
+		x->held_cap = x->held_len;
 	}
 }
 
