@@ -5,8 +5,9 @@
  * SINGLE_ISSUER | DEFER_TASKRUN: only this thread submits, and completions
  * are run when it asks for them, in batches, with no IPIs. The loop is
  * submit_and_wait_timeout -> for_each_cqe -> one cq_advance per batch ->
- * the data path's due checks -> housekeeping every 100 ms -> the run list
- * -> the sends queued this turn -> free closed sockets no SQE names.
+ * starved receives re-armed -> the data path's due checks -> housekeeping
+ * every 100 ms -> the run list -> the sends queued this turn -> free closed
+ * sockets no SQE names.
  *
  * user_data packs a pointer (8-byte aligned) and an op in its low 3 bits.
  * A struct pg_sock counts the SQEs naming it (refs) and is freed only once
@@ -110,23 +111,12 @@ static int bufring_init(struct pg_worker *w)
 	return 0;
 }
 
-static void uring_recv(struct pg_worker *w, struct pg_sock *s);
-
 static void uring_buf_return(struct pg_worker *w, int bid)
 {
 	io_uring_buf_ring_add(w->br, w->bufs + (size_t)bid * PG_BUFSZ, PG_BUFSZ,
 	                      (unsigned short)bid, io_uring_buf_ring_mask(PG_NBUFS), 0);
 	io_uring_buf_ring_advance(w->br, 1);
 	w->bufs_out--;
-	/* A socket whose recv ended for lack of buffers can go on now. */
-	if (w->starved) {
-		struct pg_sock *s = w->starved;
-
-		w->starved = s->starved_next;
-		s->starved = false;
-		if (!s->closed && s->want_recv)
-			uring_recv(w, s);
-	}
 }
 
 /* --- the I/O actions (sock.h) ---------------------------------------------- */
@@ -155,6 +145,23 @@ static void uring_recv(struct pg_worker *w, struct pg_sock *s)
 	io_uring_sqe_set_data64(sqe, ud_pack(s, PG_OP_RECV));
 	s->recv_armed = true;
 	s->refs++;
+}
+
+/* Receives ended for lack of provided buffers are re-armed after the turn's
+ * completions, as many as buffers are free. Not at each return: a burst
+ * posts its ENOBUFS behind the receives that took the buffers, so all are
+ * back before the first socket starves (it then waited for other traffic,
+ * maybe for ever). One woken too early gets ENOBUFS again. */
+static void feed_starved(struct pg_worker *w)
+{
+	for (unsigned n = PG_NBUFS - w->bufs_out; w->starved && n; n--) {
+		struct pg_sock *s = w->starved;
+
+		w->starved = s->starved_next;
+		s->starved = false;
+		if (!s->closed && s->want_recv)
+			uring_recv(w, s);
+	}
 }
 
 static void uring_pause(struct pg_worker *w, struct pg_sock *s)
@@ -457,6 +464,7 @@ static void *worker_main(void *arg)
 			n++;
 		}
 		io_uring_cq_advance(&w->ring, n);
+		feed_starved(w);
 		pg_dp_events(w);
 		if (w->dp_wait)
 			pg_dp_run(w);
