@@ -51,7 +51,9 @@ deps:
 	$(Q)tools/deps.sh
 
 # --- BPF: clang -> strip DWARF with `bpftool gen object` -> skeleton --------
-$(BUILD)/%.bpf.o: bpf/%.bpf.c $(wildcard include/*.h bpf/*.h) | $(BUILD)
+# Every object waits for deps (the C objects through the skeletons): with -j,
+# nothing is compiled before the packages it needs are installed.
+$(BUILD)/%.bpf.o: bpf/%.bpf.c $(wildcard include/*.h bpf/*.h) | $(BUILD) deps
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_x86 -Iinclude -Ibpf \
 		-I$(ARCH_INC) $(WARN) -c $< -o $(@:.o=.tmp.o)
