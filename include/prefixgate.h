@@ -53,7 +53,8 @@ enum pg_decision {
 	PG_DEC_RETRY = 4,             /* re-dispatch after a failed attempt */
 	PG_DEC_EXPLICIT_KEY = 5,      /* affinity by X-Prefixgate-Key / prompt_cache_key */
 	PG_DEC_CACHED = 6,            /* cache_aware: where the longest cached prefix is */
-	PG_DEC_MAX = 7,
+	PG_DEC_BALANCED = 7,          /* cache_aware: a later ring candidate, less recently sent */
+	PG_DEC_MAX = 8,
 };
 
 enum pg_strategy {
@@ -93,6 +94,19 @@ enum pg_strategy {
  * this many more requests in flight than the fleet's mean is "far busier",
  * and is passed over. */
 #define PG_CA_GAP_DEFAULT 4
+/* CacheAwareConfig.NewConversationChoices: a request nothing cached places
+ * (a new conversation or document) goes to the least recently sent of the
+ * first N ring candidates of its anchor, ring order breaking ties. 1 (the
+ * default): always the first, a choice that depends on the membership
+ * alone, so gateways that share no state place a conversation alike. More
+ * evens out the instances' shares, for a lone gateway or a fleet that
+ * shares its index (README, How it routes). */
+#define PG_CA_CHOICES_DEFAULT 1
+/* pg_backend.recent: its time constant, and its unit (1/256 request). Two
+ * counts within PG_CA_RECENT_TIE of each other are a tie. */
+#define PG_CA_RECENT_MS  20000
+#define PG_CA_RECENT_ONE 256
+#define PG_CA_RECENT_TIE PG_CA_RECENT_ONE
 
 /*
  * One slot of the block index. Array map "pg_cache_index", BPF_F_MMAPABLE,
@@ -152,7 +166,11 @@ struct pg_backend {
 	__s32 peer_in_flight;
 	__u32 peer_gateways; /* peers whose counts peer_in_flight sums */
 	__u32 pool;          /* the model pool it serves (index in pg_pools); control thread */
-	__u32 pool_pad;
+	/* cache_aware: requests dispatched to it lately, in 1/PG_CA_RECENT_ONE
+	 * requests: workers add at dispatch, the control thread decays it
+	 * (time constant PG_CA_RECENT_MS; user/lib/balancer.h). What
+	 * CacheAwareConfig.NewConversationChoices compares. */
+	__u32 recent;
 };
 _Static_assert(sizeof(struct pg_backend) == 104 + 8 * PG_DEC_MAX, "pg_backend layout");
 _Static_assert(sizeof(struct pg_backend) % 8 == 0, "pg_backend alignment");
@@ -203,8 +221,10 @@ struct pg_state {
 	__u32 ca_slots;              /* entries of pg_cache_index (a power of two) */
 	__u32 pid;                   /* the gateway's pid; 0: it exited */
 	__u64 heartbeat_ms;          /* CLOCK_MONOTONIC ms of its last control tick */
+	__u32 ca_choices;            /* cache_aware: CacheAwareConfig.NewConversationChoices */
+	__u32 state_pad;
 };
-_Static_assert(sizeof(struct pg_state) == 56, "pg_state layout");
+_Static_assert(sizeof(struct pg_state) == 64, "pg_state layout");
 
 /* A heartbeat older than this: no gateway writes the maps any more. */
 #define PG_HEARTBEAT_STALE_MS 5000

@@ -142,6 +142,7 @@ static inline void pg_route_cfg_load_pool(const struct pg_gateway *gw, unsigned 
 	rc->concurrency_threshold = __atomic_load_n(&st->concurrency_threshold, __ATOMIC_RELAXED);
 	rc->load_signal = gw->cfg ? gw->cfg->load_signal : PG_LOAD_INFLIGHT;
 	rc->max_load_gap = __atomic_load_n(&st->ca_max_load_gap, __ATOMIC_RELAXED);
+	rc->new_choices = __atomic_load_n(&st->ca_choices, __ATOMIC_RELAXED);
 }
 
 /* The default pool's (the whole gateway's when no pools are configured). */

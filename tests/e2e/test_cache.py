@@ -11,6 +11,8 @@
 - the block index is a pinned map bpftool reads (bpf mode);
 - the X-Prefixgate-Route header and the admin dry run agree with real
   traffic;
+- with CacheAwareConfig.NewConversationChoices, new conversations even out
+  over the backends, and a backend that joins takes them at once;
 - in-flight counts are back to 0 after every test.
 
 usage: test_cache.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
@@ -216,6 +218,82 @@ def route_header_and_dry_run_agree(opts):
         assert "prefixgate_cache_matched_blocks_count" in m
         used = [l for l in m.splitlines() if l.startswith('prefixgate_cache_index_slots{state="used"}')]
         assert used and int(used[0].split()[-1]) > 0, used
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+def choices(f, n):
+    """CacheAwareConfig.NewConversationChoices n, live (PUT /routing)."""
+    rc = {"RoutingStrategy": "CACHE_AWARE", "CacheAwareConfig": {"NewConversationChoices": n}}
+    st, _ = f.admin("PUT", "/routing", rc)
+    assert st == 200, "PUT /routing: %s" % st
+    st, got = f.admin("GET", "/routing")
+    assert got["CacheAwareConfig"]["NewConversationChoices"] == n, got
+
+
+@test
+def new_conversations_balanced(opts):
+    """NewConversationChoices 4 of 4 backends: each new conversation goes to
+    the least recently sent backend, so 40 of them split evenly (ring order
+    alone: a binomial spread), and each still sticks to where it began."""
+    f = fleet(opts)
+    try:
+        choices(f, 4)
+        rng = random.Random(7)
+        convs = [Conversation(rng) for _ in range(40)]
+        first = [send(f, c) for c in convs]
+        where = [b for b, _, _ in first]
+        share = {b: where.count(b) for b in set(where)}
+        # a backend more than one request ahead of another is passed over,
+        # so the counts stay within 2 (3 with the decay of the older ones)
+        assert len(share) == 4 and max(share.values()) - min(share.values()) <= 3, share
+        assert any(r == "balanced" for _, r, _ in first), [r for _, r, _ in first]
+        for i, c in enumerate(convs):
+            c.next_turn()
+            b, reason, _ = send(f, c)
+            assert b == where[i], "conversation %d moved %s -> %s" % (i, where[i], b)
+            # a first turn shorter than a block is not cached in the index:
+            # its anchor's placement keeps the second there
+            assert reason in ("cached", "affinity", "balanced"), reason
+        assert f.idle()
+    finally:
+        f.stop()
+
+
+@test
+def newcomer_takes_new_conversations(opts):
+    """With NewConversationChoices 4, a backend that joins has sent nothing
+    lately: new conversations whose anchor has it among their first 4 ring
+    candidates (4 in 5) go to it at once; the running ones stay put; the
+    dry run says so before the request does."""
+    f = fleet(opts)
+    try:
+        choices(f, 4)
+        rng = random.Random(8)
+        convs = [Conversation(rng) for _ in range(16)]
+        where = two_turns(f, convs)
+        port = f.add_mock("b4", MOCK)
+        st, _ = f.admin("POST", "/backends", {"address": "127.0.0.1:%d" % port})
+        assert st in (200, 201), "add backend: %s" % st
+        assert wait_until(lambda: len(f.backends()) == 5, 5)
+        new = "127.0.0.1:%d" % port
+        took = tries = 0
+        # The others sent 8 requests each (within 2): it stays the least sent
+        # by more than one request for its first 4 at least.
+        while took < 4 and tries < 60:
+            tries += 1
+            c = Conversation(rng)
+            dry = f.dry_run(c.body(), path="/v1/chat/completions")
+            b, reason, _ = send(f, c)
+            assert (dry["backend"], dry["reason"]) == (b, reason), (dry, b, reason)
+            if new in dry["candidates"][:4]:
+                assert b == new, "a choice of %s went to %s (%s)" % (dry["candidates"], b, reason)
+                took += 1
+        assert took == 4, "no new conversation could go to the new backend in %d" % tries
+        for i, c in enumerate(convs):
+            c.next_turn()
+            assert send(f, c)[0] == where[i], "conversation %d moved after a join" % i
         assert f.idle()
     finally:
         f.stop()

@@ -27,7 +27,7 @@ from harness import Fleet, free_port, have_bpf, http_get, run_suite, wait_until 
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 DECISIONS = ["affinity", "overflow", "random", "least_outstanding", "retry", "explicit_key",
-             "cached"]
+             "cached", "balanced"]
 RING_SLOTS = 65536
 TESTS = []
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * cache_aware: the blocks and anchor of a key text (key.h), the block index
- * (cacheidx.h: bound, aging, longest match, determinism) and the choice
- * rule (balancer.h, pg_balance_cached), table-driven.
+ * cache_aware: the blocks and anchor of a key text (key.h) and the block
+ * index (cacheidx.h: bound, aging, longest match, determinism). Its choice
+ * rule is test_choice.c's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -249,117 +249,6 @@ static void test_index_bound_and_determinism(void **state)
 	free(y.slots);
 }
 
-static void test_choice_rule(void **state)
-{
-	static const struct {
-		const char *why;
-		int32_t in_flight[5]; /* ids 1..4 */
-		uint16_t holder[2];
-		size_t nholder;
-		bool specific;
-		uint16_t want;
-		uint8_t decision;
-	} cases[] = {
-	    {"own history cached: its holder", {0, 0, 0, 0}, {3}, 1, true, 3, PG_DEC_CACHED},
-	    {"holder at the threshold: the anchor's ring",
-	     {0, 0, 10, 0},
-	     {3},
-	     1,
-	     true,
-	     1,
-	     PG_DEC_AFFINITY},
-	    {"holder far busier than the rest (mean 1.5 + 4 < 6)",
-	     {0, 0, 6, 0},
-	     {3},
-	     1,
-	     true,
-	     1,
-	     PG_DEC_AFFINITY},
-	    {"holder just within the gap (mean 1.25 + 4 >= 5)",
-	     {0, 0, 5, 0},
-	     {3},
-	     1,
-	     true,
-	     3,
-	     PG_DEC_CACHED},
-	    {"an idle newcomer does not pull it away",
-	     {4, 4, 6, 0},
-	     {3},
-	     1,
-	     true,
-	     3,
-	     PG_DEC_CACHED},
-	    {"only a shared prefix matched: the anchor decides",
-	     {0, 0, 0, 0},
-	     {3},
-	     1,
-	     false,
-	     1,
-	     PG_DEC_AFFINITY},
-	    {"two holders: the anchor's ring order",
-	     {0, 0, 0, 0},
-	     {4, 2},
-	     2,
-	     true,
-	     2,
-	     PG_DEC_CACHED},
-	    {"first holder busy: the next", {0, 10, 0, 0}, {2, 4}, 2, true, 4, PG_DEC_CACHED},
-	    {"nothing cached, anchor's first busy",
-	     {10, 0, 0, 0},
-	     {0},
-	     0,
-	     false,
-	     2,
-	     PG_DEC_OVERFLOW},
-	    {"all at the threshold: least loaded",
-	     {10, 12, 11, 10},
-	     {3},
-	     1,
-	     true,
-	     1,
-	     PG_DEC_OVERFLOW},
-	};
-	const uint16_t ring[] = {1, 2, 3, 4};
-	const struct pg_route_cfg cfg = {.strategy = PG_STRATEGY_CACHE_AWARE,
-	                                 .prefix_length = 4096,
-	                                 .concurrency_threshold = 10,
-	                                 .max_load_gap = 4};
-
-	(void)state;
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct pg_cached c = {cases[i].holder, cases[i].nholder, cases[i].specific, 4};
-		struct pg_choice ch, again;
-		uint16_t id;
-
-		members(4);
-		for (unsigned b = 1; b <= 4; b++)
-			backends[b].in_flight = cases[i].in_flight[b - 1];
-		id = pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 7, false, &ch);
-		if (id != cases[i].want || ch.decision != cases[i].decision)
-			fail_msg("%s: got %u (%s %u), want %u (%u)", cases[i].why, id, "decision",
-			         ch.decision, cases[i].want, cases[i].decision);
-		/* Same inputs, same choice (the deterministic part). */
-		assert_int_equal(
-		    pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 7, false, &again),
-		    id);
-	}
-	/* A holder that left is never chosen; load never fails a request. */
-	{
-		struct pg_cached c = {(const uint16_t[]){2}, 1, true, 4};
-		struct pg_choice ch;
-
-		members(4);
-		backends[2].flags = 0;
-		backends[1].in_flight = backends[3].in_flight = backends[4].in_flight = 500;
-		assert_int_not_equal(
-		    pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 1, false, &ch), 2);
-		assert_int_not_equal(ch.backend, 0);
-		members(0);
-		assert_int_equal(
-		    pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 1, false, &ch), 0);
-	}
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -367,7 +256,6 @@ int main(void)
 	    cmocka_unit_test(test_index_record_and_match),
 	    cmocka_unit_test(test_index_aging),
 	    cmocka_unit_test(test_index_bound_and_determinism),
-	    cmocka_unit_test(test_choice_rule),
 	};
 
 	return cmocka_run_group_tests_name("cacheidx", tests, NULL, NULL);

@@ -60,6 +60,12 @@ static void test_routing_config_json(void **state)
 	     "PREFIX_AWARE, CACHE_AWARE"},
 	    {"{\"RoutingStrategy\":\"CACHE_AWARE\",\"CacheAwareConfig\":{\"MaxLoadGap\":2000}}", -1,
 	     0, 0, 0, "CacheAwareConfig.MaxLoadGap: 2000 is out of range 0-1024"},
+	    {"{\"RoutingStrategy\":\"CACHE_AWARE\",\"CacheAwareConfig\":"
+	     "{\"NewConversationChoices\":0}}",
+	     -1, 0, 0, 0, "CacheAwareConfig.NewConversationChoices: 0 is out of range 1-4"},
+	    {"{\"RoutingStrategy\":\"CACHE_AWARE\",\"CacheAwareConfig\":"
+	     "{\"NewConversationChoices\":5}}",
+	     -1, 0, 0, 0, "CacheAwareConfig.NewConversationChoices: 5 is out of range 1-4"},
 	    {"{\"RoutingStrategy\":\"CACHE_AWARE\",\"CacheAwareConfig\":{\"Gap\":2}}", -1, 0, 0, 0,
 	     "CacheAwareConfig.Gap: unknown field"},
 	    {"{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
@@ -99,7 +105,7 @@ static void test_routing_config_json(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct pg_route_cfg rc = {PG_STRATEGY_RANDOM, 1, 2, PG_LOAD_INFLIGHT, 3};
+		struct pg_route_cfg rc = {PG_STRATEGY_RANDOM, 1, 2, PG_LOAD_INFLIGHT, 3, 2};
 		int r;
 
 		err[0] = 0;
@@ -121,6 +127,21 @@ static void test_routing_config_json(void **state)
 	}
 	assert_string_equal(pg_strategy_name(PG_STRATEGY_LEAST_OUTSTANDING),
 	                    "LEAST_OUTSTANDING_REQUESTS");
+	/* CacheAwareConfig.NewConversationChoices: given, or the default */
+	{
+		static const char given[] = "{\"RoutingStrategy\":\"CACHE_AWARE\","
+		                            "\"CacheAwareConfig\":{\"NewConversationChoices\":3}}";
+		static const char absent[] = "{\"RoutingStrategy\":\"CACHE_AWARE\"}";
+		struct pg_route_cfg rc = {0};
+
+		assert_int_equal(
+		    pg_routing_config_parse(given, strlen(given), &rc, err, sizeof(err)), 0);
+		assert_int_equal(rc.new_choices, 3);
+		assert_int_equal(rc.max_load_gap, PG_CA_GAP_DEFAULT);
+		assert_int_equal(
+		    pg_routing_config_parse(absent, strlen(absent), &rc, err, sizeof(err)), 0);
+		assert_int_equal(rc.new_choices, PG_CA_CHOICES_DEFAULT);
+	}
 }
 
 static void test_backends_file(void **state)

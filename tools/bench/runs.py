@@ -20,6 +20,7 @@ once, no simulated time), and not counted. The caches are then in the state a
 long run of that strategy leaves them in; the instances' counters are read
 after the warm-up and again at the end.
 """
+import json
 import os
 import subprocess
 import threading
@@ -28,13 +29,19 @@ import fleet
 
 SCALE = 4.0
 STRATEGIES = ["random", "least_outstanding_requests", "prefix_aware", "cache_aware",
-              "haproxy"]
+              "ca_n3", "haproxy"]
 LABELS = {"random": "RANDOM", "least_outstanding_requests": "LEAST_OUTSTANDING",
           "prefix_aware": "PREFIX_AWARE", "cache_aware": "CACHE_AWARE",
-          "haproxy": "HAProxy hash",
+          "ca_n3": "CACHE_AWARE n=3", "haproxy": "HAProxy hash",
           "pa_t10": "PREFIX_AWARE ct=10", "pa_t1024": "PREFIX_AWARE ct=1024"}
+# CACHE_AWARE with its RoutingConfig (prefixgate --routing-config): n=3 places
+# what nothing cached places on the least recently sent of its anchor's first
+# 3 ring candidates (CacheAwareConfig.NewConversationChoices; README, How it
+# routes), where plain CACHE_AWARE (the default, 1) takes the first.
+CA_VARIANTS = {"ca_n3": {"RoutingStrategy": "CACHE_AWARE",
+                         "CacheAwareConfig": {"NewConversationChoices": 3}}}
 # Strategies only some gateway builds have: the word prefixgate --help must show.
-OPTIONAL = {"cache_aware": "cache_aware"}
+OPTIONAL = {"cache_aware": "cache_aware", "ca_n3": "new-conversation-choices"}
 _SUPPORT = {}
 
 
@@ -117,8 +124,14 @@ def router(build, strategy, backends, logdir, prefix_length=None, threshold=None
            cache_capacity=None, gw_args=()):
     if strategy == "haproxy":
         return fleet.HAProxy(backends, logdir, prefix_bytes=prefix_length or 4096)
-    args = ["--strategy", "prefix_aware" if strategy.startswith("pa_") else strategy]
-    if strategy == "cache_aware" and cache_capacity:
+    if strategy in CA_VARIANTS:
+        rc = os.path.join(logdir, "routing-%s.json" % strategy)
+        with open(rc, "w") as f:
+            json.dump(CA_VARIANTS[strategy], f)
+        args = ["--routing-config", rc]
+    else:
+        args = ["--strategy", "prefix_aware" if strategy.startswith("pa_") else strategy]
+    if (strategy == "cache_aware" or strategy in CA_VARIANTS) and cache_capacity:
         # what the gateway models per backend = what each instance holds
         args += ["--cache-capacity", str(cache_capacity)]
     if prefix_length:

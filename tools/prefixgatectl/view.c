@@ -16,13 +16,13 @@ static const char *const dec_col[PG_DEC_MAX] = {
     [PG_DEC_AFFINITY] = "AFFINITY", [PG_DEC_OVERFLOW] = "OVERFLOW",
     [PG_DEC_RANDOM] = "RANDOM",     [PG_DEC_LEAST_OUTSTANDING] = "LEAST-OUT",
     [PG_DEC_RETRY] = "RETRY",       [PG_DEC_EXPLICIT_KEY] = "EXPL-KEY",
-    [PG_DEC_CACHED] = "CACHED",
+    [PG_DEC_CACHED] = "CACHED",     [PG_DEC_BALANCED] = "BALANCED",
 };
 static const char *const dec_rate_col[PG_DEC_MAX] = {
     [PG_DEC_AFFINITY] = "AFF/S", [PG_DEC_OVERFLOW] = "OVF/S",
     [PG_DEC_RANDOM] = "RND/S",   [PG_DEC_LEAST_OUTSTANDING] = "LOR/S",
     [PG_DEC_RETRY] = "RTY/S",    [PG_DEC_EXPLICIT_KEY] = "KEY/S",
-    [PG_DEC_CACHED] = "CCH/S",
+    [PG_DEC_CACHED] = "CCH/S",   [PG_DEC_BALANCED] = "BAL/S",
 };
 
 const char *ctl_health(const struct ctl_backend *b)

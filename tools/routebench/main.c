@@ -152,6 +152,7 @@ static void setup(struct pg_gateway *gw, struct pg_config *cfg, unsigned nbacken
 	cfg->route.prefix_length = PG_PREFIX_LENGTH_DEFAULT;
 	cfg->route.concurrency_threshold = PG_CONCURRENCY_DEFAULT;
 	cfg->route.max_load_gap = PG_CA_GAP_DEFAULT;
+	cfg->route.new_choices = PG_CA_CHOICES_DEFAULT;
 	cfg->cache_capacity = PG_CA_CAPACITY_DEFAULT;
 	for (unsigned i = 0; i < nbackends; i++) {
 		snprintf(addrs[i], sizeof(addrs[i]), "127.0.%u.%u:8000", i / 250, 1 + i % 250);

@@ -138,7 +138,7 @@ void pg_config_usage(FILE *out);
  * RANDOM, LEAST_OUTSTANDING_REQUESTS, PREFIX_AWARE, CACHE_AWARE, any case);
  * missing PrefixAwareRoutingConfig fields take PG_PREFIX_LENGTH_DEFAULT /
  * PG_CONCURRENCY_DEFAULT, a missing CacheAwareConfig.MaxLoadGap
- * PG_CA_GAP_DEFAULT. Unknown
+ * PG_CA_GAP_DEFAULT, NewConversationChoices PG_CA_CHOICES_DEFAULT. Unknown
  * fields, wrong types and out-of-range values are errors naming the field
  * ("PrefixAwareRoutingConfig.ConcurrencyThreshold: 0 is out of range
  * 1-1024"). Returns 0 and replaces *io, or -1 with err set and *io untouched.

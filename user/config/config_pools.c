@@ -132,6 +132,8 @@ static int route_key(struct pg_pool_cfg *pc, const char *key, const char *v, cha
 	    {"concurrency-threshold", PG_POOL_SET_THRESHOLD, PG_CONCURRENCY_MIN, PG_CONCURRENCY_MAX,
 	     offsetof(struct pg_route_cfg, concurrency_threshold)},
 	    {"max-load-gap", PG_POOL_SET_GAP, 0, 1024, offsetof(struct pg_route_cfg, max_load_gap)},
+	    {"new-conversation-choices", PG_POOL_SET_CHOICES, 1, PG_RING_CANDIDATES,
+	     offsetof(struct pg_route_cfg, new_choices)},
 	};
 	char *text, e[256];
 	size_t len;
@@ -172,7 +174,7 @@ static int route_key(struct pg_pool_cfg *pc, const char *key, const char *v, cha
 	}
 	pg_errf(err, errlen,
 	        "unknown key \"%s\" (model, path, backend, strategy, prefix-length, "
-	        "concurrency-threshold, max-load-gap, routing-config)",
+	        "concurrency-threshold, max-load-gap, new-conversation-choices, routing-config)",
 	        key);
 	return -1;
 }
@@ -284,6 +286,8 @@ int pg_pools_finish(struct pg_config *cfg, char *err, size_t errlen)
 			pc->route.concurrency_threshold = pc->own.concurrency_threshold;
 		if (pc->route_set & PG_POOL_SET_GAP)
 			pc->route.max_load_gap = pc->own.max_load_gap;
+		if (pc->route_set & PG_POOL_SET_CHOICES)
+			pc->route.new_choices = pc->own.new_choices;
 		for (size_t i = 0; i < pc->nbackends; i++) {
 			if ((owner = backend_owner(cfg, p, pc->backends[i]))) {
 				pg_errf(err, errlen, "--pool %s: backend %s is already pool %s's",

@@ -79,6 +79,7 @@ static const struct int_field prefix_aware_fields[] = {
 /* CacheAwareConfig, a prefixgate extension. */
 static const struct int_field cache_aware_fields[] = {
     {"MaxLoadGap", 0, PG_CONCURRENCY_MAX, offsetof(struct pg_route_cfg, max_load_gap)},
+    {"NewConversationChoices", 1, PG_RING_CANDIDATES, offsetof(struct pg_route_cfg, new_choices)},
     {NULL, 0, 0, 0},
 };
 
@@ -198,6 +199,7 @@ int pg_routing_config_parse(const char *json, size_t len, struct pg_route_cfg *i
 	    .prefix_length = PG_PREFIX_LENGTH_DEFAULT,
 	    .concurrency_threshold = PG_CONCURRENCY_DEFAULT,
 	    .max_load_gap = PG_CA_GAP_DEFAULT,
+	    .new_choices = PG_CA_CHOICES_DEFAULT,
 	};
 	struct pg_json js = {0};
 	int ret = -1;

@@ -7,7 +7,7 @@
  * Ownership of gw->maps.backends: the control thread alone writes a slot's
  * address, port, epoch and flags (flags with atomics, since workers may OR in
  * PG_BACKEND_DOWN and set down_until_ms for passive failure detection);
- * workers only add to in_flight, requests[] and failures. All functions
+ * workers only add to in_flight, requests[], recent and failures. All functions
  * below run on the control thread, or before it starts (pg_control_init),
  * never concurrently with each other.
  *

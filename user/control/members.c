@@ -113,6 +113,7 @@ int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, unsigned 
 	__atomic_store_n(&b->failures, 0, __ATOMIC_RELAXED);
 	for (int d = 0; d < PG_DEC_MAX; d++)
 		__atomic_store_n(&b->requests[d], 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->recent, 0, __ATOMIC_RELAXED);
 	/* The previous member's scraped numbers are not this one's. */
 	__atomic_store_n(&b->metrics_until_ms, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->waiting, 0, __ATOMIC_RELAXED);
@@ -387,11 +388,31 @@ int pg_members_sync(struct pg_gateway *gw, char *const *list, size_t n, char *er
 	return rc;
 }
 
+/* Decay every member's pg_backend.recent (the workers add to it as they
+ * dispatch; cache_aware's NewConversationChoices compares it). */
+static void recent_tick(struct pg_gateway *gw, uint64_t now_ms)
+{
+	uint64_t elapsed = pg_ctl.recent_ms ? now_ms - pg_ctl.recent_ms : 0;
+
+	pg_ctl.recent_ms = now_ms;
+	for (unsigned id = 1; id <= pg_backend_hwm(gw); id++) {
+		uint32_t *r = &gw->maps.backends[id].recent;
+		uint32_t old = __atomic_load_n(r, __ATOMIC_RELAXED);
+
+		/* a worker's add between the load and the store is not lost */
+		while (old &&
+		       !__atomic_compare_exchange_n(r, &old, pg_recent_decay(old, elapsed), false,
+		                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			;
+	}
+}
+
 void pg_control_tick(struct pg_gateway *gw, uint64_t now_ms)
 {
 	char name[PG_ADDR_STRLEN];
 
 	pg_metrics_sample(gw, now_ms);
+	recent_tick(gw, now_ms);
 
 	for (int id = 1; id <= (int)pg_backend_hwm(gw); id++) {
 		struct pg_backend *b = &gw->maps.backends[id];
@@ -436,7 +457,7 @@ void pg_control_set_routing_pool(struct pg_gateway *gw, unsigned pool,
 {
 	struct pg_state *st = &gw->maps.state[pool];
 	struct pg_route_cfg old;
-	char was[32], now[32], label[PG_POOL_NAME_MAX + 8] = "";
+	char was[64], now[64], label[PG_POOL_NAME_MAX + 8] = "";
 	bool ca;
 
 	pg_route_cfg_load_pool(gw, pool, &old);
@@ -447,9 +468,12 @@ void pg_control_set_routing_pool(struct pg_gateway *gw, unsigned pool,
 	__atomic_store_n(&st->prefix_length, rc->prefix_length, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->concurrency_threshold, rc->concurrency_threshold, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->ca_max_load_gap, rc->max_load_gap, __ATOMIC_RELAXED);
-	/* MaxLoadGap only where cache_aware is on either side. */
-	snprintf(was, sizeof(was), " MaxLoadGap=%u", old.max_load_gap);
-	snprintf(now, sizeof(now), " MaxLoadGap=%u", rc->max_load_gap);
+	__atomic_store_n(&st->ca_choices, rc->new_choices, __ATOMIC_RELAXED);
+	/* CacheAwareConfig only where cache_aware is on either side. */
+	snprintf(was, sizeof(was), " MaxLoadGap=%u NewConversationChoices=%u", old.max_load_gap,
+	         old.new_choices);
+	snprintf(now, sizeof(now), " MaxLoadGap=%u NewConversationChoices=%u", rc->max_load_gap,
+	         rc->new_choices);
 	pg_info("routing config%s (%s): %s PrefixLength=%u ConcurrencyThreshold=%u%s -> "
 	        "%s PrefixLength=%u ConcurrencyThreshold=%u%s",
 	        label, why, pg_strategy_name(old.strategy), old.prefix_length,

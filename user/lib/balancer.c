@@ -9,6 +9,7 @@
  * loads: any value is a valid recent snapshot, and a decision made on a
  * slightly stale count is harmless (the count is only a load hint).
  */
+#include <math.h>
 #include <string.h>
 
 #include "lib/balancer.h"
@@ -235,45 +236,122 @@ static bool holder_fits(const struct pg_route_cfg *cfg, const struct pg_backend 
 	return l * f->n <= f->sum + (int64_t)gap * f->n;
 }
 
+/* out says: cand[0..ncand) were considered, pick was chosen for decision. */
+static uint16_t chosen(struct pg_choice *out, const uint16_t *cand, size_t ncand, uint16_t pick,
+                       enum pg_decision decision)
+{
+	memset(out, 0, sizeof(*out));
+	out->ncand = (uint8_t)ncand;
+	if (ncand)
+		memcpy(out->cand, cand, ncand * sizeof(*cand));
+	out->backend = pick;
+	out->decision = (uint8_t)decision;
+	return pick;
+}
+
+/* Candidate cand[i] could take a request now: usable, under the threshold. */
+static bool open_cand(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
+                      unsigned max_id, uint16_t id, const struct pg_idset *exclude, uint64_t now_ms)
+{
+	return eligible(backends, max_id, id, exclude, now_ms) &&
+	       pg_backend_inflight(&backends[id]) < (int64_t)cfg->concurrency_threshold;
+}
+
+/* The index of the first of cand[0..n) that could take it; n if none. */
+static size_t first_open(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
+                         unsigned max_id, const uint16_t *cand, size_t n,
+                         const struct pg_idset *exclude, uint64_t now_ms)
+{
+	size_t i = 0;
+
+	while (i < n && !open_cand(cfg, backends, max_id, cand[i], exclude, now_ms))
+		i++;
+	return i;
+}
+
+/* Of cand[0..n), the index of the one that could take it with the lowest
+ * recent count, ring order winning ties (within PG_CA_RECENT_TIE); n if
+ * none could. */
+static size_t least_recent(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
+                           unsigned max_id, const uint16_t *cand, size_t n,
+                           const struct pg_idset *exclude, uint64_t now_ms)
+{
+	size_t best = n;
+	uint32_t low = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		uint32_t r;
+
+		if (!open_cand(cfg, backends, max_id, cand[i], exclude, now_ms))
+			continue;
+		r = __atomic_load_n(&backends[cand[i]].recent, __ATOMIC_RELAXED);
+		if (best == n || (uint64_t)r + PG_CA_RECENT_TIE < low) {
+			best = i;
+			low = r;
+		}
+	}
+	return best;
+}
+
+/* The first of ids[0..n) that holder_fits, in the ring order of cand, then
+ * as listed; 0 if none. */
+static uint16_t first_fit(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
+                          unsigned max_id, const uint16_t *cand, size_t ncand, const uint16_t *ids,
+                          size_t n, const struct pg_idset *exclude, uint64_t now_ms,
+                          struct fleet_load *floor, uint32_t gap)
+{
+	for (size_t i = 0; i < ncand; i++)
+		for (size_t h = 0; h < n; h++)
+			if (ids[h] == cand[i])
+				if (holder_fits(cfg, backends, max_id, cand[i], exclude, now_ms,
+				                floor, gap))
+					return cand[i];
+	for (size_t h = 0; h < n; h++)
+		if (holder_fits(cfg, backends, max_id, ids[h], exclude, now_ms, floor, gap))
+			return ids[h];
+	return 0;
+}
+
 uint16_t pg_balance_cached(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
                            unsigned max_id, const uint16_t *cand, size_t ncand,
                            const struct pg_cached *cached, const struct pg_idset *exclude,
                            uint64_t now_ms, uint64_t rnd, bool explicit_key, struct pg_choice *out)
 {
 	struct pg_route_cfg pa = *cfg;
+	struct fleet_load floor = {0, -1}; /* scanned when needed */
+	uint16_t pick;
 
 	if (max_id > PG_MAX_BACKENDS - 1)
 		max_id = PG_MAX_BACKENDS - 1;
 	if (ncand > PG_RING_CANDIDATES)
 		ncand = PG_RING_CANDIDATES;
-	if (cached && cached->specific && cached->nholder) {
-		struct fleet_load floor = {0, -1}; /* scanned when needed */
-		uint16_t pick = 0;
+	if (cached && cached->specific &&
+	    (pick = first_fit(cfg, backends, max_id, cand, ncand, cached->holder, cached->nholder,
+	                      exclude, now_ms, &floor, cached->max_load_gap)))
+		return chosen(out, cand, ncand, pick, PG_DEC_CACHED);
+	if (cached && cached->choices > 1 && !explicit_key) {
+		size_t n = ncand < cached->choices ? ncand : cached->choices;
+		size_t open = first_open(cfg, backends, max_id, cand, ncand, exclude, now_ms);
+		size_t i = least_recent(cfg, backends, max_id, cand, n, exclude, now_ms);
 
-		/* Holders in the anchor's ring order first, then as listed. */
-		for (size_t i = 0; i < ncand && !pick; i++)
-			for (size_t h = 0; h < cached->nholder; h++)
-				if (cached->holder[h] == cand[i] &&
-				    holder_fits(cfg, backends, max_id, cand[i], exclude, now_ms,
-				                &floor, cached->max_load_gap)) {
-					pick = cand[i];
-					break;
-				}
-		for (size_t h = 0; h < cached->nholder && !pick; h++)
-			if (holder_fits(cfg, backends, max_id, cached->holder[h], exclude, now_ms,
-			                &floor, cached->max_load_gap))
-				pick = cached->holder[h];
-		if (pick) {
-			memset(out, 0, sizeof(*out));
-			out->ncand = (uint8_t)ncand;
-			if (ncand)
-				memcpy(out->cand, cand, ncand * sizeof(*cand));
-			out->backend = pick;
-			out->decision = PG_DEC_CACHED;
-			return pick;
-		}
+		/* where this anchor went before, else the least recently sent;
+		 * the first that could take it is named as PREFIX_AWARE names it */
+		pick = first_fit(cfg, backends, max_id, cand, ncand, cached->placed,
+		                 cached->nplaced, exclude, now_ms, &floor, cached->max_load_gap);
+		if (!pick && i < n)
+			pick = cand[i];
+		if (pick)
+			return chosen(out, cand, ncand, pick,
+			              open < ncand && cand[open] == pick
+			                  ? (open ? PG_DEC_OVERFLOW : PG_DEC_AFFINITY)
+			                  : PG_DEC_BALANCED);
 	}
 	pa.strategy = PG_STRATEGY_PREFIX_AWARE;
 	return pg_balance(&pa, backends, max_id, cand, ncand, exclude, now_ms, rnd, explicit_key,
 	                  out);
+}
+
+uint32_t pg_recent_decay(uint32_t recent, uint64_t elapsed_ms)
+{
+	return (uint32_t)(recent * exp(-(double)elapsed_ms / PG_CA_RECENT_MS));
 }

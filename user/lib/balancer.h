@@ -33,6 +33,7 @@ struct pg_route_cfg {
 	uint32_t concurrency_threshold;
 	enum pg_load_signal load_signal; /* LEAST_OUTSTANDING and the PREFIX_AWARE fallback */
 	uint32_t max_load_gap; /* CACHE_AWARE: CacheAwareConfig.MaxLoadGap (pg_balance_cached) */
+	uint32_t new_choices;  /* CACHE_AWARE: CacheAwareConfig.NewConversationChoices (same) */
 };
 
 /* The requests in flight to backend b that routing counts: this gateway's
@@ -136,24 +137,46 @@ uint16_t pg_balance(const struct pg_route_cfg *cfg, const struct pg_backend *bac
  *   specific:       that prefix reaches past the anchor, so it is this
  *                   conversation's (or document's) own history, not just a
  *                   system prompt or tool list many conversations share.
+ *   choices:        CacheAwareConfig.NewConversationChoices (0 counts as 1).
+ *   placed/nplaced: with choices above 1, where requests with this anchor
+ *                   went lately (pg_ca_anchor_key; filtered like holder).
  * Rule: when specific, the first holder (in the anchor's ring order, then
  * as listed) under the threshold and at most max_load_gap requests above
- * the mean in flight of the usable backends takes it (PG_DEC_CACHED). Otherwise,
- * or when none qualifies, PREFIX_AWARE's rule on the anchor's candidates:
- * deterministic given the membership, so gateways that share nothing place
- * new conversations alike. Load never fails a request. Same bounds as
- * pg_balance: no allocation, at most two passes over 1..max_id.
+ * the mean in flight of the usable backends takes it (PG_DEC_CACHED).
+ * Otherwise, with choices above 1, the first of placed (in ring order, then
+ * as listed) that qualifies the same way: the conversation stays where it
+ * began (PG_DEC_AFFINITY when that is the first candidate that could take
+ * it, else PG_DEC_BALANCED). Otherwise: of the first `choices` candidates, the
+ * usable ones under the threshold, the one with the lowest recent count
+ * (pg_backend.recent), a later one only when lower than every earlier one
+ * by more than PG_CA_RECENT_TIE (PG_DEC_BALANCED when it passes over an
+ * earlier one that could have taken it); if none of them can take it (and
+ * always for an explicit key), PREFIX_AWARE's rule on the anchor's
+ * candidates. With choices 1 the choice depends on the membership alone, so
+ * gateways that share nothing place new conversations alike. Load never
+ * fails a request. Same bounds as pg_balance: no allocation, at most two
+ * passes over 1..max_id.
  */
 struct pg_cached {
 	const uint16_t *holder;
 	size_t nholder;
 	bool specific;
 	uint32_t max_load_gap;
+	uint32_t choices;
+	const uint16_t *placed;
+	size_t nplaced;
 };
 
 uint16_t pg_balance_cached(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
                            unsigned max_id, const uint16_t *cand, size_t ncand,
                            const struct pg_cached *cached, const struct pg_idset *exclude,
                            uint64_t now_ms, uint64_t rnd, bool explicit_key, struct pg_choice *out);
+
+/*
+ * pg_backend.recent elapsed_ms later: decayed by exp(-elapsed_ms /
+ * PG_CA_RECENT_MS). Each dispatch adds PG_CA_RECENT_ONE (route.h), so with
+ * a steady rate the count settles at that rate x PG_CA_RECENT_MS.
+ */
+uint32_t pg_recent_decay(uint32_t recent, uint64_t elapsed_ms);
 
 #endif /* PG_BALANCER_H */

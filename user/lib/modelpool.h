@@ -38,6 +38,7 @@
 #define PG_POOL_SET_THRESHOLD 0x4
 #define PG_POOL_SET_GAP       0x8
 #define PG_POOL_SET_FILE      0x10 /* routing-config=FILE: all of them */
+#define PG_POOL_SET_CHOICES   0x20
 
 struct pg_pool_cfg {
 	char name[PG_POOL_NAME_MAX];

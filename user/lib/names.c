@@ -12,7 +12,7 @@ static const char *const decision_names[PG_DEC_MAX] = {
     [PG_DEC_AFFINITY] = "affinity", [PG_DEC_OVERFLOW] = "overflow",
     [PG_DEC_RANDOM] = "random",     [PG_DEC_LEAST_OUTSTANDING] = "least_outstanding",
     [PG_DEC_RETRY] = "retry",       [PG_DEC_EXPLICIT_KEY] = "explicit_key",
-    [PG_DEC_CACHED] = "cached",
+    [PG_DEC_CACHED] = "cached",     [PG_DEC_BALANCED] = "balanced",
 };
 
 /* Each strategy in SageMaker's spelling and as the flag spells it. */

@@ -20,7 +20,7 @@
 
 /* Lower-case decision name as used in labels and in the /route dry run
  * ("affinity", "overflow", "random", "least_outstanding", "retry",
- * "explicit_key", "cached"), or "unknown". */
+ * "explicit_key", "cached", "balanced"), or "unknown". */
 const char *pg_decision_name(unsigned decision);
 
 /* Strategy by name, case-insensitive: random, least_outstanding_requests,

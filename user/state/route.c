@@ -22,6 +22,15 @@ static bool holder_usable(uint16_t id, void *arg)
 	return pg_backend_eligible(r->backends, r->max_id, id, r->exclude, r->now_ms);
 }
 
+/* cache_aware with NewConversationChoices above 1: where a request's anchor
+ * went is remembered (pg_ca_anchor_key), so a conversation stays where its
+ * first turn was placed however short its text; explicit keys keep the
+ * ring's choice. */
+static bool place_anchor(const struct pg_route_cfg *rc, const struct pg_key *key)
+{
+	return rc->new_choices > 1 && !pg_key_source_explicit(key->source);
+}
+
 /* kb: cache_aware's blocks (NULL when only the key is known: a retry goes
  * by the anchor's ring alone). */
 static uint16_t choose(struct pg_gateway *gw, unsigned pool, const struct pg_route_cfg *rc,
@@ -42,18 +51,25 @@ static uint16_t choose(struct pg_gateway *gw, unsigned pool, const struct pg_rou
 		struct pg_ca_match m = {0};
 		struct pg_cached cached;
 		const bool probe = kb && kb->n && ix.capacity_blocks;
-		uint16_t id;
+		uint16_t id, placed[PG_CA_WAYS];
+		size_t nplaced = 0;
 
 		if (probe) /* first: the ring lookup runs while the slots load */
 			pg_ca_prefetch(&ix, kb->chain, kb->n);
 		ncand = pg_maps_pool_candidates(&gw->maps, pool, key->anchor, cand);
 		if (probe)
 			pg_ca_match(&ix, kb->chain, kb->n, holder_usable, &rule, &m);
+		if (kb && place_anchor(rc, key) && ix.capacity_blocks)
+			nplaced = pg_ca_holders(&ix, pg_ca_anchor_key(key->anchor), holder_usable,
+			                        &rule, placed);
 		cached = (struct pg_cached){
 		    .holder = m.holder,
 		    .nholder = m.n,
 		    .specific = m.blocks && (uint64_t)m.blocks * PG_CA_BLOCK >= kb->anchor_len,
 		    .max_load_gap = rc->max_load_gap,
+		    .choices = rc->new_choices,
+		    .placed = placed,
+		    .nplaced = nplaced,
 		};
 		id = pg_balance_cached(rc, gw->maps.backends, max_id, cand, ncand, &cached, exclude,
 		                       now_ms, rnd, explicit_key, choice);
@@ -77,29 +93,44 @@ static uint16_t shadow_choice(struct pg_gateway *gw, unsigned pool, const struct
 	return choose(gw, pool, &pa, key, NULL, exclude, now_ms, rnd, &ch);
 }
 
-/* cache_aware: what was sent where, and how long the match was; in a
- * fleet, queued for the other gateways' indexes too (never waits). */
+/* chain[0..n) was sent to id: into the index, and in a fleet queued for
+ * the other gateways' indexes too (never waits). */
+static void record_chain(struct pg_gateway *gw, const struct pg_ca_index *ix, unsigned worker,
+                         const uint64_t *chain, uint32_t n, uint16_t id)
+{
+	unsigned ev = pg_ca_record(ix, chain, n, id);
+
+	if (ev)
+		__atomic_fetch_add(&gw->ca_evictions, ev, __ATOMIC_RELAXED);
+	if (gw->fleetq)
+		pg_fleetq_push(gw->fleetq, worker, id,
+		               __atomic_load_n(&gw->maps.backends[id].epoch, __ATOMIC_RELAXED),
+		               chain, n);
+}
+
+/* cache_aware: what was sent where (and, when place, where the anchor
+ * went), and how long the match was. */
 static void record_blocks(struct pg_gateway *gw, unsigned worker, const struct pg_key_blocks *kb,
-                          uint16_t id, uint32_t matched)
+                          uint16_t id, uint32_t matched, bool place)
 {
 	struct pg_ca_index ix = pg_cache_index(gw);
 	uint32_t blocks = matched / PG_CA_BLOCK;
-	unsigned bucket = 0, ev;
+	unsigned bucket = 0;
 
 	while (blocks && bucket < PG_CA_MATCH_BUCKETS - 1) {
 		bucket++;
 		blocks >>= 1;
 	}
 	__atomic_fetch_add(&gw->ca_matched[bucket], 1, __ATOMIC_RELAXED);
-	if (!kb->n || !ix.capacity_blocks)
+	if (!ix.capacity_blocks)
 		return;
-	ev = pg_ca_record(&ix, kb->chain, kb->n, id);
-	if (ev)
-		__atomic_fetch_add(&gw->ca_evictions, ev, __ATOMIC_RELAXED);
-	if (gw->fleetq)
-		pg_fleetq_push(gw->fleetq, worker, id,
-		               __atomic_load_n(&gw->maps.backends[id].epoch, __ATOMIC_RELAXED),
-		               kb->chain, kb->n);
+	if (kb->n)
+		record_chain(gw, &ix, worker, kb->chain, kb->n, id);
+	if (place) {
+		const uint64_t anchor = pg_ca_anchor_key(kb->anchor);
+
+		record_chain(gw, &ix, worker, &anchor, 1, id);
+	}
 }
 
 /* The routing config a decision uses: pool's live one, with the threshold
@@ -149,7 +180,7 @@ static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
 	if (worker == NO_RECORD || !id)
 		return id;
 	if (ca)
-		record_blocks(gw, worker, &kb, id, choice->matched);
+		record_blocks(gw, worker, &kb, id, choice->matched, place_anchor(&rc, key));
 	if (gw->cfg && gw->cfg->shadow)
 		shadow = rc.strategy == PG_STRATEGY_PREFIX_AWARE
 		             ? id

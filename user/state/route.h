@@ -78,6 +78,9 @@ static inline void pg_inflight_take(struct pg_gateway *gw, uint16_t id, unsigned
 
 	__atomic_fetch_add(&b->in_flight, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&b->requests[decision], 1, __ATOMIC_RELAXED);
+	/* at once, so new conversations in a burst see each other (the
+	 * control thread only decays it: pg_recent_decay) */
+	__atomic_fetch_add(&b->recent, PG_CA_RECENT_ONE, __ATOMIC_RELAXED);
 }
 
 static inline void pg_inflight_release(struct pg_gateway *gw, uint16_t id)
