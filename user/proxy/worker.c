@@ -4,8 +4,8 @@
  * (struct pg_io, sock.h). One io_uring per thread, set up
  * SINGLE_ISSUER | DEFER_TASKRUN: only this thread submits, and completions
  * are run when it asks for them, in batches, with no IPIs. The loop is
- * submit_and_wait_timeout -> for_each_cqe -> one cq_advance per batch ->
- * starved receives re-armed -> the data path's due checks -> housekeeping
+ * starved receives re-armed -> submit_and_wait_timeout -> for_each_cqe ->
+ * one cq_advance per batch -> the data path's due checks -> housekeeping
  * every 100 ms -> the run list -> the sends queued this turn -> free closed
  * sockets no SQE names.
  *
@@ -147,21 +147,20 @@ static void uring_recv(struct pg_worker *w, struct pg_sock *s)
 	s->refs++;
 }
 
-/* Receives ended for lack of provided buffers are re-armed after the turn's
- * completions, as many as buffers are free. Not at each return: a burst
- * posts its ENOBUFS behind the receives that took the buffers, so all are
- * back before the first socket starves (it then waited for other traffic,
- * maybe for ever). One woken too early gets ENOBUFS again. */
+/* Receives ended for lack of provided buffers are re-armed before each
+ * wait, oldest first, as many as buffers are free. Not at each return: a
+ * burst posts its ENOBUFS behind the receives that took the buffers, so all
+ * are back before the first socket starves (it then waited for other
+ * traffic, maybe for ever). One woken too early gets ENOBUFS again. */
 static void feed_starved(struct pg_worker *w)
 {
-	for (unsigned n = PG_NBUFS - w->bufs_out; w->starved && n; n--) {
-		struct pg_sock *s = w->starved;
+	struct pg_sock *s;
 
-		w->starved = s->starved_next;
-		s->starved = false;
-		if (!s->closed && s->want_recv)
+	for (unsigned n = PG_NBUFS - w->bufs_out; n && (s = pg_starved_pop(&w->starved));)
+		if (!s->closed && s->want_recv) { /* a paused one is re-armed on resume */
 			uring_recv(w, s);
-	}
+			n--;
+		}
 }
 
 static void uring_pause(struct pg_worker *w, struct pg_sock *s)
@@ -228,15 +227,7 @@ static void uring_close(struct pg_worker *w, struct pg_sock *s)
 		s->refs++;
 		io_uring_submit(&w->ring);
 	}
-	if (s->starved) {
-		struct pg_sock **pp = &w->starved;
-
-		while (*pp && *pp != s)
-			pp = &(*pp)->starved_next;
-		if (*pp)
-			*pp = s->starved_next;
-		s->starved = false;
-	}
+	pg_starved_remove(&w->starved, s);
 	close(s->fd);
 	s->fd = -1;
 }
@@ -353,11 +344,8 @@ static void on_recv(struct pg_worker *w, struct pg_sock *s, struct io_uring_cqe 
 		w->bufs_out++;
 		pg_sock_on_data(w, s, w->bufs + (size_t)bid * PG_BUFSZ, (size_t)res, bid);
 	} else if (res == -ENOBUFS) {
-		if (!s->starved && !s->closed) {
-			s->starved = true;
-			s->starved_next = w->starved;
-			w->starved = s;
-		}
+		if (!s->closed)
+			pg_starved_push(&w->starved, s);
 	} else if (res != -ECANCELED) {
 		pg_sock_on_eof(w, s, res);
 		res = 0; /* the connection is over: do not re-arm */
@@ -456,6 +444,7 @@ static void *worker_main(void *arg)
 
 		if (wait_ms < 100)
 			ts.tv_nsec = (long long)wait_ms * 1000000;
+		feed_starved(w); /* buffers the last turn gave back */
 		io_uring_submit_and_wait_timeout(&w->ring, &cqe, 1, &ts, NULL);
 		w->now_ms = pg_now_ms();
 		io_uring_for_each_cqe(&w->ring, head, cqe)
@@ -464,7 +453,6 @@ static void *worker_main(void *arg)
 			n++;
 		}
 		io_uring_cq_advance(&w->ring, n);
-		feed_starved(w);
 		pg_dp_events(w);
 		if (w->dp_wait)
 			pg_dp_run(w);

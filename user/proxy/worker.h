@@ -24,6 +24,7 @@
 #include "lib/spare.h"
 #include "proxy/conn.h"
 #include "proxy/sock.h"
+#include "proxy/starved.h"
 
 /* Provided receive buffers per worker, and their size. */
 #define PG_NBUFS 512
@@ -69,7 +70,7 @@ struct pg_worker {
 	char *bufs;
 	unsigned bufs_out;                     /* provided buffers held by us */
 	const struct pg_io *io;                /* the I/O actions (io_uring, or a test's fake) */
-	struct pg_sock *starved;               /* sockets waiting for provided buffers */
+	struct pg_starved starved;             /* sockets waiting for provided buffers */
 	struct pg_sock *graveyard;             /* closed, freed once no I/O names them */
 	struct pg_client *run_head, *run_tail; /* run list (pg_worker_run) */
 	struct pg_sock *flush_head;            /* sockets with bytes queued this turn (sock.h) */
