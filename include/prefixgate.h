@@ -46,14 +46,15 @@
 
 /* Why a request went where it went; indexes pg_backend.requests[]. */
 enum pg_decision {
-	PG_DEC_AFFINITY = 0,          /* first ring candidate under the threshold */
+	PG_DEC_AFFINITY = 0,          /* first ring candidate under the threshold (cache_aware:
+	                               * or where its anchor was placed before) */
 	PG_DEC_OVERFLOW = 1,          /* a later candidate, or least outstanding */
 	PG_DEC_RANDOM = 2,            /* strategy random */
 	PG_DEC_LEAST_OUTSTANDING = 3, /* strategy least_outstanding_requests */
 	PG_DEC_RETRY = 4,             /* re-dispatch after a failed attempt */
 	PG_DEC_EXPLICIT_KEY = 5,      /* affinity by X-Prefixgate-Key / prompt_cache_key */
 	PG_DEC_CACHED = 6,            /* cache_aware: where the longest cached prefix is */
-	PG_DEC_BALANCED = 7,          /* cache_aware: a later ring candidate, less recently sent */
+	PG_DEC_BALANCED = 7,          /* cache_aware: a later candidate, less recently sent */
 	PG_DEC_MAX = 8,
 };
 

@@ -11,7 +11,7 @@ prefixgate --help offers no --nats runs the gateways with no shared state,
 and says so.
 
 Reported per workload ((a) shared prefix, (b) multi-turn, (d) agentic) and
-strategy (PREFIX_AWARE, CACHE_AWARE): hit rate and P50/P90 TTFT against one
+strategy (PREFIX_AWARE, CACHE_AWARE, CACHE_AWARE n=3): hit rate and P50/P90 TTFT against one
 gateway; and on the hot prefix (ConcurrencyThreshold 10) the most requests
 any instance had in flight, summed over the gateways' own counts, sampled
 every 100 ms.
@@ -26,7 +26,7 @@ from netutil import free_port
 
 GATEWAYS = (1, 2, 4)
 FLEET_WORKLOADS = ("a", "b", "d")
-STRATEGIES = ("prefix_aware", "cache_aware")
+STRATEGIES = ("prefix_aware", "cache_aware", "ca_n3")
 HOT_THRESHOLD = 10
 
 

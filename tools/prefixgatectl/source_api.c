@@ -153,6 +153,11 @@ int ctl_api_snapshot(const struct ctl_opts *o, struct ctl_snapshot *s, char *err
 		s->prefix_length = (uint32_t)num(&js, (uint32_t)v, "PrefixLength");
 		s->concurrency_threshold = (uint32_t)num(&js, (uint32_t)v, "ConcurrencyThreshold");
 	}
+	v = pg_json_find(&js, 0, "CacheAwareConfig", 16);
+	if (v >= 0) {
+		s->max_load_gap = (uint32_t)num(&js, (uint32_t)v, "MaxLoadGap");
+		s->new_choices = (uint32_t)num(&js, (uint32_t)v, "NewConversationChoices");
+	}
 	ctl_http_resp_free(&r);
 	/* ring generation and remap share: only /metrics has them */
 	if (!get_json(o, "/metrics", &r, NULL, err, errlen)) {

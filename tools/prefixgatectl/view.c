@@ -80,9 +80,13 @@ static void routing_line(FILE *out, const struct ctl_snapshot *s)
 		fprintf(out, "routing    unknown\n");
 		return;
 	}
-	fprintf(out, "routing    %s, PrefixLength %u, ConcurrencyThreshold %u\n",
+	fprintf(out, "routing    %s, PrefixLength %u, ConcurrencyThreshold %u",
 	        pg_strategy_name((enum pg_strategy)s->strategy), s->prefix_length,
 	        s->concurrency_threshold);
+	if (s->strategy == PG_STRATEGY_CACHE_AWARE)
+		fprintf(out, ", MaxLoadGap %u, NewConversationChoices %u", s->max_load_gap,
+		        s->new_choices);
+	fputc('\n', out);
 }
 
 static void ring_line(FILE *out, const struct ctl_snapshot *s)
@@ -172,14 +176,21 @@ static void json_head(FILE *out, const struct ctl_opts *o, const struct ctl_snap
 	fputs(",\"admin\":", out);
 	ctl_json_str(out, o->admin, strlen(o->admin));
 	fputs(",\"routing\":", out);
-	if (s->have_routing)
+	if (!s->have_routing) {
+		fputs("null", out);
+	} else {
 		fprintf(out,
 		        "{\"RoutingStrategy\":\"%s\",\"PrefixAwareRoutingConfig\":"
-		        "{\"PrefixLength\":%u,\"ConcurrencyThreshold\":%u}}",
+		        "{\"PrefixLength\":%u,\"ConcurrencyThreshold\":%u}",
 		        pg_strategy_name((enum pg_strategy)s->strategy), s->prefix_length,
 		        s->concurrency_threshold);
-	else
-		fputs("null", out);
+		if (s->strategy == PG_STRATEGY_CACHE_AWARE)
+			fprintf(out,
+			        ",\"CacheAwareConfig\":{\"MaxLoadGap\":%u,"
+			        "\"NewConversationChoices\":%u}",
+			        s->max_load_gap, s->new_choices);
+		fputc('}', out);
+	}
 	fputs(",\"ring\":", out);
 	if (s->have_ring) {
 		fprintf(out,

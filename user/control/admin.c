@@ -98,8 +98,9 @@ static void member_json(struct pg_buf *o, const struct pg_gateway *gw, int id, u
 	for (int d = 0; d < PG_DEC_MAX; d++)
 		pg_buf_printf(o, "%s\"%s\":%llu", d ? "," : "", pg_decision_name((unsigned)d),
 		              (unsigned long long)req[d]);
-	pg_buf_printf(o, "},\"peer_in_flight\":%d}",
-	              __atomic_load_n(&b->peer_in_flight, __ATOMIC_RELAXED));
+	pg_buf_printf(o, "},\"peer_in_flight\":%d,\"recent\":%.2f}",
+	              __atomic_load_n(&b->peer_in_flight, __ATOMIC_RELAXED),
+	              (double)__atomic_load_n(&b->recent, __ATOMIC_RELAXED) / PG_CA_RECENT_ONE);
 }
 
 /* The query string names parameter name (alone or with a value). */

@@ -135,6 +135,14 @@ static uint16_t random_usable(const struct pg_backend *backends, unsigned max_id
 	return n ? ids[pick_index(rnd, n)] : 0;
 }
 
+/* Backend id could take a request now: eligible, under the threshold. */
+static bool open_cand(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
+                      unsigned max_id, uint16_t id, const struct pg_idset *exclude, uint64_t now_ms)
+{
+	return eligible(backends, max_id, id, exclude, now_ms) &&
+	       pg_backend_inflight(&backends[id]) < (int64_t)cfg->concurrency_threshold;
+}
+
 uint16_t pg_balance(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
                     unsigned max_id, const uint16_t *cand, size_t ncand,
                     const struct pg_idset *exclude, uint64_t now_ms, uint64_t rnd,
@@ -163,12 +171,7 @@ uint16_t pg_balance(const struct pg_route_cfg *cfg, const struct pg_backend *bac
 		if (ncand)
 			memcpy(out->cand, cand, ncand * sizeof(*cand));
 		for (size_t i = 0; i < ncand; i++) {
-			int64_t load;
-
-			if (!eligible(backends, max_id, cand[i], exclude, now_ms))
-				continue;
-			load = pg_backend_inflight(&backends[cand[i]]);
-			if (load >= (int64_t)cfg->concurrency_threshold)
+			if (!open_cand(cfg, backends, max_id, cand[i], exclude, now_ms))
 				continue;
 			id = cand[i];
 			if (i > 0)
@@ -224,11 +227,9 @@ static bool holder_fits(const struct pg_route_cfg *cfg, const struct pg_backend 
 {
 	int64_t l;
 
-	if (!eligible(backends, max_id, id, exclude, now_ms))
+	if (!open_cand(cfg, backends, max_id, id, exclude, now_ms))
 		return false;
 	l = pg_backend_inflight(&backends[id]);
-	if (l >= (int64_t)cfg->concurrency_threshold)
-		return false;
 	if (l <= (int64_t)gap)
 		return true;
 	if (f->n < 0)
@@ -249,14 +250,6 @@ static uint16_t chosen(struct pg_choice *out, const uint16_t *cand, size_t ncand
 	return pick;
 }
 
-/* Candidate cand[i] could take a request now: usable, under the threshold. */
-static bool open_cand(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
-                      unsigned max_id, uint16_t id, const struct pg_idset *exclude, uint64_t now_ms)
-{
-	return eligible(backends, max_id, id, exclude, now_ms) &&
-	       pg_backend_inflight(&backends[id]) < (int64_t)cfg->concurrency_threshold;
-}
-
 /* The index of the first of cand[0..n) that could take it; n if none. */
 static size_t first_open(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
                          unsigned max_id, const uint16_t *cand, size_t n,
@@ -269,12 +262,14 @@ static size_t first_open(const struct pg_route_cfg *cfg, const struct pg_backend
 	return i;
 }
 
-/* Of cand[0..n), the index of the one that could take it with the lowest
- * recent count, ring order winning ties (within PG_CA_RECENT_TIE); n if
- * none could. */
+/* Of cand[0..n), the index of the one with the lowest recent count that
+ * holder_fits (under the threshold, not far busier than the rest); a later
+ * one only when lower than the best before it by more than
+ * PG_CA_RECENT_TIE (ring order wins ties); n if none fits. */
 static size_t least_recent(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
                            unsigned max_id, const uint16_t *cand, size_t n,
-                           const struct pg_idset *exclude, uint64_t now_ms)
+                           const struct pg_idset *exclude, uint64_t now_ms,
+                           struct fleet_load *floor, uint32_t gap)
 {
 	size_t best = n;
 	uint32_t low = 0;
@@ -282,7 +277,7 @@ static size_t least_recent(const struct pg_route_cfg *cfg, const struct pg_backe
 	for (size_t i = 0; i < n; i++) {
 		uint32_t r;
 
-		if (!open_cand(cfg, backends, max_id, cand[i], exclude, now_ms))
+		if (!holder_fits(cfg, backends, max_id, cand[i], exclude, now_ms, floor, gap))
 			continue;
 		r = __atomic_load_n(&backends[cand[i]].recent, __ATOMIC_RELAXED);
 		if (best == n || (uint64_t)r + PG_CA_RECENT_TIE < low) {
@@ -330,21 +325,25 @@ uint16_t pg_balance_cached(const struct pg_route_cfg *cfg, const struct pg_backe
 	                      exclude, now_ms, &floor, cached->max_load_gap)))
 		return chosen(out, cand, ncand, pick, PG_DEC_CACHED);
 	if (cached && cached->choices > 1 && !explicit_key) {
-		size_t n = ncand < cached->choices ? ncand : cached->choices;
-		size_t open = first_open(cfg, backends, max_id, cand, ncand, exclude, now_ms);
-		size_t i = least_recent(cfg, backends, max_id, cand, n, exclude, now_ms);
+		size_t n = ncand < cached->choices ? ncand : cached->choices, i;
 
-		/* where this anchor went before, else the least recently sent;
-		 * the first that could take it is named as PREFIX_AWARE names it */
+		/* where this anchor went before: the conversation stays */
 		pick = first_fit(cfg, backends, max_id, cand, ncand, cached->placed,
 		                 cached->nplaced, exclude, now_ms, &floor, cached->max_load_gap);
-		if (!pick && i < n)
-			pick = cand[i];
 		if (pick)
-			return chosen(out, cand, ncand, pick,
-			              open < ncand && cand[open] == pick
-			                  ? (open ? PG_DEC_OVERFLOW : PG_DEC_AFFINITY)
-			                  : PG_DEC_BALANCED);
+			return chosen(out, cand, ncand, pick, PG_DEC_AFFINITY);
+		i = least_recent(cfg, backends, max_id, cand, n, exclude, now_ms, &floor,
+		                 cached->max_load_gap);
+		if (i < n) {
+			/* the first candidate that could take it is named as
+			 * PREFIX_AWARE names it; one passed over, balanced */
+			size_t open = first_open(cfg, backends, max_id, cand, i, exclude, now_ms);
+
+			return chosen(out, cand, ncand, cand[i],
+			              open < i ? PG_DEC_BALANCED
+			              : i      ? PG_DEC_OVERFLOW
+			                       : PG_DEC_AFFINITY);
+		}
 	}
 	pa.strategy = PG_STRATEGY_PREFIX_AWARE;
 	return pg_balance(&pa, backends, max_id, cand, ncand, exclude, now_ms, rnd, explicit_key,

@@ -143,19 +143,18 @@ uint16_t pg_balance(const struct pg_route_cfg *cfg, const struct pg_backend *bac
  * Rule: when specific, the first holder (in the anchor's ring order, then
  * as listed) under the threshold and at most max_load_gap requests above
  * the mean in flight of the usable backends takes it (PG_DEC_CACHED).
- * Otherwise, with choices above 1, the first of placed (in ring order, then
- * as listed) that qualifies the same way: the conversation stays where it
- * began (PG_DEC_AFFINITY when that is the first candidate that could take
- * it, else PG_DEC_BALANCED). Otherwise: of the first `choices` candidates, the
- * usable ones under the threshold, the one with the lowest recent count
- * (pg_backend.recent), a later one only when lower than every earlier one
- * by more than PG_CA_RECENT_TIE (PG_DEC_BALANCED when it passes over an
- * earlier one that could have taken it); if none of them can take it (and
- * always for an explicit key), PREFIX_AWARE's rule on the anchor's
- * candidates. With choices 1 the choice depends on the membership alone, so
- * gateways that share nothing place new conversations alike. Load never
- * fails a request. Same bounds as pg_balance: no allocation, at most two
- * passes over 1..max_id.
+ * Otherwise, with choices above 1 (never for an explicit key): the first
+ * of placed that qualifies the same way (the conversation stays where it
+ * began: PG_DEC_AFFINITY); else, of the first `choices` candidates that
+ * qualify, the one with the lowest recent count (pg_backend.recent), a
+ * later one only when lower than the best before it by more than
+ * PG_CA_RECENT_TIE (PG_DEC_BALANCED when that passes over one that could
+ * have taken it, else named as PREFIX_AWARE names it). Otherwise, or when
+ * none qualifies, PREFIX_AWARE's rule on the anchor's candidates. With
+ * choices 1 the choice depends on the membership alone, so gateways that
+ * share nothing place new conversations alike. Load never fails a
+ * request. Same bounds as pg_balance: no allocation, at most two passes
+ * over 1..max_id.
  */
 struct pg_cached {
 	const uint16_t *holder;

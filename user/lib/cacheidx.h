@@ -23,6 +23,9 @@
  *   positions (a prefix held implies its shorter prefixes were sent with
  *   it, and refreshed with it): about log2(blocks) + 1 probes.
  * - The same calls in the same order give the same state.
+ * - Besides block prefixes it holds where each anchor of a request whose
+ *   blocks do not reach past it was sent (pg_ca_anchor_key: a one-block
+ *   chain, aged like the rest), for CacheAwareConfig.NewConversationChoices.
  */
 #ifndef PG_CACHEIDX_H
 #define PG_CACHEIDX_H

@@ -22,17 +22,20 @@ static bool holder_usable(uint16_t id, void *arg)
 	return pg_backend_eligible(r->backends, r->max_id, id, r->exclude, r->now_ms);
 }
 
-/* cache_aware with NewConversationChoices above 1: where a request's anchor
- * went is remembered (pg_ca_anchor_key), so a conversation stays where its
- * first turn was placed however short its text; explicit keys keep the
- * ring's choice. */
-static bool place_anchor(const struct pg_route_cfg *rc, const struct pg_key *key)
+/* cache_aware: where a request went is remembered by its anchor too
+ * (pg_ca_anchor_key) while its blocks do not reach past the anchor, so
+ * that with NewConversationChoices above 1 a conversation stays where its
+ * first turn was placed however short its text. Recorded whatever the
+ * choices, so that raising them live moves no conversation; explicit keys
+ * keep the ring's choice. */
+static bool place_anchor(const struct pg_key *key, const struct pg_key_blocks *kb)
 {
-	return rc->new_choices > 1 && !pg_key_source_explicit(key->source);
+	return !pg_key_source_explicit(key->source) &&
+	       (uint64_t)kb->n * PG_CA_BLOCK < kb->anchor_len;
 }
 
 /* kb: cache_aware's blocks (NULL when only the key is known: a retry goes
- * by the anchor's ring alone). */
+ * by the anchor's ring, and the choices, alone). */
 static uint16_t choose(struct pg_gateway *gw, unsigned pool, const struct pg_route_cfg *rc,
                        const struct pg_key *key, const struct pg_key_blocks *kb,
                        const struct pg_idset *exclude, uint64_t now_ms, uint64_t rnd,
@@ -59,7 +62,7 @@ static uint16_t choose(struct pg_gateway *gw, unsigned pool, const struct pg_rou
 		ncand = pg_maps_pool_candidates(&gw->maps, pool, key->anchor, cand);
 		if (probe)
 			pg_ca_match(&ix, kb->chain, kb->n, holder_usable, &rule, &m);
-		if (kb && place_anchor(rc, key) && ix.capacity_blocks)
+		if (kb && rc->new_choices > 1 && !explicit_key && ix.capacity_blocks)
 			nplaced = pg_ca_holders(&ix, pg_ca_anchor_key(key->anchor), holder_usable,
 			                        &rule, placed);
 		cached = (struct pg_cached){
@@ -127,6 +130,8 @@ static void record_blocks(struct pg_gateway *gw, unsigned worker, const struct p
 	if (kb->n)
 		record_chain(gw, &ix, worker, kb->chain, kb->n, id);
 	if (place) {
+		/* a new anchor advances id's clock by one block it does not hold:
+		 * once per conversation, against the blocks of every turn */
 		const uint64_t anchor = pg_ca_anchor_key(kb->anchor);
 
 		record_chain(gw, &ix, worker, &anchor, 1, id);
@@ -180,7 +185,7 @@ static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
 	if (worker == NO_RECORD || !id)
 		return id;
 	if (ca)
-		record_blocks(gw, worker, &kb, id, choice->matched, place_anchor(&rc, key));
+		record_blocks(gw, worker, &kb, id, choice->matched, place_anchor(key, &kb));
 	if (gw->cfg && gw->cfg->shadow)
 		shadow = rc.strategy == PG_STRATEGY_PREFIX_AWARE
 		             ? id
