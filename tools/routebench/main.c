@@ -54,9 +54,10 @@
  *
  * usage: routebench [--rounds N] [--backends 2,16,64,255] [--body-kib K]
  *                   [--convs N] [--only STRATEGY] [--body cold|warm|both]
- *                   [--arrival whole|pieces|both]
+ *                   [--arrival whole|pieces|both] [--choices N]
  * (--convs: conversations per round, default 512; fewer keep memory and
- * callgrind time down for large bodies)
+ * callgrind time down for large bodies; --choices: cache_aware's
+ * CacheAwareConfig.NewConversationChoices, default PG_CA_CHOICES_DEFAULT)
  *        routebench --rebuild [--reps REPS] [--backends 2,16,64,255]
  */
 #include <arpa/inet.h>
@@ -141,6 +142,9 @@ static size_t body(char *out, size_t cap, unsigned c, unsigned t, size_t kib)
 	return len;
 }
 
+/* --choices: CacheAwareConfig.NewConversationChoices */
+static unsigned new_choices = PG_CA_CHOICES_DEFAULT;
+
 static void setup(struct pg_gateway *gw, struct pg_config *cfg, unsigned nbackends)
 {
 	static char addrs[PG_MAX_BACKENDS][32];
@@ -152,7 +156,7 @@ static void setup(struct pg_gateway *gw, struct pg_config *cfg, unsigned nbacken
 	cfg->route.prefix_length = PG_PREFIX_LENGTH_DEFAULT;
 	cfg->route.concurrency_threshold = PG_CONCURRENCY_DEFAULT;
 	cfg->route.max_load_gap = PG_CA_GAP_DEFAULT;
-	cfg->route.new_choices = PG_CA_CHOICES_DEFAULT;
+	cfg->route.new_choices = new_choices;
 	cfg->cache_capacity = PG_CA_CAPACITY_DEFAULT;
 	for (unsigned i = 0; i < nbackends; i++) {
 		snprintf(addrs[i], sizeof(addrs[i]), "127.0.%u.%u:8000", i / 250, 1 + i % 250);
@@ -310,6 +314,8 @@ int main(int argc, char **argv)
 			where = argv[i + 1];
 		else if (!strcmp(argv[i], "--arrival"))
 			arrival = argv[i + 1];
+		else if (!strcmp(argv[i], "--choices"))
+			new_choices = (unsigned)atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--backends")) {
 			nfleets = 0;
 			for (char *p = strtok(argv[i + 1], ","); p && nfleets < 8;
@@ -335,6 +341,10 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(arrival, "whole") && strcmp(arrival, "pieces") && strcmp(arrival, "both")) {
 		fprintf(stderr, "routebench: --arrival: whole, pieces or both\n");
+		return 2;
+	}
+	if (new_choices < 1 || new_choices > PG_RING_CANDIDATES) {
+		fprintf(stderr, "routebench: --choices: 1..%d\n", PG_RING_CANDIDATES);
 		return 2;
 	}
 	if (convs < 1 || convs > CONVS_MAX) {
