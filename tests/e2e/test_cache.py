@@ -76,6 +76,15 @@ def two_turns(f, convs):
     return where
 
 
+def join(f):
+    """A fifth mockllm joins through POST /backends; its port."""
+    port = f.add_mock("b4", MOCK)
+    st, _ = f.admin("POST", "/backends", {"address": "127.0.0.1:%d" % port})
+    assert st in (200, 201), "add backend: %s" % st
+    assert wait_until(lambda: len(f.backends()) == 5, 5)
+    return port
+
+
 def fleet(opts, n=4, args=()):
     return Fleet(opts, n, gw_args=GW + list(args), mock_args={i: MOCK for i in range(n)})
 
@@ -138,10 +147,7 @@ def new_backend_keeps_conversations(opts):
         rng = random.Random(3)
         convs = [Conversation(rng) for _ in range(16)]
         where = two_turns(f, convs)
-        port = f.add_mock("b4", MOCK)
-        st, _ = f.admin("POST", "/backends", {"address": "127.0.0.1:%d" % port})
-        assert st in (200, 201), "add backend: %s" % st
-        assert wait_until(lambda: len(f.backends()) == 5, 5)
+        port = join(f)
         for i, c in enumerate(convs):
             c.next_turn()
             b = send(f, c)[0]
@@ -273,10 +279,7 @@ def newcomer_takes_new_conversations(opts):
         rng = random.Random(8)
         convs = [Conversation(rng) for _ in range(16)]
         where = two_turns(f, convs)
-        port = f.add_mock("b4", MOCK)
-        st, _ = f.admin("POST", "/backends", {"address": "127.0.0.1:%d" % port})
-        assert st in (200, 201), "add backend: %s" % st
-        assert wait_until(lambda: len(f.backends()) == 5, 5)
+        port = join(f)
         new = "127.0.0.1:%d" % port
         took = tries = 0
         # The others sent 8 requests each (within 2): it stays the least sent

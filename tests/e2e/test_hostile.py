@@ -304,6 +304,16 @@ def backend_dies_mid_response(opts):
         f.stop()
 
 
+def half_heads(f, n):
+    """n connections to the gateway, each having sent half a request head."""
+    socks = []
+    for i in range(n):
+        s = socket.create_connection(("127.0.0.1", f.port), timeout=5)
+        s.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        socks.append(s)
+    return socks
+
+
 @test
 def slowloris_does_not_delay_others(opts):
     """1,000 connections trickling their heads do not delay a normal request."""
@@ -312,10 +322,7 @@ def slowloris_does_not_delay_others(opts):
     f = Fleet(opts, 2)
     slow = []
     try:
-        for i in range(1000):
-            s = socket.create_connection(("127.0.0.1", f.port), timeout=5)
-            s.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\nX-Slow: ")
-            slow.append(s)
+        slow += half_heads(f, 1000)
         lat = []
         for i in range(20):
             for s in slow[i * 50:(i + 1) * 50]:
@@ -358,10 +365,7 @@ def receive_burst_starves_no_one(opts):
         # Stopped, the gateway takes every connection below in one turn.
         f.gw.send_signal(signal.SIGSTOP)
         try:
-            for i in range(700):
-                s = socket.create_connection(("127.0.0.1", f.port), timeout=5)
-                s.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\nX-Slow: ")
-                socks.append(s)
+            socks += half_heads(f, 700)
             full = []
             for i in range(100):
                 s = socket.create_connection(("127.0.0.1", f.port), timeout=5)
