@@ -204,8 +204,8 @@ def bench_hot(opts, out):
     takes the hot document's 50%."""
     res = {}
     for name, strat, thr in (("random", "random", None), ("pa_t10", "pa_t10", 10),
-                             ("pa_t1024", "pa_t1024", 1024), ("cache_aware", "cache_aware", None),
-                             ("ca_n3", "ca_n3", None)):
+                             ("pa_t1024", "pa_t1024", 1024)) + tuple(
+                                 (s, s, None) for s in runs.CA_STRATEGIES):
         if not runs.supported(opts.build, strat):
             continue
         print("  hot prefix, %s ..." % LABELS[name], flush=True)
@@ -354,8 +354,7 @@ def bench_scale(opts, out):
             continue
         res = {}
         tag = "" if key == "a" else "-" + key  # (a)'s files keep their old names
-        for s in runs.available(opts.build,
-                                ["random", "prefix_aware", "cache_aware", "ca_n3"])[0]:
+        for s in runs.available(opts.build, ["random", "prefix_aware"] + runs.CA_STRATEGIES)[0]:
             print("  scale event (%s), %s ..." % (key, LABELS[s]), flush=True)
             name = "scale%s-%s" % (tag, s)
             r = runs.run(opts.build, out, name, s, args, rate, dur, warm,
@@ -394,7 +393,7 @@ def bench_scale(opts, out):
 def bench_two_gateways(opts, out):
     """Workloads (b) and (d) through two gateways that share no state. The
     one-gateway figures are the workloads part's when it ran in this bench."""
-    strategies = runs.available(opts.build, ["prefix_aware", "cache_aware", "ca_n3"])[0]
+    strategies = runs.available(opts.build, ["prefix_aware"] + runs.CA_STRATEGIES)[0]
     one = opts.results.get("workloads", {})
     res, lines = {}, []
     for key, title, args, rate, dur, warm, plen in WORKLOADS:

@@ -26,7 +26,7 @@ from netutil import free_port
 
 GATEWAYS = (1, 2, 4)
 FLEET_WORKLOADS = ("a", "b", "d")
-STRATEGIES = ("prefix_aware", "cache_aware", "ca_n3")
+STRATEGIES = ["prefix_aware"] + runs.CA_STRATEGIES
 HOT_THRESHOLD = 10
 
 

@@ -28,18 +28,20 @@ import threading
 import fleet
 
 SCALE = 4.0
-STRATEGIES = ["random", "least_outstanding_requests", "prefix_aware", "cache_aware",
-              "ca_n3", "haproxy"]
-LABELS = {"random": "RANDOM", "least_outstanding_requests": "LEAST_OUTSTANDING",
-          "prefix_aware": "PREFIX_AWARE", "cache_aware": "CACHE_AWARE",
-          "ca_n3": "CACHE_AWARE n=3", "haproxy": "HAProxy hash",
-          "pa_t10": "PREFIX_AWARE ct=10", "pa_t1024": "PREFIX_AWARE ct=1024"}
 # CACHE_AWARE with its RoutingConfig (prefixgate --routing-config): n=3 places
 # what nothing cached places on the least recently sent of its anchor's first
 # 3 ring candidates (CacheAwareConfig.NewConversationChoices; README, How it
 # routes), where plain CACHE_AWARE (the default, 1) takes the first.
 CA_VARIANTS = {"ca_n3": {"RoutingStrategy": "CACHE_AWARE",
                          "CacheAwareConfig": {"NewConversationChoices": 3}}}
+# CACHE_AWARE and its variants, run wherever CACHE_AWARE is.
+CA_STRATEGIES = ["cache_aware"] + list(CA_VARIANTS)
+STRATEGIES = ["random", "least_outstanding_requests", "prefix_aware"] + CA_STRATEGIES + [
+    "haproxy"]
+LABELS = {"random": "RANDOM", "least_outstanding_requests": "LEAST_OUTSTANDING",
+          "prefix_aware": "PREFIX_AWARE", "cache_aware": "CACHE_AWARE",
+          "ca_n3": "CACHE_AWARE n=3", "haproxy": "HAProxy hash",
+          "pa_t10": "PREFIX_AWARE ct=10", "pa_t1024": "PREFIX_AWARE ct=1024"}
 # Strategies only some gateway builds have: the word prefixgate --help must show.
 OPTIONAL = {"cache_aware": "cache_aware", "ca_n3": "new-conversation-choices"}
 _SUPPORT = {}

@@ -81,9 +81,10 @@ void pg_ca_match(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n
 unsigned pg_ca_record(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n, uint16_t id);
 
 /* The index entry that remembers where a request with this anchor (key.h)
- * was placed, for CacheAwareConfig.NewConversationChoices above 1: recorded
- * and matched as a one-block chain, so a conversation whose text is still
- * shorter than a block stays where it began. Never equal to a block's
+ * was placed: recorded as a one-block chain (whatever
+ * CacheAwareConfig.NewConversationChoices is, so that raising it live moves
+ * nothing), looked up when it is above 1, so a conversation whose text is
+ * still shorter than a block stays where it began. Never equal to a block's
  * chain hash but by a 64-bit accident, never 0. */
 static inline uint64_t pg_ca_anchor_key(uint64_t anchor)
 {
