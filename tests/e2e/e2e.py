@@ -21,7 +21,8 @@ import time
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, check_echo, free_port, mock_pattern, run_suite, wait_until  # noqa: E402
+from harness import (Fleet, check_echo, free_port, mock_pattern, read_responses,  # noqa: E402
+                     run_suite, wait_until)
 
 TESTS = []
 
@@ -434,20 +435,8 @@ def pipelining_in_order(opts):
                        b"X-Mock-Delay-Ms: %d\r\n\r\n" % (len(b), (5 - i) * 20) + b
                        for i, b in enumerate(bodies))
         s.sendall(raw)
-        f_ = s.makefile("rb")
-        for b in bodies:
-            line = f_.readline()
-            assert line.startswith(b"HTTP/1.1 200"), line
-            hdr = {}
-            while True:
-                l = f_.readline().strip()
-                if not l:
-                    break
-                k, v = l.split(b":", 1)
-                hdr[k.strip().lower().decode()] = v.strip().decode()
-            data = f_.read(int(hdr["content-length"]))
-            assert int(hdr["x-body-length"]) == len(b), (hdr, len(b))
-            assert int(hdr["x-body-crc32"], 16) == zlib.crc32(b)
+        for b, (st, hdr, data) in zip(bodies, read_responses(s, len(bodies))):
+            check_echo(st, hdr, b)
             assert len(data) == int(hdr["content-length"])
             assert "connection" not in hdr, hdr
         s.close()

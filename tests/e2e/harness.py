@@ -233,6 +233,31 @@ def check_echo(status, headers, body_sent):
     assert int(headers["x-body-crc32"], 16) == zlib.crc32(body_sent), "crc mismatch"
 
 
+def read_responses(s, n):
+    """n Content-Length responses in a row from socket s, as (status,
+    headers, body). One buffered reader for all of them: a reader made per
+    response (http.client.HTTPResponse(s)) reads ahead, and swallows the
+    next response whenever both arrived before the first was read."""
+    fp = s.makefile("rb")
+    out = []
+    try:
+        for _ in range(n):
+            line = fp.readline()
+            assert line.startswith(b"HTTP/1."), "status line %r" % line[:80]
+            headers = {}
+            while True:
+                h = fp.readline().strip()
+                if not h:
+                    break
+                k, v = h.split(b":", 1)
+                headers[k.strip().lower().decode()] = v.strip().decode()
+            body = fp.read(int(headers["content-length"]))
+            out.append((int(line.split()[1]), headers, body))
+    finally:
+        fp.close()  # the socket stays open
+    return out
+
+
 def have_bpf():
     if os.geteuid() != 0:
         return "not root: BPF maps need CAP_BPF"

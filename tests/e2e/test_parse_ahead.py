@@ -24,7 +24,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, check_echo, run_suite  # noqa: E402
+from harness import Fleet, check_echo, read_responses, run_suite  # noqa: E402
 
 TESTS = []
 PATH = "/v1/chat/completions"
@@ -167,11 +167,8 @@ def pipelined_after_a_parsed_body(opts):
             s.sendall(first[off:off + PIECE])
             time.sleep(0.001)
         s.sendall(first[last:] + (head % (PATH, len(second))).encode() + second)
-        for body in (first, second):
-            r = http.client.HTTPResponse(s)
-            r.begin()
-            r.read()
-            check_echo(r.status, {k.lower(): v for k, v in r.getheaders()}, body)
+        for body, (st, h, _) in zip((first, second), read_responses(s, 2)):
+            check_echo(st, h, body)
         s.close()
         assert f.counter("prefixgate_parsed_ahead_total") - ahead0 == 1
         assert f.idle(), "in-flight counts not back to 0"
