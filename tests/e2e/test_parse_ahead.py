@@ -12,7 +12,7 @@ hash and source match the admin dry run's (which parses it whole) for
 and every body reaches the instance intact; a client that goes away
 mid-body leaves nothing behind; a request pipelined behind a body parsed
 ahead is answered after it. A 32 KiB body sent in pieces
-is parsed ahead too; an 8 KiB one (less than a receive buffer) is not.
+is parsed ahead too; an 8 KiB one (less than PG_PARSE_AHEAD_MIN, 16 KiB) is not.
 
 usage: test_parse_ahead.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
 """
@@ -126,7 +126,7 @@ MIB = 1 << 20
 def prefix_aware_keys_match_a_whole_parse(opts):
     """PREFIX_AWARE: an explicit key last, the messages key, late UTF-8 and
     grammar errors, a chunked body, 32 KiB in two pieces, and a body shorter
-    than a receive buffer (parsed whole)."""
+    than PG_PARSE_AHEAD_MIN (parsed whole)."""
     run(opts, ["--strategy", "prefix_aware"], [
         (chat(MIB, "a", key="conv-a"), False, "prompt_cache_key", True),
         (chat(MIB, "b"), False, "messages", True),

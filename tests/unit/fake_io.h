@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The fixture of the proxy state machine tests (test_proxy.c): a fake of the
- * I/O actions (struct pg_io, user/proxy/sock.h) that records what was asked
- * (sockets armed, sends outstanding, bytes sent, closes), a gateway with two
+ * The fixture of the proxy state machine tests (test_proxy.c,
+ * test_proxy_body.c): a fake of the I/O actions (struct pg_io,
+ * user/proxy/sock.h) that records what was asked (sockets armed, sends
+ * outstanding, bytes sent, closes, provided buffers lent), a gateway with two
  * backends and one worker using it, and helpers that deliver events by hand
  * as the io_uring loop would (accept, data, EOF, connect, sends completed,
  * the run list drained, time). Header-only (static functions).
@@ -23,6 +24,9 @@
 #include "proxy/worker.h"
 #include "state/maps.h"
 #include "sys/log.h"
+
+/* Each test program uses a part of the helpers below. */
+#pragma GCC diagnostic ignored "-Wunused-function"
 
 /* --- the fake I/O ---------------------------------------------------------------- */
 
@@ -128,11 +132,21 @@ static void f_poll(struct pg_worker *w, struct pg_sock *s)
 	fail_msg("no poll on the copy path");
 }
 
+/* Provided buffers lent by lend() (bid 0..NLENT-1), and whether each is
+ * still out. */
+#define NLENT 4
+static char lent_buf[NLENT][PG_BUFSZ];
+static bool lent_out[NLENT];
+
 static void f_buf_return(struct pg_worker *w, int bid)
 {
-	(void)w;
-	(void)bid;
 	buf_returns++;
+	if (bid >= 0 && bid < NLENT) {
+		assert_true(lent_out[bid]); /* given back once */
+		lent_out[bid] = false;
+		memset(lent_buf[bid], 'X', PG_BUFSZ); /* refilled by the next receive */
+		w->bufs_out--;
+	}
 }
 
 static const struct pg_io fake_io = {
@@ -183,6 +197,7 @@ static int setup(void **state)
 	(void)state;
 	pg_log_level = PG_LOG_ERROR;
 	memset(fs, 0, sizeof(fs));
+	memset(lent_out, 0, sizeof(lent_out));
 	next_up_fd = UP_FD0;
 	socket_errno = 0;
 	send_chunk = 0;
@@ -234,6 +249,8 @@ static int teardown(void **state)
 	pump(); /* cancelled sends complete, as the kernel reports them */
 	pg_sock_reap(w, false);
 	assert_null(w->graveyard); /* nothing left that I/O still names */
+	for (int bid = 0; bid < NLENT; bid++)
+		assert_false(lent_out[bid]); /* every lent buffer given back */
 	assert_quiet();
 	pg_worker_spares_free(w);
 	free(w);
@@ -311,10 +328,13 @@ static int accept_client(void)
 	return fd;
 }
 
-/* Bytes arriving on fd, in receive-buffer-sized pieces. */
+/* Bytes arriving on fd, in pieces of RECV_PIECE (a receive takes what has
+ * arrived, up to PG_BUFSZ), in a buffer of no provided buffer's (bid -1). */
+#define RECV_PIECE (16 * 1024)
+
 static void deliver(int fd, const char *data, size_t len)
 {
-	char buf[PG_BUFSZ];
+	char buf[RECV_PIECE];
 
 	while (len) {
 		size_t n = len < sizeof(buf) ? len : sizeof(buf);
@@ -327,6 +347,18 @@ static void deliver(int fd, const char *data, size_t len)
 		data += n;
 		len -= n;
 	}
+}
+
+/* One receive of data[0, len) on fd in provided buffer bid, as the loop
+ * delivers it (w->bufs_out counts it until it is given back). */
+static void lend(int fd, int bid, const char *data, size_t len)
+{
+	assert_true(bid >= 0 && bid < NLENT && len <= PG_BUFSZ && !lent_out[bid]);
+	memcpy(lent_buf[bid], data, len);
+	lent_out[bid] = true;
+	w->bufs_out++;
+	pg_sock_on_data(w, F(fd)->s, lent_buf[bid], len, bid);
+	pump();
 }
 
 static void say(int fd, const char *s)

@@ -168,6 +168,12 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 
 	switch (x->body.kind) {
 	case PG_FRAME_LENGTH:
+		if (x->held_lent) { /* whole, where it arrived (lend_body) */
+			in.body = x->held;
+			in.body_len = x->held_len;
+			in.complete = ready = true;
+			break;
+		}
 		n = c->in_len < x->body.remaining ? c->in_len : x->body.remaining;
 		in.body = c->in;
 		in.body_len = n;
@@ -215,7 +221,10 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 	/* The body held so far goes with the head: the input buffer itself is
 	 * taken over (a 32 KiB prompt is not copied again), and what follows
 	 * the body in it (a pipelined request) moves to a buffer of its own. */
-	if (x->body.kind == PG_FRAME_LENGTH && n) {
+	if (x->held_lent) {
+		x->body.remaining = 0;
+		whole = true;
+	} else if (x->body.kind == PG_FRAME_LENGTH && n) {
 		size_t tail = c->in_len - n;
 
 		x->held = c->in;
@@ -445,18 +454,42 @@ void pg_worker_run(struct pg_worker *w)
 
 /* --- socket events ----------------------------------------------------------- */
 
+/* A request whose head was just parsed at data[-head..) and whose whole
+ * Content-Length body is data[0, len): the body stays in the provided
+ * buffer bid it arrived in, lent to the exchange (conn.h held_lent), not
+ * copied; what follows it (a pipelined request) is copied into c->in.
+ * False (nothing done) unless the body is long enough to be worth a buffer
+ * (PG_LEND_BODY_MIN) and buffers are plentiful. */
+static bool lend_body(struct pg_worker *w, struct pg_client *c, char *data, size_t len, int bid)
+{
+	struct pg_exchange *x = &c->x;
+	uint64_t body = x->body.remaining;
+
+	if (c->state != PG_C_KEY || x->body.kind != PG_FRAME_LENGTH || bid < 0 ||
+	    body < PG_LEND_BODY_MIN || body > len || !pg_worker_can_lend(w))
+		return false;
+	x->held = data;
+	x->held_len = (size_t)body;
+	x->held_lent = true;
+	x->held_bid = (uint16_t)bid;
+	if (len > body)
+		pg_in_append(&w->spares, c, data + body, len - (size_t)body, 0);
+	return true;
+}
+
 static bool client_data(struct pg_worker *w, struct pg_sock *s, char *data, size_t len, int bid)
 {
 	struct pg_client *c = (struct pg_client *)s;
+	bool kept = false;
 
-	(void)bid;
 	if (c->state == PG_C_LINGER)
 		return false; /* discarded */
 	c->last_rx_ms = w->now_ms;
 	/* A request's first bytes: its head is parsed here, in the provided
 	 * buffer, so only the body is copied, once, into a buffer sized for it
 	 * (the head copied with it would be moved out of the way, and the
-	 * buffer regrown, as the rest of the body arrived). A head answered at
+	 * buffer regrown, as the rest of the body arrived); a body that came
+	 * whole with its head is not copied at all (lend_body). A head answered at
 	 * once (an error) leaves the connection lingering, and the rest of the
 	 * receive unread, not held for the linger. */
 	if (c->state == PG_C_HEAD && !c->in_len) {
@@ -466,6 +499,10 @@ static bool client_data(struct pg_worker *w, struct pg_sock *s, char *data, size
 			return false;
 		data += n;
 		len -= n;
+		if (n && lend_body(w, c, data, len, bid)) {
+			kept = true; /* the exchange gives it back */
+			len = 0;
+		}
 	}
 	if (len)
 		pg_in_append(&w->spares, c, data, len, key_reserve(c, len));
@@ -474,7 +511,7 @@ static bool client_data(struct pg_worker *w, struct pg_sock *s, char *data, size
 	 * reading them, a pipeline's worth otherwise. */
 	if (!c->s.closed && c->state != PG_C_KEY && c->in_len > PG_PIPELINE_MAX)
 		pg_sock_pause(w, &c->s);
-	return false;
+	return kept;
 }
 
 static void client_eof(struct pg_worker *w, struct pg_sock *s, int err)

@@ -86,10 +86,15 @@ struct pg_exchange {
 	uint32_t id_off;
 	uint8_t id_len;
 	/* A Content-Length body held for the key: in the client's input buffer
-	 * itself, taken over (not copied; held_buf is that buffer). An attempt
-	 * sends fwd, then held[0, held_len). */
+	 * itself, taken over (not copied; held_buf is that buffer), or, if
+	 * held_lent, in the provided buffer held_bid it arrived in whole
+	 * (PG_LEND_BODY_MIN), given back once the response has begun and no
+	 * send names it (pg_held_release). An attempt sends fwd, then
+	 * held[0, held_len). */
 	char *held, *held_buf;
 	size_t held_len, held_cap;
+	bool held_lent;
+	uint16_t held_bid;
 	uint64_t streamed; /* body bytes sent after fwd (no retry once > 0) */
 	struct pg_key key;
 	struct pg_choice choice;
@@ -157,10 +162,13 @@ struct pg_upstream {
 	char *hbuf; /* response head being assembled */
 	size_t hlen, hcap;
 	struct pg_dp_conn *dp; /* kernel data path state (datapath.c); NULL: copy */
-	/* An exchange's request buffers (fwd, held_buf) that a send still named
-	 * when this connection closed: released when it is freed. */
+	/* An exchange's request buffers (fwd, held_buf or the lent provided
+	 * buffer) that a send still named when this connection closed:
+	 * released when it is freed. */
 	char *sent_fwd, *sent_held;
 	size_t sent_held_cap;
+	bool sent_held_lent;
+	uint16_t sent_held_bid;
 };
 
 /* --- client.c ---------------------------------------------------------------- */
@@ -194,6 +202,9 @@ void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned 
 /* The attempt failed before a response byte reached the client: retry
  * elsewhere (or fresh) while possible, else answer 502. */
 void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why, bool mark_down);
+/* A lent body's provided buffer back to the ring once nothing can send it
+ * again: the response has begun (no retry) and no send of u names it. */
+void pg_held_release(struct pg_worker *w, struct pg_exchange *x, const struct pg_upstream *u);
 /* The backend sent the whole response (run from the run list). */
 void pg_response_end(struct pg_worker *w, struct pg_client *c);
 /* The backend failed mid-response: the client gets what was sent, then a close. */

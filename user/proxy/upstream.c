@@ -202,6 +202,7 @@ static void response_head(struct pg_worker *w, struct pg_upstream *u)
 	}
 	x->resp_started = true;
 	x->resp_status = (uint16_t)resp.status;
+	pg_held_release(w, x, u); /* no retry from here */
 	if (pg_alog_on(w->gw->alog))
 		x->ttft_ns = pg_now_ns();
 	u->keep_alive = resp.keep_alive && !u->dp;
@@ -364,6 +365,7 @@ static void upstream_sent(struct pg_worker *w, struct pg_sock *s, int err)
 		x->first_sent = true;
 		pg_stats_send_latency(w->stats, pg_now_ns() - x->t0_ns);
 	}
+	pg_held_release(w, x, u); /* answered before it was all sent */
 	if (c->state == PG_C_STREAM && u->s.qbytes < PG_REQ_QUEUE_MAX / 2) {
 		pg_sock_recv(w, &c->s);
 		pg_client_schedule(w, c);
@@ -388,6 +390,8 @@ static void upstream_free(struct pg_worker *w, struct pg_sock *s)
 	free(u->hbuf);
 	free(u->sent_fwd);
 	pg_spare_give(&w->spares, u->sent_held, u->sent_held_cap);
+	if (u->sent_held_lent)
+		w->io->buf_return(w, u->sent_held_bid);
 	free(u);
 }
 

@@ -26,15 +26,22 @@
 #include "proxy/sock.h"
 #include "proxy/starved.h"
 
-/* Provided receive buffers per worker, and their size. */
-#define PG_NBUFS 512
-#define PG_BUFSZ (16 * 1024)
-/* A request body's JSON is parsed as it arrives once a receive buffer's
- * worth of it is held and more is to come (json.h pg_json_stream): what
- * is left once the body is whole is its last piece, however long the
- * body. A body that is whole at the first look (most, on a fast link) is
- * parsed whole. */
-#define PG_PARSE_AHEAD_MIN PG_BUFSZ
+/* Provided receive buffers per worker, and their size: large enough that
+ * a request of a few tens of KiB (a chat body, a RAG prompt) arrives in one
+ * receive, whole, and is sent on from there (PG_LEND_BODY_MIN). */
+#define PG_NBUFS 128
+#define PG_BUFSZ (64 * 1024)
+/* A Content-Length body of at least this many bytes that arrived whole in
+ * the receive with its head is not copied: the provided buffer is lent to
+ * the exchange (conn.h held_lent) while buffers are plentiful
+ * (pg_worker_can_lend). Below it the copy costs less than the buffer
+ * held until the backend answers. */
+#define PG_LEND_BODY_MIN 4096
+/* A request body's JSON is parsed as it arrives once this much of it is
+ * held and more is to come (json.h pg_json_stream): what is left once the
+ * body is whole is its last piece, however long the body. A body that is
+ * whole at the first look (most, on a fast link) is parsed whole. */
+#define PG_PARSE_AHEAD_MIN (16 * 1024)
 /* A response's bytes queued towards a slow client, at most (then the backend
  * connection stops being read, and TCP pushes back on the backend). */
 #define PG_RESP_QUEUE_MAX (256 * 1024)
