@@ -354,7 +354,7 @@ def slowloris_does_not_delay_others(opts):
 @test
 def receive_burst_starves_no_one(opts):
     """More connections with bytes waiting than a worker has receive buffers
-    (512), all taken in one loop turn (700 half-heads, then 100 requests): the receives that found no buffer
+    (PG_NBUFS, 128), all taken in one loop turn (700 half-heads, then 100 requests): the receives that found no buffer
     are re-armed once buffers are back, so the complete requests behind
     idle half-heads are answered (they used to wait for other traffic)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

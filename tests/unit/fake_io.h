@@ -382,7 +382,7 @@ static void connected(int fd, int res)
 }
 
 /* The output of fd so far, as a string (and forget it). */
-static char outbuf[1 << 16];
+static char outbuf[(1 << 16) + 1]; /* an fsock out, and its NUL */
 static const char *took(int fd)
 {
 	struct fsock *f = F(fd);

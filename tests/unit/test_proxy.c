@@ -53,6 +53,44 @@ static void test_pipelining_in_order(void **state)
 	assert_quiet();
 }
 
+/* A response head begun in one receive and ended in a whole receive buffer
+ * (the rest of the head, the body, and bytes past the response): answered,
+ * not taken for a head too large (the limit is on the head, not on what a
+ * receive holds), and its connection not reused (bytes past the response);
+ * a head that has no end within the limit is one, and retried elsewhere. */
+static void test_head_then_full_receive(void **state)
+{
+	static char big[PG_BUFSZ];
+	static const char rest[] = "Content-Length: 2\r\n\r\nok";
+	int c = accept_client(), u = UP_FD0;
+
+	(void)state;
+	say(c, req1);
+	connected(u, 0);
+	assert_non_null(strstr(took(u), "hello"));
+	say(u, "HTTP/1.1 200 OK\r\n");
+	memset(big, 'j', sizeof(big));
+	memcpy(big, rest, strlen(rest));
+	lend(u, 0, big, sizeof(big));
+	assert_non_null(strstr(took(c), "HTTP/1.1 200 OK\r\n"));
+	assert_int_equal(next_up_fd, UP_FD0 + 1); /* no retry */
+	assert_true(F(u)->closed);
+	assert_false(F(c)->closed);
+
+	/* a head with no end in PG_HTTP_MAX_HEAD bytes is one: retried */
+	say(c, req1);
+	u = next_up_fd - 1;
+	connected(u, 0);
+	memcpy(big, "HTTP/1.1 200 OK\r\nX-A: ", 22);
+	lend(u, 0, big, sizeof(big));
+	assert_true(F(u)->closed);
+	assert_int_equal(next_up_fd, u + 2);
+	connected(u + 1, 0);
+	say(u + 1, resp_ok);
+	assert_non_null(strstr(took(c), "\r\n\r\nok"));
+	assert_quiet();
+}
+
 static void test_retry_before_first_byte(void **state)
 {
 	int c = accept_client(), u1 = UP_FD0, u2 = UP_FD0 + 1;
@@ -374,6 +412,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_exchange_and_pool, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pipelining_in_order, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_head_then_full_receive, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_retry_before_first_byte, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_retry_on_stale_pooled_connection, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_no_retry_after_first_byte, setup, teardown),

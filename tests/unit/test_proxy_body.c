@@ -187,7 +187,8 @@ static void test_first_piece_shapes(void **state)
  * from the provided buffer it arrived in, never copied: a retry before the
  * response re-sends it from there, and the buffer is given back once, when
  * the response begins, or, if a send still names it then, once that send is
- * over. What follows it in the receive (a pipelined request) is copied out.
+ * over (the response still coming, or its connection closed by then). What
+ * follows it in the receive (a pipelined request) is copied out.
  * A short body, or one that arrives while buffers are scarce, is copied and
  * its buffer given back at once. */
 static void test_whole_body_lent(void **state)
@@ -230,14 +231,31 @@ static void test_whole_body_lent(void **state)
 	say(u2, resp_two);
 	assert_non_null(strstr(took(c), "\r\n\r\ntwo"));
 
-	/* answered while its send is still in flight: the buffer goes with the
-	 * closed connection, back only once that send is over */
+	/* its response begun while its send is still in flight: back once the
+	 * send is over, the response still coming */
 	stall_fd = u2;
 	lend(c, 1, req, n);
 	assert_int_equal(next_up_fd, UP_FD0 + 2); /* on the pooled connection */
 	assert_non_null(F(u2)->pending);
-	say(u2, resp_ok);
-	assert_true(F(u2)->closed);
+	say(u2, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\no");
+	assert_true(lent_out[1]);
+	stall_fd = 0;
+	pump();
+	assert_false(lent_out[1]);
+	assert_memory_equal(strstr(took(u2), "\r\n\r\n") + 4, body, BODY);
+	say(u2, "k");
+	assert_non_null(strstr(took(c), "\r\n\r\nok"));
+	assert_true(F(u2)->closed); /* answered early: not pooled */
+
+	/* answered whole while its send is still in flight: the buffer goes
+	 * with the closed connection, back only once that send is over */
+	u = next_up_fd;
+	stall_fd = u;
+	lend(c, 1, req, n);
+	connected(u, 0);
+	assert_non_null(F(u)->pending);
+	say(u, resp_ok);
+	assert_true(F(u)->closed);
 	assert_non_null(strstr(took(c), "\r\n\r\nok"));
 	assert_true(lent_out[1]);
 	pg_sock_reap(w, false);

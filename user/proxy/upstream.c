@@ -184,7 +184,9 @@ static void response_head(struct pg_worker *w, struct pg_upstream *u)
 		if (n == 0)
 			return;
 		if (n < 0) {
-			pg_attempt_failed(w, c, "invalid response head", true);
+			pg_attempt_failed(
+			    w, c, n == -431 ? "response head too large" : "invalid response head",
+			    true);
 			return;
 		}
 		if (resp.status >= 200)
@@ -240,6 +242,11 @@ static void response_head(struct pg_worker *w, struct pg_upstream *u)
 	if (u->hlen > (size_t)n)
 		forward_body(w, u, u->hbuf + n, u->hlen - (size_t)n, -1);
 	u->hlen = 0;
+	if (u->hcap > PG_HBUF_KEEP) { /* not kept for the connection's life (pooled) */
+		free(u->hbuf);
+		u->hbuf = NULL;
+		u->hcap = 0;
+	}
 	if (!u->s.closed && u->state == PG_U_BODY && u->dp)
 		pg_dp_body_start(w, u); /* the rest of the body via the kernel */
 }
@@ -266,10 +273,9 @@ bool pg_upstream_input(struct pg_worker *w, struct pg_upstream *u, char *data, s
 			pg_dp_forwarded(w, u);
 		return kept;
 	}
-	if (u->hlen + len > PG_HTTP_MAX_HEAD) {
-		pg_attempt_failed(w, u->c, "response head too large", true);
-		return false;
-	}
+	/* The head's limit is checked by the parse, on the head: a receive
+	 * holds body bytes too, as much as PG_BUFSZ, beside a head begun in
+	 * the one before. */
 	pg_bytes_append(&u->hbuf, &u->hlen, &u->hcap, data, len);
 	response_head(w, u);
 	return false;
