@@ -50,7 +50,7 @@ static void test_body_copied_once(void **state)
 			assert_ptr_equal(cl->in_buf, in_buf);
 		in_buf = cl->in_buf;
 		deliver(c, whole + hl + cl->in_len, BODY - cl->in_len);
-		assert_ptr_equal(cl->x.held_buf ? cl->x.held_buf : cl->in_buf, in_buf);
+		assert_ptr_equal(cl->x.hold.buf ? cl->x.hold.buf : cl->in_buf, in_buf);
 		if (!split)
 			connected(u, 0);
 		out = took(u);
@@ -90,7 +90,7 @@ static void test_buffers_outlive_their_send(void **state)
 		say(c, req1);
 		if (F(u)->connecting)
 			connected(u, 0);
-		held = client_of(c)->x.held_buf;
+		held = client_of(c)->x.hold.buf;
 		assert_non_null(held);
 		assert_non_null(F(u)->pending);
 		/* while the request is still being sent */
@@ -98,7 +98,7 @@ static void test_buffers_outlive_their_send(void **state)
 		assert_true(F(u)->closed);
 		assert_false(kept(held));
 		if (broken) {
-			assert_ptr_not_equal(client_of(c)->x.held_buf, held);
+			assert_ptr_not_equal(client_of(c)->x.hold.buf, held);
 			connected(next_up_fd - 1, 0); /* the retry, on the other backend */
 			assert_non_null(strstr(took(next_up_fd - 1), "\r\n\r\nhello"));
 			say(next_up_fd - 1, resp_ok);
@@ -216,7 +216,7 @@ static void test_whole_body_lent(void **state)
 	 * retried on the other backend from the same bytes */
 	memcpy(req + n, req2, strlen(req2));
 	lend(c, 0, req, n + strlen(req2));
-	assert_true(cl->x.held_lent);
+	assert_true(cl->x.hold.lent);
 	assert_ptr_equal(cl->x.held, lent_buf[0] + hl);
 	assert_int_equal(cl->in_len, strlen(req2));
 	connected(u1, -ECONNREFUSED);
@@ -273,7 +273,7 @@ static void test_whole_body_lent(void **state)
 	w->bufs_out += PG_NBUFS / 2;
 	lend(c, 3, req, n);
 	assert_false(lent_out[3]);
-	assert_false(cl->x.held_lent);
+	assert_false(cl->x.hold.lent);
 	w->bufs_out -= PG_NBUFS / 2;
 	if (F(u)->connecting || next_up_fd - 1 != u)
 		connected(u = next_up_fd - 1, 0);

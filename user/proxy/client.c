@@ -168,7 +168,7 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 
 	switch (x->body.kind) {
 	case PG_FRAME_LENGTH:
-		if (x->held_lent) { /* whole, where it arrived (lend_body) */
+		if (x->hold.lent) { /* whole, where it arrived (lend_body) */
 			in.body = x->held;
 			in.body_len = x->held_len;
 			in.complete = ready = true;
@@ -221,15 +221,14 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 	/* The body held so far goes with the head: the input buffer itself is
 	 * taken over (a 32 KiB prompt is not copied again), and what follows
 	 * the body in it (a pipelined request) moves to a buffer of its own. */
-	if (x->held_lent) {
+	if (x->hold.lent) {
 		x->body.remaining = 0;
 		whole = true;
 	} else if (x->body.kind == PG_FRAME_LENGTH && n) {
 		size_t tail = c->in_len - n;
 
 		x->held = c->in;
-		x->held_buf = c->in_buf;
-		x->held_cap = c->in_cap;
+		x->hold = (struct pg_hold){.buf = c->in_buf, .cap = c->in_cap};
 		x->held_len = n;
 		c->in = c->in_buf = NULL;
 		c->in_len = c->in_cap = 0;
@@ -456,7 +455,7 @@ void pg_worker_run(struct pg_worker *w)
 
 /* A request whose head was just parsed at data[-head..) and whose whole
  * Content-Length body is data[0, len): the body stays in the provided
- * buffer bid it arrived in, lent to the exchange (conn.h held_lent), not
+ * buffer bid it arrived in, lent to the exchange (conn.h pg_hold), not
  * copied; what follows it (a pipelined request) is copied into c->in.
  * False (nothing done) unless the body is long enough to be worth a buffer
  * (PG_LEND_BODY_MIN) and buffers are plentiful. */
@@ -470,8 +469,7 @@ static bool lend_body(struct pg_worker *w, struct pg_client *c, char *data, size
 		return false;
 	x->held = data;
 	x->held_len = (size_t)body;
-	x->held_lent = true;
-	x->held_bid = (uint16_t)bid;
+	x->hold = (struct pg_hold){.lent = true, .bid = (uint16_t)bid};
 	if (len > body)
 		pg_in_append(&w->spares, c, data + body, len - (size_t)body, 0);
 	return true;

@@ -40,6 +40,16 @@ enum pg_client_state {
 };
 const char *pg_client_state_str(enum pg_client_state s);
 
+/* A buffer request bytes are held in, and where it goes back: a heap
+ * buffer of cap bytes (the worker's spares, lib/spare.h), or the provided
+ * receive buffer bid, lent (the ring). Zeroed = none. */
+struct pg_hold {
+	char *buf;
+	size_t cap;
+	bool lent;
+	uint16_t bid;
+};
+
 /* One request and its response. Zeroed = no request. */
 struct pg_exchange {
 	uint64_t t0_ns;    /* first byte of the request seen */
@@ -86,15 +96,13 @@ struct pg_exchange {
 	uint32_t id_off;
 	uint8_t id_len;
 	/* A Content-Length body held for the key: in the client's input buffer
-	 * itself, taken over (not copied; held_buf is that buffer), or, if
-	 * held_lent, in the provided buffer held_bid it arrived in whole
-	 * (PG_LEND_BODY_MIN), given back once the response has begun and no
-	 * send names it (pg_held_release). An attempt sends fwd, then
-	 * held[0, held_len). */
-	char *held, *held_buf;
-	size_t held_len, held_cap;
-	bool held_lent;
-	uint16_t held_bid;
+	 * itself, taken over (not copied), or in the provided buffer it arrived
+	 * in whole (lent: PG_LEND_BODY_MIN), given back once the response has
+	 * begun and no send names it (pg_held_release); hold is that buffer.
+	 * An attempt sends fwd, then held[0, held_len). */
+	char *held;
+	size_t held_len;
+	struct pg_hold hold;
 	uint64_t streamed; /* body bytes sent after fwd (no retry once > 0) */
 	struct pg_key key;
 	struct pg_choice choice;
@@ -162,13 +170,10 @@ struct pg_upstream {
 	char *hbuf; /* response head being assembled */
 	size_t hlen, hcap;
 	struct pg_dp_conn *dp; /* kernel data path state (datapath.c); NULL: copy */
-	/* An exchange's request buffers (fwd, held_buf or the lent provided
-	 * buffer) that a send still named when this connection closed:
-	 * released when it is freed. */
-	char *sent_fwd, *sent_held;
-	size_t sent_held_cap;
-	bool sent_held_lent;
-	uint16_t sent_held_bid;
+	/* An exchange's request buffers (fwd, hold) that a send still named
+	 * when this connection closed: released when it is freed. */
+	char *sent_fwd;
+	struct pg_hold sent_hold;
 };
 
 /* --- client.c ---------------------------------------------------------------- */
@@ -202,6 +207,9 @@ void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned 
 /* The attempt failed before a response byte reached the client: retry
  * elsewhere (or fresh) while possible, else answer 502. */
 void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why, bool mark_down);
+/* Give h's buffer back (to the worker's spares, or a lent one to the
+ * ring); h is then empty. */
+void pg_hold_give(struct pg_worker *w, struct pg_hold *h);
 /* A lent body's provided buffer back to the ring once nothing can send it
  * again: the response has begun (no retry) and no send of u names it. */
 void pg_held_release(struct pg_worker *w, struct pg_exchange *x, const struct pg_upstream *u);

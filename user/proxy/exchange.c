@@ -127,28 +127,32 @@ static void upstream_close(struct pg_worker *w, struct pg_exchange *x, struct pg
 	if (!u->s.sending)
 		return;
 	u->sent_fwd = x->fwd;
-	u->sent_held = x->held_buf;
-	u->sent_held_cap = x->held_cap;
-	u->sent_held_lent = x->held_lent;
-	u->sent_held_bid = x->held_bid;
-	x->fwd = x->held_buf = NULL;
-	x->held_lent = false;
+	u->sent_hold = x->hold;
+	x->fwd = NULL;
+	x->hold = (struct pg_hold){0};
 	if (!goes_on)
 		return;
 	if (u->sent_fwd)
 		x->fwd = copy_of(u->sent_fwd, x->fwd_len, x->fwd_cap);
-	if (u->sent_held || u->sent_held_lent) { /* held only with held_len > 0 (client.c) */
-		x->held = x->held_buf = copy_of(x->held, x->held_len, x->held_len);
-		x->held_cap = x->held_len;
+	if (x->held_len) {
+		x->held = x->hold.buf = copy_of(x->held, x->held_len, x->held_len);
+		x->hold.cap = x->held_len;
 	}
+}
+
+void pg_hold_give(struct pg_worker *w, struct pg_hold *h)
+{
+	pg_spare_give(&w->spares, h->buf, h->cap);
+	if (h->lent)
+		w->io->buf_return(w, h->bid);
+	*h = (struct pg_hold){0};
 }
 
 void pg_held_release(struct pg_worker *w, struct pg_exchange *x, const struct pg_upstream *u)
 {
-	if (!x->held_lent || !x->resp_started || u->s.qbytes || u->s.send_busy)
+	if (!x->hold.lent || !x->resp_started || u->s.qbytes || u->s.send_busy)
 		return;
-	w->io->buf_return(w, x->held_bid);
-	x->held_lent = false;
+	pg_hold_give(w, &x->hold);
 	x->held = NULL;
 	x->streamed += x->held_len; /* sent: the access log's bytes_in still counts it */
 	x->held_len = 0;
@@ -157,9 +161,7 @@ void pg_held_release(struct pg_worker *w, struct pg_exchange *x, const struct pg
 void pg_exchange_free(struct pg_worker *w, struct pg_exchange *x)
 {
 	free(x->fwd);
-	pg_spare_give(&w->spares, x->held_buf, x->held_cap);
-	if (x->held_lent)
-		w->io->buf_return(w, x->held_bid);
+	pg_hold_give(w, &x->hold);
 	free(x->kbuf);
 	pg_parse_ahead_end(w, x);
 	free(x->hdr_key);

@@ -395,9 +395,7 @@ static void upstream_free(struct pg_worker *w, struct pg_sock *s)
 	pg_dp_free(u);
 	free(u->hbuf);
 	free(u->sent_fwd);
-	pg_spare_give(&w->spares, u->sent_held, u->sent_held_cap);
-	if (u->sent_held_lent)
-		w->io->buf_return(w, u->sent_held_bid);
+	pg_hold_give(w, &u->sent_hold);
 	free(u);
 }
 

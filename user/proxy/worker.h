@@ -33,7 +33,7 @@
 #define PG_BUFSZ (64 * 1024)
 /* A Content-Length body of at least this many bytes that arrived whole in
  * the receive with its head is not copied: the provided buffer is lent to
- * the exchange (conn.h held_lent) while buffers are plentiful
+ * the exchange (conn.h pg_hold) while buffers are plentiful
  * (pg_worker_can_lend). Below it the copy costs less than the buffer
  * held until the backend answers. */
 #define PG_LEND_BODY_MIN 4096
