@@ -21,7 +21,6 @@
 #include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -31,8 +30,6 @@
 #include "sys/lifecycle.h"
 #include "sys/log.h"
 #include "proxy/worker.h"
-
-#define BGID 0
 
 enum pg_op {
 	PG_OP_ACCEPT = 1,
@@ -75,50 +72,6 @@ uint64_t pg_worker_rand(struct pg_worker *w)
 	return w->rng * 0x2545F4914F6CDD1Dull;
 }
 
-bool pg_worker_can_lend(const struct pg_worker *w)
-{
-	return w->bufs_out < PG_NBUFS / 2;
-}
-
-/* --- provided buffers ------------------------------------------------------ */
-
-static int bufring_init(struct pg_worker *w)
-{
-	struct io_uring_buf_reg reg = {0};
-	size_t ring_bytes = PG_NBUFS * sizeof(struct io_uring_buf);
-	int rc;
-
-	/* liburing 2.3 has no io_uring_setup_buf_ring(): map the ring ourselves. */
-	w->br = mmap(NULL, ring_bytes, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
-	if (w->br == MAP_FAILED) {
-		w->br = NULL;
-		return -errno;
-	}
-	w->bufs = malloc((size_t)PG_NBUFS * PG_BUFSZ);
-	if (!w->bufs)
-		return -ENOMEM;
-	reg.ring_addr = (uint64_t)(uintptr_t)w->br;
-	reg.ring_entries = PG_NBUFS;
-	reg.bgid = BGID;
-	rc = io_uring_register_buf_ring(&w->ring, &reg, 0);
-	if (rc)
-		return rc;
-	io_uring_buf_ring_init(w->br);
-	for (int i = 0; i < PG_NBUFS; i++)
-		io_uring_buf_ring_add(w->br, w->bufs + (size_t)i * PG_BUFSZ, PG_BUFSZ,
-		                      (unsigned short)i, io_uring_buf_ring_mask(PG_NBUFS), i);
-	io_uring_buf_ring_advance(w->br, PG_NBUFS);
-	return 0;
-}
-
-static void uring_buf_return(struct pg_worker *w, int bid)
-{
-	io_uring_buf_ring_add(w->br, w->bufs + (size_t)bid * PG_BUFSZ, PG_BUFSZ,
-	                      (unsigned short)bid, io_uring_buf_ring_mask(PG_NBUFS), 0);
-	io_uring_buf_ring_advance(w->br, 1);
-	w->bufs_out--;
-}
-
 /* --- the I/O actions (sock.h) ---------------------------------------------- */
 
 static int uring_socket(struct pg_worker *w, int family)
@@ -141,7 +94,7 @@ static void uring_recv(struct pg_worker *w, struct pg_sock *s)
 	sqe = pg_sqe(w);
 	io_uring_prep_recv_multishot(sqe, s->fd, NULL, 0, 0);
 	sqe->flags |= IOSQE_BUFFER_SELECT;
-	sqe->buf_group = BGID;
+	sqe->buf_group = PG_BGID;
 	io_uring_sqe_set_data64(sqe, ud_pack(s, PG_OP_RECV));
 	s->recv_armed = true;
 	s->refs++;
@@ -156,11 +109,13 @@ static void feed_starved(struct pg_worker *w)
 {
 	struct pg_sock *s;
 
-	for (unsigned n = PG_NBUFS - w->bufs_out; n && (s = pg_starved_pop(&w->starved));)
+	for (unsigned n = w->hot.posted; n && (s = pg_starved_pop(&w->starved));)
 		if (!s->closed && s->want_recv) { /* a paused one is re-armed on resume */
 			uring_recv(w, s);
 			n--;
 		}
+	if (w->starved.head) /* more waiting than posted: post more next turn */
+		pg_hotbufs_lacked(&w->hot);
 }
 
 static void uring_pause(struct pg_worker *w, struct pg_sock *s)
@@ -252,7 +207,7 @@ const struct pg_io pg_uring_io = {
     .shutdown = uring_shutdown,
     .close = uring_close,
     .poll_rdhup = uring_poll_rdhup,
-    .buf_return = uring_buf_return,
+    .buf_return = pg_bufs_return,
 };
 
 /* --- completions ----------------------------------------------------------- */
@@ -342,8 +297,10 @@ static void on_recv(struct pg_worker *w, struct pg_sock *s, struct io_uring_cqe 
 		int bid = (int)(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
 
 		w->bufs_out++;
-		pg_sock_on_data(w, s, w->bufs + (size_t)bid * PG_BUFSZ, (size_t)res, bid);
+		pg_hotbufs_filled(&w->hot);
+		pg_sock_on_data(w, s, pg_buf_addr(w, bid), (size_t)res, bid);
 	} else if (res == -ENOBUFS) {
+		pg_hotbufs_lacked(&w->hot);
 		if (!s->closed)
 			pg_starved_push(&w->starved, s);
 	} else if (res != -ECANCELED) {
@@ -426,7 +383,7 @@ static void *worker_main(void *arg)
 	rc = ring_init(w);
 	if (rc) {
 		snprintf(w->err, sizeof(w->err), "io_uring setup: %s", strerror(-rc));
-	} else if ((rc = bufring_init(w))) {
+	} else if ((rc = pg_bufs_init(w))) {
 		snprintf(w->err, sizeof(w->err), "io_uring provided buffers: %s", strerror(-rc));
 		io_uring_queue_exit(&w->ring);
 	}
@@ -444,6 +401,7 @@ static void *worker_main(void *arg)
 
 		if (wait_ms < 100)
 			ts.tv_nsec = (long long)wait_ms * 1000000;
+		pg_bufs_post(w);
 		feed_starved(w); /* buffers the last turn gave back */
 		io_uring_submit_and_wait_timeout(&w->ring, &cqe, 1, &ts, NULL);
 		w->now_ms = pg_now_ms();
@@ -463,6 +421,7 @@ static void *worker_main(void *arg)
 			if (!w->accept_armed && w->listen_fd != -1)
 				arm_accept(w);
 			pg_proxy_tick(w);
+			pg_hotbufs_tick(&w->hot);
 		}
 		pg_worker_run(w);
 		pg_sock_flush_all(w);
@@ -560,6 +519,7 @@ int pg_worker_start(struct pg_gateway *gw, unsigned id, struct pg_worker **out, 
 		pthread_join(w->thread, NULL);
 		snprintf(err, errlen, "worker %u: %s", id, w->err);
 		close(w->listen_fd);
+		pg_bufs_free(w);
 		free(w);
 		return -1;
 	}
@@ -580,8 +540,6 @@ void pg_worker_join(struct pg_worker *w)
 	pg_worker_spares_free(w);
 	if (w->listen_fd != -1)
 		close(w->listen_fd);
-	if (w->br)
-		munmap(w->br, PG_NBUFS * sizeof(struct io_uring_buf));
-	free(w->bufs);
+	pg_bufs_free(w);
 	free(w);
 }

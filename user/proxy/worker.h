@@ -23,6 +23,7 @@
 #include "lib/key.h"
 #include "lib/spare.h"
 #include "proxy/conn.h"
+#include "proxy/hotbufs.h"
 #include "proxy/sock.h"
 #include "proxy/starved.h"
 
@@ -79,6 +80,7 @@ struct pg_worker {
 	bool accept_armed;
 	struct io_uring_buf_ring *br;
 	char *bufs;
+	struct pg_hotbufs hot;                 /* which buffers are posted next */
 	unsigned bufs_out;                     /* provided buffers held by us */
 	const struct pg_io *io;                /* the I/O actions (io_uring, or a test's fake) */
 	struct pg_starved starved;             /* sockets waiting for provided buffers */
@@ -120,8 +122,20 @@ int pg_worker_start(struct pg_gateway *gw, unsigned id, struct pg_worker **out, 
 void pg_worker_join(struct pg_worker *w);
 
 uint64_t pg_worker_rand(struct pg_worker *w);
+
+/* The provided buffers (bufs.c), in buffer group PG_BGID. */
+#define PG_BGID 0
 /* A received provided buffer may be lent to a send queue (plenty left). */
 bool pg_worker_can_lend(const struct pg_worker *w);
+char *pg_buf_addr(struct pg_worker *w, int bid);
+/* Map the ring, allocate the buffers, register and post the first ones:
+ * 0 or -errno. pg_bufs_free() frees what it made, after a failure too. */
+int pg_bufs_init(struct pg_worker *w);
+void pg_bufs_free(struct pg_worker *w);
+/* Post free buffers up to the depth (hotbufs.h): before each wait. */
+void pg_bufs_post(struct pg_worker *w);
+/* Buffer bid is back from its connection (struct pg_io buf_return). */
+void pg_bufs_return(struct pg_worker *w, int bid);
 /* Drain the run list: responses that ended, clients with input to serve. */
 void pg_worker_run(struct pg_worker *w);
 /* Free the memory kept for the next requests (at the worker's end). */
