@@ -355,7 +355,7 @@ def slowloris_does_not_delay_others(opts):
 def receive_burst_starves_no_one(opts):
     """More connections with bytes waiting than a worker has receive buffers
     (PG_NBUFS, 128; far more than it keeps posted, PG_HOTBUFS_MIN, 16), all
-    taken in one loop turn (700 half-heads, then 100 requests): the receives
+    accepted in one loop turn (700 half-heads, then 100 requests): the receives
     that found no buffer are re-armed once buffers are back or more are
     posted, so the complete requests behind idle half-heads are answered
     (they used to wait for other traffic)."""

@@ -44,9 +44,15 @@ int pg_bufs_init(struct pg_worker *w)
 		w->br = NULL;
 		return -errno;
 	}
-	/* Pages of buffers never posted are never touched: not resident. */
-	w->bufs = malloc((size_t)PG_NBUFS * PG_BUFSZ);
-	if (!w->bufs || pg_hotbufs_init(&w->hot, PG_NBUFS))
+	/* Mapped, not malloc'd: pages of buffers never posted are never
+	 * touched, so not resident (most of them, at a steady load). */
+	w->bufs = mmap(NULL, (size_t)PG_NBUFS * PG_BUFSZ, PROT_READ | PROT_WRITE,
+	               MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
+	if (w->bufs == MAP_FAILED) {
+		w->bufs = NULL;
+		return -errno;
+	}
+	if (pg_hotbufs_init(&w->hot, PG_NBUFS))
 		return -ENOMEM;
 	reg.ring_addr = (uint64_t)(uintptr_t)w->br;
 	reg.ring_entries = PG_NBUFS;
@@ -64,13 +70,16 @@ void pg_bufs_free(struct pg_worker *w)
 {
 	if (w->br)
 		munmap(w->br, PG_NBUFS * sizeof(struct io_uring_buf));
-	free(w->bufs);
+	if (w->bufs)
+		munmap(w->bufs, (size_t)PG_NBUFS * PG_BUFSZ);
 	pg_hotbufs_free(&w->hot);
 }
 
-/* Posted again before the next wait, ahead of the ones given back earlier. */
+/* Posted at once if the ring holds fewer than the depth: a receive armed
+ * by a submit before the next wait (a connect, a close) finds it. */
 void pg_bufs_return(struct pg_worker *w, int bid)
 {
-	pg_hotbufs_give(&w->hot, (uint16_t)bid);
+	pg_hotbufs_give(&w->hot, (unsigned)bid);
 	w->bufs_out--;
+	pg_bufs_post(w);
 }

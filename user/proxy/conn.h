@@ -208,9 +208,9 @@ void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned 
  * elsewhere (or fresh) while possible, else answer 502. */
 void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why, bool mark_down);
 /* Give h's buffer back (to the worker's spares, or a lent one to the
- * ring); h is then empty. */
+ * worker's receive buffers); h is then empty. */
 void pg_hold_give(struct pg_worker *w, struct pg_hold *h);
-/* A lent body's provided buffer back to the ring once nothing can send it
+/* A lent body's provided buffer back to the worker once nothing can send it
  * again: the response has begun (no retry) and no send of u names it. */
 void pg_held_release(struct pg_worker *w, struct pg_exchange *x, const struct pg_upstream *u);
 /* The backend sent the whole response (run from the run list). */

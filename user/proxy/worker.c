@@ -4,7 +4,8 @@
  * (struct pg_io, sock.h). One io_uring per thread, set up
  * SINGLE_ISSUER | DEFER_TASKRUN: only this thread submits, and completions
  * are run when it asks for them, in batches, with no IPIs. The loop is
- * starved receives re-armed -> submit_and_wait_timeout -> for_each_cqe ->
+ * receive buffers posted (bufs.c) -> starved receives re-armed ->
+ * submit_and_wait_timeout -> for_each_cqe ->
  * one cq_advance per batch -> the data path's due checks -> housekeeping
  * every 100 ms -> the run list -> the sends queued this turn -> free closed
  * sockets no SQE names.
@@ -101,7 +102,8 @@ static void uring_recv(struct pg_worker *w, struct pg_sock *s)
 }
 
 /* Receives ended for lack of provided buffers are re-armed before each
- * wait, oldest first, as many as buffers are free. Not at each return: a
+ * wait, oldest first, as many as buffers are posted (those left make the
+ * ring deeper at the next posting, hotbufs.h). Not at each return: a
  * burst posts its ENOBUFS behind the receives that took the buffers, so all
  * are back before the first socket starves (it then waited for other
  * traffic, maybe for ever). One woken too early gets ENOBUFS again. */
@@ -293,17 +295,21 @@ static void on_recv(struct pg_worker *w, struct pg_sock *s, struct io_uring_cqe 
 		s->recv_armed = false;
 		s->cancelling = false;
 	}
-	if (res > 0) {
+	if (cqe->flags & IORING_CQE_F_BUFFER) {
 		int bid = (int)(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
 
+		pg_hotbufs_filled(&w->hot, (unsigned)bid);
 		w->bufs_out++;
-		pg_hotbufs_filled(&w->hot);
-		pg_sock_on_data(w, s, pg_buf_addr(w, bid), (size_t)res, bid);
-	} else if (res == -ENOBUFS) {
+		if (res > 0)
+			pg_sock_on_data(w, s, pg_buf_addr(w, bid), (size_t)res, bid);
+		else /* taken, then nothing came (a receive that ran in io-wq) */
+			pg_bufs_return(w, bid);
+	}
+	if (res == -ENOBUFS) {
 		pg_hotbufs_lacked(&w->hot);
 		if (!s->closed)
 			pg_starved_push(&w->starved, s);
-	} else if (res != -ECANCELED) {
+	} else if (res <= 0 && res != -ECANCELED) {
 		pg_sock_on_eof(w, s, res);
 		res = 0; /* the connection is over: do not re-arm */
 	}
