@@ -140,9 +140,11 @@ demo: all
 	$(Q)python3 tools/bench/demo.py --build $(BUILD)
 
 bench: all
-	$(Q)tools/deps.sh haproxy nginx-light gnuplot-nox valgrind
+	$(Q)tools/deps.sh haproxy nginx-light gnuplot-nox valgrind linux-perf
 	$(Q)python3 tools/bench/bench.py --build $(BUILD)
 	$(Q)python3 tools/bench/instr.py --build $(BUILD) --out $(BUILD)/bench
+	$(Q)python3 tools/bench/profile.py --build $(BUILD) --out $(BUILD)/bench
+	$(Q)python3 tools/bench/profile.py --build $(BUILD) --out $(BUILD)/bench --vs-floor
 	$(Q)python3 tools/bench/datapath.py --build $(BUILD) --out $(BUILD)/bench
 	$(Q)python3 tools/bench/slowloris.py --build $(BUILD) --out $(BUILD)/bench
 	$(Q)python3 tools/bench/growth.py --build $(BUILD) --out $(BUILD)/bench
