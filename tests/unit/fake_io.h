@@ -45,9 +45,8 @@ struct fsock {
 
 static struct fsock fs[NFD];
 static int next_up_fd, socket_errno;
-static size_t send_chunk; /* 0: sends complete whole; else at most this many bytes */
-static int stall_fd;      /* its send stays in flight (0: none) */
-static unsigned buf_returns;
+static size_t send_chunk;                /* 0: sends complete whole; else at most this many bytes */
+static int stall_fd;                     /* its send stays in flight (0: none) */
 static struct pg_sock *closed_sends[64]; /* closed sockets whose send was cancelled */
 static unsigned nclosed_sends;
 
@@ -140,7 +139,6 @@ static bool lent_out[NLENT];
 
 static void f_buf_return(struct pg_worker *w, int bid)
 {
-	buf_returns++;
 	if (bid >= 0 && bid < NLENT) {
 		assert_true(lent_out[bid]); /* given back once */
 		lent_out[bid] = false;
@@ -391,6 +389,15 @@ static const char *took(int fd)
 	outbuf[f->out_len] = 0;
 	f->out_len = 0;
 	return outbuf;
+}
+
+/* The body fd sent after a head, so far (and forget it). */
+static const char *took_body(int fd)
+{
+	const char *end = strstr(took(fd), "\r\n\r\n");
+
+	assert_non_null(end);
+	return end + 4;
 }
 
 static void tick(uint64_t advance_ms)

@@ -221,7 +221,7 @@ static void test_whole_body_lent(void **state)
 	assert_int_equal(cl->in_len, strlen(req2));
 	connected(u1, -ECONNREFUSED);
 	connected(u2, 0);
-	assert_memory_equal(strstr(took(u2), "\r\n\r\n") + 4, body, BODY);
+	assert_memory_equal(took_body(u2), body, BODY);
 	assert_true(lent_out[0]); /* until the response begins */
 	say(u2, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\no");
 	assert_false(lent_out[0]);
@@ -242,7 +242,7 @@ static void test_whole_body_lent(void **state)
 	stall_fd = 0;
 	pump();
 	assert_false(lent_out[1]);
-	assert_memory_equal(strstr(took(u2), "\r\n\r\n") + 4, body, BODY);
+	assert_memory_equal(took_body(u2), body, BODY);
 	say(u2, "k");
 	assert_non_null(strstr(took(c), "\r\n\r\nok"));
 	assert_true(F(u2)->closed); /* answered early: not pooled */
@@ -277,7 +277,7 @@ static void test_whole_body_lent(void **state)
 	w->bufs_out -= PG_NBUFS / 2;
 	if (F(u)->connecting || next_up_fd - 1 != u)
 		connected(u = next_up_fd - 1, 0);
-	assert_memory_equal(strstr(took(u), "\r\n\r\n") + 4, body, BODY);
+	assert_memory_equal(took_body(u), body, BODY);
 	say(u, resp_ok);
 	assert_non_null(strstr(took(c), "\r\n\r\nok"));
 	assert_quiet();

@@ -187,10 +187,8 @@ def ratio(a, b):
     return a / b if b and b > 0 else float("nan")
 
 
-def floor_ratio(fl, key, peer):
-    """The floor proxy's own ratio against peer on the same figure: what a
-    proxy that parses nothing reaches on this machine (None: no floor)."""
-    return None if not fl else ratio(fl[key], peer[key])
+# Whether a figure meets its goal, by the goal's operator (nan: never).
+MEETS = {"<=": lambda v, g: v <= g, "<": lambda v, g: v < g, ">=": lambda v, g: v >= g}
 
 
 def target_lines(res, routers=ROUTERS):
@@ -205,44 +203,37 @@ def target_lines(res, routers=ROUTERS):
                                                    "goal", "floor", "result")]
     for name in routers:
         r = res[name]
-        checks = [
-            ("added p50 (c=1) vs HAProxy", "%.0f vs %.0f µs" % (r["added_p50_us"],
-                                                                hp["added_p50_us"]),
-             ratio(r["added_p50_us"], hp["added_p50_us"]), "<=", 0.5,
-             floor_ratio(fl, "added_p50_us", hp)),
-            ("added p50 (c=1) vs nginx", "%.0f vs %.0f µs" % (r["added_p50_us"],
-                                                              ng["added_p50_us"]),
-             ratio(r["added_p50_us"], ng["added_p50_us"]), "<", 1.0,
-             floor_ratio(fl, "added_p50_us", ng)),
-            ("added p99 (c=1)", "%.0f µs" % r["added_p99_us"], None, "<=", 100.0,
-             fl["added_p99_us"] if fl else None),
-            ("req/s (c=32) vs HAProxy", "%.0f vs %.0f" % (r["rps_c32"], hp["rps_c32"]),
-             ratio(r["rps_c32"], hp["rps_c32"]), ">=", 1.3, floor_ratio(fl, "rps_c32", hp)),
-            ("req/s (c=32) vs nginx", "%.0f vs %.0f" % (r["rps_c32"], ng["rps_c32"]),
-             ratio(r["rps_c32"], ng["rps_c32"]), ">=", 1.0, floor_ratio(fl, "rps_c32", ng)),
-            ("CPU/req vs HAProxy", "%.1f vs %.1f µs" % (r["cpu_us_per_req"],
-                                                        hp["cpu_us_per_req"]),
-             ratio(r["cpu_us_per_req"], hp["cpu_us_per_req"]), "<=", 0.6,
-             floor_ratio(fl, "cpu_us_per_req", hp)),
-        ]
+
+        def vs(what, key, peer, fmt, op, goal, floor_too=True):
+            """A target on r[key] / peer[key] (fmt: how a figure prints, its
+            unit after it); the floor's own ratio beside it (floor_too, and
+            a floor measured)."""
+            num = fmt.split(" ")[0]
+            return (what, ("%s vs %s" % (num, fmt)) % (r[key], peer[key]),
+                    ratio(r[key], peer[key]), op, goal,
+                    ratio(fl[key], peer[key]) if fl and floor_too else None)
+
+        checks = [vs("added p50 (c=1) vs HAProxy", "added_p50_us", hp, "%.0f µs", "<=", 0.5),
+                  vs("added p50 (c=1) vs nginx", "added_p50_us", ng, "%.0f µs", "<", 1.0),
+                  ("added p99 (c=1)", "%.0f µs" % r["added_p99_us"], None, "<=", 100.0,
+                   fl["added_p99_us"] if fl else None),
+                  vs("req/s (c=32) vs HAProxy", "rps_c32", hp, "%.0f", ">=", 1.3),
+                  vs("req/s (c=32) vs nginx", "rps_c32", ng, "%.0f", ">=", 1.0),
+                  vs("CPU/req vs HAProxy", "cpu_us_per_req", hp, "%.1f µs", "<=", 0.6)]
         if fl:
-            checks.append(("CPU/req vs floor", "%.1f vs %.1f µs" % (r["cpu_us_per_req"],
-                                                                    fl["cpu_us_per_req"]),
-                           ratio(r["cpu_us_per_req"], fl["cpu_us_per_req"]), "<=", 1.3, None))
-        meets = {"<=": lambda v, g: v <= g, "<": lambda v, g: v < g,
-                 ">=": lambda v, g: v >= g}  # nan: False
+            checks.append(vs("CPU/req vs floor", "cpu_us_per_req", fl, "%.1f µs", "<=", 1.3,
+                             floor_too=False))
         for what, figs, x, op, goal, fx in checks:
             v = r["added_p99_us"] if x is None else x
-            ok = meets[op](v, goal)
-            if what.startswith("CPU") and not r["rate_sustained"]:
-                ok = False
+            ok = MEETS[op](v, goal) and (r["rate_sustained"] or not what.startswith("CPU"))
             result = "PASS" if ok else "MISS"
-            if not ok and fx is not None and not meets[op](fx, goal):
+            if not ok and fx is not None and not MEETS[op](fx, goal):
                 result += " (the floor misses it too)"
+            unit = " µs" if x is None else "x"
             lines.append("%-12s %-32s %22s %9s %8s %7s  %s" % (
-                name, what, figs, "" if x is None else "%.2fx" % x,
-                "%s %g%s" % (op, goal, " µs" if x is None else "x"),
-                "" if fx is None else "%.0fµs" % fx if x is None else "%.2fx" % fx, result))
+                name, what, figs, "" if x is None else "%.2fx" % x, "%s %g%s" % (op, goal, unit),
+                "" if fx is None else ("%.0f" if x is None else "%.2f") % fx + unit.strip(),
+                result))
     if not fl:
         return lines + ["no floor proxy: build/floorproxy is not built (make)"]
     lines.append("Distance from the floor (no target): added p50 beyond the floor's, "

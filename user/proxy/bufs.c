@@ -60,8 +60,7 @@ int pg_bufs_init(struct pg_worker *w)
 	rc = io_uring_register_buf_ring(&w->ring, &reg, 0);
 	if (rc)
 		return rc;
-	io_uring_buf_ring_init(w->br);
-	pg_bufs_post(w);
+	io_uring_buf_ring_init(w->br); /* posted before the first wait */
 	return 0;
 }
 

@@ -57,12 +57,12 @@ struct pg_hotbufs {
 	bool lacked_tick; /* ... since the last tick */
 };
 
-/* All nbufs (<= 65536) buffers free, bid 0 on top. 0, or -1 out of memory. */
+/* All nbufs (1-65536) buffers free, bid 0 on top. 0, or -1 out of memory. */
 static inline int pg_hotbufs_init(struct pg_hotbufs *h, unsigned nbufs)
 {
 	*h = (struct pg_hotbufs){.nbufs = nbufs, .depth = PG_HOTBUFS_MIN};
-	h->free = malloc((nbufs ? nbufs : 1) * sizeof(*h->free));
-	h->where = calloc(nbufs ? nbufs : 1, 1); /* all PG_BUF_FREE */
+	h->free = malloc(nbufs * sizeof(*h->free));
+	h->where = calloc(nbufs, 1); /* all PG_BUF_FREE */
 	if (!h->free || !h->where) {
 		free(h->free);
 		free(h->where);

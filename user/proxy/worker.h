@@ -128,7 +128,7 @@ uint64_t pg_worker_rand(struct pg_worker *w);
 /* A received provided buffer may be lent to a send queue (plenty left). */
 bool pg_worker_can_lend(const struct pg_worker *w);
 char *pg_buf_addr(struct pg_worker *w, int bid);
-/* Map the ring, allocate the buffers, register and post the first ones:
+/* Map the ring, allocate the buffers and register them, none posted yet:
  * 0 or -errno. pg_bufs_free() frees what it made, after a failure too. */
 int pg_bufs_init(struct pg_worker *w);
 void pg_bufs_free(struct pg_worker *w);
