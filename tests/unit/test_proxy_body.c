@@ -2,7 +2,8 @@
 /*
  * The proxy's state machine (user/proxy/) with request bodies, without
  * sockets (fake_io.h, as test_proxy.c): where a body is read and held, the
- * buffers it is held in, and when they are given back.
+ * buffers it is held in, and when they are given back; where a response
+ * head is parsed.
  */
 #include "fake_io.h"
 
@@ -283,6 +284,53 @@ static void test_whole_body_lent(void **state)
 	assert_quiet();
 }
 
+/* A response head that begins in a receive is parsed there: interim (1xx)
+ * answers before it are dropped, the body bytes behind it are sent on from
+ * that provided buffer (given back once sent), and a head the receive does
+ * not complete is gathered with the next one (its buffer given back at
+ * once). */
+static void test_response_head_where_it_arrived(void **state)
+{
+	static const char interim[] = "HTTP/1.1 100 Continue\r\n\r\n"
+	                              "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+	int c = accept_client(), u = UP_FD0;
+	const char *out;
+
+	(void)state;
+	say(c, req1);
+	connected(u, 0);
+	assert_non_null(strstr(took(u), "hello"));
+	stall_fd = c; /* the client's send stays in flight */
+	lend(u, 0, interim, strlen(interim));
+	assert_true(lent_out[0]); /* "ok" is sent from it */
+	stall_fd = 0;
+	pump();
+	assert_false(lent_out[0]);
+	out = took(c);
+	assert_int_equal(strncmp(out, "HTTP/1.1 200 OK\r\n", 17), 0);
+	assert_string_equal(strstr(out, "\r\n\r\n") + 4, "ok");
+
+	/* interim answer and head split over receives, on the pooled connection */
+	say(c, req2);
+	assert_non_null(strstr(took(u), "world"));
+	say(u, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 2");
+	assert_int_equal(F(c)->out_len, 0);
+	say(u, "00 OK\r\nContent-Length: 3\r\n\r\ntwo");
+	out = took(c);
+	assert_int_equal(strncmp(out, "HTTP/1.1 200 OK\r\n", 17), 0);
+	assert_null(strstr(out, "103"));
+	assert_string_equal(strstr(out, "\r\n\r\n") + 4, "two");
+
+	/* a head cut short by its receive: copied out, the buffer back at once */
+	say(c, req1);
+	assert_non_null(strstr(took(u), "hello"));
+	lend(u, 1, "HTTP/1.1 200 OK\r\nContent-Le", 27);
+	assert_false(lent_out[1]);
+	say(u, "ngth: 2\r\n\r\nok");
+	assert_string_equal(strstr(took(c), "\r\n\r\n") + 4, "ok");
+	assert_quiet();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -291,6 +339,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_buffers_outlive_their_send, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_parse_ahead_twice, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_whole_body_lent, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_response_head_where_it_arrived, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -172,22 +172,38 @@ static bool forward_body(struct pg_worker *w, struct pg_upstream *u, char *data,
 	return kept;
 }
 
-static void response_head(struct pg_worker *w, struct pg_upstream *u)
+/*
+ * The response head in p[0, len): a receive (provided buffer bid, or -1) or
+ * u->hbuf, where a head split over receives is gathered. Parsed where it is;
+ * a head not yet complete is kept in u->hbuf for the next receive. Once it
+ * is complete, it is forwarded rewritten, and the body bytes behind it go
+ * on as any body bytes do (forward_body: lent, not copied, when they are in
+ * a provided buffer). Returns whether buffer bid was kept.
+ */
+static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, size_t len, int bid)
 {
 	struct pg_client *c = u->c;
 	struct pg_exchange *x = &c->x;
 	struct pg_http_response resp;
+	bool kept = false;
 	ssize_t n;
 
 	for (;;) {
-		n = pg_http_parse_response(u->hbuf, u->hlen, x->head_method, &resp);
-		if (n == 0)
-			return;
+		n = pg_http_parse_response(p, len, x->head_method, &resp);
+		if (n == 0) {
+			if (p != u->hbuf) /* the rest comes in a later receive */
+				pg_bytes_append(&u->hbuf, &u->hlen, &u->hcap, p, len);
+			else { /* gathered; interim answers before it dropped */
+				memmove(u->hbuf, p, len);
+				u->hlen = len;
+			}
+			return false;
+		}
 		if (n < 0) {
 			pg_attempt_failed(
 			    w, c, n == -431 ? "response head too large" : "invalid response head",
 			    true);
-			return;
+			return false;
 		}
 		if (resp.status >= 200)
 			break;
@@ -196,11 +212,11 @@ static void response_head(struct pg_worker *w, struct pg_upstream *u)
 			 * and what follows is no longer HTTP. */
 			pg_attempt_failed(
 			    w, c, "101 Switching Protocols to a request without Upgrade", true);
-			return;
+			return false;
 		}
 		/* Other 1xx: Expect was answered by us; interim answers are dropped. */
-		memmove(u->hbuf, u->hbuf + n, u->hlen - (size_t)n);
-		u->hlen -= (size_t)n;
+		p += n;
+		len -= (size_t)n;
 	}
 	x->resp_started = true;
 	x->resp_status = (uint16_t)resp.status;
@@ -235,12 +251,12 @@ static void response_head(struct pg_worker *w, struct pg_upstream *u)
 		u->state = PG_U_DONE;
 		break;
 	}
-	forward_response_head(w, c, &resp, u->hbuf, (size_t)n);
+	forward_response_head(w, c, &resp, p, (size_t)n);
 	if (u->state == PG_U_DONE)
 		pg_client_schedule(w, c);
 	/* Body bytes that came with the head. */
-	if (u->hlen > (size_t)n)
-		forward_body(w, u, u->hbuf + n, u->hlen - (size_t)n, -1);
+	if (len > (size_t)n)
+		kept = forward_body(w, u, p + n, len - (size_t)n, bid);
 	u->hlen = 0;
 	if (u->hcap > PG_HBUF_KEEP) { /* not kept for the connection's life (pooled) */
 		free(u->hbuf);
@@ -249,6 +265,7 @@ static void response_head(struct pg_worker *w, struct pg_upstream *u)
 	}
 	if (!u->s.closed && u->state == PG_U_BODY && u->dp)
 		pg_dp_body_start(w, u); /* the rest of the body via the kernel */
+	return kept;
 }
 
 bool pg_upstream_take_frame(struct pg_worker *w, struct pg_upstream *u, const struct pg_frame *f)
@@ -273,11 +290,13 @@ bool pg_upstream_input(struct pg_worker *w, struct pg_upstream *u, char *data, s
 			pg_dp_forwarded(w, u);
 		return kept;
 	}
+	if (!u->hlen) /* a head that begins in this receive */
+		return response_head(w, u, data, len, bid);
 	/* The head's limit is checked by the parse, on the head: a receive
 	 * holds body bytes too, as much as PG_BUFSZ, beside a head begun in
 	 * the one before. */
 	pg_bytes_append(&u->hbuf, &u->hlen, &u->hcap, data, len);
-	response_head(w, u);
+	response_head(w, u, u->hbuf, u->hlen, -1);
 	return false;
 }
 

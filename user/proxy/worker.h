@@ -53,9 +53,10 @@
 /* Parses made as bodies arrived (with their tokens) a worker keeps for the
  * next bodies. */
 #define PG_AHEAD_SPARES 4
-/* A backend connection's response-head buffer is kept for the next
- * response up to this size; one that grew past it (a head that came with
- * a receive's worth of body) is freed once the head is read. */
+/* A backend connection's response-head buffer (only for a head split over
+ * receives: one that begins in a receive is parsed there) is kept for the
+ * next response up to this size; one that grew past it (the end of a head
+ * that came with a receive's worth of body) is freed once the head is read. */
 #define PG_HBUF_KEEP 4096
 /* Idle keep-alive backend connections kept per backend per worker, and for how long. */
 #define PG_POOL_MAX     64
