@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* Command line of pgload: a keyword table, strict number parsing, --help. */
+/* Command line of pgload: a keyword table, strict number parsing; --help
+ * prints usage.c's text. */
 #include "pgload.h"
 
 #include <arpa/inet.h>
@@ -9,9 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "prefixgate.h" /* PG_STR */
-#include "workload.h"
 
 static const char *const wl_names[] = {
     [WL_SHARED_PREFIX] = "shared-prefix",
@@ -27,90 +25,6 @@ const char *pg_workload_name(enum wl_kind k)
 {
 	return wl_names[k];
 }
-
-/* PG_REPLY_MAX's numbers, as --help gives them */
-#define REPLY_RULE PG_STR(PG_REPLY_BASE) " + " PG_STR(PG_REPLY_TOKEN)
-
-static const char usage[] =
-    "usage: pgload [options]\n"
-    "Drive OpenAI-compatible (streaming) chat requests at a target over HTTP/1.1\n"
-    "keep-alive connections, record each request, print a summary.\n"
-    "\n"
-    "Target and request:\n"
-    "  --target ADDR:PORT     numeric IPv4 target (default 127.0.0.1:8080); repeat it or\n"
-    "                         give a comma list for up to 8 targets: each request goes\n"
-    "                         to one of them, uniformly at random (from --seed)\n"
-    "  --path PATH            request path (default /v1/chat/completions)\n"
-    "  --model NAME           \"model\" field (default mock)\n"
-    "  --max-tokens N         output tokens asked for (default 32; conversations with\n"
-    "                         --history server ask for each turn's drawn length)\n"
-    "  --no-stream            plain JSON responses (default: \"stream\":true with\n"
-    "                         \"stream_options\":{\"include_usage\":true})\n"
-    "  --timeout-ms MS        per-request timeout (default 30000)\n"
-    "  --header 'NAME: VALUE' an extra request header (repeatable, 500 bytes in all)\n"
-    "\n"
-    "Load (one of):\n"
-    "  --rate R               open loop: Poisson arrivals at R req/s (times from --seed);\n"
-    "                         latency counts from the scheduled arrival\n"
-    "  --concurrency C        closed loop: C requests always in flight (default 16)\n"
-    "  --max-conns N          open loop: at most N connections; later arrivals queue\n"
-    "                         (default 4096)\n"
-    "Stop (either or both; default --duration 10):\n"
-    "  --duration S           stop issuing after S seconds\n"
-    "  --requests N           stop issuing after N requests\n"
-    "  The run always ends by stop time + --timeout-ms + 1 s.\n"
-    "\n"
-    "Workload (--workload NAME, default shared-prefix); all deterministic from --seed\n"
-    "(default 1). A token is 4 bytes of pseudo-random word text.\n"
-    "  shared-prefix  system message (--system-tokens, default 64) + user message:\n"
-    "                 document + \"Question: \" + a --question-tokens (default 50) random\n"
-    "                 question. The document is one of --docs (default 32) documents of\n"
-    "                 --doc-tokens (default 8000) tokens, chosen with Zipf popularity\n"
-    "                 P(rank k) ~ 1/k^s, s = --zipf (default 1.0; 0 = uniform).\n"
-    "  hot-prefix     as shared-prefix, but document 0 takes --hot-share (default 0.5)\n"
-    "                 of requests; the rest are Zipf over the other documents.\n"
-    "  no-prefix      the same shape and sizes, every prompt unique (control).\n"
-    "  multi-turn     --conversations (default 64) live conversations. Each has\n"
-    "                 uniform[--min-turns, --max-turns] (default 2..12) user turns;\n"
-    "                 user turn lengths lognormal, median --user-tokens (default 60),\n"
-    "                 assistant turn lengths lognormal, median --assistant-tokens\n"
-    "                 (default 200), both sigma 0.8, clamped to [4, 16 x median].\n"
-    "                 Each request carries the history so far; a conversation's next\n"
-    "                 turn is sent only after the previous response; a finished\n"
-    "                 conversation is replaced by a new one.\n"
-    "  agentic        an agent loop: every request starts with the same \"tools\" array\n"
-    "                 of --tools (default 4) functions, each with a --tool-tokens\n"
-    "                 (default 450) description, and a --system-tokens (default 10000\n"
-    "                 for this workload) system message: ~12,000 identical tokens.\n"
-    "                 Then conversations as in multi-turn (same options and\n"
-    "                 defaults), each request re-sending its whole history.\n"
-    "  short-chat     ShareGPT-like short chats, as multi-turn but with defaults\n"
-    "                 --conversations 256, --min-turns 2, --max-turns 6,\n"
-    "                 --user-tokens 24, --assistant-tokens 48, --system-tokens 0 (a\n"
-    "                 shared system message when set); no request carries more than\n"
-    "                 --history-tokens (default 800) tokens of message text: a\n"
-    "                 conversation ends before a turn that would cross it.\n"
-    "  fixed          the same body of exactly --body-bytes (default 32768) bytes.\n"
-    "  --history server|replay  what the conversations' assistant turns re-send.\n"
-    "                 server (default): the reply the server sent to that turn\n"
-    "                 (the SSE deltas joined; --no-stream: the message content),\n"
-    "                 each turn asking for max_tokens = its drawn assistant length:\n"
-    "                 what a live chat client sends, so a server that caches its\n"
-    "                 output (vLLM, SGLang, mockllm) can serve the reply from cache.\n"
-    "                 A turn that fails (or whose reply passes " REPLY_RULE " bytes per\n"
-    "                 token) ends its conversation. replay: the conversation's own\n"
-    "                 drawn text (a replayed ShareGPT log the server never generated)\n"
-    "                 and --max-tokens; reproduces runs made before server history.\n"
-    "  --first-index N  build request i as the workload's request N + i (default 0):\n"
-    "                 a warm-up run and a measured run with the same --seed share the\n"
-    "                 documents but not the sequence of draws.\n"
-    "\n"
-    "Output:\n"
-    "  --label NAME           name shown in the summary and JSON (e.g. the strategy)\n"
-    "  --csv FILE             one row per request\n"
-    "  --json FILE            the summary as JSON\n"
-    "  --quiet                no summary on stdout\n"
-    "  --help\n";
 
 /* Option codes: in the same order as longopts[] (one_option() indexes it). */
 enum {
@@ -515,7 +429,7 @@ int pg_parse_args(int argc, char **argv, struct pg_opts *o)
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		if (opt == O_HELP) {
-			fputs(usage, stdout);
+			fputs(pg_usage, stdout);
 			return 1;
 		}
 		if (opt == '?' || opt == ':') {

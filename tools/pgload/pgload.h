@@ -2,7 +2,8 @@
 /*
  * pgload — prefixgate's load generator. Shared types: options, per-request
  * records, and the small interfaces between the files of this tool:
- *   cli.c      option parsing and --help
+ *   cli.c      option parsing
+ *   usage.c    the --help text
  *   rng.c      seeded PRNG and the distributions the workloads draw from
  *   workload.c deterministic request bodies (shared-prefix, multi-turn, ...)
  *   sse.c      pure response-body scanning (SSE events, usage numbers)
@@ -141,6 +142,9 @@ struct pg_run {
  * bad option (message already printed to stderr). */
 int pg_parse_args(int argc, char **argv, struct pg_opts *o);
 const char *pg_workload_name(enum wl_kind k);
+
+/* usage.c: what --help prints */
+extern const char pg_usage[];
 
 /* engine.c: run the load; fills *run. Returns 0, or -1 on a setup error. */
 int pg_engine_run(const struct pg_opts *o, struct pg_run *run);
