@@ -92,6 +92,35 @@ static void test_sse_capture_limits(void **state)
 	pg_scan_free(&s);
 }
 
+/* /v1/completions streams carry their tokens in choices[].text: content
+ * events as chat's deltas are, so TTFT is stamped at the first one. */
+static void test_sse_completions(void **state)
+{
+	static const char cmpl[] =
+	    "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,"
+	    "\"text\":\"ab\",\"logprobs\":null,\"finish_reason\":null}]}\n\n"
+	    "data: {\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":null}]}\n\n"
+	    "data: {\"choices\":[{\"index\":0,\"text\":\"cd\",\"finish_reason\":\"length\"}]}\n\n"
+	    "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":900,\"completion_tokens\":2,"
+	    "\"prompt_tokens_details\":{\"cached_tokens\":512}}}\n\n"
+	    "data: [DONE]\n\n";
+	struct pg_scan s = {0};
+	size_t first = strstr(cmpl, "\n") - cmpl + 1; /* just past the first newline */
+
+	(void)state;
+	pg_scan_reset(&s, true, 64);
+	assert_int_equal(pg_scan_feed(&s, cmpl, first - 1), 0);
+	assert_int_equal(pg_scan_feed(&s, cmpl + first - 1, 1), 1);
+	assert_int_equal(pg_scan_feed(&s, cmpl + first, strlen(cmpl) - first), 1);
+	assert_int_equal(pg_scan_finish(&s), 0);
+	assert_int_equal(s.content_events, 2); /* the empty text is none */
+	assert_memory_equal(s.text.p, "abcd", 4);
+	assert_true(s.done);
+	assert_int_equal(s.prompt_tokens, 900);
+	assert_int_equal(s.cached_tokens, 512);
+	pg_scan_free(&s);
+}
+
 static void test_sse_truncated(void **state)
 {
 	struct pg_scan s = {0};
@@ -230,11 +259,17 @@ static void test_heap(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_sse_all_splits), cmocka_unit_test(test_sse_byte_at_a_time),
-	    cmocka_unit_test(test_sse_truncated),  cmocka_unit_test(test_json_body),
-	    cmocka_unit_test(test_json_number),    cmocka_unit_test(test_head_header),
-	    cmocka_unit_test(test_text),           cmocka_unit_test(test_zipf),
-	    cmocka_unit_test(test_heap),           cmocka_unit_test(test_sse_capture_limits),
+	    cmocka_unit_test(test_sse_all_splits),
+	    cmocka_unit_test(test_sse_byte_at_a_time),
+	    cmocka_unit_test(test_sse_truncated),
+	    cmocka_unit_test(test_json_body),
+	    cmocka_unit_test(test_json_number),
+	    cmocka_unit_test(test_head_header),
+	    cmocka_unit_test(test_text),
+	    cmocka_unit_test(test_zipf),
+	    cmocka_unit_test(test_heap),
+	    cmocka_unit_test(test_sse_capture_limits),
+	    cmocka_unit_test(test_sse_completions),
 	};
 
 	return cmocka_run_group_tests_name("pgload", tests, NULL, NULL);

@@ -60,13 +60,20 @@ int32_t pg_json_number(const char *p, size_t n, const char *key)
 	return (int32_t)x;
 }
 
-/* The first "content" value of p[0..n) when it is a non-empty string
- * (at its opening quote), else NULL. */
+/* The string value at v when it is non-empty (at its opening quote), else
+ * NULL. */
+static const char *nonempty(const char *p, size_t n, const char *v)
+{
+	return v && v + 1 < p + n && *v == '"' && v[1] != '"' ? v : NULL;
+}
+
+/* The first "content" value of p[0..n) (chat) or else its first "text"
+ * value (completions) when it is a non-empty string, else NULL. */
 static const char *content_of(const char *p, size_t n)
 {
-	const char *v = find_key(p, n, "content", false);
+	const char *v = nonempty(p, n, find_key(p, n, "content", false));
 
-	return v && v + 1 < p + n && *v == '"' && v[1] != '"' ? v : NULL;
+	return v ? v : nonempty(p, n, find_key(p, n, "text", false));
 }
 
 /* Append the raw bytes of the string at v (content_of's) to s->text. */

@@ -10,8 +10,10 @@
  *   streaming (SSE, vLLM/OpenAI chunk format): each `data:` line is one
  *   JSON chunk. A chunk is a content event when it holds `"content":`
  *   followed by a non-empty string (vLLM's first chunk carries only the
- *   role, with content ""). The usage chunk is the one where `"usage":` is
- *   followed by an object (other chunks may carry `"usage":null`).
+ *   role, with content ""), or, failing that, `"text":` followed by one
+ *   (/v1/completions chunks: choices[].text). The usage chunk is the one
+ *   where `"usage":` is followed by an object (other chunks may carry
+ *   `"usage":null`).
  *
  *   non-streaming: the whole body (kept up to PG_SCAN_MAX_BODY) is scanned
  *   once at the end, from its last `"usage"` key (usage follows choices).
@@ -20,8 +22,8 @@
  *
  * Reply capture (text_max > 0, for conversations that re-send what the
  * server said): the string value of each content event's `"content"` key
- * (streaming: the deltas, in order; non-streaming: the first `"content"`,
- * the message's) is appended to text as raw JSON string bytes, escapes kept,
+ * (or `"text"` key) (streaming: the deltas, in order; non-streaming: the
+ * first one, the message's) is appended to text as raw JSON string bytes, escapes kept,
  * so it can be put back into a request body verbatim. text_over: the reply
  * passed text_max, a value was not a complete string, or a line or body
  * passed its cap (content may be lost): text is then not the reply.
