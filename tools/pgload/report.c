@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Reporting: CSV (one row per request), JSON summary, human summary.
- * Percentiles are nearest-rank over successful requests (err == PG_OK).
+ * Percentiles are nearest-rank, and means arithmetic, over successful
+ * requests (err == PG_OK); TTFT over those that had a content event.
  * Throughput divides by the run's wall time, first arrival to last
  * completion. The cached-token ratio is sum(cached) / sum(prompt) over
  * successful responses whose usage reported both numbers.
@@ -34,7 +35,7 @@ struct summary {
 	uint64_t n, ok, errors, by_err[PG_ERR__COUNT];
 	double wall_s, rps, out_tps;
 	uint64_t out_tokens, prompt_sum, cached_sum, usage_n;
-	double ttft[3], e2e[3]; /* p50, p90, p99 in ms; -1 when no sample */
+	double ttft[4], e2e[4]; /* mean, p50, p90, p99 in ms; -1 when no sample */
 	uint64_t per_backend[PG_MAX_BACKENDS], backend_total;
 	double share_min, share_max; /* % of requests with a backend id */
 	double cpu_pct;
@@ -49,9 +50,16 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Nearest-rank percentiles of v[0..n) (sorted in place) in ms. */
-static void percentiles(uint64_t *v, size_t n, double out[3])
+/* The mean, then nearest-rank percentiles of v[0..n) (sorted in place),
+ * in ms. */
+static void distribution(uint64_t *v, size_t n, double out[4])
 {
+	double sum = 0;
+
+	for (size_t i = 0; i < n; i++)
+		sum += (double)v[i];
+	out[0] = n ? sum / (double)n / 1e6 : -1;
+	out++;
 	qsort(v, n, sizeof(*v), cmp_u64);
 	for (int i = 0; i < 3; i++) {
 		size_t rank;
@@ -106,8 +114,8 @@ static int summarise(const struct pg_run *run, struct summary *s)
 		}
 	}
 	s->errors = s->n - s->ok;
-	percentiles(ttft, nt, s->ttft);
-	percentiles(e2e, ne, s->e2e);
+	distribution(ttft, nt, s->ttft);
+	distribution(e2e, ne, s->e2e);
 	free(ttft);
 	free(e2e);
 	s->wall_s = (double)(run->end_ns - run->t0_ns) / 1e9;
@@ -186,6 +194,17 @@ static void json_num(FILE *f, const char *key, double v, bool comma)
 		fprintf(f, "\"%s\":%.3f%s", key, v, comma ? "," : "");
 }
 
+/* {"mean":..,"p50":..,"p90":..,"p99":..} of distribution()'s v. */
+static void json_dist(FILE *f, const double v[4])
+{
+	static const char *const keys[4] = {"mean", "p50", "p90", "p99"};
+
+	fputc('{', f);
+	for (int i = 0; i < 4; i++)
+		json_num(f, keys[i], v[i], i < 3);
+	fputc('}', f);
+}
+
 static int write_json(const struct pg_opts *o, const struct pg_run *run, const struct summary *s)
 {
 	FILE *f = fopen(o->json_path, "w");
@@ -217,15 +236,11 @@ static int write_json(const struct pg_opts *o, const struct pg_run *run, const s
 	        "\"wall_s\":%.3f,\"req_per_s\":%.3f,\"output_tokens\":%llu,"
 	        "\"output_tokens_per_s\":%.3f,",
 	        s->wall_s, s->rps, (unsigned long long)s->out_tokens, s->out_tps);
-	fprintf(f, "\"ttft_ms\":{");
-	json_num(f, "p50", s->ttft[0], true);
-	json_num(f, "p90", s->ttft[1], true);
-	json_num(f, "p99", s->ttft[2], false);
-	fprintf(f, "},\"e2e_ms\":{");
-	json_num(f, "p50", s->e2e[0], true);
-	json_num(f, "p90", s->e2e[1], true);
-	json_num(f, "p99", s->e2e[2], false);
-	fprintf(f, "},\"prompt_tokens\":%llu,\"cached_tokens\":%llu,",
+	fprintf(f, "\"ttft_ms\":");
+	json_dist(f, s->ttft);
+	fprintf(f, ",\"e2e_ms\":");
+	json_dist(f, s->e2e);
+	fprintf(f, ",\"prompt_tokens\":%llu,\"cached_tokens\":%llu,",
 	        (unsigned long long)s->prompt_sum, (unsigned long long)s->cached_sum);
 	json_num(f, "cached_ratio",
 	         s->prompt_sum ? (double)s->cached_sum / (double)s->prompt_sum : -1, true);
@@ -261,13 +276,13 @@ static int write_json(const struct pg_opts *o, const struct pg_run *run, const s
 	return 0;
 }
 
-static void print_pcts(const char *what, const double v[3])
+static void print_pcts(const char *what, const double v[4])
 {
 	if (v[0] < 0) {
 		printf("  %-11s n/a\n", what);
 		return;
 	}
-	printf("  %-11s p50 %.2f  p90 %.2f  p99 %.2f\n", what, v[0], v[1], v[2]);
+	printf("  %-11s mean %.2f  p50 %.2f  p90 %.2f  p99 %.2f\n", what, v[0], v[1], v[2], v[3]);
 }
 
 static void print_summary(const struct pg_opts *o, const struct pg_run *run,
