@@ -6,6 +6,7 @@
  *   usage.c    the --help text
  *   rng.c      seeded PRNG and the distributions the workloads draw from
  *   workload.c deterministic request bodies (shared-prefix, multi-turn, ...)
+ *   trace.c    a request trace: loading, W and D (trace.h)
  *   sse.c      pure response-body scanning (SSE events, usage numbers)
  *   timer.c    binary min-heap of timers
  *   conn.c     one keep-alive HTTP/1.1 client connection (non-blocking I/O)
