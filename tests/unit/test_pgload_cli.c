@@ -202,12 +202,64 @@ static void test_workload_defaults(void **state)
 	assert_int_equal(parse(&o, sc_bad), -1); /* 8 > the default 6 */
 }
 
+/* The trace workload's options: what it needs, what excludes what, what
+ * is only for it; and its defaults (open loop to the end of its part). */
+static void test_trace_options(void **state)
+{
+	static const struct {
+		const char *args[11];
+		int rc;
+	} cases[] = {
+	    {{"--workload", "trace", "--trace", "t.jsonl", NULL}, 0},
+	    {{"--workload", "trace", "--trace", "t", "--load", "0.8", "--capacity-tokens-per-s",
+	      "292800", NULL},
+	     0},
+	    {{"--workload", "trace", "--trace", "t", "--speedup", "2.5", NULL}, 0},
+	    {{"--workload", "trace", NULL}, -1}, /* no --trace */
+	    {{"--workload", "trace", "--trace", "t", "--load", "1", NULL}, -1},
+	    {{"--workload", "trace", "--trace", "t", "--capacity-tokens-per-s", "1000", NULL}, -1},
+	    {{"--workload", "trace", "--trace", "t", "--load", "1", "--capacity-tokens-per-s", "9",
+	      "--speedup", "2", NULL},
+	     -1},
+	    {{"--workload", "trace", "--trace", "t", "--rate", "5", NULL}, -1},
+	    {{"--workload", "trace", "--trace", "t", "--concurrency", "5", NULL}, -1},
+	    {{"--workload", "trace", "--trace", "t", "--first-index", "5", NULL}, -1},
+	    {{"--workload", "trace", "--trace", "t", "--load", "0", NULL}, -1},
+	    {{"--workload", "trace", "--trace", "t", "--trace-requests", "0", NULL}, -1},
+	    {{"--trace", "t", NULL}, -1}, /* not the trace workload */
+	    {{"--workload", "agentic", "--speedup", "2", NULL}, -1},
+	};
+	const char *given[] = {
+	    "--workload", "trace", "--trace",      "t",    "--path",        "/v1/chat/completions",
+	    "--duration", "5",     "--timeout-ms", "1000", "--trace-start", "7",
+	    NULL};
+	struct pg_opts o;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		assert_int_equal(parse(&o, cases[i].args), cases[i].rc);
+	assert_int_equal(parse(&o, cases[0].args), 0);
+	assert_string_equal(o.trace_path, "t.jsonl");
+	assert_string_equal(o.path, "/v1/completions");
+	assert_int_equal(o.timeout_ms, PG_TRACE_TIMEOUT_MS);
+	assert_true(o.duration_s == 0 && o.requests == 0 && o.rate == 0 && o.concurrency == 0);
+	assert_true(o.load == 0 && o.speedup == 0 && o.trace_start == 0 && o.trace_requests == 0);
+	assert_string_equal(o.label, "trace");
+	assert_int_equal(parse(&o, cases[1].args), 0);
+	assert_true(o.load == 0.8 && o.capacity_tps == 292800);
+	assert_int_equal(parse(&o, given), 0);
+	assert_string_equal(o.path, "/v1/chat/completions");
+	assert_true(o.duration_s == 5);
+	assert_int_equal(o.timeout_ms, 1000);
+	assert_int_equal(o.trace_start, 7);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_headers),           cmocka_unit_test(test_headers_cap),
 	    cmocka_unit_test(test_first_index),       cmocka_unit_test(test_targets),
-	    cmocka_unit_test(test_workload_defaults),
+	    cmocka_unit_test(test_workload_defaults), cmocka_unit_test(test_trace_options),
 	};
 
 	return cmocka_run_group_tests_name("pgload_cli", tests, NULL, NULL);

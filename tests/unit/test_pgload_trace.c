@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * pgload's traces: loading one (plain and gzip'd, and refusing a damaged
- * one by line), W and D on a hand-made trace with a known answer.
+ * pgload's trace workload: loading a trace (plain and gzip'd, and refusing
+ * a damaged one by line), W / D / S on a hand-made trace with a known
+ * answer, prompts built from block ids (the same id gives the same bytes in
+ * every request; a prompt is input_length x 4 bytes), the send schedule.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,11 +13,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <getopt.h>
 #include <zlib.h>
 #include <cmocka.h>
 
 #include "lib/json.h"
+#include "../../tools/pgload/pgload.h"
 #include "../../tools/pgload/trace.h"
+#include "../../tools/pgload/workload.h"
+
+#define B PG_TRACE_BLOCK_BYTES
 
 /*
  * The known answer. An infinite prefix cache, in order:
@@ -72,6 +79,20 @@ static int remove_files(void **state)
 	unlink(plain_path);
 	unlink(gz_path);
 	return 0;
+}
+
+/* Options as the command line gives them (argv[0] added). */
+static void opts_from(struct pg_opts *o, const char *const *args)
+{
+	char *argv[24];
+	int argc = 0;
+
+	argv[argc++] = (char *)"pgload";
+	for (; *args; args++)
+		argv[argc++] = (char *)*args;
+	argv[argc] = NULL;
+	optind = 0;
+	assert_int_equal(pg_parse_args(argc, argv, o), 0);
 }
 
 static void test_load_plain_and_gz(void **state)
@@ -172,10 +193,18 @@ static void test_bad_files(void **state)
 	unlink(cut_path);
 }
 
-static void test_w_d(void **state)
+static void test_w_d_s(void **state)
 {
+	const char *by_load[] = {
+	    "--workload", "trace", "--trace", gz_path, "--load", "2", "--capacity-tokens-per-s",
+	    "5064",       NULL};
+	const char *by_speedup[] = {"--workload", "trace", "--trace", plain_path,
+	                            "--speedup",  "3",     NULL};
 	struct pg_trace t = {0};
+	struct pg_trace_sum s;
+	struct pg_workload *w;
 	uint64_t wt, distinct;
+	struct pg_opts o;
 
 	(void)state;
 	assert_int_equal(pg_trace_load(&t, plain_path), 0);
@@ -183,19 +212,236 @@ static void test_w_d(void **state)
 	assert_int_equal(wt, W_KNOWN);
 	assert_int_equal(distinct, 6);
 	assert_true(pg_trace_span_s(&t) == 10.0);
-	/* S = 4: 2000 ms later is 0.5 s later; from request 1, 4000 ms */
-	assert_int_equal(pg_trace_offset_ns(&t, 0, 1, 4), 500000000);
-	assert_int_equal(pg_trace_offset_ns(&t, 1, 4, 4), 2000000000);
 	pg_trace_free(&t);
+	/* S = RHO x C x D / W = 2 x 5064 x 10 / 5064 */
+	opts_from(&o, by_load);
+	w = pg_wl_create(&o);
+	assert_non_null(w);
+	pg_wl_trace_sum(w, &s);
+	assert_true(s.on);
+	assert_int_equal(s.total, NREQ);
+	assert_int_equal(s.uncached_tokens, W_KNOWN);
+	assert_int_equal(s.input_tokens, 1000 + 1500 + 300 + 2000 + 1200 + 900);
+	assert_true(s.span_s == 10.0);
+	assert_true(s.speedup > 20.0 - 1e-9 && s.speedup < 20.0 + 1e-9);
+	assert_true(s.mean_rate > 12.0 - 1e-9 && s.mean_rate < 12.0 + 1e-9); /* 6 x 20 / 10 */
+	pg_wl_destroy(w);
+	opts_from(&o, by_speedup);
+	w = pg_wl_create(&o);
+	assert_non_null(w);
+	pg_wl_trace_sum(w, &s);
+	assert_true(s.speedup == 3.0);
+	assert_int_equal(s.uncached_tokens, W_KNOWN);
+	pg_wl_destroy(w);
+}
+
+/* The string value of member name of object obj in a parsed body. */
+static void member_str(const struct pg_json *js, uint32_t obj, const char *name, const char **p,
+                       size_t *n)
+{
+	int64_t v = pg_json_find(js, obj, name, strlen(name));
+
+	assert_true(v >= 0);
+	assert_int_equal(js->tok[v].type, PG_JSON_STRING);
+	assert_int_equal(js->tok[v].flags & PG_JSON_F_ESCAPED, 0);
+	*p = js->src + js->tok[v].start;
+	*n = js->tok[v].end - js->tok[v].start;
+}
+
+static unsigned max_tokens_of(const struct pg_json *js)
+{
+	int64_t v = pg_json_find(js, 0, "max_tokens", 10), x;
+
+	assert_true(v >= 0);
+	assert_int_equal(pg_json_get_i64(js, (uint32_t)v, &x), 0);
+	return (unsigned)x;
+}
+
+/* Every request's prompt: input_length x 4 bytes, block k of it the text
+ * of its k-th id (the last cut), the same in every request; padding past
+ * the ids. And the chat form splits the same bytes after block 0. */
+static void test_prompts(void **state)
+{
+	const char *cmpl[] = {"--workload", "trace", "--trace", gz_path, NULL};
+	const char *chat[] = {"--workload",           "trace", "--trace", gz_path, "--path",
+	                      "/v1/chat/completions", NULL};
+	const char *seed2[] = {"--workload", "trace", "--trace", gz_path, "--seed", "2", NULL};
+	static const unsigned want_max[NREQ] = {7, 1, 9, 1, 2, 2000};
+	char *prompts[NREQ], block[B];
+	struct pg_trace t = {0};
+	struct pg_json js = {0};
+	struct pg_trace_sum s;
+	struct pg_workload *w;
+	struct pg_opts o;
+
+	(void)state;
+	assert_int_equal(pg_trace_load(&t, gz_path), 0);
+	opts_from(&o, cmpl);
+	assert_string_equal(o.path, "/v1/completions"); /* the trace's default */
+	w = pg_wl_create(&o);
+	assert_non_null(w);
+	for (size_t i = 0; i < NREQ; i++) {
+		const struct pg_trace_req *r = &t.req[i];
+		size_t len = (size_t)r->input_len * 4, n;
+		struct pg_wl_req q;
+		const char *p;
+
+		assert_int_equal(pg_wl_next(w, i, &q), 0);
+		assert_true(q.traced);
+		assert_int_equal(q.trace_index, i);
+		assert_int_equal(q.group, i);
+		assert_int_equal(pg_json_parse(&js, q.body, q.len), 0);
+		member_str(&js, 0, "prompt", &p, &n);
+		assert_int_equal(n, len);
+		assert_int_equal(max_tokens_of(&js), want_max[i]);
+		assert_non_null(strstr(q.body, "\"stream\":true"));
+		for (uint32_t k = 0; k < r->nids && (size_t)k * B < len; k++) {
+			size_t m = len - (size_t)k * B < B ? len - (size_t)k * B : B;
+
+			pg_trace_block_text(block, o.seed, t.ids[r->first_id + k]);
+			assert_memory_equal(p + (size_t)k * B, block, m);
+		}
+		prompts[i] = strndup(p, n);
+		pg_wl_done(w, &q, true, NULL, 0);
+	}
+	/* shared ids, shared bytes: 0 1 in requests 0, 1, 3 (at 1 and 2) */
+	assert_memory_equal(prompts[0], prompts[1], 1000 * 4);
+	assert_memory_equal(prompts[0], prompts[3] + B, 1000 * 4);
+	assert_memory_equal(prompts[0], prompts[2], 300 * 4); /* a cut block is its start */
+	assert_memory_equal(prompts[1] + 2 * B, prompts[3] + 3 * B, 2000 * 4 - 3 * B); /* id 2 */
+	assert_memory_equal(prompts[4] + B, prompts[4] + 2 * B, 1200 * 4 - 2 * B);     /* 3, 3 */
+	/* a block starts a word (a space), and ends one */
+	assert_true(prompts[1][B] == ' ' && prompts[1][B + 1] != ' ' && prompts[1][B - 1] != ' ');
+	assert_true(prompts[5][B] == ' '); /* the padding too */
+	pg_wl_trace_sum(w, &s);
+	assert_int_equal(s.built, NREQ);
+	assert_int_equal(s.padded_requests, 1);
+	assert_int_equal(s.padded_tokens, 900 - 512);
+	pg_wl_destroy(w);
+
+	/* chat: block 0 is the system message, the rest the user's */
+	opts_from(&o, chat);
+	w = pg_wl_create(&o);
+	for (size_t i = 0; i < NREQ; i++) {
+		size_t len = (size_t)t.req[i].input_len * 4, sys = len < B ? len : B, n;
+		int64_t msgs;
+		struct pg_wl_req q;
+		const char *p;
+
+		assert_int_equal(pg_wl_next(w, i, &q), 0);
+		assert_int_equal(pg_json_parse(&js, q.body, q.len), 0);
+		msgs = pg_json_find(&js, 0, "messages", 8);
+		assert_true(msgs >= 0 && js.tok[msgs].size == 2);
+		member_str(&js, (uint32_t)msgs + 1, "content", &p, &n);
+		assert_int_equal(n, sys);
+		assert_memory_equal(p, prompts[i], sys);
+		member_str(&js, js.tok[msgs + 1].next, "content", &p, &n);
+		assert_int_equal(n, len - sys);
+		assert_memory_equal(p, prompts[i] + sys, len - sys);
+		pg_wl_done(w, &q, true, NULL, 0);
+	}
+	pg_wl_destroy(w);
+
+	/* another --seed, other text */
+	opts_from(&o, seed2);
+	w = pg_wl_create(&o);
+	{
+		struct pg_wl_req q;
+		const char *p;
+		size_t n;
+
+		assert_int_equal(pg_wl_next(w, 0, &q), 0);
+		assert_int_equal(pg_json_parse(&js, q.body, q.len), 0);
+		member_str(&js, 0, "prompt", &p, &n);
+		assert_int_equal(n, 4000);
+		assert_memory_not_equal(p, prompts[0], B);
+		pg_wl_done(w, &q, true, NULL, 0);
+	}
+	pg_wl_destroy(w);
+	for (size_t i = 0; i < NREQ; i++)
+		free(prompts[i]);
+	pg_json_free(&js);
+	pg_trace_free(&t);
+}
+
+/* Request k of the part is due (ts_k - ts_first) / 1000 / S s after the
+ * start; W stays the whole file's. */
+static void test_schedule(void **state)
+{
+	const char *whole[] = {"--workload", "trace", "--trace", plain_path,
+	                       "--speedup",  "4",     NULL};
+	const char *part[] = {
+	    "--workload",    "trace", "--trace",          plain_path, "--speedup", "3",
+	    "--trace-start", "1",     "--trace-requests", "3",        NULL};
+	static const uint64_t want_whole[NREQ] = {0,          500000000,  1000000000,
+	                                          1500000000, 1500000000, 2500000000};
+	/* from ts 2000: 0, 2000, 4000 ms at S = 3 */
+	static const uint64_t want_part[3] = {0, 666666667, 1333333333};
+	struct pg_trace_sum s;
+	struct pg_workload *w;
+	struct pg_opts o;
+	uint64_t off;
+
+	(void)state;
+	opts_from(&o, whole);
+	assert_true(o.duration_s == 0 && o.requests == 0); /* no 10 s cut */
+	w = pg_wl_create(&o);
+	assert_non_null(w);
+	for (uint64_t k = 0; k < NREQ; k++) {
+		assert_int_equal(pg_wl_at(w, k, &off), 0);
+		assert_int_equal(off, want_whole[k]);
+	}
+	assert_int_equal(pg_wl_at(w, NREQ, &off), 1);
+	pg_wl_destroy(w);
+	opts_from(&o, part);
+	w = pg_wl_create(&o);
+	assert_non_null(w);
+	for (uint64_t k = 0; k < 3; k++) {
+		assert_int_equal(pg_wl_at(w, k, &off), 0);
+		assert_int_equal(off, want_part[k]);
+	}
+	assert_int_equal(pg_wl_at(w, 3, &off), 1);
+	pg_wl_trace_sum(w, &s);
+	assert_int_equal(s.first, 1);
+	assert_int_equal(s.count, 3);
+	assert_int_equal(s.uncached_tokens, W_KNOWN);
+	{
+		struct pg_wl_req q;
+
+		assert_int_equal(pg_wl_next(w, 0, &q), 0); /* the part's first: file's 1 */
+		assert_int_equal(q.trace_index, 1);
+		pg_wl_done(w, &q, true, NULL, 0);
+	}
+	pg_wl_destroy(w);
+}
+
+/* What needs the file is checked when it is loaded. */
+static void test_part_errors(void **state)
+{
+	const char *start[] = {"--workload",    "trace", "--trace", plain_path,
+	                       "--trace-start", "6",     NULL};
+	const char *past[] = {
+	    "--workload",       "trace", "--trace", plain_path, "--trace-start", "2",
+	    "--trace-requests", "5",     NULL};
+	const char *missing[] = {"--workload", "trace", "--trace", "/nonexistent", NULL};
+	struct pg_opts o;
+
+	(void)state;
+	opts_from(&o, start);
+	assert_null(pg_wl_create(&o));
+	opts_from(&o, past);
+	assert_null(pg_wl_create(&o));
+	opts_from(&o, missing);
+	assert_null(pg_wl_create(&o));
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_load_plain_and_gz),
-	    cmocka_unit_test(test_bad_lines),
-	    cmocka_unit_test(test_bad_files),
-	    cmocka_unit_test(test_w_d),
+	    cmocka_unit_test(test_load_plain_and_gz), cmocka_unit_test(test_bad_lines),
+	    cmocka_unit_test(test_bad_files),         cmocka_unit_test(test_w_d_s),
+	    cmocka_unit_test(test_prompts),           cmocka_unit_test(test_schedule),
+	    cmocka_unit_test(test_part_errors),
 	};
 
 	return cmocka_run_group_tests_name("pgload_trace", tests, write_files, remove_files);

@@ -25,14 +25,33 @@ void pg_body_open(struct pg_buf *b, const struct pg_opts *o)
 	pg_buf_puts(b, "\",\"messages\":[");
 }
 
-void pg_body_close(struct pg_buf *b, const struct pg_opts *o, unsigned max_tokens)
+/* end, then "max_tokens" and the stream fields, then the closing brace. */
+static void body_tail(struct pg_buf *b, const struct pg_opts *o, unsigned max_tokens,
+                      const char *end)
 {
 	char tail[160];
 
-	snprintf(tail, sizeof(tail), "],\"max_tokens\":%u%s}", max_tokens,
+	snprintf(tail, sizeof(tail), "%s,\"max_tokens\":%u%s}", end, max_tokens,
 	         o->stream ? ",\"stream\":true,\"stream_options\":{\"include_usage\":true}"
 	                   : ",\"stream\":false");
 	pg_buf_puts(b, tail);
+}
+
+void pg_body_close(struct pg_buf *b, const struct pg_opts *o, unsigned max_tokens)
+{
+	body_tail(b, o, max_tokens, "]");
+}
+
+void pg_body_prompt_open(struct pg_buf *b, const struct pg_opts *o)
+{
+	pg_buf_puts(b, "{\"model\":\"");
+	pg_buf_puts(b, o->model);
+	pg_buf_puts(b, "\",\"prompt\":\"");
+}
+
+void pg_body_prompt_close(struct pg_buf *b, const struct pg_opts *o, unsigned max_tokens)
+{
+	body_tail(b, o, max_tokens, "\"");
 }
 
 void pg_body_msg_open(struct pg_buf *b, const char *role, bool first)

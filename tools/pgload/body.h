@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The pieces workload.c builds request bodies from, appended to a pg_buf
- * (lib/buf.h; an allocation failure sets its oom), and the tags of the
- * random streams their text is drawn from. Pure.
+ * The pieces workload.c and wl_trace.c build request bodies from, appended
+ * to a pg_buf (lib/buf.h; an allocation failure sets its oom), and the tags
+ * of the random streams their text is drawn from. Pure.
  */
 #ifndef PGLOAD_BODY_H
 #define PGLOAD_BODY_H
@@ -27,6 +27,8 @@ enum {
 	TAG_FIXED,
 	TAG_TOOLS,
 	TAG_TARGET,
+	TAG_TRACE_BLOCK, /* a trace block id's text */
+	TAG_TRACE_PAD,   /* a trace request's text beyond its block ids */
 };
 
 /* nbytes of the word text for key (pg_wl_text). */
@@ -35,6 +37,10 @@ void pg_body_text(struct pg_buf *b, size_t nbytes, uint64_t key);
 void pg_body_open(struct pg_buf *b, const struct pg_opts *o);
 /* ],"max_tokens":N and the stream fields (--no-stream: "stream":false), } */
 void pg_body_close(struct pg_buf *b, const struct pg_opts *o, unsigned max_tokens);
+/* /v1/completions: {"model":M,"prompt":" */
+void pg_body_prompt_open(struct pg_buf *b, const struct pg_opts *o);
+/* ","max_tokens":N and the stream fields, } */
+void pg_body_prompt_close(struct pg_buf *b, const struct pg_opts *o, unsigned max_tokens);
 /* {"role":ROLE,"content":" (after a comma unless first) */
 void pg_body_msg_open(struct pg_buf *b, const char *role, bool first);
 /* "} */

@@ -19,6 +19,7 @@ static const char *const wl_names[] = {
     [WL_FIXED] = "fixed",
     [WL_AGENTIC] = "agentic",
     [WL_SHORT_CHAT] = "short-chat",
+    [WL_TRACE] = "trace",
 };
 
 const char *pg_workload_name(enum wl_kind k)
@@ -58,6 +59,12 @@ enum {
 	O_HISTORY,
 	O_BODY_BYTES,
 	O_FIRST_INDEX,
+	O_TRACE,
+	O_TRACE_START,
+	O_TRACE_REQUESTS,
+	O_LOAD,
+	O_CAPACITY,
+	O_SPEEDUP,
 	O_HEADER,
 	O_LABEL,
 	O_CSV,
@@ -97,6 +104,12 @@ static const struct option longopts[] = {
     {"history", required_argument, NULL, O_HISTORY},
     {"body-bytes", required_argument, NULL, O_BODY_BYTES},
     {"first-index", required_argument, NULL, O_FIRST_INDEX},
+    {"trace", required_argument, NULL, O_TRACE},
+    {"trace-start", required_argument, NULL, O_TRACE_START},
+    {"trace-requests", required_argument, NULL, O_TRACE_REQUESTS},
+    {"load", required_argument, NULL, O_LOAD},
+    {"capacity-tokens-per-s", required_argument, NULL, O_CAPACITY},
+    {"speedup", required_argument, NULL, O_SPEEDUP},
     {"header", required_argument, NULL, O_HEADER},
     {"label", required_argument, NULL, O_LABEL},
     {"csv", required_argument, NULL, O_CSV},
@@ -296,6 +309,10 @@ static void workload_defaults(struct pg_opts *o, const bool *given)
 #define UNSET(code) (!given[(code)-O_TARGET])
 	if (o->workload == WL_AGENTIC && UNSET(O_SYSTEM_TOKENS))
 		o->system_tokens = 10000;
+	if (o->workload == WL_TRACE && UNSET(O_PATH))
+		strcpy(o->path, "/v1/completions");
+	if (o->workload == WL_TRACE && UNSET(O_TIMEOUT))
+		o->timeout_ms = PG_TRACE_TIMEOUT_MS;
 	if (o->workload != WL_SHORT_CHAT)
 		return;
 	if (UNSET(O_CONVERSATIONS))
@@ -394,6 +411,19 @@ static int one_option(struct pg_opts *o, int opt, const char *arg)
 		return 0;
 	case O_FIRST_INDEX:
 		return num_u64(name, arg, 0, UINT64_MAX / 2, &o->first_index);
+	case O_TRACE:
+		o->trace_path = arg;
+		return 0;
+	case O_TRACE_START:
+		return num_u64(name, arg, 0, UINT32_MAX, &o->trace_start);
+	case O_TRACE_REQUESTS:
+		return num_u64(name, arg, 1, UINT32_MAX, &o->trace_requests);
+	case O_LOAD:
+		return num_double(name, arg, 1e-6, 1e6, &o->load);
+	case O_CAPACITY:
+		return num_double(name, arg, 1, 1e12, &o->capacity_tps);
+	case O_SPEEDUP:
+		return num_double(name, arg, 1e-6, 1e6, &o->speedup);
 	case O_HEADER:
 		return add_header(o, arg);
 	case O_CSV:
@@ -413,11 +443,61 @@ static int one_option(struct pg_opts *o, int opt, const char *arg)
 			}
 		fprintf(stderr,
 		        "pgload: --workload %s: want shared-prefix, multi-turn, "
-		        "no-prefix, hot-prefix, agentic, short-chat or fixed\n",
+		        "no-prefix, hot-prefix, agentic, short-chat, fixed or trace\n",
 		        arg);
 		return -1;
 	}
 	return -1;
+}
+
+/*
+ * The trace workload's options: together, complete, and only with it.
+ * Returns 0, or -1 after a message. What needs the file (the part within
+ * it, W and D above 0) is checked when it is loaded (wl_trace.c).
+ */
+static int trace_options(const struct pg_opts *o, const bool *given)
+{
+#define GIVEN(code) (given[(code)-O_TARGET])
+	bool any = GIVEN(O_TRACE) || GIVEN(O_TRACE_START) || GIVEN(O_TRACE_REQUESTS) ||
+	           GIVEN(O_LOAD) || GIVEN(O_CAPACITY) || GIVEN(O_SPEEDUP);
+
+	if (o->workload != WL_TRACE) {
+		if (!any)
+			return 0;
+		fprintf(stderr, "pgload: --trace, --trace-start, --trace-requests, --load, "
+		                "--capacity-tokens-per-s and --speedup are for --workload trace\n");
+		return -1;
+	}
+	if (!o->trace_path) {
+		fprintf(stderr,
+		        "pgload: --workload trace needs --trace FILE (a JSONL trace, "
+		        "gzip'd or not: tools/bench/data/mooncake-conversation.jsonl.gz)\n");
+		return -1;
+	}
+	if (GIVEN(O_LOAD) && GIVEN(O_SPEEDUP)) {
+		fprintf(stderr, "pgload: --load and --speedup exclude each other: --load sets the "
+		                "speed-up S = RHO x C x D / W, --speedup sets S itself\n");
+		return -1;
+	}
+	if (GIVEN(O_LOAD) != GIVEN(O_CAPACITY)) {
+		fprintf(stderr, GIVEN(O_LOAD)
+		                    ? "pgload: --load needs --capacity-tokens-per-s C, the fleet's "
+		                      "prefill tokens/s (S = RHO x C x D / W)\n"
+		                    : "pgload: --capacity-tokens-per-s is used only with --load\n");
+		return -1;
+	}
+	if (o->rate > 0 || o->concurrency) {
+		fprintf(stderr, "pgload: --workload trace sends each request at its trace time "
+		                "(scaled by --load or --speedup): no --rate or --concurrency\n");
+		return -1;
+	}
+	if (GIVEN(O_FIRST_INDEX)) {
+		fprintf(stderr, "pgload: --first-index is not for --workload trace: give "
+		                "--trace-start\n");
+		return -1;
+	}
+	return 0;
+#undef GIVEN
 }
 
 int pg_parse_args(int argc, char **argv, struct pg_opts *o)
@@ -454,9 +534,12 @@ int pg_parse_args(int argc, char **argv, struct pg_opts *o)
 		                "exclude each other; cap open-loop connections with --max-conns\n");
 		return -1;
 	}
-	if (o->rate <= 0 && !o->concurrency)
+	if (trace_options(o, given) == -1)
+		return -1;
+	/* The trace workload runs open loop to the end of its part. */
+	if (o->rate <= 0 && !o->concurrency && !pg_scheduled(o))
 		o->concurrency = 16;
-	if (o->duration_s <= 0 && !o->requests)
+	if (o->duration_s <= 0 && !o->requests && !pg_scheduled(o))
 		o->duration_s = 10;
 	workload_defaults(o, given);
 	if (o->min_turns > o->max_turns) {

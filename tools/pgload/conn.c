@@ -108,7 +108,12 @@ void pg_conn_start(struct pg_eng *e, struct pg_conn *c, size_t rec, struct pg_wl
 	c->leftover = false;
 	pg_scan_reset(&c->scan, e->o->stream, wl->reply_max);
 	memcpy(c->head, e->head_prefix[c->target], hp);
-	n = snprintf(c->head + hp, sizeof(c->head) - hp, "%zu\r\n\r\n", wl->len);
+	if (wl->traced)
+		n = snprintf(c->head + hp, sizeof(c->head) - hp,
+		             "%zu\r\nX-Trace-Index: %llu\r\n\r\n", wl->len,
+		             (unsigned long long)wl->trace_index);
+	else
+		n = snprintf(c->head + hp, sizeof(c->head) - hp, "%zu\r\n\r\n", wl->len);
 	c->head_len = hp + (size_t)n;
 	timeout = (struct pg_timer){
 	    .due_ns = pg_now_ns() + (uint64_t)e->o->timeout_ms * 1000000,

@@ -2,20 +2,22 @@
 /*
  * The load engine: one thread, one epoll set, one timer heap.
  *
- * Arrivals (open loop: Poisson times drawn from --seed; closed loop: one per
- * finished request) go into a FIFO of scheduled start times. pump() takes
- * them in order and puts each on an idle keep-alive connection, or on a new
- * one while fewer than the cap are open (closed loop: --concurrency; open
- * loop: --max-conns). With several --target addresses each request draws
- * its target (uniform, from --seed and its index); connections belong to
- * one target, and an idle one to another target is closed when the cap
- * leaves no other way to open one. An arrival that finds no connection waits in the FIFO;
- * its latency still counts from its scheduled time, so a slow target cannot
+ * Arrivals (open loop: Poisson times drawn from --seed, or the workload's
+ * own times, the trace's scaled; closed loop: one per finished request) go
+ * into a FIFO of scheduled start times. pump() takes them in order and puts
+ * each on an idle keep-alive connection, or on a new one while fewer than
+ * the cap are open (closed loop: --concurrency; open loop: --max-conns).
+ * With several --target addresses each request draws its target (uniform,
+ * from --seed and its index); connections belong to one target, and an
+ * idle one to another target is closed when the cap leaves no other way to
+ * open one. An arrival that finds no connection waits in the FIFO; its
+ * latency still counts from its scheduled time, so a slow target cannot
  * hide its queueing (no coordinated omission).
  *
- * Stopping: at --duration or after --requests arrivals no more are made;
- * requests in flight finish or time out (--timeout-ms). A hard deadline
- * (stop + timeout + 1 s) aborts whatever is left, so the run always ends.
+ * Stopping: at --duration, after --requests arrivals, or (trace) after the
+ * workload's last send time no more are made; requests in flight finish or
+ * time out (--timeout-ms). A hard deadline (stop + timeout + 1 s) aborts
+ * whatever is left, so the run always ends.
  */
 #include "engine.h"
 
@@ -80,7 +82,7 @@ static void stop_issuing(struct pg_eng *e, bool drop_pending)
 	if (drop_pending) {
 		/* Closed loop: a pending arrival is only the next request of a
 		 * client slot, not load the target failed to take. */
-		if (e->o->rate > 0)
+		if (!e->closed_loop)
 			e->run->arrivals_unsent += e->pend_n;
 		e->pend_n = 0;
 	}
@@ -268,6 +270,27 @@ void pg_eng_request_done(struct pg_eng *e, struct pg_conn *c, enum pg_err err, b
 		arrive(e, now);
 }
 
+/*
+ * Schedule mode: arrival k is due at the run's start + the workload's
+ * offset for k. Make every arrival due by now, each with its own time, and
+ * set the timer for the next; the workload's end ends the issuing.
+ */
+static void scheduled_arrivals(struct pg_eng *e, uint64_t due, uint64_t now)
+{
+	uint64_t off;
+
+	do {
+		arrive(e, due);
+		if (pg_wl_at(e->wl, ++e->sched_next, &off) != 0) {
+			stop_issuing(e, false);
+			return;
+		}
+		due = e->run->t0_ns + off;
+	} while (e->issuing && due <= now);
+	if (e->issuing)
+		push_timer(e, due, PG_T_ARRIVAL);
+}
+
 static void on_timer(struct pg_eng *e, const struct pg_timer *t, uint64_t now)
 {
 	struct pg_conn *c;
@@ -275,6 +298,10 @@ static void on_timer(struct pg_eng *e, const struct pg_timer *t, uint64_t now)
 
 	switch (t->kind) {
 	case PG_T_ARRIVAL:
+		if (pg_scheduled(e->o)) {
+			scheduled_arrivals(e, t->due_ns, now);
+			break;
+		}
 		/* Catch up on every arrival already due, each with its own time. */
 		next = t->due_ns;
 		do {
@@ -473,7 +500,7 @@ int pg_engine_run(const struct pg_opts *o, struct pg_run *run)
 	e->o = o;
 	e->run = run;
 	e->ep = -1;
-	e->closed_loop = o->rate <= 0;
+	e->closed_loop = o->rate <= 0 && !pg_scheduled(o);
 	e->wl = pg_wl_create(o);
 	if (!e->wl || setup(e) == -1)
 		goto out;
@@ -492,6 +519,13 @@ int pg_engine_run(const struct pg_opts *o, struct pg_run *run)
 	if (e->closed_loop) {
 		for (unsigned i = 0; i < o->concurrency; i++)
 			arrive(e, run->t0_ns);
+	} else if (pg_scheduled(o)) {
+		uint64_t off;
+
+		if (pg_wl_at(e->wl, 0, &off) == 0)
+			push_timer(e, run->t0_ns + off, PG_T_ARRIVAL);
+		else
+			stop_issuing(e, false);
 	} else {
 		push_timer(e,
 		           run->t0_ns + (uint64_t)(pg_rng_exp(&e->arrival_rng, o->rate) * NS_PER_S),
@@ -505,6 +539,7 @@ int pg_engine_run(const struct pg_opts *o, struct pg_run *run)
 	run->cpu_user_s = tv_s(ru1.ru_utime) - tv_s(ru0.ru_utime);
 	run->cpu_sys_s = tv_s(ru1.ru_stime) - tv_s(ru0.ru_stime);
 	run->preempted = (uint64_t)(ru1.ru_nivcsw - ru0.ru_nivcsw);
+	pg_wl_trace_sum(e->wl, &run->trace);
 	rc = 0;
 out:
 	teardown(e);

@@ -44,7 +44,7 @@ struct pg_conn {
 	/* the request on this connection */
 	size_t rec; /* index into run->recs */
 	struct pg_wl_req wl;
-	char head[1280];
+	char head[1280]; /* head_prefix, then Content-Length's value, X-Trace-Index */
 	size_t head_len, sent;
 	bool retried;
 	/* its response */
@@ -87,7 +87,8 @@ struct pg_eng {
 	uint64_t stop_ns;         /* arrivals at or after this are not made (0: none) */
 	struct pg_rng arrival_rng;
 	uint64_t next_arrival_ns;
-	char rbuf[65536]; /* shared receive buffer */
+	uint64_t sched_next; /* schedule mode: the arrival the timer is set for */
+	char rbuf[65536];    /* shared receive buffer */
 };
 
 /* conn.c */

@@ -6,7 +6,10 @@
  *   usage.c    the --help text
  *   rng.c      seeded PRNG and the distributions the workloads draw from
  *   workload.c deterministic request bodies (shared-prefix, multi-turn, ...)
- *   trace.c    a request trace: loading, W and D (trace.h)
+ *   body.c     the JSON pieces bodies are built from
+ *   text.c     the word text of every prompt
+ *   trace.c    a request trace (--trace): loading, W and D
+ *   wl_trace.c the trace workload: prompts from block ids, send times
  *   sse.c      pure response-body scanning (SSE events, usage numbers)
  *   timer.c    binary min-heap of timers
  *   conn.c     one keep-alive HTTP/1.1 client connection (non-blocking I/O)
@@ -28,6 +31,7 @@ enum wl_kind {
 	WL_FIXED,
 	WL_AGENTIC,
 	WL_SHORT_CHAT,
+	WL_TRACE,
 };
 
 #define PG_MAX_TARGETS 8
@@ -79,6 +83,13 @@ struct pg_opts {
 	uint64_t first_index; /* request i is built as workload request first_index + i */
 	char headers[512];    /* extra head lines, each "Name: value\r\n" */
 	size_t headers_len;
+	/* trace: the file, the part replayed, and its speed-up (trace.h) */
+	const char *trace_path;
+	uint64_t trace_start;    /* first request replayed (its index in the file) */
+	uint64_t trace_requests; /* requests replayed; 0: to the end */
+	double load;             /* RHO (--load); 0: not given */
+	double capacity_tps;     /* C (--capacity-tokens-per-s) */
+	double speedup;          /* S (--speedup); 0: not given */
 	const char *csv_path;
 	const char *json_path;
 	bool quiet;
@@ -110,13 +121,28 @@ struct pg_rec {
 	uint64_t e2e_ns;   /* response complete or failure (relative to start) */
 	uint64_t bytes_sent, bytes_recv;
 	int32_t prompt_tokens, cached_tokens, completion_tokens; /* -1 unknown */
-	uint32_t group;   /* document id, or conversation id (multi-turn) */
+	uint32_t group;   /* document id, conversation id, or trace index (trace) */
 	uint32_t turn;    /* multi-turn: turn index within the conversation */
 	uint16_t status;  /* HTTP status, 0 = none */
 	uint16_t backend; /* index into backend names, PG_NO_BACKEND */
 	uint8_t err;      /* enum pg_err */
 	uint8_t target;   /* index into opts.targets */
 	uint8_t done;     /* 1 when final */
+};
+
+/* The trace workload's numbers, for the report (trace.h). */
+struct pg_trace_sum {
+	bool on;
+	uint64_t total;           /* requests in the file */
+	uint64_t first, count;    /* the part replayed: first, first + count - 1 */
+	uint64_t input_tokens;    /* of the whole file */
+	uint64_t uncached_tokens; /* W, over the whole file */
+	uint64_t distinct_blocks;
+	double span_s;                           /* D */
+	double speedup;                          /* S */
+	double mean_rate;                        /* total / (D / S) requests/s; 0 when D is 0 */
+	uint64_t padded_requests, padded_tokens; /* among the requests built */
+	uint64_t built;                          /* requests built */
 };
 
 /* All records of a run plus what the report needs besides them. */
@@ -136,6 +162,7 @@ struct pg_run {
 	double cpu_user_s, cpu_sys_s;
 	uint64_t preempted; /* involuntary context switches: CPU contention */
 	bool hit_deadline;  /* the hard deadline cut the run short */
+	struct pg_trace_sum trace;
 };
 
 /* cli.c */
@@ -146,6 +173,16 @@ const char *pg_workload_name(enum wl_kind k);
 
 /* usage.c: what --help prints */
 extern const char pg_usage[];
+
+/* The trace workload's default --timeout-ms: its outputs run to 2,000
+ * tokens (a minute of decoding at 30 ms a token) and its bursts queue. */
+#define PG_TRACE_TIMEOUT_MS 600000
+
+/* Open loop at times the workload gives (the trace's), not --rate's. */
+static inline bool pg_scheduled(const struct pg_opts *o)
+{
+	return o->workload == WL_TRACE;
+}
 
 /* engine.c: run the load; fills *run. Returns 0, or -1 on a setup error. */
 int pg_engine_run(const struct pg_opts *o, struct pg_run *run);

@@ -194,6 +194,36 @@ static void json_num(FILE *f, const char *key, double v, bool comma)
 		fprintf(f, "\"%s\":%.3f%s", key, v, comma ? "," : "");
 }
 
+/* "open" (--rate), "trace" (the trace's own times) or "closed". */
+static const char *mode_name(const struct pg_opts *o)
+{
+	return pg_scheduled(o) ? "trace" : o->rate > 0 ? "open" : "closed";
+}
+
+/* "trace":{...}, the replay's numbers (pgload.h, struct pg_trace_sum). */
+static void json_trace(FILE *f, const struct pg_opts *o, const struct pg_trace_sum *t)
+{
+	fprintf(f, "\"trace\":{\"file\":");
+	json_str(f, o->trace_path);
+	fprintf(f,
+	        ",\"requests_in_file\":%llu,\"first\":%llu,\"count\":%llu,"
+	        "\"input_tokens\":%llu,\"uncached_tokens_W\":%llu,\"distinct_blocks\":%llu,"
+	        "\"span_s_D\":%.3f,\"speedup_S\":%.6f,",
+	        (unsigned long long)t->total, (unsigned long long)t->first,
+	        (unsigned long long)t->count, (unsigned long long)t->input_tokens,
+	        (unsigned long long)t->uncached_tokens, (unsigned long long)t->distinct_blocks,
+	        t->span_s, t->speedup);
+	if (o->load > 0)
+		fprintf(f, "\"load\":%g,\"capacity_tokens_per_s\":%g,", o->load, o->capacity_tps);
+	else
+		fprintf(f, "\"load\":null,\"capacity_tokens_per_s\":null,");
+	fprintf(f,
+	        "\"mean_rate\":%.3f,\"built\":%llu,\"padded_requests\":%llu,"
+	        "\"padded_tokens\":%llu},",
+	        t->mean_rate, (unsigned long long)t->built, (unsigned long long)t->padded_requests,
+	        (unsigned long long)t->padded_tokens);
+}
+
 /* {"mean":..,"p50":..,"p90":..,"p99":..} of distribution()'s v. */
 static void json_dist(FILE *f, const double v[4])
 {
@@ -216,10 +246,12 @@ static int write_json(const struct pg_opts *o, const struct pg_run *run, const s
 	fprintf(f, "{\"label\":");
 	json_str(f, o->label);
 	fprintf(f, ",\"workload\":\"%s\",\"target\":\"%s\",\"mode\":\"%s\",",
-	        pg_workload_name(o->workload), o->target, o->rate > 0 ? "open" : "closed");
-	fprintf(f, "\"rate\":%g,\"concurrency\":%u,\"seed\":%llu,\"stream\":%s,", o->rate,
-	        o->rate > 0 ? 0 : o->concurrency, (unsigned long long)o->seed,
-	        o->stream ? "true" : "false");
+	        pg_workload_name(o->workload), o->target, mode_name(o));
+	fprintf(f, "\"rate\":%g,\"concurrency\":%u,\"seed\":%llu,\"stream\":%s,",
+	        run->trace.on ? run->trace.mean_rate : o->rate, o->concurrency,
+	        (unsigned long long)o->seed, o->stream ? "true" : "false");
+	if (run->trace.on)
+		json_trace(f, o, &run->trace);
 	fprintf(f, "\"requests\":%llu,\"ok\":%llu,\"errors\":%llu,\"errors_by_kind\":{",
 	        (unsigned long long)s->n, (unsigned long long)s->ok, (unsigned long long)s->errors);
 	for (int k = 1, first = 1; k < PG_ERR__COUNT; k++) {
@@ -285,12 +317,34 @@ static void print_pcts(const char *what, const double v[4])
 	printf("  %-11s mean %.2f  p50 %.2f  p90 %.2f  p99 %.2f\n", what, v[0], v[1], v[2], v[3]);
 }
 
+static void print_trace(const struct pg_opts *o, const struct pg_trace_sum *t)
+{
+	printf("trace replay at %.4fx, mean %.2f req/s\n", t->speedup, t->mean_rate);
+	printf("  trace       %s: requests %llu..%llu of %llu; W %llu tokens not cached by an "
+	       "infinite prefix cache (of %llu; %llu distinct blocks), D %.3f s, S %.6f",
+	       o->trace_path, (unsigned long long)t->first,
+	       (unsigned long long)(t->first + t->count - 1), (unsigned long long)t->total,
+	       (unsigned long long)t->uncached_tokens, (unsigned long long)t->input_tokens,
+	       (unsigned long long)t->distinct_blocks, t->span_s, t->speedup);
+	if (o->load > 0)
+		printf(" = %g x %g x D / W\n", o->load, o->capacity_tps);
+	else
+		printf(" (%s)\n", o->speedup > 0 ? "--speedup" : "the trace's own pace");
+	if (t->padded_requests)
+		printf("  padding     %llu of %llu requests asked for more than their blocks: %llu "
+		       "tokens padded\n",
+		       (unsigned long long)t->padded_requests, (unsigned long long)t->built,
+		       (unsigned long long)t->padded_tokens);
+}
+
 static void print_summary(const struct pg_opts *o, const struct pg_run *run,
                           const struct summary *s)
 {
 	printf("pgload [%s] workload %s -> %s, ", o->label, pg_workload_name(o->workload),
 	       o->target);
-	if (o->rate > 0)
+	if (run->trace.on)
+		print_trace(o, &run->trace);
+	else if (o->rate > 0)
 		printf("open loop %.1f req/s\n", o->rate);
 	else
 		printf("closed loop, concurrency %u\n", o->concurrency);

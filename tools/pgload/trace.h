@@ -4,7 +4,7 @@
  * JSON object a line, {"timestamp": ms, "input_length": tokens,
  * "output_length": tokens, "hash_ids": [block ids]}, a block being 512
  * tokens. trace.c loads it compactly and computes the numbers that scale
- * its replay.
+ * its replay; wl_trace.c turns its requests into bodies and send times.
  *
  * Replay speed (pgload --help): W = the trace's prompt tokens a single
  * infinite prefix cache would not hold, walking the trace in order; D = its
@@ -20,7 +20,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/buf.h"
 #include "lib/json.h"
+#include "pgload.h"
+#include "workload.h"
 
 #define PG_TRACE_BLOCK_TOKENS 512
 #define PG_TRACE_TOKEN_BYTES  4 /* a token is 4 bytes of text, as elsewhere in pgload */
@@ -73,5 +76,36 @@ int pg_trace_uncached(const struct pg_trace *t, uint64_t *w, uint64_t *distinct)
 double pg_trace_span_s(const struct pg_trace *t);
 /* Offset in ns of request first + k from request first, at speed-up s. */
 uint64_t pg_trace_offset_ns(const struct pg_trace *t, size_t first, size_t k, double s);
+
+/* wl_trace.c */
+/*
+ * The text of block id: a space, then 2,047 bytes of pg_wl_text keyed by
+ * (seed, id). Each block is drawn whole, alone, so the same id gives the
+ * same 2,048 bytes in every request; the leading space starts a new word
+ * at every block boundary, so no word runs from one block into the next
+ * (a tokenizer that splits words at spaces tokenizes a block alike
+ * whatever follows it).
+ */
+void pg_trace_block_text(char *out, uint64_t seed, uint32_t id);
+/*
+ * Bytes [from, to) of request i's prompt appended to b. The prompt is
+ * input_length x 4 bytes: its blocks' texts in order, the last cut short;
+ * where input_length asks for more than its ids cover, the rest is padding
+ * drawn from (seed, i), also starting with a space. Returns the padding
+ * bytes appended (0 for nearly every trace request).
+ */
+size_t pg_trace_prompt(struct pg_buf *b, const struct pg_trace *t, uint64_t seed, size_t i,
+                       size_t from, size_t to);
+
+/* The trace workload (workload.c calls these for WL_TRACE). */
+struct pg_trace_wl;
+/* Load --trace, check the part, compute W, D and S. NULL after a message. */
+struct pg_trace_wl *pg_trace_wl_create(const struct pg_opts *o);
+/* Body of the part's request idx (trace request --trace-start + idx). */
+int pg_trace_wl_next(struct pg_trace_wl *tw, uint64_t idx, struct pg_wl_req *out);
+/* Send time of the part's request k from the run's start: 0; 1 past the part. */
+int pg_trace_wl_at(const struct pg_trace_wl *tw, uint64_t k, uint64_t *off_ns);
+void pg_trace_wl_sum(const struct pg_trace_wl *tw, struct pg_trace_sum *sum);
+void pg_trace_wl_destroy(struct pg_trace_wl *tw);
 
 #endif /* PGLOAD_TRACE_H */

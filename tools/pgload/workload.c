@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Request bodies for each workload, all OpenAI chat requests:
+ * Request bodies for each workload, all OpenAI chat requests (but trace's,
+ * which may be completions):
  *
  *   {"model":M,"messages":[...],"max_tokens":N,"stream":true,
  *    "stream_options":{"include_usage":true}}      (stream fields: not with --no-stream)
@@ -61,6 +62,7 @@
  *                  PrefixLength, so every turn of a conversation has its own
  *                  prefix key.
  *   fixed          one body of exactly --body-bytes bytes, sent every time.
+ *   trace          a request trace replayed at its own times: wl_trace.c.
  *
  * multi-turn, agentic and short-chat share the conversation machinery: turn
  * t's messages are turn t-1's plus the assistant turn t-1 and user turn t,
@@ -80,6 +82,7 @@
 #include "body.h"
 #include "lib/buf.h"
 #include "rng.h"
+#include "trace.h"
 
 #define TURN_SIGMA      0.8
 #define MAX_TURNS_LIMIT 64
@@ -109,6 +112,7 @@ struct pg_workload {
 	uint32_t *ready; /* FIFO of conversation slots ready for their next turn */
 	size_t ready_head, ready_n;
 	uint32_t next_conv_id;
+	struct pg_trace_wl *trace;
 };
 
 static const char *doc_text(struct pg_workload *w, uint32_t d)
@@ -411,6 +415,11 @@ struct pg_workload *pg_wl_create(const struct pg_opts *o)
 		if (fixed_init(w) == -1)
 			goto fail;
 		break;
+	case WL_TRACE:
+		w->trace = pg_trace_wl_create(o);
+		if (!w->trace)
+			goto fail;
+		break;
 	}
 	return w;
 oom:
@@ -430,6 +439,8 @@ int pg_wl_next(struct pg_workload *w, uint64_t idx, struct pg_wl_req *out)
 	case WL_FIXED:
 		*out = (struct pg_wl_req){.body = w->fixed, .len = w->fixed_len};
 		return 0;
+	case WL_TRACE:
+		return pg_trace_wl_next(w->trace, idx, out);
 	default:
 		return prefix_body(w, idx, out);
 	}
@@ -464,6 +475,19 @@ void pg_wl_done(struct pg_workload *w, struct pg_wl_req *r, bool ok, const char 
 	}
 }
 
+int pg_wl_at(const struct pg_workload *w, uint64_t k, uint64_t *off_ns)
+{
+	return w->trace ? pg_trace_wl_at(w->trace, k, off_ns) : 1;
+}
+
+void pg_wl_trace_sum(const struct pg_workload *w, struct pg_trace_sum *sum)
+{
+	if (w->trace)
+		pg_trace_wl_sum(w->trace, sum);
+	else
+		*sum = (struct pg_trace_sum){0};
+}
+
 unsigned pg_wl_target(const struct pg_opts *o, uint64_t idx)
 {
 	struct pg_rng r;
@@ -491,5 +515,6 @@ void pg_wl_destroy(struct pg_workload *w)
 			pg_buf_free(&w->convs[i].replies);
 	free(w->convs);
 	free(w->ready);
+	pg_trace_wl_destroy(w->trace);
 	free(w);
 }

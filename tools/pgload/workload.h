@@ -30,12 +30,15 @@ struct pg_wl_req {
 	char *body;
 	size_t len;
 	bool owned;     /* body is malloc'd for this request (else shared) */
-	uint32_t group; /* document id, or conversation slot's conversation id */
+	uint32_t group; /* document id, conversation slot's conversation id, or
+	                 * trace index */
 	uint32_t turn;  /* turn index (multi-turn), else 0 */
 	uint32_t slot;  /* multi-turn: conversation slot, for pg_wl_done */
 	/* --history server: capture up to this many bytes of the reply for
 	 * pg_wl_done (struct pg_scan's text_max); 0: the reply is not needed */
 	size_t reply_max;
+	bool traced;          /* send X-Trace-Index: trace_index */
+	uint64_t trace_index; /* the request's index in the trace file */
 };
 
 struct pg_workload;
@@ -56,6 +59,15 @@ int pg_wl_next(struct pg_workload *w, uint64_t idx, struct pg_wl_req *out);
  */
 void pg_wl_done(struct pg_workload *w, struct pg_wl_req *r, bool ok, const char *reply, size_t len);
 void pg_wl_destroy(struct pg_workload *w);
+
+/*
+ * Workloads with their own send times (pg_scheduled): the offset from the
+ * run's start of arrival k. Returns 0; 1 when there is no arrival k (the
+ * workload is over).
+ */
+int pg_wl_at(const struct pg_workload *w, uint64_t k, uint64_t *off_ns);
+/* The trace workload's numbers (sum->on false for the others). */
+void pg_wl_trace_sum(const struct pg_workload *w, struct pg_trace_sum *sum);
 
 /* Which of o->targets request idx goes to: uniform, from --seed and idx. */
 unsigned pg_wl_target(const struct pg_opts *o, uint64_t idx);
