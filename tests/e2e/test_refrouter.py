@@ -58,7 +58,8 @@ class RefRouter:
             return int(m.group(1)) if m else None
         self.port = wait_until(port, 10)
         if not self.port:
-            self.stop()
+            self.proc.kill()
+            self.proc.wait(5)
             raise RuntimeError("refrouter did not start:\n" + open(self.log).read()[-2000:])
 
     def stats(self):
@@ -67,6 +68,7 @@ class RefRouter:
         return json.loads(body)
 
     def stop(self):
+        """Stop it; what its log says went wrong, or None."""
         self.proc.terminate()
         try:
             self.proc.wait(5)
@@ -74,7 +76,17 @@ class RefRouter:
             self.proc.kill()
             self.proc.wait(5)
         log = open(self.log).read()
-        assert "Traceback" not in log and "exception" not in log.lower(), log[-3000:]
+        if "Traceback" in log or "exception" in log.lower():
+            return log[-3000:]
+        return None
+
+
+def stop_all(routers, f):
+    """Stop every router and the fleet, then fail on a router's log."""
+    problems = [r.stop() for r in routers if r]
+    f.stop()
+    bad = [p for p in problems if p]
+    assert not bad, "refrouter logged:\n" + bad[0]
 
 
 def connect(port):
@@ -247,9 +259,7 @@ def cache_first_follows_cache(opts):
         assert st["decisions"] == 4 and st["passed_over"] == 0, st
         assert list(st["requests"].values()) == [2, 1, 1], st
     finally:
-        if r:
-            r.stop()
-        f.stop()
+        stop_all([r], f)
 
 
 def make_busy(f, name, n=2, tokens=8000):
@@ -297,9 +307,7 @@ def busy_holder(opts):
                 (rule, extra, route(h))
             assert r.stats()["passed_over"] == (reason == "passed-over"), r.stats()
     finally:
-        for r in routers:
-            r.stop()
-        f.stop()
+        stop_all(routers, f)
 
 
 def normalize(raw):
@@ -336,9 +344,7 @@ def bytes_as_direct(opts):
         sd.close()
         sr.close()
     finally:
-        if r:
-            r.stop()
-        f.stop()
+        stop_all([r], f)
 
 
 @test
@@ -360,9 +366,7 @@ def keep_alive_reuse(opts):
         assert all(v <= 2 for v in opened.values()), opened
         assert r.stats()["requests"][f.addr("b0")] == 30  # idle instances: the first
     finally:
-        if r:
-            r.stop()
-        f.stop()
+        stop_all([r], f)
 
 
 @test
@@ -388,9 +392,7 @@ def large_answer_slow_client(opts):
             assert h.start[1] == b"200" and body == mock_pattern(n), (h.fields, len(body))
         s.close()
     finally:
-        if r:
-            r.stop()
-        f.stop()
+        stop_all([r], f)
 
 
 @test
@@ -418,9 +420,7 @@ def backend_errors(opts):
         st = r.stats()
         assert st["bad_gateway"] == 2 and st["requests"][dead] == 0, st
     finally:
-        if r:
-            r.stop()
-        f.stop()
+        stop_all([r], f)
 
 
 @test
