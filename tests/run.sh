@@ -69,6 +69,7 @@ for suite in "$@"; do
 	     run_tap "e2e/pools-shm" $E/test_pools.py --build "$BUILD" --mode shm
 	     run_tap "e2e/pools-bpf" $E/test_pools.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/ctl" $E/test_ctl.py --build "$BUILD"
+	     run_tap "e2e/refrouter" $E/test_refrouter.py --build "$BUILD"
 	     run_tap "e2e/floor" $E/test_floor.py --build "$BUILD" ;;
 	e2e-asan) export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 		run_tap "e2e-asan/shm" \

@@ -3,8 +3,9 @@
  * mockllm prefix cache: tokenization arithmetic, chained block hashing
  * (equal prefixes hit, a divergence at block k leaves exactly k hits, equal
  * blocks under different parents do not hit), LRU eviction (leaf-first,
- * touched blocks survive), capacity accounting, and the incremental hasher
- * (the same hashes fed in pieces or continued from a block).
+ * touched blocks survive), the non-touching peek (same count as a lookup,
+ * eviction order unchanged), capacity accounting, and the incremental
+ * hasher (the same hashes fed in pieces or continued from a block).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -162,6 +163,40 @@ static void test_lru_touch_on_hit(void **state)
 	kv_destroy(kv);
 }
 
+/*
+ * kv_peek counts what kv_lookup would (a divergence at block k: k), and
+ * leaves the LRU order alone: where a lookup of p0 saves it from the next
+ * eviction (test_lru_touch_on_hit), a peek does not.
+ */
+static void test_peek_does_not_touch(void **state)
+{
+	char p[3][2 * KV_BLOCK_BYTES + 1], q[sizeof(p[0])];
+	uint64_t h[3][MAXB], hq[MAXB];
+	struct kv_cache *kv = kv_create(4 * KV_BLOCK_TOKENS);
+
+	(void)state;
+	for (int i = 0; i < 3; i++) {
+		fill(p[i], sizeof(p[i]), 10 + (unsigned)i);
+		hashes_of(p[i], 2, h[i]);
+	}
+	memcpy(q, p[0], sizeof(q));
+	q[KV_BLOCK_BYTES + 5] ^= 1; /* shares block 0 with p0 only */
+	hashes_of(q, 2, hq);
+	kv_insert(kv, h[0], 2);
+	kv_insert(kv, h[1], 2);
+	assert_int_equal(kv_peek(kv, h[0], 2), 2);
+	assert_int_equal(kv_peek(kv, hq, 2), 1);
+	assert_int_equal(kv_peek(kv, h[2], 2), 0);
+	assert_int_equal(kv_peek(kv, h[0], 0), 0);
+	kv_insert(kv, h[2], 2); /* p0 is still the least recently used: it goes */
+	assert_int_equal(kv_peek(kv, h[0], 2), 0);
+	assert_int_equal(kv_peek(kv, h[1], 2), 2);
+	assert_int_equal(kv_peek(kv, h[2], 2), 2);
+	assert_int_equal(kv_lookup(kv, h[1], 2), 2);
+	assert_int_equal(kv_evictions(kv), 2);
+	kv_destroy(kv);
+}
+
 static void test_capacity_accounting(void **state)
 {
 	static const struct {
@@ -270,6 +305,7 @@ int main(void)
 	    cmocka_unit_test(test_same_block_other_parent),
 	    cmocka_unit_test(test_lru_leaf_first),
 	    cmocka_unit_test(test_lru_touch_on_hit),
+	    cmocka_unit_test(test_peek_does_not_touch),
 	    cmocka_unit_test(test_capacity_accounting),
 	    cmocka_unit_test(test_churn),
 	    cmocka_unit_test(test_hasher_pieces),

@@ -304,6 +304,9 @@ static enum route route_of(struct pg_str path)
 	    {"/v1/chat/completions", R_CHAT},
 	    {"/v1/completions", R_COMPLETIONS},
 	    {"/invocations", R_INVOCATIONS},
+	    {"/mock/match/v1/chat/completions", R_MATCH_CHAT},
+	    {"/mock/match/v1/completions", R_MATCH_COMPLETIONS},
+	    {"/mock/speed", R_SPEED},
 	};
 
 	for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
@@ -360,8 +363,11 @@ static void begin_request(struct conn *c, const struct pg_http_request *r)
 		m->fail = FAIL_RESET_MID;
 	else if (header_is(r, "X-Mock-Fail", "close-mid-body"))
 		m->fail = FAIL_CLOSE_MID;
-	m->want_body = m->is_post && (m->route == R_CHAT || m->route == R_COMPLETIONS) &&
-	               m->resp_bytes < 0 && m->fail == FAIL_NONE;
+	m->want_body =
+	    m->is_post &&
+	    (m->route == R_CHAT || m->route == R_COMPLETIONS || m->route == R_MATCH_CHAT ||
+	     m->route == R_MATCH_COMPLETIONS || m->route == R_SPEED) &&
+	    m->resp_bytes < 0 && m->fail == FAIL_NONE;
 	g_srv.requests[m->route]++;
 }
 

@@ -123,13 +123,13 @@ size_t kv_hasher_feed(struct kv_hasher *h, const void *p, size_t len, uint64_t *
 	return n;
 }
 
-static uint32_t *bucket_of(struct kv_cache *kv, uint64_t hash)
+static uint32_t *bucket_of(const struct kv_cache *kv, uint64_t hash)
 {
 	/* the hash is already uniform: fold the high bits in for good measure */
 	return &kv->bucket[(uint32_t)(hash ^ (hash >> 32)) & (kv->nbuckets - 1)];
 }
 
-static uint32_t find(struct kv_cache *kv, uint64_t hash)
+static uint32_t find(const struct kv_cache *kv, uint64_t hash)
 {
 	uint32_t i = *bucket_of(kv, hash);
 
@@ -210,12 +210,19 @@ static void add(struct kv_cache *kv, uint64_t hash)
 	kv->held++;
 }
 
-size_t kv_lookup(struct kv_cache *kv, const uint64_t *hashes, size_t n)
+size_t kv_peek(const struct kv_cache *kv, const uint64_t *hashes, size_t n)
 {
 	size_t hit = 0;
 
 	while (hit < n && find(kv, hashes[hit]) != KV_NIL)
 		hit++;
+	return hit;
+}
+
+size_t kv_lookup(struct kv_cache *kv, const uint64_t *hashes, size_t n)
+{
+	size_t hit = kv_peek(kv, hashes, n);
+
 	for (size_t i = hit; i-- > 0;)
 		touch(kv, find(kv, hashes[i]));
 	return hit;

@@ -79,6 +79,12 @@ size_t kv_hasher_feed(struct kv_hasher *h, const void *p, size_t len, uint64_t *
  * blocks are touched (made most recently used, last block first).
  */
 size_t kv_lookup(struct kv_cache *kv, const uint64_t *hashes, size_t n);
+/*
+ * What kv_lookup would return, without touching anything: a question about
+ * the cache (mockllm's /mock/match, a waiting request's estimate) must not
+ * change which blocks are evicted next.
+ */
+size_t kv_peek(const struct kv_cache *kv, const uint64_t *hashes, size_t n);
 
 /*
  * Insert (or touch) every block of hashes[0..n), evicting least recently

@@ -28,7 +28,7 @@ static const char usage_text[] =
     "               [--prefill-tokens-per-s N] [--decode-ms-per-token MS]\n"
     "               [--decode-batch-factor F] [--ttft-overhead-ms MS]\n"
     "               [--kv-capacity-tokens N] [--no-cache-output] [--max-num-seqs N]\n"
-    "               [--time-scale K]\n"
+    "               [--time-scale K] [--speed F]\n"
     "\n"
     "A simulated OpenAI-compatible inference server behaving like one vLLM instance\n"
     "with automatic prefix caching. Simulated time is timers: no CPU is burnt.\n"
@@ -63,10 +63,31 @@ static const char usage_text[] =
     "             TTFT overhead / K, applied after the flags above; a latency\n"
     "             measured x K is the model's. For benchmarks that need many\n"
     "             requests in little wall time.\n"
+    "  --speed F  this instance runs F times faster than the model above\n"
+    "             (0.001 to 1000, default 1): prefill rate x F, decode and TTFT\n"
+    "             overhead / F, composed with --time-scale (K x F in all), so a\n"
+    "             latency measured x K is that of an instance F times faster.\n"
+    "             For fleets of unequal instances.\n"
     "\n"
     "Endpoints: GET /health, GET /v1/models, GET /metrics (vllm:* names),\n"
     "POST /v1/chat/completions, POST /v1/completions (stream or not; max_tokens\n"
     "output tokens, default 16), POST /invocations; anything else 404.\n"
+    "For benchmarks (no real server has these):\n"
+    "  POST /mock/match/v1/completions, POST /mock/match/v1/chat/completions:\n"
+    "    the body that endpoint takes (malformed: its 400); nothing is submitted\n"
+    "    and the LRU is not touched. 200 {\"prompt_tokens\":N,\"cached_tokens\":M,\n"
+    "    \"waiting\":W,\"running\":R,\"queue_tokens\":Q,\"prefill_tokens_per_s\":RATE,\n"
+    "    \"ttft_overhead_ms\":OV,\"predicted_ttft_ms\":P}: M what its prefill would\n"
+    "    find cached now; W, R as in /metrics; Q the prefill tokens ahead of it\n"
+    "    (the rest of the prefill in progress + each waiting request's uncached\n"
+    "    tokens as estimated at its submission); RATE, OV in effect now\n"
+    "    (wall-clock units); P = (Q + max(N - M, 1)) / RATE x 1000 + OV.\n"
+    "  GET /mock/speed: {\"factor\":F,\"prefill_tokens_per_s\":..,\n"
+    "    \"ttft_overhead_ms\":..,\"decode_ms_per_token\":..}, the rates in effect.\n"
+    "  POST /mock/speed {\"factor\":F} (0.001 to 1000): from now on run at F times\n"
+    "    the configured speed (after --time-scale and --speed); prefills, overhead\n"
+    "    phases and decode steps that start later use the new rates, the prefill\n"
+    "    in progress keeps its end time. Answers as GET.\n"
     "Every response has X-Backend-Id, X-Body-Length and X-Body-Crc32 (of the request\n"
     "body as received, de-chunked), and X-Seen-X-Forwarded-For, X-Seen-X-Request-Id\n"
     "and X-Seen-traceparent with the values of those request fields, when sent.\n"
@@ -130,6 +151,7 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		O_SEQS,
 		O_MODEL,
 		O_SCALE,
+		O_SPEED,
 		O_NO_CACHE_OUTPUT
 	};
 	static const struct option opts[] = {
@@ -144,10 +166,11 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 	    {"no-cache-output", no_argument, NULL, O_NO_CACHE_OUTPUT},
 	    {"max-num-seqs", required_argument, NULL, O_SEQS},
 	    {"time-scale", required_argument, NULL, O_SCALE},
+	    {"speed", required_argument, NULL, O_SPEED},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
-	double scale = 1;
+	double scale = 1, speed = 1;
 	int o;
 
 	cfg->listen = "127.0.0.1:8000";
@@ -205,6 +228,9 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		case O_SCALE:
 			scale = num_arg("--time-scale", optarg, 0.01, 1000);
 			break;
+		case O_SPEED:
+			speed = num_arg("--speed", optarg, 0.001, 1000);
+			break;
 		case 'h':
 			fputs(usage_text, stdout);
 			exit(0);
@@ -217,7 +243,8 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		fprintf(stderr, "mockllm: unexpected argument %s\n", argv[optind]);
 		exit(2);
 	}
-	sim_scale_params(&cfg->sim, scale);
+	/* the sim's created parameters: POST /mock/speed is relative to them */
+	sim_scale_params(&cfg->sim, scale * speed);
 }
 
 /* Bind and listen on ADDR:PORT ("[v6]:port" for IPv6); returns the port. */

@@ -38,6 +38,9 @@ enum route {
 	R_CHAT,
 	R_COMPLETIONS,
 	R_INVOCATIONS,
+	R_MATCH_CHAT,        /* /mock/match/v1/chat/completions */
+	R_MATCH_COMPLETIONS, /* /mock/match/v1/completions */
+	R_SPEED,             /* /mock/speed */
 	R_OTHER,
 	R_COUNT,
 };
@@ -154,6 +157,14 @@ void route_request(struct conn *c);
 void route_timer(struct conn *c, enum ctimer kind); /* CT_DELAY or CT_CHUNK fired */
 void route_sim_token(void *ctx, struct sim_req *r, bool last);
 void route_release(struct conn *c); /* free per-request generation state */
+/* Parse c's OpenAI body (chat if c->req.chat) into c->req.pr, hashes (the
+ * output's blocks too if with_output and they are cached) and
+ * prompt_tokens, as the completion endpoints do. -1: answered (400, 500). */
+int route_parse_prompt(struct conn *c, bool with_output);
+
+/* mockapi.c: the /mock/ endpoints */
+void mock_match(struct conn *c);
+void mock_speed(struct conn *c);
 
 /* http_out.c */
 void out_head(struct conn *c, int status, const char *ctype, int64_t content_length,

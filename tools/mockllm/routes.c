@@ -3,7 +3,7 @@
  * What each request gets: test knobs first (X-Mock-Delay-Ms, X-Mock-Fail,
  * X-Mock-Response-Bytes, X-Mock-Chunks), then the endpoint: health, models,
  * metrics, OpenAI completions (simulated, see sim.c), SageMaker-style
- * /invocations, 404 for anything else.
+ * /invocations, the /mock/ endpoints (mockapi.c), 404 for anything else.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,34 +171,43 @@ static void knob_stream_next(struct conn *c)
 }
 
 /* m->hashes, and how many of them are the prompt's and the prompt + output's
- * (--no-cache-output: none of the output). */
-static int request_hashes(struct mreq *m)
+ * (--no-cache-output, or with_output false: none of the output). */
+static int request_hashes(struct mreq *m, bool with_output)
 {
 	uint64_t cap = kv_capacity_blocks(g_srv.cfg.sim.kv_capacity_tokens);
 
 	return prompt_request_hashes(m->pr.text, m->pr.len, m->pr.max_tokens,
-	                             g_srv.cfg.cache_output ? cap : 0, &m->hashes, &m->sim.nhashes,
-	                             &m->sim.nhashes_done);
+	                             g_srv.cfg.cache_output && with_output ? cap : 0, &m->hashes,
+	                             &m->sim.nhashes, &m->sim.nhashes_done);
+}
+
+int route_parse_prompt(struct conn *c, bool with_output)
+{
+	struct mreq *m = &c->req;
+	const char *err;
+
+	mock_buf_ok(&m->body);
+	if (prompt_parse(m->body.p ? m->body.p : "", m->body.len, m->chat, &m->pr, &err)) {
+		out_error(c, 400, err);
+		return -1;
+	}
+	pg_buf_free(&m->body);
+	if (request_hashes(m, with_output) == -1) {
+		out_error(c, 500, "out of memory");
+		return -1;
+	}
+	m->prompt_tokens = (uint32_t)kv_prompt_tokens(m->pr.len);
+	return 0;
 }
 
 static void completion(struct conn *c)
 {
 	struct mreq *m = &c->req;
 	struct sim_req *r = &m->sim;
-	const char *err;
 
 	m->chat = m->route == R_CHAT;
-	mock_buf_ok(&m->body);
-	if (prompt_parse(m->body.p ? m->body.p : "", m->body.len, m->chat, &m->pr, &err)) {
-		out_error(c, 400, err);
+	if (route_parse_prompt(c, true))
 		return;
-	}
-	pg_buf_free(&m->body);
-	if (request_hashes(m) == -1) {
-		out_error(c, 500, "out of memory");
-		return;
-	}
-	m->prompt_tokens = (uint32_t)kv_prompt_tokens(m->pr.len);
 	m->seq = ++g_srv.seq;
 	m->created = (uint64_t)time(NULL);
 	r->hashes = m->hashes;
@@ -230,6 +239,9 @@ static void metrics(struct conn *c)
 	    [R_CHAT] = "/v1/chat/completions",
 	    [R_COMPLETIONS] = "/v1/completions",
 	    [R_INVOCATIONS] = "/invocations",
+	    [R_MATCH_CHAT] = "/mock/match/v1/chat/completions",
+	    [R_MATCH_COMPLETIONS] = "/mock/match/v1/completions",
+	    [R_SPEED] = "/mock/speed",
 	    [R_OTHER] = "other",
 	};
 	const char *mn = g_srv.cfg.model;
@@ -345,6 +357,13 @@ static void respond(struct conn *c)
 		             "{\"backend\":\"%s\",\"body_length\":%llu,\"crc32\":\"%08x\"}\n",
 		             g_srv.cfg.id, (unsigned long long)m->body_len, m->crc);
 		out_simple(c, 200, "application/json", body, (size_t)n);
+		return;
+	case R_MATCH_CHAT:
+	case R_MATCH_COMPLETIONS:
+		mock_match(c);
+		return;
+	case R_SPEED:
+		mock_speed(c);
 		return;
 	case R_OTHER:
 	case R_COUNT:

@@ -59,19 +59,47 @@
  * same model and report latencies x K. Only what is not simulated (loopback,
  * the router, scheduling delays of the host) is magnified by K in those
  * reports; the benchmark says which K it used.
+ *
+ * Speed (mockllm --speed F, sim_set_speed): an instance F times faster than
+ * the model its flags describe is sim_scale_params(F) of them, composed with
+ * the time scale (K x F in all). sim_set_speed changes it while running,
+ * always relative to the parameters the simulation was created with. What is
+ * under way keeps its end time: the prefill in progress, an overhead phase,
+ * the decode interval already started; the next ones use the new rates. That
+ * is a step change at the next prefill, not a re-timing of the current one.
+ *
+ * What a new request would meet (sim_match, mockllm's /mock/match): its
+ * cached tokens by the lookup's own rule, without touching the LRU; and the
+ * prefill tokens ahead of it. Those are what is left of the prefill in
+ * progress, uncached x (end - now) / (end - start) (at a rate unchanged
+ * since it started: uncached - (now - start) x rate), plus, for each waiting
+ * request, its uncached tokens as a peek at its submission found them
+ * (sim_req.est_uncached). A waiting request may find more cached when it is
+ * scheduled (a request queued ahead with the same prefix inserts it first),
+ * or less (evicted meanwhile); the estimate is not revised. The predicted
+ * TTFT, (queue + own uncached tokens) / rate + overhead, leaves out a wait
+ * for a running slot (max_num_seqs) and divides the prefill in progress's
+ * remaining tokens by the current rate even if it started at another.
  */
 #include <math.h>
 #include <stdlib.h>
 
 #include "sim.h"
 
+/* Simulated durations are capped (~31.7 years): an instance slowed to a
+ * crawl must not overflow the clock. */
+#define SIM_MAX_NS 1e18
+
 struct sim {
-	struct sim_params p;
+	struct sim_params p;    /* in effect: base at speed */
+	struct sim_params base; /* as created */
+	double speed;
 	sim_token_fn fn;
 	void *ctx;
 	struct kv_cache *kv;
 	struct sim_req *wait_head, *wait_tail; /* FIFO */
 	uint32_t waiting;
+	uint64_t wait_tokens;       /* est_uncached of the waiting requests */
 	struct sim_req *prefilling; /* the one request being prefilled */
 	uint32_t running;           /* prefill + overhead + decode */
 	struct heap timers;         /* prefill end, first token, next token */
@@ -108,6 +136,8 @@ struct sim *sim_create(const struct sim_params *p, sim_token_fn fn, void *ctx)
 		s->p.max_num_seqs = 1;
 	if (!(s->p.prefill_tokens_per_s > 0))
 		s->p.prefill_tokens_per_s = 1;
+	s->base = s->p;
+	s->speed = 1;
 	s->fn = fn;
 	s->ctx = ctx;
 	s->kv = kv_create(p->kv_capacity_tokens);
@@ -127,9 +157,20 @@ void sim_destroy(struct sim *s)
 	free(s);
 }
 
+static uint64_t ns_capped(double ns)
+{
+	return ns < SIM_MAX_NS ? (uint64_t)ns : (uint64_t)SIM_MAX_NS;
+}
+
 static uint64_t ms_to_ns(double ms)
 {
-	return (uint64_t)llround(ms * 1e6);
+	return ns_capped(round(ms * 1e6));
+}
+
+/* Tokens a prefill computes: the uncached ones, at least the last. */
+static uint32_t uncached_of(uint32_t prompt_tokens, uint32_t cached_tokens)
+{
+	return prompt_tokens > cached_tokens ? prompt_tokens - cached_tokens : 1;
 }
 
 /* The timer heap only grows by doubling and holds at most max_num_seqs
@@ -152,6 +193,7 @@ static void wait_del(struct sim *s, struct sim_req *r)
 		s->wait_tail = r->prev;
 	r->prev = r->next = NULL;
 	s->waiting--;
+	s->wait_tokens -= r->est_uncached;
 }
 
 static double decode_interval_ms(const struct sim *s)
@@ -166,7 +208,7 @@ static double decode_interval_ms(const struct sim *s)
 static void admit(struct sim *s, uint64_t t)
 {
 	struct sim_req *r = s->wait_head;
-	uint64_t uncached;
+	uint32_t uncached;
 
 	if (!r || s->prefilling || s->running >= s->p.max_num_seqs)
 		return;
@@ -174,17 +216,21 @@ static void admit(struct sim *s, uint64_t t)
 	r->cached_tokens = (uint32_t)(kv_lookup(s->kv, r->hashes, r->nhashes) * KV_BLOCK_TOKENS);
 	s->queries += r->prompt_tokens;
 	s->hits += r->cached_tokens;
-	uncached = r->prompt_tokens > r->cached_tokens ? r->prompt_tokens - r->cached_tokens : 1;
+	uncached = uncached_of(r->prompt_tokens, r->cached_tokens);
 	r->state = SIM_PREFILL;
+	r->t_prefill_start = t;
 	s->prefilling = r;
 	s->running++;
-	schedule(s, r, t + (uint64_t)ceil(uncached / s->p.prefill_tokens_per_s * 1e9));
+	schedule(s, r, t + ns_capped(ceil(uncached / s->p.prefill_tokens_per_s * 1e9)));
 }
 
 void sim_submit(struct sim *s, struct sim_req *r, uint64_t now)
 {
 	r->state = SIM_WAITING;
 	r->cached_tokens = 0;
+	r->est_uncached = uncached_of(
+	    r->prompt_tokens, (uint32_t)(kv_peek(s->kv, r->hashes, r->nhashes) * KV_BLOCK_TOKENS));
+	s->wait_tokens += r->est_uncached;
 	r->tokens_out = 0;
 	r->t_submit = now;
 	r->t_first_token = 0;
@@ -283,6 +329,53 @@ void sim_get_stats(const struct sim *s, struct sim_stats *st)
 	st->kv_usage = s->p.kv_capacity_tokens ? (double)kv_blocks_held(s->kv) * KV_BLOCK_TOKENS /
 	                                             (double)s->p.kv_capacity_tokens
 	                                       : 0;
+}
+
+/* Prefill tokens r (being prefilled) has left at now, rounded up. */
+static uint64_t prefill_left(const struct sim_req *r, uint64_t now)
+{
+	uint64_t end = r->timer.due, start = r->t_prefill_start;
+
+	if (now >= end || end <= start)
+		return 0;
+	return (uint64_t)ceil(uncached_of(r->prompt_tokens, r->cached_tokens) *
+	                      ((double)(end - now) / (double)(end - start)));
+}
+
+void sim_match(const struct sim *s, const uint64_t *hashes, size_t n, uint32_t prompt_tokens,
+               uint64_t now, struct sim_match *out)
+{
+	uint32_t cached = (uint32_t)(kv_peek(s->kv, hashes, n) * KV_BLOCK_TOKENS);
+
+	out->prompt_tokens = prompt_tokens;
+	out->cached_tokens = cached;
+	out->waiting = s->waiting;
+	out->running = s->running;
+	out->queue_tokens = s->wait_tokens + (s->prefilling ? prefill_left(s->prefilling, now) : 0);
+	out->prefill_tokens_per_s = s->p.prefill_tokens_per_s;
+	out->ttft_overhead_ms = s->p.ttft_overhead_ms;
+	out->predicted_ttft_ms = (double)(out->queue_tokens + uncached_of(prompt_tokens, cached)) /
+	                             s->p.prefill_tokens_per_s * 1000 +
+	                         s->p.ttft_overhead_ms;
+}
+
+void sim_set_speed(struct sim *s, double f)
+{
+	if (!(f > 0))
+		return;
+	s->p = s->base;
+	sim_scale_params(&s->p, f);
+	s->speed = f;
+}
+
+double sim_speed(const struct sim *s)
+{
+	return s->speed;
+}
+
+const struct sim_params *sim_params_now(const struct sim *s)
+{
+	return &s->p;
 }
 
 void sim_bypass(struct sim *s, struct sim_req *r, uint32_t gen_tokens)

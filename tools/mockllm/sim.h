@@ -55,10 +55,12 @@ struct sim_req {
 	/* Set by the simulation. */
 	enum sim_state state;
 	uint32_t cached_tokens; /* known once the request leaves SIM_WAITING */
+	uint32_t est_uncached;  /* at submission: tokens it would compute then */
 	uint32_t tokens_out;    /* output tokens produced so far */
 	uint64_t t_submit, t_first_token;
 	/* private */
-	struct heap_node timer; /* SIM_PREFILL / SIM_OVERHEAD / SIM_DECODE */
+	struct heap_node timer;   /* SIM_PREFILL / SIM_OVERHEAD / SIM_DECODE */
+	uint64_t t_prefill_start; /* SIM_PREFILL: its prefill ends at timer.due */
 	struct sim_req *prev, *next;
 };
 
@@ -92,6 +94,39 @@ void sim_advance(struct sim *s, uint64_t now);
 uint64_t sim_next_event(const struct sim *s);
 
 void sim_get_stats(const struct sim *s, struct sim_stats *st);
+
+/* What a request would meet if submitted now (mockllm's /mock/match). */
+struct sim_match {
+	uint32_t prompt_tokens;
+	uint32_t cached_tokens; /* what its prefill would find if it started now */
+	uint32_t waiting, running;
+	/* Prefill tokens ahead of it: what is left of the prefill in progress,
+	 * plus each waiting request's est_uncached. */
+	uint64_t queue_tokens;
+	double prefill_tokens_per_s, ttft_overhead_ms; /* in effect now */
+	/* (queue_tokens + its uncached tokens) / rate + overhead */
+	double predicted_ttft_ms;
+};
+
+/*
+ * Answer for a prompt of prompt_tokens tokens whose kv_block_hashes() are
+ * hashes[0..n), s advanced to now. Nothing changes: the cache is only
+ * peeked (kv_peek), so asking does not alter what is evicted next.
+ */
+void sim_match(const struct sim *s, const uint64_t *hashes, size_t n, uint32_t prompt_tokens,
+               uint64_t now, struct sim_match *out);
+
+/*
+ * Run at f times the speed of the parameters s was created with (f > 0;
+ * anything else is ignored): sim_scale_params(f) of those, not of the
+ * current ones. Prefills, overhead phases and decode intervals that start
+ * from now on use the new parameters; those already under way keep the end
+ * time they were given.
+ */
+void sim_set_speed(struct sim *s, double f);
+double sim_speed(const struct sim *s);
+/* The parameters in effect (those s was created with, at sim_speed()). */
+const struct sim_params *sim_params_now(const struct sim *s);
 /*
  * A request answered without the timing model (test knobs): its cache lookup
  * and insertion (of its prompt blocks only) happen at once and it counts in
