@@ -63,7 +63,7 @@ uint16_t pg_eng_backend(struct pg_eng *e, const char *v, size_t n)
 	for (unsigned i = 0; i < run->nbackends; i++)
 		if (strlen(run->backends[i]) == n && memcmp(run->backends[i], v, n) == 0)
 			return (uint16_t)i;
-	if (run->nbackends == PG_MAX_BACKENDS)
+	if (run->nbackends == PGLOAD_MAX_BACKENDS)
 		return PG_NO_BACKEND;
 	run->backends[run->nbackends] = strndup(v, n);
 	if (!run->backends[run->nbackends])

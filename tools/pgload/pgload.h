@@ -110,8 +110,8 @@ enum pg_err {
 
 const char *pg_err_name(enum pg_err e);
 
-#define PG_NO_BACKEND   0xffff
-#define PG_MAX_BACKENDS 256
+#define PG_NO_BACKEND       0xffff
+#define PGLOAD_MAX_BACKENDS 256
 
 /* One row of the CSV: everything recorded about one request. */
 struct pg_rec {
@@ -149,7 +149,7 @@ struct pg_trace_sum {
 struct pg_run {
 	struct pg_rec *recs;
 	size_t nrecs, cap;
-	char *backends[PG_MAX_BACKENDS]; /* X-Backend-Id values, interned */
+	char *backends[PGLOAD_MAX_BACKENDS]; /* X-Backend-Id values, interned */
 	unsigned nbackends;
 	uint64_t t0_ns;            /* run start */
 	uint64_t issue_end_ns;     /* when issuing stopped */

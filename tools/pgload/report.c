@@ -36,7 +36,7 @@ struct summary {
 	double wall_s, rps, out_tps;
 	uint64_t out_tokens, prompt_sum, cached_sum, usage_n;
 	double ttft[4], e2e[4]; /* mean, p50, p90, p99 in ms; -1 when no sample */
-	uint64_t per_backend[PG_MAX_BACKENDS], backend_total;
+	uint64_t per_backend[PGLOAD_MAX_BACKENDS], backend_total;
 	double share_min, share_max; /* % of requests with a backend id */
 	double cpu_pct;
 };
