@@ -83,7 +83,11 @@ tool_objs = $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/$(1)/*.c))
 .SECONDEXPANSION:
 $(TOOL_BINS): $(BUILD)/%: $$(call tool_objs,$$*) $(LIB)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $(SANFLAGS) $^ $(LDLIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(SANFLAGS) $(filter-out $(LIB),$^) $(LIB) $(LDLIBS) -o $@
+
+# tracesim replays a trace over mockllm's timing model, read as pgload reads
+# it: it links those tools' pure modules (the libraries the unit tests link).
+$(BUILD)/tracesim: $(BUILD)/libtool-mockllm.a $(BUILD)/libtool-pgload.a
 
 # Unit tests of a tool's pure modules, tests/unit/test_<tool>_*.c, also link
 # that tool's objects (less its main).
@@ -187,7 +191,7 @@ FUZZ_MODS_config := config routing_config json balancer names addr modelpool
 FUZZ_MODS_admin  := admin buf control members health config routing_config json key http names \
 	addr addrset backend_names resolve \
 	metrics route routestats scrape accesslog ring balancer maps gateway log cacheidx modelpool \
-	pools etcd fleet fleetq
+	pools etcd fleet fleetq cachechoice work load
 fuzz_objs = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,\
 	$(sort $(foreach m,$(FUZZ_MODS_$(1)),$(wildcard user/$(m).c user/*/$(m).c user/*/$(m)_*.c))))
 

@@ -122,8 +122,14 @@ struct pg_ca_slot {
 	__u64 hash;                /* chain hash of a block prefix; 0: empty */
 	__u32 stamp[PG_CA_WAYS];   /* holder's ca_clock when last sent it */
 	__u16 backend[PG_CA_WAYS]; /* holder ids; 0: none */
+	/* How much of the traffic passes through this prefix: uses requests
+	 * were recorded through it since the index's request count was since
+	 * (pg_state.ca_requests; the window slides by halves). A prefix that
+	 * takes more than one instance's share is shared (cacheidx.h). */
+	__u32 since;
+	__u32 uses;
 };
-_Static_assert(sizeof(struct pg_ca_slot) == 32, "pg_ca_slot layout");
+_Static_assert(sizeof(struct pg_ca_slot) == 40, "pg_ca_slot layout");
 
 /*
  * One backend (inference instance). Array map "pg_backends", BPF_F_MMAPABLE:
@@ -172,8 +178,30 @@ struct pg_backend {
 	 * (time constant PG_CA_RECENT_MS; user/lib/balancer.h). What
 	 * CacheAwareConfig.NewConversationChoices compares. */
 	__u32 recent;
+	/* cache_aware's load model (user/lib/work.h): the prefill work of the
+	 * requests sent to it whose first token has not come (prompt tokens
+	 * less what its cache was believed to hold), and their number. Workers
+	 * add at dispatch and take back at the first response byte, or when an
+	 * attempt ends without one. */
+	__u64 prefill_tokens;
+	__u32 prefill_reqs;
+	/* Its speed as learned from the first tokens it gave (work.h):
+	 * TTFT = overhead + work / rate + decoding requests x decode; 0: not
+	 * learned yet (the defaults apply). Written by the worker that saw the
+	 * first token. */
+	__u32 fit_rate;        /* prefill tokens per second */
+	__u32 fit_overhead_us; /* fixed part of a TTFT */
+	__u32 fit_decode_us;   /* added per request decoding on it */
+	/* Fleets: the prefill work the other gateways have queued on it, and
+	 * its requests (the fleet thread writes them, as peer_in_flight). */
+	__u64 peer_prefill_tokens;
+	/* cache_aware: its KV cache in index blocks, as it reported it
+	 * (vllm:cache_config_info); 0: unknown, --cache-capacity applies. The
+	 * health-check thread writes it. */
+	__u32 ca_capacity_blocks;
+	__u32 peer_prefill_reqs;
 };
-_Static_assert(sizeof(struct pg_backend) == 104 + 8 * PG_DEC_MAX, "pg_backend layout");
+_Static_assert(sizeof(struct pg_backend) == 144 + 8 * PG_DEC_MAX, "pg_backend layout");
 _Static_assert(sizeof(struct pg_backend) % 8 == 0, "pg_backend alignment");
 
 /*
@@ -224,8 +252,9 @@ struct pg_state {
 	__u64 heartbeat_ms;          /* CLOCK_MONOTONIC ms of its last control tick */
 	__u32 ca_choices;            /* cache_aware: CacheAwareConfig.NewConversationChoices */
 	__u32 state_pad;
+	__u64 ca_requests; /* cache_aware: requests recorded in the index (its clock) */
 };
-_Static_assert(sizeof(struct pg_state) == 64, "pg_state layout");
+_Static_assert(sizeof(struct pg_state) == 72, "pg_state layout");
 
 /* A heartbeat older than this: no gateway writes the maps any more. */
 #define PG_HEARTBEAT_STALE_MS 5000

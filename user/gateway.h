@@ -22,6 +22,11 @@
 #define PG_LAT_BUCKETS 24
 extern const uint32_t pg_lat_bounds_us[PG_LAT_BUCKETS - 1];
 
+/* TTFT prediction error histogram (state/load.h) bucket upper bounds, ms
+ * (last bucket: +Inf). */
+#define PG_TTFT_ERR_BUCKETS 10
+extern const uint32_t pg_ttft_err_bounds_ms[PG_TTFT_ERR_BUCKETS - 1];
+
 /* Per-worker counters: each worker writes its own with relaxed atomics, the
  * admin API sums them. Cache-line aligned so workers never share a line. */
 struct pg_worker_stats {
@@ -44,6 +49,10 @@ struct pg_worker_stats {
 	uint64_t spliced;         /* response bodies handed to an in-kernel path */
 	uint64_t splice_unframed; /* ...of which the end could not be tracked */
 	uint64_t early_answers;   /* responses begun while request bytes were owed */
+	/* |first token - predicted| by bucket (state/load.h), and the sum of
+	 * the signed errors (µs): the load model's accuracy */
+	uint64_t ttft_err[PG_TTFT_ERR_BUCKETS];
+	int64_t ttft_err_sum_us;
 } __attribute__((aligned(64)));
 
 struct pg_worker;
@@ -55,6 +64,7 @@ struct pg_alog;
 struct pg_fleet;
 struct pg_fleetq;
 struct pg_pools;
+struct pg_speeds;
 
 /* Buckets of the matched-length histogram: 0 blocks, then 2^(i-1) up to
  * 2^i - 1 blocks, the last one open (it takes all above 512). */
@@ -105,7 +115,8 @@ struct pg_gateway {
 	 * Written by the fleet thread, read atomically by route.c (routing
 	 * only: GET /routing and metrics show the configured threshold). */
 	uint32_t fleet_share;
-	struct pg_pools *pools; /* state/pools.h: model pools; NULL: the default alone */
+	struct pg_pools *pools;   /* state/pools.h: model pools; NULL: the default alone */
+	struct pg_speeds *speeds; /* state/load.h: learned speeds; NULL: not learned */
 };
 
 static inline uint64_t pg_now_ns(void)

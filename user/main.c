@@ -23,6 +23,7 @@
 #include "control/fleet.h"
 #include "control/health.h"
 #include "control/metrics.h"
+#include "state/load.h"
 #include "state/pools.h"
 #include "state/routestats.h"
 #include "sys/lifecycle.h"
@@ -152,7 +153,9 @@ int main(int argc, char **argv)
 	gw.workers = calloc(gw.nworkers, sizeof(*gw.workers));
 	gw.rstats = pg_rstats_create(gw.nworkers);
 	gw.mwin = pg_metrics_window_create();
-	if (!gw.stats || !gw.workers || !gw.rstats || !gw.mwin) {
+	gw.speeds = pg_speeds_new(
+	    &(struct pg_speed){PG_SPEED_OVERHEAD_DEFAULT, 1e6 / PG_SPEED_RATE_DEFAULT, 0});
+	if (!gw.stats || !gw.workers || !gw.rstats || !gw.mwin || !gw.speeds) {
 		pg_error("out of memory");
 		goto out_workers;
 	}
@@ -228,6 +231,7 @@ out_workers:
 	pg_alog_stop(&gw);  /* after the workers: every record is in */
 	pg_fleet_stop(&gw); /* (again after a failed start: frees what init made) */
 	pg_metrics_window_free(gw.mwin);
+	pg_speeds_free(gw.speeds);
 	pg_rstats_free(gw.rstats);
 	free(gw.workers);
 	free(gw.stats);

@@ -249,6 +249,137 @@ static void test_index_bound_and_determinism(void **state)
 	free(y.slots);
 }
 
+/* cache_aware's size estimate and whole-text name of a key. */
+static void test_tokens_and_whole(void **state)
+{
+	const char *turns1[] = {"how do I sort a list"}, *turns2[] = {"how do I sort a lisp"};
+	char *long_text = repeat("abcd", 1000); /* 4,000 bytes */
+	const char *turns3[] = {long_text};
+	char *b1 = chat(NULL, turns1, 1), *b2 = chat(NULL, turns2, 1), *b3 = chat(NULL, turns3, 1);
+	struct pg_key k1, k2, k3;
+	struct pg_key_blocks *kb1 = malloc(sizeof(*kb1)), *kb2 = malloc(sizeof(*kb2)),
+	                     *kb3 = malloc(sizeof(*kb3));
+
+	(void)state;
+	blocks_of(b1, 4096, &k1, kb1);
+	blocks_of(b2, 4096, &k2, kb2);
+	blocks_of(b3, 4096, &k3, kb3);
+	/* shorter than a block: no chain, the whole text still named */
+	assert_int_equal(kb1->n, 0);
+	assert_true(kb1->whole && kb1->whole != kb2->whole);
+	/* the text's bytes / 4: "user" US text RS */
+	assert_int_equal(kb1->text_len, 4 + 1 + 20 + 1);
+	assert_int_equal(k1.tokens, kb1->text_len / PG_CA_CHARS_PER_TOKEN);
+	assert_int_equal(kb3->n, (4 + 1 + 4000 + 1) / PG_CA_BLOCK);
+	assert_int_equal(k3.tokens, (4 + 1 + 4000 + 1) / PG_CA_CHARS_PER_TOKEN);
+	/* raw bodies: their bytes */
+	pg_key_compute_blocks(PG_API_RAW, (struct pg_str){NULL, 0}, long_text, 4000, true, 4096,
+	                      &k3, kb3);
+	assert_int_equal(k3.tokens, 1000);
+	free(kb1);
+	free(kb2);
+	free(kb3);
+	free(b1);
+	free(b2);
+	free(b3);
+	free(long_text);
+}
+
+/* What each backend holds, longest first: tiers of the index. */
+static void test_index_tiers(void **state)
+{
+	struct pg_ca_index ix;
+	uint64_t a[10];
+	uint16_t ids[8];
+	uint32_t blocks[8], probes = 0;
+	size_t n;
+
+	(void)state;
+	members(5);
+	ix = make_index(1024, 1000);
+	chain_of(1, 10, a);
+	pg_ca_record(&ix, a, 10, 1);
+	pg_ca_record(&ix, a, 6, 2);
+	pg_ca_record(&ix, a, 6, 3);
+	pg_ca_record(&ix, a, 2, 4);
+	n = pg_ca_match_tiers(&ix, a, 10, NULL, NULL, 3, ids, blocks, &probes);
+	assert_int_equal(n, 4);
+	assert_int_equal(ids[0], 1);
+	assert_int_equal(blocks[0], 10);
+	assert_true((ids[1] == 2 && ids[2] == 3) || (ids[1] == 3 && ids[2] == 2));
+	assert_int_equal(blocks[1], 6);
+	assert_int_equal(blocks[2], 6);
+	assert_int_equal(ids[3], 4);
+	assert_int_equal(blocks[3], 2);
+	assert_true(probes > 0 && probes <= 3 * 5);
+	/* two tiers: the third is not read */
+	n = pg_ca_match_tiers(&ix, a, 10, NULL, NULL, 2, ids, blocks, NULL);
+	assert_int_equal(n, 3);
+	/* the caller's rule leaves one out: the next holds it */
+	backends[1].flags = 0;
+	n = pg_ca_match_tiers(&ix, a, 10, NULL, NULL, 3, ids, blocks, NULL);
+	assert_int_equal(n, 3);
+	assert_int_equal(blocks[0], 6);
+	free(ix.slots);
+}
+
+/* A head that more than one instance's share of the traffic passes
+ * through is shared; a conversation's own history is not; the share is
+ * recent. */
+static void test_index_shared(void **state)
+{
+	__u64 clock = 0;
+	struct pg_ca_index ix;
+	uint64_t c[8], mine[8];
+
+	(void)state;
+	members(4);
+	ix = make_index(1 << 14, 100000);
+	ix.requests = &clock;
+	chain_of(50, 8, mine);
+	for (unsigned r = 0; r < 100; r++) {
+		/* every request opens with the same 2 blocks; one in five is
+		 * the same conversation's next turn */
+		if (r % 5 == 0) {
+			memcpy(c, mine, sizeof(c));
+		} else {
+			chain_of(1000 + r, 8, c);
+		}
+		c[0] = 7;
+		c[1] = 8;
+		pg_ca_tick(&ix);
+		pg_ca_record(&ix, c, 8, (uint16_t)(1 + r % 4));
+	}
+	memcpy(c, mine, sizeof(c));
+	c[0] = 7;
+	c[1] = 8;
+	/* the shared two blocks; the conversation (1 in 5 < 1 in 4) is not */
+	assert_int_equal(pg_ca_shared(&ix, c, 8, 4), 2);
+	/* with 8 instances, one in five is more than one instance's share */
+	assert_int_equal(pg_ca_shared(&ix, c, 8, 8), 8);
+	/* too few requests: nothing is shared yet */
+	{
+		__u64 k = 0;
+		struct pg_ca_index fresh = make_index(1 << 10, 1000);
+
+		fresh.requests = &k;
+		for (int r = 0; r < PG_CA_SHARED_USES - 1; r++) {
+			pg_ca_tick(&fresh);
+			pg_ca_record(&fresh, c, 8, 1);
+		}
+		assert_int_equal(pg_ca_shared(&fresh, c, 8, 4), 0);
+		free(fresh.slots);
+	}
+	/* no clock: never shared */
+	ix.requests = NULL;
+	assert_int_equal(pg_ca_shared(&ix, c, 8, 4), 0);
+	ix.requests = &clock;
+	/* cold for two windows: the share is what it was lately */
+	clock += 2 * PG_CA_SHARE_WINDOW;
+	assert_int_equal(pg_ca_shared(&ix, c, 8, 4), 0);
+	free(ix.slots);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -256,6 +387,9 @@ int main(void)
 	    cmocka_unit_test(test_index_record_and_match),
 	    cmocka_unit_test(test_index_aging),
 	    cmocka_unit_test(test_index_bound_and_determinism),
+	    cmocka_unit_test(test_tokens_and_whole),
+	    cmocka_unit_test(test_index_tiers),
+	    cmocka_unit_test(test_index_shared),
 	};
 
 	return cmocka_run_group_tests_name("cacheidx", tests, NULL, NULL);

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * cache_aware's choice rule (balancer.h, pg_balance_cached), table-driven:
- * a cached holder, the threshold and MaxLoadGap, ties, determinism, and
- * NewConversationChoices (the least recently sent of the first N ring
- * candidates, where the anchor went before, pg_backend.recent's decay).
+ * cache_aware's choice rule (cachechoice.h, pg_balance_cached),
+ * table-driven: the cache against the wait in work, idle and saturated
+ * fleets, ties and determinism, learned speeds, the shared head, the
+ * estimates it reports, NewConversationChoices (the least recently sent of
+ * the first N ring candidates, where the anchor went before) and
+ * pg_backend.recent's decay.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,11 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "lib/balancer.h"
+#include "lib/cachechoice.h"
 
 static struct pg_backend backends[PG_MAX_BACKENDS];
+static const uint16_t ring[] = {1, 2, 3, 4};
 
-/* ids 1..n active members, every count 0 */
+/* ids 1..n active members, idle */
 static void members(unsigned n)
 {
 	memset(backends, 0, sizeof(backends));
@@ -25,344 +28,309 @@ static void members(unsigned n)
 		backends[id].flags = PG_BACKEND_ACTIVE;
 }
 
+/* A request of `prompt` tokens, held tokens[i] by backend ids[i]. */
+static struct pg_ca_req req(uint32_t prompt, uint32_t shared, const uint16_t *ids,
+                            const uint32_t *tokens, size_t n)
+{
+	return (struct pg_ca_req){.prompt_tokens = prompt,
+	                          .shared_tokens = shared,
+	                          .held = ids,
+	                          .held_tokens = tokens,
+	                          .nheld = n,
+	                          .choices = 1,
+	                          .work_base = PG_CA_WORK_BASE,
+	                          .work_queued = PG_CA_WORK_QUEUED};
+}
+
 static void test_choice_rule(void **state)
 {
+	enum { K = 1000 };
 	static const struct {
 		const char *why;
-		int32_t in_flight[5]; /* ids 1..4 */
-		uint16_t holder[2];
-		size_t nholder;
-		bool specific;
+		uint64_t queued[4]; /* prefill tokens waiting, ids 1..4 */
+		uint32_t reqs[4];   /* requests they are */
+		uint32_t rate[4];   /* learned prefill rate (0: the default) */
+		uint16_t holder;    /* holds `held` tokens of the 8,000 */
+		uint32_t held, shared;
 		uint16_t want;
 		uint8_t decision;
 	} cases[] = {
-	    {"own history cached: its holder", {0, 0, 0, 0}, {3}, 1, true, 3, PG_DEC_CACHED},
-	    {"holder at the threshold: the anchor's ring",
-	     {0, 0, 10, 0},
-	     {3},
-	     1,
-	     true,
-	     1,
-	     PG_DEC_AFFINITY},
-	    {"holder far busier than the rest (mean 1.5 + 4 < 6)",
-	     {0, 0, 6, 0},
-	     {3},
-	     1,
-	     true,
-	     1,
-	     PG_DEC_AFFINITY},
-	    {"holder just within the gap (mean 1.25 + 4 >= 5)",
-	     {0, 0, 5, 0},
-	     {3},
-	     1,
-	     true,
-	     3,
-	     PG_DEC_CACHED},
-	    {"an idle newcomer does not pull it away",
-	     {4, 4, 6, 0},
-	     {3},
-	     1,
-	     true,
-	     3,
-	     PG_DEC_CACHED},
-	    {"only a shared prefix matched: the anchor decides",
-	     {0, 0, 0, 0},
-	     {3},
-	     1,
-	     false,
-	     1,
-	     PG_DEC_AFFINITY},
-	    {"two holders: the anchor's ring order",
-	     {0, 0, 0, 0},
-	     {4, 2},
-	     2,
-	     true,
-	     2,
-	     PG_DEC_CACHED},
-	    {"first holder busy: the next", {0, 10, 0, 0}, {2, 4}, 2, true, 4, PG_DEC_CACHED},
-	    {"nothing cached, anchor's first busy",
-	     {10, 0, 0, 0},
+	    {"idle, nothing cached: the anchor's first candidate",
+	     {0},
+	     {0},
 	     {0},
 	     0,
-	     false,
+	     0,
+	     0,
+	     1,
+	     PG_DEC_AFFINITY},
+	    {"idle, 6,000 tokens cached on 3: its holder",
+	     {0},
+	     {0},
+	     {0},
+	     3,
+	     6000,
+	     0,
+	     3,
+	     PG_DEC_CACHED},
+	    {"the holder 2.7 s behind an idle fleet: another takes it",
+	     {0, 0, 100 * K, 0},
+	     {0, 0, 5, 0},
+	     {0},
+	     3,
+	     6000,
+	     0,
+	     1,
+	     PG_DEC_BALANCED},
+	    {"saturated (10 waiting everywhere): the holder keeps it",
+	     {100 * K, 100 * K, 100 * K, 100 * K},
+	     {10, 10, 10, 10},
+	     {0},
+	     3,
+	     6000,
+	     0,
+	     3,
+	     PG_DEC_CACHED},
+	    {"saturated, the holder twice as far behind: it keeps it",
+	     {100 * K, 100 * K, 200 * K, 100 * K},
+	     {10, 10, 20, 10},
+	     {0},
+	     3,
+	     6000,
+	     0,
+	     3,
+	     PG_DEC_CACHED},
+	    {"only the shared head cached on 3: the anchor decides",
+	     {0},
+	     {0},
+	     {0},
+	     3,
+	     512,
+	     512,
+	     1,
+	     PG_DEC_AFFINITY},
+	    {"the fourth twice as fast, idle: the quicker prefill",
+	     {0},
+	     {0},
+	     {0, 0, 0, 73200},
+	     0,
+	     0,
+	     0,
+	     4,
+	     PG_DEC_BALANCED},
+	    {"the first 4% slower by its fit: a tie, ring order",
+	     {0},
+	     {0},
+	     {35100, 0, 0, 0},
+	     0,
+	     0,
+	     0,
+	     1,
+	     PG_DEC_AFFINITY},
+	    {"the first with a queue: the next in the ring",
+	     {20 * K, 0, 0, 0},
+	     {1, 0, 0, 0},
+	     {0},
+	     0,
+	     0,
+	     0,
 	     2,
-	     PG_DEC_OVERFLOW},
-	    {"all at the threshold: least loaded",
-	     {10, 12, 11, 10},
-	     {3},
-	     1,
-	     true,
-	     1,
-	     PG_DEC_OVERFLOW},
+	     PG_DEC_BALANCED},
 	};
-	const uint16_t ring[] = {1, 2, 3, 4};
-	const struct pg_route_cfg cfg = {.strategy = PG_STRATEGY_CACHE_AWARE,
-	                                 .prefix_length = 4096,
-	                                 .concurrency_threshold = 10,
-	                                 .max_load_gap = 4};
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct pg_cached c = {.holder = cases[i].holder,
-		                      .nholder = cases[i].nholder,
-		                      .specific = cases[i].specific,
-		                      .max_load_gap = 4};
+		const uint16_t ids[1] = {cases[i].holder};
+		const uint32_t tok[1] = {cases[i].held};
+		struct pg_ca_req rq = req(8000, cases[i].shared, ids, tok, cases[i].holder ? 1 : 0);
 		struct pg_choice ch, again;
 		uint16_t id;
 
 		members(4);
-		for (unsigned b = 1; b <= 4; b++)
-			backends[b].in_flight = cases[i].in_flight[b - 1];
-		id = pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 7, false, &ch);
+		for (unsigned b = 1; b <= 4; b++) {
+			backends[b].prefill_tokens = cases[i].queued[b - 1];
+			backends[b].prefill_reqs = cases[i].reqs[b - 1];
+			backends[b].in_flight = (int32_t)cases[i].reqs[b - 1];
+			backends[b].fit_rate = cases[i].rate[b - 1];
+			if (cases[i].rate[b - 1])
+				backends[b].fit_overhead_us = 61500;
+		}
+		id = pg_balance_cached(backends, 4, ring, 4, &rq, NULL, 0, false, &ch);
 		if (id != cases[i].want || ch.decision != cases[i].decision)
-			fail_msg("%s: got %u (%s %u), want %u (%u)", cases[i].why, id, "decision",
+			fail_msg("%s: got %u (decision %u), want %u (%u)", cases[i].why, id,
 			         ch.decision, cases[i].want, cases[i].decision);
-		/* Same inputs, same choice (the deterministic part). */
+		assert_int_equal(ch.backend, id);
+		assert_int_equal(ch.ncand, 4);
+		assert_int_equal(ch.est[0].id, id);
+		assert_true(ch.est[1].id && ch.est[1].id != id);
+		/* same inputs, same choice */
 		assert_int_equal(
-		    pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 7, false, &again),
-		    id);
-	}
-	/* A holder that left is never chosen; load never fails a request. */
-	{
-		struct pg_cached c = {.holder = (const uint16_t[]){2},
-		                      .nholder = 1,
-		                      .specific = true,
-		                      .max_load_gap = 4};
-		struct pg_choice ch;
-
-		members(4);
-		backends[2].flags = 0;
-		backends[1].in_flight = backends[3].in_flight = backends[4].in_flight = 500;
-		assert_int_not_equal(
-		    pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 1, false, &ch), 2);
-		assert_int_not_equal(ch.backend, 0);
-		members(0);
-		assert_int_equal(
-		    pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 1, false, &ch), 0);
+		    pg_balance_cached(backends, 4, ring, 4, &rq, NULL, 0, false, &again), id);
 	}
 }
 
-/* CacheAwareConfig.NewConversationChoices: what nothing cached places goes
- * to the least recently sent of the anchor's first N ring candidates. */
+/* The figures the header and the dry run show: the chosen one's and the
+ * runner-up's, from the model's defaults (36,600 tokens/s, 61.5 ms). */
+static void test_estimates(void **state)
+{
+	const uint16_t ids[1] = {2};
+	const uint32_t tok[1] = {6000};
+	struct pg_ca_req rq = req(8000, 0, ids, tok, 1);
+	struct pg_choice ch;
+	const double ms_per_tok = 1000.0 / PG_SPEED_RATE_DEFAULT;
+
+	(void)state;
+	members(3);
+	backends[2].prefill_tokens = 3660; /* 100 ms of queue */
+	backends[2].prefill_reqs = 1;
+	backends[2].in_flight = 1;
+	assert_int_equal(pg_balance_cached(backends, 3, ring, 3, &rq, NULL, 0, false, &ch), 2);
+	assert_int_equal(ch.matched, 6000);
+	assert_int_equal(ch.est[0].matched, 6000);
+	assert_float_equal(ch.est[0].wait_ms, 100.0, 0.5);
+	assert_float_equal(ch.est[0].prefill_ms, 2000 * ms_per_tok, 0.5);
+	assert_float_equal(ch.est[0].saved_ms, 6000 * ms_per_tok, 0.5);
+	assert_float_equal(ch.est[0].ttft_ms, 61.5 + 100 + 2000 * ms_per_tok, 0.5);
+	/* the runner-up: the ring's first, nothing cached, no queue */
+	assert_int_equal(ch.est[1].id, 1);
+	assert_int_equal(ch.est[1].matched, 0);
+	assert_float_equal(ch.est[1].wait_ms, 0, 0.01);
+	assert_float_equal(ch.est[1].ttft_ms, 61.5 + 8000 * ms_per_tok, 0.5);
+	/* requests decoding on an instance add its learned cost of each */
+	members(2);
+	backends[1].fit_rate = PG_SPEED_RATE_DEFAULT;
+	backends[1].fit_overhead_us = 61500;
+	backends[1].fit_decode_us = 2000;
+	backends[1].in_flight = 50; /* past their first token: decoding */
+	rq = req(8000, 0, NULL, NULL, 0);
+	assert_int_equal(pg_balance_cached(backends, 2, ring, 2, &rq, NULL, 0, false, &ch), 2);
+	assert_int_equal(ch.est[1].id, 1);
+	assert_float_equal(ch.est[1].wait_ms, 100.0, 0.5);
+}
+
+/* Who may take it: usable, not excluded; nothing usable is 0. */
+static void test_eligible(void **state)
+{
+	const uint16_t ids[1] = {3};
+	const uint32_t tok[1] = {6000};
+	struct pg_ca_req rq = req(8000, 0, ids, tok, 1);
+	struct pg_idset ex = {{0}};
+	struct pg_choice ch;
+
+	(void)state;
+	members(4);
+	pg_idset_add(&ex, 3); /* the holder was tried: the ring decides */
+	assert_int_equal(pg_balance_cached(backends, 4, ring, 4, &rq, &ex, 0, false, &ch), 1);
+	backends[1].flags |= PG_BACKEND_DRAINING; /* the ring's first next: still its place */
+	rq = req(8000, 0, NULL, NULL, 0);
+	assert_int_equal(pg_balance_cached(backends, 4, ring, 4, &rq, NULL, 0, false, &ch), 2);
+	assert_int_equal(ch.decision, PG_DEC_AFFINITY);
+	assert_int_equal(pg_balance_cached(backends, 4, ring, 4, &rq, NULL, 0, true, &ch), 2);
+	assert_int_equal(ch.decision, PG_DEC_EXPLICIT_KEY);
+	for (unsigned b = 2; b <= 4; b++)
+		backends[b].flags |= PG_BACKEND_UNHEALTHY;
+	assert_int_equal(pg_balance_cached(backends, 4, ring, 4, &rq, NULL, 0, false, &ch), 0);
+	assert_int_equal(ch.backend, 0);
+}
+
+/* Among ties: with NewConversationChoices N > 1, where the anchor went
+ * before, else the least recently sent of the first N ring candidates. */
 static void test_new_conversation_choices(void **state)
 {
 	enum { R = PG_CA_RECENT_ONE };
 	static const struct {
 		const char *why;
 		uint32_t choices;
-		int32_t in_flight[4]; /* ids 1..4, the ring's order */
 		uint32_t recent[4];
+		uint16_t placed;
 		bool explicit_key;
-		uint16_t holder; /* a specific match's holder, or 0 */
 		uint16_t want;
 		uint8_t decision;
 	} cases[] = {
 	    {"one choice: the ring's first, however busy lately",
 	     1,
-	     {0, 0, 0, 0},
 	     {50 * R, 0, 0, 0},
-	     false,
 	     0,
+	     false,
 	     1,
 	     PG_DEC_AFFINITY},
 	    {"three: the least recently sent of the first three",
 	     3,
-	     {0, 0, 0, 0},
 	     {50 * R, 25 * R, 0, 0},
-	     false,
 	     0,
+	     false,
 	     3,
 	     PG_DEC_BALANCED},
 	    {"two: the fourth is never looked at",
 	     2,
-	     {0, 0, 0, 0},
 	     {50 * R, 25 * R, 0, 0},
-	     false,
 	     0,
+	     false,
 	     2,
 	     PG_DEC_BALANCED},
 	    {"within one request of the first: a tie, ring order",
 	     3,
-	     {0, 0, 0, 0},
 	     {10 * R, 9 * R, 9 * R, 0},
-	     false,
 	     0,
+	     false,
 	     1,
 	     PG_DEC_AFFINITY},
 	    {"more than one request below: it wins",
 	     3,
-	     {0, 0, 0, 0},
 	     {10 * R, 9 * R - 1, 10 * R, 0},
-	     false,
 	     0,
+	     false,
 	     2,
 	     PG_DEC_BALANCED},
-	    {"the first at the threshold: the next, as overflow",
-	     3,
-	     {10, 0, 0, 0},
-	     {0, 5 * R, 4 * R, 0},
-	     false,
-	     0,
-	     2,
-	     PG_DEC_OVERFLOW},
-	    {"the first at the threshold, the third far less sent",
-	     3,
-	     {10, 0, 0, 0},
-	     {0, 5 * R, 4 * R - 1, 0},
-	     false,
-	     0,
-	     3,
-	     PG_DEC_BALANCED},
-	    {"the first three at the threshold: PREFIX_AWARE's rule",
-	     3,
-	     {10, 10, 10, 0},
-	     {0, 0, 0, 50 * R},
-	     false,
-	     0,
-	     4,
-	     PG_DEC_OVERFLOW},
-	    {"an explicit key keeps the ring",
-	     3,
-	     {0, 0, 0, 0},
-	     {50 * R, 0, 0, 0},
-	     true,
-	     0,
-	     1,
-	     PG_DEC_EXPLICIT_KEY},
-	    {"a cached holder that fits still wins",
-	     4,
-	     {0, 0, 0, 0},
-	     {0, 0, 0, 50 * R},
-	     false,
-	     4,
-	     4,
-	     PG_DEC_CACHED},
-	    {"the least sent far busier in flight (mean 2.25 + 4 < 9): the next least sent",
-	     3,
-	     {0, 0, 9, 0},
-	     {50 * R, 40 * R, 0, 0},
-	     false,
-	     0,
-	     2,
-	     PG_DEC_BALANCED},
-	    {"a newcomer (nothing sent yet) takes new conversations",
-	     4,
-	     {1, 1, 1, 0},
-	     {40 * R, 38 * R, 41 * R, 0},
-	     false,
-	     0,
-	     4,
-	     PG_DEC_BALANCED},
-	};
-	const uint16_t ring[] = {1, 2, 3, 4};
-	const struct pg_route_cfg cfg = {.strategy = PG_STRATEGY_CACHE_AWARE,
-	                                 .prefix_length = 4096,
-	                                 .concurrency_threshold = 10,
-	                                 .max_load_gap = 4};
-
-	(void)state;
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		const uint16_t holder[1] = {cases[i].holder};
-		struct pg_cached c = {.holder = holder,
-		                      .nholder = cases[i].holder != 0,
-		                      .specific = cases[i].holder != 0,
-		                      .max_load_gap = 4,
-		                      .choices = cases[i].choices};
-		struct pg_choice ch, again;
-		uint16_t id;
-
-		members(4);
-		for (unsigned b = 1; b <= 4; b++) {
-			backends[b].in_flight = cases[i].in_flight[b - 1];
-			backends[b].recent = cases[i].recent[b - 1];
-		}
-		id = pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 7,
-		                       cases[i].explicit_key, &ch);
-		if (id != cases[i].want || ch.decision != cases[i].decision)
-			fail_msg("%s: got %u (decision %u), want %u (%u)", cases[i].why, id,
-			         ch.decision, cases[i].want, cases[i].decision);
-		assert_int_equal(ch.ncand, 4);
-		/* Same inputs, same choice. */
-		assert_int_equal(pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 99,
-		                                   cases[i].explicit_key, &again),
-		                 id);
-	}
-	/* An excluded (already tried) candidate is passed over like a busy one. */
-	{
-		struct pg_cached c = {.max_load_gap = 4, .choices = 3};
-		struct pg_idset ex = {{0}};
-		struct pg_choice ch;
-
-		members(4);
-		backends[1].recent = 50 * R;
-		pg_idset_add(&ex, 3);
-		assert_int_equal(
-		    pg_balance_cached(&cfg, backends, 4, ring, 4, &c, &ex, 0, 1, false, &ch), 2);
-	}
-}
-
-/* With NewConversationChoices above 1, where the anchor went before
- * (placed) keeps the conversation there while it can take it. */
-static void test_placed_anchor(void **state)
-{
-	enum { R = PG_CA_RECENT_ONE };
-	static const struct {
-		const char *why;
-		int32_t in_flight[4];
-		uint16_t placed;
-		uint16_t want;
-		uint8_t decision;
-	} cases[] = {
 	    {"placed on the third: it stays, though the second is less sent",
-	     {0, 0, 0, 0},
 	     3,
+	     {50 * R, 0, 50 * R, 0},
+	     3,
+	     false,
 	     3,
 	     PG_DEC_AFFINITY},
-	    {"placed on the first: affinity", {0, 0, 0, 0}, 1, 1, PG_DEC_AFFINITY},
-	    {"placed on the second, the first busy: it stays",
-	     {10, 0, 0, 0},
-	     2,
-	     2,
-	     PG_DEC_AFFINITY},
-	    {"placed on a backend at the threshold: placed again",
-	     {0, 0, 10, 0},
-	     3,
-	     2,
-	     PG_DEC_BALANCED},
-	    {"placed far busier than the rest (mean 2 + 4 < 8): placed again",
-	     {0, 0, 8, 0},
-	     3,
-	     2,
-	     PG_DEC_BALANCED},
 	    {"placed on a fourth candidate, past the choices: it stays",
-	     {0, 0, 0, 0},
+	     3,
+	     {50 * R, 0, 0, 0},
 	     4,
+	     false,
 	     4,
 	     PG_DEC_AFFINITY},
 	};
-	const uint16_t ring[] = {1, 2, 3, 4};
-	const struct pg_route_cfg cfg = {.strategy = PG_STRATEGY_CACHE_AWARE,
-	                                 .prefix_length = 4096,
-	                                 .concurrency_threshold = 10,
-	                                 .max_load_gap = 4};
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const uint16_t placed[1] = {cases[i].placed};
-		struct pg_cached c = {
-		    .max_load_gap = 4, .choices = 3, .placed = placed, .nplaced = 1};
+		struct pg_ca_req rq = req(8000, 0, NULL, NULL, 0);
 		struct pg_choice ch;
 		uint16_t id;
 
+		rq.choices = cases[i].choices;
+		rq.placed = placed;
+		rq.nplaced = cases[i].placed != 0;
 		members(4);
-		backends[1].recent = 50 * R; /* the least recently sent is 2 */
-		backends[3].recent = 50 * R;
 		for (unsigned b = 1; b <= 4; b++)
-			backends[b].in_flight = cases[i].in_flight[b - 1];
-		id = pg_balance_cached(&cfg, backends, 4, ring, 4, &c, NULL, 0, 7, false, &ch);
+			backends[b].recent = cases[i].recent[b - 1];
+		id = pg_balance_cached(backends, 4, ring, 4, &rq, NULL, 0, cases[i].explicit_key,
+		                       &ch);
 		if (id != cases[i].want || ch.decision != cases[i].decision)
 			fail_msg("%s: got %u (decision %u), want %u (%u)", cases[i].why, id,
 			         ch.decision, cases[i].want, cases[i].decision);
+	}
+	/* the placed one with a queue is no tie: the rest decide */
+	{
+		const uint16_t placed[1] = {3};
+		struct pg_ca_req rq = req(8000, 0, NULL, NULL, 0);
+		struct pg_choice ch;
+
+		rq.choices = 3;
+		rq.placed = placed;
+		rq.nplaced = 1;
+		members(4);
+		backends[3].prefill_tokens = 50000;
+		backends[3].prefill_reqs = 2;
+		assert_int_equal(pg_balance_cached(backends, 4, ring, 4, &rq, NULL, 0, false, &ch),
+		                 1);
 	}
 }
 
@@ -385,9 +353,8 @@ static void test_recent_decay(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_choice_rule),
-	    cmocka_unit_test(test_new_conversation_choices),
-	    cmocka_unit_test(test_placed_anchor),
+	    cmocka_unit_test(test_choice_rule),  cmocka_unit_test(test_estimates),
+	    cmocka_unit_test(test_eligible),     cmocka_unit_test(test_new_conversation_choices),
 	    cmocka_unit_test(test_recent_decay),
 	};
 

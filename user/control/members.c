@@ -114,6 +114,12 @@ int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, unsigned 
 	for (int d = 0; d < PG_DEC_MAX; d++)
 		__atomic_store_n(&b->requests[d], 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->recent, 0, __ATOMIC_RELAXED);
+	/* Nor its speed or cache size: this one shows its own (state/load.h);
+	 * its queue of work is left alone, as in_flight. */
+	__atomic_store_n(&b->fit_rate, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->fit_overhead_us, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->fit_decode_us, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->ca_capacity_blocks, 0, __ATOMIC_RELAXED);
 	/* The previous member's scraped numbers are not this one's. */
 	__atomic_store_n(&b->metrics_until_ms, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->waiting, 0, __ATOMIC_RELAXED);

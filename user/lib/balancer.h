@@ -51,13 +51,25 @@ static inline int64_t pg_backend_inflight(const struct pg_backend *b)
  * "in_flight" there is pg_backend_inflight). */
 int64_t pg_backend_load(const struct pg_backend *b, enum pg_load_signal s, uint64_t now_ms);
 
+/* cache_aware's estimate for one instance (cachechoice.h), for the
+ * X-Prefixgate-Route header and the dry run. */
+struct pg_ca_est {
+	uint16_t id;      /* 0: none */
+	uint32_t matched; /* prompt tokens it is believed to hold */
+	float wait_ms;    /* its queue ahead of the request */
+	float prefill_ms; /* the request's prefill there */
+	float saved_ms;   /* the prefill its cache saves */
+	float ttft_ms;    /* predicted time to first token */
+};
+
 struct pg_choice {
 	uint16_t backend; /* 0: no usable backend */
 	uint8_t decision; /* enum pg_decision */
 	uint8_t ncand;    /* ring candidates considered (prefix_aware) */
 	uint16_t cand[PG_RING_CANDIDATES];
-	uint32_t matched; /* cache_aware: key text bytes of the longest cached prefix */
+	uint32_t matched; /* cache_aware: prompt tokens the chosen one is believed to hold */
 	uint8_t pool;     /* the model pool chosen in (route.h sets it; the balancer does not) */
+	struct pg_ca_est est[2]; /* cache_aware: the chosen one, the runner-up */
 };
 
 /* A backend set as a bitmap of ids, e.g. the ones a request already tried. */
@@ -127,49 +139,6 @@ uint16_t pg_balance(const struct pg_route_cfg *cfg, const struct pg_backend *bac
                     unsigned max_id, const uint16_t *cand, size_t ncand,
                     const struct pg_idset *exclude, uint64_t now_ms, uint64_t rnd,
                     bool explicit_key, struct pg_choice *out);
-
-/*
- * cache_aware's choice (cacheidx.h has the index, key.h the anchor). cand
- * are the ring candidates of the request's anchor. cached: what the index
- * says (may be NULL):
- *   holder/nholder: backends believed to hold the request's longest cached
- *                   prefix (already filtered: usable, not excluded);
- *   specific:       that prefix reaches past the anchor, so it is this
- *                   conversation's (or document's) own history, not just a
- *                   system prompt or tool list many conversations share.
- *   choices:        CacheAwareConfig.NewConversationChoices (0 counts as 1).
- *   placed/nplaced: with choices above 1, where requests with this anchor
- *                   went lately (pg_ca_anchor_key; filtered like holder).
- * Rule: when specific, the first holder (in the anchor's ring order, then
- * as listed) under the threshold and at most max_load_gap requests above
- * the mean in flight of the usable backends takes it (PG_DEC_CACHED).
- * Otherwise, with choices above 1 (never for an explicit key): the first
- * of placed that qualifies the same way (the conversation stays where it
- * began: PG_DEC_AFFINITY); else, of the first `choices` candidates that
- * qualify, the one with the lowest recent count (pg_backend.recent), a
- * later one only when lower than the best before it by more than
- * PG_CA_RECENT_TIE (PG_DEC_BALANCED when that passes over one that could
- * have taken it, else named as PREFIX_AWARE names it). Otherwise, or when
- * none qualifies, PREFIX_AWARE's rule on the anchor's candidates. With
- * choices 1 the choice depends on the membership alone, so gateways that
- * share nothing place new conversations alike. Load never fails a
- * request. Same bounds as pg_balance: no allocation, at most two passes
- * over 1..max_id.
- */
-struct pg_cached {
-	const uint16_t *holder;
-	size_t nholder;
-	bool specific;
-	uint32_t max_load_gap;
-	uint32_t choices;
-	const uint16_t *placed;
-	size_t nplaced;
-};
-
-uint16_t pg_balance_cached(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
-                           unsigned max_id, const uint16_t *cand, size_t ncand,
-                           const struct pg_cached *cached, const struct pg_idset *exclude,
-                           uint64_t now_ms, uint64_t rnd, bool explicit_key, struct pg_choice *out);
 
 /*
  * pg_backend.recent elapsed_ms later: decayed by exp(-elapsed_ms /

@@ -32,12 +32,19 @@ static inline struct pg_ca_slot *slot_at(const struct pg_ca_index *ix, uint64_t 
 	return &ix->slots[(h + i) & (ix->nslots - 1)];
 }
 
-/* A holder stamped at stamp still holds the prefix under the LRU model:
- * fewer than capacity_blocks blocks were sent to it since (clock: its
- * ca_clock now). */
-static inline bool stamp_live(const struct pg_ca_index *ix, uint32_t clock, uint32_t stamp)
+/* Backend id's cache in blocks: what it reported, else the index's. */
+static inline uint32_t capacity_of(const struct pg_ca_index *ix, uint16_t id)
 {
-	return clock - stamp < ix->capacity_blocks;
+	uint32_t c = LOAD(&ix->backends[id].ca_capacity_blocks);
+
+	return c ? c : ix->capacity_blocks;
+}
+
+/* A holder stamped at stamp still holds the prefix under the LRU model:
+ * fewer than cap blocks were sent to it since (clock: its ca_clock now). */
+static inline bool stamp_live(uint32_t cap, uint32_t clock, uint32_t stamp)
+{
+	return clock - stamp < cap;
 }
 
 /* Holder way w of slot s is live: an active backend that still holds the
@@ -51,7 +58,8 @@ static inline bool way_live(const struct pg_ca_index *ix, const struct pg_ca_slo
 		return false;
 	if (!(LOAD(&ix->backends[id].flags) & PG_BACKEND_ACTIVE))
 		return false;
-	if (!stamp_live(ix, (uint32_t)LOAD(&ix->backends[id].ca_clock), LOAD(&s->stamp[w])))
+	if (!stamp_live(capacity_of(ix, id), (uint32_t)LOAD(&ix->backends[id].ca_clock),
+	                LOAD(&s->stamp[w])))
 		return false;
 	*id_out = id;
 	return true;
@@ -89,10 +97,11 @@ void pg_ca_prefetch(const struct pg_ca_index *ix, const uint64_t *chain, uint32_
 		__builtin_prefetch(slot_at(ix, chain[i], 0), 1 /* to be written */);
 }
 
-void pg_ca_match(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n, pg_ca_ok_fn ok,
-                 void *arg, struct pg_ca_match *out)
+/* pg_ca_match over chain[0..hi) of n. */
+static void match_upto(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t hi,
+                       pg_ca_ok_fn ok, void *arg, struct pg_ca_match *out)
 {
-	uint32_t lo = 0, hi = n; /* prefixes of lo blocks match; of more than hi, none */
+	uint32_t lo = 0; /* prefixes of lo blocks match; of more than hi, none */
 	uint16_t held[PG_CA_WAYS];
 	size_t k;
 
@@ -114,12 +123,60 @@ void pg_ca_match(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n
 	out->blocks = lo; /* holder[] is from the last probe that matched: lo's */
 }
 
+void pg_ca_match(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n, pg_ca_ok_fn ok,
+                 void *arg, struct pg_ca_match *out)
+{
+	match_upto(ix, chain, n, ok, arg, out);
+}
+
+/* The caller's rule, less the holders already found. */
+struct tiered {
+	pg_ca_ok_fn ok;
+	void *arg;
+	const uint16_t *found;
+	size_t nfound;
+};
+
+static bool not_found_yet(uint16_t id, void *arg)
+{
+	const struct tiered *t = arg;
+
+	for (size_t i = 0; i < t->nfound; i++)
+		if (t->found[i] == id)
+			return false;
+	return !t->ok || t->ok(id, t->arg);
+}
+
+size_t pg_ca_match_tiers(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n,
+                         pg_ca_ok_fn ok, void *arg, unsigned tiers, uint16_t *ids, uint32_t *blocks,
+                         uint32_t *probes)
+{
+	struct tiered t = {ok, arg, ids, 0};
+	uint32_t hi = n;
+
+	for (unsigned k = 0; k < tiers && hi; k++) {
+		struct pg_ca_match m;
+
+		match_upto(ix, chain, hi, not_found_yet, &t, &m);
+		if (probes)
+			*probes += m.probes;
+		if (!m.blocks)
+			break;
+		for (unsigned i = 0; i < m.n; i++) {
+			ids[t.nfound] = m.holder[i];
+			blocks[t.nfound++] = m.blocks;
+		}
+		hi = m.blocks; /* the others hold at most as much */
+	}
+	return t.nfound;
+}
+
 /* The way of id in s, else a free or expired one, else the stalest (the
  * most blocks sent to its backend since its stamp, relative to capacity).
  * id_live, clock: id's ACTIVE flag and ca_clock, read once per record
  * (way_live's test for id's own way, without reading them per block). */
 static unsigned pick_way(const struct pg_ca_index *ix, const struct pg_ca_slot *s, uint16_t id,
-                         bool id_live, uint32_t clock, bool *had)
+                         bool id_live, uint32_t clock, uint32_t cap, bool *had)
 {
 	unsigned best = 0;
 	uint32_t best_age = 0;
@@ -127,7 +184,7 @@ static unsigned pick_way(const struct pg_ca_index *ix, const struct pg_ca_slot *
 
 	for (unsigned w = 0; w < PG_CA_WAYS; w++) {
 		if (LOAD(&s->backend[w]) == id) {
-			*had = id_live && stamp_live(ix, clock, LOAD(&s->stamp[w]));
+			*had = id_live && stamp_live(cap, clock, LOAD(&s->stamp[w]));
 			return w;
 		}
 	}
@@ -138,7 +195,11 @@ static unsigned pick_way(const struct pg_ca_index *ix, const struct pg_ca_slot *
 
 		if (!way_live(ix, s, w, &live))
 			return w;
-		age = (uint32_t)LOAD(&ix->backends[b].ca_clock) - LOAD(&s->stamp[w]);
+		/* relative to its capacity: 2^16 parts of it */
+		age = (uint32_t)(((uint64_t)((uint32_t)LOAD(&ix->backends[b].ca_clock) -
+		                             LOAD(&s->stamp[w]))
+		                  << 16) /
+		                 capacity_of(ix, b));
 		if (age >= best_age) {
 			best_age = age;
 			best = w;
@@ -161,7 +222,7 @@ static bool slot_expired(const struct pg_ca_index *ix, const struct pg_ca_slot *
  * an expired one, else the home slot taken over (*evicted). One pass finds
  * h or the first free slot; expired ones are looked for only when there
  * is neither (a free slot is preferred to an expired one before it). */
-static struct pg_ca_slot *claim(const struct pg_ca_index *ix, uint64_t h, bool *fresh,
+static struct pg_ca_slot *claim(const struct pg_ca_index *ix, uint64_t h, uint32_t now, bool *fresh,
                                 bool *evicted)
 {
 	struct pg_ca_slot *reuse = NULL;
@@ -185,15 +246,31 @@ static struct pg_ca_slot *claim(const struct pg_ca_index *ix, uint64_t h, bool *
 	}
 	for (unsigned w = 0; w < PG_CA_WAYS; w++)
 		STORE(&reuse->backend[w], 0);
+	STORE(&reuse->uses, 0);
+	STORE(&reuse->since, now);
 	STORE(&reuse->hash, h);
 	*fresh = true;
 	return reuse;
 }
 
+/* One more request through s at request count now; the window slides by
+ * halves, so uses / (now - since) follows the recent share. */
+static void count_use(struct pg_ca_slot *s, uint32_t now)
+{
+	uint32_t since = LOAD(&s->since), uses = LOAD(&s->uses);
+
+	if (now - since > PG_CA_SHARE_WINDOW) {
+		STORE(&s->since, now - PG_CA_SHARE_WINDOW / 2);
+		uses /= 2;
+	}
+	if (uses < UINT32_MAX)
+		STORE(&s->uses, uses + 1);
+}
+
 unsigned pg_ca_record(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n, uint16_t id)
 {
 	__u64 *clock;
-	uint32_t base, fresh = 0;
+	uint32_t base, fresh = 0, cap, now;
 	unsigned evictions = 0;
 	bool live;
 
@@ -201,14 +278,17 @@ unsigned pg_ca_record(const struct pg_ca_index *ix, const uint64_t *chain, uint3
 		return 0;
 	clock = &ix->backends[id].ca_clock;
 	base = (uint32_t)LOAD(clock);
+	cap = capacity_of(ix, id);
+	now = ix->requests ? (uint32_t)LOAD(ix->requests) : 0;
 	live = LOAD(&ix->backends[id].flags) & PG_BACKEND_ACTIVE;
 	for (uint32_t i = 0; i < n; i++) {
 		bool fresh_slot, evicted, had = false;
-		struct pg_ca_slot *s = claim(ix, chain[i], &fresh_slot, &evicted);
+		struct pg_ca_slot *s = claim(ix, chain[i], now, &fresh_slot, &evicted);
 		/* a slot just claimed has no holder: pick_way would take way 0 */
-		unsigned w = fresh_slot ? 0 : pick_way(ix, s, id, live, base, &had);
+		unsigned w = fresh_slot ? 0 : pick_way(ix, s, id, live, base, cap, &had);
 
 		evictions += evicted;
+		count_use(s, now);
 		if (!had)
 			fresh++; /* the engine computes and caches this block now */
 		STORE(&s->backend[w], id);
@@ -231,6 +311,45 @@ uint32_t pg_ca_occupancy(const struct pg_ca_index *ix)
 void pg_ca_forget(const struct pg_ca_index *ix, uint16_t id)
 {
 	if (id && id < PG_MAX_BACKENDS)
-		__atomic_fetch_add(&ix->backends[id].ca_clock, ix->capacity_blocks,
+		__atomic_fetch_add(&ix->backends[id].ca_clock, capacity_of(ix, id),
 		                   __ATOMIC_RELAXED);
+}
+
+void pg_ca_tick(const struct pg_ca_index *ix)
+{
+	if (ix->requests)
+		__atomic_fetch_add(ix->requests, 1, __ATOMIC_RELAXED);
+}
+
+/* Prefix h is shared: at least PG_CA_SHARED_USES requests went through it
+ * lately, and more than 1/members of all. */
+static bool shared_at(const struct pg_ca_index *ix, uint64_t h, uint32_t now, uint32_t members)
+{
+	const struct pg_ca_slot *s = find(ix, h);
+	uint32_t uses;
+
+	if (!s)
+		return false;
+	uses = LOAD(&s->uses);
+	return uses >= PG_CA_SHARED_USES &&
+	       (uint64_t)uses * members >= (uint64_t)(now - LOAD(&s->since));
+}
+
+uint32_t pg_ca_shared(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n,
+                      uint32_t members)
+{
+	uint32_t lo = 0, hi = n, now;
+
+	if (!ix->requests || !members)
+		return 0;
+	now = (uint32_t)LOAD(ix->requests);
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo + 1) / 2;
+
+		if (shared_at(ix, chain[mid - 1], now, members))
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
 }

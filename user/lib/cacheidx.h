@@ -39,8 +39,22 @@ struct pg_ca_index {
 	struct pg_ca_slot *slots;
 	uint32_t nslots;             /* a power of two */
 	struct pg_backend *backends; /* PG_MAX_BACKENDS entries: the clocks */
-	uint32_t capacity_blocks;    /* each backend's cache, in blocks */
+	uint32_t capacity_blocks;    /* a backend's cache, in blocks, unless it said
+	                              * (pg_backend.ca_capacity_blocks) */
+	__u64 *requests;             /* requests recorded (pg_ca_tick); NULL: no
+	                              * shared prefix is ever detected */
 };
+
+/* Shared prefixes. A block prefix is shared when more than one
+ * instance's share of the traffic passes through it (a system prompt, a
+ * tool list, a document everyone asks about): at least PG_CA_SHARED_USES
+ * requests through it, and more than 1/members of all the requests
+ * recorded since it was first seen, counted over a window of about
+ * PG_CA_SHARE_WINDOW requests that slides by halves. Its owner cannot be
+ * one instance (it would take more than its share), so cache_aware counts
+ * it cached on every instance and lets what follows it decide. */
+#define PG_CA_SHARED_USES  8
+#define PG_CA_SHARE_WINDOW 65536
 
 /* The most slots an index gets (128 MiB), whatever --cache-capacity says:
  * past it, prefixes of big fleets evict each other early. */
@@ -75,6 +89,17 @@ void pg_ca_prefetch(const struct pg_ca_index *ix, const uint64_t *chain, uint32_
 void pg_ca_match(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n, pg_ca_ok_fn ok,
                  void *arg, struct pg_ca_match *out);
 
+/*
+ * What each backend holds of chain[0..n): the longest prefix that any
+ * holder ok accepts holds, then the longest the others hold, and so on,
+ * `tiers` times at most. Writes (ids[i], blocks[i]) longest first and
+ * returns their number (at most tiers x PG_CA_WAYS); adds the lookups it
+ * took to *probes (may be NULL). About tiers x (log2(n) + 1) lookups.
+ */
+size_t pg_ca_match_tiers(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n,
+                         pg_ca_ok_fn ok, void *arg, unsigned tiers, uint16_t *ids, uint32_t *blocks,
+                         uint32_t *probes);
+
 /* chain[0..n) was sent to backend id (1..PG_MAX_BACKENDS-1): record and
  * refresh it, advance id's clock by the blocks it did not hold. Returns the
  * slots evicted to make room. */
@@ -92,6 +117,14 @@ static inline uint64_t pg_ca_anchor_key(uint64_t anchor)
 
 	return h ? h : 1;
 }
+
+/* One request more (before its pg_ca_record): the clock shares count in. */
+void pg_ca_tick(const struct pg_ca_index *ix);
+
+/* The shared blocks at the head of chain[0..n) (see above), members: the
+ * instances that serve it. About log2(n) + 1 lookups. */
+uint32_t pg_ca_shared(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n,
+                      uint32_t members);
 
 /* Slots in use (a scan: for metrics, not the request path). */
 uint32_t pg_ca_occupancy(const struct pg_ca_index *ix);

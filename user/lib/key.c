@@ -341,36 +341,6 @@ static void key_out(struct pg_key *out, enum pg_key_source src, const char *p, s
 		*text_len = len;
 }
 
-uint64_t pg_key_chain_next(uint64_t prev, const char *block)
-{
-	uint64_t h = (prev ^ prev >> 29) * 0xbf58476d1ce4e5b9ull ^ XXH3_64bits(block, PG_CA_BLOCK);
-
-	return h ^ h >> 32;
-}
-
-/* The chain hashes of whole blocks of t[0..n), never 0 (an empty slot). */
-static uint32_t block_chain(const char *t, size_t n, uint64_t *chain)
-{
-	const uint32_t nb =
-	    n / PG_CA_BLOCK < PG_CA_MAX_BLOCKS ? (uint32_t)(n / PG_CA_BLOCK) : PG_CA_MAX_BLOCKS;
-	uint64_t h = 0;
-
-	for (uint32_t k = 0; k < nb; k++) {
-		h = pg_key_chain_next(h, t + (size_t)k * PG_CA_BLOCK);
-		chain[k] = h ? h : 1;
-	}
-	return nb;
-}
-
-/* cache_aware's view of a key text t[0..n): prefix_end ends the
- * PREFIX_AWARE key; the anchor runs to anchor_end. */
-static void blocks_out(struct pg_key_blocks *kb, const char *t, size_t n, size_t anchor_end)
-{
-	kb->anchor = XXH3_64bits(t, anchor_end);
-	kb->anchor_len = (uint32_t)anchor_end;
-	kb->n = block_chain(t, n, kb->chain);
-}
-
 /* An explicit key from the body: the whole unescaped string token i. */
 static int explicit_out(struct pg_key *out, enum pg_key_source src, const struct pg_json *js,
                         int64_t i, char *text, size_t text_cap, size_t *text_len,
@@ -385,7 +355,7 @@ static int explicit_out(struct pg_key *out, enum pg_key_source src, const struct
 	key_out(out, src, buf, n, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n, text, text_cap,
 	        text_len);
 	if (kb)
-		*kb = (struct pg_key_blocks){.anchor = out->hash, .anchor_len = 0, .n = 0};
+		*kb = (struct pg_key_blocks){.anchor = out->hash, .whole = out->hash};
 	free(buf);
 	return 0;
 }
@@ -477,7 +447,7 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 				if (e.user_done && e.user_end < anchor)
 					anchor = e.user_end;
 			}
-			blocks_out(kb, t, e.len, anchor);
+			pg_key_blocks_of(kb, t, e.len, anchor);
 		}
 	}
 	ks->text = e.buf; /* kept for the next key (scratch_trim) */
@@ -540,6 +510,20 @@ static void scratch_trim(struct pg_key_scratch *ks, size_t keep)
 		pg_json_free(&ks->js);
 }
 
+/* The prompt's size in tokens, estimated: its text where the key has all
+ * of it, else the body's bytes (raw bodies, explicit keys, texts past the
+ * blocks' limit). */
+static uint32_t prompt_tokens(const struct pg_key *k, size_t body_len, uint32_t prefix_length,
+                              const struct pg_key_blocks *kb)
+{
+	uint64_t bytes = body_len, t;
+
+	if (kb && pg_key_source_text(k->source) && kb->text_len < text_limit(true, prefix_length))
+		bytes = kb->text_len;
+	t = bytes / PG_CA_CHARS_PER_TOKEN;
+	return t < 1 ? 1 : t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
+}
+
 /* The key of one request, and with kb cache_aware's blocks and anchor
  * (key.h); out->anchor is the blocks' anchor, or the key's hash without. */
 static void key_compute(enum pg_api api, struct pg_str header_key, const char *body,
@@ -559,7 +543,7 @@ static void key_compute(enum pg_api api, struct pg_str header_key, const char *b
 		        header_key.len > UINT32_MAX ? UINT32_MAX : (uint32_t)header_key.len, text,
 		        text_cap, text_len);
 		if (kb)
-			*kb = (struct pg_key_blocks){.anchor = out->hash, .anchor_len = 0, .n = 0};
+			*kb = (struct pg_key_blocks){.anchor = out->hash, .whole = out->hash};
 	} else if (api == PG_API_RAW || !complete ||
 	           json_body_key(api, body, body_len, pre, prefix_length, out, text, text_cap,
 	                         text_len, kb, ks)) {
@@ -569,9 +553,10 @@ static void key_compute(enum pg_api api, struct pg_str header_key, const char *b
 		out->fallback = api != PG_API_RAW;
 		key_out(out, PG_KEY_SRC_RAW, body, n, (uint32_t)n, text, text_cap, text_len);
 		if (kb)
-			blocks_out(kb, body, n, n);
+			pg_key_blocks_of(kb, body, n, n);
 	}
 	out->anchor = kb ? kb->anchor : out->hash;
+	out->tokens = prompt_tokens(out, body_len, prefix_length, kb);
 	scratch_trim(ks, ks == &own ? 0 : PG_SPARE_KEEP);
 }
 

@@ -124,8 +124,11 @@ static inline bool pg_key_source_text(unsigned source)
 
 struct pg_key {
 	uint64_t hash;   /* XXH3-64 of the key bytes */
-	uint64_t anchor; /* cache_aware's anchor (pg_key_blocks); else hash */
+	uint64_t anchor; /* cache_aware's anchor (pg_key_blocks; route.c may move it
+	                  * past a shared prefix); else hash */
 	uint32_t length; /* key length: code points (text sources) or bytes */
+	uint32_t tokens; /* cache_aware: the prompt's tokens, estimated
+	                  * (PG_CA_CHARS_PER_TOKEN bytes of its text, or of the body) */
 	uint8_t source;  /* enum pg_key_source */
 	bool fallback;   /* JSON API, but the JSON could not be used */
 	bool stream;     /* the JSON body asks for a streamed response */
@@ -180,6 +183,8 @@ struct pg_key_blocks {
 	uint32_t n;                       /* whole blocks indexed */
 	uint32_t anchor_len;              /* key text bytes the anchor covers */
 	uint64_t anchor;                  /* XXH3-64 of them */
+	uint32_t text_len;                /* key text bytes in all (up to the limit) */
+	uint64_t whole;                   /* names the whole key text; never 0 */
 	uint64_t chain[PG_CA_MAX_BLOCKS]; /* chain[i]: hash of blocks 0..i; never 0 */
 };
 
@@ -194,6 +199,10 @@ struct pg_key_blocks {
  * definitions never match, they only miss.
  */
 uint64_t pg_key_chain_next(uint64_t prev, const char *block);
+
+/* kb from a key text t[0..n) whose anchor is t[0..anchor_end): the
+ * blocks' chain, the anchor's hash, the whole text's name. */
+void pg_key_blocks_of(struct pg_key_blocks *kb, const char *t, size_t n, size_t anchor_end);
 
 /*
  * The window a body's JSON is parsed with first (json.h): a parse of it

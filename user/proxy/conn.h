@@ -25,6 +25,7 @@
 #include "lib/http.h"
 #include "lib/key.h"
 #include "proxy/sock.h"
+#include "state/load.h"
 
 struct pg_worker;
 struct pg_upstream;
@@ -108,6 +109,10 @@ struct pg_exchange {
 	struct pg_choice choice;
 	struct pg_idset tried;
 	struct pg_upstream *up; /* the attempt's backend connection */
+	/* The attempt's work in its backend's queue (state/load.h): taken
+	 * with the in-flight slot, given back at the first token or with the
+	 * slot. */
+	struct pg_load_ticket load;
 };
 
 /* A list of clients, oldest first (the worker's idle and busy lists). */

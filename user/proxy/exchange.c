@@ -33,6 +33,7 @@
 
 static void release_slot(struct pg_worker *w, struct pg_exchange *x)
 {
+	pg_load_drop(w->gw, &x->load);
 	if (x->counted) {
 		pg_inflight_release(w->gw, x->backend);
 		x->counted = false;
@@ -238,6 +239,15 @@ static void fwd_add_close(struct pg_exchange *x)
 	x->fwd_close = true;
 }
 
+/* The request's work on backend id: its prompt less what cache_aware
+ * believed id to hold (its estimate of the chosen one), at least a token. */
+static uint32_t work_on(const struct pg_exchange *x, uint16_t id)
+{
+	uint32_t held = x->choice.est[0].id == id ? x->choice.est[0].matched : 0;
+
+	return x->key.tokens > held ? x->key.tokens - held : 1;
+}
+
 void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned decision,
                 bool fresh)
 {
@@ -258,6 +268,7 @@ void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned 
 	pg_idset_add(&x->tried, id);
 	pg_inflight_take(w->gw, id, decision);
 	x->counted = true;
+	pg_load_take(w->gw, id, work_on(x, id), &x->load, pg_now_ns());
 	if (!u)
 		u = pg_upstream_new(w, id, path, c);
 	if (!u) {
@@ -400,6 +411,10 @@ static void client_timeouts(struct pg_worker *w, struct pg_client *c, const stru
 		/* A streaming request may have a backend answering too. */
 		__attribute__((fallthrough));
 	case PG_C_WAIT:
+		/* A response that does not stream shows no first token: its work
+		 * leaves the queue when the first token was predicted. */
+		if (x->load.pending && !x->key.stream && now >= x->load.due_ms)
+			pg_load_drop(w->gw, &c->x.load);
 		if (x->resp_started || !x->sent_ms || now - x->sent_ms < t->first_byte_ms)
 			return;
 		__atomic_fetch_add(&w->gw->maps.backends[x->backend].failures, 1, __ATOMIC_RELAXED);

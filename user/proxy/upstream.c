@@ -220,6 +220,10 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 	}
 	x->resp_started = true;
 	x->resp_status = (uint16_t)resp.status;
+	/* Only a streamed 2xx response shows its first token as a body byte
+	 * (state/load.h): any other had it by now, if at all. */
+	if (!x->key.stream || resp.status >= 300 || x->head_method)
+		pg_load_drop(w->gw, &x->load);
 	pg_held_release(w, x, u); /* no retry from here */
 	if (pg_alog_on(w->gw->alog))
 		x->ttft_ns = pg_now_ns();
@@ -254,17 +258,21 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 	forward_response_head(w, c, &resp, p, (size_t)n);
 	if (u->state == PG_U_DONE)
 		pg_client_schedule(w, c);
-	/* Body bytes that came with the head. */
-	if (len > (size_t)n)
+	/* Body bytes that came with the head: the first token among them. */
+	if (len > (size_t)n) {
+		pg_load_first(w->gw, w->stats, &x->load, pg_now_ns());
 		kept = forward_body(w, u, p + n, len - (size_t)n, bid);
+	}
 	u->hlen = 0;
 	if (u->hcap > PG_HBUF_KEEP) { /* not kept for the connection's life (pooled) */
 		free(u->hbuf);
 		u->hbuf = NULL;
 		u->hcap = 0;
 	}
-	if (!u->s.closed && u->state == PG_U_BODY && u->dp)
-		pg_dp_body_start(w, u); /* the rest of the body via the kernel */
+	/* The rest of the body via the kernel, once the first token, if
+	 * awaited, was seen here. */
+	if (!u->s.closed && u->state == PG_U_BODY && u->dp && !x->load.pending)
+		pg_dp_body_start(w, u);
 	return kept;
 }
 
@@ -284,10 +292,19 @@ bool pg_upstream_input(struct pg_worker *w, struct pg_upstream *u, char *data, s
 	if (u->dp)
 		pg_dp_received(u, len);
 	if (u->state != PG_U_HEAD) {
-		bool kept = forward_body(w, u, data, len, bid);
+		/* the response's first body byte: its first token (state/load.h) */
+		const bool first = u->c && u->c->x.load.pending;
+		bool kept;
 
-		if (u->dp && !u->s.closed)
-			pg_dp_forwarded(w, u);
+		if (first)
+			pg_load_first(w->gw, w->stats, &u->c->x.load, pg_now_ns());
+		kept = forward_body(w, u, data, len, bid);
+		if (u->dp && !u->s.closed) {
+			if (first && u->state == PG_U_BODY)
+				pg_dp_body_start(w, u); /* held back for it (response_head) */
+			else
+				pg_dp_forwarded(w, u);
+		}
 		return kept;
 	}
 	if (!u->hlen) /* a head that begins in this receive */

@@ -4,6 +4,7 @@
 #include "state/fleetq.h"
 #include "state/routestats.h"
 #include "state/route.h"
+#include "lib/cachechoice.h"
 #include "state/pools.h"
 
 struct holder_rule {
@@ -34,10 +35,57 @@ static bool place_anchor(const struct pg_key *key, const struct pg_key_blocks *k
 	       (uint64_t)kb->n * PG_CA_BLOCK < kb->anchor_len;
 }
 
+/* Index tiers cache_aware reads (cacheidx.h pg_ca_match_tiers): the
+ * longest match, then the next, then the next: up to 12 holders. */
+#define CA_TIERS      3
+#define TOK_PER_BLOCK (PG_CA_BLOCK / PG_CA_CHARS_PER_TOKEN)
+
+/* cache_aware: what the index says of the request (kb NULL: a retry, whose
+ * blocks are gone: its size and anchor only), into rq; moves key->anchor
+ * past a shared head that covers it (cacheidx.h: what follows the shared
+ * prefix decides where a new conversation goes). */
+static void ca_view(struct pg_gateway *gw, unsigned pool, const struct pg_route_cfg *rc,
+                    struct pg_key *key, const struct pg_key_blocks *kb, struct holder_rule *rule,
+                    struct pg_ca_req *rq, uint16_t *ids, uint32_t *tokens, uint16_t *placed)
+{
+	struct pg_ca_index ix = pg_cache_index(gw);
+	const bool explicit_key = pg_key_source_explicit(key->source);
+	uint32_t shared = 0, blocks[CA_TIERS * PG_CA_WAYS];
+	size_t n = 0;
+
+	*rq = (struct pg_ca_req){.prompt_tokens = key->tokens,
+	                         .held = ids,
+	                         .held_tokens = tokens,
+	                         .choices = rc->new_choices,
+	                         .placed = placed,
+	                         .work_base = PG_CA_WORK_BASE,
+	                         .work_queued = PG_CA_WORK_QUEUED};
+	if (!ix.capacity_blocks)
+		return;
+	if (kb && kb->n) {
+		uint32_t members =
+		    __atomic_load_n(&gw->maps.state[pool].nbackends, __ATOMIC_RELAXED);
+
+		pg_ca_prefetch(&ix, kb->chain, kb->n);
+		shared = pg_ca_shared(&ix, kb->chain, kb->n, members);
+		if (!explicit_key && (uint64_t)shared * PG_CA_BLOCK >= kb->anchor_len)
+			key->anchor = shared < kb->n ? kb->chain[shared] : kb->whole;
+		n = pg_ca_match_tiers(&ix, kb->chain, kb->n, holder_usable, rule, CA_TIERS, ids,
+		                      blocks, NULL);
+		for (size_t i = 0; i < n; i++)
+			tokens[i] = blocks[i] * TOK_PER_BLOCK;
+	}
+	rq->shared_tokens = shared * TOK_PER_BLOCK;
+	rq->nheld = n;
+	if (rc->new_choices > 1 && !explicit_key)
+		rq->nplaced =
+		    pg_ca_holders(&ix, pg_ca_anchor_key(key->anchor), holder_usable, rule, placed);
+}
+
 /* kb: cache_aware's blocks (NULL when only the key is known: a retry goes
- * by the anchor's ring, and the choices, alone). */
+ * by its size and anchor alone). */
 static uint16_t choose(struct pg_gateway *gw, unsigned pool, const struct pg_route_cfg *rc,
-                       const struct pg_key *key, const struct pg_key_blocks *kb,
+                       struct pg_key *key, const struct pg_key_blocks *kb,
                        const struct pg_idset *exclude, uint64_t now_ms, uint64_t rnd,
                        struct pg_choice *choice)
 {
@@ -50,34 +98,14 @@ static uint16_t choose(struct pg_gateway *gw, unsigned pool, const struct pg_rou
 		ncand = pg_maps_pool_candidates(&gw->maps, pool, key->hash, cand);
 	if (rc->strategy == PG_STRATEGY_CACHE_AWARE) {
 		struct holder_rule rule = {gw->maps.backends, max_id, exclude, now_ms};
-		struct pg_ca_index ix = pg_cache_index(gw);
-		struct pg_ca_match m = {0};
-		struct pg_cached cached;
-		const bool probe = kb && kb->n && ix.capacity_blocks;
-		uint16_t id, placed[PG_CA_WAYS];
-		size_t nplaced = 0;
+		uint16_t ids[CA_TIERS * PG_CA_WAYS], placed[PG_CA_WAYS];
+		uint32_t tokens[CA_TIERS * PG_CA_WAYS];
+		struct pg_ca_req rq;
 
-		if (probe) /* first: the ring lookup runs while the slots load */
-			pg_ca_prefetch(&ix, kb->chain, kb->n);
+		ca_view(gw, pool, rc, key, kb, &rule, &rq, ids, tokens, placed);
 		ncand = pg_maps_pool_candidates(&gw->maps, pool, key->anchor, cand);
-		if (probe)
-			pg_ca_match(&ix, kb->chain, kb->n, holder_usable, &rule, &m);
-		if (kb && rc->new_choices > 1 && !explicit_key && ix.capacity_blocks)
-			nplaced = pg_ca_holders(&ix, pg_ca_anchor_key(key->anchor), holder_usable,
-			                        &rule, placed);
-		cached = (struct pg_cached){
-		    .holder = m.holder,
-		    .nholder = m.n,
-		    .specific = m.blocks && (uint64_t)m.blocks * PG_CA_BLOCK >= kb->anchor_len,
-		    .max_load_gap = rc->max_load_gap,
-		    .choices = rc->new_choices,
-		    .placed = placed,
-		    .nplaced = nplaced,
-		};
-		id = pg_balance_cached(rc, gw->maps.backends, max_id, cand, ncand, &cached, exclude,
-		                       now_ms, rnd, explicit_key, choice);
-		choice->matched = m.blocks * PG_CA_BLOCK;
-		return id;
+		return pg_balance_cached(gw->maps.backends, max_id, cand, ncand, &rq, exclude,
+		                         now_ms, explicit_key, choice);
 	}
 	return pg_balance(rc, gw->maps.backends, max_id, cand, ncand, exclude, now_ms, rnd,
 	                  explicit_key, choice);
@@ -86,8 +114,8 @@ static uint16_t choose(struct pg_gateway *gw, unsigned pool, const struct pg_rou
 /* What PREFIX_AWARE would choose for key now, with the same ring,
  * threshold and in-flight counts (those are the real routing's). */
 static uint16_t shadow_choice(struct pg_gateway *gw, unsigned pool, const struct pg_route_cfg *rc,
-                              const struct pg_key *key, const struct pg_idset *exclude,
-                              uint64_t now_ms, uint64_t rnd)
+                              struct pg_key *key, const struct pg_idset *exclude, uint64_t now_ms,
+                              uint64_t rnd)
 {
 	struct pg_route_cfg pa = *rc;
 	struct pg_choice ch;
@@ -113,11 +141,11 @@ static void record_chain(struct pg_gateway *gw, const struct pg_ca_index *ix, un
 
 /* cache_aware: what was sent where (and, when place, where the anchor
  * went), and how long the match was. */
-static void record_blocks(struct pg_gateway *gw, unsigned worker, const struct pg_key_blocks *kb,
-                          uint16_t id, uint32_t matched, bool place)
+static void record_blocks(struct pg_gateway *gw, unsigned worker, const struct pg_key *key,
+                          const struct pg_key_blocks *kb, uint16_t id, uint32_t matched, bool place)
 {
 	struct pg_ca_index ix = pg_cache_index(gw);
-	uint32_t blocks = matched / PG_CA_BLOCK;
+	uint32_t blocks = matched / TOK_PER_BLOCK;
 	unsigned bucket = 0;
 
 	while (blocks && bucket < PG_CA_MATCH_BUCKETS - 1) {
@@ -127,12 +155,13 @@ static void record_blocks(struct pg_gateway *gw, unsigned worker, const struct p
 	__atomic_fetch_add(&gw->ca_matched[bucket], 1, __ATOMIC_RELAXED);
 	if (!ix.capacity_blocks)
 		return;
+	pg_ca_tick(&ix);
 	if (kb->n)
 		record_chain(gw, &ix, worker, kb->chain, kb->n, id);
 	if (place) {
 		/* a new anchor advances id's clock by one block it does not hold:
 		 * once per conversation, against the blocks of every turn */
-		const uint64_t anchor = pg_ca_anchor_key(kb->anchor);
+		const uint64_t anchor = pg_ca_anchor_key(key->anchor);
 
 		record_chain(gw, &ix, worker, &anchor, 1, id);
 	}
@@ -185,7 +214,7 @@ static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
 	if (worker == NO_RECORD || !id)
 		return id;
 	if (ca)
-		record_blocks(gw, worker, &kb, id, choice->matched, place_anchor(key, &kb));
+		record_blocks(gw, worker, key, &kb, id, choice->matched, place_anchor(key, &kb));
 	if (gw->cfg && gw->cfg->shadow)
 		shadow = rc.strategy == PG_STRATEGY_PREFIX_AWARE
 		             ? id
@@ -215,10 +244,11 @@ uint16_t pg_route_again(struct pg_gateway *gw, const struct pg_key *key,
 	const unsigned pool = choice->pool < gw->maps.npools ? choice->pool : 0;
 	struct pg_idset buf;
 	struct pg_route_cfg rc;
+	struct pg_key k = *key; /* as the first decision left it (its anchor moved) */
 	uint16_t id;
 
 	decision_cfg(gw, pool, &rc);
-	id = choose(gw, pool, &rc, key, NULL, pg_pool_exclude(gw, pool, exclude, &buf), pg_now_ms(),
+	id = choose(gw, pool, &rc, &k, NULL, pg_pool_exclude(gw, pool, exclude, &buf), pg_now_ms(),
 	            rnd, choice);
 	choice->pool = (uint8_t)pool;
 	return id;

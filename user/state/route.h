@@ -68,6 +68,7 @@ static inline struct pg_ca_index pg_cache_index(const struct pg_gateway *gw)
 	    .backends = gw->maps.backends,
 	    .capacity_blocks =
 	        __atomic_load_n(&gw->maps.state->ca_capacity_blocks, __ATOMIC_RELAXED),
+	    .requests = &gw->maps.state->ca_requests,
 	};
 }
 

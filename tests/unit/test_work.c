@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The load model's online fit (lib/work.h): it converges on synthetic
+ * observations, tracks a step change within a minute, shrugs off
+ * outliers, starts from its prior and ignores nonsense.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <cmocka.h>
+#include "lib/work.h"
+
+static const struct pg_speed prior = {61.5, 1e6 / 36600, 0};
+
+/* A deterministic uniform in [0, 1). */
+static double unif(uint64_t *s)
+{
+	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+	return (double)(*s >> 11) / 9007199254740992.0;
+}
+
+/* n observations of truth, one every `every` ms from *t, noise: +- frac;
+ * each `outlier`-th one (0: none) 5 times too slow. */
+static void feed(struct pg_fit *f, const struct pg_speed *truth, int n, uint64_t *t, uint64_t every,
+                 double frac, int outlier, uint64_t *seed)
+{
+	for (int i = 0; i < n; i++) {
+		double tokens = 500 + unif(seed) * 60000, dec = unif(seed) * 40;
+		double y = pg_speed_predict(truth, tokens, dec) * (1 + frac * (2 * unif(seed) - 1));
+
+		if (outlier && i % outlier == outlier - 1)
+			y *= 5;
+		*t += every;
+		pg_fit_observe(f, *t, tokens, dec, y);
+	}
+}
+
+static void near(double got, double want, double tol, const char *what)
+{
+	if (fabs(got - want) > tol)
+		fail_msg("%s: %.3f, want %.3f +- %.3f", what, got, want, tol);
+}
+
+static void test_converges(void **state)
+{
+	const struct pg_speed truth = {40, 20, 1.5};
+	struct pg_fit f;
+	uint64_t t = 0, seed = 1;
+
+	(void)state;
+	pg_fit_init(&f, &prior);
+	feed(&f, &truth, 400, &t, 200, 0.05, 0, &seed);
+	near(f.cur.ms_per_ktok, 20, 0.6, "ms per 1,000 tokens");
+	near(f.cur.overhead_ms, 40, 15, "overhead");
+	near(f.cur.ms_per_decode, 1.5, 0.5, "ms per decoding request");
+	assert_int_equal(f.n, 400);
+}
+
+/* The instance halves its speed: within a minute of observations at
+ * 5 a second, the fit predicts the new speed within 10%. */
+static void test_tracks_step(void **state)
+{
+	const struct pg_speed before = {60, 25, 0}, after = {120, 50, 0};
+	struct pg_fit f;
+	uint64_t t = 0, seed = 2;
+
+	(void)state;
+	pg_fit_init(&f, &prior);
+	feed(&f, &before, 600, &t, 200, 0.05, 0, &seed);
+	near(pg_speed_predict(&f.cur, 30000, 10), pg_speed_predict(&before, 30000, 10),
+	     0.05 * pg_speed_predict(&before, 30000, 10), "before the step");
+	feed(&f, &after, 300, &t, 200, 0.05, 0, &seed); /* 60 s */
+	near(pg_speed_predict(&f.cur, 30000, 10), pg_speed_predict(&after, 30000, 10),
+	     0.10 * pg_speed_predict(&after, 30000, 10), "a minute after the step");
+}
+
+/* One observation in ten five times too slow (a request the index
+ * believed cached that was not): the fit stays within 15%. */
+static void test_outliers(void **state)
+{
+	const struct pg_speed truth = {60, 27, 0};
+	struct pg_fit f;
+	uint64_t t = 0, seed = 3;
+
+	(void)state;
+	pg_fit_init(&f, &prior);
+	feed(&f, &truth, 600, &t, 200, 0.05, 10, &seed);
+	near(f.cur.ms_per_ktok, 27, 0.15 * 27, "ms per 1,000 tokens, with outliers");
+}
+
+static void test_prior(void **state)
+{
+	const struct pg_speed slow = {200, 100, 0};
+	struct pg_fit f;
+
+	(void)state;
+	pg_fit_init(&f, &prior);
+	assert_memory_equal(&f.cur, &prior, sizeof(prior));
+	/* a new prior (the backend's report) while nothing is learned */
+	pg_fit_prior(&f, &slow);
+	assert_memory_equal(&f.cur, &slow, sizeof(slow));
+	pg_fit_prior(&f, &prior);
+	/* one observation moves it, but the prior still weighs */
+	pg_fit_observe(&f, 1000, 10000, 0, 10 * pg_speed_predict(&prior, 10000, 0));
+	assert_true(f.cur.ms_per_ktok > prior.ms_per_ktok);
+	assert_true(pg_speed_predict(&f.cur, 10000, 0) < 10 * pg_speed_predict(&prior, 10000, 0));
+	/* nonsense is ignored */
+	pg_fit_observe(&f, 2000, 10000, 0, -5);
+	pg_fit_observe(&f, 2000, -1, 0, 100);
+	pg_fit_observe(&f, 2000, 10000, 0, NAN);
+	assert_int_equal(f.n, 1);
+	/* a clock that goes back is taken as no time passing */
+	pg_fit_observe(&f, 500, 10000, 0, pg_speed_predict(&prior, 10000, 0));
+	assert_int_equal(f.n, 2);
+	assert_true(f.last_ms == 1000);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_converges),
+	    cmocka_unit_test(test_tracks_step),
+	    cmocka_unit_test(test_outliers),
+	    cmocka_unit_test(test_prior),
+	};
+
+	return cmocka_run_group_tests_name("work", tests, NULL, NULL);
+}

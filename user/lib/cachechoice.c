@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: MIT
+/* cache_aware's choice (cachechoice.h). */
+#include <math.h>
+#include <string.h>
+
+#include "lib/cachechoice.h"
+
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+
+void pg_ca_speed(const struct pg_backend *b, struct pg_speed *out)
+{
+	uint32_t rate = LOAD(&b->fit_rate), ov = LOAD(&b->fit_overhead_us);
+
+	out->ms_per_ktok = 1e6 / (rate ? rate : PG_SPEED_RATE_DEFAULT);
+	out->overhead_ms = rate ? ov / 1000.0 : PG_SPEED_OVERHEAD_DEFAULT;
+	out->ms_per_decode = rate ? LOAD(&b->fit_decode_us) / 1000.0 : 0;
+}
+
+/* One usable backend as the rule sees it. */
+struct seen {
+	uint16_t id;
+	uint32_t matched;
+	float queue_ms, prefill_ms, ms_per_ktok, ttft_ms, cost;
+};
+
+/* Tokens rq says b holds: the shared head, or more if listed. */
+static uint32_t held_by(const struct pg_ca_req *rq, uint16_t id)
+{
+	uint32_t t = rq->shared_tokens;
+
+	for (size_t i = 0; i < rq->nheld; i++)
+		if (rq->held[i] == id && rq->held_tokens[i] > t)
+			t = rq->held_tokens[i];
+	return t < rq->prompt_tokens ? t : rq->prompt_tokens;
+}
+
+static bool listed(const uint16_t *ids, size_t n, uint16_t id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] == id)
+			return true;
+	return false;
+}
+
+static void estimate(struct seen *s, const struct pg_backend *b, const struct pg_ca_req *rq)
+{
+	struct pg_speed sp;
+	const int64_t dec = (int64_t)LOAD(&b->in_flight) - (int64_t)LOAD(&b->prefill_reqs) +
+	                    LOAD(&b->peer_in_flight) - (int64_t)LOAD(&b->peer_prefill_reqs);
+	const double queued = (double)(LOAD(&b->prefill_tokens) + LOAD(&b->peer_prefill_tokens));
+	const uint32_t own = rq->prompt_tokens > s->matched ? rq->prompt_tokens - s->matched : 1;
+
+	pg_ca_speed(b, &sp);
+	s->ms_per_ktok = (float)sp.ms_per_ktok;
+	s->prefill_ms = (float)(sp.ms_per_ktok * own / 1000.0);
+	s->queue_ms = (float)(sp.ms_per_ktok * queued / 1000.0 +
+	                      sp.ms_per_decode * (double)(dec > 0 ? dec : 0));
+	s->ttft_ms = (float)sp.overhead_ms + s->queue_ms + s->prefill_ms;
+}
+
+static void est_out(struct pg_ca_est *e, const struct seen *s)
+{
+	*e = (struct pg_ca_est){.id = s->id,
+	                        .matched = s->matched,
+	                        .wait_ms = s->queue_ms,
+	                        .prefill_ms = s->prefill_ms,
+	                        .saved_ms = s->ms_per_ktok * s->matched / 1000.0f,
+	                        .ttft_ms = s->ttft_ms};
+}
+
+/* Where a tie goes: the rank of id among cand (ring order), ncand + id for
+ * the others. */
+static size_t rank_of(const uint16_t *cand, size_t ncand, uint16_t id)
+{
+	for (size_t i = 0; i < ncand; i++)
+		if (cand[i] == id)
+			return i;
+	return ncand + id;
+}
+
+/* Of the tied seen[] (cost <= limit), the one the tie rules pick. */
+static size_t break_tie(const struct seen *seen, size_t n, float limit,
+                        const struct pg_backend *backends, const uint16_t *cand, size_t ncand,
+                        const struct pg_ca_req *rq)
+{
+	size_t best = n, best_rank = SIZE_MAX;
+	uint32_t choices = rq->choices > 1 ? rq->choices : 1;
+
+	if (choices > 1) {
+		uint32_t low = 0;
+
+		/* where this anchor went before, in ring order */
+		for (size_t i = 0; i < n; i++) {
+			size_t r = rank_of(cand, ncand, seen[i].id);
+
+			if (seen[i].cost <= limit && listed(rq->placed, rq->nplaced, seen[i].id) &&
+			    r < best_rank) {
+				best = i;
+				best_rank = r;
+			}
+		}
+		if (best < n)
+			return best;
+		/* the least recently sent of the first `choices` candidates */
+		for (size_t c = 0; c < ncand && c < choices; c++)
+			for (size_t i = 0; i < n; i++) {
+				uint32_t r;
+
+				if (seen[i].id != cand[c] || seen[i].cost > limit)
+					continue;
+				r = LOAD(&backends[seen[i].id].recent);
+				if (best == n || (uint64_t)r + PG_CA_RECENT_TIE < low) {
+					best = i;
+					low = r;
+				}
+			}
+		if (best < n)
+			return best;
+	}
+	for (size_t i = 0; i < n; i++) {
+		size_t r = rank_of(cand, ncand, seen[i].id);
+
+		if (seen[i].cost <= limit && r < best_rank) {
+			best = i;
+			best_rank = r;
+		}
+	}
+	return best;
+}
+
+/* Why id was chosen: the longest match beyond the shared head (CACHED), or
+ * with none anywhere the anchor's place, the first usable ring candidate
+ * or where the anchor went before (AFFINITY, EXPLICIT_KEY), else for its
+ * load (BALANCED). */
+static enum pg_decision decision(const struct pg_backend *backends, unsigned max_id,
+                                 const uint16_t *cand, size_t ncand, const struct pg_ca_req *rq,
+                                 const struct pg_idset *exclude, uint64_t now_ms, bool explicit_key,
+                                 uint16_t id, uint32_t matched, uint32_t longest)
+{
+	size_t first = 0;
+
+	if (longest > rq->shared_tokens)
+		return matched == longest ? PG_DEC_CACHED : PG_DEC_BALANCED;
+	while (first < ncand &&
+	       !pg_backend_eligible(backends, max_id, cand[first], exclude, now_ms))
+		first++;
+	if ((first < ncand && cand[first] == id) || listed(rq->placed, rq->nplaced, id))
+		return explicit_key ? PG_DEC_EXPLICIT_KEY : PG_DEC_AFFINITY;
+	return PG_DEC_BALANCED;
+}
+
+uint16_t pg_balance_cached(const struct pg_backend *backends, unsigned max_id, const uint16_t *cand,
+                           size_t ncand, const struct pg_ca_req *rq, const struct pg_idset *exclude,
+                           uint64_t now_ms, bool explicit_key, struct pg_choice *out)
+{
+	struct seen seen[PG_MAX_BACKENDS];
+	size_t n = 0, pick, second = SIZE_MAX;
+	uint64_t queued_reqs = 0;
+	uint32_t longest = rq->shared_tokens;
+	float low = INFINITY, limit, lambda;
+
+	if (max_id > PG_MAX_BACKENDS - 1)
+		max_id = PG_MAX_BACKENDS - 1;
+	if (ncand > PG_RING_CANDIDATES)
+		ncand = PG_RING_CANDIDATES;
+	memset(out, 0, sizeof(*out));
+	out->ncand = (uint8_t)ncand;
+	if (ncand)
+		memcpy(out->cand, cand, ncand * sizeof(*cand));
+	for (unsigned id = 1; id <= max_id; id++) {
+		const struct pg_backend *b = &backends[id];
+
+		if (!pg_backend_eligible(backends, max_id, id, exclude, now_ms))
+			continue;
+		seen[n].id = (uint16_t)id;
+		seen[n].matched = held_by(rq, (uint16_t)id);
+		if (seen[n].matched > longest)
+			longest = seen[n].matched;
+		estimate(&seen[n], b, rq);
+		queued_reqs += LOAD(&b->prefill_reqs) + LOAD(&b->peer_prefill_reqs);
+		n++;
+	}
+	if (!n)
+		return 0;
+	lambda = (float)(rq->work_base + rq->work_queued * (double)queued_reqs / (double)n);
+	for (size_t i = 0; i < n; i++) {
+		seen[i].cost = seen[i].ttft_ms + lambda * seen[i].prefill_ms;
+		if (seen[i].cost < low)
+			low = seen[i].cost;
+	}
+	limit = low + fmaxf((float)PG_CA_TIE_MS, low * (float)PG_CA_TIE_FRAC);
+	pick = break_tie(seen, n, limit, backends, cand, ncand, rq);
+	for (size_t i = 0; i < n; i++)
+		if (i != pick && (second == SIZE_MAX || seen[i].cost < seen[second].cost))
+			second = i;
+	out->backend = seen[pick].id;
+	out->matched = seen[pick].matched;
+	est_out(&out->est[0], &seen[pick]);
+	if (second != SIZE_MAX)
+		est_out(&out->est[1], &seen[second]);
+	out->decision = decision(backends, max_id, cand, ncand, rq, exclude, now_ms, explicit_key,
+	                         seen[pick].id, seen[pick].matched, longest);
+	return seen[pick].id;
+}

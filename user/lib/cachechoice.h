@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cache_aware's choice, pure: each usable instance's predicted time to
+ * first token for the request (work.h: its queue in work, what its cache
+ * saves, its learned speed), plus the prefill the request would add there
+ * weighed by how many requests are queued in the fleet; the lowest wins.
+ *
+ *     cost(b) = ttft(b) + lambda x prefill(b)
+ *     ttft(b) = overhead(b) + (queued(b) + own(b)) / rate(b) + decoding(b) x decode(b)
+ *     prefill(b) = own(b) / rate(b),  own(b) = prompt - cached(b) (at least 1)
+ *     lambda = PG_CA_WORK_BASE + PG_CA_WORK_QUEUED x (requests waiting for
+ *              their first token, per usable instance)
+ *
+ * Why the second term: a request's prefill delays every request that
+ * queues behind it on that instance. Below saturation few do, and the
+ * quickest first token is the best choice; near saturation each token
+ * recomputed there delays a growing queue, and the fleet's hit rate decides
+ * whether the queues stay bounded at all. The mean queue length estimates
+ * how many requests a prefill delays (ρ / (1 - ρ) for a single queue), so
+ * the rule moves from "fastest first token" towards "follow the cache" as
+ * the fleet fills, by itself. (tools/tracesim sweeps the constants: README,
+ * Routing under load.)
+ *
+ * Ties. Costs within PG_CA_TIE_MS or PG_CA_TIE_FRAC of the lowest are equal,
+ * so instances whose learned speeds differ by noise do not split a tie; of
+ * those, the anchor's first ring candidate wins, so a new conversation's
+ * place depends on the membership alone while loads are equal (gateways
+ * that share nothing agree). NewConversationChoices N > 1: among the ties,
+ * where the anchor was placed before, else the least recently sent of the
+ * anchor's first N ring candidates.
+ *
+ * No allocation; two passes over the usable ids (shared fields read once,
+ * with relaxed atomic loads).
+ */
+#ifndef PG_CACHECHOICE_H
+#define PG_CACHECHOICE_H
+
+#include "lib/balancer.h"
+#include "lib/work.h"
+
+/* lambda's constants (tools/tracesim: the Mooncake trace at loads 0.5-1.1;
+ * README, Routing under load). */
+#define PG_CA_WORK_BASE   2.0
+#define PG_CA_WORK_QUEUED 1.5
+/* Costs this close to the lowest tie. */
+#define PG_CA_TIE_MS   5.0
+#define PG_CA_TIE_FRAC 0.05
+
+/* What the index says of one request. */
+struct pg_ca_req {
+	uint32_t prompt_tokens; /* its prompt, estimated */
+	uint32_t shared_tokens; /* its head that every instance is taken to hold
+	                         * (a shared prefix, cacheidx.h) */
+	/* backends believed to hold more of it, and how many tokens, longest
+	 * first (they need not be usable: the rule checks) */
+	const uint16_t *held;
+	const uint32_t *held_tokens;
+	size_t nheld;
+	/* NewConversationChoices (0 counts as 1) and where this anchor went
+	 * lately (pg_ca_anchor_key) */
+	uint32_t choices;
+	const uint16_t *placed;
+	size_t nplaced;
+	/* lambda = work_base + work_queued x queued requests per instance
+	 * (PG_CA_WORK_BASE, PG_CA_WORK_QUEUED; tools/tracesim sweeps them) */
+	double work_base, work_queued;
+};
+
+/* Backend b's speed as learned (pg_backend.fit_*), the defaults where not. */
+void pg_ca_speed(const struct pg_backend *b, struct pg_speed *out);
+
+/*
+ * Choose for rq among the usable backends 1..max_id not in exclude; cand:
+ * the anchor's ring candidates. Fills out->backend, decision (CACHED: a
+ * holder of the longest match beyond the shared head; BALANCED: another
+ * instance, for its load; AFFINITY or EXPLICIT_KEY: nothing beyond the
+ * shared head cached anywhere, the anchor's place), cand/ncand, matched
+ * (tokens) and est[0] (chosen) / est[1] (runner-up). 0: none usable.
+ */
+uint16_t pg_balance_cached(const struct pg_backend *backends, unsigned max_id, const uint16_t *cand,
+                           size_t ncand, const struct pg_ca_req *rq, const struct pg_idset *exclude,
+                           uint64_t now_ms, bool explicit_key, struct pg_choice *out);
+
+#endif /* PG_CACHECHOICE_H */

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The online fit of an instance's speed (work.h): ridge-regularised,
+ * exponentially weighted least squares over x = (1, ktokens, decoding),
+ * y = TTFT in ms, with Huber weights.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "lib/work.h"
+
+/* The prior counts as PG_FIT_PRIOR_N observations at these typical x: a
+ * 10,000-token prefill with 10 requests decoding. */
+static const double typical[3] = {1.0, 10.0, 10.0};
+
+void pg_fit_init(struct pg_fit *f, const struct pg_speed *prior)
+{
+	memset(f, 0, sizeof(*f));
+	f->prior = *prior;
+	f->cur = *prior;
+}
+
+void pg_fit_prior(struct pg_fit *f, const struct pg_speed *prior)
+{
+	f->prior = *prior;
+	if (!f->n)
+		f->cur = *prior;
+}
+
+/* Solve a x = b (3 x 3) by Gaussian elimination with partial pivoting;
+ * false if singular. */
+static bool solve3(double a[3][3], double b[3], double x[3])
+{
+	for (int c = 0; c < 3; c++) {
+		int p = c;
+
+		for (int r = c + 1; r < 3; r++)
+			if (fabs(a[r][c]) > fabs(a[p][c]))
+				p = r;
+		if (fabs(a[p][c]) < 1e-12)
+			return false;
+		if (p != c) {
+			for (int k = 0; k < 3; k++) {
+				double t = a[c][k];
+
+				a[c][k] = a[p][k];
+				a[p][k] = t;
+			}
+			double t = b[c];
+
+			b[c] = b[p];
+			b[p] = t;
+		}
+		for (int r = c + 1; r < 3; r++) {
+			double m = a[r][c] / a[c][c];
+
+			for (int k = c; k < 3; k++)
+				a[r][k] -= m * a[c][k];
+			b[r] -= m * b[c];
+		}
+	}
+	for (int r = 2; r >= 0; r--) {
+		double s = b[r];
+
+		for (int k = r + 1; k < 3; k++)
+			s -= a[r][k] * x[k];
+		x[r] = s / a[r][r];
+	}
+	return true;
+}
+
+static void coef_of(const struct pg_speed *s, double c[3])
+{
+	c[0] = s->overhead_ms;
+	c[1] = s->ms_per_ktok;
+	c[2] = s->ms_per_decode;
+}
+
+void pg_fit_observe(struct pg_fit *f, uint64_t now_ms, double tokens, double decoding,
+                    double ttft_ms)
+{
+	const double x[3] = {1.0, tokens / 1000.0, decoding};
+	double a[3][3], b[3], prior[3], c[3];
+	double r, h = 1.0;
+
+	if (!(ttft_ms >= 0) || !(tokens >= 0) || !(decoding >= 0))
+		return;
+	if (f->n && now_ms > f->last_ms) {
+		const double d = exp(-(double)(now_ms - f->last_ms) / PG_FIT_TAU_MS);
+
+		for (int i = 0; i < 3; i++) {
+			for (int j = 0; j < 3; j++)
+				f->s[i][j] *= d;
+			f->t[i] *= d;
+		}
+		f->w *= d;
+	}
+	if (now_ms > f->last_ms || !f->n)
+		f->last_ms = now_ms;
+	/* Huber: an observation far off the current model weighs less */
+	r = ttft_ms - pg_speed_predict(&f->cur, tokens, decoding);
+	if (f->scale > 0 && fabs(r) > PG_FIT_HUBER * f->scale)
+		h = PG_FIT_HUBER * f->scale / fabs(r);
+	f->scale = f->scale > 0
+	               ? 0.95 * f->scale + 0.05 * fmin(fabs(r), 4 * PG_FIT_HUBER * f->scale)
+	               : fabs(r) + 1.0;
+	for (int i = 0; i < 3; i++) {
+		for (int j = 0; j < 3; j++)
+			f->s[i][j] += h * x[i] * x[j];
+		f->t[i] += h * x[i] * ttft_ms;
+	}
+	f->w += h;
+	f->n++;
+	/* ridge towards the prior: (S + L) c = T + L prior */
+	coef_of(&f->prior, prior);
+	for (int i = 0; i < 3; i++) {
+		const double l = PG_FIT_PRIOR_N * typical[i] * typical[i];
+
+		for (int j = 0; j < 3; j++)
+			a[i][j] = f->s[i][j];
+		a[i][i] += l;
+		b[i] = f->t[i] + l * prior[i];
+	}
+	if (!solve3(a, b, c))
+		return;
+	/* a negative coefficient is noise around 0 */
+	f->cur.overhead_ms = fmax(c[0], 0);
+	f->cur.ms_per_ktok = fmax(c[1], 1e-6);
+	f->cur.ms_per_decode = fmax(c[2], 0);
+}

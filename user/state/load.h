@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Each backend's queue of work and its learned speed, on the shared
+ * backend table (lib/work.h has the model, lib/cachechoice.h the rule that
+ * reads them).
+ *
+ * A request's work (its prompt tokens less what the chosen backend was
+ * believed to hold) joins that backend's queue (pg_backend.prefill_tokens,
+ * prefill_reqs) when an attempt is sent, and leaves it exactly once: at
+ * the response's first token, or when the attempt ends without one. The
+ * first token is the first body byte of a streamed 2xx response (vLLM and
+ * SGLang send the head at once and the first event with the first token);
+ * its time since the attempt was sent is an observation of the backend's
+ * speed, learned into its fit (lib/work.h) and published into the table
+ * (pg_backend.fit_*). A response that does not stream shows no first
+ * token: its work leaves the queue when the model predicts its first
+ * token (the workers' tick), or at its head if that comes first.
+ */
+#ifndef PG_STATE_LOAD_H
+#define PG_STATE_LOAD_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "gateway.h"
+#include "lib/work.h"
+
+/* One attempt's place in its backend's queue (in struct pg_exchange).
+ * Zeroed: none. */
+struct pg_load_ticket {
+	bool pending;     /* in the queue */
+	uint16_t backend; /* whose */
+	uint32_t epoch;   /* its member when taken */
+	uint32_t tokens;  /* its work */
+	float ahead;      /* the backend's queue when taken, tokens, itself included */
+	float decoding;   /* the backend's requests past their first token then */
+	float pred_ms;    /* TTFT predicted then */
+	uint64_t sent_ns;
+	uint64_t due_ms; /* when its first token is predicted */
+};
+
+/* The learned speeds: one fit per backend slot, each under its own lock
+ * (a fit is updated once per streamed response: no contention to speak
+ * of). Allocated at start-up; gw->speeds NULL: nothing is learned and
+ * the defaults (or the published values) stay. */
+struct pg_speed_slot {
+	pthread_mutex_t mu;
+	uint32_t epoch; /* the member its fit is of */
+	bool live;      /* fit initialised for epoch */
+	struct pg_fit fit;
+};
+
+struct pg_speeds {
+	struct pg_speed slot_prior; /* the defaults every fit starts from */
+	struct pg_speed_slot slot[PG_MAX_BACKENDS];
+};
+
+/* NULL on allocation failure. prior: the speed an instance is taken to
+ * have until it shows its own. */
+struct pg_speeds *pg_speeds_new(const struct pg_speed *prior);
+void pg_speeds_free(struct pg_speeds *s);
+
+/* An attempt with `tokens` of work is sent to backend id now. */
+void pg_load_take(struct pg_gateway *gw, uint16_t id, uint32_t tokens, struct pg_load_ticket *t,
+                  uint64_t now_ns);
+
+/* Its first token came at now_ns: it leaves the queue, and its TTFT is
+ * learned (st: the worker's statistics, for the prediction error). */
+void pg_load_first(struct pg_gateway *gw, struct pg_worker_stats *st, struct pg_load_ticket *t,
+                   uint64_t now_ns);
+
+/* It leaves the queue with nothing learned (no first token seen). No-op if
+ * not pending. */
+void pg_load_drop(struct pg_gateway *gw, struct pg_load_ticket *t);
+
+#endif /* PG_STATE_LOAD_H */
