@@ -37,8 +37,9 @@ static void test_codec_load(void **state)
 
 	(void)state;
 	assert_int_equal(pg_fleet_enc_begin(&e, buf, sizeof(buf), &h), 0);
-	assert_true(pg_fleet_enc_load(&e, "10.0.0.1:8000", 3));
-	assert_true(pg_fleet_enc_load(&e, "[fd00::1]:8000", -1));
+	assert_true(pg_fleet_enc_load(&e, "10.0.0.1:8000", &(struct pg_fleet_load){3, 2, 5000}));
+	assert_true(
+	    pg_fleet_enc_load(&e, "[fd00::1]:8000", &(struct pg_fleet_load){-1, 0, UINT64_MAX}));
 	assert_int_equal(e.count, 2);
 	assert_int_equal(pg_fleet_dec_begin(&d, buf, e.len, &g), 0);
 	assert_string_equal(g.id, "gw-a:9090");
@@ -50,10 +51,13 @@ static void test_codec_load(void **state)
 	assert_int_equal(g.count, 2);
 	assert_true(pg_fleet_dec_next(&d, g.type, &x));
 	assert_string_equal(x.addr, "10.0.0.1:8000");
-	assert_int_equal(x.in_flight, 3);
+	assert_int_equal(x.load.in_flight, 3);
+	assert_int_equal(x.load.prefill_reqs, 2);
+	assert_int_equal(x.load.prefill_tokens, 5000);
 	assert_true(pg_fleet_dec_next(&d, g.type, &x));
 	assert_string_equal(x.addr, "[fd00::1]:8000");
-	assert_int_equal(x.in_flight, -1);
+	assert_int_equal(x.load.in_flight, -1);
+	assert_true(x.load.prefill_tokens == UINT64_MAX);
 	assert_false(pg_fleet_dec_next(&d, g.type, &x));
 	assert_false(d.bad);
 
@@ -114,7 +118,7 @@ static void test_codec_cache_and_full(void **state)
 	h.id[PG_FLEET_ID_MAX] = '\0';
 	assert_int_equal(pg_fleet_enc_begin(&e, buf, sizeof(buf), &h), 0); /* exactly the max */
 	assert_int_equal(pg_fleet_enc_begin(&e, buf, 20, &h), -1);         /* no room */
-	assert_false(pg_fleet_enc_load(&e, longid, 1) && e.count);
+	assert_false(pg_fleet_enc_load(&e, longid, &(struct pg_fleet_load){1, 0, 0}) && e.count);
 }
 
 static void test_addrmap(void **state)
@@ -141,7 +145,9 @@ static void test_peers(void **state)
 {
 	uint16_t id[2] = {1, 2};
 	uint32_t ep[2] = {5, 5}, cur[PG_MAX_BACKENDS] = {0}, np[PG_MAX_BACKENDS];
-	int32_t c1[2] = {3, 1}, c2[2] = {4, -2}, sum[PG_MAX_BACKENDS];
+	const struct pg_fleet_load c1[2] = {{3, 1, 900}, {1, 0, 0}},
+	                           c2[2] = {{4, 2, 100}, {-2, 0, 0}};
+	static struct pg_fleet_load sum[PG_MAX_BACKENDS];
 	struct pg_fleet_hdr a = hdr(PG_FLEET_MSG_LOAD, "a", 1, 10);
 	struct pg_fleet_hdr b = hdr(PG_FLEET_MSG_LOAD, "b", 1, 1);
 	char gone[PG_FLEET_ID_MAX + 1] = "";
@@ -153,18 +159,20 @@ static void test_peers(void **state)
 	assert_int_equal(pg_fleet_peers_update(&peers, &b, id, ep, c2, 2, 1000), PG_FLEET_NEW_PEER);
 	assert_int_equal(peers.n, 2);
 	pg_fleet_peers_sum(&peers, cur, sum, np);
-	assert_int_equal(sum[1], 7);
-	assert_int_equal(sum[2], 1); /* b's -2 counts as 0 */
+	assert_int_equal(sum[1].in_flight, 7);
+	assert_int_equal(sum[1].prefill_reqs, 3); /* and their work */
+	assert_int_equal(sum[1].prefill_tokens, 1000);
+	assert_int_equal(sum[2].in_flight, 1); /* b's -2 counts as 0 */
 	assert_int_equal(np[1], 2);
-	assert_int_equal(sum[3], 0);
+	assert_int_equal(sum[3].in_flight, 0);
 
 	/* Replayed or older: ignored. Newer: replaces. */
 	assert_int_equal(pg_fleet_peers_update(&peers, &a, id, ep, c2, 2, 1100), PG_FLEET_STALE);
 	a.seq = 11;
 	assert_int_equal(pg_fleet_peers_update(&peers, &a, id, ep, c2, 1, 1100), PG_FLEET_APPLIED);
 	pg_fleet_peers_sum(&peers, cur, sum, np);
-	assert_int_equal(sum[1], 8);
-	assert_int_equal(sum[2], 0); /* a no longer lists slot 2 */
+	assert_int_equal(sum[1].in_flight, 8);
+	assert_int_equal(sum[2].in_flight, 0); /* a no longer lists slot 2 */
 	/* A restart (new boot) is accepted with a lower seq. */
 	a.boot = 2;
 	a.seq = 1;
@@ -174,7 +182,7 @@ static void test_peers(void **state)
 	/* A slot that got a new member since: the old count is not charged. */
 	cur[1] = 6;
 	pg_fleet_peers_sum(&peers, cur, sum, np);
-	assert_int_equal(sum[1], 0);
+	assert_int_equal(sum[1].in_flight, 0);
 	assert_int_equal(np[1], 0);
 	cur[1] = 5;
 
@@ -184,7 +192,7 @@ static void test_peers(void **state)
 	assert_string_equal(gone, "b");
 	assert_int_equal(peers.n, 1);
 	pg_fleet_peers_sum(&peers, cur, sum, np);
-	assert_int_equal(sum[1], 3);
+	assert_int_equal(sum[1].in_flight, 3);
 	assert_int_equal(pg_fleet_peers_expire(&peers, 1750, NULL), 1);
 	assert_int_equal(peers.n, 0);
 

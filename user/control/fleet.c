@@ -20,24 +20,35 @@ static bool nats_up(struct pg_fleet *f)
 	return f->nc && natsConnection_Status(f->nc) == NATS_CONN_STATUS_CONNECTED;
 }
 
-/* peer_in_flight / peer_gateways of every slot to sum / np (under mu). */
-static void store_peers(struct pg_fleet *f, const int32_t *sum, const uint32_t *np)
+/* Store v into *p if it differs (a store only where it changed: the line
+ * stays shared with the workers that read it). */
+#define STORE_CHANGED(p, v)                                                                        \
+	do {                                                                                       \
+		if (__atomic_load_n((p), __ATOMIC_RELAXED) != (v))                                 \
+			__atomic_store_n((p), (v), __ATOMIC_RELAXED);                              \
+	} while (0)
+
+/* The peers' load on every slot (peer_in_flight, peer_prefill_*) and
+ * peer_gateways to sum / np (under mu). */
+static void store_peers(struct pg_fleet *f, const struct pg_fleet_load *sum, const uint32_t *np)
 {
 	for (unsigned id = 1; id < PG_MAX_BACKENDS; id++) {
 		struct pg_backend *b = &f->gw->maps.backends[id];
 
-		if (__atomic_load_n(&b->peer_in_flight, __ATOMIC_RELAXED) != sum[id])
-			__atomic_store_n(&b->peer_in_flight, sum[id], __ATOMIC_RELAXED);
-		if (__atomic_load_n(&b->peer_gateways, __ATOMIC_RELAXED) != np[id])
-			__atomic_store_n(&b->peer_gateways, np[id], __ATOMIC_RELAXED);
+		STORE_CHANGED(&b->peer_in_flight, sum[id].in_flight);
+		STORE_CHANGED(&b->peer_prefill_reqs, sum[id].prefill_reqs);
+		STORE_CHANGED(&b->peer_prefill_tokens, sum[id].prefill_tokens);
+		STORE_CHANGED(&b->peer_gateways, np[id]);
 	}
 }
 
 /* The peer counts the current mode says (under mu). */
 static void apply_mode(struct pg_fleet *f, uint64_t now)
 {
-	int32_t sum[PG_MAX_BACKENDS] = {0};
+	static struct pg_fleet_load sum[PG_MAX_BACKENDS]; /* under mu */
 	uint32_t np[PG_MAX_BACKENDS] = {0};
+
+	memset(sum, 0, sizeof(sum));
 
 	if (f->dec.mode == PG_FLEET_NATS) {
 		pg_fleet_peers_sum(&f->peers, f->epoch, sum, np);
@@ -48,7 +59,7 @@ static void apply_mode(struct pg_fleet *f, uint64_t now)
 			if (!f->epoch[id] ||
 			    now >= __atomic_load_n(&b->metrics_until_ms, __ATOMIC_ACQUIRE))
 				continue;
-			sum[id] = pg_fleet_backend_peers(
+			sum[id].in_flight = pg_fleet_backend_peers(
 			    __atomic_load_n(&b->running, __ATOMIC_RELAXED) +
 			        __atomic_load_n(&b->waiting, __ATOMIC_RELAXED),
 			    __atomic_load_n(&b->in_flight, __ATOMIC_RELAXED));
@@ -78,7 +89,7 @@ void pg_fleet_on_load(natsConnection *nc, natsSubscription *sub, natsMsg *msg, v
 	struct pg_fleet *f = closure;
 	uint16_t ids[PG_MAX_BACKENDS];
 	uint32_t ep[PG_MAX_BACKENDS];
-	int32_t cnt[PG_MAX_BACKENDS];
+	struct pg_fleet_load load[PG_MAX_BACKENDS];
 	struct pg_fleet_entry e;
 	struct pg_fleet_hdr h;
 	struct pg_fleet_dec d;
@@ -97,14 +108,14 @@ void pg_fleet_on_load(natsConnection *nc, natsSubscription *sub, natsMsg *msg, v
 			continue; /* not a member here (yet) */
 		ids[n] = a->id;
 		ep[n] = a->epoch;
-		cnt[n++] = e.in_flight;
+		load[n++] = e.load;
 	}
 	if (d.bad) {
 		pthread_mutex_unlock(&f->mu);
 		COUNT(f, bad, 1);
 		goto out;
 	}
-	r = pg_fleet_peers_update(&f->peers, &h, ids, ep, cnt, n, pg_now_ms());
+	r = pg_fleet_peers_update(&f->peers, &h, ids, ep, load, n, pg_now_ms());
 	if (r == PG_FLEET_FULL)
 		COUNT(f, peers_full, 1);
 	if (r == PG_FLEET_NEW_PEER)
@@ -181,18 +192,24 @@ static void publish_load(struct pg_fleet *f, uint64_t now)
 	const struct pg_backend *bt = f->gw->maps.backends;
 	unsigned max = pg_max_backend_id(f->gw);
 	bool changed = now - f->last_pub_ms >= f->gw->cfg->fleet_interval_ms;
-	int32_t cur[PG_MAX_BACKENDS] = {0};
+	struct pg_fleet_load *cur = f->cur_pub;
 	struct pg_fleet_enc e;
 	struct pg_fleet_hdr h;
 	char name[PG_FLEET_ADDR_MAX + 1];
 
+	memset(cur, 0, sizeof(f->cur_pub));
 	for (unsigned id = 1; id <= max; id++) {
 		if (__atomic_load_n(&bt[id].flags, __ATOMIC_RELAXED) & PG_BACKEND_ACTIVE)
-			cur[id] = __atomic_load_n(&bt[id].in_flight, __ATOMIC_RELAXED);
-		changed |= cur[id] != f->last_pub[id];
+			cur[id] = (struct pg_fleet_load){
+			    .in_flight = __atomic_load_n(&bt[id].in_flight, __ATOMIC_RELAXED),
+			    .prefill_reqs = __atomic_load_n(&bt[id].prefill_reqs, __ATOMIC_RELAXED),
+			    .prefill_tokens =
+			        __atomic_load_n(&bt[id].prefill_tokens, __ATOMIC_RELAXED),
+			};
+		changed |= memcmp(&cur[id], &f->last_pub[id], sizeof(cur[id])) != 0;
 	}
 	for (unsigned id = max + 1; id < PG_MAX_BACKENDS && !changed; id++)
-		changed = f->last_pub[id] != 0;
+		changed = f->last_pub[id].in_flight || f->last_pub[id].prefill_reqs;
 	if (!changed)
 		return;
 	header(f, PG_FLEET_MSG_LOAD, &h);
@@ -201,9 +218,9 @@ static void publish_load(struct pg_fleet *f, uint64_t now)
 	for (unsigned id = 1; id <= max; id++)
 		if (__atomic_load_n(&bt[id].flags, __ATOMIC_RELAXED) & PG_BACKEND_ACTIVE)
 			pg_fleet_enc_load(&e, pg_backend_name(&bt[id], name, sizeof(name)),
-			                  cur[id]);
+			                  &cur[id]);
 	publish(f, f->subj_load, &e, PG_FLEET_MSG_LOAD);
-	memcpy(f->last_pub, cur, sizeof(cur));
+	memcpy(f->last_pub, cur, sizeof(f->last_pub));
 	f->last_pub_ms = now;
 }
 

@@ -44,11 +44,11 @@ struct pg_fleet {
 	struct pg_fleet_decision dec;
 	unsigned peers_seen;
 	/* The fleet thread's alone. */
-	int32_t last_pub[PG_MAX_BACKENDS];
+	struct pg_fleet_load last_pub[PG_MAX_BACKENDS], cur_pub[PG_MAX_BACKENDS];
 	uint64_t last_pub_ms, last_cache_ms, last_map_ms;
 	struct pg_fleet_enc cenc;
 	uint8_t cache_buf[PG_FLEET_CACHE_BATCH];
-	uint8_t load_buf[64 + PG_MAX_BACKENDS * (PG_FLEET_ADDR_MAX + 6)];
+	uint8_t load_buf[64 + PG_MAX_BACKENDS * (PG_FLEET_ADDR_MAX + 18)];
 	/* Read by metrics and admin (atomics). */
 	int mode, npeers, connected;
 	struct counters c;

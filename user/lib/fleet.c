@@ -59,7 +59,8 @@ static struct pg_fleet_peer *find_peer(struct pg_fleet_peers *t, const char *id)
 
 enum pg_fleet_update pg_fleet_peers_update(struct pg_fleet_peers *t, const struct pg_fleet_hdr *h,
                                            const uint16_t *id, const uint32_t *epoch,
-                                           const int32_t *count, size_t n, uint64_t now_ms)
+                                           const struct pg_fleet_load *load, size_t n,
+                                           uint64_t now_ms)
 {
 	struct pg_fleet_peer *p = find_peer(t, h->id);
 	enum pg_fleet_update r = PG_FLEET_APPLIED;
@@ -83,12 +84,12 @@ enum pg_fleet_update pg_fleet_peers_update(struct pg_fleet_peers *t, const struc
 	p->seq = h->seq;
 	p->last_ms = now_ms;
 	p->interval_ms = h->interval_ms;
-	memset(p->count, 0, sizeof(p->count));
+	memset(p->load, 0, sizeof(p->load));
 	memset(p->epoch, 0, sizeof(p->epoch));
 	for (size_t i = 0; i < n; i++) {
 		if (!id[i] || id[i] >= PG_MAX_BACKENDS)
 			continue;
-		p->count[id[i]] = count[i];
+		p->load[id[i]] = load[i];
 		p->epoch[id[i]] = epoch[i];
 	}
 	return r;
@@ -126,8 +127,8 @@ void pg_fleet_peers_clear(struct pg_fleet_peers *t)
 	t->n = 0;
 }
 
-void pg_fleet_peers_sum(const struct pg_fleet_peers *t, const uint32_t *cur_epoch, int32_t *sum,
-                        uint32_t *npeers)
+void pg_fleet_peers_sum(const struct pg_fleet_peers *t, const uint32_t *cur_epoch,
+                        struct pg_fleet_load *sum, uint32_t *npeers)
 {
 	memset(sum, 0, sizeof(*sum) * PG_MAX_BACKENDS);
 	memset(npeers, 0, sizeof(*npeers) * PG_MAX_BACKENDS);
@@ -137,11 +138,18 @@ void pg_fleet_peers_sum(const struct pg_fleet_peers *t, const uint32_t *cur_epoc
 		if (!p->id[0])
 			continue;
 		for (unsigned id = 1; id < PG_MAX_BACKENDS; id++) {
+			const struct pg_fleet_load *l = &p->load[id];
+			struct pg_fleet_load *s = &sum[id];
+
 			if (!p->epoch[id] || p->epoch[id] != cur_epoch[id])
 				continue;
 			npeers[id]++;
-			if (p->count[id] > 0 && sum[id] <= INT32_MAX - p->count[id])
-				sum[id] += p->count[id];
+			if (l->in_flight > 0 && s->in_flight <= INT32_MAX - l->in_flight)
+				s->in_flight += l->in_flight;
+			if (s->prefill_reqs <= UINT32_MAX - l->prefill_reqs)
+				s->prefill_reqs += l->prefill_reqs;
+			if (s->prefill_tokens <= UINT64_MAX - l->prefill_tokens)
+				s->prefill_tokens += l->prefill_tokens;
 		}
 	}
 }

@@ -50,9 +50,9 @@ const struct pg_fleet_addr *pg_fleet_addrmap_find(const struct pg_fleet_addrmap 
 struct pg_fleet_peer {
 	char id[PG_FLEET_ID_MAX + 1]; /* "" : free entry */
 	uint64_t boot, seq;
-	uint64_t last_ms;               /* receiver's clock at the last accepted vector */
-	uint32_t interval_ms;           /* the peer's publish interval */
-	int32_t count[PG_MAX_BACKENDS]; /* by local slot id */
+	uint64_t last_ms;     /* receiver's clock at the last accepted vector */
+	uint32_t interval_ms; /* the peer's publish interval */
+	struct pg_fleet_load load[PG_MAX_BACKENDS]; /* by local slot id */
 	uint32_t epoch[PG_MAX_BACKENDS];
 };
 
@@ -73,13 +73,14 @@ enum pg_fleet_update {
 
 /*
  * A peer's LOAD vector (its header, and its entries already mapped to local
- * slots: id[i], epoch[i], count[i] for i < n; id 0 entries are skipped).
+ * slots: id[i], epoch[i], load[i] for i < n; id 0 entries are skipped).
  * Replaces everything the peer said before. A different boot is a restart:
  * accepted whatever its seq.
  */
 enum pg_fleet_update pg_fleet_peers_update(struct pg_fleet_peers *t, const struct pg_fleet_hdr *h,
                                            const uint16_t *id, const uint32_t *epoch,
-                                           const int32_t *count, size_t n, uint64_t now_ms);
+                                           const struct pg_fleet_load *load, size_t n,
+                                           uint64_t now_ms);
 
 /* Drop peers silent past their TTL (above); returns how many, and the id
  * of the first one into dropped (may be NULL; PG_FLEET_ID_MAX + 1 bytes). */
@@ -88,12 +89,12 @@ unsigned pg_fleet_peers_expire(struct pg_fleet_peers *t, uint64_t now_ms, char *
 /* Drop every peer (the connection to them is gone). */
 void pg_fleet_peers_clear(struct pg_fleet_peers *t);
 
-/* sum[id] = what the live peers have in flight to slot id, counting a
- * peer's count only if its epoch is cur_epoch[id]; npeers[id] = peers with
- * a count for it (both PG_MAX_BACKENDS entries). Negative counts (a peer's
- * transient) count as 0. */
-void pg_fleet_peers_sum(const struct pg_fleet_peers *t, const uint32_t *cur_epoch, int32_t *sum,
-                        uint32_t *npeers);
+/* sum[id] = the live peers' load on slot id (in flight, prefill requests
+ * and work), counting a peer's only if its epoch is cur_epoch[id];
+ * npeers[id] = peers with a count for it (both PG_MAX_BACKENDS entries).
+ * Negative counts (a peer's transient) count as 0; sums saturate. */
+void pg_fleet_peers_sum(const struct pg_fleet_peers *t, const uint32_t *cur_epoch,
+                        struct pg_fleet_load *sum, uint32_t *npeers);
 
 /* ---- load modes ------------------------------------------------------------ */
 

@@ -95,15 +95,19 @@ static void counted(struct pg_fleet_enc *e)
 	put_u16(e->p + e->count_off, e->count);
 }
 
-bool pg_fleet_enc_load(struct pg_fleet_enc *e, const char *addr, int32_t in_flight)
+#define LOAD_FIXED (4 + 4 + 8) /* a LOAD entry past its address */
+
+bool pg_fleet_enc_load(struct pg_fleet_enc *e, const char *addr, const struct pg_fleet_load *l)
 {
 	size_t al = strnlen(addr, PG_FLEET_ADDR_MAX + 1);
 
-	if (al > PG_FLEET_ADDR_MAX || !room(e, 1 + al + 4))
+	if (al > PG_FLEET_ADDR_MAX || !room(e, 1 + al + LOAD_FIXED))
 		return false;
 	e->len += put_addr(e, addr, al);
-	put_u32(e->p + e->len, (uint32_t)in_flight);
-	e->len += 4;
+	put_u32(e->p + e->len, (uint32_t)l->in_flight);
+	put_u32(e->p + e->len + 4, l->prefill_reqs);
+	put_u64(e->p + e->len + 8, l->prefill_tokens);
+	e->len += LOAD_FIXED;
 	counted(e);
 	return true;
 }
@@ -181,14 +185,16 @@ bool pg_fleet_dec_next(struct pg_fleet_dec *d, uint8_t type, struct pg_fleet_ent
 	if (memchr(out->addr, '\0', al))
 		return fault(d);
 	d->off += 1 + al;
-	out->in_flight = 0;
+	memset(&out->load, 0, sizeof(out->load));
 	out->n = 0;
 	out->chain = NULL;
 	if (type == PG_FLEET_MSG_LOAD) {
-		if (d->len - d->off < 4)
+		if (d->len - d->off < LOAD_FIXED)
 			return fault(d);
-		out->in_flight = (int32_t)get_u32(d->p + d->off);
-		d->off += 4;
+		out->load.in_flight = (int32_t)get_u32(d->p + d->off);
+		out->load.prefill_reqs = get_u32(d->p + d->off + 4);
+		out->load.prefill_tokens = get_u64(d->p + d->off + 8);
+		d->off += LOAD_FIXED;
 	} else {
 		if (d->len - d->off < 2)
 			return fault(d);

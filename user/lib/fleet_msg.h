@@ -6,12 +6,16 @@
  * Binary, little-endian, every length bounded:
  *   header  "PG" | version u8 (1) | type u8 | id_len u8 | id bytes
  *           | boot u64 | seq u64 | wall_ms u64 | interval_ms u32 | count u16
- *   LOAD    count x { addr_len u8 | addr | in_flight s32 }
+ *   LOAD    count x { addr_len u8 | addr | in_flight s32 | prefill_reqs u32
+ *                     | prefill_tokens u64 }
  *   CACHE   count x { addr_len u8 | addr | n u16 | n x chain hash u64 }
  * Backends are named by address ("host:port", as pg_backend_name spells it),
  * never by slot id: each gateway numbers its slots in its own order.
  * boot tells a restarted gateway (same id, seq from 1 again) from a replay;
  * wall_ms is the sender's clock, for logs only (expiry uses the receiver's).
+ * Version 2 added the LOAD entries' prefill work (cache_aware's load
+ * model, state/load.h): gateways of one fleet must speak the same version
+ * (another's messages are counted as undecodable and ignored).
  */
 #ifndef PG_FLEET_MSG_H
 #define PG_FLEET_MSG_H
@@ -20,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PG_FLEET_MSG_VERSION 1
+#define PG_FLEET_MSG_VERSION 2
 #define PG_FLEET_ID_MAX      64 /* gateway id, bytes */
 #define PG_FLEET_ADDR_MAX    63 /* backend address, bytes */
 
@@ -52,8 +56,16 @@ struct pg_fleet_enc {
 /* Start a message with h's fields (h->count is ignored; entries count). 0,
  * or -1 if even the header does not fit or h->id is too long. */
 int pg_fleet_enc_begin(struct pg_fleet_enc *e, void *buf, size_t cap, const struct pg_fleet_hdr *h);
+/* One backend's load as a gateway has it: in flight, and of those the
+ * requests before their first token with their prefill work. */
+struct pg_fleet_load {
+	int32_t in_flight;
+	uint32_t prefill_reqs;
+	uint64_t prefill_tokens;
+};
+
 /* Append one entry; false (and full set) if it does not fit. */
-bool pg_fleet_enc_load(struct pg_fleet_enc *e, const char *addr, int32_t in_flight);
+bool pg_fleet_enc_load(struct pg_fleet_enc *e, const char *addr, const struct pg_fleet_load *l);
 bool pg_fleet_enc_cache(struct pg_fleet_enc *e, const char *addr, const uint64_t *chain,
                         uint16_t n);
 /* Bytes of one CACHE entry, to size a batch. */
@@ -76,7 +88,7 @@ int pg_fleet_dec_begin(struct pg_fleet_dec *d, const void *buf, size_t len, stru
 
 struct pg_fleet_entry {
 	char addr[PG_FLEET_ADDR_MAX + 1]; /* NUL-terminated */
-	int32_t in_flight;                /* LOAD */
+	struct pg_fleet_load load;        /* LOAD */
 	uint16_t n;                       /* CACHE: hashes in chain */
 	const uint8_t *chain;             /* CACHE: n x u64 LE, unaligned: pg_fleet_hash() */
 };
