@@ -185,6 +185,12 @@ struct pg_backend {
 	 * attempt ends without one. */
 	__u64 prefill_tokens;
 	__u32 prefill_reqs;
+	__u32 work_pad;
+	/* Since when its prefill engine has been computing the queue's head
+	 * (lib/work.h pg_work_queued): the later of the queue's start
+	 * (prefill_reqs 0 -> 1) and the end of the last prefill whose first
+	 * token was seen; CLOCK_MONOTONIC ms. */
+	__u64 head_since_ms;
 	/* Its speed as learned from the first tokens it gave (work.h):
 	 * TTFT = overhead + work / rate + decoding requests x decode; 0: not
 	 * learned yet (the defaults apply). Written by the worker that saw the
@@ -201,7 +207,7 @@ struct pg_backend {
 	__u32 ca_capacity_blocks;
 	__u32 peer_prefill_reqs;
 };
-_Static_assert(sizeof(struct pg_backend) == 144 + 8 * PG_DEC_MAX, "pg_backend layout");
+_Static_assert(sizeof(struct pg_backend) == 160 + 8 * PG_DEC_MAX, "pg_backend layout");
 _Static_assert(sizeof(struct pg_backend) % 8 == 0, "pg_backend alignment");
 
 /*

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * The load model's online fit (lib/work.h): it converges on synthetic
+ * The load model (lib/work.h): the online fit converges on synthetic
  * observations, tracks a step change within a minute, shrugs off
- * outliers, starts from its prior and ignores nonsense.
+ * outliers, starts from its prior and ignores nonsense; the queue on the
+ * shared table is taken, drained and given back.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -119,13 +120,75 @@ static void test_prior(void **state)
 	assert_true(f.last_ms == 1000);
 }
 
+/* The queue on the shared table: taken, drained by the engine's progress
+ * since it began the head, left at the first token or dropped. */
+static void test_queue(void **state)
+{
+	static struct pg_backend b;
+	const struct pg_speed sp = {50, 1e6 / 40000, 0}; /* 40 tokens a ms */
+	struct pg_work_ticket t1, t2, t3;
+	double ttft;
+
+	(void)state;
+	pg_work_take(&b, &t1, 40000, &sp, 1000 * 1000000ull); /* 1 s of work, at 1 s */
+	assert_int_equal(b.prefill_tokens, 40000);
+	assert_int_equal(b.prefill_reqs, 1);
+	assert_int_equal(b.head_since_ms, 1000); /* an idle engine starts on it */
+	assert_float_equal(t1.ahead, 40000, 0.5);
+	assert_float_equal(t1.pred_ms, 50 + 1000, 0.5);
+	/* 250 ms later a quarter of it is done */
+	pg_work_take(&b, &t2, 4000, &sp, 1250 * 1000000ull);
+	assert_int_equal(b.head_since_ms, 1000); /* the engine is busy: unchanged */
+	assert_float_equal(t2.ahead, 30000 + 4000, 0.5);
+	assert_float_equal(pg_work_queued(&b, &sp, 1250), 30000 + 4000, 0.5);
+	/* never below nothing */
+	assert_float_equal(pg_work_queued(&b, &sp, 9000), 0, 0.01);
+	/* t1's first token at 2,060 ms: its prefill ended an overhead before */
+	ttft = pg_work_first(&b, &t1, 50, 2060 * 1000000ull);
+	assert_float_equal(ttft, 1060, 0.01);
+	assert_false(t1.pending);
+	assert_int_equal(b.prefill_tokens, 4000);
+	assert_int_equal(b.prefill_reqs, 1);
+	assert_int_equal(b.head_since_ms, 2010);
+	assert_float_equal(pg_work_queued(&b, &sp, 2010), 4000, 0.5);
+	assert_float_equal(pg_work_queued(&b, &sp, 2060), 2000, 0.5);
+	/* a first token seen late does not move the engine back */
+	pg_work_take(&b, &t3, 100, &sp, 2070 * 1000000ull);
+	pg_work_first(&b, &t3, 50, 2080 * 1000000ull);
+	assert_int_equal(b.head_since_ms, 2030);
+	pg_work_drop(&b, &t2);
+	pg_work_drop(&b, &t2); /* once */
+	assert_int_equal(b.prefill_tokens, 0);
+	assert_int_equal(b.prefill_reqs, 0);
+	/* the peers' queue counts whole; requests past their first token decode */
+	b.peer_prefill_tokens = 500;
+	b.in_flight = 3;
+	b.peer_in_flight = 2;
+	b.peer_prefill_reqs = 1;
+	assert_float_equal(pg_work_queued(&b, &sp, 5000), 500, 0.01);
+	assert_float_equal(pg_work_decoding(&b), 4, 0.01);
+	/* the published speed, or the defaults */
+	{
+		struct pg_speed got;
+
+		pg_work_speed(&b, &got);
+		assert_float_equal(got.overhead_ms, PG_SPEED_OVERHEAD_DEFAULT, 1e-9);
+		b.fit_rate = 20000;
+		b.fit_overhead_us = 30000;
+		b.fit_decode_us = 500;
+		pg_work_speed(&b, &got);
+		assert_float_equal(got.ms_per_ktok, 50, 1e-9);
+		assert_float_equal(got.overhead_ms, 30, 1e-9);
+		assert_float_equal(got.ms_per_decode, 0.5, 1e-9);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_converges),
-	    cmocka_unit_test(test_tracks_step),
-	    cmocka_unit_test(test_outliers),
-	    cmocka_unit_test(test_prior),
+	    cmocka_unit_test(test_converges), cmocka_unit_test(test_tracks_step),
+	    cmocka_unit_test(test_outliers),  cmocka_unit_test(test_prior),
+	    cmocka_unit_test(test_queue),
 	};
 
 	return cmocka_run_group_tests_name("work", tests, NULL, NULL);

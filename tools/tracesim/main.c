@@ -22,6 +22,8 @@ struct opts {
 	const char *trace, *strategy;
 	double load, cache_frac, lambda, kappa;
 	bool shared, verbose;
+	unsigned slow_inst; /* --slow I:F:AT: instance I to F x speed at AT (fraction of the run) */
+	double slow_factor, slow_at;
 	size_t requests;
 	const char *dump;
 	unsigned n, prefix_length, threshold;
@@ -34,11 +36,17 @@ struct job {
 	uint64_t *kv;
 	uint16_t b;
 	uint32_t own;
-	double tokens, decoding; /* the instance's work ahead of it, itself included */
-	uint64_t t_sent;
-	double pred_ms;
+	struct pg_work_ticket wt;
 	bool first;
 };
+
+/* One dispatch, for shares over time. */
+struct logrec {
+	uint64_t t;
+	uint16_t b;
+	uint32_t tokens;
+};
+#define MAX_LOG (1u << 20)
 
 struct world {
 	struct opts o;
@@ -55,6 +63,8 @@ struct world {
 	size_t nttft;
 	uint64_t sent[MAXI + 1], decisions[PG_DEC_MAX], dec_by[MAXI + 1][PG_DEC_MAX];
 	double abs_err, sum_err, max_queue;
+	struct logrec *log;
+	size_t nlog;
 };
 
 static struct world g_w;
@@ -175,20 +185,6 @@ static void matches(struct world *w, const uint64_t *chain, uint32_t n, uint32_t
 	}
 }
 
-static double decoding(const struct pg_backend *x)
-{
-	return (double)(x->in_flight - (int32_t)x->prefill_reqs);
-}
-
-static double predict(struct world *w, uint16_t b, uint32_t own)
-{
-	const struct pg_backend *x = &w->be[b];
-	struct pg_speed sp;
-
-	pg_ca_speed(x, &sp);
-	return pg_speed_predict(&sp, (double)x->prefill_tokens + own, decoding(x));
-}
-
 /* A backend's fit, published as the gateway does (pg_backend.fit_*). */
 static void publish(struct pg_backend *x, const struct pg_fit *f)
 {
@@ -253,6 +249,7 @@ static void dispatch(struct world *w, const struct ts_rec *r)
 	struct job *j = calloc(1, sizeof(*j));
 	const char *s = w->o.strategy;
 	struct pg_backend *x;
+	struct pg_speed sp;
 	uint16_t b;
 
 	pg_ca_tick(&w->ix);
@@ -308,18 +305,16 @@ static void dispatch(struct world *w, const struct ts_rec *r)
 	j->rec = r;
 	j->b = b;
 	j->own = r->input > held[b] ? r->input - held[b] : 1;
-	j->tokens = (double)x->prefill_tokens + j->own;
-	j->decoding = decoding(x);
-	j->pred_ms = predict(w, b, j->own);
-	j->t_sent = w->now;
+	pg_work_speed(x, &sp);
+	pg_work_take(x, &j->wt, j->own, &sp, w->now);
 	j->sr.nhashes = kv_chain(r, &j->kv);
 	j->sr.hashes = j->kv;
 	j->sr.prompt_tokens = r->input;
 	j->sr.max_tokens = r->output ? r->output : 1;
 	x->in_flight++;
-	x->prefill_tokens += j->own;
-	x->prefill_reqs++;
 	w->sent[b]++;
+	if (w->nlog < MAX_LOG)
+		w->log[w->nlog++] = (struct logrec){w->now, b, r->input};
 	if ((double)x->prefill_tokens > w->max_queue)
 		w->max_queue = (double)x->prefill_tokens;
 	sim_submit(w->inst[b], &j->sr, w->now);
@@ -333,19 +328,20 @@ static void on_token(void *ctx, struct sim_req *sr, bool last)
 
 	(void)ctx;
 	if (!j->first) {
-		double ttft = (double)(w->now - j->t_sent) / 1e6;
+		struct pg_speed sp;
+		double ttft;
 
 		j->first = true;
-		x->prefill_tokens -= j->own;
-		x->prefill_reqs--;
+		pg_work_speed(x, &sp);
+		ttft = pg_work_first(x, &j->wt, sp.overhead_ms, w->now);
 		w->ttft[w->nttft++] = ttft;
 		if (g_dump)
 			fprintf(g_dump, "%ld %u %u %.1f %.1f %u %u %.0f\n",
-			        (long)(j->rec - g_first), j->rec->input, j->b, ttft, j->pred_ms,
-			        j->rec->input - j->own, sr->cached_tokens, j->tokens);
-		w->abs_err += fabs(ttft - j->pred_ms);
-		w->sum_err += ttft - j->pred_ms;
-		pg_fit_observe(&w->fit[j->b], w->now / 1000000, j->tokens, j->decoding, ttft);
+			        (long)(j->rec - g_first), j->rec->input, j->b, ttft, j->wt.pred_ms,
+			        j->rec->input - j->own, sr->cached_tokens, j->wt.ahead);
+		w->abs_err += fabs(ttft - j->wt.pred_ms);
+		w->sum_err += ttft - j->wt.pred_ms;
+		pg_fit_observe(&w->fit[j->b], w->now / 1000000, j->wt.ahead, j->wt.decoding, ttft);
 		publish(x, &w->fit[j->b]);
 	}
 	if (last) {
@@ -376,14 +372,23 @@ static const char usage[] =
 
 int main(int argc, char **argv)
 {
-	static const struct option lo[] = {{"trace", 1, 0, 't'},      {"load", 1, 0, 'l'},
-	                                   {"instances", 1, 0, 'n'},  {"strategy", 1, 0, 's'},
-	                                   {"cache-frac", 1, 0, 'c'}, {"lambda", 1, 0, 'L'},
-	                                   {"kappa", 1, 0, 'K'},      {"prefix-length", 1, 0, 'p'},
-	                                   {"threshold", 1, 0, 'T'},  {"speed", 1, 0, 'S'},
-	                                   {"no-shared", 0, 0, 'N'},  {"requests", 1, 0, 'R'},
-	                                   {"dump", 1, 0, 'D'},       {"verbose", 0, 0, 'v'},
-	                                   {"help", 0, 0, 'h'},       {0, 0, 0, 0}};
+	static const struct option lo[] = {{"trace", 1, 0, 't'},
+	                                   {"load", 1, 0, 'l'},
+	                                   {"instances", 1, 0, 'n'},
+	                                   {"strategy", 1, 0, 's'},
+	                                   {"cache-frac", 1, 0, 'c'},
+	                                   {"lambda", 1, 0, 'L'},
+	                                   {"kappa", 1, 0, 'K'},
+	                                   {"prefix-length", 1, 0, 'p'},
+	                                   {"threshold", 1, 0, 'T'},
+	                                   {"speed", 1, 0, 'S'},
+	                                   {"no-shared", 0, 0, 'N'},
+	                                   {"requests", 1, 0, 'R'},
+	                                   {"dump", 1, 0, 'D'},
+	                                   {"slow", 1, 0, 'W'},
+	                                   {"verbose", 0, 0, 'v'},
+	                                   {"help", 0, 0, 'h'},
+	                                   {0, 0, 0, 0}};
 	struct world *w = &g_w;
 	struct opts *o = &w->o;
 	struct pg_trace pt = {0};
@@ -397,6 +402,8 @@ int main(int argc, char **argv)
 	uint64_t work, distinct, cap_tokens, total_q = 0, total_h = 0;
 	double speedup, fleet_rate = 0;
 	size_t next = 0;
+	bool slowed = false;
+	uint64_t slow_t = 0;
 	int c;
 
 	*o = (struct opts){.strategy = "work",
@@ -441,6 +448,14 @@ int main(int argc, char **argv)
 			break;
 		case 'D':
 			o->dump = optarg;
+			break;
+		case 'W':
+			if (sscanf(optarg, "%u:%lf:%lf", &o->slow_inst, &o->slow_factor,
+			           &o->slow_at) != 3 ||
+			    o->slow_inst < 1 || o->slow_inst > MAXI || !(o->slow_factor > 0)) {
+				fprintf(stderr, "tracesim: --slow I:F:AT\n");
+				return 2;
+			}
 			break;
 		case 'v':
 			o->verbose = true;
@@ -502,6 +517,7 @@ int main(int argc, char **argv)
 	w->ix.backends = w->be;
 	w->ix.requests = &w->requests;
 	w->ttft = calloc(t.n, sizeof(*w->ttft));
+	w->log = calloc(MAX_LOG, sizeof(*w->log));
 	for (unsigned i = 1; i <= o->n; i++) {
 		char name[32];
 		struct sim_params p = sp;
@@ -532,6 +548,12 @@ int main(int argc, char **argv)
 		}
 		if (ta == UINT64_MAX && te == UINT64_MAX)
 			break;
+		if (o->slow_inst && !slowed && next >= (size_t)(o->slow_at * (double)t.n)) {
+			sim_set_speed(w->inst[o->slow_inst],
+			              o->speed[o->slow_inst] * o->slow_factor);
+			slowed = true;
+			slow_t = w->now;
+		}
 		if (te <= ta) {
 			w->now = te;
 			sim_advance(w->inst[ie], te);
@@ -575,6 +597,27 @@ int main(int argc, char **argv)
 				printf(" %.3f", (double)(st[i].prefix_queries) / tot);
 		}
 		printf("\n");
+		if (slowed) {
+			/* the slowed instance's share of prompt tokens, 10 s windows */
+			printf(
+			    "  slowed %u to %.2fx at %.1f s; its share of prompt tokens by 10 s:",
+			    o->slow_inst, o->slow_factor, (double)slow_t / 1e9);
+			for (int k = -3; k < 12; k++) {
+				double tot = 0, mine = 0;
+				int64_t lo = (int64_t)slow_t + (int64_t)k * 10000000000ll;
+
+				for (size_t i = 0; i < w->nlog; i++)
+					if ((int64_t)w->log[i].t >= lo &&
+					    (int64_t)w->log[i].t < lo + 10000000000ll) {
+						tot += w->log[i].tokens;
+						mine += w->log[i].b == o->slow_inst
+						            ? w->log[i].tokens
+						            : 0;
+					}
+				printf(" %s%.3f", k == 0 ? "| " : "", tot ? mine / tot : 0);
+			}
+			printf("\n");
+		}
 		if (o->verbose)
 			for (unsigned i = 1; i <= o->n; i++)
 				printf(

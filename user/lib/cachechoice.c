@@ -7,15 +7,6 @@
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 
-void pg_ca_speed(const struct pg_backend *b, struct pg_speed *out)
-{
-	uint32_t rate = LOAD(&b->fit_rate), ov = LOAD(&b->fit_overhead_us);
-
-	out->ms_per_ktok = 1e6 / (rate ? rate : PG_SPEED_RATE_DEFAULT);
-	out->overhead_ms = rate ? ov / 1000.0 : PG_SPEED_OVERHEAD_DEFAULT;
-	out->ms_per_decode = rate ? LOAD(&b->fit_decode_us) / 1000.0 : 0;
-}
-
 /* One usable backend as the rule sees it. */
 struct seen {
 	uint16_t id;
@@ -42,19 +33,17 @@ static bool listed(const uint16_t *ids, size_t n, uint16_t id)
 	return false;
 }
 
-static void estimate(struct seen *s, const struct pg_backend *b, const struct pg_ca_req *rq)
+static void estimate(struct seen *s, const struct pg_backend *b, const struct pg_ca_req *rq,
+                     uint64_t now_ms)
 {
 	struct pg_speed sp;
-	const int64_t dec = (int64_t)LOAD(&b->in_flight) - (int64_t)LOAD(&b->prefill_reqs) +
-	                    LOAD(&b->peer_in_flight) - (int64_t)LOAD(&b->peer_prefill_reqs);
-	const double queued = (double)(LOAD(&b->prefill_tokens) + LOAD(&b->peer_prefill_tokens));
 	const uint32_t own = rq->prompt_tokens > s->matched ? rq->prompt_tokens - s->matched : 1;
 
-	pg_ca_speed(b, &sp);
+	pg_work_speed(b, &sp);
 	s->ms_per_ktok = (float)sp.ms_per_ktok;
 	s->prefill_ms = (float)(sp.ms_per_ktok * own / 1000.0);
-	s->queue_ms = (float)(sp.ms_per_ktok * queued / 1000.0 +
-	                      sp.ms_per_decode * (double)(dec > 0 ? dec : 0));
+	s->queue_ms = (float)(sp.ms_per_ktok * pg_work_queued(b, &sp, now_ms) / 1000.0 +
+	                      sp.ms_per_decode * pg_work_decoding(b));
 	s->ttft_ms = (float)sp.overhead_ms + s->queue_ms + s->prefill_ms;
 }
 
@@ -176,7 +165,7 @@ uint16_t pg_balance_cached(const struct pg_backend *backends, unsigned max_id, c
 		seen[n].matched = held_by(rq, (uint16_t)id);
 		if (seen[n].matched > longest)
 			longest = seen[n].matched;
-		estimate(&seen[n], b, rq);
+		estimate(&seen[n], b, rq, now_ms);
 		queued_reqs += LOAD(&b->prefill_reqs) + LOAD(&b->peer_prefill_reqs);
 		n++;
 	}

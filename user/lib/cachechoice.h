@@ -66,9 +66,6 @@ struct pg_ca_req {
 	double work_base, work_queued;
 };
 
-/* Backend b's speed as learned (pg_backend.fit_*), the defaults where not. */
-void pg_ca_speed(const struct pg_backend *b, struct pg_speed *out);
-
 /*
  * Choose for rq among the usable backends 1..max_id not in exclude; cand:
  * the anchor's ring candidates. Fills out->backend, decision (CACHED: a

@@ -128,3 +128,82 @@ void pg_fit_observe(struct pg_fit *f, uint64_t now_ms, double tokens, double dec
 	f->cur.ms_per_ktok = fmax(c[1], 1e-6);
 	f->cur.ms_per_decode = fmax(c[2], 0);
 }
+
+#define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define ADD(p, v)   __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
+#define SUB(p, v)   __atomic_fetch_sub((p), (v), __ATOMIC_RELAXED)
+
+void pg_work_speed(const struct pg_backend *b, struct pg_speed *out)
+{
+	uint32_t rate = LOAD(&b->fit_rate);
+
+	out->ms_per_ktok = 1e6 / (rate ? rate : PG_SPEED_RATE_DEFAULT);
+	out->overhead_ms = rate ? LOAD(&b->fit_overhead_us) / 1000.0 : PG_SPEED_OVERHEAD_DEFAULT;
+	out->ms_per_decode = rate ? LOAD(&b->fit_decode_us) / 1000.0 : 0;
+}
+
+double pg_work_queued(const struct pg_backend *b, const struct pg_speed *sp, uint64_t now_ms)
+{
+	const uint64_t mine = LOAD(&b->prefill_tokens), since = LOAD(&b->head_since_ms);
+	double done = 0;
+
+	/* what the engine did of the head since it began it: at most the
+	 * queue (it may be past the head, on requests whose first token is
+	 * on its way) */
+	if (mine && now_ms > since)
+		done = (double)(now_ms - since) * 1000.0 / sp->ms_per_ktok;
+	return fmax((double)mine - done, 0) + (double)LOAD(&b->peer_prefill_tokens);
+}
+
+double pg_work_decoding(const struct pg_backend *b)
+{
+	const int64_t d = (int64_t)LOAD(&b->in_flight) - (int64_t)LOAD(&b->prefill_reqs) +
+	                  LOAD(&b->peer_in_flight) - (int64_t)LOAD(&b->peer_prefill_reqs);
+
+	return d > 0 ? (double)d : 0;
+}
+
+void pg_work_take(struct pg_backend *b, struct pg_work_ticket *t, uint32_t tokens,
+                  const struct pg_speed *sp, uint64_t now_ns)
+{
+	const uint64_t now_ms = now_ns / 1000000;
+
+	if (!tokens)
+		tokens = 1;
+	*t = (struct pg_work_ticket){
+	    .pending = true,
+	    .tokens = tokens,
+	    .ahead = (float)(pg_work_queued(b, sp, now_ms) + tokens),
+	    .decoding = (float)pg_work_decoding(b),
+	    .sent_ns = now_ns,
+	};
+	t->pred_ms = (float)pg_speed_predict(sp, t->ahead, t->decoding);
+	ADD(&b->prefill_tokens, tokens);
+	if (!ADD(&b->prefill_reqs, 1)) /* an idle engine starts on it now */
+		STORE(&b->head_since_ms, now_ms);
+}
+
+void pg_work_drop(struct pg_backend *b, struct pg_work_ticket *t)
+{
+	if (!t->pending)
+		return;
+	t->pending = false;
+	SUB(&b->prefill_tokens, t->tokens);
+	SUB(&b->prefill_reqs, 1);
+}
+
+double pg_work_first(struct pg_backend *b, struct pg_work_ticket *t, double overhead_ms,
+                     uint64_t now_ns)
+{
+	const uint64_t end_ms = (uint64_t)fmax((double)now_ns / 1e6 - overhead_ms, 0);
+	uint64_t since = LOAD(&b->head_since_ms);
+
+	pg_work_drop(b, t);
+	/* its prefill ended an overhead ago: the engine is on the next since */
+	while (end_ms > since &&
+	       !__atomic_compare_exchange_n(&b->head_since_ms, &since, end_ms, false,
+	                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	return (double)(now_ns - t->sent_ns) / 1e6;
+}

@@ -7,17 +7,24 @@
  * what that instance holds of it cached (at least one token: the last one
  * is always computed). An instance's queue is the work of the requests sent
  * to it that have not had their first token yet (pg_backend.prefill_tokens,
- * prefill_reqs); the requests past their first token are decoding
- * (in_flight - prefill_reqs).
+ * prefill_reqs, and the other gateways' peer_prefill_*); the requests past
+ * their first token are decoding (in_flight - prefill_reqs). The engine
+ * computes the queue first come, first served, so what is still ahead of a
+ * new request is the queue less what the engine did of its head since it
+ * started it (pg_backend.head_since_ms: the later of the queue's start and
+ * the end of the last prefill whose first token was seen) at its rate:
+ * without that, a long queue looks longer by up to its head's work, and
+ * the fit learns a rate 25% too fast (tools/tracesim).
  *
  * Speed. The time to first token of a request sent to an instance now is
  * modelled as
  *
  *     ttft = overhead + (queued + own) / rate + decoding x decode_cost
  *
- * queued: the instance's queue in tokens; own: the request's work there;
- * decoding: its requests past their first token (they share the engine's
- * steps with prefills: vLLM's chunked prefill). The three coefficients are
+ * queued: the instance's queue in tokens, as above; own: the request's
+ * work there; decoding: its requests past their first token (they share the
+ * engine's steps with prefills: vLLM's chunked prefill). The three
+ * coefficients are
  * fit per instance by exponentially weighted least squares over the first
  * tokens seen (time constant PG_FIT_TAU_MS: a slowdown is tracked within a
  * minute), each observation weighted down when its residual is far past the
@@ -31,6 +38,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include "prefixgate.h"
 
 /* Time constant of the fit's forgetting. */
 #define PG_FIT_TAU_MS 15000
@@ -78,5 +86,39 @@ void pg_fit_prior(struct pg_fit *f, const struct pg_speed *prior);
  */
 void pg_fit_observe(struct pg_fit *f, uint64_t now_ms, double tokens, double decoding,
                     double ttft_ms);
+
+/* Backend b's speed as published (pg_backend.fit_*), the defaults where
+ * nothing is learned yet. */
+void pg_work_speed(const struct pg_backend *b, struct pg_speed *out);
+
+/* The prefill tokens still ahead of a request sent to b at now_ms, this
+ * gateway's and the other gateways' (see above), at speed sp. */
+double pg_work_queued(const struct pg_backend *b, const struct pg_speed *sp, uint64_t now_ms);
+
+/* b's requests past their first token, this gateway's and the others'. */
+double pg_work_decoding(const struct pg_backend *b);
+
+/* One attempt's place in its backend's queue. Zeroed: none. */
+struct pg_work_ticket {
+	bool pending;    /* in the queue */
+	uint32_t tokens; /* its work */
+	float ahead;     /* the queue when it was sent, tokens, itself included */
+	float decoding;  /* the requests past their first token then */
+	float pred_ms;   /* TTFT predicted then */
+	uint64_t sent_ns;
+};
+
+/* An attempt with `tokens` of work is sent to b at now_ns (at speed sp). */
+void pg_work_take(struct pg_backend *b, struct pg_work_ticket *t, uint32_t tokens,
+                  const struct pg_speed *sp, uint64_t now_ns);
+
+/* Its first token came at now_ns (b's overhead: overhead_ms): it leaves
+ * the queue, the engine is on the next one since its prefill ended. Returns
+ * its TTFT in ms (t is then what to learn from: ahead, decoding). */
+double pg_work_first(struct pg_backend *b, struct pg_work_ticket *t, double overhead_ms,
+                     uint64_t now_ns);
+
+/* It leaves the queue, no first token seen. No-op if not pending. */
+void pg_work_drop(struct pg_backend *b, struct pg_work_ticket *t);
 
 #endif /* PG_WORK_H */

@@ -413,7 +413,7 @@ static void client_timeouts(struct pg_worker *w, struct pg_client *c, const stru
 	case PG_C_WAIT:
 		/* A response that does not stream shows no first token: its work
 		 * leaves the queue when the first token was predicted. */
-		if (x->load.pending && !x->key.stream && now >= x->load.due_ms)
+		if (pg_load_pending(&x->load) && !x->key.stream && now >= x->load.due_ms)
 			pg_load_drop(w->gw, &c->x.load);
 		if (x->resp_started || !x->sent_ms || now - x->sent_ms < t->first_byte_ms)
 			return;

@@ -271,7 +271,7 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 	}
 	/* The rest of the body via the kernel, once the first token, if
 	 * awaited, was seen here. */
-	if (!u->s.closed && u->state == PG_U_BODY && u->dp && !x->load.pending)
+	if (!u->s.closed && u->state == PG_U_BODY && u->dp && !pg_load_pending(&x->load))
 		pg_dp_body_start(w, u);
 	return kept;
 }
@@ -293,7 +293,7 @@ bool pg_upstream_input(struct pg_worker *w, struct pg_upstream *u, char *data, s
 		pg_dp_received(u, len);
 	if (u->state != PG_U_HEAD) {
 		/* the response's first body byte: its first token (state/load.h) */
-		const bool first = u->c && u->c->x.load.pending;
+		const bool first = u->c && pg_load_pending(&u->c->x.load);
 		bool kept;
 
 		if (first)

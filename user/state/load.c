@@ -3,7 +3,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "lib/cachechoice.h"
 #include "state/load.h"
 
 #define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
@@ -39,39 +38,20 @@ void pg_load_take(struct pg_gateway *gw, uint16_t id, uint32_t tokens, struct pg
                   uint64_t now_ns)
 {
 	struct pg_backend *b = &gw->maps.backends[id];
-	const uint64_t queued = LOAD(&b->prefill_tokens) + LOAD(&b->peer_prefill_tokens);
-	const int64_t dec = (int64_t)LOAD(&b->in_flight) - (int64_t)LOAD(&b->prefill_reqs) +
-	                    LOAD(&b->peer_in_flight) - (int64_t)LOAD(&b->peer_prefill_reqs);
 	struct pg_speed sp;
 
-	if (t->pending)
-		pg_load_drop(gw, t);
-	pg_ca_speed(b, &sp);
-	*t = (struct pg_load_ticket){
-	    .pending = true,
-	    .backend = id,
-	    .epoch = LOAD(&b->epoch),
-	    .tokens = tokens ? tokens : 1,
-	    .ahead = (float)(queued + (tokens ? tokens : 1)),
-	    .decoding = (float)(dec > 0 ? dec : 0),
-	    .sent_ns = now_ns,
-	};
-	t->pred_ms = (float)pg_speed_predict(&sp, t->ahead, t->decoding);
-	t->due_ms = now_ns / 1000000 + (uint64_t)t->pred_ms;
-	ADD(&b->prefill_tokens, t->tokens);
-	ADD(&b->prefill_reqs, 1);
+	pg_load_drop(gw, t);
+	pg_work_speed(b, &sp);
+	pg_work_take(b, &t->w, tokens, &sp, now_ns);
+	t->backend = id;
+	t->epoch = LOAD(&b->epoch);
+	t->due_ms = now_ns / 1000000 + (uint64_t)t->w.pred_ms;
 }
 
 void pg_load_drop(struct pg_gateway *gw, struct pg_load_ticket *t)
 {
-	struct pg_backend *b;
-
-	if (!t->pending)
-		return;
-	t->pending = false;
-	b = &gw->maps.backends[t->backend];
-	SUB(&b->prefill_tokens, t->tokens);
-	SUB(&b->prefill_reqs, 1);
+	if (t->w.pending)
+		pg_work_drop(&gw->maps.backends[t->backend], &t->w);
 }
 
 /* The fit of t's backend learns from it; published into the table. */
@@ -89,7 +69,7 @@ static void learn(struct pg_gateway *gw, const struct pg_load_ticket *t, double 
 		s->epoch = t->epoch;
 		s->live = true;
 	}
-	pg_fit_observe(&s->fit, now_ms, t->ahead, t->decoding, ttft_ms);
+	pg_fit_observe(&s->fit, now_ms, t->w.ahead, t->w.decoding, ttft_ms);
 	cur = s->fit.cur;
 	pthread_mutex_unlock(&s->mu);
 	if (LOAD(&b->epoch) != t->epoch)
@@ -102,14 +82,16 @@ static void learn(struct pg_gateway *gw, const struct pg_load_ticket *t, double 
 void pg_load_first(struct pg_gateway *gw, struct pg_worker_stats *st, struct pg_load_ticket *t,
                    uint64_t now_ns)
 {
+	struct pg_backend *b = &gw->maps.backends[t->backend];
+	struct pg_speed sp;
 	double ttft_ms, err;
 	unsigned i = 0;
 
-	if (!t->pending)
+	if (!t->w.pending)
 		return;
-	pg_load_drop(gw, t);
-	ttft_ms = (double)(now_ns - t->sent_ns) / 1e6;
-	err = ttft_ms - t->pred_ms;
+	pg_work_speed(b, &sp);
+	ttft_ms = pg_work_first(b, &t->w, sp.overhead_ms, now_ns);
+	err = ttft_ms - t->w.pred_ms;
 	while (i < PG_TTFT_ERR_BUCKETS - 1 && fabs(err) > pg_ttft_err_bounds_ms[i])
 		i++;
 	if (st) {

@@ -28,15 +28,10 @@
 /* One attempt's place in its backend's queue (in struct pg_exchange).
  * Zeroed: none. */
 struct pg_load_ticket {
-	bool pending;     /* in the queue */
-	uint16_t backend; /* whose */
-	uint32_t epoch;   /* its member when taken */
-	uint32_t tokens;  /* its work */
-	float ahead;      /* the backend's queue when taken, tokens, itself included */
-	float decoding;   /* the backend's requests past their first token then */
-	float pred_ms;    /* TTFT predicted then */
-	uint64_t sent_ns;
-	uint64_t due_ms; /* when its first token is predicted */
+	struct pg_work_ticket w; /* lib/work.h */
+	uint16_t backend;        /* whose */
+	uint32_t epoch;          /* its member when taken */
+	uint64_t due_ms;         /* when its first token is predicted */
 };
 
 /* The learned speeds: one fit per backend slot, each under its own lock
@@ -71,6 +66,11 @@ void pg_load_first(struct pg_gateway *gw, struct pg_worker_stats *st, struct pg_
 
 /* It leaves the queue with nothing learned (no first token seen). No-op if
  * not pending. */
+static inline bool pg_load_pending(const struct pg_load_ticket *t)
+{
+	return t->w.pending;
+}
+
 void pg_load_drop(struct pg_gateway *gw, struct pg_load_ticket *t);
 
 #endif /* PG_STATE_LOAD_H */
