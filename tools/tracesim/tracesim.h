@@ -1,12 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tracesim: replays a request trace (Mooncake's format) over simulated
- * instances (mockllm's timing model and prefix cache, tools/mockllm/sim.h)
- * in simulated time, routed by prefixgate's own routing code (balancer,
- * cache index, load model: user/lib/) and by reference rules that see each
- * instance's real cache and queue. Deterministic: the same flags give the
- * same figures. What `make bench` measures with real processes in minutes,
- * this computes in seconds, to design the rule by.
+ * tracesim: replays a request trace (Mooncake's format, tools/pgload/trace.h)
+ * over simulated instances (mockllm's timing model and prefix cache,
+ * tools/mockllm/sim.h) in simulated time, routed by prefixgate's own routing
+ * code (balancer, cache index, load model and choice: user/lib/) or by the
+ * reference rules that see each instance's real cache and queue (what
+ * mockllm's /mock/match answers; tools/bench/refrouter.py's rules).
+ * Deterministic: the same flags give the same figures. What `make bench`
+ * measures with real processes in minutes, this computes in a second or
+ * two, to design the rule by (README, Routing under load).
+ *
+ * The trace's requests carry no text, only block ids; the gateway's view
+ * and the instances' are built from them as the real text would give them:
+ * PG_CA_BLOCK-byte blocks for the gateway's index (4 bytes a token), 16-token
+ * blocks for the instances' caches, each chained over its prefix, and the
+ * PREFIX_AWARE key and the anchor as the first PrefixLength characters of a
+ * /v1/completions prompt.
  */
 #ifndef TRACESIM_H
 #define TRACESIM_H
@@ -14,10 +23,18 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
+#include "../mockllm/sim.h"
 #include "../pgload/trace.h"
+#include "lib/cacheidx.h"
+#include "lib/ring.h"
+#include "lib/work.h"
 
-/* One request of the trace, as tracesim reads it. */
+#define TS_MAX_INSTANCES 64
+#define TS_BLOCK_TOKENS  PG_TRACE_BLOCK_TOKENS
+
+/* One request of the trace. */
 struct ts_rec {
 	uint64_t t_ms;   /* arrival, ms from the trace's start */
 	uint32_t input;  /* prompt tokens */
@@ -26,6 +43,69 @@ struct ts_rec {
 	const uint32_t *ids;
 };
 
-#define TS_BLOCK_TOKENS PG_TRACE_BLOCK_TOKENS
+struct ts_opts {
+	const char *trace, *strategy, *json, *dump;
+	double load, cache_frac, lambda, kappa;
+	unsigned n, prefix_length, threshold;
+	size_t requests; /* 0: all */
+	bool verbose;
+	double speed[TS_MAX_INSTANCES + 1]; /* by instance, 1-based */
+	unsigned slow_inst;                 /* --slow I:F:AT (0: none) */
+	double slow_factor, slow_at;
+};
+
+/* One request in flight on a simulated instance. */
+struct ts_job {
+	struct sim_req sr; /* first member: the sim's callbacks get it */
+	const struct ts_rec *rec;
+	uint64_t *kv;
+	uint16_t b;
+	uint32_t own; /* its work there, as the gateway believed */
+	struct pg_work_ticket wt;
+	bool first;
+};
+
+/* One dispatch, for shares over time. */
+struct ts_sent {
+	uint64_t t_ns;
+	uint16_t b;
+	uint32_t tokens;
+};
+
+struct ts_world {
+	struct ts_opts o;
+	const struct ts_rec *first; /* the trace's records */
+	size_t nrec;
+	struct sim *inst[TS_MAX_INSTANCES + 1];
+	/* the gateway's view: its backend table, index, ring, fits */
+	struct pg_backend *be;
+	struct pg_ca_index ix;
+	__u64 ix_requests;
+	struct pg_ring *ring;
+	struct pg_fit fit[TS_MAX_INSTANCES + 1];
+	uint64_t now; /* ns */
+	uint64_t rnd;
+	double speedup; /* trace time / replay time */
+	/* what happened */
+	double *ttft;
+	size_t nttft;
+	uint64_t sent[TS_MAX_INSTANCES + 1], decisions[PG_DEC_MAX];
+	double err_sum, err_abs, max_queue;
+	struct ts_sent *log;
+	size_t nlog;
+	bool slowed;
+	uint64_t slow_t;
+	FILE *dump;
+};
+
+/* route.c: the request arrives now; route it and submit it. */
+void ts_dispatch(struct ts_world *w, const struct ts_rec *r);
+/* The instances' token callback (sim_token_fn), ctx the world. */
+void ts_on_token(void *ctx, struct sim_req *r, bool last);
+/* Whether strategy names one tracesim knows. */
+bool ts_strategy_known(const char *s);
+
+/* report.c: the figures, as text on out and, if o.json, as JSON. */
+int ts_report(const struct ts_world *w, FILE *out);
 
 #endif /* TRACESIM_H */

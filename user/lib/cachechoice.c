@@ -7,6 +7,28 @@
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 
+void pg_ca_look(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n, uint64_t anchor,
+                uint32_t anchor_len, uint64_t whole, bool explicit_key, uint32_t members,
+                pg_ca_ok_fn ok, void *arg, struct pg_ca_look *out)
+{
+	uint32_t blocks[PG_CA_TIERS * PG_CA_WAYS];
+	const uint32_t per = PG_CA_BLOCK / PG_CA_CHARS_PER_TOKEN;
+
+	out->shared_blocks = 0;
+	out->anchor = anchor;
+	out->nheld = 0;
+	if (!n || !ix->capacity_blocks)
+		return;
+	pg_ca_prefetch(ix, chain, n);
+	out->shared_blocks = pg_ca_shared(ix, chain, n, members);
+	/* a shared head that covers the anchor: what follows it decides */
+	if (!explicit_key && (uint64_t)out->shared_blocks * PG_CA_BLOCK >= anchor_len)
+		out->anchor = out->shared_blocks < n ? chain[out->shared_blocks] : whole;
+	out->nheld = pg_ca_match_tiers(ix, chain, n, ok, arg, PG_CA_TIERS, out->held, blocks, NULL);
+	for (size_t i = 0; i < out->nheld; i++)
+		out->held_tokens[i] = blocks[i] * per;
+}
+
 /* One usable backend as the rule sees it. */
 struct seen {
 	uint16_t id;

@@ -36,6 +36,7 @@
 #define PG_CACHECHOICE_H
 
 #include "lib/balancer.h"
+#include "lib/cacheidx.h"
 #include "lib/work.h"
 
 /* lambda's constants (tools/tracesim: the Mooncake trace at loads 0.5-1.1;
@@ -65,6 +66,42 @@ struct pg_ca_req {
 	 * (PG_CA_WORK_BASE, PG_CA_WORK_QUEUED; tools/tracesim sweeps them) */
 	double work_base, work_queued;
 };
+
+/* Index tiers a request's look reads (pg_ca_match_tiers): the longest
+ * match, then the next, then the next: up to 12 holders. */
+#define PG_CA_TIERS 3
+
+/* What the index says of a request whose key text has the block chain
+ * chain[0..n), an anchor (its hash and the key text bytes it covers) and
+ * the whole text's name (key.h struct pg_key_blocks). */
+struct pg_ca_look {
+	uint32_t shared_blocks; /* its shared head (pg_ca_shared) */
+	uint64_t anchor;        /* the anchor, moved past the shared head when
+	                         * that covers it: the block that follows, or
+	                         * the whole text */
+	size_t nheld;           /* backends that hold more than the shared head */
+	uint16_t held[PG_CA_TIERS * PG_CA_WAYS];
+	uint32_t held_tokens[PG_CA_TIERS * PG_CA_WAYS];
+};
+
+/*
+ * Look a request up: members, the instances that serve it (the share a
+ * shared prefix must pass); ok: which holders count (as pg_ca_match);
+ * explicit_key: the anchor is the client's and stays. About PG_CA_TIERS + 1
+ * binary searches of the index.
+ */
+void pg_ca_look(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n, uint64_t anchor,
+                uint32_t anchor_len, uint64_t whole, bool explicit_key, uint32_t members,
+                pg_ca_ok_fn ok, void *arg, struct pg_ca_look *out);
+
+/* rq's view of the index from a look (points into it). */
+static inline void pg_ca_req_from(struct pg_ca_req *rq, const struct pg_ca_look *l)
+{
+	rq->shared_tokens = l->shared_blocks * (PG_CA_BLOCK / PG_CA_CHARS_PER_TOKEN);
+	rq->held = l->held;
+	rq->held_tokens = l->held_tokens;
+	rq->nheld = l->nheld;
+}
 
 /*
  * Choose for rq among the usable backends 1..max_id not in exclude; cand:

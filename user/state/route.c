@@ -35,49 +35,30 @@ static bool place_anchor(const struct pg_key *key, const struct pg_key_blocks *k
 	       (uint64_t)kb->n * PG_CA_BLOCK < kb->anchor_len;
 }
 
-/* Index tiers cache_aware reads (cacheidx.h pg_ca_match_tiers): the
- * longest match, then the next, then the next: up to 12 holders. */
-#define CA_TIERS      3
-#define TOK_PER_BLOCK (PG_CA_BLOCK / PG_CA_CHARS_PER_TOKEN)
-
 /* cache_aware: what the index says of the request (kb NULL: a retry, whose
- * blocks are gone: its size and anchor only), into rq; moves key->anchor
- * past a shared head that covers it (cacheidx.h: what follows the shared
- * prefix decides where a new conversation goes). */
+ * blocks are gone: its size and anchor only), into rq and look; moves
+ * key->anchor past a shared head that covers it (cachechoice.h). */
 static void ca_view(struct pg_gateway *gw, unsigned pool, const struct pg_route_cfg *rc,
                     struct pg_key *key, const struct pg_key_blocks *kb, struct holder_rule *rule,
-                    struct pg_ca_req *rq, uint16_t *ids, uint32_t *tokens, uint16_t *placed)
+                    struct pg_ca_req *rq, struct pg_ca_look *look, uint16_t *placed)
 {
 	struct pg_ca_index ix = pg_cache_index(gw);
 	const bool explicit_key = pg_key_source_explicit(key->source);
-	uint32_t shared = 0, blocks[CA_TIERS * PG_CA_WAYS];
-	size_t n = 0;
 
 	*rq = (struct pg_ca_req){.prompt_tokens = key->tokens,
-	                         .held = ids,
-	                         .held_tokens = tokens,
 	                         .choices = rc->new_choices,
 	                         .placed = placed,
 	                         .work_base = PG_CA_WORK_BASE,
 	                         .work_queued = PG_CA_WORK_QUEUED};
-	if (!ix.capacity_blocks)
-		return;
-	if (kb && kb->n) {
-		uint32_t members =
-		    __atomic_load_n(&gw->maps.state[pool].nbackends, __ATOMIC_RELAXED);
-
-		pg_ca_prefetch(&ix, kb->chain, kb->n);
-		shared = pg_ca_shared(&ix, kb->chain, kb->n, members);
-		if (!explicit_key && (uint64_t)shared * PG_CA_BLOCK >= kb->anchor_len)
-			key->anchor = shared < kb->n ? kb->chain[shared] : kb->whole;
-		n = pg_ca_match_tiers(&ix, kb->chain, kb->n, holder_usable, rule, CA_TIERS, ids,
-		                      blocks, NULL);
-		for (size_t i = 0; i < n; i++)
-			tokens[i] = blocks[i] * TOK_PER_BLOCK;
-	}
-	rq->shared_tokens = shared * TOK_PER_BLOCK;
-	rq->nheld = n;
-	if (rc->new_choices > 1 && !explicit_key)
+	*look = (struct pg_ca_look){.anchor = key->anchor};
+	if (kb)
+		pg_ca_look(&ix, kb->chain, kb->n, key->anchor, kb->anchor_len, kb->whole,
+		           explicit_key,
+		           __atomic_load_n(&gw->maps.state[pool].nbackends, __ATOMIC_RELAXED),
+		           holder_usable, rule, look);
+	key->anchor = look->anchor;
+	pg_ca_req_from(rq, look);
+	if (rc->new_choices > 1 && !explicit_key && ix.capacity_blocks)
 		rq->nplaced =
 		    pg_ca_holders(&ix, pg_ca_anchor_key(key->anchor), holder_usable, rule, placed);
 }
@@ -98,11 +79,11 @@ static uint16_t choose(struct pg_gateway *gw, unsigned pool, const struct pg_rou
 		ncand = pg_maps_pool_candidates(&gw->maps, pool, key->hash, cand);
 	if (rc->strategy == PG_STRATEGY_CACHE_AWARE) {
 		struct holder_rule rule = {gw->maps.backends, max_id, exclude, now_ms};
-		uint16_t ids[CA_TIERS * PG_CA_WAYS], placed[PG_CA_WAYS];
-		uint32_t tokens[CA_TIERS * PG_CA_WAYS];
+		uint16_t placed[PG_CA_WAYS];
+		struct pg_ca_look look;
 		struct pg_ca_req rq;
 
-		ca_view(gw, pool, rc, key, kb, &rule, &rq, ids, tokens, placed);
+		ca_view(gw, pool, rc, key, kb, &rule, &rq, &look, placed);
 		ncand = pg_maps_pool_candidates(&gw->maps, pool, key->anchor, cand);
 		return pg_balance_cached(gw->maps.backends, max_id, cand, ncand, &rq, exclude,
 		                         now_ms, explicit_key, choice);
@@ -145,7 +126,7 @@ static void record_blocks(struct pg_gateway *gw, unsigned worker, const struct p
                           const struct pg_key_blocks *kb, uint16_t id, uint32_t matched, bool place)
 {
 	struct pg_ca_index ix = pg_cache_index(gw);
-	uint32_t blocks = matched / TOK_PER_BLOCK;
+	uint32_t blocks = matched / (PG_CA_BLOCK / PG_CA_CHARS_PER_TOKEN);
 	unsigned bucket = 0;
 
 	while (blocks && bucket < PG_CA_MATCH_BUCKETS - 1) {
