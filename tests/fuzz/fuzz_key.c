@@ -278,8 +278,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		body += hl + (nl != NULL);
 		blen -= hl + (nl != NULL);
 	}
-	FUZZ_CHECK(pg_key_body_need(api, prefix) ==
+	FUZZ_CHECK(pg_key_body_need(api, prefix, false) ==
 	           (api == PG_API_RAW ? prefix : PG_KEY_JSON_BODY_MAX));
+	FUZZ_CHECK(pg_key_body_need(api, prefix, true) >= pg_key_body_need(api, prefix, false));
 
 	compute(api, hk, body, blen, complete, prefix, &a);
 	check_one(api, hk, body, blen, complete, prefix, &a);

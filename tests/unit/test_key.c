@@ -90,17 +90,24 @@ static void test_api(void **state)
 		if (pg_key_api(m, p) != cases[i].api)
 			fail_msg("%s %s", cases[i].method, cases[i].path);
 	}
-	assert_int_equal(pg_key_body_need(PG_API_RAW, 4096), 4096);
-	assert_int_equal(pg_key_body_need(PG_API_CHAT, 4096), PG_KEY_JSON_BODY_MAX);
+	assert_int_equal(pg_key_body_need(PG_API_RAW, 4096, false), 4096);
+	assert_int_equal(pg_key_body_need(PG_API_CHAT, 4096, false), PG_KEY_JSON_BODY_MAX);
 	/* held before routing: the key's need, never more than the body */
-	assert_int_equal(pg_key_hold(PG_API_CHAT, 4096, false, 100), 100);
-	assert_int_equal(pg_key_hold(PG_API_CHAT, 4096, false, -1), PG_KEY_JSON_BODY_MAX);
-	assert_int_equal(pg_key_hold(PG_API_CHAT, 4096, false, 0), 0);
-	assert_int_equal(pg_key_hold(PG_API_RAW, 4096, false, 100000), 4096);
-	assert_int_equal(pg_key_hold(PG_API_RAW, 4096, true, 100000), 100000);
+	assert_int_equal(pg_key_hold(PG_API_CHAT, 4096, false, false, 100), 100);
+	assert_int_equal(pg_key_hold(PG_API_CHAT, 4096, false, false, -1), PG_KEY_JSON_BODY_MAX);
+	assert_int_equal(pg_key_hold(PG_API_CHAT, 4096, false, false, 0), 0);
+	assert_int_equal(pg_key_hold(PG_API_RAW, 4096, false, false, 100000), 4096);
+	assert_int_equal(pg_key_hold(PG_API_RAW, 4096, false, true, 100000), 100000);
+	/* cache_aware's blocks run past the key over a raw body, to their limit */
+	assert_int_equal(pg_key_body_need(PG_API_RAW, 4096, true), PG_CA_MAX_BLOCKS * PG_CA_BLOCK);
+	assert_int_equal(pg_key_body_need(PG_API_CHAT, 4096, true), PG_KEY_JSON_BODY_MAX);
+	assert_int_equal(pg_key_hold(PG_API_RAW, 4096, true, false, 100000), 100000);
+	assert_int_equal(pg_key_hold(PG_API_RAW, 4096, true, false, 1 << 20),
+	                 PG_CA_MAX_BLOCKS * PG_CA_BLOCK);
 	/* too big for its JSON: the raw prefix, or the model's first bytes */
-	assert_int_equal(pg_key_hold(PG_API_CHAT, 4096, false, PG_KEY_JSON_BODY_MAX + 1), 4096);
-	assert_int_equal(pg_key_hold(PG_API_CHAT, 4096, true, PG_KEY_JSON_BODY_MAX + 1),
+	assert_int_equal(pg_key_hold(PG_API_CHAT, 4096, false, false, PG_KEY_JSON_BODY_MAX + 1),
+	                 4096);
+	assert_int_equal(pg_key_hold(PG_API_CHAT, 4096, false, true, PG_KEY_JSON_BODY_MAX + 1),
 	                 PG_PREFIX_LENGTH_MAX);
 }
 

@@ -76,7 +76,7 @@ static void test_paths(void **state)
 		assert_int_equal(pg_key_api(post, p), cases[i].api);
 		assert_int_equal(pg_key_api(get, p), PG_API_RAW);
 	}
-	assert_int_equal(pg_key_body_need(PG_API_RESPONSES, 4096), PG_KEY_JSON_BODY_MAX);
+	assert_int_equal(pg_key_body_need(PG_API_RESPONSES, 4096, false), PG_KEY_JSON_BODY_MAX);
 }
 
 static void test_responses_text(void **state)

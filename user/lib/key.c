@@ -547,13 +547,17 @@ static void key_compute(enum pg_api api, struct pg_str header_key, const char *b
 	} else if (api == PG_API_RAW || !complete ||
 	           json_body_key(api, body, body_len, pre, prefix_length, out, text, text_cap,
 	                         text_len, kb, ks)) {
-		/* its raw bytes: no JSON to key on, not all of it, or unusable */
-		size_t n = body_len < prefix_length ? body_len : prefix_length;
+		/* its raw bytes: no JSON to key on, not all of it, or unusable;
+		 * cache_aware's blocks run past the key, as they do over a text */
+		size_t n = body_len < prefix_length ? body_len : prefix_length,
+		       nb = body_len < text_limit(true, prefix_length)
+		                ? body_len
+		                : text_limit(true, prefix_length);
 
 		out->fallback = api != PG_API_RAW;
 		key_out(out, PG_KEY_SRC_RAW, body, n, (uint32_t)n, text, text_cap, text_len);
 		if (kb)
-			pg_key_blocks_of(kb, body, n, n);
+			pg_key_blocks_of(kb, body, nb, n);
 	}
 	out->anchor = kb ? kb->anchor : out->hash;
 	out->tokens = prompt_tokens(out, body_len, prefix_length, kb);

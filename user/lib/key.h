@@ -138,9 +138,11 @@ struct pg_key {
 /* API by method and path (path without query string). */
 enum pg_api pg_key_api(struct pg_str method, struct pg_str path);
 
-/* Body bytes the key needs before it can be computed: prefix_length for raw,
- * PG_KEY_JSON_BODY_MAX for OpenAI APIs (the whole body, up to that). */
-size_t pg_key_body_need(enum pg_api api, uint32_t prefix_length);
+/* Body bytes the key needs before it can be computed: prefix_length for raw
+ * (with cache_aware's blocks, the blocks' limit, PG_CA_MAX_BLOCKS x
+ * PG_CA_BLOCK), PG_KEY_JSON_BODY_MAX for OpenAI APIs (the whole body, up
+ * to that). */
+size_t pg_key_body_need(enum pg_api api, uint32_t prefix_length, bool blocks);
 
 /*
  * Body bytes a request holds before it is routed: what its key needs
@@ -150,7 +152,8 @@ size_t pg_key_body_need(enum pg_api api, uint32_t prefix_length);
  * big to hold for its JSON is keyed on its raw prefix, and its model read
  * from the first PG_PREFIX_LENGTH_MAX bytes.
  */
-uint64_t pg_key_hold(enum pg_api api, uint32_t prefix_length, bool by_model, int64_t length);
+uint64_t pg_key_hold(enum pg_api api, uint32_t prefix_length, bool blocks, bool by_model,
+                     int64_t length);
 
 /*
  * Compute the key of a request. header_key: X-Prefixgate-Key (len 0 if

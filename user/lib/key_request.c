@@ -27,14 +27,20 @@ enum pg_api pg_key_api(struct pg_str method, struct pg_str path)
 	return PG_API_RAW;
 }
 
-size_t pg_key_body_need(enum pg_api api, uint32_t prefix_length)
+size_t pg_key_body_need(enum pg_api api, uint32_t prefix_length, bool blocks)
 {
-	return api == PG_API_RAW ? prefix_length : PG_KEY_JSON_BODY_MAX;
+	if (api != PG_API_RAW)
+		return PG_KEY_JSON_BODY_MAX;
+	return blocks && prefix_length < PG_CA_MAX_BLOCKS * PG_CA_BLOCK
+	           ? PG_CA_MAX_BLOCKS * PG_CA_BLOCK
+	           : prefix_length;
 }
 
-uint64_t pg_key_hold(enum pg_api api, uint32_t prefix_length, bool by_model, int64_t length)
+uint64_t pg_key_hold(enum pg_api api, uint32_t prefix_length, bool blocks, bool by_model,
+                     int64_t length)
 {
-	uint64_t need = by_model ? PG_KEY_JSON_BODY_MAX : pg_key_body_need(api, prefix_length);
+	uint64_t need =
+	    by_model ? PG_KEY_JSON_BODY_MAX : pg_key_body_need(api, prefix_length, blocks);
 
 	if (length < 0)
 		return need;

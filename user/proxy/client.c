@@ -146,11 +146,11 @@ static size_t request_head(struct pg_worker *w, struct pg_client *c, const char 
 	if (x->api != PG_API_RAW && !req.key.len && x->pool != PG_POOL_BY_MODEL &&
 	    (req.body == PG_BODY_CHUNKED || req.content_length <= PG_KEY_JSON_BODY_MAX))
 		x->ahead_window = pg_route_key_window(&rc);
-	x->key_need =
-	    pg_key_hold((enum pg_api)x->api, rc.prefix_length, x->pool == PG_POOL_BY_MODEL,
-	                req.body == PG_BODY_LENGTH ? (int64_t)req.content_length
-	                : req.body == PG_BODY_NONE ? 0
-	                                           : -1);
+	x->key_need = pg_key_hold((enum pg_api)x->api, rc.prefix_length, pg_route_blocks(&rc),
+	                          x->pool == PG_POOL_BY_MODEL,
+	                          req.body == PG_BODY_LENGTH ? (int64_t)req.content_length
+	                          : req.body == PG_BODY_NONE ? 0
+	                                                     : -1);
 	c->state = PG_C_KEY;
 	return (size_t)n;
 }

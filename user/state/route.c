@@ -159,15 +159,9 @@ static void decision_cfg(const struct pg_gateway *gw, unsigned pool, struct pg_r
 		rc->concurrency_threshold = pg_fleet_threshold(rc->concurrency_threshold, share);
 }
 
-/* The key of a request routed by rc comes with cache_aware's blocks. */
-static bool key_blocks(const struct pg_route_cfg *rc)
-{
-	return rc->strategy == PG_STRATEGY_CACHE_AWARE;
-}
-
 size_t pg_route_key_window(const struct pg_route_cfg *rc)
 {
-	return pg_key_window(key_blocks(rc), rc->prefix_length);
+	return pg_key_window(pg_route_blocks(rc), rc->prefix_length);
 }
 
 /* route()'s worker argument: a worker index (< gw->nworkers), or one of these */
@@ -187,7 +181,7 @@ static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
 	bool ca;
 
 	decision_cfg(gw, pool, &rc);
-	ca = key_blocks(&rc);
+	ca = pg_route_blocks(&rc);
 	pg_key_compute_ahead(in->api, in->header_key, in->body, in->body_len, in->complete, in->pre,
 	                     rc.prefix_length, key, ca ? &kb : NULL, in->scratch);
 	id = choose(gw, pool, &rc, key, ca ? &kb : NULL, ex, now, rnd, choice);

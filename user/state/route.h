@@ -49,6 +49,12 @@ uint16_t pg_route_dry(struct pg_gateway *gw, const struct pg_route_input *in,
 uint16_t pg_route_again(struct pg_gateway *gw, const struct pg_key *key,
                         const struct pg_idset *exclude, uint64_t rnd, struct pg_choice *choice);
 
+/* A key routed by rc comes with cache_aware's blocks (key.h). */
+static inline bool pg_route_blocks(const struct pg_route_cfg *rc)
+{
+	return rc->strategy == PG_STRATEGY_CACHE_AWARE;
+}
+
 /* The window the body's JSON is parsed with for a key routed by rc
  * (key.h pg_key_window): a parse made before routing (pg_route_input.pre)
  * must use it to be used. */
