@@ -53,6 +53,7 @@ struct pg_worker_stats {
 	 * the signed errors (µs): the load model's accuracy */
 	uint64_t ttft_err[PG_TTFT_ERR_BUCKETS];
 	int64_t ttft_err_sum_us;
+	uint64_t ttft_err_abs_us;
 } __attribute__((aligned(64)));
 
 struct pg_worker;

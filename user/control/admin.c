@@ -311,6 +311,24 @@ _Static_assert(sizeof(api_names) / sizeof(api_names[0]) == PG_API_COUNT, "a name
 /* Bytes of the key shown by the dry run ("key_preview"). */
 #define KEY_PREVIEW 256
 
+/* One cache_aware estimate (pg_ca_est) of the dry run, as the member
+ * "name" followed by a comma; id 0 (none) is null. */
+static void est_json(struct pg_gateway *gw, struct pg_buf *o, const char *name,
+                     const struct pg_ca_est *e)
+{
+	char nb[PG_ADDR_STRLEN];
+
+	if (!e->id) {
+		pg_buf_printf(o, "\"%s\":null,", name);
+		return;
+	}
+	pg_buf_printf(o,
+	              "\"%s\":{\"backend\":\"%s\",\"matched\":%u,\"wait_ms\":%.1f,"
+	              "\"prefill_ms\":%.1f,\"saved_ms\":%.1f,\"ttft_ms\":%.1f},",
+	              name, pg_backend_name(&gw->maps.backends[e->id], nb, sizeof(nb)), e->matched,
+	              e->wait_ms, e->prefill_ms, e->saved_ms, e->ttft_ms);
+}
+
 /* A fresh 64-bit random number for the balancer (splitmix64 over a
  * clock-seeded counter; control thread only, quality is not critical). */
 static uint64_t dry_run_rnd(void)
@@ -339,6 +357,7 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 	struct pg_route_cfg rc;
 	struct pg_choice ch;
 	uint64_t anchor;
+	uint32_t tokens;
 	struct pg_key k;
 	uint16_t id;
 	int status = 0, pool = -1;
@@ -402,6 +421,7 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 	pg_route_cfg_load_pool(gw, in.pool, &rc);
 	id = pg_route_dry(gw, &in, NULL, dry_run_rnd(), &k, &ch);
 	anchor = k.anchor;
+	tokens = k.tokens;
 	/* The key again, for its text: same inputs, same key. */
 	pg_key_compute(in.api, in.header_key, in.body, in.body_len, true, rc.prefix_length, &k,
 	               preview, sizeof(preview), &tlen);
@@ -413,9 +433,15 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 		              pg_decision_name(ch.decision));
 	else
 		pg_buf_puts(&r->body, "\"backend\":null,\"error\":\"no usable backend\",");
-	if (rc.strategy == PG_STRATEGY_CACHE_AWARE)
-		pg_buf_printf(&r->body, "\"matched\":%u,\"anchor_hash\":\"0x%016llx\",", ch.matched,
-		              (unsigned long long)anchor);
+	if (rc.strategy == PG_STRATEGY_CACHE_AWARE) {
+		pg_buf_printf(&r->body,
+		              "\"matched\":%u,\"prompt_tokens\":%u,\"anchor_hash\":\"0x%016llx\",",
+		              ch.matched, tokens, (unsigned long long)anchor);
+		if (id) {
+			est_json(gw, &r->body, "chosen", &ch.est[0]);
+			est_json(gw, &r->body, "runner_up", &ch.est[1]);
+		}
+	}
 	pg_buf_puts(&r->body, "\"candidates\":[");
 	for (unsigned c = 0; c < ch.ncand && id; c++)
 		pg_buf_printf(&r->body, "%s\"%s\"", c ? "," : "",

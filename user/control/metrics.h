@@ -28,6 +28,11 @@ void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *out);
 #define PG_METRICS_SAMPLE_MS 5000
 void pg_metrics_ops_render(const struct pg_gateway *gw, struct pg_buf *out);
 
+/* cache_aware's load model (metrics_load.c): each backend's queue of
+ * prefill work and learned speed, and how well first tokens were
+ * predicted. */
+void pg_metrics_load_render(const struct pg_gateway *gw, struct pg_buf *out);
+
 /* "# HELP" and "# TYPE" of a family. */
 void pg_metrics_family(struct pg_buf *o, const char *name, const char *type, const char *help);
 

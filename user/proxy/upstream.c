@@ -73,6 +73,46 @@ static void body_done(struct pg_worker *w, struct pg_upstream *u)
 	pg_client_schedule(w, u->c);
 }
 
+/* One cache_aware estimate as the header's fields, each name prefixed by
+ * pre ("" for the chosen instance, "runner_up_" for the next best). */
+static int est_fields(char *p, size_t cap, const char *pre, const struct pg_ca_est *e)
+{
+	return snprintf(
+	    p, cap,
+	    "; %smatched=%u; %swait_ms=%.1f; %sprefill_ms=%.1f; %ssaved_ms=%.1f; %sttft_ms=%.1f",
+	    pre, e->matched, pre, e->wait_ms, pre, e->prefill_ms, pre, e->saved_ms, pre,
+	    e->ttft_ms);
+}
+
+/* X-Prefixgate-Route's line for x into line (cap bytes, CRLF included):
+ * the backend and why; for cache_aware the estimates that decided, of the
+ * chosen instance and of the runner-up (README, Routing under load). */
+static size_t route_header(struct pg_worker *w, const struct pg_exchange *x, char *line, size_t cap)
+{
+	const struct pg_choice *ch = &x->choice;
+	char name[PG_ADDR_STRLEN];
+	size_t k;
+
+	k = (size_t)snprintf(line, cap, "X-Prefixgate-Route: backend=%s; reason=%s",
+	                     pg_backend_name(&w->gw->maps.backends[x->backend], name, sizeof(name)),
+	                     pg_decision_name(x->attempts > 1 ? PG_DEC_RETRY : ch->decision));
+	if (ch->est[0].id == x->backend && k < cap)
+		k += (size_t)est_fields(line + k, cap - k, "", &ch->est[0]);
+	else if (k < cap)
+		k += (size_t)snprintf(line + k, cap - k, "; matched=%u", ch->matched);
+	if (ch->est[0].id == x->backend && ch->est[1].id && k < cap) {
+		k += (size_t)snprintf(
+		    line + k, cap - k, "; runner_up=%s",
+		    pg_backend_name(&w->gw->maps.backends[ch->est[1].id], name, sizeof(name)));
+		if (k < cap)
+			k += (size_t)est_fields(line + k, cap - k, "runner_up_", &ch->est[1]);
+	}
+	if (k > cap - 3)
+		k = cap - 3;
+	memcpy(line + k, "\r\n", 3);
+	return k + 2;
+}
+
 /* The response head for the client (forward.h), with our Connection. */
 static void forward_response_head(struct pg_worker *w, struct pg_client *c,
                                   const struct pg_http_response *resp, const char *h, size_t n)
@@ -95,15 +135,11 @@ static void forward_response_head(struct pg_worker *w, struct pg_client *c,
 	pg_fwd_response_head(h, n, resp, &o, &out, &len, &cap);
 	if (w->gw->cfg->route_header) {
 		/* Before the blank line: why this backend (--route-header). */
-		char line[160], name[PG_ADDR_STRLEN];
-		int k = snprintf(
-		    line, sizeof(line), "X-Prefixgate-Route: backend=%s; reason=%s; matched=%u\r\n",
-		    pg_backend_name(&w->gw->maps.backends[x->backend], name, sizeof(name)),
-		    pg_decision_name(x->attempts > 1 ? PG_DEC_RETRY : x->choice.decision),
-		    x->choice.matched);
+		char line[512];
+		size_t k = route_header(w, x, line, sizeof(line));
 
 		len -= 2;
-		pg_bytes_append(&out, &len, &cap, line, (size_t)k);
+		pg_bytes_append(&out, &len, &cap, line, k);
 		pg_bytes_append(&out, &len, &cap, "\r\n", 2);
 	}
 	x->resp_bytes += len; /* the head as the client gets it */

@@ -97,6 +97,7 @@ void pg_load_first(struct pg_gateway *gw, struct pg_worker_stats *st, struct pg_
 	if (st) {
 		ADD(&st->ttft_err[i], 1);
 		ADD(&st->ttft_err_sum_us, (int64_t)(err * 1000));
+		ADD(&st->ttft_err_abs_us, (uint64_t)(fabs(err) * 1000));
 	}
 	if (gw->speeds)
 		learn(gw, t, ttft_ms, now_ns / 1000000);
