@@ -12,6 +12,7 @@
 #include <cmocka.h>
 #include "lib/balancer.h"
 #include "control/health.h"
+#include "lib/cacheidx.h"
 #include "lib/scrape.h"
 
 static const char vllm[] =
@@ -22,6 +23,11 @@ static const char vllm[] =
     "# TYPE vllm:num_requests_running gauge\n"
     "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 3.0\n"
     "vllm:num_requests_running{engine=\"1\",model_name=\"m\"} 2.0\n"
+    "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+    "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",enable_prefix_caching=\"True\","
+    "num_gpu_blocks=\"40960\",num_cpu_blocks=\"None\"} 1.0\n"
+    "vllm:cache_config_info{block_size=\"x\",num_gpu_blocks=\"9\"} 1.0\n"
+    "vllm:cache_config_info 1.0\n"
     "vllm:num_requests_waiting{model_name=\"a \\\"}quoted\\\" {name\"} 7.0\n"
     "vllm:num_requests_waiting_by_reason{reason=\"x\"} 99\n"
     "vllm:prefix_cache_queries_created{model_name=\"m\"} 1.7e9\n"
@@ -34,7 +40,10 @@ static const char vllm[] =
 
 static void check_vllm(const struct pg_scrape *s)
 {
-	assert_int_equal(s->seen, 0xf);
+	assert_int_equal(s->seen, 0x1f);
+	/* 16 x 40,960 tokens; a block_size that is no number, and no labels:
+	 * ignored */
+	assert_true(s->value[PG_SCRAPE_KV_TOKENS] == 655360);
 	assert_true(s->value[PG_SCRAPE_RUNNING] == 5);
 	assert_true(s->value[PG_SCRAPE_WAITING] == 7);
 	assert_true(s->value[PG_SCRAPE_QUERIES] == 1500000);
@@ -153,6 +162,8 @@ static void test_store(void **state)
 	assert_int_equal(b.running, 5);
 	assert_int_equal(b.kv_query_tokens, 1500000);
 	assert_int_equal(b.kv_hit_tokens, 1234568);
+	/* its KV capacity, in the index's blocks of 4 characters a token */
+	assert_int_equal(b.ca_capacity_blocks, pg_ca_capacity_blocks(655360));
 	assert_int_equal(pg_backend_load(&b, PG_LOAD_INFLIGHT, 4999), 2);
 	assert_int_equal(pg_backend_load(&b, PG_LOAD_BACKEND, 4999), 12);
 	assert_int_equal(pg_backend_load(&b, PG_LOAD_BOTH, 4999), 9);

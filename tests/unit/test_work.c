@@ -167,6 +167,14 @@ static void test_queue(void **state)
 	b.peer_prefill_reqs = 1;
 	assert_float_equal(pg_work_queued(&b, &sp, 5000), 500, 0.01);
 	assert_float_equal(pg_work_decoding(&b), 4, 0.01);
+	/* it reports 4 waiting: 3 more than the fleet's (1), from other clients */
+	b.waiting = 4;
+	b.metrics_until_ms = 6000;
+	assert_float_equal(pg_work_queued(&b, &sp, 5000), 500 + 3 * PG_WORK_FOREIGN_TOKENS, 0.01);
+	assert_float_equal(pg_work_queued(&b, &sp, 6000), 500, 0.01); /* stale: not counted */
+	b.waiting = 1;
+	assert_float_equal(pg_work_queued(&b, &sp, 5000), 500, 0.01);
+	b.metrics_until_ms = 0;
 	/* the published speed, or the defaults */
 	{
 		struct pg_speed got;

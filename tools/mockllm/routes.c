@@ -289,6 +289,14 @@ static void metrics(struct conn *c)
 	for (int i = 0; i < R_COUNT; i++)
 		pg_buf_printf(&b, "mockllm_requests_total{path=\"%s\"} %llu\n", names[i],
 		              (unsigned long long)g_srv.requests[i]);
+	/* as vLLM reports its cache: what a router sizes its view of it by */
+	pg_buf_printf(&b,
+	              "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+	              "# TYPE vllm:cache_config_info gauge\n"
+	              "vllm:cache_config_info{block_size=\"%d\",enable_prefix_caching=\"True\","
+	              "num_gpu_blocks=\"%llu\"} 1.0\n",
+	              KV_BLOCK_TOKENS,
+	              (unsigned long long)kv_capacity_blocks(g_srv.cfg.sim.kv_capacity_tokens));
 	mock_buf_ok(&b);
 	out_simple(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len);
 	pg_buf_free(&b);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "lib/balancer.h"
 #include "control/health.h"
+#include "lib/cacheidx.h"
 #include "sys/log.h"
 #include "lib/scrape.h"
 
@@ -69,6 +70,11 @@ void pg_health_store_scrape(struct pg_backend *b, const struct pg_scrape *s,
 	__atomic_store_n(&b->running, r > UINT32_MAX ? UINT32_MAX : (uint32_t)r, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->kv_hit_tokens, hits, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->kv_query_tokens, queries, __ATOMIC_RELAXED);
+	/* its real KV capacity sizes what the index believes it holds */
+	if (s->seen & 1u << PG_SCRAPE_KV_TOKENS)
+		__atomic_store_n(&b->ca_capacity_blocks,
+		                 pg_ca_capacity_blocks((uint64_t)s->value[PG_SCRAPE_KV_TOKENS]),
+		                 __ATOMIC_RELAXED);
 	__atomic_store_n(&b->metrics_until_ms, valid_until_ms, __ATOMIC_RELEASE);
 }
 

@@ -11,7 +11,43 @@ static const char *const series_names[PG_SCRAPE_NSERIES] = {
     [PG_SCRAPE_QUERIES] = "vllm:prefix_cache_queries_total",
     [PG_SCRAPE_WAITING] = "vllm:num_requests_waiting",
     [PG_SCRAPE_RUNNING] = "vllm:num_requests_running",
+    [PG_SCRAPE_KV_TOKENS] = "vllm:cache_config_info",
 };
+
+/* The unsigned number of label name="..." in labels l[0..n) (the text
+ * between the braces), or -1. */
+static double label_number(const char *l, size_t n, const char *name)
+{
+	const size_t nl = strlen(name);
+	size_t i = 0;
+
+	while (i < n) {
+		size_t k = i, v;
+		char num[32], *end;
+		double x;
+
+		while (k < n && l[k] != '=')
+			k++;
+		if (k + 1 >= n || l[k + 1] != '"')
+			return -1;
+		for (v = k + 2; v < n && l[v] != '"'; v++)
+			if (l[v] == '\\')
+				v++;
+		if (v >= n)
+			return -1;
+		if (k - i == nl && !memcmp(l + i, name, nl) && v - k - 2 < sizeof(num) &&
+		    v > k + 2) {
+			memcpy(num, l + k + 2, v - k - 2);
+			num[v - k - 2] = 0;
+			x = strtod(num, &end);
+			return *end || !isfinite(x) || x < 0 ? -1 : x;
+		}
+		i = v + 1;
+		while (i < n && (l[i] == ',' || l[i] == ' '))
+			i++;
+	}
+	return -1;
+}
 
 void pg_scrape_init(struct pg_scrape *s)
 {
@@ -36,6 +72,7 @@ void pg_scrape_line(struct pg_scrape *s, const char *line, size_t len)
 		return;
 	if (i < len && line[i] == '{') { /* labels: skip to the '}' outside quotes */
 		bool quoted = false;
+		size_t open = i + 1;
 
 		for (i++; i < len; i++) {
 			if (quoted && line[i] == '\\')
@@ -47,6 +84,18 @@ void pg_scrape_line(struct pg_scrape *s, const char *line, size_t len)
 		}
 		if (i++ >= len)
 			return;
+		if (which == PG_SCRAPE_KV_TOKENS) { /* its figures are labels */
+			double bs = label_number(line + open, i - 1 - open, "block_size"),
+			       nb = label_number(line + open, i - 1 - open, "num_gpu_blocks");
+
+			if (bs > 0 && nb > 0) {
+				s->value[which] += bs * nb;
+				s->seen |= 1u << which;
+			}
+			return;
+		}
+	} else if (which == PG_SCRAPE_KV_TOKENS) {
+		return;
 	}
 	while (i < len && (line[i] == ' ' || line[i] == '\t'))
 		i++;

@@ -10,6 +10,9 @@
  *   vllm:prefix_cache_queries_total  tokens looked up in it
  *   vllm:num_requests_waiting        requests queued, not yet scheduled
  *   vllm:num_requests_running        requests in the running batch
+ *   vllm:cache_config_info           its labels block_size x num_gpu_blocks:
+ *                                    the KV cache's capacity in tokens
+ *                                    (PG_SCRAPE_KV_TOKENS; the value is 1)
  * Every other line (comments, other series, histograms) is skipped, and so
  * is a line longer than PG_SCRAPE_LINE_MAX.
  */
@@ -30,7 +33,8 @@ enum pg_scrape_series {
 	PG_SCRAPE_QUERIES = 1,
 	PG_SCRAPE_WAITING = 2,
 	PG_SCRAPE_RUNNING = 3,
-	PG_SCRAPE_NSERIES = 4,
+	PG_SCRAPE_KV_TOKENS = 4,
+	PG_SCRAPE_NSERIES = 5,
 };
 
 struct pg_scrape {

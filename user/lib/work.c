@@ -146,14 +146,25 @@ void pg_work_speed(const struct pg_backend *b, struct pg_speed *out)
 double pg_work_queued(const struct pg_backend *b, const struct pg_speed *sp, uint64_t now_ms)
 {
 	const uint64_t mine = LOAD(&b->prefill_tokens), since = LOAD(&b->head_since_ms);
-	double done = 0;
+	const uint32_t reqs = LOAD(&b->prefill_reqs), peers = LOAD(&b->peer_prefill_reqs);
+	double done = 0, q;
 
 	/* what the engine did of the head since it began it: at most the
 	 * queue (it may be past the head, on requests whose first token is
 	 * on its way) */
 	if (mine && now_ms > since)
 		done = (double)(now_ms - since) * 1000.0 / sp->ms_per_ktok;
-	return fmax((double)mine - done, 0) + (double)LOAD(&b->peer_prefill_tokens);
+	q = fmax((double)mine - done, 0) + (double)LOAD(&b->peer_prefill_tokens);
+	/* requests it says are waiting that no gateway of the fleet sent
+	 * (other clients): as large as ours, or PG_WORK_FOREIGN_TOKENS */
+	if (now_ms < LOAD(&b->metrics_until_ms)) {
+		const uint32_t waiting = LOAD(&b->waiting);
+
+		if (waiting > reqs + peers)
+			q += (waiting - reqs - peers) *
+			     (reqs ? (double)mine / reqs : PG_WORK_FOREIGN_TOKENS);
+	}
+	return q;
 }
 
 double pg_work_decoding(const struct pg_backend *b)

@@ -14,7 +14,10 @@
  * started it (pg_backend.head_since_ms: the later of the queue's start and
  * the end of the last prefill whose first token was seen) at its rate:
  * without that, a long queue looks longer by up to its head's work, and
- * the fit learns a rate 25% too fast (tools/tracesim).
+ * the fit learns a rate 25% too fast (tools/tracesim). Where the instance
+ * reports its queue (vllm:num_requests_waiting, scraped), requests waiting
+ * there beyond the fleet's own were sent by other clients: each counts as
+ * much work as one of ours, or PG_WORK_FOREIGN_TOKENS.
  *
  * Speed. The time to first token of a request sent to an instance now is
  * modelled as
@@ -53,6 +56,10 @@ struct pg_speed {
 	double ms_per_ktok;   /* prefill: ms per 1,000 tokens (1e6 / rate) */
 	double ms_per_decode; /* added per request decoding on the instance */
 };
+
+/* The work of a request another client queued on an instance, when ours
+ * give no measure of it: a guess (a 2,048-token prompt, nothing cached). */
+#define PG_WORK_FOREIGN_TOKENS 2048
 
 /* The default speed (vLLM serving a 70B model on 8 GPUs: mockllm's
  * calibration): 36,600 prefill tokens/s, 61.5 ms overhead. */
