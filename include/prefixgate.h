@@ -91,10 +91,6 @@ enum pg_strategy {
  * instances' distinct prefixes (shared prefixes take one slot for up to
  * PG_CA_WAYS holders). */
 #define PG_CA_SLOTS_PER_BLOCK 32
-/* CacheAwareConfig.MaxLoadGap default: a holder of the cached prefix with
- * this many more requests in flight than the fleet's mean is "far busier",
- * and is passed over. */
-#define PG_CA_GAP_DEFAULT 4
 /* CacheAwareConfig.NewConversationChoices: a request nothing cached places
  * (a new conversation or document) goes to the least recently sent of the
  * first N ring candidates of its anchor, ring order breaking ties. 1 (the
@@ -252,11 +248,11 @@ struct pg_state {
 	__u32 nbackends;             /* active members */
 	__u64 remapped_ppm;          /* keys moved by the last change, per million */
 	__u32 ca_capacity_blocks;    /* cache_aware: each instance's capacity, in blocks */
-	__u32 ca_max_load_gap;       /* cache_aware: CacheAwareConfig.MaxLoadGap */
-	__u32 ca_slots;              /* entries of pg_cache_index (a power of two) */
-	__u32 pid;                   /* the gateway's pid; 0: it exited */
-	__u64 heartbeat_ms;          /* CLOCK_MONOTONIC ms of its last control tick */
-	__u32 ca_choices;            /* cache_aware: CacheAwareConfig.NewConversationChoices */
+	__u32 ca_state_pad;
+	__u32 ca_slots;     /* entries of pg_cache_index (a power of two) */
+	__u32 pid;          /* the gateway's pid; 0: it exited */
+	__u64 heartbeat_ms; /* CLOCK_MONOTONIC ms of its last control tick */
+	__u32 ca_choices;   /* cache_aware: CacheAwareConfig.NewConversationChoices */
 	__u32 state_pad;
 	__u64 ca_requests; /* cache_aware: requests recorded in the index (its clock) */
 };

@@ -153,7 +153,6 @@ static inline void pg_route_cfg_load_pool(const struct pg_gateway *gw, unsigned 
 	rc->prefix_length = __atomic_load_n(&st->prefix_length, __ATOMIC_RELAXED);
 	rc->concurrency_threshold = __atomic_load_n(&st->concurrency_threshold, __ATOMIC_RELAXED);
 	rc->load_signal = gw->cfg ? gw->cfg->load_signal : PG_LOAD_INFLIGHT;
-	rc->max_load_gap = __atomic_load_n(&st->ca_max_load_gap, __ATOMIC_RELAXED);
 	rc->new_choices = __atomic_load_n(&st->ca_choices, __ATOMIC_RELAXED);
 }
 

@@ -74,8 +74,7 @@ static bool route_valid(const struct pg_route_cfg *rc)
 	return rc->strategy < PG_STRATEGY_COUNT && rc->prefix_length >= PG_PREFIX_LENGTH_MIN &&
 	       rc->prefix_length <= PG_PREFIX_LENGTH_MAX &&
 	       rc->concurrency_threshold >= PG_CONCURRENCY_MIN &&
-	       rc->concurrency_threshold <= PG_CONCURRENCY_MAX &&
-	       rc->max_load_gap <= PG_CONCURRENCY_MAX && rc->new_choices >= 1 &&
+	       rc->concurrency_threshold <= PG_CONCURRENCY_MAX && rc->new_choices >= 1 &&
 	       rc->new_choices <= PG_RING_CANDIDATES;
 }
 
@@ -98,14 +97,14 @@ static void check_routing(const char *s, size_t n)
 	len = snprintf(canon, sizeof(canon),
 	               "{\"RoutingStrategy\":\"%s\",\"PrefixAwareRoutingConfig\":"
 	               "{\"PrefixLength\":%u,\"ConcurrencyThreshold\":%u},\"CacheAwareConfig\":"
-	               "{\"MaxLoadGap\":%u,\"NewConversationChoices\":%u}}",
+	               "{\"NewConversationChoices\":%u}}",
 	               pg_strategy_name(rc.strategy), rc.prefix_length, rc.concurrency_threshold,
-	               rc.max_load_gap, rc.new_choices);
+	               rc.new_choices);
 	FUZZ_CHECK(pg_routing_config_parse(canon, (size_t)len, &again, err, sizeof(err)) == 0);
 	/* the fields the canonical form names (others may take defaults) */
 	FUZZ_CHECK(rc.strategy == again.strategy && rc.prefix_length == again.prefix_length &&
 	           rc.concurrency_threshold == again.concurrency_threshold &&
-	           rc.max_load_gap == again.max_load_gap && rc.new_choices == again.new_choices);
+	           rc.new_choices == again.new_choices);
 	FUZZ_CHECK(pg_strategy_parse(pg_strategy_name(rc.strategy),
 	                             strlen(pg_strategy_name(rc.strategy)), &st) == 0);
 	FUZZ_CHECK(st == rc.strategy);

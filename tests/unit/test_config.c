@@ -113,7 +113,6 @@ static void test_defaults(void **state)
 	assert_int_equal(cfg.predict_window_ms, 60000);
 	assert_int_equal(cfg.load_signal, PG_LOAD_INFLIGHT);
 	assert_int_equal(cfg.route.load_signal, PG_LOAD_INFLIGHT);
-	assert_int_equal(cfg.route.max_load_gap, PG_CA_GAP_DEFAULT);
 	assert_int_equal(cfg.cache_capacity, 262144);
 	assert_int_equal(cfg.shutdown_timeout_s, 10);
 	assert_int_equal(cfg.max_in_flight, 0);

@@ -41,7 +41,8 @@ static void test_routing_config_json(void **state)
 	     0, PG_STRATEGY_PREFIX_AWARE, 4096, 1024, NULL},
 	    {"{\"RoutingStrategy\":\"PREFIX_\\u0041WARE\",\"PrefixAwareRoutingConfig\":null}", 0,
 	     PG_STRATEGY_PREFIX_AWARE, 4096, 10, NULL},
-	    {"{\"RoutingStrategy\":\"CACHE_AWARE\",\"CacheAwareConfig\":{\"MaxLoadGap\":0},"
+	    {"{\"RoutingStrategy\":\"CACHE_AWARE\",\"CacheAwareConfig\":{"
+	     "\"NewConversationChoices\":2},"
 	     "\"PrefixAwareRoutingConfig\":{\"PrefixLength\":2048}}",
 	     0, PG_STRATEGY_CACHE_AWARE, 2048, 10, NULL},
 
@@ -58,8 +59,8 @@ static void test_routing_config_json(void **state)
 	    {"{\"RoutingStrategy\":\"FASTEST\"}", -1, 0, 0, 0,
 	     "RoutingStrategy: \"FASTEST\" is not one of RANDOM, LEAST_OUTSTANDING_REQUESTS, "
 	     "PREFIX_AWARE, CACHE_AWARE"},
-	    {"{\"RoutingStrategy\":\"CACHE_AWARE\",\"CacheAwareConfig\":{\"MaxLoadGap\":2000}}", -1,
-	     0, 0, 0, "CacheAwareConfig.MaxLoadGap: 2000 is out of range 0-1024"},
+	    {"{\"RoutingStrategy\":\"CACHE_AWARE\",\"CacheAwareConfig\":{\"MaxLoadGap\":4}}", -1, 0,
+	     0, 0, "CacheAwareConfig.MaxLoadGap: " PG_CA_GAP_REMOVED},
 	    {"{\"RoutingStrategy\":\"CACHE_AWARE\",\"CacheAwareConfig\":"
 	     "{\"NewConversationChoices\":0}}",
 	     -1, 0, 0, 0, "CacheAwareConfig.NewConversationChoices: 0 is out of range 1-4"},
@@ -105,7 +106,7 @@ static void test_routing_config_json(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct pg_route_cfg rc = {PG_STRATEGY_RANDOM, 1, 2, PG_LOAD_INFLIGHT, 3, 2};
+		struct pg_route_cfg rc = {PG_STRATEGY_RANDOM, 1, 2, PG_LOAD_INFLIGHT, 2};
 		int r;
 
 		err[0] = 0;
@@ -137,7 +138,6 @@ static void test_routing_config_json(void **state)
 		assert_int_equal(
 		    pg_routing_config_parse(given, strlen(given), &rc, err, sizeof(err)), 0);
 		assert_int_equal(rc.new_choices, 3);
-		assert_int_equal(rc.max_load_gap, PG_CA_GAP_DEFAULT);
 		assert_int_equal(
 		    pg_routing_config_parse(absent, strlen(absent), &rc, err, sizeof(err)), 0);
 		assert_int_equal(rc.new_choices, PG_CA_CHOICES_DEFAULT);

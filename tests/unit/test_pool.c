@@ -142,14 +142,15 @@ static void test_parse_routing(void **state)
 	assert_int_equal(PARSE("--strategy", "random", "--concurrency-threshold", "7", "--pool",
 	                       "a:model=x", "--pool", "a:strategy=cache_aware", "--pool",
 	                       "a:prefix-length=2048", "--pool", "b:model=y", "--pool",
-	                       "b:max-load-gap=9", "--pool", "a:backend=10.0.0.1:1,10.0.0.2:1"),
+	                       "b:new-conversation-choices=3", "--pool",
+	                       "a:backend=10.0.0.1:1,10.0.0.2:1"),
 	                 0);
 	assert_int_equal(t->pool[0].route.strategy, PG_STRATEGY_RANDOM);
 	assert_int_equal(t->pool[1].route.strategy, PG_STRATEGY_CACHE_AWARE);
 	assert_int_equal(t->pool[1].route.prefix_length, 2048);
 	assert_int_equal(t->pool[1].route.concurrency_threshold, 7);
 	assert_int_equal(t->pool[2].route.strategy, PG_STRATEGY_RANDOM);
-	assert_int_equal(t->pool[2].route.max_load_gap, 9);
+	assert_int_equal(t->pool[2].route.new_choices, 3);
 	assert_int_equal(t->pool[1].nbackends, 2);
 	assert_string_equal(t->pool[1].backends[1], "10.0.0.2:1");
 	pg_config_free(&cfg);

@@ -120,8 +120,8 @@ struct ctl_snapshot {
 	double taken;                /* CLOCK_MONOTONIC seconds */
 	bool have_routing;
 	uint32_t strategy, prefix_length, concurrency_threshold;
-	uint32_t max_load_gap, new_choices; /* cache_aware's CacheAwareConfig */
-	bool have_ring;                     /* generation and remap known */
+	uint32_t new_choices; /* cache_aware's CacheAwareConfig */
+	bool have_ring;       /* generation and remap known */
 	uint64_t ring_generation;
 	double remapped; /* share of keys moved by the last change, 0..1 */
 	bool have_ring_members;

@@ -208,7 +208,6 @@ static int snapshot_once(struct ctl_maps *m, struct ctl_snapshot *s, char *err, 
 	s->strategy = st.strategy;
 	s->prefix_length = st.prefix_length;
 	s->concurrency_threshold = st.concurrency_threshold;
-	s->max_load_gap = st.ca_max_load_gap;
 	s->new_choices = st.ca_choices;
 	s->have_ring = s->have_ring_members = true;
 	s->ring_generation = gen;

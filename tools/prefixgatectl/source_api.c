@@ -155,7 +155,6 @@ int ctl_api_snapshot(const struct ctl_opts *o, struct ctl_snapshot *s, char *err
 	}
 	v = pg_json_find(&js, 0, "CacheAwareConfig", 16);
 	if (v >= 0) {
-		s->max_load_gap = (uint32_t)num(&js, (uint32_t)v, "MaxLoadGap");
 		s->new_choices = (uint32_t)num(&js, (uint32_t)v, "NewConversationChoices");
 	}
 	ctl_http_resp_free(&r);

@@ -84,8 +84,7 @@ static void routing_line(FILE *out, const struct ctl_snapshot *s)
 	        pg_strategy_name((enum pg_strategy)s->strategy), s->prefix_length,
 	        s->concurrency_threshold);
 	if (s->strategy == PG_STRATEGY_CACHE_AWARE)
-		fprintf(out, ", MaxLoadGap %u, NewConversationChoices %u", s->max_load_gap,
-		        s->new_choices);
+		fprintf(out, ", NewConversationChoices %u", s->new_choices);
 	fputc('\n', out);
 }
 
@@ -185,10 +184,8 @@ static void json_head(FILE *out, const struct ctl_opts *o, const struct ctl_snap
 		        pg_strategy_name((enum pg_strategy)s->strategy), s->prefix_length,
 		        s->concurrency_threshold);
 		if (s->strategy == PG_STRATEGY_CACHE_AWARE)
-			fprintf(out,
-			        ",\"CacheAwareConfig\":{\"MaxLoadGap\":%u,"
-			        "\"NewConversationChoices\":%u}",
-			        s->max_load_gap, s->new_choices);
+			fprintf(out, ",\"CacheAwareConfig\":{\"NewConversationChoices\":%u}",
+			        s->new_choices);
 		fputc('}', out);
 	}
 	fputs(",\"ring\":", out);

@@ -155,7 +155,6 @@ static void setup(struct pg_gateway *gw, struct pg_config *cfg, unsigned nbacken
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->route.prefix_length = PG_PREFIX_LENGTH_DEFAULT;
 	cfg->route.concurrency_threshold = PG_CONCURRENCY_DEFAULT;
-	cfg->route.max_load_gap = PG_CA_GAP_DEFAULT;
 	cfg->route.new_choices = new_choices;
 	cfg->cache_capacity = PG_CA_CAPACITY_DEFAULT;
 	for (unsigned i = 0; i < nbackends; i++) {

@@ -137,8 +137,8 @@ void pg_config_usage(FILE *out);
  * routing config: RoutingStrategy is required (any pg_strategy_parse name:
  * RANDOM, LEAST_OUTSTANDING_REQUESTS, PREFIX_AWARE, CACHE_AWARE, any case);
  * missing PrefixAwareRoutingConfig fields take PG_PREFIX_LENGTH_DEFAULT /
- * PG_CONCURRENCY_DEFAULT, a missing CacheAwareConfig.MaxLoadGap
- * PG_CA_GAP_DEFAULT, NewConversationChoices PG_CA_CHOICES_DEFAULT. Unknown
+ * PG_CONCURRENCY_DEFAULT, a missing CacheAwareConfig.NewConversationChoices
+ * PG_CA_CHOICES_DEFAULT. Unknown
  * fields, wrong types and out-of-range values are errors naming the field
  * ("PrefixAwareRoutingConfig.ConcurrencyThreshold: 0 is out of range
  * 1-1024"). Returns 0 and replaces *io, or -1 with err set and *io untouched.
@@ -164,5 +164,11 @@ void pg_backends_free(char **v, size_t n);
 /* Read a whole file of at most max bytes into a malloc'ed, NUL-terminated
  * buffer. 0, or -1 with err saying what failed (errno text). */
 int pg_read_file(const char *path, size_t max, char **buf, size_t *len, char *err, size_t errlen);
+
+/* What a configuration that still sets CacheAwareConfig.MaxLoadGap (a pool's
+ * max-load-gap) is told: the rule it tuned is gone. */
+#define PG_CA_GAP_REMOVED                                                                          \
+	"no longer used: CACHE_AWARE weighs each instance's queue in prefill work instead of "     \
+	"counting requests (README, Routing under load); remove it"
 
 #endif /* PG_CONFIG_H */

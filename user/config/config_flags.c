@@ -273,7 +273,6 @@ static int config_defaults(struct pg_config *cfg, char *err, size_t errlen)
 	char e[256];
 
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->route.max_load_gap = PG_CA_GAP_DEFAULT;    /* CacheAwareConfig.MaxLoadGap */
 	cfg->route.new_choices = PG_CA_CHOICES_DEFAULT; /* ...NewConversationChoices */
 	for (size_t id = 0; id < PG_NOPTS; id++) {
 		if (pg_opts[id].def &&

@@ -107,7 +107,7 @@ const struct pg_opt pg_opts[] = {
                           .def = "60000", CFG(predict_window_ms), RANGE(1000, 3600000)},
     [O_POOL] = {OPT("pool", "NAME[:KEY=V]",
                     "a model pool; KEY: model=M,.. path=/P,.. backend=ADDR:PORT,.. strategy "
-                    "prefix-length concurrency-threshold max-load-gap new-conversation-choices "
+                    "prefix-length concurrency-threshold new-conversation-choices "
                     "routing-config=FILE; "
                     "repeat (default: one pool, default)")},
     [O_USER] = {OPT("user", "NAME",

@@ -131,7 +131,6 @@ static int route_key(struct pg_pool_cfg *pc, const char *key, const char *v, cha
 	     offsetof(struct pg_route_cfg, prefix_length)},
 	    {"concurrency-threshold", PG_POOL_SET_THRESHOLD, PG_CONCURRENCY_MIN, PG_CONCURRENCY_MAX,
 	     offsetof(struct pg_route_cfg, concurrency_threshold)},
-	    {"max-load-gap", PG_POOL_SET_GAP, 0, 1024, offsetof(struct pg_route_cfg, max_load_gap)},
 	    {"new-conversation-choices", PG_POOL_SET_CHOICES, 1, PG_RING_CANDIDATES,
 	     offsetof(struct pg_route_cfg, new_choices)},
 	};
@@ -160,6 +159,10 @@ static int route_key(struct pg_pool_cfg *pc, const char *key, const char *v, cha
 		pc->route_set |= PG_POOL_SET_FILE;
 		return 0;
 	}
+	if (!strcmp(key, "max-load-gap")) {
+		pg_errf(err, errlen, "max-load-gap: %s", PG_CA_GAP_REMOVED);
+		return -1;
+	}
 	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
 		if (strcmp(key, nums[i].key))
 			continue;
@@ -174,7 +177,7 @@ static int route_key(struct pg_pool_cfg *pc, const char *key, const char *v, cha
 	}
 	pg_errf(err, errlen,
 	        "unknown key \"%s\" (model, path, backend, strategy, prefix-length, "
-	        "concurrency-threshold, max-load-gap, new-conversation-choices, routing-config)",
+	        "concurrency-threshold, new-conversation-choices, routing-config)",
 	        key);
 	return -1;
 }
@@ -284,8 +287,6 @@ int pg_pools_finish(struct pg_config *cfg, char *err, size_t errlen)
 			pc->route.prefix_length = pc->own.prefix_length;
 		if (pc->route_set & PG_POOL_SET_THRESHOLD)
 			pc->route.concurrency_threshold = pc->own.concurrency_threshold;
-		if (pc->route_set & PG_POOL_SET_GAP)
-			pc->route.max_load_gap = pc->own.max_load_gap;
 		if (pc->route_set & PG_POOL_SET_CHOICES)
 			pc->route.new_choices = pc->own.new_choices;
 		for (size_t i = 0; i < pc->nbackends; i++) {

@@ -78,7 +78,6 @@ static const struct int_field prefix_aware_fields[] = {
 
 /* CacheAwareConfig, a prefixgate extension. */
 static const struct int_field cache_aware_fields[] = {
-    {"MaxLoadGap", 0, PG_CONCURRENCY_MAX, offsetof(struct pg_route_cfg, max_load_gap)},
     {"NewConversationChoices", 1, PG_RING_CANDIDATES, offsetof(struct pg_route_cfg, new_choices)},
     {NULL, 0, 0, 0},
 };
@@ -105,6 +104,11 @@ static int sub_object(const struct pg_json *js, uint32_t v, const char *path, co
 
 		while (f->name && !pg_json_str_eq(js, k, f->name, strlen(f->name)))
 			f++;
+		if (!f->name && fields == cache_aware_fields &&
+		    pg_json_str_eq(js, k, "MaxLoadGap", 10)) {
+			pg_errf(err, errlen, "%sMaxLoadGap: %s", sub, PG_CA_GAP_REMOVED);
+			return -1;
+		}
 		if (!f->name) {
 			pg_errf(err, errlen, "%s%s: unknown field", sub,
 			        tok_text(js, k, true, member, sizeof(member)));
@@ -198,7 +202,6 @@ int pg_routing_config_parse(const char *json, size_t len, struct pg_route_cfg *i
 	    .strategy = PG_STRATEGY_PREFIX_AWARE,
 	    .prefix_length = PG_PREFIX_LENGTH_DEFAULT,
 	    .concurrency_threshold = PG_CONCURRENCY_DEFAULT,
-	    .max_load_gap = PG_CA_GAP_DEFAULT,
 	    .new_choices = PG_CA_CHOICES_DEFAULT,
 	};
 	struct pg_json js = {0};

@@ -42,10 +42,8 @@ void pg_admin_routing_json(struct pg_buf *o, const struct pg_route_cfg *rc)
 	              "{\"PrefixLength\":%u,\"ConcurrencyThreshold\":%u}",
 	              pg_strategy_name(rc->strategy), rc->prefix_length, rc->concurrency_threshold);
 	if (rc->strategy == PG_STRATEGY_CACHE_AWARE)
-		pg_buf_printf(o,
-		              ",\"CacheAwareConfig\":{\"MaxLoadGap\":%u,"
-		              "\"NewConversationChoices\":%u}",
-		              rc->max_load_gap, rc->new_choices);
+		pg_buf_printf(o, ",\"CacheAwareConfig\":{\"NewConversationChoices\":%u}",
+		              rc->new_choices);
 	pg_buf_puts(o, "}");
 }
 

@@ -114,7 +114,6 @@ int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 		st->strategy = (uint32_t)r->strategy;
 		st->prefix_length = r->prefix_length;
 		st->concurrency_threshold = r->concurrency_threshold;
-		st->ca_max_load_gap = r->max_load_gap;
 		st->ca_choices = r->new_choices;
 	}
 

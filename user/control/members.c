@@ -473,13 +473,10 @@ void pg_control_set_routing_pool(struct pg_gateway *gw, unsigned pool,
 	__atomic_store_n(&st->strategy, (uint32_t)rc->strategy, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->prefix_length, rc->prefix_length, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->concurrency_threshold, rc->concurrency_threshold, __ATOMIC_RELAXED);
-	__atomic_store_n(&st->ca_max_load_gap, rc->max_load_gap, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->ca_choices, rc->new_choices, __ATOMIC_RELAXED);
 	/* CacheAwareConfig only where cache_aware is on either side. */
-	snprintf(was, sizeof(was), " MaxLoadGap=%u NewConversationChoices=%u", old.max_load_gap,
-	         old.new_choices);
-	snprintf(now, sizeof(now), " MaxLoadGap=%u NewConversationChoices=%u", rc->max_load_gap,
-	         rc->new_choices);
+	snprintf(was, sizeof(was), " NewConversationChoices=%u", old.new_choices);
+	snprintf(now, sizeof(now), " NewConversationChoices=%u", rc->new_choices);
 	pg_info("routing config%s (%s): %s PrefixLength=%u ConcurrencyThreshold=%u%s -> "
 	        "%s PrefixLength=%u ConcurrencyThreshold=%u%s",
 	        label, why, pg_strategy_name(old.strategy), old.prefix_length,

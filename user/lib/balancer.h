@@ -32,8 +32,8 @@ struct pg_route_cfg {
 	uint32_t prefix_length;
 	uint32_t concurrency_threshold;
 	enum pg_load_signal load_signal; /* LEAST_OUTSTANDING and the PREFIX_AWARE fallback */
-	uint32_t max_load_gap; /* CACHE_AWARE: CacheAwareConfig.MaxLoadGap (pg_balance_cached) */
-	uint32_t new_choices;  /* CACHE_AWARE: CacheAwareConfig.NewConversationChoices (same) */
+	uint32_t new_choices;            /* CACHE_AWARE: CacheAwareConfig.NewConversationChoices
+	                                  * (cachechoice.h) */
 };
 
 /* The requests in flight to backend b that routing counts: this gateway's

@@ -36,7 +36,6 @@
 #define PG_POOL_SET_STRATEGY  0x1
 #define PG_POOL_SET_PREFIX    0x2
 #define PG_POOL_SET_THRESHOLD 0x4
-#define PG_POOL_SET_GAP       0x8
 #define PG_POOL_SET_FILE      0x10 /* routing-config=FILE: all of them */
 #define PG_POOL_SET_CHOICES   0x20
 

@@ -208,7 +208,7 @@ double pg_work_first(struct pg_backend *b, struct pg_work_ticket *t, double over
                      uint64_t now_ns)
 {
 	const uint64_t end_ms = (uint64_t)fmax((double)now_ns / 1e6 - overhead_ms, 0);
-	uint64_t since = LOAD(&b->head_since_ms);
+	__u64 since = LOAD(&b->head_since_ms);
 
 	pg_work_drop(b, t);
 	/* its prefill ended an overhead ago: the engine is on the next since */
