@@ -181,16 +181,18 @@ struct pg_backend {
 	 * attempt ends without one. */
 	__u64 prefill_tokens;
 	__u32 prefill_reqs;
-	__u32 work_pad;
+	__u32 fit_obs; /* first tokens its speed was learned from (saturating); 0:
+	                * fit_* are the pool's other members' (state/load.h) */
 	/* Since when its prefill engine has been computing the queue's head
 	 * (lib/work.h pg_work_queued): the later of the queue's start
 	 * (prefill_reqs 0 -> 1) and the end of the last prefill whose first
 	 * token was seen; CLOCK_MONOTONIC ms. */
 	__u64 head_since_ms;
 	/* Its speed as learned from the first tokens it gave (work.h):
-	 * TTFT = overhead + work / rate + decoding requests x decode; 0: not
-	 * learned yet (the defaults apply). Written by the worker that saw the
-	 * first token. */
+	 * TTFT = overhead + work / rate + decoding requests x decode. Written
+	 * by the worker that saw the first token; until one is seen, by the
+	 * control thread, the median of its pool's members that have (all 0:
+	 * none has, the defaults apply). */
 	__u32 fit_rate;        /* prefill tokens per second */
 	__u32 fit_overhead_us; /* fixed part of a TTFT */
 	__u32 fit_decode_us;   /* added per request decoding on it */

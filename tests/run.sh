@@ -59,6 +59,8 @@ for suite in "$@"; do
 	     run_tap "e2e/metrics-bpf" $E/test_metrics.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/cache-shm" $E/test_cache.py --build "$BUILD" --mode shm
 	     run_tap "e2e/cache-bpf" $E/test_cache.py --build "$BUILD" --mode bpf
+	     run_tap "e2e/load-shm" $E/test_load.py --build "$BUILD" --mode shm
+	     run_tap "e2e/load-bpf" $E/test_load.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/ahead-shm" $E/test_parse_ahead.py --build "$BUILD" --mode shm
 	     run_tap "e2e/ahead-bpf" $E/test_parse_ahead.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/fleet-nats-shm" $E/test_fleet_nats.py --build "$BUILD" --mode shm
@@ -82,6 +84,8 @@ for suite in "$@"; do
 		python3 tests/e2e/test_ops.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/cache" \
 		python3 tests/e2e/test_cache.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
+		run_tap "e2e-asan/load" \
+		python3 tests/e2e/test_load.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/ahead" \
 		python3 tests/e2e/test_parse_ahead.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/metrics" \

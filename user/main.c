@@ -153,8 +153,7 @@ int main(int argc, char **argv)
 	gw.workers = calloc(gw.nworkers, sizeof(*gw.workers));
 	gw.rstats = pg_rstats_create(gw.nworkers);
 	gw.mwin = pg_metrics_window_create();
-	gw.speeds = pg_speeds_new(
-	    &(struct pg_speed){PG_SPEED_OVERHEAD_DEFAULT, 1e6 / PG_SPEED_RATE_DEFAULT, 0});
+	gw.speeds = pg_speeds_new();
 	if (!gw.stats || !gw.workers || !gw.rstats || !gw.mwin || !gw.speeds) {
 		pg_error("out of memory");
 		goto out_workers;

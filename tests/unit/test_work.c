@@ -36,7 +36,7 @@ static void feed(struct pg_fit *f, const struct pg_speed *truth, int n, uint64_t
 		if (outlier && i % outlier == outlier - 1)
 			y *= 5;
 		*t += every;
-		pg_fit_observe(f, *t, tokens, dec, y);
+		pg_fit_observe(f, *t, true, tokens, dec, y);
 	}
 }
 
@@ -106,18 +106,55 @@ static void test_prior(void **state)
 	assert_memory_equal(&f.cur, &slow, sizeof(slow));
 	pg_fit_prior(&f, &prior);
 	/* one observation moves it, but the prior still weighs */
-	pg_fit_observe(&f, 1000, 10000, 0, 10 * pg_speed_predict(&prior, 10000, 0));
+	pg_fit_observe(&f, 1000, true, 10000, 0, 10 * pg_speed_predict(&prior, 10000, 0));
 	assert_true(f.cur.ms_per_ktok > prior.ms_per_ktok);
 	assert_true(pg_speed_predict(&f.cur, 10000, 0) < 10 * pg_speed_predict(&prior, 10000, 0));
 	/* nonsense is ignored */
-	pg_fit_observe(&f, 2000, 10000, 0, -5);
-	pg_fit_observe(&f, 2000, -1, 0, 100);
-	pg_fit_observe(&f, 2000, 10000, 0, NAN);
+	pg_fit_observe(&f, 2000, true, 10000, 0, -5);
+	pg_fit_observe(&f, 2000, true, -1, 0, 100);
+	pg_fit_observe(&f, 2000, true, 10000, 0, NAN);
 	assert_int_equal(f.n, 1);
 	/* a clock that goes back is taken as no time passing */
-	pg_fit_observe(&f, 500, 10000, 0, pg_speed_predict(&prior, 10000, 0));
+	pg_fit_observe(&f, 500, true, 10000, 0, pg_speed_predict(&prior, 10000, 0));
 	assert_int_equal(f.n, 2);
 	assert_true(f.last_ms == 1000);
+}
+
+/* First tokens from a first-come-first-served engine (146,400 tokens/s,
+ * 15 ms overhead) fed bursts of 4 requests: from a prior 4 times slower,
+ * the rate and the overhead are learned within 40 first tokens, from the
+ * gaps between consecutive ones (queued) and the whole TTFTs (idle). */
+static void test_first_tokens(void **state)
+{
+	const double rate = 146400, ov = 15;
+	struct pg_fit f;
+	uint64_t seed = 4, free_at = 0; /* ns: the engine's prefill is free then */
+	uint64_t first[64], sent[64];
+	double own[64];
+	int n = 0;
+
+	(void)state;
+	pg_fit_init(&f, &prior);
+	for (int burst = 0; burst < 10; burst++) {
+		const uint64_t t = (uint64_t)burst * 400000000ull; /* every 400 ms */
+
+		for (int k = 0; k < 4; k++, n++) {
+			uint64_t start = t > free_at ? t : free_at;
+
+			own[n] = 1000 + unif(&seed) * 9000;
+			sent[n] = t;
+			free_at = start + (uint64_t)(own[n] / rate * 1e9);
+			first[n] = free_at + (uint64_t)(ov * 1e6);
+		}
+	}
+	/* each seen in order, queued when an earlier one had no first token yet */
+	for (int i = 0; i < n; i++)
+		pg_fit_first(&f, sent[i], first[i], own[i], 0, i % 4 != 0);
+	near(1e6 / f.cur.ms_per_ktok, rate, 0.05 * rate, "rate");
+	near(f.cur.overhead_ms, ov, 3, "overhead");
+	/* a first token before its request was sent is nonsense: ignored */
+	pg_fit_first(&f, first[n - 1] + 1000, first[n - 1], 5000, 0, false);
+	assert_int_equal(f.n, (uint64_t)n);
 }
 
 /* The queue on the shared table: taken, drained by the engine's progress
@@ -194,9 +231,9 @@ static void test_queue(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_converges), cmocka_unit_test(test_tracks_step),
-	    cmocka_unit_test(test_outliers),  cmocka_unit_test(test_prior),
-	    cmocka_unit_test(test_queue),
+	    cmocka_unit_test(test_converges),    cmocka_unit_test(test_tracks_step),
+	    cmocka_unit_test(test_outliers),     cmocka_unit_test(test_prior),
+	    cmocka_unit_test(test_first_tokens), cmocka_unit_test(test_queue),
 	};
 
 	return cmocka_run_group_tests_name("work", tests, NULL, NULL);

@@ -261,7 +261,9 @@ void ts_on_token(void *ctx, struct sim_req *sr, bool last)
 			        (size_t)(j->rec - w->first), j->rec->input, j->b, ttft,
 			        j->wt.pred_ms, j->rec->input - j->own, sr->cached_tokens,
 			        j->wt.ahead);
-		pg_fit_observe(&w->fit[j->b], w->now / 1000000, j->wt.ahead, j->wt.decoding, ttft);
+		if (!j->wt.mixed)
+			pg_fit_first(&w->fit[j->b], j->wt.sent_ns, w->now, j->wt.tokens,
+			             j->wt.decoding, j->wt.queued);
 		publish(x, &w->fit[j->b]);
 	}
 	if (last) {

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 #include "control/admin.h"
+#include "lib/work.h"
 #include "control/admin_pools.h"
 #include "config/config.h"
 #include "control/control.h"
@@ -72,6 +73,26 @@ static char *url_decode(struct pg_str s, bool plus_space, size_t *n)
 	return d;
 }
 
+/* A member's load as the load model has it (lib/work.h), its "load"
+ * member: this gateway's queue of prefill work on it, the predicted wait,
+ * its speed as learned (or the defaults, learned false). */
+static void load_json(struct pg_buf *o, const struct pg_backend *b, uint64_t now)
+{
+	struct pg_speed sp;
+
+	pg_work_speed(b, &sp);
+	pg_buf_printf(o,
+	              "\"load\":{\"prefill_queue_tokens\":%llu,\"prefill_queue_requests\":%u,"
+	              "\"predicted_wait_ms\":%.1f,\"prefill_tokens_per_s\":%.0f,"
+	              "\"ttft_overhead_ms\":%.1f,\"decode_cost_ms\":%.2f,\"speed_learned\":%s}",
+	              (unsigned long long)__atomic_load_n(&b->prefill_tokens, __ATOMIC_RELAXED),
+	              __atomic_load_n(&b->prefill_reqs, __ATOMIC_RELAXED),
+	              sp.ms_per_ktok * pg_work_queued(b, &sp, now) / 1000 +
+	                  sp.ms_per_decode * pg_work_decoding(b),
+	              1e6 / sp.ms_per_ktok, sp.overhead_ms, sp.ms_per_decode,
+	              __atomic_load_n(&b->fit_rate, __ATOMIC_RELAXED) ? "true" : "false");
+}
+
 static void member_json(struct pg_buf *o, const struct pg_gateway *gw, int id, uint64_t now)
 {
 	const struct pg_backend *b = &gw->maps.backends[id];
@@ -98,9 +119,11 @@ static void member_json(struct pg_buf *o, const struct pg_gateway *gw, int id, u
 	for (int d = 0; d < PG_DEC_MAX; d++)
 		pg_buf_printf(o, "%s\"%s\":%llu", d ? "," : "", pg_decision_name((unsigned)d),
 		              (unsigned long long)req[d]);
-	pg_buf_printf(o, "},\"peer_in_flight\":%d,\"recent\":%.2f}",
+	pg_buf_printf(o, "},\"peer_in_flight\":%d,\"recent\":%.2f,",
 	              __atomic_load_n(&b->peer_in_flight, __ATOMIC_RELAXED),
 	              (double)__atomic_load_n(&b->recent, __ATOMIC_RELAXED) / PG_CA_RECENT_ONE);
+	load_json(o, b, now);
+	pg_buf_puts(o, "}");
 }
 
 /* The query string names parameter name (alone or with a value). */

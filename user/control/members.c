@@ -16,6 +16,7 @@
 #include "sys/log.h"
 #include "control/metrics.h"
 #include "lib/ring.h"
+#include "state/load.h"
 #include "state/pools.h"
 
 static uint16_t flags_load(const struct pg_backend *b)
@@ -119,6 +120,7 @@ int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, unsigned 
 	__atomic_store_n(&b->fit_rate, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->fit_overhead_us, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->fit_decode_us, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->fit_obs, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->ca_capacity_blocks, 0, __ATOMIC_RELAXED);
 	/* The previous member's scraped numbers are not this one's. */
 	__atomic_store_n(&b->metrics_until_ms, 0, __ATOMIC_RELAXED);
@@ -419,6 +421,7 @@ void pg_control_tick(struct pg_gateway *gw, uint64_t now_ms)
 
 	pg_metrics_sample(gw, now_ms);
 	recent_tick(gw, now_ms);
+	pg_load_share_speeds(gw);
 
 	for (int id = 1; id <= (int)pg_backend_hwm(gw); id++) {
 		struct pg_backend *b = &gw->maps.backends[id];

@@ -1,30 +1,55 @@
 // SPDX-License-Identifier: MIT
 /*
- * The online fit of an instance's speed (work.h): ridge-regularised,
- * exponentially weighted least squares over x = (1, ktokens, decoding),
- * y = TTFT in ms, with Huber weights.
+ * The online fit of an instance's speed (work.h): exponentially weighted
+ * least squares over x = (1, ktokens, decoding), y = TTFT in ms, with
+ * Huber weights. The prior enters as pseudo-observations that fade with
+ * the rest.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/work.h"
 
-/* The prior counts as PG_FIT_PRIOR_N observations at these typical x: a
- * 10,000-token prefill with 10 requests decoding. */
-static const double typical[3] = {1.0, 10.0, 10.0};
+/* The prior holds each coefficient near its own value by a ridge as
+ * strong as an observation at these x (the overhead's, ktokens of prefill,
+ * requests decoding), each coefficient apart: pseudo-observations of the
+ * whole prior would tie the overhead to the rate, so that a rate that
+ * turned out twice the prior's dragged the overhead along. The ridges
+ * weigh PG_FIT_PRIOR_N / (1 + n) after n observations (never less than
+ * PG_FIT_PRIOR_MIN), so a wrong prior (the defaults, before an instance
+ * shows its own speed) is left behind within a few; the decode cost's,
+ * which decoding counts rarely vary enough to tell apart from the rest,
+ * stays whole. */
+static const double ridge_x[3] = {1.0, 4.0, 10.0};
 
-void pg_fit_init(struct pg_fit *f, const struct pg_speed *prior)
+static void add(double s[3][3], double t[3], const double x[3], double y, double w)
 {
-	memset(f, 0, sizeof(*f));
+	for (int i = 0; i < 3; i++) {
+		for (int j = 0; j < 3; j++)
+			s[i][j] += w * x[i] * x[j];
+		t[i] += w * x[i] * y;
+	}
+}
+
+static void seed(struct pg_fit *f, const struct pg_speed *prior)
+{
 	f->prior = *prior;
 	f->cur = *prior;
 }
 
+void pg_fit_init(struct pg_fit *f, const struct pg_speed *prior)
+{
+	memset(f, 0, sizeof(*f));
+	seed(f, prior);
+}
+
 void pg_fit_prior(struct pg_fit *f, const struct pg_speed *prior)
 {
-	f->prior = *prior;
 	if (!f->n)
-		f->cur = *prior;
+		seed(f, prior);
+	else
+		f->prior = *prior;
 }
 
 /* Solve a x = b (3 x 3) by Gaussian elimination with partial pivoting;
@@ -76,12 +101,11 @@ static void coef_of(const struct pg_speed *s, double c[3])
 	c[2] = s->ms_per_decode;
 }
 
-void pg_fit_observe(struct pg_fit *f, uint64_t now_ms, double tokens, double decoding,
+void pg_fit_observe(struct pg_fit *f, uint64_t now_ms, bool whole, double tokens, double decoding,
                     double ttft_ms)
 {
-	const double x[3] = {1.0, tokens / 1000.0, decoding};
-	double a[3][3], b[3], prior[3], c[3];
-	double r, h = 1.0;
+	const double x[3] = {whole ? 1.0 : 0, tokens / 1000.0, whole ? decoding : 0};
+	double a[3][3], b[3], c[3], pred, r, lim, wp, h = 1.0;
 
 	if (!(ttft_ms >= 0) || !(tokens >= 0) || !(decoding >= 0))
 		return;
@@ -97,36 +121,56 @@ void pg_fit_observe(struct pg_fit *f, uint64_t now_ms, double tokens, double dec
 	}
 	if (now_ms > f->last_ms || !f->n)
 		f->last_ms = now_ms;
-	/* Huber: an observation far off the current model weighs less */
-	r = ttft_ms - pg_speed_predict(&f->cur, tokens, decoding);
-	if (f->scale > 0 && fabs(r) > PG_FIT_HUBER * f->scale)
-		h = PG_FIT_HUBER * f->scale / fabs(r);
-	f->scale = f->scale > 0
-	               ? 0.95 * f->scale + 0.05 * fmin(fabs(r), 4 * PG_FIT_HUBER * f->scale)
-	               : fabs(r) + 1.0;
-	for (int i = 0; i < 3; i++) {
-		for (int j = 0; j < 3; j++)
-			f->s[i][j] += h * x[i] * x[j];
-		f->t[i] += h * x[i] * ttft_ms;
-	}
+	/* Huber, once the first observations have placed the model: one far
+	 * off it (farther than PG_FIT_HUBER typical residuals, and than a
+	 * quarter of the prediction) weighs less */
+	pred = whole ? pg_speed_predict(&f->cur, tokens, decoding)
+	             : f->cur.ms_per_ktok * tokens / 1000.0;
+	r = ttft_ms - pred;
+	lim = fmax(PG_FIT_HUBER * f->scale, 0.25 * pred);
+	if (f->n >= PG_FIT_WARMUP && fabs(r) > lim)
+		h = lim / fabs(r);
+	f->scale = f->n ? 0.95 * f->scale + 0.05 * fmin(fabs(r), 4 * lim) : fabs(r);
+	add(f->s, f->t, x, ttft_ms, h);
 	f->w += h;
 	f->n++;
-	/* ridge towards the prior: (S + L) c = T + L prior */
-	coef_of(&f->prior, prior);
+	/* (S + L) c = T + L prior, L the ridges */
+	coef_of(&f->prior, c);
+	wp = fmax(PG_FIT_PRIOR_N / (1.0 + (double)f->n), PG_FIT_PRIOR_MIN);
+	memcpy(a, f->s, sizeof(a));
+	memcpy(b, f->t, sizeof(b));
 	for (int i = 0; i < 3; i++) {
-		const double l = PG_FIT_PRIOR_N * typical[i] * typical[i];
+		const double l = (i == 2 ? PG_FIT_PRIOR_N : wp) * ridge_x[i] * ridge_x[i];
 
-		for (int j = 0; j < 3; j++)
-			a[i][j] = f->s[i][j];
 		a[i][i] += l;
-		b[i] = f->t[i] + l * prior[i];
+		b[i] += l * c[i];
 	}
 	if (!solve3(a, b, c))
 		return;
-	/* a negative coefficient is noise around 0 */
+	/* a negative coefficient is noise around 0; a rate is at most
+	 * PG_FIT_RATE_RANGE times off the prior's (observations that hardly
+	 * vary in size tell little of it) */
 	f->cur.overhead_ms = fmax(c[0], 0);
-	f->cur.ms_per_ktok = fmax(c[1], 1e-6);
+	f->cur.ms_per_ktok = fmin(fmax(c[1], f->prior.ms_per_ktok / PG_FIT_RATE_RANGE),
+	                          f->prior.ms_per_ktok * PG_FIT_RATE_RANGE);
 	f->cur.ms_per_decode = fmax(c[2], 0);
+}
+
+void pg_fit_first(struct pg_fit *f, uint64_t sent_ns, uint64_t now_ns, double own, double decoding,
+                  bool queued)
+{
+	const uint64_t prev = f->last_first_ns;
+
+	if (now_ns > f->last_first_ns)
+		f->last_first_ns = now_ns;
+	if (now_ns < sent_ns)
+		return;
+	if (!queued)
+		pg_fit_observe(f, now_ns / 1000000, true, own, decoding,
+		               (double)(now_ns - sent_ns) / 1e6);
+	else if (prev > sent_ns && now_ns > prev)
+		pg_fit_observe(f, now_ns / 1000000, false, own, decoding,
+		               (double)(now_ns - prev) / 1e6);
 }
 
 #define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
@@ -167,6 +211,40 @@ double pg_work_queued(const struct pg_backend *b, const struct pg_speed *sp, uin
 	return q;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+unsigned pg_work_median_speed(const struct pg_backend *table, unsigned max_id, uint32_t pool,
+                              struct pg_speed *out)
+{
+	static uint32_t v[3][PG_MAX_BACKENDS]; /* the control thread's alone */
+	unsigned n = 0;
+
+	for (unsigned id = 1; id <= max_id && id < PG_MAX_BACKENDS; id++) {
+		const struct pg_backend *b = &table[id];
+
+		if (!(LOAD(&b->flags) & PG_BACKEND_ACTIVE) || LOAD(&b->pool) != pool ||
+		    !LOAD(&b->fit_obs) || !LOAD(&b->fit_rate))
+			continue;
+		v[0][n] = LOAD(&b->fit_rate);
+		v[1][n] = LOAD(&b->fit_overhead_us);
+		v[2][n] = LOAD(&b->fit_decode_us);
+		n++;
+	}
+	if (!n)
+		return 0;
+	for (int k = 0; k < 3; k++)
+		qsort(v[k], n, sizeof(v[k][0]), cmp_u32);
+	out->ms_per_ktok = 1e6 / v[0][n / 2];
+	out->overhead_ms = v[1][n / 2] / 1000.0;
+	out->ms_per_decode = v[2][n / 2] / 1000.0;
+	return n;
+}
+
 double pg_work_decoding(const struct pg_backend *b)
 {
 	const int64_t d = (int64_t)LOAD(&b->in_flight) - (int64_t)LOAD(&b->prefill_reqs) +
@@ -193,6 +271,12 @@ void pg_work_take(struct pg_backend *b, struct pg_work_ticket *t, uint32_t token
 	ADD(&b->prefill_tokens, tokens);
 	if (!ADD(&b->prefill_reqs, 1)) /* an idle engine starts on it now */
 		STORE(&b->head_since_ms, now_ms);
+	else
+		t->queued = true;
+	if (LOAD(&b->peer_prefill_reqs)) {
+		t->queued = true;
+		t->mixed = true;
+	}
 }
 
 void pg_work_drop(struct pg_backend *b, struct pg_work_ticket *t)

@@ -45,8 +45,16 @@
 
 /* Time constant of the fit's forgetting. */
 #define PG_FIT_TAU_MS 15000
-/* The prior's weight, in observations: it decides while fewer have come. */
-#define PG_FIT_PRIOR_N 2.0
+/* The prior's weight, in observations of each of two sizes: it decides
+ * while fewer have come. */
+#define PG_FIT_PRIOR_N 1.0
+/* ... and never less than this (observations all of one size leave the
+ * rate to it); the rate it allows, at most this many times the prior's or
+ * a fraction of it. */
+#define PG_FIT_PRIOR_MIN  0.05
+#define PG_FIT_RATE_RANGE 16.0
+/* Observations taken at full weight before any is weighed as an outlier. */
+#define PG_FIT_WARMUP 8
 /* Residuals past this many typical residuals weigh less (Huber's k). */
 #define PG_FIT_HUBER 3.0
 
@@ -74,11 +82,12 @@ static inline double pg_speed_predict(const struct pg_speed *s, double tokens, d
 /* One instance's fit. Zeroed is not valid: pg_fit_init. */
 struct pg_fit {
 	struct pg_speed prior, cur;
-	double s[3][3], t[3]; /* weighted sums of x x' and x y, x = (1, ktokens, decoding) */
-	double w;             /* their weight */
-	double scale;         /* typical |residual|, ms (0: none seen yet) */
-	uint64_t last_ms;     /* the sums' age: decayed from here */
-	uint64_t n;           /* observations taken */
+	double s[3][3], t[3];   /* weighted sums of x x' and x y, x = (1, ktokens, decoding) */
+	double w;               /* their weight */
+	double scale;           /* typical |residual|, ms (0: none seen yet) */
+	uint64_t last_ms;       /* the sums' age: decayed from here */
+	uint64_t n;             /* observations taken */
+	uint64_t last_first_ns; /* the last first token seen (pg_fit_first) */
 };
 
 void pg_fit_init(struct pg_fit *f, const struct pg_speed *prior);
@@ -87,12 +96,29 @@ void pg_fit_init(struct pg_fit *f, const struct pg_speed *prior);
 void pg_fit_prior(struct pg_fit *f, const struct pg_speed *prior);
 
 /*
- * A first token came ttft_ms after its request was sent, when the
- * instance had tokens (queued + own) of work and decoding requests ahead
- * of it. Updates f->cur. now_ms: the caller's clock, non-decreasing.
+ * One observation: y_ms took tokens of prefill, plus, if whole (a whole
+ * TTFT), the overhead and decoding requests x the decode cost. Updates
+ * f->cur. now_ms: the caller's clock (a clock that goes back is taken as
+ * no time passing).
  */
-void pg_fit_observe(struct pg_fit *f, uint64_t now_ms, double tokens, double decoding,
-                    double ttft_ms);
+void pg_fit_observe(struct pg_fit *f, uint64_t now_ms, bool whole, double tokens, double decoding,
+                    double y_ms);
+
+/*
+ * The first token of a request sent at sent_ns came at now_ns; own: its
+ * prefill work there, decoding: the instance's requests decoding then;
+ * queued: it was sent while the instance had others of ours ahead of it
+ * (and no other gateway's). The engine prefills first come, first served,
+ * so a queued request's prefill began when the one before it ended: the
+ * time since the previous first token is its prefill alone, what the
+ * fit learns, whatever the queue looked like; one sent to an idle engine
+ * is a whole TTFT. Learning never rests on the queue's estimate, which
+ * rests on the learned rate: an estimate wrong in one would feed the
+ * other (a rate learned too fast drains the queue too fast, and the
+ * waits it hides are taken for overhead). Anything else: nothing learned.
+ */
+void pg_fit_first(struct pg_fit *f, uint64_t sent_ns, uint64_t now_ns, double own, double decoding,
+                  bool queued);
 
 /* Backend b's speed as published (pg_backend.fit_*), the defaults where
  * nothing is learned yet. */
@@ -102,12 +128,20 @@ void pg_work_speed(const struct pg_backend *b, struct pg_speed *out);
  * gateway's and the other gateways' (see above), at speed sp. */
 double pg_work_queued(const struct pg_backend *b, const struct pg_speed *sp, uint64_t now_ms);
 
+/* The median speed of the members of pool (ids 1..max_id of the table)
+ * whose speed was learned (fit_obs > 0); returns how many there are (0:
+ * out untouched). */
+unsigned pg_work_median_speed(const struct pg_backend *table, unsigned max_id, uint32_t pool,
+                              struct pg_speed *out);
+
 /* b's requests past their first token, this gateway's and the others'. */
 double pg_work_decoding(const struct pg_backend *b);
 
 /* One attempt's place in its backend's queue. Zeroed: none. */
 struct pg_work_ticket {
 	bool pending;    /* in the queue */
+	bool queued;     /* sent behind others */
+	bool mixed;      /* ... of which another gateway's: its prefill's start is unknown */
 	uint32_t tokens; /* its work */
 	float ahead;     /* the queue when it was sent, tokens, itself included */
 	float decoding;  /* the requests past their first token then */

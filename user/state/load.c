@@ -13,13 +13,12 @@
 const uint32_t pg_ttft_err_bounds_ms[PG_TTFT_ERR_BUCKETS - 1] = {10,   30,    100,   300,   1000,
                                                                  3000, 10000, 30000, 100000};
 
-struct pg_speeds *pg_speeds_new(const struct pg_speed *prior)
+struct pg_speeds *pg_speeds_new(void)
 {
 	struct pg_speeds *s = calloc(1, sizeof(*s));
 
 	if (!s)
 		return NULL;
-	s->slot_prior = *prior;
 	for (unsigned i = 0; i < PG_MAX_BACKENDS; i++)
 		pthread_mutex_init(&s->slot[i].mu, NULL);
 	return s;
@@ -55,28 +54,57 @@ void pg_load_drop(struct pg_gateway *gw, struct pg_load_ticket *t)
 }
 
 /* The fit of t's backend learns from it; published into the table. */
-static void learn(struct pg_gateway *gw, const struct pg_load_ticket *t, double ttft_ms,
-                  uint64_t now_ms)
+static void learn(struct pg_gateway *gw, const struct pg_load_ticket *t, uint64_t now_ns)
 {
 	struct pg_speed_slot *s = &gw->speeds->slot[t->backend];
 	struct pg_backend *b = &gw->maps.backends[t->backend];
 	struct pg_speed cur;
 
+	struct pg_speed prior;
+	uint64_t n;
+
+	pg_work_speed(b, &prior); /* the pool's, or the defaults, until its own */
 	pthread_mutex_lock(&s->mu);
 	if (!s->live || s->epoch != t->epoch) {
-		/* a new member in this slot: it starts from the defaults */
-		pg_fit_init(&s->fit, &gw->speeds->slot_prior);
+		/* a new member in this slot: it starts from what the others do */
+		pg_fit_init(&s->fit, &prior);
 		s->epoch = t->epoch;
 		s->live = true;
 	}
-	pg_fit_observe(&s->fit, now_ms, t->w.ahead, t->w.decoding, ttft_ms);
+	if (!t->w.mixed)
+		pg_fit_first(&s->fit, t->w.sent_ns, now_ns, t->w.tokens, t->w.decoding,
+		             t->w.queued);
 	cur = s->fit.cur;
+	n = s->fit.n;
 	pthread_mutex_unlock(&s->mu);
 	if (LOAD(&b->epoch) != t->epoch)
 		return; /* the slot changed hands meanwhile */
 	STORE(&b->fit_overhead_us, (uint32_t)fmin(cur.overhead_ms * 1000, UINT32_MAX));
 	STORE(&b->fit_decode_us, (uint32_t)fmin(cur.ms_per_decode * 1000, UINT32_MAX));
 	STORE(&b->fit_rate, (uint32_t)fmax(fmin(1e6 / cur.ms_per_ktok, UINT32_MAX), 1));
+	STORE(&b->fit_obs, (uint32_t)(n < UINT32_MAX ? n : UINT32_MAX));
+}
+
+void pg_load_share_speeds(struct pg_gateway *gw)
+{
+	const unsigned max = pg_max_backend_id(gw);
+
+	for (unsigned p = 0; p < gw->maps.npools; p++) {
+		struct pg_speed med;
+
+		if (!pg_work_median_speed(gw->maps.backends, max, p, &med))
+			continue;
+		for (unsigned id = 1; id <= max; id++) {
+			struct pg_backend *b = &gw->maps.backends[id];
+
+			if (!(LOAD(&b->flags) & PG_BACKEND_ACTIVE) || LOAD(&b->pool) != p ||
+			    LOAD(&b->fit_obs))
+				continue;
+			STORE(&b->fit_overhead_us, (uint32_t)(med.overhead_ms * 1000));
+			STORE(&b->fit_decode_us, (uint32_t)(med.ms_per_decode * 1000));
+			STORE(&b->fit_rate, (uint32_t)fmax(1e6 / med.ms_per_ktok, 1));
+		}
+	}
 }
 
 void pg_load_first(struct pg_gateway *gw, struct pg_worker_stats *st, struct pg_load_ticket *t,
@@ -100,5 +128,5 @@ void pg_load_first(struct pg_gateway *gw, struct pg_worker_stats *st, struct pg_
 		ADD(&st->ttft_err_abs_us, (uint64_t)(fabs(err) * 1000));
 	}
 	if (gw->speeds)
-		learn(gw, t, ttft_ms, now_ns / 1000000);
+		learn(gw, t, now_ns);
 }

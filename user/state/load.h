@@ -46,13 +46,13 @@ struct pg_speed_slot {
 };
 
 struct pg_speeds {
-	struct pg_speed slot_prior; /* the defaults every fit starts from */
 	struct pg_speed_slot slot[PG_MAX_BACKENDS];
 };
 
-/* NULL on allocation failure. prior: the speed an instance is taken to
- * have until it shows its own. */
-struct pg_speeds *pg_speeds_new(const struct pg_speed *prior);
+/* NULL on allocation failure. A member's fit starts from the speed
+ * published for it when its first token is seen (its pool's, or the
+ * defaults: pg_load_share_speeds). */
+struct pg_speeds *pg_speeds_new(void);
 void pg_speeds_free(struct pg_speeds *s);
 
 /* An attempt with `tokens` of work is sent to backend id now. */
@@ -63,6 +63,12 @@ void pg_load_take(struct pg_gateway *gw, uint16_t id, uint32_t tokens, struct pg
  * learned (st: the worker's statistics, for the prediction error). */
 void pg_load_first(struct pg_gateway *gw, struct pg_worker_stats *st, struct pg_load_ticket *t,
                    uint64_t now_ns);
+
+/* Members whose speed no first token has shown yet take the median of
+ * their pool's that have (control thread, each tick): an instance that
+ * never got a request must not look slower, or faster, than the ones that
+ * did only because the defaults are not this fleet's speed. */
+void pg_load_share_speeds(struct pg_gateway *gw);
 
 /* It leaves the queue with nothing learned (no first token seen). No-op if
  * not pending. */
