@@ -133,12 +133,14 @@ const struct pg_opt pg_opts[] = {
                     .def = PG_STR(PG_MAX_BODY_DEFAULT), CFG(max_body), RANGE(1024, UINT32_MAX)},
     [O_CACHE_CAPACITY] = {OPT("cache-capacity", "TOKENS",
                               "cache_aware: KV cache of each instance, in tokens (" TOKEN_CHARS
-                              " characters each); sizes and ages the block index"),
+                              " characters each), unless it reports vllm:cache_config_info; "
+                              "sizes and ages the block index"),
                           .def = PG_STR(PG_CA_CAPACITY_DEFAULT), CFG(cache_capacity),
                           RANGE(1024, 1000000000)},
     [O_ROUTE_HEADER] = {OPT("route-header", NULL,
                             "add X-Prefixgate-Route: backend=...; reason=...; matched=N to every "
-                            "response")},
+                            "response (cache_aware: and its estimates: wait, prefill, saved, TTFT, "
+                            "the runner-up's)")},
     [O_T_HEADER] = {OPT("header-timeout", "MS",
                         "a request head not complete MS after its first byte: 408"),
                     .def = "10000", CFG(timeouts.header_ms), RANGE(100, 3600000)},
