@@ -430,7 +430,8 @@ int main(int argc, char **argv)
 					lat[n] = now_ns() - t0;
 					cpu[n] = lat[n] + ahead;
 					n++;
-					matched += ch.matched;
+					matched += (uint64_t)ch.matched *
+					           PG_CA_CHARS_PER_TOKEN; /* tokens: to bytes */
 				}
 			}
 			qsort(lat, n, sizeof(*lat), cmp_u64);

@@ -36,14 +36,42 @@ struct seen {
 	float queue_ms, prefill_ms, ms_per_ktok, ttft_ms, cost;
 };
 
-/* Tokens rq says b holds: the shared head, or more if listed. */
-static uint32_t held_by(const struct pg_ca_req *rq, uint16_t id)
+/* rq's holders and their tokens, in id order (at most PG_CA_TIERS x
+ * PG_CA_WAYS: an insertion sort), so the scan in id order meets them in
+ * turn instead of looking each backend up in the list. */
+struct holders {
+	size_t n, next;
+	uint16_t id[PG_CA_TIERS * PG_CA_WAYS];
+	uint32_t tokens[PG_CA_TIERS * PG_CA_WAYS];
+};
+
+static void holders_sorted(const struct pg_ca_req *rq, struct holders *h)
+{
+	h->n = h->next = 0;
+	for (size_t i = 0; i < rq->nheld && h->n < PG_CA_TIERS * PG_CA_WAYS; i++) {
+		size_t k = h->n++;
+
+		while (k && h->id[k - 1] > rq->held[i]) {
+			h->id[k] = h->id[k - 1];
+			h->tokens[k] = h->tokens[k - 1];
+			k--;
+		}
+		h->id[k] = rq->held[i];
+		h->tokens[k] = rq->held_tokens[i];
+	}
+}
+
+/* Tokens backend id (ids met in ascending order) holds of the request: the
+ * shared head, or more if listed. */
+static uint32_t held_by(const struct pg_ca_req *rq, struct holders *h, uint16_t id)
 {
 	uint32_t t = rq->shared_tokens;
 
-	for (size_t i = 0; i < rq->nheld; i++)
-		if (rq->held[i] == id && rq->held_tokens[i] > t)
-			t = rq->held_tokens[i];
+	while (h->next < h->n && h->id[h->next] < id)
+		h->next++;
+	for (; h->next < h->n && h->id[h->next] == id; h->next++)
+		if (h->tokens[h->next] > t)
+			t = h->tokens[h->next];
 	return t < rq->prompt_tokens ? t : rq->prompt_tokens;
 }
 
@@ -102,10 +130,12 @@ static size_t break_tie(const struct seen *seen, size_t n, float limit,
 
 		/* where this anchor went before, in ring order */
 		for (size_t i = 0; i < n; i++) {
-			size_t r = rank_of(cand, ncand, seen[i].id);
+			size_t r;
 
-			if (seen[i].cost <= limit && listed(rq->placed, rq->nplaced, seen[i].id) &&
-			    r < best_rank) {
+			if (seen[i].cost > limit || !listed(rq->placed, rq->nplaced, seen[i].id))
+				continue;
+			r = rank_of(cand, ncand, seen[i].id);
+			if (r < best_rank) {
 				best = i;
 				best_rank = r;
 			}
@@ -129,9 +159,12 @@ static size_t break_tie(const struct seen *seen, size_t n, float limit,
 			return best;
 	}
 	for (size_t i = 0; i < n; i++) {
-		size_t r = rank_of(cand, ncand, seen[i].id);
+		size_t r;
 
-		if (seen[i].cost <= limit && r < best_rank) {
+		if (seen[i].cost > limit)
+			continue;
+		r = rank_of(cand, ncand, seen[i].id);
+		if (r < best_rank) {
 			best = i;
 			best_rank = r;
 		}
@@ -165,6 +198,7 @@ uint16_t pg_balance_cached(const struct pg_backend *backends, unsigned max_id, c
                            uint64_t now_ms, bool explicit_key, struct pg_choice *out)
 {
 	struct seen seen[PG_MAX_BACKENDS];
+	struct holders hs;
 	size_t n = 0, pick, second = SIZE_MAX;
 	uint64_t queued_reqs = 0;
 	uint32_t longest = rq->shared_tokens;
@@ -178,13 +212,14 @@ uint16_t pg_balance_cached(const struct pg_backend *backends, unsigned max_id, c
 	out->ncand = (uint8_t)ncand;
 	if (ncand)
 		memcpy(out->cand, cand, ncand * sizeof(*cand));
+	holders_sorted(rq, &hs);
 	for (unsigned id = 1; id <= max_id; id++) {
 		const struct pg_backend *b = &backends[id];
 
 		if (!pg_backend_eligible(backends, max_id, id, exclude, now_ms))
 			continue;
 		seen[n].id = (uint16_t)id;
-		seen[n].matched = held_by(rq, (uint16_t)id);
+		seen[n].matched = held_by(rq, &hs, (uint16_t)id);
 		if (seen[n].matched > longest)
 			longest = seen[n].matched;
 		estimate(&seen[n], b, rq, now_ms);

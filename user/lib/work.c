@@ -178,39 +178,6 @@ void pg_fit_first(struct pg_fit *f, uint64_t sent_ns, uint64_t now_ns, double ow
 #define ADD(p, v)   __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
 #define SUB(p, v)   __atomic_fetch_sub((p), (v), __ATOMIC_RELAXED)
 
-void pg_work_speed(const struct pg_backend *b, struct pg_speed *out)
-{
-	uint32_t rate = LOAD(&b->fit_rate);
-
-	out->ms_per_ktok = 1e6 / (rate ? rate : PG_SPEED_RATE_DEFAULT);
-	out->overhead_ms = rate ? LOAD(&b->fit_overhead_us) / 1000.0 : PG_SPEED_OVERHEAD_DEFAULT;
-	out->ms_per_decode = rate ? LOAD(&b->fit_decode_us) / 1000.0 : 0;
-}
-
-double pg_work_queued(const struct pg_backend *b, const struct pg_speed *sp, uint64_t now_ms)
-{
-	const uint64_t mine = LOAD(&b->prefill_tokens), since = LOAD(&b->head_since_ms);
-	const uint32_t reqs = LOAD(&b->prefill_reqs), peers = LOAD(&b->peer_prefill_reqs);
-	double done = 0, q;
-
-	/* what the engine did of the head since it began it: at most the
-	 * queue (it may be past the head, on requests whose first token is
-	 * on its way) */
-	if (mine && now_ms > since)
-		done = (double)(now_ms - since) * 1000.0 / sp->ms_per_ktok;
-	q = fmax((double)mine - done, 0) + (double)LOAD(&b->peer_prefill_tokens);
-	/* requests it says are waiting that no gateway of the fleet sent
-	 * (other clients): as large as ours, or PG_WORK_FOREIGN_TOKENS */
-	if (now_ms < LOAD(&b->metrics_until_ms)) {
-		const uint32_t waiting = LOAD(&b->waiting);
-
-		if (waiting > reqs + peers)
-			q += (waiting - reqs - peers) *
-			     (reqs ? (double)mine / reqs : PG_WORK_FOREIGN_TOKENS);
-	}
-	return q;
-}
-
 static int cmp_u32(const void *a, const void *b)
 {
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -243,14 +210,6 @@ unsigned pg_work_median_speed(const struct pg_backend *table, unsigned max_id, u
 	out->overhead_ms = v[1][n / 2] / 1000.0;
 	out->ms_per_decode = v[2][n / 2] / 1000.0;
 	return n;
-}
-
-double pg_work_decoding(const struct pg_backend *b)
-{
-	const int64_t d = (int64_t)LOAD(&b->in_flight) - (int64_t)LOAD(&b->prefill_reqs) +
-	                  LOAD(&b->peer_in_flight) - (int64_t)LOAD(&b->peer_prefill_reqs);
-
-	return d > 0 ? (double)d : 0;
 }
 
 void pg_work_take(struct pg_backend *b, struct pg_work_ticket *t, uint32_t tokens,

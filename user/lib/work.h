@@ -120,13 +120,54 @@ void pg_fit_observe(struct pg_fit *f, uint64_t now_ms, bool whole, double tokens
 void pg_fit_first(struct pg_fit *f, uint64_t sent_ns, uint64_t now_ns, double own, double decoding,
                   bool queued);
 
+/* The shared table's fields, as every reader of them loads them: relaxed
+ * atomics (any value is a recent snapshot, and these are estimates). */
+#define PG_WORK_LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+
 /* Backend b's speed as published (pg_backend.fit_*), the defaults where
- * nothing is learned yet. */
-void pg_work_speed(const struct pg_backend *b, struct pg_speed *out);
+ * nothing is learned yet. Inline: cache_aware reads it for every backend of
+ * every decision. */
+static inline void pg_work_speed(const struct pg_backend *b, struct pg_speed *out)
+{
+	const uint32_t rate = PG_WORK_LOAD(&b->fit_rate);
+
+	out->ms_per_ktok = 1e6 / (rate ? rate : PG_SPEED_RATE_DEFAULT);
+	out->overhead_ms =
+	    rate ? PG_WORK_LOAD(&b->fit_overhead_us) / 1000.0 : PG_SPEED_OVERHEAD_DEFAULT;
+	out->ms_per_decode = rate ? PG_WORK_LOAD(&b->fit_decode_us) / 1000.0 : 0;
+}
 
 /* The prefill tokens still ahead of a request sent to b at now_ms, this
  * gateway's and the other gateways' (see above), at speed sp. */
-double pg_work_queued(const struct pg_backend *b, const struct pg_speed *sp, uint64_t now_ms);
+static inline double pg_work_queued(const struct pg_backend *b, const struct pg_speed *sp,
+                                    uint64_t now_ms)
+{
+	const uint64_t mine = PG_WORK_LOAD(&b->prefill_tokens),
+	               since = PG_WORK_LOAD(&b->head_since_ms);
+	double q = (double)mine;
+
+	/* what the engine did of the head since it began it: at most the
+	 * queue (it may be past the head, on requests whose first token is
+	 * on its way) */
+	if (mine && now_ms > since) {
+		q -= (double)(now_ms - since) * 1000.0 / sp->ms_per_ktok;
+		if (q < 0)
+			q = 0;
+	}
+	q += (double)PG_WORK_LOAD(&b->peer_prefill_tokens);
+	/* requests it says are waiting that no gateway of the fleet sent
+	 * (other clients): as large as ours, or PG_WORK_FOREIGN_TOKENS */
+	if (now_ms < PG_WORK_LOAD(&b->metrics_until_ms)) {
+		const uint32_t waiting = PG_WORK_LOAD(&b->waiting),
+		               reqs = PG_WORK_LOAD(&b->prefill_reqs),
+		               peers = PG_WORK_LOAD(&b->peer_prefill_reqs);
+
+		if (waiting > reqs + peers)
+			q += (waiting - reqs - peers) *
+			     (reqs ? (double)mine / reqs : PG_WORK_FOREIGN_TOKENS);
+	}
+	return q;
+}
 
 /* The median speed of the members of pool (ids 1..max_id of the table)
  * whose speed was learned (fit_obs > 0); returns how many there are (0:
@@ -135,7 +176,14 @@ unsigned pg_work_median_speed(const struct pg_backend *table, unsigned max_id, u
                               struct pg_speed *out);
 
 /* b's requests past their first token, this gateway's and the others'. */
-double pg_work_decoding(const struct pg_backend *b);
+static inline double pg_work_decoding(const struct pg_backend *b)
+{
+	const int64_t d =
+	    (int64_t)PG_WORK_LOAD(&b->in_flight) - (int64_t)PG_WORK_LOAD(&b->prefill_reqs) +
+	    PG_WORK_LOAD(&b->peer_in_flight) - (int64_t)PG_WORK_LOAD(&b->peer_prefill_reqs);
+
+	return d > 0 ? (double)d : 0;
+}
 
 /* One attempt's place in its backend's queue. Zeroed: none. */
 struct pg_work_ticket {
