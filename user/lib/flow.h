@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Flow control's order, pure: which queued request goes next, which waits,
+ * which is refused (--flow-control; README, Flow control). No I/O, no
+ * allocation, no clock (the caller gives the time).
+ *
+ * - Classes: critical before standard before sheddable, strictly, except
+ *   that a request of a lower class that has waited PG_FLOW_STARVE_MS (or
+ *   the configured bound) goes first: the oldest such.
+ * - Tenants, within a class: the one with the least service received per
+ *   weight (a virtual token counter, in work units: prompt tokens not
+ *   cached + max output tokens) goes next, its requests in arrival order. A
+ *   tenant that had nothing queued is lifted to the least counter of the
+ *   tenants that had, so idling banks no credit (AIBrix's VTC). Counters
+ *   are the gateway's, shared by its workers (each worker orders its own
+ *   queue by them), and with --nats the fleet's.
+ * - Deadlines: a request past its deadline leaves the queue (answered 429
+ *   by the caller) without reaching an instance.
+ * - Bounds: at most max_requests queued and max_bytes held; a request that
+ *   finds them reached sheds the newest sheddable request queued (when it is
+ *   not sheddable itself), else is refused.
+ *
+ * The tenant table is shared by the workers: a tenant is added once (by a
+ * compare-and-swap on its key) and never removed; its counters are updated
+ * with atomics. Slot 0 takes every tenant past the table's capacity.
+ */
+#ifndef PG_FLOW_H
+#define PG_FLOW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum pg_prio {
+	PG_PRIO_CRITICAL = 0,
+	PG_PRIO_STANDARD = 1, /* the default */
+	PG_PRIO_SHEDDABLE = 2,
+	PG_PRIO_COUNT = 3,
+};
+
+/* Tenants the table tells apart; the rest share slot 0 ("other"). */
+#define PG_FLOW_TENANTS 256
+/* A lower class's request that has waited this long goes before the
+ * higher classes (--flow-starve-ms's default). */
+#define PG_FLOW_STARVE_MS 5000
+
+struct pg_flow_tenant {
+	uint64_t key;     /* XXH3-64 of its name (never the token itself); 0: free */
+	char label[24];   /* what metrics call it: the name, or "t-" and the hash */
+	uint32_t weight;  /* share, relative (1 when not configured) */
+	int8_t prio;      /* its default class, -1: none (the request's, or standard) */
+	/* shared counters (atomics) */
+	uint64_t vtc;     /* service received, work units x 1000 / weight */
+	uint32_t queued;  /* its requests queued, every worker's */
+};
+
+struct pg_flow_tenants {
+	struct pg_flow_tenant t[PG_FLOW_TENANTS];
+};
+
+/* The tenant of key (0 is not a key): found, or added with label, weight 1
+ * and no class; slot 0 when the table is full. Safe from any thread. */
+unsigned pg_flow_tenant(struct pg_flow_tenants *ts, uint64_t key, const char *label);
+
+/* One queued request (embedded in the caller's request). */
+struct pg_flow_item {
+	struct pg_flow_item *tprev, *tnext; /* its tenant's FIFO in its class */
+	struct pg_flow_item *cprev, *cnext; /* its class's FIFO */
+	uint16_t tenant;
+	uint8_t prio;
+	bool queued;
+	uint64_t enq_ms;
+	uint64_t deadline_ms; /* 0: none */
+	uint64_t cost;        /* work units */
+	uint32_t bytes;       /* memory it holds while queued */
+};
+
+struct pg_flow_fifo {
+	struct pg_flow_item *head, *tail;
+};
+
+/* One worker's queue. Zeroed is empty. */
+struct pg_flow_q {
+	struct pg_flow_fifo cls[PG_PRIO_COUNT];
+	struct pg_flow_fifo ten[PG_PRIO_COUNT][PG_FLOW_TENANTS];
+	uint64_t mask[PG_PRIO_COUNT][PG_FLOW_TENANTS / 64]; /* tenants with a request queued */
+	uint32_t n, bytes, n_cls[PG_PRIO_COUNT];
+	uint64_t next_deadline_ms; /* none earlier queued (0: none at all) */
+};
+
+struct pg_flow_limits {
+	uint32_t max_requests, max_bytes; /* this queue's bounds */
+	uint64_t starve_ms;
+};
+
+/* What pg_flow_push did. */
+enum pg_flow_push {
+	PG_FLOW_QUEUED = 0,  /* queued */
+	PG_FLOW_SHED = 1,    /* queued, and *shed (another, sheddable) left the queue */
+	PG_FLOW_REFUSED = 2, /* the bounds are reached: not queued */
+};
+
+/* Queue it (its tenant, prio, deadline, cost and bytes set) at now. */
+enum pg_flow_push pg_flow_push(struct pg_flow_q *q, struct pg_flow_tenants *ts,
+                               struct pg_flow_item *it, const struct pg_flow_limits *lim,
+                               uint64_t now_ms, struct pg_flow_item **shed);
+
+/* The request that goes next at now (still queued), NULL when none. */
+struct pg_flow_item *pg_flow_next(const struct pg_flow_q *q, const struct pg_flow_tenants *ts,
+                                  const struct pg_flow_limits *lim, uint64_t now_ms);
+
+/* It leaves the queue (dispatched, expired, its client gone). */
+void pg_flow_remove(struct pg_flow_q *q, struct pg_flow_tenants *ts, struct pg_flow_item *it);
+
+/* It was dispatched: its tenant is charged its cost. */
+void pg_flow_charge(struct pg_flow_tenants *ts, const struct pg_flow_item *it);
+
+/* A queued request past its deadline at now, NULL when none (the queue's
+ * next_deadline_ms says when to look again). */
+struct pg_flow_item *pg_flow_expired(struct pg_flow_q *q, uint64_t now_ms);
+
+#endif /* PG_FLOW_H */
