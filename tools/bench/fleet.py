@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -116,20 +117,30 @@ def compare_bins(ap, specs, taken):
 
 
 class Instances:
-    """Simulated vLLM instances (fresh KV caches), more can be added."""
+    """Simulated vLLM instances (fresh KV caches), more can be added.
+    extra: {index: more flags for that instance only} (an unequal fleet)."""
 
-    def __init__(self, build, n, logdir, args=()):
+    def __init__(self, build, n, logdir, args=(), extra=None):
         self.build, self.logdir, self.args = build, logdir, list(args)
+        self.extra = dict(extra or {})
         self.ports, self.procs = [], []
-        for _ in range(n):
-            self.add()
+        try:
+            for _ in range(n):
+                self.add()
+        except Exception:
+            self.stop()  # the ones already started
+            raise
 
     def add(self):
         i, port = len(self.ports), free_port()
         p = spawn([os.path.join(self.build, "mockllm"), "--listen", "127.0.0.1:%d" % port,
-                   "--id", "i%d" % i] + self.args,
+                   "--id", "i%d" % i] + self.args + list(self.extra.get(i, ())),
                   os.path.join(self.logdir, "mockllm-%d.log" % port))
-        wait_http(port, proc=p)
+        try:
+            wait_http(port, proc=p)
+        except Exception:
+            stop(p)
+            raise
         self.ports.append(port)
         self.procs.append(p)
         return "127.0.0.1:%d" % port
@@ -179,10 +190,14 @@ class Gateway:
         for b in backends:
             cmd += ["--backend", b]
         self.proc = spawn(cmd + list(args), os.path.join(logdir, "prefixgate-%d.log" % self.port))
-        if wrapper:
-            wait_tcp(self.port, timeout=ready_timeout, proc=self.proc)
-        else:
-            wait_http(self.admin, timeout=ready_timeout, proc=self.proc)
+        try:
+            if wrapper:
+                wait_tcp(self.port, timeout=ready_timeout, proc=self.proc)
+            else:
+                wait_http(self.admin, timeout=ready_timeout, proc=self.proc)
+        except Exception:
+            self.stop()
+            raise
 
     def in_flight(self):
         """{address: in-flight requests} from GET /backends."""
@@ -246,7 +261,40 @@ class HAProxy:
                                    "limits": "    no strict-limits\n" if maxconn else ""})
         self.proc = spawn(["haproxy", "-db", "-f", cfg],
                           os.path.join(logdir, "haproxy-%d.log" % self.port))
-        wait_tcp(self.port, proc=self.proc)
+        try:
+            wait_tcp(self.port, proc=self.proc)
+        except Exception:
+            stop(self.proc)
+            raise
+
+    def stop(self):
+        return stop(self.proc)
+
+
+class RefRouter:
+    """refrouter.py (this directory): the reference router, which asks each
+    mockllm instance what a request would meet there; rule cache-first or
+    predicted-ttft, margin_s its --margin-s (wall-clock seconds)."""
+    name = "refrouter"
+
+    def __init__(self, backends, logdir, rule, margin_s=None):
+        self.port = free_port()
+        cmd = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                            "refrouter.py"),
+               "--listen", "127.0.0.1:%d" % self.port, "--rule", rule]
+        if margin_s is not None:
+            cmd += ["--margin-s", "%g" % margin_s]
+        for b in backends:
+            cmd += ["--backend", b]
+        self.proc = spawn(cmd, os.path.join(logdir, "refrouter-%d.log" % self.port))
+        try:
+            wait_http(self.port, "/ref/stats", proc=self.proc)
+        except Exception:
+            stop(self.proc)
+            raise
+
+    def stats(self):
+        return json.loads(get(self.port, "/ref/stats"))
 
     def stop(self):
         return stop(self.proc)
@@ -369,7 +417,9 @@ class Sampler(threading.Thread):
         return peak
 
 
-def pgload(build, target, out_json, args, logdir, csv_path=None):
+def pgload(build, target, out_json, args, logdir, csv_path=None, timeout=None):
+    """One pgload run; its JSON summary. timeout: seconds before it is
+    killed and the run fails (default: none, pgload's own end bounds it)."""
     cmd = [os.path.join(build, "pgload"), "--target", target, "--json", out_json,
            "--quiet"] + list(args)
     if csv_path:
@@ -378,7 +428,13 @@ def pgload(build, target, out_json, args, logdir, csv_path=None):
         log.write("$ %s\n" % " ".join(cmd))
         log.flush()
         # 1: some requests failed (counted in the JSON and reported); 2: no run
-        if subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode not in (0, 1):
+        try:
+            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            raise RuntimeError("pgload still running after %g s, killed: %s" % (
+                timeout, " ".join(cmd)))
+        if rc not in (0, 1):
             raise RuntimeError("pgload failed: %s (see %s/pgload.log)" % (" ".join(cmd), logdir))
     with open(out_json) as f:
         return json.load(f)
