@@ -24,10 +24,14 @@
   5. Gateway fleets (fleetbench.py): 1, 2 and 4 gateways sharing state
      over NATS, (a), (b) and (d) with PREFIX_AWARE and CACHE_AWARE, and the
      hot prefix's peak in flight per instance summed over the gateways.
-  6. MaxLoadGap (part "gap"): CACHE_AWARE's
-     "far busier" rule swept over 0..16 on the hot prefix (P99 TTFT, peak
-     in flight) and on (d) agentic (hit rate, instance spread): the
-     measurement behind its default, PG_CA_GAP_DEFAULT.
+  6. Trace (trace.py, part "trace"): the Mooncake production trace (an
+     hour of chat requests, tools/bench/data) replayed on 8 instances whose
+     caches together hold a third of its distinct blocks, at loads 0.7, 0.9
+     and 1.1 of their prefill capacity, through every router above and the
+     two reference rules (refrouter.py); an unequal fleet, an instance
+     slowed halfway, 4 gateways over NATS; tracesim's figures beside each
+     and PASS/MISS against the targets. About 70 minutes; on its own, and
+     shorter: trace.py --trace-requests 600 --loads 0.9 (trace.py --help).
   7. Overhead (overhead.py): direct vs the floor proxy vs prefixgate vs
      HAProxy vs nginx, 32 KiB OpenAI body, instances that answer at once;
      added p50/p99 at concurrency 1, throughput at concurrency 32, CPU per
@@ -55,6 +59,7 @@ import plots  # noqa: E402
 import fleetbench  # noqa: E402
 import runs  # noqa: E402
 import overhead  # noqa: E402
+import trace  # noqa: E402  (this directory's trace.py: first on sys.path, before the stdlib's)
 from overhead import FIXED, INSTANT, bench_overhead  # noqa: E402,F401
 from runs import LABELS, SCALE  # noqa: E402
 
@@ -229,50 +234,6 @@ def bench_hot(opts, out):
     return res, lines + [""]
 
 
-GAPS = (0, 1, 2, 4, 8, 16)
-
-
-def bench_gap(opts, out):
-    """CacheAwareConfig.MaxLoadGap swept on the hot prefix and on (d)."""
-    if not runs.supported(opts.build, "cache_aware"):
-        return {}, ["MaxLoadGap: skipped (this build has no cache_aware)", ""]
-    agentic = next(w for w in WORKLOADS if w[0] == "d")
-    res = {"hot": {}, "d": {}}
-    for gap in GAPS:
-        rc = os.path.join(out, "routing-gap%d.json" % gap)
-        with open(rc, "w") as f:
-            json.dump({"RoutingStrategy": "CACHE_AWARE", "CacheAwareConfig": {"MaxLoadGap": gap}},
-                      f)
-        print("  MaxLoadGap %d: hot prefix ..." % gap, flush=True)
-        res["hot"][gap] = runs.run(opts.build, out, "gap%d-hot" % gap, "cache_aware", HOT, 24,
-                                   30 * opts.time_factor, 12000,
-                                   inst_args=["--max-num-seqs", "16"], sample=True,
-                                   gw_args=["--routing-config", rc])
-        res["hot"][gap].pop("in_flight_samples", None)
-        print("  MaxLoadGap %d: (d) agentic ..." % gap, flush=True)
-        _, _, args, rate, dur, warm, plen = agentic
-        res["d"][gap] = runs.run(opts.build, out, "gap%d-d" % gap, "cache_aware", args, rate,
-                                 dur * opts.time_factor, warm, prefix_length=plen,
-                                 gw_args=["--routing-config", rc])
-    lines = ["MaxLoadGap sweep, CACHE_AWARE: hot prefix (as above: 50%% of 24 req/s on one "
-             "document, instances at 16 sequences, ct 10) and (d) agentic; %g s (model time) "
-             "each" % (30 * opts.time_factor * SCALE),
-             "%6s %8s %9s %9s %9s %10s %8s %8s %12s" % (
-                 "gap", "hot hit", "hot P50", "hot P99", "peak inf", "hot share", "(d) hit",
-                 "(d) P90", "(d) share")]
-    for gap in GAPS:
-        h, d = res["hot"][gap], res["d"][gap]
-        peak = h.get("in_flight_peak", {})
-        lines.append("%6d %8.2f %7.0fms %7.0fms %9s %4.1f-%4.1f%% %8.2f %6.0fms %5.1f-%4.1f%%" % (
-            gap, h["kv_hit_rate"], h["ttft_ms"]["p50"], h["ttft_ms"]["p99"],
-            max(peak.values()) if peak else "n/a", h["share_min_pct"], h["share_max_pct"],
-            d["kv_hit_rate"], d["ttft_ms"]["p90"], d["share_min_pct"], d["share_max_pct"]))
-        for name, r in (("hot", h), ("(d)", d)):
-            if r["errors"]:
-                lines.append("%6s %s: %d requests failed" % ("", name, r["errors"]))
-    return res, lines + [""]
-
-
 def scale_rows(csv_path):
     """A scale run's pgload records, in order of arrival."""
     return sorted(fleet.read_csv(csv_path), key=lambda r: int(r["start_us"]))
@@ -433,9 +394,8 @@ def bench_two_gateways(opts, out):
     return res, lines
 
 
-# make bench runs every part, the MaxLoadGap sweep (12 runs) included, so
-# that the measurement behind CACHE_AWARE's default is in every run
-PARTS = ("workloads", "hot", "scale", "twogw", "fleet", "gap", "overhead")
+# make bench runs every part
+PARTS = ("workloads", "hot", "scale", "twogw", "fleet", "trace", "overhead")
 
 
 def main():
@@ -502,7 +462,7 @@ def main():
     for part, fn in (("workloads", bench_workloads), ("hot", bench_hot),
                      ("scale", bench_scale), ("twogw", bench_two_gateways),
                      ("fleet", lambda o, d: fleetbench.bench_fleet(o, d, WORKLOADS, HOT)),
-                     ("gap", bench_gap), ("overhead", bench_overhead)):
+                     ("trace", trace.from_bench), ("overhead", bench_overhead)):
         if part not in parts:
             continue
         try:
