@@ -41,6 +41,16 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } pg_state SEC(".maps");
 
+/* Flow control's queue counters, one entry per pool (max_entries set at load). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pg_flow_stats);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} pg_flow SEC(".maps");
+
 /* The model pools: names, models, flags. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

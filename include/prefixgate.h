@@ -250,15 +250,38 @@ struct pg_state {
 	__u32 nbackends;             /* active members */
 	__u64 remapped_ppm;          /* keys moved by the last change, per million */
 	__u32 ca_capacity_blocks;    /* cache_aware: each instance's capacity, in blocks */
-	__u32 ca_state_pad;
-	__u32 ca_slots;     /* entries of pg_cache_index (a power of two) */
-	__u32 pid;          /* the gateway's pid; 0: it exited */
-	__u64 heartbeat_ms; /* CLOCK_MONOTONIC ms of its last control tick */
-	__u32 ca_choices;   /* cache_aware: CacheAwareConfig.NewConversationChoices */
-	__u32 state_pad;
-	__u64 ca_requests; /* cache_aware: requests recorded in the index (its clock) */
+	__u32 flow_queue_ms;         /* FlowControlConfig.InstanceQueueMs; 0: no flow control */
+	__u32 ca_slots;              /* entries of pg_cache_index (a power of two) */
+	__u32 pid;                   /* the gateway's pid; 0: it exited */
+	__u64 heartbeat_ms;          /* CLOCK_MONOTONIC ms of its last control tick */
+	__u32 ca_choices;            /* cache_aware: CacheAwareConfig.NewConversationChoices */
+	__u32 flow_deadline_ms; /* FlowControlConfig.DeadlineMs: the default deadline; 0: none */
+	__u64 ca_requests;      /* cache_aware: requests recorded in the index (its clock) */
 };
 _Static_assert(sizeof(struct pg_state) == 72, "pg_state layout");
+
+/*
+ * Flow control's queue (README "Flow control"), as counters. Array map
+ * "pg_flow", one entry per pool like pg_state, BPF_F_MMAPABLE; the
+ * workers update it with atomics as requests wait and leave, so bpftool
+ * shows the queue as it stands. Nothing in BPF reads it.
+ */
+#define PG_FLOW_CLASSES 3 /* critical, standard, sheddable */
+struct pg_flow_stats {
+	__u32 queued;                        /* requests waiting now */
+	__u32 queued_class[PG_FLOW_CLASSES]; /* ... by class */
+	__u64 queued_bytes;                  /* the memory they hold */
+	__u64 enqueued;                      /* requests that waited, in all */
+	__u64 dispatched;                    /* ... and went on to an instance */
+	__u64 wait_ms_total;                 /* the waits of those, summed */
+	__u64 expired;                       /* 429: their deadline passed while waiting */
+	__u64 late;                          /* 429: first token predicted past the deadline */
+	__u64 shed;                          /* 429: sheddable, made room for a newer request */
+	__u64 refused;                       /* 429: the queue's bounds were reached */
+	__u64 gone;                          /* their client left while they waited */
+	__u64 bypassed;                      /* could not wait (body not held whole): sent on */
+};
+_Static_assert(sizeof(struct pg_flow_stats) == 96, "pg_flow_stats layout");
 
 /* A heartbeat older than this: no gateway writes the maps any more. */
 #define PG_HEARTBEAT_STALE_MS 5000

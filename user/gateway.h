@@ -66,6 +66,7 @@ struct pg_fleet;
 struct pg_fleetq;
 struct pg_pools;
 struct pg_speeds;
+struct pg_flowctl;
 
 /* Buckets of the matched-length histogram: 0 blocks, then 2^(i-1) up to
  * 2^i - 1 blocks, the last one open (it takes all above 512). */
@@ -118,6 +119,7 @@ struct pg_gateway {
 	uint32_t fleet_share;
 	struct pg_pools *pools;   /* state/pools.h: model pools; NULL: the default alone */
 	struct pg_speeds *speeds; /* state/load.h: learned speeds; NULL: not learned */
+	struct pg_flowctl *flow;  /* state/flowctl.h: flow control; NULL: never on */
 };
 
 static inline uint64_t pg_now_ns(void)
@@ -154,6 +156,8 @@ static inline void pg_route_cfg_load_pool(const struct pg_gateway *gw, unsigned 
 	rc->concurrency_threshold = __atomic_load_n(&st->concurrency_threshold, __ATOMIC_RELAXED);
 	rc->load_signal = gw->cfg ? gw->cfg->load_signal : PG_LOAD_INFLIGHT;
 	rc->new_choices = __atomic_load_n(&st->ca_choices, __ATOMIC_RELAXED);
+	rc->flow_queue_ms = __atomic_load_n(&st->flow_queue_ms, __ATOMIC_RELAXED);
+	rc->flow_deadline_ms = __atomic_load_n(&st->flow_deadline_ms, __ATOMIC_RELAXED);
 }
 
 /* The default pool's (the whole gateway's when no pools are configured). */

@@ -23,6 +23,7 @@
 #include "control/fleet.h"
 #include "control/health.h"
 #include "control/metrics.h"
+#include "state/flowctl.h"
 #include "state/load.h"
 #include "state/pools.h"
 #include "state/routestats.h"
@@ -158,6 +159,12 @@ int main(int argc, char **argv)
 		pg_error("out of memory");
 		goto out_workers;
 	}
+	/* always: a routing config may turn flow control on at any time */
+	gw.flow = pg_flowctl_new(&cfg, gw.nworkers, err, sizeof(err));
+	if (!gw.flow) {
+		pg_error("flow control: %s", err);
+		goto out_workers;
+	}
 	memset(gw.stats, 0, sizeof(*gw.stats) * gw.nworkers);
 	if (pg_fleet_init(&gw, err, sizeof(err))) {
 		pg_error("%s", err);
@@ -231,6 +238,7 @@ out_workers:
 	pg_fleet_stop(&gw); /* (again after a failed start: frees what init made) */
 	pg_metrics_window_free(gw.mwin);
 	pg_speeds_free(gw.speeds);
+	pg_flowctl_free(gw.flow);
 	pg_rstats_free(gw.rstats);
 	free(gw.workers);
 	free(gw.stats);

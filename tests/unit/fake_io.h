@@ -21,7 +21,9 @@
 #include <arpa/inet.h>
 #include <cmocka.h>
 #include "control/control.h"
+#include "proxy/queue.h"
 #include "proxy/worker.h"
+#include "state/flowctl.h"
 #include "state/maps.h"
 #include "sys/log.h"
 
@@ -167,30 +169,37 @@ static struct pg_worker *w;
 
 static void pump(void);
 
+/* Flags a test program adds to the fixture's (before setup runs). */
+static char *setup_extra[8];
+
 static int setup(void **state)
 {
-	char *argv[] = {"prefixgate",
-	                "--no-bpf",
-	                "--backend",
-	                "127.0.0.1:9001",
-	                "--backend",
-	                "127.0.0.1:9002",
-	                "--max-in-flight",
-	                "100",
-	                "--header-timeout",
-	                "1000",
-	                "--body-timeout",
-	                "1000",
-	                "--idle-timeout",
-	                "5000",
-	                "--first-byte-timeout",
-	                "3000",
-	                "--max-body-size",
-	                "1000000",
-	                "--health-check-path",
-	                "none"};
+	char *argv[32] = {"prefixgate",
+	                  "--no-bpf",
+	                  "--backend",
+	                  "127.0.0.1:9001",
+	                  "--backend",
+	                  "127.0.0.1:9002",
+	                  "--max-in-flight",
+	                  "100",
+	                  "--header-timeout",
+	                  "1000",
+	                  "--body-timeout",
+	                  "1000",
+	                  "--idle-timeout",
+	                  "5000",
+	                  "--first-byte-timeout",
+	                  "3000",
+	                  "--max-body-size",
+	                  "1000000",
+	                  "--health-check-path",
+	                  "none"};
+	int argc = 20;
 	char err[256];
 	FILE *null = fopen("/dev/null", "w");
+
+	for (size_t i = 0; i < sizeof(setup_extra) / sizeof(setup_extra[0]) && setup_extra[i]; i++)
+		argv[argc++] = setup_extra[i];
 
 	(void)state;
 	pg_log_level = PG_LOG_ERROR;
@@ -203,8 +212,7 @@ static int setup(void **state)
 	nclosed_sends = 0;
 	memset(&cfg, 0, sizeof(cfg));
 	memset(&gw, 0, sizeof(gw));
-	if (pg_config_parse(&cfg, (int)(sizeof(argv) / sizeof(argv[0])), argv, null, err,
-	                    sizeof(err))) {
+	if (pg_config_parse(&cfg, argc, argv, null, err, sizeof(err))) {
 		fprintf(stderr, "setup: %s\n", err);
 		return -1;
 	}
@@ -213,7 +221,8 @@ static int setup(void **state)
 	gw.nworkers = 1;
 	gw.stats = calloc(1, sizeof(*gw.stats));
 	if (!gw.stats || pg_maps_open(&gw.maps, false, "", 0, err, sizeof(err)) ||
-	    pg_control_init(&gw, err, sizeof(err))) {
+	    pg_control_init(&gw, err, sizeof(err)) ||
+	    !(gw.flow = pg_flowctl_new(&cfg, 1, err, sizeof(err)))) {
 		fprintf(stderr, "setup: %s\n", err);
 		return -1;
 	}
@@ -251,7 +260,9 @@ static int teardown(void **state)
 		assert_false(lent_out[bid]); /* every lent buffer given back */
 	assert_quiet();
 	pg_worker_spares_free(w);
+	pg_queue_free(w);
 	free(w);
+	pg_flowctl_free(gw.flow);
 	pg_control_stop(&gw);
 	pg_maps_close(&gw.maps);
 	free(gw.stats);
@@ -295,6 +306,10 @@ static void pump(void)
 			}
 			f->pending = NULL;
 			pg_sock_on_sent(w, f->s, (int)n);
+			moved = true;
+		}
+		if (w->flow_run || w->flow_kicked) { /* as the loop does, each turn */
+			pg_queue_run(w);
 			moved = true;
 		}
 		if (w->run_head) {
@@ -404,6 +419,7 @@ static void tick(uint64_t advance_ms)
 {
 	w->now_ms += advance_ms;
 	pg_proxy_tick(w);
+	w->flow_run = true; /* as the loop's tick */
 	pump();
 }
 

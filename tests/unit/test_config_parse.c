@@ -106,7 +106,7 @@ static void test_routing_config_json(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct pg_route_cfg rc = {PG_STRATEGY_RANDOM, 1, 2, PG_LOAD_INFLIGHT, 2};
+		struct pg_route_cfg rc = {PG_STRATEGY_RANDOM, 1, 2, PG_LOAD_INFLIGHT, 2, 0, 0};
 		int r;
 
 		err[0] = 0;

@@ -108,12 +108,13 @@ static void test_classes(void **state)
 static void test_fair_shares(void **state)
 {
 	static const struct {
-		uint32_t wa, wb;     /* weights */
-		uint64_t ca, cb;     /* cost of each request */
-		double want;         /* a's share of the work */
+		uint32_t wa, wb; /* weights */
+		uint64_t ca, cb; /* cost of each request */
+		double want;     /* a's share of the work */
 	} cases[] = {
 	    {1, 1, 100, 100, 0.5},
-	    {1, 1, 1000, 100, 0.5}, /* a's requests 10x larger: half the work, a tenth of the requests */
+	    {1, 1, 1000, 100,
+	     0.5}, /* a's requests 10x larger: half the work, a tenth of the requests */
 	    {2, 1, 100, 100, 2.0 / 3},
 	    {3, 1, 500, 100, 0.75},
 	};
@@ -273,8 +274,9 @@ static struct pg_flow_item *ref_next(const struct ref_item *r, size_t n, uint64_
 				if (r[j].live && r[j].it->prio == it->prio)
 					oldest = false;
 			/* equal waits: the higher class */
-			if (oldest && (!best || it->enq_ms < best->it->enq_ms ||
-			               (it->enq_ms == best->it->enq_ms && it->prio < best->it->prio)))
+			if (oldest &&
+			    (!best || it->enq_ms < best->it->enq_ms ||
+			     (it->enq_ms == best->it->enq_ms && it->prio < best->it->prio)))
 				best = &r[i];
 		}
 	}
@@ -319,7 +321,8 @@ static void test_against_model(void **state)
 			                            .prio = (uint8_t)((seed >> 50) % 3),
 			                            .cost = 1 + (seed >> 20) % 1000,
 			                            .bytes = 10};
-			assert_int_equal(pg_flow_push(&q, &ts, it, &lim, now, &shed), PG_FLOW_QUEUED);
+			assert_int_equal(pg_flow_push(&q, &ts, it, &lim, now, &shed),
+			                 PG_FLOW_QUEUED);
 			r[n++] = (struct ref_item){it, true};
 		} else { /* dispatch */
 			struct pg_flow_item *want = ref_next(r, n, now), *got = take(now);
@@ -335,9 +338,9 @@ static void test_against_model(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_tenants),         cmocka_unit_test(test_classes),
-	    cmocka_unit_test(test_fair_shares),     cmocka_unit_test(test_no_banked_credit),
-	    cmocka_unit_test(test_deadlines),       cmocka_unit_test(test_bounds),
+	    cmocka_unit_test(test_tenants),       cmocka_unit_test(test_classes),
+	    cmocka_unit_test(test_fair_shares),   cmocka_unit_test(test_no_banked_credit),
+	    cmocka_unit_test(test_deadlines),     cmocka_unit_test(test_bounds),
 	    cmocka_unit_test(test_against_model),
 	};
 

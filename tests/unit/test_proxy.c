@@ -216,6 +216,8 @@ static int into_state(enum pg_client_state st)
 	case PG_C_LINGER:
 		say(c, "BAD\r\n\r\n");
 		break;
+	case PG_C_QUEUED:
+		fail_msg("flow control's states: test_proxy_queue.c");
 	}
 	assert_int_equal(client_of(c)->state, st);
 	return c;

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include "lib/addr.h"
 #include "lib/balancer.h"
+#include "lib/flow.h"
 #include "lib/fleet_msg.h" /* PG_FLEET_ID_MAX */
 #include "lib/names.h"     /* strategy names */
 #include "lib/modelpool.h"
@@ -66,6 +67,32 @@ struct pg_etcd_cfg {
 	const char *user, *password_file, *state_file; /* NULL: none */
 };
 
+/* Flow control's gateway-wide settings (lib/flow.h; README "Flow
+ * control"); a pool's own are FlowControlConfig in its struct pg_route_cfg. */
+enum pg_tenant_src {
+	PG_TENANT_BEARER = 0, /* Authorization: Bearer TOKEN, hashed (the default) */
+	PG_TENANT_HEADER = 1, /* a header's value (--flow-tenant header:NAME) */
+	PG_TENANT_USER = 2,   /* the JSON body's "user" */
+};
+/* --tenant NAME:weight=W,priority=P, as given. */
+struct pg_tenant_cfg {
+	char name[PG_FLOW_LABEL_MAX + 1]; /* its label (lib/flow.h pg_flow_label) */
+	uint32_t weight;                  /* 1 unless given */
+	int prio;                         /* enum pg_prio it is held to; -1: any the request asks */
+};
+#define PG_TENANTS_CFG_MAX   64
+#define PG_TENANT_WEIGHT_MAX 1000
+struct pg_flow_cfg {
+	bool on;             /* --flow-control: InstanceQueueMs's default where none is set */
+	unsigned max_queued; /* requests waiting at most, the whole gateway */
+	unsigned max_bytes;  /* bytes they hold at most */
+	unsigned starve_ms;  /* a lower class's request waits no longer behind higher ones */
+	enum pg_tenant_src tenant_src;
+	const char *tenant_header; /* PG_TENANT_HEADER: its name (argv) */
+	struct pg_tenant_cfg tenants[PG_TENANTS_CFG_MAX];
+	size_t ntenants;
+};
+
 struct pg_config {
 	union pg_sockaddr listen, admin;
 	char **backends; /* --backend values, canonical (pg_hostport_format), owned */
@@ -106,6 +133,7 @@ struct pg_config {
 	unsigned fleet_interval_ms; /* --fleet-interval */
 	unsigned fleet_size;        /* --fleet-size; 0: not given */
 	struct pg_etcd_cfg etcd;
+	struct pg_flow_cfg flow;
 };
 
 /*
@@ -164,6 +192,21 @@ void pg_backends_free(char **v, size_t n);
 /* Read a whole file of at most max bytes into a malloc'ed, NUL-terminated
  * buffer. 0, or -1 with err saying what failed (errno text). */
 int pg_read_file(const char *path, size_t max, char **buf, size_t *len, char *err, size_t errlen);
+
+/* FlowControlConfig (lib/flow.h; README "Flow control"): InstanceQueueMs
+ * 0 (off) to a minute, DeadlineMs 0 (none) to an hour; InstanceQueueMs when
+ * --flow-control or a FlowControlConfig without it turns flow control on:
+ * the prefill an instance has queued that keeps its engine busy across the
+ * gateway's dispatch (well under a millisecond) and the model's error
+ * (tens of ms), and no more, since everything queued past it waits where
+ * the gateway can no longer reorder it. */
+#define PG_FLOW_QUEUE_MS_MAX     60000
+#define PG_FLOW_DEADLINE_MAX     3600000
+#define PG_FLOW_QUEUE_MS_DEFAULT 50
+/* Flow control's gateway-wide bounds (--flow-max-queued,
+ * --flow-max-queued-bytes): requests waiting, and the bytes they hold. */
+#define PG_FLOW_MAX_QUEUED_DEFAULT 10000
+#define PG_FLOW_MAX_BYTES_DEFAULT  268435456 /* 256 MiB */
 
 /* What a configuration that still sets CacheAwareConfig.MaxLoadGap (a pool's
  * max-load-gap) is told: the rule it tuned is gone. */

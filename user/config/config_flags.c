@@ -17,7 +17,9 @@
 
 /* apply() marks the flags that override a --routing-config file in a
  * 32-bit set */
-_Static_assert(O_STRATEGY < 32 && O_PREFIX_LENGTH < 32 && O_CONCURRENCY < 32, "set bits");
+_Static_assert(O_STRATEGY < 32 && O_PREFIX_LENGTH < 32 && O_CONCURRENCY < 32 &&
+                   O_FLOW_QUEUE_MS < 32 && O_FLOW_DEADLINE < 32,
+               "set bits");
 _Static_assert(sizeof(unsigned) == sizeof(uint32_t), "numeric flags are stored as uint32_t");
 
 /* Decimal number in min..max for flag name; errors name the flag. */
@@ -228,6 +230,13 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 	case O_SHADOW:
 		cfg->shadow = true;
 		return 0;
+	case O_FLOW_CONTROL:
+		cfg->flow.on = true;
+		return 0;
+	case O_FLOW_TENANT:
+		return pg_flow_tenant_src_parse(&cfg->flow, v, err, errlen);
+	case O_TENANT:
+		return pg_tenant_spec_parse(&cfg->flow, v, err, errlen);
 	case O_NATS:
 	case O_NATS_CLUSTER:
 	case O_GATEWAY_ID:
@@ -349,6 +358,12 @@ int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, cha
 		cfg->route.prefix_length = flags.prefix_length;
 	if (set & 1u << O_CONCURRENCY)
 		cfg->route.concurrency_threshold = flags.concurrency_threshold;
+	if (set & 1u << O_FLOW_QUEUE_MS)
+		cfg->route.flow_queue_ms = flags.flow_queue_ms;
+	else if (cfg->flow.on && !cfg->route.flow_queue_ms)
+		cfg->route.flow_queue_ms = PG_FLOW_QUEUE_MS_DEFAULT;
+	if (set & 1u << O_FLOW_DEADLINE)
+		cfg->route.flow_deadline_ms = flags.flow_deadline_ms;
 	if (pg_pools_finish(cfg, err, errlen))
 		goto out;
 	if (cfg->no_bpf &&

@@ -54,4 +54,11 @@ int pg_pools_check_file(struct pg_pool_table *t, char *const *v, size_t n, char 
  * can reach). 0, or -1 with err set. */
 int pg_pools_finish(struct pg_config *cfg, char *err, size_t errlen);
 
+/* --flow-tenant SRC and one --tenant NAME[:weight=W,priority=P] into fc
+ * (config_flow.c). 0, or -1 with err
+ * naming the flag. */
+struct pg_flow_cfg;
+int pg_flow_tenant_src_parse(struct pg_flow_cfg *fc, const char *v, char *err, size_t errlen);
+int pg_tenant_spec_parse(struct pg_flow_cfg *fc, const char *v, char *err, size_t errlen);
+
 #endif /* PG_CONFIG_INTERNAL_H */

@@ -70,7 +70,46 @@ const struct pg_opt pg_opts[] = {
                        .def = PG_STR(PG_CONCURRENCY_DEFAULT), ROUTE(concurrency_threshold),
                        RANGE(PG_CONCURRENCY_MIN, PG_CONCURRENCY_MAX)},
     [O_ROUTING_CONFIG] = {OPT("routing-config", "FILE",
-                              "SageMaker RoutingConfig JSON; the three flags above override it")},
+                              "SageMaker RoutingConfig JSON; the three flags above and "
+                              "--flow-instance-queue-ms, --flow-deadline-ms override it")},
+    [O_FLOW_CONTROL] = {OPT("flow-control", NULL,
+                            "flow control: past the instances' room requests wait in the "
+                            "gateway, fairly between tenants, by class, up to a deadline "
+                            "(README: Flow control)")},
+    [O_FLOW_QUEUE_MS] = {OPT("flow-instance-queue-ms", "MS",
+                             "flow control: an instance takes requests while its queued "
+                             "prefill is predicted under MS (FlowControlConfig.InstanceQueueMs)"),
+                         .def_text = PG_STR(PG_FLOW_QUEUE_MS_DEFAULT) " with --flow-control",
+                         ROUTE(flow_queue_ms), RANGE(1, PG_FLOW_QUEUE_MS_MAX), .zero_off = true},
+    [O_FLOW_DEADLINE] = {OPT("flow-deadline-ms", "MS",
+                             "flow control: a request without X-Prefixgate-Deadline-Ms gets 429 "
+                             "if not sent on within MS (FlowControlConfig.DeadlineMs)"),
+                         .def = "0", ROUTE(flow_deadline_ms), RANGE(1, PG_FLOW_DEADLINE_MAX),
+                         .zero_off = true},
+    [O_FLOW_MAX_QUEUED] = {OPT("flow-max-queued", "N",
+                               "flow control: requests waiting at most; past it a sheddable one "
+                               "makes room, else 429"),
+                           .def = PG_STR(PG_FLOW_MAX_QUEUED_DEFAULT), CFG(flow.max_queued),
+                           RANGE(1, 10000000)},
+    [O_FLOW_MAX_BYTES] = {OPT("flow-max-queued-bytes", "BYTES",
+                              "flow control: memory the waiting requests hold at most"),
+                          .def = PG_STR(PG_FLOW_MAX_BYTES_DEFAULT), CFG(flow.max_bytes),
+                          RANGE(1u << 20, UINT32_MAX)},
+    [O_FLOW_STARVE] = {OPT("flow-starve-ms", "MS",
+                           "flow control: a lower class's request waits at most MS behind "
+                           "higher classes"),
+                       .def = PG_STR(PG_FLOW_STARVE_MS), CFG(flow.starve_ms), RANGE(1, 3600000)},
+    [O_FLOW_TENANT] = {OPT("flow-tenant", "SRC",
+                           "flow control: a request's tenant: bearer (Authorization's token, "
+                           "hashed), header:NAME (that header's value) or user (the body's "
+                           "\"user\")"),
+                       .def = "bearer"},
+    [O_TENANT] = {OPT("tenant", "NAME[:KEY=V]",
+                      "flow control: a tenant's weight=W (1-" PG_STR(
+                          PG_TENANT_WEIGHT_MAX) ", "
+                                                "default 1) and priority=P (its default class and "
+                                                "the highest it may "
+                                                "ask); repeat")},
     [O_WORKERS] = {OPT("workers", "N", "worker threads"), .def_text = "one per CPU", CFG(workers),
                    RANGE(1, PG_WORKERS_MAX)},
     [O_DATA_PATH] = {OPT("data-path", NULL, "how response bytes reach the client"),

@@ -76,6 +76,13 @@ static const struct int_field prefix_aware_fields[] = {
     {NULL, 0, 0, 0},
 };
 
+/* FlowControlConfig, a prefixgate extension (lib/flow.h). */
+static const struct int_field flow_fields[] = {
+    {"InstanceQueueMs", 0, PG_FLOW_QUEUE_MS_MAX, offsetof(struct pg_route_cfg, flow_queue_ms)},
+    {"DeadlineMs", 0, PG_FLOW_DEADLINE_MAX, offsetof(struct pg_route_cfg, flow_deadline_ms)},
+    {NULL, 0, 0, 0},
+};
+
 /* CacheAwareConfig, a prefixgate extension. */
 static const struct int_field cache_aware_fields[] = {
     {"NewConversationChoices", 1, PG_RING_CANDIDATES, offsetof(struct pg_route_cfg, new_choices)},
@@ -173,6 +180,13 @@ static int routing_cfg(const struct pg_json *js, char *err, size_t errlen, struc
 			have_strategy = true;
 		} else if (pg_json_str_eq(js, k, "CacheAwareConfig", 16)) {
 			if (sub_object(js, v, path, "CacheAwareConfig", cache_aware_fields, rc, err,
+			               errlen))
+				return -1;
+		} else if (pg_json_str_eq(js, k, "FlowControlConfig", 17)) {
+			/* given: on, at the default unless it says otherwise */
+			if (js->tok[v].type == PG_JSON_OBJECT)
+				rc->flow_queue_ms = PG_FLOW_QUEUE_MS_DEFAULT;
+			if (sub_object(js, v, path, "FlowControlConfig", flow_fields, rc, err,
 			               errlen))
 				return -1;
 		} else if (pg_json_str_eq(js, k, "PrefixAwareRoutingConfig", 24)) {

@@ -44,6 +44,10 @@ void pg_admin_routing_json(struct pg_buf *o, const struct pg_route_cfg *rc)
 	if (rc->strategy == PG_STRATEGY_CACHE_AWARE)
 		pg_buf_printf(o, ",\"CacheAwareConfig\":{\"NewConversationChoices\":%u}",
 		              rc->new_choices);
+	if (rc->flow_queue_ms)
+		pg_buf_printf(o,
+		              ",\"FlowControlConfig\":{\"InstanceQueueMs\":%u,\"DeadlineMs\":%u}",
+		              rc->flow_queue_ms, rc->flow_deadline_ms);
 	pg_buf_puts(o, "}");
 }
 

@@ -115,6 +115,8 @@ int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 		st->prefix_length = r->prefix_length;
 		st->concurrency_threshold = r->concurrency_threshold;
 		st->ca_choices = r->new_choices;
+		st->flow_queue_ms = r->flow_queue_ms;
+		st->flow_deadline_ms = r->flow_deadline_ms;
 	}
 
 	/* The command line already applied the file: only remember it. */

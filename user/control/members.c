@@ -477,12 +477,17 @@ void pg_control_set_routing_pool(struct pg_gateway *gw, unsigned pool,
 	__atomic_store_n(&st->prefix_length, rc->prefix_length, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->concurrency_threshold, rc->concurrency_threshold, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->ca_choices, rc->new_choices, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->flow_queue_ms, rc->flow_queue_ms, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->flow_deadline_ms, rc->flow_deadline_ms, __ATOMIC_RELAXED);
 	/* CacheAwareConfig only where cache_aware is on either side. */
 	snprintf(was, sizeof(was), " NewConversationChoices=%u", old.new_choices);
 	snprintf(now, sizeof(now), " NewConversationChoices=%u", rc->new_choices);
-	pg_info("routing config%s (%s): %s PrefixLength=%u ConcurrencyThreshold=%u%s -> "
-	        "%s PrefixLength=%u ConcurrencyThreshold=%u%s",
+	pg_info("routing config%s (%s): %s PrefixLength=%u ConcurrencyThreshold=%u%s "
+	        "FlowControl InstanceQueueMs=%u DeadlineMs=%u -> "
+	        "%s PrefixLength=%u ConcurrencyThreshold=%u%s FlowControl InstanceQueueMs=%u "
+	        "DeadlineMs=%u",
 	        label, why, pg_strategy_name(old.strategy), old.prefix_length,
-	        old.concurrency_threshold, ca ? was : "", pg_strategy_name(rc->strategy),
-	        rc->prefix_length, rc->concurrency_threshold, ca ? now : "");
+	        old.concurrency_threshold, ca ? was : "", old.flow_queue_ms, old.flow_deadline_ms,
+	        pg_strategy_name(rc->strategy), rc->prefix_length, rc->concurrency_threshold,
+	        ca ? now : "", rc->flow_queue_ms, rc->flow_deadline_ms);
 }

@@ -34,6 +34,12 @@ struct pg_route_cfg {
 	enum pg_load_signal load_signal; /* LEAST_OUTSTANDING and the PREFIX_AWARE fallback */
 	uint32_t new_choices;            /* CACHE_AWARE: CacheAwareConfig.NewConversationChoices
 	                                  * (cachechoice.h) */
+	/* Flow control (lib/flow.h; FlowControlConfig, a prefixgate extension):
+	 * the prefill an instance may have queued, in predicted ms, and still
+	 * take another request (0: off; past it on every instance, requests
+	 * wait in the gateway), and the default deadline (0: none). */
+	uint32_t flow_queue_ms;
+	uint32_t flow_deadline_ms;
 };
 
 /* The requests in flight to backend b that routing counts: this gateway's
@@ -69,6 +75,7 @@ struct pg_choice {
 	uint16_t cand[PG_RING_CANDIDATES];
 	uint32_t matched; /* cache_aware: prompt tokens the chosen one is believed to hold */
 	uint8_t pool;     /* the model pool chosen in (route.h sets it; the balancer does not) */
+	bool late;        /* none chosen: the first token would come past the deadline (route.h) */
 	struct pg_ca_est est[2]; /* cache_aware: the chosen one, the runner-up */
 };
 

@@ -26,8 +26,10 @@ unsigned pg_flow_tenant(struct pg_flow_tenants *ts, uint64_t key, const char *la
 			/* the label is only read for metrics: a reader that sees
 			 * the key first sees an empty one for a moment */
 			strncpy(t->label, label ? label : "", sizeof(t->label) - 1);
-			if (!LOAD(&t->weight))
+			if (!LOAD(&t->weight)) { /* not configured */
 				STORE(&t->weight, 1);
+				STORE(&t->prio, -1);
+			}
 			return (unsigned)(t - ts->t);
 		}
 		if (k == key) /* another thread added it meanwhile */
@@ -180,7 +182,8 @@ struct pg_flow_item *pg_flow_next(const struct pg_flow_q *q, const struct pg_flo
 			continue;
 		}
 		/* a lower class's oldest, starved: the oldest of those first */
-		if (now_ms >= h->enq_ms + lim->starve_ms && (!starved || h->enq_ms < starved->enq_ms))
+		if (now_ms >= h->enq_ms + lim->starve_ms &&
+		    (!starved || h->enq_ms < starved->enq_ms))
 			starved = q->cls[c].head;
 	}
 	if (starved)

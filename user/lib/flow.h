@@ -40,18 +40,20 @@ enum pg_prio {
 
 /* Tenants the table tells apart; the rest share slot 0 ("other"). */
 #define PG_FLOW_TENANTS 256
+/* A tenant's label: what metrics, the access log and --tenant call it. */
+#define PG_FLOW_LABEL_MAX 23
 /* A lower class's request that has waited this long goes before the
  * higher classes (--flow-starve-ms's default). */
 #define PG_FLOW_STARVE_MS 5000
 
 struct pg_flow_tenant {
-	uint64_t key;     /* XXH3-64 of its name (never the token itself); 0: free */
-	char label[24];   /* what metrics call it: the name, or "t-" and the hash */
-	uint32_t weight;  /* share, relative (1 when not configured) */
-	int8_t prio;      /* its default class, -1: none (the request's, or standard) */
+	uint64_t key; /* XXH3-64 of its name (never the token itself); 0: free */
+	char label[PG_FLOW_LABEL_MAX + 1]; /* pg_flow_label's */
+	uint32_t weight;                   /* share, relative (1 when not configured) */
+	int8_t prio; /* its default class, -1: none (the request's, or standard) */
 	/* shared counters (atomics) */
-	uint64_t vtc;     /* service received, work units x 1000 / weight */
-	uint32_t queued;  /* its requests queued, every worker's */
+	uint64_t vtc;    /* service received, work units x 1000 / weight */
+	uint32_t queued; /* its requests queued, every worker's */
 };
 
 struct pg_flow_tenants {
@@ -118,5 +120,33 @@ void pg_flow_charge(struct pg_flow_tenants *ts, const struct pg_flow_item *it);
 /* A queued request past its deadline at now, NULL when none (the queue's
  * next_deadline_ms says when to look again). */
 struct pg_flow_item *pg_flow_expired(struct pg_flow_q *q, uint64_t now_ms);
+
+/* --- what a request says of itself (flow_req.c) ---------------------------- */
+
+/* The class names, by enum pg_prio: "critical", "standard", "sheddable". */
+extern const char *const pg_prio_names[PG_PRIO_COUNT];
+
+/* X-Prefixgate-Priority's value v[0..n) (a class name, ASCII
+ * case-insensitive): 0 and *out, or -1. */
+int pg_flow_prio_parse(const char *v, size_t n, enum pg_prio *out);
+
+/* X-Prefixgate-Deadline-Ms's value: decimal digits only, 1 to max: 0 and
+ * *ms, or -1. */
+int pg_flow_deadline_parse(const char *v, size_t n, uint32_t max, uint32_t *ms);
+
+/* The token of an Authorization value "Bearer TOKEN" (scheme
+ * case-insensitive, RFC 9110 §11.4): 0 and *tok, *tok_len, or -1 (another
+ * scheme, or no token). */
+int pg_flow_bearer(const char *v, size_t n, const char **tok, size_t *tok_len);
+
+/*
+ * The tenant named v[0..n): its label into label (PG_FLOW_LABEL_MAX + 1
+ * bytes), and its key, the XXH3-64 of the label (never 0). A secret name (a
+ * bearer token) is never its own label: "t-" and 12 hex digits of its hash,
+ * so metrics and logs cannot show it; a name of at most PG_FLOW_LABEL_MAX
+ * characters of [A-Za-z0-9._:@-] is its own label; any other, "t-" and its
+ * hash too.
+ */
+uint64_t pg_flow_label(const char *v, size_t n, bool secret, char *label);
 
 #endif /* PG_FLOW_H */

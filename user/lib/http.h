@@ -42,6 +42,10 @@ enum pg_http_field {
 	PG_HF_X_FORWARDED_FOR,
 	PG_HF_X_REQUEST_ID,
 	PG_HF_X_PREFIXGATE_KEY,
+	/* flow control's (proxy/queue.c), forwarded as they came */
+	PG_HF_AUTHORIZATION,
+	PG_HF_X_PREFIXGATE_PRIORITY,
+	PG_HF_X_PREFIXGATE_DEADLINE_MS,
 };
 
 /* The kind of the field named name[0..len) (ASCII case-insensitive): one

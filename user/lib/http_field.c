@@ -29,6 +29,8 @@ enum pg_http_field pg_http_field_kind(const char *s, size_t n)
 		                                : PG_HF_OTHER;
 	case 12:
 		return EQ(s, n, "x-request-id") ? PG_HF_X_REQUEST_ID : PG_HF_OTHER;
+	case 13:
+		return EQ(s, n, "authorization") ? PG_HF_AUTHORIZATION : PG_HF_OTHER;
 	case 14:
 		return EQ_US(s, n, "content-length") ? PG_HF_CONTENT_LENGTH : PG_HF_OTHER;
 	case 15:
@@ -39,6 +41,12 @@ enum pg_http_field pg_http_field_kind(const char *s, size_t n)
 		                                      : PG_HF_OTHER;
 	case 17:
 		return EQ_US(s, n, "transfer-encoding") ? PG_HF_TRANSFER_ENCODING : PG_HF_OTHER;
+	case 21:
+		return EQ(s, n, "x-prefixgate-priority") ? PG_HF_X_PREFIXGATE_PRIORITY
+		                                         : PG_HF_OTHER;
+	case 24:
+		return EQ(s, n, "x-prefixgate-deadline-ms") ? PG_HF_X_PREFIXGATE_DEADLINE_MS
+		                                            : PG_HF_OTHER;
 	default:
 		return PG_HF_OTHER;
 	}

@@ -379,7 +379,10 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
                     struct pg_key *out, char *text, size_t text_cap, size_t *text_len,
                     struct pg_key_blocks *kb, struct pg_key_scratch *ks)
 {
-	enum { CK, ST, TOOLS, MSGS, PROMPT, SYSTEM, INSTR, INPUT, PREV, NFIELD };
+	/* clang-format off */
+	enum { CK, ST, TOOLS, MSGS, PROMPT, SYSTEM, INSTR, INPUT, PREV,
+	       MAXT, MAXC, MAXO, USER, NFIELD }; /* MAXT..MAXO: in that order */
+	/* clang-format on */
 	static const struct pg_json_name top_names[] = {[CK] = {"prompt_cache_key", 16},
 	                                                [ST] = {"stream", 6},
 	                                                [TOOLS] = {"tools", 5},
@@ -388,7 +391,11 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 	                                                [SYSTEM] = {"system", 6},
 	                                                [INSTR] = {"instructions", 12},
 	                                                [INPUT] = {"input", 5},
-	                                                [PREV] = {"previous_response_id", 20}};
+	                                                [PREV] = {"previous_response_id", 20},
+	                                                [MAXT] = {"max_tokens", 10},
+	                                                [MAXC] = {"max_completion_tokens", 21},
+	                                                [MAXO] = {"max_output_tokens", 17},
+	                                                [USER] = {"user", 4}};
 	struct pg_text e = {
 	    .buf = ks->text, .cap = ks->text_cap, .limit = text_limit(kb != NULL, prefix_length)};
 	int64_t f[NFIELD];
@@ -396,8 +403,10 @@ static int json_key(enum pg_api api, const struct pg_json *js, uint32_t prefix_l
 
 	if (!pg_json_find_fixed(js, 0, top_names, NFIELD, f))
 		return -1;
-	/* Not part of the key: tells the data path the response will stream. */
+	/* Not part of the key: tells the data path the response will stream;
+	 * flow control's cost and tenant (flow.h). */
 	out->stream = is_type(js, f[ST], PG_JSON_TRUE);
+	pg_key_flow_fields(js, &f[MAXT], f[USER], out);
 	/* prompt_cache_key where the API has it (Anthropic's and the embeddings
 	 * API have none); then a Responses chain's previous_response_id. */
 	if (api != PG_API_MESSAGES && api != PG_API_EMBEDDINGS && nonempty_string(js, f[CK]))

@@ -133,6 +133,11 @@ struct pg_key {
 	bool fallback;   /* JSON API, but the JSON could not be used */
 	bool stream;     /* the JSON body asks for a streamed response */
 	bool ahead;      /* computed from the body's parse made as it arrived */
+	/* Flow control's (lib/flow.h), from a JSON body: max_tokens (or
+	 * max_completion_tokens, max_output_tokens; 0: none), and where the
+	 * "user" string's bytes are in the body (user_len 0: none). */
+	uint32_t max_tokens;
+	uint32_t user_off, user_len;
 };
 
 /* API by method and path (path without query string). */

@@ -6,6 +6,7 @@
  */
 #include <string.h>
 #include "lib/key.h"
+#include "lib/key_text.h"
 
 enum pg_api pg_key_api(struct pg_str method, struct pg_str path)
 {
@@ -51,4 +52,29 @@ uint64_t pg_key_hold(enum pg_api api, uint32_t prefix_length, bool blocks, bool 
 			need = PG_PREFIX_LENGTH_MAX;
 	}
 	return need < (uint64_t)length ? need : (uint64_t)length;
+}
+
+/* A non-negative integer member's value (cut to 2^32 - 1), else 0. */
+static uint32_t uint_of(const struct pg_json *js, int64_t i)
+{
+	uint64_t v = 0;
+
+	if (i < 0 || js->tok[i].type != PG_JSON_NUMBER || !(js->tok[i].flags & PG_JSON_F_INTEGER) ||
+	    js->src[js->tok[i].start] == '-')
+		return 0;
+	for (uint32_t p = js->tok[i].start; p < js->tok[i].end && v < UINT32_MAX; p++)
+		v = v * 10 + (uint64_t)(js->src[p] - '0');
+	return v < UINT32_MAX ? (uint32_t)v : UINT32_MAX;
+}
+
+void pg_key_flow_fields(const struct pg_json *js, const int64_t max[3], int64_t user,
+                        struct pg_key *out)
+{
+	for (int i = 0; i < 3 && !out->max_tokens; i++)
+		out->max_tokens = uint_of(js, max[i]);
+	if (user >= 0 && js->tok[user].type == PG_JSON_STRING &&
+	    js->tok[user].end > js->tok[user].start) {
+		out->user_off = js->tok[user].start;
+		out->user_len = js->tok[user].end - js->tok[user].start;
+	}
 }

@@ -120,4 +120,13 @@ void pg_text_canonical(struct pg_text *e, const struct pg_json *js, uint32_t i, 
  * (ascii: buf holds no multi-byte sequence, so bytes are code points). */
 size_t pg_text_cp_offset(const char *buf, size_t len, size_t from, uint32_t ncp, bool ascii);
 
+/* What else a JSON body says, for flow control (key.h pg_key.max_tokens,
+ * user_off, user_len): the first of the members max (max_tokens,
+ * max_completion_tokens, max_output_tokens; -1: absent) that is a
+ * non-negative integer, and the member user when a non-empty string.
+ * key_request.c; key.c calls it. */
+struct pg_key;
+void pg_key_flow_fields(const struct pg_json *js, const int64_t max[3], int64_t user,
+                        struct pg_key *out);
+
 #endif /* PG_KEY_TEXT_H */

@@ -5,11 +5,13 @@
  */
 #include <stdlib.h>
 #include "lib/buf.h"
+#include "lib/forward.h"
 #include "lib/http.h"
 #include "lib/json.h"
 #include "lib/key.h"
 #include "lib/spare.h"
 #include "proxy/body.h"
+#include "proxy/input.h"
 #include "proxy/worker.h"
 #include "state/route.h"
 
@@ -57,6 +59,40 @@ int pg_body_chunked(struct pg_worker *w, struct pg_client *c)
 		x->ch_off += used;
 	}
 	return x->ch_done || x->klen >= x->key_need;
+}
+
+bool pg_body_take(struct pg_worker *w, struct pg_client *c, size_t n)
+{
+	struct pg_exchange *x = &c->x;
+
+	if (x->hold.lent) { /* whole, where it arrived (client.c lend_body) */
+		x->body.remaining = 0;
+		return true;
+	}
+	if (x->body.kind == PG_FRAME_LENGTH && n) {
+		size_t tail = c->in_len - n;
+
+		x->held = c->in;
+		x->hold = (struct pg_hold){.buf = c->in_buf, .cap = c->in_cap};
+		x->held_len = n;
+		c->in = c->in_buf = NULL;
+		c->in_len = c->in_cap = 0;
+		if (tail)
+			pg_in_append(&w->spares, c, x->held + n, tail, 0);
+		x->body.remaining -= n;
+		return x->body.remaining == 0;
+	}
+	if (x->body.kind == PG_FRAME_LENGTH)
+		return x->body.remaining == 0;
+	if (x->body.kind == PG_FRAME_CHUNKED) {
+		pg_fwd_chunk(x->kbuf, x->klen, &x->fwd, &x->fwd_len, &x->fwd_cap);
+		if (x->ch_done)
+			pg_fwd_last_chunk(&x->fwd, &x->fwd_len, &x->fwd_cap);
+		pg_in_consume(c, x->ch_off);
+		x->ch_off = 0;
+		return x->ch_done;
+	}
+	return true;
 }
 
 /* Stop parsing ahead: the parse at routing, if any, is of the whole. */

@@ -32,6 +32,15 @@ enum pg_chunked_rc pg_body_chunk_step(struct pg_worker *w, struct pg_client *c, 
  * 1: the key has what it needs; 0: not yet; -1: answered (an error). */
 int pg_body_chunked(struct pg_worker *w, struct pg_client *c);
 
+/* The request is routed (or waits, queue.h) with the body held so far,
+ * n bytes of c->in for a Content-Length body: it goes with the head, the
+ * input buffer itself taken over (a 32 KiB prompt is not copied again),
+ * and what follows the body in it (a pipelined request) moved to a buffer
+ * of its own; a chunked one re-framed into x->fwd (forward.h), its decoded
+ * copy x->kbuf left for the caller to free. True when the whole body is
+ * then held. */
+bool pg_body_take(struct pg_worker *w, struct pg_client *c, size_t n);
+
 /* Parse what is held of the body's JSON so far (json.h pg_json_stream,
  * into x->ahead), from PG_PARSE_AHEAD_MIN bytes on, so that routing is
  * left only its last piece. A routing config changed in between, or a

@@ -23,6 +23,7 @@
 #include "lib/json.h"
 #include "proxy/body.h"
 #include "proxy/input.h"
+#include "proxy/queue.h"
 #include "proxy/reply.h"
 #include "proxy/worker.h"
 #include "proxy/models.h"
@@ -41,6 +42,8 @@ const char *pg_client_state_str(enum pg_client_state s)
 		return "head";
 	case PG_C_KEY:
 		return "key";
+	case PG_C_QUEUED:
+		return "queued";
 	case PG_C_STREAM:
 		return "stream";
 	case PG_C_WAIT:
@@ -121,6 +124,7 @@ static size_t request_head(struct pg_worker *w, struct pg_client *c, const char 
 	}
 	if (req.body == PG_BODY_LENGTH && pg_body_too_big(w, c, req.content_length))
 		return 0;
+	pg_queue_head(w, c, &req);
 	{
 		struct pg_fwd_ident id = {
 		    .client = {c->peer, c->peer_len}, .boot = w->rid_boot, .seq = &w->rid_seq};
@@ -151,6 +155,12 @@ static size_t request_head(struct pg_worker *w, struct pg_client *c, const char 
 	                          req.body == PG_BODY_LENGTH ? (int64_t)req.content_length
 	                          : req.body == PG_BODY_NONE ? 0
 	                                                     : -1);
+	/* A request that may wait (queue.h) waits with its whole body. */
+	if (rc.flow_queue_ms)
+		x->key_need = pg_queue_hold(x->key_need, req.body == PG_BODY_LENGTH
+		                                             ? (int64_t)req.content_length
+		                                         : req.body == PG_BODY_NONE ? 0
+		                                                                    : -1);
 	c->state = PG_C_KEY;
 	return (size_t)n;
 }
@@ -160,6 +170,7 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 	struct pg_exchange *x = &c->x;
 	struct pg_route_input in = {.api = (enum pg_api)x->api,
 	                            .header_key = {x->hdr_key, x->hdr_key_len}};
+	struct pg_route_cfg cfg;
 	uint64_t t, now;
 	uint16_t id;
 	size_t n = 0;
@@ -204,6 +215,9 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 	in.pool = x->pool > 0 ? (unsigned)x->pool : 0;
 	in.pre = x->ahead;
 	in.scratch = &w->key_scratch;
+	pg_route_cfg_load_pool(w->gw, in.pool, &cfg);
+	if (cfg.flow_queue_ms && !pg_queue_arrive(w, c, &in, n, &cfg))
+		return false; /* waits, or was answered */
 	id = pg_route_worker(w->gw, w->id, &in, NULL, pg_worker_rand(w), &x->key, &x->choice);
 	pg_parse_ahead_end(w, x);
 	if (x->key.ahead)
@@ -215,40 +229,14 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 	if (x->key.fallback)
 		__atomic_fetch_add(&w->stats->key_fallbacks, 1, __ATOMIC_RELAXED);
 	if (!id) {
-		pg_client_error(w, c, 502, "no healthy backend");
+		if (x->choice.late)
+			pg_queue_late(w, c);
+		else
+			pg_client_error(w, c, 502, "no healthy backend");
 		return false;
 	}
-	/* The body held so far goes with the head: the input buffer itself is
-	 * taken over (a 32 KiB prompt is not copied again), and what follows
-	 * the body in it (a pipelined request) moves to a buffer of its own. */
-	if (x->hold.lent) {
-		x->body.remaining = 0;
-		whole = true;
-	} else if (x->body.kind == PG_FRAME_LENGTH && n) {
-		size_t tail = c->in_len - n;
-
-		x->held = c->in;
-		x->hold = (struct pg_hold){.buf = c->in_buf, .cap = c->in_cap};
-		x->held_len = n;
-		c->in = c->in_buf = NULL;
-		c->in_len = c->in_cap = 0;
-		if (tail)
-			pg_in_append(&w->spares, c, x->held + n, tail, 0);
-		x->body.remaining -= n;
-		whole = x->body.remaining == 0;
-	} else if (x->body.kind == PG_FRAME_LENGTH) {
-		whole = x->body.remaining == 0;
-	} else if (x->body.kind == PG_FRAME_CHUNKED) {
-		/* Re-framed from the decoded bytes (forward.h). */
-		pg_fwd_chunk(x->kbuf, x->klen, &x->fwd, &x->fwd_len, &x->fwd_cap);
-		if (x->ch_done)
-			pg_fwd_last_chunk(&x->fwd, &x->fwd_len, &x->fwd_cap);
-		pg_in_consume(c, x->ch_off);
-		x->ch_off = 0;
-		whole = x->ch_done;
-	} else {
-		whole = true;
-	}
+	pg_queue_charge(w, c);
+	whole = pg_body_take(w, c, n);
 	free(x->kbuf);
 	x->kbuf = NULL;
 	x->klen = x->kcap = 0;
@@ -349,6 +337,7 @@ static void advance(struct pg_worker *w, struct pg_client *c)
 			if (c->state == PG_C_DISCARD)
 				return;
 			break;
+		case PG_C_QUEUED:
 		case PG_C_WAIT:
 			/* Pipelined requests wait their turn, within bounds. */
 			if (c->in_len > PG_PIPELINE_MAX)

@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include "pg_frame.h"
 #include "lib/balancer.h"
+#include "lib/flow.h"
 #include "lib/http.h"
 #include "lib/key.h"
 #include "proxy/sock.h"
@@ -34,6 +35,7 @@ struct pg_dp_conn;
 enum pg_client_state {
 	PG_C_HEAD,    /* reading a request head */
 	PG_C_KEY,     /* reading the body bytes the key needs */
+	PG_C_QUEUED,  /* body held whole, waiting in the gateway (flow control, queue.h) */
 	PG_C_STREAM,  /* dispatched; forwarding the rest of the body */
 	PG_C_WAIT,    /* request fully sent; waiting for the response to end */
 	PG_C_DISCARD, /* answered early: dropping the rest of its body (boundary.h) */
@@ -113,6 +115,17 @@ struct pg_exchange {
 	 * with the in-flight slot, given back at the first token or with the
 	 * slot. */
 	struct pg_load_ticket load;
+	/* Flow control (queue.h): what the head said of the request (its
+	 * tenant's key and label, its class, its deadline, a header that was
+	 * wrong), and its place in its worker's queue (fq.queued). */
+	struct pg_flow_item fq;
+	uint64_t tenant_key; /* 0: the head named none */
+	char tenant_label[PG_FLOW_LABEL_MAX + 1];
+	int8_t prio_asked;    /* enum pg_prio the head asked; -1: none */
+	uint8_t flow_bad;     /* enum pg_flow_bad (queue.h); 0: none */
+	bool flow_charged;    /* its tenant was charged its work */
+	uint32_t deadline_ms; /* the head's X-Prefixgate-Deadline-Ms; 0: none */
+	uint32_t wait_us;     /* how long it waited in the queue */
 };
 
 /* A list of clients, oldest first (the worker's idle and busy lists). */
@@ -222,6 +235,11 @@ void pg_held_release(struct pg_worker *w, struct pg_exchange *x, const struct pg
 void pg_response_end(struct pg_worker *w, struct pg_client *c);
 /* The backend failed mid-response: the client gets what was sent, then a close. */
 void pg_backend_broke(struct pg_worker *w, struct pg_client *c);
+/* Answer 429 (flow control, queue.h) with an OpenAI-style error of code
+ * and msg and Retry-After; the connection goes on if the request allowed
+ * it (its body was read whole). */
+void pg_client_throttled(struct pg_worker *w, struct pg_client *c, const char *code,
+                         const char *msg, unsigned retry_after_s);
 /* The client went away (EOF, reset or a failed send). */
 void pg_client_gone(struct pg_worker *w, struct pg_client *c);
 void pg_proxy_tick(struct pg_worker *w);

@@ -25,6 +25,7 @@
 #include "lib/boundary.h"
 #include "lib/buf.h"
 #include "proxy/body.h"
+#include "proxy/queue.h"
 #include "proxy/reply.h"
 #include "proxy/worker.h"
 #include "state/route.h"
@@ -33,7 +34,10 @@
 
 static void release_slot(struct pg_worker *w, struct pg_exchange *x)
 {
-	pg_load_drop(w->gw, &x->load);
+	if (pg_load_pending(&x->load)) {
+		pg_load_drop(w->gw, &x->load);
+		pg_queue_room(w);
+	}
 	if (x->counted) {
 		pg_inflight_release(w->gw, x->backend);
 		x->counted = false;
@@ -173,6 +177,7 @@ void pg_exchange_reset(struct pg_worker *w, struct pg_client *c)
 	struct pg_exchange *x = &c->x;
 
 	release_slot(w, x);
+	pg_queue_leave(w, c);
 	if (x->up)
 		upstream_close(w, x, x->up, false);
 	if (x->admitted)
@@ -206,11 +211,30 @@ void pg_client_answer(struct pg_worker *w, struct pg_client *c, int status, cons
 	pg_client_linger(w, c);
 }
 
+void pg_client_throttled(struct pg_worker *w, struct pg_client *c, const char *code,
+                         const char *msg, unsigned retry_after_s)
+{
+	struct pg_exchange *x = &c->x;
+
+	__atomic_fetch_add(&w->stats->client_errors, 1, __ATOMIC_RELAXED);
+	log_request(w, c, 429, PG_ALOG_GATEWAY);
+	pg_reply_throttled(w, c, code, msg, retry_after_s, !x->keep_alive);
+	if (!x->keep_alive) {
+		pg_client_linger(w, c);
+		return;
+	}
+	/* Its body was read whole: the connection goes on with the next request. */
+	pg_exchange_reset(w, c);
+	c->state = PG_C_HEAD;
+	c->idle_since_ms = w->now_ms;
+	pg_client_schedule(w, c);
+}
+
 void pg_client_gone(struct pg_worker *w, struct pg_client *c)
 {
 	struct pg_exchange *x = &c->x;
 
-	if (c->state != PG_C_LINGER && (x->up || x->counted)) {
+	if (c->state != PG_C_LINGER && (x->up || x->counted || x->fq.queued)) {
 		pg_debug("worker %u: client gone in state %s, backend connection %s", w->id,
 		         pg_client_state_str(c->state),
 		         x->up ? pg_up_state_str(x->up->state) : "none");
@@ -401,6 +425,8 @@ static void client_timeouts(struct pg_worker *w, struct pg_client *c, const stru
 		if (c->s.want_recv && now - c->last_rx_ms >= t->body_ms)
 			pg_client_close(w, c);
 		return;
+	case PG_C_QUEUED:
+		return; /* its deadline ends its wait (queue.h), or its client */
 	case PG_C_KEY:
 	case PG_C_STREAM:
 		/* Only while we want its bytes: our own backpressure is no stall. */

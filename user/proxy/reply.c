@@ -28,6 +28,27 @@ void pg_reply_error(struct pg_worker *w, struct pg_client *c, int status, const 
 	pg_sock_queue_copy(w, &c->s, body, (size_t)bl);
 }
 
+void pg_reply_throttled(struct pg_worker *w, struct pg_client *c, const char *code, const char *msg,
+                        unsigned retry_after_s, bool close)
+{
+	char body[320], head[416];
+	const struct pg_exchange *x = &c->x;
+	int bl, hl;
+
+	bl = snprintf(body, sizeof(body),
+	              "{\"error\":{\"message\":\"%s\",\"type\":\"rate_limit_exceeded\","
+	              "\"param\":null,\"code\":\"%s\"}}\n",
+	              msg, code);
+	hl = snprintf(head, sizeof(head),
+	              "HTTP/1.1 429 %s\r\nContent-Type: application/json\r\nContent-Length: "
+	              "%d\r\nRetry-After: %u\r\n%s%.*s%s%s\r\n",
+	              pg_http_reason(429), bl, retry_after_s, x->id_len ? "X-Request-Id: " : "",
+	              (int)x->id_len, x->id_len ? x->fwd + x->id_off : "", x->id_len ? "\r\n" : "",
+	              close ? "Connection: close\r\n" : "");
+	pg_sock_queue_copy(w, &c->s, head, (size_t)hl);
+	pg_sock_queue_copy(w, &c->s, body, (size_t)bl);
+}
+
 void pg_reply_json(struct pg_worker *w, struct pg_client *c, int status, const char *body,
                    size_t len, bool close)
 {

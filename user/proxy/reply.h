@@ -15,6 +15,11 @@ void pg_reply_error(struct pg_worker *w, struct pg_client *c, int status, const 
 /* status with the JSON body[0..len) (Content-Type application/json). */
 void pg_reply_json(struct pg_worker *w, struct pg_client *c, int status, const char *body,
                    size_t len, bool close);
+/* 429 of flow control (queue.h): {"error":{"message":msg,"type":
+ * "rate_limit_exceeded","param":null,"code":code}}, as OpenAI's API
+ * answers a rate limit, with Retry-After; close: add Connection: close. */
+void pg_reply_throttled(struct pg_worker *w, struct pg_client *c, const char *code, const char *msg,
+                        unsigned retry_after_s, bool close);
 /* 503 of --max-in-flight (lifecycle.h), closing. */
 void pg_reply_overload(struct pg_worker *w, struct pg_client *c);
 /* Expect: 100-continue, answered by the gateway, which then reads the body. */

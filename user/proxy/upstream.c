@@ -19,6 +19,7 @@
 #include "lib/boundary.h"
 #include "lib/buf.h"
 #include "lib/forward.h"
+#include "proxy/queue.h"
 #include "proxy/worker.h"
 #include "sys/lifecycle.h"
 
@@ -258,8 +259,10 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 	x->resp_status = (uint16_t)resp.status;
 	/* Only a streamed 2xx response shows its first token as a body byte
 	 * (state/load.h): any other had it by now, if at all. */
-	if (!x->key.stream || resp.status >= 300 || x->head_method)
+	if (pg_load_pending(&x->load) && (!x->key.stream || resp.status >= 300 || x->head_method)) {
 		pg_load_drop(w->gw, &x->load);
+		pg_queue_room(w);
+	}
 	pg_held_release(w, x, u); /* no retry from here */
 	if (pg_alog_on(w->gw->alog))
 		x->ttft_ns = pg_now_ns();
@@ -297,6 +300,7 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 	/* Body bytes that came with the head: the first token among them. */
 	if (len > (size_t)n) {
 		pg_load_first(w->gw, w->stats, &x->load, pg_now_ns());
+		pg_queue_room(w);
 		kept = forward_body(w, u, p + n, len - (size_t)n, bid);
 	}
 	u->hlen = 0;
@@ -332,8 +336,10 @@ bool pg_upstream_input(struct pg_worker *w, struct pg_upstream *u, char *data, s
 		const bool first = u->c && pg_load_pending(&u->c->x.load);
 		bool kept;
 
-		if (first)
+		if (first) {
 			pg_load_first(w->gw, w->stats, &u->c->x.load, pg_now_ns());
+			pg_queue_room(w);
+		}
 		kept = forward_body(w, u, data, len, bid);
 		if (u->dp && !u->s.closed) {
 			if (first && u->state == PG_U_BODY)

@@ -28,6 +28,8 @@
 #include <poll.h>
 #include "datapath/datapath.h"
 #include "proxy/body.h"
+#include "proxy/queue.h"
+#include "state/flowctl.h"
 #include "sys/lifecycle.h"
 #include "sys/log.h"
 #include "proxy/worker.h"
@@ -271,6 +273,19 @@ static void arm_events(struct pg_worker *w)
 	io_uring_sqe_set_data64(sqe, ud_pack(w, PG_OP_EVENTS));
 }
 
+/* Flow control's wake-ups from the other workers (state/flowctl.h): its
+ * eventfd polled, named by w->fq (the data path's events are named by w). */
+static void arm_kick(struct pg_worker *w)
+{
+	struct io_uring_sqe *sqe;
+
+	if (!w->gw->flow)
+		return;
+	sqe = pg_sqe(w);
+	io_uring_prep_poll_multishot(sqe, w->gw->flow->wake[w->id].fd, POLLIN);
+	io_uring_sqe_set_data64(sqe, ud_pack(w->fq, PG_OP_EVENTS));
+}
+
 /* Draining (SIGTERM): stop accepting; connections in progress finish. */
 static void stop_accepting(struct pg_worker *w)
 {
@@ -344,6 +359,12 @@ static void handle_cqe(struct pg_worker *w, struct io_uring_cqe *cqe)
 		pg_sock_on_polled(w, s, cqe->res);
 		break;
 	case PG_OP_EVENTS:
+		if ((void *)s == (void *)w->fq) { /* flow control: run the queues */
+			w->flow_kicked = true;
+			if (!(cqe->flags & IORING_CQE_F_MORE))
+				arm_kick(w);
+			return;
+		}
 		/* Only wakes the loop, which drains the ring every pass. */
 		if (!(cqe->flags & IORING_CQE_F_MORE))
 			arm_events(w);
@@ -400,11 +421,14 @@ static void *worker_main(void *arg)
 
 	arm_accept(w);
 	arm_events(w);
+	arm_kick(w);
 	while (!__atomic_load_n(&w->gw->stop, __ATOMIC_RELAXED)) {
 		struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = 100 * 1000000};
 		struct io_uring_cqe *cqe;
-		unsigned head, n = 0, wait_ms = pg_dp_next_ms(w);
+		unsigned head, n = 0, wait_ms = pg_dp_next_ms(w), q_ms = pg_queue_next_ms(w);
 
+		if (q_ms < wait_ms)
+			wait_ms = q_ms; /* a waiting request's deadline */
 		if (wait_ms < 100)
 			ts.tv_nsec = (long long)wait_ms * 1000000;
 		pg_bufs_post(w);
@@ -428,7 +452,10 @@ static void *worker_main(void *arg)
 				arm_accept(w);
 			pg_proxy_tick(w);
 			pg_hotbufs_tick(&w->hot);
+			w->flow_run = true; /* deadlines; and room nobody announced */
 		}
+		if (w->flow_run || w->flow_kicked || pg_queue_next_ms(w) == 0)
+			pg_queue_run(w);
 		pg_worker_run(w);
 		pg_sock_flush_all(w);
 		pg_sock_reap(w, false);
@@ -544,6 +571,7 @@ void pg_worker_join(struct pg_worker *w)
 {
 	pthread_join(w->thread, NULL);
 	pg_worker_spares_free(w);
+	pg_queue_free(w);
 	if (w->listen_fd != -1)
 		close(w->listen_fd);
 	pg_bufs_free(w);

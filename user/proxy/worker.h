@@ -113,6 +113,12 @@ struct pg_worker {
 	struct pg_json_stream *ahead_spare[PG_AHEAD_SPARES];
 	unsigned nahead_spare;
 	struct pg_key_scratch key_scratch;
+	/* Flow control (queue.h): a queue per pool, made when a request of
+	 * the pool first waits; and whether they are to be run after this turn
+	 * (room was made here). */
+	struct pg_flow_q *fq[PG_MAX_POOLS];
+	bool flow_run;
+	bool flow_kicked; /* another worker woke this one (its eventfd polled readable) */
 	char err[256];
 };
 

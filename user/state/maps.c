@@ -158,6 +158,7 @@ static int load_skel(struct pg_maps *m, const char *pin_path, char *err, size_t 
 		/* Likewise rings and state of another pool count. */
 		bpf_map__set_max_entries(m->skel->maps.pg_rings, PG_RING_COPIES * m->npools);
 		bpf_map__set_max_entries(m->skel->maps.pg_state, m->npools);
+		bpf_map__set_max_entries(m->skel->maps.pg_flow, m->npools);
 		rc = prefixgate_bpf__load(m->skel);
 		/* Only a layout mismatch is worth a second try. */
 		if (!rc || rc == -EPERM || rc == -EACCES)
@@ -209,9 +210,11 @@ static int open_bpf(struct pg_maps *m, const char *pin_path, char *err, size_t e
 	                    map_bytes(sizeof(struct pg_state), m->npools));
 	m->pools = map_mmap(bpf_map__fd(skel->maps.pg_pools),
 	                    map_bytes(sizeof(struct pg_pool), PG_MAX_POOLS));
+	m->flow = map_mmap(bpf_map__fd(skel->maps.pg_flow),
+	                   map_bytes(sizeof(struct pg_flow_stats), m->npools));
 	m->ca = map_mmap(bpf_map__fd(skel->maps.pg_cache_index),
 	                 map_bytes(sizeof(struct pg_ca_slot), m->ca_slots));
-	if (!m->backends || !m->rings || !m->state || !m->ca || !m->pools) {
+	if (!m->backends || !m->rings || !m->state || !m->ca || !m->pools || !m->flow) {
 		rc = -errno;
 		snprintf(err, errlen, "mmap of a BPF map failed: %s", strerror(errno));
 		return rc;
@@ -230,14 +233,16 @@ static int open_shm(struct pg_maps *m, char *err, size_t errlen)
 	m->state = mmap(NULL, map_bytes(sizeof(struct pg_state), m->npools), prot, fl, -1, 0);
 	m->ca = mmap(NULL, map_bytes(sizeof(struct pg_ca_slot), m->ca_slots), prot, fl, -1, 0);
 	m->pools = mmap(NULL, map_bytes(sizeof(struct pg_pool), PG_MAX_POOLS), prot, fl, -1, 0);
+	m->flow = mmap(NULL, map_bytes(sizeof(struct pg_flow_stats), m->npools), prot, fl, -1, 0);
 	if (m->backends == MAP_FAILED || m->rings == MAP_FAILED || m->state == MAP_FAILED ||
-	    m->ca == MAP_FAILED || m->pools == MAP_FAILED) {
+	    m->ca == MAP_FAILED || m->pools == MAP_FAILED || m->flow == MAP_FAILED) {
 		snprintf(err, errlen, "shared memory: %s", strerror(errno));
 		m->backends = NULL;
 		m->rings = NULL;
 		m->state = NULL;
 		m->ca = NULL;
 		m->pools = NULL;
+		m->flow = NULL;
 		return -ENOMEM;
 	}
 	return 0;
@@ -271,6 +276,7 @@ int pg_maps_open_pools(struct pg_maps *m, bool use_bpf, const char *pin_path, ui
 	memset(m->state, 0, sizeof(struct pg_state) * m->npools);
 	memset(m->pools, 0, sizeof(struct pg_pool) * PG_MAX_POOLS);
 	memset(m->ca, 0, sizeof(struct pg_ca_slot) * m->ca_slots);
+	memset(m->flow, 0, sizeof(struct pg_flow_stats) * m->npools);
 	m->state->ca_slots = m->ca_slots;
 	m->state->heartbeat_ms = pg_maps_now_ms();
 	m->state->pid = (__u32)getpid(); /* prefixgatectl: a live gateway (prefixgate.h) */
@@ -291,6 +297,9 @@ void pg_maps_close(struct pg_maps *m)
 	if (m->pools)
 		munmap(m->pools, map_bytes(sizeof(struct pg_pool), PG_MAX_POOLS));
 	m->pools = NULL;
+	if (m->flow)
+		munmap(m->flow, map_bytes(sizeof(struct pg_flow_stats), m->npools));
+	m->flow = NULL;
 	if (m->ca)
 		munmap(m->ca, map_bytes(sizeof(struct pg_ca_slot), m->ca_slots));
 	m->ca = NULL;

@@ -21,6 +21,7 @@ struct pg_maps {
 	struct pg_ring *rings;       /* PG_RING_COPIES entries per pool */
 	struct pg_state *state;      /* one entry per pool; gateway-wide fields in entry 0 */
 	struct pg_pool *pools;       /* PG_MAX_POOLS entries (what bpftool shows of the pools) */
+	struct pg_flow_stats *flow;  /* one entry per pool: flow control's queue */
 	unsigned npools;             /* model pools (1: the default pool alone) */
 	struct pg_ca_slot *ca;       /* cache_aware's block index, ca_slots entries */
 	uint32_t ca_slots;           /* a power of two */

@@ -5,6 +5,7 @@
 #include "state/routestats.h"
 #include "state/route.h"
 #include "lib/cachechoice.h"
+#include "lib/work.h"
 #include "state/pools.h"
 
 struct holder_rule {
@@ -164,6 +165,21 @@ size_t pg_route_key_window(const struct pg_route_cfg *rc)
 	return pg_key_window(pg_route_blocks(rc), rc->prefix_length);
 }
 
+/* The first token of key's request at id, as the load model predicts it
+ * (ms): cache_aware's own estimate, else the model's with nothing cached. */
+static double predicted_ttft(const struct pg_gateway *gw, bool ca, const struct pg_key *key,
+                             const struct pg_choice *choice, uint16_t id, uint64_t now_ms)
+{
+	const struct pg_backend *b = &gw->maps.backends[id];
+	struct pg_speed sp;
+
+	if (ca && choice->est[0].id == id)
+		return choice->est[0].ttft_ms;
+	pg_work_speed(b, &sp);
+	return pg_speed_predict(&sp, pg_work_queued(b, &sp, now_ms) + key->tokens,
+	                        pg_work_decoding(b));
+}
+
 /* route()'s worker argument: a worker index (< gw->nworkers), or one of these */
 #define NO_RECORD UINT_MAX /* the dry run: no side effect */
 
@@ -186,6 +202,10 @@ static uint16_t route(struct pg_gateway *gw, const struct pg_route_input *in,
 	                     rc.prefix_length, key, ca ? &kb : NULL, in->scratch);
 	id = choose(gw, pool, &rc, key, ca ? &kb : NULL, ex, now, rnd, choice);
 	choice->pool = (uint8_t)pool;
+	choice->late =
+	    id && in->budget_ms && predicted_ttft(gw, ca, key, choice, id, now) > in->budget_ms;
+	if (choice->late)
+		return 0;
 	if (worker == NO_RECORD || !id)
 		return id;
 	if (ca)
@@ -227,6 +247,27 @@ uint16_t pg_route_again(struct pg_gateway *gw, const struct pg_key *key,
 	            rnd, choice);
 	choice->pool = (uint8_t)pool;
 	return id;
+}
+
+enum pg_room pg_route_room(struct pg_gateway *gw, unsigned pool, uint32_t queue_ms, uint64_t now_ms)
+{
+	const unsigned max = pg_max_backend_id(gw);
+	const struct pg_backend *t = gw->maps.backends;
+	struct pg_idset buf;
+	const struct pg_idset *ex = pg_pool_exclude(gw, pool, NULL, &buf);
+	bool usable = false;
+
+	for (unsigned id = 1; id <= max; id++) {
+		struct pg_speed sp;
+
+		if (!pg_backend_eligible(t, max, id, ex, now_ms))
+			continue;
+		usable = true;
+		pg_work_speed(&t[id], &sp);
+		if (pg_work_queued(&t[id], &sp, now_ms) * sp.ms_per_ktok < 1000.0 * queue_ms)
+			return PG_ROOM;
+	}
+	return usable ? PG_FULL : PG_NO_ONE;
 }
 
 bool pg_route_any_usable(struct pg_gateway *gw, uint64_t now_ms)

@@ -23,6 +23,10 @@ struct pg_route_input {
 	 * NULL: none */
 	const struct pg_json_stream *pre;
 	struct pg_key_scratch *scratch; /* the worker's (key.h); NULL: none */
+	/* Flow control: the request's deadline is this many ms away (0:
+	 * none). A cache_aware choice whose first token is predicted later is
+	 * not made: 0 is returned, choice->late set, nothing recorded. */
+	uint32_t budget_ms;
 };
 
 /*
@@ -59,6 +63,18 @@ static inline bool pg_route_blocks(const struct pg_route_cfg *rc)
  * (key.h pg_key_window): a parse made before routing (pg_route_input.pre)
  * must use it to be used. */
 size_t pg_route_key_window(const struct pg_route_cfg *rc);
+
+/* Whether pool could take a request now under flow control (lib/flow.h):
+ * some usable member has less prefill queued than queue_ms, as the load
+ * model predicts it (lib/work.h); or none is usable at all. Stops at the
+ * first with room. */
+enum pg_room {
+	PG_ROOM = 0,   /* one has room */
+	PG_FULL = 1,   /* every usable member is past queue_ms */
+	PG_NO_ONE = 2, /* no member is usable */
+};
+enum pg_room pg_route_room(struct pg_gateway *gw, unsigned pool, uint32_t queue_ms,
+                           uint64_t now_ms);
 
 /* Some member could take a request now (it is usable: healthy, not
  * draining, not skipped). Scans the members: for the rare request that
