@@ -335,13 +335,65 @@ static void test_against_model(void **state)
 	}
 }
 
+/* What a request says of itself: its class, deadline, bearer token, and
+ * tenant labels (a token never shown). */
+static void test_request_fields(void **state)
+{
+	enum pg_prio p;
+	uint32_t ms;
+	const char *tok;
+	size_t n;
+	char label[PG_FLOW_LABEL_MAX + 1], other[PG_FLOW_LABEL_MAX + 1];
+	uint64_t k1, k2;
+
+	(void)state;
+	assert_int_equal(pg_flow_prio_parse("Critical", 8, &p), 0);
+	assert_int_equal(p, PG_PRIO_CRITICAL);
+	assert_int_equal(pg_flow_prio_parse("sheddable", 9, &p), 0);
+	assert_int_equal(p, PG_PRIO_SHEDDABLE);
+	assert_int_equal(pg_flow_prio_parse("high", 4, &p), -1);
+	assert_int_equal(pg_flow_prio_parse("standardx", 9, &p), -1);
+	assert_int_equal(pg_flow_deadline_parse("250", 3, 3600000, &ms), 0);
+	assert_int_equal(ms, 250);
+	assert_int_equal(pg_flow_deadline_parse("0", 1, 3600000, &ms), -1);
+	assert_int_equal(pg_flow_deadline_parse("3600001", 7, 3600000, &ms), -1);
+	assert_int_equal(pg_flow_deadline_parse("12a", 3, 3600000, &ms), -1);
+	assert_int_equal(pg_flow_deadline_parse("", 0, 3600000, &ms), -1);
+	assert_int_equal(pg_flow_deadline_parse("99999999999", 11, UINT32_MAX, &ms), -1);
+	assert_int_equal(pg_flow_bearer("Bearer  sk-abc", 14, &tok, &n), 0);
+	assert_int_equal(n, 6);
+	assert_memory_equal(tok, "sk-abc", 6);
+	assert_int_equal(pg_flow_bearer("bearer sk", 9, &tok, &n), 0);
+	assert_int_equal(pg_flow_bearer("Basic dXNl", 10, &tok, &n), -1);
+	assert_int_equal(pg_flow_bearer("Bearer ", 7, &tok, &n), -1);
+	assert_int_equal(pg_flow_bearer("Bearersk", 8, &tok, &n), -1);
+	/* a secret is never its own label; a plain name is */
+	k1 = pg_flow_label("sk-abc", 6, true, label);
+	assert_int_equal(strncmp(label, "t-", 2), 0);
+	assert_int_equal(strlen(label), 14);
+	assert_null(strstr(label, "abc"));
+	k2 = pg_flow_label("sk-abc", 6, true, other);
+	assert_true(k1 == k2 && !strcmp(label, other));
+	assert_true(pg_flow_label("sk-abd", 6, true, other) != k1);
+	pg_flow_label("team-a", 6, false, label);
+	assert_string_equal(label, "team-a");
+	/* a name that cannot be a label (too long, odd characters) is hashed */
+	pg_flow_label("a name with spaces", 18, false, label);
+	assert_int_equal(strncmp(label, "t-", 2), 0);
+	pg_flow_label("abcdefghijklmnopqrstuvwx", 24, false, label);
+	assert_int_equal(strncmp(label, "t-", 2), 0);
+	/* the key is the label's: a configured name meets its requests */
+	assert_true(pg_flow_label("team-a", 6, false, label) ==
+	            pg_flow_label(label, strlen(label), false, other));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_tenants),       cmocka_unit_test(test_classes),
 	    cmocka_unit_test(test_fair_shares),   cmocka_unit_test(test_no_banked_credit),
 	    cmocka_unit_test(test_deadlines),     cmocka_unit_test(test_bounds),
-	    cmocka_unit_test(test_against_model),
+	    cmocka_unit_test(test_against_model), cmocka_unit_test(test_request_fields),
 	};
 
 	return cmocka_run_group_tests_name("flow", tests, NULL, NULL);

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Flow control's configuration: its flags (config_flow.c, the table's
+ * numbers), FlowControlConfig in a RoutingConfig, and which overrides
+ * which.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include "config/config.h"
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static int run(struct pg_config *cfg, const char *const *args, char *err, size_t errlen)
+{
+	char *argv[32], text[64];
+	int argc = 0, rc;
+	FILE *out = fmemopen(text, sizeof(text), "w");
+
+	argv[argc++] = (char *)"prefixgate";
+	for (; *args; args++)
+		argv[argc++] = (char *)*args;
+	argv[argc] = NULL;
+	assert_non_null(out);
+	err[0] = 0;
+	rc = pg_config_parse(cfg, argc, argv, out, err, errlen);
+	fclose(out);
+	return rc;
+}
+
+static void test_flags(void **state)
+{
+	struct pg_config cfg;
+	char err[256];
+
+	(void)state;
+	/* off unless asked: SageMaker's routing */
+	assert_int_equal(run(&cfg, ARGS("--no-bpf"), err, sizeof(err)), 0);
+	assert_int_equal(cfg.route.flow_queue_ms, 0);
+	assert_int_equal(cfg.flow.max_queued, PG_FLOW_MAX_QUEUED_DEFAULT);
+	assert_int_equal(cfg.flow.max_bytes, PG_FLOW_MAX_BYTES_DEFAULT);
+	assert_int_equal(cfg.flow.starve_ms, PG_FLOW_STARVE_MS);
+	assert_int_equal(cfg.flow.tenant_src, PG_TENANT_BEARER);
+	pg_config_free(&cfg);
+	assert_int_equal(run(&cfg, ARGS("--flow-control"), err, sizeof(err)), 0);
+	assert_int_equal(cfg.route.flow_queue_ms, PG_FLOW_QUEUE_MS_DEFAULT);
+	pg_config_free(&cfg);
+	assert_int_equal(
+	    run(&cfg,
+	        ARGS("--flow-instance-queue-ms", "200", "--flow-deadline-ms", "3000",
+	             "--flow-tenant", "header:X-Team", "--tenant", "batch:priority=sheddable",
+	             "--tenant", "team:a:weight=3,priority=critical", "--tenant", "t-0123456789ab"),
+	        err, sizeof(err)),
+	    0);
+	assert_int_equal(cfg.route.flow_queue_ms, 200);
+	assert_int_equal(cfg.route.flow_deadline_ms, 3000);
+	assert_int_equal(cfg.flow.tenant_src, PG_TENANT_HEADER);
+	assert_string_equal(cfg.flow.tenant_header, "X-Team");
+	assert_int_equal(cfg.flow.ntenants, 3);
+	assert_string_equal(cfg.flow.tenants[0].name, "batch");
+	assert_int_equal(cfg.flow.tenants[0].weight, 1);
+	assert_int_equal(cfg.flow.tenants[0].prio, PG_PRIO_SHEDDABLE);
+	assert_string_equal(cfg.flow.tenants[1].name, "team:a"); /* a name may hold a colon */
+	assert_int_equal(cfg.flow.tenants[1].weight, 3);
+	assert_int_equal(cfg.flow.tenants[1].prio, PG_PRIO_CRITICAL);
+	assert_int_equal(cfg.flow.tenants[2].prio, -1);
+	pg_config_free(&cfg);
+	/* 0 turns it off, whatever --flow-control says */
+	assert_int_equal(
+	    run(&cfg, ARGS("--flow-control", "--flow-instance-queue-ms", "0"), err, sizeof(err)),
+	    0);
+	assert_int_equal(cfg.route.flow_queue_ms, 0);
+	pg_config_free(&cfg);
+}
+
+static void test_invalid(void **state)
+{
+	static const struct {
+		const char *args[4];
+		const char *err;
+	} cases[] = {
+	    {{"--flow-tenant", "cookie"},
+	     "--flow-tenant: \"cookie\" is not bearer, user or header:NAME (a header's name)"},
+	    {{"--flow-tenant", "header:"},
+	     "--flow-tenant: \"header:\" is not bearer, user or header:NAME (a header's name)"},
+	    {{"--tenant", "a b"},
+	     "--tenant: \"a b\" is not a tenant's name (1-23 of A-Z a-z 0-9 . _ : @ -; a bearer "
+	     "token's tenant is named t-HASH: see README, Flow control)"},
+	    {{"--tenant", ":weight=2"},
+	     "--tenant: \"\" is not a tenant's name (1-23 of A-Z a-z 0-9 . _ : @ -; a bearer "
+	     "token's tenant is named t-HASH: see README, Flow control)"},
+	    {{"--tenant", "a:weight=0"}, "--tenant a: weight: expected 1-1000, got \"0\""},
+	    {{"--tenant", "a:weight=1001"}, "--tenant a: weight: expected 1-1000, got \"1001\""},
+	    {{"--tenant", "a:priority=urgent"},
+	     "--tenant a: priority: expected critical, standard or sheddable, got \"urgent\""},
+	    {{"--tenant", "a:weight=2,color=red"},
+	     "--tenant a: \"color=red\": expected weight=W or priority=P"},
+	    {{"--tenant", "a", "--tenant", "a:weight=2"}, "--tenant a: given twice"},
+	    {{"--flow-instance-queue-ms", "60001"},
+	     "--flow-instance-queue-ms: 60001 is out of range 1-60000"},
+	    {{"--flow-max-queued", "0"}, "--flow-max-queued: 0 is out of range 1-10000000"},
+	    {{"--flow-control=yes"}, "--flow-control takes no value"},
+	};
+	struct pg_config cfg;
+	char err[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc = run(&cfg, cases[i].args, err, sizeof(err));
+
+		if (rc != 2 || strcmp(err, cases[i].err))
+			fail_msg("case %zu: rc %d err \"%s\", expected \"%s\"", i, rc, err,
+			         cases[i].err);
+	}
+}
+
+static void test_routing_config(void **state)
+{
+	static const char on[] = "{\"RoutingStrategy\":\"CACHE_AWARE\",\"FlowControlConfig\":{}}";
+	static const char set[] = "{\"RoutingStrategy\":\"RANDOM\",\"FlowControlConfig\":"
+	                          "{\"InstanceQueueMs\":120,\"DeadlineMs\":2500}}";
+	static const char off[] = "{\"RoutingStrategy\":\"RANDOM\",\"FlowControlConfig\":"
+	                          "{\"InstanceQueueMs\":0}}";
+	static const char none[] = "{\"RoutingStrategy\":\"RANDOM\",\"FlowControlConfig\":null}";
+	static const char bad[] = "{\"RoutingStrategy\":\"RANDOM\",\"FlowControlConfig\":"
+	                          "{\"QueueDepth\":3}}";
+	struct pg_route_cfg rc = {0};
+	char err[256];
+
+	(void)state;
+	assert_int_equal(pg_routing_config_parse(on, strlen(on), &rc, err, sizeof(err)), 0);
+	assert_int_equal(rc.flow_queue_ms, PG_FLOW_QUEUE_MS_DEFAULT);
+	assert_int_equal(rc.flow_deadline_ms, 0);
+	assert_int_equal(pg_routing_config_parse(set, strlen(set), &rc, err, sizeof(err)), 0);
+	assert_int_equal(rc.flow_queue_ms, 120);
+	assert_int_equal(rc.flow_deadline_ms, 2500);
+	assert_int_equal(pg_routing_config_parse(off, strlen(off), &rc, err, sizeof(err)), 0);
+	assert_int_equal(rc.flow_queue_ms, 0);
+	assert_int_equal(pg_routing_config_parse(none, strlen(none), &rc, err, sizeof(err)), 0);
+	assert_int_equal(rc.flow_queue_ms, 0);
+	assert_int_equal(pg_routing_config_parse(bad, strlen(bad), &rc, err, sizeof(err)), -1);
+	assert_string_equal(err, "FlowControlConfig.QueueDepth: unknown field");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_flags),
+	    cmocka_unit_test(test_invalid),
+	    cmocka_unit_test(test_routing_config),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
