@@ -103,6 +103,38 @@ static void test_classes(void **state)
 	free(d);
 }
 
+/* Ranks across queues: a starved request first (by age), then by class,
+ * then by the tenant's counter; none ranks last. */
+static void test_ranks(void **state)
+{
+	struct pg_flow_item *s = item(1, PG_PRIO_SHEDDABLE, 1), *d = item(1, PG_PRIO_STANDARD, 1),
+	                    *c = item(2, PG_PRIO_CRITICAL, 1);
+	uint64_t rs, rd, rc;
+
+	(void)state;
+	reset();
+	assert_int_equal(pg_flow_rank(&q, &ts, &lim, 0, NULL), UINT64_MAX);
+	push(s, 0);
+	push(d, 1);
+	push(c, 2);
+	rs = pg_flow_rank(&q, &ts, &lim, 10, s);
+	rd = pg_flow_rank(&q, &ts, &lim, 10, d);
+	rc = pg_flow_rank(&q, &ts, &lim, 10, c);
+	assert_true(rc < rd && rd < rs);
+	/* the sheddable one starved: before the critical one */
+	assert_true(pg_flow_rank(&q, &ts, &lim, PG_FLOW_STARVE_MS, s) < rc);
+	/* a standard one alone in its queue is not starved, however old */
+	pg_flow_remove(&q, &ts, c);
+	pg_flow_remove(&q, &ts, s);
+	assert_int_equal(pg_flow_rank(&q, &ts, &lim, 10 * PG_FLOW_STARVE_MS, d), rd);
+	/* within a class, the tenant served less first */
+	ts.t[d->tenant].vtc += 5000;
+	assert_true(pg_flow_rank(&q, &ts, &lim, 10, d) > rd);
+	free(s);
+	free(c);
+	free(d);
+}
+
 /* Two tenants backlogged: the work they get follows their weights, however
  * many requests each sends and however large they are. */
 static void test_fair_shares(void **state)
@@ -394,6 +426,7 @@ int main(void)
 	    cmocka_unit_test(test_fair_shares),   cmocka_unit_test(test_no_banked_credit),
 	    cmocka_unit_test(test_deadlines),     cmocka_unit_test(test_bounds),
 	    cmocka_unit_test(test_against_model), cmocka_unit_test(test_request_fields),
+	    cmocka_unit_test(test_ranks),
 	};
 
 	return cmocka_run_group_tests_name("flow", tests, NULL, NULL);

@@ -125,8 +125,11 @@ struct ctl_snapshot {
 	uint64_t ring_generation;
 	double remapped; /* share of keys moved by the last change, 0..1 */
 	bool have_ring_members;
-	uint32_t ring_members; /* members placed in the live ring (maps only) */
-	bool stale;            /* maps: no live gateway writes them (stale_why) */
+	uint32_t ring_members;     /* members placed in the live ring (maps only) */
+	bool have_flow;            /* flow control's queue known (flow, flow_queue_ms) */
+	uint32_t flow_queue_ms;    /* the default pool's InstanceQueueMs (0: off) */
+	struct pg_flow_stats flow; /* summed over the pools */
+	bool stale;                /* maps: no live gateway writes them (stale_why) */
 	char stale_why[160];
 	size_t n;
 	struct ctl_backend b[PG_MAX_BACKENDS];

@@ -26,12 +26,16 @@
 /* Seqlock read attempts before giving up (a rebuild takes ~1 ms). */
 #define RING_READ_TRIES 1000
 
+#define NMAPS 4
+
 struct ctl_maps {
-	int fd[3]; /* pg_backends, pg_rings, pg_state */
+	int fd[NMAPS]; /* pg_backends, pg_rings, pg_state, pg_flow */
 	const struct pg_backend *backends;
 	const struct pg_ring *rings;
 	const struct pg_state *state;
-	size_t bytes[3];
+	const struct pg_flow_stats *flow;
+	uint32_t npools; /* entries of pg_flow */
+	size_t bytes[NMAPS];
 	struct pg_ring *ring_copy; /* lookup fallback only */
 	uint32_t state_id;         /* kernel id of pg_state: identifies the gateway run */
 	char pin[256];
@@ -40,10 +44,11 @@ struct ctl_maps {
 static const struct {
 	const char *name;
 	uint32_t value_size, entries;
-} map_def[3] = {
+} map_def[NMAPS] = {
     {"pg_backends", sizeof(struct pg_backend), PG_MAX_BACKENDS},
     {"pg_rings", sizeof(struct pg_ring), PG_RING_COPIES},
     {"pg_state", sizeof(struct pg_state), 1},
+    {"pg_flow", sizeof(struct pg_flow_stats), 1},
 };
 
 double ctl_now(void)
@@ -56,9 +61,9 @@ double ctl_now(void)
 
 static void maps_close(struct ctl_maps *m)
 {
-	const void *p[3] = {m->backends, m->rings, m->state};
+	const void *p[NMAPS] = {m->backends, m->rings, m->state, m->flow};
 
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < NMAPS; i++) {
 		if (p[i])
 			munmap((void *)p[i], m->bytes[i]);
 		if (m->fd[i] >= 0)
@@ -115,6 +120,8 @@ static int map_open(struct ctl_maps *m, int i, const char *pin, char *err, size_
 	}
 	if (i == 2)
 		m->state_id = info.id;
+	if (i == 3)
+		m->npools = info.max_entries;
 	m->bytes[i] = ((size_t)info.value_size * info.max_entries + page - 1) / page * page;
 	/* PREFIXGATECTL_NO_MMAP=1 takes the lookup path (so tests cover it) */
 	if (!(info.map_flags & BPF_F_MMAPABLE) || getenv("PREFIXGATECTL_NO_MMAP"))
@@ -126,8 +133,10 @@ static int map_open(struct ctl_maps *m, int i, const char *pin, char *err, size_
 		m->backends = p;
 	else if (i == 1)
 		m->rings = p;
-	else
+	else if (i == 2)
 		m->state = p;
+	else
+		m->flow = p;
 	return 0;
 }
 
@@ -189,6 +198,34 @@ static int read_ring(struct ctl_maps *m, uint64_t *gen_io, struct pg_ring *out, 
 	return -1;
 }
 
+/* Flow control's counters, summed over the pools. */
+static int read_flow(struct ctl_maps *m, struct pg_flow_stats *sum, char *err, size_t errlen)
+{
+	memset(sum, 0, sizeof(*sum));
+	for (uint32_t p = 0; p < m->npools; p++) {
+		struct pg_flow_stats f;
+
+		if (m->flow)
+			memcpy(&f, &m->flow[p], sizeof(f));
+		else if (lookup(m, 3, p, &f, err, errlen))
+			return -1;
+		sum->queued += f.queued;
+		for (int c = 0; c < PG_FLOW_CLASSES; c++)
+			sum->queued_class[c] += f.queued_class[c];
+		sum->queued_bytes += f.queued_bytes;
+		sum->enqueued += f.enqueued;
+		sum->dispatched += f.dispatched;
+		sum->wait_ms_total += f.wait_ms_total;
+		sum->expired += f.expired;
+		sum->late += f.late;
+		sum->shed += f.shed;
+		sum->refused += f.refused;
+		sum->gone += f.gone;
+		sum->bypassed += f.bypassed;
+	}
+	return 0;
+}
+
 static int snapshot_once(struct ctl_maps *m, struct ctl_snapshot *s, char *err, size_t errlen)
 {
 	static struct pg_ring ring; /* 512 KiB: not on the stack */
@@ -213,6 +250,10 @@ static int snapshot_once(struct ctl_maps *m, struct ctl_snapshot *s, char *err, 
 	s->ring_generation = gen;
 	s->ring_members = ring.nbackends;
 	s->remapped = (double)st.remapped_ppm / 1e6;
+	s->have_flow = true;
+	s->flow_queue_ms = st.flow_queue_ms;
+	if (read_flow(m, &s->flow, err, errlen))
+		return -1;
 	for (uint32_t i = 0; i < PG_RING_SLOTS; i++)
 		if (ring.slot[i][0] < PG_MAX_BACKENDS)
 			slots[ring.slot[i][0]]++;
@@ -304,9 +345,9 @@ static int maps_open(struct ctl_source *s, const char *pin, char *err, size_t er
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	m->fd[0] = m->fd[1] = m->fd[2] = -1;
+	m->fd[0] = m->fd[1] = m->fd[2] = m->fd[3] = -1;
 	snprintf(m->pin, sizeof(m->pin), "%s", pin);
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < NMAPS; i++) {
 		if (map_open(m, i, pin, err, errlen)) {
 			maps_close(m);
 			return -1;

@@ -121,6 +121,50 @@ static double metric(const char *text, const char *name)
 	return -1;
 }
 
+/* GET /flow's pools, summed into s->flow (and the default pool's
+ * InstanceQueueMs). */
+/* A count of GET /flow: 0 when absent. */
+static uint64_t cnt(const struct pg_json *js, uint32_t obj, const char *name)
+{
+	int64_t v = num(js, obj, name);
+
+	return v > 0 ? (uint64_t)v : 0;
+}
+
+static void api_flow(const struct pg_json *js, struct ctl_snapshot *s)
+{
+	int64_t pools = pg_json_find(js, 0, "pools", 5);
+	uint32_t e;
+
+	if (pools < 0 || js->tok[pools].type != PG_JSON_ARRAY)
+		return;
+	s->have_flow = true;
+	e = (uint32_t)pools + 1;
+	for (uint32_t i = 0; i < js->tok[pools].size; i++, e = js->tok[e].next) {
+		struct pg_flow_stats *f = &s->flow;
+		int64_t c = pg_json_find(js, e, "queued_class", 12);
+
+		if (!i)
+			s->flow_queue_ms = (uint32_t)cnt(js, e, "InstanceQueueMs");
+		f->queued += (uint32_t)cnt(js, e, "queued");
+		if (c >= 0) {
+			f->queued_class[0] += (uint32_t)cnt(js, (uint32_t)c, "critical");
+			f->queued_class[1] += (uint32_t)cnt(js, (uint32_t)c, "standard");
+			f->queued_class[2] += (uint32_t)cnt(js, (uint32_t)c, "sheddable");
+		}
+		f->queued_bytes += (uint64_t)cnt(js, e, "queued_bytes");
+		f->enqueued += (uint64_t)cnt(js, e, "enqueued");
+		f->dispatched += (uint64_t)cnt(js, e, "dispatched");
+		f->wait_ms_total += (uint64_t)cnt(js, e, "wait_ms_total");
+		f->expired += (uint64_t)cnt(js, e, "expired");
+		f->late += (uint64_t)cnt(js, e, "late");
+		f->shed += (uint64_t)cnt(js, e, "shed");
+		f->refused += (uint64_t)cnt(js, e, "refused");
+		f->gone += (uint64_t)cnt(js, e, "gone");
+		f->bypassed += (uint64_t)cnt(js, e, "bypassed");
+	}
+}
+
 int ctl_api_snapshot(const struct ctl_opts *o, struct ctl_snapshot *s, char *err, size_t errlen)
 {
 	struct ctl_http_resp r = {0};
@@ -158,6 +202,14 @@ int ctl_api_snapshot(const struct ctl_opts *o, struct ctl_snapshot *s, char *err
 		s->new_choices = (uint32_t)num(&js, (uint32_t)v, "NewConversationChoices");
 	}
 	ctl_http_resp_free(&r);
+	pg_json_free(&js);
+	{
+		char e[256]; /* a gateway without GET /flow: the queue is unknown */
+
+		if (!get_json(o, "/flow", &r, &js, e, sizeof(e)))
+			api_flow(&js, s);
+		ctl_http_resp_free(&r);
+	}
 	/* ring generation and remap share: only /metrics has them */
 	if (!get_json(o, "/metrics", &r, NULL, err, errlen)) {
 		g = metric(r.body, "prefixgate_ring_generation");

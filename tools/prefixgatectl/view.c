@@ -100,6 +100,46 @@ static void ring_line(FILE *out, const struct ctl_snapshot *s)
 	fprintf(out, "; last change moved %.1f%% of keys\n", s->remapped * 100);
 }
 
+/* Flow control's queue (README "Flow control"): what waits, what left. */
+static void queue_line(FILE *out, const struct ctl_snapshot *s)
+{
+	const struct pg_flow_stats *f = &s->flow;
+
+	if (!s->have_flow || (!s->flow_queue_ms && !f->enqueued))
+		return; /* flow control never on */
+	fprintf(out,
+	        "queue      %u waiting (critical %u, standard %u, sheddable %u), %.1f KiB held; "
+	        "%llu sent on after a wait, 429s: %llu expired, %llu late, %llu shed, %llu "
+	        "refused; %llu clients gone\n",
+	        f->queued, f->queued_class[0], f->queued_class[1], f->queued_class[2],
+	        (double)f->queued_bytes / 1024, (unsigned long long)f->dispatched,
+	        (unsigned long long)f->expired, (unsigned long long)f->late,
+	        (unsigned long long)f->shed, (unsigned long long)f->refused,
+	        (unsigned long long)f->gone);
+}
+
+static void queue_json(FILE *out, const struct ctl_snapshot *s)
+{
+	const struct pg_flow_stats *f = &s->flow;
+
+	fputs(",\"queue\":", out);
+	if (!s->have_flow) {
+		fputs("null", out);
+		return;
+	}
+	fprintf(out,
+	        "{\"InstanceQueueMs\":%u,\"queued\":%u,\"queued_class\":{\"critical\":%u,"
+	        "\"standard\":%u,\"sheddable\":%u},\"queued_bytes\":%llu,\"enqueued\":%llu,"
+	        "\"dispatched\":%llu,\"expired\":%llu,\"late\":%llu,\"shed\":%llu,"
+	        "\"refused\":%llu,\"gone\":%llu}",
+	        s->flow_queue_ms, f->queued, f->queued_class[0], f->queued_class[1],
+	        f->queued_class[2], (unsigned long long)f->queued_bytes,
+	        (unsigned long long)f->enqueued, (unsigned long long)f->dispatched,
+	        (unsigned long long)f->expired, (unsigned long long)f->late,
+	        (unsigned long long)f->shed, (unsigned long long)f->refused,
+	        (unsigned long long)f->gone);
+}
+
 static void table(FILE *out, const struct ctl_snapshot *s)
 {
 	bool names = false;
@@ -213,6 +253,7 @@ void ctl_view_status(FILE *out, const struct ctl_opts *o, const struct ctl_snaps
 			json_backends(out, s);
 		} else {
 			json_head(out, o, s);
+			queue_json(out, s);
 			fputs(",\"backends\":", out);
 			json_backends(out, s);
 			fputc('}', out);
@@ -230,6 +271,7 @@ void ctl_view_status(FILE *out, const struct ctl_opts *o, const struct ctl_snaps
 		source_line(out, o, s);
 		routing_line(out, s);
 		ring_line(out, s);
+		queue_line(out, s);
 		fprintf(out, "backends   %zu (%u up, %u down, %u draining), %lld in flight\n\n",
 		        s->n, up, down, draining, inflight);
 	}
@@ -279,6 +321,7 @@ void ctl_view_top(FILE *out, const struct ctl_opts *o, const struct ctl_snapshot
 			fprintf(out, "%llu", (unsigned long long)cur->ring_generation);
 		else
 			fputs("null", out);
+		queue_json(out, cur);
 		fputs(",\"backends\":[", out);
 		for (size_t i = 0; i < cur->n; i++) {
 			const struct ctl_backend *b = &cur->b[i], *p = find_prev(prev, b);
@@ -317,6 +360,7 @@ void ctl_view_top(FILE *out, const struct ctl_opts *o, const struct ctl_snapshot
 	        o->interval, cur->source == CTL_SRC_MAPS ? o->pin_path : o->admin);
 	routing_line(out, cur);
 	ring_line(out, cur);
+	queue_line(out, cur);
 	fprintf(out, "total      %.1f req/s, %lld in flight, %zu backends\n\n", total / dt,
 	        inflight, cur->n);
 	fprintf(out, "%-21s  %-8s  %9s  %8s  %6s  %6s", "ADDRESS", "HEALTH", "IN-FLIGHT", "REQ/S",

@@ -89,14 +89,19 @@ static void write_rec(const struct pg_alog *l, const struct pg_alog_rec *r)
 	json_str(l->f, r->method, r->method_len);
 	fputs(",\"path\":", l->f);
 	json_str(l->f, r->path, r->path_len);
+	if (r->tenant_len) {
+		fputs(",\"tenant\":", l->f);
+		json_str(l->f, r->tenant, r->tenant_len);
+	}
 	fprintf(l->f,
 	        ",\"backend\":\"%s\",\"decision\":\"%s\","
 	        "\"key_hash\":\"0x%016" PRIx64 "\",\"key_source\":\"%s\",\"status\":%u,"
 	        "\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64 ",\"route_us\":%u,"
-	        "\"ttft_us\":%u,\"duration_us\":%u,\"attempts\":%u,\"outcome\":\"%s\"}\n",
+	        "\"queue_us\":%u,\"ttft_us\":%u,\"duration_us\":%u,\"attempts\":%u,"
+	        "\"outcome\":\"%s\"}\n",
 	        backend, r->backend ? pg_decision_name(r->decision) : "", r->key_hash,
 	        pg_key_source_name(r->key_source), r->status, r->bytes_in, r->bytes_out,
-	        r->route_us, r->ttft_us, r->total_us, r->attempts,
+	        r->route_us, r->queue_us, r->ttft_us, r->total_us, r->attempts,
 	        r->outcome < 4 ? outcomes[r->outcome] : "");
 }
 

@@ -36,6 +36,7 @@ struct pg_alog_rec {
 	uint32_t total_us;  /* first byte of the request -> its end */
 	uint32_t ttft_us;   /* first byte of the request -> first response byte
 	                     * from the backend (0: none came) */
+	uint32_t queue_us;  /* waited in the gateway (flow control; 0: not) */
 	uint16_t status;    /* response status (0: none was sent) */
 	uint16_t backend;   /* backend id (0: none) */
 	uint8_t decision;   /* enum pg_decision */
@@ -44,11 +45,12 @@ struct pg_alog_rec {
 	uint8_t attempts;
 	/* method, path (target without its query: queries can carry secrets),
 	 * client address, X-Request-Id; each *_len bytes of its array */
-	uint8_t method_len, path_len, client_len, id_len;
+	uint8_t method_len, path_len, client_len, id_len, tenant_len;
 	char method[PG_ALOG_METHOD];
 	char path[PG_ALOG_PATH];
 	char client[PG_ALOG_CLIENT];
 	char id[PG_ALOG_ID];
+	char tenant[24]; /* flow control's label of its tenant (lib/flow.h); never a token */
 };
 
 /* The logger: the file, one ring per worker, the thread (gw->alog). */

@@ -539,10 +539,15 @@ int pg_admin_handle(struct pg_gateway *gw, struct pg_str method, struct pg_str p
 		if (get)
 			return pg_admin_pools_get(gw, out);
 		out->allow = "GET";
+	} else if (str_is(path, "/flow")) {
+		if (get)
+			return pg_admin_flow_get(gw, out);
+		out->allow = "GET";
 	} else {
 		return reply_error(
 		    out, 404,
-		    "no such endpoint (GET /health /metrics /backends /routing /fleet /pools, "
+		    "no such endpoint (GET /health /metrics /backends /routing /fleet /pools "
+		    "/flow, "
 		    "POST /backends /route, DELETE /backends/ADDR:PORT, PUT /routing)");
 	}
 	snprintf(msg, sizeof(msg), "method not allowed here; allowed: %s", out->allow);

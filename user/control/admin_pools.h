@@ -24,4 +24,8 @@ int pg_admin_pools_get(struct pg_gateway *gw, struct pg_admin_reply *r);
 int pg_admin_routing(struct pg_gateway *gw, bool put, struct pg_str query, const char *body,
                      size_t len, struct pg_admin_reply *r);
 
+/* GET /flow: flow control's queue of each pool and its tenants
+ * (admin_flow.c). */
+int pg_admin_flow_get(struct pg_gateway *gw, struct pg_admin_reply *r);
+
 #endif /* PG_ADMIN_POOLS_H */

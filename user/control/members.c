@@ -461,33 +461,45 @@ void pg_control_set_routing(struct pg_gateway *gw, const struct pg_route_cfg *rc
 	pg_control_set_routing_pool(gw, 0, rc, why);
 }
 
+/* The RoutingConfig extensions of rc a log line shows. */
+static void extensions(char *buf, size_t len, const struct pg_route_cfg *rc, bool ca, bool flow)
+{
+	int n = 0;
+
+	buf[0] = 0;
+	if (ca)
+		n = snprintf(buf, len, " NewConversationChoices=%u", rc->new_choices);
+	if (flow && n >= 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, " FlowControl InstanceQueueMs=%u DeadlineMs=%u",
+		         rc->flow_queue_ms, rc->flow_deadline_ms);
+}
+
 void pg_control_set_routing_pool(struct pg_gateway *gw, unsigned pool,
                                  const struct pg_route_cfg *rc, const char *why)
 {
 	struct pg_state *st = &gw->maps.state[pool];
 	struct pg_route_cfg old;
-	char was[64], now[64], label[PG_POOL_NAME_MAX + 8] = "";
-	bool ca;
+	char was[128], now[128], label[PG_POOL_NAME_MAX + 8] = "";
+	bool ca, flow;
 
 	pg_route_cfg_load_pool(gw, pool, &old);
 	if (gw->pools)
 		snprintf(label, sizeof(label), " of pool %s", pg_pool_name(gw, pool));
 	ca = old.strategy == PG_STRATEGY_CACHE_AWARE || rc->strategy == PG_STRATEGY_CACHE_AWARE;
+	flow = old.flow_queue_ms || rc->flow_queue_ms;
 	__atomic_store_n(&st->strategy, (uint32_t)rc->strategy, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->prefix_length, rc->prefix_length, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->concurrency_threshold, rc->concurrency_threshold, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->ca_choices, rc->new_choices, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->flow_queue_ms, rc->flow_queue_ms, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->flow_deadline_ms, rc->flow_deadline_ms, __ATOMIC_RELAXED);
-	/* CacheAwareConfig only where cache_aware is on either side. */
-	snprintf(was, sizeof(was), " NewConversationChoices=%u", old.new_choices);
-	snprintf(now, sizeof(now), " NewConversationChoices=%u", rc->new_choices);
-	pg_info("routing config%s (%s): %s PrefixLength=%u ConcurrencyThreshold=%u%s "
-	        "FlowControl InstanceQueueMs=%u DeadlineMs=%u -> "
-	        "%s PrefixLength=%u ConcurrencyThreshold=%u%s FlowControl InstanceQueueMs=%u "
-	        "DeadlineMs=%u",
+	/* CacheAwareConfig only where cache_aware is on either side, and
+	 * FlowControlConfig where flow control is. */
+	extensions(was, sizeof(was), &old, ca, flow);
+	extensions(now, sizeof(now), rc, ca, flow);
+	pg_info("routing config%s (%s): %s PrefixLength=%u ConcurrencyThreshold=%u%s -> "
+	        "%s PrefixLength=%u ConcurrencyThreshold=%u%s",
 	        label, why, pg_strategy_name(old.strategy), old.prefix_length,
-	        old.concurrency_threshold, ca ? was : "", old.flow_queue_ms, old.flow_deadline_ms,
-	        pg_strategy_name(rc->strategy), rc->prefix_length, rc->concurrency_threshold,
-	        ca ? now : "", rc->flow_queue_ms, rc->flow_deadline_ms);
+	        old.concurrency_threshold, was, pg_strategy_name(rc->strategy), rc->prefix_length,
+	        rc->concurrency_threshold, now);
 }

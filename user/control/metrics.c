@@ -290,6 +290,7 @@ void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 	pg_buf_printf(o, "prefixgate_concurrency_threshold %u\n", rc.concurrency_threshold);
 	cache_index(gw, o);
 	pg_metrics_load_render(gw, o);
+	pg_metrics_flow_render(gw, o);
 	pg_metrics_ops_render(gw, o);
 	pg_fleet_metrics_render(gw, o);
 	pg_etcd_metrics(gw, o);

@@ -33,6 +33,10 @@ void pg_metrics_ops_render(const struct pg_gateway *gw, struct pg_buf *out);
  * predicted. */
 void pg_metrics_load_render(const struct pg_gateway *gw, struct pg_buf *out);
 
+/* Flow control's families (metrics_flow.c): the queues, waits by class
+ * and by tenant, sheds and refusals. */
+void pg_metrics_flow_render(const struct pg_gateway *gw, struct pg_buf *out);
+
 /* "# HELP" and "# TYPE" of a family. */
 void pg_metrics_family(struct pg_buf *o, const char *name, const char *type, const char *help);
 

@@ -193,6 +193,24 @@ struct pg_flow_item *pg_flow_next(const struct pg_flow_q *q, const struct pg_flo
 	return q->ten[top][least_served(q, ts, (unsigned)top)].head;
 }
 
+uint64_t pg_flow_rank(const struct pg_flow_q *q, const struct pg_flow_tenants *ts,
+                      const struct pg_flow_limits *lim, uint64_t now_ms,
+                      const struct pg_flow_item *it)
+{
+	const uint64_t field = (1ull << 58) - 1;
+	unsigned top = 0;
+	uint64_t vtc;
+
+	if (!it)
+		return UINT64_MAX;
+	while (top < PG_PRIO_COUNT && !q->cls[top].head)
+		top++;
+	if (it->prio > top && now_ms >= it->enq_ms + lim->starve_ms)
+		return it->enq_ms < field ? it->enq_ms : field;
+	vtc = LOAD(&ts->t[it->tenant].vtc);
+	return (uint64_t)(it->prio + 1) << 58 | (vtc < field ? vtc : field);
+}
+
 void pg_flow_charge(struct pg_flow_tenants *ts, const struct pg_flow_item *it)
 {
 	struct pg_flow_tenant *t = &ts->t[it->tenant < PG_FLOW_TENANTS ? it->tenant : 0];

@@ -111,6 +111,18 @@ enum pg_flow_push pg_flow_push(struct pg_flow_q *q, struct pg_flow_tenants *ts,
 struct pg_flow_item *pg_flow_next(const struct pg_flow_q *q, const struct pg_flow_tenants *ts,
                                   const struct pg_flow_limits *lim, uint64_t now_ms);
 
+/*
+ * Where it (pg_flow_next's answer for q at now) stands against the next
+ * request of another worker's queue: the lower goes first. A starved
+ * request (of a class below q's highest, waited past the bound) ranks by
+ * its age, before any other; the rest by class, then their tenant's
+ * counter. UINT64_MAX for NULL. Each worker publishes its next request's
+ * rank, so the workers' queues are served as one (proxy/queue.c).
+ */
+uint64_t pg_flow_rank(const struct pg_flow_q *q, const struct pg_flow_tenants *ts,
+                      const struct pg_flow_limits *lim, uint64_t now_ms,
+                      const struct pg_flow_item *it);
+
 /* It leaves the queue (dispatched, expired, its client gone). */
 void pg_flow_remove(struct pg_flow_q *q, struct pg_flow_tenants *ts, struct pg_flow_item *it);
 

@@ -86,6 +86,7 @@ static void log_request(struct pg_worker *w, const struct pg_client *c, unsigned
 	    .route_us = x->route_ns / 1000,
 	    .total_us = (uint32_t)((now - x->t0_ns) / 1000),
 	    .ttft_us = x->ttft_ns > x->t0_ns ? (uint32_t)((x->ttft_ns - x->t0_ns) / 1000) : 0,
+	    .queue_us = x->wait_us,
 	    .status = (uint16_t)status,
 	    .backend = x->backend,
 	    .decision = x->attempts > 1 ? PG_DEC_RETRY : x->choice.decision,
@@ -105,6 +106,9 @@ static void log_request(struct pg_worker *w, const struct pg_client *c, unsigned
 	r.client_len = rec_text(r.client, sizeof(r.client), c->peer, c->peer_len);
 	if (x->id_len)
 		r.id_len = rec_text(r.id, sizeof(r.id), x->fwd + x->id_off, x->id_len);
+	if (x->tenant_key)
+		r.tenant_len =
+		    rec_text(r.tenant, sizeof(r.tenant), x->tenant_label, strlen(x->tenant_label));
 	pg_alog_record(w->gw->alog, w->id, &r);
 }
 

@@ -137,11 +137,28 @@ static void refuse(struct pg_worker *w, struct pg_client *c, enum refusal why, u
 	unsigned retry = (unsigned)((waited_ms + 999) / 1000);
 
 	FLOW_ADD((uint64_t *)((char *)st + r[why].off), 1);
+	if (why == R_EXPIRED || why == R_SHED) /* the access log's queue_us */
+		c->x.wait_us =
+		    waited_ms * 1000 < UINT32_MAX ? (uint32_t)(waited_ms * 1000) : UINT32_MAX;
 	FLOW_ADD(&f->ts[c->x.fq.tenant].refused, 1);
 	pg_client_throttled(w, c, r[why].code, r[why].msg, retry ? retry : 1);
 }
 
 /* --- the queue --------------------------------------------------------------- */
+
+/* Where this worker's next request of pool stands (lib/flow.h
+ * pg_flow_rank), for the other workers to see; returns it. */
+static uint64_t publish(struct pg_worker *w, unsigned pool, uint64_t now)
+{
+	struct pg_flowctl *f = w->gw->flow;
+	struct pg_flow_q *q = w->fq[pool];
+	uint64_t rank = q ? pg_flow_rank(q, &f->tenants, &f->lim, now,
+	                                 pg_flow_next(q, &f->tenants, &f->lim, now))
+	                  : UINT64_MAX;
+
+	__atomic_store_n(&f->wake[w->id].best[pool], rank, __ATOMIC_RELAXED);
+	return rank;
+}
 
 static void stats_in(struct pg_worker *w, struct pg_flow_stats *st, const struct pg_flow_item *it)
 {
@@ -264,7 +281,8 @@ bool pg_queue_arrive(struct pg_worker *w, struct pg_client *c, struct pg_route_i
 		return false;
 	}
 	room = pg_route_room(w->gw, pool, rc->flow_queue_ms, now);
-	if ((!q || !q->n) && room != PG_FULL) {
+	/* nothing of its pool waits, in any worker: no one to go before */
+	if (!__atomic_load_n(&w->gw->maps.flow[pool].queued, __ATOMIC_RELAXED) && room != PG_FULL) {
 		in->budget_ms = deadline ? (uint32_t)(deadline - now) : 0;
 		return true; /* routed now (no one usable: its 502 there) */
 	}
@@ -303,6 +321,7 @@ bool pg_queue_arrive(struct pg_worker *w, struct pg_client *c, struct pg_route_i
 	stats_in(w, &w->gw->maps.flow[pool], &x->fq);
 	FLOW_ADD(&w->gw->maps.flow[pool].enqueued, 1);
 	c->state = PG_C_QUEUED;
+	publish(w, pool, now);
 	w->flow_run = true; /* room may be there (others were waiting) */
 	return false;
 }
@@ -339,6 +358,7 @@ void pg_queue_leave(struct pg_worker *w, struct pg_client *c)
 	pg_flow_remove(w->fq[pool], &w->gw->flow->tenants, &x->fq);
 	stats_out(w, pool, &x->fq);
 	FLOW_ADD(&w->gw->maps.flow[pool].gone, 1);
+	publish(w, pool, w->now_ms);
 }
 
 /* Its turn: routed now, on the cache and load as they are. */
@@ -402,14 +422,22 @@ static void run_pool(struct pg_worker *w, unsigned pool, struct pg_flow_q *q, ui
 		/* flow control turned off meanwhile: everything goes */
 		enum pg_room room =
 		    rc.flow_queue_ms ? pg_route_room(w->gw, pool, rc.flow_queue_ms, now) : PG_ROOM;
+		int other;
 
 		if (room == PG_FULL)
-			return;
+			break;
+		/* another worker's next request goes first: it is woken for it */
+		other = pg_flowctl_better(f, w->id, pool, publish(w, pool, now));
+		if (other >= 0 && room == PG_ROOM) {
+			pg_flowctl_kick(f, (unsigned)other);
+			break;
+		}
 		it = pg_flow_next(q, &f->tenants, &f->lim, now);
 		pg_flow_remove(q, &f->tenants, it);
 		stats_out(w, pool, it);
 		dispatch(w, client_of(it), now); /* no one usable: its 502 there */
 	}
+	publish(w, pool, now);
 }
 
 void pg_queue_run(struct pg_worker *w)

@@ -25,6 +25,9 @@ struct pg_flowctl *pg_flowctl_new(const struct pg_config *cfg, unsigned nworkers
 		return NULL;
 	}
 	memset(f->wake, 0, sizeof(*f->wake) * n);
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned p = 0; p < PG_MAX_POOLS; p++)
+			f->wake[i].best[p] = UINT64_MAX;
 	f->nworkers = n;
 	for (unsigned i = 0; i < n; i++) {
 		f->wake[i].fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -76,18 +79,37 @@ void pg_flow_hist_add(struct pg_flow_hist *h, uint64_t us)
 	__atomic_fetch_add(&h->sum_us, us, __ATOMIC_RELAXED);
 }
 
-void pg_flowctl_wake(struct pg_flowctl *f, unsigned self)
+int pg_flowctl_better(const struct pg_flowctl *f, unsigned self, unsigned pool, uint64_t rank)
 {
-	static const uint64_t one = 1;
+	int best = -1;
 
 	for (unsigned i = 0; i < f->nworkers; i++) {
-		struct pg_flow_wake *k = &f->wake[i];
+		uint64_t r = __atomic_load_n(&f->wake[i].best[pool], __ATOMIC_RELAXED);
 
-		if (i == self || !__atomic_load_n(&k->waiting, __ATOMIC_RELAXED) ||
-		    __atomic_exchange_n(&k->kicked, 1, __ATOMIC_ACQ_REL))
-			continue;
-		/* fails only with the counter full, which reading it empties */
-		ssize_t r = write(k->fd, &one, sizeof(one));
-		(void)r;
+		if (i != self && r < rank) {
+			rank = r;
+			best = (int)i;
+		}
 	}
+	return best;
+}
+
+void pg_flowctl_kick(struct pg_flowctl *f, unsigned i)
+{
+	static const uint64_t one = 1;
+	struct pg_flow_wake *k = &f->wake[i];
+	ssize_t r;
+
+	if (__atomic_exchange_n(&k->kicked, 1, __ATOMIC_ACQ_REL))
+		return;
+	/* fails only with the counter full, which reading it empties */
+	r = write(k->fd, &one, sizeof(one));
+	(void)r;
+}
+
+void pg_flowctl_wake(struct pg_flowctl *f, unsigned self)
+{
+	for (unsigned i = 0; i < f->nworkers; i++)
+		if (i != self && __atomic_load_n(&f->wake[i].waiting, __ATOMIC_RELAXED))
+			pg_flowctl_kick(f, i);
 }

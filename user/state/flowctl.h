@@ -37,6 +37,9 @@ struct pg_flow_wake {
 	int fd;           /* eventfd the worker reads in its ring */
 	uint32_t waiting; /* requests it has queued (atomic) */
 	int kicked;       /* written to and not yet read (atomic) */
+	/* the rank (lib/flow.h pg_flow_rank) of its next request, by pool
+	 * (atomic; UINT64_MAX: none) */
+	uint64_t best[PG_MAX_POOLS];
 } __attribute__((aligned(64)));
 
 struct pg_flowctl {
@@ -63,6 +66,13 @@ void pg_flowctl_free(struct pg_flowctl *f);
 
 /* A wait of us microseconds into h. */
 void pg_flow_hist_add(struct pg_flow_hist *h, uint64_t us);
+
+/* The lowest rank another worker than self published for pool, and
+ * which worker (-1: none waits). */
+int pg_flowctl_better(const struct pg_flowctl *f, unsigned self, unsigned pool, uint64_t rank);
+
+/* Wake worker i (once until it reads its eventfd). */
+void pg_flowctl_kick(struct pg_flowctl *f, unsigned i);
 
 /* Worker self saw an instance's queue shrink (a first token, a request's
  * end): every other worker with requests waiting is woken (once until it
