@@ -13,10 +13,13 @@ time, which valgrind stretches.
 Printed and saved (OUT/instr-LABEL.txt): instructions per request, and the
 gateway's functions by inclusive instructions per request (callgrind counts
 `rep movsb` once per byte moved, so a copy weighs more here than in time).
-Another build of prefixgate beside this one: --compare-bin LABEL=PATH.
+Another build of prefixgate beside this one: --compare-bin LABEL=PATH; this
+build with more flags: --variant LABEL='FLAGS' (e.g. flow='--flow-control':
+what flow control costs a request while nothing waits).
 
 usage: tools/bench/instr.py --build build [--out build/bench] [--requests 2000]
        [--warmup 200] [--top 25] [--compare-bin old=../old/build/prefixgate]
+       [--variant flow='--flow-control']
 """
 import argparse
 import os
@@ -31,9 +34,11 @@ import fleet  # noqa: E402
 from overhead import FIXED, INSTANT  # noqa: E402
 
 
-def callgrind(build, binary, inst, logdir, warmup, requests, out_file):
-    """Run binary under callgrind for warmup + requests; the dump's path."""
-    gw = fleet.Gateway(build, inst.addrs(), logdir, ["--workers", "1"], binary, bpf=False,
+def callgrind(build, binary, inst, logdir, warmup, requests, out_file, args=()):
+    """Run binary (with args) under callgrind for warmup + requests; the
+    dump's path."""
+    gw = fleet.Gateway(build, inst.addrs(), logdir, ["--workers", "1"] + list(args), binary,
+                       bpf=False,
                        wrapper=["valgrind", "--tool=callgrind",
                                 "--callgrind-out-file=" + out_file,
                                 "--toggle-collect=worker_main"], ready_timeout=120)
@@ -91,25 +96,32 @@ def main():
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--compare-bin", action="append", default=[], metavar="LABEL=PATH")
+    ap.add_argument("--variant", action="append", default=[], metavar="LABEL=FLAGS",
+                    help="this build again with more flags (split at spaces)")
     opts = ap.parse_args()
     if not shutil.which("valgrind") or not shutil.which("callgrind_annotate"):
         sys.exit("instr.py: valgrind is not installed (tools/deps.sh valgrind installs it)")
     out = opts.out or os.path.join(opts.build, "bench")
     os.makedirs(out, exist_ok=True)
-    bins = [("prefixgate", os.path.join(opts.build, "prefixgate"))]
-    bins += fleet.compare_bins(ap, opts.compare_bin, ("prefixgate",))
+    bins = [("prefixgate", os.path.join(opts.build, "prefixgate"), [])]
+    bins += [(l, b, []) for l, b in fleet.compare_bins(ap, opts.compare_bin, ("prefixgate",))]
+    for v in opts.variant:
+        label, eq, flags = v.partition("=")
+        if not eq or not label or label in [b[0] for b in bins]:
+            ap.error("--variant %s: expected a new LABEL=FLAGS" % v)
+        bins.append((label, bins[0][1], flags.split()))
     logdir = tempfile.mkdtemp(prefix="pg-instr-")
     inst = fleet.Instances(opts.build, 2, logdir, INSTANT)
     totals = {}
     try:
-        for label, binary in bins:
+        for label, binary, args in bins:
             print("  %s under callgrind ..." % label, flush=True)
             dump = callgrind(opts.build, binary, inst, logdir, opts.warmup, opts.requests,
-                             os.path.join(logdir, "callgrind-%s.out" % label))
+                             os.path.join(logdir, "callgrind-%s.out" % label), args)
             total, rows = annotate(dump, opts.requests, opts.top)
             totals[label] = total
-            lines = ["%s: %s, one worker, --no-bpf, 32 KiB chat bodies, %d requests" % (
-                label, binary, opts.requests),
+            lines = ["%s: %s%s, one worker, --no-bpf, 32 KiB chat bodies, %d requests" % (
+                label, binary, "".join(" " + a for a in args), opts.requests),
                 "user-space instructions per request: %.0f" % total, "",
                 "inclusive instructions per request, by function:"]
             lines += ["  %9.0f  %s" % (n, fn) for n, fn in rows]
