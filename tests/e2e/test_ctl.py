@@ -631,6 +631,20 @@ def readme_help_is_the_binarys(opts):
 
 
 @test
+def gateway_usage_error_hints_once(opts):
+    """A usage error of prefixgate names what is wrong, exits 2 and points to
+    --help once (not once from the parser and once more from main)."""
+    gw = os.path.join(opts.build, "prefixgate")
+    for args, what in ((["--bogus"], "unknown option --bogus"),
+                       (["extra"], 'unexpected argument "extra"'),
+                       (["--prefix-length", "5"], "--prefix-length: 5 is out of range")):
+        r = subprocess.run([gw] + args, capture_output=True, timeout=10)
+        err = r.stderr.decode()
+        assert r.returncode == 2 and what in err, (args, r.returncode, err)
+        assert err.count("--help") == 1, (args, err)
+
+
+@test
 def man_pages_match_help(opts):
     """Every option of --help is an item of the man page's OPTIONS and vice versa;
     every flag either mentions exists."""

@@ -301,7 +301,7 @@ int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, cha
 		size_t nlen, id;
 
 		if (strncmp(a, "--", 2) || !a[2]) {
-			pg_errf(err, errlen, "unexpected argument \"%s\" (see --help)", a);
+			pg_errf(err, errlen, "unexpected argument \"%s\"", a);
 			goto out;
 		}
 		eq = strchr(a + 2, '=');
@@ -311,8 +311,7 @@ int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, cha
 			    !memcmp(pg_opts[id].name, a + 2, nlen))
 				break;
 		if (id == PG_NOPTS) {
-			pg_errf(err, errlen, "unknown option --%.*s (see --help)", (int)nlen,
-			        a + 2);
+			pg_errf(err, errlen, "unknown option --%.*s", (int)nlen, a + 2);
 			goto out;
 		}
 		if (pg_opts[id].arg || pg_opts[id].list) {
