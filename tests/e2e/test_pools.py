@@ -237,12 +237,41 @@ def backends_file_names_pools(opts):
                                                                      "b": 3}, 10)
         assert {who(f, "alpha", "q %d" % i) for i in range(20)} == {"b0"}
         assert {who(f, "beta", "q %d" % i) for i in range(40)} == {"b1", "b2", "b3"}
-        # a pool the gateway does not have: the file is refused, nothing changes
-        with open(path + ".new", "w") as fh:
-            fh.write("%s pool=zz\n" % f.addr("b0"))
-        os.rename(path + ".new", path)
-        assert wait_until(lambda: "no such pool" in f.log(), 10)
-        assert {who(f, "alpha", "q %d" % i) for i in range(5)} == {"b0"}
+        # a file the gateway cannot use is refused, naming FILE:LINE, and
+        # nothing changes: a pool it does not have; words after the pool; a
+        # line for the default pool, which takes no requests here
+        for text, want in (
+                ("%s pool=a\n%s pool=zz\n", "%s:2: pool=zz: no such pool (the pools: "
+                                             "default, a, b)" % path),
+                ("%s pool=a\n%s pool=b junk\n", '%s:2: unexpected "junk" after the '
+                                                 'address' % path),
+                ("%s pool=a\n%s\n", "%s:2: %s: the default pool takes no requests" % (
+                    path, f.addr("b1")))):
+            with open(path + ".new", "w") as fh:
+                fh.write(text % (f.addr("b0"), f.addr("b1")))
+            os.rename(path + ".new", path)
+            assert wait_until(lambda: want in f.log(), 10), (want, f.log()[-1500:])
+            assert {who(f, "beta", "q %d" % i) for i in range(40)} == {"b1", "b2", "b3"}
+    finally:
+        f.stop()
+
+
+@test
+def backends_file_errors_at_start(opts):
+    """At start-up the same errors exit 2, naming the file and line."""
+    f = Fleet(opts, n=1, mock_args=MOCK, start_gateway=False)
+    path = os.path.join(f.tmp, "backends-bad")
+    gw = [os.path.join(opts.build, "prefixgate"), "--no-bpf", "--pool", "a:model=alpha",
+          "--backends-file", path]
+    try:
+        for text, want in (("%s pool=a junk\n", 'line 1: unexpected "junk" after the address'),
+                           ("\n%s pool=qwen\n", "line 2: pool=qwen: no such pool (the pools: "
+                                                "default, a)")):
+            with open(path, "w") as fh:
+                fh.write(text % f.addr("b0"))
+            r = subprocess.run(gw, capture_output=True, timeout=10)
+            err = r.stderr.decode()
+            assert r.returncode == 2 and "--backends-file %s: %s" % (path, want) in err, err
     finally:
         f.stop()
 

@@ -149,16 +149,26 @@ int pg_routing_config_parse(const char *json, size_t len, struct pg_route_cfg *i
 /*
  * Backends file: one HOST:PORT a line (any backend form of lib/addr.h),
  * optionally followed by "pool=NAME" (the model pool it serves;
- * lib/modelpool.h); '#' starts a comment (whole line or after the address);
- * blank lines and surrounding whitespace are ignored. On success *out is a
- * malloc'ed array of *n canonical strings (pg_hostport_format), "HOST:PORT
- * pool=NAME" for a line naming a pool (free with pg_backends_free). Errors
- * name the line ("line 3:
- * ..."); the same address twice, or more than PG_MAX_BACKENDS - 1
- * addresses, is an error.
+ * lib/modelpool.h); nothing else may follow the address. '#' starts a
+ * comment (whole line or after the address); blank lines and surrounding
+ * whitespace are ignored. On success *out is a malloc'ed array of *n
+ * canonical strings (pg_hostport_format), "HOST:PORT pool=NAME" for a line
+ * naming a pool other than default (free with pg_backends_free). Errors
+ * name the line ("line 3: ..."); the same address twice, or more than
+ * PG_MAX_BACKENDS - 1 addresses, is an error.
  */
 int pg_backends_parse(const char *text, size_t len, char ***out, size_t *n, char *err,
                       size_t errlen);
+
+/* What the pools of a gateway allow in its backends file, checked line by
+ * line so that an error names the line. */
+struct pg_backends_rules {
+	const struct pg_pool_table *pools; /* pool=NAME must name one of them */
+	bool need_pool; /* the default pool takes no requests: a line must name another */
+};
+/* pg_backends_parse, and the rules (NULL: none) of each line. */
+int pg_backends_parse_in(const char *text, size_t len, const struct pg_backends_rules *rules,
+                         char ***out, size_t *n, char *err, size_t errlen);
 void pg_backends_free(char **v, size_t n);
 
 /* Read a whole file of at most max bytes into a malloc'ed, NUL-terminated

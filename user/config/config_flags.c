@@ -61,21 +61,20 @@ static int load_files(struct pg_config *cfg, char *err, size_t errlen)
 		}
 	}
 	if (cfg->backends_file) {
+		/* the --pool flags are all read: pool= must name one */
+		struct pg_backends_rules rules = {.pools = &cfg->pools};
+
 		rc = pg_read_file(cfg->backends_file, PG_CONFIG_FILE_MAX, &buf, &len, e, sizeof(e));
 		if (!rc) {
-			rc = pg_backends_parse(buf, len, &v, &n, e, sizeof(e));
+			rc = pg_backends_parse_in(buf, len, &rules, &v, &n, e, sizeof(e));
 			free(buf);
 		}
 		if (rc) {
 			pg_errf(err, errlen, "--backends-file %s: %s", cfg->backends_file, e);
 			return -1;
 		}
-		rc = pg_pools_check_file(&cfg->pools, v, n, e, sizeof(e));
+		pg_pools_file_catch_all(&cfg->pools, v, n);
 		pg_backends_free(v, n);
-		if (rc) {
-			pg_errf(err, errlen, "--backends-file %s: %s", cfg->backends_file, e);
-			return -1;
-		}
 	}
 	return 0;
 }

@@ -27,17 +27,6 @@ static int add_str(char ***v, size_t *n, size_t max, const char *s, size_t len)
 	return 0;
 }
 
-static bool name_ok(const char *s, size_t len)
-{
-	if (!len || len >= PG_POOL_NAME_MAX)
-		return false;
-	for (size_t i = 0; i < len; i++)
-		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-",
-		            s[i]))
-			return false;
-	return true;
-}
-
 static void table_init(struct pg_pool_table *t)
 {
 	if (!t->n) {
@@ -191,7 +180,7 @@ int pg_pool_spec_parse(struct pg_pool_table *t, const char *v, char *err, size_t
 	int p;
 
 	table_init(t);
-	if (!name_ok(v, nlen)) {
+	if (!pg_pool_name_ok(v, nlen)) {
 		pg_errf(err, errlen, "--pool %s: NAME is 1-%d of A-Z a-z 0-9 _ . -", v,
 		        PG_POOL_NAME_MAX - 1);
 		return -1;
@@ -238,21 +227,11 @@ int pg_pool_spec_parse(struct pg_pool_table *t, const char *v, char *err, size_t
 	return 0;
 }
 
-int pg_pools_check_file(struct pg_pool_table *t, char *const *v, size_t n, char *err, size_t errlen)
+void pg_pools_file_catch_all(struct pg_pool_table *t, char *const *v, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		const char *pool = strstr(v[i], " pool=");
-
-		if (!pool || !strcmp(pool + 6, "default")) {
+	for (size_t i = 0; i < n; i++)
+		if (!strstr(v[i], " pool="))
 			t->catch_all = true;
-			continue;
-		}
-		if (pg_pool_find(t, pool + 6, strlen(pool + 6)) < 0) {
-			pg_errf(err, errlen, "%s: no --pool %s", v[i], pool + 6);
-			return -1;
-		}
-	}
-	return 0;
 }
 
 /* Whether canonical address a is listed before pool p (or by --backend). */
@@ -303,7 +282,7 @@ int pg_pools_finish(struct pg_config *cfg, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	/* (catch_all may be set already: pg_pools_check_file) */
+	/* (catch_all may be set already: pg_pools_file_catch_all) */
 	t->catch_all |= (!t->by_model && !t->by_path) || t->pool[0].declared || cfg->nbackends ||
 	                t->pool[0].nbackends;
 	return 0;

@@ -32,10 +32,17 @@
 /* The one definition of the control thread's state (control_internal.h). */
 struct pg_ctl_state pg_ctl = {.lfd = -1, .sfd = -1, .efd = -1, .ifd = -1};
 
-/* Read and parse --backends-file; errors name FILE:LINE. */
-static int read_backends_file(const char *path, char ***list, size_t *n, char *err, size_t errlen)
+/* Read and parse --backends-file; errors name FILE:LINE. A line must name
+ * one of the gateway's pools, and a pool that takes requests (reread: the
+ * default pool's catch-all status was decided at start-up). */
+static int read_backends_file(const struct pg_gateway *gw, bool reread, char ***list, size_t *n,
+                              char *err, size_t errlen)
 {
-	char *text, e[256];
+	const struct pg_pool_table *t = &gw->cfg->pools;
+	const struct pg_backends_rules rules = {.pools = t,
+	                                        .need_pool = reread && t->n > 1 && !t->catch_all};
+	const char *path = gw->cfg->backends_file;
+	char *text, e[512];
 	size_t len;
 	unsigned line;
 	int off = 0;
@@ -44,7 +51,7 @@ static int read_backends_file(const char *path, char ***list, size_t *n, char *e
 		snprintf(err, errlen, "--backends-file %s: %s", path, e);
 		return -1;
 	}
-	if (pg_backends_parse(text, len, list, n, e, sizeof(e))) {
+	if (pg_backends_parse_in(text, len, &rules, list, n, e, sizeof(e))) {
 		if (sscanf(e, "line %u: %n", &line, &off) == 1 && off > 0)
 			snprintf(err, errlen, "%s:%u: %s", path, line, e + off);
 		else
@@ -144,7 +151,7 @@ int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 		}
 	}
 	if (rc >= 0 && cfg->backends_file) {
-		rc = read_backends_file(cfg->backends_file, &list, &n, err, errlen);
+		rc = read_backends_file(gw, false, &list, &n, err, errlen);
 		if (!rc)
 			rc = pg_ctl_sync_file(gw, list, n, &changed, err, errlen);
 		pg_backends_free(list, n);
@@ -173,7 +180,7 @@ static int reload_backends(struct pg_gateway *gw, const char *why)
 	size_t n;
 	int changes;
 
-	if (read_backends_file(cfg->backends_file, &list, &n, err, sizeof(err))) {
+	if (read_backends_file(gw, true, &list, &n, err, sizeof(err))) {
 		pg_error("%s: %s; membership unchanged", why, err);
 		return -1;
 	}

@@ -12,6 +12,18 @@
 #include "lib/json_scan.h"
 #include "lib/modelpool.h"
 
+bool pg_pool_name_ok(const char *s, size_t len)
+{
+	if (!len || len >= PG_POOL_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-",
+		            s[i]) ||
+		    !s[i])
+			return false;
+	return true;
+}
+
 int pg_pool_find(const struct pg_pool_table *t, const char *name, size_t len)
 {
 	for (unsigned p = 0; p < t->n; p++)

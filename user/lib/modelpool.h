@@ -72,6 +72,10 @@ struct pg_pool_table {
 #define PG_POOL_BY_MODEL (-1) /* decided by the body's model */
 #define PG_POOL_UNKNOWN  (-2) /* no pool serves it: 404 */
 
+/* Whether name[0..len) is a pool name: 1 to PG_POOL_NAME_MAX - 1 of
+ * A-Z a-z 0-9 _ . - */
+bool pg_pool_name_ok(const char *name, size_t len);
+
 /* Pool of name[0..len), or -1. */
 int pg_pool_find(const struct pg_pool_table *t, const char *name, size_t len);
 
