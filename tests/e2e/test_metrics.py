@@ -324,6 +324,40 @@ def live_reconfiguration_drops_nothing(opts):
         f.stop()
 
 
+@test
+def reload_keeps_flag_overrides(opts):
+    """--concurrency-threshold overrides --routing-config at start-up and at
+    every SIGHUP re-read of a changed file; a partial PUT /routing keeps
+    what it omits."""
+    f = Fleet(opts, 2, mock_args={i: FAST for i in range(2)}, start_gateway=False)
+    rfile = os.path.join(f.tmp, "rc-%d.json" % os.getpid())
+
+    def routing():
+        return f.admin("GET", "/routing")[1]["PrefixAwareRoutingConfig"]
+
+    def write(length, threshold):
+        with open(rfile + ".tmp", "w") as fh:
+            json.dump({"RoutingStrategy": "PREFIX_AWARE", "PrefixAwareRoutingConfig":
+                       {"PrefixLength": length, "ConcurrencyThreshold": threshold}}, fh)
+        os.rename(rfile + ".tmp", rfile)
+
+    try:
+        write(2048, 5)
+        f.start_gateway(["--concurrency-threshold", "20", "--routing-config", rfile])
+        assert routing() == {"PrefixLength": 2048, "ConcurrencyThreshold": 20}, routing()
+        write(1024, 7)
+        f.gw.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: routing()["PrefixLength"] == 1024, 5), routing()
+        assert routing()["ConcurrencyThreshold"] == 20, routing()
+        assert "--routing-config re-read; kept --concurrency-threshold" in f.log(), f.log()
+        st, r = f.admin("PUT", "/routing", {"RoutingStrategy": "PREFIX_AWARE",
+                                            "PrefixAwareRoutingConfig": {"PrefixLength": 3072}})
+        assert st == 200 and r["PrefixAwareRoutingConfig"] == {
+            "PrefixLength": 3072, "ConcurrencyThreshold": 20}, (st, r)
+    finally:
+        f.stop()
+
+
 def main():
     return run_suite(TESTS)
 

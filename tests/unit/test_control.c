@@ -265,6 +265,58 @@ static void test_reload(void **state)
 	assert_int_equal(gw.maps.state->strategy, PG_STRATEGY_RANDOM);
 }
 
+/* Explicit flags override --routing-config across re-reads, and a partial
+ * PUT /routing keeps the fields it omits. */
+static void test_reload_keeps_flags(void **state)
+{
+	struct pg_admin_reply r;
+	char err[256];
+	struct pg_state *st = gw.maps.state;
+
+	(void)state;
+	make_temp(routing_path, sizeof(routing_path),
+	          "{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
+	          "{\"PrefixLength\":2048,\"ConcurrencyThreshold\":5}}");
+	cfg.routing_config = routing_path;
+	/* as pg_config_parse leaves "--concurrency-threshold 20 --routing-config F" */
+	cfg.route = (struct pg_route_cfg){.strategy = PG_STRATEGY_PREFIX_AWARE,
+	                                  .prefix_length = 2048,
+	                                  .concurrency_threshold = 20,
+	                                  .new_choices = 1};
+	cfg.route_flags.concurrency_threshold = 20;
+	cfg.route_flags_set = PG_POOL_SET_THRESHOLD;
+	assert_int_equal(pg_control_init(&gw, err, sizeof(err)), 0);
+	assert_int_equal(st->concurrency_threshold, 20);
+	write_file(routing_path,
+	           "{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
+	           "{\"PrefixLength\":1024,\"ConcurrencyThreshold\":7}}");
+	assert_int_equal(pg_control_reload(&gw), 0);
+	assert_int_equal(st->prefix_length, 1024);       /* the file's change */
+	assert_int_equal(st->concurrency_threshold, 20); /* the flag, still */
+	/* PUT /routing: what the body names changes, the rest is kept */
+	assert_int_equal(req("PUT", "/routing",
+	                     "{\"RoutingStrategy\":\"PREFIX_AWARE\","
+	                     "\"PrefixAwareRoutingConfig\":{\"PrefixLength\":3072}}",
+	                     &r),
+	                 200);
+	assert_non_null(strstr(r.body.p, "\"PrefixLength\":3072,\"ConcurrencyThreshold\":20}"));
+	pg_buf_free(&r.body);
+	assert_int_equal(req("PUT", "/routing",
+	                     "{\"RoutingStrategy\":\"CACHE_AWARE\","
+	                     "\"CacheAwareConfig\":{\"NewConversationChoices\":3}}",
+	                     &r),
+	                 200);
+	pg_buf_free(&r.body);
+	assert_int_equal(st->strategy, PG_STRATEGY_CACHE_AWARE);
+	assert_int_equal(st->prefix_length, 3072);
+	assert_int_equal(st->concurrency_threshold, 20);
+	assert_int_equal(st->ca_choices, 3);
+	/* an invalid body changes nothing */
+	assert_int_equal(req("PUT", "/routing", "{\"PrefixAwareRoutingConfig\":{}}", &r), 400);
+	pg_buf_free(&r.body);
+	assert_int_equal(st->strategy, PG_STRATEGY_CACHE_AWARE);
+}
+
 /* ---- the thread, over a real socket -------------------------------------- */
 
 /* One HTTP exchange with the admin listener; the reply, NUL-terminated,
@@ -416,6 +468,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_members_sync, setup_init, teardown),
 	    cmocka_unit_test_setup_teardown(test_down_expiry, setup_init, teardown),
 	    cmocka_unit_test_setup_teardown(test_reload, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reload_keeps_flags, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_names, setup_init, teardown),
 	    cmocka_unit_test_setup_teardown(test_thread, setup, teardown),
 	};

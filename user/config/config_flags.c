@@ -341,12 +341,12 @@ int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, cha
 	}
 	if (load_files(cfg, err, errlen) || pg_config_check_ops(cfg, err, errlen))
 		goto out;
-	if (set & 1u << O_STRATEGY)
-		cfg->route.strategy = flags.strategy;
-	if (set & 1u << O_PREFIX_LENGTH)
-		cfg->route.prefix_length = flags.prefix_length;
-	if (set & 1u << O_CONCURRENCY)
-		cfg->route.concurrency_threshold = flags.concurrency_threshold;
+	/* Kept: a re-read of the file applies them again (pg_route_of_pool). */
+	cfg->route_flags = flags;
+	cfg->route_flags_set = (set & 1u << O_STRATEGY ? PG_POOL_SET_STRATEGY : 0) |
+	                       (set & 1u << O_PREFIX_LENGTH ? PG_POOL_SET_PREFIX : 0) |
+	                       (set & 1u << O_CONCURRENCY ? PG_POOL_SET_THRESHOLD : 0);
+	pg_route_overlay(&cfg->route, &cfg->route_flags, cfg->route_flags_set);
 	if (pg_pools_finish(cfg, err, errlen))
 		goto out;
 	if (cfg->no_bpf &&

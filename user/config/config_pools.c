@@ -260,14 +260,7 @@ int pg_pools_finish(struct pg_config *cfg, char *err, size_t errlen)
 		t->by_path |= pc->npaths > 0;
 		if (!(pc->route_set & PG_POOL_SET_FILE))
 			pc->route = cfg->route;
-		if (pc->route_set & PG_POOL_SET_STRATEGY)
-			pc->route.strategy = pc->own.strategy;
-		if (pc->route_set & PG_POOL_SET_PREFIX)
-			pc->route.prefix_length = pc->own.prefix_length;
-		if (pc->route_set & PG_POOL_SET_THRESHOLD)
-			pc->route.concurrency_threshold = pc->own.concurrency_threshold;
-		if (pc->route_set & PG_POOL_SET_CHOICES)
-			pc->route.new_choices = pc->own.new_choices;
+		pg_route_overlay(&pc->route, &pc->own, pc->route_set);
 		for (size_t i = 0; i < pc->nbackends; i++) {
 			if ((owner = backend_owner(cfg, p, pc->backends[i]))) {
 				pg_errf(err, errlen, "--pool %s: backend %s is already pool %s's",
@@ -286,4 +279,38 @@ int pg_pools_finish(struct pg_config *cfg, char *err, size_t errlen)
 	t->catch_all |= (!t->by_model && !t->by_path) || t->pool[0].declared || cfg->nbackends ||
 	                t->pool[0].nbackends;
 	return 0;
+}
+
+void pg_route_overlay(struct pg_route_cfg *rc, const struct pg_route_cfg *own, unsigned set)
+{
+	if (set & PG_POOL_SET_STRATEGY)
+		rc->strategy = own->strategy;
+	if (set & PG_POOL_SET_PREFIX)
+		rc->prefix_length = own->prefix_length;
+	if (set & PG_POOL_SET_THRESHOLD)
+		rc->concurrency_threshold = own->concurrency_threshold;
+	if (set & PG_POOL_SET_CHOICES)
+		rc->new_choices = own->new_choices;
+}
+
+bool pg_route_of_pool(const struct pg_config *cfg, unsigned p, const struct pg_route_cfg *file,
+                      struct pg_route_cfg *out)
+{
+	const struct pg_pool_cfg *pc = p < cfg->pools.n ? &cfg->pools.pool[p] : NULL;
+	struct pg_route_cfg rc = {
+	    .strategy = PG_STRATEGY_PREFIX_AWARE,
+	    .prefix_length = PG_PREFIX_LENGTH_DEFAULT,
+	    .concurrency_threshold = PG_CONCURRENCY_DEFAULT,
+	    .new_choices = PG_CA_CHOICES_DEFAULT,
+	};
+
+	if (pc && (pc->route_set & PG_POOL_SET_FILE))
+		return false;
+	if (file)
+		rc = *file;
+	pg_route_overlay(&rc, &cfg->route_flags, cfg->route_flags_set);
+	if (pc)
+		pg_route_overlay(&rc, &pc->own, pc->route_set);
+	*out = rc;
+	return true;
 }

@@ -102,7 +102,9 @@ int pg_admin_routing(struct pg_gateway *gw, bool put, struct pg_str query, const
 	if (!put) {
 		pg_route_cfg_load_pool(gw, (unsigned)pool, &rc);
 	} else {
-		if (pg_routing_config_parse(body ? body : "", len, &rc, err, sizeof(err)))
+		/* omitted fields keep the pool's live values */
+		pg_route_cfg_load_pool(gw, (unsigned)pool, &rc);
+		if (pg_routing_config_update(body ? body : "", len, &rc, err, sizeof(err)))
 			return pg_admin_reply_error(r, 400, err);
 		pg_control_set_routing_pool(gw, (unsigned)pool, &rc, "PUT /routing");
 	}

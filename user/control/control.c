@@ -193,6 +193,32 @@ static int reload_backends(struct pg_gateway *gw, const char *why)
 	return changes < 0 ? -1 : 0;
 }
 
+/* The re-read --routing-config file rc applied to every pool without a
+ * routing-config= of its own, as at start-up: the explicit flags over it,
+ * then the pool's own fields. */
+static void reroute(struct pg_gateway *gw, const struct pg_route_cfg *file)
+{
+	static const char *const flag[] = {"--strategy", "--prefix-length",
+	                                   "--concurrency-threshold"};
+	const struct pg_config *cfg = gw->cfg;
+	struct pg_route_cfg rc;
+	char why[160] = "--routing-config re-read";
+	size_t n = strlen(why);
+	bool first = true;
+
+	/* the log line says which flags still override the file */
+	for (unsigned i = 0; i < 3; i++) {
+		if (!(cfg->route_flags_set & (PG_POOL_SET_STRATEGY << i)) || n >= sizeof(why))
+			continue;
+		n += (size_t)snprintf(why + n, sizeof(why) - n, "%s %s", first ? "; kept" : ",",
+		                      flag[i]);
+		first = false;
+	}
+	for (unsigned p = 0; p < gw->maps.npools; p++)
+		if (pg_route_of_pool(cfg, p, file, &rc))
+			pg_control_set_routing_pool(gw, p, &rc, why);
+}
+
 int pg_control_reload(struct pg_gateway *gw)
 {
 	const struct pg_config *cfg = gw->cfg;
@@ -222,11 +248,7 @@ int pg_control_reload(struct pg_gateway *gw)
 				break;
 			}
 			keep_routing_text(text, len);
-			/* Every pool that sets no RoutingConfig field of its own. */
-			for (unsigned p = 0; p < gw->maps.npools; p++)
-				if (p >= cfg->pools.n || !cfg->pools.pool[p].route_set)
-					pg_control_set_routing_pool(gw, p, &rc,
-					                            "--routing-config re-read");
+			reroute(gw, &rc);
 		}
 	}
 	return ret;
