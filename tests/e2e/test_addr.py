@@ -160,6 +160,17 @@ def ipv6_listener_and_backend(opts):
         # the admin API accepts and lists IPv6 members
         st, r = f.admin("POST", "/backends", {"address": "[::1]:9"})
         assert st == 201 and r["address"] == "[::1]:9", (st, r)
+        # and removes them, the brackets raw in the target as curl sends them
+        st, r = f.admin("DELETE", "/backends/[::1]:9")
+        assert st == 202 and r["address"] == "[::1]:9" and r["draining"], (st, r)
+        st, r = f.admin("DELETE", "/backends/[::1]:10")
+        assert st == 404 and "not a member" in r["error"], (st, r)
+        # prefixgatectl too
+        ctl = subprocess.run([os.path.join(opts.tools, "prefixgatectl"), "--admin",
+                              "127.0.0.1:%d" % f.admin_port, "backends", "remove",
+                              "[::1]:%d" % mport], capture_output=True, timeout=20)
+        assert ctl.returncode == 0, ctl.stderr
+        assert f.backends()["[::1]:%d" % mport]["draining"], f.backends()
     finally:
         stop_mock(mock)
         f.stop()

@@ -119,12 +119,20 @@ int ctl_cmd_backends_remove(const struct ctl_opts *o, const char *addr, bool wai
 	struct ctl_snapshot *s = NULL;
 	struct ctl_http_resp r;
 	struct ctl_backend b = {0};
-	char a[PG_HOSTPORT_STRLEN], target[PG_HOSTPORT_STRLEN + 16], err[1024], msg[256];
+	char a[PG_HOSTPORT_STRLEN], target[3 * PG_HOSTPORT_STRLEN + 16], err[1024], msg[256];
 	int rc = CTL_ERR, found, last_inflight = -1;
+	size_t n;
 
 	if (canon_addr(cmd, addr, a))
 		return CTL_USAGE;
-	snprintf(target, sizeof(target), "/backends/%s", a);
+	/* encoded: an IPv6 address's brackets are not path characters
+	 * (RFC 3986), and older gateways refused them raw */
+	snprintf(target, sizeof(target), "/backends/");
+	n = strlen(target);
+	if (!ctl_url_encode(a, target, sizeof(target), &n)) {
+		ctl_err("backends %s %s: address too long", cmd, a);
+		return CTL_USAGE;
+	}
 	if (ctl_http(o, "DELETE", target, NULL, NULL, 0, limit, &r, err, sizeof(err))) {
 		ctl_err("backends %s %s: %s", cmd, a, err);
 		return CTL_ERR;
