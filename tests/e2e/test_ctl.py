@@ -103,7 +103,9 @@ def help_and_usage_errors(opts):
              ["backends"], ["backends", "add"], ["backends", "add", "not-an-address"],
              ["backends", "drain", "1.2.3.4:99999"], ["backends", "frob", "1.2.3.4:5"],
              ["--admin", "localhost", "status"], ["--json=1", "status"], ["help", "nope"],
-             ["--source", "disk", "status"], ["--pin-path"]]
+             ["--source", "disk", "status"], ["--pin-path"],
+             ["backends", "list", "--pool", "a"], ["backends", "add", "1.2.3.4:5", "--pool",
+                                                   "a b"], ["status", "--pool", "a"]]
     for args in usage:
         rc, out, err = ctl(opts, None, *args)
         assert rc == 2, "%s: exit %d (want 2): %s" % (args, rc, err)

@@ -186,6 +186,22 @@ def admin_adds_to_a_pool(opts):
         assert st == 202
         assert f.idle()
         assert {who(f, "beta", "spread %d" % i) for i in range(30)} <= {"b2", "b3"}
+        # no pool, and the default pool takes no requests here: refused,
+        # rather than a member that would get no traffic
+        assert wait_until(lambda: f.addr("b4") not in f.backends(), 5)
+        st, r = f.admin("POST", "/backends", {"address": f.addr("b4")})
+        assert st == 400 and "the default pool takes no requests" in r["error"] and \
+            "name one of a, b" in r["error"], (st, r)
+        assert f.addr("b4") not in f.backends()
+        # prefixgatectl backends add --pool
+        ctl = [os.path.join(opts.tools, "prefixgatectl"), "--admin",
+               "127.0.0.1:%d" % f.admin_port, "backends", "add", f.addr("b4")]
+        r = subprocess.run(ctl, capture_output=True, text=True, timeout=20)
+        assert r.returncode == 1 and "HTTP 400" in r.stderr and "name one of a, b" in \
+            r.stderr, (r.returncode, r.stderr)
+        r = subprocess.run(ctl + ["--pool", "b"], capture_output=True, text=True, timeout=20)
+        assert r.returncode == 0 and "to pool b" in r.stdout, (r.returncode, r.stderr)
+        assert f.backends()[f.addr("b4")]["pool"] == "b"
     finally:
         f.stop()
 

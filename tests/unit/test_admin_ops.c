@@ -127,10 +127,52 @@ static void test_delete_ipv6(void **state)
 	free(o);
 }
 
+/* POST /backends without a pool where the default pool is not the
+ * catch-all: refused, naming the pools, since the member would get no
+ * traffic; with a pool it joins it. */
+static void test_post_needs_pool(void **state)
+{
+	struct pg_admin_reply r;
+
+	(void)state;
+	START("--pool", "llama:model=l", "--pool", "llama:backend=10.0.0.1:80", "--pool",
+	      "qwen:model=q");
+	assert_false(cfg.pools.catch_all);
+	assert_int_equal(admin("POST", "/backends", "{\"address\":\"10.0.0.2:80\"}", &r), 400);
+	assert_string_equal(r.body.p,
+	                    "{\"error\":\"pool: required: the default pool takes no requests on "
+	                    "this gateway (it is not the catch-all); name one of llama, qwen\"}\n");
+	pg_buf_free(&r.body);
+	assert_int_equal(
+	    admin("POST", "/backends", "{\"address\":\"10.0.0.2:80\",\"pool\":\"default\"}", &r),
+	    400);
+	assert_non_null(strstr(r.body.p, "pool: default: the default pool takes no requests"));
+	pg_buf_free(&r.body);
+	assert_int_equal(member("10.0.0.2:80"), 0);
+	/* a DNS name too */
+	assert_int_equal(admin("POST", "/backends", "{\"address\":\"vllm.example:80\"}", &r), 400);
+	pg_buf_free(&r.body);
+	assert_int_equal(
+	    admin("POST", "/backends", "{\"address\":\"10.0.0.2:80\",\"pool\":\"qwen\"}", &r), 201);
+	assert_non_null(strstr(r.body.p, "\"pool\":\"qwen\""));
+	pg_buf_free(&r.body);
+	assert_int_equal(gw.maps.state[2].nbackends, 1);
+	teardown(NULL);
+	/* a catch-all default pool takes it, as before */
+	START("--pool", "llama:model=l", "--pool", "default");
+	assert_int_equal(admin("POST", "/backends", "{\"address\":\"10.0.0.2:80\"}", &r), 201);
+	pg_buf_free(&r.body);
+	teardown(NULL);
+	START("--backend", "10.0.0.1:80");
+	assert_int_equal(admin("POST", "/backends", "{\"address\":\"10.0.0.2:80\"}", &r), 201);
+	pg_buf_free(&r.body);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_delete_ipv6, teardown),
+	    cmocka_unit_test_teardown(test_post_needs_pool, teardown),
 	};
 
 	return cmocka_run_group_tests_name("admin_ops", tests, NULL, NULL);

@@ -53,6 +53,7 @@ struct ctl_opts {
 	long count;        /* top: refreshes, 0 = until Ctrl-C */
 	const char *path;  /* route --path */
 	const char *key;   /* route --key */
+	const char *pool;  /* backends add --pool */
 	const char *token; /* admin API bearer token, or NULL */
 	/* register, fleet */
 	const char *etcd, *prefix, *address, *id, *etcd_user, *etcd_password_file;

@@ -10,6 +10,7 @@
 #include <string.h>
 #include "config/config.h"
 #include "ctl.h"
+#include "lib/modelpool.h"
 
 enum cmd {
 	C_NONE = -1,
@@ -48,10 +49,11 @@ static const struct cmd_def {
                  "counter changes. --path picks the API the body is for (default: none, the\n"
                  "raw-bytes key as for /invocations); --key sets an explicit key as the\n"
                  "X-Prefixgate-Key header would. Exit status 1 if no backend is usable.\n"},
-    [C_BACKENDS] = {"backends", "backends list|add|remove|drain [ADDR:PORT]",
+    [C_BACKENDS] = {"backends", "backends list|add|remove|drain [ADDR:PORT] [--pool NAME]",
                     "list or change backends",
                     "list     the backends table (as in status; from the maps, else the API)\n"
-                    "add      add a backend (POST /backends); a draining one is re-activated\n"
+                    "add      add a backend (POST /backends) to the default pool, or to\n"
+                    "         --pool NAME; a draining one is re-activated\n"
                     "remove   drain a backend (DELETE /backends/ADDR:PORT): no new requests;\n"
                     "         the gateway removes it once its in-flight requests finish\n"
                     "drain    remove, then wait until it is gone, printing its in-flight count;\n"
@@ -93,6 +95,7 @@ enum opt_id {
 	O_TIMEOUT,
 	O_PATH,
 	O_KEY,
+	O_POOL,
 	O_INTERVAL,
 	O_COUNT,
 	O_ETCD,
@@ -139,6 +142,9 @@ static const struct opt {
                 "(default: none, raw-bytes key)"},
     [O_KEY] = {"key", "KEY", ONLY(C_ROUTE),
                "route: an explicit key, as the\nX-Prefixgate-Key header sets"},
+    [O_POOL] = {"pool", "NAME", ONLY(C_BACKENDS),
+                "backends add: the model pool it joins\n"
+                "(default: the default pool)"},
     [O_INTERVAL] = {"interval", "SEC", ONLY(C_TOP),
                     "top: seconds between refreshes, 0.1-3600\n(default 1)"},
     [O_COUNT] = {"count", "N", ONLY(C_TOP),
@@ -298,6 +304,9 @@ static int set_opt(struct ctl_opts *o, enum opt_id id, const char *v)
 	case O_KEY:
 		o->key = v;
 		return 0;
+	case O_POOL:
+		o->pool = v;
+		return pg_pool_name_ok(v, strlen(v)) ? 0 : -1;
 	case O_INTERVAL:
 		return parse_num(v, 0.1, 3600, &o->interval) ? 0 : -1;
 	case O_COUNT:
@@ -455,6 +464,8 @@ int main(int argc, char **argv)
 			return usage_error(c, "register needs --address ADDR:PORT%s%s", "", "");
 		return c == C_REGISTER ? ctl_cmd_register(&o) : ctl_cmd_fleet(&o);
 	case C_BACKENDS:
+		if (o.pool && !(npos == 3 && !strcmp(pos[1], "add")))
+			return usage_error(c, "--pool applies to backends add only%s%s", "", "");
 		if (npos == 2 && !strcmp(pos[1], "list"))
 			return ctl_cmd_status(&o, true);
 		if (npos == 3 && !strcmp(pos[1], "add"))

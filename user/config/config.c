@@ -76,21 +76,6 @@ static int pool_suffix(char **s, const char *pool)
 	return 0;
 }
 
-/* The pools a pool= may name, for a message: "default, llama, qwen". */
-static const char *pool_names(const struct pg_pool_table *t, bool with_default, char *buf,
-                              size_t cap)
-{
-	size_t used = 0;
-
-	buf[0] = 0;
-	for (unsigned p = with_default ? 0 : 1; p < t->n && used < cap; p++)
-		used += (size_t)snprintf(buf + used, cap - used, "%s%s", used ? ", " : "",
-		                         t->pool[p].name);
-	if (!used)
-		snprintf(buf, cap, "%s", with_default ? "default" : "none");
-	return buf;
-}
-
 /* The words after a line's address: at most one pool=NAME, naming a pool r
  * allows. *pool: the name, or NULL. 0, or -1 with err naming the line. */
 static int line_words(char *rest, unsigned lineno, const struct pg_backends_rules *r,
@@ -124,14 +109,15 @@ static int line_words(char *rest, unsigned lineno, const struct pg_backends_rule
 		*pool = NULL; /* the default pool is also where a line without pool= goes */
 	if (*pool && t && pg_pool_find(t, *pool, strlen(*pool)) < 0) {
 		pg_errf(err, errlen, "line %u: pool=%s: no such pool (the pools: %s)", lineno,
-		        *pool, pool_names(t, true, names, sizeof(names)));
+		        *pool, pg_pool_table_names(t, true, names, sizeof(names)));
 		return -1;
 	}
 	if (!*pool && r && r->need_pool) {
 		pg_errf(err, errlen,
 		        "line %u: %s: the default pool takes no requests (it was not the "
 		        "catch-all at start-up): give pool=NAME, one of %s",
-		        lineno, addr, t ? pool_names(t, false, names, sizeof(names)) : "the pools");
+		        lineno, addr,
+		        t ? pg_pool_table_names(t, false, names, sizeof(names)) : "the pools");
 		return -1;
 	}
 	return 0;

@@ -231,7 +231,7 @@ static int h_backends_post(struct pg_gateway *gw, const char *body, size_t len,
                            struct pg_admin_reply *r)
 {
 	struct pg_json js = {0};
-	char addr[PG_HOSTPORT_STRLEN], err[PG_HOSTPORT_STRLEN + 100];
+	char addr[PG_HOSTPORT_STRLEN], err[PG_HOSTPORT_STRLEN + PG_MAX_POOLS * PG_POOL_NAME_MAX];
 	int64_t v = -1, pv = -1;
 	size_t alen;
 	int id, pool = 0;
@@ -284,6 +284,17 @@ static int h_backends_post(struct pg_gateway *gw, const char *body, size_t len,
 		goto bad;
 	}
 	pg_json_free(&js);
+	if (pool == PG_POOL_DEFAULT && !pg_pool_takes_requests(gw, PG_POOL_DEFAULT)) {
+		/* it would join a pool no request reaches: say where it can go */
+		char names[PG_MAX_POOLS * PG_POOL_NAME_MAX];
+
+		snprintf(err, sizeof(err),
+		         "pool: %s: the default pool takes no requests on this "
+		         "gateway (it is not the catch-all); name one of %s",
+		         pv >= 0 ? "default" : "required",
+		         pg_pool_names(gw, false, names, sizeof(names)));
+		return reply_error(r, 400, err);
+	}
 	if (pg_etcd_enabled()) { /* etcd is the source: the change goes there */
 		if (pool)
 			return reply_error(r, 400,

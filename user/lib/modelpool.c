@@ -7,6 +7,7 @@
  * PrefixLength that key needs) must be known first.
  */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include "lib/json.h"
 #include "lib/json_scan.h"
@@ -22,6 +23,27 @@ bool pg_pool_name_ok(const char *s, size_t len)
 		    !s[i])
 			return false;
 	return true;
+}
+
+bool pg_pool_reachable(const struct pg_pool_table *t, unsigned p)
+{
+	if (p >= t->n)
+		return p == PG_POOL_DEFAULT; /* no table: the default pool alone */
+	return t->pool[p].nmodels || t->pool[p].npaths || (p == PG_POOL_DEFAULT && t->catch_all);
+}
+
+const char *pg_pool_table_names(const struct pg_pool_table *t, bool with_default, char *buf,
+                                size_t cap)
+{
+	size_t used = 0;
+
+	buf[0] = 0;
+	for (unsigned p = with_default ? 0 : 1; p < t->n && used < cap; p++)
+		used += (size_t)snprintf(buf + used, cap - used, "%s%s", used ? ", " : "",
+		                         t->pool[p].name);
+	if (!buf[0])
+		snprintf(buf, cap, "%s", with_default ? "default" : "(none)");
+	return buf;
 }
 
 int pg_pool_find(const struct pg_pool_table *t, const char *name, size_t len)

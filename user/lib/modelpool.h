@@ -76,6 +76,16 @@ struct pg_pool_table {
  * A-Z a-z 0-9 _ . - */
 bool pg_pool_name_ok(const char *name, size_t len);
 
+/* Whether requests can reach pool p of t: it lists models or paths, or it
+ * is the default pool and the catch-all (an empty table: the default pool
+ * alone, which takes everything). */
+bool pg_pool_reachable(const struct pg_pool_table *t, unsigned p);
+
+/* The names of t's pools, "a, b, c" (with_default: from the default pool
+ * on), into buf; "default" / "(none)" when there are none. Returns buf. */
+const char *pg_pool_table_names(const struct pg_pool_table *t, bool with_default, char *buf,
+                                size_t cap);
+
 /* Pool of name[0..len), or -1. */
 int pg_pool_find(const struct pg_pool_table *t, const char *name, size_t len);
 

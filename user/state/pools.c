@@ -70,6 +70,20 @@ const char *pg_pool_name(const struct pg_gateway *gw, unsigned p)
 	return t && p < t->n ? t->pool[p].name : "default";
 }
 
+bool pg_pool_takes_requests(const struct pg_gateway *gw, unsigned p)
+{
+	const struct pg_pool_table *t = pg_pools_table(gw);
+
+	return t ? pg_pool_reachable(t, p) : p == PG_POOL_DEFAULT;
+}
+
+const char *pg_pool_names(const struct pg_gateway *gw, bool with_default, char *buf, size_t cap)
+{
+	static const struct pg_pool_table none;
+
+	return pg_pool_table_names(gw->cfg ? &gw->cfg->pools : &none, with_default, buf, cap);
+}
+
 int pg_pool_lookup(const struct pg_gateway *gw, const char *name, size_t len)
 {
 	const struct pg_pool_table *t = gw->cfg ? &gw->cfg->pools : NULL;
