@@ -293,6 +293,35 @@ def backends_file_errors_at_start(opts):
 
 
 @test
+def pool_without_members_is_told(opts):
+    """A pool requests reach but no member serves: /health says degraded,
+    naming it; prefixgatectl route names the pool and why no backend."""
+    f = pools_fleet(opts, extra=["--pool", "c:model=gamma"])
+    ctl = [os.path.join(opts.tools, "prefixgatectl"), "--admin", "127.0.0.1:%d" % f.admin_port,
+           "route", "--path", "/v1/chat/completions", "-"]
+    try:
+        assert f.post("/v1/chat/completions", chat("gamma", "x"))[0] == 502
+        st, h = f.admin("GET", "/health")
+        assert st == 200 and h["status"] == "degraded" and h["degraded_pools"] == [
+            {"pool": "c", "backends": 0, "healthy": 0}], (st, h)
+        r = subprocess.run(ctl, input=chat("gamma", "hello"), capture_output=True, text=True,
+                           timeout=20)
+        assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+        assert "pool         c\n" in r.stdout and "ring is not used" not in r.stdout, r.stdout
+        assert "no usable backend in pool c (no member)" in r.stdout + r.stderr, r
+        r = subprocess.run(ctl, input=chat("beta", "hello"), capture_output=True, text=True,
+                           timeout=20)
+        assert r.returncode == 0 and "pool         b\n" in r.stdout and "(ring order)" in \
+            r.stdout, (r.returncode, r.stdout, r.stderr)
+        st, _ = f.admin("PUT", "/routing?pool=b", {"RoutingStrategy": "RANDOM"})
+        r = subprocess.run(ctl, input=chat("beta", "hello"), capture_output=True, text=True,
+                           timeout=20)
+        assert r.returncode == 0 and "(random does not use the ring)" in r.stdout, r.stdout
+    finally:
+        f.stop()
+
+
+@test
 def no_pools_is_unchanged(opts):
     f = Fleet(opts, n=2, mock_args=MOCK, gw_args=GW)
     try:

@@ -168,11 +168,59 @@ static void test_post_needs_pool(void **state)
 	pg_buf_free(&r.body);
 }
 
+/* A pool requests reach with no healthy member: /health says so, naming
+ * it, and the dry run says why no backend is usable. */
+static void test_pool_without_members(void **state)
+{
+	struct pg_admin_reply r;
+	uint64_t now = pg_now_ms();
+
+	(void)state;
+	START("--pool", "llama:model=l", "--pool", "llama:backend=10.0.0.1:80,10.0.0.2:80",
+	      "--pool", "qwen:model=q");
+	assert_int_equal(admin("GET", "/health", NULL, &r), 200);
+	assert_string_equal(r.body.p, "{\"status\":\"degraded\",\"backends\":2,\"healthy\":2,"
+	                              "\"degraded_pools\":[{\"pool\":\"qwen\",\"backends\":0,"
+	                              "\"healthy\":0}]}\n");
+	pg_buf_free(&r.body);
+	/* degraded still serves: ready */
+	assert_int_equal(admin("GET", "/health?ready", NULL, &r), 200);
+	assert_non_null(strstr(r.body.p, "\"ready\":true"));
+	pg_buf_free(&r.body);
+	assert_int_equal(admin("POST", "/route?path=/v1/chat/completions",
+	                       "{\"model\":\"q\",\"messages\":[]}", &r),
+	                 503);
+	assert_non_null(
+	    strstr(r.body.p, "\"error\":\"no usable backend in pool qwen (no member)\""));
+	assert_non_null(strstr(r.body.p, "\"pool\":\"qwen\""));
+	pg_buf_free(&r.body);
+	/* llama's members down too: no pool serves */
+	for (int id = 1; id <= 2; id++) {
+		gw.maps.backends[id].flags |= PG_BACKEND_UNHEALTHY;
+		gw.maps.backends[id].down_until_ms = now + 60000;
+	}
+	assert_int_equal(admin("GET", "/health", NULL, &r), 503);
+	assert_non_null(strstr(r.body.p, "\"status\":\"no healthy backend\""));
+	assert_non_null(strstr(r.body.p, "{\"pool\":\"llama\",\"backends\":2,\"healthy\":0}"));
+	pg_buf_free(&r.body);
+	assert_int_equal(admin("POST", "/route?pool=llama", "x", &r), 503);
+	assert_non_null(
+	    strstr(r.body.p, "no usable backend in pool llama (2 members, none healthy)"));
+	pg_buf_free(&r.body);
+	teardown(NULL);
+	/* the default pool, not the catch-all, takes no requests: not counted */
+	START("--pool", "llama:model=l", "--pool", "llama:backend=10.0.0.1:80");
+	assert_int_equal(admin("GET", "/health", NULL, &r), 200);
+	assert_non_null(strstr(r.body.p, "{\"status\":\"ok\""));
+	pg_buf_free(&r.body);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_delete_ipv6, teardown),
 	    cmocka_unit_test_teardown(test_post_needs_pool, teardown),
+	    cmocka_unit_test_teardown(test_pool_without_members, teardown),
 	};
 
 	return cmocka_run_group_tests_name("admin_ops", tests, NULL, NULL);
