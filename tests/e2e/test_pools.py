@@ -19,11 +19,12 @@ usage: test_pools.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
 """
 import json
 import os
+import re
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, run_suite, wait_until  # noqa: E402
+from harness import Fleet, metric_family, run_suite, wait_until  # noqa: E402
 
 TESTS = []
 GW = ["--health-check-path", "none", "--metrics-scrape-interval", "0"]
@@ -317,6 +318,39 @@ def pool_without_members_is_told(opts):
         r = subprocess.run(ctl, input=chat("beta", "hello"), capture_output=True, text=True,
                            timeout=20)
         assert r.returncode == 0 and "(random does not use the ring)" in r.stdout, r.stdout
+    finally:
+        f.stop()
+
+
+def digests(f):
+    """{pool or None: digest} of prefixgate_ring_digest_info."""
+    out = {}
+    for k in metric_family(f.metrics(), "prefixgate_ring_digest_info"):
+        m = re.match(r'prefixgate_ring_digest_info\{(?:pool="([^"]*)",)?digest="([0-9a-f]{16})"\}', k)
+        assert m, k
+        out[m.group(1)] = m.group(2)
+    return out
+
+
+@test
+def ring_digests_match_the_log(opts):
+    """With pools, every digest prefixgate_ring_digest_info shows is in the
+    log: each pool's (labelled pool) and the folded one, after a change too."""
+    f = pools_fleet(opts)
+    try:
+        for step in range(2):
+            d = digests(f)
+            assert set(d) == {None, "default", "a", "b"}, d
+            log = f.log()
+            for pool in ("a", "b"):
+                assert re.search(r"pool %s ring generation \d+: .*digest %s" % (pool, d[pool]),
+                                 log), (pool, d[pool], log[-2000:])
+            assert "ring digest %s (the 3 pools' digests folded" % d[None] in log, \
+                (d[None], log[-2000:])
+            if not step:
+                st, _ = f.admin("POST", "/backends", {"address": f.addr("b4"), "pool": "b"})
+                assert st == 201
+                assert wait_until(lambda: digests(f)["b"] != d["b"], 5)
     finally:
         f.stop()
 
