@@ -140,6 +140,10 @@ def metrics_explain_hit_rate(opts):
                            ("prefixgate_hot_key_requests_per_second", "gauge"),
                            ("prefixgate_shadow_predicted_hit_ratio", "gauge"),
                            ("prefixgate_shadow_backend_share", "gauge"),
+                           ("prefixgate_dispatch_latency_seconds", "histogram"),
+                           ("prefixgate_routing_latency_seconds", "histogram"),
+                           ("prefixgate_routing_decision_seconds", "histogram"),
+                           # deprecated copies, kept for one release
                            ("prefixgate_dispatch_latency_microseconds", "histogram"),
                            ("prefixgate_routing_latency_microseconds", "histogram"),
                            ("prefixgate_routing_decision_microseconds", "histogram"),
@@ -147,6 +151,12 @@ def metrics_explain_hit_rate(opts):
                            ("prefixgate_ring_rebuild_seconds_total", "counter")):
             assert types.get(name) == kind, (name, types.get(name))
         assert m["prefixgate_predicted_requests_total"] == 61, m
+        # seconds and the deprecated microseconds count the same requests
+        for h in ("routing_latency", "routing_decision", "dispatch_latency"):
+            s_, us = "prefixgate_%s_seconds" % h, "prefixgate_%s_microseconds" % h
+            assert m[s_ + "_count"] == m[us + "_count"] > 0, (h, m[s_ + "_count"])
+            assert abs(m[s_ + "_sum"] * 1e6 - m[us + "_sum"]) < 1, (h, m[s_ + "_sum"])
+            assert m[s_ + '_bucket{le="0.0001"}'] == m[us + '_bucket{le="100"}'], h
         # the start-up build at least: a rebuild takes well over a microsecond
         assert 0 < m["prefixgate_ring_rebuild_seconds"] <= \
             m["prefixgate_ring_rebuild_seconds_total"], m

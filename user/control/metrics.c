@@ -121,12 +121,26 @@ static void counters(const struct pg_gateway *gw, struct pg_buf *o)
 	              (unsigned long long)pg_alog_dropped(gw->alog));
 }
 
+/* A bucket bound of pg_lat_bounds_us in seconds, as a decimal without
+ * trailing zeros ("0.000012", "0.01"): exact, unlike a float printed. */
+static const char *le_seconds(uint32_t us, char *buf, size_t cap)
+{
+	size_t n = (size_t)snprintf(buf, cap, "%u.%06u", us / 1000000, us % 1000000);
+
+	while (n > 3 && buf[n - 1] == '0')
+		buf[--n] = 0;
+	return buf;
+}
+
 /* A latency histogram from the per-worker buckets at offset lat (uint64_t
- * [PG_LAT_BUCKETS]) and their sum in ns at offset sum. */
+ * [PG_LAT_BUCKETS]) and their sum in ns at offset sum; in seconds, the
+ * Prometheus base unit, or (micro) in microseconds, as the deprecated
+ * families were. */
 static void histogram(const struct pg_gateway *gw, struct pg_buf *o, const char *h,
-                      const char *help, size_t lat, size_t sum)
+                      const char *help, size_t lat, size_t sum, bool micro)
 {
 	uint64_t cum = 0, sum_ns = 0;
+	char le[24];
 
 	family(o, h, "histogram", help);
 	for (unsigned w = 0; gw->stats && w < gw->nworkers; w++)
@@ -137,36 +151,59 @@ static void histogram(const struct pg_gateway *gw, struct pg_buf *o, const char 
 			cum += __atomic_load_n(
 			    (const uint64_t *)((const char *)&gw->stats[w] + lat) + b,
 			    __ATOMIC_RELAXED);
-		if (b < PG_LAT_BUCKETS - 1)
-			pg_buf_printf(o, "%s_bucket{le=\"%u\"} %llu\n", h, pg_lat_bounds_us[b],
-			              (unsigned long long)cum);
+		if (b == PG_LAT_BUCKETS - 1)
+			snprintf(le, sizeof(le), "+Inf");
+		else if (micro)
+			snprintf(le, sizeof(le), "%u", pg_lat_bounds_us[b]);
 		else
-			pg_buf_printf(o, "%s_bucket{le=\"+Inf\"} %llu\n", h,
-			              (unsigned long long)cum);
+			le_seconds(pg_lat_bounds_us[b], le, sizeof(le));
+		pg_buf_printf(o, "%s_bucket{le=\"%s\"} %llu\n", h, le, (unsigned long long)cum);
 	}
-	pg_buf_printf(o, "%s_sum %llu.%03llu\n%s_count %llu\n", h,
-	              (unsigned long long)(sum_ns / 1000), (unsigned long long)(sum_ns % 1000), h,
-	              (unsigned long long)cum);
+	if (micro)
+		pg_buf_printf(o, "%s_sum %llu.%03llu\n", h, (unsigned long long)(sum_ns / 1000),
+		              (unsigned long long)(sum_ns % 1000));
+	else
+		pg_buf_printf(o, "%s_sum %llu.%09llu\n", h,
+		              (unsigned long long)(sum_ns / 1000000000),
+		              (unsigned long long)(sum_ns % 1000000000));
+	pg_buf_printf(o, "%s_count %llu\n", h, (unsigned long long)cum);
 }
 
 static void latency(const struct pg_gateway *gw, struct pg_buf *o)
 {
-	histogram(gw, o, "prefixgate_routing_latency_microseconds",
-	          "Time from a request's head being parsed to its backend being chosen, "
-	          "microseconds.",
-	          offsetof(struct pg_worker_stats, route_lat),
-	          offsetof(struct pg_worker_stats, route_lat_sum_ns));
-	histogram(gw, o, "prefixgate_routing_decision_microseconds",
-	          "Time a worker spent choosing a request's backend once the body bytes its "
-	          "key needs were in hand (key extraction, model pool, cache index, choice), "
-	          "microseconds.",
-	          offsetof(struct pg_worker_stats, decide_lat),
-	          offsetof(struct pg_worker_stats, decide_lat_sum_ns));
-	histogram(gw, o, "prefixgate_dispatch_latency_microseconds",
-	          "Time from a request's head being parsed to its first byte being written to "
-	          "the backend, microseconds.",
-	          offsetof(struct pg_worker_stats, send_lat),
-	          offsetof(struct pg_worker_stats, send_lat_sum_ns));
+	static const struct {
+		const char *name, *old, *help;
+		size_t lat, sum;
+	} h[] = {
+	    {"prefixgate_routing_latency_seconds", "prefixgate_routing_latency_microseconds",
+	     "Time from a request's head being parsed to its backend being chosen",
+	     offsetof(struct pg_worker_stats, route_lat),
+	     offsetof(struct pg_worker_stats, route_lat_sum_ns)},
+	    {"prefixgate_routing_decision_seconds", "prefixgate_routing_decision_microseconds",
+	     "Time a worker spent choosing a request's backend once the body bytes its key needs "
+	     "were in hand (key extraction, model pool, cache index, choice)",
+	     offsetof(struct pg_worker_stats, decide_lat),
+	     offsetof(struct pg_worker_stats, decide_lat_sum_ns)},
+	    {"prefixgate_dispatch_latency_seconds", "prefixgate_dispatch_latency_microseconds",
+	     "Time from a request's head being parsed to its first byte being written to the "
+	     "backend",
+	     offsetof(struct pg_worker_stats, send_lat),
+	     offsetof(struct pg_worker_stats, send_lat_sum_ns)},
+	};
+	char help[400];
+
+	for (size_t i = 0; i < sizeof(h) / sizeof(h[0]); i++) {
+		snprintf(help, sizeof(help), "%s, seconds.", h[i].help);
+		histogram(gw, o, h[i].name, help, h[i].lat, h[i].sum, false);
+	}
+	/* The microsecond families, kept for one release so that dashboards
+	 * can move (README, Operating prefixgate). */
+	for (size_t i = 0; i < sizeof(h) / sizeof(h[0]); i++) {
+		snprintf(help, sizeof(help),
+		         "DEPRECATED, removed in the next release: %s in microseconds; use %s.",
+		         h[i].name, h[i].name);
+		histogram(gw, o, h[i].old, help, h[i].lat, h[i].sum, true);
+	}
 }
 
 /* cache_aware's block index: matched lengths, occupancy, evictions. */
