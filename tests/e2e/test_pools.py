@@ -175,6 +175,9 @@ def admin_adds_to_a_pool(opts):
     try:
         st, r = f.admin("POST", "/backends", {"address": f.addr("b4"), "pool": "b"})
         assert st == 201 and r["pool"] == "b", (st, r)
+        pools = {p["name"]: p for p in f.admin("GET", "/pools")[1]}
+        assert pools["b"]["members"] == [f.addr(n) for n in ("b2", "b3", "b4")] and \
+            pools["b"]["backends"] == 3, pools["b"]
         st, r = f.admin("POST", "/backends", {"address": f.addr("b4"), "pool": "a"})
         assert st == 409 and "pool b" in r["error"], (st, r)
         assert f.admin("POST", "/backends", {"address": "127.0.0.1:1", "pool": "x"})[0] == 400

@@ -215,12 +215,36 @@ static void test_pool_without_members(void **state)
 	pg_buf_free(&r.body);
 }
 
+/* GET /pools lists each pool's members (README: "members"), by address,
+ * beside their count. */
+static void test_pools_members(void **state)
+{
+	struct pg_admin_reply r;
+
+	(void)state;
+	START("--backend", "10.0.0.9:80", "--pool", "llama:model=l", "--pool",
+	      "llama:backend=10.0.0.1:80,[::1]:80", "--pool", "qwen:model=q");
+	assert_int_equal(admin("DELETE", "/backends/10.0.0.9:80", NULL, &r), 202);
+	pg_buf_free(&r.body);
+	assert_int_equal(admin("GET", "/pools", NULL, &r), 200);
+	assert_non_null(strstr(r.body.p, "{\"name\":\"llama\",\"models\":[\"l\"],\"paths\":[],"
+	                                 "\"catch_all\":false,\"backends\":2,\"members\":"
+	                                 "[\"10.0.0.1:80\",\"[::1]:80\"],\"ring_generation\":"));
+	/* a draining member is no longer counted nor listed */
+	assert_non_null(strstr(r.body.p, "{\"name\":\"default\",\"models\":[],\"paths\":[],"
+	                                 "\"catch_all\":true,\"backends\":0,\"members\":[],"));
+	assert_non_null(strstr(r.body.p, "\"name\":\"qwen\",\"models\":[\"q\"],\"paths\":[],"
+	                                 "\"catch_all\":false,\"backends\":0,\"members\":[],"));
+	pg_buf_free(&r.body);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_delete_ipv6, teardown),
 	    cmocka_unit_test_teardown(test_post_needs_pool, teardown),
 	    cmocka_unit_test_teardown(test_pool_without_members, teardown),
+	    cmocka_unit_test_teardown(test_pools_members, teardown),
 	};
 
 	return cmocka_run_group_tests_name("admin_ops", tests, NULL, NULL);

@@ -58,6 +58,27 @@ static void str_list(struct pg_buf *o, char *const *v, size_t n)
 	pg_buf_puts(o, "]");
 }
 
+/* Pool p's members that take requests (not draining), by address, in id
+ * order: the ones its "backends" count counts. */
+static void members_json(const struct pg_gateway *gw, unsigned p, struct pg_buf *o)
+{
+	unsigned max = pg_max_backend_id(gw), k = 0;
+	char name[PG_ADDR_STRLEN];
+
+	pg_buf_puts(o, "[");
+	for (unsigned id = 1; id <= max; id++) {
+		const struct pg_backend *b = &gw->maps.backends[id];
+		uint16_t f = __atomic_load_n(&b->flags, __ATOMIC_ACQUIRE);
+
+		if (!(f & PG_BACKEND_ACTIVE) || (f & PG_BACKEND_DRAINING) ||
+		    (gw->pools ? b->pool : 0) != p)
+			continue;
+		pg_buf_printf(o, "%s\"%s\"", k++ ? "," : "",
+		              pg_backend_name(b, name, sizeof(name)));
+	}
+	pg_buf_puts(o, "]");
+}
+
 int pg_admin_pools_get(struct pg_gateway *gw, struct pg_admin_reply *r)
 {
 	const struct pg_pool_table *t = gw->cfg ? &gw->cfg->pools : NULL;
@@ -76,12 +97,12 @@ int pg_admin_pools_get(struct pg_gateway *gw, struct pg_admin_reply *r)
 		str_list(&r->body, pc ? pc->models : NULL, pc ? pc->nmodels : 0);
 		pg_buf_puts(&r->body, ",\"paths\":");
 		str_list(&r->body, pc ? pc->paths : NULL, pc ? pc->npaths : 0);
+		pg_buf_printf(&r->body, ",\"catch_all\":%s,\"backends\":%u,\"members\":",
+		              !p && (!t || !t->n || t->catch_all) ? "true" : "false",
+		              __atomic_load_n(&st->nbackends, __ATOMIC_RELAXED));
+		members_json(gw, p, &r->body);
 		pg_buf_printf(
-		    &r->body,
-		    ",\"catch_all\":%s,\"backends\":%u,\"ring_generation\":%llu,"
-		    "\"routing\":",
-		    !p && (!t || !t->n || t->catch_all) ? "true" : "false",
-		    __atomic_load_n(&st->nbackends, __ATOMIC_RELAXED),
+		    &r->body, ",\"ring_generation\":%llu,\"routing\":",
 		    (unsigned long long)__atomic_load_n(&st->ring_generation, __ATOMIC_RELAXED));
 		pg_admin_routing_json(&r->body, &rc);
 		pg_buf_puts(&r->body, "}");
