@@ -410,6 +410,115 @@ static void test_names(void **state)
 	assert_int_equal(pg_member_remove(&gw, "pool.example:8000", err, sizeof(err)), -ENOENT);
 }
 
+/* Lines the gateway logs while fn runs (stderr into a file). Free it. */
+static char *logged(void (*fn)(void))
+{
+	char path[] = "/tmp/pg-test-log-XXXXXX", *text = malloc(8192);
+	int fd = mkstemp(path), saved = dup(2), level = pg_log_level;
+	ssize_t n;
+
+	assert_true(fd >= 0 && saved >= 0 && text);
+	fflush(stderr);
+	dup2(fd, 2);
+	pg_log_level = PG_LOG_INFO;
+	fn();
+	pg_log_level = level;
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	n = pread(fd, text, 8191, 0);
+	text[n > 0 ? n : 0] = 0;
+	close(fd);
+	unlink(path);
+	return text;
+}
+
+static int never_slot(void)
+{
+	struct pg_hostport hp;
+
+	assert_int_equal(pg_hostport_parse("never.invalid:80", &hp, false, NULL, 0), 0);
+	return pg_ctl_name_find(&hp);
+}
+
+static void fail_three(void)
+{
+	for (int i = 0; i < 3; i++)
+		answer("never.invalid:80", PG_DNS_NONAME, NULL, 0);
+}
+
+static void fail_after_a_while(void)
+{
+	struct pg_name *nm = &pg_ctl.names[never_slot()];
+
+	nm->failing_since -= PG_NAME_LOG_MS + 5000; /* as if a minute had passed */
+	nm->logged_ms -= PG_NAME_LOG_MS;
+	answer("never.invalid:80", PG_DNS_FAIL, NULL, 0);
+}
+
+/* A name that never resolves leaves a trace: GET /backends lists it with
+ * its state and error, /metrics counts its failures, the log says so at
+ * its first failure and then at most once a minute. */
+static void test_name_never_resolves(void **state)
+{
+	struct pg_admin_reply r;
+	struct pg_name_info ni;
+	char err[256], *log;
+
+	(void)state;
+	assert_int_equal(pg_member_add(&gw, "never.invalid:80", err, sizeof(err)), 0);
+	assert_true(pg_backend_name_info(never_slot(), &ni));
+	assert_int_equal(ni.state, PG_NAME_RESOLVING);
+	assert_int_equal(req("GET", "/backends", NULL, &r), 200);
+	assert_non_null(strstr(r.body.p, "{\"id\":0,\"address\":null,\"name\":\"never.invalid:80\","
+	                                 "\"state\":\"resolving\",\"error\":null,"));
+	pg_buf_free(&r.body);
+	log = logged(fail_three);
+	assert_int_equal(
+	    count(log, "backend name never.invalid:80: test; it stands for no address"), 1);
+	assert_int_equal(count(log, "prefixgate warn"), 1);
+	free(log);
+	assert_true(pg_backend_name_info(never_slot(), &ni));
+	assert_int_equal(ni.state, PG_NAME_UNRESOLVED);
+	assert_int_equal(ni.failures, 3);
+	assert_int_equal(req("GET", "/backends", NULL, &r), 200);
+	assert_non_null(strstr(r.body.p, "\"name\":\"never.invalid:80\",\"state\":\"unresolved\","
+	                                 "\"error\":\"test\",\"lookup_failures\":3,"));
+	pg_buf_free(&r.body);
+	assert_int_equal(req("GET", "/metrics", NULL, &r), 200);
+	assert_non_null(
+	    strstr(r.body.p, "\nprefixgate_backend_name_resolved{name=\"never.invalid:80\"} 0\n"));
+	assert_non_null(strstr(r.body.p,
+	                       "\nprefixgate_backend_name_lookup_failures_total{name=\"never."
+	                       "invalid:80\"} 3\n"));
+	assert_non_null(
+	    strstr(r.body.p, "\nprefixgate_backend_name_addresses{name=\"never.invalid:80\"} 0\n"));
+	pg_buf_free(&r.body);
+	/* still failing a minute on: said again */
+	log = logged(fail_after_a_while);
+	assert_non_null(strstr(log, "backend name never.invalid:80: still failing after 6"));
+	free(log);
+	/* it resolves: a member, named; the entry of the name alone is gone */
+	answer("never.invalid:80", PG_DNS_OK, (const char *[]){"10.9.0.1:1"}, 1);
+	assert_true(pg_backend_name_info(never_slot(), &ni));
+	assert_int_equal(ni.state, PG_NAME_RESOLVED);
+	assert_int_equal(req("GET", "/backends", NULL, &r), 200);
+	assert_null(strstr(r.body.p, "\"address\":null"));
+	assert_non_null(strstr(r.body.p,
+	                       "\"address\":\"10.9.0.1:80\",\"name\":\"never.invalid:80\","
+	                       "\"healthy\""));
+	pg_buf_free(&r.body);
+	/* failing again, its address kept: the member says why */
+	answer("never.invalid:80", PG_DNS_FAIL, NULL, 0);
+	assert_int_equal(req("GET", "/backends", NULL, &r), 200);
+	assert_non_null(strstr(r.body.p, "\"name\":\"never.invalid:80\",\"name_error\":\"test\","));
+	pg_buf_free(&r.body);
+	assert_int_equal(req("GET", "/metrics", NULL, &r), 200);
+	assert_non_null(
+	    strstr(r.body.p, "\nprefixgate_backend_name_addresses{name=\"never.invalid:80\"} 1\n"));
+	pg_buf_free(&r.body);
+}
+
 static void test_thread(void **state)
 {
 	char err[256], *o;
@@ -469,6 +578,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_down_expiry, setup_init, teardown),
 	    cmocka_unit_test_setup_teardown(test_reload, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_reload_keeps_flags, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_name_never_resolves, setup_init, teardown),
 	    cmocka_unit_test_setup_teardown(test_names, setup_init, teardown),
 	    cmocka_unit_test_setup_teardown(test_thread, setup, teardown),
 	};

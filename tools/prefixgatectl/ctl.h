@@ -107,6 +107,7 @@ struct ctl_backend {
 	unsigned id;
 	char addr[PG_ADDR_STRLEN];
 	char name[PG_HOSTPORT_STRLEN]; /* the DNS name it came from ("" none; API only) */
+	char state[16]; /* a name standing for no address: "resolving", "unresolved" */
 	bool draining, down;
 	int32_t in_flight;
 	uint32_t epoch;

@@ -72,14 +72,26 @@ int ctl_parse_backends_json(const char *body, size_t len, struct ctl_snapshot *s
 		int64_t a = pg_json_find(&js, k, "address", 7), rb;
 		size_t l;
 
-		if (js.tok[k].type != PG_JSON_OBJECT || a < 0 || js.tok[a].type != PG_JSON_STRING ||
+		/* address null: a DNS name that stands for no address (its "state") */
+		if (js.tok[k].type != PG_JSON_OBJECT || a < 0 ||
+		    (js.tok[a].type != PG_JSON_STRING && js.tok[a].type != PG_JSON_NULL) ||
 		    s->n >= PG_MAX_BACKENDS) {
 			snprintf(err, errlen, "GET /backends: element %u is not a backend", n);
 			goto out;
 		}
 		memset(c, 0, sizeof(*c));
-		l = pg_json_str_copy(&js, (uint32_t)a, c->addr, sizeof(c->addr) - 1);
-		c->addr[l < sizeof(c->addr) ? l : sizeof(c->addr) - 1] = 0;
+		if (js.tok[a].type == PG_JSON_STRING) {
+			l = pg_json_str_copy(&js, (uint32_t)a, c->addr, sizeof(c->addr) - 1);
+			c->addr[l < sizeof(c->addr) ? l : sizeof(c->addr) - 1] = 0;
+		} else {
+			snprintf(c->addr, sizeof(c->addr), "-");
+			if ((a = pg_json_find(&js, k, "state", 5)) >= 0 &&
+			    js.tok[a].type == PG_JSON_STRING) {
+				l = pg_json_str_copy(&js, (uint32_t)a, c->state,
+				                     sizeof(c->state) - 1);
+				c->state[l < sizeof(c->state) ? l : sizeof(c->state) - 1] = 0;
+			}
+		}
 		if ((a = pg_json_find(&js, k, "name", 4)) >= 0 &&
 		    js.tok[a].type == PG_JSON_STRING) {
 			l = pg_json_str_copy(&js, (uint32_t)a, c->name, sizeof(c->name) - 1);

@@ -27,6 +27,8 @@ static const char *const dec_rate_col[PG_DEC_MAX] = {
 
 const char *ctl_health(const struct ctl_backend *b)
 {
+	if (b->state[0])
+		return b->state;
 	return b->draining ? "draining" : b->down ? "down" : "up";
 }
 

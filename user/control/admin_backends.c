@@ -50,9 +50,19 @@ static void member_json(struct pg_buf *o, const struct pg_gateway *gw, int id, u
 		total += req[d] = __atomic_load_n(&b->requests[d], __ATOMIC_RELAXED);
 	pg_buf_printf(o, "{\"id\":%d,\"address\":\"%s\",", id,
 	              pg_backend_name(b, name, sizeof(name)));
-	/* The DNS name it is one of the addresses of (none for a literal). */
-	if (pg_member_name(id, from))
+	/* The DNS name it is one of the addresses of (none for a literal),
+	 * and why that name's lookups fail while they do (it is kept). */
+	if (pg_member_name(id, from)) {
+		struct pg_name_info ni;
+
 		pg_buf_printf(o, "\"name\":\"%s\",", from);
+		if (pg_backend_name_info(pg_member_name_slot(id), &ni) &&
+		    ni.state == PG_NAME_UNRESOLVED) {
+			pg_buf_puts(o, "\"name_error\":");
+			pg_buf_json_str(o, ni.error, strlen(ni.error));
+			pg_buf_puts(o, ",");
+		}
+	}
 	pg_buf_printf(o,
 	              "\"healthy\":%s,\"draining\":%s,"
 	              "\"in_flight\":%d,\"requests\":%llu,\"failures\":%llu,\"epoch\":%u,"
@@ -69,6 +79,23 @@ static void member_json(struct pg_buf *o, const struct pg_gateway *gw, int id, u
 	              (double)__atomic_load_n(&b->recent, __ATOMIC_RELAXED) / PG_CA_RECENT_ONE);
 	load_json(o, b, now);
 	pg_buf_puts(o, "}");
+}
+
+/* A name that stands for no address, as a GET /backends entry: no id and
+ * no address, the fields a member has zero, and why. */
+static void name_json(struct pg_buf *o, const struct pg_gateway *gw, const struct pg_name_info *ni)
+{
+	pg_buf_printf(o, "{\"id\":0,\"address\":null,\"name\":\"%s\",\"state\":\"%s\",\"error\":",
+	              ni->name, ni->state == PG_NAME_RESOLVING ? "resolving" : "unresolved");
+	if (ni->error[0])
+		pg_buf_json_str(o, ni->error, strlen(ni->error));
+	else
+		pg_buf_puts(o, "null");
+	pg_buf_printf(o,
+	              ",\"lookup_failures\":%llu,\"failing_seconds\":%.1f,\"healthy\":false,"
+	              "\"draining\":false,\"in_flight\":0,\"requests\":0,\"pool\":\"%s\"}",
+	              (unsigned long long)ni->failures, (double)ni->failing_ms / 1000,
+	              pg_pool_name(gw, ni->pool));
 }
 
 int pg_admin_backends_get(struct pg_gateway *gw, struct pg_str query, struct pg_admin_reply *r)
@@ -90,6 +117,18 @@ int pg_admin_backends_get(struct pg_gateway *gw, struct pg_str query, struct pg_
 			continue;
 		pg_buf_puts(&r->body, first ? "\n" : ",\n");
 		member_json(&r->body, gw, (int)id, now);
+		first = false;
+	}
+	/* Names that stand for no address: no member shows them, yet the
+	 * operator added them and they serve nothing. */
+	for (int k = 0; k < PG_BACKEND_NAMES_MAX; k++) {
+		struct pg_name_info ni;
+
+		if (!pg_backend_name_info(k, &ni) || ni.naddrs ||
+		    (pool >= 0 && ni.pool != (unsigned)pool))
+			continue;
+		pg_buf_puts(&r->body, first ? "\n" : ",\n");
+		name_json(&r->body, gw, &ni);
 		first = false;
 	}
 	pg_buf_puts(&r->body, "\n]\n");

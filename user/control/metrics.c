@@ -10,6 +10,7 @@
 #include <string.h>
 #include "config/config.h"
 #include "control/accesslog.h"
+#include "control/control.h"
 #include "control/fleet.h"
 #include "control/metrics.h"
 #include "control/etcd.h"
@@ -245,6 +246,42 @@ static void cache_index(const struct pg_gateway *gw, struct pg_buf *o)
 	              (unsigned long long)__atomic_load_n(&gw->ca_evictions, __ATOMIC_RELAXED));
 }
 
+/* Backends given by DNS name, while any is: how many addresses each stands
+ * for, whether its last lookup answered, and its failed lookups, so that a
+ * name that never resolves shows (it has no member to show it). */
+static void backend_names(struct pg_buf *o)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} fam[] = {
+	    {"prefixgate_backend_name_addresses", "gauge",
+	     "Addresses a backend given by DNS name stands for (members it added)."},
+	    {"prefixgate_backend_name_resolved", "gauge",
+	     "1 when the name's last lookup gave addresses; 0 before its first answer and while "
+	     "its lookups fail."},
+	    {"prefixgate_backend_name_lookup_failures_total", "counter",
+	     "Lookups of the name that failed or gave no address."},
+	};
+	struct pg_name_info ni;
+	int k = 0;
+
+	while (k < PG_BACKEND_NAMES_MAX && !pg_backend_name_info(k, &ni))
+		k++;
+	if (k == PG_BACKEND_NAMES_MAX)
+		return;
+	for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+		family(o, fam[f].name, fam[f].type, fam[f].help);
+		for (int j = k; j < PG_BACKEND_NAMES_MAX; j++) {
+			if (!pg_backend_name_info(j, &ni))
+				continue;
+			pg_buf_printf(o, "%s{name=\"%s\"} %llu\n", fam[f].name, ni.name,
+			              f == 0   ? (unsigned long long)ni.naddrs
+			              : f == 1 ? (unsigned long long)(ni.state == PG_NAME_RESOLVED)
+			                       : (unsigned long long)ni.failures);
+		}
+	}
+}
+
 void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 {
 	struct member *m = malloc(PG_MAX_BACKENDS * sizeof(*m));
@@ -326,6 +363,7 @@ void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 	       "ConcurrencyThreshold of prefix-aware routing.");
 	pg_buf_printf(o, "prefixgate_concurrency_threshold %u\n", rc.concurrency_threshold);
 	cache_index(gw, o);
+	backend_names(o);
 	pg_metrics_load_render(gw, o);
 	pg_metrics_ops_render(gw, o);
 	pg_fleet_metrics_render(gw, o);
