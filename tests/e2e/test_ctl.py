@@ -23,7 +23,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, free_port, have_bpf, http_get, run_suite, wait_until  # noqa: E402
+from harness import (Fleet, SickBackend, free_port, have_bpf, http_get, run_suite,  # noqa: E402
+                     wait_until)
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 DECISIONS = ["affinity", "overflow", "random", "least_outstanding", "retry", "explicit_key",
@@ -250,7 +251,8 @@ def status_falls_back_to_admin_api(opts):
         assert rc == 0, err
         doc = json.loads(out)
         check_status_json(f, doc, "api")
-        assert all(b["ring_share"] is None for b in doc["backends"]), doc
+        # the gateway counts the ring shares for the API too
+        assert sum(b["ring_slots"] for b in doc["backends"]) == RING_SLOTS, doc
         rc, out, err = ctl(opts, f, "--source", "api", "backends", "list")
         assert rc == 0 and err == "", err
         for name in f.mocks:
@@ -299,6 +301,123 @@ def status_tells_stale_maps(opts):
     finally:
         dead.stop()
         live.stop()
+
+
+# --- the same from either source ------------------------------------------------------
+
+def mock_v6(f):
+    """A mockllm on [::1] (its port), or None without IPv6 loopback."""
+    import socket
+    try:
+        socket.socket(socket.AF_INET6).bind(("::1", 0))
+    except OSError:
+        return None
+    path = os.path.join(f.tmp, "mock-v6.log")
+    p = subprocess.Popen([os.path.join(f.opts.tools, "mockllm"), "--listen", "[::1]:0", "--id",
+                          "v6"], stdout=open(path, "w"), stderr=subprocess.STDOUT)
+    port = wait_until(lambda: re.search(r"listening on \S+ port (\d+)", open(path).read()), 5)
+    f.mocks["v6"] = (int(port.group(1)) if port else 0, p)
+    return f.mocks["v6"][0] or None
+
+
+def without_source(cmd, out):
+    """A command's output less what names its source (and top's clock)."""
+    if "--json" in cmd:
+        docs = [json.loads(x) for x in out.splitlines() if x.strip()]
+        for d in docs:
+            for k in ("source", "time", "interval"):
+                if isinstance(d, dict):
+                    d.pop(k, None)
+        return docs
+    lines = out.splitlines()
+    return [x for x in lines if not x.startswith(("source ", "prefixgatectl top "))]
+
+
+@test
+def every_command_same_from_maps_and_api(opts):
+    """Each command against a gateway with model pools, an unhealthy
+    backend, an IPv6 backend and a DNS name that never resolves: status,
+    backends list, top and pools print the same from the maps as from the
+    admin API (health words, POOL, ring shares of each pool's own ring,
+    PATHS); route, backends add --pool, remove and drain work; then the
+    maps left by the gateway, killed, are told STALE by all four."""
+    why = have_bpf()
+    if why:
+        return "SKIP " + why
+    sick = SickBackend()
+    sick.mode = "error"
+    f = fleet(opts, "bpf", 3, start_gateway=False)
+    v6 = mock_v6(f)
+    v6addr = "[::1]:%d" % v6 if v6 else "[::1]:9"
+    try:
+        f.start_gateway(["--pool", "a:model=alpha", "--pool",
+                         "a:backend=%s,%s" % (f.addr("b0"), f.addr("b1")),
+                         "--pool", "b:model=beta,beta-2", "--pool", "b:path=/invocations",
+                         "--pool", "b:backend=%s,%s" % (sick.addr(), v6addr),
+                         "--pool", "b:strategy=least_outstanding_requests",
+                         "--backend", "never.invalid:9", "--resolver", "127.0.0.1:1",
+                         "--resolve-interval", "200", "--health-check-interval", "200",
+                         "--health-fall", "1"], backends=["b2"])
+        assert wait_until(lambda: f.backends()[sick.addr()]["health"] == "unhealthy", 5)
+        assert wait_until(lambda: f.backends().get(None, {}).get("state") == "unresolved", 8)
+        for cmd in (["status"], ["status", "--json"], ["backends", "list"],
+                    ["backends", "list", "--json"], ["pools"], ["pools", "--json"],
+                    ["top", "--count", "1", "--interval", "0.1"],
+                    ["top", "--count", "1", "--interval", "0.1", "--json"]):
+            got = {}
+            for src in ("maps", "api"):
+                rc, out, err = ctl(opts, f, "--source", src, *cmd)
+                assert rc == 0, (cmd, src, rc, err)
+                got[src] = without_source(cmd, out)
+            assert got["maps"] == got["api"], (cmd, "\n".join(difflib.unified_diff(
+                json.dumps(got["maps"], indent=1).splitlines(),
+                json.dumps(got["api"], indent=1).splitlines(), "maps", "api", lineterm="")))
+        # what they show: health, pools, each pool's ring, the name, PATHS
+        rc, out, _ = ctl(opts, f, "--source", "maps", "status")
+        assert "POOL" in out and "pool       b: LEAST_OUTSTANDING_REQUESTS" in out, out
+        row = [x for x in out.splitlines() if sick.addr() in x][0]
+        assert " unhealthy " in row and re.search(r"%  b +-$", row), row
+        assert "never.invalid:9" in out and "unresolved" in out, out
+        doc = json.loads(ctl(opts, f, "status", "--json")[1])
+        by_pool = {}
+        for b in doc["backends"]:
+            if b["ring_slots"] is not None:
+                by_pool[b["pool"]] = by_pool.get(b["pool"], 0) + b["ring_slots"]
+        assert by_pool == {"default": RING_SLOTS, "a": RING_SLOTS, "b": RING_SLOTS}, by_pool
+        assert {b["address"]: b["health"] for b in doc["backends"]}[sick.addr()] == "unhealthy"
+        assert v6addr in {b["address"] for b in doc["backends"]}, doc["backends"]
+        rc, out, _ = ctl(opts, f, "pools")
+        assert re.search(r"^b +no +2 +[01] +LEAST_OUTSTANDING_REQUESTS .*beta,beta-2 +"
+                         r"/invocations$", out, re.M), out
+        pools = {p["name"]: p for p in json.loads(ctl(opts, f, "pools", "--json")[1])}
+        assert pools["b"]["paths"] == ["/invocations"] and pools["b"]["models"] == [
+            "beta", "beta-2"] and not pools["a"]["catch_all"], pools
+        # route names the pool; the changes go through the API
+        rc, out, err = ctl(opts, f, "route", "--path", "/v1/chat/completions", "-",
+                           stdin=chat("x").replace('"m"', '"alpha"').encode())
+        assert rc == 0 and "pool         a\n" in out and "(ring order)" in out, (out, err)
+        port = f.add_mock("extra")
+        assert ok(ctl(opts, f, "backends", "add", "127.0.0.1:%d" % port, "--pool", "a"),
+                  "add --pool").startswith("added 127.0.0.1:%d as backend" % port)
+        assert f.backends()["127.0.0.1:%d" % port]["pool"] == "a"
+        ok(ctl(opts, f, "backends", "remove", v6addr), "remove IPv6")
+        ok(ctl(opts, f, "backends", "drain", "127.0.0.1:%d" % port), "drain")
+        # a dead gateway's maps: every reader says STALE, exit 3
+        f.gw.kill()
+        f.gw.wait(10)
+        for cmd in (["status"], ["backends", "list"], ["pools"], ["top", "--count", "1",
+                                                                  "--interval", "0.1"]):
+            rc, out, err = ctl(opts, f, "--source", "maps", *cmd)
+            assert rc == 3 and "stale" in err and "is not running" in err, (cmd, rc, out, err)
+            if cmd[0] != "backends":
+                assert "STALE" in out, (cmd, out)
+            rc, out, err = ctl(opts, f, *cmd)  # auto: the API does not answer either
+            assert rc == 3 and "stale" in err, (cmd, rc, err)
+        rc, out, _ = ctl(opts, f, "pools", "--json")
+        assert rc == 3 and json.loads(out)[2]["name"] == "b", (rc, out)
+    finally:
+        f.stop()
+        sick.stop()
 
 
 # --- route -------------------------------------------------------------------------

@@ -400,8 +400,15 @@ def bpf_maps_show_pools(opts):
                              capture_output=True, text=True, timeout=20)
         assert out.returncode == 0, out.stderr
         pools = {p["name"]: p for p in json.loads(out.stdout)}
-        assert pools["a"]["models"] == "alpha,alpha-2" and pools["a"]["backends"] == 2, pools
+        assert pools["a"]["models"] == ["alpha", "alpha-2"] and pools["a"]["backends"] == 2, \
+            pools
         assert pools["b"]["backends"] == 2 and not pools["default"]["catch_all"], pools
+        # the same document from the admin API
+        api = subprocess.run([ctl, "--pin-path", f.pin, "--admin", "127.0.0.1:%d" % f.admin_port,
+                              "--source", "api", "--json", "pools"], capture_output=True,
+                             text=True, timeout=20)
+        assert api.returncode == 0 and json.loads(api.stdout) == json.loads(out.stdout), \
+            (api.stdout, out.stdout)
         out = subprocess.run([ctl, "--pin-path", f.pin, "status"], capture_output=True,
                              text=True, timeout=20)
         assert out.returncode == 0, out.stderr

@@ -31,8 +31,8 @@ static void test_init(void **state)
 	assert_string_equal(r.content_type, "application/json");
 	assert_int_equal(count(r.body.p, "\"id\":"), 3);
 	assert_non_null(strstr(r.body.p, "{\"id\":2,\"address\":\"10.0.0.2:8000\",\"healthy\":true,"
-	                                 "\"draining\":false,\"in_flight\":0,\"requests\":0,"
-	                                 "\"failures\":0"));
+	                                 "\"draining\":false,\"health\":\"up\",\"in_flight\":0,"
+	                                 "\"requests\":0,\"failures\":0"));
 	pg_buf_free(&r.body);
 	assert_int_equal(req("GET", "/health", NULL, &r), 200);
 	assert_string_equal(r.body.p, "{\"status\":\"ok\",\"backends\":3,\"healthy\":3}\n");

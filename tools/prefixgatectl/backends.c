@@ -94,6 +94,7 @@ static int find_member(const struct ctl_opts *o, const char *a, double timeout,
 	char msg[256];
 	int rc = -1;
 
+	s->npools = 0; /* members only: their pools are not looked up */
 	if (ctl_http(o, "GET", "/backends", NULL, NULL, 0, timeout, &r, err, errlen))
 		return -1;
 	if (r.status != 200) {
@@ -187,7 +188,7 @@ int ctl_cmd_backends_remove(const struct ctl_opts *o, const char *addr, bool wai
 			rc = CTL_OK;
 			goto out;
 		}
-		if (!b.draining) {
+		if (!ctl_draining(&b)) {
 			ctl_err("backends drain %s: it was added again while draining", a);
 			goto out;
 		}

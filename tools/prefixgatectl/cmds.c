@@ -114,7 +114,7 @@ int ctl_cmd_top(const struct ctl_opts *o)
 			fputc('\n', stdout);
 		ctl_view_top(stdout, o, s[!cur], s[cur]);
 	}
-	rc = CTL_OK;
+	rc = s[cur]->stale ? CTL_STALE : CTL_OK;
 	goto out;
 fail:
 	ctl_err("%s", err);

@@ -16,6 +16,7 @@
 #include "lib/json.h"
 #include "lib/names.h"
 #include "lib/work.h"
+#include "state/maps.h"
 #include "state/pools.h"
 
 /* A member's load as the load model has it (lib/work.h), its "load"
@@ -38,7 +39,26 @@ static void load_json(struct pg_buf *o, const struct pg_backend *b, uint64_t now
 	              __atomic_load_n(&b->fit_rate, __ATOMIC_RELAXED) ? "true" : "false");
 }
 
-static void member_json(struct pg_buf *o, const struct pg_gateway *gw, int id, uint64_t now)
+/* slots[id]: the slots of its pool's live ring whose first candidate is
+ * member id (what prefixgatectl shows as its ring share, from the maps
+ * too). slots: PG_MAX_BACKENDS entries. The control thread is the rings'
+ * only writer: what it reads here is whole. */
+static void ring_slots(const struct pg_gateway *gw, uint32_t *slots)
+{
+	unsigned np = gw->pools ? gw->maps.npools : 1;
+
+	memset(slots, 0, PG_MAX_BACKENDS * sizeof(*slots));
+	for (unsigned p = 0; p < np; p++) {
+		const struct pg_ring *r = pg_maps_pool_live_ring(&gw->maps, p);
+
+		for (uint32_t i = 0; r && i < PG_RING_SLOTS; i++)
+			if (r->slot[i][0] < PG_MAX_BACKENDS)
+				slots[r->slot[i][0]]++;
+	}
+}
+
+static void member_json(struct pg_buf *o, const struct pg_gateway *gw, int id, uint64_t now,
+                        const uint32_t *slots)
 {
 	const struct pg_backend *b = &gw->maps.backends[id];
 	uint16_t f = __atomic_load_n(&b->flags, __ATOMIC_ACQUIRE);
@@ -64,13 +84,14 @@ static void member_json(struct pg_buf *o, const struct pg_gateway *gw, int id, u
 		}
 	}
 	pg_buf_printf(o,
-	              "\"healthy\":%s,\"draining\":%s,"
+	              "\"healthy\":%s,\"draining\":%s,\"health\":\"%s\","
 	              "\"in_flight\":%d,\"requests\":%llu,\"failures\":%llu,\"epoch\":%u,"
-	              "\"pool\":\"%s\",\"requests_by_decision\":{",
+	              "\"pool\":\"%s\",\"ring_slots\":%u,\"requests_by_decision\":{",
 	              down ? "false" : "true", f & PG_BACKEND_DRAINING ? "true" : "false",
-	              __atomic_load_n(&b->in_flight, __ATOMIC_RELAXED), (unsigned long long)total,
+	              pg_backend_health(b, now), __atomic_load_n(&b->in_flight, __ATOMIC_RELAXED),
+	              (unsigned long long)total,
 	              (unsigned long long)__atomic_load_n(&b->failures, __ATOMIC_RELAXED), b->epoch,
-	              pg_pool_name(gw, b->pool));
+	              pg_pool_name(gw, b->pool), slots[id]);
 	for (int d = 0; d < PG_DEC_MAX; d++)
 		pg_buf_printf(o, "%s\"%s\":%llu", d ? "," : "", pg_decision_name((unsigned)d),
 		              (unsigned long long)req[d]);
@@ -105,10 +126,14 @@ int pg_admin_backends_get(struct pg_gateway *gw, struct pg_str query, struct pg_
 	bool first = true;
 	char err[160];
 	int pool = query.len ? pg_admin_query_pool(gw, query, err, sizeof(err)) : -1;
+	uint32_t *slots;
 
 	if (query.len && pool < 0)
 		return pg_admin_reply_error(r, 404, err);
 
+	if (!(slots = malloc(PG_MAX_BACKENDS * sizeof(*slots))))
+		return pg_admin_reply_error(r, 500, "out of memory");
+	ring_slots(gw, slots);
 	pg_buf_puts(&r->body, "[");
 	for (unsigned id = 1; id <= max; id++) {
 		if (!(__atomic_load_n(&gw->maps.backends[id].flags, __ATOMIC_ACQUIRE) &
@@ -116,7 +141,7 @@ int pg_admin_backends_get(struct pg_gateway *gw, struct pg_str query, struct pg_
 		    (pool >= 0 && gw->maps.backends[id].pool != (unsigned)pool))
 			continue;
 		pg_buf_puts(&r->body, first ? "\n" : ",\n");
-		member_json(&r->body, gw, (int)id, now);
+		member_json(&r->body, gw, (int)id, now, slots);
 		first = false;
 	}
 	/* Names that stand for no address: no member shows them, yet the
@@ -131,6 +156,7 @@ int pg_admin_backends_get(struct pg_gateway *gw, struct pg_str query, struct pg_
 		name_json(&r->body, gw, &ni);
 		first = false;
 	}
+	free(slots);
 	pg_buf_puts(&r->body, "\n]\n");
 	return r->status = 200;
 }
@@ -141,6 +167,7 @@ static int member_status(struct pg_gateway *gw, int id, int ok, const char *addr
 {
 	struct pg_hostport hp;
 	char canon[PG_HOSTPORT_STRLEN];
+	uint32_t *slots;
 
 	if (id == -EINVAL)
 		return pg_admin_reply_error(r, 400, err);
@@ -153,7 +180,11 @@ static int member_status(struct pg_gateway *gw, int id, int ok, const char *addr
 		              pg_hostport_format(&hp, canon), ok == 201 ? "resolving" : "draining");
 		return r->status = 202;
 	}
-	member_json(&r->body, gw, id, pg_now_ms());
+	if (!(slots = malloc(PG_MAX_BACKENDS * sizeof(*slots))))
+		return pg_admin_reply_error(r, 500, "out of memory");
+	ring_slots(gw, slots);
+	member_json(&r->body, gw, id, pg_now_ms(), slots);
+	free(slots);
 	pg_buf_puts(&r->body, "\n");
 	return r->status = ok;
 }

@@ -102,8 +102,9 @@ int pg_admin_pools_get(struct pg_gateway *gw, struct pg_admin_reply *r)
 		              __atomic_load_n(&st->nbackends, __ATOMIC_RELAXED));
 		members_json(gw, p, &r->body);
 		pg_buf_printf(
-		    &r->body, ",\"ring_generation\":%llu,\"routing\":",
-		    (unsigned long long)__atomic_load_n(&st->ring_generation, __ATOMIC_RELAXED));
+		    &r->body, ",\"ring_generation\":%llu,\"remapped_ratio\":%.6f,\"routing\":",
+		    (unsigned long long)__atomic_load_n(&st->ring_generation, __ATOMIC_RELAXED),
+		    (double)__atomic_load_n(&st->remapped_ppm, __ATOMIC_RELAXED) / 1e6);
 		pg_admin_routing_json(&r->body, &rc);
 		pg_buf_puts(&r->body, "}");
 	}

@@ -46,6 +46,21 @@ const char *pg_pool_table_names(const struct pg_pool_table *t, bool with_default
 	return buf;
 }
 
+size_t pg_pool_list_join(char *const *v, size_t n, char *buf, size_t cap)
+{
+	size_t used = 0, shown = 0;
+
+	buf[0] = 0;
+	for (size_t i = 0; i < n; i++, shown++) {
+		size_t l = strlen(v[i]) + (i ? 1 : 0);
+
+		if (used + l >= cap)
+			break;
+		used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? "," : "", v[i]);
+	}
+	return shown;
+}
+
 int pg_pool_find(const struct pg_pool_table *t, const char *name, size_t len)
 {
 	for (unsigned p = 0; p < t->n; p++)

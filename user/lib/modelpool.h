@@ -86,6 +86,11 @@ bool pg_pool_reachable(const struct pg_pool_table *t, unsigned p);
 const char *pg_pool_table_names(const struct pg_pool_table *t, bool with_default, char *buf,
                                 size_t cap);
 
+/* The first items of v[0..n) that fit in buf[0..cap), comma-separated and
+ * NUL-terminated (as the pg_pools map holds a pool's models and paths;
+ * prefixgatectl shows them alike from the admin API). Returns how many. */
+size_t pg_pool_list_join(char *const *v, size_t n, char *buf, size_t cap);
+
 /* Pool of name[0..len), or -1. */
 int pg_pool_find(const struct pg_pool_table *t, const char *name, size_t len);
 
