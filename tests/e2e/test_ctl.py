@@ -884,6 +884,66 @@ def systemd_unit_verifies(opts):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def unit_writable(unit):
+    """The directories the unit lets prefixgate write (ProtectSystem=strict
+    makes the rest read-only): ReadWritePaths=, and /var/lib/X and
+    /var/log/X for StateDirectory=X and LogsDirectory=X."""
+    out = []
+    for line in unit.splitlines():
+        k, _, v = line.partition("=")
+        if k == "ReadWritePaths":
+            out += v.split()
+        elif k == "StateDirectory":
+            out += ["/var/lib/" + d for d in v.split()]
+        elif k == "LogsDirectory":
+            out += ["/var/log/" + d for d in v.split()]
+    return out
+
+
+@test
+def systemd_unit_writable_paths(opts):
+    """Every --etcd-state-file and --access-log path the README, the man page
+    and the installed examples suggest is one the systemd unit lets the
+    gateway write (StateDirectory=, LogsDirectory=; not /tmp, which is
+    private); what exit status 2 means under the unit is said."""
+    unit = open(os.path.join(REPO, "tools", "packaging", "prefixgate.service")).read()
+    assert "ProtectSystem=strict" in unit and "PrivateTmp=yes" in unit
+    writable = unit_writable(unit)
+    assert "/var/lib/prefixgate" in writable and "/var/log/prefixgate" in writable, writable
+    texts = {name: open(os.path.join(REPO, *name.split("/"))).read().replace("\\-", "-")
+             for name in ("README.md", "tools/packaging/prefixgate.8",
+                          "tools/packaging/examples/prefixgate.default")}
+    seen = {"--etcd-state-file": 0, "--access-log": 0}
+    for name, text in texts.items():
+        for flag, path in re.findall(r"(--etcd-state-file|--access-log)[ =](/[^\s`\\\"]+)", text):
+            seen[flag] += 1
+            assert any(path.startswith(d.rstrip("/") + "/") for d in writable), (
+                "%s suggests %s %s, which prefixgate.service cannot write (writable: %s)" %
+                (name, flag, path, writable))
+    assert seen["--etcd-state-file"] and seen["--access-log"], seen
+    # an exit that RestartPreventExitStatus=2 stops is explained
+    assert "RestartPreventExitStatus=2" in unit
+    for name in ("README.md", "tools/packaging/prefixgate.8"):
+        t = re.sub(r"\s+", " ", texts[name])
+        assert "RestartPreventExitStatus=2" in t and "journalctl -u prefixgate" in t, name
+
+
+@test
+def configuration_exit_is_told(opts):
+    """An access log that cannot be opened exits 2, naming the file, and a
+    last line says it is a configuration error not restarted by the unit."""
+    r = subprocess.run([os.path.join(opts.build, "prefixgate"), "--no-bpf", "--listen",
+                        "127.0.0.1:%d" % free_port(), "--admin", "127.0.0.1:%d" % free_port(),
+                        "--access-log", "/nonexistent-pg-dir/access.log"],
+                       capture_output=True, timeout=20)
+    err = r.stderr.decode()
+    assert r.returncode == 2, (r.returncode, err)
+    assert "--access-log /nonexistent-pg-dir/access.log: No such file or directory" in err, err
+    assert err.rstrip().splitlines()[-1].startswith(
+        "prefixgate: exit status 2, a configuration error"), err
+    assert "prefixgate.service does not restart after it" in err, err
+
+
 def main():
     def add(ap):
         ap.add_argument("--ctl", help="prefixgatectl to test (default BUILD/prefixgatectl)")
