@@ -944,6 +944,36 @@ def configuration_exit_is_told(opts):
     assert "prefixgate.service does not restart after it" in err, err
 
 
+@test
+def example_backends_file_is_todays_syntax(opts):
+    """The installed examples/backends describes what the parser takes: it
+    loads as it is, and with its commented examples taken in it yields an
+    IPv6 member, a DNS name (listed while it does not resolve) and members
+    of model pools."""
+    src = open(os.path.join(REPO, "tools", "packaging", "examples", "backends")).read()
+    f = fleet(opts, "shm", 0, start_gateway=False)
+    try:
+        # the commented examples: "#   HOST:PORT [pool=NAME]  [# comment]"
+        lines = [re.sub(r"^#\s+", "", x) if re.match(r"#\s+\S+:\d+(\s|$)", x) else x
+                 for x in src.splitlines()]
+        for text, args in ((src, []), ("\n".join(lines) + "\n",
+                                        ["--pool", "llama:model=l", "--pool", "qwen:model=q"])):
+            path = os.path.join(f.tmp, "backends-example")
+            with open(path, "w") as fh:
+                fh.write(text)
+            f.start_gateway(["--backends-file", path, "--resolver", "127.0.0.1:1",
+                             "--health-check-path", "none"] + args, backends=[])
+            b = f.backends()
+            assert {"10.0.0.11:8000", "10.0.0.12:8000", "[2001:db8::13]:8000"} <= set(b), b
+            f.stop()
+            f.gw = None
+        pools = {a: x["pool"] for a, x in b.items() if a}
+        assert pools["10.0.1.21:8000"] == "llama" and pools["[2001:db8::1:23]:8000"] == "qwen"
+        assert b[None]["name"] == "vllm.inference.svc.cluster.local:8000", b[None]
+    finally:
+        f.stop()
+
+
 def main():
     def add(ap):
         ap.add_argument("--ctl", help="prefixgatectl to test (default BUILD/prefixgatectl)")
