@@ -318,7 +318,10 @@ struct pg_pool {
 	__u32 flags;      /* PG_POOL_* */
 	__u32 nmodels;    /* model names it serves */
 	char models[248]; /* the first of them, comma-separated, NUL-terminated */
+	__u32 npaths;     /* path prefixes it serves */
+	__u32 pool_pad;
+	char paths[128]; /* the first of them, comma-separated, NUL-terminated */
 };
-_Static_assert(sizeof(struct pg_pool) == 288, "pg_pool layout");
+_Static_assert(sizeof(struct pg_pool) == 424, "pg_pool layout");
 
 #endif /* PREFIXGATE_H */

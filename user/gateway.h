@@ -102,8 +102,11 @@ struct pg_gateway {
 	 * prefixgate_ring_rebuild_seconds and its _total. */
 	uint64_t ring_rebuild_ns, ring_rebuild_total_ns;
 	/* pg_ring_digest of the live ring (members.c, at each rebuild): equal
-	 * on every gateway that routes alike; prefixgate_ring_digest. */
+	 * on every gateway that routes alike; prefixgate_ring_digest. With
+	 * model pools, every pool's digest folded in pool order; each pool's
+	 * own in pool_digest (both logged at each change). */
 	uint64_t ring_digest;
+	uint64_t pool_digest[PG_MAX_POOLS];
 	/* The parts' own state, each an object made at start-up and passed
 	 * here; NULL when that part is off (or, in tests, not set up). */
 	struct pg_rstats *rstats;       /* routestats.h: one slot per worker */

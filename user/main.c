@@ -121,8 +121,8 @@ int main(int argc, char **argv)
 	/* Before any thread exists: what it sets is inherited by all. */
 	if (cfg.user && pg_priv_prepare(&priv, cfg.user, err, sizeof(err))) {
 		fprintf(stderr, "prefixgate: %s\n", err);
-		pg_config_free(&cfg);
-		return 2;
+		status = 2;
+		goto out_cfg;
 	}
 	/* Signals go to sigwait() here and to the control thread's signalfd;
 	 * block them before any thread exists so every thread inherits that. */
@@ -248,5 +248,11 @@ out_maps:
 	pg_maps_close(&gw.maps);
 out_cfg:
 	pg_config_free(&cfg);
+	/* A supervisor does not restart after 2 (prefixgate.service:
+	 * RestartPreventExitStatus=2): say so, beside the cause logged above. */
+	if (status == 2)
+		fprintf(stderr, "prefixgate: exit status 2, a configuration error (the line above "
+		                "says which): fix it and start again; prefixgate.service does not "
+		                "restart after it\n");
 	return status;
 }

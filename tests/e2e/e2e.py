@@ -807,7 +807,7 @@ def admin_api(opts):
         f.post("/invocations", "x")
         m = f.metrics()
         for series in ("prefixgate_requests_total{", "prefixgate_backend_in_flight{",
-                       "prefixgate_routing_latency_microseconds_bucket"):
+                       "prefixgate_routing_latency_seconds_bucket"):
             assert series in m, series
         assert f.idle()
     finally:

@@ -16,7 +16,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, have_cgroup2, mock_pattern, run_suite, wait_until  # noqa: E402
+from harness import (Fleet, have_cgroup2, metric_samples, mock_pattern, run_suite,  # noqa: E402
+                     wait_until)
 
 TESTS = []
 
@@ -100,8 +101,9 @@ def have_ipv6_loopback():
 
 
 def members(f):
-    """address -> GET /backends entry, the active (not draining) ones."""
-    return {a: b for a, b in f.backends().items() if not b["draining"]}
+    """address -> GET /backends entry, the active (not draining) ones (not
+    the entries of names that stand for no address)."""
+    return {a: b for a, b in f.backends().items() if a and not b["draining"]}
 
 
 def mock_v6(f, ident="v6"):
@@ -160,6 +162,17 @@ def ipv6_listener_and_backend(opts):
         # the admin API accepts and lists IPv6 members
         st, r = f.admin("POST", "/backends", {"address": "[::1]:9"})
         assert st == 201 and r["address"] == "[::1]:9", (st, r)
+        # and removes them, the brackets raw in the target as curl sends them
+        st, r = f.admin("DELETE", "/backends/[::1]:9")
+        assert st == 202 and r["address"] == "[::1]:9" and r["draining"], (st, r)
+        st, r = f.admin("DELETE", "/backends/[::1]:10")
+        assert st == 404 and "not a member" in r["error"], (st, r)
+        # prefixgatectl too
+        ctl = subprocess.run([os.path.join(opts.tools, "prefixgatectl"), "--admin",
+                              "127.0.0.1:%d" % f.admin_port, "backends", "remove",
+                              "[::1]:%d" % mport], capture_output=True, timeout=20)
+        assert ctl.returncode == 0, ctl.stderr
+        assert f.backends()["[::1]:%d" % mport]["draining"], f.backends()
     finally:
         stop_mock(mock)
         f.stop()
@@ -281,6 +294,50 @@ def dns_name_follows_answers(opts):
         st, r = f.admin("POST", "/backends", {"address": "pool.pg.test:9"})
         assert st == 202 and r["resolving"], (st, r)
         assert wait_until(lambda: set(members(f)) == {"127.0.0.13:9"}, 5), members(f)
+    finally:
+        f.stop()
+        dns.stop()
+
+
+@test
+def name_that_never_resolves(opts):
+    """A name that never resolves is listed by GET /backends (resolving,
+    then unresolved with the error), counted in /metrics, and logged once
+    per minute at most, not once in all."""
+    dns = DnsServer()  # knows no name: NXDOMAIN
+    f = Fleet(opts, 0, start_gateway=False)
+    name = "nonexistent.invalid:28009"
+    try:
+        f.start_gateway(["--resolver", "127.0.0.1:%d" % dns.port, "--resolve-interval", "200",
+                         "--health-check-path", "none"], backends=[])
+        st, r = f.admin("POST", "/backends", {"address": name})
+        assert st == 202 and r == {"name": name, "resolving": True}, (st, r)
+
+        def entry():
+            e = [b for b in f.admin("GET", "/backends")[1] if b.get("name") == name]
+            return e[0] if e else None
+
+        assert wait_until(lambda: (entry() or {}).get("state") == "unresolved", 5), entry()
+        e = entry()
+        assert e["address"] is None and e["id"] == 0 and not e["healthy"], e
+        assert "not found" in e["error"].lower(), e
+        n0 = dns.queries
+        assert wait_until(lambda: dns.queries >= n0 + 6, 10), "no lookups"
+        assert entry()["lookup_failures"] >= 3, entry()
+        m = f.metrics()
+        assert 'prefixgate_backend_name_resolved{name="%s"} 0' % name in m, m[-2000:]
+        fails = metric_samples(m)['prefixgate_backend_name_lookup_failures_total{name="%s"}'
+                                  % name]
+        assert fails >= 3, fails
+        # logged at its first failure, not at every one (again after a minute)
+        log = f.log()
+        assert log.count("backend name %s:" % name) == 1, log[-2000:]
+        assert "it stands for no address" in log, log[-2000:]
+        # it appears: a member, and the name's own entry is gone
+        dns.records["nonexistent.invalid"] = ["127.0.0.21"]
+        assert wait_until(lambda: "127.0.0.21:28009" in members(f), 5), f.backends()
+        assert entry()["address"] == "127.0.0.21:28009", entry()
+        assert "backend name %s resolves again" % name in f.log()
     finally:
         f.stop()
         dns.stop()

@@ -23,7 +23,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, free_port, have_bpf, http_get, run_suite, wait_until  # noqa: E402
+from harness import (Fleet, SickBackend, free_port, have_bpf, http_get, run_suite,  # noqa: E402
+                     wait_until)
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 DECISIONS = ["affinity", "overflow", "random", "least_outstanding", "retry", "explicit_key",
@@ -103,7 +104,9 @@ def help_and_usage_errors(opts):
              ["backends"], ["backends", "add"], ["backends", "add", "not-an-address"],
              ["backends", "drain", "1.2.3.4:99999"], ["backends", "frob", "1.2.3.4:5"],
              ["--admin", "localhost", "status"], ["--json=1", "status"], ["help", "nope"],
-             ["--source", "disk", "status"], ["--pin-path"]]
+             ["--source", "disk", "status"], ["--pin-path"],
+             ["backends", "list", "--pool", "a"], ["backends", "add", "1.2.3.4:5", "--pool",
+                                                   "a b"], ["status", "--pool", "a"]]
     for args in usage:
         rc, out, err = ctl(opts, None, *args)
         assert rc == 2, "%s: exit %d (want 2): %s" % (args, rc, err)
@@ -248,7 +251,8 @@ def status_falls_back_to_admin_api(opts):
         assert rc == 0, err
         doc = json.loads(out)
         check_status_json(f, doc, "api")
-        assert all(b["ring_share"] is None for b in doc["backends"]), doc
+        # the gateway counts the ring shares for the API too
+        assert sum(b["ring_slots"] for b in doc["backends"]) == RING_SLOTS, doc
         rc, out, err = ctl(opts, f, "--source", "api", "backends", "list")
         assert rc == 0 and err == "", err
         for name in f.mocks:
@@ -297,6 +301,123 @@ def status_tells_stale_maps(opts):
     finally:
         dead.stop()
         live.stop()
+
+
+# --- the same from either source ------------------------------------------------------
+
+def mock_v6(f):
+    """A mockllm on [::1] (its port), or None without IPv6 loopback."""
+    import socket
+    try:
+        socket.socket(socket.AF_INET6).bind(("::1", 0))
+    except OSError:
+        return None
+    path = os.path.join(f.tmp, "mock-v6.log")
+    p = subprocess.Popen([os.path.join(f.opts.tools, "mockllm"), "--listen", "[::1]:0", "--id",
+                          "v6"], stdout=open(path, "w"), stderr=subprocess.STDOUT)
+    port = wait_until(lambda: re.search(r"listening on \S+ port (\d+)", open(path).read()), 5)
+    f.mocks["v6"] = (int(port.group(1)) if port else 0, p)
+    return f.mocks["v6"][0] or None
+
+
+def without_source(cmd, out):
+    """A command's output less what names its source (and top's clock)."""
+    if "--json" in cmd:
+        docs = [json.loads(x) for x in out.splitlines() if x.strip()]
+        for d in docs:
+            for k in ("source", "time", "interval"):
+                if isinstance(d, dict):
+                    d.pop(k, None)
+        return docs
+    lines = out.splitlines()
+    return [x for x in lines if not x.startswith(("source ", "prefixgatectl top "))]
+
+
+@test
+def every_command_same_from_maps_and_api(opts):
+    """Each command against a gateway with model pools, an unhealthy
+    backend, an IPv6 backend and a DNS name that never resolves: status,
+    backends list, top and pools print the same from the maps as from the
+    admin API (health words, POOL, ring shares of each pool's own ring,
+    PATHS); route, backends add --pool, remove and drain work; then the
+    maps left by the gateway, killed, are told STALE by all four."""
+    why = have_bpf()
+    if why:
+        return "SKIP " + why
+    sick = SickBackend()
+    sick.mode = "error"
+    f = fleet(opts, "bpf", 3, start_gateway=False)
+    v6 = mock_v6(f)
+    v6addr = "[::1]:%d" % v6 if v6 else "[::1]:9"
+    try:
+        f.start_gateway(["--pool", "a:model=alpha", "--pool",
+                         "a:backend=%s,%s" % (f.addr("b0"), f.addr("b1")),
+                         "--pool", "b:model=beta,beta-2", "--pool", "b:path=/invocations",
+                         "--pool", "b:backend=%s,%s" % (sick.addr(), v6addr),
+                         "--pool", "b:strategy=least_outstanding_requests",
+                         "--backend", "never.invalid:9", "--resolver", "127.0.0.1:1",
+                         "--resolve-interval", "200", "--health-check-interval", "200",
+                         "--health-fall", "1"], backends=["b2"])
+        assert wait_until(lambda: f.backends()[sick.addr()]["health"] == "unhealthy", 5)
+        assert wait_until(lambda: f.backends().get(None, {}).get("state") == "unresolved", 8)
+        for cmd in (["status"], ["status", "--json"], ["backends", "list"],
+                    ["backends", "list", "--json"], ["pools"], ["pools", "--json"],
+                    ["top", "--count", "1", "--interval", "0.1"],
+                    ["top", "--count", "1", "--interval", "0.1", "--json"]):
+            got = {}
+            for src in ("maps", "api"):
+                rc, out, err = ctl(opts, f, "--source", src, *cmd)
+                assert rc == 0, (cmd, src, rc, err)
+                got[src] = without_source(cmd, out)
+            assert got["maps"] == got["api"], (cmd, "\n".join(difflib.unified_diff(
+                json.dumps(got["maps"], indent=1).splitlines(),
+                json.dumps(got["api"], indent=1).splitlines(), "maps", "api", lineterm="")))
+        # what they show: health, pools, each pool's ring, the name, PATHS
+        rc, out, _ = ctl(opts, f, "--source", "maps", "status")
+        assert "POOL" in out and "pool       b: LEAST_OUTSTANDING_REQUESTS" in out, out
+        row = [x for x in out.splitlines() if sick.addr() in x][0]
+        assert " unhealthy " in row and re.search(r"%  b +-$", row), row
+        assert "never.invalid:9" in out and "unresolved" in out, out
+        doc = json.loads(ctl(opts, f, "status", "--json")[1])
+        by_pool = {}
+        for b in doc["backends"]:
+            if b["ring_slots"] is not None:
+                by_pool[b["pool"]] = by_pool.get(b["pool"], 0) + b["ring_slots"]
+        assert by_pool == {"default": RING_SLOTS, "a": RING_SLOTS, "b": RING_SLOTS}, by_pool
+        assert {b["address"]: b["health"] for b in doc["backends"]}[sick.addr()] == "unhealthy"
+        assert v6addr in {b["address"] for b in doc["backends"]}, doc["backends"]
+        rc, out, _ = ctl(opts, f, "pools")
+        assert re.search(r"^b +no +2 +[01] +LEAST_OUTSTANDING_REQUESTS .*beta,beta-2 +"
+                         r"/invocations$", out, re.M), out
+        pools = {p["name"]: p for p in json.loads(ctl(opts, f, "pools", "--json")[1])}
+        assert pools["b"]["paths"] == ["/invocations"] and pools["b"]["models"] == [
+            "beta", "beta-2"] and not pools["a"]["catch_all"], pools
+        # route names the pool; the changes go through the API
+        rc, out, err = ctl(opts, f, "route", "--path", "/v1/chat/completions", "-",
+                           stdin=chat("x").replace('"m"', '"alpha"').encode())
+        assert rc == 0 and "pool         a\n" in out and "(ring order)" in out, (out, err)
+        port = f.add_mock("extra")
+        assert ok(ctl(opts, f, "backends", "add", "127.0.0.1:%d" % port, "--pool", "a"),
+                  "add --pool").startswith("added 127.0.0.1:%d as backend" % port)
+        assert f.backends()["127.0.0.1:%d" % port]["pool"] == "a"
+        ok(ctl(opts, f, "backends", "remove", v6addr), "remove IPv6")
+        ok(ctl(opts, f, "backends", "drain", "127.0.0.1:%d" % port), "drain")
+        # a dead gateway's maps: every reader says STALE, exit 3
+        f.gw.kill()
+        f.gw.wait(10)
+        for cmd in (["status"], ["backends", "list"], ["pools"], ["top", "--count", "1",
+                                                                  "--interval", "0.1"]):
+            rc, out, err = ctl(opts, f, "--source", "maps", *cmd)
+            assert rc == 3 and "stale" in err and "is not running" in err, (cmd, rc, out, err)
+            if cmd[0] != "backends":
+                assert "STALE" in out, (cmd, out)
+            rc, out, err = ctl(opts, f, *cmd)  # auto: the API does not answer either
+            assert rc == 3 and "stale" in err, (cmd, rc, err)
+        rc, out, _ = ctl(opts, f, "pools", "--json")
+        assert rc == 3 and json.loads(out)[2]["name"] == "b", (rc, out)
+    finally:
+        f.stop()
+        sick.stop()
 
 
 # --- route -------------------------------------------------------------------------
@@ -631,6 +752,20 @@ def readme_help_is_the_binarys(opts):
 
 
 @test
+def gateway_usage_error_hints_once(opts):
+    """A usage error of prefixgate names what is wrong, exits 2 and points to
+    --help once (not once from the parser and once more from main)."""
+    gw = os.path.join(opts.build, "prefixgate")
+    for args, what in ((["--bogus"], "unknown option --bogus"),
+                       (["extra"], 'unexpected argument "extra"'),
+                       (["--prefix-length", "5"], "--prefix-length: 5 is out of range")):
+        r = subprocess.run([gw] + args, capture_output=True, timeout=10)
+        err = r.stderr.decode()
+        assert r.returncode == 2 and what in err, (args, r.returncode, err)
+        assert err.count("--help") == 1, (args, err)
+
+
+@test
 def man_pages_match_help(opts):
     """Every option of --help is an item of the man page's OPTIONS and vice versa;
     every flag either mentions exists."""
@@ -747,6 +882,96 @@ def systemd_unit_verifies(opts):
         assert r.returncode == 0 and not r.stderr.strip(), r.stderr.decode()
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def unit_writable(unit):
+    """The directories the unit lets prefixgate write (ProtectSystem=strict
+    makes the rest read-only): ReadWritePaths=, and /var/lib/X and
+    /var/log/X for StateDirectory=X and LogsDirectory=X."""
+    out = []
+    for line in unit.splitlines():
+        k, _, v = line.partition("=")
+        if k == "ReadWritePaths":
+            out += v.split()
+        elif k == "StateDirectory":
+            out += ["/var/lib/" + d for d in v.split()]
+        elif k == "LogsDirectory":
+            out += ["/var/log/" + d for d in v.split()]
+    return out
+
+
+@test
+def systemd_unit_writable_paths(opts):
+    """Every --etcd-state-file and --access-log path the README, the man page
+    and the installed examples suggest is one the systemd unit lets the
+    gateway write (StateDirectory=, LogsDirectory=; not /tmp, which is
+    private); what exit status 2 means under the unit is said."""
+    unit = open(os.path.join(REPO, "tools", "packaging", "prefixgate.service")).read()
+    assert "ProtectSystem=strict" in unit and "PrivateTmp=yes" in unit
+    writable = unit_writable(unit)
+    assert "/var/lib/prefixgate" in writable and "/var/log/prefixgate" in writable, writable
+    texts = {name: open(os.path.join(REPO, *name.split("/"))).read().replace("\\-", "-")
+             for name in ("README.md", "tools/packaging/prefixgate.8",
+                          "tools/packaging/examples/prefixgate.default")}
+    seen = {"--etcd-state-file": 0, "--access-log": 0}
+    for name, text in texts.items():
+        for flag, path in re.findall(r"(--etcd-state-file|--access-log)[ =](/[^\s`\\\"]+)", text):
+            seen[flag] += 1
+            assert any(path.startswith(d.rstrip("/") + "/") for d in writable), (
+                "%s suggests %s %s, which prefixgate.service cannot write (writable: %s)" %
+                (name, flag, path, writable))
+    assert seen["--etcd-state-file"] and seen["--access-log"], seen
+    # an exit that RestartPreventExitStatus=2 stops is explained
+    assert "RestartPreventExitStatus=2" in unit
+    for name in ("README.md", "tools/packaging/prefixgate.8"):
+        t = re.sub(r"\s+", " ", texts[name])
+        assert "RestartPreventExitStatus=2" in t and "journalctl -u prefixgate" in t, name
+
+
+@test
+def configuration_exit_is_told(opts):
+    """An access log that cannot be opened exits 2, naming the file, and a
+    last line says it is a configuration error not restarted by the unit."""
+    r = subprocess.run([os.path.join(opts.build, "prefixgate"), "--no-bpf", "--listen",
+                        "127.0.0.1:%d" % free_port(), "--admin", "127.0.0.1:%d" % free_port(),
+                        "--access-log", "/nonexistent-pg-dir/access.log"],
+                       capture_output=True, timeout=20)
+    err = r.stderr.decode()
+    assert r.returncode == 2, (r.returncode, err)
+    assert "--access-log /nonexistent-pg-dir/access.log: No such file or directory" in err, err
+    assert err.rstrip().splitlines()[-1].startswith(
+        "prefixgate: exit status 2, a configuration error"), err
+    assert "prefixgate.service does not restart after it" in err, err
+
+
+@test
+def example_backends_file_is_todays_syntax(opts):
+    """The installed examples/backends describes what the parser takes: it
+    loads as it is, and with its commented examples taken in it yields an
+    IPv6 member, a DNS name (listed while it does not resolve) and members
+    of model pools."""
+    src = open(os.path.join(REPO, "tools", "packaging", "examples", "backends")).read()
+    f = fleet(opts, "shm", 0, start_gateway=False)
+    try:
+        # the commented examples: "#   HOST:PORT [pool=NAME]  [# comment]"
+        lines = [re.sub(r"^#\s+", "", x) if re.match(r"#\s+\S+:\d+(\s|$)", x) else x
+                 for x in src.splitlines()]
+        for text, args in ((src, []), ("\n".join(lines) + "\n",
+                                        ["--pool", "llama:model=l", "--pool", "qwen:model=q"])):
+            path = os.path.join(f.tmp, "backends-example")
+            with open(path, "w") as fh:
+                fh.write(text)
+            f.start_gateway(["--backends-file", path, "--resolver", "127.0.0.1:1",
+                             "--health-check-path", "none"] + args, backends=[])
+            b = f.backends()
+            assert {"10.0.0.11:8000", "10.0.0.12:8000", "[2001:db8::13]:8000"} <= set(b), b
+            f.stop()
+            f.gw = None
+        pools = {a: x["pool"] for a, x in b.items() if a}
+        assert pools["10.0.1.21:8000"] == "llama" and pools["[2001:db8::1:23]:8000"] == "qwen"
+        assert b[None]["name"] == "vllm.inference.svc.cluster.local:8000", b[None]
+    finally:
+        f.stop()
 
 
 def main():

@@ -140,6 +140,10 @@ def metrics_explain_hit_rate(opts):
                            ("prefixgate_hot_key_requests_per_second", "gauge"),
                            ("prefixgate_shadow_predicted_hit_ratio", "gauge"),
                            ("prefixgate_shadow_backend_share", "gauge"),
+                           ("prefixgate_dispatch_latency_seconds", "histogram"),
+                           ("prefixgate_routing_latency_seconds", "histogram"),
+                           ("prefixgate_routing_decision_seconds", "histogram"),
+                           # deprecated copies, kept for one release
                            ("prefixgate_dispatch_latency_microseconds", "histogram"),
                            ("prefixgate_routing_latency_microseconds", "histogram"),
                            ("prefixgate_routing_decision_microseconds", "histogram"),
@@ -147,6 +151,12 @@ def metrics_explain_hit_rate(opts):
                            ("prefixgate_ring_rebuild_seconds_total", "counter")):
             assert types.get(name) == kind, (name, types.get(name))
         assert m["prefixgate_predicted_requests_total"] == 61, m
+        # seconds and the deprecated microseconds count the same requests
+        for h in ("routing_latency", "routing_decision", "dispatch_latency"):
+            s_, us = "prefixgate_%s_seconds" % h, "prefixgate_%s_microseconds" % h
+            assert m[s_ + "_count"] == m[us + "_count"] > 0, (h, m[s_ + "_count"])
+            assert abs(m[s_ + "_sum"] * 1e6 - m[us + "_sum"]) < 1, (h, m[s_ + "_sum"])
+            assert m[s_ + '_bucket{le="0.0001"}'] == m[us + '_bucket{le="100"}'], h
         # the start-up build at least: a rebuild takes well over a microsecond
         assert 0 < m["prefixgate_ring_rebuild_seconds"] <= \
             m["prefixgate_ring_rebuild_seconds_total"], m
@@ -321,6 +331,40 @@ def live_reconfiguration_drops_nothing(opts):
         assert f.idle()
     finally:
         stop.set()
+        f.stop()
+
+
+@test
+def reload_keeps_flag_overrides(opts):
+    """--concurrency-threshold overrides --routing-config at start-up and at
+    every SIGHUP re-read of a changed file; a partial PUT /routing keeps
+    what it omits."""
+    f = Fleet(opts, 2, mock_args={i: FAST for i in range(2)}, start_gateway=False)
+    rfile = os.path.join(f.tmp, "rc-%d.json" % os.getpid())
+
+    def routing():
+        return f.admin("GET", "/routing")[1]["PrefixAwareRoutingConfig"]
+
+    def write(length, threshold):
+        with open(rfile + ".tmp", "w") as fh:
+            json.dump({"RoutingStrategy": "PREFIX_AWARE", "PrefixAwareRoutingConfig":
+                       {"PrefixLength": length, "ConcurrencyThreshold": threshold}}, fh)
+        os.rename(rfile + ".tmp", rfile)
+
+    try:
+        write(2048, 5)
+        f.start_gateway(["--concurrency-threshold", "20", "--routing-config", rfile])
+        assert routing() == {"PrefixLength": 2048, "ConcurrencyThreshold": 20}, routing()
+        write(1024, 7)
+        f.gw.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: routing()["PrefixLength"] == 1024, 5), routing()
+        assert routing()["ConcurrencyThreshold"] == 20, routing()
+        assert "--routing-config re-read; kept --concurrency-threshold" in f.log(), f.log()
+        st, r = f.admin("PUT", "/routing", {"RoutingStrategy": "PREFIX_AWARE",
+                                            "PrefixAwareRoutingConfig": {"PrefixLength": 3072}})
+        assert st == 200 and r["PrefixAwareRoutingConfig"] == {
+            "PrefixLength": 3072, "ConcurrencyThreshold": 20}, (st, r)
+    finally:
         f.stop()
 
 

@@ -19,11 +19,12 @@ usage: test_pools.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
 """
 import json
 import os
+import re
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, run_suite, wait_until  # noqa: E402
+from harness import Fleet, metric_family, run_suite, wait_until  # noqa: E402
 
 TESTS = []
 GW = ["--health-check-path", "none", "--metrics-scrape-interval", "0"]
@@ -174,6 +175,9 @@ def admin_adds_to_a_pool(opts):
     try:
         st, r = f.admin("POST", "/backends", {"address": f.addr("b4"), "pool": "b"})
         assert st == 201 and r["pool"] == "b", (st, r)
+        pools = {p["name"]: p for p in f.admin("GET", "/pools")[1]}
+        assert pools["b"]["members"] == [f.addr(n) for n in ("b2", "b3", "b4")] and \
+            pools["b"]["backends"] == 3, pools["b"]
         st, r = f.admin("POST", "/backends", {"address": f.addr("b4"), "pool": "a"})
         assert st == 409 and "pool b" in r["error"], (st, r)
         assert f.admin("POST", "/backends", {"address": "127.0.0.1:1", "pool": "x"})[0] == 400
@@ -186,6 +190,22 @@ def admin_adds_to_a_pool(opts):
         assert st == 202
         assert f.idle()
         assert {who(f, "beta", "spread %d" % i) for i in range(30)} <= {"b2", "b3"}
+        # no pool, and the default pool takes no requests here: refused,
+        # rather than a member that would get no traffic
+        assert wait_until(lambda: f.addr("b4") not in f.backends(), 5)
+        st, r = f.admin("POST", "/backends", {"address": f.addr("b4")})
+        assert st == 400 and "the default pool takes no requests" in r["error"] and \
+            "name one of a, b" in r["error"], (st, r)
+        assert f.addr("b4") not in f.backends()
+        # prefixgatectl backends add --pool
+        ctl = [os.path.join(opts.tools, "prefixgatectl"), "--admin",
+               "127.0.0.1:%d" % f.admin_port, "backends", "add", f.addr("b4")]
+        r = subprocess.run(ctl, capture_output=True, text=True, timeout=20)
+        assert r.returncode == 1 and "HTTP 400" in r.stderr and "name one of a, b" in \
+            r.stderr, (r.returncode, r.stderr)
+        r = subprocess.run(ctl + ["--pool", "b"], capture_output=True, text=True, timeout=20)
+        assert r.returncode == 0 and "to pool b" in r.stdout, (r.returncode, r.stderr)
+        assert f.backends()[f.addr("b4")]["pool"] == "b"
     finally:
         f.stop()
 
@@ -237,12 +257,103 @@ def backends_file_names_pools(opts):
                                                                      "b": 3}, 10)
         assert {who(f, "alpha", "q %d" % i) for i in range(20)} == {"b0"}
         assert {who(f, "beta", "q %d" % i) for i in range(40)} == {"b1", "b2", "b3"}
-        # a pool the gateway does not have: the file is refused, nothing changes
-        with open(path + ".new", "w") as fh:
-            fh.write("%s pool=zz\n" % f.addr("b0"))
-        os.rename(path + ".new", path)
-        assert wait_until(lambda: "no such pool" in f.log(), 10)
-        assert {who(f, "alpha", "q %d" % i) for i in range(5)} == {"b0"}
+        # a file the gateway cannot use is refused, naming FILE:LINE, and
+        # nothing changes: a pool it does not have; words after the pool; a
+        # line for the default pool, which takes no requests here
+        for text, want in (
+                ("%s pool=a\n%s pool=zz\n", "%s:2: pool=zz: no such pool (the pools: "
+                                             "default, a, b)" % path),
+                ("%s pool=a\n%s pool=b junk\n", '%s:2: unexpected "junk" after the '
+                                                 'address' % path),
+                ("%s pool=a\n%s\n", "%s:2: %s: the default pool takes no requests" % (
+                    path, f.addr("b1")))):
+            with open(path + ".new", "w") as fh:
+                fh.write(text % (f.addr("b0"), f.addr("b1")))
+            os.rename(path + ".new", path)
+            assert wait_until(lambda: want in f.log(), 10), (want, f.log()[-1500:])
+            assert {who(f, "beta", "q %d" % i) for i in range(40)} == {"b1", "b2", "b3"}
+    finally:
+        f.stop()
+
+
+@test
+def backends_file_errors_at_start(opts):
+    """At start-up the same errors exit 2, naming the file and line."""
+    f = Fleet(opts, n=1, mock_args=MOCK, start_gateway=False)
+    path = os.path.join(f.tmp, "backends-bad")
+    gw = [os.path.join(opts.build, "prefixgate"), "--no-bpf", "--pool", "a:model=alpha",
+          "--backends-file", path]
+    try:
+        for text, want in (("%s pool=a junk\n", 'line 1: unexpected "junk" after the address'),
+                           ("\n%s pool=qwen\n", "line 2: pool=qwen: no such pool (the pools: "
+                                                "default, a)")):
+            with open(path, "w") as fh:
+                fh.write(text % f.addr("b0"))
+            r = subprocess.run(gw, capture_output=True, timeout=10)
+            err = r.stderr.decode()
+            assert r.returncode == 2 and "--backends-file %s: %s" % (path, want) in err, err
+    finally:
+        f.stop()
+
+
+@test
+def pool_without_members_is_told(opts):
+    """A pool requests reach but no member serves: /health says degraded,
+    naming it; prefixgatectl route names the pool and why no backend."""
+    f = pools_fleet(opts, extra=["--pool", "c:model=gamma"])
+    ctl = [os.path.join(opts.tools, "prefixgatectl"), "--admin", "127.0.0.1:%d" % f.admin_port,
+           "route", "--path", "/v1/chat/completions", "-"]
+    try:
+        assert f.post("/v1/chat/completions", chat("gamma", "x"))[0] == 502
+        st, h = f.admin("GET", "/health")
+        assert st == 200 and h["status"] == "degraded" and h["degraded_pools"] == [
+            {"pool": "c", "backends": 0, "healthy": 0}], (st, h)
+        r = subprocess.run(ctl, input=chat("gamma", "hello"), capture_output=True, text=True,
+                           timeout=20)
+        assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+        assert "pool         c\n" in r.stdout and "ring is not used" not in r.stdout, r.stdout
+        assert "no usable backend in pool c (no member)" in r.stdout + r.stderr, r
+        r = subprocess.run(ctl, input=chat("beta", "hello"), capture_output=True, text=True,
+                           timeout=20)
+        assert r.returncode == 0 and "pool         b\n" in r.stdout and "(ring order)" in \
+            r.stdout, (r.returncode, r.stdout, r.stderr)
+        st, _ = f.admin("PUT", "/routing?pool=b", {"RoutingStrategy": "RANDOM"})
+        r = subprocess.run(ctl, input=chat("beta", "hello"), capture_output=True, text=True,
+                           timeout=20)
+        assert r.returncode == 0 and "(random does not use the ring)" in r.stdout, r.stdout
+    finally:
+        f.stop()
+
+
+def digests(f):
+    """{pool or None: digest} of prefixgate_ring_digest_info."""
+    out = {}
+    for k in metric_family(f.metrics(), "prefixgate_ring_digest_info"):
+        m = re.match(r'prefixgate_ring_digest_info\{(?:pool="([^"]*)",)?digest="([0-9a-f]{16})"\}', k)
+        assert m, k
+        out[m.group(1)] = m.group(2)
+    return out
+
+
+@test
+def ring_digests_match_the_log(opts):
+    """With pools, every digest prefixgate_ring_digest_info shows is in the
+    log: each pool's (labelled pool) and the folded one, after a change too."""
+    f = pools_fleet(opts)
+    try:
+        for step in range(2):
+            d = digests(f)
+            assert set(d) == {None, "default", "a", "b"}, d
+            log = f.log()
+            for pool in ("a", "b"):
+                assert re.search(r"pool %s ring generation \d+: .*digest %s" % (pool, d[pool]),
+                                 log), (pool, d[pool], log[-2000:])
+            assert "ring digest %s (the 3 pools' digests folded" % d[None] in log, \
+                (d[None], log[-2000:])
+            if not step:
+                st, _ = f.admin("POST", "/backends", {"address": f.addr("b4"), "pool": "b"})
+                assert st == 201
+                assert wait_until(lambda: digests(f)["b"] != d["b"], 5)
     finally:
         f.stop()
 
@@ -289,8 +400,15 @@ def bpf_maps_show_pools(opts):
                              capture_output=True, text=True, timeout=20)
         assert out.returncode == 0, out.stderr
         pools = {p["name"]: p for p in json.loads(out.stdout)}
-        assert pools["a"]["models"] == "alpha,alpha-2" and pools["a"]["backends"] == 2, pools
+        assert pools["a"]["models"] == ["alpha", "alpha-2"] and pools["a"]["backends"] == 2, \
+            pools
         assert pools["b"]["backends"] == 2 and not pools["default"]["catch_all"], pools
+        # the same document from the admin API
+        api = subprocess.run([ctl, "--pin-path", f.pin, "--admin", "127.0.0.1:%d" % f.admin_port,
+                              "--source", "api", "--json", "pools"], capture_output=True,
+                             text=True, timeout=20)
+        assert api.returncode == 0 and json.loads(api.stdout) == json.loads(out.stdout), \
+            (api.stdout, out.stdout)
         out = subprocess.run([ctl, "--pin-path", f.pin, "status"], capture_output=True,
                              text=True, timeout=20)
         assert out.returncode == 0, out.stderr

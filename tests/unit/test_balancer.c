@@ -223,6 +223,36 @@ static const struct decision_case {
 };
 /* clang-format on */
 
+/* The health word the admin API and prefixgatectl (from the maps) show:
+ * draining first, then unhealthy (health checks), down (until it
+ * expires), up. */
+static void test_health_word(void **state)
+{
+	static const struct {
+		uint16_t flags;
+		uint64_t down_until;
+		const char *want;
+	} cases[] = {
+	    {A, 0, "up"},
+	    {A | PG_BACKEND_UNHEALTHY, 0, "unhealthy"},
+	    {A | PG_BACKEND_UNHEALTHY | DN, NOW + 1, "unhealthy"},
+	    {A | DN, NOW + 1, "down"},
+	    {A | DN, NOW, "up"}, /* down_until reached */
+	    {A | D | PG_BACKEND_UNHEALTHY, 0, "draining"},
+	    {A | D, 0, "draining"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct pg_backend b = {.flags = cases[i].flags,
+		                       .down_until_ms = cases[i].down_until};
+
+		if (strcmp(pg_backend_health(&b, NOW), cases[i].want))
+			fail_msg("case %zu: %s, want %s", i, pg_backend_health(&b, NOW),
+			         cases[i].want);
+	}
+}
+
 static void test_decisions(void **state)
 {
 	(void)state;
@@ -447,6 +477,7 @@ int main(void)
 	    cmocka_unit_test(test_load_signal),
 	    cmocka_unit_test(test_idset),
 	    cmocka_unit_test(test_usable),
+	    cmocka_unit_test(test_health_word),
 	    cmocka_unit_test(test_decisions),
 	    cmocka_unit_test(test_null_exclude_and_long_candidates),
 	    cmocka_unit_test(test_random_uniform),

@@ -160,7 +160,17 @@ static void test_backends_file(void **state)
 	     0},
 	    {"127.0.0.1:8001\nlocalhost:8001\n", "line 2: 127.0.0.1:8001 duplicates line 1", 0},
 	    {"1.2.3.4:1 1.2.3.4:2\n",
-	     "line 1: \"1.2.3.4:1 1.2.3.4:2\": an IPv6 address needs brackets: [IPV6]:PORT", 0},
+	     "line 1: unexpected \"1.2.3.4:2\" after the address (a line is HOST:PORT "
+	     "[pool=NAME])",
+	     0},
+	    /* what follows the address is said precisely, not taken for its port */
+	    {"10.0.0.1:80 pool=qwen junk\n",
+	     "line 1: unexpected \"junk\" after the address (a line is HOST:PORT [pool=NAME])", 0},
+	    {"\n10.0.0.1:80\tjunk pool=qwen # c\n",
+	     "line 2: unexpected \"junk\" after the address (a line is HOST:PORT [pool=NAME])", 0},
+	    {"10.0.0.1:80 pool=a pool=b\n", "line 1: pool= given twice", 0},
+	    {"10.0.0.1:80 pool=a/b\n", "line 1: pool=a/b: a name is 1-31 of A-Z a-z 0-9 _ . -", 0},
+	    {"10.0.0.1:80 pool=\n", "line 1: pool=: a name is 1-31 of A-Z a-z 0-9 _ . -", 0},
 	    {"\n\nexample..com:80\n",
 	     "line 3: \"example..com:80\": host must be an IPv4 address "
 	     "A.B.C.D, [IPV6], localhost or a DNS name",
@@ -222,11 +232,45 @@ static void test_backends_file(void **state)
 	}
 }
 
+/* A gateway's pools checked line by line: an unknown pool, and a line for
+ * the default pool where it takes no requests, name their line. */
+static void test_backends_file_pools(void **state)
+{
+	struct pg_pool_table t = {.n = 2, .pool = {{.name = "default"}, {.name = "qwen"}}};
+	struct pg_backends_rules r = {.pools = &t};
+	const char *text = "10.0.0.1:80 pool=qwen\n10.0.0.2:80 pool=default\n10.0.0.3:80\n";
+	char err[256], **v;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(pg_backends_parse_in(text, strlen(text), &r, &v, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 3);
+	assert_string_equal(v[0], "10.0.0.1:80 pool=qwen");
+	assert_string_equal(v[1], "10.0.0.2:80"); /* pool=default: as without pool= */
+	pg_backends_free(v, n);
+	text = "10.0.0.1:80 pool=qwen\n\n10.0.0.2:80 pool=llama\n";
+	assert_int_equal(pg_backends_parse_in(text, strlen(text), &r, &v, &n, err, sizeof(err)),
+	                 -1);
+	assert_string_equal(err, "line 3: pool=llama: no such pool (the pools: default, qwen)");
+	/* no catch-all: the default pool would get no traffic */
+	r.need_pool = true;
+	text = "10.0.0.1:80 pool=qwen\n10.0.0.2:80\n";
+	assert_int_equal(pg_backends_parse_in(text, strlen(text), &r, &v, &n, err, sizeof(err)),
+	                 -1);
+	assert_string_equal(err, "line 2: 10.0.0.2:80: the default pool takes no requests (it was "
+	                         "not the catch-all at start-up): give pool=NAME, one of qwen");
+	text = "10.0.0.2:80 pool=default\n";
+	assert_int_equal(pg_backends_parse_in(text, strlen(text), &r, &v, &n, err, sizeof(err)),
+	                 -1);
+	assert_non_null(strstr(err, "line 1: 10.0.0.2:80: the default pool takes no requests"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_routing_config_json),
 	    cmocka_unit_test(test_backends_file),
+	    cmocka_unit_test(test_backends_file_pools),
 	};
 
 	return cmocka_run_group_tests_name("config_parse", tests, NULL, NULL);

@@ -31,8 +31,8 @@ static void test_init(void **state)
 	assert_string_equal(r.content_type, "application/json");
 	assert_int_equal(count(r.body.p, "\"id\":"), 3);
 	assert_non_null(strstr(r.body.p, "{\"id\":2,\"address\":\"10.0.0.2:8000\",\"healthy\":true,"
-	                                 "\"draining\":false,\"in_flight\":0,\"requests\":0,"
-	                                 "\"failures\":0"));
+	                                 "\"draining\":false,\"health\":\"up\",\"in_flight\":0,"
+	                                 "\"requests\":0,\"failures\":0"));
 	pg_buf_free(&r.body);
 	assert_int_equal(req("GET", "/health", NULL, &r), 200);
 	assert_string_equal(r.body.p, "{\"status\":\"ok\",\"backends\":3,\"healthy\":3}\n");
@@ -265,6 +265,58 @@ static void test_reload(void **state)
 	assert_int_equal(gw.maps.state->strategy, PG_STRATEGY_RANDOM);
 }
 
+/* Explicit flags override --routing-config across re-reads, and a partial
+ * PUT /routing keeps the fields it omits. */
+static void test_reload_keeps_flags(void **state)
+{
+	struct pg_admin_reply r;
+	char err[256];
+	struct pg_state *st = gw.maps.state;
+
+	(void)state;
+	make_temp(routing_path, sizeof(routing_path),
+	          "{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
+	          "{\"PrefixLength\":2048,\"ConcurrencyThreshold\":5}}");
+	cfg.routing_config = routing_path;
+	/* as pg_config_parse leaves "--concurrency-threshold 20 --routing-config F" */
+	cfg.route = (struct pg_route_cfg){.strategy = PG_STRATEGY_PREFIX_AWARE,
+	                                  .prefix_length = 2048,
+	                                  .concurrency_threshold = 20,
+	                                  .new_choices = 1};
+	cfg.route_flags.concurrency_threshold = 20;
+	cfg.route_flags_set = PG_POOL_SET_THRESHOLD;
+	assert_int_equal(pg_control_init(&gw, err, sizeof(err)), 0);
+	assert_int_equal(st->concurrency_threshold, 20);
+	write_file(routing_path,
+	           "{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
+	           "{\"PrefixLength\":1024,\"ConcurrencyThreshold\":7}}");
+	assert_int_equal(pg_control_reload(&gw), 0);
+	assert_int_equal(st->prefix_length, 1024);       /* the file's change */
+	assert_int_equal(st->concurrency_threshold, 20); /* the flag, still */
+	/* PUT /routing: what the body names changes, the rest is kept */
+	assert_int_equal(req("PUT", "/routing",
+	                     "{\"RoutingStrategy\":\"PREFIX_AWARE\","
+	                     "\"PrefixAwareRoutingConfig\":{\"PrefixLength\":3072}}",
+	                     &r),
+	                 200);
+	assert_non_null(strstr(r.body.p, "\"PrefixLength\":3072,\"ConcurrencyThreshold\":20}"));
+	pg_buf_free(&r.body);
+	assert_int_equal(req("PUT", "/routing",
+	                     "{\"RoutingStrategy\":\"CACHE_AWARE\","
+	                     "\"CacheAwareConfig\":{\"NewConversationChoices\":3}}",
+	                     &r),
+	                 200);
+	pg_buf_free(&r.body);
+	assert_int_equal(st->strategy, PG_STRATEGY_CACHE_AWARE);
+	assert_int_equal(st->prefix_length, 3072);
+	assert_int_equal(st->concurrency_threshold, 20);
+	assert_int_equal(st->ca_choices, 3);
+	/* an invalid body changes nothing */
+	assert_int_equal(req("PUT", "/routing", "{\"PrefixAwareRoutingConfig\":{}}", &r), 400);
+	pg_buf_free(&r.body);
+	assert_int_equal(st->strategy, PG_STRATEGY_CACHE_AWARE);
+}
+
 /* ---- the thread, over a real socket -------------------------------------- */
 
 /* One HTTP exchange with the admin listener; the reply, NUL-terminated,
@@ -358,6 +410,115 @@ static void test_names(void **state)
 	assert_int_equal(pg_member_remove(&gw, "pool.example:8000", err, sizeof(err)), -ENOENT);
 }
 
+/* Lines the gateway logs while fn runs (stderr into a file). Free it. */
+static char *logged(void (*fn)(void))
+{
+	char path[] = "/tmp/pg-test-log-XXXXXX", *text = malloc(8192);
+	int fd = mkstemp(path), saved = dup(2), level = pg_log_level;
+	ssize_t n;
+
+	assert_true(fd >= 0 && saved >= 0 && text);
+	fflush(stderr);
+	dup2(fd, 2);
+	pg_log_level = PG_LOG_INFO;
+	fn();
+	pg_log_level = level;
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	n = pread(fd, text, 8191, 0);
+	text[n > 0 ? n : 0] = 0;
+	close(fd);
+	unlink(path);
+	return text;
+}
+
+static int never_slot(void)
+{
+	struct pg_hostport hp;
+
+	assert_int_equal(pg_hostport_parse("never.invalid:80", &hp, false, NULL, 0), 0);
+	return pg_ctl_name_find(&hp);
+}
+
+static void fail_three(void)
+{
+	for (int i = 0; i < 3; i++)
+		answer("never.invalid:80", PG_DNS_NONAME, NULL, 0);
+}
+
+static void fail_after_a_while(void)
+{
+	struct pg_name *nm = &pg_ctl.names[never_slot()];
+
+	nm->failing_since -= PG_NAME_LOG_MS + 5000; /* as if a minute had passed */
+	nm->logged_ms -= PG_NAME_LOG_MS;
+	answer("never.invalid:80", PG_DNS_FAIL, NULL, 0);
+}
+
+/* A name that never resolves leaves a trace: GET /backends lists it with
+ * its state and error, /metrics counts its failures, the log says so at
+ * its first failure and then at most once a minute. */
+static void test_name_never_resolves(void **state)
+{
+	struct pg_admin_reply r;
+	struct pg_name_info ni;
+	char err[256], *log;
+
+	(void)state;
+	assert_int_equal(pg_member_add(&gw, "never.invalid:80", err, sizeof(err)), 0);
+	assert_true(pg_backend_name_info(never_slot(), &ni));
+	assert_int_equal(ni.state, PG_NAME_RESOLVING);
+	assert_int_equal(req("GET", "/backends", NULL, &r), 200);
+	assert_non_null(strstr(r.body.p, "{\"id\":0,\"address\":null,\"name\":\"never.invalid:80\","
+	                                 "\"state\":\"resolving\",\"error\":null,"));
+	pg_buf_free(&r.body);
+	log = logged(fail_three);
+	assert_int_equal(
+	    count(log, "backend name never.invalid:80: test; it stands for no address"), 1);
+	assert_int_equal(count(log, "prefixgate warn"), 1);
+	free(log);
+	assert_true(pg_backend_name_info(never_slot(), &ni));
+	assert_int_equal(ni.state, PG_NAME_UNRESOLVED);
+	assert_int_equal(ni.failures, 3);
+	assert_int_equal(req("GET", "/backends", NULL, &r), 200);
+	assert_non_null(strstr(r.body.p, "\"name\":\"never.invalid:80\",\"state\":\"unresolved\","
+	                                 "\"error\":\"test\",\"lookup_failures\":3,"));
+	pg_buf_free(&r.body);
+	assert_int_equal(req("GET", "/metrics", NULL, &r), 200);
+	assert_non_null(
+	    strstr(r.body.p, "\nprefixgate_backend_name_resolved{name=\"never.invalid:80\"} 0\n"));
+	assert_non_null(strstr(r.body.p,
+	                       "\nprefixgate_backend_name_lookup_failures_total{name=\"never."
+	                       "invalid:80\"} 3\n"));
+	assert_non_null(
+	    strstr(r.body.p, "\nprefixgate_backend_name_addresses{name=\"never.invalid:80\"} 0\n"));
+	pg_buf_free(&r.body);
+	/* still failing a minute on: said again */
+	log = logged(fail_after_a_while);
+	assert_non_null(strstr(log, "backend name never.invalid:80: still failing after 6"));
+	free(log);
+	/* it resolves: a member, named; the entry of the name alone is gone */
+	answer("never.invalid:80", PG_DNS_OK, (const char *[]){"10.9.0.1:1"}, 1);
+	assert_true(pg_backend_name_info(never_slot(), &ni));
+	assert_int_equal(ni.state, PG_NAME_RESOLVED);
+	assert_int_equal(req("GET", "/backends", NULL, &r), 200);
+	assert_null(strstr(r.body.p, "\"address\":null"));
+	assert_non_null(strstr(r.body.p,
+	                       "\"address\":\"10.9.0.1:80\",\"name\":\"never.invalid:80\","
+	                       "\"healthy\""));
+	pg_buf_free(&r.body);
+	/* failing again, its address kept: the member says why */
+	answer("never.invalid:80", PG_DNS_FAIL, NULL, 0);
+	assert_int_equal(req("GET", "/backends", NULL, &r), 200);
+	assert_non_null(strstr(r.body.p, "\"name\":\"never.invalid:80\",\"name_error\":\"test\","));
+	pg_buf_free(&r.body);
+	assert_int_equal(req("GET", "/metrics", NULL, &r), 200);
+	assert_non_null(
+	    strstr(r.body.p, "\nprefixgate_backend_name_addresses{name=\"never.invalid:80\"} 1\n"));
+	pg_buf_free(&r.body);
+}
+
 static void test_thread(void **state)
 {
 	char err[256], *o;
@@ -416,6 +577,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_members_sync, setup_init, teardown),
 	    cmocka_unit_test_setup_teardown(test_down_expiry, setup_init, teardown),
 	    cmocka_unit_test_setup_teardown(test_reload, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reload_keeps_flags, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_name_never_resolves, setup_init, teardown),
 	    cmocka_unit_test_setup_teardown(test_names, setup_init, teardown),
 	    cmocka_unit_test_setup_teardown(test_thread, setup, teardown),
 	};

@@ -520,6 +520,25 @@ static void test_char_classes(void **state)
 	}
 }
 
+/* '[' and ']' raw in a target: refused by the proxy's parse, taken by the
+ * admin API's (DELETE /backends/[::1]:8000). */
+static void test_target_brackets(void **state)
+{
+	static const char in[] = "DELETE /backends/[::1]:8000?x=[1] HTTP/1.1\r\nHost: x\r\n\r\n";
+
+	(void)state;
+	assert_int_equal(pg_http_parse_request(in, strlen(in), &req), -400);
+	assert_int_equal(pg_http_parse_request_opts(in, strlen(in), 0, &req), -400);
+	assert_int_equal(pg_http_parse_request_opts(in, strlen(in), PG_HTTP_TARGET_BRACKETS, &req),
+	                 (ssize_t)strlen(in));
+	assert_str(req.path, "/backends/[::1]:8000");
+	assert_str(req.target, "/backends/[::1]:8000?x=[1]");
+	/* other bytes stay refused */
+	assert_int_equal(pg_http_parse_request_opts("GET /a{b} HTTP/1.1\r\nHost: x\r\n\r\n", 34,
+	                                            PG_HTTP_TARGET_BRACKETS, &req),
+	                 -400);
+}
+
 static void test_reasons(void **state)
 {
 	(void)state;
@@ -539,7 +558,7 @@ int main(void)
 	    cmocka_unit_test(test_good_requests), cmocka_unit_test(test_headers_and_find),
 	    cmocka_unit_test(test_head_ready),    cmocka_unit_test(test_responses),
 	    cmocka_unit_test(test_char_classes),  cmocka_unit_test(test_reasons),
-	    cmocka_unit_test(test_field_kinds),
+	    cmocka_unit_test(test_field_kinds),   cmocka_unit_test(test_target_brackets),
 	};
 	return cmocka_run_group_tests_name("http", tests, NULL, NULL);
 }

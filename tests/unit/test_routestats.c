@@ -268,7 +268,7 @@ static void test_ops_metrics(void **state)
 	assert_true(value(m, "prefixgate_load_signal{signal=\"both\"}") == 1);
 	assert_true(value(m, "prefixgate_shadow_backend_share{backend=\"127.0.0.1:9001\"}") == 1);
 	assert_true(value(m, "prefixgate_shadow_predicted_hit_ratio") == 0.5);
-	assert_non_null(strstr(m, "# TYPE prefixgate_dispatch_latency_microseconds histogram"));
+	assert_non_null(strstr(m, "# TYPE prefixgate_dispatch_latency_seconds histogram"));
 	free(m);
 
 	/* A sample before a whole window has passed: still since start-up

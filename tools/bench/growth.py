@@ -76,8 +76,8 @@ FIXED = ["--workload", "fixed", "--no-stream", "--max-tokens", "1", "--seed", "1
          "--timeout-ms", "60000"]
 # head parsed -> backend chosen (includes the wait for the body), and the
 # worker's decision alone (body in hand -> backend chosen)
-HIST = "prefixgate_routing_latency_microseconds"
-DECIDE_HIST = "prefixgate_routing_decision_microseconds"
+HIST = "prefixgate_routing_latency_seconds"
+DECIDE_HIST = "prefixgate_routing_decision_seconds"
 # The histograms read from each gateway, by the key they are kept under.
 HISTS = (("route", HIST), ("decide", DECIDE_HIST))
 KIB, MIB = 1 << 10, 1 << 20
@@ -109,15 +109,17 @@ def med(xs):
 
 def route_hists(admin):
     """prefixgate's routing-time and decision-time histograms, each as
-    cumulative [(le us, count)], sum (us) and count: {"route": .., "decide": ..}."""
+    cumulative [(le us, count)], sum (us) and count: {"route": .., "decide": ..}
+    (the gateway reports seconds; the tables here are in microseconds)."""
     s = fleet.metric_samples(fleet.get(admin, "/metrics"))
     out = {}
     for key, name in HISTS:
         bucket = name + '_bucket{le="'
         out[key] = {"buckets": [(float("inf") if k[len(bucket):-2] == "+Inf"
-                                 else float(k[len(bucket):-2]), v)
+                                 else round(float(k[len(bucket):-2]) * 1e6, 3), v)
                                 for k, v in s.items() if k.startswith(bucket)],
-                    "sum_us": s.get(name + "_sum", 0.0), "count": s.get(name + "_count", 0.0)}
+                    "sum_us": s.get(name + "_sum", 0.0) * 1e6,
+                    "count": s.get(name + "_count", 0.0)}
     return out
 
 

@@ -36,13 +36,20 @@ int ctl_cmd_backends_add(const struct ctl_opts *o, const char *addr)
 {
 	struct ctl_http_resp r;
 	struct pg_json js = {0};
-	char a[PG_HOSTPORT_STRLEN], body[PG_HOSTPORT_STRLEN + 32], err[1024], msg[256];
+	char a[PG_HOSTPORT_STRLEN], body[PG_HOSTPORT_STRLEN + PG_POOL_NAME_MAX + 32], err[1024],
+	    msg[256], to[PG_POOL_NAME_MAX + 16] = "";
 	int64_t id, n;
 	int rc = CTL_ERR;
 
 	if (canon_addr("add", addr, a))
 		return CTL_USAGE;
-	snprintf(body, sizeof(body), "{\"address\":\"%s\"}", a);
+	/* a and the pool name need no JSON escaping: canonical, and checked */
+	if (o->pool) {
+		snprintf(body, sizeof(body), "{\"address\":\"%s\",\"pool\":\"%s\"}", a, o->pool);
+		snprintf(to, sizeof(to), " to pool %s", o->pool);
+	} else {
+		snprintf(body, sizeof(body), "{\"address\":\"%s\"}", a);
+	}
 	if (ctl_http(o, "POST", "/backends", "application/json", body, strlen(body),
 	             ctl_timeout(o, CTL_TIMEOUT_DEFAULT), &r, err, sizeof(err))) {
 		ctl_err("backends add %s: %s", a, err);
@@ -53,7 +60,7 @@ int ctl_cmd_backends_add(const struct ctl_opts *o, const char *addr)
 		if (o->json)
 			fwrite(r.body, 1, r.len, stdout);
 		else
-			printf("added %s: its addresses join as the name resolves\n", a);
+			printf("added %s%s: its addresses join as the name resolves\n", a, to);
 		goto out;
 	}
 	if (r.status != 201) {
@@ -69,9 +76,9 @@ int ctl_cmd_backends_add(const struct ctl_opts *o, const char *addr)
 	/* the reply is the new member, as in GET /backends */
 	if (!pg_json_parse(&js, r.body, r.len) && (id = pg_json_find(&js, 0, "id", 2)) >= 0 &&
 	    !pg_json_get_i64(&js, (uint32_t)id, &n))
-		printf("added %s as backend %lld\n", a, (long long)n);
+		printf("added %s as backend %lld%s\n", a, (long long)n, to);
 	else
-		printf("added %s\n", a);
+		printf("added %s%s\n", a, to);
 	pg_json_free(&js);
 out:
 	ctl_http_resp_free(&r);
@@ -87,6 +94,7 @@ static int find_member(const struct ctl_opts *o, const char *a, double timeout,
 	char msg[256];
 	int rc = -1;
 
+	s->npools = 0; /* members only: their pools are not looked up */
 	if (ctl_http(o, "GET", "/backends", NULL, NULL, 0, timeout, &r, err, errlen))
 		return -1;
 	if (r.status != 200) {
@@ -119,12 +127,20 @@ int ctl_cmd_backends_remove(const struct ctl_opts *o, const char *addr, bool wai
 	struct ctl_snapshot *s = NULL;
 	struct ctl_http_resp r;
 	struct ctl_backend b = {0};
-	char a[PG_HOSTPORT_STRLEN], target[PG_HOSTPORT_STRLEN + 16], err[1024], msg[256];
+	char a[PG_HOSTPORT_STRLEN], target[3 * PG_HOSTPORT_STRLEN + 16], err[1024], msg[256];
 	int rc = CTL_ERR, found, last_inflight = -1;
+	size_t n;
 
 	if (canon_addr(cmd, addr, a))
 		return CTL_USAGE;
-	snprintf(target, sizeof(target), "/backends/%s", a);
+	/* encoded: an IPv6 address's brackets are not path characters
+	 * (RFC 3986), and older gateways refused them raw */
+	snprintf(target, sizeof(target), "/backends/");
+	n = strlen(target);
+	if (!ctl_url_encode(a, target, sizeof(target), &n)) {
+		ctl_err("backends %s %s: address too long", cmd, a);
+		return CTL_USAGE;
+	}
 	if (ctl_http(o, "DELETE", target, NULL, NULL, 0, limit, &r, err, sizeof(err))) {
 		ctl_err("backends %s %s: %s", cmd, a, err);
 		return CTL_ERR;
@@ -172,7 +188,7 @@ int ctl_cmd_backends_remove(const struct ctl_opts *o, const char *addr, bool wai
 			rc = CTL_OK;
 			goto out;
 		}
-		if (!b.draining) {
+		if (!ctl_draining(&b)) {
 			ctl_err("backends drain %s: it was added again while draining", a);
 			goto out;
 		}

@@ -114,7 +114,7 @@ int ctl_cmd_top(const struct ctl_opts *o)
 			fputc('\n', stdout);
 		ctl_view_top(stdout, o, s[!cur], s[cur]);
 	}
-	rc = CTL_OK;
+	rc = s[cur]->stale ? CTL_STALE : CTL_OK;
 	goto out;
 fail:
 	ctl_err("%s", err);
@@ -200,7 +200,7 @@ static long long jnum(const struct pg_json *js, const char *name)
 
 static void print_route(const struct pg_json *js)
 {
-	char a[64], b[64], c[64], preview[1200];
+	char a[160], b[160], c[64], preview[1200];
 	int64_t v = pg_json_find(js, 0, "candidates", 10), f;
 	bool raw;
 
@@ -209,7 +209,9 @@ static void print_route(const struct pg_json *js)
 		printf(" (id %lld)", jnum(js, "backend_id"));
 	printf("\nreason       %s\n",
 	       jstr(js, "reason", a, sizeof(a))[0] ? a : jstr(js, "error", b, sizeof(b)));
+	printf("pool         %s\n", jstr(js, "pool", c, sizeof(c))[0] ? c : "default");
 	printf("candidates   ");
+	jstr(js, "strategy", c, sizeof(c));
 	if (v >= 0 && js->tok[v].type == PG_JSON_ARRAY && js->tok[v].size) {
 		uint32_t k = pg_json_first((uint32_t)v);
 
@@ -220,8 +222,11 @@ static void print_route(const struct pg_json *js)
 			printf("%s%s", n ? ", " : "", a);
 		}
 		printf("  (ring order)\n");
+	} else if (!jstr(js, "backend", a, sizeof(a))[0]) {
+		printf("-  (no usable backend)\n");
 	} else {
-		printf("-  (not prefix_aware: the ring is not used)\n");
+		/* random and least_outstanding_requests choose without the ring */
+		printf("-  (%s does not use the ring)\n", c);
 	}
 	f = pg_json_find(js, 0, "fallback", 8);
 	/* extracted prompt text is counted in characters, every other key
@@ -288,7 +293,8 @@ int ctl_cmd_route(const struct ctl_opts *o, const char *file)
 	else
 		print_route(&js);
 	if (r.status == 503)
-		ctl_err("route: no usable backend (all down, draining, or none configured)");
+		ctl_err("route: %s",
+		        jstr(&js, "error", msg, sizeof(msg))[0] ? msg : "no usable backend");
 	rc = r.status == 200 ? CTL_OK : CTL_ERR;
 out:
 	pg_json_free(&js);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include "config/config.h"
 #include "ctl.h"
+#include "lib/modelpool.h"
 
 enum cmd {
 	C_NONE = -1,
@@ -33,13 +34,16 @@ static const struct cmd_def {
 	const char *summary;
 	const char *help; /* what it does, several lines */
 } cmds[NCMDS] = {
-    [C_STATUS] = {"status", "status", "backends, ring and routing config",
-                  "Backends (address, health up/down/draining, in-flight, requests by routing\n"
-                  "decision, failures, share of ring slots), the ring (generation, members) and\n"
-                  "the routing config. Read straight from the BPF maps pinned under --pin-path,\n"
-                  "so it works when the admin API is unreachable; if no maps are pinned there\n"
-                  "(prefixgate not running, run with --no-bpf, or another --bpf-pin-path), it\n"
-                  "says so on stderr and asks the admin API instead (no ring share then).\n"},
+    [C_STATUS] = {"status", "status", "backends, rings and routing config",
+                  "Backends (address, health up/down/unhealthy/draining, in-flight, requests by\n"
+                  "routing decision, failures, share of their pool's ring slots, pool, DNS\n"
+                  "name), the ring (generation, members) and the routing config, of each model\n"
+                  "pool. Read straight from the BPF maps pinned under --pin-path while a live\n"
+                  "gateway writes them, so it works when the admin API is unreachable (DNS\n"
+                  "names are asked of it when it answers); if no maps are pinned there\n"
+                  "(prefixgate not running, run with --no-bpf, or another --bpf-pin-path) or\n"
+                  "they are stale, it says so on stderr and asks the admin API instead. The\n"
+                  "output is the same from either source but for its source line.\n"},
     [C_ROUTE] = {"route", "route [--path PATH] [--key KEY] FILE|-",
                  "dry run: where a body would go, why",
                  "Dry run through the admin API (POST /route): which backend a request with\n"
@@ -48,10 +52,11 @@ static const struct cmd_def {
                  "counter changes. --path picks the API the body is for (default: none, the\n"
                  "raw-bytes key as for /invocations); --key sets an explicit key as the\n"
                  "X-Prefixgate-Key header would. Exit status 1 if no backend is usable.\n"},
-    [C_BACKENDS] = {"backends", "backends list|add|remove|drain [ADDR:PORT]",
+    [C_BACKENDS] = {"backends", "backends list|add|remove|drain [ADDR:PORT] [--pool NAME]",
                     "list or change backends",
                     "list     the backends table (as in status; from the maps, else the API)\n"
-                    "add      add a backend (POST /backends); a draining one is re-activated\n"
+                    "add      add a backend (POST /backends) to the default pool, or to\n"
+                    "         --pool NAME; a draining one is re-activated\n"
                     "remove   drain a backend (DELETE /backends/ADDR:PORT): no new requests;\n"
                     "         the gateway removes it once its in-flight requests finish\n"
                     "drain    remove, then wait until it is gone, printing its in-flight count;\n"
@@ -59,15 +64,17 @@ static const struct cmd_def {
     [C_TOP] = {"top", "top [--interval SEC] [--count N]", "live per-backend rates",
                "A live view, refreshed every --interval seconds: per-backend request rate\n"
                "and decisions per second (from the counters' change), in-flight, share of\n"
-               "the interval's requests and of ring slots. From the pinned maps, else the\n"
-               "admin API. Stops after --count refreshes or on Ctrl-C. The screen is\n"
-               "cleared between refreshes only when standard output is a terminal; with\n"
-               "--json each refresh is one JSON object on its own line.\n"},
-    [C_POOLS] = {"pools", "pools", "model pools: models, members, routing config",
+               "the interval's requests and of its pool's ring slots, pool. From the pinned\n"
+               "maps, else the admin API. Stops after --count refreshes or on Ctrl-C. The\n"
+               "screen is cleared between refreshes only when standard output is a\n"
+               "terminal; with --json each refresh is one JSON object on its own line.\n"},
+    [C_POOLS] = {"pools", "pools", "model pools: models, paths, members, routing config",
                  "The model pools: name, whether it takes models no other pool serves, its\n"
-                 "members, RoutingConfig, ring generation and models. From the pinned maps\n"
-                 "(pg_pools and each pool's pg_state entry), else the admin API (GET /pools,\n"
-                 "printed as it answers).\n"},
+                 "members and how many are up, RoutingConfig, ring generation, models and\n"
+                 "paths. Read as status reads: from the pinned maps (pg_pools, each pool's\n"
+                 "pg_state and pg_rings entries) while a live gateway writes them, else from\n"
+                 "the admin API (GET /pools), the same table or JSON either way; stale maps\n"
+                 "are marked STALE (exit status 3).\n"},
     [C_REGISTER] =
         {"register", "register --etcd URL --address ADDR:PORT [--ttl N]",
          "register a backend in etcd under a lease",
@@ -93,6 +100,7 @@ enum opt_id {
 	O_TIMEOUT,
 	O_PATH,
 	O_KEY,
+	O_POOL,
 	O_INTERVAL,
 	O_COUNT,
 	O_ETCD,
@@ -139,6 +147,9 @@ static const struct opt {
                 "(default: none, raw-bytes key)"},
     [O_KEY] = {"key", "KEY", ONLY(C_ROUTE),
                "route: an explicit key, as the\nX-Prefixgate-Key header sets"},
+    [O_POOL] = {"pool", "NAME", ONLY(C_BACKENDS),
+                "backends add: the model pool it joins\n"
+                "(default: the default pool)"},
     [O_INTERVAL] = {"interval", "SEC", ONLY(C_TOP),
                     "top: seconds between refreshes, 0.1-3600\n(default 1)"},
     [O_COUNT] = {"count", "N", ONLY(C_TOP),
@@ -183,8 +194,9 @@ static void usage(FILE *out, int c)
 		for (int i = 0; i < NOPTS; i++)
 			if (opts[i].cmds & ONLY(c))
 				print_opt(out, &opts[i]);
-		fprintf(out, "\nExit status: 0 ok, 1 runtime error, 2 usage error, 3 status read\n"
-		             "stale maps (no live gateway writes them).\n");
+		fprintf(out, "\nExit status: 0 ok, 1 runtime error, 2 usage error, 3 status,\n"
+		             "backends list, top or pools read stale maps (no live gateway writes\n"
+		             "them).\n");
 		return;
 	}
 	fprintf(out, "Usage: prefixgatectl [OPTION]... COMMAND [ARG]...\n"
@@ -198,8 +210,8 @@ static void usage(FILE *out, int c)
 		print_opt(out, &opts[i]);
 	fprintf(out, "\n\"prefixgatectl COMMAND --help\" describes a command.\n"
 	             "Exit status: 0 ok, 1 runtime error (the message names what failed),\n"
-	             "2 usage error, 3 status/backends read stale maps (no live gateway\n"
-	             "writes them).\n");
+	             "2 usage error, 3 status, backends list, top or pools read stale maps\n"
+	             "(no live gateway writes them).\n");
 }
 
 static int usage_error(int c, const char *fmt, const char *a, const char *b)
@@ -298,6 +310,9 @@ static int set_opt(struct ctl_opts *o, enum opt_id id, const char *v)
 	case O_KEY:
 		o->key = v;
 		return 0;
+	case O_POOL:
+		o->pool = v;
+		return pg_pool_name_ok(v, strlen(v)) ? 0 : -1;
 	case O_INTERVAL:
 		return parse_num(v, 0.1, 3600, &o->interval) ? 0 : -1;
 	case O_COUNT:
@@ -455,6 +470,8 @@ int main(int argc, char **argv)
 			return usage_error(c, "register needs --address ADDR:PORT%s%s", "", "");
 		return c == C_REGISTER ? ctl_cmd_register(&o) : ctl_cmd_fleet(&o);
 	case C_BACKENDS:
+		if (o.pool && !(npos == 3 && !strcmp(pos[1], "add")))
+			return usage_error(c, "--pool applies to backends add only%s%s", "", "");
 		if (npos == 2 && !strcmp(pos[1], "list"))
 			return ctl_cmd_status(&o, true);
 		if (npos == 3 && !strcmp(pos[1], "add"))

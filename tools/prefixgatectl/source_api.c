@@ -1,19 +1,21 @@
 // SPDX-License-Identifier: MIT
 /*
- * Snapshots of a running gateway from its admin API (source.c has the
- * maps' side and picks the source).
+ * Snapshots of a running gateway from its admin API: GET /pools (each
+ * pool's RoutingConfig, ring and lists) and GET /backends (each member,
+ * its health word and ring slots as the gateway computes them). source.c
+ * has the maps' side and picks the source.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ctl.h"
 #include "lib/json.h"
+#include "lib/modelpool.h"
+#include "lib/flow.h"
 #include "lib/names.h"
 
-/* ---- admin API -------------------------------------------------------------- */
-
 static int get_json(const struct ctl_opts *o, const char *target, struct ctl_http_resp *r,
-                    struct pg_json *js, char *err, size_t errlen)
+                    char *err, size_t errlen)
 {
 	char msg[200];
 
@@ -23,11 +25,6 @@ static int get_json(const struct ctl_opts *o, const char *target, struct ctl_htt
 	if (r->status != 200) {
 		snprintf(err, errlen, "admin API %s: GET %s: HTTP %d %s", o->admin, target,
 		         r->status, ctl_api_error(r, msg, sizeof(msg)));
-		return -1;
-	}
-	if (js && pg_json_parse(js, r->body, r->len)) {
-		snprintf(err, errlen, "admin API %s: GET %s: invalid JSON at byte %zu: %s",
-		         o->admin, target, js->err_pos, js->err_msg);
 		return -1;
 	}
 	return 0;
@@ -42,11 +39,138 @@ static int64_t num(const struct pg_json *js, uint32_t obj, const char *name)
 	return x;
 }
 
+static double real(const struct pg_json *js, uint32_t obj, const char *name)
+{
+	int64_t v = pg_json_find(js, obj, name, strlen(name));
+	char buf[40];
+	size_t n;
+
+	if (v < 0 || js->tok[v].type != PG_JSON_NUMBER)
+		return 0;
+	n = js->tok[v].end - js->tok[v].start;
+	if (n >= sizeof(buf))
+		return 0;
+	memcpy(buf, js->src + js->tok[v].start, n);
+	buf[n] = 0;
+	return strtod(buf, NULL);
+}
+
 static bool flag(const struct pg_json *js, uint32_t obj, const char *name)
 {
 	int64_t v = pg_json_find(js, obj, name, strlen(name));
 
 	return v >= 0 && js->tok[v].type == PG_JSON_TRUE;
+}
+
+/* The string member name of obj into buf (cap bytes, NUL-terminated; ""
+ * if absent or not a string). */
+static const char *str(const struct pg_json *js, uint32_t obj, const char *name, char *buf,
+                       size_t cap)
+{
+	int64_t v = pg_json_find(js, obj, name, strlen(name));
+	size_t n = 0;
+
+	if (v >= 0 && js->tok[v].type == PG_JSON_STRING) {
+		n = pg_json_str_copy(js, (uint32_t)v, buf, cap - 1);
+		if (n > cap - 1)
+			n = cap - 1;
+	}
+	buf[n] = 0;
+	return buf;
+}
+
+/* An array of strings (models, paths) as the pg_pools map holds it: its
+ * first items that fit, comma-separated (pg_pool_list_join); *count its
+ * length. */
+static void list(const struct pg_json *js, uint32_t obj, const char *name, char *out, size_t cap,
+                 uint32_t *count)
+{
+	int64_t v = pg_json_find(js, obj, name, strlen(name));
+	char items[PG_POOL_MODELS_MAX][PG_MODEL_NAME_MAX + 1], *ptr[PG_POOL_MODELS_MAX];
+	uint32_t n = 0, k;
+
+	out[0] = 0;
+	*count = 0;
+	if (v < 0 || js->tok[v].type != PG_JSON_ARRAY)
+		return;
+	k = pg_json_first((uint32_t)v);
+	for (uint32_t i = 0; i < js->tok[v].size && n < PG_POOL_MODELS_MAX;
+	     i++, k = js->tok[k].next) {
+		size_t l = pg_json_str_copy(js, k, items[n], PG_MODEL_NAME_MAX);
+
+		items[n][l < PG_MODEL_NAME_MAX ? l : PG_MODEL_NAME_MAX] = 0;
+		ptr[n] = items[n];
+		n++;
+	}
+	*count = js->tok[v].size;
+	pg_pool_list_join(ptr, n, out, cap);
+}
+
+int ctl_parse_pools_json(const char *body, size_t len, struct ctl_snapshot *s, char *err,
+                         size_t errlen)
+{
+	struct pg_json js = {0};
+	uint32_t k;
+	int rc = -1;
+
+	s->npools = 0;
+	if (pg_json_parse(&js, body, len)) {
+		snprintf(err, errlen, "GET /pools: invalid JSON at byte %zu: %s", js.err_pos,
+		         js.err_msg);
+		goto out;
+	}
+	if (js.tok[0].type != PG_JSON_ARRAY || !js.tok[0].size || js.tok[0].size > PG_MAX_POOLS) {
+		snprintf(err, errlen, "GET /pools: expected an array of 1-%d pools", PG_MAX_POOLS);
+		goto out;
+	}
+	k = pg_json_first(0);
+	for (uint32_t n = 0; n < js.tok[0].size; n++, k = js.tok[k].next) {
+		struct ctl_pool *c = &s->pool[s->npools];
+		int64_t rt = pg_json_find(&js, k, "routing", 7), v;
+		char st[64];
+
+		if (js.tok[k].type != PG_JSON_OBJECT || rt < 0) {
+			snprintf(err, errlen, "GET /pools: element %u is not a pool", n);
+			goto out;
+		}
+		memset(c, 0, sizeof(*c));
+		str(&js, k, "name", c->name, sizeof(c->name));
+		c->catch_all = flag(&js, k, "catch_all");
+		list(&js, k, "models", c->models, sizeof(c->models), &c->nmodels);
+		list(&js, k, "paths", c->paths, sizeof(c->paths), &c->npaths);
+		c->members = (uint32_t)num(&js, k, "backends");
+		c->ring_generation = (uint64_t)num(&js, k, "ring_generation");
+		c->remapped = real(&js, k, "remapped_ratio");
+		str(&js, (uint32_t)rt, "RoutingStrategy", st, sizeof(st));
+		{
+			enum pg_strategy e = PG_STRATEGY_PREFIX_AWARE;
+
+			pg_strategy_parse(st, strlen(st), &e);
+			c->strategy = e;
+		}
+		if ((v = pg_json_find(&js, (uint32_t)rt, "PrefixAwareRoutingConfig", 24)) >= 0) {
+			c->prefix_length = (uint32_t)num(&js, (uint32_t)v, "PrefixLength");
+			c->concurrency_threshold =
+			    (uint32_t)num(&js, (uint32_t)v, "ConcurrencyThreshold");
+		}
+		c->new_choices = PG_CA_CHOICES_DEFAULT;
+		if ((v = pg_json_find(&js, (uint32_t)rt, "CacheAwareConfig", 16)) >= 0)
+			c->new_choices = (uint32_t)num(&js, (uint32_t)v, "NewConversationChoices");
+		s->npools++;
+	}
+	rc = 0;
+out:
+	pg_json_free(&js);
+	return rc;
+}
+
+/* The pool named name among s's pools (0 if none is). */
+static unsigned pool_index(const struct ctl_snapshot *s, const char *name)
+{
+	for (unsigned p = 0; p < s->npools; p++)
+		if (!strcmp(s->pool[p].name, name))
+			return p;
+	return 0;
 }
 
 int ctl_parse_backends_json(const char *body, size_t len, struct ctl_snapshot *s, char *err,
@@ -70,28 +194,33 @@ int ctl_parse_backends_json(const char *body, size_t len, struct ctl_snapshot *s
 	for (uint32_t n = 0; n < js.tok[0].size; n++, k = js.tok[k].next) {
 		struct ctl_backend *c = &s->b[s->n];
 		int64_t a = pg_json_find(&js, k, "address", 7), rb;
-		size_t l;
+		char pool[PG_POOL_NAME_MAX];
 
-		if (js.tok[k].type != PG_JSON_OBJECT || a < 0 || js.tok[a].type != PG_JSON_STRING ||
+		/* address null: a DNS name that stands for no address (its "state") */
+		if (js.tok[k].type != PG_JSON_OBJECT || a < 0 ||
+		    (js.tok[a].type != PG_JSON_STRING && js.tok[a].type != PG_JSON_NULL) ||
 		    s->n >= PG_MAX_BACKENDS) {
 			snprintf(err, errlen, "GET /backends: element %u is not a backend", n);
 			goto out;
 		}
 		memset(c, 0, sizeof(*c));
-		l = pg_json_str_copy(&js, (uint32_t)a, c->addr, sizeof(c->addr) - 1);
-		c->addr[l < sizeof(c->addr) ? l : sizeof(c->addr) - 1] = 0;
-		if ((a = pg_json_find(&js, k, "name", 4)) >= 0 &&
-		    js.tok[a].type == PG_JSON_STRING) {
-			l = pg_json_str_copy(&js, (uint32_t)a, c->name, sizeof(c->name) - 1);
-			c->name[l < sizeof(c->name) ? l : sizeof(c->name) - 1] = 0;
-		}
+		str(&js, k, "address", c->addr, sizeof(c->addr));
+		str(&js, k, "name", c->name, sizeof(c->name));
 		c->id = (unsigned)num(&js, k, "id");
+		/* the gateway's own word; a name's state; else (an older
+		 * gateway) from its flags */
+		if (!str(&js, k, "health", c->health, sizeof(c->health))[0] &&
+		    !str(&js, k, "state", c->health, sizeof(c->health))[0])
+			snprintf(c->health, sizeof(c->health), "%s",
+			         flag(&js, k, "draining")  ? "draining"
+			         : flag(&js, k, "healthy") ? "up"
+			                                   : "down");
+		c->healthy = flag(&js, k, "healthy");
+		c->pool = pool_index(s, str(&js, k, "pool", pool, sizeof(pool)));
 		c->in_flight = (int32_t)num(&js, k, "in_flight");
 		c->epoch = (uint32_t)num(&js, k, "epoch");
-		c->failures = (uint64_t)num(&js, k, "failures");
-		c->draining = flag(&js, k, "draining");
-		c->down = pg_json_find(&js, k, "healthy", 7) >= 0 && !flag(&js, k, "healthy");
-		c->ring_slots = -1;
+		c->failures = (uint64_t)(num(&js, k, "failures") > 0 ? num(&js, k, "failures") : 0);
+		c->ring_slots = c->id ? num(&js, k, "ring_slots") : -1;
 		rb = pg_json_find(&js, k, "requests_by_decision", 20);
 		for (int d = 0; d < PG_DEC_MAX && rb >= 0; d++) {
 			int64_t x = num(&js, (uint32_t)rb, pg_decision_name(d));
@@ -109,20 +238,6 @@ out:
 	return rc;
 }
 
-/* "name value" lines of a Prometheus exposition: the value of an unlabelled
- * sample, or -1. */
-static double metric(const char *text, const char *name)
-{
-	size_t n = strlen(name);
-
-	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-		if (!strncmp(p, name, n) && p[n] == ' ')
-			return strtod(p + n + 1, NULL);
-	return -1;
-}
-
-/* GET /flow's pools, summed into s->flow (and the default pool's
- * InstanceQueueMs). */
 /* A count of GET /flow: 0 when absent. */
 static uint64_t cnt(const struct pg_json *js, uint32_t obj, const char *name)
 {
@@ -131,98 +246,69 @@ static uint64_t cnt(const struct pg_json *js, uint32_t obj, const char *name)
 	return v > 0 ? (uint64_t)v : 0;
 }
 
-static void api_flow(const struct pg_json *js, struct ctl_snapshot *s)
+/* GET /flow's pools, summed into s->flow (and the default pool's
+ * InstanceQueueMs). A gateway without GET /flow: the queue is unknown. */
+static void api_flow(const struct ctl_opts *o, struct ctl_snapshot *s)
 {
-	int64_t pools = pg_json_find(js, 0, "pools", 5);
-	uint32_t e;
+	struct ctl_http_resp r = {0};
+	struct pg_json js = {0};
+	struct pg_flow_stats *f = &s->flow;
+	char e[256];
+	int64_t pools;
+	uint32_t k;
 
-	if (pools < 0 || js->tok[pools].type != PG_JSON_ARRAY)
-		return;
+	if (get_json(o, "/flow", &r, e, sizeof(e)) || pg_json_parse(&js, r.body, r.len))
+		goto out;
+	pools = pg_json_find(&js, 0, "pools", 5);
+	if (pools < 0 || js.tok[pools].type != PG_JSON_ARRAY)
+		goto out;
 	s->have_flow = true;
-	e = (uint32_t)pools + 1;
-	for (uint32_t i = 0; i < js->tok[pools].size; i++, e = js->tok[e].next) {
-		struct pg_flow_stats *f = &s->flow;
-		int64_t c = pg_json_find(js, e, "queued_class", 12);
+	memset(f, 0, sizeof(*f));
+	k = (uint32_t)pools + 1;
+	for (uint32_t i = 0; i < js.tok[pools].size; i++, k = js.tok[k].next) {
+		int64_t c = pg_json_find(&js, k, "queued_class", 12);
 
 		if (!i)
-			s->flow_queue_ms = (uint32_t)cnt(js, e, "InstanceQueueMs");
-		f->queued += (uint32_t)cnt(js, e, "queued");
-		if (c >= 0) {
-			f->queued_class[0] += (uint32_t)cnt(js, (uint32_t)c, "critical");
-			f->queued_class[1] += (uint32_t)cnt(js, (uint32_t)c, "standard");
-			f->queued_class[2] += (uint32_t)cnt(js, (uint32_t)c, "sheddable");
-		}
-		f->queued_bytes += (uint64_t)cnt(js, e, "queued_bytes");
-		f->enqueued += (uint64_t)cnt(js, e, "enqueued");
-		f->dispatched += (uint64_t)cnt(js, e, "dispatched");
-		f->wait_ms_total += (uint64_t)cnt(js, e, "wait_ms_total");
-		f->expired += (uint64_t)cnt(js, e, "expired");
-		f->late += (uint64_t)cnt(js, e, "late");
-		f->shed += (uint64_t)cnt(js, e, "shed");
-		f->refused += (uint64_t)cnt(js, e, "refused");
-		f->gone += (uint64_t)cnt(js, e, "gone");
-		f->bypassed += (uint64_t)cnt(js, e, "bypassed");
+			s->flow_queue_ms = (uint32_t)cnt(&js, k, "InstanceQueueMs");
+		f->queued += (uint32_t)cnt(&js, k, "queued");
+		if (c >= 0)
+			for (int p = 0; p < PG_FLOW_CLASSES; p++)
+				f->queued_class[p] +=
+				    (uint32_t)cnt(&js, (uint32_t)c, pg_prio_names[p]);
+		f->queued_bytes += cnt(&js, k, "queued_bytes");
+		f->enqueued += cnt(&js, k, "enqueued");
+		f->dispatched += cnt(&js, k, "dispatched");
+		f->wait_ms_total += cnt(&js, k, "wait_ms_total");
+		f->expired += cnt(&js, k, "expired");
+		f->late += cnt(&js, k, "late");
+		f->shed += cnt(&js, k, "shed");
+		f->refused += cnt(&js, k, "refused");
+		f->gone += cnt(&js, k, "gone");
+		f->bypassed += cnt(&js, k, "bypassed");
 	}
+out:
+	pg_json_free(&js);
+	ctl_http_resp_free(&r);
 }
 
 int ctl_api_snapshot(const struct ctl_opts *o, struct ctl_snapshot *s, char *err, size_t errlen)
 {
 	struct ctl_http_resp r = {0};
-	struct pg_json js = {0};
-	int64_t v;
 	int rc = -1;
-	double g, rr;
 
-	if (get_json(o, "/backends", &r, NULL, err, errlen))
+	s->source = CTL_SRC_API;
+	if (get_json(o, "/pools", &r, err, errlen) ||
+	    ctl_parse_pools_json(r.body, r.len, s, err, errlen))
+		goto out;
+	ctl_http_resp_free(&r);
+	if (get_json(o, "/backends", &r, err, errlen))
 		goto out;
 	s->taken = ctl_now();
-	s->source = CTL_SRC_API;
 	if (ctl_parse_backends_json(r.body, r.len, s, err, errlen))
 		goto out;
-	ctl_http_resp_free(&r);
-	if (get_json(o, "/routing", &r, &js, err, errlen))
-		goto out;
-	v = pg_json_find(&js, 0, "RoutingStrategy", 15);
-	if (v >= 0 && js.tok[v].type == PG_JSON_STRING) {
-		enum pg_strategy st;
-
-		if (!pg_strategy_parse(js.src + js.tok[v].start, js.tok[v].end - js.tok[v].start,
-		                       &st)) {
-			s->strategy = st;
-			s->have_routing = true;
-		}
-	}
-	v = pg_json_find(&js, 0, "PrefixAwareRoutingConfig", 24);
-	if (v >= 0) {
-		s->prefix_length = (uint32_t)num(&js, (uint32_t)v, "PrefixLength");
-		s->concurrency_threshold = (uint32_t)num(&js, (uint32_t)v, "ConcurrencyThreshold");
-	}
-	v = pg_json_find(&js, 0, "CacheAwareConfig", 16);
-	if (v >= 0) {
-		s->new_choices = (uint32_t)num(&js, (uint32_t)v, "NewConversationChoices");
-	}
-	ctl_http_resp_free(&r);
-	pg_json_free(&js);
-	{
-		char e[256]; /* a gateway without GET /flow: the queue is unknown */
-
-		if (!get_json(o, "/flow", &r, &js, e, sizeof(e)))
-			api_flow(&js, s);
-		ctl_http_resp_free(&r);
-	}
-	/* ring generation and remap share: only /metrics has them */
-	if (!get_json(o, "/metrics", &r, NULL, err, errlen)) {
-		g = metric(r.body, "prefixgate_ring_generation");
-		rr = metric(r.body, "prefixgate_ring_remapped_ratio");
-		if (g >= 0) {
-			s->have_ring = true;
-			s->ring_generation = (uint64_t)g;
-			s->remapped = rr >= 0 ? rr : 0;
-		}
-	}
+	api_flow(o, s);
 	rc = 0;
 out:
-	pg_json_free(&js);
 	ctl_http_resp_free(&r);
 	return rc;
 }

@@ -2,7 +2,11 @@
 /*
  * Output of status, backends list and top: aligned tables for people,
  * JSON (one document; top: one per line) for scripts. Decision names in JSON
- * are the gateway's own, as in GET /backends.
+ * are the gateway's own, as in GET /backends. Everything printed comes from
+ * the snapshot, which holds the same whichever source filled it: only the
+ * "source" line (and JSON member) says which. With model pools a POOL
+ * column shows each member's pool, and its ring share is of its pool's
+ * ring (view_pools.c has the pools' own lines).
  */
 #include <stdio.h>
 #include <string.h>
@@ -27,7 +31,7 @@ static const char *const dec_rate_col[PG_DEC_MAX] = {
 
 const char *ctl_health(const struct ctl_backend *b)
 {
-	return b->draining ? "draining" : b->down ? "down" : "up";
+	return b->health[0] ? b->health : "up";
 }
 
 uint64_t ctl_requests_total(const struct ctl_backend *b)
@@ -70,101 +74,61 @@ static void source_line(FILE *out, const struct ctl_opts *o, const struct ctl_sn
 		fprintf(out, "source     BPF maps pinned at %s, written by a live gateway\n",
 		        o->pin_path);
 	else
-		fprintf(out, "source     admin API at %s (ring share: only from the pinned maps)\n",
-		        o->admin);
+		fprintf(out, "source     admin API at %s\n", o->admin);
 }
 
-static void routing_line(FILE *out, const struct ctl_snapshot *s)
+/* ADDRESS: a member's address; a name standing for no address shows its
+ * name there in top, "-" in the table (which has a NAME column). */
+static const char *address(const struct ctl_backend *b, bool name_instead)
 {
-	if (!s->have_routing) {
-		fprintf(out, "routing    unknown\n");
-		return;
-	}
-	fprintf(out, "routing    %s, PrefixLength %u, ConcurrencyThreshold %u",
-	        pg_strategy_name((enum pg_strategy)s->strategy), s->prefix_length,
-	        s->concurrency_threshold);
-	if (s->strategy == PG_STRATEGY_CACHE_AWARE)
-		fprintf(out, ", NewConversationChoices %u", s->new_choices);
-	fputc('\n', out);
+	return b->addr[0] ? b->addr : name_instead && b->name[0] ? b->name : "-";
 }
 
-static void ring_line(FILE *out, const struct ctl_snapshot *s)
+static bool any_name(const struct ctl_snapshot *s)
 {
-	if (!s->have_ring) {
-		fprintf(out, "ring       unknown\n");
-		return;
-	}
-	fprintf(out, "ring       generation %llu", (unsigned long long)s->ring_generation);
-	if (s->have_ring_members)
-		fprintf(out, ", %u members, %u slots", s->ring_members, PG_RING_SLOTS);
-	fprintf(out, "; last change moved %.1f%% of keys\n", s->remapped * 100);
+	for (size_t i = 0; i < s->n; i++)
+		if (s->b[i].name[0])
+			return true;
+	return false;
 }
 
-/* Flow control's queue (README "Flow control"): what waits, what left. */
-static void queue_line(FILE *out, const struct ctl_snapshot *s)
+/* A member's ring share as a table cell: "-" when unknown (a name). */
+static void share_cell(FILE *out, const struct ctl_backend *b, int width)
 {
-	const struct pg_flow_stats *f = &s->flow;
-
-	if (!s->have_flow || (!s->flow_queue_ms && !f->enqueued))
-		return; /* flow control never on */
-	fprintf(out,
-	        "queue      %u waiting (critical %u, standard %u, sheddable %u), %.1f KiB held; "
-	        "%llu sent on after a wait, 429s: %llu expired, %llu late, %llu shed, %llu "
-	        "refused; %llu clients gone\n",
-	        f->queued, f->queued_class[0], f->queued_class[1], f->queued_class[2],
-	        (double)f->queued_bytes / 1024, (unsigned long long)f->dispatched,
-	        (unsigned long long)f->expired, (unsigned long long)f->late,
-	        (unsigned long long)f->shed, (unsigned long long)f->refused,
-	        (unsigned long long)f->gone);
-}
-
-static void queue_json(FILE *out, const struct ctl_snapshot *s)
-{
-	const struct pg_flow_stats *f = &s->flow;
-
-	fputs(",\"queue\":", out);
-	if (!s->have_flow) {
-		fputs("null", out);
-		return;
-	}
-	fprintf(out,
-	        "{\"InstanceQueueMs\":%u,\"queued\":%u,\"queued_class\":{\"critical\":%u,"
-	        "\"standard\":%u,\"sheddable\":%u},\"queued_bytes\":%llu,\"enqueued\":%llu,"
-	        "\"dispatched\":%llu,\"expired\":%llu,\"late\":%llu,\"shed\":%llu,"
-	        "\"refused\":%llu,\"gone\":%llu}",
-	        s->flow_queue_ms, f->queued, f->queued_class[0], f->queued_class[1],
-	        f->queued_class[2], (unsigned long long)f->queued_bytes,
-	        (unsigned long long)f->enqueued, (unsigned long long)f->dispatched,
-	        (unsigned long long)f->expired, (unsigned long long)f->late,
-	        (unsigned long long)f->shed, (unsigned long long)f->refused,
-	        (unsigned long long)f->gone);
+	if (b->ring_slots >= 0)
+		fprintf(out, "  %*.1f%%", width - 1, 100.0 * (double)b->ring_slots / PG_RING_SLOTS);
+	else
+		fprintf(out, "  %*s", width, "-");
 }
 
 static void table(FILE *out, const struct ctl_snapshot *s)
 {
-	bool names = false;
+	bool names = any_name(s), pools = ctl_has_pools(s);
 
-	/* NAME: the DNS name a member came from, when any did (API source). */
-	for (size_t i = 0; i < s->n; i++)
-		names = names || s->b[i].name[0];
-	fprintf(out, "%3s  %-21s  %-8s  %9s  %9s", "ID", "ADDRESS", "HEALTH", "IN-FLIGHT",
+	fprintf(out, "%3s  %-21s  %-10s  %9s  %9s", "ID", "ADDRESS", "HEALTH", "IN-FLIGHT",
 	        "REQUESTS");
 	for (int d = 0; d < PG_DEC_MAX; d++)
 		fprintf(out, "  %s", dec_col[d]);
-	fprintf(out, "  %8s  %10s%s\n", "FAILURES", "RING-SHARE", names ? "  NAME" : "");
+	fprintf(out, "  %8s  %10s", "FAILURES", "RING-SHARE");
+	if (pools)
+		fprintf(out, names ? "  %-16s" : "  %s", "POOL");
+	fputs(names ? "  NAME\n" : "\n", out);
 	for (size_t i = 0; i < s->n; i++) {
 		const struct ctl_backend *b = &s->b[i];
 
-		fprintf(out, "%3u  %-21s  %-8s  %9d  %9llu", b->id, b->addr, ctl_health(b),
+		if (b->id)
+			fprintf(out, "%3u", b->id);
+		else
+			fprintf(out, "%3s", "-");
+		fprintf(out, "  %-21s  %-10s  %9d  %9llu", address(b, false), ctl_health(b),
 		        b->in_flight, (unsigned long long)ctl_requests_total(b));
 		for (int d = 0; d < PG_DEC_MAX; d++)
 			fprintf(out, "  %*llu", (int)strlen(dec_col[d]),
 			        (unsigned long long)b->requests[d]);
 		fprintf(out, "  %8llu", (unsigned long long)b->failures);
-		if (b->ring_slots >= 0)
-			fprintf(out, "  %9.1f%%", 100.0 * (double)b->ring_slots / PG_RING_SLOTS);
-		else
-			fprintf(out, "  %10s", "-");
+		share_cell(out, b, 10);
+		if (pools)
+			fprintf(out, names ? "  %-16s" : "  %s", s->pool[b->pool].name);
 		if (names)
 			fprintf(out, "  %s", b->name[0] ? b->name : "-");
 		fputc('\n', out);
@@ -173,18 +137,21 @@ static void table(FILE *out, const struct ctl_snapshot *s)
 		fprintf(out, "(no backends: the gateway answers 502 until one is added)\n");
 }
 
-static void json_backend(FILE *out, const struct ctl_backend *b)
+static void json_backend(FILE *out, const struct ctl_snapshot *s, const struct ctl_backend *b)
 {
 	fprintf(out, "{\"id\":%u,\"address\":", b->id);
-	ctl_json_str(out, b->addr, strlen(b->addr));
+	if (b->addr[0])
+		ctl_json_str(out, b->addr, strlen(b->addr));
+	else
+		fputs("null", out);
 	if (b->name[0]) {
 		fprintf(out, ",\"name\":");
 		ctl_json_str(out, b->name, strlen(b->name));
 	}
-	fprintf(out,
-	        ",\"health\":\"%s\",\"healthy\":%s,\"draining\":%s,\"in_flight\":%d,"
-	        "\"epoch\":%u,\"requests\":%llu,\"requests_by_decision\":{",
-	        ctl_health(b), b->down ? "false" : "true", b->draining ? "true" : "false",
+	fprintf(out, ",\"health\":\"%s\",\"healthy\":%s,\"draining\":%s,\"pool\":", ctl_health(b),
+	        b->healthy ? "true" : "false", ctl_draining(b) ? "true" : "false");
+	ctl_json_str(out, s->pool[b->pool].name, strlen(s->pool[b->pool].name));
+	fprintf(out, ",\"in_flight\":%d,\"epoch\":%u,\"requests\":%llu,\"requests_by_decision\":{",
 	        b->in_flight, b->epoch, (unsigned long long)ctl_requests_total(b));
 	for (int d = 0; d < PG_DEC_MAX; d++)
 		fprintf(out, "%s\"%s\":%llu", d ? "," : "", pg_decision_name(d),
@@ -202,50 +169,39 @@ static void json_backends(FILE *out, const struct ctl_snapshot *s)
 	fputc('[', out);
 	for (size_t i = 0; i < s->n; i++) {
 		fputs(i ? "," : "", out);
-		json_backend(out, &s->b[i]);
+		json_backend(out, s, &s->b[i]);
 	}
 	fputc(']', out);
 }
 
+/* The document's head: its source; the default pool's routing and ring
+ * (as before pools, for scripts that read them); every pool. */
 static void json_head(FILE *out, const struct ctl_opts *o, const struct ctl_snapshot *s)
 {
+	const struct ctl_pool *p0 = &s->pool[0];
+
 	fprintf(out, "{\"source\":\"%s\",\"stale\":%s,\"pin_path\":", source_name(s),
 	        s->stale ? "true" : "false");
 	ctl_json_str(out, o->pin_path, strlen(o->pin_path));
 	fputs(",\"admin\":", out);
 	ctl_json_str(out, o->admin, strlen(o->admin));
 	fputs(",\"routing\":", out);
-	if (!s->have_routing) {
-		fputs("null", out);
-	} else {
-		fprintf(out,
-		        "{\"RoutingStrategy\":\"%s\",\"PrefixAwareRoutingConfig\":"
-		        "{\"PrefixLength\":%u,\"ConcurrencyThreshold\":%u}",
-		        pg_strategy_name((enum pg_strategy)s->strategy), s->prefix_length,
-		        s->concurrency_threshold);
-		if (s->strategy == PG_STRATEGY_CACHE_AWARE)
-			fprintf(out, ",\"CacheAwareConfig\":{\"NewConversationChoices\":%u}",
-			        s->new_choices);
-		fputc('}', out);
+	ctl_json_routing(out, p0);
+	fprintf(out,
+	        ",\"ring\":{\"generation\":%llu,\"slots\":%u,\"remapped_ratio\":%.6f,"
+	        "\"members\":%u},\"pools\":[",
+	        (unsigned long long)p0->ring_generation, PG_RING_SLOTS, p0->remapped, p0->members);
+	for (unsigned p = 0; p < s->npools; p++) {
+		fputs(p ? "," : "", out);
+		ctl_json_pool(out, s, p);
 	}
-	fputs(",\"ring\":", out);
-	if (s->have_ring) {
-		fprintf(out,
-		        "{\"generation\":%llu,\"slots\":%u,\"remapped_ratio\":%.6f,\"members\":",
-		        (unsigned long long)s->ring_generation, PG_RING_SLOTS, s->remapped);
-		if (s->have_ring_members)
-			fprintf(out, "%u}", s->ring_members);
-		else
-			fputs("null}", out);
-	} else {
-		fputs("null", out);
-	}
+	fputc(']', out);
 }
 
 void ctl_view_status(FILE *out, const struct ctl_opts *o, const struct ctl_snapshot *s,
                      bool backends_only)
 {
-	unsigned up = 0, down = 0, draining = 0;
+	unsigned up = 0, down = 0, unhealthy = 0, draining = 0, names = 0;
 	long long inflight = 0;
 
 	if (o->json) {
@@ -253,7 +209,7 @@ void ctl_view_status(FILE *out, const struct ctl_opts *o, const struct ctl_snaps
 			json_backends(out, s);
 		} else {
 			json_head(out, o, s);
-			queue_json(out, s);
+			ctl_json_queue(out, s);
 			fputs(",\"backends\":", out);
 			json_backends(out, s);
 			fputc('}', out);
@@ -263,38 +219,95 @@ void ctl_view_status(FILE *out, const struct ctl_opts *o, const struct ctl_snaps
 	}
 	if (!backends_only) {
 		for (size_t i = 0; i < s->n; i++) {
-			up += !s->b[i].draining && !s->b[i].down;
-			down += !s->b[i].draining && s->b[i].down;
-			draining += s->b[i].draining;
+			const char *h = ctl_health(&s->b[i]);
+
+			if (!s->b[i].id) {
+				names++;
+				continue;
+			}
+			up += !strcmp(h, "up");
+			down += !strcmp(h, "down");
+			unhealthy += !strcmp(h, "unhealthy");
+			draining += !strcmp(h, "draining");
 			inflight += s->b[i].in_flight;
 		}
 		source_line(out, o, s);
-		routing_line(out, s);
-		ring_line(out, s);
-		queue_line(out, s);
-		fprintf(out, "backends   %zu (%u up, %u down, %u draining), %lld in flight\n\n",
-		        s->n, up, down, draining, inflight);
+		ctl_view_pool_lines(out, s);
+		ctl_view_queue_line(out, s);
+		fprintf(out,
+		        "backends   %zu (%u up, %u down, %u unhealthy, %u draining), %lld in "
+		        "flight",
+		        s->n - names, up, down, unhealthy, draining, inflight);
+		if (names)
+			fprintf(out, "; %u DNS name%s standing for no address", names,
+			        names == 1 ? "" : "s");
+		fputs("\n\n", out);
 	}
 	table(out, s);
 }
 
-/* The same member in both snapshots (a reused slot is a new member). */
+/* The same backend in both snapshots (a reused slot is a new member). */
 static const struct ctl_backend *find_prev(const struct ctl_snapshot *prev,
                                            const struct ctl_backend *b)
 {
 	for (size_t i = 0; prev && i < prev->n; i++)
 		if (prev->b[i].id == b->id && prev->b[i].epoch == b->epoch &&
-		    !strcmp(prev->b[i].addr, b->addr))
+		    !strcmp(prev->b[i].addr, b->addr) && !strcmp(prev->b[i].name, b->name))
 			return &prev->b[i];
 	return NULL;
+}
+
+static void top_json(FILE *out, const char *clock, double dt, double total, long long inflight,
+                     const struct ctl_snapshot *prev, const struct ctl_snapshot *cur,
+                     const uint64_t *delta, const bool *known)
+{
+	fprintf(out,
+	        "{\"time\":\"%s\",\"interval\":%.3f,\"source\":\"%s\",\"stale\":%s,"
+	        "\"requests_per_second\":%.3f,\"in_flight\":%lld,\"ring_generation\":%llu",
+	        clock, dt, source_name(cur), cur->stale ? "true" : "false", total / dt, inflight,
+	        (unsigned long long)cur->pool[0].ring_generation);
+	ctl_json_queue(out, cur);
+	fputs(",\"backends\":[", out);
+	for (size_t i = 0; i < cur->n; i++) {
+		const struct ctl_backend *b = &cur->b[i], *p = find_prev(prev, b);
+
+		fprintf(out, "%s{\"id\":%u,\"address\":", i ? "," : "", b->id);
+		if (b->addr[0])
+			ctl_json_str(out, b->addr, strlen(b->addr));
+		else
+			fputs("null", out);
+		fprintf(out, ",\"health\":\"%s\",\"pool\":", ctl_health(b));
+		ctl_json_str(out, cur->pool[b->pool].name, strlen(cur->pool[b->pool].name));
+		fprintf(out, ",\"in_flight\":%d,", b->in_flight);
+		if (!known[i]) {
+			fputs("\"requests_per_second\":null,\"share\":null,"
+			      "\"decisions_per_second\":null,",
+			      out);
+		} else {
+			fprintf(out,
+			        "\"requests_per_second\":%.3f,\"share\":%.6f,"
+			        "\"decisions_per_second\":{",
+			        (double)delta[i] / dt, total ? (double)delta[i] / total : 0);
+			for (int d = 0; d < PG_DEC_MAX; d++)
+				fprintf(out, "%s\"%s\":%.3f", d ? "," : "", pg_decision_name(d),
+				        (double)(b->requests[d] - p->requests[d]) / dt);
+			fputs("},", out);
+		}
+		if (b->ring_slots >= 0)
+			fprintf(out, "\"ring_share\":%.6f}", (double)b->ring_slots / PG_RING_SLOTS);
+		else
+			fputs("\"ring_share\":null}", out);
+	}
+	fputs("]}\n", out);
 }
 
 void ctl_view_top(FILE *out, const struct ctl_opts *o, const struct ctl_snapshot *prev,
                   const struct ctl_snapshot *cur)
 {
 	double dt = cur->taken - prev->taken, total = 0, rate;
-	uint64_t delta[PG_MAX_BACKENDS] = {0};
-	bool known[PG_MAX_BACKENDS] = {0};
+	static uint64_t delta[PG_MAX_BACKENDS];
+	static bool known[PG_MAX_BACKENDS];
+	bool pools = ctl_has_pools(cur);
 	long long inflight = 0;
 	char clock[16];
 	time_t now = time(NULL);
@@ -306,6 +319,7 @@ void ctl_view_top(FILE *out, const struct ctl_opts *o, const struct ctl_snapshot
 		const struct ctl_backend *p = find_prev(prev, &cur->b[i]);
 
 		known[i] = p != NULL;
+		delta[i] = 0;
 		if (p && ctl_requests_total(&cur->b[i]) >= ctl_requests_total(p))
 			delta[i] = ctl_requests_total(&cur->b[i]) - ctl_requests_total(p);
 		total += (double)delta[i];
@@ -313,75 +327,34 @@ void ctl_view_top(FILE *out, const struct ctl_opts *o, const struct ctl_snapshot
 	}
 	strftime(clock, sizeof(clock), "%H:%M:%S", localtime_r(&now, &tm));
 	if (o->json) {
-		fprintf(out, "{\"time\":\"%s\",\"interval\":%.3f,\"source\":\"%s\",", clock, dt,
-		        source_name(cur));
-		fprintf(out, "\"requests_per_second\":%.3f,\"in_flight\":%lld,\"ring_generation\":",
-		        total / dt, inflight);
-		if (cur->have_ring)
-			fprintf(out, "%llu", (unsigned long long)cur->ring_generation);
-		else
-			fputs("null", out);
-		queue_json(out, cur);
-		fputs(",\"backends\":[", out);
-		for (size_t i = 0; i < cur->n; i++) {
-			const struct ctl_backend *b = &cur->b[i], *p = find_prev(prev, b);
-
-			fprintf(out, "%s{\"id\":%u,\"address\":", i ? "," : "", b->id);
-			ctl_json_str(out, b->addr, strlen(b->addr));
-			fprintf(out, ",\"health\":\"%s\",\"in_flight\":%d,", ctl_health(b),
-			        b->in_flight);
-			if (!known[i]) {
-				fputs("\"requests_per_second\":null,\"share\":null,"
-				      "\"decisions_per_second\":null,",
-				      out);
-			} else {
-				fprintf(out,
-				        "\"requests_per_second\":%.3f,\"share\":%.6f,"
-				        "\"decisions_per_second\":{",
-				        (double)delta[i] / dt,
-				        total ? (double)delta[i] / total : 0);
-				for (int d = 0; d < PG_DEC_MAX; d++)
-					fprintf(out, "%s\"%s\":%.3f", d ? "," : "",
-					        pg_decision_name(d),
-					        (double)(b->requests[d] - p->requests[d]) / dt);
-				fputs("},", out);
-			}
-			if (b->ring_slots >= 0)
-				fprintf(out, "\"ring_share\":%.6f}",
-				        (double)b->ring_slots / PG_RING_SLOTS);
-			else
-				fputs("\"ring_share\":null}", out);
-		}
-		fputs("]}\n", out);
+		top_json(out, clock, dt, total, inflight, prev, cur, delta, known);
 		fflush(out);
 		return;
 	}
-	fprintf(out, "prefixgatectl top  %s  every %.1fs  source %s  (Ctrl-C to stop)\n", clock,
-	        o->interval, cur->source == CTL_SRC_MAPS ? o->pin_path : o->admin);
-	routing_line(out, cur);
-	ring_line(out, cur);
-	queue_line(out, cur);
+	fprintf(out, "prefixgatectl top  %s  every %.1fs  source %s%s%s%s  (Ctrl-C to stop)\n",
+	        clock, o->interval, cur->source == CTL_SRC_MAPS ? o->pin_path : o->admin,
+	        cur->stale ? ": STALE, " : "", cur->stale ? cur->stale_why : "",
+	        cur->stale ? " (no gateway updates them)" : "");
+	ctl_view_pool_lines(out, cur);
+	ctl_view_queue_line(out, cur);
 	fprintf(out, "total      %.1f req/s, %lld in flight, %zu backends\n\n", total / dt,
 	        inflight, cur->n);
-	fprintf(out, "%-21s  %-8s  %9s  %8s  %6s  %6s", "ADDRESS", "HEALTH", "IN-FLIGHT", "REQ/S",
+	fprintf(out, "%-21s  %-10s  %9s  %8s  %6s  %6s", "ADDRESS", "HEALTH", "IN-FLIGHT", "REQ/S",
 	        "SHARE", "RING");
 	for (int d = 0; d < PG_DEC_MAX; d++)
 		fprintf(out, "  %7s", dec_rate_col[d]);
-	fputc('\n', out);
+	fputs(pools ? "  POOL\n" : "\n", out);
 	for (size_t i = 0; i < cur->n; i++) {
 		const struct ctl_backend *b = &cur->b[i], *p = find_prev(prev, b);
 
-		fprintf(out, "%-21s  %-8s  %9d", b->addr, ctl_health(b), b->in_flight);
+		fprintf(out, "%-21s  %-10s  %9d", address(b, true), ctl_health(b), b->in_flight);
 		rate = (double)delta[i] / dt;
 		if (known[i])
 			fprintf(out, "  %8.1f  %5.1f%%", rate,
 			        total ? 100.0 * (double)delta[i] / total : 0.0);
 		else
 			fprintf(out, "  %8s  %6s", "new", "-");
-		if (b->ring_slots >= 0)
-			fprintf(out, "  %5.1f%%", 100.0 * (double)b->ring_slots / PG_RING_SLOTS);
-		else
-			fprintf(out, "  %6s", "-");
+		share_cell(out, b, 6);
 		for (int d = 0; d < PG_DEC_MAX; d++) {
 			if (known[i])
 				fprintf(out, "  %7.1f",
@@ -389,6 +362,8 @@ void ctl_view_top(FILE *out, const struct ctl_opts *o, const struct ctl_snapshot
 			else
 				fprintf(out, "  %7s", "-");
 		}
+		if (pools)
+			fprintf(out, "  %s", cur->pool[b->pool].name);
 		fputc('\n', out);
 	}
 	if (!cur->n)

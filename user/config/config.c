@@ -76,11 +76,58 @@ static int pool_suffix(char **s, const char *pool)
 	return 0;
 }
 
-int pg_backends_parse(const char *text, size_t len, char ***out, size_t *n, char *err,
-                      size_t errlen)
+/* The words after a line's address: at most one pool=NAME, naming a pool r
+ * allows. *pool: the name, or NULL. 0, or -1 with err naming the line. */
+static int line_words(char *rest, unsigned lineno, const struct pg_backends_rules *r,
+                      const char *addr, char **pool, char *err, size_t errlen)
 {
-	char **v = NULL, line[PG_HOSTPORT_STRLEN + PG_POOL_NAME_MAX + 8],
-	     aerr[PG_HOSTPORT_STRLEN + 100], *pool;
+	char names[PG_MAX_POOLS * PG_POOL_NAME_MAX], *save = NULL;
+	const struct pg_pool_table *t = r ? r->pools : NULL;
+
+	*pool = NULL;
+	for (char *w = strtok_r(rest, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+		if (strncmp(w, "pool=", 5)) {
+			pg_errf(err, errlen,
+			        "line %u: unexpected \"%.64s\" after the address (a line is "
+			        "HOST:PORT [pool=NAME])",
+			        lineno, w);
+			return -1;
+		}
+		if (*pool) {
+			pg_errf(err, errlen, "line %u: pool= given twice", lineno);
+			return -1;
+		}
+		*pool = w + 5;
+		if (!pg_pool_name_ok(*pool, strlen(*pool))) {
+			pg_errf(err, errlen,
+			        "line %u: pool=%.64s: a name is 1-%d of A-Z a-z 0-9 _ . -", lineno,
+			        *pool, PG_POOL_NAME_MAX - 1);
+			return -1;
+		}
+	}
+	if (*pool && !strcmp(*pool, "default"))
+		*pool = NULL; /* the default pool is also where a line without pool= goes */
+	if (*pool && t && pg_pool_find(t, *pool, strlen(*pool)) < 0) {
+		pg_errf(err, errlen, "line %u: pool=%s: no such pool (the pools: %s)", lineno,
+		        *pool, pg_pool_table_names(t, true, names, sizeof(names)));
+		return -1;
+	}
+	if (!*pool && r && r->need_pool) {
+		pg_errf(err, errlen,
+		        "line %u: %s: the default pool takes no requests (it was not the "
+		        "catch-all at start-up): give pool=NAME, one of %s",
+		        lineno, addr,
+		        t ? pg_pool_table_names(t, false, names, sizeof(names)) : "the pools");
+		return -1;
+	}
+	return 0;
+}
+
+int pg_backends_parse_in(const char *text, size_t len, const struct pg_backends_rules *rules,
+                         char ***out, size_t *n, char *err, size_t errlen)
+{
+	char **v = NULL, line[PG_HOSTPORT_STRLEN + PG_POOL_NAME_MAX + 80],
+	     aerr[PG_HOSTPORT_STRLEN + 100], *pool, *rest;
 	size_t nv = 0, pos = 0, *lines = NULL, dup;
 	unsigned lineno = 0;
 	struct pg_hostport a;
@@ -109,25 +156,16 @@ int pg_backends_parse(const char *text, size_t len, char ***out, size_t *n, char
 		}
 		memcpy(line, b, (size_t)(e - b));
 		line[e - b] = 0;
-		pool = strrchr(line, ' ');
-		if (!pool)
-			pool = strrchr(line, '\t');
-		if (pool && !strncmp(pool + 1, "pool=", 5)) {
-			*pool = 0;
-			pool += 6;
-			line[strcspn(line, " \t")] = 0;
-		} else {
-			pool = NULL;
-		}
-		if (pool && (!*pool || strlen(pool) >= PG_POOL_NAME_MAX)) {
-			pg_errf(err, errlen, "line %u: pool=NAME: a name of 1-%d characters",
-			        lineno, PG_POOL_NAME_MAX - 1);
-			goto fail;
-		}
+		/* HOST:PORT, then the words after it */
+		rest = line + strcspn(line, " \t");
+		if (*rest)
+			*rest++ = 0;
 		if (pg_hostport_parse(line, &a, false, aerr, sizeof(aerr))) {
 			pg_errf(err, errlen, "line %u: %s", lineno, aerr);
 			goto fail;
 		}
+		if (line_words(rest, lineno, rules, line, &pool, err, errlen))
+			goto fail;
 		switch (pg_backend_add(&v, &nv, &a, &dup)) {
 		case 0:
 			lines[nv - 1] = lineno;
@@ -156,6 +194,12 @@ fail:
 	free(lines);
 	pg_backends_free(v, nv);
 	return -1;
+}
+
+int pg_backends_parse(const char *text, size_t len, char ***out, size_t *n, char *err,
+                      size_t errlen)
+{
+	return pg_backends_parse_in(text, len, NULL, out, n, err, errlen);
 }
 
 int pg_read_file(const char *path, size_t max, char **buf, size_t *len, char *err, size_t errlen)

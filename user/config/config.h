@@ -102,6 +102,11 @@ struct pg_config {
 	unsigned resolve_ms;        /* --resolve-interval: names looked up again every MS */
 	const char *routing_config; /* --routing-config (points into argv), or NULL */
 	struct pg_route_cfg route;  /* routing config file, then explicit flags */
+	/* The explicit --strategy / --prefix-length / --concurrency-threshold,
+	 * which override --routing-config at start-up and at each re-read:
+	 * their values, and which were given (PG_POOL_SET_* bits). */
+	struct pg_route_cfg route_flags;
+	unsigned route_flags_set;
 	struct pg_pool_table pools; /* --pool: model pools (pool 0 "default"; n >= 1 once parsed) */
 	unsigned workers;           /* 0: one per CPU */
 	enum pg_data_path data_path;
@@ -175,18 +180,52 @@ int pg_routing_config_parse(const char *json, size_t len, struct pg_route_cfg *i
                             size_t errlen);
 
 /*
+ * PUT /routing: the fields json sets written over *io, those it omits
+ * keeping their value (a partial document changes what it names). The
+ * document is otherwise read as pg_routing_config_parse reads it
+ * (RoutingStrategy required, the same checks). 0, or -1 with err set and
+ * *io untouched.
+ */
+int pg_routing_config_update(const char *json, size_t len, struct pg_route_cfg *io, char *err,
+                             size_t errlen);
+
+/* The fields of own that set names (PG_POOL_SET_* bits) written over *rc. */
+void pg_route_overlay(struct pg_route_cfg *rc, const struct pg_route_cfg *own, unsigned set);
+
+/*
+ * Pool p's RoutingConfig were the gateway's --routing-config to read as
+ * *file (NULL: no file, the defaults): the file, the explicit --strategy /
+ * --prefix-length / --concurrency-threshold over it, then the fields the
+ * pool sets itself. False (out untouched) for a pool with a
+ * routing-config= of its own, which the gateway's file does not reach.
+ * What start-up computes, and what a re-read of the file applies.
+ */
+bool pg_route_of_pool(const struct pg_config *cfg, unsigned p, const struct pg_route_cfg *file,
+                      struct pg_route_cfg *out);
+
+/*
  * Backends file: one HOST:PORT a line (any backend form of lib/addr.h),
  * optionally followed by "pool=NAME" (the model pool it serves;
- * lib/modelpool.h); '#' starts a comment (whole line or after the address);
- * blank lines and surrounding whitespace are ignored. On success *out is a
- * malloc'ed array of *n canonical strings (pg_hostport_format), "HOST:PORT
- * pool=NAME" for a line naming a pool (free with pg_backends_free). Errors
- * name the line ("line 3:
- * ..."); the same address twice, or more than PG_MAX_BACKENDS - 1
- * addresses, is an error.
+ * lib/modelpool.h); nothing else may follow the address. '#' starts a
+ * comment (whole line or after the address); blank lines and surrounding
+ * whitespace are ignored. On success *out is a malloc'ed array of *n
+ * canonical strings (pg_hostport_format), "HOST:PORT pool=NAME" for a line
+ * naming a pool other than default (free with pg_backends_free). Errors
+ * name the line ("line 3: ..."); the same address twice, or more than
+ * PG_MAX_BACKENDS - 1 addresses, is an error.
  */
 int pg_backends_parse(const char *text, size_t len, char ***out, size_t *n, char *err,
                       size_t errlen);
+
+/* What the pools of a gateway allow in its backends file, checked line by
+ * line so that an error names the line. */
+struct pg_backends_rules {
+	const struct pg_pool_table *pools; /* pool=NAME must name one of them */
+	bool need_pool; /* the default pool takes no requests: a line must name another */
+};
+/* pg_backends_parse, and the rules (NULL: none) of each line. */
+int pg_backends_parse_in(const char *text, size_t len, const struct pg_backends_rules *rules,
+                         char ***out, size_t *n, char *err, size_t errlen);
 void pg_backends_free(char **v, size_t n);
 
 /* Read a whole file of at most max bytes into a malloc'ed, NUL-terminated

@@ -63,21 +63,20 @@ static int load_files(struct pg_config *cfg, char *err, size_t errlen)
 		}
 	}
 	if (cfg->backends_file) {
+		/* the --pool flags are all read: pool= must name one */
+		struct pg_backends_rules rules = {.pools = &cfg->pools};
+
 		rc = pg_read_file(cfg->backends_file, PG_CONFIG_FILE_MAX, &buf, &len, e, sizeof(e));
 		if (!rc) {
-			rc = pg_backends_parse(buf, len, &v, &n, e, sizeof(e));
+			rc = pg_backends_parse_in(buf, len, &rules, &v, &n, e, sizeof(e));
 			free(buf);
 		}
 		if (rc) {
 			pg_errf(err, errlen, "--backends-file %s: %s", cfg->backends_file, e);
 			return -1;
 		}
-		rc = pg_pools_check_file(&cfg->pools, v, n, e, sizeof(e));
+		pg_pools_file_catch_all(&cfg->pools, v, n);
 		pg_backends_free(v, n);
-		if (rc) {
-			pg_errf(err, errlen, "--backends-file %s: %s", cfg->backends_file, e);
-			return -1;
-		}
 	}
 	return 0;
 }
@@ -310,7 +309,7 @@ int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, cha
 		size_t nlen, id;
 
 		if (strncmp(a, "--", 2) || !a[2]) {
-			pg_errf(err, errlen, "unexpected argument \"%s\" (see --help)", a);
+			pg_errf(err, errlen, "unexpected argument \"%s\"", a);
 			goto out;
 		}
 		eq = strchr(a + 2, '=');
@@ -320,8 +319,7 @@ int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, cha
 			    !memcmp(pg_opts[id].name, a + 2, nlen))
 				break;
 		if (id == PG_NOPTS) {
-			pg_errf(err, errlen, "unknown option --%.*s (see --help)", (int)nlen,
-			        a + 2);
+			pg_errf(err, errlen, "unknown option --%.*s", (int)nlen, a + 2);
 			goto out;
 		}
 		if (pg_opts[id].arg || pg_opts[id].list) {
@@ -352,18 +350,15 @@ int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, cha
 	}
 	if (load_files(cfg, err, errlen) || pg_config_check_ops(cfg, err, errlen))
 		goto out;
-	if (set & 1u << O_STRATEGY)
-		cfg->route.strategy = flags.strategy;
-	if (set & 1u << O_PREFIX_LENGTH)
-		cfg->route.prefix_length = flags.prefix_length;
-	if (set & 1u << O_CONCURRENCY)
-		cfg->route.concurrency_threshold = flags.concurrency_threshold;
-	if (set & 1u << O_FLOW_QUEUE_MS)
-		cfg->route.flow_queue_ms = flags.flow_queue_ms;
-	else if (cfg->flow.on && !cfg->route.flow_queue_ms)
-		cfg->route.flow_queue_ms = PG_FLOW_QUEUE_MS_DEFAULT;
-	if (set & 1u << O_FLOW_DEADLINE)
-		cfg->route.flow_deadline_ms = flags.flow_deadline_ms;
+	/* Kept: a re-read of the file applies them again (pg_route_of_pool). */
+	cfg->route_flags = flags;
+	cfg->route_flags_set = (set & 1u << O_STRATEGY ? PG_POOL_SET_STRATEGY : 0) |
+	                       (set & 1u << O_PREFIX_LENGTH ? PG_POOL_SET_PREFIX : 0) |
+	                       (set & 1u << O_CONCURRENCY ? PG_POOL_SET_THRESHOLD : 0) |
+	                       (set & 1u << O_FLOW_QUEUE_MS ? PG_POOL_SET_FLOW_QUEUE : 0) |
+	                       (set & 1u << O_FLOW_DEADLINE ? PG_POOL_SET_FLOW_DEADLINE : 0) |
+	                       (cfg->flow.on ? PG_POOL_SET_FLOW_ON : 0);
+	pg_route_overlay(&cfg->route, &cfg->route_flags, cfg->route_flags_set);
 	if (pg_pools_finish(cfg, err, errlen))
 		goto out;
 	if (cfg->no_bpf &&

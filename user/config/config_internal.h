@@ -42,11 +42,9 @@ int pg_config_check_ops(struct pg_config *cfg, char *err, size_t errlen);
 struct pg_pool_table;
 int pg_pool_spec_parse(struct pg_pool_table *t, const char *v, char *err, size_t errlen);
 
-/* The pools named by the backends file's entries (pg_backends_parse) must
- * be --pool ones (or default); an entry without a pool makes the default
- * pool the catch-all. 0, or -1 with err naming the pool. */
-int pg_pools_check_file(struct pg_pool_table *t, char *const *v, size_t n, char *err,
-                        size_t errlen);
+/* The backends file's entries (pg_backends_parse_in, its pools checked):
+ * one without a pool makes the default pool the catch-all. */
+void pg_pools_file_catch_all(struct pg_pool_table *t, char *const *v, size_t n);
 
 /* Once the command line is parsed: each pool's RoutingConfig (the
  * gateway's, then its own fields), the table's flags and catch-all, and

@@ -27,17 +27,6 @@ static int add_str(char ***v, size_t *n, size_t max, const char *s, size_t len)
 	return 0;
 }
 
-static bool name_ok(const char *s, size_t len)
-{
-	if (!len || len >= PG_POOL_NAME_MAX)
-		return false;
-	for (size_t i = 0; i < len; i++)
-		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-",
-		            s[i]))
-			return false;
-	return true;
-}
-
 static void table_init(struct pg_pool_table *t)
 {
 	if (!t->n) {
@@ -191,7 +180,7 @@ int pg_pool_spec_parse(struct pg_pool_table *t, const char *v, char *err, size_t
 	int p;
 
 	table_init(t);
-	if (!name_ok(v, nlen)) {
+	if (!pg_pool_name_ok(v, nlen)) {
 		pg_errf(err, errlen, "--pool %s: NAME is 1-%d of A-Z a-z 0-9 _ . -", v,
 		        PG_POOL_NAME_MAX - 1);
 		return -1;
@@ -238,21 +227,11 @@ int pg_pool_spec_parse(struct pg_pool_table *t, const char *v, char *err, size_t
 	return 0;
 }
 
-int pg_pools_check_file(struct pg_pool_table *t, char *const *v, size_t n, char *err, size_t errlen)
+void pg_pools_file_catch_all(struct pg_pool_table *t, char *const *v, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		const char *pool = strstr(v[i], " pool=");
-
-		if (!pool || !strcmp(pool + 6, "default")) {
+	for (size_t i = 0; i < n; i++)
+		if (!strstr(v[i], " pool="))
 			t->catch_all = true;
-			continue;
-		}
-		if (pg_pool_find(t, pool + 6, strlen(pool + 6)) < 0) {
-			pg_errf(err, errlen, "%s: no --pool %s", v[i], pool + 6);
-			return -1;
-		}
-	}
-	return 0;
 }
 
 /* Whether canonical address a is listed before pool p (or by --backend). */
@@ -281,14 +260,7 @@ int pg_pools_finish(struct pg_config *cfg, char *err, size_t errlen)
 		t->by_path |= pc->npaths > 0;
 		if (!(pc->route_set & PG_POOL_SET_FILE))
 			pc->route = cfg->route;
-		if (pc->route_set & PG_POOL_SET_STRATEGY)
-			pc->route.strategy = pc->own.strategy;
-		if (pc->route_set & PG_POOL_SET_PREFIX)
-			pc->route.prefix_length = pc->own.prefix_length;
-		if (pc->route_set & PG_POOL_SET_THRESHOLD)
-			pc->route.concurrency_threshold = pc->own.concurrency_threshold;
-		if (pc->route_set & PG_POOL_SET_CHOICES)
-			pc->route.new_choices = pc->own.new_choices;
+		pg_route_overlay(&pc->route, &pc->own, pc->route_set);
 		for (size_t i = 0; i < pc->nbackends; i++) {
 			if ((owner = backend_owner(cfg, p, pc->backends[i]))) {
 				pg_errf(err, errlen, "--pool %s: backend %s is already pool %s's",
@@ -303,8 +275,48 @@ int pg_pools_finish(struct pg_config *cfg, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	/* (catch_all may be set already: pg_pools_check_file) */
+	/* (catch_all may be set already: pg_pools_file_catch_all) */
 	t->catch_all |= (!t->by_model && !t->by_path) || t->pool[0].declared || cfg->nbackends ||
 	                t->pool[0].nbackends;
 	return 0;
+}
+
+void pg_route_overlay(struct pg_route_cfg *rc, const struct pg_route_cfg *own, unsigned set)
+{
+	if (set & PG_POOL_SET_STRATEGY)
+		rc->strategy = own->strategy;
+	if (set & PG_POOL_SET_PREFIX)
+		rc->prefix_length = own->prefix_length;
+	if (set & PG_POOL_SET_THRESHOLD)
+		rc->concurrency_threshold = own->concurrency_threshold;
+	if (set & PG_POOL_SET_CHOICES)
+		rc->new_choices = own->new_choices;
+	if (set & PG_POOL_SET_FLOW_QUEUE)
+		rc->flow_queue_ms = own->flow_queue_ms;
+	else if ((set & PG_POOL_SET_FLOW_ON) && !rc->flow_queue_ms)
+		rc->flow_queue_ms = PG_FLOW_QUEUE_MS_DEFAULT;
+	if (set & PG_POOL_SET_FLOW_DEADLINE)
+		rc->flow_deadline_ms = own->flow_deadline_ms;
+}
+
+bool pg_route_of_pool(const struct pg_config *cfg, unsigned p, const struct pg_route_cfg *file,
+                      struct pg_route_cfg *out)
+{
+	const struct pg_pool_cfg *pc = p < cfg->pools.n ? &cfg->pools.pool[p] : NULL;
+	struct pg_route_cfg rc = {
+	    .strategy = PG_STRATEGY_PREFIX_AWARE,
+	    .prefix_length = PG_PREFIX_LENGTH_DEFAULT,
+	    .concurrency_threshold = PG_CONCURRENCY_DEFAULT,
+	    .new_choices = PG_CA_CHOICES_DEFAULT,
+	};
+
+	if (pc && (pc->route_set & PG_POOL_SET_FILE))
+		return false;
+	if (file)
+		rc = *file;
+	pg_route_overlay(&rc, &cfg->route_flags, cfg->route_flags_set);
+	if (pc)
+		pg_route_overlay(&rc, &pc->own, pc->route_set);
+	*out = rc;
+	return true;
 }

@@ -209,15 +209,11 @@ static int routing_cfg(const struct pg_json *js, char *err, size_t errlen, struc
 	return 0;
 }
 
-int pg_routing_config_parse(const char *json, size_t len, struct pg_route_cfg *io, char *err,
-                            size_t errlen)
+/* json's fields over *base into *io. */
+static int parse_over(const char *json, size_t len, const struct pg_route_cfg *base,
+                      struct pg_route_cfg *io, char *err, size_t errlen)
 {
-	struct pg_route_cfg rc = {
-	    .strategy = PG_STRATEGY_PREFIX_AWARE,
-	    .prefix_length = PG_PREFIX_LENGTH_DEFAULT,
-	    .concurrency_threshold = PG_CONCURRENCY_DEFAULT,
-	    .new_choices = PG_CA_CHOICES_DEFAULT,
-	};
+	struct pg_route_cfg rc = *base;
 	struct pg_json js = {0};
 	int ret = -1;
 
@@ -229,4 +225,25 @@ int pg_routing_config_parse(const char *json, size_t len, struct pg_route_cfg *i
 	if (!ret)
 		*io = rc;
 	return ret;
+}
+
+int pg_routing_config_parse(const char *json, size_t len, struct pg_route_cfg *io, char *err,
+                            size_t errlen)
+{
+	static const struct pg_route_cfg defaults = {
+	    .strategy = PG_STRATEGY_PREFIX_AWARE,
+	    .prefix_length = PG_PREFIX_LENGTH_DEFAULT,
+	    .concurrency_threshold = PG_CONCURRENCY_DEFAULT,
+	    .new_choices = PG_CA_CHOICES_DEFAULT,
+	};
+
+	return parse_over(json, len, &defaults, io, err, errlen);
+}
+
+int pg_routing_config_update(const char *json, size_t len, struct pg_route_cfg *io, char *err,
+                             size_t errlen)
+{
+	const struct pg_route_cfg base = *io;
+
+	return parse_over(json, len, &base, io, err, errlen);
 }

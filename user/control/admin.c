@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 #include "control/admin.h"
-#include "lib/work.h"
+#include "control/admin_backends.h"
 #include "control/admin_pools.h"
 #include "config/config.h"
 #include "control/control.h"
@@ -49,10 +49,7 @@ static bool str_is(struct pg_str s, const char *lit)
 	return s.len == strlen(lit) && !memcmp(s.p, lit, s.len);
 }
 
-/* Percent-decode s into a new NUL-terminated string (plus_space: '+' is a
- * space, as in query strings); *n gets its length (a %00 makes it differ
- * from strlen). NULL if out of memory. Invalid escapes are kept as is. */
-static char *url_decode(struct pg_str s, bool plus_space, size_t *n)
+char *pg_admin_url_decode(struct pg_str s, bool plus_space, size_t *n)
 {
 	char *d = malloc(s.len + 1);
 
@@ -71,59 +68,6 @@ static char *url_decode(struct pg_str s, bool plus_space, size_t *n)
 	}
 	d[*n] = 0;
 	return d;
-}
-
-/* A member's load as the load model has it (lib/work.h), its "load"
- * member: this gateway's queue of prefill work on it, the predicted wait,
- * its speed as learned (or the defaults, learned false). */
-static void load_json(struct pg_buf *o, const struct pg_backend *b, uint64_t now)
-{
-	struct pg_speed sp;
-
-	pg_work_speed(b, &sp);
-	pg_buf_printf(o,
-	              "\"load\":{\"prefill_queue_tokens\":%llu,\"prefill_queue_requests\":%u,"
-	              "\"predicted_wait_ms\":%.1f,\"prefill_tokens_per_s\":%.0f,"
-	              "\"ttft_overhead_ms\":%.1f,\"decode_cost_ms\":%.2f,\"speed_learned\":%s}",
-	              (unsigned long long)__atomic_load_n(&b->prefill_tokens, __ATOMIC_RELAXED),
-	              __atomic_load_n(&b->prefill_reqs, __ATOMIC_RELAXED),
-	              sp.ms_per_ktok * pg_work_queued(b, &sp, now) / 1000 +
-	                  sp.ms_per_decode * pg_work_decoding(b),
-	              1e6 / sp.ms_per_ktok, sp.overhead_ms, sp.ms_per_decode,
-	              __atomic_load_n(&b->fit_rate, __ATOMIC_RELAXED) ? "true" : "false");
-}
-
-static void member_json(struct pg_buf *o, const struct pg_gateway *gw, int id, uint64_t now)
-{
-	const struct pg_backend *b = &gw->maps.backends[id];
-	uint16_t f = __atomic_load_n(&b->flags, __ATOMIC_ACQUIRE);
-	bool down = !pg_backend_healthy(b, now);
-	uint64_t req[PG_DEC_MAX], total = 0;
-	char name[PG_ADDR_STRLEN], from[PG_HOSTPORT_STRLEN];
-
-	for (int d = 0; d < PG_DEC_MAX; d++)
-		total += req[d] = __atomic_load_n(&b->requests[d], __ATOMIC_RELAXED);
-	pg_buf_printf(o, "{\"id\":%d,\"address\":\"%s\",", id,
-	              pg_backend_name(b, name, sizeof(name)));
-	/* The DNS name it is one of the addresses of (none for a literal). */
-	if (pg_member_name(id, from))
-		pg_buf_printf(o, "\"name\":\"%s\",", from);
-	pg_buf_printf(o,
-	              "\"healthy\":%s,\"draining\":%s,"
-	              "\"in_flight\":%d,\"requests\":%llu,\"failures\":%llu,\"epoch\":%u,"
-	              "\"pool\":\"%s\",\"requests_by_decision\":{",
-	              down ? "false" : "true", f & PG_BACKEND_DRAINING ? "true" : "false",
-	              __atomic_load_n(&b->in_flight, __ATOMIC_RELAXED), (unsigned long long)total,
-	              (unsigned long long)__atomic_load_n(&b->failures, __ATOMIC_RELAXED), b->epoch,
-	              pg_pool_name(gw, b->pool));
-	for (int d = 0; d < PG_DEC_MAX; d++)
-		pg_buf_printf(o, "%s\"%s\":%llu", d ? "," : "", pg_decision_name((unsigned)d),
-		              (unsigned long long)req[d]);
-	pg_buf_printf(o, "},\"peer_in_flight\":%d,\"recent\":%.2f,",
-	              __atomic_load_n(&b->peer_in_flight, __ATOMIC_RELAXED),
-	              (double)__atomic_load_n(&b->recent, __ATOMIC_RELAXED) / PG_CA_RECENT_ONE);
-	load_json(o, b, now);
-	pg_buf_puts(o, "}");
 }
 
 /* The query string names parameter name (alone or with a value). */
@@ -145,180 +89,70 @@ static bool query_has(struct pg_str q, const char *name)
 
 /* ---- handlers -------------------------------------------------------------- */
 
-/* GET /health: 200 while some backend can take requests, else 503 (a
- * gateway that can only answer 502 is not healthy). ?ready, the readiness
- * form: also 503 once draining (SIGTERM), so load balancers stop sending
- * before the listener closes. */
+/* GET /health: 200 while requests can be served, else 503 (a gateway that
+ * can only answer 502 is not healthy). With model pools, a pool requests
+ * reach but no healthy member serves makes it "degraded", naming the pool:
+ * still 200, since the other pools serve; 503 once no such pool serves.
+ * ?ready, the readiness form: also 503 once draining (SIGTERM), so load
+ * balancers stop sending before the listener closes. */
 static int h_health(struct pg_gateway *gw, struct pg_str query, struct pg_admin_reply *r)
 {
-	unsigned max = pg_max_backend_id(gw), n = 0, healthy = 0;
+	unsigned max = pg_max_backend_id(gw), n = 0, healthy = 0,
+	         np = gw->pools ? gw->maps.npools : 1;
+	unsigned pn[PG_MAX_POOLS] = {0}, ph[PG_MAX_POOLS] = {0}, reachable = 0, degraded = 0;
 	uint64_t now = pg_now_ms();
 	bool ready = query_has(query, "ready"), draining = pg_draining(gw);
 	const char *status = "ok";
+	bool serving = true;
 
 	for (unsigned id = 1; id <= max; id++) {
 		const struct pg_backend *b = &gw->maps.backends[id];
 		uint16_t f = __atomic_load_n(&b->flags, __ATOMIC_ACQUIRE);
+		unsigned p = gw->pools && b->pool < np ? b->pool : 0;
+		bool usable;
 
 		if (!(f & PG_BACKEND_ACTIVE) || (f & PG_BACKEND_DRAINING))
 			continue;
+		usable = pg_backend_usable(b, now);
 		n++;
-		healthy += pg_backend_usable(b, now);
+		healthy += usable;
+		pn[p]++;
+		ph[p] += usable;
 	}
-	if (!healthy)
+	for (unsigned p = 0; p < np; p++) {
+		if (!pg_pool_takes_requests(gw, p))
+			continue;
+		reachable++;
+		degraded += !ph[p];
+	}
+	if (!healthy || degraded == reachable) {
 		status = "no healthy backend";
-	else if (ready && draining)
+		serving = false;
+	} else if (ready && draining) {
 		status = "draining";
+		serving = false;
+	} else if (degraded) {
+		status = "degraded";
+	}
 	pg_buf_printf(&r->body, "{\"status\":\"%s\",\"backends\":%u,\"healthy\":%u", status, n,
 	              healthy);
 	if (ready)
-		pg_buf_printf(&r->body, ",\"ready\":%s,\"draining\":%s",
-		              status[0] == 'o' ? "true" : "false", draining ? "true" : "false");
+		pg_buf_printf(&r->body, ",\"ready\":%s,\"draining\":%s", serving ? "true" : "false",
+		              draining ? "true" : "false");
+	if (degraded && gw->pools) {
+		/* what the 502s of those pools' requests come from */
+		pg_buf_puts(&r->body, ",\"degraded_pools\":[");
+		for (unsigned p = 0, k = 0; p < np; p++) {
+			if (!pg_pool_takes_requests(gw, p) || ph[p])
+				continue;
+			pg_buf_printf(&r->body, "%s{\"pool\":\"%s\",\"backends\":%u,\"healthy\":0}",
+			              k++ ? "," : "", pg_pool_name(gw, p), pn[p]);
+		}
+		pg_buf_puts(&r->body, "]");
+	}
 	pg_etcd_health_json(&r->body);
 	pg_buf_puts(&r->body, "}\n");
-	return r->status = status[0] == 'o' ? 200 : 503;
-}
-
-static int h_backends_get(struct pg_gateway *gw, struct pg_str query, struct pg_admin_reply *r)
-{
-	unsigned max = pg_max_backend_id(gw);
-	uint64_t now = pg_now_ms();
-	bool first = true;
-	char err[160];
-	int pool = query.len ? pg_admin_query_pool(gw, query, err, sizeof(err)) : -1;
-
-	if (query.len && pool < 0)
-		return reply_error(r, 404, err);
-
-	pg_buf_puts(&r->body, "[");
-	for (unsigned id = 1; id <= max; id++) {
-		if (!(__atomic_load_n(&gw->maps.backends[id].flags, __ATOMIC_ACQUIRE) &
-		      PG_BACKEND_ACTIVE) ||
-		    (pool >= 0 && gw->maps.backends[id].pool != (unsigned)pool))
-			continue;
-		pg_buf_puts(&r->body, first ? "\n" : ",\n");
-		member_json(&r->body, gw, (int)id, now);
-		first = false;
-	}
-	pg_buf_puts(&r->body, "\n]\n");
-	return r->status = 200;
-}
-
-/* addr: the request's; a DNS name's reply (id 0) names it and what follows. */
-static int member_status(struct pg_gateway *gw, int id, int ok, const char *addr, const char *err,
-                         struct pg_admin_reply *r)
-{
-	struct pg_hostport hp;
-	char canon[PG_HOSTPORT_STRLEN];
-
-	if (id == -EINVAL)
-		return reply_error(r, 400, err);
-	if (id == -ENOENT)
-		return reply_error(r, 404, err);
-	if (id < 0)
-		return reply_error(r, 409, err);
-	if (id == 0 && !pg_hostport_parse(addr, &hp, false, NULL, 0)) {
-		pg_buf_printf(&r->body, "{\"name\":\"%s\",\"%s\":true}\n",
-		              pg_hostport_format(&hp, canon), ok == 201 ? "resolving" : "draining");
-		return r->status = 202;
-	}
-	member_json(&r->body, gw, id, pg_now_ms());
-	pg_buf_puts(&r->body, "\n");
-	return r->status = ok;
-}
-
-static int h_backends_post(struct pg_gateway *gw, const char *body, size_t len,
-                           struct pg_admin_reply *r)
-{
-	struct pg_json js = {0};
-	char addr[PG_HOSTPORT_STRLEN], err[PG_HOSTPORT_STRLEN + 100];
-	int64_t v = -1, pv = -1;
-	size_t alen;
-	int id, pool = 0;
-
-	if (pg_json_parse(&js, body ? body : "", len)) {
-		snprintf(err, sizeof(err), "invalid JSON at byte %zu: %s", js.err_pos, js.err_msg);
-		goto bad;
-	}
-	if (js.tok[0].type != PG_JSON_OBJECT) {
-		snprintf(err, sizeof(err), "expected {\"address\":\"host:port\"}");
-		goto bad;
-	}
-	for (uint32_t k = 1, n = 0; n < js.tok[0].size; n++, k = pg_json_member_next(&js, k)) {
-		if (pg_json_str_eq(&js, k, "pool", 4)) {
-			pv = k + 1;
-			continue;
-		}
-		if (!pg_json_str_eq(&js, k, "address", 7)) {
-			snprintf(err, sizeof(err),
-			         "unknown field (only \"address\" and \"pool\" are accepted)");
-			goto bad;
-		}
-		v = k + 1;
-	}
-	if (pv >= 0) {
-		char name[PG_POOL_NAME_MAX];
-		size_t nl = js.tok[pv].type == PG_JSON_STRING
-		                ? pg_json_str_copy(&js, (uint32_t)pv, name, sizeof(name))
-		                : sizeof(name);
-
-		pool = nl < sizeof(name) ? pg_pool_lookup(gw, name, nl) : -1;
-		if (pool < 0) {
-			snprintf(err, sizeof(err),
-			         "pool: not a pool's name (GET /pools lists them)");
-			goto bad;
-		}
-	}
-	if (v < 0 || js.tok[v].type != PG_JSON_STRING) {
-		snprintf(err, sizeof(err), "address: %s", v < 0 ? "missing" : "expected a string");
-		goto bad;
-	}
-	alen = pg_json_str_copy(&js, (uint32_t)v, addr, sizeof(addr) - 1);
-	if (alen > sizeof(addr) - 1) {
-		snprintf(err, sizeof(err), "address: too long");
-		goto bad;
-	}
-	addr[alen] = 0;
-	if (strlen(addr) != alen) {
-		snprintf(err, sizeof(err), "address: contains a NUL character");
-		goto bad;
-	}
-	pg_json_free(&js);
-	if (pg_etcd_enabled()) { /* etcd is the source: the change goes there */
-		if (pool)
-			return reply_error(r, 400,
-			                   "pool: not with --etcd-endpoints (its backend records "
-			                   "carry no pool)");
-		return pg_etcd_admin_backend(gw, addr, true, r);
-	}
-	id = pg_member_add_pool(gw, addr, (unsigned)pool, err, sizeof(err));
-	return member_status(gw, id, 201, addr, err, r);
-bad:
-	pg_json_free(&js);
-	return reply_error(r, 400, err);
-}
-
-static int h_backend_delete(struct pg_gateway *gw, struct pg_str addr, struct pg_admin_reply *r)
-{
-	size_t n;
-	char *a = url_decode(addr, false, &n), err[PG_HOSTPORT_STRLEN + 100];
-	int id, rc;
-
-	if (!a)
-		return reply_error(r, 500, "out of memory");
-	if (strlen(a) != n) {
-		free(a);
-		return reply_error(r, 400, "address contains a NUL character");
-	}
-	if (pg_etcd_enabled()) {
-		id = pg_etcd_admin_backend(gw, a, false, r);
-		free(a);
-		return id;
-	}
-	id = pg_member_remove(gw, a, err, sizeof(err));
-	rc = member_status(gw, id, 202, a, err, r);
-	free(a);
-	return rc;
+	return r->status = serving ? 200 : 503;
 }
 
 static const char *const api_names[] = {
@@ -367,6 +201,26 @@ static uint64_t dry_run_rnd(void)
 	return z ^ (z >> 31);
 }
 
+/* The dry run's answer when no backend is usable: why, in the pool's terms
+ * (a pool without members is a configuration to fix; members all down is
+ * an outage). */
+static void no_backend_json(struct pg_gateway *gw, unsigned pool, struct pg_buf *o)
+{
+	unsigned n = __atomic_load_n(&gw->maps.state[pool].nbackends, __ATOMIC_RELAXED);
+	char in[PG_POOL_NAME_MAX + 16] = "";
+
+	if (gw->pools)
+		snprintf(in, sizeof(in), " in pool %s", pg_pool_name(gw, pool));
+	if (n)
+		pg_buf_printf(o,
+		              "\"backend\":null,\"error\":\"no usable backend%s (%u member%s, none "
+		              "healthy)\",",
+		              in, n, n == 1 ? "" : "s");
+	else
+		pg_buf_printf(o, "\"backend\":null,\"error\":\"no usable backend%s (no member)\",",
+		              in);
+}
+
 static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body, size_t len,
                    struct pg_admin_reply *r)
 {
@@ -392,8 +246,8 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 		const char *eq = memchr(query.p + i, '=', end - i);
 		size_t ne = eq ? (size_t)(eq - query.p) : end;
 
-		name = url_decode((struct pg_str){query.p + i, ne - i}, true, &nlen);
-		val = url_decode(
+		name = pg_admin_url_decode((struct pg_str){query.p + i, ne - i}, true, &nlen);
+		val = pg_admin_url_decode(
 		    (struct pg_str){query.p + ne + (eq != NULL), end - ne - (eq != NULL)}, true,
 		    &vlen);
 		if (!name || !val) {
@@ -455,7 +309,7 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 		              pg_backend_name(&gw->maps.backends[id], nb, sizeof(nb)), id,
 		              pg_decision_name(ch.decision));
 	else
-		pg_buf_puts(&r->body, "\"backend\":null,\"error\":\"no usable backend\",");
+		no_backend_json(gw, in.pool, &r->body);
 	if (rc.strategy == PG_STRATEGY_CACHE_AWARE) {
 		pg_buf_printf(&r->body,
 		              "\"matched\":%u,\"prompt_tokens\":%u,\"anchor_hash\":\"0x%016llx\",",
@@ -512,14 +366,14 @@ int pg_admin_handle(struct pg_gateway *gw, struct pg_str method, struct pg_str p
 		out->allow = "GET";
 	} else if (str_is(path, "/backends")) {
 		if (get)
-			return h_backends_get(gw, query, out);
+			return pg_admin_backends_get(gw, query, out);
 		if (str_is(method, "POST"))
-			return h_backends_post(gw, body, len, out);
+			return pg_admin_backends_post(gw, body, len, out);
 		out->allow = "GET, POST";
 	} else if (path.len > plen && !memcmp(path.p, prefix, plen)) {
 		if (str_is(method, "DELETE"))
-			return h_backend_delete(gw, (struct pg_str){path.p + plen, path.len - plen},
-			                        out);
+			return pg_admin_backend_delete(
+			    gw, (struct pg_str){path.p + plen, path.len - plen}, out);
 		out->allow = "DELETE";
 	} else if (str_is(path, "/route")) {
 		if (str_is(method, "POST"))

@@ -87,7 +87,7 @@ bool pg_admin_input(struct pg_gateway *gw, struct pg_admin_conn *c, struct pg_bu
 		return input_error(out, 413);
 	if (!c->head_done && !pg_http_head_ready(c->in.p, c->in.len, &c->scan))
 		return false;
-	h = pg_http_parse_request(c->in.p, c->in.len, &req);
+	h = pg_http_parse_request_opts(c->in.p, c->in.len, PG_HTTP_TARGET_BRACKETS, &req);
 	if (h <= 0)
 		return h < 0 ? input_error(out, (int)-h) : false;
 	if (!pg_admin_authorized(gw, &req)) {

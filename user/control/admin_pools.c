@@ -62,6 +62,27 @@ static void str_list(struct pg_buf *o, char *const *v, size_t n)
 	pg_buf_puts(o, "]");
 }
 
+/* Pool p's members that take requests (not draining), by address, in id
+ * order: the ones its "backends" count counts. */
+static void members_json(const struct pg_gateway *gw, unsigned p, struct pg_buf *o)
+{
+	unsigned max = pg_max_backend_id(gw), k = 0;
+	char name[PG_ADDR_STRLEN];
+
+	pg_buf_puts(o, "[");
+	for (unsigned id = 1; id <= max; id++) {
+		const struct pg_backend *b = &gw->maps.backends[id];
+		uint16_t f = __atomic_load_n(&b->flags, __ATOMIC_ACQUIRE);
+
+		if (!(f & PG_BACKEND_ACTIVE) || (f & PG_BACKEND_DRAINING) ||
+		    (gw->pools ? b->pool : 0) != p)
+			continue;
+		pg_buf_printf(o, "%s\"%s\"", k++ ? "," : "",
+		              pg_backend_name(b, name, sizeof(name)));
+	}
+	pg_buf_puts(o, "]");
+}
+
 int pg_admin_pools_get(struct pg_gateway *gw, struct pg_admin_reply *r)
 {
 	const struct pg_pool_table *t = gw->cfg ? &gw->cfg->pools : NULL;
@@ -80,13 +101,14 @@ int pg_admin_pools_get(struct pg_gateway *gw, struct pg_admin_reply *r)
 		str_list(&r->body, pc ? pc->models : NULL, pc ? pc->nmodels : 0);
 		pg_buf_puts(&r->body, ",\"paths\":");
 		str_list(&r->body, pc ? pc->paths : NULL, pc ? pc->npaths : 0);
+		pg_buf_printf(&r->body, ",\"catch_all\":%s,\"backends\":%u,\"members\":",
+		              !p && (!t || !t->n || t->catch_all) ? "true" : "false",
+		              __atomic_load_n(&st->nbackends, __ATOMIC_RELAXED));
+		members_json(gw, p, &r->body);
 		pg_buf_printf(
-		    &r->body,
-		    ",\"catch_all\":%s,\"backends\":%u,\"ring_generation\":%llu,"
-		    "\"routing\":",
-		    !p && (!t || !t->n || t->catch_all) ? "true" : "false",
-		    __atomic_load_n(&st->nbackends, __ATOMIC_RELAXED),
-		    (unsigned long long)__atomic_load_n(&st->ring_generation, __ATOMIC_RELAXED));
+		    &r->body, ",\"ring_generation\":%llu,\"remapped_ratio\":%.6f,\"routing\":",
+		    (unsigned long long)__atomic_load_n(&st->ring_generation, __ATOMIC_RELAXED),
+		    (double)__atomic_load_n(&st->remapped_ppm, __ATOMIC_RELAXED) / 1e6);
 		pg_admin_routing_json(&r->body, &rc);
 		pg_buf_puts(&r->body, "}");
 	}
@@ -106,7 +128,9 @@ int pg_admin_routing(struct pg_gateway *gw, bool put, struct pg_str query, const
 	if (!put) {
 		pg_route_cfg_load_pool(gw, (unsigned)pool, &rc);
 	} else {
-		if (pg_routing_config_parse(body ? body : "", len, &rc, err, sizeof(err)))
+		/* omitted fields keep the pool's live values */
+		pg_route_cfg_load_pool(gw, (unsigned)pool, &rc);
+		if (pg_routing_config_update(body ? body : "", len, &rc, err, sizeof(err)))
 			return pg_admin_reply_error(r, 400, err);
 		pg_control_set_routing_pool(gw, (unsigned)pool, &rc, "PUT /routing");
 	}

@@ -129,6 +129,37 @@ void pg_ctl_name_drop(struct pg_gateway *gw, int k, uint8_t origin, bool *change
 	free(addrs);
 }
 
+/* A failed lookup (or an answer without addresses) of name nm: its state
+ * and reason for GET /backends, and a log line at the first failure of a
+ * run, then at most every PG_NAME_LOG_MS while it lasts, so that a name
+ * that never resolves is not forgotten after one line. */
+static void lookup_failed(struct pg_name *nm, const char *why, bool kept, uint64_t now)
+{
+	char l[PG_HOSTPORT_STRLEN];
+
+	nm->state = PG_NAME_UNRESOLVED;
+	snprintf(nm->error, sizeof(nm->error), "%s", why);
+	nm->failures++;
+	if (!nm->failing_since) {
+		nm->failing_since = now ? now : 1;
+		nm->logged_ms = now;
+		if (nm->naddrs && kept)
+			pg_warn("backend name %s: %s; keeping its last answer (%zu address%s)",
+			        label(nm, l), why, nm->naddrs, nm->naddrs == 1 ? "" : "es");
+		else if (!nm->naddrs)
+			pg_warn("backend name %s: %s; it stands for no address (looked up again "
+			        "every --resolve-interval)",
+			        label(nm, l), why);
+		return;
+	}
+	if (now - nm->logged_ms < PG_NAME_LOG_MS)
+		return;
+	nm->logged_ms = now;
+	pg_warn("backend name %s: still failing after %.0f s: %s; %zu address%s", label(nm, l),
+	        (double)(now - nm->failing_since) / 1000, why, nm->naddrs,
+	        nm->naddrs == 1 ? "" : "es");
+}
+
 void pg_ctl_name_answer(struct pg_gateway *gw, int k, enum pg_dns_status st,
                         union pg_sockaddr *addrs, size_t n, const char *why)
 {
@@ -136,7 +167,8 @@ void pg_ctl_name_answer(struct pg_gateway *gw, int k, enum pg_dns_status st,
 	char l[PG_HOSTPORT_STRLEN], a[PG_ADDR_STRLEN], err[256];
 	size_t *add = NULL, *drain = NULL, nadd, ndrain, nkept = 0;
 	union pg_sockaddr *set = NULL;
-	bool changed = false;
+	bool changed = false, keep;
+	uint64_t now = pg_now_ms();
 
 	for (size_t i = 0; i < n; i++) {
 		if (addrs[i].sa.sa_family == AF_INET6)
@@ -145,17 +177,19 @@ void pg_ctl_name_answer(struct pg_gateway *gw, int k, enum pg_dns_status st,
 			addrs[i].in.sin_port = htons(nm->port);
 	}
 	n = pg_addrset_normalize(addrs, n);
-	if (pg_dns_verdict(st, n, nm->naddrs, pg_now_ms(), &nm->nx_since_ms) == PG_DNS_KEEP) {
-		if (!nm->failing)
-			pg_warn("backend name %s: %s; keeping its last answer (%zu address%s)",
-			        label(nm, l), why, nm->naddrs, nm->naddrs == 1 ? "" : "es");
-		nm->failing = true;
-		return;
+	keep = pg_dns_verdict(st, n, nm->naddrs, now, &nm->nx_since_ms) == PG_DNS_KEEP;
+	if (st != PG_DNS_OK || !n) {
+		lookup_failed(nm, st == PG_DNS_OK ? "the answer has no address" : why, keep, now);
+	} else {
+		if (nm->failing_since)
+			pg_info("backend name %s resolves again (%zu address%s)", label(nm, l), n,
+			        n == 1 ? "" : "es");
+		nm->state = PG_NAME_RESOLVED;
+		nm->error[0] = 0;
+		nm->failing_since = 0;
 	}
-	if (nm->failing)
-		pg_info("backend name %s resolves again (%zu address%s)", label(nm, l), n,
-		        n == 1 ? "" : "es");
-	nm->failing = false;
+	if (keep)
+		return;
 	if (st != PG_DNS_OK)
 		n = 0; /* "no such name" held long enough: the name is empty */
 	add = malloc((n + 1) * sizeof(*add));
@@ -212,6 +246,29 @@ out:
 	free(add);
 	free(drain);
 	free(set);
+}
+
+bool pg_backend_name_info(int k, struct pg_name_info *out)
+{
+	const struct pg_name *nm = k >= 0 && k < PG_MAX_NAMES ? &pg_ctl.names[k] : NULL;
+
+	if (!nm || !nm->host[0])
+		return false;
+	label(nm, out->name);
+	out->state = (enum pg_name_state)nm->state;
+	snprintf(out->error, sizeof(out->error), "%s", nm->error);
+	out->pool = nm->pool;
+	out->naddrs = nm->naddrs;
+	out->failures = nm->failures;
+	out->failing_ms = nm->failing_since ? pg_now_ms() - nm->failing_since : 0;
+	return true;
+}
+
+int pg_member_name_slot(int id)
+{
+	unsigned k = id > 0 && id < PG_MAX_BACKENDS ? pg_ctl.name_of[id] : 0;
+
+	return k && pg_ctl.names[k - 1].host[0] ? (int)k - 1 : -1;
 }
 
 const char *pg_member_name(int id, char *buf)

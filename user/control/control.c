@@ -32,10 +32,17 @@
 /* The one definition of the control thread's state (control_internal.h). */
 struct pg_ctl_state pg_ctl = {.lfd = -1, .sfd = -1, .efd = -1, .ifd = -1};
 
-/* Read and parse --backends-file; errors name FILE:LINE. */
-static int read_backends_file(const char *path, char ***list, size_t *n, char *err, size_t errlen)
+/* Read and parse --backends-file; errors name FILE:LINE. A line must name
+ * one of the gateway's pools, and a pool that takes requests (reread: the
+ * default pool's catch-all status was decided at start-up). */
+static int read_backends_file(const struct pg_gateway *gw, bool reread, char ***list, size_t *n,
+                              char *err, size_t errlen)
 {
-	char *text, e[256];
+	const struct pg_pool_table *t = &gw->cfg->pools;
+	const struct pg_backends_rules rules = {.pools = t,
+	                                        .need_pool = reread && t->n > 1 && !t->catch_all};
+	const char *path = gw->cfg->backends_file;
+	char *text, e[512];
 	size_t len;
 	unsigned line;
 	int off = 0;
@@ -44,7 +51,7 @@ static int read_backends_file(const char *path, char ***list, size_t *n, char *e
 		snprintf(err, errlen, "--backends-file %s: %s", path, e);
 		return -1;
 	}
-	if (pg_backends_parse(text, len, list, n, e, sizeof(e))) {
+	if (pg_backends_parse_in(text, len, &rules, list, n, e, sizeof(e))) {
 		if (sscanf(e, "line %u: %n", &line, &off) == 1 && off > 0)
 			snprintf(err, errlen, "%s:%u: %s", path, line, e + off);
 		else
@@ -146,7 +153,7 @@ int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 		}
 	}
 	if (rc >= 0 && cfg->backends_file) {
-		rc = read_backends_file(cfg->backends_file, &list, &n, err, errlen);
+		rc = read_backends_file(gw, false, &list, &n, err, errlen);
 		if (!rc)
 			rc = pg_ctl_sync_file(gw, list, n, &changed, err, errlen);
 		pg_backends_free(list, n);
@@ -175,7 +182,7 @@ static int reload_backends(struct pg_gateway *gw, const char *why)
 	size_t n;
 	int changes;
 
-	if (read_backends_file(cfg->backends_file, &list, &n, err, sizeof(err))) {
+	if (read_backends_file(gw, true, &list, &n, err, sizeof(err))) {
 		pg_error("%s: %s; membership unchanged", why, err);
 		return -1;
 	}
@@ -186,6 +193,32 @@ static int reload_backends(struct pg_gateway *gw, const char *why)
 	pg_info("%s: --backends-file %s: %u -> %u backends in the ring (%d added or drained)", why,
 	        cfg->backends_file, before, pg_members_count(gw), changes < 0 ? 0 : changes);
 	return changes < 0 ? -1 : 0;
+}
+
+/* The re-read --routing-config file rc applied to every pool without a
+ * routing-config= of its own, as at start-up: the explicit flags over it,
+ * then the pool's own fields. */
+static void reroute(struct pg_gateway *gw, const struct pg_route_cfg *file)
+{
+	static const char *const flag[] = {"--strategy", "--prefix-length",
+	                                   "--concurrency-threshold"};
+	const struct pg_config *cfg = gw->cfg;
+	struct pg_route_cfg rc;
+	char why[160] = "--routing-config re-read";
+	size_t n = strlen(why);
+	bool first = true;
+
+	/* the log line says which flags still override the file */
+	for (unsigned i = 0; i < 3; i++) {
+		if (!(cfg->route_flags_set & (PG_POOL_SET_STRATEGY << i)) || n >= sizeof(why))
+			continue;
+		n += (size_t)snprintf(why + n, sizeof(why) - n, "%s %s", first ? "; kept" : ",",
+		                      flag[i]);
+		first = false;
+	}
+	for (unsigned p = 0; p < gw->maps.npools; p++)
+		if (pg_route_of_pool(cfg, p, file, &rc))
+			pg_control_set_routing_pool(gw, p, &rc, why);
 }
 
 int pg_control_reload(struct pg_gateway *gw)
@@ -217,11 +250,7 @@ int pg_control_reload(struct pg_gateway *gw)
 				break;
 			}
 			keep_routing_text(text, len);
-			/* Every pool that sets no RoutingConfig field of its own. */
-			for (unsigned p = 0; p < gw->maps.npools; p++)
-				if (p >= cfg->pools.n || !cfg->pools.pool[p].route_set)
-					pg_control_set_routing_pool(gw, p, &rc,
-					                            "--routing-config re-read");
+			reroute(gw, &rc);
 		}
 	}
 	return ret;

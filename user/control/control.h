@@ -104,6 +104,28 @@ int pg_member_add_pool(struct pg_gateway *gw, const char *addr, unsigned pool, c
  * PG_HOSTPORT_STRLEN bytes), or NULL (given as an address). */
 const char *pg_member_name(int id, char *buf);
 
+/* How a backend given by DNS name stands (GET /backends, /metrics). */
+enum pg_name_state {
+	PG_NAME_RESOLVING = 0,  /* no answer yet */
+	PG_NAME_RESOLVED = 1,   /* the last lookup gave addresses */
+	PG_NAME_UNRESOLVED = 2, /* the last lookup failed or gave none */
+};
+struct pg_name_info {
+	char name[PG_HOSTPORT_STRLEN]; /* NAME:PORT */
+	enum pg_name_state state;
+	char error[96];      /* the last failed lookup's reason ("" none) */
+	unsigned pool;       /* the model pool its addresses join */
+	size_t naddrs;       /* addresses it stands for now (last applied answer) */
+	uint64_t failures;   /* failed lookups since it was added */
+	uint64_t failing_ms; /* how long its lookups have been failing (0: not) */
+};
+/* Name slot k (0 .. PG_BACKEND_NAMES_MAX - 1) into *out; false when free.
+ * Control thread only. */
+#define PG_BACKEND_NAMES_MAX 256
+bool pg_backend_name_info(int k, struct pg_name_info *out);
+/* The name slot member id came from, or -1. */
+int pg_member_name_slot(int id);
+
 /* Start draining member addr: no new requests, ring rebuilt without it; its
  * slot is cleared by pg_control_tick once its in_flight is 0. Returns the id
  * (also if it was already draining), or -EINVAL / -ENOENT with err set.

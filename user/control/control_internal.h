@@ -26,7 +26,9 @@
 #define PG_ORIGIN_NAME   0x4 /* a DNS name's answer (pg_ctl.name_of[id]) */
 
 /* DNS names given as backends (backend_names.c), at most this many at once. */
-#define PG_MAX_NAMES 256
+#define PG_MAX_NAMES PG_BACKEND_NAMES_MAX
+/* A name whose lookups keep failing is logged again at most this often. */
+#define PG_NAME_LOG_MS 60000
 /* Resolver sockets polled at once (c-ares' ARES_GETSOCK_MAXNUM). */
 #define PG_RESOLVE_MAX_FDS 16
 /* At start-up, the names' first answers are awaited this long at most. */
@@ -40,7 +42,11 @@ struct pg_name {
 	uint8_t origin;           /* PG_ORIGIN_STATIC | PG_ORIGIN_FILE */
 	uint8_t pool;             /* the model pool its addresses join (state/pools.h) */
 	bool querying;            /* a query is outstanding */
-	bool failing;             /* the last query failed (logged once per run) */
+	uint8_t state;            /* enum pg_name_state */
+	char error[96];           /* the last failed lookup's reason */
+	uint64_t failures;        /* failed lookups since it was added */
+	uint64_t failing_since;   /* pg_now_ms of the first failure of this run; 0: none */
+	uint64_t logged_ms;       /* the last log line of this run of failures */
 	uint32_t gen;             /* bumped when the slot is freed: late answers dropped */
 	union pg_sockaddr *addrs; /* the members it added, normalized (addrset.h) */
 	size_t naddrs;

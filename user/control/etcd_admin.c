@@ -14,6 +14,7 @@
 #include "control/control_internal.h"
 #include "control/etcd.h"
 #include "control/etcd_internal.h"
+#include "state/pools.h"
 #include "sys/log.h"
 
 void pg_etcd_gateway_init(struct pg_gateway *gw)
@@ -197,10 +198,15 @@ void pg_etcd_metrics(const struct pg_gateway *gw, struct pg_buf *o)
 {
 	pg_buf_printf(o,
 	              "# HELP prefixgate_ring_digest_info The digest of the live ring (equal on "
-	              "gateways that route alike), as a label.\n"
+	              "gateways that route alike), as a label; with model pools, every pool's "
+	              "folded, and each pool's own labelled pool (as the log shows them).\n"
 	              "# TYPE prefixgate_ring_digest_info gauge\n"
 	              "prefixgate_ring_digest_info{digest=\"%016" PRIx64 "\"} 1\n",
 	              __atomic_load_n(&gw->ring_digest, __ATOMIC_RELAXED));
+	for (unsigned p = 0; gw->pools && p < gw->maps.npools; p++)
+		pg_buf_printf(
+		    o, "prefixgate_ring_digest_info{pool=\"%s\",digest=\"%016" PRIx64 "\"} 1\n",
+		    pg_pool_name(gw, p), __atomic_load_n(&gw->pool_digest[p], __ATOMIC_RELAXED));
 	if (!pg_etcd.on)
 		return;
 	pg_buf_printf(

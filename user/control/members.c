@@ -175,9 +175,6 @@ static bool same_members(const struct pg_ring_last *last, const struct pg_ring_m
 	return true;
 }
 
-/* Each pool's ring digest (pg_ring_digest), as last built. */
-static uint64_t pool_digest[PG_MAX_POOLS];
-
 /* Rebuild pool's ring from its members and publish it. With pools, a pool
  * whose members did not change keeps its ring (and generation). */
 static void rebuild_pool(struct pg_gateway *gw, unsigned pool)
@@ -215,7 +212,7 @@ static void rebuild_pool(struct pg_gateway *gw, unsigned pool)
 	ppm = pg_ring_moved_ppm(live, r);
 	__atomic_store_n(&st->remapped_ppm, ppm, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->nbackends, (uint32_t)n, __ATOMIC_RELAXED);
-	pool_digest[pool] = pg_ring_digest(r, seed_of_id);
+	__atomic_store_n(&gw->pool_digest[pool], pg_ring_digest(r, seed_of_id), __ATOMIC_RELAXED);
 	pg_maps_pool_ring_publish(&gw->maps, pool, r);
 	wall = pg_now_ns() - t0;
 	cpu = thread_cpu_ns() - c0;
@@ -227,7 +224,7 @@ static void rebuild_pool(struct pg_gateway *gw, unsigned pool)
 	        "ms (%.1f ms CPU), digest %016llx",
 	        label, (unsigned long long)st->ring_generation, n, n == 1 ? "" : "s",
 	        (double)ppm / 10000.0, (double)wall / 1e6, (double)cpu / 1e6,
-	        (unsigned long long)pool_digest[pool]);
+	        (unsigned long long)gw->pool_digest[pool]);
 }
 
 void pg_control_rebuild_ring(struct pg_gateway *gw)
@@ -240,8 +237,14 @@ void pg_control_rebuild_ring(struct pg_gateway *gw)
 	/* The gateway's digest (P/gateways/<id>, metrics): its one ring's, or
 	 * every pool's folded in pool order. */
 	for (unsigned p = 0; p < npools; p++)
-		digest = npools == 1 ? pool_digest[0]
-		                     : (digest ^ pool_digest[p]) * 0x9e3779b97f4a7c15ull;
+		digest = npools == 1 ? gw->pool_digest[0]
+		                     : (digest ^ gw->pool_digest[p]) * 0x9e3779b97f4a7c15ull;
+	/* With pools, the folded digest is a number no pool's line shows: log
+	 * it, so that the metric's and the fleet's digest can be found. */
+	if (npools > 1 && digest != gw->ring_digest)
+		pg_info("ring digest %016llx (the %u pools' digests folded: what "
+		        "prefixgate_ring_digest_info{digest} and prefixgatectl fleet show)",
+		        (unsigned long long)digest, npools);
 	__atomic_store_n(&gw->ring_digest, digest, __ATOMIC_RELAXED);
 }
 

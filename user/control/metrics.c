@@ -10,6 +10,7 @@
 #include <string.h>
 #include "config/config.h"
 #include "control/accesslog.h"
+#include "control/control.h"
 #include "control/fleet.h"
 #include "control/metrics.h"
 #include "control/etcd.h"
@@ -121,12 +122,26 @@ static void counters(const struct pg_gateway *gw, struct pg_buf *o)
 	              (unsigned long long)pg_alog_dropped(gw->alog));
 }
 
+/* A bucket bound of pg_lat_bounds_us in seconds, as a decimal without
+ * trailing zeros ("0.000012", "0.01"): exact, unlike a float printed. */
+static const char *le_seconds(uint32_t us, char *buf, size_t cap)
+{
+	size_t n = (size_t)snprintf(buf, cap, "%u.%06u", us / 1000000, us % 1000000);
+
+	while (n > 3 && buf[n - 1] == '0')
+		buf[--n] = 0;
+	return buf;
+}
+
 /* A latency histogram from the per-worker buckets at offset lat (uint64_t
- * [PG_LAT_BUCKETS]) and their sum in ns at offset sum. */
+ * [PG_LAT_BUCKETS]) and their sum in ns at offset sum; in seconds, the
+ * Prometheus base unit, or (micro) in microseconds, as the deprecated
+ * families were. */
 static void histogram(const struct pg_gateway *gw, struct pg_buf *o, const char *h,
-                      const char *help, size_t lat, size_t sum)
+                      const char *help, size_t lat, size_t sum, bool micro)
 {
 	uint64_t cum = 0, sum_ns = 0;
+	char le[24];
 
 	family(o, h, "histogram", help);
 	for (unsigned w = 0; gw->stats && w < gw->nworkers; w++)
@@ -137,36 +152,59 @@ static void histogram(const struct pg_gateway *gw, struct pg_buf *o, const char 
 			cum += __atomic_load_n(
 			    (const uint64_t *)((const char *)&gw->stats[w] + lat) + b,
 			    __ATOMIC_RELAXED);
-		if (b < PG_LAT_BUCKETS - 1)
-			pg_buf_printf(o, "%s_bucket{le=\"%u\"} %llu\n", h, pg_lat_bounds_us[b],
-			              (unsigned long long)cum);
+		if (b == PG_LAT_BUCKETS - 1)
+			snprintf(le, sizeof(le), "+Inf");
+		else if (micro)
+			snprintf(le, sizeof(le), "%u", pg_lat_bounds_us[b]);
 		else
-			pg_buf_printf(o, "%s_bucket{le=\"+Inf\"} %llu\n", h,
-			              (unsigned long long)cum);
+			le_seconds(pg_lat_bounds_us[b], le, sizeof(le));
+		pg_buf_printf(o, "%s_bucket{le=\"%s\"} %llu\n", h, le, (unsigned long long)cum);
 	}
-	pg_buf_printf(o, "%s_sum %llu.%03llu\n%s_count %llu\n", h,
-	              (unsigned long long)(sum_ns / 1000), (unsigned long long)(sum_ns % 1000), h,
-	              (unsigned long long)cum);
+	if (micro)
+		pg_buf_printf(o, "%s_sum %llu.%03llu\n", h, (unsigned long long)(sum_ns / 1000),
+		              (unsigned long long)(sum_ns % 1000));
+	else
+		pg_buf_printf(o, "%s_sum %llu.%09llu\n", h,
+		              (unsigned long long)(sum_ns / 1000000000),
+		              (unsigned long long)(sum_ns % 1000000000));
+	pg_buf_printf(o, "%s_count %llu\n", h, (unsigned long long)cum);
 }
 
 static void latency(const struct pg_gateway *gw, struct pg_buf *o)
 {
-	histogram(gw, o, "prefixgate_routing_latency_microseconds",
-	          "Time from a request's head being parsed to its backend being chosen, "
-	          "microseconds.",
-	          offsetof(struct pg_worker_stats, route_lat),
-	          offsetof(struct pg_worker_stats, route_lat_sum_ns));
-	histogram(gw, o, "prefixgate_routing_decision_microseconds",
-	          "Time a worker spent choosing a request's backend once the body bytes its "
-	          "key needs were in hand (key extraction, model pool, cache index, choice), "
-	          "microseconds.",
-	          offsetof(struct pg_worker_stats, decide_lat),
-	          offsetof(struct pg_worker_stats, decide_lat_sum_ns));
-	histogram(gw, o, "prefixgate_dispatch_latency_microseconds",
-	          "Time from a request's head being parsed to its first byte being written to "
-	          "the backend, microseconds.",
-	          offsetof(struct pg_worker_stats, send_lat),
-	          offsetof(struct pg_worker_stats, send_lat_sum_ns));
+	static const struct {
+		const char *name, *old, *help;
+		size_t lat, sum;
+	} h[] = {
+	    {"prefixgate_routing_latency_seconds", "prefixgate_routing_latency_microseconds",
+	     "Time from a request's head being parsed to its backend being chosen",
+	     offsetof(struct pg_worker_stats, route_lat),
+	     offsetof(struct pg_worker_stats, route_lat_sum_ns)},
+	    {"prefixgate_routing_decision_seconds", "prefixgate_routing_decision_microseconds",
+	     "Time a worker spent choosing a request's backend once the body bytes its key needs "
+	     "were in hand (key extraction, model pool, cache index, choice)",
+	     offsetof(struct pg_worker_stats, decide_lat),
+	     offsetof(struct pg_worker_stats, decide_lat_sum_ns)},
+	    {"prefixgate_dispatch_latency_seconds", "prefixgate_dispatch_latency_microseconds",
+	     "Time from a request's head being parsed to its first byte being written to the "
+	     "backend",
+	     offsetof(struct pg_worker_stats, send_lat),
+	     offsetof(struct pg_worker_stats, send_lat_sum_ns)},
+	};
+	char help[400];
+
+	for (size_t i = 0; i < sizeof(h) / sizeof(h[0]); i++) {
+		snprintf(help, sizeof(help), "%s, seconds.", h[i].help);
+		histogram(gw, o, h[i].name, help, h[i].lat, h[i].sum, false);
+	}
+	/* The microsecond families, kept for one release so that dashboards
+	 * can move (README, Operating prefixgate). */
+	for (size_t i = 0; i < sizeof(h) / sizeof(h[0]); i++) {
+		snprintf(help, sizeof(help),
+		         "DEPRECATED, removed in the next release: %s in microseconds; use %s.",
+		         h[i].name, h[i].name);
+		histogram(gw, o, h[i].old, help, h[i].lat, h[i].sum, true);
+	}
 }
 
 /* cache_aware's block index: matched lengths, occupancy, evictions. */
@@ -206,6 +244,42 @@ static void cache_index(const struct pg_gateway *gw, struct pg_buf *o)
 	       "cache_aware: index slots taken over while their prefix was still live.");
 	pg_buf_printf(o, "prefixgate_cache_index_evictions_total %llu\n",
 	              (unsigned long long)__atomic_load_n(&gw->ca_evictions, __ATOMIC_RELAXED));
+}
+
+/* Backends given by DNS name, while any is: how many addresses each stands
+ * for, whether its last lookup answered, and its failed lookups, so that a
+ * name that never resolves shows (it has no member to show it). */
+static void backend_names(struct pg_buf *o)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} fam[] = {
+	    {"prefixgate_backend_name_addresses", "gauge",
+	     "Addresses a backend given by DNS name stands for (members it added)."},
+	    {"prefixgate_backend_name_resolved", "gauge",
+	     "1 when the name's last lookup gave addresses; 0 before its first answer and while "
+	     "its lookups fail."},
+	    {"prefixgate_backend_name_lookup_failures_total", "counter",
+	     "Lookups of the name that failed or gave no address."},
+	};
+	struct pg_name_info ni;
+	int k = 0;
+
+	while (k < PG_BACKEND_NAMES_MAX && !pg_backend_name_info(k, &ni))
+		k++;
+	if (k == PG_BACKEND_NAMES_MAX)
+		return;
+	for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+		family(o, fam[f].name, fam[f].type, fam[f].help);
+		for (int j = k; j < PG_BACKEND_NAMES_MAX; j++) {
+			if (!pg_backend_name_info(j, &ni))
+				continue;
+			pg_buf_printf(o, "%s{name=\"%s\"} %llu\n", fam[f].name, ni.name,
+			              f == 0   ? (unsigned long long)ni.naddrs
+			              : f == 1 ? (unsigned long long)(ni.state == PG_NAME_RESOLVED)
+			                       : (unsigned long long)ni.failures);
+		}
+	}
 }
 
 void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
@@ -289,6 +363,7 @@ void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 	       "ConcurrencyThreshold of prefix-aware routing.");
 	pg_buf_printf(o, "prefixgate_concurrency_threshold %u\n", rc.concurrency_threshold);
 	cache_index(gw, o);
+	backend_names(o);
 	pg_metrics_load_render(gw, o);
 	pg_metrics_flow_render(gw, o);
 	pg_metrics_ops_render(gw, o);

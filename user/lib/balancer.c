@@ -42,6 +42,17 @@ bool pg_backend_healthy(const struct pg_backend *b, uint64_t now_ms)
 	return healthy_flags(b, __atomic_load_n(&b->flags, __ATOMIC_RELAXED), now_ms);
 }
 
+const char *pg_backend_health(const struct pg_backend *b, uint64_t now_ms)
+{
+	uint16_t f = __atomic_load_n(&b->flags, __ATOMIC_RELAXED);
+
+	if (f & PG_BACKEND_DRAINING)
+		return "draining";
+	if (f & PG_BACKEND_UNHEALTHY)
+		return "unhealthy";
+	return healthy_flags(b, f, now_ms) ? "up" : "down";
+}
+
 bool pg_backend_usable(const struct pg_backend *b, uint64_t now_ms)
 {
 	return usable_flags(b, __atomic_load_n(&b->flags, __ATOMIC_RELAXED), now_ms);

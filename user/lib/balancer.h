@@ -100,6 +100,14 @@ static inline bool pg_idset_has(const struct pg_idset *s, unsigned id)
 bool pg_backend_healthy(const struct pg_backend *b, uint64_t now_ms);
 
 /*
+ * Backend b's state in one word, as the admin API (GET /backends "health")
+ * and prefixgatectl show it, whichever of them reads it: "draining" (being
+ * removed), "unhealthy" (failing active health checks), "down" (refused or
+ * reset a connection, until down_until_ms), else "up".
+ */
+const char *pg_backend_health(const struct pg_backend *b, uint64_t now_ms);
+
+/*
  * Whether backend b may take a new request now: ACTIVE, not DRAINING, and
  * pg_backend_healthy().
  */

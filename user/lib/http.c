@@ -283,9 +283,10 @@ static ssize_t skip_empty_lines(const char *buf, size_t end)
 	return (ssize_t)pos;
 }
 
-static ssize_t parse_request_head(const char *buf, size_t end, struct pg_http_request *req,
-                                  struct fields *f)
+static ssize_t parse_request_head(const char *buf, size_t end, unsigned opts,
+                                  struct pg_http_request *req, struct fields *f)
 {
+	const bool brackets = opts & PG_HTTP_TARGET_BRACKETS;
 	ssize_t r = skip_empty_lines(buf, end);
 	if (r < 0)
 		return r;
@@ -306,7 +307,7 @@ static ssize_t parse_request_head(const char *buf, size_t end, struct pg_http_re
 	size_t tend = end - t > PG_HTTP_MAX_TARGET ? t + PG_HTTP_MAX_TARGET + 1 : end;
 	while (pos < tend) {
 		unsigned char c = (unsigned char)buf[pos];
-		if (tgtchar[c]) {
+		if (tgtchar[c] || (brackets && (c == '[' || c == ']'))) {
 			if (c == '?' && !query)
 				query = pos;
 			pos++;
@@ -365,6 +366,12 @@ static ssize_t parse_request_head(const char *buf, size_t end, struct pg_http_re
 
 ssize_t pg_http_parse_request(const char *buf, size_t len, struct pg_http_request *req)
 {
+	return pg_http_parse_request_opts(buf, len, 0, req);
+}
+
+ssize_t pg_http_parse_request_opts(const char *buf, size_t len, unsigned opts,
+                                   struct pg_http_request *req)
+{
 	struct fields f = {.is_request = true};
 	size_t end = len < PG_HTTP_MAX_HEAD ? len : PG_HTTP_MAX_HEAD;
 
@@ -379,7 +386,7 @@ ssize_t pg_http_parse_request(const char *buf, size_t len, struct pg_http_reques
 	req->head_len = 0;
 	req->nheaders = 0;
 
-	ssize_t r = parse_request_head(buf, end, req, &f);
+	ssize_t r = parse_request_head(buf, end, opts, req, &f);
 	if (r == 0 && len >= PG_HTTP_MAX_HEAD)
 		return -431;
 	if (r <= 0)

@@ -110,6 +110,18 @@ struct pg_http_response {
 ssize_t pg_http_parse_request(const char *buf, size_t len, struct pg_http_request *req);
 
 /*
+ * pg_http_parse_request with options. PG_HTTP_TARGET_BRACKETS: '[' and ']'
+ * are taken in the target as they are. RFC 3986 keeps them for a URI's
+ * host, but curl, Python's http.client and most clients send them raw in a
+ * path, and the admin API's DELETE /backends/[::1]:8000 names an IPv6
+ * backend with them. The proxy does not take them: what it forwards stays
+ * what every backend parses alike.
+ */
+#define PG_HTTP_TARGET_BRACKETS 0x1
+ssize_t pg_http_parse_request_opts(const char *buf, size_t len, unsigned opts,
+                                   struct pg_http_request *req);
+
+/*
  * For a head read in pieces: re-parsing from the start after every read is
  * quadratic when a client trickles its head a few bytes at a time, so call
  * pg_http_parse_request only once this returns true. *scan is the search

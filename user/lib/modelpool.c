@@ -7,10 +7,59 @@
  * PrefixLength that key needs) must be known first.
  */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include "lib/json.h"
 #include "lib/json_scan.h"
 #include "lib/modelpool.h"
+
+bool pg_pool_name_ok(const char *s, size_t len)
+{
+	if (!len || len >= PG_POOL_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-",
+		            s[i]) ||
+		    !s[i])
+			return false;
+	return true;
+}
+
+bool pg_pool_reachable(const struct pg_pool_table *t, unsigned p)
+{
+	if (p >= t->n)
+		return p == PG_POOL_DEFAULT; /* no table: the default pool alone */
+	return t->pool[p].nmodels || t->pool[p].npaths || (p == PG_POOL_DEFAULT && t->catch_all);
+}
+
+const char *pg_pool_table_names(const struct pg_pool_table *t, bool with_default, char *buf,
+                                size_t cap)
+{
+	size_t used = 0;
+
+	buf[0] = 0;
+	for (unsigned p = with_default ? 0 : 1; p < t->n && used < cap; p++)
+		used += (size_t)snprintf(buf + used, cap - used, "%s%s", used ? ", " : "",
+		                         t->pool[p].name);
+	if (!buf[0])
+		snprintf(buf, cap, "%s", with_default ? "default" : "(none)");
+	return buf;
+}
+
+size_t pg_pool_list_join(char *const *v, size_t n, char *buf, size_t cap)
+{
+	size_t used = 0, shown = 0;
+
+	buf[0] = 0;
+	for (size_t i = 0; i < n; i++, shown++) {
+		size_t l = strlen(v[i]) + (i ? 1 : 0);
+
+		if (used + l >= cap)
+			break;
+		used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? "," : "", v[i]);
+	}
+	return shown;
+}
 
 int pg_pool_find(const struct pg_pool_table *t, const char *name, size_t len)
 {

@@ -38,6 +38,11 @@
 #define PG_POOL_SET_THRESHOLD 0x4
 #define PG_POOL_SET_FILE      0x10 /* routing-config=FILE: all of them */
 #define PG_POOL_SET_CHOICES   0x20
+/* the gateway's flags only: --flow-instance-queue-ms, --flow-deadline-ms,
+ * and --flow-control (InstanceQueueMs's default where none is set) */
+#define PG_POOL_SET_FLOW_QUEUE    0x40
+#define PG_POOL_SET_FLOW_DEADLINE 0x80
+#define PG_POOL_SET_FLOW_ON       0x100
 
 struct pg_pool_cfg {
 	char name[PG_POOL_NAME_MAX];
@@ -71,6 +76,25 @@ struct pg_pool_table {
 /* What pg_pool_by_path/pg_pool_select return besides a pool index. */
 #define PG_POOL_BY_MODEL (-1) /* decided by the body's model */
 #define PG_POOL_UNKNOWN  (-2) /* no pool serves it: 404 */
+
+/* Whether name[0..len) is a pool name: 1 to PG_POOL_NAME_MAX - 1 of
+ * A-Z a-z 0-9 _ . - */
+bool pg_pool_name_ok(const char *name, size_t len);
+
+/* Whether requests can reach pool p of t: it lists models or paths, or it
+ * is the default pool and the catch-all (an empty table: the default pool
+ * alone, which takes everything). */
+bool pg_pool_reachable(const struct pg_pool_table *t, unsigned p);
+
+/* The names of t's pools, "a, b, c" (with_default: from the default pool
+ * on), into buf; "default" / "(none)" when there are none. Returns buf. */
+const char *pg_pool_table_names(const struct pg_pool_table *t, bool with_default, char *buf,
+                                size_t cap);
+
+/* The first items of v[0..n) that fit in buf[0..cap), comma-separated and
+ * NUL-terminated (as the pg_pools map holds a pool's models and paths;
+ * prefixgatectl shows them alike from the admin API). Returns how many. */
+size_t pg_pool_list_join(char *const *v, size_t n, char *buf, size_t cap);
 
 /* Pool of name[0..len), or -1. */
 int pg_pool_find(const struct pg_pool_table *t, const char *name, size_t len);

@@ -11,19 +11,13 @@ static void publish(struct pg_gateway *gw, unsigned p)
 {
 	const struct pg_pool_cfg *pc = &gw->cfg->pools.pool[p];
 	struct pg_pool *e = &gw->maps.pools[p];
-	size_t used = 0;
 
 	memset(e, 0, sizeof(*e));
 	snprintf(e->name, sizeof(e->name), "%s", pc->name);
 	e->nmodels = (uint32_t)pc->nmodels;
-	for (size_t i = 0; i < pc->nmodels; i++) {
-		size_t n = strlen(pc->models[i]) + (i ? 1 : 0);
-
-		if (used + n >= sizeof(e->models))
-			break;
-		used += (size_t)snprintf(e->models + used, sizeof(e->models) - used, "%s%s",
-		                         i ? "," : "", pc->models[i]);
-	}
+	pg_pool_list_join(pc->models, pc->nmodels, e->models, sizeof(e->models));
+	e->npaths = (uint32_t)pc->npaths;
+	pg_pool_list_join(pc->paths, pc->npaths, e->paths, sizeof(e->paths));
 	e->flags = PG_POOL_ACTIVE | (!p && gw->cfg->pools.catch_all ? PG_POOL_CATCH_ALL : 0);
 }
 
@@ -68,6 +62,20 @@ const char *pg_pool_name(const struct pg_gateway *gw, unsigned p)
 	const struct pg_pool_table *t = gw->cfg ? &gw->cfg->pools : NULL;
 
 	return t && p < t->n ? t->pool[p].name : "default";
+}
+
+bool pg_pool_takes_requests(const struct pg_gateway *gw, unsigned p)
+{
+	const struct pg_pool_table *t = pg_pools_table(gw);
+
+	return t ? pg_pool_reachable(t, p) : p == PG_POOL_DEFAULT;
+}
+
+const char *pg_pool_names(const struct pg_gateway *gw, bool with_default, char *buf, size_t cap)
+{
+	static const struct pg_pool_table none;
+
+	return pg_pool_table_names(gw->cfg ? &gw->cfg->pools : &none, with_default, buf, cap);
 }
 
 int pg_pool_lookup(const struct pg_gateway *gw, const char *name, size_t len)

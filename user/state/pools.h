@@ -44,6 +44,14 @@ static inline const struct pg_pool_table *pg_pools_table(const struct pg_gateway
 /* Pool p's name ("default" for pool 0). */
 const char *pg_pool_name(const struct pg_gateway *gw, unsigned p);
 
+/* Whether requests can reach pool p: a pool with models or paths, or the
+ * default pool while it is the catch-all (always without pools). */
+bool pg_pool_takes_requests(const struct pg_gateway *gw, unsigned p);
+
+/* The pools' names, "a, b, c" (with_default: the default pool's too), in
+ * buf. */
+const char *pg_pool_names(const struct pg_gateway *gw, bool with_default, char *buf, size_t cap);
+
 /* Pool of NAME[0..len) (the admin API's ?pool=, "pool" fields), or -1. An
  * empty name is the default pool. */
 int pg_pool_lookup(const struct pg_gateway *gw, const char *name, size_t len);
