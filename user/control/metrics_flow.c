@@ -5,6 +5,7 @@
  * and each tenant's queue, waits, service and refusals. Waits are in
  * seconds, as Prometheus names them.
  */
+#include <stdio.h>
 #include "control/metrics.h"
 #include "state/flowctl.h"
 #include "state/pools.h"
@@ -30,6 +31,19 @@ static void hist(struct pg_buf *o, const char *name, const char *labels,
 	              LOAD(&h->sum_us) / 1e6, name, labels, (unsigned long long)cum);
 }
 
+/* The pool's labels: {pool="NAME"} with model pools, none without (the
+ * gateway's metrics name no pool then); more: another label to add. */
+static const char *labels(const struct pg_gateway *gw, unsigned p, const char *more, char *buf,
+                          size_t cap)
+{
+	if (gw->pools)
+		snprintf(buf, cap, "{pool=\"%s\"%s%s}", pg_pool_name(gw, p), *more ? "," : "",
+		         more);
+	else
+		snprintf(buf, cap, *more ? "{%s}" : "%s", more);
+	return buf;
+}
+
 static void pools(const struct pg_gateway *gw, struct pg_buf *o)
 {
 	static const struct {
@@ -45,34 +59,36 @@ static void pools(const struct pg_gateway *gw, struct pg_buf *o)
 	};
 	const unsigned n = gw->maps.npools;
 	struct pg_route_cfg rc;
+	char l[PG_POOL_NAME_MAX + 64], more[48];
 
 	pg_metrics_family(o, "prefixgate_flow_instance_queue_milliseconds", "gauge",
-	                  "FlowControlConfig.InstanceQueueMs of the pool: an instance takes "
-	                  "requests while its queued prefill is predicted under it; 0: flow "
-	                  "control off.");
+	                  "FlowControlConfig.InstanceQueueMs: an instance takes requests while its "
+	                  "queued prefill is predicted under it; 0: flow control off.");
 	for (unsigned p = 0; p < n; p++) {
 		pg_route_cfg_load_pool(gw, p, &rc);
-		pg_buf_printf(o, "prefixgate_flow_instance_queue_milliseconds{pool=\"%s\"} %u\n",
-		              pg_pool_name(gw, p), rc.flow_queue_ms);
+		pg_buf_printf(o, "prefixgate_flow_instance_queue_milliseconds%s %u\n",
+		              labels(gw, p, "", l, sizeof(l)), rc.flow_queue_ms);
 	}
 	pg_metrics_family(o, "prefixgate_flow_queued", "gauge",
 	                  "Requests waiting in the gateway, by class.");
 	for (unsigned p = 0; p < n; p++)
-		for (unsigned c = 0; c < PG_PRIO_COUNT; c++)
-			pg_buf_printf(o, "prefixgate_flow_queued{pool=\"%s\",class=\"%s\"} %u\n",
-			              pg_pool_name(gw, p), pg_prio_names[c],
+		for (unsigned c = 0; c < PG_PRIO_COUNT; c++) {
+			snprintf(more, sizeof(more), "class=\"%s\"", pg_prio_names[c]);
+			pg_buf_printf(o, "prefixgate_flow_queued%s %u\n",
+			              labels(gw, p, more, l, sizeof(l)),
 			              LOAD(&gw->maps.flow[p].queued_class[c]));
+		}
 	pg_metrics_family(o, "prefixgate_flow_queued_bytes", "gauge",
 	                  "Memory the waiting requests hold (connection, head, body).");
 	for (unsigned p = 0; p < n; p++)
-		pg_buf_printf(o, "prefixgate_flow_queued_bytes{pool=\"%s\"} %llu\n",
-		              pg_pool_name(gw, p),
+		pg_buf_printf(o, "prefixgate_flow_queued_bytes%s %llu\n",
+		              labels(gw, p, "", l, sizeof(l)),
 		              (unsigned long long)LOAD(&gw->maps.flow[p].queued_bytes));
 	pg_metrics_family(o, "prefixgate_flow_enqueued_total", "counter",
 	                  "Requests that waited in the gateway.");
 	for (unsigned p = 0; p < n; p++)
-		pg_buf_printf(o, "prefixgate_flow_enqueued_total{pool=\"%s\"} %llu\n",
-		              pg_pool_name(gw, p),
+		pg_buf_printf(o, "prefixgate_flow_enqueued_total%s %llu\n",
+		              labels(gw, p, "", l, sizeof(l)),
 		              (unsigned long long)LOAD(&gw->maps.flow[p].enqueued));
 	pg_metrics_family(o, "prefixgate_flow_left_total", "counter",
 	                  "Requests that left the queue, by how: dispatched to an instance; 429 "
@@ -81,19 +97,20 @@ static void pools(const struct pg_gateway *gw, struct pg_buf *o)
 	                  "place (shed), or the queue was full (refused); their client went "
 	                  "(gone).");
 	for (unsigned p = 0; p < n; p++)
-		for (size_t i = 0; i < sizeof(outcomes) / sizeof(outcomes[0]); i++)
-			pg_buf_printf(
-			    o, "prefixgate_flow_left_total{pool=\"%s\",outcome=\"%s\"} %llu\n",
-			    pg_pool_name(gw, p), outcomes[i].outcome,
-			    (unsigned long long)LOAD(
-			        (const uint64_t *)((const char *)&gw->maps.flow[p] +
-			                           outcomes[i].off)));
+		for (size_t i = 0; i < sizeof(outcomes) / sizeof(outcomes[0]); i++) {
+			snprintf(more, sizeof(more), "outcome=\"%s\"", outcomes[i].outcome);
+			pg_buf_printf(o, "prefixgate_flow_left_total%s %llu\n",
+			              labels(gw, p, more, l, sizeof(l)),
+			              (unsigned long long)LOAD(
+			                  (const uint64_t *)((const char *)&gw->maps.flow[p] +
+			                                     outcomes[i].off)));
+		}
 	pg_metrics_family(o, "prefixgate_flow_bypassed_total", "counter",
 	                  "Requests that could not wait (a body past what is held whole) and "
 	                  "were sent on at once.");
 	for (unsigned p = 0; p < n; p++)
-		pg_buf_printf(o, "prefixgate_flow_bypassed_total{pool=\"%s\"} %llu\n",
-		              pg_pool_name(gw, p),
+		pg_buf_printf(o, "prefixgate_flow_bypassed_total%s %llu\n",
+		              labels(gw, p, "", l, sizeof(l)),
 		              (unsigned long long)LOAD(&gw->maps.flow[p].bypassed));
 }
 
