@@ -100,8 +100,14 @@ def saturated_fleet_keeps_conversations(opts):
     # 36,600 tokens/s at time scale 2: a ~7,000-token history is 96 ms of
     # prefill; the flood (32 clients, ~8,000 tokens each) queues ~1 s on
     # each instance
-    f = Fleet(opts, 4, gw_args=GW + ["--concurrency-threshold", "2"],
-              mock_args={i: ["--time-scale", "2"] for i in range(4)})
+    # each instance is sent ~216,000 tokens of flood: caches (the
+    # instances' and the gateway's index of them) of 2M tokens keep every
+    # history through it; at mockllm's default 100,000 (and the index's
+    # 262,144) one could age out, and the turn rightly go elsewhere
+    f = Fleet(opts, 4, gw_args=GW + ["--concurrency-threshold", "2", "--cache-capacity",
+                                     "2000000"],
+              mock_args={i: ["--time-scale", "2", "--kv-capacity-tokens", "2000000"]
+                         for i in range(4)})
     try:
         rng = random.Random(11)
         convs = [[{"role": "user", "content": words(rng, 5000)}] for _ in range(12)]
