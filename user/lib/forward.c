@@ -224,6 +224,29 @@ void pg_fwd_request_head(const struct pg_http_request *req, struct pg_fwd_ident 
 	put(buf, len, cap, "\r\n", 2);
 }
 
+void pg_fwd_with_length(const char *h, size_t n, uint64_t body_len, char **buf, size_t *len,
+                        size_t *cap)
+{
+	const char *p = h, *end = h + n;
+
+	pg_bytes_room(buf, *len, cap, n + PG_DIGITS_MAX + 18);
+	while (p < end) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		size_t l = eol ? (size_t)(eol + 1 - p) : (size_t)(end - p);
+		const char *colon = memchr(p, ':', l);
+		struct pg_str name = {p, colon ? (size_t)(colon - p) : 0};
+
+		if (l <= 2 && (p[0] == '\r' || p[0] == '\n')) /* the blank line */
+			break;
+		if (!colon ||
+		    (!pg_name_is(name, "Content-Length") && !pg_name_is(name, "Transfer-Encoding")))
+			put(buf, len, cap, p, l);
+		p += l;
+	}
+	put_length(buf, len, cap, body_len);
+	put(buf, len, cap, "\r\n", 2);
+}
+
 /* The field lines of a parsed, so well-formed, head. */
 struct field_iter {
 	const char *p, *end;

@@ -77,6 +77,14 @@ struct pg_fwd_resp {
 void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response *resp,
                           const struct pg_fwd_resp *o, char **buf, size_t *len, size_t *cap);
 
+/* A forwarded request head h[0..n) (pg_fwd_request_head's, ending in its
+ * blank line) for a body of body_len bytes: its framing field
+ * (Content-Length or Transfer-Encoding) replaced by Content-Length:
+ * body_len; the X-Request-Id stays where it was. Prefill/decode legs send
+ * bodies edited to other lengths. */
+void pg_fwd_with_length(const char *h, size_t n, uint64_t body_len, char **buf, size_t *len,
+                        size_t *cap);
+
 /* One chunk of a re-framed request body: "<hex size>\r\n<data>\r\n". */
 void pg_fwd_chunk(const char *data, size_t n, char **buf, size_t *len, size_t *cap);
 /* The last chunk, no trailers. */
