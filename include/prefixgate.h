@@ -307,6 +307,7 @@ static inline enum pg_state_liveness pg_state_liveness(const struct pg_state *s,
 /* pg_pool.flags */
 #define PG_POOL_ACTIVE    0x1 /* declared */
 #define PG_POOL_CATCH_ALL 0x2 /* takes requests no other pool claims (the default pool) */
+#define PG_POOL_DECODE    0x4 /* the decode set of pool .decode (prefill/decode) */
 
 /*
  * One model pool, as configured. Array map "pg_pools" with PG_MAX_POOLS
@@ -321,7 +322,13 @@ struct pg_pool {
 	__u32 npaths;     /* path prefixes it serves */
 	__u32 pool_pad;
 	char paths[128]; /* the first of them, comma-separated, NUL-terminated */
+	/* Prefill/decode disaggregation: the protocol (0 none, 1 vllm, 2
+	 * sglang) and the index of its decode set's pool (its own members are
+	 * the prefill instances); a decode set has PG_POOL_DECODE and its
+	 * prefill pool's index in decode. */
+	__u32 pd;
+	__u32 decode;
 };
-_Static_assert(sizeof(struct pg_pool) == 424, "pg_pool layout");
+_Static_assert(sizeof(struct pg_pool) == 432, "pg_pool layout");
 
 #endif /* PREFIXGATE_H */

@@ -59,4 +59,17 @@ struct pg_flow_cfg;
 int pg_flow_tenant_src_parse(struct pg_flow_cfg *fc, const char *v, char *err, size_t errlen);
 int pg_tenant_spec_parse(struct pg_flow_cfg *fc, const char *v, char *err, size_t errlen);
 
+/* One model=, path= or backend= item it[0..len) into pool pc of t
+ * (config_pools.c). 0, or -1 with err naming the problem. */
+struct pg_pool_cfg;
+int pg_pool_add_item(struct pg_pool_table *t, struct pg_pool_cfg *pc, const char *key,
+                     const char *it, size_t len, char *err, size_t errlen);
+
+/* A prefill/decode key of pool p (config_pd.c): 0 taken, 1 not one of
+ * them, -1 an error in err. Then, once all are given, the checks that
+ * span a pool and its decode set: 0, or -1 with err. */
+int pg_pool_pd_key(struct pg_pool_table *t, unsigned p, const char *key, const char *val, char *err,
+                   size_t errlen);
+int pg_pools_pd_finish(struct pg_pool_table *t, char *err, size_t errlen);
+
 #endif /* PG_CONFIG_INTERNAL_H */

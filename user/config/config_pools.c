@@ -50,7 +50,7 @@ static int number(const char *v, uint32_t min, uint32_t max, uint32_t *out)
 }
 
 /* model=, path=, backend=: comma-separated items. */
-static int list_item(struct pg_pool_table *t, struct pg_pool_cfg *pc, const char *key,
+int pg_pool_add_item(struct pg_pool_table *t, struct pg_pool_cfg *pc, const char *key,
                      const char *it, size_t len, char *err, size_t errlen)
 {
 	struct pg_hostport a;
@@ -166,7 +166,8 @@ static int route_key(struct pg_pool_cfg *pc, const char *key, const char *v, cha
 	}
 	pg_errf(err, errlen,
 	        "unknown key \"%s\" (model, path, backend, strategy, prefix-length, "
-	        "concurrency-threshold, new-conversation-choices, routing-config)",
+	        "concurrency-threshold, new-conversation-choices, routing-config; pd, prefill, "
+	        "decode, pd-min-tokens, bootstrap-port)",
 	        key);
 	return -1;
 }
@@ -207,7 +208,9 @@ int pg_pool_spec_parse(struct pg_pool_table *t, const char *v, char *err, size_t
 	key[eq - colon - 1] = 0;
 	val = eq + 1;
 	if (strcmp(key, "model") && strcmp(key, "path") && strcmp(key, "backend")) {
-		if (route_key(pc, key, val, e, sizeof(e)) == 0)
+		int rc = pg_pool_pd_key(t, (unsigned)p, key, val, e, sizeof(e));
+
+		if (rc == 0 || (rc == 1 && route_key(pc, key, val, e, sizeof(e)) == 0))
 			return 0;
 		pg_errf(err, errlen, "--pool %.*s: %s", (int)nlen, v, e);
 		return -1;
@@ -216,7 +219,7 @@ int pg_pool_spec_parse(struct pg_pool_table *t, const char *v, char *err, size_t
 		const char *end = strchr(it, ',');
 		size_t len = end ? (size_t)(end - it) : strlen(it);
 
-		if (list_item(t, pc, key, it, len, e, sizeof(e))) {
+		if (pg_pool_add_item(t, pc, key, it, len, e, sizeof(e))) {
 			pg_errf(err, errlen, "--pool %.*s: %s", (int)nlen, v, e);
 			return -1;
 		}
@@ -268,13 +271,15 @@ int pg_pools_finish(struct pg_config *cfg, char *err, size_t errlen)
 				return -1;
 			}
 		}
-		if (p && !pc->nmodels && !pc->npaths) {
+		if (p && !pc->nmodels && !pc->npaths && !pc->decode_set) {
 			pg_errf(err, errlen,
 			        "--pool %s: no model= and no path=: no request would reach it",
 			        pc->name);
 			return -1;
 		}
 	}
+	if (pg_pools_pd_finish(t, err, errlen))
+		return -1;
 	/* (catch_all may be set already: pg_pools_file_catch_all) */
 	t->catch_all |= (!t->by_model && !t->by_path) || t->pool[0].declared || cfg->nbackends ||
 	                t->pool[0].nbackends;

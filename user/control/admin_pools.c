@@ -5,6 +5,7 @@
 #include <string.h>
 #include "config/config.h"
 #include "control/admin_pools.h"
+#include "lib/pd.h"
 #include "control/control.h"
 #include "lib/names.h"
 #include "state/pools.h"
@@ -105,6 +106,12 @@ int pg_admin_pools_get(struct pg_gateway *gw, struct pg_admin_reply *r)
 		              !p && (!t || !t->n || t->catch_all) ? "true" : "false",
 		              __atomic_load_n(&st->nbackends, __ATOMIC_RELAXED));
 		members_json(gw, p, &r->body);
+		if (pc && pc->pd) /* prefill/decode: its members prefill, its decode set */
+			pg_buf_printf(&r->body, ",\"pd\":\"%s\",\"decode_pool\":\"%s\"",
+			              pg_pd_name((enum pg_pd)pc->pd), pg_pool_name(gw, pc->decode));
+		if (pc && pc->decode_set)
+			pg_buf_printf(&r->body, ",\"decode_of\":\"%s\"",
+			              pg_pool_name(gw, pc->prefill));
 		pg_buf_printf(
 		    &r->body, ",\"ring_generation\":%llu,\"remapped_ratio\":%.6f,\"routing\":",
 		    (unsigned long long)__atomic_load_n(&st->ring_generation, __ATOMIC_RELAXED),

@@ -302,6 +302,9 @@ void pg_pool_table_free(struct pg_pool_table *t)
 		free_list(t->pool[p].models, t->pool[p].nmodels);
 		free_list(t->pool[p].paths, t->pool[p].npaths);
 		free_list(t->pool[p].backends, t->pool[p].nbackends);
+		for (size_t i = 0; i < t->pool[p].nbootstraps; i++)
+			free(t->pool[p].bootstraps[i].addr);
+		free(t->pool[p].bootstraps);
 	}
 	memset(t, 0, sizeof(*t));
 }

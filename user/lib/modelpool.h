@@ -56,6 +56,25 @@ struct pg_pool_cfg {
 	unsigned route_set;        /* PG_POOL_SET_* */
 	struct pg_route_cfg own;   /* the values of the fields it sets */
 	bool declared;             /* named by a --pool flag */
+	/* Prefill/decode disaggregation (lib/pd.h): the protocol (its own
+	 * members are then the prefill instances) and the pool of its decode
+	 * instances (0: none; never the default pool); or, for such a decode
+	 * set (decode_set), the pool it serves (prefill), which alone leads
+	 * requests to it. Prompts under pd_min_tokens go to the decode instance
+	 * alone; SGLang: the prefill members' bootstrap port, and the addresses
+	 * given another one. */
+	uint8_t pd; /* enum pg_pd */
+	unsigned decode;
+	bool decode_set;
+	unsigned prefill;
+	uint32_t pd_min_tokens;
+	bool pd_min_set; /* pd_min_tokens given (else PG_PD_MIN_TOKENS_DEFAULT) */
+	uint16_t bootstrap_port;
+	struct pg_bootstrap {
+		char *addr; /* canonical (config.h) */
+		uint16_t port;
+	} * bootstraps;
+	size_t nbootstraps;
 };
 
 /*

@@ -23,6 +23,7 @@
 #include "lib/json.h"
 #include "proxy/body.h"
 #include "proxy/input.h"
+#include "proxy/pd.h"
 #include "proxy/queue.h"
 #include "proxy/reply.h"
 #include "proxy/worker.h"
@@ -156,7 +157,7 @@ static size_t request_head(struct pg_worker *w, struct pg_client *c, const char 
 	                          : req.body == PG_BODY_NONE ? 0
 	                                                     : -1);
 	/* A request that may wait (queue.h) waits with its whole body. */
-	if (rc.flow_queue_ms)
+	if (rc.flow_queue_ms || pg_pd_pool(w->gw, x->pool > 0 ? (unsigned)x->pool : 0))
 		x->key_need = pg_queue_hold(x->key_need, req.body == PG_BODY_LENGTH
 		                                             ? (int64_t)req.content_length
 		                                         : req.body == PG_BODY_NONE ? 0
@@ -217,7 +218,9 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 	in.scratch = &w->key_scratch;
 	pg_route_cfg_load_pool(w->gw, in.pool, &cfg);
 	if (cfg.flow_queue_ms && !pg_queue_arrive(w, c, &in, n, &cfg))
-		return false; /* waits, or was answered */
+		return false;           /* waits, or was answered */
+	if (pg_pd_pool(w->gw, in.pool)) /* prefill/decode: two legs */
+		return pg_pd_start(w, c, &in, n, false);
 	id = pg_route_worker(w->gw, w->id, &in, NULL, pg_worker_rand(w), &x->key, &x->choice);
 	pg_parse_ahead_end(w, x);
 	if (x->key.ahead)

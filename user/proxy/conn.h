@@ -31,6 +31,7 @@
 struct pg_worker;
 struct pg_upstream;
 struct pg_dp_conn;
+struct pg_pd_x;
 
 enum pg_client_state {
 	PG_C_HEAD,    /* reading a request head */
@@ -126,6 +127,9 @@ struct pg_exchange {
 	bool flow_charged;    /* its tenant was charged its work */
 	uint32_t deadline_ms; /* the head's X-Prefixgate-Deadline-Ms; 0: none */
 	uint32_t wait_us;     /* how long it waited in the queue */
+	/* Prefill/decode disaggregation (pd.h): its two legs; NULL unless its
+	 * pool has a decode set. */
+	struct pg_pd_x *pd;
 };
 
 /* A list of clients, oldest first (the worker's idle and busy lists). */
@@ -175,11 +179,12 @@ struct pg_upstream {
 	enum pg_up_state state;
 	uint16_t backend;
 	uint32_t epoch;
-	bool reused;                   /* came from the pool */
-	bool keep_alive;               /* may go back to the pool after this response */
-	bool peer_closed;              /* the backend's EOF or error was read */
-	bool early;                    /* its response head came while request bytes were owed */
-	struct pg_client *c;           /* NULL while idle or lingering */
+	bool reused;         /* came from the pool */
+	bool keep_alive;     /* may go back to the pool after this response */
+	bool peer_closed;    /* the backend's EOF or error was read */
+	bool early;          /* its response head came while request bytes were owed */
+	bool leg;            /* a prefill leg's: its answer goes to pd.c, not the client */
+	struct pg_client *c; /* NULL while idle or lingering */
 	struct pg_upstream *pool_next; /* pool or linger list */
 	uint64_t idle_since_ms;
 	/* The response body: where it stands (PG_FRAME_NONE: it ends with the
@@ -222,6 +227,9 @@ void pg_client_answer(struct pg_worker *w, struct pg_client *c, int status, cons
 /* Send the request to backend id (a pooled connection unless fresh). */
 void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned decision,
                 bool fresh);
+/* The attempt is given up, not failed (prefill/decode: its pair goes
+ * again): its connection closed, its slot given back. */
+void pg_attempt_abandon(struct pg_worker *w, struct pg_client *c);
 /* The attempt failed before a response byte reached the client: retry
  * elsewhere (or fresh) while possible, else answer 502. */
 void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why, bool mark_down);

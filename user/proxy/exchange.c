@@ -25,6 +25,7 @@
 #include "lib/boundary.h"
 #include "lib/buf.h"
 #include "proxy/body.h"
+#include "proxy/pd.h"
 #include "proxy/queue.h"
 #include "proxy/reply.h"
 #include "proxy/worker.h"
@@ -182,6 +183,7 @@ void pg_exchange_reset(struct pg_worker *w, struct pg_client *c)
 
 	release_slot(w, x);
 	pg_queue_leave(w, c);
+	pg_pd_free(w, x);
 	if (x->up)
 		upstream_close(w, x, x->up, false);
 	if (x->admitted)
@@ -273,6 +275,8 @@ static uint32_t work_on(const struct pg_exchange *x, uint16_t id)
 {
 	uint32_t held = x->choice.est[0].id == id ? x->choice.est[0].matched : 0;
 
+	if (x->pd && x->pd->route == PG_PDR_PAIR)
+		return 1; /* its KV comes from the prefill instance */
 	return x->key.tokens > held ? x->key.tokens - held : 1;
 }
 
@@ -306,6 +310,19 @@ void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned 
 	pg_upstream_start(w, u, c);
 }
 
+void pg_attempt_abandon(struct pg_worker *w, struct pg_client *c)
+{
+	struct pg_exchange *x = &c->x;
+
+	release_slot(w, x);
+	if (x->up) {
+		struct pg_upstream *u = x->up;
+
+		x->up = NULL;
+		upstream_close(w, x, u, true);
+	}
+}
+
 void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why, bool mark_down)
 {
 	struct pg_exchange *x = &c->x;
@@ -337,6 +354,10 @@ void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why
 	if (stale) {
 		/* A pooled connection the backend had closed: same backend, fresh. */
 		pg_attempt(w, c, x->backend, PG_DEC_RETRY, true);
+		return;
+	}
+	if (x->pd) { /* a fresh prefill with another decode instance */
+		pg_pd_decode_failed(w, c, why);
 		return;
 	}
 	id = pg_route_again(w->gw, &x->key, &x->tried, pg_worker_rand(w), &x->choice);
@@ -441,6 +462,11 @@ static void client_timeouts(struct pg_worker *w, struct pg_client *c, const stru
 		/* A streaming request may have a backend answering too. */
 		__attribute__((fallthrough));
 	case PG_C_WAIT:
+		if (x->pd && x->pd->u) { /* its prefill leg, under way */
+			pg_pd_tick(w, c);
+			if (!x->up)
+				return;
+		}
 		/* A response that does not stream shows no first token: its work
 		 * leaves the queue when the first token was predicted. */
 		if (pg_load_pending(&x->load) && !x->key.stream && now >= x->load.due_ms)

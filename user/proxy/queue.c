@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "proxy/body.h"
+#include "proxy/pd.h"
 #include "proxy/queue.h"
 #include "proxy/worker.h"
 #include "state/flowctl.h"
@@ -385,6 +386,11 @@ static void dispatch(struct pg_worker *w, struct pg_client *c, uint64_t now_ms)
 	pg_flow_hist_add(&f->cls[x->fq.prio], waited_us);
 	if (x->fq.deadline_ms)
 		in.budget_ms = (uint32_t)(x->fq.deadline_ms - now_ms);
+	if (pg_pd_pool(w->gw, pool)) { /* prefill/decode: two legs */
+		FLOW_ADD(&st->dispatched, 1);
+		pg_pd_start(w, c, &in, 0, true);
+		return;
+	}
 	id = pg_route_worker(w->gw, w->id, &in, NULL, pg_worker_rand(w), &x->key, &x->choice);
 	pg_stats_decide_latency(w->stats, pg_now_ns() - t);
 	x->route_ns = (uint32_t)(t - x->t0_ns - waited_us * 1000 + (pg_now_ns() - t));

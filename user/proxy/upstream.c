@@ -19,6 +19,7 @@
 #include "lib/boundary.h"
 #include "lib/buf.h"
 #include "lib/forward.h"
+#include "proxy/pd.h"
 #include "proxy/queue.h"
 #include "proxy/worker.h"
 #include "sys/lifecycle.h"
@@ -364,6 +365,10 @@ void pg_upstream_ended(struct pg_worker *w, struct pg_upstream *u, int err)
 	struct pg_client *c = u->c;
 
 	u->peer_closed = true;
+	if (u->leg) { /* a prefill leg's (pd.h) */
+		pg_pd_leg_failed(w, u, err ? strerror(-err) : NULL, false);
+		return;
+	}
 	if (!c) {
 		pg_upstream_close(w, u);
 		return;
@@ -395,6 +400,8 @@ static bool upstream_data(struct pg_worker *w, struct pg_sock *s, char *data, si
 		pg_upstream_close(w, u); /* an idle or lingering connection must not speak */
 		return false;
 	}
+	if (u->leg)
+		return pg_pd_leg_data(w, u, data, len);
 	if (u->dp)
 		pg_dp_sync(w, u); /* before decoding: take back what the kernel redirected */
 	return pg_upstream_input(w, u, data, len, bid);
@@ -421,6 +428,11 @@ static void upstream_connected(struct pg_worker *w, struct pg_sock *s, int res)
 		pg_upstream_close(w, u);
 		return;
 	}
+	if (u->leg) {
+		pg_pd_leg_failed(w, u, res == -ECANCELED ? "connect timed out" : strerror(-res),
+		                 true);
+		return;
+	}
 	pg_attempt_failed(w, c, res == -ECANCELED ? "connect timed out" : strerror(-res), true);
 }
 
@@ -435,6 +447,11 @@ static void upstream_sent(struct pg_worker *w, struct pg_sock *s, int err)
 			u->peer_closed = true; /* never pooled; closed when it ends */
 		if (err && !c)
 			pg_upstream_close(w, u);
+		return;
+	}
+	if (u->leg) {
+		if (err)
+			pg_pd_leg_failed(w, u, strerror(-err), !u->reused);
 		return;
 	}
 	x = &c->x;

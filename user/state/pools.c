@@ -18,7 +18,10 @@ static void publish(struct pg_gateway *gw, unsigned p)
 	pg_pool_list_join(pc->models, pc->nmodels, e->models, sizeof(e->models));
 	e->npaths = (uint32_t)pc->npaths;
 	pg_pool_list_join(pc->paths, pc->npaths, e->paths, sizeof(e->paths));
-	e->flags = PG_POOL_ACTIVE | (!p && gw->cfg->pools.catch_all ? PG_POOL_CATCH_ALL : 0);
+	e->flags = PG_POOL_ACTIVE | (!p && gw->cfg->pools.catch_all ? PG_POOL_CATCH_ALL : 0) |
+	           (pc->decode_set ? PG_POOL_DECODE : 0);
+	e->pd = pc->pd;
+	e->decode = pc->decode_set ? pc->prefill : pc->decode;
 }
 
 int pg_pools_init(struct pg_gateway *gw)

@@ -5,6 +5,7 @@
 #include "state/routestats.h"
 #include "state/route.h"
 #include "lib/cachechoice.h"
+#include "lib/pd.h"
 #include "lib/work.h"
 #include "state/pools.h"
 
@@ -231,6 +232,51 @@ uint16_t pg_route_dry(struct pg_gateway *gw, const struct pg_route_input *in,
                       struct pg_choice *choice)
 {
 	return route(gw, in, exclude, rnd, key, choice, NO_RECORD);
+}
+
+enum pg_pd_route pg_route_pd(struct pg_gateway *gw, unsigned worker,
+                             const struct pg_route_input *in, const struct pg_idset *pex,
+                             const struct pg_idset *dex, uint64_t rnd, struct pg_key *key,
+                             struct pg_choice *pchoice, struct pg_choice *dchoice)
+{
+	const uint64_t now = pg_now_ms();
+	const unsigned pool = in->pool < gw->maps.npools ? in->pool : 0;
+	const struct pg_pool_cfg *pc = &gw->pools->table->pool[pool];
+	const unsigned dpool = pc->decode < gw->maps.npools ? pc->decode : pool;
+	struct pg_idset pbuf, dbuf;
+	struct pg_key_blocks kb;
+	struct pg_route_cfg rc, dc;
+	struct pg_key dk;
+	uint16_t p = 0, d;
+	bool pca, dca;
+
+	decision_cfg(gw, pool, &rc);
+	decision_cfg(gw, dpool, &dc);
+	pca = pg_route_blocks(&rc);
+	dca = pg_route_blocks(&dc);
+	pg_key_compute_ahead(in->api, in->header_key, in->body, in->body_len, in->complete, in->pre,
+	                     rc.prefix_length, key, pca || dca ? &kb : NULL, in->scratch);
+	dk = *key;
+	d = choose(gw, dpool, &dc, &dk, dca ? &kb : NULL, pg_pool_exclude(gw, dpool, dex, &dbuf),
+	           now, rnd, dchoice);
+	dchoice->pool = (uint8_t)dpool;
+	if (!d)
+		return PG_PDR_NONE;
+	if (!pg_pd_decode_alone(key->tokens, dca ? dchoice->matched : 0, pc->pd_min_tokens)) {
+		p = choose(gw, pool, &rc, key, pca ? &kb : NULL,
+		           pg_pool_exclude(gw, pool, pex, &pbuf), now, rnd, pchoice);
+		pchoice->pool = (uint8_t)pool;
+	}
+	if (worker == NO_RECORD)
+		return p ? PG_PDR_PAIR : PG_PDR_ALONE;
+	if (pca || dca) /* both hold the prompt's KV once it is sent on */
+		record_blocks(gw, worker, &dk, &kb, d, dca ? dchoice->matched : 0,
+		              place_anchor(&dk, &kb));
+	if (p && (pca || dca))
+		record_blocks(gw, worker, key, &kb, p, pca ? pchoice->matched : 0,
+		              place_anchor(key, &kb));
+	pg_rstats_record(gw, worker, key->anchor, p ? p : d, p ? p : d, now);
+	return p ? PG_PDR_PAIR : PG_PDR_ALONE;
 }
 
 uint16_t pg_route_again(struct pg_gateway *gw, const struct pg_key *key,

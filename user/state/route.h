@@ -47,6 +47,29 @@ uint16_t pg_route_dry(struct pg_gateway *gw, const struct pg_route_input *in,
                       const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
                       struct pg_choice *choice);
 
+/* What pg_route_pd chose. */
+enum pg_pd_route {
+	PG_PDR_NONE = 0,  /* no decode instance usable */
+	PG_PDR_PAIR = 1,  /* a prefill instance (*pchoice), then the decode one */
+	PG_PDR_ALONE = 2, /* the decode instance alone (conditional disaggregation) */
+};
+
+/*
+ * A request of a prefill/decode pool (lib/pd.h; in->pool has a decode
+ * set): its key, once; its decode instance by the decode set's strategy
+ * (cache_aware unless configured: load in work, and where the
+ * conversation's cache is); then, unless the prompt is short or the decode
+ * instance holds most of it (pg_pd_decode_alone), its prefill instance by
+ * the pool's strategy. pex, dex: prefill and decode instances not to
+ * choose (tried; may be NULL). What is chosen is recorded in the block
+ * index (both instances hold the prompt's KV once it is sent on) and the
+ * routing statistics.
+ */
+enum pg_pd_route pg_route_pd(struct pg_gateway *gw, unsigned worker,
+                             const struct pg_route_input *in, const struct pg_idset *pex,
+                             const struct pg_idset *dex, uint64_t rnd, struct pg_key *key,
+                             struct pg_choice *pchoice, struct pg_choice *dchoice);
+
 /* Re-choose for a request whose key is known (after a failed attempt), in
  * the pool of its first choice (choice->pool); not recorded again in the
  * routing statistics. */
