@@ -25,6 +25,7 @@
 #include "proxy/worker.h"
 #include "state/flowctl.h"
 #include "state/maps.h"
+#include "state/pools.h"
 #include "sys/log.h"
 
 /* Each test program uses a part of the helpers below. */
@@ -220,7 +221,8 @@ static int setup(void **state)
 	gw.cfg = &cfg;
 	gw.nworkers = 1;
 	gw.stats = calloc(1, sizeof(*gw.stats));
-	if (!gw.stats || pg_maps_open(&gw.maps, false, "", 0, err, sizeof(err)) ||
+	if (!gw.stats ||
+	    pg_maps_open_pools(&gw.maps, false, "", 0, pg_pools_count(&cfg), err, sizeof(err)) ||
 	    pg_control_init(&gw, err, sizeof(err)) ||
 	    !(gw.flow = pg_flowctl_new(&cfg, 1, err, sizeof(err)))) {
 		fprintf(stderr, "setup: %s\n", err);
@@ -264,6 +266,7 @@ static int teardown(void **state)
 	free(w);
 	pg_flowctl_free(gw.flow);
 	pg_control_stop(&gw);
+	pg_pools_free(&gw);
 	pg_maps_close(&gw.maps);
 	free(gw.stats);
 	pg_config_free(&cfg);
