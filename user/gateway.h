@@ -49,6 +49,10 @@ struct pg_worker_stats {
 	uint64_t spliced;         /* response bodies handed to an in-kernel path */
 	uint64_t splice_unframed; /* ...of which the end could not be tracked */
 	uint64_t early_answers;   /* responses begun while request bytes were owed */
+	/* prefill/decode disaggregation (proxy/pd.h): requests sent to a
+	 * pair, to the decode instance alone; prefill legs that failed;
+	 * decode legs tried again with a fresh pair */
+	uint64_t pd_pairs, pd_alone, pd_prefill_failures, pd_decode_retries;
 	/* |first token - predicted| by bucket (state/load.h), and the sum of
 	 * the signed errors (µs): the load model's accuracy */
 	uint64_t ttft_err[PG_TTFT_ERR_BUCKETS];

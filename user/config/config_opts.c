@@ -147,7 +147,8 @@ const struct pg_opt pg_opts[] = {
     [O_POOL] = {OPT("pool", "NAME[:KEY=V]",
                     "a model pool; KEY: model=M,.. path=/P,.. backend=ADDR:PORT,.. strategy "
                     "prefix-length concurrency-threshold new-conversation-choices "
-                    "routing-config=FILE; "
+                    "routing-config=FILE; prefill/decode: pd=vllm|sglang prefill=ADDR[@PORT],.. "
+                    "decode=ADDR,.. pd-min-tokens bootstrap-port; "
                     "repeat (default: one pool, default)")},
     [O_USER] = {OPT("user", "NAME",
                     "after start-up run as NAME (uid, gid, groups), keeping no capability the "

@@ -93,6 +93,12 @@ static void write_rec(const struct pg_alog *l, const struct pg_alog_rec *r)
 		fputs(",\"tenant\":", l->f);
 		json_str(l->f, r->tenant, r->tenant_len);
 	}
+	if (r->prefill) {
+		char pre[PG_ADDR_STRLEN];
+
+		fprintf(l->f, ",\"prefill\":\"%s\"",
+		        pg_backend_name(&l->gw->maps.backends[r->prefill], pre, sizeof(pre)));
+	}
 	fprintf(l->f,
 	        ",\"backend\":\"%s\",\"decision\":\"%s\","
 	        "\"key_hash\":\"0x%016" PRIx64 "\",\"key_source\":\"%s\",\"status\":%u,"

@@ -39,6 +39,7 @@ struct pg_alog_rec {
 	uint32_t queue_us;  /* waited in the gateway (flow control; 0: not) */
 	uint16_t status;    /* response status (0: none was sent) */
 	uint16_t backend;   /* backend id (0: none) */
+	uint16_t prefill;   /* prefill/decode: its prefill instance's id (0: none) */
 	uint8_t decision;   /* enum pg_decision */
 	uint8_t key_source; /* enum pg_key_source */
 	uint8_t outcome;    /* enum pg_alog_outcome */

@@ -104,6 +104,19 @@ static void counters(const struct pg_gateway *gw, struct pg_buf *o)
 	     "answered before reading the body): that backend connection was closed, never "
 	     "pooled.",
 	     offsetof(struct pg_worker_stats, early_answers)},
+	    {"prefixgate_pd_pairs_total",
+	     "Prefill/decode pools: requests sent to a prefill and a decode instance.",
+	     offsetof(struct pg_worker_stats, pd_pairs)},
+	    {"prefixgate_pd_decode_alone_total",
+	     "Prefill/decode pools: requests sent to the decode instance alone (a short prompt, "
+	     "one it mostly holds, or no prefill instance left).",
+	     offsetof(struct pg_worker_stats, pd_alone)},
+	    {"prefixgate_pd_prefill_failures_total",
+	     "Prefill legs that failed (no connection, an error status, no answer in time).",
+	     offsetof(struct pg_worker_stats, pd_prefill_failures)},
+	    {"prefixgate_pd_decode_retries_total",
+	     "Decode legs that failed before answering, tried again with a fresh pair.",
+	     offsetof(struct pg_worker_stats, pd_decode_retries)},
 	};
 
 	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {

@@ -88,6 +88,7 @@ static void log_request(struct pg_worker *w, const struct pg_client *c, unsigned
 	    .total_us = (uint32_t)((now - x->t0_ns) / 1000),
 	    .ttft_us = x->ttft_ns > x->t0_ns ? (uint32_t)((x->ttft_ns - x->t0_ns) / 1000) : 0,
 	    .queue_us = x->wait_us,
+	    .prefill = x->pd && x->pd->route == PG_PDR_PAIR ? x->pd->prefill : 0,
 	    .status = (uint16_t)status,
 	    .backend = x->backend,
 	    .decision = x->attempts > 1 ? PG_DEC_RETRY : x->choice.decision,

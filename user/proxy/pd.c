@@ -12,6 +12,8 @@
 #include "state/pools.h"
 #include "sys/log.h"
 
+#define STAT(w, f) __atomic_fetch_add(&(w)->stats->f, 1, __ATOMIC_RELAXED)
+
 bool pg_pd_pool(const struct pg_gateway *gw, unsigned pool)
 {
 	const struct pg_pool_table *t = pg_pools_table(gw);
@@ -188,6 +190,7 @@ static void send_pair(struct pg_worker *w, struct pg_client *c)
 
 	c->state = PG_C_WAIT;
 	if (pd->route == PG_PDR_ALONE) {
+		STAT(w, pd_alone);
 		decode_go(w, c, pd->body, pd->body_len);
 		return;
 	}
@@ -203,10 +206,12 @@ static void send_pair(struct pg_worker *w, struct pg_client *c)
 	pg_json_free(&js);
 	if (rc) { /* not a JSON object: nothing to disaggregate */
 		pg_buf_free(&b);
+		STAT(w, pd_alone);
 		pd->route = PG_PDR_ALONE;
 		decode_go(w, c, pd->body, pd->body_len);
 		return;
 	}
+	STAT(w, pd_pairs);
 	if (!leg_start(w, c, p, b.p, b.len)) {
 		pg_buf_free(&b);
 		prefill_failed(w, c, "no connection");
@@ -240,6 +245,7 @@ bool pg_pd_start(struct pg_worker *w, struct pg_client *c, struct pg_route_input
 		/* a body too large to hold whole: the decode instance alone,
 		 * streamed as any request's */
 		pd->route = PG_PDR_ALONE;
+		STAT(w, pd_alone);
 		c->state = PG_C_STREAM;
 		pg_attempt(w, c, x->choice.backend, x->choice.decision, false);
 		return true;
@@ -417,6 +423,7 @@ static void prefill_failed(struct pg_worker *w, struct pg_client *c, const char 
 	pg_debug("prefill/decode: prefill %s failed: %s",
 	         pg_backend_name(&w->gw->maps.backends[pd->prefill], name, sizeof(name)), why);
 	__atomic_fetch_add(&w->gw->maps.backends[pd->prefill].failures, 1, __ATOMIC_RELAXED);
+	STAT(w, pd_prefill_failures);
 	pg_idset_add(&pd->ptried, pd->prefill);
 	if (pd->proto == PG_PD_SGLANG) {
 		if (x->resp_started || pd->answered)
@@ -429,6 +436,7 @@ static void prefill_failed(struct pg_worker *w, struct pg_client *c, const char 
 		return;
 	}
 	pd->route = PG_PDR_ALONE; /* the decode instance, alone */
+	STAT(w, pd_alone);
 	decode_go(w, c, pd->body, pd->body_len);
 }
 
@@ -478,6 +486,7 @@ void pg_pd_decode_failed(struct pg_worker *w, struct pg_client *c, const char *w
 		pg_client_error(w, c, 502, "decode instances failed");
 		return;
 	}
+	STAT(w, pd_decode_retries);
 	pd->ptries = 0; /* a fresh pair */
 	pd->fresh = false;
 	reroute(w, c);

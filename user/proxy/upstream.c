@@ -109,6 +109,10 @@ static size_t route_header(struct pg_worker *w, const struct pg_exchange *x, cha
 		if (k < cap)
 			k += (size_t)est_fields(line + k, cap - k, "runner_up_", &ch->est[1]);
 	}
+	if (x->pd && x->pd->route == PG_PDR_PAIR && k < cap) /* prefill/decode */
+		k += (size_t)snprintf(
+		    line + k, cap - k, "; prefill=%s",
+		    pg_backend_name(&w->gw->maps.backends[x->pd->prefill], name, sizeof(name)));
 	if (k > cap - 3)
 		k = cap - 3;
 	memcpy(line + k, "\r\n", 3);
