@@ -23,84 +23,6 @@
 
 struct server g_srv;
 
-static const char usage_text[] =
-    "usage: mockllm [--listen ADDR:PORT] [--id NAME] [--model NAME]\n"
-    "               [--prefill-tokens-per-s N] [--decode-ms-per-token MS]\n"
-    "               [--decode-batch-factor F] [--ttft-overhead-ms MS]\n"
-    "               [--kv-capacity-tokens N] [--no-cache-output] [--max-num-seqs N]\n"
-    "               [--time-scale K] [--speed F]\n"
-    "\n"
-    "A simulated OpenAI-compatible inference server behaving like one vLLM instance\n"
-    "with automatic prefix caching. Simulated time is timers: no CPU is burnt.\n"
-    "\n"
-    "  --listen ADDR:PORT        default 127.0.0.1:8000 (port 0: any; the port is printed)\n"
-    "  --id NAME                 X-Backend-Id of every response (default: the port)\n"
-    "  --model NAME              model name served (default mockllm)\n"
-    "\n"
-    "Model (see tools/mockllm/sim.c):\n"
-    "  tokens     prompt text in 4-byte tokens (~4 chars/token): ceil(len/4). Chat is\n"
-    "             rendered as tools JSON + \"\\n\", then \"<|ROLE|>\\n\" CONTENT \"\\n\"\n"
-    "             per message, then the generation prompt \"<|assistant|>\\n\".\n"
-    "             Output text: a cycle of 4-byte words, one per output token.\n"
-    "  cache      vLLM prefix caching: 16-token blocks, chained hashes, cached tokens =\n"
-    "             16 x leading blocks found (the last prompt token always computed),\n"
-    "             looked up when the prefill starts, inserted when it ends, LRU\n"
-    "             eviction leaf-first beyond --kv-capacity-tokens (default 100000).\n"
-    "             When a request completes, the full blocks of its prompt + the output\n"
-    "             text it was sent are cached too (as vLLM and SGLang cache generated\n"
-    "             tokens): a chat's next turn finds the previous reply cached.\n"
-    "             --no-cache-output: prompt blocks only.\n"
-    "  prefill    first come, first served, one request at a time, at\n"
-    "             --prefill-tokens-per-s (default 36600); only uncached tokens are\n"
-    "             computed (vLLM's chunked-prefill scheduler in the fluid limit).\n"
-    "  schedule   at most --max-num-seqs running (default 256); the rest wait.\n"
-    "  TTFT       waiting + prefill + --ttft-overhead-ms (default 61.5).\n"
-    "  decode     one token per --decode-ms-per-token (default 25) x\n"
-    "             (1 + --decode-batch-factor (default 0.002) x (running - 1)).\n"
-    "  calibrated so a lone 8,000-token prompt has TTFT ~280 ms uncached and ~63 ms\n"
-    "  with all but ~50 tokens cached (Llama 3.1 70B on vLLM).\n"
-    "  --time-scale K  run K times faster (default 1): prefill rate x K, decode and\n"
-    "             TTFT overhead / K, applied after the flags above; a latency\n"
-    "             measured x K is the model's. For benchmarks that need many\n"
-    "             requests in little wall time.\n"
-    "  --speed F  this instance runs F times faster than the model above\n"
-    "             (0.001 to 1000, default 1): prefill rate x F, decode and TTFT\n"
-    "             overhead / F, composed with --time-scale (K x F in all), so a\n"
-    "             latency measured x K is that of an instance F times faster.\n"
-    "             For fleets of unequal instances.\n"
-    "\n"
-    "Endpoints: GET /health, GET /v1/models, GET /metrics (vllm:* names),\n"
-    "POST /v1/chat/completions, POST /v1/completions (stream or not; max_tokens\n"
-    "output tokens, default 16), POST /invocations; anything else 404.\n"
-    "For benchmarks (no real server has these):\n"
-    "  POST /mock/match/v1/completions, POST /mock/match/v1/chat/completions:\n"
-    "    the body that endpoint takes (malformed: its 400); nothing is submitted\n"
-    "    and the LRU is not touched. 200 {\"prompt_tokens\":N,\"cached_tokens\":M,\n"
-    "    \"waiting\":W,\"running\":R,\"queue_tokens\":Q,\"prefill_tokens_per_s\":RATE,\n"
-    "    \"ttft_overhead_ms\":OV,\"predicted_ttft_ms\":P}: M what its prefill would\n"
-    "    find cached now; W, R as in /metrics; Q the prefill tokens ahead of it\n"
-    "    (the rest of the prefill in progress + each waiting request's uncached\n"
-    "    tokens as estimated at its submission); RATE, OV in effect now\n"
-    "    (wall-clock units); P = (Q + max(N - M, 1)) / RATE x 1000 + OV.\n"
-    "  GET /mock/speed: {\"factor\":F,\"prefill_tokens_per_s\":..,\n"
-    "    \"ttft_overhead_ms\":..,\"decode_ms_per_token\":..}, the rates in effect.\n"
-    "  POST /mock/speed {\"factor\":F} (0.001 to 1000): from now on run at F times\n"
-    "    the configured speed (after --time-scale and --speed); prefills, overhead\n"
-    "    phases and decode steps that start later use the new rates, the prefill\n"
-    "    in progress keeps its end time. Answers as GET.\n"
-    "Every response has X-Backend-Id, X-Body-Length and X-Body-Crc32 (of the request\n"
-    "body as received, de-chunked), and X-Seen-X-Forwarded-For, X-Seen-X-Request-Id\n"
-    "and X-Seen-traceparent with the values of those request fields, when sent.\n"
-    "\n"
-    "Test knobs (request headers, override the simulation):\n"
-    "  X-Mock-Delay-Ms: N           wait N ms before answering\n"
-    "  X-Mock-Chunks: N             streaming: exactly N content events ...\n"
-    "  X-Mock-Chunk-Interval-Ms: N  ... N ms apart (the first at once)\n"
-    "  X-Mock-Response-Bytes: N     any path: 200 with N bytes of 16-byte lines\n"
-    "                               \"%015llu\\n\" (offset of the line)\n"
-    "  X-Mock-Chunked: 1            ... sent chunked, ~16 KiB chunks\n"
-    "  X-Mock-Fail: reset | close | reset-mid-body | close-mid-body\n";
-
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -232,10 +154,10 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 			speed = num_arg("--speed", optarg, 0.001, 1000);
 			break;
 		case 'h':
-			fputs(usage_text, stdout);
+			fputs(mock_usage, stdout);
 			exit(0);
 		default:
-			fputs(usage_text, stderr);
+			fputs(mock_usage, stderr);
 			exit(2);
 		}
 	}

@@ -162,6 +162,12 @@ void route_release(struct conn *c); /* free per-request generation state */
  * prompt_tokens, as the completion endpoints do. -1: answered (400, 500). */
 int route_parse_prompt(struct conn *c, bool with_output);
 
+/* usage.c: what --help prints */
+extern const char mock_usage[];
+
+/* metrics.c: GET /metrics */
+void metrics(struct conn *c);
+
 /* mockapi.c: the /mock/ endpoints */
 void mock_match(struct conn *c);
 void mock_speed(struct conn *c);
