@@ -74,7 +74,9 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		O_MODEL,
 		O_SCALE,
 		O_SPEED,
-		O_NO_CACHE_OUTPUT
+		O_NO_CACHE_OUTPUT,
+		O_INTERFERENCE,
+		O_BUDGET,
 	};
 	static const struct option opts[] = {
 	    {"listen", required_argument, NULL, 'l'},
@@ -89,10 +91,12 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 	    {"max-num-seqs", required_argument, NULL, O_SEQS},
 	    {"time-scale", required_argument, NULL, O_SCALE},
 	    {"speed", required_argument, NULL, O_SPEED},
+	    {"interference", no_argument, NULL, O_INTERFERENCE},
+	    {"max-num-batched-tokens", required_argument, NULL, O_BUDGET},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
-	double scale = 1, speed = 1;
+	double scale = 1, speed = 1, budget = -1;
 	int o;
 
 	cfg->listen = "127.0.0.1:8000";
@@ -153,6 +157,13 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		case O_SPEED:
 			speed = num_arg("--speed", optarg, 0.001, 1000);
 			break;
+		case O_INTERFERENCE:
+			if (budget < 0)
+				budget = 2048;
+			break;
+		case O_BUDGET:
+			budget = num_arg("--max-num-batched-tokens", optarg, 0, 1e7);
+			break;
 		case 'h':
 			fputs(mock_usage, stdout);
 			exit(0);
@@ -165,6 +176,8 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		fprintf(stderr, "mockllm: unexpected argument %s\n", argv[optind]);
 		exit(2);
 	}
+	if (budget > 0)
+		cfg->sim.max_num_batched_tokens = (uint32_t)budget;
 	/* the sim's created parameters: POST /mock/speed is relative to them */
 	sim_scale_params(&cfg->sim, scale * speed);
 }
