@@ -62,6 +62,42 @@ static bool plain_name(const char *s, size_t max)
 	return true;
 }
 
+/* Which of the two or three words v is (0, 1, 2); exits otherwise. */
+static int word_arg(const char *flag, const char *v, const char *w0, const char *w1, const char *w2)
+{
+	if (!strcmp(v, w0))
+		return 0;
+	if (!strcmp(v, w1))
+		return 1;
+	if (w2 && !strcmp(v, w2))
+		return 2;
+	fprintf(stderr, "mockllm: %s %s: want %s or %s%s%s\n", flag, v, w0, w1, w2 ? " or " : "",
+	        w2 ? w2 : "");
+	exit(2);
+}
+
+/* The disaggregation flags that make sense together. */
+static void check_pd_flags(const struct pd_config *pd, const char *port_flag,
+                           const char *proto_flag)
+{
+	const char *why = NULL;
+
+	if (proto_flag && pd->role == PD_ROLE_MIXED)
+		why = "--pd-protocol needs --role prefill or --role decode";
+	else if (port_flag && pd->role != PD_ROLE_PREFILL)
+		why = "only a prefill instance (--role prefill) listens on a side port";
+	else if (port_flag && pd->side_port_sglang != (pd->proto == PD_PROTO_SGLANG))
+		why = pd->side_port_sglang
+		          ? "--bootstrap-port is --pd-protocol sglang's; vllm's "
+		            "side port is --kv-port"
+		          : "--kv-port is --pd-protocol vllm's; sglang's side port "
+		            "is --bootstrap-port";
+	if (why) {
+		fprintf(stderr, "mockllm: %s\n", why);
+		exit(2);
+	}
+}
+
 static void parse_args(int argc, char **argv, struct config *cfg)
 {
 	enum {
@@ -77,6 +113,14 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		O_NO_CACHE_OUTPUT,
 		O_INTERFERENCE,
 		O_BUDGET,
+		O_ROLE,
+		O_PROTO,
+		O_KV_PORT,
+		O_BOOT_PORT,
+		O_TTL,
+		O_KV_RATE,
+		O_WAIT,
+		O_POLICY,
 	};
 	static const struct option opts[] = {
 	    {"listen", required_argument, NULL, 'l'},
@@ -93,16 +137,29 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 	    {"speed", required_argument, NULL, O_SPEED},
 	    {"interference", no_argument, NULL, O_INTERFERENCE},
 	    {"max-num-batched-tokens", required_argument, NULL, O_BUDGET},
+	    {"role", required_argument, NULL, O_ROLE},
+	    {"pd-protocol", required_argument, NULL, O_PROTO},
+	    {"kv-port", required_argument, NULL, O_KV_PORT},
+	    {"bootstrap-port", required_argument, NULL, O_BOOT_PORT},
+	    {"kv-transfer-ttl-ms", required_argument, NULL, O_TTL},
+	    {"kv-transfer-tokens-per-s", required_argument, NULL, O_KV_RATE},
+	    {"kv-wait-timeout-ms", required_argument, NULL, O_WAIT},
+	    {"kv-load-failure-policy", required_argument, NULL, O_POLICY},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
+	struct pd_config *pd = &g_pd.cfg;
 	double scale = 1, speed = 1, budget = -1;
+	const char *port_flag = NULL, *proto_flag = NULL;
 	int o;
 
 	cfg->listen = "127.0.0.1:8000";
 	cfg->model = "mockllm";
 	cfg->cache_output = true;
 	sim_default_params(&cfg->sim);
+	pd->ttl_ms = 480000;
+	pd->wait_ms = 300000;
+	pd->kv_tokens_per_s = 1e6;
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
 		case 'l':
@@ -164,6 +221,33 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		case O_BUDGET:
 			budget = num_arg("--max-num-batched-tokens", optarg, 0, 1e7);
 			break;
+		case O_ROLE:
+			pd->role = word_arg("--role", optarg, "mixed", "prefill", "decode");
+			break;
+		case O_PROTO:
+			pd->proto = word_arg("--pd-protocol", optarg, "vllm", "sglang", NULL);
+			proto_flag = optarg;
+			break;
+		case O_KV_PORT:
+		case O_BOOT_PORT:
+			port_flag = o == O_KV_PORT ? "--kv-port" : "--bootstrap-port";
+			pd->side_port = (int)num_arg(port_flag, optarg, 0, 65535);
+			pd->side_port_sglang = o == O_BOOT_PORT;
+			break;
+		case O_TTL:
+			pd->ttl_ms = num_arg("--kv-transfer-ttl-ms", optarg, 0, 1e9);
+			break;
+		case O_KV_RATE:
+			pd->kv_tokens_per_s =
+			    num_arg("--kv-transfer-tokens-per-s", optarg, 1, 1e12);
+			break;
+		case O_WAIT:
+			pd->wait_ms = num_arg("--kv-wait-timeout-ms", optarg, 0, 1e9);
+			break;
+		case O_POLICY:
+			pd->recompute = word_arg("--kv-load-failure-policy", optarg, "fail",
+			                         "recompute", NULL) == 1;
+			break;
 		case 'h':
 			fputs(mock_usage, stdout);
 			exit(0);
@@ -176,8 +260,10 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		fprintf(stderr, "mockllm: unexpected argument %s\n", argv[optind]);
 		exit(2);
 	}
+	check_pd_flags(pd, port_flag, proto_flag);
 	if (budget > 0)
 		cfg->sim.max_num_batched_tokens = (uint32_t)budget;
+	pd->time_scale = scale;
 	/* the sim's created parameters: POST /mock/speed is relative to them */
 	sim_scale_params(&cfg->sim, scale * speed);
 }
@@ -206,6 +292,7 @@ static int open_listener(const char *spec)
 		memmove(host, host + 1, hl - 2);
 		host[hl - 2] = '\0';
 	}
+	memcpy(g_srv.cfg.host, host, sizeof(host));
 	rc = getaddrinfo(host, colon + 1, &hints, &ai);
 	if (rc) {
 		fprintf(stderr, "mockllm: --listen %s: %s\n", spec, gai_strerror(rc));
@@ -291,12 +378,13 @@ static void run(void)
 				if (read(g_srv.tfd, &ticks, sizeof(ticks)) == -1 && errno != EAGAIN)
 					die("read timerfd");
 				g_srv.tfd_armed = 0;
-			} else {
+			} else if (!pd_event(p, evs[i].events)) {
 				conn_event(p, evs[i].events);
 			}
 		}
 		conn_flush_dirty();
 		conn_free_dead();
+		side_free_dead();
 	}
 }
 
@@ -330,6 +418,7 @@ int main(int argc, char **argv)
 	if (epoll_ctl(g_srv.epfd, EPOLL_CTL_ADD, g_srv.tfd, &e) == -1)
 		die("epoll_ctl(timerfd)");
 	g_srv.now = now_ns();
+	pd_setup(g_srv.cfg.host, g_srv.cfg.id);
 	fprintf(stderr, "mockllm: %s listening on %s port %d\n", g_srv.cfg.id, g_srv.cfg.listen,
 	        port);
 	run();

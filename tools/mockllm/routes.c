@@ -81,6 +81,7 @@ static void sse_finish(struct conn *c)
 {
 	struct mreq *m = &c->req;
 
+	pd_prefill_done(c);
 	if (m->pr.include_usage) {
 		struct pg_buf b = {0};
 
@@ -108,6 +109,7 @@ static void full_response(struct conn *c)
 	struct mreq *m = &c->req;
 	struct pg_buf b = {0};
 
+	pd_prefill_done(c);
 	pg_buf_printf(&b,
 	              "{\"id\":\"%s-%s-%llu\",\"object\":\"%s\",\"created\":%llu,\"model\":\"%s\","
 	              "\"choices\":[{\"index\":0,",
@@ -121,6 +123,8 @@ static void full_response(struct conn *c)
 	pg_buf_printf(&b, "\"%s,\"logprobs\":null,\"finish_reason\":\"%s\",\"stop_reason\":null}],",
 	              m->chat ? ",\"tool_calls\":[]}" : "", finish_reason(m));
 	usage_json(&b, m);
+	if (m->pd.leg == PD_LEG_VLLM_PREFILL)
+		pd_params_json(c, &b); /* as vLLM: kv_transfer_params after usage */
 	pg_buf_puts(&b, "}\n");
 	mock_buf_ok(&b);
 	out_simple(c, 200, "application/json", b.p, b.len);
@@ -206,14 +210,26 @@ static void completion(struct conn *c)
 	struct sim_req *r = &m->sim;
 
 	m->chat = m->route == R_CHAT;
-	if (route_parse_prompt(c, true))
+	if (pd_parse(c))
+		return;
+	/* an SGLang prefill leg generates one token: no output blocks */
+	if (route_parse_prompt(c, m->pd.leg != PD_LEG_SGLANG_PREFILL))
 		return;
 	m->seq = ++g_srv.seq;
 	m->created = (uint64_t)time(NULL);
 	r->hashes = m->hashes;
 	r->prompt_tokens = m->prompt_tokens;
-	r->max_tokens = m->pr.max_tokens;
+	if (pd_begin(c))
+		return; /* answered, or route_go() once its KV is there */
+	route_go(c);
+}
 
+void route_go(struct conn *c)
+{
+	struct mreq *m = &c->req;
+	struct sim_req *r = &m->sim;
+
+	r->max_tokens = m->pr.max_tokens;
 	if (m->pr.stream && m->chunks >= 0) {
 		/* test knob: exactly N events, N ms apart, no timing model */
 		m->out_tokens = (uint32_t)m->chunks;
@@ -324,8 +340,15 @@ void route_timer(struct conn *c, enum ctimer kind)
 {
 	if (kind == CT_DELAY)
 		respond(c);
-	else
+	else if (kind == CT_CHUNK)
 		knob_stream_next(c);
+	else
+		pd_timer(c, kind);
+}
+
+bool route_busy(const struct conn *c)
+{
+	return c->req.sim.state != SIM_IDLE || c->req.pd_wait;
 }
 
 void route_release(struct conn *c)
@@ -338,6 +361,7 @@ void route_release(struct conn *c)
 	}
 	if (m->sim.state != SIM_IDLE)
 		sim_cancel(g_srv.sim, &m->sim, g_srv.now);
+	pd_release(c);
 	prompt_free(&m->pr);
 	free(m->hashes);
 	m->hashes = NULL;
