@@ -74,7 +74,8 @@ for suite in "$@"; do
 	     run_tap "e2e/pools-bpf" $E/test_pools.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/ctl" $E/test_ctl.py --build "$BUILD"
 	     run_tap "e2e/refrouter" $E/test_refrouter.py --build "$BUILD"
-	     run_tap "e2e/floor" $E/test_floor.py --build "$BUILD" ;;
+	     run_tap "e2e/floor" $E/test_floor.py --build "$BUILD"
+	     run_tap "e2e/mockllm-pd" $E/test_mockllm_pd.py --build "$BUILD" ;;
 	e2e-asan) export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 		run_tap "e2e-asan/shm" \
 		python3 tests/e2e/e2e.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
@@ -102,7 +103,9 @@ for suite in "$@"; do
 		python3 tests/e2e/test_fleet_nats.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/addr" \
 		python3 tests/e2e/test_addr.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
-		run_tap "e2e-asan/floor" python3 tests/e2e/test_floor.py --build "$BUILD/asan" ;;
+		run_tap "e2e-asan/floor" python3 tests/e2e/test_floor.py --build "$BUILD/asan"
+		run_tap "e2e-asan/mockllm-pd" \
+		python3 tests/e2e/test_mockllm_pd.py --build "$BUILD/asan" --tools "$BUILD/asan" ;;
 	fuzz) run_tap "fuzz/smoke" tests/fuzz/run.sh "${FUZZ_SMOKE_SECONDS:-10}" \
 		$(for f in tests/fuzz/fuzz_*.c; do basename "$f" .c | sed 's/^fuzz_//'; done) ;;
 	style) run_tap "style" tests/style.sh ;;

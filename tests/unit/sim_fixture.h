@@ -2,7 +2,8 @@
 /*
  * What the mockllm timing model's tests share (test_mockllm_sim.c: the
  * model; test_mockllm_match.c: what a new request would meet, and speed
- * changes): a world of NREQ request slots driven by a fake clock, event by
+ * changes; test_mockllm_interference.c: prefill chunks beside decode steps,
+ * blocks a request brings): a world of NREQ request slots driven by a fake clock, event by
  * event, each output token's time recorded.
  */
 #ifndef PG_TEST_SIM_FIXTURE_H
@@ -86,9 +87,10 @@ static inline void world_free(struct world *w)
 }
 
 /* Submit request i for prompt text[0..len) at the current time, its hashes
- * as mockllm's routes.c makes them; output blocks up to max_blocks (0: none). */
-static inline void submit_blocks(struct world *w, int i, const char *text, size_t len,
-                                 uint32_t max_tokens, uint64_t max_blocks)
+ * as mockllm's routes.c makes them; output blocks up to max_blocks (0: none);
+ * held of its prompt blocks brought along (pulled from a prefill instance). */
+static inline void submit_held(struct world *w, int i, const char *text, size_t len,
+                               uint32_t max_tokens, uint64_t max_blocks, size_t held)
 {
 	struct rec *rc = &w->req[i];
 
@@ -98,11 +100,18 @@ static inline void submit_blocks(struct world *w, int i, const char *text, size_
 	                                       &rc->r.nhashes, &rc->r.nhashes_done),
 	                 0);
 	rc->r.hashes = rc->hashes;
+	rc->r.nhashes_held = held;
 	rc->r.prompt_tokens = (uint32_t)kv_prompt_tokens(len);
 	rc->r.max_tokens = max_tokens;
 	rc->done = false;
 	memset(rc->tok_at, 0, sizeof(rc->tok_at));
 	sim_submit(w->s, &rc->r, w->now);
+}
+
+static inline void submit_blocks(struct world *w, int i, const char *text, size_t len,
+                                 uint32_t max_tokens, uint64_t max_blocks)
+{
+	submit_held(w, i, text, len, max_tokens, max_blocks, 0);
 }
 
 static inline void submit(struct world *w, int i, const char *text, size_t len, uint32_t max_tokens)

@@ -22,6 +22,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <xxhash.h>
 #include <zlib.h>
 
 #include "mockllm.h"
@@ -172,6 +173,8 @@ void conn_timer_fired(struct conn *c)
 	switch (kind) {
 	case CT_DELAY:
 	case CT_CHUNK:
+	case CT_PD_WAIT:
+	case CT_PD_XFER:
 		route_timer(c, kind);
 		break;
 	case CT_RST_WAIT:
@@ -331,6 +334,8 @@ static void note_seen(struct mreq *m, const struct pg_http_request *r)
 		             "X-Seen-%s: %.*s\r\n", names[i], (int)h->value.len, h->value.p);
 		if (k > 0 && (size_t)k < sizeof(m->seen) - m->seen_len)
 			m->seen_len += (size_t)k;
+		if (i == 1) /* X-Request-Id: what names the two legs of a pair */
+			m->rid = XXH3_64bits(h->value.p, h->value.len) | 1;
 	}
 }
 
@@ -528,7 +533,7 @@ static void do_read(struct conn *c)
 			c->rd_eof = true;
 			/* as vLLM behind uvicorn: a client that goes away aborts
 			 * its generation, freeing the simulated capacity */
-			if (c->req.sim.state != SIM_IDLE) {
+			if (route_busy(c)) {
 				conn_close(c, false);
 				return;
 			}

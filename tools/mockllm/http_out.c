@@ -84,7 +84,10 @@ void out_error(struct conn *c, int status, const char *msg)
 		pg_buf_append(&b, msg, 1);
 	}
 	pg_buf_printf(&b, "\",\"type\":\"%s\",\"param\":null,\"code\":%d}\n",
-	              status == 404 ? "NotFoundError" : "BadRequestError", status);
+	              status == 404   ? "NotFoundError"
+	              : status >= 500 ? "InternalServerError"
+	                              : "BadRequestError",
+	              status);
 	mock_buf_ok(&b);
 	out_simple(c, status, "application/json", b.p, b.len);
 	pg_buf_free(&b);

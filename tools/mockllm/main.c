@@ -23,84 +23,6 @@
 
 struct server g_srv;
 
-static const char usage_text[] =
-    "usage: mockllm [--listen ADDR:PORT] [--id NAME] [--model NAME]\n"
-    "               [--prefill-tokens-per-s N] [--decode-ms-per-token MS]\n"
-    "               [--decode-batch-factor F] [--ttft-overhead-ms MS]\n"
-    "               [--kv-capacity-tokens N] [--no-cache-output] [--max-num-seqs N]\n"
-    "               [--time-scale K] [--speed F]\n"
-    "\n"
-    "A simulated OpenAI-compatible inference server behaving like one vLLM instance\n"
-    "with automatic prefix caching. Simulated time is timers: no CPU is burnt.\n"
-    "\n"
-    "  --listen ADDR:PORT        default 127.0.0.1:8000 (port 0: any; the port is printed)\n"
-    "  --id NAME                 X-Backend-Id of every response (default: the port)\n"
-    "  --model NAME              model name served (default mockllm)\n"
-    "\n"
-    "Model (see tools/mockllm/sim.c):\n"
-    "  tokens     prompt text in 4-byte tokens (~4 chars/token): ceil(len/4). Chat is\n"
-    "             rendered as tools JSON + \"\\n\", then \"<|ROLE|>\\n\" CONTENT \"\\n\"\n"
-    "             per message, then the generation prompt \"<|assistant|>\\n\".\n"
-    "             Output text: a cycle of 4-byte words, one per output token.\n"
-    "  cache      vLLM prefix caching: 16-token blocks, chained hashes, cached tokens =\n"
-    "             16 x leading blocks found (the last prompt token always computed),\n"
-    "             looked up when the prefill starts, inserted when it ends, LRU\n"
-    "             eviction leaf-first beyond --kv-capacity-tokens (default 100000).\n"
-    "             When a request completes, the full blocks of its prompt + the output\n"
-    "             text it was sent are cached too (as vLLM and SGLang cache generated\n"
-    "             tokens): a chat's next turn finds the previous reply cached.\n"
-    "             --no-cache-output: prompt blocks only.\n"
-    "  prefill    first come, first served, one request at a time, at\n"
-    "             --prefill-tokens-per-s (default 36600); only uncached tokens are\n"
-    "             computed (vLLM's chunked-prefill scheduler in the fluid limit).\n"
-    "  schedule   at most --max-num-seqs running (default 256); the rest wait.\n"
-    "  TTFT       waiting + prefill + --ttft-overhead-ms (default 61.5).\n"
-    "  decode     one token per --decode-ms-per-token (default 25) x\n"
-    "             (1 + --decode-batch-factor (default 0.002) x (running - 1)).\n"
-    "  calibrated so a lone 8,000-token prompt has TTFT ~280 ms uncached and ~63 ms\n"
-    "  with all but ~50 tokens cached (Llama 3.1 70B on vLLM).\n"
-    "  --time-scale K  run K times faster (default 1): prefill rate x K, decode and\n"
-    "             TTFT overhead / K, applied after the flags above; a latency\n"
-    "             measured x K is the model's. For benchmarks that need many\n"
-    "             requests in little wall time.\n"
-    "  --speed F  this instance runs F times faster than the model above\n"
-    "             (0.001 to 1000, default 1): prefill rate x F, decode and TTFT\n"
-    "             overhead / F, composed with --time-scale (K x F in all), so a\n"
-    "             latency measured x K is that of an instance F times faster.\n"
-    "             For fleets of unequal instances.\n"
-    "\n"
-    "Endpoints: GET /health, GET /v1/models, GET /metrics (vllm:* names),\n"
-    "POST /v1/chat/completions, POST /v1/completions (stream or not; max_tokens\n"
-    "output tokens, default 16), POST /invocations; anything else 404.\n"
-    "For benchmarks (no real server has these):\n"
-    "  POST /mock/match/v1/completions, POST /mock/match/v1/chat/completions:\n"
-    "    the body that endpoint takes (malformed: its 400); nothing is submitted\n"
-    "    and the LRU is not touched. 200 {\"prompt_tokens\":N,\"cached_tokens\":M,\n"
-    "    \"waiting\":W,\"running\":R,\"queue_tokens\":Q,\"prefill_tokens_per_s\":RATE,\n"
-    "    \"ttft_overhead_ms\":OV,\"predicted_ttft_ms\":P}: M what its prefill would\n"
-    "    find cached now; W, R as in /metrics; Q the prefill tokens ahead of it\n"
-    "    (the rest of the prefill in progress + each waiting request's uncached\n"
-    "    tokens as estimated at its submission); RATE, OV in effect now\n"
-    "    (wall-clock units); P = (Q + max(N - M, 1)) / RATE x 1000 + OV.\n"
-    "  GET /mock/speed: {\"factor\":F,\"prefill_tokens_per_s\":..,\n"
-    "    \"ttft_overhead_ms\":..,\"decode_ms_per_token\":..}, the rates in effect.\n"
-    "  POST /mock/speed {\"factor\":F} (0.001 to 1000): from now on run at F times\n"
-    "    the configured speed (after --time-scale and --speed); prefills, overhead\n"
-    "    phases and decode steps that start later use the new rates, the prefill\n"
-    "    in progress keeps its end time. Answers as GET.\n"
-    "Every response has X-Backend-Id, X-Body-Length and X-Body-Crc32 (of the request\n"
-    "body as received, de-chunked), and X-Seen-X-Forwarded-For, X-Seen-X-Request-Id\n"
-    "and X-Seen-traceparent with the values of those request fields, when sent.\n"
-    "\n"
-    "Test knobs (request headers, override the simulation):\n"
-    "  X-Mock-Delay-Ms: N           wait N ms before answering\n"
-    "  X-Mock-Chunks: N             streaming: exactly N content events ...\n"
-    "  X-Mock-Chunk-Interval-Ms: N  ... N ms apart (the first at once)\n"
-    "  X-Mock-Response-Bytes: N     any path: 200 with N bytes of 16-byte lines\n"
-    "                               \"%015llu\\n\" (offset of the line)\n"
-    "  X-Mock-Chunked: 1            ... sent chunked, ~16 KiB chunks\n"
-    "  X-Mock-Fail: reset | close | reset-mid-body | close-mid-body\n";
-
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -140,6 +62,42 @@ static bool plain_name(const char *s, size_t max)
 	return true;
 }
 
+/* Which of the two or three words v is (0, 1, 2); exits otherwise. */
+static int word_arg(const char *flag, const char *v, const char *w0, const char *w1, const char *w2)
+{
+	if (!strcmp(v, w0))
+		return 0;
+	if (!strcmp(v, w1))
+		return 1;
+	if (w2 && !strcmp(v, w2))
+		return 2;
+	fprintf(stderr, "mockllm: %s %s: want %s or %s%s%s\n", flag, v, w0, w1, w2 ? " or " : "",
+	        w2 ? w2 : "");
+	exit(2);
+}
+
+/* The disaggregation flags that make sense together. */
+static void check_pd_flags(const struct pd_config *pd, const char *port_flag,
+                           const char *proto_flag)
+{
+	const char *why = NULL;
+
+	if (proto_flag && pd->role == PD_ROLE_MIXED)
+		why = "--pd-protocol needs --role prefill or --role decode";
+	else if (port_flag && pd->role != PD_ROLE_PREFILL)
+		why = "only a prefill instance (--role prefill) listens on a side port";
+	else if (port_flag && pd->side_port_sglang != (pd->proto == PD_PROTO_SGLANG))
+		why = pd->side_port_sglang
+		          ? "--bootstrap-port is --pd-protocol sglang's; vllm's "
+		            "side port is --kv-port"
+		          : "--kv-port is --pd-protocol vllm's; sglang's side port "
+		            "is --bootstrap-port";
+	if (why) {
+		fprintf(stderr, "mockllm: %s\n", why);
+		exit(2);
+	}
+}
+
 static void parse_args(int argc, char **argv, struct config *cfg)
 {
 	enum {
@@ -152,7 +110,17 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		O_MODEL,
 		O_SCALE,
 		O_SPEED,
-		O_NO_CACHE_OUTPUT
+		O_NO_CACHE_OUTPUT,
+		O_INTERFERENCE,
+		O_BUDGET,
+		O_ROLE,
+		O_PROTO,
+		O_KV_PORT,
+		O_BOOT_PORT,
+		O_TTL,
+		O_KV_RATE,
+		O_WAIT,
+		O_POLICY,
 	};
 	static const struct option opts[] = {
 	    {"listen", required_argument, NULL, 'l'},
@@ -167,16 +135,31 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 	    {"max-num-seqs", required_argument, NULL, O_SEQS},
 	    {"time-scale", required_argument, NULL, O_SCALE},
 	    {"speed", required_argument, NULL, O_SPEED},
+	    {"interference", no_argument, NULL, O_INTERFERENCE},
+	    {"max-num-batched-tokens", required_argument, NULL, O_BUDGET},
+	    {"role", required_argument, NULL, O_ROLE},
+	    {"pd-protocol", required_argument, NULL, O_PROTO},
+	    {"kv-port", required_argument, NULL, O_KV_PORT},
+	    {"bootstrap-port", required_argument, NULL, O_BOOT_PORT},
+	    {"kv-transfer-ttl-ms", required_argument, NULL, O_TTL},
+	    {"kv-transfer-tokens-per-s", required_argument, NULL, O_KV_RATE},
+	    {"kv-wait-timeout-ms", required_argument, NULL, O_WAIT},
+	    {"kv-load-failure-policy", required_argument, NULL, O_POLICY},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
-	double scale = 1, speed = 1;
+	struct pd_config *pd = &g_pd.cfg;
+	double scale = 1, speed = 1, budget = -1;
+	const char *port_flag = NULL, *proto_flag = NULL;
 	int o;
 
 	cfg->listen = "127.0.0.1:8000";
 	cfg->model = "mockllm";
 	cfg->cache_output = true;
 	sim_default_params(&cfg->sim);
+	pd->ttl_ms = 480000;
+	pd->wait_ms = 300000;
+	pd->kv_tokens_per_s = 1e6;
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
 		case 'l':
@@ -231,11 +214,45 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		case O_SPEED:
 			speed = num_arg("--speed", optarg, 0.001, 1000);
 			break;
+		case O_INTERFERENCE:
+			if (budget < 0)
+				budget = 2048;
+			break;
+		case O_BUDGET:
+			budget = num_arg("--max-num-batched-tokens", optarg, 0, 1e7);
+			break;
+		case O_ROLE:
+			pd->role = word_arg("--role", optarg, "mixed", "prefill", "decode");
+			break;
+		case O_PROTO:
+			pd->proto = word_arg("--pd-protocol", optarg, "vllm", "sglang", NULL);
+			proto_flag = optarg;
+			break;
+		case O_KV_PORT:
+		case O_BOOT_PORT:
+			port_flag = o == O_KV_PORT ? "--kv-port" : "--bootstrap-port";
+			pd->side_port = (int)num_arg(port_flag, optarg, 0, 65535);
+			pd->side_port_sglang = o == O_BOOT_PORT;
+			break;
+		case O_TTL:
+			pd->ttl_ms = num_arg("--kv-transfer-ttl-ms", optarg, 0, 1e9);
+			break;
+		case O_KV_RATE:
+			pd->kv_tokens_per_s =
+			    num_arg("--kv-transfer-tokens-per-s", optarg, 1, 1e12);
+			break;
+		case O_WAIT:
+			pd->wait_ms = num_arg("--kv-wait-timeout-ms", optarg, 0, 1e9);
+			break;
+		case O_POLICY:
+			pd->recompute = word_arg("--kv-load-failure-policy", optarg, "fail",
+			                         "recompute", NULL) == 1;
+			break;
 		case 'h':
-			fputs(usage_text, stdout);
+			fputs(mock_usage, stdout);
 			exit(0);
 		default:
-			fputs(usage_text, stderr);
+			fputs(mock_usage, stderr);
 			exit(2);
 		}
 	}
@@ -243,6 +260,10 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		fprintf(stderr, "mockllm: unexpected argument %s\n", argv[optind]);
 		exit(2);
 	}
+	check_pd_flags(pd, port_flag, proto_flag);
+	if (budget > 0)
+		cfg->sim.max_num_batched_tokens = (uint32_t)budget;
+	pd->time_scale = scale;
 	/* the sim's created parameters: POST /mock/speed is relative to them */
 	sim_scale_params(&cfg->sim, scale * speed);
 }
@@ -271,6 +292,7 @@ static int open_listener(const char *spec)
 		memmove(host, host + 1, hl - 2);
 		host[hl - 2] = '\0';
 	}
+	memcpy(g_srv.cfg.host, host, sizeof(host));
 	rc = getaddrinfo(host, colon + 1, &hints, &ai);
 	if (rc) {
 		fprintf(stderr, "mockllm: --listen %s: %s\n", spec, gai_strerror(rc));
@@ -356,12 +378,13 @@ static void run(void)
 				if (read(g_srv.tfd, &ticks, sizeof(ticks)) == -1 && errno != EAGAIN)
 					die("read timerfd");
 				g_srv.tfd_armed = 0;
-			} else {
+			} else if (!pd_event(p, evs[i].events)) {
 				conn_event(p, evs[i].events);
 			}
 		}
 		conn_flush_dirty();
 		conn_free_dead();
+		side_free_dead();
 	}
 }
 
@@ -395,6 +418,7 @@ int main(int argc, char **argv)
 	if (epoll_ctl(g_srv.epfd, EPOLL_CTL_ADD, g_srv.tfd, &e) == -1)
 		die("epoll_ctl(timerfd)");
 	g_srv.now = now_ns();
+	pd_setup(g_srv.cfg.host, g_srv.cfg.id);
 	fprintf(stderr, "mockllm: %s listening on %s port %d\n", g_srv.cfg.id, g_srv.cfg.listen,
 	        port);
 	run();

@@ -15,6 +15,7 @@
 #include "heap.h"
 #include "lib/buf.h"
 #include "lib/http.h"
+#include "pd.h"
 #include "prompt.h"
 #include "sim.h"
 
@@ -48,7 +49,15 @@ enum route {
 enum mock_fail { FAIL_NONE = 0, FAIL_RESET, FAIL_CLOSE, FAIL_RESET_MID, FAIL_CLOSE_MID };
 
 /* How a connection is waiting, besides I/O. */
-enum ctimer { CT_NONE = 0, CT_DELAY, CT_CHUNK, CT_RST_WAIT, CT_LINGER };
+enum ctimer {
+	CT_NONE = 0,
+	CT_DELAY,
+	CT_CHUNK,
+	CT_RST_WAIT,
+	CT_LINGER,
+	CT_PD_WAIT, /* a decode leg waits for its KV: the timeout */
+	CT_PD_XFER, /* its KV arrives: the transfer time */
+};
 
 enum phase {
 	PH_HEAD,   /* reading a request head */
@@ -82,6 +91,16 @@ struct mreq {
 	uint32_t prompt_tokens, cached_tokens, out_tokens, sent_tokens;
 	uint64_t seq, created;
 	bool delayed; /* X-Mock-Delay-Ms already waited */
+	uint64_t rid; /* hash of its X-Request-Id (a pair's legs share it); 0: none */
+	/* prefill/decode disaggregation (pd.c): the leg it is */
+	struct pd_req pd;
+	struct side *side;  /* decode leg: its side connection while it waits */
+	bool pd_wait;       /* decode leg: waiting for its KV */
+	bool pd_done;       /* prefill leg: its KV pinned or handed to its rooms */
+	uint64_t rooms_got; /* SGLang decode leg: bit k, room[k]'s KV arrived */
+	uint32_t pd_skip;   /* vLLM decode leg: blocks it held itself */
+	uint64_t pd_first;  /* vLLM prefill leg: its blocks' first id (0: none) */
+	uint32_t pd_blocks; /* ... and how many */
 	/* The identity fields the request carried, as "X-Seen-<name>: value"
 	 * lines for the response (what a proxy in front added or kept). */
 	char seen[640];
@@ -122,6 +141,7 @@ struct config {
 	const char *model;
 	struct sim_params sim;
 	bool cache_output; /* cache output blocks too (not --no-cache-output) */
+	char host[256];    /* --listen's address, unbracketed */
 };
 
 struct server {
@@ -157,10 +177,21 @@ void route_request(struct conn *c);
 void route_timer(struct conn *c, enum ctimer kind); /* CT_DELAY or CT_CHUNK fired */
 void route_sim_token(void *ctx, struct sim_req *r, bool last);
 void route_release(struct conn *c); /* free per-request generation state */
+/* Generate c's completion now (its prompt parsed, its KV there). */
+void route_go(struct conn *c);
+/* c's request is being worked on (simulated, or waiting for its KV): a
+ * client that goes away aborts it. */
+bool route_busy(const struct conn *c);
 /* Parse c's OpenAI body (chat if c->req.chat) into c->req.pr, hashes (the
  * output's blocks too if with_output and they are cached) and
  * prompt_tokens, as the completion endpoints do. -1: answered (400, 500). */
 int route_parse_prompt(struct conn *c, bool with_output);
+
+/* usage.c: what --help prints */
+extern const char mock_usage[];
+
+/* metrics.c: GET /metrics */
+void metrics(struct conn *c);
 
 /* mockapi.c: the /mock/ endpoints */
 void mock_match(struct conn *c);

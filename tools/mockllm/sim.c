@@ -41,8 +41,30 @@
  * Decode. After its first token a request produces one token every
  * decode_ms_per_token x (1 + decode_batch_factor x (running - 1)) ms, the
  * running count taken when the interval starts: larger batches are mildly
- * slower per token (memory-bound decode). Prefill and decode do not slow each
- * other down (a simplification).
+ * slower per token (memory-bound decode).
+ *
+ * Interference (max_num_batched_tokens > 0, mockllm --interference): vLLM's
+ * chunked prefill runs each step as one batch of the running requests'
+ * decode tokens plus a chunk of the oldest unfinished prefill, up to the
+ * step's token budget. So while a prefill is in progress, a decode step
+ * takes the decode time above plus the chunk's time: chunk = min(budget -
+ * d, the prefill's tokens left) at the prefill rate, d the requests
+ * decoding (running - 1: the prefilling one takes no decode token), both
+ * taken when the interval starts (sim_step_ms). A long prefill thus makes
+ * every other running request's inter-token latency spike for its
+ * duration, which is what prefill/decode disaggregation removes. The
+ * prefill itself keeps its rate (TTFT as without interference): the
+ * decode tokens are not taken from its budget. Without a budget (0, the
+ * default of sim_default_params and tracesim) prefill and decode do not
+ * slow each other down.
+ *
+ * Blocks brought by a request (sim_req.nhashes_held, a decode instance's
+ * request whose prompt KV was pulled from a prefill instance): at
+ * admission the request's cached blocks are the more of those the lookup
+ * finds and those it brought, so only the rest is prefilled (at least the
+ * last token). The lookup's own hits are the prefix cache's hits; the
+ * tokens the brought blocks add are external hits, out of the tokens the
+ * lookup did not find (external queries), as vLLM counts a KV connector's.
  *
  * Calibration (Llama 3.1 70B on vLLM, the published SageMaker figures): a lone
  * 8,000-token prompt has TTFT 280 ms uncached and 63 ms when all but ~50
@@ -104,6 +126,7 @@ struct sim {
 	uint32_t running;           /* prefill + overhead + decode */
 	struct heap timers;         /* prefill end, first token, next token */
 	uint64_t queries, hits, prompt_tokens, gen_tokens;
+	uint64_t ext_queries, ext_hits;
 };
 
 void sim_default_params(struct sim_params *p)
@@ -114,6 +137,7 @@ void sim_default_params(struct sim_params *p)
 	p->ttft_overhead_ms = 61.5;
 	p->max_num_seqs = 256;
 	p->kv_capacity_tokens = 100000;
+	p->max_num_batched_tokens = 0;
 }
 
 void sim_scale_params(struct sim_params *p, double k)
@@ -196,11 +220,39 @@ static void wait_del(struct sim *s, struct sim_req *r)
 	s->wait_tokens -= r->est_uncached;
 }
 
-static double decode_interval_ms(const struct sim *s)
+double sim_step_ms(const struct sim_params *p, uint32_t running, uint64_t prefill_left)
 {
-	uint32_t b = s->running ? s->running : 1;
+	uint32_t b = running ? running : 1, d = running ? running - 1 : 0;
+	double ms = p->decode_ms_per_token * (1.0 + p->decode_batch_factor * (b - 1));
+	uint64_t chunk;
 
-	return s->p.decode_ms_per_token * (1.0 + s->p.decode_batch_factor * (b - 1));
+	if (!p->max_num_batched_tokens || !prefill_left || d >= p->max_num_batched_tokens)
+		return ms;
+	chunk = p->max_num_batched_tokens - d;
+	if (chunk > prefill_left)
+		chunk = prefill_left;
+	return ms + (double)chunk / p->prefill_tokens_per_s * 1000;
+}
+
+static uint64_t prefill_left(const struct sim_req *r, uint64_t now);
+
+/* The decode interval that starts at t. */
+static double decode_interval_ms(const struct sim *s, uint64_t t)
+{
+	uint64_t left = 0;
+
+	if (s->p.max_num_batched_tokens && s->prefilling)
+		left = prefill_left(s->prefilling, t);
+	return sim_step_ms(&s->p, s->running, left);
+}
+
+/* Leading blocks of r cached for it: the lookup's (peek: without touching
+ * the LRU) or those it brought, the more. */
+static size_t blocks_of(const struct sim_req *r, size_t found)
+{
+	size_t held = r->nhashes_held < r->nhashes ? r->nhashes_held : r->nhashes;
+
+	return found > held ? found : held;
 }
 
 /* Start the oldest waiting request's prefill at t if the prefill engine is
@@ -209,13 +261,19 @@ static void admit(struct sim *s, uint64_t t)
 {
 	struct sim_req *r = s->wait_head;
 	uint32_t uncached;
+	size_t found;
 
 	if (!r || s->prefilling || s->running >= s->p.max_num_seqs)
 		return;
 	wait_del(s, r);
-	r->cached_tokens = (uint32_t)(kv_lookup(s->kv, r->hashes, r->nhashes) * KV_BLOCK_TOKENS);
+	found = kv_lookup(s->kv, r->hashes, r->nhashes);
+	r->cached_tokens = (uint32_t)(blocks_of(r, found) * KV_BLOCK_TOKENS);
 	s->queries += r->prompt_tokens;
-	s->hits += r->cached_tokens;
+	s->hits += found * KV_BLOCK_TOKENS;
+	if (r->nhashes_held) {
+		s->ext_queries += r->prompt_tokens - found * KV_BLOCK_TOKENS;
+		s->ext_hits += r->cached_tokens - found * KV_BLOCK_TOKENS;
+	}
 	uncached = uncached_of(r->prompt_tokens, r->cached_tokens);
 	r->state = SIM_PREFILL;
 	r->t_prefill_start = t;
@@ -229,7 +287,8 @@ void sim_submit(struct sim *s, struct sim_req *r, uint64_t now)
 	r->state = SIM_WAITING;
 	r->cached_tokens = 0;
 	r->est_uncached = uncached_of(
-	    r->prompt_tokens, (uint32_t)(kv_peek(s->kv, r->hashes, r->nhashes) * KV_BLOCK_TOKENS));
+	    r->prompt_tokens,
+	    (uint32_t)(blocks_of(r, kv_peek(s->kv, r->hashes, r->nhashes)) * KV_BLOCK_TOKENS));
 	s->wait_tokens += r->est_uncached;
 	r->tokens_out = 0;
 	r->t_submit = now;
@@ -296,7 +355,7 @@ static void timer_due(struct sim *s, struct sim_req *r, uint64_t t)
 		r->state = SIM_IDLE;
 		s->running--;
 	} else {
-		schedule(s, r, t + ms_to_ns(decode_interval_ms(s)));
+		schedule(s, r, t + ms_to_ns(decode_interval_ms(s, t)));
 	}
 	s->fn(s->ctx, r, last);
 	if (last)
@@ -326,6 +385,8 @@ void sim_get_stats(const struct sim *s, struct sim_stats *st)
 	st->prefix_hits = s->hits;
 	st->prompt_tokens = s->prompt_tokens;
 	st->generation_tokens = s->gen_tokens;
+	st->external_queries = s->ext_queries;
+	st->external_hits = s->ext_hits;
 	st->kv_usage = s->p.kv_capacity_tokens ? (double)kv_blocks_held(s->kv) * KV_BLOCK_TOKENS /
 	                                             (double)s->p.kv_capacity_tokens
 	                                       : 0;

@@ -20,6 +20,10 @@ struct sim_params {
 	double ttft_overhead_ms;     /* fixed part of every TTFT */
 	uint32_t max_num_seqs;       /* running requests at most; others wait */
 	uint64_t kv_capacity_tokens; /* prefix cache size */
+	/* Chunked-prefill interference (sim.c): the token budget of a step,
+	 * vLLM's --max-num-batched-tokens. 0: prefill chunks do not lengthen
+	 * the decode steps beside them (the model before interference). */
+	uint32_t max_num_batched_tokens;
 };
 
 /* The calibrated defaults (see sim.c). */
@@ -32,6 +36,15 @@ void sim_default_params(struct sim_params *p);
  * max_num_seqs are unchanged.
  */
 void sim_scale_params(struct sim_params *p, double k);
+
+/*
+ * The decode step (ms) that starts when `running` requests run and the
+ * prefill in progress has prefill_left tokens left (0: none): the batch's
+ * decode time, plus, with a token budget, the time of the prefill chunk
+ * sharing the step, min(budget - decoding requests, prefill_left) tokens
+ * at the prefill rate. Pure; what the simulation paces tokens by.
+ */
+double sim_step_ms(const struct sim_params *p, uint32_t running, uint64_t prefill_left);
 
 enum sim_state {
 	SIM_IDLE = 0, /* not submitted, or finished / cancelled */
@@ -50,6 +63,10 @@ struct sim_req {
 	 * followed by the whole output (kv_hasher): cached when the last token
 	 * is out. 0 (or nhashes): output blocks are not cached. */
 	size_t nhashes_done;
+	/* hashes[0..nhashes_held) (<= nhashes): blocks the request brings,
+	 * their KV computed elsewhere (pulled from a prefill instance): cached
+	 * for it whatever the lookup finds. 0 for a plain request. */
+	size_t nhashes_held;
 	uint32_t prompt_tokens;
 	uint32_t max_tokens; /* output tokens to produce, >= 1 */
 	/* Set by the simulation. */
@@ -74,6 +91,9 @@ typedef void (*sim_token_fn)(void *ctx, struct sim_req *r, bool last);
 struct sim_stats {
 	uint32_t running, waiting;
 	uint64_t prefix_queries, prefix_hits; /* tokens */
+	/* requests that brought blocks: tokens not found locally, and those
+	 * of them the brought blocks covered (vLLM's external prefix cache) */
+	uint64_t external_queries, external_hits;
 	uint64_t prompt_tokens, generation_tokens;
 	double kv_usage; /* cached tokens held / capacity, 0..1 */
 };

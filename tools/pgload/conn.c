@@ -107,6 +107,7 @@ void pg_conn_start(struct pg_eng *e, struct pg_conn *c, size_t rec, struct pg_wl
 	c->left = 0;
 	c->leftover = false;
 	pg_scan_reset(&c->scan, e->o->stream, wl->reply_max);
+	pg_itl_reset(&c->itl);
 	memcpy(c->head, e->head_prefix[c->target], hp);
 	if (wl->traced)
 		n = snprintf(c->head + hp, sizeof(c->head) - hp,
@@ -206,9 +207,16 @@ static void response_done(struct pg_eng *e, struct pg_conn *c)
 {
 	struct pg_rec *r = rec_of(e, c);
 	enum pg_err err = PG_OK;
+	int ev = pg_scan_finish(&c->scan);
 
-	if (pg_scan_finish(&c->scan) > 0 && !r->ttft_ns)
-		r->ttft_ns = pg_now_ns() - r->start_ns;
+	if (ev > 0) {
+		uint64_t now = pg_now_ns();
+
+		if (!r->ttft_ns)
+			r->ttft_ns = now - r->start_ns;
+		if (e->o->stream)
+			pg_itl_events(&c->itl, now, (unsigned)ev);
+	}
 	r->prompt_tokens = c->scan.prompt_tokens;
 	r->cached_tokens = c->scan.cached_tokens;
 	r->completion_tokens = c->scan.completion_tokens;
@@ -222,17 +230,24 @@ static void response_done(struct pg_eng *e, struct pg_conn *c)
 	                    c->resp.keep_alive && !c->leftover && c->state == PG_C_RECEIVING);
 }
 
-/* Decoded body bytes: scan them, stamping TTFT at the first content. */
+/* Decoded body bytes: scan them, stamping TTFT at the first content and
+ * (streaming) the time of every content event for the inter-token gaps. */
 static int body_data(struct pg_eng *e, struct pg_conn *c, const char *p, size_t n)
 {
 	struct pg_rec *r = rec_of(e, c);
 	int ev = pg_scan_feed(&c->scan, p, n);
+	uint64_t now;
 
 	if (ev == -1)
 		return -1;
 	/* Without streaming the first body byte is the first content. */
-	if (!r->ttft_ns && (ev > 0 || (!e->o->stream && n)))
-		r->ttft_ns = pg_now_ns() - r->start_ns;
+	if (ev == 0 && (e->o->stream || !n || r->ttft_ns))
+		return 0;
+	now = pg_now_ns();
+	if (!r->ttft_ns)
+		r->ttft_ns = now - r->start_ns;
+	if (e->o->stream)
+		pg_itl_events(&c->itl, now, (unsigned)ev);
 	return 0;
 }
 

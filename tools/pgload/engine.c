@@ -236,6 +236,21 @@ static void pump(struct pg_eng *e)
 	}
 }
 
+/* A successful request's inter-token gaps: its record's figures, and the
+ * gaps into the run's list (what the ITL percentiles are taken over). */
+static void keep_itl(struct pg_run *run, struct pg_rec *r, const struct pg_itl *t)
+{
+	r->itl_n = (uint32_t)t->gap.n;
+	r->itl_sum_ns = t->sum_ns;
+	r->itl_max_ns = t->max_ns;
+	if (t->oom || pg_gaps_append(&run->itl, t->gap.v, t->gap.n) == -1) {
+		if (!run->itl_oom)
+			fprintf(stderr, "pgload: out of memory keeping inter-token gaps; "
+			                "the ITL figures lack some\n");
+		run->itl_oom = true;
+	}
+}
+
 void pg_eng_request_done(struct pg_eng *e, struct pg_conn *c, enum pg_err err, bool reusable)
 {
 	struct pg_rec *r = &e->run->recs[c->rec];
@@ -244,6 +259,8 @@ void pg_eng_request_done(struct pg_eng *e, struct pg_conn *c, enum pg_err err, b
 	r->e2e_ns = now - r->start_ns;
 	r->err = (uint8_t)err;
 	r->done = 1;
+	if (err == PG_OK)
+		keep_itl(e->run, r, &c->itl);
 	pg_wl_done(e->wl, &c->wl, err == PG_OK && !c->scan.text_over, c->scan.text.p,
 	           c->scan.text.len);
 	if (e->wl_blocked) {
@@ -406,6 +423,7 @@ static void teardown(struct pg_eng *e)
 		if (c->fd >= 0)
 			close(c->fd);
 		pg_scan_free(&c->scan);
+		pg_itl_free(&c->itl);
 		pg_buf_free(&c->hbuf);
 	}
 	free(e->conns);

@@ -55,6 +55,7 @@ struct pg_conn {
 	uint64_t left; /* PG_BODY_LENGTH: body bytes still due */
 	bool leftover; /* bytes after the response: do not reuse */
 	struct pg_scan scan;
+	struct pg_itl itl; /* its content events' gaps */
 };
 
 struct pg_eng {

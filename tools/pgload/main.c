@@ -30,5 +30,6 @@ int main(int argc, char **argv)
 	for (unsigned b = 0; b < run.nbackends; b++)
 		free(run.backends[b]);
 	free(run.recs);
+	pg_gaps_free(&run.itl);
 	return status;
 }

@@ -11,6 +11,7 @@
  *   trace.c    a request trace (--trace): loading, W and D
  *   wl_trace.c the trace workload: prompts from block ids, send times
  *   sse.c      pure response-body scanning (SSE events, usage numbers)
+ *   itl.c      pure inter-token latency and the report's distributions
  *   timer.c    binary min-heap of timers
  *   conn.c     one keep-alive HTTP/1.1 client connection (non-blocking I/O)
  *   engine.c   the epoll loop: arrivals, connection pool, timeouts, stop
@@ -22,6 +23,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "itl.h"
 
 enum wl_kind {
 	WL_SHARED_PREFIX = 0,
@@ -120,6 +123,9 @@ struct pg_rec {
 	uint64_t ttft_ns;  /* first content event, 0 = none (relative to start) */
 	uint64_t e2e_ns;   /* response complete or failure (relative to start) */
 	uint64_t bytes_sent, bytes_recv;
+	/* inter-token latency (itl.h) of a streamed response: its gaps */
+	uint64_t itl_sum_ns, itl_max_ns;
+	uint32_t itl_n; /* gaps: content events - 1; 0 = none */
 	int32_t prompt_tokens, cached_tokens, completion_tokens; /* -1 unknown */
 	uint32_t group;   /* document id, conversation id, or trace index (trace) */
 	uint32_t turn;    /* multi-turn: turn index within the conversation */
@@ -162,6 +168,9 @@ struct pg_run {
 	double cpu_user_s, cpu_sys_s;
 	uint64_t preempted; /* involuntary context switches: CPU contention */
 	bool hit_deadline;  /* the hard deadline cut the run short */
+	/* every inter-token gap of the successful requests (8 bytes a token) */
+	struct pg_gaps itl;
+	bool itl_oom; /* some gaps could not be kept: the ITL figures lack them */
 	struct pg_trace_sum trace;
 };
 

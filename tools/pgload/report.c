@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
  * Reporting: CSV (one row per request), JSON summary, human summary.
- * Percentiles are nearest-rank, and means arithmetic, over successful
- * requests (err == PG_OK); TTFT over those that had a content event.
+ * Percentiles are nearest-rank, and means arithmetic (pg_dist), over
+ * successful requests (err == PG_OK); TTFT over those that had a content
+ * event. Inter-token latency (itl.h): over every gap of every successful
+ * streamed request, each gap one sample (a long reply weighs more than a
+ * short one), and, separately, over the requests' largest gaps (ITL max:
+ * how often a reply stalls at least once).
  * Throughput divides by the run's wall time, first arrival to last
  * completion. The cached-token ratio is sum(cached) / sum(prompt) over
  * successful responses whose usage reported both numbers.
@@ -36,57 +40,27 @@ struct summary {
 	double wall_s, rps, out_tps;
 	uint64_t out_tokens, prompt_sum, cached_sum, usage_n;
 	double ttft[4], e2e[4]; /* mean, p50, p90, p99 in ms; -1 when no sample */
+	double itl[4], itl_max[4];
+	uint64_t itl_gaps, itl_reqs; /* gaps, and requests with at least one */
 	uint64_t per_backend[PGLOAD_MAX_BACKENDS], backend_total;
 	double share_min, share_max; /* % of requests with a backend id */
 	double cpu_pct;
 };
 
-static const double pcts[3] = {50, 90, 99};
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* The mean, then nearest-rank percentiles of v[0..n) (sorted in place),
- * in ms. */
-static void distribution(uint64_t *v, size_t n, double out[4])
-{
-	double sum = 0;
-
-	for (size_t i = 0; i < n; i++)
-		sum += (double)v[i];
-	out[0] = n ? sum / (double)n / 1e6 : -1;
-	out++;
-	qsort(v, n, sizeof(*v), cmp_u64);
-	for (int i = 0; i < 3; i++) {
-		size_t rank;
-
-		if (!n) {
-			out[i] = -1;
-			continue;
-		}
-		rank = (size_t)((pcts[i] / 100.0) * (double)n + 0.999999);
-		if (rank < 1)
-			rank = 1;
-		if (rank > n)
-			rank = n;
-		out[i] = (double)v[rank - 1] / 1e6;
-	}
-}
-
 static int summarise(const struct pg_run *run, struct summary *s)
 {
 	uint64_t *ttft = malloc((run->nrecs + 1) * sizeof(*ttft));
 	uint64_t *e2e = malloc((run->nrecs + 1) * sizeof(*e2e));
-	size_t nt = 0, ne = 0;
+	uint64_t *imax = malloc((run->nrecs + 1) * sizeof(*imax));
+	uint64_t *gaps = malloc((run->itl.n + 1) * sizeof(*gaps));
+	size_t nt = 0, ne = 0, nm = 0;
 
 	memset(s, 0, sizeof(*s));
-	if (!ttft || !e2e) {
+	if (!ttft || !e2e || !imax || !gaps) {
 		free(ttft);
 		free(e2e);
+		free(imax);
+		free(gaps);
 		fprintf(stderr, "pgload: out of memory summarising\n");
 		return -1;
 	}
@@ -101,6 +75,8 @@ static int summarise(const struct pg_run *run, struct summary *s)
 		e2e[ne++] = r->e2e_ns;
 		if (r->ttft_ns)
 			ttft[nt++] = r->ttft_ns;
+		if (r->itl_n)
+			imax[nm++] = r->itl_max_ns;
 		if (r->completion_tokens > 0)
 			s->out_tokens += (uint64_t)r->completion_tokens;
 		if (r->prompt_tokens >= 0 && r->cached_tokens >= 0) {
@@ -114,10 +90,18 @@ static int summarise(const struct pg_run *run, struct summary *s)
 		}
 	}
 	s->errors = s->n - s->ok;
-	distribution(ttft, nt, s->ttft);
-	distribution(e2e, ne, s->e2e);
+	pg_dist(ttft, nt, s->ttft);
+	pg_dist(e2e, ne, s->e2e);
+	pg_dist(imax, nm, s->itl_max);
+	if (run->itl.n)
+		memcpy(gaps, run->itl.v, run->itl.n * sizeof(*gaps));
+	pg_dist(gaps, run->itl.n, s->itl);
+	s->itl_gaps = run->itl.n;
+	s->itl_reqs = nm;
 	free(ttft);
 	free(e2e);
+	free(imax);
+	free(gaps);
 	s->wall_s = (double)(run->end_ns - run->t0_ns) / 1e9;
 	if (s->wall_s > 0) {
 		s->rps = (double)s->ok / s->wall_s;
@@ -145,7 +129,8 @@ static int write_csv(const struct pg_opts *o, const struct pg_run *run)
 		return -1;
 	}
 	fprintf(f, "index,start_us,queue_us,ttft_us,e2e_us,status,error,bytes_sent,bytes_recv,"
-	           "prompt_tokens,cached_tokens,completion_tokens,backend,group,turn,target\n");
+	           "prompt_tokens,cached_tokens,completion_tokens,backend,group,turn,target,"
+	           "itl_mean_us,itl_max_us\n");
 	for (size_t i = 0; i < run->nrecs; i++) {
 		const struct pg_rec *r = &run->recs[i];
 
@@ -154,13 +139,20 @@ static int write_csv(const struct pg_opts *o, const struct pg_run *run)
 		        (unsigned long long)((r->send_ns - r->start_ns) / 1000));
 		if (r->ttft_ns)
 			fprintf(f, "%llu", (unsigned long long)(r->ttft_ns / 1000));
-		fprintf(f, ",%llu,%u,%s,%llu,%llu,%d,%d,%d,%s,%u,%u,%s\n",
+		fprintf(f, ",%llu,%u,%s,%llu,%llu,%d,%d,%d,%s,%u,%u,%s,",
 		        (unsigned long long)(r->e2e_ns / 1000), r->status,
 		        pg_err_name((enum pg_err)r->err), (unsigned long long)r->bytes_sent,
 		        (unsigned long long)r->bytes_recv, r->prompt_tokens, r->cached_tokens,
 		        r->completion_tokens,
 		        r->backend == PG_NO_BACKEND ? "" : run->backends[r->backend], r->group,
 		        r->turn, o->targets[r->target].name);
+		if (r->itl_n)
+			fprintf(f, "%llu,%llu",
+			        (unsigned long long)(r->itl_sum_ns / r->itl_n / 1000),
+			        (unsigned long long)(r->itl_max_ns / 1000));
+		else
+			fputc(',', f);
+		fputc('\n', f);
 	}
 	if (fclose(f) == EOF) {
 		fprintf(stderr, "pgload: writing --csv %s: %s\n", o->csv_path, strerror(errno));
@@ -224,7 +216,7 @@ static void json_trace(FILE *f, const struct pg_opts *o, const struct pg_trace_s
 	        (unsigned long long)t->padded_tokens);
 }
 
-/* {"mean":..,"p50":..,"p90":..,"p99":..} of distribution()'s v. */
+/* {"mean":..,"p50":..,"p90":..,"p99":..} of pg_dist()'s v. */
 static void json_dist(FILE *f, const double v[4])
 {
 	static const char *const keys[4] = {"mean", "p50", "p90", "p99"};
@@ -272,6 +264,12 @@ static int write_json(const struct pg_opts *o, const struct pg_run *run, const s
 	json_dist(f, s->ttft);
 	fprintf(f, ",\"e2e_ms\":");
 	json_dist(f, s->e2e);
+	fprintf(f, ",\"itl_ms\":");
+	json_dist(f, s->itl);
+	fprintf(f, ",\"itl_max_ms\":");
+	json_dist(f, s->itl_max);
+	fprintf(f, ",\"itl_gaps\":%llu,\"itl_requests\":%llu", (unsigned long long)s->itl_gaps,
+	        (unsigned long long)s->itl_reqs);
 	fprintf(f, ",\"prompt_tokens\":%llu,\"cached_tokens\":%llu,",
 	        (unsigned long long)s->prompt_sum, (unsigned long long)s->cached_sum);
 	json_num(f, "cached_ratio",
@@ -359,6 +357,16 @@ static void print_summary(const struct pg_opts *o, const struct pg_run *run,
 	       s->wall_s);
 	print_pcts("TTFT ms", s->ttft);
 	print_pcts("e2e ms", s->e2e);
+	if (s->itl_gaps) {
+		print_pcts("ITL ms", s->itl);
+		print_pcts("ITL max ms", s->itl_max);
+		printf("              (%llu gaps between the streamed events of %llu requests; "
+		       "ITL max: each request's largest%s)\n",
+		       (unsigned long long)s->itl_gaps, (unsigned long long)s->itl_reqs,
+		       run->itl_oom ? "; SOME GAPS LOST: out of memory" : "");
+	} else if (o->stream) {
+		printf("  ITL ms      n/a (no request streamed two content events)\n");
+	}
 	if (s->prompt_sum)
 		printf("  cached      %.1f%% of prompt tokens (%llu / %llu)\n",
 		       100.0 * (double)s->cached_sum / (double)s->prompt_sum,

@@ -119,5 +119,10 @@ const char pg_usage[] =
     "  --label NAME           name shown in the summary and JSON (e.g. the strategy)\n"
     "  --csv FILE             one row per request\n"
     "  --json FILE            the summary as JSON\n"
+    "  Streaming, inter-token latency (ITL): the gaps between a reply's consecutive\n"
+    "  content events after the first, timed as they are read. The summary and\n"
+    "  --json (itl_ms) give its mean and percentiles over every gap of every\n"
+    "  successful request, and (itl_max_ms) over each request's largest gap; the\n"
+    "  --csv rows, each request's itl_mean_us and itl_max_us.\n"
     "  --quiet                no summary on stdout\n"
     "  --help\n";
