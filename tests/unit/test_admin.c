@@ -260,7 +260,7 @@ static void test_routing(void **state)
 /* Sample lines have a family announced by TYPE before them. */
 static void check_exposition(const char *text)
 {
-	char typed[64][96];
+	char typed[128][96];
 	size_t ntyped = 0;
 
 	for (const char *l = text; *l; l = strchr(l, '\n') + 1) {
@@ -271,7 +271,7 @@ static void check_exposition(const char *text)
 		if (!strncmp(l, "# HELP ", 7))
 			continue;
 		if (!strncmp(l, "# TYPE ", 7)) {
-			assert_true(ntyped < 64);
+			assert_true(ntyped < 128);
 			assert_int_equal(sscanf(l + 7, "%95s", typed[ntyped]), 1);
 			ntyped++;
 			continue;
