@@ -188,11 +188,11 @@ FUZZ_MODS_http   := http forward buf
 FUZZ_MODS_json   := json
 FUZZ_MODS_jsonedit := jsonedit json buf
 FUZZ_MODS_key    := key json buf
-FUZZ_MODS_config := config routing_config json balancer names addr modelpool flow
+FUZZ_MODS_config := config routing_config json balancer names addr modelpool flow lib/pd jsonedit buf
 FUZZ_MODS_admin  := admin buf control members health config routing_config json key http names \
 	addr addrset backend_names resolve \
 	metrics route routestats scrape accesslog ring balancer maps gateway log cacheidx modelpool \
-	pools etcd fleet fleetq cachechoice work load flow flowctl
+	pools etcd fleet fleetq cachechoice work load flow flowctl lib/pd jsonedit
 fuzz_objs = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,\
 	$(sort $(foreach m,$(FUZZ_MODS_$(1)),$(wildcard user/$(m).c user/*/$(m).c user/*/$(m)_*.c))))
 
