@@ -16,6 +16,7 @@
 #include "lib/balancer.h"
 #include "lib/fleet.h"
 #include "lib/fleet_msg.h"
+#include "lib/work.h"
 #include "state/fleetq.h"
 
 static struct pg_fleet_hdr hdr(uint8_t type, const char *id, uint64_t boot, uint64_t seq)
@@ -37,9 +38,11 @@ static void test_codec_load(void **state)
 
 	(void)state;
 	assert_int_equal(pg_fleet_enc_begin(&e, buf, sizeof(buf), &h), 0);
-	assert_true(pg_fleet_enc_load(&e, "10.0.0.1:8000", &(struct pg_fleet_load){3, 2, 5000}));
-	assert_true(
-	    pg_fleet_enc_load(&e, "[fd00::1]:8000", &(struct pg_fleet_load){-1, 0, UINT64_MAX}));
+	assert_true(pg_fleet_enc_load(&e, "10.0.0.1:8000", &(struct pg_fleet_load){3, 2, 5000},
+	                              &(struct pg_fleet_ages){1500, 700}));
+	assert_true(pg_fleet_enc_load(&e, "[fd00::1]:8000",
+	                              &(struct pg_fleet_load){-1, 0, UINT64_MAX},
+	                              &(struct pg_fleet_ages){PG_WORK_AGE_NONE, 0}));
 	assert_int_equal(e.count, 2);
 	assert_int_equal(pg_fleet_dec_begin(&d, buf, e.len, &g), 0);
 	assert_string_equal(g.id, "gw-a:9090");
@@ -54,10 +57,14 @@ static void test_codec_load(void **state)
 	assert_int_equal(x.load.in_flight, 3);
 	assert_int_equal(x.load.prefill_reqs, 2);
 	assert_int_equal(x.load.prefill_tokens, 5000);
+	assert_int_equal(x.ages.head_us, 1500);
+	assert_int_equal(x.ages.first_us, 700);
 	assert_true(pg_fleet_dec_next(&d, g.type, &x));
 	assert_string_equal(x.addr, "[fd00::1]:8000");
 	assert_int_equal(x.load.in_flight, -1);
 	assert_true(x.load.prefill_tokens == UINT64_MAX);
+	assert_true(x.ages.head_us == PG_WORK_AGE_NONE);
+	assert_int_equal(x.ages.first_us, 0);
 	assert_false(pg_fleet_dec_next(&d, g.type, &x));
 	assert_false(d.bad);
 
@@ -118,7 +125,9 @@ static void test_codec_cache_and_full(void **state)
 	h.id[PG_FLEET_ID_MAX] = '\0';
 	assert_int_equal(pg_fleet_enc_begin(&e, buf, sizeof(buf), &h), 0); /* exactly the max */
 	assert_int_equal(pg_fleet_enc_begin(&e, buf, 20, &h), -1);         /* no room */
-	assert_false(pg_fleet_enc_load(&e, longid, &(struct pg_fleet_load){1, 0, 0}) && e.count);
+	assert_false(pg_fleet_enc_load(&e, longid, &(struct pg_fleet_load){1, 0, 0},
+	                               &(struct pg_fleet_ages){0, 0}) &&
+	             e.count);
 }
 
 static void test_addrmap(void **state)

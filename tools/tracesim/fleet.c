@@ -3,11 +3,13 @@
  * tracesim: a fleet of gateways (tracesim.h). Each gateway tells the others
  * what it has queued on an instance whenever that changes (a LOAD entry,
  * as user/control/fleet.c publishes it, at most PG_FLEET_POLL_MS after the
- * change) and each cache decision it makes (a CACHE entry, in batches
- * every PG_FLEET_CACHE_GAP_MS); they arrive --load-delay and --cache-delay
- * ms later. A receiver keeps each peer's last LOAD entry and sums them into
- * its table's peer_* fields, as pg_fleet_peers_sum does, and records CACHE
- * entries in its index with pg_ca_record, as pg_fleet_on_cache does.
+ * change, with the ages of its head and latest first token there) and each
+ * cache decision it makes (a CACHE entry, in batches every
+ * PG_FLEET_CACHE_GAP_MS); they arrive --load-delay and --cache-delay ms
+ * later. A receiver keeps each peer's last LOAD entry and sums them into
+ * its table's peer_* fields, as pg_fleet_peers_sum does, takes in the ages
+ * (pg_work_heard) and records CACHE entries in its index (pg_ca_record), as
+ * the fleet's NATS callbacks do.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -39,15 +41,18 @@ static uint64_t delay_ns(double ms)
 void ts_fleet_changed(struct ts_world *w, unsigned g, uint16_t b)
 {
 	const struct pg_backend *x = &w->gw[g].be[b];
+	struct ts_msg m = {.sent_ns = w->now,
+	                   .due_ns = w->now + delay_ns(w->o.load_delay),
+	                   .from = (uint8_t)g,
+	                   .b = b,
+	                   .load = {.in_flight = x->in_flight,
+	                            .prefill_reqs = x->prefill_reqs,
+	                            .prefill_tokens = x->prefill_tokens}};
 
 	if (w->o.gateways < 2)
 		return;
-	push(&w->loadq, &(struct ts_msg){.due_ns = w->now + delay_ns(w->o.load_delay),
-	                                 .from = (uint8_t)g,
-	                                 .b = b,
-	                                 .load = {.in_flight = x->in_flight,
-	                                          .prefill_reqs = x->prefill_reqs,
-	                                          .prefill_tokens = x->prefill_tokens}});
+	pg_work_ages(x, w->now, &m.head_age_us, &m.first_age_us);
+	push(&w->loadq, &m);
 }
 
 void ts_fleet_decided(struct ts_world *w, unsigned g, const uint64_t *chain, uint32_t n, uint16_t b)
@@ -100,6 +105,11 @@ void ts_fleet_deliver(struct ts_world *w)
 				continue;
 			w->gw[r].heard[m->from][m->b] = m->load;
 			sum_peers(w, r, m->b);
+			/* the ages as of its sending: the real message's are taken
+			 * when it leaves, and it crosses a network in well under
+			 * a millisecond */
+			pg_work_heard(&w->gw[r].be[m->b], m->sent_ns, m->head_age_us,
+			              m->first_age_us);
 		}
 	}
 	q = &w->cacheq;

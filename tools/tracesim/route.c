@@ -294,9 +294,7 @@ void ts_on_token(void *ctx, struct sim_req *sr, bool last)
 			        (size_t)(j->rec - w->first), j->rec->input, j->b, ttft,
 			        j->wt.pred_ms, j->rec->input - j->own, sr->cached_tokens,
 			        j->wt.ahead);
-		if (!j->wt.mixed)
-			pg_fit_first(&g->fit[j->b], j->wt.sent_ns, w->now, j->wt.tokens,
-			             j->wt.decoding, j->wt.queued);
+		pg_work_learn(&g->fit[j->b], x, &j->wt, w->now);
 		publish(w, g, j->b);
 		ts_fleet_changed(w, j->g, j->b);
 	}

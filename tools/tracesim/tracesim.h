@@ -97,11 +97,12 @@ struct ts_gw {
 
 /* Messages on their way between gateways, in the order they arrive. */
 struct ts_msg {
-	uint64_t due_ns;
+	uint64_t sent_ns, due_ns;
 	uint8_t from;
 	uint16_t b;
 	struct pg_fleet_load load; /* LOAD */
-	uint32_t n;                /* CACHE: the chain, malloc'd */
+	uint32_t head_age_us, first_age_us;
+	uint32_t n; /* CACHE: the chain, malloc'd */
 	uint64_t *chain;
 };
 struct ts_fifo {

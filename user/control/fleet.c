@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "control/control.h"
 #include "control/fleet_internal.h"
+#include "lib/work.h"
 #include "state/fleetq.h"
 #include "state/route.h"
 #include "sys/log.h"
@@ -86,14 +87,17 @@ static bool msg_begin(struct pg_fleet *f, natsMsg *msg, enum pg_fleet_msg_type t
 
 void pg_fleet_on_load(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
 {
+	/* under mu */
+	static uint16_t ids[PG_MAX_BACKENDS];
+	static uint32_t ep[PG_MAX_BACKENDS];
+	static struct pg_fleet_load load[PG_MAX_BACKENDS];
+	static struct pg_fleet_ages ages[PG_MAX_BACKENDS];
 	struct pg_fleet *f = closure;
-	uint16_t ids[PG_MAX_BACKENDS];
-	uint32_t ep[PG_MAX_BACKENDS];
-	struct pg_fleet_load load[PG_MAX_BACKENDS];
 	struct pg_fleet_entry e;
 	struct pg_fleet_hdr h;
 	struct pg_fleet_dec d;
 	enum pg_fleet_update r;
+	uint64_t now_ns;
 	size_t n = 0;
 
 	(void)nc;
@@ -108,6 +112,7 @@ void pg_fleet_on_load(natsConnection *nc, natsSubscription *sub, natsMsg *msg, v
 			continue; /* not a member here (yet) */
 		ids[n] = a->id;
 		ep[n] = a->epoch;
+		ages[n] = e.ages;
 		load[n++] = e.load;
 	}
 	if (d.bad) {
@@ -115,7 +120,15 @@ void pg_fleet_on_load(natsConnection *nc, natsSubscription *sub, natsMsg *msg, v
 		COUNT(f, bad, 1);
 		goto out;
 	}
-	r = pg_fleet_peers_update(&f->peers, &h, ids, ep, load, n, pg_now_ms());
+	now_ns = pg_now_ns();
+	r = pg_fleet_peers_update(&f->peers, &h, ids, ep, load, n, now_ns / 1000000);
+	/* the engines' heads and first tokens this peer saw (work.h) */
+	for (size_t i = 0; i < n && r <= PG_FLEET_NEW_PEER; i++) {
+		struct pg_backend *b = &f->gw->maps.backends[ids[i]];
+
+		if (__atomic_load_n(&b->epoch, __ATOMIC_RELAXED) == ep[i])
+			pg_work_heard(b, now_ns, ages[i].head_us, ages[i].first_us);
+	}
 	if (r == PG_FLEET_FULL)
 		COUNT(f, peers_full, 1);
 	if (r == PG_FLEET_NEW_PEER)
@@ -186,9 +199,12 @@ static void publish(struct pg_fleet *f, const char *subj, const struct pg_fleet_
 		COUNT(f, sent[type], 1);
 }
 
-/* This gateway's vector, when it changed or an interval passed. */
+/* This gateway's vector, when its counts changed or an interval passed
+ * (the ages ride along: they change all the time, and the counts change
+ * with every head and first token). */
 static void publish_load(struct pg_fleet *f, uint64_t now)
 {
+	const uint64_t now_ns = pg_now_ns();
 	const struct pg_backend *bt = f->gw->maps.backends;
 	unsigned max = pg_max_backend_id(f->gw);
 	bool changed = now - f->last_pub_ms >= f->gw->cfg->fleet_interval_ms;
@@ -215,10 +231,15 @@ static void publish_load(struct pg_fleet *f, uint64_t now)
 	header(f, PG_FLEET_MSG_LOAD, &h);
 	if (pg_fleet_enc_begin(&e, f->load_buf, sizeof(f->load_buf), &h))
 		return;
-	for (unsigned id = 1; id <= max; id++)
-		if (__atomic_load_n(&bt[id].flags, __ATOMIC_RELAXED) & PG_BACKEND_ACTIVE)
-			pg_fleet_enc_load(&e, pg_backend_name(&bt[id], name, sizeof(name)),
-			                  &cur[id]);
+	for (unsigned id = 1; id <= max; id++) {
+		struct pg_fleet_ages ages;
+
+		if (!(__atomic_load_n(&bt[id].flags, __ATOMIC_RELAXED) & PG_BACKEND_ACTIVE))
+			continue;
+		pg_work_ages(&bt[id], now_ns, &ages.head_us, &ages.first_us);
+		pg_fleet_enc_load(&e, pg_backend_name(&bt[id], name, sizeof(name)), &cur[id],
+		                  &ages);
+	}
 	publish(f, f->subj_load, &e, PG_FLEET_MSG_LOAD);
 	memcpy(f->last_pub, cur, sizeof(f->last_pub));
 	f->last_pub_ms = now;

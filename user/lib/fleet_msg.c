@@ -95,9 +95,10 @@ static void counted(struct pg_fleet_enc *e)
 	put_u16(e->p + e->count_off, e->count);
 }
 
-#define LOAD_FIXED (4 + 4 + 8) /* a LOAD entry past its address */
+#define LOAD_FIXED (4 + 4 + 8 + 4 + 4) /* a LOAD entry past its address */
 
-bool pg_fleet_enc_load(struct pg_fleet_enc *e, const char *addr, const struct pg_fleet_load *l)
+bool pg_fleet_enc_load(struct pg_fleet_enc *e, const char *addr, const struct pg_fleet_load *l,
+                       const struct pg_fleet_ages *ages)
 {
 	size_t al = strnlen(addr, PG_FLEET_ADDR_MAX + 1);
 
@@ -107,6 +108,8 @@ bool pg_fleet_enc_load(struct pg_fleet_enc *e, const char *addr, const struct pg
 	put_u32(e->p + e->len, (uint32_t)l->in_flight);
 	put_u32(e->p + e->len + 4, l->prefill_reqs);
 	put_u64(e->p + e->len + 8, l->prefill_tokens);
+	put_u32(e->p + e->len + 16, ages->head_us);
+	put_u32(e->p + e->len + 20, ages->first_us);
 	e->len += LOAD_FIXED;
 	counted(e);
 	return true;
@@ -141,7 +144,7 @@ int pg_fleet_dec_begin(struct pg_fleet_dec *d, const void *buf, size_t len, stru
 	memset(h, 0, sizeof(*h));
 	if (len < HDR_FIXED || p[0] != 'P' || p[1] != 'G' || p[2] != PG_FLEET_MSG_VERSION)
 		return -1;
-	if (p[3] != PG_FLEET_MSG_LOAD && p[3] != PG_FLEET_MSG_CACHE)
+	if (p[3] < PG_FLEET_MSG_LOAD || p[3] >= PG_FLEET_MSG_TYPES)
 		return -1;
 	idl = p[4];
 	if (idl > PG_FLEET_ID_MAX || len < HDR_FIXED + idl)
@@ -186,6 +189,7 @@ bool pg_fleet_dec_next(struct pg_fleet_dec *d, uint8_t type, struct pg_fleet_ent
 		return fault(d);
 	d->off += 1 + al;
 	memset(&out->load, 0, sizeof(out->load));
+	memset(&out->ages, 0, sizeof(out->ages));
 	out->n = 0;
 	out->chain = NULL;
 	if (type == PG_FLEET_MSG_LOAD) {
@@ -194,6 +198,8 @@ bool pg_fleet_dec_next(struct pg_fleet_dec *d, uint8_t type, struct pg_fleet_ent
 		out->load.in_flight = (int32_t)get_u32(d->p + d->off);
 		out->load.prefill_reqs = get_u32(d->p + d->off + 4);
 		out->load.prefill_tokens = get_u64(d->p + d->off + 8);
+		out->ages.head_us = get_u32(d->p + d->off + 16);
+		out->ages.first_us = get_u32(d->p + d->off + 20);
 		d->off += LOAD_FIXED;
 	} else {
 		if (d->len - d->off < 2)

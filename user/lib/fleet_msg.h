@@ -7,15 +7,17 @@
  *   header  "PG" | version u8 (1) | type u8 | id_len u8 | id bytes
  *           | boot u64 | seq u64 | wall_ms u64 | interval_ms u32 | count u16
  *   LOAD    count x { addr_len u8 | addr | in_flight s32 | prefill_reqs u32
- *                     | prefill_tokens u64 }
+ *                     | prefill_tokens u64 | head_age_us u32 | first_age_us u32 }
  *   CACHE   count x { addr_len u8 | addr | n u16 | n x chain hash u64 }
  * Backends are named by address ("host:port", as pg_backend_name spells it),
  * never by slot id: each gateway numbers its slots in its own order.
  * boot tells a restarted gateway (same id, seq from 1 again) from a replay;
  * wall_ms is the sender's clock, for logs only (expiry uses the receiver's).
  * Version 2 added the LOAD entries' prefill work (cache_aware's load
- * model, state/load.h): gateways of one fleet must speak the same version
- * (another's messages are counted as undecodable and ignored).
+ * model, state/load.h); version 3 the ages of the sender's head and latest
+ * first token on each backend (lib/work.h pg_work_ages). Gateways of one
+ * fleet must speak the same version (another's messages are counted as
+ * undecodable and ignored).
  */
 #ifndef PG_FLEET_MSG_H
 #define PG_FLEET_MSG_H
@@ -24,13 +26,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PG_FLEET_MSG_VERSION 2
+#define PG_FLEET_MSG_VERSION 3
 #define PG_FLEET_ID_MAX      64 /* gateway id, bytes */
 #define PG_FLEET_ADDR_MAX    63 /* backend address, bytes */
 
 enum pg_fleet_msg_type {
 	PG_FLEET_MSG_LOAD = 1,  /* per-backend in-flight vector */
 	PG_FLEET_MSG_CACHE = 2, /* cache_aware decisions: block chain -> backend */
+	PG_FLEET_MSG_TYPES,
 };
 
 struct pg_fleet_hdr {
@@ -64,8 +67,14 @@ struct pg_fleet_load {
 	uint64_t prefill_tokens;
 };
 
+/* The ages a LOAD entry carries besides (pg_work_ages). */
+struct pg_fleet_ages {
+	uint32_t head_us, first_us; /* PG_WORK_AGE_NONE: none */
+};
+
 /* Append one entry; false (and full set) if it does not fit. */
-bool pg_fleet_enc_load(struct pg_fleet_enc *e, const char *addr, const struct pg_fleet_load *l);
+bool pg_fleet_enc_load(struct pg_fleet_enc *e, const char *addr, const struct pg_fleet_load *l,
+                       const struct pg_fleet_ages *ages);
 bool pg_fleet_enc_cache(struct pg_fleet_enc *e, const char *addr, const uint64_t *chain,
                         uint16_t n);
 /* Bytes of one CACHE entry, to size a batch. */
@@ -89,6 +98,7 @@ int pg_fleet_dec_begin(struct pg_fleet_dec *d, const void *buf, size_t len, stru
 struct pg_fleet_entry {
 	char addr[PG_FLEET_ADDR_MAX + 1]; /* NUL-terminated */
 	struct pg_fleet_load load;        /* LOAD */
+	struct pg_fleet_ages ages;        /* LOAD */
 	uint16_t n;                       /* CACHE: hashes in chain */
 	const uint8_t *chain;             /* CACHE: n x u64 LE, unaligned: pg_fleet_hash() */
 };

@@ -71,9 +71,7 @@ static void learn(struct pg_gateway *gw, const struct pg_load_ticket *t, uint64_
 		s->epoch = t->epoch;
 		s->live = true;
 	}
-	if (!t->w.mixed)
-		pg_fit_first(&s->fit, t->w.sent_ns, now_ns, t->w.tokens, t->w.decoding,
-		             t->w.queued);
+	pg_work_learn(&s->fit, b, &t->w, now_ns);
 	cur = s->fit.cur;
 	n = s->fit.n;
 	pthread_mutex_unlock(&s->mu);
