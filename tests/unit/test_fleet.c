@@ -16,7 +16,6 @@
 #include "lib/balancer.h"
 #include "lib/fleet.h"
 #include "lib/fleet_msg.h"
-#include "lib/work.h"
 #include "state/fleetq.h"
 
 static struct pg_fleet_hdr hdr(uint8_t type, const char *id, uint64_t boot, uint64_t seq)
@@ -128,6 +127,61 @@ static void test_codec_cache_and_full(void **state)
 	assert_false(pg_fleet_enc_load(&e, longid, &(struct pg_fleet_load){1, 0, 0},
 	                               &(struct pg_fleet_ages){0, 0}) &&
 	             e.count);
+}
+
+/* FIT: the first tokens a gateway learned from, as its peers learn them. */
+static void test_codec_fit(void **state)
+{
+	struct pg_fleet_hdr h = hdr(PG_FLEET_MSG_FIT, "gw-b", 3, 9), g;
+	const struct pg_fit_obs o[2] = {{true, 12000, 3, 412345}, {false, 1, 0, UINT32_MAX}};
+	uint64_t w[2];
+	uint8_t buf[128];
+	struct pg_fleet_enc e;
+	struct pg_fleet_dec d;
+	struct pg_fleet_entry x;
+	struct pg_fit_obs back;
+
+	(void)state;
+	/* as a worker queues it (two words) */
+	for (int i = 0; i < 2; i++) {
+		pg_fit_obs_pack(&o[i], w);
+		pg_fit_obs_unpack(w, &back);
+		assert_true(back.whole == o[i].whole && back.tokens == o[i].tokens &&
+		            back.decoding == o[i].decoding && back.y_us == o[i].y_us);
+	}
+	assert_int_equal(pg_fleet_enc_begin(&e, buf, sizeof(buf), &h), 0);
+	assert_true(pg_fleet_enc_fit(&e, "10.0.0.1:8000", &o[0]));
+	assert_true(pg_fleet_enc_fit(&e, "10.0.0.2:8000", &o[1]));
+	assert_int_equal(pg_fleet_dec_begin(&d, buf, e.len, &g), 0);
+	assert_int_equal(g.type, PG_FLEET_MSG_FIT);
+	for (int i = 0; i < 2; i++) {
+		assert_true(pg_fleet_dec_next(&d, g.type, &x));
+		assert_true(x.obs.whole == o[i].whole);
+		assert_int_equal(x.obs.tokens, o[i].tokens);
+		assert_int_equal(x.obs.decoding, o[i].decoding);
+		assert_true(x.obs.y_us == o[i].y_us);
+	}
+	assert_false(pg_fleet_dec_next(&d, g.type, &x));
+	assert_false(d.bad);
+	for (size_t len = 0; len < e.len; len++) {
+		size_t n = 0;
+
+		if (pg_fleet_dec_begin(&d, buf, len, &g))
+			continue;
+		while (pg_fleet_dec_next(&d, g.type, &x))
+			n++;
+		assert_true(n < 2);
+		assert_true(d.bad);
+	}
+	/* "whole" is a flag: anything else is a corrupt entry */
+	buf[e.len - 13] = 2;
+	assert_int_equal(pg_fleet_dec_begin(&d, buf, e.len, &g), 0);
+	assert_true(pg_fleet_dec_next(&d, g.type, &x));
+	assert_false(pg_fleet_dec_next(&d, g.type, &x));
+	assert_true(d.bad);
+	/* a type past the last is not a message */
+	buf[3] = PG_FLEET_MSG_TYPES;
+	assert_int_equal(pg_fleet_dec_begin(&d, buf, e.len, &g), -1);
 }
 
 static void test_addrmap(void **state)
@@ -355,13 +409,10 @@ static void test_balancer_counts_peers(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_codec_load),
-	    cmocka_unit_test(test_codec_cache_and_full),
-	    cmocka_unit_test(test_addrmap),
-	    cmocka_unit_test(test_peers),
-	    cmocka_unit_test(test_decide),
-	    cmocka_unit_test(test_fleetq),
-	    cmocka_unit_test(test_balancer_counts_peers),
+	    cmocka_unit_test(test_codec_load), cmocka_unit_test(test_codec_cache_and_full),
+	    cmocka_unit_test(test_codec_fit),  cmocka_unit_test(test_addrmap),
+	    cmocka_unit_test(test_peers),      cmocka_unit_test(test_decide),
+	    cmocka_unit_test(test_fleetq),     cmocka_unit_test(test_balancer_counts_peers),
 	};
 
 	return cmocka_run_group_tests_name("fleet", tests, NULL, NULL);

@@ -3,13 +3,14 @@
  * tracesim: a fleet of gateways (tracesim.h). Each gateway tells the others
  * what it has queued on an instance whenever that changes (a LOAD entry,
  * as user/control/fleet.c publishes it, at most PG_FLEET_POLL_MS after the
- * change, with the ages of its head and latest first token there) and each
- * cache decision it makes (a CACHE entry, in batches every
+ * change, with the ages of its head and latest first token there), each
+ * cache decision it makes (a CACHE entry) and each first token it learned
+ * an instance's speed from (a FIT entry; both in batches every
  * PG_FLEET_CACHE_GAP_MS); they arrive --load-delay and --cache-delay ms
  * later. A receiver keeps each peer's last LOAD entry and sums them into
- * its table's peer_* fields, as pg_fleet_peers_sum does, takes in the ages
- * (pg_work_heard) and records CACHE entries in its index (pg_ca_record), as
- * the fleet's NATS callbacks do.
+ * its table's peer_* fields, as pg_fleet_peers_sum does, and takes in the
+ * ages (pg_work_heard), CACHE entries (pg_ca_record) and FIT entries
+ * (pg_fit_learn), as the fleet's NATS callbacks do.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,17 @@ void ts_fleet_decided(struct ts_world *w, unsigned g, const uint64_t *chain, uin
 	push(&w->cacheq, &m);
 }
 
+void ts_fleet_learned(struct ts_world *w, unsigned g, uint16_t b, const struct pg_fit_obs *obs)
+{
+	if (w->o.gateways < 2)
+		return;
+	push(&w->fitq, &(struct ts_msg){.sent_ns = w->now,
+	                                .due_ns = w->now + delay_ns(w->o.cache_delay),
+	                                .from = (uint8_t)g,
+	                                .b = b,
+	                                .obs = *obs});
+}
+
 /* Receiver r's peer_* fields of instance b: its peers' last entries summed. */
 static void sum_peers(struct ts_world *w, unsigned r, uint16_t b)
 {
@@ -120,5 +132,16 @@ void ts_fleet_deliver(struct ts_world *w)
 			if (r != m->from)
 				pg_ca_record(&w->gw[r].ix, m->chain, m->n, m->b);
 		free(m->chain);
+	}
+	q = &w->fitq;
+	for (; q->head < q->tail && q->m[q->head].due_ns <= w->now; q->head++) {
+		const struct ts_msg *m = &q->m[q->head];
+
+		for (unsigned r = 0; r < w->o.gateways; r++) {
+			if (r == m->from)
+				continue;
+			pg_fit_learn(&w->gw[r].fit[m->b], w->now / 1000000, &m->obs);
+			ts_publish(w, &w->gw[r], m->b);
+		}
 	}
 }

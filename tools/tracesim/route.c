@@ -249,7 +249,7 @@ void ts_dispatch(struct ts_world *w, const struct ts_rec *r)
 /* A backend's fit published as the gateway publishes it (state/load.c),
  * and the members nothing was learned of yet taken at the median speed of
  * the others (pg_load_share_speeds, each control tick). */
-static void publish(struct ts_world *w, struct ts_gw *g, uint16_t b)
+void ts_publish(struct ts_world *w, struct ts_gw *g, uint16_t b)
 {
 	const struct pg_fit *f = &g->fit[b];
 	struct pg_backend *x = &g->be[b];
@@ -279,6 +279,7 @@ void ts_on_token(void *ctx, struct sim_req *sr, bool last)
 
 	ts_fleet_deliver(w);
 	if (!j->first) {
+		struct pg_fit_obs obs;
 		struct pg_speed sp;
 		double ttft;
 
@@ -294,8 +295,9 @@ void ts_on_token(void *ctx, struct sim_req *sr, bool last)
 			        (size_t)(j->rec - w->first), j->rec->input, j->b, ttft,
 			        j->wt.pred_ms, j->rec->input - j->own, sr->cached_tokens,
 			        j->wt.ahead);
-		pg_work_learn(&g->fit[j->b], x, &j->wt, w->now);
-		publish(w, g, j->b);
+		if (pg_work_learn(&g->fit[j->b], x, &j->wt, w->now, &obs))
+			ts_fleet_learned(w, j->g, j->b, &obs);
+		ts_publish(w, g, j->b);
 		ts_fleet_changed(w, j->g, j->b);
 	}
 	if (last) {

@@ -104,6 +104,7 @@ struct ts_msg {
 	uint32_t head_age_us, first_age_us;
 	uint32_t n; /* CACHE: the chain, malloc'd */
 	uint64_t *chain;
+	struct pg_fit_obs obs; /* FIT */
 };
 struct ts_fifo {
 	struct ts_msg *m;
@@ -117,7 +118,7 @@ struct ts_world {
 	struct sim *inst[TS_MAX_INSTANCES + 1];
 	struct ts_gw gw[TS_MAX_GATEWAYS];
 	struct pg_ring *ring; /* every gateway's: the same members */
-	struct ts_fifo loadq, cacheq;
+	struct ts_fifo loadq, cacheq, fitq;
 	uint64_t now; /* ns */
 	uint64_t rnd;
 	double speedup; /* trace time / replay time */
@@ -140,13 +141,18 @@ void ts_on_token(void *ctx, struct sim_req *r, bool last);
 /* Whether strategy names one tracesim knows. */
 bool ts_strategy_known(const char *s);
 
-/* fleet.c: gateway g's queue on instance b changed, and it decided to
- * send a request with the block chain chain[0..n) to b: both reach the
- * other gateways later; deliver what has arrived by now. No-ops for one
- * gateway. */
+/* Gateway g's fit of instance b into its table (as state/load.c
+ * publishes it). */
+void ts_publish(struct ts_world *w, struct ts_gw *g, uint16_t b);
+
+/* fleet.c: gateway g's queue on instance b changed, it decided to send a
+ * request with the block chain chain[0..n) to b, it learned obs of b's
+ * speed: each reaches the other gateways later; deliver what has arrived
+ * by now. No-ops for one gateway. */
 void ts_fleet_changed(struct ts_world *w, unsigned g, uint16_t b);
 void ts_fleet_decided(struct ts_world *w, unsigned g, const uint64_t *chain, uint32_t n,
                       uint16_t b);
+void ts_fleet_learned(struct ts_world *w, unsigned g, uint16_t b, const struct pg_fit_obs *obs);
 void ts_fleet_deliver(struct ts_world *w);
 
 /* report.c: the figures, as text on out and, if o.json, as JSON. */

@@ -13,6 +13,7 @@
 #include "control/fleet_internal.h"
 #include "lib/work.h"
 #include "state/fleetq.h"
+#include "state/load.h"
 #include "state/route.h"
 #include "sys/log.h"
 
@@ -181,6 +182,36 @@ out:
 	natsMsg_Destroy(msg);
 }
 
+void pg_fleet_on_fit(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
+{
+	struct pg_fleet *f = closure;
+	struct pg_fleet_entry e;
+	struct pg_fleet_hdr h;
+	struct pg_fleet_dec d;
+
+	(void)nc;
+	(void)sub;
+	if (!msg_begin(f, msg, PG_FLEET_MSG_FIT, &d, &h))
+		goto out;
+	pthread_mutex_lock(&f->mu);
+	while (pg_fleet_dec_next(&d, PG_FLEET_MSG_FIT, &e)) {
+		const struct pg_fleet_addr *a = pg_fleet_addrmap_find(&f->amap, e.addr);
+
+		if (!a) {
+			COUNT(f, fit_unknown, 1);
+			continue;
+		}
+		/* a fit of a slot that got another member is ignored there */
+		pg_load_observe(f->gw, a->id, a->epoch, &e.obs, pg_now_ns());
+		COUNT(f, fit_applied, 1);
+	}
+	pthread_mutex_unlock(&f->mu);
+	if (d.bad)
+		COUNT(f, bad, 1);
+out:
+	natsMsg_Destroy(msg);
+}
+
 static void header(struct pg_fleet *f, uint8_t type, struct pg_fleet_hdr *h)
 {
 	memset(h, 0, sizeof(*h));
@@ -258,6 +289,42 @@ static void batch_one(uint16_t id, uint32_t epoch, const uint64_t *chain, uint16
 		return;
 	}
 	COUNT(f, cache_published, 1);
+}
+
+/* pg_fleetq_take's callback: one observation into the batch. */
+static void batch_fit(uint16_t id, uint32_t epoch, const uint64_t *w, uint16_t n, void *arg)
+{
+	struct pg_fleet *f = arg;
+	const struct pg_backend *b = &f->gw->maps.backends[id];
+	char name[PG_FLEET_ADDR_MAX + 1];
+	struct pg_fit_obs o;
+
+	if (n != 2)
+		return;
+	pg_fit_obs_unpack(w, &o);
+	if (!f->fenc.p || __atomic_load_n(&b->epoch, __ATOMIC_RELAXED) != epoch ||
+	    !pg_fleet_enc_fit(&f->fenc, pg_backend_name(b, name, sizeof(name)), &o)) {
+		COUNT(f, fit_dropped, 1);
+		return;
+	}
+	COUNT(f, fit_published, 1);
+}
+
+/* Every worker's queued first tokens learned from: one batch. */
+static void publish_fit(struct pg_fleet *f, bool up)
+{
+	struct pg_fleet_hdr h;
+
+	memset(&f->fenc, 0, sizeof(f->fenc));
+	if (up) {
+		header(f, PG_FLEET_MSG_FIT, &h);
+		if (pg_fleet_enc_begin(&f->fenc, f->fit_buf, sizeof(f->fit_buf), &h))
+			memset(&f->fenc, 0, sizeof(f->fenc));
+	}
+	for (unsigned w = 0; w < f->gw->nworkers; w++)
+		pg_fleetq_take(f->gw->fleetq_obs, w, batch_fit, f);
+	if (f->fenc.p && f->fenc.count)
+		publish(f, f->subj_fit, &f->fenc, PG_FLEET_MSG_FIT);
 }
 
 /* Every worker's queued decisions: one batch (or, without NATS, dropped). */
@@ -396,6 +463,8 @@ void *pg_fleet_main(void *arg)
 			publish_load(f, now);
 		if (f->gw->fleetq && now - f->last_cache_ms >= PG_FLEET_CACHE_GAP_MS) {
 			publish_cache(f, up);
+			if (f->gw->fleetq_obs)
+				publish_fit(f, up);
 			f->last_cache_ms = now;
 		}
 		nanosleep(&poll, NULL);

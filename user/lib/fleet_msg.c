@@ -96,6 +96,7 @@ static void counted(struct pg_fleet_enc *e)
 }
 
 #define LOAD_FIXED (4 + 4 + 8 + 4 + 4) /* a LOAD entry past its address */
+#define FIT_FIXED  (1 + 4 + 4 + 4)     /* a FIT entry past its address */
 
 bool pg_fleet_enc_load(struct pg_fleet_enc *e, const char *addr, const struct pg_fleet_load *l,
                        const struct pg_fleet_ages *ages)
@@ -111,6 +112,22 @@ bool pg_fleet_enc_load(struct pg_fleet_enc *e, const char *addr, const struct pg
 	put_u32(e->p + e->len + 16, ages->head_us);
 	put_u32(e->p + e->len + 20, ages->first_us);
 	e->len += LOAD_FIXED;
+	counted(e);
+	return true;
+}
+
+bool pg_fleet_enc_fit(struct pg_fleet_enc *e, const char *addr, const struct pg_fit_obs *o)
+{
+	size_t al = strnlen(addr, PG_FLEET_ADDR_MAX + 1);
+
+	if (al > PG_FLEET_ADDR_MAX || !room(e, 1 + al + FIT_FIXED))
+		return false;
+	e->len += put_addr(e, addr, al);
+	e->p[e->len] = o->whole;
+	put_u32(e->p + e->len + 1, o->tokens);
+	put_u32(e->p + e->len + 5, o->decoding);
+	put_u32(e->p + e->len + 9, o->y_us);
+	e->len += FIT_FIXED;
 	counted(e);
 	return true;
 }
@@ -190,6 +207,7 @@ bool pg_fleet_dec_next(struct pg_fleet_dec *d, uint8_t type, struct pg_fleet_ent
 	d->off += 1 + al;
 	memset(&out->load, 0, sizeof(out->load));
 	memset(&out->ages, 0, sizeof(out->ages));
+	memset(&out->obs, 0, sizeof(out->obs));
 	out->n = 0;
 	out->chain = NULL;
 	if (type == PG_FLEET_MSG_LOAD) {
@@ -201,6 +219,14 @@ bool pg_fleet_dec_next(struct pg_fleet_dec *d, uint8_t type, struct pg_fleet_ent
 		out->ages.head_us = get_u32(d->p + d->off + 16);
 		out->ages.first_us = get_u32(d->p + d->off + 20);
 		d->off += LOAD_FIXED;
+	} else if (type == PG_FLEET_MSG_FIT) {
+		if (d->len - d->off < FIT_FIXED || d->p[d->off] > 1)
+			return fault(d);
+		out->obs.whole = d->p[d->off];
+		out->obs.tokens = get_u32(d->p + d->off + 1);
+		out->obs.decoding = get_u32(d->p + d->off + 5);
+		out->obs.y_us = get_u32(d->p + d->off + 9);
+		d->off += FIT_FIXED;
 	} else {
 		if (d->len - d->off < 2)
 			return fault(d);

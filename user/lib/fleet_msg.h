@@ -9,15 +9,19 @@
  *   LOAD    count x { addr_len u8 | addr | in_flight s32 | prefill_reqs u32
  *                     | prefill_tokens u64 | head_age_us u32 | first_age_us u32 }
  *   CACHE   count x { addr_len u8 | addr | n u16 | n x chain hash u64 }
+ *   FIT     count x { addr_len u8 | addr | whole u8 | tokens u32
+ *                     | decoding u32 | y_us u32 }
  * Backends are named by address ("host:port", as pg_backend_name spells it),
  * never by slot id: each gateway numbers its slots in its own order.
  * boot tells a restarted gateway (same id, seq from 1 again) from a replay;
  * wall_ms is the sender's clock, for logs only (expiry uses the receiver's).
  * Version 2 added the LOAD entries' prefill work (cache_aware's load
  * model, state/load.h); version 3 the ages of the sender's head and latest
- * first token on each backend (lib/work.h pg_work_ages). Gateways of one
- * fleet must speak the same version (another's messages are counted as
- * undecodable and ignored).
+ * first token on each backend (lib/work.h pg_work_ages) and FIT, the first
+ * tokens a gateway learned its backends' speeds from, so that every
+ * gateway learns from all of the fleet's. Gateways of one fleet must speak
+ * the same version (another's messages are counted as undecodable and
+ * ignored).
  */
 #ifndef PG_FLEET_MSG_H
 #define PG_FLEET_MSG_H
@@ -25,6 +29,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "lib/work.h"
 
 #define PG_FLEET_MSG_VERSION 3
 #define PG_FLEET_ID_MAX      64 /* gateway id, bytes */
@@ -33,6 +38,7 @@
 enum pg_fleet_msg_type {
 	PG_FLEET_MSG_LOAD = 1,  /* per-backend in-flight vector */
 	PG_FLEET_MSG_CACHE = 2, /* cache_aware decisions: block chain -> backend */
+	PG_FLEET_MSG_FIT = 3,   /* first tokens learned from: backend -> observation */
 	PG_FLEET_MSG_TYPES,
 };
 
@@ -77,6 +83,7 @@ bool pg_fleet_enc_load(struct pg_fleet_enc *e, const char *addr, const struct pg
                        const struct pg_fleet_ages *ages);
 bool pg_fleet_enc_cache(struct pg_fleet_enc *e, const char *addr, const uint64_t *chain,
                         uint16_t n);
+bool pg_fleet_enc_fit(struct pg_fleet_enc *e, const char *addr, const struct pg_fit_obs *o);
 /* Bytes of one CACHE entry, to size a batch. */
 size_t pg_fleet_cache_entry_size(size_t addr_len, uint16_t n);
 
@@ -99,6 +106,7 @@ struct pg_fleet_entry {
 	char addr[PG_FLEET_ADDR_MAX + 1]; /* NUL-terminated */
 	struct pg_fleet_load load;        /* LOAD */
 	struct pg_fleet_ages ages;        /* LOAD */
+	struct pg_fit_obs obs;            /* FIT */
 	uint16_t n;                       /* CACHE: hashes in chain */
 	const uint8_t *chain;             /* CACHE: n x u64 LE, unaligned: pg_fleet_hash() */
 };

@@ -156,10 +156,16 @@ void pg_fit_observe(struct pg_fit *f, uint64_t now_ms, bool whole, double tokens
 	f->cur.ms_per_decode = fmax(c[2], 0);
 }
 
-void pg_fit_first(struct pg_fit *f, uint64_t sent_ns, uint64_t now_ns, uint64_t prev_ns, double own,
-                  double decoding, bool queued)
+void pg_fit_learn(struct pg_fit *f, uint64_t now_ms, const struct pg_fit_obs *o)
 {
-	uint64_t prev = f->last_first_ns;
+	pg_fit_observe(f, now_ms, o->whole, o->tokens, o->decoding, o->y_us / 1000.0);
+}
+
+bool pg_fit_first(struct pg_fit *f, uint64_t sent_ns, uint64_t now_ns, uint64_t prev_ns,
+                  uint32_t own, double decoding, bool queued, struct pg_fit_obs *obs)
+{
+	uint64_t prev = f->last_first_ns, from;
+	struct pg_fit_obs o;
 
 	if (now_ns > f->last_first_ns)
 		f->last_first_ns = now_ns;
@@ -167,13 +173,23 @@ void pg_fit_first(struct pg_fit *f, uint64_t sent_ns, uint64_t now_ns, uint64_t 
 	if (prev_ns > prev && prev_ns < now_ns)
 		prev = prev_ns;
 	if (now_ns < sent_ns)
-		return;
-	if (prev > sent_ns && now_ns > prev) /* its prefill alone */
-		pg_fit_observe(f, now_ns / 1000000, false, own, decoding,
-		               (double)(now_ns - prev) / 1e6);
-	else if (!queued) /* a whole TTFT */
-		pg_fit_observe(f, now_ns / 1000000, true, own, decoding,
-		               (double)(now_ns - sent_ns) / 1e6);
+		return false;
+	if (prev > sent_ns && now_ns > prev)
+		from = prev; /* its prefill alone */
+	else if (!queued)
+		from = sent_ns; /* a whole TTFT */
+	else
+		return false;
+	o = (struct pg_fit_obs){
+	    .whole = from == sent_ns,
+	    .tokens = own,
+	    .decoding = (uint32_t)fmin(fmax(decoding, 0), UINT32_MAX),
+	    .y_us = (uint32_t)fmin((double)(now_ns - from) / 1e3, UINT32_MAX),
+	};
+	pg_fit_learn(f, now_ns / 1000000, &o);
+	if (obs)
+		*obs = o;
+	return true;
 }
 
 #define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
@@ -267,14 +283,14 @@ double pg_work_first(struct pg_backend *b, struct pg_work_ticket *t, double over
 	return (double)(now_ns - t->sent_ns) / 1e6;
 }
 
-void pg_work_learn(struct pg_fit *f, const struct pg_backend *b, const struct pg_work_ticket *t,
-                   uint64_t now_ns)
+bool pg_work_learn(struct pg_fit *f, const struct pg_backend *b, const struct pg_work_ticket *t,
+                   uint64_t now_ns, struct pg_fit_obs *obs)
 {
 	/* another gateway's request may have been ahead of it unseen (sent
 	 * just before, its news on the way): while any of theirs waits, it is
 	 * not known to have reached an idle engine */
-	pg_fit_first(f, t->sent_ns, now_ns, LOAD(&b->peer_first_ns), t->tokens, t->decoding,
-	             t->queued || LOAD(&b->peer_prefill_reqs));
+	return pg_fit_first(f, t->sent_ns, now_ns, LOAD(&b->peer_first_ns), t->tokens, t->decoding,
+	                    t->queued || LOAD(&b->peer_prefill_reqs), obs);
 }
 
 /* now - then in us, or PG_WORK_AGE_NONE (then 0, or too long ago). */

@@ -117,6 +117,33 @@ void pg_fit_prior(struct pg_fit *f, const struct pg_speed *prior);
 void pg_fit_observe(struct pg_fit *f, uint64_t now_ms, bool whole, double tokens, double decoding,
                     double y_ms);
 
+/* One observation as the gateways of a fleet share it (pg_fit_first gives
+ * it; every gateway learns every first token the fleet sees). */
+struct pg_fit_obs {
+	bool whole;        /* a whole TTFT (else a prefill alone) */
+	uint32_t tokens;   /* prefill work */
+	uint32_t decoding; /* requests decoding on the instance then */
+	uint32_t y_us;     /* what it took */
+};
+
+/* pg_fit_observe of o, at now_ms. */
+void pg_fit_learn(struct pg_fit *f, uint64_t now_ms, const struct pg_fit_obs *o);
+
+/* o in two words (state/fleetq.h carries words), and back. */
+static inline void pg_fit_obs_pack(const struct pg_fit_obs *o, uint64_t w[2])
+{
+	w[0] = o->tokens | (uint64_t)o->decoding << 32;
+	w[1] = o->y_us | (uint64_t)o->whole << 32;
+}
+
+static inline void pg_fit_obs_unpack(const uint64_t w[2], struct pg_fit_obs *o)
+{
+	o->tokens = (uint32_t)w[0];
+	o->decoding = (uint32_t)(w[0] >> 32);
+	o->y_us = (uint32_t)w[1];
+	o->whole = (w[1] >> 32) & 1;
+}
+
 /*
  * The first token of a request sent at sent_ns came at now_ns; own: its
  * prefill work there, decoding: the instance's requests decoding then;
@@ -131,10 +158,11 @@ void pg_fit_observe(struct pg_fit *f, uint64_t now_ms, bool whole, double tokens
  * never rests on the queue's estimate, which rests on the learned rate: an
  * estimate wrong in one would feed the other (a rate learned too fast
  * drains the queue too fast, and the waits it hides are taken for
- * overhead). Anything else: nothing learned.
+ * overhead). Anything else: nothing learned. Returns whether it learned,
+ * and what (obs, may be NULL).
  */
-void pg_fit_first(struct pg_fit *f, uint64_t sent_ns, uint64_t now_ns, uint64_t prev_ns, double own,
-                  double decoding, bool queued);
+bool pg_fit_first(struct pg_fit *f, uint64_t sent_ns, uint64_t now_ns, uint64_t prev_ns,
+                  uint32_t own, double decoding, bool queued, struct pg_fit_obs *obs);
 
 /* The shared table's fields, as every reader of them loads them: relaxed
  * atomics (any value is a recent snapshot, and these are estimates). */
@@ -226,8 +254,8 @@ void pg_work_drop(struct pg_backend *b, struct pg_work_ticket *t);
 
 /* What b's fit learns from t, whose first token came at now_ns (after
  * pg_work_first): pg_fit_first with the fleet's view of b. */
-void pg_work_learn(struct pg_fit *f, const struct pg_backend *b, const struct pg_work_ticket *t,
-                   uint64_t now_ns);
+bool pg_work_learn(struct pg_fit *f, const struct pg_backend *b, const struct pg_work_ticket *t,
+                   uint64_t now_ns, struct pg_fit_obs *obs);
 
 /* Fleets. An age in a message: none (nothing seen, or too old to say). */
 #define PG_WORK_AGE_NONE UINT32_MAX
