@@ -98,14 +98,15 @@ DRAIN_S = 20  # a rough allowance per run for the last decodes and queues (estim
 
 
 # --- the simulator ---------------------------------------------------------
-def simulate(opts, out, router, load, speeds=None, slow=None):
+def simulate(opts, out, router, load, speeds=None, slow=None, gateways=1):
     """tracesim's figures for one run (its JSON), or None (no such strategy
     or no tracesim). Instances are numbered from 1 there."""
     sim = os.path.join(opts.build, "tracesim")
     if router not in SIM_NAMES or not os.access(sim, os.X_OK):
         return None
     path = os.path.join(out, "sim-%s-%g%s.json" % (router, load, "-fast" if speeds else
-                                                   "-slow" if slow else ""))
+                                                   "-slow" if slow else
+                                                   "-%dgw" % gateways if gateways > 1 else ""))
     cmd = [sim, "--trace", tracerun.TRACE, "--strategy", SIM_NAMES[router], "--load",
            "%g" % load, "--json", path]
     if opts.trace_requests:
@@ -114,6 +115,8 @@ def simulate(opts, out, router, load, speeds=None, slow=None):
         cmd += ["--speed", "%d:%g" % (i + 1, f)]
     if slow:
         cmd += ["--slow", "%d:%g:%g" % (slow[0] + 1, slow[1], slow[2])]
+    if gateways > 1:
+        cmd += ["--gateways", str(gateways)]
     try:
         subprocess.run(cmd, capture_output=True, timeout=120, check=True)
         with open(path) as f:
@@ -231,8 +234,7 @@ def bench_trace(opts, out):
     t0 = time.monotonic()
     sims = part.res["sim"]
     for section, k, name, router, load, kw in todo:  # seconds each, before any replay
-        if section != "fleet":
-            sims.setdefault(section, {})[k] = simulate(opts, out, router, load, **kw)
+        sims.setdefault(section, {})[k] = simulate(opts, out, router, load, **kw)
     nats = None
     logdir = os.path.join(out, "logs")
     os.makedirs(logdir, exist_ok=True)
