@@ -9,8 +9,9 @@
  * PG_FLEET_CACHE_GAP_MS); they arrive --load-delay and --cache-delay ms
  * later. A receiver keeps each peer's last LOAD entry and sums them into
  * its table's peer_* fields, as pg_fleet_peers_sum does, and takes in the
- * ages (pg_work_heard), CACHE entries (pg_ca_record) and FIT entries
- * (pg_fit_learn), as the fleet's NATS callbacks do.
+ * ages (pg_work_heard), CACHE entries (pg_ca_tick, each a request, and
+ * pg_ca_record) and FIT entries (pg_fit_learn), as the fleet's NATS
+ * callbacks do.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -128,9 +129,12 @@ void ts_fleet_deliver(struct ts_world *w)
 	for (; q->head < q->tail && q->m[q->head].due_ns <= w->now; q->head++) {
 		struct ts_msg *m = &q->m[q->head];
 
-		for (unsigned r = 0; r < w->o.gateways; r++)
-			if (r != m->from)
-				pg_ca_record(&w->gw[r].ix, m->chain, m->n, m->b);
+		for (unsigned r = 0; r < w->o.gateways; r++) {
+			if (r == m->from)
+				continue;
+			pg_ca_tick(&w->gw[r].ix); /* a request of the fleet's */
+			pg_ca_record(&w->gw[r].ix, m->chain, m->n, m->b);
+		}
 		free(m->chain);
 	}
 	q = &w->fitq;

@@ -161,6 +161,11 @@ void pg_fleet_on_cache(natsConnection *nc, natsSubscription *sub, natsMsg *msg, 
 		const struct pg_fleet_addr *a = pg_fleet_addrmap_find(&f->amap, e.addr);
 		uint16_t n = 0;
 
+		/* a request of the fleet's, wherever it went: the index's clock
+		 * counts it, so that a prefix's share of the requests is its share
+		 * of the fleet's, as the peer's was (cacheidx.h) */
+		if (e.flags & PG_FLEET_CACHE_REQUEST)
+			pg_ca_tick(&ix);
 		if (!a || !ix.capacity_blocks ||
 		    __atomic_load_n(&f->gw->maps.backends[a->id].epoch, __ATOMIC_RELAXED) !=
 		        a->epoch) {
@@ -277,14 +282,16 @@ static void publish_load(struct pg_fleet *f, uint64_t now)
 }
 
 /* pg_fleetq_take's callback: one decision into the batch. */
-static void batch_one(uint16_t id, uint32_t epoch, const uint64_t *chain, uint16_t n, void *arg)
+static void batch_one(uint16_t id, uint32_t epoch, const uint64_t *chain, uint16_t n, bool request,
+                      void *arg)
 {
 	struct pg_fleet *f = arg;
 	const struct pg_backend *b = &f->gw->maps.backends[id];
 	char name[PG_FLEET_ADDR_MAX + 1];
 
 	if (!f->cenc.p || __atomic_load_n(&b->epoch, __ATOMIC_RELAXED) != epoch ||
-	    !pg_fleet_enc_cache(&f->cenc, pg_backend_name(b, name, sizeof(name)), chain, n)) {
+	    !pg_fleet_enc_cache(&f->cenc, pg_backend_name(b, name, sizeof(name)),
+	                        request ? PG_FLEET_CACHE_REQUEST : 0, chain, n)) {
 		COUNT(f, cache_dropped, 1);
 		return;
 	}
@@ -292,13 +299,15 @@ static void batch_one(uint16_t id, uint32_t epoch, const uint64_t *chain, uint16
 }
 
 /* pg_fleetq_take's callback: one observation into the batch. */
-static void batch_fit(uint16_t id, uint32_t epoch, const uint64_t *w, uint16_t n, void *arg)
+static void batch_fit(uint16_t id, uint32_t epoch, const uint64_t *w, uint16_t n, bool request,
+                      void *arg)
 {
 	struct pg_fleet *f = arg;
 	const struct pg_backend *b = &f->gw->maps.backends[id];
 	char name[PG_FLEET_ADDR_MAX + 1];
 	struct pg_fit_obs o;
 
+	(void)request;
 	if (n != 2)
 		return;
 	pg_fit_obs_unpack(w, &o);

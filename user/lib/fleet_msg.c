@@ -134,18 +134,20 @@ bool pg_fleet_enc_fit(struct pg_fleet_enc *e, const char *addr, const struct pg_
 
 size_t pg_fleet_cache_entry_size(size_t addr_len, uint16_t n)
 {
-	return 1 + addr_len + 2 + (size_t)n * 8;
+	return 1 + addr_len + 1 + 2 + (size_t)n * 8;
 }
 
-bool pg_fleet_enc_cache(struct pg_fleet_enc *e, const char *addr, const uint64_t *chain, uint16_t n)
+bool pg_fleet_enc_cache(struct pg_fleet_enc *e, const char *addr, uint8_t flags,
+                        const uint64_t *chain, uint16_t n)
 {
 	size_t al = strnlen(addr, PG_FLEET_ADDR_MAX + 1);
 
 	if (al > PG_FLEET_ADDR_MAX || !room(e, pg_fleet_cache_entry_size(al, n)))
 		return false;
 	e->len += put_addr(e, addr, al);
-	put_u16(e->p + e->len, n);
-	e->len += 2;
+	e->p[e->len] = flags;
+	put_u16(e->p + e->len + 1, n);
+	e->len += 3;
 	for (uint16_t i = 0; i < n; i++, e->len += 8)
 		put_u64(e->p + e->len, chain[i]);
 	counted(e);
@@ -208,6 +210,7 @@ bool pg_fleet_dec_next(struct pg_fleet_dec *d, uint8_t type, struct pg_fleet_ent
 	memset(&out->load, 0, sizeof(out->load));
 	memset(&out->ages, 0, sizeof(out->ages));
 	memset(&out->obs, 0, sizeof(out->obs));
+	out->flags = 0;
 	out->n = 0;
 	out->chain = NULL;
 	if (type == PG_FLEET_MSG_LOAD) {
@@ -228,14 +231,15 @@ bool pg_fleet_dec_next(struct pg_fleet_dec *d, uint8_t type, struct pg_fleet_ent
 		out->obs.y_us = get_u32(d->p + d->off + 9);
 		d->off += FIT_FIXED;
 	} else {
-		if (d->len - d->off < 2)
+		if (d->len - d->off < 3)
 			return fault(d);
-		out->n = get_u16(d->p + d->off);
+		out->flags = d->p[d->off];
+		out->n = get_u16(d->p + d->off + 1);
 		need = (size_t)out->n * 8;
-		if (d->len - d->off - 2 < need)
+		if (d->len - d->off - 3 < need)
 			return fault(d);
-		out->chain = d->p + d->off + 2;
-		d->off += 2 + need;
+		out->chain = d->p + d->off + 3;
+		d->off += 3 + need;
 	}
 	d->left--;
 	return true;

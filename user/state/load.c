@@ -104,7 +104,7 @@ static void learn(struct pg_gateway *gw, unsigned worker, const struct pg_load_t
 		uint64_t w[2];
 
 		pg_fit_obs_pack(&obs, w);
-		pg_fleetq_push(gw->fleetq_obs, worker, t->backend, t->epoch, w, 2);
+		pg_fleetq_push(gw->fleetq_obs, worker, t->backend, t->epoch, w, 2, false);
 	}
 }
 
