@@ -39,7 +39,14 @@ are model time.
      below its share in the 30 s before.
   4. Fleet: 4 CACHE_AWARE gateways sharing state over NATS (fleetbench.py)
      in front of the same 8 instances, each request to one of them at
-     random, at 0.9, against one gateway: mean and p99 TTFT, hit rate.
+     random, at 0.9, against one gateway: mean and p99 TTFT, hit rate, and
+     tracesim --gateways 4 beside it. The trace's requests come about ten
+     at a time (its times are in 3 s steps): gateways deciding at the same
+     instant cannot see each other's choices, which costs a fleet about 12%
+     of its mean TTFT in tracesim (none with tracesim --spread). Measured
+     on a busy 2-CPU machine (2026-12-03, load average 8-18): 1,435 and
+     1,508 ms (one gateway in the same runs 2,635 and 1,823; the code
+     before these fleet changes 4,461 and 2,530 for four gateways).
   5. Targets, PASS/MISS with the numbers: at 0.7, 0.9, 1.1 CACHE_AWARE's
      mean and p99 TTFT <= 1.1 x the better reference's; at 0.9 its mean <=
      0.3 x PREFIX_AWARE's; its hit rate at every load >= 0.9 x its hit rate
