@@ -204,8 +204,14 @@ struct pg_backend {
 	 * health-check thread writes it. */
 	__u32 ca_capacity_blocks;
 	__u32 peer_prefill_reqs;
+	/* cache_aware in a fleet (user/lib/work.h): the latest first token this
+	 * gateway saw from it (workers), and the latest the other gateways saw
+	 * (the fleet thread: their messages' ages taken off their arrival);
+	 * CLOCK_MONOTONIC ns of this host, 0: none. */
+	__u64 first_ns;
+	__u64 peer_first_ns;
 };
-_Static_assert(sizeof(struct pg_backend) == 160 + 8 * PG_DEC_MAX, "pg_backend layout");
+_Static_assert(sizeof(struct pg_backend) == 176 + 8 * PG_DEC_MAX, "pg_backend layout");
 _Static_assert(sizeof(struct pg_backend) % 8 == 0, "pg_backend alignment");
 
 /*

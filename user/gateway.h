@@ -119,6 +119,7 @@ struct pg_gateway {
 	struct pg_alog *alog;           /* accesslog.h: the logger's, with the rings */
 	struct pg_fleet *fleet;         /* control/fleet.h: --nats / --fleet-size */
 	struct pg_fleetq *fleetq;       /* state/fleetq.h: cache_aware decisions to publish */
+	struct pg_fleetq *fleetq_obs;   /* ... and first tokens learned from (state/load.h) */
 	/* Load mode SHARE (lib/fleet.h): each of this many gateways routes on
 	 * ConcurrencyThreshold / fleet_share; 0 or 1: the whole threshold.
 	 * Written by the fleet thread, read atomically by route.c (routing

@@ -11,9 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 #include "lib/balancer.h"
+#include "lib/cacheidx.h"
 #include "lib/fleet.h"
 #include "lib/fleet_msg.h"
 #include "state/fleetq.h"
@@ -37,9 +39,11 @@ static void test_codec_load(void **state)
 
 	(void)state;
 	assert_int_equal(pg_fleet_enc_begin(&e, buf, sizeof(buf), &h), 0);
-	assert_true(pg_fleet_enc_load(&e, "10.0.0.1:8000", &(struct pg_fleet_load){3, 2, 5000}));
-	assert_true(
-	    pg_fleet_enc_load(&e, "[fd00::1]:8000", &(struct pg_fleet_load){-1, 0, UINT64_MAX}));
+	assert_true(pg_fleet_enc_load(&e, "10.0.0.1:8000", &(struct pg_fleet_load){3, 2, 5000},
+	                              &(struct pg_fleet_ages){1500, 700}));
+	assert_true(pg_fleet_enc_load(&e, "[fd00::1]:8000",
+	                              &(struct pg_fleet_load){-1, 0, UINT64_MAX},
+	                              &(struct pg_fleet_ages){PG_WORK_AGE_NONE, 0}));
 	assert_int_equal(e.count, 2);
 	assert_int_equal(pg_fleet_dec_begin(&d, buf, e.len, &g), 0);
 	assert_string_equal(g.id, "gw-a:9090");
@@ -54,10 +58,14 @@ static void test_codec_load(void **state)
 	assert_int_equal(x.load.in_flight, 3);
 	assert_int_equal(x.load.prefill_reqs, 2);
 	assert_int_equal(x.load.prefill_tokens, 5000);
+	assert_int_equal(x.ages.head_us, 1500);
+	assert_int_equal(x.ages.first_us, 700);
 	assert_true(pg_fleet_dec_next(&d, g.type, &x));
 	assert_string_equal(x.addr, "[fd00::1]:8000");
 	assert_int_equal(x.load.in_flight, -1);
 	assert_true(x.load.prefill_tokens == UINT64_MAX);
+	assert_true(x.ages.head_us == PG_WORK_AGE_NONE);
+	assert_int_equal(x.ages.first_us, 0);
 	assert_false(pg_fleet_dec_next(&d, g.type, &x));
 	assert_false(d.bad);
 
@@ -95,16 +103,18 @@ static void test_codec_cache_and_full(void **state)
 
 	(void)state;
 	assert_int_equal(pg_fleet_enc_begin(&e, buf, sizeof(buf), &h), 0);
-	while (pg_fleet_enc_cache(&e, "10.0.0.1:8000", chain, 3))
+	while (
+	    pg_fleet_enc_cache(&e, "10.0.0.1:8000", n % 2 ? 0 : PG_FLEET_CACHE_REQUEST, chain, 3))
 		n++;
 	assert_true(e.full);
 	assert_int_equal(e.count, n);
 	assert_true(e.len <= sizeof(buf));
 	assert_true(sizeof(buf) - e.len < pg_fleet_cache_entry_size(13, 3));
-	assert_false(pg_fleet_enc_cache(&e, "x", chain, 0)); /* full stays full */
+	assert_false(pg_fleet_enc_cache(&e, "x", 0, chain, 0)); /* full stays full */
 	assert_int_equal(pg_fleet_dec_begin(&d, buf, e.len, &g), 0);
 	for (unsigned i = 0; i < n; i++) {
 		assert_true(pg_fleet_dec_next(&d, PG_FLEET_MSG_CACHE, &x));
+		assert_int_equal(x.flags, i % 2 ? 0 : PG_FLEET_CACHE_REQUEST);
 		assert_int_equal(x.n, 3);
 		for (uint16_t k = 0; k < 3; k++)
 			assert_true(pg_fleet_hash(&x, k) == chain[k]);
@@ -118,7 +128,64 @@ static void test_codec_cache_and_full(void **state)
 	h.id[PG_FLEET_ID_MAX] = '\0';
 	assert_int_equal(pg_fleet_enc_begin(&e, buf, sizeof(buf), &h), 0); /* exactly the max */
 	assert_int_equal(pg_fleet_enc_begin(&e, buf, 20, &h), -1);         /* no room */
-	assert_false(pg_fleet_enc_load(&e, longid, &(struct pg_fleet_load){1, 0, 0}) && e.count);
+	assert_false(pg_fleet_enc_load(&e, longid, &(struct pg_fleet_load){1, 0, 0},
+	                               &(struct pg_fleet_ages){0, 0}) &&
+	             e.count);
+}
+
+/* FIT: the first tokens a gateway learned from, as its peers learn them. */
+static void test_codec_fit(void **state)
+{
+	struct pg_fleet_hdr h = hdr(PG_FLEET_MSG_FIT, "gw-b", 3, 9), g;
+	const struct pg_fit_obs o[2] = {{true, 12000, 3, 412345}, {false, 1, 0, UINT32_MAX}};
+	uint64_t w[2];
+	uint8_t buf[128];
+	struct pg_fleet_enc e;
+	struct pg_fleet_dec d;
+	struct pg_fleet_entry x;
+	struct pg_fit_obs back;
+
+	(void)state;
+	/* as a worker queues it (two words) */
+	for (int i = 0; i < 2; i++) {
+		pg_fit_obs_pack(&o[i], w);
+		pg_fit_obs_unpack(w, &back);
+		assert_true(back.whole == o[i].whole && back.tokens == o[i].tokens &&
+		            back.decoding == o[i].decoding && back.y_us == o[i].y_us);
+	}
+	assert_int_equal(pg_fleet_enc_begin(&e, buf, sizeof(buf), &h), 0);
+	assert_true(pg_fleet_enc_fit(&e, "10.0.0.1:8000", &o[0]));
+	assert_true(pg_fleet_enc_fit(&e, "10.0.0.2:8000", &o[1]));
+	assert_int_equal(pg_fleet_dec_begin(&d, buf, e.len, &g), 0);
+	assert_int_equal(g.type, PG_FLEET_MSG_FIT);
+	for (int i = 0; i < 2; i++) {
+		assert_true(pg_fleet_dec_next(&d, g.type, &x));
+		assert_true(x.obs.whole == o[i].whole);
+		assert_int_equal(x.obs.tokens, o[i].tokens);
+		assert_int_equal(x.obs.decoding, o[i].decoding);
+		assert_true(x.obs.y_us == o[i].y_us);
+	}
+	assert_false(pg_fleet_dec_next(&d, g.type, &x));
+	assert_false(d.bad);
+	for (size_t len = 0; len < e.len; len++) {
+		size_t n = 0;
+
+		if (pg_fleet_dec_begin(&d, buf, len, &g))
+			continue;
+		while (pg_fleet_dec_next(&d, g.type, &x))
+			n++;
+		assert_true(n < 2);
+		assert_true(d.bad);
+	}
+	/* "whole" is a flag: anything else is a corrupt entry */
+	buf[e.len - 13] = 2;
+	assert_int_equal(pg_fleet_dec_begin(&d, buf, e.len, &g), 0);
+	assert_true(pg_fleet_dec_next(&d, g.type, &x));
+	assert_false(pg_fleet_dec_next(&d, g.type, &x));
+	assert_true(d.bad);
+	/* a type past the last is not a message */
+	buf[3] = PG_FLEET_MSG_TYPES;
+	assert_int_equal(pg_fleet_dec_begin(&d, buf, e.len, &g), -1);
 }
 
 static void test_addrmap(void **state)
@@ -262,9 +329,11 @@ struct seen {
 	unsigned n;
 	uint16_t id[8], len[8];
 	uint64_t first[8];
+	bool request[8];
 };
 
-static void collect(uint16_t id, uint32_t epoch, const uint64_t *chain, uint16_t n, void *arg)
+static void collect(uint16_t id, uint32_t epoch, const uint64_t *chain, uint16_t n, bool request,
+                    void *arg)
 {
 	struct seen *s = arg;
 
@@ -273,6 +342,7 @@ static void collect(uint16_t id, uint32_t epoch, const uint64_t *chain, uint16_t
 		s->id[s->n] = id;
 		s->len[s->n] = n;
 		s->first[s->n] = chain[0];
+		s->request[s->n] = request;
 	}
 	s->n++;
 }
@@ -288,16 +358,18 @@ static void test_fleetq(void **state)
 	assert_non_null(q);
 	for (unsigned i = 0; i < PG_CA_MAX_BLOCKS + 64; i++)
 		chain[i] = i + 1;
-	pg_fleetq_push(q, 0, 1, 101, chain, 3);
-	pg_fleetq_push(q, 1, 2, 102, chain + 5, 2);
-	pg_fleetq_push(q, 0, 3, 103, chain + 9, PG_CA_MAX_BLOCKS + 50); /* capped */
-	pg_fleetq_push(q, 7, 1, 101, chain, 3);                         /* no such worker */
+	pg_fleetq_push(q, 0, 1, 101, chain, 3, true);
+	pg_fleetq_push(q, 1, 2, 102, chain + 5, 2, false);
+	pg_fleetq_push(q, 0, 3, 103, chain + 9, PG_CA_MAX_BLOCKS + 50, false); /* capped */
+	pg_fleetq_push(q, 7, 1, 101, chain, 3, true);                          /* no such worker */
 	pg_fleetq_take(q, 0, collect, &s);
 	assert_int_equal(s.n, 2);
 	assert_int_equal(s.id[0], 1);
 	assert_int_equal(s.len[0], 3);
+	assert_true(s.request[0]);
 	assert_int_equal(s.id[1], 3);
 	assert_int_equal(s.len[1], PG_CA_MAX_BLOCKS);
+	assert_false(s.request[1]);
 	assert_true(s.first[1] == 10);
 	memset(&s, 0, sizeof(s));
 	pg_fleetq_take(q, 0, collect, &s); /* taken: empty now */
@@ -309,13 +381,81 @@ static void test_fleetq(void **state)
 
 	/* Full: the rest is dropped and counted, never waited for. */
 	for (unsigned i = 0; i < 100; i++)
-		pg_fleetq_push(q, 0, 1, 101, chain, PG_CA_MAX_BLOCKS);
+		pg_fleetq_push(q, 0, 1, 101, chain, PG_CA_MAX_BLOCKS, true);
 	memset(&s, 0, sizeof(s));
 	pg_fleetq_take(q, 0, collect, &s);
 	fit = s.n;
 	assert_true(fit > 0 && fit < 100);
 	assert_int_equal(pg_fleetq_dropped(q), 100 - fit);
 	pg_fleetq_free(q);
+}
+
+/* A 4-block chain of its own for each seed. */
+static void chain4(uint64_t seed, uint64_t c[4])
+{
+	for (int k = 0; k < 4; k++)
+		c[k] = seed * 16 + (uint64_t)k + 1;
+}
+
+/* A prefix's share is the fleet's: a gateway whose own requests go through
+ * a prefix one time in ten sees the others' too, one in ten of theirs;
+ * each of their CACHE entries that begins a request counts one request on
+ * its index clock, as on theirs. Counted without them (the uses of their
+ * requests, not their number), one in ten of the fleet's looked like 4
+ * in ten of its own: shared, with 8 instances, and cached everywhere. */
+static void test_shared_across_gateways(void **state)
+{
+	static struct pg_backend be[PG_MAX_BACKENDS];
+	__u64 clock = 0;
+	struct pg_ca_index ix = {.slots = calloc(1 << 14, sizeof(struct pg_ca_slot)),
+	                         .nslots = 1 << 14,
+	                         .backends = be,
+	                         .capacity_blocks = 100000,
+	                         .requests = &clock};
+	struct pg_fleet_hdr h = hdr(PG_FLEET_MSG_CACHE, "peer", 1, 1), g;
+	static uint8_t buf[64 * 1024];
+	struct pg_fleet_enc e;
+	struct pg_fleet_dec d;
+	struct pg_fleet_entry x;
+	uint64_t c[4], hot[4];
+
+	(void)state;
+	assert_non_null(ix.slots);
+	for (unsigned id = 1; id <= 8; id++)
+		be[id].flags = PG_BACKEND_ACTIVE;
+	chain4(77, hot);
+	/* its own 100 requests: ticked and recorded (route.c) */
+	for (unsigned r = 0; r < 100; r++) {
+		chain4(r % 10 ? 1000 + r : 7, c);
+		pg_ca_tick(&ix);
+		pg_ca_record(&ix, c, 4, (uint16_t)(1 + r % 8));
+	}
+	/* the others' 300, each a CACHE entry beginning a request */
+	assert_int_equal(pg_fleet_enc_begin(&e, buf, sizeof(buf), &h), 0);
+	for (unsigned r = 0; r < 300; r++) {
+		chain4(r % 10 ? 5000 + r : 7, c);
+		assert_true(pg_fleet_enc_cache(&e, "10.0.0.1:8000", PG_FLEET_CACHE_REQUEST, c, 4));
+	}
+	assert_int_equal(pg_fleet_dec_begin(&d, buf, e.len, &g), 0);
+	while (pg_fleet_dec_next(&d, PG_FLEET_MSG_CACHE, &x)) {
+		uint64_t got[4];
+
+		for (uint16_t k = 0; k < x.n; k++)
+			got[k] = pg_fleet_hash(&x, k);
+		if (x.flags & PG_FLEET_CACHE_REQUEST) /* as pg_fleet_on_cache */
+			pg_ca_tick(&ix);
+		pg_ca_record(&ix, got, x.n, 3);
+	}
+	assert_int_equal(clock, 400);
+	chain4(7, c);
+	assert_int_equal(pg_ca_shared(&ix, c, 4, 8), 0); /* 40 of 400: not one in eight */
+	/* a prefix one in five of the fleet's requests go through is */
+	for (unsigned r = 0; r < 100; r++) {
+		pg_ca_tick(&ix);
+		pg_ca_record(&ix, hot, 4, (uint16_t)(1 + r % 8));
+	}
+	assert_true(pg_ca_shared(&ix, hot, 4, 8) > 0);
+	free(ix.slots);
 }
 
 static void test_balancer_counts_peers(void **state)
@@ -348,10 +488,12 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_codec_load),
 	    cmocka_unit_test(test_codec_cache_and_full),
+	    cmocka_unit_test(test_codec_fit),
 	    cmocka_unit_test(test_addrmap),
 	    cmocka_unit_test(test_peers),
 	    cmocka_unit_test(test_decide),
 	    cmocka_unit_test(test_fleetq),
+	    cmocka_unit_test(test_shared_across_gateways),
 	    cmocka_unit_test(test_balancer_counts_peers),
 	};
 

@@ -3,7 +3,8 @@
  * The load model (lib/work.h): the online fit converges on synthetic
  * observations, tracks a step change within a minute, shrugs off
  * outliers, starts from its prior and ignores nonsense; the queue on the
- * shared table is taken, drained and given back.
+ * shared table is taken, drained and given back; in a fleet of gateways
+ * the queue is the fleet's, and each gateway learns every first token.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -130,7 +131,7 @@ static void test_first_tokens(void **state)
 	struct pg_fit f;
 	uint64_t seed = 4, free_at = 0; /* ns: the engine's prefill is free then */
 	uint64_t first[64], sent[64];
-	double own[64];
+	uint32_t own[64];
 	int n = 0;
 
 	(void)state;
@@ -141,7 +142,7 @@ static void test_first_tokens(void **state)
 		for (int k = 0; k < 4; k++, n++) {
 			uint64_t start = t > free_at ? t : free_at;
 
-			own[n] = 1000 + unif(&seed) * 9000;
+			own[n] = (uint32_t)(1000 + unif(&seed) * 9000);
 			sent[n] = t;
 			free_at = start + (uint64_t)(own[n] / rate * 1e9);
 			first[n] = free_at + (uint64_t)(ov * 1e6);
@@ -149,12 +150,60 @@ static void test_first_tokens(void **state)
 	}
 	/* each seen in order, queued when an earlier one had no first token yet */
 	for (int i = 0; i < n; i++)
-		pg_fit_first(&f, sent[i], first[i], own[i], 0, i % 4 != 0);
+		pg_fit_first(&f, sent[i], first[i], 0, own[i], 0, i % 4 != 0, NULL);
 	near(1e6 / f.cur.ms_per_ktok, rate, 0.05 * rate, "rate");
 	near(f.cur.overhead_ms, ov, 3, "overhead");
 	/* a first token before its request was sent is nonsense: ignored */
-	pg_fit_first(&f, first[n - 1] + 1000, first[n - 1], 5000, 0, false);
+	assert_false(pg_fit_first(&f, first[n - 1] + 1000, first[n - 1], 0, 5000, 0, false, NULL));
 	assert_int_equal(f.n, (uint64_t)n);
+}
+
+/* The same engine and bursts, each burst's 4 requests from 4 gateways at
+ * once (none knew of the others'): each gateway learns from its own first
+ * tokens, after the latest first token the others saw (peer_first_ns),
+ * and from the ones they learned from (pg_fit_learn); every gateway's fit
+ * finds the rate and the overhead as one gateway's does. */
+static void test_fleet_first_tokens(void **state)
+{
+	const double rate = 146400, ov = 15;
+	struct pg_fit f[4];
+	uint64_t seed = 4, free_at = 0, last[4] = {0};
+	int whole = 0;
+
+	(void)state;
+	for (int g = 0; g < 4; g++)
+		pg_fit_init(&f[g], &prior);
+	for (int burst = 0; burst < 10; burst++) {
+		const uint64_t t = (uint64_t)burst * 400000000ull;
+
+		for (int g = 0; g < 4; g++) { /* in the engine's order */
+			const uint64_t start = t > free_at ? t : free_at;
+			const uint32_t own = (uint32_t)(1000 + unif(&seed) * 9000);
+			uint64_t peers = 0, first;
+			struct pg_fit_obs o;
+
+			free_at = start + (uint64_t)(own / rate * 1e9);
+			first = free_at + (uint64_t)(ov * 1e6);
+			for (int p = 0; p < 4; p++)
+				if (p != g && last[p] > peers)
+					peers = last[p];
+			/* sent to an idle engine as far as g knew (its news of the
+			 * others' came later) */
+			if (!pg_fit_first(&f[g], t, first, peers, own, 0, false, &o))
+				continue;
+			whole += o.whole;
+			last[g] = first;
+			for (int p = 0; p < 4; p++)
+				if (p != g)
+					pg_fit_learn(&f[p], first / 1000000, &o);
+		}
+	}
+	assert_int_equal(whole, 10); /* one a burst; the others queued behind it */
+	for (int g = 0; g < 4; g++) {
+		assert_int_equal(f[g].n, 40);
+		near(1e6 / f[g].cur.ms_per_ktok, rate, 0.05 * rate, "rate");
+		near(f[g].cur.overhead_ms, ov, 3, "overhead");
+	}
 }
 
 /* The queue on the shared table: taken, drained by the engine's progress
@@ -197,7 +246,9 @@ static void test_queue(void **state)
 	pg_work_drop(&b, &t2); /* once */
 	assert_int_equal(b.prefill_tokens, 0);
 	assert_int_equal(b.prefill_reqs, 0);
-	/* the peers' queue counts whole; requests past their first token decode */
+	/* the peers' queue counts (its head began just now: nothing of it is
+	 * done); requests past their first token decode */
+	b.head_since_ms = 5000;
 	b.peer_prefill_tokens = 500;
 	b.in_flight = 3;
 	b.peer_in_flight = 2;
@@ -208,7 +259,9 @@ static void test_queue(void **state)
 	b.waiting = 4;
 	b.metrics_until_ms = 6000;
 	assert_float_equal(pg_work_queued(&b, &sp, 5000), 500 + 3 * PG_WORK_FOREIGN_TOKENS, 0.01);
-	assert_float_equal(pg_work_queued(&b, &sp, 6000), 500, 0.01); /* stale: not counted */
+	b.metrics_until_ms = 5000; /* stale: not counted */
+	assert_float_equal(pg_work_queued(&b, &sp, 5000), 500, 0.01);
+	b.metrics_until_ms = 6000;
 	b.waiting = 1;
 	assert_float_equal(pg_work_queued(&b, &sp, 5000), 500, 0.01);
 	b.metrics_until_ms = 0;
@@ -228,12 +281,87 @@ static void test_queue(void **state)
 	}
 }
 
+/* In a fleet: the queue is the fleet's, drained from the fleet's head;
+ * the others' heads and first tokens come as ages (pg_work_ages,
+ * pg_work_heard); a request sent while another gateway's wait is queued,
+ * and learns no whole TTFT while one may have been ahead of it unseen. */
+static void test_fleet_queue(void **state)
+{
+	static struct pg_backend b, peer;
+	const struct pg_speed sp = {50, 1e6 / 40000, 0}; /* 40 tokens a ms */
+	const uint64_t ms = 1000000;
+	struct pg_work_ticket t;
+	struct pg_fit f, g;
+	struct pg_fit_obs o;
+	uint32_t head, first;
+
+	(void)state;
+	/* the peer's engine began a 40,000-token head at 1,000 ms */
+	pg_work_take(&peer, &t, 40000, &sp, 1000 * ms);
+	pg_work_ages(&peer, 1010 * ms, &head, &first);
+	assert_int_equal(head, 10000);
+	assert_true(first == PG_WORK_AGE_NONE);
+	pg_work_heard(&b, 1010 * ms, head, first);
+	assert_int_equal(b.head_since_ms, 1000);
+	assert_int_equal(b.peer_first_ns, 0);
+	b.peer_prefill_tokens = 40000;
+	b.peer_prefill_reqs = 1;
+	/* 250 ms in, a quarter of it is done, whoever sent it */
+	assert_float_equal(pg_work_queued(&b, &sp, 1250), 30000, 0.5);
+	/* ours queues behind it: the engine is busy, its head stays */
+	pg_work_take(&b, &t, 4000, &sp, 1250 * ms);
+	assert_true(t.queued);
+	assert_int_equal(b.head_since_ms, 1000);
+	assert_float_equal(t.ahead, 30000 + 4000, 0.5);
+	/* the peer's first token at 2,050 ms, heard 3 ms later; an older
+	 * head heard late changes nothing */
+	pg_work_heard(&b, 2053 * ms, 3000, 3000);
+	assert_int_equal(b.head_since_ms, 2050);
+	assert_true(b.peer_first_ns == 2050 * ms);
+	pg_work_heard(&b, 2054 * ms, 900000, 900000);
+	assert_int_equal(b.head_since_ms, 2050);
+	b.peer_prefill_tokens = 0;
+	b.peer_prefill_reqs = 0;
+	/* ours, 100 ms after the peer's: its prefill alone is learned */
+	pg_fit_init(&f, &sp);
+	pg_work_first(&b, &t, 50, 2150 * ms);
+	assert_true(b.first_ns == 2150 * ms);
+	assert_true(pg_work_learn(&f, &b, &t, 2150 * ms, &o));
+	assert_false(o.whole);
+	assert_int_equal(o.tokens, 4000);
+	assert_int_equal(o.y_us, 100000);
+	pg_work_ages(&b, 2160 * ms, &head, &first);
+	assert_int_equal(head, 60000); /* 2,100: its prefill ended an overhead before */
+	assert_int_equal(first, 10000);
+	/* sent to an engine idle as far as we knew, while a peer's request
+	 * waits: it may have been ahead, nothing is learned */
+	pg_fit_init(&g, &sp);
+	pg_work_take(&b, &t, 1000, &sp, 3000 * ms);
+	assert_false(t.queued);
+	assert_int_equal(b.head_since_ms, 3000);
+	b.peer_prefill_reqs = 1;
+	pg_work_first(&b, &t, 50, 3100 * ms);
+	assert_false(pg_work_learn(&g, &b, &t, 3100 * ms, &o));
+	assert_int_equal(g.n, 0);
+	/* with none waiting, it is a whole TTFT */
+	b.peer_prefill_reqs = 0;
+	pg_work_take(&b, &t, 1000, &sp, 4000 * ms);
+	pg_work_first(&b, &t, 50, 4080 * ms);
+	assert_true(pg_work_learn(&g, &b, &t, 4080 * ms, &o));
+	assert_true(o.whole);
+	assert_int_equal(o.y_us, 80000);
+	/* nothing heard yet: no age */
+	pg_work_ages(&peer, 0, &head, &first);
+	assert_true(first == PG_WORK_AGE_NONE);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_converges),    cmocka_unit_test(test_tracks_step),
 	    cmocka_unit_test(test_outliers),     cmocka_unit_test(test_prior),
-	    cmocka_unit_test(test_first_tokens), cmocka_unit_test(test_queue),
+	    cmocka_unit_test(test_first_tokens), cmocka_unit_test(test_fleet_first_tokens),
+	    cmocka_unit_test(test_queue),        cmocka_unit_test(test_fleet_queue),
 	};
 
 	return cmocka_run_group_tests_name("work", tests, NULL, NULL);

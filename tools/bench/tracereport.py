@@ -198,25 +198,29 @@ def row(ws, col):
 
 
 def fleet_table(res):
-    f = res["fleet"]
+    f, sims = res["fleet"], res["sim"]
     if not f:
         return []
     lines = ["Gateway fleet: %s; CACHE_AWARE at 0.9, each request to one gateway at random"
              % "4 gateways sharing state over NATS against 1",
-             "%-9s %6s %4s %7s %7s %7s %6s %20s" % ("gateways", "ok", "err", "mean", "p50",
-                                                    "p99", "hit", "gateway split")]
+             "%-9s %6s %4s %7s %7s %7s %6s %20s | %8s %7s %6s" % (
+                 "gateways", "ok", "err", "mean", "p50", "p99", "hit", "gateway split",
+                 "sim mean", "p99", "hit")]
     for k, x4 in f.items():
         x1 = res["runs"].get(k)
-        for n, x in ((1, x1), (4, x4)):
+        for n, x, s in ((1, x1, sims.get("runs", {}).get(k)),
+                        (4, x4, sims.get("fleet", {}).get(k))):
+            sim = ("%8.0f %7.0f %6.3f" % (s["ttft_ms"]["mean"], s["ttft_ms"]["p99"],
+                                          s["hit_rate"]) if s else "%8s %7s %6s" % ("-",) * 3)
             if x is None:
-                lines.append("%-9d (failed or not run)" % n)
+                lines.append("%-9d %-71s | %s" % (n, "(failed or not run)", sim))
                 continue
             tg = sorted(x.get("targets", {}).values())
             tot = float(sum(tg)) or 1.0
-            lines.append("%-9d %6d %4d %7.0f %7.0f %7.0f %6.3f %20s" % (
+            lines.append("%-9d %6d %4d %7.0f %7.0f %7.0f %6.3f %20s | %s" % (
                 n, x["ok"], x["errors"], x["ttft_ms"]["mean"], x["ttft_ms"]["p50"],
                 x["ttft_ms"]["p99"], x["hit_rate"],
-                "-".join("%.0f" % (100 * v / tot) for v in tg) + "%" if n > 1 else ""))
+                "-".join("%.0f" % (100 * v / tot) for v in tg) + "%" if n > 1 else "", sim))
             if x["errors"]:
                 lines.append("%9s %d requests failed" % ("", x["errors"]))
     return lines + [""]

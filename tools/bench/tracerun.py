@@ -261,6 +261,7 @@ def replay(opts, out, name, router, load, speeds=None, slow=None, gateways=1, gw
                          timeout=span + PGLOAD_SLACK_S)
         after = counters(inst.ports)
         queue = sampler.finish()
+        keep_gateway_state(rts, os.path.join(logdir, name))
         res = figures(r, before, after, scale)
         res.update(queue)
         res.update({"router": router, "load": load, "scale": scale, "csv": csv,
@@ -290,6 +291,20 @@ def replay(opts, out, name, router, load, speeds=None, slow=None, gateways=1, gw
         for rt in rts:
             rt.stop()
         inst.stop()
+
+
+def keep_gateway_state(rts, stem):
+    """Each prefixgate's /metrics and /backends as the run ended (its learned
+    speeds, queues, prediction error, fleet counters), in STEM-gwI-*.txt:
+    what the figures alone do not explain."""
+    for i, rt in enumerate(rt for rt in rts if isinstance(rt, fleet.Gateway)):
+        for path in ("/metrics", "/backends"):
+            try:
+                text = fleet.get(rt.admin, path, 5.0)
+            except OSError:
+                continue
+            with open("%s-gw%d-%s.txt" % (stem, i, path.strip("/")), "w") as f:
+                f.write(text)
 
 
 def figures(r, before, after, scale):

@@ -5,14 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control/fleet.h"
 #include "lib/cachechoice.h"
 #include "tracesim.h"
 
-static const char usage_text[] =
+/* --help; its %g and %d are the defaults usage() fills in. */
+static const char usage_fmt[] =
     "usage: tracesim --trace FILE [--strategy S] [--load RHO] [--instances N]\n"
     "                [--cache-frac F] [--prefix-length N] [--threshold N]\n"
     "                [--speed I:F]... [--slow I:F:AT] [--requests N]\n"
-    "                [--lambda L] [--kappa K] [--json FILE] [--dump FILE] [--verbose]\n"
+    "                [--lambda L] [--kappa K] [--gateways N] [--load-delay MS]\n"
+    "                [--cache-delay MS] [--prior-speed F] [--seed N] [--spread]\n"
+    "                [--json FILE] [--dump FILE] [--verbose]\n"
     "\n"
     "Replays a Mooncake-format request trace (tools/bench/data/) over N simulated\n"
     "instances (mockllm's timing model and prefix cache) in simulated time, routed by\n"
@@ -37,14 +41,29 @@ static const char usage_text[] =
     "                   requests was sent; its share is printed by 10 s windows\n"
     "  --requests N     the first N requests only\n"
     "  --lambda L, --kappa K  cache_aware's PG_CA_WORK_BASE and PG_CA_WORK_QUEUED\n"
-    "                   (defaults " PG_STR(PG_CA_WORK_BASE) " and " PG_STR(
-        PG_CA_WORK_QUEUED) "), to sweep them\n"
-                           "  --json FILE      the figures as JSON too\n"
-                           "  --dump FILE      one line a request: index, prompt tokens, instance, "
-                           "TTFT,\n"
-                           "                   predicted TTFT, tokens believed cached, cached, "
-                           "work ahead\n"
-                           "  --verbose        shares and learned speeds by instance\n";
+    "                   (defaults %g and %g), to sweep them\n"
+    "  --gateways N     a fleet of N gateways (1-%d), each request to one of them at\n"
+    "                   random, sharing what they share over NATS\n"
+    "  --load-delay MS, --cache-delay MS  how late a gateway's queues, and its cache\n"
+    "                   decisions, reach the others (defaults %d and %d: the fleet\n"
+    "                   thread's poll and its batches' period)\n"
+    "  --prior-speed F  the gateways start from F x the instances' speed (default 1;\n"
+    "                   make bench runs mockllm 4 times faster than the gateway's\n"
+    "                   defaults: 0.25)\n"
+    "  --seed N         seed of the random choices (RANDOM's, and which gateway each\n"
+    "                   request reaches; default 0)\n"
+    "  --spread         requests of one arrival time spread evenly until the next (the\n"
+    "                   Mooncake trace's times come in 3 s steps, about ten at once)\n"
+    "  --json FILE      the figures as JSON too\n"
+    "  --dump FILE      one line a request: index, prompt tokens, instance, TTFT,\n"
+    "                   predicted TTFT, tokens believed cached, cached, work ahead\n"
+    "  --verbose        shares and learned speeds by instance\n";
+
+static void usage(FILE *out)
+{
+	fprintf(out, usage_fmt, PG_CA_WORK_BASE, PG_CA_WORK_QUEUED, TS_MAX_GATEWAYS,
+	        PG_FLEET_POLL_MS, PG_FLEET_CACHE_GAP_MS);
+}
 
 static int parse(int argc, char **argv, struct ts_opts *o)
 {
@@ -63,6 +82,12 @@ static int parse(int argc, char **argv, struct ts_opts *o)
 	                                   {"json", 1, 0, 'j'},
 	                                   {"dump", 1, 0, 'D'},
 	                                   {"verbose", 0, 0, 'v'},
+	                                   {"gateways", 1, 0, 'G'},
+	                                   {"load-delay", 1, 0, 'd'},
+	                                   {"cache-delay", 1, 0, 'e'},
+	                                   {"prior-speed", 1, 0, 'P'},
+	                                   {"seed", 1, 0, 'E'},
+	                                   {"spread", 0, 0, 'A'},
 	                                   {"help", 0, 0, 'h'},
 	                                   {0, 0, 0, 0}};
 	unsigned i;
@@ -76,7 +101,11 @@ static int parse(int argc, char **argv, struct ts_opts *o)
 	                      .prefix_length = PG_PREFIX_LENGTH_DEFAULT,
 	                      .threshold = PG_CONCURRENCY_DEFAULT,
 	                      .lambda = PG_CA_WORK_BASE,
-	                      .kappa = PG_CA_WORK_QUEUED};
+	                      .kappa = PG_CA_WORK_QUEUED,
+	                      .gateways = 1,
+	                      .load_delay = PG_FLEET_POLL_MS,
+	                      .cache_delay = PG_FLEET_CACHE_GAP_MS,
+	                      .prior = 1};
 	for (i = 0; i <= TS_MAX_INSTANCES; i++)
 		o->speed[i] = 1;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -120,6 +149,24 @@ static int parse(int argc, char **argv, struct ts_opts *o)
 		case 'v':
 			o->verbose = true;
 			break;
+		case 'G':
+			o->gateways = (unsigned)atoi(optarg);
+			break;
+		case 'd':
+			o->load_delay = atof(optarg);
+			break;
+		case 'e':
+			o->cache_delay = atof(optarg);
+			break;
+		case 'P':
+			o->prior = atof(optarg);
+			break;
+		case 'E':
+			o->seed = strtoull(optarg, NULL, 0);
+			break;
+		case 'A':
+			o->spread = true;
+			break;
 		case 'S':
 			if (sscanf(optarg, "%u:%lf", &i, &f) != 2 || i < 1 ||
 			    i > TS_MAX_INSTANCES || !(f > 0)) {
@@ -139,15 +186,15 @@ static int parse(int argc, char **argv, struct ts_opts *o)
 			}
 			break;
 		case 'h':
-			fputs(usage_text, stdout);
+			usage(stdout);
 			return 1;
 		default:
-			fputs(usage_text, stderr);
+			usage(stderr);
 			return 2;
 		}
 	}
 	if (!o->trace || optind < argc) {
-		fputs(usage_text, stderr);
+		usage(stderr);
 		return 2;
 	}
 	if (o->n < 1 || o->n > TS_MAX_INSTANCES || o->slow_inst > o->n || !(o->load > 0) ||
@@ -158,13 +205,58 @@ static int parse(int argc, char **argv, struct ts_opts *o)
 		        TS_MAX_INSTANCES);
 		return 2;
 	}
+	if (o->gateways < 1 || o->gateways > TS_MAX_GATEWAYS || !(o->load_delay >= 0) ||
+	    !(o->cache_delay >= 0) || !(o->prior > 0)) {
+		fprintf(stderr,
+		        "tracesim: --gateways 1-%d, --load-delay and --cache-delay at least 0, "
+		        "--prior-speed above 0\n",
+		        TS_MAX_GATEWAYS);
+		return 2;
+	}
 	return 0;
 }
 
-/* The fleet and the gateway's view of it; the trace's records from pt. */
+/* Each run of requests with one arrival time, spread evenly until the
+ * next time (the last run stays). */
+static void spread(struct ts_rec *recs, size_t n)
+{
+	for (size_t i = 0, k; i < n; i = k) {
+		for (k = i + 1; k < n && recs[k].t_ms == recs[i].t_ms;)
+			k++;
+		if (k == n)
+			break;
+		for (size_t m = i + 1; m < k; m++)
+			recs[m].t_ms += (recs[k].t_ms - recs[i].t_ms) * (m - i) / (k - i);
+	}
+}
+
+/* Gateway g's view: an empty table of n members at the prior speed, an
+ * empty index for instances of cap tokens. */
+static int setup_gw(struct ts_gw *g, unsigned n, uint64_t cap, const struct pg_speed *prior)
+{
+	g->be = calloc(PG_MAX_BACKENDS, sizeof(*g->be));
+	g->ix = (struct pg_ca_index){.capacity_blocks = pg_ca_capacity_blocks(cap),
+	                             .nslots = pg_ca_slots_for(cap, 1024),
+	                             .backends = g->be,
+	                             .requests = &g->ix_requests};
+	g->ix.slots = calloc(g->ix.nslots, sizeof(*g->ix.slots));
+	if (!g->be || !g->ix.slots)
+		return -1;
+	for (unsigned i = 1; i <= n; i++) {
+		g->be[i].flags = PG_BACKEND_ACTIVE;
+		/* the speed it goes by until it learns one (pg_work_speed) */
+		g->be[i].fit_rate = (uint32_t)(1e6 / prior->ms_per_ktok);
+		g->be[i].fit_overhead_us = (uint32_t)(prior->overhead_ms * 1000);
+		pg_fit_init(&g->fit[i], prior);
+	}
+	return 0;
+}
+
+/* The fleet and the gateways' view of it; the trace's records from pt. */
 static int setup(struct ts_world *w, const struct pg_trace *pt, struct ts_rec *recs)
 {
-	const struct pg_speed prior = {PG_SPEED_OVERHEAD_DEFAULT, 1e6 / PG_SPEED_RATE_DEFAULT, 0};
+	const struct pg_speed prior = {PG_SPEED_OVERHEAD_DEFAULT / w->o.prior,
+	                               1e6 / PG_SPEED_RATE_DEFAULT / w->o.prior, 0};
 	struct pg_ring_member mem[TS_MAX_INSTANCES];
 	uint64_t work, distinct, cap;
 	struct sim_params sp;
@@ -179,6 +271,8 @@ static int setup(struct ts_world *w, const struct pg_trace *pt, struct ts_rec *r
 		                          .nids = pt->req[i].nids,
 		                          .ids = pt->ids + pt->req[i].first_id};
 	w->first = recs;
+	if (w->o.spread)
+		spread(recs, w->nrec);
 	cap = (uint64_t)(w->o.cache_frac * (double)distinct * TS_BLOCK_TOKENS / w->o.n);
 	sim_default_params(&sp);
 	sp.kv_capacity_tokens = cap;
@@ -186,17 +280,14 @@ static int setup(struct ts_world *w, const struct pg_trace *pt, struct ts_rec *r
 		fleet_rate += sp.prefill_tokens_per_s * w->o.speed[i];
 	/* pgload --load: S = RHO x C x D / W over the whole trace */
 	w->speedup = w->o.load * fleet_rate * pg_trace_span_s(pt) / (double)work;
-	w->be = calloc(PG_MAX_BACKENDS, sizeof(*w->be));
 	w->ring = calloc(1, sizeof(*w->ring));
-	w->ix = (struct pg_ca_index){.capacity_blocks = pg_ca_capacity_blocks(cap),
-	                             .nslots = pg_ca_slots_for(cap, 1024),
-	                             .backends = w->be,
-	                             .requests = &w->ix_requests};
-	w->ix.slots = calloc(w->ix.nslots, sizeof(*w->ix.slots));
 	w->ttft = calloc(w->nrec, sizeof(*w->ttft));
 	w->log = calloc(w->nrec, sizeof(*w->log));
-	if (!w->be || !w->ring || !w->ix.slots || !w->ttft || !w->log)
+	if (!w->ring || !w->ttft || !w->log)
 		return -1;
+	for (unsigned g = 0; g < w->o.gateways; g++)
+		if (setup_gw(&w->gw[g], w->o.n, cap, &prior))
+			return -1;
 	for (unsigned i = 1; i <= w->o.n; i++) {
 		struct sim_params p = sp;
 		char name[32];
@@ -204,11 +295,9 @@ static int setup(struct ts_world *w, const struct pg_trace *pt, struct ts_rec *r
 		sim_scale_params(&p, w->o.speed[i]);
 		if (!(w->inst[i] = sim_create(&p, ts_on_token, w)))
 			return -1;
-		w->be[i].flags = PG_BACKEND_ACTIVE;
 		snprintf(name, sizeof(name), "127.0.0.1:%u", 8000 + i);
 		mem[i - 1] = (struct pg_ring_member){.id = (uint16_t)i,
 		                                     .seed = pg_ring_seed(name, strlen(name))};
-		pg_fit_init(&w->fit[i], &prior);
 	}
 	pg_ring_build(w->ring, mem, w->o.n);
 	return 0;
@@ -262,6 +351,7 @@ int main(int argc, char **argv)
 
 	if (rc)
 		return rc == 1 ? 0 : rc;
+	w.rnd = w.o.seed;
 	if (pg_trace_load(&pt, w.o.trace))
 		return 1;
 	w.nrec = w.o.requests && w.o.requests < pt.n ? w.o.requests : pt.n;

@@ -91,12 +91,13 @@ static int write_json(const struct ts_world *w, const struct figures *f)
 		return -1;
 	}
 	fprintf(j,
-	        "{\"strategy\":\"%s\",\"load\":%g,\"instances\":%u,\"requests\":%zu,"
+	        "{\"strategy\":\"%s\",\"load\":%g,\"instances\":%u,\"gateways\":%u,"
+	        "\"requests\":%zu,"
 	        "\"speedup\":%.4f,\"ttft_ms\":{\"mean\":%.1f,\"p50\":%.1f,\"p90\":%.1f,"
 	        "\"p99\":%.1f},\"hit_rate\":%.4f,\"prediction_error_ms\":{\"mean\":%.1f,"
 	        "\"mean_abs\":%.1f},\"max_queue_tokens\":%.0f",
-	        w->o.strategy, w->o.load, w->o.n, w->nrec, w->speedup, f->mean, f->p50, f->p90,
-	        f->p99, f->hit, w->nttft ? w->err_sum / (double)w->nttft : 0,
+	        w->o.strategy, w->o.load, w->o.n, w->o.gateways, w->nrec, w->speedup, f->mean,
+	        f->p50, f->p90, f->p99, f->hit, w->nttft ? w->err_sum / (double)w->nttft : 0,
 	        w->nttft ? w->err_abs / (double)w->nttft : 0, w->max_queue);
 	json_shares(j, "share_requests", f->req, w->o.n);
 	json_shares(j, "share_tokens", f->tok, w->o.n);
@@ -134,13 +135,21 @@ int ts_report(const struct ts_world *w, FILE *out)
 	        w->nttft ? w->err_sum / (double)w->nttft : 0,
 	        w->nttft ? w->err_abs / (double)w->nttft : 0);
 	if (w->o.verbose) {
-		fprintf(out, "  share of requests / prompt tokens, and the learned speed:\n");
-		for (unsigned i = 1; i <= w->o.n; i++)
-			fprintf(out,
-			        "  %2u (x%g): %.3f / %.3f  overhead %.1f ms, %.0f tokens/s, "
-			        "%.2f ms a decoding request\n",
-			        i, w->o.speed[i], f.req[i], f.tok[i], w->fit[i].cur.overhead_ms,
-			        1e6 / w->fit[i].cur.ms_per_ktok, w->fit[i].cur.ms_per_decode);
+		fprintf(out, "  share of requests / prompt tokens, and the speed learned%s:\n",
+		        w->o.gateways > 1 ? " by each gateway" : "");
+		for (unsigned i = 1; i <= w->o.n; i++) {
+			fprintf(out, "  %2u (x%g): %.3f / %.3f ", i, w->o.speed[i], f.req[i],
+			        f.tok[i]);
+			for (unsigned g = 0; g < w->o.gateways; g++) {
+				const struct pg_fit *fit = &w->gw[g].fit[i];
+
+				fprintf(out,
+				        " %s%.1f ms, %.0f tokens/s, %.2f ms a decoding request",
+				        g ? "| " : "", fit->cur.overhead_ms,
+				        1e6 / fit->cur.ms_per_ktok, fit->cur.ms_per_decode);
+			}
+			fprintf(out, "\n");
+		}
 	}
 	if (w->slowed) {
 		fprintf(

@@ -89,11 +89,17 @@ static size_t kv_chain(const struct ts_rec *r, uint64_t **out)
 	return n;
 }
 
+/* pg_ca_look's holder rule: gateway g's usable members. */
+struct ts_look {
+	const struct ts_world *w;
+	const struct ts_gw *g;
+};
+
 static bool usable(uint16_t id, void *arg)
 {
-	const struct ts_world *w = arg;
+	const struct ts_look *l = arg;
 
-	return id && id <= w->o.n && pg_backend_usable(&w->be[id], w->now / 1000000);
+	return id && id <= l->w->o.n && pg_backend_usable(&l->g->be[id], l->w->now / 1000000);
 }
 
 /* The reference rules: each instance's real cache and queue. predicted
@@ -155,10 +161,10 @@ bool ts_strategy_known(const char *s)
 	return false;
 }
 
-/* The strategy under test's choice; *held_out: what the gateway believed
- * the chosen one holds, in tokens. */
-static uint16_t choose(struct ts_world *w, const struct ts_rec *r, const uint64_t *chain,
-                       uint32_t nb, uint32_t *held_out)
+/* The strategy under test's choice at gateway g; *held_out: what it
+ * believed the chosen one holds, in tokens. */
+static uint16_t choose(struct ts_world *w, struct ts_gw *g, const struct ts_rec *r,
+                       const uint64_t *chain, uint32_t nb, uint32_t *held_out)
 {
 	const char *s = w->o.strategy;
 	const uint64_t key = prefix_hash(r, w->o.prefix_length / PG_CA_CHARS_PER_TOKEN);
@@ -174,13 +180,14 @@ static uint16_t choose(struct ts_world *w, const struct ts_rec *r, const uint64_
 		                       .choices = 1,
 		                       .work_base = w->o.lambda,
 		                       .work_queued = w->o.kappa};
+		struct ts_look l = {w, g};
 		size_t ncand;
 
-		pg_ca_look(&w->ix, chain, nb, key, w->o.prefix_length,
-		           mix(prefix_hash(r, r->input), 3), false, w->o.n, usable, w, &look);
+		pg_ca_look(&g->ix, chain, nb, key, w->o.prefix_length,
+		           mix(prefix_hash(r, r->input), 3), false, w->o.n, usable, &l, &look);
 		pg_ca_req_from(&rq, &look);
 		ncand = pg_ring_candidates(w->ring, look.anchor, cand);
-		b = pg_balance_cached(w->be, w->o.n, cand, ncand, &rq, NULL, w->now / 1000000,
+		b = pg_balance_cached(g->be, w->o.n, cand, ncand, &rq, NULL, w->now / 1000000,
 		                      false, &ch);
 		*held_out = ch.matched;
 	} else {
@@ -190,7 +197,7 @@ static uint16_t choose(struct ts_world *w, const struct ts_rec *r, const uint64_
 		for (size_t i = 0; i < sizeof(strategies) / sizeof(strategies[0]); i++)
 			if (!strcmp(s, strategies[i].name))
 				rc.strategy = (enum pg_strategy)strategies[i].strategy;
-		b = pg_balance(&rc, w->be, w->o.n, cand, pg_ring_candidates(w->ring, key, cand),
+		b = pg_balance(&rc, g->be, w->o.n, cand, pg_ring_candidates(w->ring, key, cand),
 		               NULL, w->now / 1000000, next_rnd(w), false, &ch);
 	}
 	w->decisions[ch.decision]++;
@@ -202,6 +209,9 @@ void ts_dispatch(struct ts_world *w, const struct ts_rec *r)
 	static uint64_t chain[PG_CA_MAX_BLOCKS];
 	const uint32_t nb = gw_chain(r, chain);
 	struct ts_job *j = calloc(1, sizeof(*j));
+	/* the gateway it reaches: at random, unless there is one */
+	const unsigned gi = w->o.gateways > 1 ? (unsigned)(next_rnd(w) % w->o.gateways) : 0;
+	struct ts_gw *g = &w->gw[gi];
 	struct pg_backend *x;
 	struct pg_speed sp;
 	uint32_t held;
@@ -209,14 +219,17 @@ void ts_dispatch(struct ts_world *w, const struct ts_rec *r)
 
 	if (!j)
 		abort();
-	pg_ca_tick(&w->ix);
-	b = choose(w, r, chain, nb, &held);
+	ts_fleet_deliver(w);
+	pg_ca_tick(&g->ix);
+	b = choose(w, g, r, chain, nb, &held);
 	if (!b)
 		abort(); /* every simulated instance is always usable */
-	x = &w->be[b];
-	pg_ca_record(&w->ix, chain, nb, b);
+	x = &g->be[b];
+	pg_ca_record(&g->ix, chain, nb, b);
+	ts_fleet_decided(w, gi, chain, nb, b);
 	j->rec = r;
 	j->b = b;
+	j->g = (uint8_t)gi;
 	j->own = r->input > held ? r->input - held : 1;
 	pg_work_speed(x, &sp);
 	pg_work_take(x, &j->wt, j->own, &sp, w->now);
@@ -225,6 +238,7 @@ void ts_dispatch(struct ts_world *w, const struct ts_rec *r)
 	j->sr.prompt_tokens = r->input;
 	j->sr.max_tokens = r->output ? r->output : 1;
 	x->in_flight++;
+	ts_fleet_changed(w, gi, b);
 	w->sent[b]++;
 	w->log[w->nlog++] = (struct ts_sent){w->now, b, r->input};
 	if ((double)x->prefill_tokens > w->max_queue)
@@ -232,25 +246,45 @@ void ts_dispatch(struct ts_world *w, const struct ts_rec *r)
 	sim_submit(w->inst[b], &j->sr, w->now);
 }
 
-/* A backend's fit published as the gateway publishes it (state/load.c). */
-static void publish(struct pg_backend *x, const struct pg_fit *f)
+/* A backend's fit published as the gateway publishes it (state/load.c),
+ * and the members nothing was learned of yet taken at the median speed of
+ * the others (pg_load_share_speeds, each control tick). */
+void ts_publish(struct ts_world *w, struct ts_gw *g, uint16_t b)
 {
+	const struct pg_fit *f = &g->fit[b];
+	struct pg_backend *x = &g->be[b];
+	struct pg_speed med;
+
 	x->fit_rate = (uint32_t)fmax(1e6 / f->cur.ms_per_ktok, 1);
 	x->fit_overhead_us = (uint32_t)(f->cur.overhead_ms * 1000);
 	x->fit_decode_us = (uint32_t)(f->cur.ms_per_decode * 1000);
+	x->fit_obs = (uint32_t)f->n;
+	if (!pg_work_median_speed(g->be, w->o.n, 0, &med))
+		return;
+	for (unsigned i = 1; i <= w->o.n; i++) {
+		if (g->be[i].fit_obs)
+			continue;
+		g->be[i].fit_rate = (uint32_t)fmax(1e6 / med.ms_per_ktok, 1);
+		g->be[i].fit_overhead_us = (uint32_t)(med.overhead_ms * 1000);
+		g->be[i].fit_decode_us = (uint32_t)(med.ms_per_decode * 1000);
+	}
 }
 
 void ts_on_token(void *ctx, struct sim_req *sr, bool last)
 {
 	struct ts_world *w = ctx;
 	struct ts_job *j = (struct ts_job *)sr;
-	struct pg_backend *x = &w->be[j->b];
+	struct ts_gw *g = &w->gw[j->g];
+	struct pg_backend *x = &g->be[j->b];
 
+	ts_fleet_deliver(w);
 	if (!j->first) {
+		struct pg_fit_obs obs;
 		struct pg_speed sp;
 		double ttft;
 
 		j->first = true;
+
 		pg_work_speed(x, &sp);
 		ttft = pg_work_first(x, &j->wt, sp.overhead_ms, w->now);
 		w->ttft[w->nttft++] = ttft;
@@ -261,13 +295,14 @@ void ts_on_token(void *ctx, struct sim_req *sr, bool last)
 			        (size_t)(j->rec - w->first), j->rec->input, j->b, ttft,
 			        j->wt.pred_ms, j->rec->input - j->own, sr->cached_tokens,
 			        j->wt.ahead);
-		if (!j->wt.mixed)
-			pg_fit_first(&w->fit[j->b], j->wt.sent_ns, w->now, j->wt.tokens,
-			             j->wt.decoding, j->wt.queued);
-		publish(x, &w->fit[j->b]);
+		if (pg_work_learn(&g->fit[j->b], x, &j->wt, w->now, &obs))
+			ts_fleet_learned(w, j->g, j->b, &obs);
+		ts_publish(w, g, j->b);
+		ts_fleet_changed(w, j->g, j->b);
 	}
 	if (last) {
 		x->in_flight--;
+		ts_fleet_changed(w, j->g, j->b);
 		free(j->kv);
 		free(j);
 	}

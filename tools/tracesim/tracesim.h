@@ -16,6 +16,11 @@
  * blocks for the instances' caches, each chained over its prefix, and the
  * PREFIX_AWARE key and the anchor as the first PrefixLength characters of a
  * /v1/completions prompt.
+ *
+ * A fleet of gateways (--gateways N, fleet.c): each request reaches one of
+ * them at random, as an L4 balancer (or pgload) spreads them; each has its
+ * own backend table, index and fits, and hears the others' queues and
+ * cache decisions after the delays their NATS messages take.
  */
 #ifndef TRACESIM_H
 #define TRACESIM_H
@@ -28,10 +33,12 @@
 #include "../mockllm/sim.h"
 #include "../pgload/trace.h"
 #include "lib/cacheidx.h"
+#include "lib/fleet_msg.h"
 #include "lib/ring.h"
 #include "lib/work.h"
 
 #define TS_MAX_INSTANCES 64
+#define TS_MAX_GATEWAYS  16
 #define TS_BLOCK_TOKENS  PG_TRACE_BLOCK_TOKENS
 
 /* One request of the trace. */
@@ -52,6 +59,11 @@ struct ts_opts {
 	double speed[TS_MAX_INSTANCES + 1]; /* by instance, 1-based */
 	unsigned slow_inst;                 /* --slow I:F:AT (0: none) */
 	double slow_factor, slow_at;
+	unsigned gateways;              /* --gateways N */
+	double load_delay, cache_delay; /* ms a peer's LOAD / CACHE takes to arrive */
+	double prior;                   /* the gateways' prior speed, x the instances' */
+	uint64_t seed;
+	bool spread; /* --spread */
 };
 
 /* One request in flight on a simulated instance. */
@@ -60,6 +72,7 @@ struct ts_job {
 	const struct ts_rec *rec;
 	uint64_t *kv;
 	uint16_t b;
+	uint8_t g;    /* the gateway that routed it */
 	uint32_t own; /* its work there, as the gateway believed */
 	struct pg_work_ticket wt;
 	bool first;
@@ -72,17 +85,40 @@ struct ts_sent {
 	uint32_t tokens;
 };
 
+/* One gateway's view: its backend table, index and fits, and what each
+ * peer last told it of each instance (fleet.c). */
+struct ts_gw {
+	struct pg_backend *be;
+	struct pg_ca_index ix;
+	__u64 ix_requests;
+	struct pg_fit fit[TS_MAX_INSTANCES + 1];
+	struct pg_fleet_load heard[TS_MAX_GATEWAYS][TS_MAX_INSTANCES + 1];
+};
+
+/* Messages on their way between gateways, in the order they arrive. */
+struct ts_msg {
+	uint64_t sent_ns, due_ns;
+	uint8_t from;
+	uint16_t b;
+	struct pg_fleet_load load; /* LOAD */
+	uint32_t head_age_us, first_age_us;
+	uint32_t n; /* CACHE: the chain, malloc'd */
+	uint64_t *chain;
+	struct pg_fit_obs obs; /* FIT */
+};
+struct ts_fifo {
+	struct ts_msg *m;
+	size_t head, tail, cap;
+};
+
 struct ts_world {
 	struct ts_opts o;
 	const struct ts_rec *first; /* the trace's records */
 	size_t nrec;
 	struct sim *inst[TS_MAX_INSTANCES + 1];
-	/* the gateway's view: its backend table, index, ring, fits */
-	struct pg_backend *be;
-	struct pg_ca_index ix;
-	__u64 ix_requests;
-	struct pg_ring *ring;
-	struct pg_fit fit[TS_MAX_INSTANCES + 1];
+	struct ts_gw gw[TS_MAX_GATEWAYS];
+	struct pg_ring *ring; /* every gateway's: the same members */
+	struct ts_fifo loadq, cacheq, fitq;
 	uint64_t now; /* ns */
 	uint64_t rnd;
 	double speedup; /* trace time / replay time */
@@ -104,6 +140,20 @@ void ts_dispatch(struct ts_world *w, const struct ts_rec *r);
 void ts_on_token(void *ctx, struct sim_req *r, bool last);
 /* Whether strategy names one tracesim knows. */
 bool ts_strategy_known(const char *s);
+
+/* Gateway g's fit of instance b into its table (as state/load.c
+ * publishes it). */
+void ts_publish(struct ts_world *w, struct ts_gw *g, uint16_t b);
+
+/* fleet.c: gateway g's queue on instance b changed, it decided to send a
+ * request with the block chain chain[0..n) to b, it learned obs of b's
+ * speed: each reaches the other gateways later; deliver what has arrived
+ * by now. No-ops for one gateway. */
+void ts_fleet_changed(struct ts_world *w, unsigned g, uint16_t b);
+void ts_fleet_decided(struct ts_world *w, unsigned g, const uint64_t *chain, uint32_t n,
+                      uint16_t b);
+void ts_fleet_learned(struct ts_world *w, unsigned g, uint16_t b, const struct pg_fit_obs *obs);
+void ts_fleet_deliver(struct ts_world *w);
 
 /* report.c: the figures, as text on out and, if o.json, as JSON. */
 int ts_report(const struct ts_world *w, FILE *out);

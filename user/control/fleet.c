@@ -11,7 +11,9 @@
 #include <unistd.h>
 #include "control/control.h"
 #include "control/fleet_internal.h"
+#include "lib/work.h"
 #include "state/fleetq.h"
+#include "state/load.h"
 #include "state/route.h"
 #include "sys/log.h"
 
@@ -86,14 +88,17 @@ static bool msg_begin(struct pg_fleet *f, natsMsg *msg, enum pg_fleet_msg_type t
 
 void pg_fleet_on_load(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
 {
+	/* under mu */
+	static uint16_t ids[PG_MAX_BACKENDS];
+	static uint32_t ep[PG_MAX_BACKENDS];
+	static struct pg_fleet_load load[PG_MAX_BACKENDS];
+	static struct pg_fleet_ages ages[PG_MAX_BACKENDS];
 	struct pg_fleet *f = closure;
-	uint16_t ids[PG_MAX_BACKENDS];
-	uint32_t ep[PG_MAX_BACKENDS];
-	struct pg_fleet_load load[PG_MAX_BACKENDS];
 	struct pg_fleet_entry e;
 	struct pg_fleet_hdr h;
 	struct pg_fleet_dec d;
 	enum pg_fleet_update r;
+	uint64_t now_ns;
 	size_t n = 0;
 
 	(void)nc;
@@ -108,6 +113,7 @@ void pg_fleet_on_load(natsConnection *nc, natsSubscription *sub, natsMsg *msg, v
 			continue; /* not a member here (yet) */
 		ids[n] = a->id;
 		ep[n] = a->epoch;
+		ages[n] = e.ages;
 		load[n++] = e.load;
 	}
 	if (d.bad) {
@@ -115,7 +121,15 @@ void pg_fleet_on_load(natsConnection *nc, natsSubscription *sub, natsMsg *msg, v
 		COUNT(f, bad, 1);
 		goto out;
 	}
-	r = pg_fleet_peers_update(&f->peers, &h, ids, ep, load, n, pg_now_ms());
+	now_ns = pg_now_ns();
+	r = pg_fleet_peers_update(&f->peers, &h, ids, ep, load, n, now_ns / 1000000);
+	/* the engines' heads and first tokens this peer saw (work.h) */
+	for (size_t i = 0; i < n && r <= PG_FLEET_NEW_PEER; i++) {
+		struct pg_backend *b = &f->gw->maps.backends[ids[i]];
+
+		if (__atomic_load_n(&b->epoch, __ATOMIC_RELAXED) == ep[i])
+			pg_work_heard(b, now_ns, ages[i].head_us, ages[i].first_us);
+	}
 	if (r == PG_FLEET_FULL)
 		COUNT(f, peers_full, 1);
 	if (r == PG_FLEET_NEW_PEER)
@@ -147,6 +161,11 @@ void pg_fleet_on_cache(natsConnection *nc, natsSubscription *sub, natsMsg *msg, 
 		const struct pg_fleet_addr *a = pg_fleet_addrmap_find(&f->amap, e.addr);
 		uint16_t n = 0;
 
+		/* a request of the fleet's, wherever it went: the index's clock
+		 * counts it, so that a prefix's share of the requests is its share
+		 * of the fleet's, as the peer's was (cacheidx.h) */
+		if (e.flags & PG_FLEET_CACHE_REQUEST)
+			pg_ca_tick(&ix);
 		if (!a || !ix.capacity_blocks ||
 		    __atomic_load_n(&f->gw->maps.backends[a->id].epoch, __ATOMIC_RELAXED) !=
 		        a->epoch) {
@@ -164,6 +183,36 @@ void pg_fleet_on_cache(natsConnection *nc, natsSubscription *sub, natsMsg *msg, 
 		COUNT(f, bad, 1);
 	if (ev)
 		__atomic_fetch_add(&f->gw->ca_evictions, ev, __ATOMIC_RELAXED);
+out:
+	natsMsg_Destroy(msg);
+}
+
+void pg_fleet_on_fit(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
+{
+	struct pg_fleet *f = closure;
+	struct pg_fleet_entry e;
+	struct pg_fleet_hdr h;
+	struct pg_fleet_dec d;
+
+	(void)nc;
+	(void)sub;
+	if (!msg_begin(f, msg, PG_FLEET_MSG_FIT, &d, &h))
+		goto out;
+	pthread_mutex_lock(&f->mu);
+	while (pg_fleet_dec_next(&d, PG_FLEET_MSG_FIT, &e)) {
+		const struct pg_fleet_addr *a = pg_fleet_addrmap_find(&f->amap, e.addr);
+
+		if (!a) {
+			COUNT(f, fit_unknown, 1);
+			continue;
+		}
+		/* a fit of a slot that got another member is ignored there */
+		pg_load_observe(f->gw, a->id, a->epoch, &e.obs, pg_now_ns());
+		COUNT(f, fit_applied, 1);
+	}
+	pthread_mutex_unlock(&f->mu);
+	if (d.bad)
+		COUNT(f, bad, 1);
 out:
 	natsMsg_Destroy(msg);
 }
@@ -186,9 +235,12 @@ static void publish(struct pg_fleet *f, const char *subj, const struct pg_fleet_
 		COUNT(f, sent[type], 1);
 }
 
-/* This gateway's vector, when it changed or an interval passed. */
+/* This gateway's vector, when its counts changed or an interval passed
+ * (the ages ride along: they change all the time, and the counts change
+ * with every head and first token). */
 static void publish_load(struct pg_fleet *f, uint64_t now)
 {
+	const uint64_t now_ns = pg_now_ns();
 	const struct pg_backend *bt = f->gw->maps.backends;
 	unsigned max = pg_max_backend_id(f->gw);
 	bool changed = now - f->last_pub_ms >= f->gw->cfg->fleet_interval_ms;
@@ -215,28 +267,73 @@ static void publish_load(struct pg_fleet *f, uint64_t now)
 	header(f, PG_FLEET_MSG_LOAD, &h);
 	if (pg_fleet_enc_begin(&e, f->load_buf, sizeof(f->load_buf), &h))
 		return;
-	for (unsigned id = 1; id <= max; id++)
-		if (__atomic_load_n(&bt[id].flags, __ATOMIC_RELAXED) & PG_BACKEND_ACTIVE)
-			pg_fleet_enc_load(&e, pg_backend_name(&bt[id], name, sizeof(name)),
-			                  &cur[id]);
+	for (unsigned id = 1; id <= max; id++) {
+		struct pg_fleet_ages ages;
+
+		if (!(__atomic_load_n(&bt[id].flags, __ATOMIC_RELAXED) & PG_BACKEND_ACTIVE))
+			continue;
+		pg_work_ages(&bt[id], now_ns, &ages.head_us, &ages.first_us);
+		pg_fleet_enc_load(&e, pg_backend_name(&bt[id], name, sizeof(name)), &cur[id],
+		                  &ages);
+	}
 	publish(f, f->subj_load, &e, PG_FLEET_MSG_LOAD);
 	memcpy(f->last_pub, cur, sizeof(f->last_pub));
 	f->last_pub_ms = now;
 }
 
 /* pg_fleetq_take's callback: one decision into the batch. */
-static void batch_one(uint16_t id, uint32_t epoch, const uint64_t *chain, uint16_t n, void *arg)
+static void batch_one(uint16_t id, uint32_t epoch, const uint64_t *chain, uint16_t n, bool request,
+                      void *arg)
 {
 	struct pg_fleet *f = arg;
 	const struct pg_backend *b = &f->gw->maps.backends[id];
 	char name[PG_FLEET_ADDR_MAX + 1];
 
 	if (!f->cenc.p || __atomic_load_n(&b->epoch, __ATOMIC_RELAXED) != epoch ||
-	    !pg_fleet_enc_cache(&f->cenc, pg_backend_name(b, name, sizeof(name)), chain, n)) {
+	    !pg_fleet_enc_cache(&f->cenc, pg_backend_name(b, name, sizeof(name)),
+	                        request ? PG_FLEET_CACHE_REQUEST : 0, chain, n)) {
 		COUNT(f, cache_dropped, 1);
 		return;
 	}
 	COUNT(f, cache_published, 1);
+}
+
+/* pg_fleetq_take's callback: one observation into the batch. */
+static void batch_fit(uint16_t id, uint32_t epoch, const uint64_t *w, uint16_t n, bool request,
+                      void *arg)
+{
+	struct pg_fleet *f = arg;
+	const struct pg_backend *b = &f->gw->maps.backends[id];
+	char name[PG_FLEET_ADDR_MAX + 1];
+	struct pg_fit_obs o;
+
+	(void)request;
+	if (n != 2)
+		return;
+	pg_fit_obs_unpack(w, &o);
+	if (!f->fenc.p || __atomic_load_n(&b->epoch, __ATOMIC_RELAXED) != epoch ||
+	    !pg_fleet_enc_fit(&f->fenc, pg_backend_name(b, name, sizeof(name)), &o)) {
+		COUNT(f, fit_dropped, 1);
+		return;
+	}
+	COUNT(f, fit_published, 1);
+}
+
+/* Every worker's queued first tokens learned from: one batch. */
+static void publish_fit(struct pg_fleet *f, bool up)
+{
+	struct pg_fleet_hdr h;
+
+	memset(&f->fenc, 0, sizeof(f->fenc));
+	if (up) {
+		header(f, PG_FLEET_MSG_FIT, &h);
+		if (pg_fleet_enc_begin(&f->fenc, f->fit_buf, sizeof(f->fit_buf), &h))
+			memset(&f->fenc, 0, sizeof(f->fenc));
+	}
+	for (unsigned w = 0; w < f->gw->nworkers; w++)
+		pg_fleetq_take(f->gw->fleetq_obs, w, batch_fit, f);
+	if (f->fenc.p && f->fenc.count)
+		publish(f, f->subj_fit, &f->fenc, PG_FLEET_MSG_FIT);
 }
 
 /* Every worker's queued decisions: one batch (or, without NATS, dropped). */
@@ -375,6 +472,8 @@ void *pg_fleet_main(void *arg)
 			publish_load(f, now);
 		if (f->gw->fleetq && now - f->last_cache_ms >= PG_FLEET_CACHE_GAP_MS) {
 			publish_cache(f, up);
+			if (f->gw->fleetq_obs)
+				publish_fit(f, up);
 			f->last_cache_ms = now;
 		}
 		nanosleep(&poll, NULL);

@@ -15,14 +15,18 @@
 #define SUB_PENDING_BYTES (16 * 1024 * 1024)
 
 struct counters {
-	uint64_t sent[3], received[3]; /* by enum pg_fleet_msg_type */
-	uint64_t bad;                  /* undecodable messages */
-	uint64_t peers_dropped;        /* peers expired for silence */
-	uint64_t peers_full;           /* vectors ignored: PG_FLEET_MAX_PEERS live */
-	uint64_t cache_published;      /* decisions sent */
-	uint64_t cache_applied;        /* decisions received and recorded */
-	uint64_t cache_dropped;        /* decisions not sent: batch full or no NATS */
-	uint64_t cache_unknown;        /* received for a backend not a member here */
+	uint64_t sent[PG_FLEET_MSG_TYPES], received[PG_FLEET_MSG_TYPES]; /* by type */
+	uint64_t bad;                                                    /* undecodable messages */
+	uint64_t peers_dropped;   /* peers expired for silence */
+	uint64_t peers_full;      /* vectors ignored: PG_FLEET_MAX_PEERS live */
+	uint64_t cache_published; /* decisions sent */
+	uint64_t cache_applied;   /* decisions received and recorded */
+	uint64_t cache_dropped;   /* decisions not sent: batch full or no NATS */
+	uint64_t cache_unknown;   /* received for a backend not a member here */
+	uint64_t fit_published;   /* first tokens learned from, sent */
+	uint64_t fit_applied;     /* ... received and learned from */
+	uint64_t fit_dropped;     /* ... not sent: batch full or no NATS */
+	uint64_t fit_unknown;     /* ... received for a backend not a member here */
 	uint64_t mode_changes;
 };
 
@@ -32,9 +36,10 @@ struct pg_fleet {
 	bool started;
 	natsOptions *opts;
 	natsConnection *nc;
-	natsSubscription *sub_load, *sub_cache;
+	natsSubscription *sub_load, *sub_cache, *sub_fit;
 	char id[PG_FLEET_ID_MAX + 1];
-	char subj_load[PG_FLEET_ID_MAX + 32], subj_cache[PG_FLEET_ID_MAX + 32];
+	char subj_load[PG_FLEET_ID_MAX + 32], subj_cache[PG_FLEET_ID_MAX + 32],
+	    subj_fit[PG_FLEET_ID_MAX + 32];
 	uint64_t boot, seq;
 	/* Under mu: written by the fleet thread and the delivery threads. */
 	pthread_mutex_t mu;
@@ -46,8 +51,8 @@ struct pg_fleet {
 	/* The fleet thread's alone. */
 	struct pg_fleet_load last_pub[PG_MAX_BACKENDS], cur_pub[PG_MAX_BACKENDS];
 	uint64_t last_pub_ms, last_cache_ms, last_map_ms;
-	struct pg_fleet_enc cenc;
-	uint8_t cache_buf[PG_FLEET_CACHE_BATCH];
+	struct pg_fleet_enc cenc, fenc;
+	uint8_t cache_buf[PG_FLEET_CACHE_BATCH], fit_buf[PG_FLEET_CACHE_BATCH];
 	uint8_t load_buf[64 + PG_MAX_BACKENDS * (PG_FLEET_ADDR_MAX + 18)];
 	/* Read by metrics and admin (atomics). */
 	int mode, npeers, connected;
@@ -59,6 +64,7 @@ struct pg_fleet {
 /* The subscriptions' callbacks (libnats' delivery threads). */
 void pg_fleet_on_load(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure);
 void pg_fleet_on_cache(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure);
+void pg_fleet_on_fit(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure);
 /* The fleet thread. */
 void *pg_fleet_main(void *arg);
 

@@ -26,8 +26,15 @@ int pg_fleet_init(struct pg_gateway *gw, char *err, size_t errlen)
 	if (!gw->cfg->nats_url && !gw->cfg->fleet_size)
 		return 0;
 	f = calloc(1, sizeof(*f));
-	if (!f || (gw->cfg->nats_url && !(gw->fleetq = pg_fleetq_create(gw->nworkers)))) {
+	if (f && gw->cfg->nats_url) {
+		gw->fleetq = pg_fleetq_create(gw->nworkers);
+		gw->fleetq_obs = pg_fleetq_create(gw->nworkers);
+	}
+	if (!f || (gw->cfg->nats_url && (!gw->fleetq || !gw->fleetq_obs))) {
 		free(f);
+		pg_fleetq_free(gw->fleetq);
+		pg_fleetq_free(gw->fleetq_obs);
+		gw->fleetq = gw->fleetq_obs = NULL;
 		snprintf(err, errlen, "fleet: out of memory");
 		return -1;
 	}
@@ -99,6 +106,11 @@ static int nats_open(struct pg_fleet *f, char *err, size_t errlen)
 	if (s == NATS_OK)
 		s = natsSubscription_SetPendingLimits(f->sub_cache, SUB_PENDING_MSGS,
 		                                      SUB_PENDING_BYTES);
+	if (s == NATS_OK)
+		s = natsConnection_Subscribe(&f->sub_fit, f->nc, f->subj_fit, pg_fleet_on_fit, f);
+	if (s == NATS_OK)
+		s = natsSubscription_SetPendingLimits(f->sub_fit, SUB_PENDING_MSGS,
+		                                      SUB_PENDING_BYTES);
 	if (s != NATS_OK)
 		return nats_fail(s, "subscribe", err, errlen);
 	return 0;
@@ -115,6 +127,7 @@ int pg_fleet_start(struct pg_gateway *gw, char *err, size_t errlen)
 	pg_control_gateway_id(gw, f->id, sizeof(f->id));
 	snprintf(f->subj_load, sizeof(f->subj_load), "prefixgate.%s.load", cfg->nats_cluster);
 	snprintf(f->subj_cache, sizeof(f->subj_cache), "prefixgate.%s.cache", cfg->nats_cluster);
+	snprintf(f->subj_fit, sizeof(f->subj_fit), "prefixgate.%s.fit", cfg->nats_cluster);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	f->boot = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	if (cfg->nats_url && nats_open(f, err, errlen))
@@ -124,7 +137,7 @@ int pg_fleet_start(struct pg_gateway *gw, char *err, size_t errlen)
 		return -1;
 	}
 	f->started = true;
-	pg_info("fleet: gateway %s%s%s, subjects %s|cache, interval %u ms%s", f->id,
+	pg_info("fleet: gateway %s%s%s, subjects %s|cache|fit, interval %u ms%s", f->id,
 	        cfg->nats_url ? ", NATS " : ", no NATS", cfg->nats_url ? cfg->nats_url : "",
 	        f->subj_load, cfg->fleet_interval_ms, cfg->fleet_size ? ", --fleet-size" : "");
 	return 0;
@@ -144,8 +157,11 @@ void pg_fleet_stop(struct pg_gateway *gw)
 			natsSubscription_Unsubscribe(f->sub_load);
 		if (f->sub_cache)
 			natsSubscription_Unsubscribe(f->sub_cache);
+		if (f->sub_fit)
+			natsSubscription_Unsubscribe(f->sub_fit);
 		natsSubscription_Destroy(f->sub_load);
 		natsSubscription_Destroy(f->sub_cache);
+		natsSubscription_Destroy(f->sub_fit);
 		if (f->nc)
 			natsConnection_Close(f->nc);
 		natsConnection_Destroy(f->nc);
@@ -157,7 +173,8 @@ void pg_fleet_stop(struct pg_gateway *gw)
 		gw->fleet = NULL;
 	}
 	pg_fleetq_free(gw->fleetq);
-	gw->fleetq = NULL;
+	pg_fleetq_free(gw->fleetq_obs);
+	gw->fleetq = gw->fleetq_obs = NULL;
 }
 
 enum pg_fleet_mode pg_fleet_mode(const struct pg_gateway *gw, unsigned *peers)
@@ -199,12 +216,22 @@ static const struct {
     {"prefixgate_fleet_cache_unknown_total",
      "Peers' cache_aware decisions for a backend that is not a member here.",
      offsetof(struct counters, cache_unknown)},
+    {"prefixgate_fleet_fit_published_total",
+     "First tokens this gateway learned a backend's speed from, sent to the peers.",
+     offsetof(struct counters, fit_published)},
+    {"prefixgate_fleet_fit_applied_total",
+     "Peers' first tokens this gateway's speed fits learned from.",
+     offsetof(struct counters, fit_applied)},
+    {"prefixgate_fleet_fit_unknown_total",
+     "Peers' first tokens from a backend that is not a member here.",
+     offsetof(struct counters, fit_unknown)},
 };
 
 void pg_fleet_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 {
-	static const char *const types[] = {
-	    [PG_FLEET_MSG_LOAD] = "load", [PG_FLEET_MSG_CACHE] = "cache"};
+	static const char *const types[PG_FLEET_MSG_TYPES] = {[PG_FLEET_MSG_LOAD] = "load",
+	                                                      [PG_FLEET_MSG_CACHE] = "cache",
+	                                                      [PG_FLEET_MSG_FIT] = "fit"};
 	const struct pg_fleet *f = gw->fleet;
 	unsigned max = pg_max_backend_id(gw), peers;
 	enum pg_fleet_mode mode = pg_fleet_mode(gw, &peers);
@@ -239,12 +266,12 @@ void pg_fleet_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 		return;
 	family(o, "prefixgate_fleet_messages_sent_total", "counter",
 	       "Messages published to the fleet, by subject.");
-	for (int t = PG_FLEET_MSG_LOAD; t <= PG_FLEET_MSG_CACHE; t++)
+	for (int t = PG_FLEET_MSG_LOAD; t < PG_FLEET_MSG_TYPES; t++)
 		pg_buf_printf(o, "prefixgate_fleet_messages_sent_total{type=\"%s\"} %llu\n",
 		              types[t], (unsigned long long)load(&f->c.sent[t]));
 	family(o, "prefixgate_fleet_messages_received_total", "counter",
 	       "Messages received from peers, by subject.");
-	for (int t = PG_FLEET_MSG_LOAD; t <= PG_FLEET_MSG_CACHE; t++)
+	for (int t = PG_FLEET_MSG_LOAD; t < PG_FLEET_MSG_TYPES; t++)
 		pg_buf_printf(o, "prefixgate_fleet_messages_received_total{type=\"%s\"} %llu\n",
 		              types[t], (unsigned long long)load(&f->c.received[t]));
 	for (size_t i = 0; i < sizeof(scalars) / sizeof(scalars[0]); i++) {
@@ -259,6 +286,13 @@ void pg_fleet_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 	pg_buf_printf(o, "prefixgate_fleet_cache_dropped_total %llu\n",
 	              (unsigned long long)(load(&f->c.cache_dropped) +
 	                                   (gw->fleetq ? pg_fleetq_dropped(gw->fleetq) : 0)));
+	family(o, "prefixgate_fleet_fit_dropped_total", "counter",
+	       "First tokens learned from not sent: a worker's buffer busy or full, the batch "
+	       "full, or no NATS connection.");
+	pg_buf_printf(
+	    o, "prefixgate_fleet_fit_dropped_total %llu\n",
+	    (unsigned long long)(load(&f->c.fit_dropped) +
+	                         (gw->fleetq_obs ? pg_fleetq_dropped(gw->fleetq_obs) : 0)));
 }
 
 void pg_fleet_json(const struct pg_gateway *gw, struct pg_buf *o)

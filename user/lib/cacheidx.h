@@ -49,10 +49,12 @@ struct pg_ca_index {
  * instance's share of the traffic passes through it (a system prompt, a
  * tool list, a document everyone asks about): at least PG_CA_SHARED_USES
  * requests through it, and more than 1/members of all the requests
- * recorded since it was first seen, counted over a window of about
- * PG_CA_SHARE_WINDOW requests that slides by halves. Its owner cannot be
- * one instance (it would take more than its share), so cache_aware counts
- * it cached on every instance and lets what follows it decide. */
+ * recorded since it was first seen (in a fleet, all the gateways'
+ * requests: the peers' count too, control/fleet.c), counted over a window
+ * of about PG_CA_SHARE_WINDOW requests that slides by halves. Its owner
+ * cannot be one instance (it would take more than its share), so
+ * cache_aware counts it cached on every instance and lets what follows it
+ * decide. */
 #define PG_CA_SHARED_USES  8
 #define PG_CA_SHARE_WINDOW 65536
 

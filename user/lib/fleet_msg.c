@@ -95,9 +95,11 @@ static void counted(struct pg_fleet_enc *e)
 	put_u16(e->p + e->count_off, e->count);
 }
 
-#define LOAD_FIXED (4 + 4 + 8) /* a LOAD entry past its address */
+#define LOAD_FIXED (4 + 4 + 8 + 4 + 4) /* a LOAD entry past its address */
+#define FIT_FIXED  (1 + 4 + 4 + 4)     /* a FIT entry past its address */
 
-bool pg_fleet_enc_load(struct pg_fleet_enc *e, const char *addr, const struct pg_fleet_load *l)
+bool pg_fleet_enc_load(struct pg_fleet_enc *e, const char *addr, const struct pg_fleet_load *l,
+                       const struct pg_fleet_ages *ages)
 {
 	size_t al = strnlen(addr, PG_FLEET_ADDR_MAX + 1);
 
@@ -107,25 +109,45 @@ bool pg_fleet_enc_load(struct pg_fleet_enc *e, const char *addr, const struct pg
 	put_u32(e->p + e->len, (uint32_t)l->in_flight);
 	put_u32(e->p + e->len + 4, l->prefill_reqs);
 	put_u64(e->p + e->len + 8, l->prefill_tokens);
+	put_u32(e->p + e->len + 16, ages->head_us);
+	put_u32(e->p + e->len + 20, ages->first_us);
 	e->len += LOAD_FIXED;
+	counted(e);
+	return true;
+}
+
+bool pg_fleet_enc_fit(struct pg_fleet_enc *e, const char *addr, const struct pg_fit_obs *o)
+{
+	size_t al = strnlen(addr, PG_FLEET_ADDR_MAX + 1);
+
+	if (al > PG_FLEET_ADDR_MAX || !room(e, 1 + al + FIT_FIXED))
+		return false;
+	e->len += put_addr(e, addr, al);
+	e->p[e->len] = o->whole;
+	put_u32(e->p + e->len + 1, o->tokens);
+	put_u32(e->p + e->len + 5, o->decoding);
+	put_u32(e->p + e->len + 9, o->y_us);
+	e->len += FIT_FIXED;
 	counted(e);
 	return true;
 }
 
 size_t pg_fleet_cache_entry_size(size_t addr_len, uint16_t n)
 {
-	return 1 + addr_len + 2 + (size_t)n * 8;
+	return 1 + addr_len + 1 + 2 + (size_t)n * 8;
 }
 
-bool pg_fleet_enc_cache(struct pg_fleet_enc *e, const char *addr, const uint64_t *chain, uint16_t n)
+bool pg_fleet_enc_cache(struct pg_fleet_enc *e, const char *addr, uint8_t flags,
+                        const uint64_t *chain, uint16_t n)
 {
 	size_t al = strnlen(addr, PG_FLEET_ADDR_MAX + 1);
 
 	if (al > PG_FLEET_ADDR_MAX || !room(e, pg_fleet_cache_entry_size(al, n)))
 		return false;
 	e->len += put_addr(e, addr, al);
-	put_u16(e->p + e->len, n);
-	e->len += 2;
+	e->p[e->len] = flags;
+	put_u16(e->p + e->len + 1, n);
+	e->len += 3;
 	for (uint16_t i = 0; i < n; i++, e->len += 8)
 		put_u64(e->p + e->len, chain[i]);
 	counted(e);
@@ -141,7 +163,7 @@ int pg_fleet_dec_begin(struct pg_fleet_dec *d, const void *buf, size_t len, stru
 	memset(h, 0, sizeof(*h));
 	if (len < HDR_FIXED || p[0] != 'P' || p[1] != 'G' || p[2] != PG_FLEET_MSG_VERSION)
 		return -1;
-	if (p[3] != PG_FLEET_MSG_LOAD && p[3] != PG_FLEET_MSG_CACHE)
+	if (p[3] < PG_FLEET_MSG_LOAD || p[3] >= PG_FLEET_MSG_TYPES)
 		return -1;
 	idl = p[4];
 	if (idl > PG_FLEET_ID_MAX || len < HDR_FIXED + idl)
@@ -186,6 +208,9 @@ bool pg_fleet_dec_next(struct pg_fleet_dec *d, uint8_t type, struct pg_fleet_ent
 		return fault(d);
 	d->off += 1 + al;
 	memset(&out->load, 0, sizeof(out->load));
+	memset(&out->ages, 0, sizeof(out->ages));
+	memset(&out->obs, 0, sizeof(out->obs));
+	out->flags = 0;
 	out->n = 0;
 	out->chain = NULL;
 	if (type == PG_FLEET_MSG_LOAD) {
@@ -194,16 +219,27 @@ bool pg_fleet_dec_next(struct pg_fleet_dec *d, uint8_t type, struct pg_fleet_ent
 		out->load.in_flight = (int32_t)get_u32(d->p + d->off);
 		out->load.prefill_reqs = get_u32(d->p + d->off + 4);
 		out->load.prefill_tokens = get_u64(d->p + d->off + 8);
+		out->ages.head_us = get_u32(d->p + d->off + 16);
+		out->ages.first_us = get_u32(d->p + d->off + 20);
 		d->off += LOAD_FIXED;
+	} else if (type == PG_FLEET_MSG_FIT) {
+		if (d->len - d->off < FIT_FIXED || d->p[d->off] > 1)
+			return fault(d);
+		out->obs.whole = d->p[d->off];
+		out->obs.tokens = get_u32(d->p + d->off + 1);
+		out->obs.decoding = get_u32(d->p + d->off + 5);
+		out->obs.y_us = get_u32(d->p + d->off + 9);
+		d->off += FIT_FIXED;
 	} else {
-		if (d->len - d->off < 2)
+		if (d->len - d->off < 3)
 			return fault(d);
-		out->n = get_u16(d->p + d->off);
+		out->flags = d->p[d->off];
+		out->n = get_u16(d->p + d->off + 1);
 		need = (size_t)out->n * 8;
-		if (d->len - d->off - 2 < need)
+		if (d->len - d->off - 3 < need)
 			return fault(d);
-		out->chain = d->p + d->off + 2;
-		d->off += 2 + need;
+		out->chain = d->p + d->off + 3;
+		d->off += 3 + need;
 	}
 	d->left--;
 	return true;

@@ -7,15 +7,21 @@
  *   header  "PG" | version u8 (1) | type u8 | id_len u8 | id bytes
  *           | boot u64 | seq u64 | wall_ms u64 | interval_ms u32 | count u16
  *   LOAD    count x { addr_len u8 | addr | in_flight s32 | prefill_reqs u32
- *                     | prefill_tokens u64 }
- *   CACHE   count x { addr_len u8 | addr | n u16 | n x chain hash u64 }
+ *                     | prefill_tokens u64 | head_age_us u32 | first_age_us u32 }
+ *   CACHE   count x { addr_len u8 | addr | flags u8 | n u16 | n x chain hash u64 }
+ *   FIT     count x { addr_len u8 | addr | whole u8 | tokens u32
+ *                     | decoding u32 | y_us u32 }
  * Backends are named by address ("host:port", as pg_backend_name spells it),
  * never by slot id: each gateway numbers its slots in its own order.
  * boot tells a restarted gateway (same id, seq from 1 again) from a replay;
  * wall_ms is the sender's clock, for logs only (expiry uses the receiver's).
  * Version 2 added the LOAD entries' prefill work (cache_aware's load
- * model, state/load.h): gateways of one fleet must speak the same version
- * (another's messages are counted as undecodable and ignored).
+ * model, state/load.h); version 3 the ages of the sender's head and latest
+ * first token on each backend (lib/work.h pg_work_ages) and FIT, the first
+ * tokens a gateway learned its backends' speeds from, so that every
+ * gateway learns from all of the fleet's; version 4 the CACHE entries'
+ * flags (PG_FLEET_CACHE_*). Gateways of one fleet must speak the same
+ * version (another's messages are counted as undecodable and ignored).
  */
 #ifndef PG_FLEET_MSG_H
 #define PG_FLEET_MSG_H
@@ -23,14 +29,17 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "lib/work.h"
 
-#define PG_FLEET_MSG_VERSION 2
+#define PG_FLEET_MSG_VERSION 4
 #define PG_FLEET_ID_MAX      64 /* gateway id, bytes */
 #define PG_FLEET_ADDR_MAX    63 /* backend address, bytes */
 
 enum pg_fleet_msg_type {
 	PG_FLEET_MSG_LOAD = 1,  /* per-backend in-flight vector */
 	PG_FLEET_MSG_CACHE = 2, /* cache_aware decisions: block chain -> backend */
+	PG_FLEET_MSG_FIT = 3,   /* first tokens learned from: backend -> observation */
+	PG_FLEET_MSG_TYPES,
 };
 
 struct pg_fleet_hdr {
@@ -64,10 +73,21 @@ struct pg_fleet_load {
 	uint64_t prefill_tokens;
 };
 
+/* The ages a LOAD entry carries besides (pg_work_ages). */
+struct pg_fleet_ages {
+	uint32_t head_us, first_us; /* PG_WORK_AGE_NONE: none */
+};
+
 /* Append one entry; false (and full set) if it does not fit. */
-bool pg_fleet_enc_load(struct pg_fleet_enc *e, const char *addr, const struct pg_fleet_load *l);
-bool pg_fleet_enc_cache(struct pg_fleet_enc *e, const char *addr, const uint64_t *chain,
-                        uint16_t n);
+bool pg_fleet_enc_load(struct pg_fleet_enc *e, const char *addr, const struct pg_fleet_load *l,
+                       const struct pg_fleet_ages *ages);
+/* A CACHE entry's flags: the first of a request's entries (the receiver
+ * counts the request on its index clock, pg_ca_tick, as the sender did:
+ * the shares that make a prefix shared are the fleet's). */
+#define PG_FLEET_CACHE_REQUEST 1
+bool pg_fleet_enc_cache(struct pg_fleet_enc *e, const char *addr, uint8_t flags,
+                        const uint64_t *chain, uint16_t n);
+bool pg_fleet_enc_fit(struct pg_fleet_enc *e, const char *addr, const struct pg_fit_obs *o);
 /* Bytes of one CACHE entry, to size a batch. */
 size_t pg_fleet_cache_entry_size(size_t addr_len, uint16_t n);
 
@@ -89,6 +109,9 @@ int pg_fleet_dec_begin(struct pg_fleet_dec *d, const void *buf, size_t len, stru
 struct pg_fleet_entry {
 	char addr[PG_FLEET_ADDR_MAX + 1]; /* NUL-terminated */
 	struct pg_fleet_load load;        /* LOAD */
+	struct pg_fleet_ages ages;        /* LOAD */
+	struct pg_fit_obs obs;            /* FIT */
+	uint8_t flags;                    /* CACHE: PG_FLEET_CACHE_* */
 	uint16_t n;                       /* CACHE: hashes in chain */
 	const uint8_t *chain;             /* CACHE: n x u64 LE, unaligned: pg_fleet_hash() */
 };

@@ -156,21 +156,40 @@ void pg_fit_observe(struct pg_fit *f, uint64_t now_ms, bool whole, double tokens
 	f->cur.ms_per_decode = fmax(c[2], 0);
 }
 
-void pg_fit_first(struct pg_fit *f, uint64_t sent_ns, uint64_t now_ns, double own, double decoding,
-                  bool queued)
+void pg_fit_learn(struct pg_fit *f, uint64_t now_ms, const struct pg_fit_obs *o)
 {
-	const uint64_t prev = f->last_first_ns;
+	pg_fit_observe(f, now_ms, o->whole, o->tokens, o->decoding, o->y_us / 1000.0);
+}
+
+bool pg_fit_first(struct pg_fit *f, uint64_t sent_ns, uint64_t now_ns, uint64_t prev_ns,
+                  uint32_t own, double decoding, bool queued, struct pg_fit_obs *obs)
+{
+	uint64_t prev = f->last_first_ns, from;
+	struct pg_fit_obs o;
 
 	if (now_ns > f->last_first_ns)
 		f->last_first_ns = now_ns;
+	/* another gateway's first token, if later (and not after this one) */
+	if (prev_ns > prev && prev_ns < now_ns)
+		prev = prev_ns;
 	if (now_ns < sent_ns)
-		return;
-	if (!queued)
-		pg_fit_observe(f, now_ns / 1000000, true, own, decoding,
-		               (double)(now_ns - sent_ns) / 1e6);
-	else if (prev > sent_ns && now_ns > prev)
-		pg_fit_observe(f, now_ns / 1000000, false, own, decoding,
-		               (double)(now_ns - prev) / 1e6);
+		return false;
+	if (prev > sent_ns && now_ns > prev)
+		from = prev; /* its prefill alone */
+	else if (!queued)
+		from = sent_ns; /* a whole TTFT */
+	else
+		return false;
+	o = (struct pg_fit_obs){
+	    .whole = from == sent_ns,
+	    .tokens = own,
+	    .decoding = (uint32_t)fmin(fmax(decoding, 0), UINT32_MAX),
+	    .y_us = (uint32_t)fmin((double)(now_ns - from) / 1e3, UINT32_MAX),
+	};
+	pg_fit_learn(f, now_ns / 1000000, &o);
+	if (obs)
+		*obs = o;
+	return true;
 }
 
 #define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
@@ -228,14 +247,9 @@ void pg_work_take(struct pg_backend *b, struct pg_work_ticket *t, uint32_t token
 	};
 	t->pred_ms = (float)pg_speed_predict(sp, t->ahead, t->decoding);
 	ADD(&b->prefill_tokens, tokens);
-	if (!ADD(&b->prefill_reqs, 1)) /* an idle engine starts on it now */
+	t->queued = ADD(&b->prefill_reqs, 1) || LOAD(&b->peer_prefill_reqs);
+	if (!t->queued) /* an idle engine starts on it now */
 		STORE(&b->head_since_ms, now_ms);
-	else
-		t->queued = true;
-	if (LOAD(&b->peer_prefill_reqs)) {
-		t->queued = true;
-		t->mixed = true;
-	}
 }
 
 void pg_work_drop(struct pg_backend *b, struct pg_work_ticket *t)
@@ -247,17 +261,61 @@ void pg_work_drop(struct pg_backend *b, struct pg_work_ticket *t)
 	SUB(&b->prefill_reqs, 1);
 }
 
+/* *p = v if v is later (a concurrent later store is kept). */
+static void store_max(__u64 *p, uint64_t v)
+{
+	__u64 cur = LOAD(p);
+
+	while (v > cur &&
+	       !__atomic_compare_exchange_n(p, &cur, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
 double pg_work_first(struct pg_backend *b, struct pg_work_ticket *t, double overhead_ms,
                      uint64_t now_ns)
 {
 	const uint64_t end_ms = (uint64_t)fmax((double)now_ns / 1e6 - overhead_ms, 0);
-	__u64 since = LOAD(&b->head_since_ms);
 
 	pg_work_drop(b, t);
 	/* its prefill ended an overhead ago: the engine is on the next since */
-	while (end_ms > since &&
-	       !__atomic_compare_exchange_n(&b->head_since_ms, &since, end_ms, false,
-	                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		;
+	store_max(&b->head_since_ms, end_ms);
+	store_max(&b->first_ns, now_ns);
 	return (double)(now_ns - t->sent_ns) / 1e6;
+}
+
+bool pg_work_learn(struct pg_fit *f, const struct pg_backend *b, const struct pg_work_ticket *t,
+                   uint64_t now_ns, struct pg_fit_obs *obs)
+{
+	/* another gateway's request may have been ahead of it unseen (sent
+	 * just before, its news on the way): while any of theirs waits, it is
+	 * not known to have reached an idle engine */
+	return pg_fit_first(f, t->sent_ns, now_ns, LOAD(&b->peer_first_ns), t->tokens, t->decoding,
+	                    t->queued || LOAD(&b->peer_prefill_reqs), obs);
+}
+
+/* now - then in us, or PG_WORK_AGE_NONE (then 0, or too long ago). */
+static uint32_t age_us(uint64_t now_ns, uint64_t then_ns)
+{
+	const uint64_t a = now_ns > then_ns ? (now_ns - then_ns) / 1000 : 0;
+
+	return then_ns && a < PG_WORK_AGE_NONE ? (uint32_t)a : PG_WORK_AGE_NONE;
+}
+
+void pg_work_ages(const struct pg_backend *b, uint64_t now_ns, uint32_t *head_age_us,
+                  uint32_t *first_age_us)
+{
+	*head_age_us = age_us(now_ns, LOAD(&b->head_since_ms) * 1000000);
+	*first_age_us = age_us(now_ns, LOAD(&b->first_ns));
+}
+
+void pg_work_heard(struct pg_backend *b, uint64_t now_ns, uint32_t head_age_us,
+                   uint32_t first_age_us)
+{
+	const uint64_t head_ns = (uint64_t)head_age_us * 1000,
+	               first_ns = (uint64_t)first_age_us * 1000;
+
+	if (head_age_us != PG_WORK_AGE_NONE && head_ns < now_ns)
+		store_max(&b->head_since_ms, (now_ns - head_ns) / 1000000);
+	if (first_age_us != PG_WORK_AGE_NONE && first_ns < now_ns)
+		store_max(&b->peer_first_ns, now_ns - first_ns);
 }

@@ -19,6 +19,19 @@
  * there beyond the fleet's own were sent by other clients: each counts as
  * much work as one of ours, or PG_WORK_FOREIGN_TOKENS.
  *
+ * A fleet of gateways is one queue per instance, whoever sent its
+ * requests: the engine's progress is taken off the fleet's queue (ours and
+ * the peers'), from the fleet's head. Each gateway tells the others how
+ * long ago it last saw the engine begin a head and give a first token
+ * (pg_work_ages, pg_work_heard), and a prefill that follows another
+ * gateway's first token is learned from as one that follows ours. With
+ * only its own, a gateway of four drained its own queue as if the engine
+ * worked on nothing else, counted the peers' heads whole, and learned
+ * from first tokens no peer's request seemed to come before, when requests
+ * other gateways had sent at the same instant, not heard of yet, did
+ * (tools/tracesim --gateways 4, the Mooncake trace at 0.9 load: speeds
+ * learned off by up to 17x, mean TTFT 2.9x one gateway's).
+ *
  * Speed. The time to first token of a request sent to an instance now is
  * modelled as
  *
@@ -104,21 +117,52 @@ void pg_fit_prior(struct pg_fit *f, const struct pg_speed *prior);
 void pg_fit_observe(struct pg_fit *f, uint64_t now_ms, bool whole, double tokens, double decoding,
                     double y_ms);
 
+/* One observation as the gateways of a fleet share it (pg_fit_first gives
+ * it; every gateway learns every first token the fleet sees). */
+struct pg_fit_obs {
+	bool whole;        /* a whole TTFT (else a prefill alone) */
+	uint32_t tokens;   /* prefill work */
+	uint32_t decoding; /* requests decoding on the instance then */
+	uint32_t y_us;     /* what it took */
+};
+
+/* pg_fit_observe of o, at now_ms. */
+void pg_fit_learn(struct pg_fit *f, uint64_t now_ms, const struct pg_fit_obs *o);
+
+/* o in two words (state/fleetq.h carries words), and back. */
+static inline void pg_fit_obs_pack(const struct pg_fit_obs *o, uint64_t w[2])
+{
+	w[0] = o->tokens | (uint64_t)o->decoding << 32;
+	w[1] = o->y_us | (uint64_t)o->whole << 32;
+}
+
+static inline void pg_fit_obs_unpack(const uint64_t w[2], struct pg_fit_obs *o)
+{
+	o->tokens = (uint32_t)w[0];
+	o->decoding = (uint32_t)(w[0] >> 32);
+	o->y_us = (uint32_t)w[1];
+	o->whole = (w[1] >> 32) & 1;
+}
+
 /*
  * The first token of a request sent at sent_ns came at now_ns; own: its
  * prefill work there, decoding: the instance's requests decoding then;
- * queued: it was sent while the instance had others of ours ahead of it
- * (and no other gateway's). The engine prefills first come, first served,
- * so a queued request's prefill began when the one before it ended: the
- * time since the previous first token is its prefill alone, what the
- * fit learns, whatever the queue looked like; one sent to an idle engine
- * is a whole TTFT. Learning never rests on the queue's estimate, which
- * rests on the learned rate: an estimate wrong in one would feed the
- * other (a rate learned too fast drains the queue too fast, and the
- * waits it hides are taken for overhead). Anything else: nothing learned.
+ * prev_ns: the latest first token before it that other gateways saw (0:
+ * none); queued: the instance may not have been idle when it was sent
+ * (requests were ahead of it, or may have been). The engine prefills first
+ * come, first served, so a request's prefill began when the one before it
+ * ended, or when it was sent to an idle engine: after a first token later
+ * than its sending (ours or another gateway's), the time since that one
+ * is its prefill alone, what the fit learns, whatever the queue looked
+ * like; with none, one sent to an idle engine is a whole TTFT. Learning
+ * never rests on the queue's estimate, which rests on the learned rate: an
+ * estimate wrong in one would feed the other (a rate learned too fast
+ * drains the queue too fast, and the waits it hides are taken for
+ * overhead). Anything else: nothing learned. Returns whether it learned,
+ * and what (obs, may be NULL).
  */
-void pg_fit_first(struct pg_fit *f, uint64_t sent_ns, uint64_t now_ns, double own, double decoding,
-                  bool queued);
+bool pg_fit_first(struct pg_fit *f, uint64_t sent_ns, uint64_t now_ns, uint64_t prev_ns,
+                  uint32_t own, double decoding, bool queued, struct pg_fit_obs *obs);
 
 /* The shared table's fields, as every reader of them loads them: relaxed
  * atomics (any value is a recent snapshot, and these are estimates). */
@@ -144,17 +188,16 @@ static inline double pg_work_queued(const struct pg_backend *b, const struct pg_
 {
 	const uint64_t mine = PG_WORK_LOAD(&b->prefill_tokens),
 	               since = PG_WORK_LOAD(&b->head_since_ms);
-	double q = (double)mine;
+	double q = (double)mine + (double)PG_WORK_LOAD(&b->peer_prefill_tokens);
 
 	/* what the engine did of the head since it began it: at most the
 	 * queue (it may be past the head, on requests whose first token is
 	 * on its way) */
-	if (mine && now_ms > since) {
+	if (q > 0 && now_ms > since) {
 		q -= (double)(now_ms - since) * 1000.0 / sp->ms_per_ktok;
 		if (q < 0)
 			q = 0;
 	}
-	q += (double)PG_WORK_LOAD(&b->peer_prefill_tokens);
 	/* requests it says are waiting that no gateway of the fleet sent
 	 * (other clients): as large as ours, or PG_WORK_FOREIGN_TOKENS */
 	if (now_ms < PG_WORK_LOAD(&b->metrics_until_ms)) {
@@ -188,8 +231,7 @@ static inline double pg_work_decoding(const struct pg_backend *b)
 /* One attempt's place in its backend's queue. Zeroed: none. */
 struct pg_work_ticket {
 	bool pending;    /* in the queue */
-	bool queued;     /* sent behind others */
-	bool mixed;      /* ... of which another gateway's: its prefill's start is unknown */
+	bool queued;     /* sent behind others (ours or another gateway's) */
 	uint32_t tokens; /* its work */
 	float ahead;     /* the queue when it was sent, tokens, itself included */
 	float decoding;  /* the requests past their first token then */
@@ -209,5 +251,25 @@ double pg_work_first(struct pg_backend *b, struct pg_work_ticket *t, double over
 
 /* It leaves the queue, no first token seen. No-op if not pending. */
 void pg_work_drop(struct pg_backend *b, struct pg_work_ticket *t);
+
+/* What b's fit learns from t, whose first token came at now_ns (after
+ * pg_work_first): pg_fit_first with the fleet's view of b. */
+bool pg_work_learn(struct pg_fit *f, const struct pg_backend *b, const struct pg_work_ticket *t,
+                   uint64_t now_ns, struct pg_fit_obs *obs);
+
+/* Fleets. An age in a message: none (nothing seen, or too old to say). */
+#define PG_WORK_AGE_NONE UINT32_MAX
+
+/* What this gateway tells the others of b at now_ns: how long ago (us) the
+ * engine began its head as far as it knows (head_since_ms), and since its
+ * own latest first token from b (first_ns). */
+void pg_work_ages(const struct pg_backend *b, uint64_t now_ns, uint32_t *head_age_us,
+                  uint32_t *first_age_us);
+
+/* A peer said so of b; its message arrived at now_ns: the later head and
+ * first token win (an age is what it was when sent: the time the message
+ * took counts as none). */
+void pg_work_heard(struct pg_backend *b, uint64_t now_ns, uint32_t head_age_us,
+                   uint32_t first_age_us);
 
 #endif /* PG_WORK_H */

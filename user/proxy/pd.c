@@ -368,7 +368,7 @@ bool pg_pd_leg_data(struct pg_worker *w, struct pg_upstream *u, const char *data
 			continue;
 		}
 		/* a 1-token answer: its first token is its end (state/load.h) */
-		pg_load_first(w->gw, w->stats, &pd->load, pg_now_ns());
+		pg_load_first(w->gw, w->id, w->stats, &pd->load, pg_now_ns());
 		pd->ans_head = (size_t)n;
 		pd->status = resp.status;
 		u->keep_alive = resp.keep_alive;

@@ -304,7 +304,7 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 		pg_client_schedule(w, c);
 	/* Body bytes that came with the head: the first token among them. */
 	if (len > (size_t)n) {
-		pg_load_first(w->gw, w->stats, &x->load, pg_now_ns());
+		pg_load_first(w->gw, w->id, w->stats, &x->load, pg_now_ns());
 		pg_queue_room(w);
 		kept = forward_body(w, u, p + n, len - (size_t)n, bid);
 	}
@@ -342,7 +342,7 @@ bool pg_upstream_input(struct pg_worker *w, struct pg_upstream *u, char *data, s
 		bool kept;
 
 		if (first) {
-			pg_load_first(w->gw, w->stats, &u->c->x.load, pg_now_ns());
+			pg_load_first(w->gw, w->id, w->stats, &u->c->x.load, pg_now_ns());
 			pg_queue_room(w);
 		}
 		kept = forward_body(w, u, data, len, bid);

@@ -7,9 +7,11 @@
 
 /* One decision in a buffer, followed by n hashes (8-byte aligned). */
 struct entry {
-	uint16_t id, n;
+	uint16_t id;
+	uint16_t n : 15, request : 1; /* n <= PG_CA_MAX_BLOCKS */
 	uint32_t epoch;
 };
+_Static_assert(PG_CA_MAX_BLOCKS < 1 << 15, "fleetq entry: n in 15 bits");
 
 struct wbuf {
 	pthread_mutex_t mu;
@@ -65,7 +67,7 @@ void pg_fleetq_free(struct pg_fleetq *q)
 }
 
 void pg_fleetq_push(struct pg_fleetq *q, unsigned w, uint16_t id, uint32_t epoch,
-                    const uint64_t *chain, uint32_t n)
+                    const uint64_t *chain, uint32_t n, bool request)
 {
 	size_t need;
 	struct wbuf *b;
@@ -86,7 +88,7 @@ void pg_fleetq_push(struct pg_fleetq *q, unsigned w, uint16_t id, uint32_t epoch
 		__atomic_fetch_add(&q->dropped, 1, __ATOMIC_RELAXED);
 		return;
 	}
-	e = (struct entry){id, (uint16_t)n, epoch};
+	e = (struct entry){.id = id, .n = (uint16_t)n, .request = request, .epoch = epoch};
 	memcpy((char *)b->live + b->len, &e, sizeof(e));
 	memcpy((char *)b->live + b->len + sizeof(e), chain, (size_t)n * 8);
 	b->len += need;
@@ -113,7 +115,8 @@ void pg_fleetq_take(struct pg_fleetq *q, unsigned w, pg_fleetq_fn fn, void *arg)
 		struct entry e;
 
 		memcpy(&e, (char *)full + off, sizeof(e));
-		fn(e.id, e.epoch, (const uint64_t *)((char *)full + off + sizeof(e)), e.n, arg);
+		fn(e.id, e.epoch, (const uint64_t *)((char *)full + off + sizeof(e)), e.n,
+		   e.request, arg);
 		off += sizeof(e) + (size_t)e.n * 8;
 	}
 }

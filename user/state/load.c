@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "state/fleetq.h"
 #include "state/load.h"
 
 #define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
@@ -53,36 +54,81 @@ void pg_load_drop(struct pg_gateway *gw, struct pg_load_ticket *t)
 		pg_work_drop(&gw->maps.backends[t->backend], &t->w);
 }
 
-/* The fit of t's backend learns from it; published into the table. */
-static void learn(struct pg_gateway *gw, const struct pg_load_ticket *t, uint64_t now_ns)
+/* s's fit (under s->mu), for the member of b's slot with epoch: a new
+ * member starts from what the others do (its pool's speed, or the
+ * defaults). */
+static void fit_of(struct pg_speed_slot *s, const struct pg_backend *b, uint32_t epoch)
+{
+	struct pg_speed prior;
+
+	if (s->live && s->epoch == epoch)
+		return;
+	pg_work_speed(b, &prior);
+	pg_fit_init(&s->fit, &prior);
+	s->epoch = epoch;
+	s->live = true;
+}
+
+/* A fit's speed into the table, unless the slot changed hands meanwhile. */
+static void publish_fit(struct pg_backend *b, uint32_t epoch, const struct pg_speed *cur,
+                        uint64_t n)
+{
+	if (LOAD(&b->epoch) != epoch)
+		return;
+	STORE(&b->fit_overhead_us, (uint32_t)fmin(cur->overhead_ms * 1000, UINT32_MAX));
+	STORE(&b->fit_decode_us, (uint32_t)fmin(cur->ms_per_decode * 1000, UINT32_MAX));
+	STORE(&b->fit_rate, (uint32_t)fmax(fmin(1e6 / cur->ms_per_ktok, UINT32_MAX), 1));
+	STORE(&b->fit_obs, (uint32_t)(n < UINT32_MAX ? n : UINT32_MAX));
+}
+
+/* The fit of t's backend learns from it; published into the table, and in
+ * a fleet queued for the other gateways' fits (never waits). */
+static void learn(struct pg_gateway *gw, unsigned worker, const struct pg_load_ticket *t,
+                  uint64_t now_ns)
 {
 	struct pg_speed_slot *s = &gw->speeds->slot[t->backend];
 	struct pg_backend *b = &gw->maps.backends[t->backend];
+	struct pg_fit_obs obs;
 	struct pg_speed cur;
-
-	struct pg_speed prior;
 	uint64_t n;
+	bool learned;
 
-	pg_work_speed(b, &prior); /* the pool's, or the defaults, until its own */
 	pthread_mutex_lock(&s->mu);
-	if (!s->live || s->epoch != t->epoch) {
-		/* a new member in this slot: it starts from what the others do */
-		pg_fit_init(&s->fit, &prior);
-		s->epoch = t->epoch;
-		s->live = true;
-	}
-	if (!t->w.mixed)
-		pg_fit_first(&s->fit, t->w.sent_ns, now_ns, t->w.tokens, t->w.decoding,
-		             t->w.queued);
+	fit_of(s, b, t->epoch);
+	learned = pg_work_learn(&s->fit, b, &t->w, now_ns, &obs);
 	cur = s->fit.cur;
 	n = s->fit.n;
 	pthread_mutex_unlock(&s->mu);
-	if (LOAD(&b->epoch) != t->epoch)
-		return; /* the slot changed hands meanwhile */
-	STORE(&b->fit_overhead_us, (uint32_t)fmin(cur.overhead_ms * 1000, UINT32_MAX));
-	STORE(&b->fit_decode_us, (uint32_t)fmin(cur.ms_per_decode * 1000, UINT32_MAX));
-	STORE(&b->fit_rate, (uint32_t)fmax(fmin(1e6 / cur.ms_per_ktok, UINT32_MAX), 1));
-	STORE(&b->fit_obs, (uint32_t)(n < UINT32_MAX ? n : UINT32_MAX));
+	publish_fit(b, t->epoch, &cur, n);
+	if (learned && gw->fleetq_obs) {
+		uint64_t w[2];
+
+		pg_fit_obs_pack(&obs, w);
+		pg_fleetq_push(gw->fleetq_obs, worker, t->backend, t->epoch, w, 2, false);
+	}
+}
+
+void pg_load_observe(struct pg_gateway *gw, uint16_t id, uint32_t epoch,
+                     const struct pg_fit_obs *obs, uint64_t now_ns)
+{
+	struct pg_speed_slot *s;
+	struct pg_backend *b;
+	struct pg_speed cur;
+	uint64_t n;
+
+	if (!gw->speeds || !id || id >= PG_MAX_BACKENDS)
+		return;
+	s = &gw->speeds->slot[id];
+	b = &gw->maps.backends[id];
+	if (LOAD(&b->epoch) != epoch)
+		return;
+	pthread_mutex_lock(&s->mu);
+	fit_of(s, b, epoch);
+	pg_fit_learn(&s->fit, now_ns / 1000000, obs);
+	cur = s->fit.cur;
+	n = s->fit.n;
+	pthread_mutex_unlock(&s->mu);
+	publish_fit(b, epoch, &cur, n);
 }
 
 void pg_load_share_speeds(struct pg_gateway *gw)
@@ -107,8 +153,8 @@ void pg_load_share_speeds(struct pg_gateway *gw)
 	}
 }
 
-void pg_load_first(struct pg_gateway *gw, struct pg_worker_stats *st, struct pg_load_ticket *t,
-                   uint64_t now_ns)
+void pg_load_first(struct pg_gateway *gw, unsigned worker, struct pg_worker_stats *st,
+                   struct pg_load_ticket *t, uint64_t now_ns)
 {
 	struct pg_backend *b = &gw->maps.backends[t->backend];
 	struct pg_speed sp;
@@ -128,5 +174,5 @@ void pg_load_first(struct pg_gateway *gw, struct pg_worker_stats *st, struct pg_
 		ADD(&st->ttft_err_abs_us, (uint64_t)(fabs(err) * 1000));
 	}
 	if (gw->speeds)
-		learn(gw, t, now_ns);
+		learn(gw, worker, t, now_ns);
 }

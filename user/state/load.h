@@ -60,9 +60,16 @@ void pg_load_take(struct pg_gateway *gw, uint16_t id, uint32_t tokens, struct pg
                   uint64_t now_ns);
 
 /* Its first token came at now_ns: it leaves the queue, and its TTFT is
- * learned (st: the worker's statistics, for the prediction error). */
-void pg_load_first(struct pg_gateway *gw, struct pg_worker_stats *st, struct pg_load_ticket *t,
-                   uint64_t now_ns);
+ * learned (st: the worker's statistics, for the prediction error); in a
+ * fleet what was learned is queued for the other gateways (worker: the
+ * worker's queue, state/fleetq.h). */
+void pg_load_first(struct pg_gateway *gw, unsigned worker, struct pg_worker_stats *st,
+                   struct pg_load_ticket *t, uint64_t now_ns);
+
+/* Another gateway of the fleet learned obs of backend id (the member of
+ * epoch): this gateway's fit learns it too. */
+void pg_load_observe(struct pg_gateway *gw, uint16_t id, uint32_t epoch,
+                     const struct pg_fit_obs *obs, uint64_t now_ns);
 
 /* Members whose speed no first token has shown yet take the median of
  * their pool's that have (control thread, each tick): an instance that

@@ -108,9 +108,11 @@ static uint16_t shadow_choice(struct pg_gateway *gw, unsigned pool, const struct
 }
 
 /* chain[0..n) was sent to id: into the index, and in a fleet queued for
- * the other gateways' indexes too (never waits). */
+ * the other gateways' indexes too (never waits); request: the first of a
+ * request's records, which the others count on their index clock as this
+ * gateway did (pg_ca_tick). */
 static void record_chain(struct pg_gateway *gw, const struct pg_ca_index *ix, unsigned worker,
-                         const uint64_t *chain, uint32_t n, uint16_t id)
+                         const uint64_t *chain, uint32_t n, uint16_t id, bool request)
 {
 	unsigned ev = pg_ca_record(ix, chain, n, id);
 
@@ -119,7 +121,7 @@ static void record_chain(struct pg_gateway *gw, const struct pg_ca_index *ix, un
 	if (gw->fleetq)
 		pg_fleetq_push(gw->fleetq, worker, id,
 		               __atomic_load_n(&gw->maps.backends[id].epoch, __ATOMIC_RELAXED),
-		               chain, n);
+		               chain, n, request);
 }
 
 /* cache_aware: what was sent where (and, when place, where the anchor
@@ -140,13 +142,13 @@ static void record_blocks(struct pg_gateway *gw, unsigned worker, const struct p
 		return;
 	pg_ca_tick(&ix);
 	if (kb->n)
-		record_chain(gw, &ix, worker, kb->chain, kb->n, id);
+		record_chain(gw, &ix, worker, kb->chain, kb->n, id, true);
 	if (place) {
 		/* a new anchor advances id's clock by one block it does not hold:
 		 * once per conversation, against the blocks of every turn */
 		const uint64_t anchor = pg_ca_anchor_key(key->anchor);
 
-		record_chain(gw, &ix, worker, &anchor, 1, id);
+		record_chain(gw, &ix, worker, &anchor, 1, id, !kb->n);
 	}
 }
 
