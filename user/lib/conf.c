@@ -308,16 +308,19 @@ static void parse_line(struct parser *ps, const char *s, size_t n, unsigned line
 	return;
 skip:
 	cur_drop(&ps->cur);
-	/* a block the bad line opened is skipped whole, its '}' with it */
-	int open = 0;
-
-	for (; i < n && s[i] != '#'; i++) {
-		open += s[i] == '{';
-		open -= s[i] == '}' && open;
-	}
-	for (; open > 0 && ps->depth < PG_CONF_DEPTH_MAX; open--) {
-		ps->stack[ps->depth++] = DEAD;
-		ps->dead++;
+	/* the rest of the line still opens and closes blocks: one it opens
+	 * is skipped whole (DEAD), its '}' with it */
+	for (int extra = 0; i < n && s[i] != '#'; i++) {
+		if (s[i] == '{' && ps->depth < PG_CONF_DEPTH_MAX) {
+			ps->stack[ps->depth++] = DEAD;
+			ps->dead++;
+		} else if (s[i] == '{') {
+			extra++;
+		} else if (s[i] == '}' && extra) {
+			extra--;
+		} else if (s[i] == '}' && ps->depth) {
+			close_block(ps);
+		}
 	}
 }
 
