@@ -123,7 +123,10 @@ int main(int argc, char **argv)
 			        errs.n == 1 ? "" : "s");
 		pg_conf_errs_free(&errs);
 		/* --check: 1, as a test fails; else 2, a configuration error */
-		return rc == 1 ? 0 : cfg.check ? 1 : 2;
+		if (rc == 1 || cfg.check)
+			return rc == 1 ? 0 : 1;
+		status = 2;
+		goto out_status;
 	}
 	pg_log_level = cfg.log_level;
 	if (cfg.check) {
@@ -264,6 +267,7 @@ out_maps:
 	pg_maps_close(&gw.maps);
 out_cfg:
 	pg_config_free(&cfg);
+out_status:
 	/* A supervisor does not restart after 2 (prefixgate.service:
 	 * RestartPreventExitStatus=2): say so, beside the cause logged above. */
 	if (status == 2)

@@ -82,6 +82,10 @@ static void unknown(struct pg_parse *ps, unsigned line, const char *name)
 		                "unknown directive \"%s\": a directive's value follows its name "
 		                "after a space: %.*s %s",
 		                shown, (int)(eq - name), name, eq + 1);
+	} else if (pg_opt_find(name, strlen(name), true) >= 0) {
+		pg_conf_err_add(ps->errs, line,
+		                "\"%s\" is a flag of the command line only (--%s), not a directive",
+		                shown, shown);
 	} else if (pg_pool_key_kind(name, NULL) != PG_PK_NONE) {
 		pg_conf_err_add(ps->errs, line,
 		                "\"%s\" belongs in a pool block (pool NAME { %s ...; })", shown,
@@ -176,7 +180,7 @@ static void pool_key(struct pg_config *cfg, unsigned p, const struct pg_conf_dir
 	enum pg_pool_key_kind kind = pg_pool_key_kind(k->w[0], &idx);
 
 	pg_conf_shown(k->w[0], shown, sizeof(shown));
-	if (kind == PG_PK_NONE) {
+	if (kind == PG_PK_NONE && strcmp(k->w[0], "max-load-gap")) {
 		const char *near = closest(k->w[0], true);
 
 		pg_conf_err_add(ps->errs, k->line, "pool %s: unknown directive \"%s\" (%s%s%s)",
@@ -184,21 +188,26 @@ static void pool_key(struct pg_config *cfg, unsigned p, const struct pg_conf_dir
 		                near ? near : pg_pool_keys(err, sizeof(err)), near ? "?" : "");
 		return;
 	}
-	if (kind != PG_PK_LIST && seen[idx]) {
+	if (kind != PG_PK_LIST && idx >= 0 && seen[idx]) {
 		pg_conf_err_add(ps->errs, k->line, "pool %s: %s given twice (first at line %u)",
 		                pool, shown, seen[idx]);
 		return;
 	}
-	seen[idx] = k->line;
+	if (idx >= 0)
+		seen[idx] = k->line;
 	if (kind == PG_PK_FLAG) {
-		int on = on_off(ps, k, k->w[0]);
+		char what[120];
+		int on;
+
+		snprintf(what, sizeof(what), "pool %s: %s", pool, shown);
+		on = on_off(ps, k, what);
 
 		if (on >= 0)
 			pg_pool_key(&cfg->pools, p, k->w[0], on ? NULL : "off", ' ', false, err,
 			            sizeof(err));
 		return;
 	}
-	if (k->nw < 2 || (kind == PG_PK_ONE && k->nw != 2)) {
+	if (k->nw < 2 || (kind != PG_PK_LIST && k->nw != 2)) {
 		pg_conf_err_add(ps->errs, k->line, "pool %s: %s takes %s", pool, shown,
 		                kind == PG_PK_ONE ? "one value" : "one value or more");
 		return;
@@ -226,6 +235,8 @@ static void pool_block(struct pg_config *cfg, const struct pg_conf *c, size_t i,
                        struct pg_parse *ps)
 {
 	const struct pg_conf_dir *d = &c->d[i];
+	const size_t end = block_end(c, i), before = ps->errs->n;
+	const unsigned last = end < c->n ? c->d[end].line : ~0u;
 	unsigned seen[32] = {0};
 	char err[512];
 	int p;
@@ -247,7 +258,7 @@ static void pool_block(struct pg_config *cfg, const struct pg_conf *c, size_t i,
 		return;
 	}
 	ps->pool_line[p] = d->line;
-	for (size_t j = i + 1, end = block_end(c, i); j < end; j++) {
+	for (size_t j = i + 1; j < end; j++) {
 		const struct pg_conf_dir *k = &c->d[j];
 
 		if (k->parent != (int)i)
@@ -258,6 +269,11 @@ static void pool_block(struct pg_config *cfg, const struct pg_conf *c, size_t i,
 		else
 			pool_key(cfg, (unsigned)p, k, ps, seen);
 	}
+	/* an error in the block (its syntax's too) is the pool's: what the
+	 * checks of every pool would say of it follows from it */
+	for (size_t k = 0; k < pg_conf_errs_kept(ps->errs); k++)
+		if (k >= before || (ps->errs->v[k].line > d->line && ps->errs->v[k].line < last))
+			ps->pool_errs |= 1u << p;
 }
 
 /* A top-level directive that is not a block: a flag of the table. */

@@ -57,6 +57,7 @@ struct pg_parse {
 	 * made once everything is read places its error. */
 	unsigned line[PG_NOPTS];
 	unsigned pool_line[PG_MAX_POOLS];
+	unsigned pool_errs;   /* 1 << pool: its block had an error */
 	size_t file_backends; /* cfg->backends[0..file_backends) are the file's */
 	struct pg_conf_errs *errs;
 };
@@ -127,8 +128,9 @@ void pg_pools_file_catch_all(struct pg_pool_table *t, char *const *v, size_t n);
 /* Once the command line is parsed: each pool's RoutingConfig (the
  * gateway's, then its own fields), the table's flags and catch-all, and
  * the checks that span pools (a backend in two pools; a pool no request
- * can reach). 0, or -1 with err set and *pool the pool at fault. */
-int pg_pools_finish(struct pg_config *cfg, unsigned *pool, char *err, size_t errlen);
+ * can reach), but of the pools in skip (1 << pool: whose errors are told
+ * already). 0, or -1 with err set and *pool the pool at fault. */
+int pg_pools_finish(struct pg_config *cfg, unsigned skip, unsigned *pool, char *err, size_t errlen);
 
 /* --flow-tenant SRC and one --tenant NAME[:weight=W,priority=P] into fc
  * (config_flow.c). 0, or -1 with err naming the flag. merge: a tenant

@@ -88,7 +88,7 @@ static void finish(struct pg_config *cfg, struct pg_parse *ps)
 	                       (ps->set & 1u << O_FLOW_DEADLINE ? PG_POOL_SET_FLOW_DEADLINE : 0) |
 	                       (cfg->flow.on ? PG_POOL_SET_FLOW_ON : 0);
 	pg_route_overlay(&cfg->route, &cfg->route_flags, cfg->route_flags_set);
-	if (pg_pools_finish(cfg, &pool, e, sizeof(e)))
+	if (pg_pools_finish(cfg, ps->pool_errs, &pool, e, sizeof(e)))
 		pg_parse_err(ps, pool < PG_MAX_POOLS ? ps->pool_line[pool] : 0, e);
 	if (cfg->no_bpf &&
 	    (cfg->data_path == PG_DATA_SOCKMAP || cfg->data_path == PG_DATA_SOCKMSG)) {
@@ -123,10 +123,13 @@ static int parse(struct pg_config *cfg, const char *name, const char *text, size
 	cfg->conf_path = name;
 	if (text) {
 		cfg->conf = calloc(1, sizeof(*cfg->conf));
-		if (!cfg->conf)
+		if (!cfg->conf) {
 			pg_conf_err_add(errs, 0, "out of memory");
-		else if (!pg_conf_parse(text, len, cfg->conf, errs))
+		} else {
+			/* what parsed is read even after a syntax error: more is told */
+			pg_conf_parse(text, len, cfg->conf, errs);
 			pg_config_apply_file(cfg, cfg->conf, ps);
+		}
 		ps->file_backends = cfg->nbackends;
 		cfg->flow.from_file = cfg->flow.ntenants;
 		ps->merge = true;

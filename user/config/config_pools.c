@@ -217,6 +217,10 @@ int pg_pool_key(struct pg_pool_table *t, unsigned p, const char *key, const char
 	o = &pg_opts[k->opt];
 	if (k->kind == PG_PK_FLAG) {
 		/* on: InstanceQueueMs's default where none is set; off: none */
+		if (val && strcmp(val, "on") && strcmp(val, "off")) {
+			pg_errf(err, errlen, "%s%c%s: on or off", key, sep, val);
+			return -1;
+		}
 		if (val && !strcmp(val, "off")) {
 			pc->own.flow_queue_ms = 0;
 			pc->route_set =
@@ -332,10 +336,11 @@ static const char *backend_owner(const struct pg_config *cfg, unsigned p, const 
 	return NULL;
 }
 
-int pg_pools_finish(struct pg_config *cfg, unsigned *pool, char *err, size_t errlen)
+int pg_pools_finish(struct pg_config *cfg, unsigned skip, unsigned *pool, char *err, size_t errlen)
 {
 	struct pg_pool_table *t = &cfg->pools;
 	const char *owner;
+	int rc = 0;
 
 	table_init(t);
 	for (unsigned p = 0; p < t->n; p++) {
@@ -346,22 +351,26 @@ int pg_pools_finish(struct pg_config *cfg, unsigned *pool, char *err, size_t err
 		if (!(pc->route_set & PG_POOL_SET_FILE))
 			pc->route = cfg->route;
 		pg_route_overlay(&pc->route, &pc->own, pc->route_set);
-		for (size_t i = 0; i < pc->nbackends; i++) {
+		if (rc || (skip >> p & 1))
+			continue; /* told already: the first error, or the pool's own */
+		for (size_t i = 0; i < pc->nbackends && !rc; i++) {
 			if ((owner = backend_owner(cfg, p, pc->backends[i]))) {
 				*pool = p;
 				pg_errf(err, errlen, "--pool %s: backend %s is already pool %s's",
 				        pc->name, pc->backends[i], owner);
-				return -1;
+				rc = -1;
 			}
 		}
-		if (p && !pc->nmodels && !pc->npaths) {
+		if (!rc && p && !pc->nmodels && !pc->npaths) {
 			*pool = p;
 			pg_errf(err, errlen,
 			        "--pool %s: no model= and no path=: no request would reach it",
 			        pc->name);
-			return -1;
+			rc = -1;
 		}
 	}
+	if (rc)
+		return rc;
 	/* (catch_all may be set already: pg_pools_file_catch_all) */
 	t->catch_all |= (!t->by_model && !t->by_path) || t->pool[0].declared || cfg->nbackends ||
 	                t->pool[0].nbackends;

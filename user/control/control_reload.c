@@ -68,11 +68,12 @@ static void option(void *arg, const char *name, bool live, const char *was, cons
 		say(&r->applied, "%s %s -> %s", name, was, now);
 		return;
 	} else if (live && !strcmp(name, "log-level")) {
-		STORE(&pg_log_level, nc->log_level);
+		/* stored once the reload's line is logged (at the level it had) */
 		cfg->log_level = nc->log_level;
 		say(&r->applied, "%s %s -> %s", name, was, now);
 		return;
-	} else if (live && !strncmp(name, "health-", 7) && r->gw->health) {
+	} else if (live && !strncmp(name, "health-", 7) && strcmp(name, "health-check-path")) {
+		/* read by the checker thread at each round (health.c), if it runs */
 		STORE(&cfg->health.interval_ms, nc->health.interval_ms);
 		STORE(&cfg->health.timeout_ms, nc->health.timeout_ms);
 		STORE(&cfg->health.rise, nc->health.rise);
@@ -293,12 +294,15 @@ int pg_control_reload_conf(struct pg_gateway *gw)
 	backends(&r, map);
 	routing(&r, map);
 	tenants(&r);
+	/* what did not take effect is a warning: the file says otherwise */
 	if (!r.applied.len && !r.restart.len)
 		pg_info("reload: %s: nothing changed", cfg->conf_path);
 	else
-		pg_info("reload: %s: applied: %s; needs a restart: %s", cfg->conf_path,
-		        r.applied.len ? r.applied.p : "nothing",
-		        r.restart.len ? r.restart.p : "nothing");
+		pg_log(r.restart.len ? PG_LOG_WARN : PG_LOG_INFO,
+		       "reload: %s: applied: %s; needs a restart: %s", cfg->conf_path,
+		       r.applied.len ? r.applied.p : "nothing",
+		       r.restart.len ? r.restart.p : "nothing");
+	STORE(&pg_log_level, cfg->log_level);
 	pg_buf_free(&r.applied);
 	pg_buf_free(&r.restart);
 	pg_config_free(nc);
