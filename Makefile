@@ -187,11 +187,12 @@ FUZZ_BINS   := $(addprefix $(FUZZ_DIR)/fuzz_,$(FUZZ_NAMES))
 FUZZ_MODS_http   := http forward buf
 FUZZ_MODS_json   := json
 FUZZ_MODS_key    := key json buf
-FUZZ_MODS_config := config routing_config json balancer names addr modelpool conf buf
+FUZZ_MODS_config := config routing_config json balancer names addr modelpool conf buf flow
+FUZZ_MODS_conf   := conf config routing_config json balancer names addr modelpool buf flow
 FUZZ_MODS_admin  := admin buf control members health config routing_config json key http names \
 	addr addrset backend_names resolve \
 	metrics route routestats scrape accesslog ring balancer maps gateway log cacheidx modelpool \
-	pools etcd fleet fleetq cachechoice work load conf
+	pools etcd fleet fleetq cachechoice work load conf flow flowctl
 fuzz_objs = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,\
 	$(sort $(foreach m,$(FUZZ_MODS_$(1)),$(wildcard user/$(m).c user/*/$(m).c user/*/$(m)_*.c))))
 
