@@ -222,8 +222,9 @@ fuzz-smoke: deps fuzz-build
 #                   to $(PREFIX)/sbin, prefixgate.8 and prefixgatectl.8 to
 #                   $(PREFIX)/share/man/man8, prefixgate.service to
 #                   $(PREFIX)/lib/systemd/system (/lib/systemd/system when
-#                   PREFIX=/usr), examples of /etc/prefixgate/backends,
-#                   /etc/prefixgate/routing.json and /etc/default/prefixgate to
+#                   PREFIX=/usr), examples of /etc/prefixgate/prefixgate.conf,
+#                   /etc/prefixgate/backends, /etc/prefixgate/routing.json and
+#                   /etc/default/prefixgate to
 #                   $(PREFIX)/share/doc/prefixgate/examples. Nothing is written
 #                   to /etc and no service is enabled or started.
 #   make uninstall  remove exactly those files (same PREFIX and DESTDIR).
@@ -240,7 +241,7 @@ INSTALL    ?= install
 PKG_DIR      := tools/packaging
 PKG_BINS     := prefixgate prefixgatectl
 PKG_MANS     := prefixgate.8 prefixgatectl.8
-PKG_EXAMPLES := backends routing.json prefixgate.default
+PKG_EXAMPLES := prefixgate.conf backends routing.json prefixgate.default
 
 .PHONY: install uninstall
 install: $(addprefix $(BUILD)/,$(PKG_BINS))
