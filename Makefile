@@ -188,11 +188,14 @@ FUZZ_MODS_http   := http forward buf
 FUZZ_MODS_json   := json
 FUZZ_MODS_jsonedit := jsonedit json buf
 FUZZ_MODS_key    := key json buf
-FUZZ_MODS_config := config routing_config json balancer names addr modelpool flow lib/pd jsonedit buf
+FUZZ_MODS_config := config routing_config json balancer names addr modelpool conf buf flow lib/pd \
+	jsonedit
+FUZZ_MODS_conf   := conf config routing_config json balancer names addr modelpool buf flow lib/pd \
+	jsonedit
 FUZZ_MODS_admin  := admin buf control members health config routing_config json key http names \
 	addr addrset backend_names resolve \
 	metrics route routestats scrape accesslog ring balancer maps gateway log cacheidx modelpool \
-	pools etcd fleet fleetq cachechoice work load flow flowctl lib/pd jsonedit
+	pools etcd fleet fleetq cachechoice work load conf flow flowctl lib/pd jsonedit
 fuzz_objs = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,\
 	$(sort $(foreach m,$(FUZZ_MODS_$(1)),$(wildcard user/$(m).c user/*/$(m).c user/*/$(m)_*.c))))
 
@@ -222,8 +225,9 @@ fuzz-smoke: deps fuzz-build
 #                   to $(PREFIX)/sbin, prefixgate.8 and prefixgatectl.8 to
 #                   $(PREFIX)/share/man/man8, prefixgate.service to
 #                   $(PREFIX)/lib/systemd/system (/lib/systemd/system when
-#                   PREFIX=/usr), examples of /etc/prefixgate/backends,
-#                   /etc/prefixgate/routing.json and /etc/default/prefixgate to
+#                   PREFIX=/usr), examples of /etc/prefixgate/prefixgate.conf,
+#                   /etc/prefixgate/backends, /etc/prefixgate/routing.json and
+#                   /etc/default/prefixgate to
 #                   $(PREFIX)/share/doc/prefixgate/examples. Nothing is written
 #                   to /etc and no service is enabled or started.
 #   make uninstall  remove exactly those files (same PREFIX and DESTDIR).
@@ -240,7 +244,7 @@ INSTALL    ?= install
 PKG_DIR      := tools/packaging
 PKG_BINS     := prefixgate prefixgatectl
 PKG_MANS     := prefixgate.8 prefixgatectl.8
-PKG_EXAMPLES := backends routing.json prefixgate.default
+PKG_EXAMPLES := prefixgate.conf backends routing.json prefixgate.default
 
 .PHONY: install uninstall
 install: $(addprefix $(BUILD)/,$(PKG_BINS))

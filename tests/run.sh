@@ -74,6 +74,8 @@ for suite in "$@"; do
 	     run_tap "e2e/fleet" $E/test_fleet.py --build "$BUILD"
 	     run_tap "e2e/pools-shm" $E/test_pools.py --build "$BUILD" --mode shm
 	     run_tap "e2e/pools-bpf" $E/test_pools.py --build "$BUILD" --mode bpf
+	     run_tap "e2e/conf-shm" $E/test_conf.py --build "$BUILD" --mode shm
+	     run_tap "e2e/conf-bpf" $E/test_conf.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/ctl" $E/test_ctl.py --build "$BUILD"
 	     run_tap "e2e/refrouter" $E/test_refrouter.py --build "$BUILD"
 	     run_tap "e2e/floor" $E/test_floor.py --build "$BUILD"
@@ -103,6 +105,8 @@ for suite in "$@"; do
 		python3 tests/e2e/test_fleet.py --build "$BUILD/asan" --tools "$BUILD"
 		run_tap "e2e-asan/pools" \
 		python3 tests/e2e/test_pools.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
+		run_tap "e2e-asan/conf" \
+		python3 tests/e2e/test_conf.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/fleet-nats" \
 		python3 tests/e2e/test_fleet_nats.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/addr" \

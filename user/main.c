@@ -23,6 +23,7 @@
 #include "control/fleet.h"
 #include "control/health.h"
 #include "control/metrics.h"
+#include "lib/conf.h"
 #include "state/flowctl.h"
 #include "state/load.h"
 #include "state/pools.h"
@@ -106,18 +107,36 @@ int main(int argc, char **argv)
 	struct pg_gateway gw = {0};
 	struct pg_config cfg;
 	struct pg_priv priv = {0};
+	struct pg_conf_errs errs = {0};
 	char err[512], addr[PG_ADDR_STRLEN];
 	unsigned started = 0;
 	sigset_t sigs;
 	int rc, sig, status = 1;
 
-	rc = pg_config_parse(&cfg, argc, argv, stdout, err, sizeof(err));
-	if (rc == 1)
-		return 0;
-	if (rc) {
-		fprintf(stderr, "prefixgate: %s\n(see prefixgate --help)\n", err);
-		return 2;
+	rc = pg_config_parse_all(&cfg, argc, argv, stdout, &errs);
+	if (rc == 1 || rc == 2) {
+		pg_config_errs_print(stderr, &errs, cfg.conf_path);
+		if (rc == 2 && cfg.check)
+			fprintf(stderr,
+			        "prefixgate: %s: the configuration is not valid (%zu error%s)\n",
+			        cfg.conf_path ? cfg.conf_path : "the command line", errs.n,
+			        errs.n == 1 ? "" : "s");
+		pg_conf_errs_free(&errs);
+		/* --check: 1, as a test fails; else 2, a configuration error */
+		if (rc == 1 || cfg.check)
+			return rc == 1 ? 0 : 1;
+		status = 2;
+		goto out_status;
 	}
+	pg_log_level = cfg.log_level;
+	if (cfg.check) {
+		printf("prefixgate: %s: the configuration is valid\n",
+		       cfg.conf_path ? cfg.conf_path : "the command line");
+		pg_config_free(&cfg);
+		return 0;
+	}
+	if (cfg.conf_path)
+		pg_info("configuration file %s", cfg.conf_path);
 	/* Before any thread exists: what it sets is inherited by all. */
 	if (cfg.user && pg_priv_prepare(&priv, cfg.user, err, sizeof(err))) {
 		fprintf(stderr, "prefixgate: %s\n", err);
@@ -248,6 +267,7 @@ out_maps:
 	pg_maps_close(&gw.maps);
 out_cfg:
 	pg_config_free(&cfg);
+out_status:
 	/* A supervisor does not restart after 2 (prefixgate.service:
 	 * RestartPreventExitStatus=2): say so, beside the cause logged above. */
 	if (status == 2)

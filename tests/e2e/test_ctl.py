@@ -661,9 +661,9 @@ def top_ends_when_gateway_stops(opts):
 # --- packaging -------------------------------------------------------------------
 
 def help_flags(text):
-    """Options defined by a --help text (lines starting with --name) and every
-    --name mentioned anywhere in it."""
-    defined = set(re.findall(r"^  (--[a-z][a-z0-9-]*)", text, re.M))
+    """Options defined by a --help text (lines starting with --name, or -c,
+    --name) and every --name mentioned anywhere in it."""
+    defined = set(re.findall(r"^  (?:-[a-z], )?(--[a-z][a-z0-9-]*)", text, re.M))
     mentioned = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text))
     return defined, mentioned
 
@@ -696,7 +696,7 @@ def help_facts(text):
     whose help states a range or a one-word default."""
     facts, flag = [], None
     for line in text.splitlines():
-        m = re.match(r"  (--[a-z][a-z0-9-]*)", line)
+        m = re.match(r"  (?:-[a-z], )?(--[a-z][a-z0-9-]*)", line)
         if m:
             flag = m.group(1)
         if not flag or not line.startswith("  "):
@@ -824,6 +824,7 @@ def make_install_destdir(opts):
             "usr/local/share/man/man8/prefixgate.8": 0o644,
             "usr/local/share/man/man8/prefixgatectl.8": 0o644,
             "usr/local/lib/systemd/system/prefixgate.service": 0o644,
+            "usr/local/share/doc/prefixgate/examples/prefixgate.conf": 0o644,
             "usr/local/share/doc/prefixgate/examples/backends": 0o644,
             "usr/local/share/doc/prefixgate/examples/routing.json": 0o644,
             "usr/local/share/doc/prefixgate/examples/prefixgate.default": 0o644,
@@ -838,6 +839,8 @@ def make_install_destdir(opts):
         assert "ExecStart=/usr/local/sbin/prefixgate $PREFIXGATE_OPTS" in unit, unit
         assert "@SBINDIR@" not in unit, "unsubstituted placeholder"
         for k in ("EnvironmentFile=-/etc/default/prefixgate", "ExecReload=/bin/kill -HUP $MAINPID",
+                  "ExecReload=/usr/local/sbin/prefixgate $PREFIXGATE_OPTS --check",
+                  "PREFIXGATE_OPTS=-c /etc/prefixgate/prefixgate.conf",
                   "Restart=on-failure", "ProtectSystem=strict", "NoNewPrivileges=yes",
                   "ReadWritePaths=/sys/fs/bpf", "LimitNOFILE=1048576",
                   "CapabilityBoundingSet=CAP_BPF CAP_NET_ADMIN CAP_SYS_ADMIN CAP_PERFMON "

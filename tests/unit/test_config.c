@@ -456,7 +456,7 @@ static void test_help_version(void **state)
 	    "Admin API",
 	};
 	struct pg_config cfg;
-	char err[256], out[8192]; /* the whole --help, which grows with each flag */
+	char err[256], out[16384]; /* the whole --help, which grows with each flag */
 
 	(void)state;
 	memset(out, 0, sizeof(out));

@@ -105,7 +105,7 @@ static void test_refused(void **state)
 	     "--pool chat: pd-min-tokens=x: expected 0-1000000000 tokens"},
 	    {{"--pool", "chat:model=m", "--pool", "chat:pd=vllm", "--pool",
 	      "chat:decode=10.0.0.3:1", "--pool", "chat-decode:decode=10.0.0.4:1"},
-	     "--pool chat-decode: decode=: pool chat-decode is a decode set"},
+	     "--pool chat-decode: decode: pool chat-decode is a decode set"},
 	};
 	struct pg_config cfg;
 	char err[256];

@@ -88,6 +88,10 @@ struct ctl_http_resp {
  * reads them. */
 int ctl_cmd_pools(const struct ctl_opts *o);
 
+/* ---- config.c ------------------------------------------------------------ */
+/* prefixgatectl config: GET /config, the configuration as a file. */
+int ctl_cmd_config(const struct ctl_opts *o);
+
 int ctl_http(const struct ctl_opts *o, const char *method, const char *target, const char *ctype,
              const char *body, size_t len, double timeout_s, struct ctl_http_resp *r, char *err,
              size_t errlen);

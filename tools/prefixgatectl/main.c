@@ -19,6 +19,7 @@ enum cmd {
 	C_BACKENDS,
 	C_TOP,
 	C_POOLS,
+	C_CONFIG,
 	C_REGISTER,
 	C_FLEET,
 	C_HELP,
@@ -75,6 +76,12 @@ static const struct cmd_def {
                  "pg_state and pg_rings entries) while a live gateway writes them, else from\n"
                  "the admin API (GET /pools), the same table or JSON either way; stale maps\n"
                  "are marked STALE (exit status 3).\n"},
+    [C_CONFIG] = {"config", "config", "the configuration it runs, as a configuration file",
+                  "The gateway's configuration as a configuration file (GET /config): the\n"
+                  "file and the flags it was started with merged, as the last reload left\n"
+                  "them, each pool's RoutingConfig as it is live (PUT /routing included);\n"
+                  "options at their defaults are left out. Save it and check it with\n"
+                  "prefixgate -c FILE --check before using it.\n"},
     [C_REGISTER] =
         {"register", "register --etcd URL --address ADDR:PORT [--ttl N]",
          "register a backend in etcd under a lease",
@@ -452,9 +459,10 @@ int main(int argc, char **argv)
 			return usage_error(c, "%s takes no argument%s", cmds[c].name, "");
 		return c == C_STATUS ? ctl_cmd_status(&o, false) : ctl_cmd_top(&o);
 	case C_POOLS:
+	case C_CONFIG:
 		if (npos != 1)
 			return usage_error(c, "%s takes no argument%s", cmds[c].name, "");
-		return ctl_cmd_pools(&o);
+		return c == C_POOLS ? ctl_cmd_pools(&o) : ctl_cmd_config(&o);
 	case C_ROUTE:
 		if (npos != 2)
 			return usage_error(c, "route needs one FILE (or - for standard input)%s%s",

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Configuration: the command line, SageMaker RoutingConfig JSON, listen /
- * backend addresses and the backends file. Pure parsing; the only I/O is
- * printing --help / --version to the FILE * given and pg_read_file().
+ * Configuration: the command line over the configuration file (-c FILE),
+ * SageMaker RoutingConfig JSON, listen / backend addresses and the backends
+ * file. Pure parsing; the only I/O is printing --help / --version and
+ * errors to the FILE * given and pg_read_file().
  *
  * Addresses are parsed by lib/addr.h and never resolved here, so parsing
  * cannot block: a backend given by DNS name stays a name ("NAME:PORT") until
@@ -30,6 +31,8 @@
 #define PG_WORKERS_MAX        64
 #define PG_RESOLVE_MS_DEFAULT 5000          /* --resolve-interval: Envoy's dns_refresh_rate */
 #define PG_CONFIG_FILE_MAX    (1024 * 1024) /* larger config files are refused */
+/* The configuration file read when no -c FILE is given, if it exists. */
+#define PG_CONF_DEFAULT "/etc/prefixgate/prefixgate.conf"
 /* --max-body-size default: 64 MiB, past any prompt a context window holds
  * (a 1M-token prompt is ~4 MiB of text), short of a memory-filling upload. */
 #define PG_MAX_BODY_DEFAULT 67108864
@@ -83,7 +86,10 @@ struct pg_tenant_cfg {
 #define PG_TENANTS_CFG_MAX   64
 #define PG_TENANT_WEIGHT_MAX 1000
 struct pg_flow_cfg {
-	bool on;             /* --flow-control: InstanceQueueMs's default where none is set */
+	bool on; /* --flow-control: InstanceQueueMs's default where none is set */
+	/* tenants[0..from_file) came from the configuration file: a --tenant
+	 * of the same name replaces one, and a reload compares them */
+	size_t from_file;
 	unsigned max_queued; /* requests waiting at most, the whole gateway */
 	unsigned max_bytes;  /* bytes they hold at most */
 	unsigned starve_ms;  /* a lower class's request waits no longer behind higher ones */
@@ -93,7 +99,19 @@ struct pg_flow_cfg {
 	size_t ntenants;
 };
 
+struct pg_conf;
+
 struct pg_config {
+	/* The configuration file (README "Configuration file"): its path (-c,
+	 * or PG_CONF_DEFAULT when it exists; NULL: none) and its directives,
+	 * which the string fields it set point into (owned). */
+	const char *conf_path;
+	struct pg_conf *conf;
+	/* The command line, read again over the file at each reload. */
+	int argc;
+	char **argv;
+	bool check;    /* --check: validate and exit */
+	int log_level; /* --log-level: enum pg_log_level (sys/log.h) */
 	union pg_sockaddr listen, admin;
 	char **backends; /* --backend values, canonical (pg_hostport_format), owned */
 	size_t nbackends;
@@ -139,6 +157,9 @@ struct pg_config {
 	unsigned fleet_size;        /* --fleet-size; 0: not given */
 	struct pg_etcd_cfg etcd;
 	struct pg_flow_cfg flow;
+	/* Strings a reload took in (pg_config_keep): owned, freed with it. */
+	char **kept;
+	size_t nkept;
 };
 
 /*
@@ -158,6 +179,68 @@ struct pg_config {
 int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, char *err,
                     size_t errlen);
 void pg_config_free(struct pg_config *cfg);
+
+/*
+ * The whole configuration: the file of -c FILE (--config; without it
+ * PG_CONF_DEFAULT if that exists), then the command line over it (a flag
+ * overrides the file's directive; --backend, --pool and --tenant add to
+ * the file's, naming the same item again being no error). Every error
+ * of the file is added to errs with its line ("FILE:LINE: what and what
+ * is allowed" once printed); the command line still stops at its first
+ * (line 0). As pg_config_parse returns: 0 run (or, with cfg->check, only
+ * report success), 1 help or version printed, 2 errors; on 2 cfg holds
+ * nothing to free but cfg->check, which says whether --check was given.
+ */
+struct pg_conf_errs;
+int pg_config_parse_all(struct pg_config *cfg, int argc, char **argv, FILE *out,
+                        struct pg_conf_errs *errs);
+
+/*
+ * The same from the file's text (name: how messages call it), for the
+ * tests, and for a reload (the running configuration's file and command
+ * line, the file's text just read): no -c of argv is read.
+ */
+int pg_config_parse_text(struct pg_config *cfg, const char *name, const char *text, size_t len,
+                         int argc, char **argv, struct pg_conf_errs *errs);
+
+/* Read cfg's file and command line again into *out, as at start-up (a
+ * reload). As pg_config_parse_all, without printing. */
+int pg_config_reparse(const struct pg_config *cfg, struct pg_config *out,
+                      struct pg_conf_errs *errs);
+
+/* Print errs to out: "FILE:LINE: what" for the file's (file: its name),
+ * "prefixgate: what" for the command line's, then "(see prefixgate
+ * --help)" once if there were any of those. */
+void pg_config_errs_print(FILE *out, const struct pg_conf_errs *errs, const char *file);
+
+/*
+ * cfg written as a configuration file (README "Configuration file") to
+ * out, which parses back to the same configuration: every option that is
+ * not at its default, each pool's block, each tenant's. live[p]: pool p's
+ * RoutingConfig as it runs (NULL: as configured), written out in full in
+ * each pool's block and, where it differs from the default, at the top
+ * for the default pool; routing-config is then not written (its values
+ * are). A token given directly is not written.
+ */
+struct pg_buf;
+void pg_config_render(const struct pg_config *cfg, const struct pg_route_cfg *live,
+                      struct pg_buf *out);
+
+/*
+ * Each option of the table that differs between a and b, by its name
+ * (without "--"), with whether a reload applies it at once (the table's
+ * live) and both values as the file writes them ("(none)": not set; a
+ * token is not shown): into fn. Not told: the routing options, backend,
+ * pool and tenant, which whoever applies them compares itself.
+ */
+void pg_config_diff(const struct pg_config *a, const struct pg_config *b,
+                    void (*fn)(void *arg, const char *name, bool live, const char *was,
+                               const char *now),
+                    void *arg);
+
+/* A copy of s that lives as long as cfg (a reload's new value of a
+ * string). NULL stays NULL; NULL too when out of memory. */
+const char *pg_config_keep(struct pg_config *cfg, const char *s);
 
 /* Print the usage text (every flag, its default and meaning) to out. */
 void pg_config_usage(FILE *out);

@@ -2,8 +2,10 @@
 /*
  * The command line (config.h): parsed by one loop over the table of flags
  * (config_opts.c), which also produces the --help text, so a flag cannot be
- * accepted without being documented. No global state: unit tests call pg_config_parse() many
- * times.
+ * accepted without being documented; apply() is also what the file's
+ * directives go through (config_file.c). The whole parse, the file then the
+ * flags, is config_load.c's. No global state: unit tests call
+ * pg_config_parse() many times.
  */
 #include <inttypes.h>
 #include <stddef.h>
@@ -17,7 +19,7 @@
 
 /* apply() marks the flags that override a --routing-config file in a
  * 32-bit set */
-_Static_assert(O_STRATEGY < 32 && O_PREFIX_LENGTH < 32 && O_CONCURRENCY < 32 &&
+_Static_assert(O_STRATEGY < 32 && O_PREFIX_LENGTH < 32 && O_CONCURRENCY < 32 && O_CA_CHOICES < 32 &&
                    O_FLOW_QUEUE_MS < 32 && O_FLOW_DEADLINE < 32,
                "set bits");
 _Static_assert(sizeof(unsigned) == sizeof(uint32_t), "numeric flags are stored as uint32_t");
@@ -41,43 +43,6 @@ static int flag_uint(const char *name, const char *v, unsigned long min, unsigne
 		return -1;
 	}
 	*out = (uint32_t)x;
-	return 0;
-}
-
-static int load_files(struct pg_config *cfg, char *err, size_t errlen)
-{
-	char *buf, e[256], **v;
-	size_t len, n;
-	int rc;
-
-	if (cfg->routing_config) {
-		rc =
-		    pg_read_file(cfg->routing_config, PG_CONFIG_FILE_MAX, &buf, &len, e, sizeof(e));
-		if (!rc) {
-			rc = pg_routing_config_parse(buf, len, &cfg->route, e, sizeof(e));
-			free(buf);
-		}
-		if (rc) {
-			pg_errf(err, errlen, "--routing-config %s: %s", cfg->routing_config, e);
-			return -1;
-		}
-	}
-	if (cfg->backends_file) {
-		/* the --pool flags are all read: pool= must name one */
-		struct pg_backends_rules rules = {.pools = &cfg->pools};
-
-		rc = pg_read_file(cfg->backends_file, PG_CONFIG_FILE_MAX, &buf, &len, e, sizeof(e));
-		if (!rc) {
-			rc = pg_backends_parse_in(buf, len, &rules, &v, &n, e, sizeof(e));
-			free(buf);
-		}
-		if (rc) {
-			pg_errf(err, errlen, "--backends-file %s: %s", cfg->backends_file, e);
-			return -1;
-		}
-		pg_pools_file_catch_all(&cfg->pools, v, n);
-		pg_backends_free(v, n);
-	}
 	return 0;
 }
 
@@ -118,9 +83,11 @@ static int resolver_check(const char *v, char *err, size_t errlen)
 	}
 }
 
-static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg_route_cfg *flags,
-                 unsigned *set, char *err, size_t errlen)
+int pg_config_apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg_parse *ps,
+                    char *err, size_t errlen)
 {
+	struct pg_route_cfg *flags = &ps->flags;
+	unsigned *set = &ps->set;
 	const struct pg_opt *o = &pg_opts[id];
 	const char *name = o->name;
 	struct pg_hostport a;
@@ -147,6 +114,10 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 		*(const char **)((char *)cfg + o->field) = v;
 		return 0;
 	}
+	if (o->flag) {
+		*(bool *)((char *)cfg + o->field) = true;
+		return 0;
+	}
 	switch (id) {
 	case O_LISTEN:
 	case O_ADMIN:
@@ -164,6 +135,8 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 			return -1;
 		}
 		rc = pg_backend_add(&cfg->backends, &cfg->nbackends, &a, &dup);
+		if (rc == 1 && ps->merge && dup < ps->file_backends)
+			return 0; /* the file has it too */
 		if (rc == 1)
 			pg_errf(err, errlen, "--backend %s: given twice", v);
 		else if (rc == 2)
@@ -207,9 +180,6 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 			}
 		}
 		return not_one_of(o, v, err, errlen);
-	case O_NO_BPF:
-		cfg->no_bpf = true;
-		return 0;
 	case O_HC_PATH:
 		if (!strcmp(v, "none")) {
 			cfg->health.path = NULL;
@@ -226,16 +196,18 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 		if (pg_load_signal_parse(v, &cfg->load_signal))
 			return not_one_of(o, v, err, errlen);
 		return 0;
-	case O_SHADOW:
-		cfg->shadow = true;
-		return 0;
-	case O_FLOW_CONTROL:
-		cfg->flow.on = true;
-		return 0;
+	case O_LOG_LEVEL:
+		for (size_t i = 0; i < PG_NLOG_LEVELS; i++) {
+			if (!strcasecmp(v, pg_log_levels[i])) {
+				cfg->log_level = (int)i;
+				return 0;
+			}
+		}
+		return not_one_of(o, v, err, errlen);
 	case O_FLOW_TENANT:
 		return pg_flow_tenant_src_parse(&cfg->flow, v, err, errlen);
 	case O_TENANT:
-		return pg_tenant_spec_parse(&cfg->flow, v, err, errlen);
+		return pg_tenant_spec_parse(&cfg->flow, v, ps->merge, err, errlen);
 	case O_NATS:
 	case O_NATS_CLUSTER:
 	case O_GATEWAY_ID:
@@ -249,7 +221,7 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 		                       : &cfg->nats_cluster) = v;
 		return 0;
 	case O_POOL:
-		return pg_pool_spec_parse(&cfg->pools, v, err, errlen);
+		return pg_pool_spec_parse(&cfg->pools, v, ps->merge, err, errlen);
 	case O_USER:
 		cfg->user = v;
 		return 0;
@@ -261,9 +233,6 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 	case O_ADMIN_TOKEN_FILE:
 		cfg->admin_token_file = v;
 		return 0;
-	case O_ROUTE_HEADER:
-		cfg->route_header = true;
-		return 0;
 	case O_ACCESS_LOG:
 		cfg->access_log = v;
 		return 0;
@@ -273,54 +242,57 @@ static int apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg
 }
 
 /* Every default of the table, applied as if given on the command line (so
- * it is checked against its range too), and the one routing field with no
- * flag. Fails only if the table is wrong. */
-static int config_defaults(struct pg_config *cfg, char *err, size_t errlen)
+ * it is checked against its range too). Fails only if the table is wrong. */
+int pg_config_defaults(struct pg_config *cfg, char *err, size_t errlen)
 {
-	unsigned set = 0;
+	struct pg_parse ps = {0};
 	char e[256];
 
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->route.new_choices = PG_CA_CHOICES_DEFAULT; /* ...NewConversationChoices */
 	for (size_t id = 0; id < PG_NOPTS; id++) {
 		if (pg_opts[id].def &&
-		    apply(cfg, (enum opt_id)id, pg_opts[id].def, &cfg->route, &set, e, sizeof(e))) {
+		    pg_config_apply(cfg, (enum opt_id)id, pg_opts[id].def, &ps, e, sizeof(e))) {
 			pg_errf(err, errlen, "internal error: the default of --%s: %s",
 			        pg_opts[id].name, e);
 			return -1;
 		}
 	}
+	/* the routing flags' defaults are the gateway's routing config */
+	cfg->route = ps.flags;
 	return 0;
 }
 
-int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, char *err,
-                    size_t errlen)
+int pg_opt_find(const char *name, size_t len, bool cli)
 {
-	struct pg_route_cfg flags = {0};
-	unsigned set = 0;
-	int ret = 2;
+	for (size_t id = 0; id < PG_NOPTS; id++)
+		if (strlen(pg_opts[id].name) == len && !memcmp(pg_opts[id].name, name, len) &&
+		    (cli || !pg_opts[id].cli))
+			return (int)id;
+	return -1;
+}
 
-	if (errlen)
-		err[0] = 0;
-	if (config_defaults(cfg, err, errlen))
-		goto out;
+int pg_config_argv(struct pg_config *cfg, int argc, char **argv, FILE *out, struct pg_parse *ps,
+                   char *err, size_t errlen)
+{
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *eq, *v = NULL;
-		size_t nlen, id;
+		size_t nlen;
+		int id;
 
-		if (strncmp(a, "--", 2) || !a[2]) {
+		if (!strcmp(a, "-c")) {
+			id = O_CONFIG;
+			eq = NULL;
+		} else if (strncmp(a, "--", 2) || !a[2]) {
 			pg_errf(err, errlen, "unexpected argument \"%s\"", a);
-			goto out;
-		}
-		eq = strchr(a + 2, '=');
-		nlen = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-		for (id = 0; id < PG_NOPTS; id++)
-			if (strlen(pg_opts[id].name) == nlen &&
-			    !memcmp(pg_opts[id].name, a + 2, nlen))
-				break;
-		if (id == PG_NOPTS) {
-			pg_errf(err, errlen, "unknown option --%.*s", (int)nlen, a + 2);
-			goto out;
+			return 2;
+		} else {
+			eq = strchr(a + 2, '=');
+			nlen = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+			id = pg_opt_find(a + 2, nlen, true);
+			if (id < 0) {
+				pg_errf(err, errlen, "unknown option --%.*s", (int)nlen, a + 2);
+				return 2;
+			}
 		}
 		if (pg_opts[id].arg || pg_opts[id].list) {
 			char names[160];
@@ -331,50 +303,26 @@ int pg_config_parse(struct pg_config *cfg, int argc, char **argv, FILE *out, cha
 				        pg_opts[id].arg
 				            ? pg_opts[id].arg
 				            : pg_opts[id].list(names, sizeof(names), "|"));
-				goto out;
+				return 2;
 			}
 		} else if (eq) {
 			pg_errf(err, errlen, "--%s takes no value", pg_opts[id].name);
-			goto out;
+			return 2;
 		}
 		if (id == O_HELP || id == O_VERSION) {
 			if (id == O_HELP)
 				pg_config_usage(out);
 			else
 				fprintf(out, "prefixgate %s\n", PG_VERSION);
-			ret = 1;
-			goto out;
+			return 1;
 		}
-		if (apply(cfg, (enum opt_id)id, v, &flags, &set, err, errlen))
-			goto out;
-	}
-	if (load_files(cfg, err, errlen) || pg_config_check_ops(cfg, err, errlen))
-		goto out;
-	/* Kept: a re-read of the file applies them again (pg_route_of_pool). */
-	cfg->route_flags = flags;
-	cfg->route_flags_set = (set & 1u << O_STRATEGY ? PG_POOL_SET_STRATEGY : 0) |
-	                       (set & 1u << O_PREFIX_LENGTH ? PG_POOL_SET_PREFIX : 0) |
-	                       (set & 1u << O_CONCURRENCY ? PG_POOL_SET_THRESHOLD : 0) |
-	                       (set & 1u << O_FLOW_QUEUE_MS ? PG_POOL_SET_FLOW_QUEUE : 0) |
-	                       (set & 1u << O_FLOW_DEADLINE ? PG_POOL_SET_FLOW_DEADLINE : 0) |
-	                       (cfg->flow.on ? PG_POOL_SET_FLOW_ON : 0);
-	pg_route_overlay(&cfg->route, &cfg->route_flags, cfg->route_flags_set);
-	if (pg_pools_finish(cfg, err, errlen))
-		goto out;
-	if (cfg->no_bpf &&
-	    (cfg->data_path == PG_DATA_SOCKMAP || cfg->data_path == PG_DATA_SOCKMSG)) {
-		pg_errf(err, errlen, "--data-path %s needs BPF: drop --no-bpf or use copy",
-		        pg_data_paths[cfg->data_path]);
-		goto out;
-	}
-	if (cfg->etcd.endpoints && cfg->backends_file) {
-		pg_errf(err, errlen, "--etcd-endpoints and --backends-file: choose one source");
-		goto out;
+		if (id == O_CONFIG)
+			continue; /* read before the flags (config_load.c) */
+		if (pg_config_apply(cfg, (enum opt_id)id, v, ps, err, errlen))
+			return 2;
+		ps->line[id] = 0; /* the flag, not the file, says it now */
 	}
 	return 0;
-out:
-	pg_config_free(cfg);
-	return ret;
 }
 
 void pg_config_free(struct pg_config *cfg)
@@ -385,4 +333,14 @@ void pg_config_free(struct pg_config *cfg)
 	free(cfg->admin_token);
 	cfg->admin_token = NULL;
 	pg_pool_table_free(&cfg->pools);
+	if (cfg->conf) {
+		pg_conf_free(cfg->conf);
+		free(cfg->conf);
+		cfg->conf = NULL;
+	}
+	for (size_t i = 0; i < cfg->nkept; i++)
+		free(cfg->kept[i]);
+	free(cfg->kept);
+	cfg->kept = NULL;
+	cfg->nkept = 0;
 }

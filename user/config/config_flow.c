@@ -28,55 +28,47 @@ int pg_flow_tenant_src_parse(struct pg_flow_cfg *fc, const char *v, char *err, s
 	return -1;
 }
 
-/* "weight=W" or "priority=P" of a --tenant value at p (up to a comma). */
-static int tenant_key(struct pg_tenant_cfg *t, const char *p, size_t n, char *err, size_t errlen)
+int pg_tenant_key(struct pg_tenant_cfg *t, const char *key, size_t klen, const char *val,
+                  size_t vlen, char *err, size_t errlen)
 {
 	enum pg_prio prio;
 
-	if (n > 7 && !strncmp(p, "weight=", 7)) {
+	if (klen == 6 && !strncmp(key, "weight", 6)) {
 		unsigned long w = 0;
-		size_t i = 7;
+		size_t i = 0;
 
-		for (; i < n && p[i] >= '0' && p[i] <= '9' && w <= PG_TENANT_WEIGHT_MAX; i++)
-			w = w * 10 + (unsigned long)(p[i] - '0');
-		if (i == n && w >= 1 && w <= PG_TENANT_WEIGHT_MAX) {
+		for (; i < vlen && val[i] >= '0' && val[i] <= '9' && w <= PG_TENANT_WEIGHT_MAX; i++)
+			w = w * 10 + (unsigned long)(val[i] - '0');
+		if (vlen && i == vlen && w >= 1 && w <= PG_TENANT_WEIGHT_MAX) {
 			t->weight = (uint32_t)w;
 			return 0;
 		}
 		pg_errf(err, errlen, "--tenant %s: weight: expected 1-%u, got \"%.*s\"", t->name,
-		        PG_TENANT_WEIGHT_MAX, (int)(n - 7), p + 7);
+		        PG_TENANT_WEIGHT_MAX, (int)(vlen < 64 ? vlen : 64), val);
 		return -1;
 	}
-	if (n > 9 && !strncmp(p, "priority=", 9)) {
-		if (!pg_flow_prio_parse(p + 9, n - 9, &prio)) {
+	if (klen == 8 && !strncmp(key, "priority", 8)) {
+		if (vlen && !pg_flow_prio_parse(val, vlen, &prio)) {
 			t->prio = (int)prio;
 			return 0;
 		}
 		pg_errf(
 		    err, errlen,
 		    "--tenant %s: priority: expected critical, standard or sheddable, got \"%.*s\"",
-		    t->name, (int)(n - 9), p + 9);
+		    t->name, (int)(vlen < 64 ? vlen : 64), val);
 		return -1;
 	}
-	pg_errf(err, errlen, "--tenant %s: \"%.*s\": expected weight=W or priority=P", t->name,
-	        (int)n, p);
+	pg_errf(err, errlen, "--tenant %s: unknown key \"%.*s\" (weight, priority)", t->name,
+	        (int)(klen < 64 ? klen : 64), key);
 	return -1;
 }
 
-int pg_tenant_spec_parse(struct pg_flow_cfg *fc, const char *v, char *err, size_t errlen)
+struct pg_tenant_cfg *pg_tenant_add(struct pg_flow_cfg *fc, const char *v, size_t len, char *err,
+                                    size_t errlen)
 {
-	/* NAME ends at the first colon that is followed by a key (a name may
-	 * hold colons: "team:a") */
-	const char *colon = strstr(v, ":weight=") ? strstr(v, ":weight=") : strstr(v, ":priority=");
-	const char *q = strstr(v, ":priority=");
-	size_t len;
 	char name[PG_FLOW_LABEL_MAX + 1], label[PG_FLOW_LABEL_MAX + 1];
 	struct pg_tenant_cfg *t;
-	const char *p;
 
-	if (q && (!colon || q < colon))
-		colon = q;
-	len = colon ? (size_t)(colon - v) : strlen(v);
 	if (len && len <= PG_FLOW_LABEL_MAX) {
 		memcpy(name, v, len);
 		name[len] = 0;
@@ -87,28 +79,73 @@ int pg_tenant_spec_parse(struct pg_flow_cfg *fc, const char *v, char *err, size_
 		    err, errlen,
 		    "--tenant: \"%.*s\" is not a tenant's name (1-%d of A-Z a-z 0-9 . _ : @ -; a "
 		    "bearer token's tenant is named t-HASH: see README, Flow control)",
-		    (int)len, v, PG_FLOW_LABEL_MAX);
-		return -1;
+		    (int)(len < 64 ? len : 64), v, PG_FLOW_LABEL_MAX);
+		return NULL;
 	}
 	for (size_t i = 0; i < fc->ntenants; i++)
 		if (!strcmp(fc->tenants[i].name, name)) {
 			pg_errf(err, errlen, "--tenant %s: given twice", name);
-			return -1;
+			return NULL;
 		}
 	if (fc->ntenants == PG_TENANTS_CFG_MAX) {
 		pg_errf(err, errlen, "--tenant: more than %d", PG_TENANTS_CFG_MAX);
-		return -1;
+		return NULL;
 	}
-	t = &fc->tenants[fc->ntenants];
+	t = &fc->tenants[fc->ntenants++];
 	*t = (struct pg_tenant_cfg){.weight = 1, .prio = -1};
 	memcpy(t->name, name, len + 1);
-	for (p = colon ? colon + 1 : NULL; p && *p;) {
-		size_t n = strcspn(p, ",");
+	return t;
+}
 
-		if (tenant_key(t, p, n, err, errlen))
+/* Tenant i of fc (one the file gave) dropped: a --tenant replaces it. */
+static void tenant_drop(struct pg_flow_cfg *fc, size_t i)
+{
+	memmove(&fc->tenants[i], &fc->tenants[i + 1],
+	        (fc->ntenants - i - 1) * sizeof(fc->tenants[0]));
+	fc->ntenants--;
+	fc->from_file--;
+}
+
+int pg_tenant_spec_parse(struct pg_flow_cfg *fc, const char *v, bool merge, char *err,
+                         size_t errlen)
+{
+	/* NAME ends at the first colon that is followed by a key (a name may
+	 * hold colons: "team:a") */
+	const char *colon = strstr(v, ":weight=") ? strstr(v, ":weight=") : strstr(v, ":priority=");
+	const char *q = strstr(v, ":priority=");
+	struct pg_tenant_cfg *t;
+	size_t len;
+	const char *p;
+
+	if (q && (!colon || q < colon))
+		colon = q;
+	len = colon ? (size_t)(colon - v) : strlen(v);
+	for (size_t i = 0; merge && i < fc->from_file; i++)
+		if (strlen(fc->tenants[i].name) == len && !strncmp(fc->tenants[i].name, v, len)) {
+			tenant_drop(fc, i);
+			break;
+		}
+	t = pg_tenant_add(fc, v, len, err, errlen);
+	if (!t)
+		return -1;
+	for (p = colon ? colon + 1 : NULL; p && *p;) {
+		size_t n = strcspn(p, ","), k = strcspn(p, "=");
+
+		if (k > n)
+			k = n;
+		if (!(k == 6 && !strncmp(p, "weight", 6)) &&
+		    !(k == 8 && !strncmp(p, "priority", 8))) {
+			pg_errf(err, errlen,
+			        "--tenant %s: \"%.*s\": expected weight=W or priority=P", t->name,
+			        (int)(n < 64 ? n : 64), p);
+			fc->ntenants--;
 			return -1;
+		}
+		if (pg_tenant_key(t, p, k, p + k + (k < n), n - k - (k < n), err, errlen)) {
+			fc->ntenants--;
+			return -1;
+		}
 		p += n + (p[n] == ',');
 	}
-	fc->ntenants++;
 	return 0;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include "config/config.h"
 #include "config/config_internal.h"
+#include "config/config_opts.h"
 
 static int check_token(const char *flag, const char *t, char *err, size_t errlen)
 {
@@ -30,14 +31,16 @@ static int check_token(const char *flag, const char *t, char *err, size_t errlen
 	return 0;
 }
 
-int pg_config_check_ops(struct pg_config *cfg, char *err, size_t errlen)
+int pg_config_check_ops(struct pg_config *cfg, int *opt, char *err, size_t errlen)
 {
 	const char *flag = "admin-token";
 	char *buf, e[256];
 	size_t len, b = 0;
 
+	*opt = O_ADMIN_TOKEN;
 	if (cfg->admin_token_file) {
 		flag = "admin-token-file";
+		*opt = O_ADMIN_TOKEN_FILE;
 		if (pg_read_file(cfg->admin_token_file, 4096, &buf, &len, e, sizeof(e))) {
 			pg_errf(err, errlen, "--admin-token-file %s: %s", cfg->admin_token_file, e);
 			return -1;
@@ -59,6 +62,7 @@ int pg_config_check_ops(struct pg_config *cfg, char *err, size_t errlen)
 	if (!cfg->admin_token && !pg_sockaddr_loopback(&cfg->admin)) {
 		char a[PG_ADDR_STRLEN];
 
+		*opt = O_ADMIN;
 		pg_errf(err, errlen,
 		        "--admin %s is not a loopback address: also give --admin-token or "
 		        "--admin-token-file (every admin request then needs "

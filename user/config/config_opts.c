@@ -10,6 +10,7 @@
 #include "config/config.h"
 #include "config/config_internal.h"
 #include "config/config_opts.h"
+#include "sys/log.h"
 
 const char *const pg_data_paths[PG_NDATA_PATHS] = {
     [PG_DATA_AUTO] = "auto",
@@ -37,20 +38,52 @@ static const char *strategy_list(char *buf, size_t len, const char *sep)
 	return pg_strategy_list(buf, len, false, sep, sep);
 }
 
+/* --log-level values, by enum pg_log_level (sys/log.h). */
+const char *const pg_log_levels[PG_NLOG_LEVELS] = {
+    [PG_LOG_ERROR] = "error",
+    [PG_LOG_WARN] = "warn",
+    [PG_LOG_INFO] = "info",
+    [PG_LOG_DEBUG] = "debug",
+};
+
+static const char *log_level_list(char *buf, size_t len, const char *sep)
+{
+	size_t used = 0;
+
+	if (len)
+		buf[0] = '\0';
+	for (size_t i = 0; i < PG_NLOG_LEVELS && used < len; i++) {
+		int k = snprintf(buf + used, len - used, "%s%s", i ? sep : "", pg_log_levels[i]);
+
+		used += k > 0 ? (size_t)k : 0;
+	}
+	return buf;
+}
+
 const struct pg_opt pg_opts[] = {
 #define OPT(n, a, h)  .name = (n), .arg = (a), .help = (h)
 #define CFG(f)        .field = offsetof(struct pg_config, f)
 #define ROUTE(f)      .field = offsetof(struct pg_route_cfg, f), .route = true
 #define RANGE(lo, hi) .min = (lo), .max = (hi)
 #define STR(f)        CFG(f), .str = true
+#define FLAG(f)       CFG(f), .flag = true
 #define TOKEN_LEN     PG_STR(PG_ADMIN_TOKEN_MIN) "-" PG_STR(PG_ADMIN_TOKEN_MAX)
 #define TOKEN_CHARS   PG_STR(PG_CA_CHARS_PER_TOKEN)
+    [O_CONFIG] = {OPT("config", "FILE",
+                      "the configuration file: these flags' directives and pool and tenant "
+                      "blocks (README: Configuration file); flags given override it"),
+                  .short_name = 'c', .cli = true, .def_text = PG_CONF_DEFAULT " if it exists"},
+    [O_CHECK] = {OPT("check", NULL,
+                     "check the configuration and exit, 0 if valid, else 1 with every error "
+                     "as FILE:LINE: ...; nothing is started"),
+                 FLAG(check), .cli = true},
     [O_LISTEN] = {OPT("listen", "ADDR:PORT", "client listener (A.B.C.D, [IPV6], localhost)"),
                   .def = PG_LISTEN_DEFAULT},
     [O_ADMIN] = {OPT("admin", "ADDR:PORT", "admin API and metrics"), .def = PG_ADMIN_DEFAULT},
     [O_BACKEND] = {OPT("backend", "HOST:PORT",
                        "an inference instance (A.B.C.D, [IPV6], or a DNS name standing for "
-                       "every address it resolves to); repeat for each (default none)")},
+                       "every address it resolves to); repeat for each (default none)"),
+                   .live = true},
     [O_BACKENDS_FILE] = {OPT(
         "backends-file", "FILE",
         "more backends, one HOST:PORT a line, '#' comments; re-read on SIGHUP")},
@@ -60,32 +93,41 @@ const struct pg_opt pg_opts[] = {
                                 "backend names are looked up again every MS"),
                             .def = PG_STR(PG_RESOLVE_MS_DEFAULT), CFG(resolve_ms),
                             RANGE(100, 3600000)},
-    [O_STRATEGY] = {OPT("strategy", "S", NULL), .list = strategy_list, .def = "prefix_aware"},
+    [O_STRATEGY] = {OPT("strategy", "S", NULL), .list = strategy_list, .def = "prefix_aware",
+                    .route = true, .live = true},
     [O_PREFIX_LENGTH] = {OPT("prefix-length", "N",
                              "prefix key length, characters (bytes for non-OpenAI paths)"),
                          .def = PG_STR(PG_PREFIX_LENGTH_DEFAULT), ROUTE(prefix_length),
-                         RANGE(PG_PREFIX_LENGTH_MIN, PG_PREFIX_LENGTH_MAX)},
+                         RANGE(PG_PREFIX_LENGTH_MIN, PG_PREFIX_LENGTH_MAX), .live = true},
     [O_CONCURRENCY] = {OPT("concurrency-threshold", "N",
                            "in-flight requests per backend before prefix_aware overflows"),
                        .def = PG_STR(PG_CONCURRENCY_DEFAULT), ROUTE(concurrency_threshold),
-                       RANGE(PG_CONCURRENCY_MIN, PG_CONCURRENCY_MAX)},
+                       RANGE(PG_CONCURRENCY_MIN, PG_CONCURRENCY_MAX), .live = true},
+    [O_CA_CHOICES] = {OPT("new-conversation-choices", "N",
+                          "cache_aware: a new conversation goes to the least recently sent of "
+                          "its first N ring candidates (CacheAwareConfig.NewConversationChoices)"),
+                      .def = PG_STR(PG_CA_CHOICES_DEFAULT), ROUTE(new_choices),
+                      RANGE(1, PG_RING_CANDIDATES), .live = true},
     [O_ROUTING_CONFIG] = {OPT("routing-config", "FILE",
-                              "SageMaker RoutingConfig JSON; the three flags above and "
-                              "--flow-instance-queue-ms, --flow-deadline-ms override it")},
+                              "SageMaker RoutingConfig JSON; the four flags above and "
+                              "--flow-instance-queue-ms, --flow-deadline-ms override it"),
+                          .route = true, .live = true},
     [O_FLOW_CONTROL] = {OPT("flow-control", NULL,
                             "flow control: past the instances' room requests wait in the "
                             "gateway, fairly between tenants, by class, up to a deadline "
-                            "(README: Flow control)")},
+                            "(README: Flow control)"),
+                        FLAG(flow.on), .route = true, .live = true},
     [O_FLOW_QUEUE_MS] = {OPT("flow-instance-queue-ms", "MS",
                              "flow control: an instance takes requests while its queued "
                              "prefill is predicted under MS (FlowControlConfig.InstanceQueueMs)"),
                          .def_text = PG_STR(PG_FLOW_QUEUE_MS_DEFAULT) " with --flow-control",
-                         ROUTE(flow_queue_ms), RANGE(1, PG_FLOW_QUEUE_MS_MAX), .zero_off = true},
+                         ROUTE(flow_queue_ms), RANGE(1, PG_FLOW_QUEUE_MS_MAX), .zero_off = true,
+                         .live = true},
     [O_FLOW_DEADLINE] = {OPT("flow-deadline-ms", "MS",
                              "flow control: a request without X-Prefixgate-Deadline-Ms gets 429 "
                              "if not sent on within MS (FlowControlConfig.DeadlineMs)"),
                          .def = "0", ROUTE(flow_deadline_ms), RANGE(1, PG_FLOW_DEADLINE_MAX),
-                         .zero_off = true},
+                         .zero_off = true, .live = true},
     [O_FLOW_MAX_QUEUED] = {OPT("flow-max-queued", "N",
                                "flow control: requests waiting at most; past it a sheddable one "
                                "makes room, else 429"),
@@ -109,12 +151,13 @@ const struct pg_opt pg_opts[] = {
                           PG_TENANT_WEIGHT_MAX) ", "
                                                 "default 1) and priority=P (its default class and "
                                                 "the highest it may "
-                                                "ask); repeat")},
+                                                "ask); repeat"),
+                  .live = true},
     [O_WORKERS] = {OPT("workers", "N", "worker threads"), .def_text = "one per CPU", CFG(workers),
                    RANGE(1, PG_WORKERS_MAX)},
     [O_DATA_PATH] = {OPT("data-path", NULL, "how response bytes reach the client"),
                      .list = data_path_list, .def = "auto"},
-    [O_NO_BPF] = {OPT("no-bpf", NULL, "no BPF at all: unprivileged, copy data path")},
+    [O_NO_BPF] = {OPT("no-bpf", NULL, "no BPF at all: unprivileged, copy data path"), FLAG(no_bpf)},
     [O_PIN_PATH] = {OPT("bpf-pin-path", "DIR", "where BPF maps are pinned"),
                     .def = PG_PIN_PATH_DEFAULT},
     [O_BPF_CGROUP] = {OPT("bpf-cgroup", "PATH", "cgroup v2 directory the sockmsg path attaches to"),
@@ -122,24 +165,26 @@ const struct pg_opt pg_opts[] = {
                                   "/sys/fs/cgroup"},
     [O_HC_PATH] = {OPT("health-check-path", "PATH",
                        "active health check: GET PATH on each backend; none: off"),
-                   .def = "/health"},
+                   .def = "/health", .live = true},
     [O_HC_INTERVAL] = {OPT("health-check-interval", "MS", "time between checks"), .def = "2000",
-                       CFG(health.interval_ms), RANGE(100, 600000)},
+                       CFG(health.interval_ms), RANGE(100, 600000), .live = true},
     [O_HC_TIMEOUT] = {OPT("health-check-timeout", "MS", "a check not answered 2xx within MS fails"),
-                      .def = "1000", CFG(health.timeout_ms), RANGE(10, 60000)},
+                      .def = "1000", CFG(health.timeout_ms), RANGE(10, 60000), .live = true},
     [O_HC_RISE] = {OPT("health-rise", "N", "passed checks in a row that bring a backend back"),
-                   .def = "2", CFG(health.rise), RANGE(1, 100)},
+                   .def = "2", CFG(health.rise), RANGE(1, 100), .live = true},
     [O_HC_FALL] = {OPT("health-fall", "N", "failed checks in a row that take a backend out"),
-                   .def = "3", CFG(health.fall), RANGE(1, 100)},
+                   .def = "3", CFG(health.fall), RANGE(1, 100), .live = true},
     [O_SCRAPE] = {OPT("metrics-scrape-interval", "MS",
                       "GET /metrics of each backend (vLLM KV hits, queue) every MS"),
-                  .def = "5000", CFG(metrics_scrape_ms), RANGE(100, 600000), .zero_off = true},
+                  .def = "5000", CFG(metrics_scrape_ms), RANGE(100, 600000), .zero_off = true,
+                  .live = true},
     [O_LOAD_SIGNAL] = {OPT("load-signal", NULL,
                            "least-outstanding compares in_flight, the backend's running+waiting, "
                            "or in_flight+waiting"),
                        .list = pg_load_signal_list, .def = "inflight"},
     [O_SHADOW] = {OPT("shadow", NULL,
-                      "also compute what prefix_aware would choose: prefixgate_shadow_* metrics")},
+                      "also compute what prefix_aware would choose: prefixgate_shadow_* metrics"),
+                  FLAG(shadow)},
     [O_PREDICT_WINDOW] = {OPT("predict-window", "MS",
                               "a request is a predicted KV hit if its key went to the same backend "
                               "within MS"),
@@ -147,9 +192,10 @@ const struct pg_opt pg_opts[] = {
     [O_POOL] = {OPT("pool", "NAME[:KEY=V]",
                     "a model pool; KEY: model=M,.. path=/P,.. backend=ADDR:PORT,.. strategy "
                     "prefix-length concurrency-threshold new-conversation-choices "
-                    "routing-config=FILE; prefill/decode: pd=vllm|sglang prefill=ADDR[@PORT],.. "
-                    "decode=ADDR,.. pd-min-tokens bootstrap-port; "
-                    "repeat (default: one pool, default)")},
+                    "flow-control flow-instance-queue-ms flow-deadline-ms routing-config=FILE; "
+                    "prefill/decode: pd=vllm|sglang prefill=ADDR[@PORT],.. decode=ADDR,.. "
+                    "pd-min-tokens bootstrap-port; repeat (default: one pool, default)"),
+                .live = true},
     [O_USER] = {OPT("user", "NAME",
                     "after start-up run as NAME (uid, gid, groups), keeping no capability the "
                     "gateway does not use"),
@@ -180,7 +226,8 @@ const struct pg_opt pg_opts[] = {
     [O_ROUTE_HEADER] = {OPT("route-header", NULL,
                             "add X-Prefixgate-Route: backend=...; reason=...; matched=N to every "
                             "response (cache_aware: and its estimates: wait, prefill, saved, TTFT, "
-                            "the runner-up's)")},
+                            "the runner-up's)"),
+                        FLAG(route_header)},
     [O_T_HEADER] = {OPT("header-timeout", "MS",
                         "a request head not complete MS after its first byte: 408"),
                     .def = "10000", CFG(timeouts.header_ms), RANGE(100, 3600000)},
@@ -200,6 +247,8 @@ const struct pg_opt pg_opts[] = {
     [O_ACCESS_LOG] = {OPT("access-log", "FILE",
                           "append one JSON line per request to FILE, written off the request path"),
                       .def_text = "none"},
+    [O_LOG_LEVEL] = {OPT("log-level", NULL, "what the log (stderr) tells: errors only, and up"),
+                     .list = log_level_list, .def = "info", .live = true},
     [O_NATS] = {OPT("nats", "URL",
                     "fleet: share in-flight counts and cache_aware decisions with the other "
                     "gateways over NATS at URL (nats://HOST:PORT)"),
@@ -233,13 +282,14 @@ const struct pg_opt pg_opts[] = {
     [O_ETCD_STATE] = {OPT("etcd-state-file", "FILE",
                           "last state read from etcd, kept to start on while etcd is down"),
                       STR(etcd.state_file), .def_text = "none"},
-    [O_HELP] = {OPT("help", NULL, "print this help and exit")},
-    [O_VERSION] = {OPT("version", NULL, "print the version and exit")},
+    [O_HELP] = {OPT("help", NULL, "print this help and exit"), .cli = true},
+    [O_VERSION] = {OPT("version", NULL, "print the version and exit"), .cli = true},
 #undef OPT
 #undef CFG
 #undef ROUTE
 #undef RANGE
 #undef STR
+#undef FLAG
 #undef TOKEN_LEN
 #undef TOKEN_CHARS
 };
@@ -269,10 +319,13 @@ void pg_config_usage(FILE *out)
 	             "Prefix-aware HTTP/1.1 router for LLM inference servers.\n\n");
 	for (size_t i = 0; i < PG_NOPTS; i++) {
 		const char *arg = pg_opts[i].arg;
+		char sh[5] = "";
 
 		if (!arg && pg_opts[i].list)
 			arg = pg_opts[i].list(names, sizeof(names), "|");
-		snprintf(left, sizeof(left), "--%s%s%s", pg_opts[i].name, arg ? " " : "",
+		if (pg_opts[i].short_name)
+			snprintf(sh, sizeof(sh), "-%c, ", pg_opts[i].short_name);
+		snprintf(left, sizeof(left), "%s--%s%s%s", sh, pg_opts[i].name, arg ? " " : "",
 		         arg ? arg : "");
 		help_line(&pg_opts[i], help, sizeof(help));
 		if (strlen(left) > 28)
@@ -280,9 +333,12 @@ void pg_config_usage(FILE *out)
 		else
 			fprintf(out, "  %-28s  %s\n", left, help);
 	}
-	fprintf(out, "\nFlags take \"--flag value\" or \"--flag=value\".\n"
+	fprintf(out, "\nFlags take \"--flag value\" or \"--flag=value\". Each flag but --config, "
+	             "--check, --help\nand --version is also a directive of the configuration "
+	             "file: \"flag value;\".\n"
 	             "Admin API on --admin: GET /metrics /backends /routing /health /fleet, "
 	             "POST /backends /route,\n"
-	             "DELETE /backends/ADDR:PORT, PUT /routing (RoutingConfig JSON), GET /pools;\n"
+	             "DELETE /backends/ADDR:PORT, PUT /routing (RoutingConfig JSON), GET /pools "
+	             "/config;\n"
 	             "/backends and /routing take ?pool=NAME.\n");
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The command line's table of flags (config_opts.c) and what the parser
- * (config_flags.c) needs of it. Not part of the public API: include only
- * from those two files.
+ * The table of flags (config_opts.c), which are also the configuration
+ * file's directives, and what the parsers need of it. Not part of the
+ * public API: include only from user/config/.
  */
 #ifndef PG_CONFIG_OPTS_H
 #define PG_CONFIG_OPTS_H
@@ -13,14 +13,15 @@
 
 /* clang-format off */
 enum opt_id {
+	O_CONFIG, O_CHECK,
 	O_LISTEN, O_ADMIN, O_BACKEND, O_BACKENDS_FILE, O_RESOLVER, O_RESOLVE_INTERVAL, O_STRATEGY, O_PREFIX_LENGTH, O_CONCURRENCY,
-	O_ROUTING_CONFIG, O_FLOW_CONTROL, O_FLOW_QUEUE_MS, O_FLOW_DEADLINE, O_FLOW_MAX_QUEUED,
+	O_CA_CHOICES, O_ROUTING_CONFIG, O_FLOW_CONTROL, O_FLOW_QUEUE_MS, O_FLOW_DEADLINE, O_FLOW_MAX_QUEUED,
 	O_FLOW_MAX_BYTES, O_FLOW_STARVE, O_FLOW_TENANT, O_TENANT, O_WORKERS, O_DATA_PATH, O_NO_BPF, O_PIN_PATH, O_BPF_CGROUP, O_HC_PATH,
 	O_HC_INTERVAL, O_HC_TIMEOUT, O_HC_RISE, O_HC_FALL, O_SCRAPE, O_LOAD_SIGNAL, O_SHADOW,
 	O_PREDICT_WINDOW, O_POOL,
 	O_USER, O_ADMIN_TOKEN, O_ADMIN_TOKEN_FILE, O_SHUTDOWN_TIMEOUT, O_MAX_IN_FLIGHT, O_MAX_CONNS,
 	O_MAX_BODY, O_CACHE_CAPACITY, O_ROUTE_HEADER,
-	O_T_HEADER, O_T_BODY, O_T_IDLE, O_T_CONNECT, O_T_FIRST_BYTE, O_SPLICE_BUDGET, O_ACCESS_LOG,
+	O_T_HEADER, O_T_BODY, O_T_IDLE, O_T_CONNECT, O_T_FIRST_BYTE, O_SPLICE_BUDGET, O_ACCESS_LOG, O_LOG_LEVEL,
 	O_NATS, O_NATS_CLUSTER, O_GATEWAY_ID, O_FLEET_INTERVAL, O_FLEET_SIZE,
 	O_ETCD, O_ETCD_PREFIX, O_ETCD_TIMEOUT, O_ETCD_USER, O_ETCD_PASSWORD, O_ETCD_STATE,
 	O_HELP, O_VERSION,
@@ -33,7 +34,10 @@ enum opt_id {
  * value by them, config_defaults() applies each default through apply() as
  * if it had been given, and the man page is checked against --help
  * (tests/e2e/test_ctl.py), so a default or a range is written once, in the
- * table (config_opts.c).
+ * table (config_opts.c). Every flag but the cli ones is also a directive
+ * of the configuration file (config_file.c), by the same name, taking the
+ * same values; the configuration printed back (config_render.c) and a
+ * reload's comparison (config_diff.c) go by the table too.
  * Constants other parsers share (the RoutingConfig ranges in prefixgate.h,
  * PG_*_DEFAULT in config.h) are used by name.
  */
@@ -54,11 +58,21 @@ struct pg_opt {
 	uint32_t min, max;
 	bool zero_off; /* 0 is accepted too (outside min-max) and means off */
 	bool route;
-	bool str; /* a non-empty string: apply() stores the const char * at field */
+	bool str;  /* a non-empty string: apply() stores the const char * at field */
+	bool flag; /* takes no value: apply() sets the bool at field (a file's off clears it) */
+	char short_name; /* also -C (-c for --config) */
+	bool cli;        /* the command line's only: no directive of the file */
+	/* A reload of the configuration file applies a change of it at once
+	 * (README "Configuration file"); the others need a restart. */
+	bool live;
 };
 
 extern const struct pg_opt pg_opts[];
 #define PG_NOPTS ((size_t)O_VERSION + 1)
+
+/* --log-level values, by enum pg_log_level (sys/log.h). */
+extern const char *const pg_log_levels[];
+#define PG_NLOG_LEVELS 4
 
 /* --data-path values, by enum pg_data_path. */
 extern const char *const pg_data_paths[];

@@ -41,19 +41,19 @@ static int decode_pool(struct pg_pool_table *t, unsigned p, char *err, size_t er
 		return (int)t->pool[p].decode;
 	snprintf(name, sizeof(name), "%s-decode", t->pool[p].name);
 	if (strlen(name) >= PG_POOL_NAME_MAX) {
-		pg_errf(err, errlen, "decode=: its pool's name %s is longer than %d", name,
+		pg_errf(err, errlen, "decode: its pool's name %s is longer than %d", name,
 		        PG_POOL_NAME_MAX - 1);
 		return -1;
 	}
 	q = pg_pool_find(t, name, strlen(name));
 	if (q >= 0 && (!t->pool[q].decode_set || t->pool[q].prefill != p)) {
-		pg_errf(err, errlen, "decode=: pool %s exists and is not this pool's decode set",
+		pg_errf(err, errlen, "decode: pool %s exists and is not this pool's decode set",
 		        name);
 		return -1;
 	}
 	if (q < 0) {
 		if (t->n >= PG_MAX_POOLS) {
-			pg_errf(err, errlen, "decode=: more than %d pools with %s", PG_MAX_POOLS,
+			pg_errf(err, errlen, "decode: more than %d pools with %s", PG_MAX_POOLS,
 			        name);
 			return -1;
 		}
@@ -68,23 +68,25 @@ static int decode_pool(struct pg_pool_table *t, unsigned p, char *err, size_t er
 }
 
 /* One item of prefill=: ADDR or ADDR@PORT. */
-static int prefill_item(struct pg_pool_table *t, unsigned p, const char *it, size_t len, char *err,
-                        size_t errlen)
+static int prefill_item(struct pg_pool_table *t, unsigned p, const char *it, size_t len, char sep,
+                        bool merge, char *err, size_t errlen)
 {
 	struct pg_pool_cfg *pc = &t->pool[p];
 	const char *at = memchr(it, '@', len);
+	const size_t had = pc->nbackends;
 	struct pg_bootstrap *nb;
 	uint16_t port;
 
-	if (pg_pool_add_item(t, pc, "backend", it, at ? (size_t)(at - it) : len, err, errlen))
-		return -1;
-	if (!at)
-		return 0;
-	if (port_of(at + 1, len - (size_t)(at + 1 - it), &port)) {
-		pg_errf(err, errlen, "prefill=%.*s: @PORT is its bootstrap port, 1-65535", (int)len,
-		        it);
+	if (at && port_of(at + 1, len - (size_t)(at + 1 - it), &port)) {
+		pg_errf(err, errlen, "prefill%c%.*s: @PORT is its bootstrap port, 1-65535", sep,
+		        (int)len, it);
 		return -1;
 	}
+	if (pg_pool_add_item(t, p, "backend", it, at ? (size_t)(at - it) : len, merge, err, errlen))
+		return -1;
+	/* (merged: an instance given before, by the file, with its port then) */
+	if (!at || pc->nbackends == had)
+		return 0;
 	nb = realloc(pc->bootstraps, (pc->nbootstraps + 1) * sizeof(*nb));
 	if (!nb) {
 		pg_errf(err, errlen, "out of memory");
@@ -97,8 +99,8 @@ static int prefill_item(struct pg_pool_table *t, unsigned p, const char *it, siz
 	return nb[pc->nbootstraps - 1].addr ? 0 : (pg_errf(err, errlen, "out of memory"), -1);
 }
 
-int pg_pool_pd_key(struct pg_pool_table *t, unsigned p, const char *key, const char *val, char *err,
-                   size_t errlen)
+int pg_pool_pd_key(struct pg_pool_table *t, unsigned p, const char *key, const char *val, char sep,
+                   bool merge, char *err, size_t errlen)
 {
 	struct pg_pool_cfg *pc = &t->pool[p];
 	enum pg_pd pd;
@@ -106,7 +108,7 @@ int pg_pool_pd_key(struct pg_pool_table *t, unsigned p, const char *key, const c
 
 	if (!strcmp(key, "pd")) {
 		if (pg_pd_parse(val, strlen(val), &pd) || pd == PG_PD_NONE) {
-			pg_errf(err, errlen, "pd=%s: the protocol is vllm or sglang", val);
+			pg_errf(err, errlen, "pd%c%s: the protocol is vllm or sglang", sep, val);
 			return -1;
 		}
 		pc->pd = (uint8_t)pd;
@@ -118,7 +120,7 @@ int pg_pool_pd_key(struct pg_pool_table *t, unsigned p, const char *key, const c
 		bool tokens = key[0] == 'p';
 
 		if (!*val || *end || v > (tokens ? 1000000000ul : 65535ul) || (!tokens && !v)) {
-			pg_errf(err, errlen, "%s=%s: expected %s", key, val,
+			pg_errf(err, errlen, "%s%c%s: expected %s", key, sep, val,
 			        tokens ? "0-1000000000 tokens" : "a port, 1-65535");
 			return -1;
 		}
@@ -129,10 +131,8 @@ int pg_pool_pd_key(struct pg_pool_table *t, unsigned p, const char *key, const c
 			pc->bootstrap_port = (uint16_t)v;
 		return 0;
 	}
-	if (strcmp(key, "prefill") && strcmp(key, "decode"))
-		return 1;
 	if (pc->decode_set) {
-		pg_errf(err, errlen, "%s=: pool %s is a decode set", key, pc->name);
+		pg_errf(err, errlen, "%s: pool %s is a decode set", key, pc->name);
 		return -1;
 	}
 	q = key[0] == 'd' ? decode_pool(t, p, err, errlen) : (int)p;
@@ -143,8 +143,8 @@ int pg_pool_pd_key(struct pg_pool_table *t, unsigned p, const char *key, const c
 		size_t len = end ? (size_t)(end - it) : strlen(it);
 
 		if (key[0] == 'p'
-		        ? prefill_item(t, p, it, len, err, errlen)
-		        : pg_pool_add_item(t, &t->pool[q], "backend", it, len, err, errlen))
+		        ? prefill_item(t, p, it, len, sep, merge, err, errlen)
+		        : pg_pool_add_item(t, (unsigned)q, "backend", it, len, merge, err, errlen))
 			return -1;
 		if (!end)
 			break;
@@ -153,10 +153,12 @@ int pg_pool_pd_key(struct pg_pool_table *t, unsigned p, const char *key, const c
 	return 0;
 }
 
-int pg_pools_pd_finish(struct pg_pool_table *t, char *err, size_t errlen)
+int pg_pools_pd_finish(struct pg_pool_table *t, unsigned skip, unsigned *pool, char *err,
+                       size_t errlen)
 {
 	for (unsigned p = 0; p < t->n; p++) {
 		struct pg_pool_cfg *pc = &t->pool[p];
+		const char *e = NULL;
 
 		if (pc->pd && !pc->pd_min_set)
 			pc->pd_min_tokens = PG_PD_MIN_TOKENS_DEFAULT;
@@ -168,29 +170,25 @@ int pg_pools_pd_finish(struct pg_pool_table *t, char *err, size_t errlen)
 			pc->route.strategy = PG_STRATEGY_CACHE_AWARE;
 			pc->route_set |= PG_POOL_SET_STRATEGY;
 		}
-		if (pc->pd && !pc->decode) {
-			pg_errf(err, errlen,
-			        "--pool %s: pd=%s needs its decode instances (decode=ADDR,...)",
-			        pc->name, pg_pd_name((enum pg_pd)pc->pd));
-			return -1;
-		}
-		if (pc->decode && !pc->pd) {
-			pg_errf(err, errlen,
-			        "--pool %s: decode= needs the protocol (pd=vllm or pd=sglang)",
-			        pc->name);
-			return -1;
-		}
-		if ((pc->nbootstraps || pc->bootstrap_port) && pc->pd != PG_PD_SGLANG) {
-			pg_errf(err, errlen, "--pool %s: bootstrap ports are SGLang's (pd=sglang)",
-			        pc->name);
-			return -1;
-		}
-		if (pc->pd == PG_PD_SGLANG && !pc->bootstrap_port &&
-		    pc->nbootstraps < pc->nbackends) {
-			pg_errf(err, errlen,
-			        "--pool %s: pd=sglang needs each prefill instance's bootstrap port "
-			        "(prefill=ADDR@PORT, or bootstrap-port=PORT for all)",
-			        pc->name);
+		if (skip >> p & 1)
+			continue; /* its own errors are told already */
+		if (pc->pd && !pc->decode)
+			e = "needs its decode instances (decode=ADDR,...)";
+		else if (pc->decode && !pc->pd)
+			e = "decode= needs the protocol (pd=vllm or pd=sglang)";
+		else if ((pc->nbootstraps || pc->bootstrap_port) && pc->pd != PG_PD_SGLANG)
+			e = "bootstrap ports are SGLang's (pd=sglang)";
+		else if (pc->pd == PG_PD_SGLANG && !pc->bootstrap_port &&
+		         pc->nbootstraps < pc->nbackends)
+			e = "pd=sglang needs each prefill instance's bootstrap port "
+			    "(prefill=ADDR@PORT, or bootstrap-port=PORT for all)";
+		if (e) {
+			*pool = p;
+			if (pc->pd && !pc->decode)
+				pg_errf(err, errlen, "--pool %s: pd=%s %s", pc->name,
+				        pg_pd_name((enum pg_pd)pc->pd), e);
+			else
+				pg_errf(err, errlen, "--pool %s: %s", pc->name, e);
 			return -1;
 		}
 	}

@@ -23,6 +23,8 @@
  *                                   "nats_connected","peers":[{"id","age_ms",
  *                                   "seq"}]} (control/fleet.h)
  *   GET    /metrics                Prometheus text format 0.0.4 (metrics.h)
+ *   GET    /config                 the configuration as a configuration file
+ *                                  (text/plain; admin_config.c)
  *
  * Unknown paths 404, known paths with another method 405 (with Allow),
  * bodies above PG_ADMIN_BODY_MAX 413. Every JSON reply is

@@ -28,4 +28,8 @@ int pg_admin_routing(struct pg_gateway *gw, bool put, struct pg_str query, const
  * (admin_flow.c). */
 int pg_admin_flow_get(struct pg_gateway *gw, struct pg_admin_reply *r);
 
+/* GET /config: the configuration as a configuration file, each pool's
+ * routing as it is live (admin_config.c). */
+int pg_admin_config_get(struct pg_gateway *gw, struct pg_admin_reply *r);
+
 #endif /* PG_ADMIN_POOLS_H */

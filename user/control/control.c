@@ -92,6 +92,7 @@ static void keep_routing_text(char *text, size_t len)
 int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 {
 	const struct pg_config *cfg = gw->cfg;
+	const uint8_t origin = cfg->conf ? PG_ORIGIN_CONF : PG_ORIGIN_STATIC;
 	struct pg_hostport hp;
 	bool changed = false, names = false;
 	char **list = NULL, *text;
@@ -134,7 +135,9 @@ int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 	}
 	if (pg_resolve_init(cfg, err, errlen))
 		return -1;
-	/* --backend (the default pool), then each --pool's backend= */
+	/* --backend (the default pool), then each --pool's backend=; with a
+	 * configuration file, these are the file's (and the flags' over it),
+	 * which a reload syncs (control_reload.c) */
 	for (unsigned p = 0; p <= cfg->pools.n && rc >= 0; p++) {
 		char *const *list = p ? cfg->pools.pool[p - 1].backends : cfg->backends;
 		size_t nb = p ? cfg->pools.pool[p - 1].nbackends : cfg->nbackends;
@@ -145,17 +148,16 @@ int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 		for (size_t i = 0; i < nb && rc >= 0; i++) {
 			rc = pg_ctl_parse_addr(list[i], &hp, err, errlen);
 			if (!rc && hp.name[0])
-				rc = pg_ctl_name_add(gw, &hp, pool, PG_ORIGIN_STATIC, true, err,
-				                     errlen);
+				rc = pg_ctl_name_add(gw, &hp, pool, origin, true, err, errlen);
 			else if (!rc)
-				rc = pg_ctl_add_one(gw, &hp.addr, pool, PG_ORIGIN_STATIC, true,
-				                    &changed, err, errlen);
+				rc = pg_ctl_add_one(gw, &hp.addr, pool, origin, true, &changed, err,
+				                    errlen);
 		}
 	}
 	if (rc >= 0 && cfg->backends_file) {
 		rc = read_backends_file(gw, false, &list, &n, err, errlen);
 		if (!rc)
-			rc = pg_ctl_sync_file(gw, list, n, &changed, err, errlen);
+			rc = pg_ctl_sync(gw, list, n, PG_ORIGIN_FILE, &changed, err, errlen);
 		pg_backends_free(list, n);
 	}
 	if (rc < 0 || pg_etcd_init(gw, err, errlen))
@@ -229,9 +231,13 @@ int pg_control_reload(struct pg_gateway *gw)
 	size_t len;
 	int ret = 0;
 
+	/* with a configuration file, it says everything, --routing-config's
+	 * content included (control_reload.c) */
+	if (cfg->conf && pg_control_reload_conf(gw))
+		ret = -1;
 	if (cfg->backends_file && reload_backends(gw, "reload"))
 		ret = -1;
-	if (cfg->routing_config) {
+	if (cfg->routing_config && !cfg->conf) {
 		switch (routing_file_changed(cfg->routing_config, &text, &len, err, sizeof(err))) {
 		case -1:
 			pg_error("reload: %s; routing config unchanged", err);

@@ -24,6 +24,7 @@
 #define PG_ORIGIN_STATIC 0x1 /* --backend or POST /backends */
 #define PG_ORIGIN_FILE   0x2 /* --backends-file */
 #define PG_ORIGIN_NAME   0x4 /* a DNS name's answer (pg_ctl.name_of[id]) */
+#define PG_ORIGIN_CONF   0x8 /* the configuration file, or a flag over it (-c) */
 
 /* DNS names given as backends (backend_names.c), at most this many at once. */
 #define PG_MAX_NAMES PG_BACKEND_NAMES_MAX
@@ -39,7 +40,7 @@
 struct pg_name {
 	char host[PG_HOST_MAX];   /* lower case; "": the slot is free */
 	uint16_t port;            /* of every address */
-	uint8_t origin;           /* PG_ORIGIN_STATIC | PG_ORIGIN_FILE */
+	uint8_t origin;           /* PG_ORIGIN_STATIC | PG_ORIGIN_FILE | PG_ORIGIN_CONF */
 	uint8_t pool;             /* the model pool its addresses join (state/pools.h) */
 	bool querying;            /* a query is outstanding */
 	uint8_t state;            /* enum pg_name_state */
@@ -148,10 +149,17 @@ void pg_resolve_process(struct pg_gateway *gw, const struct pollfd *pfd, int n);
 void pg_resolve_settle(struct pg_gateway *gw, unsigned ms);
 void pg_resolve_fini(void);
 
-/* pg_members_sync without the ring rebuild: *changed says if one is due.
- * Returns the number of members added or drained, or -1 with err set. */
-int pg_ctl_sync_file(struct pg_gateway *gw, char *const *list, size_t n, bool *changed, char *err,
-                     size_t errlen);
+/* pg_members_sync without the ring rebuild, for the members of origin
+ * (PG_ORIGIN_FILE, PG_ORIGIN_CONF): *changed says if one is due. Returns
+ * the number of members added or drained, or -1 with err set. */
+int pg_ctl_sync(struct pg_gateway *gw, char *const *list, size_t n, uint8_t origin, bool *changed,
+                char *err, size_t errlen);
+
+/* A reload with a configuration file (control_reload.c): read it and the
+ * command line again; refused whole on any error (logged FILE:LINE), else
+ * what changes live applied and logged, what needs a restart told. 0, or
+ * -1 (refused). */
+int pg_control_reload_conf(struct pg_gateway *gw);
 
 /*
  * The admin connections in pg_ctl.conns (admin_listener.c; the policy is

@@ -375,7 +375,8 @@ static bool backends_reporting(const struct pg_gateway *gw, uint64_t now)
 {
 	unsigned max = pg_max_backend_id(gw), usable = 0;
 
-	if (!gw->cfg->metrics_scrape_ms)
+	/* (a reload may change it, never to or from 0: control_reload.c) */
+	if (!__atomic_load_n(&gw->cfg->metrics_scrape_ms, __ATOMIC_RELAXED))
 		return false;
 	for (unsigned id = 1; id <= max; id++) {
 		const struct pg_backend *b = &gw->maps.backends[id];

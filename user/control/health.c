@@ -15,6 +15,12 @@
 #include "sys/log.h"
 #include "lib/scrape.h"
 
+/* The settings a reload may change (control_reload.c), read as they are
+ * now: each load atomic, the path's with acquire order (the string is
+ * written before it is published). */
+#define LOAD(p)  __atomic_load_n((p), __ATOMIC_RELAXED)
+#define PATH(gw) __atomic_load_n(&(gw)->cfg->health.path, __ATOMIC_ACQUIRE)
+
 /* The two kinds of probe, each on its own schedule. */
 enum kind { K_HEALTH = 0, K_SCRAPE = 1, K_N = 2 };
 
@@ -83,19 +89,21 @@ static void health_done(struct pg_gateway *gw, unsigned id, bool ok, const char 
 {
 	struct pg_health *hc = gw->health;
 	const struct pg_health_cfg *cfg = &gw->cfg->health;
+	const unsigned rise = LOAD(&cfg->rise), fall = LOAD(&cfg->fall);
+	const char *path = PATH(gw);
 	struct pg_backend *b = &gw->maps.backends[id];
 	char name[PG_ADDR_STRLEN];
 	int change;
 
-	change = pg_health_result(&hc->st[id], ok, cfg->rise, cfg->fall);
+	change = pg_health_result(&hc->st[id], ok, rise, fall);
 	if (change < 0) {
 		__atomic_fetch_or(&b->flags, PG_BACKEND_UNHEALTHY, __ATOMIC_RELEASE);
 		pg_warn("backend %s unhealthy after %u failed checks of %s: %s",
-		        pg_backend_name(b, name, sizeof(name)), cfg->fall, cfg->path, why);
+		        pg_backend_name(b, name, sizeof(name)), fall, path ? path : "-", why);
 	} else if (change > 0) {
 		__atomic_fetch_and(&b->flags, (uint16_t)~PG_BACKEND_UNHEALTHY, __ATOMIC_RELEASE);
 		pg_info("backend %s healthy again after %u passed checks",
-		        pg_backend_name(b, name, sizeof(name)), cfg->rise);
+		        pg_backend_name(b, name, sizeof(name)), rise);
 	}
 }
 
@@ -119,7 +127,7 @@ static void scrape_done(struct pg_gateway *gw, unsigned id, bool ok)
 		return;
 	}
 	/* Valid for three intervals: one missed scrape does not drop them. */
-	pg_health_store_scrape(b, s, pg_now_ms() + 3ull * gw->cfg->metrics_scrape_ms);
+	pg_health_store_scrape(b, s, pg_now_ms() + 3ull * LOAD(&gw->cfg->metrics_scrape_ms));
 }
 
 static void finish(struct pg_gateway *gw, enum kind k, unsigned id, bool ok, const char *why)
@@ -144,14 +152,15 @@ static void start(struct pg_gateway *gw, enum kind k, unsigned id, uint64_t now)
 	union pg_sockaddr sa;
 	struct probe *p = &hc->pr[k][id];
 	uint32_t epoch = __atomic_load_n(&b->epoch, __ATOMIC_RELAXED);
-	uint64_t timeout = gw->cfg->health.timeout_ms;
+	uint64_t timeout = LOAD(&gw->cfg->health.timeout_ms);
+	const unsigned scrape_ms = LOAD(&gw->cfg->metrics_scrape_ms);
 
 	if (k == K_HEALTH && hc->st[id].epoch != epoch) /* a new member in this slot */
 		hc->st[id] = (struct pg_health_state){.epoch = epoch};
 	if (k == K_SCRAPE) {
 		pg_scrape_init(&hc->sc[id]);
 		/* A scrape may take up to its interval (at most 10 s). */
-		timeout = gw->cfg->metrics_scrape_ms < 10000 ? gw->cfg->metrics_scrape_ms : 10000;
+		timeout = scrape_ms < 10000 ? scrape_ms : 10000;
 	}
 	pg_backend_addr_get(b, &sa);
 	p->fd = socket(sa.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -212,7 +221,7 @@ static void step(struct pg_gateway *gw, enum kind k, unsigned id, short revents)
 			    req, sizeof(req),
 			    "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: prefixgate-health\r\n"
 			    "Connection: close\r\n\r\n",
-			    gw->cfg->health.path, pg_backend_name(b, name, sizeof(name)));
+			    PATH(gw) ? PATH(gw) : "/", pg_backend_name(b, name, sizeof(name)));
 		else
 			n = snprintf(req, sizeof(req),
 			             "GET /metrics HTTP/1.0\r\nHost: %s\r\n"
@@ -254,8 +263,6 @@ static void *health_main(void *arg)
 {
 	struct pg_health *hc = arg;
 	struct pg_gateway *gw = hc->gw;
-	const unsigned interval[K_N] = {gw->cfg->health.path ? gw->cfg->health.interval_ms : 0,
-	                                gw->cfg->metrics_scrape_ms};
 	struct pollfd pfd[K_N * PG_MAX_BACKENDS];
 	unsigned ids[K_N * PG_MAX_BACKENDS];
 	enum kind kinds[K_N * PG_MAX_BACKENDS];
@@ -264,10 +271,15 @@ static void *health_main(void *arg)
 	while (!__atomic_load_n(&gw->stop, __ATOMIC_RELAXED)) {
 		uint64_t now = pg_now_ms(), wake = now + 100; /* notice gw->stop */
 		unsigned n = 0, hwm = pg_backend_hwm(gw);     /* no probe above it */
+		/* as they are now: a reload may change them */
+		const unsigned interval[K_N] = {PATH(gw) ? LOAD(&gw->cfg->health.interval_ms) : 0,
+		                                LOAD(&gw->cfg->metrics_scrape_ms)};
 
 		for (int k = 0; k < K_N; k++) {
 			if (!interval[k])
 				continue;
+			if (next_round[k] > now + interval[k]) /* shortened by a reload */
+				next_round[k] = now + interval[k];
 			if (now >= next_round[k]) {
 				for (unsigned id = 1; id <= hwm; id++)
 					if (hc->pr[k][id].fd == -1 &&

@@ -295,7 +295,8 @@ int pg_member_remove(struct pg_gateway *gw, const char *addr, char *err, size_t 
 			snprintf(err, errlen, "%s is not a backend", pg_hostport_format(&hp, name));
 			return -ENOENT;
 		}
-		pg_ctl_name_drop(gw, id, PG_ORIGIN_STATIC | PG_ORIGIN_FILE, &changed);
+		pg_ctl_name_drop(gw, id, PG_ORIGIN_STATIC | PG_ORIGIN_FILE | PG_ORIGIN_CONF,
+		                 &changed);
 		if (changed)
 			pg_control_rebuild_ring(gw);
 		return 0;
@@ -312,9 +313,11 @@ int pg_member_remove(struct pg_gateway *gw, const char *addr, char *err, size_t 
 	return id;
 }
 
-/* pg_members_sync without the ring rebuild: *changed says if one is due. */
-int pg_ctl_sync_file(struct pg_gateway *gw, char *const *list, size_t n, bool *changed, char *err,
-                     size_t errlen)
+/* pg_members_sync without the ring rebuild, for the members of one origin
+ * (the backends file's, or the configuration file's): *changed says if
+ * one is due. */
+int pg_ctl_sync(struct pg_gateway *gw, char *const *list, size_t n, uint8_t origin, bool *changed,
+                char *err, size_t errlen)
 {
 	static bool listed[PG_MAX_BACKENDS], listed_name[PG_MAX_NAMES];
 	struct pg_hostport hp;
@@ -340,10 +343,9 @@ int pg_ctl_sync_file(struct pg_gateway *gw, char *const *list, size_t n, bool *c
 			break;
 		if (hp.name[0]) {
 			id = pg_ctl_name_find(&hp);
-			if (id < 0 || !(pg_ctl.names[id].origin & PG_ORIGIN_FILE))
+			if (id < 0 || !(pg_ctl.names[id].origin & origin))
 				count++;
-			rc = pg_ctl_name_add(gw, &hp, (unsigned)pool, PG_ORIGIN_FILE, true, err,
-			                     errlen);
+			rc = pg_ctl_name_add(gw, &hp, (unsigned)pool, origin, true, err, errlen);
 			if (rc >= 0)
 				listed_name[rc] = true;
 			continue;
@@ -352,32 +354,32 @@ int pg_ctl_sync_file(struct pg_gateway *gw, char *const *list, size_t n, bool *c
 		/* The file moved a member of its own to another pool: it drains
 		 * and comes back there (in the same slot). */
 		if (id && gw->maps.backends[id].pool != (unsigned)pool &&
-		    pg_ctl.origin[id] == PG_ORIGIN_FILE &&
+		    pg_ctl.origin[id] == origin &&
 		    !(flags_load(&gw->maps.backends[id]) & PG_BACKEND_DRAINING)) {
 			pg_ctl_drain(gw, id);
 			*changed = true;
 		}
 		if (!id || (flags_load(&gw->maps.backends[id]) & PG_BACKEND_DRAINING))
 			count++;
-		rc = pg_ctl_add_one(gw, &hp.addr, (unsigned)pool, PG_ORIGIN_FILE, true, changed,
-		                    err, errlen);
+		rc = pg_ctl_add_one(gw, &hp.addr, (unsigned)pool, origin, true, changed, err,
+		                    errlen);
 		if (rc > 0)
 			listed[rc] = true;
 	}
 	if (rc >= 0) {
 		for (int k = 0; k < PG_MAX_NAMES; k++) {
-			if (listed_name[k] || !(pg_ctl.names[k].origin & PG_ORIGIN_FILE))
+			if (listed_name[k] || !(pg_ctl.names[k].origin & origin))
 				continue;
-			pg_ctl_name_drop(gw, k, PG_ORIGIN_FILE, changed);
+			pg_ctl_name_drop(gw, k, origin, changed);
 			count++;
 		}
 		for (id = 1; id < PG_MAX_BACKENDS; id++) {
 			uint16_t f = flags_load(&gw->maps.backends[id]);
 
-			if (listed[id] || !(pg_ctl.origin[id] & PG_ORIGIN_FILE) ||
+			if (listed[id] || !(pg_ctl.origin[id] & origin) ||
 			    !(f & PG_BACKEND_ACTIVE) || (f & PG_BACKEND_DRAINING))
 				continue;
-			pg_ctl.origin[id] &= (uint8_t)~PG_ORIGIN_FILE;
+			pg_ctl.origin[id] &= (uint8_t)~origin;
 			if (!pg_ctl.origin[id]) {
 				pg_ctl_drain(gw, id);
 				*changed = true;
@@ -391,7 +393,7 @@ int pg_ctl_sync_file(struct pg_gateway *gw, char *const *list, size_t n, bool *c
 int pg_members_sync(struct pg_gateway *gw, char *const *list, size_t n, char *err, size_t errlen)
 {
 	bool changed = false;
-	int rc = pg_ctl_sync_file(gw, list, n, &changed, err, errlen);
+	int rc = pg_ctl_sync(gw, list, n, PG_ORIGIN_FILE, &changed, err, errlen);
 
 	/* Even after an error, what was added is in the table: publish it. */
 	if (changed)

@@ -16,7 +16,8 @@ void pg_log(enum pg_log_level level, const char *fmt, ...)
 	va_list ap;
 	int n;
 
-	if ((int)level > pg_log_level)
+	/* a reload may change it (--log-level) */
+	if ((int)level > __atomic_load_n(&pg_log_level, __ATOMIC_RELAXED))
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);

@@ -16,7 +16,7 @@ void pg_log(enum pg_log_level level, const char *fmt, ...) __attribute__((format
 #define pg_info(...)  pg_log(PG_LOG_INFO, __VA_ARGS__)
 #define pg_debug(...)                                                                              \
 	do {                                                                                       \
-		if (pg_log_level >= PG_LOG_DEBUG)                                                  \
+		if (__atomic_load_n(&pg_log_level, __ATOMIC_RELAXED) >= PG_LOG_DEBUG)              \
 			pg_log(PG_LOG_DEBUG, __VA_ARGS__);                                         \
 	} while (0)
 

@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A configuration written back as a configuration file (config.h
+ * pg_config_render: GET /config, prefixgatectl config), and the options
+ * two configurations differ in (pg_config_diff: what a reload tells).
+ * Both go by the table of flags, so every option is written by the one
+ * value function below. Pure: text into a buffer.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "config/config.h"
+#include "config/config_internal.h"
+#include "config/config_opts.h"
+#include "lib/buf.h"
+#include "lib/conf.h"
+#include "lib/pd.h"
+
+/* Room for one option's value as the file writes it. */
+#define VALUE_MAX 2048
+
+/* The string at a const char * field of cfg, or NULL. */
+static const char *str_at(const struct pg_config *cfg, size_t off)
+{
+	return *(const char *const *)(const void *)((const char *)cfg + off);
+}
+
+/*
+ * Option id's value in cfg, quoted as the file needs, into buf: the value
+ * text, or NULL when the option is not set (no default, nothing given) or
+ * is not one value (backend, pool, tenant, and the command line's own).
+ * A routing option's value is cfg->route's (the gateway's).
+ */
+static const char *value(const struct pg_config *cfg, enum opt_id id, char *buf, size_t cap)
+{
+	const struct pg_opt *o = &pg_opts[id];
+	char tmp[VALUE_MAX];
+	const char *s = NULL;
+
+	if (o->cli || id == O_BACKEND || id == O_POOL || id == O_TENANT)
+		return NULL;
+	if (o->max) {
+		const char *base = o->route ? (const char *)&cfg->route : (const char *)cfg;
+
+		snprintf(buf, cap, "%" PRIu32, *(const uint32_t *)(const void *)(base + o->field));
+		return buf;
+	}
+	if (o->flag)
+		return snprintf(buf, cap, "%s",
+		                *(const bool *)(const void *)((const char *)cfg + o->field)
+		                    ? "on"
+		                    : "off"),
+		       buf;
+	if (o->str)
+		s = str_at(cfg, o->field);
+	switch (id) {
+	case O_LISTEN:
+	case O_ADMIN:
+		s = pg_addr_format(id == O_LISTEN ? &cfg->listen : &cfg->admin, tmp);
+		break;
+	case O_BACKENDS_FILE:
+		s = cfg->backends_file;
+		break;
+	case O_RESOLVER:
+		s = cfg->resolver;
+		break;
+	case O_STRATEGY:
+		s = pg_strategy_flag(cfg->route.strategy);
+		break;
+	case O_ROUTING_CONFIG:
+		s = cfg->routing_config;
+		break;
+	case O_DATA_PATH:
+		s = pg_data_paths[cfg->data_path];
+		break;
+	case O_PIN_PATH:
+		s = cfg->pin_path;
+		break;
+	case O_BPF_CGROUP:
+		s = cfg->bpf_cgroup;
+		break;
+	case O_HC_PATH:
+		s = cfg->health.path ? cfg->health.path : "none";
+		break;
+	case O_LOAD_SIGNAL:
+		s = pg_load_signal_name(cfg->load_signal);
+		break;
+	case O_FLOW_TENANT:
+		if (cfg->flow.tenant_src == PG_TENANT_HEADER)
+			snprintf(tmp, sizeof(tmp), "header:%s", cfg->flow.tenant_header);
+		s = cfg->flow.tenant_src == PG_TENANT_HEADER ? tmp
+		    : cfg->flow.tenant_src == PG_TENANT_USER ? "user"
+		                                             : "bearer";
+		break;
+	case O_USER:
+		s = cfg->user;
+		break;
+	case O_ADMIN_TOKEN:
+		/* never written: the file that gave it, or nothing */
+		s = cfg->admin_token && !cfg->admin_token_file ? cfg->admin_token : NULL;
+		break;
+	case O_ADMIN_TOKEN_FILE:
+		s = cfg->admin_token_file;
+		break;
+	case O_ACCESS_LOG:
+		s = cfg->access_log;
+		break;
+	case O_LOG_LEVEL:
+		s = cfg->log_level >= 0 && cfg->log_level < PG_NLOG_LEVELS
+		        ? pg_log_levels[cfg->log_level]
+		        : "info";
+		break;
+	case O_NATS:
+		s = cfg->nats_url;
+		break;
+	case O_NATS_CLUSTER:
+		s = cfg->nats_cluster;
+		break;
+	case O_GATEWAY_ID:
+		s = cfg->gateway_id;
+		break;
+	default:
+		break;
+	}
+	if (!s)
+		return NULL;
+	if (!pg_conf_word(s, buf, cap))
+		snprintf(buf, cap, "\"(a value the file cannot hold)\"");
+	return buf;
+}
+
+void pg_config_diff(const struct pg_config *a, const struct pg_config *b,
+                    void (*fn)(void *arg, const char *name, bool live, const char *was,
+                               const char *now),
+                    void *arg)
+{
+	char va[VALUE_MAX], vb[VALUE_MAX];
+
+	for (size_t id = 0; id < PG_NOPTS; id++) {
+		const char *x, *y;
+
+		if (pg_opts[id].route)
+			continue;
+		x = value(a, (enum opt_id)id, va, sizeof(va));
+		y = value(b, (enum opt_id)id, vb, sizeof(vb));
+		if (!x && !y)
+			continue;
+		if (x && y && !strcmp(x, y))
+			continue;
+		if (id == O_ADMIN_TOKEN)
+			x = x ? "(a token)" : NULL, y = y ? "(another token)" : NULL;
+		fn(arg, pg_opts[id].name, pg_opts[id].live, x ? x : "(none)", y ? y : "(none)");
+	}
+}
+
+/* "    name word word;\n", each word quoted as needed. */
+static void line(struct pg_buf *out, const char *indent, const char *name, char *const *w, size_t n)
+{
+	char q[VALUE_MAX];
+
+	pg_buf_printf(out, "%s%s", indent, name);
+	for (size_t i = 0; i < n; i++)
+		pg_buf_printf(out, " %s", pg_conf_word(w[i], q, sizeof(q)) ? q : "\"?\"");
+	pg_buf_puts(out, ";\n");
+}
+
+/* The routing directives of rc: all (a pool's), or those that differ
+ * from def (the gateway's). */
+static void routing(struct pg_buf *out, const char *indent, const struct pg_route_cfg *rc,
+                    const struct pg_route_cfg *def)
+{
+	static const enum opt_id nums[] = {O_PREFIX_LENGTH, O_CONCURRENCY, O_CA_CHOICES,
+	                                   O_FLOW_QUEUE_MS, O_FLOW_DEADLINE};
+
+	if (!def || rc->strategy != def->strategy)
+		pg_buf_printf(out, "%sstrategy %s;\n", indent, pg_strategy_flag(rc->strategy));
+	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+		const struct pg_opt *o = &pg_opts[nums[i]];
+		uint32_t v = *(const uint32_t *)(const void *)((const char *)rc + o->field);
+
+		if (!def || v != *(const uint32_t *)(const void *)((const char *)def + o->field))
+			pg_buf_printf(out, "%s%s %" PRIu32 ";\n", indent, o->name, v);
+	}
+}
+
+/* A prefill/decode pool's own keys: its members as prefill (each with its
+ * bootstrap port), its decode set's as decode. */
+static void pd_keys(struct pg_buf *out, const struct pg_pool_table *t, const struct pg_pool_cfg *pc)
+{
+	const struct pg_pool_cfg *dc = &t->pool[pc->decode];
+	char q[VALUE_MAX];
+
+	pg_buf_printf(out, "    pd %s;\n", pg_pd_name((enum pg_pd)pc->pd));
+	if (pc->nbackends) {
+		pg_buf_puts(out, "    prefill");
+		for (size_t i = 0; i < pc->nbackends; i++) {
+			char w[VALUE_MAX];
+
+			snprintf(w, sizeof(w), "%s", pc->backends[i]);
+			for (size_t b = 0; b < pc->nbootstraps; b++)
+				if (!strcmp(pc->bootstraps[b].addr, pc->backends[i]))
+					snprintf(w, sizeof(w), "%s@%u", pc->backends[i],
+					         pc->bootstraps[b].port);
+			pg_buf_printf(out, " %s", pg_conf_word(w, q, sizeof(q)) ? q : "\"?\"");
+		}
+		pg_buf_puts(out, ";\n");
+	}
+	if (pc->decode && dc->nbackends)
+		line(out, "    ", "decode", dc->backends, dc->nbackends);
+	pg_buf_printf(out, "    pd-min-tokens %" PRIu32 ";\n", pc->pd_min_tokens);
+	if (pc->bootstrap_port)
+		pg_buf_printf(out, "    bootstrap-port %u;\n", pc->bootstrap_port);
+}
+
+static void pool_block(struct pg_buf *out, const struct pg_pool_table *t,
+                       const struct pg_pool_cfg *pc, const struct pg_route_cfg *rc)
+{
+	char q[VALUE_MAX];
+
+	pg_buf_printf(out, "\npool %s {\n", pg_conf_word(pc->name, q, sizeof(q)) ? q : "?");
+	if (pc->nmodels)
+		line(out, "    ", "model", pc->models, pc->nmodels);
+	if (pc->npaths)
+		line(out, "    ", "path", pc->paths, pc->npaths);
+	if (pc->pd)
+		pd_keys(out, t, pc);
+	else if (pc->nbackends && !pc->decode_set) /* (a decode set's: its pool's decode) */
+		line(out, "    ", "backend", pc->backends, pc->nbackends);
+	routing(out, "    ", rc, NULL);
+	pg_buf_puts(out, "}\n");
+}
+
+void pg_config_render(const struct pg_config *cfg, const struct pg_route_cfg *live,
+                      struct pg_buf *out)
+{
+	struct pg_config *def = malloc(sizeof(*def));
+	const struct pg_pool_table *t = &cfg->pools;
+	const struct pg_route_cfg *rc0 = live ? &live[0] : t->n ? &t->pool[0].route : &cfg->route;
+	char v[VALUE_MAX], d[VALUE_MAX], e[256];
+
+	pg_buf_puts(out, "# prefixgate's configuration as it runs (GET /config): the file and the "
+	                 "flags\n# merged, each pool's routing as it is live; options at their "
+	                 "defaults\n# are left out (prefixgate --help lists them).\n");
+	if (!def || pg_config_defaults(def, e, sizeof(e))) {
+		pg_buf_puts(out, "# out of memory\n");
+		free(def);
+		return;
+	}
+	for (size_t id = 0; id < PG_NOPTS; id++) {
+		const struct pg_opt *o = &pg_opts[id];
+		const char *x = value(cfg, (enum opt_id)id, v, sizeof(v)), *y;
+
+		if (id == O_BACKEND && cfg->nbackends)
+			line(out, "", "backend", cfg->backends, cfg->nbackends);
+		if (id == O_STRATEGY)
+			routing(out, "", rc0, &def->route);
+		if (id == O_ADMIN_TOKEN && x) {
+			pg_buf_puts(out,
+			            "# admin-token: given, not shown (admin-token-file keeps it "
+			            "out of sight)\n");
+			continue;
+		}
+		if (!x || (o->route && id != O_FLOW_CONTROL))
+			continue; /* routing-config: its values are written above */
+		y = value(def, (enum opt_id)id, d, sizeof(d));
+		if (!y || strcmp(x, y))
+			pg_buf_printf(out, "%s %s;\n", o->name, x);
+	}
+	for (unsigned p = 0; p < t->n; p++)
+		if (p || t->pool[0].declared || t->pool[0].nmodels || t->pool[0].npaths ||
+		    t->pool[0].nbackends)
+			pool_block(out, t, &t->pool[p], live ? &live[p] : &t->pool[p].route);
+	for (size_t i = 0; i < cfg->flow.ntenants; i++) {
+		const struct pg_tenant_cfg *tc = &cfg->flow.tenants[i];
+
+		pg_buf_printf(out, "\ntenant %s {", pg_conf_word(tc->name, v, sizeof(v)) ? v : "?");
+		if (tc->weight != 1)
+			pg_buf_printf(out, " weight %" PRIu32 ";", tc->weight);
+		if (tc->prio >= 0 && tc->prio < PG_PRIO_COUNT)
+			pg_buf_printf(out, " priority %s;", pg_prio_names[tc->prio]);
+		pg_buf_puts(out, " }\n");
+	}
+	pg_config_free(def);
+	free(def);
+}
