@@ -15,8 +15,9 @@ distinct blocks), one CACHE_AWARE prefixgate, one pgload per tenant, all at
 once. Tenant B replays the trace's first requests [0, NB) at load 0.109 of
 the fleet's prefill capacity; tenant A the next [NB, N) at 1.09, ten times
 B's rate: together 1.2x the capacity. NB is chosen so that both slices
-last as long in wall time (A takes the rest of the N requests: all 12,031
-by default). Each tenant's block ids are its own text (SEED_A, SEED_B).
+last as long in wall time (A takes the rest of the first N requests,
+--requests, 10,000 by default). Each tenant's block ids are its own text
+(SEED_A, SEED_B).
 Durations given to the gateway are the model's / K (flowrun.py):
 InstanceQueueMs 50 model ms (--queue-ms), --flow-starve-ms 5,000 (its
 default, --starve-ms), deadlines.
@@ -41,16 +42,21 @@ default, --starve-ms), deadlines.
   6. overhead: the gateway's p50 latency with flow control on and off (and
      a second gateway with it off: the noise), --overhead-rounds rounds of
      --overhead-s s at --overhead-rate req/s, instances that answer at once.
-  7. sweep: run 2 again at each InstanceQueueMs of --sweep (model ms; run
-     2's own is one more point): B's p99 and the throughput against each.
+  7. sweep: run 2 again at each InstanceQueueMs of --sweep (model ms:
+     25, 100, 200; run 2's 50 is one more point): B's p99 and the
+     throughput against each. 200 model ms is 50 wall ms at K 4: the
+     default as the gateway would take it in a run that did not scale it.
 
 Per run, a table in model time: per tenant TTFT mean/p50/p90/p99, 429s,
 wait in the gateway (access log: mean, p99), hit rate (its own cached
 tokens / prompt tokens); for the run, output tokens and requests completed
 per model second, over the whole run (all tenants, first start to last
 completion) and in the saturated window (flowrun.py: the last four fifths
-of the arrivals), the fleet's hit rate, the gateway's queue (GET /flow:
-mean, max) and its counters, the instances' waiting requests.
+of the arrivals; the fleet's prefill tokens/s there against its
+capacity), the fleet's hit rate, the gateway's queue (GET /flow: mean,
+max) and its counters, the instances' waiting requests, the instances
+idle while work waited (sampled: those with nothing to prefill, and of
+those the ones the gateway knew it had no request on), the CPUs busy.
 
 Throughput. Every request of runs 2 and 3 completes, so over the whole run
 both complete the same tokens, and the ratio of their rates is that of
@@ -71,12 +77,16 @@ JSON and CSV, each run's access log, flow-ttft.png (B's and critical's
 TTFT CDF in runs 1-4), in the results directory (default
 <build>/bench/<date>, as bench.py).
 
-Wall time. A and B's slices last 64 s at K 4 with all 12,031 requests,
-then the backlog of 1.2x and the last decodes (up to 2,000 tokens: 12.5 s
-at K 4): about 80-100 s a run; 4 runs, 3 sweep points and the overhead
-rounds take about 12 minutes on the 2-CPU development VM. Quick (about
-4 minutes: 3,000 requests, no sweep, 3 overhead rounds):
+Wall time. A and B's slices last 54 s at K 4 with 10,000 requests, then
+the backlog of 1.2x and the last decodes (up to 2,000 tokens: 12.5 s at
+K 4): 60-100 s a run; 5 runs, 3 sweep points and the overhead rounds take
+about 12 minutes on the 2-CPU development VM (it prints its estimate
+first). Quick (about 4 minutes: 3,000 requests, no sweep, 3 overhead
+rounds of 3 s):
   python3 tools/bench/flow.py --build build --quick
+One run, or a few (--only), with other gateway flags (--gw-args):
+  python3 tools/bench/flow.py --build build --only on,off --gw-args \
+      "--metrics-scrape-interval 1000"
 """
 import argparse
 import json
@@ -102,9 +112,11 @@ QUEUE_MS = 50  # model ms: FlowControlConfig.InstanceQueueMs's default
 STARVE_MS = 5000  # model ms: --flow-starve-ms's default
 DEADLINE_MS = 10000  # model ms: the sheddable flood's deadline
 STARVE_PAST = 2  # run 4b: --flow-starve-ms this x the deadline
-SWEEP = (25, 100)  # model ms, beside run 2's 50
+SWEEP = (25, 100, 200)  # model ms, beside run 2's 50
+REQUESTS = 10000  # of the trace's 12,031: the part fits in about 12 minutes
 OVERHEAD_ROUNDS, OVERHEAD_RATE, OVERHEAD_S = 6, 500, 4.0
 QUICK_REQUESTS = 3000
+RUNS = ("alone", "on", "off", "classes", "classes-nostarve")  # and sweep-Q
 DRAIN_S = 25  # a rough allowance per run: start-up, the backlog, the last decodes
 
 
@@ -143,7 +155,7 @@ def plan(opts):
                          "starve_ms": STARVE_PAST * opts.deadline_ms})]
     p += [("sweep-%g" % q, "7. sweep: A + B, InstanceQueueMs %g model ms" % q, [a, b], on(q))
           for q in opts.sweep if q != opts.queue_ms]
-    return p
+    return [x for x in p if not opts.only or x[0] in opts.only]
 
 
 def expected_s(opts, todo):
@@ -167,7 +179,7 @@ class Part:
             "kv_capacity_tokens": tracerun.capacity(), "requests": opts.requests,
             "slices": {"B": [0, nb], "A": [nb, nb + na]}, "loads": {"A": LOAD_A, "B": LOAD_B},
             "queue_ms": opts.queue_ms, "starve_ms": opts.starve_ms,
-            "deadline_ms": opts.deadline_ms, "sweep": opts.sweep,
+            "deadline_ms": opts.deadline_ms, "sweep": opts.sweep, "gw_args": opts.gw_args,
             "overhead": {"rounds": opts.overhead_rounds, "rate": opts.overhead_rate,
                          "seconds": opts.overhead_s}},
             "runs": {}, "titles": {}, "overhead": None, "failed": []}
@@ -234,8 +246,9 @@ def options(argv=None):
     ap.add_argument("--out", help="results directory (default <build>/bench/<date>)")
     ap.add_argument("--time-scale", type=float, default=runs.SCALE,
                     help="the instances' --time-scale K (default %(default)g)")
-    ap.add_argument("--requests", type=int, default=0,
-                    help="trace requests A and B share (default: all 12,031)")
+    ap.add_argument("--requests", type=int, default=REQUESTS,
+                    help="trace requests A and B share, the trace's first (default "
+                    "%(default)s; 0: all 12,031)")
     ap.add_argument("--queue-ms", type=float, default=QUEUE_MS,
                     help="InstanceQueueMs, model ms (default %(default)g)")
     ap.add_argument("--starve-ms", type=float, default=STARVE_MS,
@@ -251,6 +264,12 @@ def options(argv=None):
                     help="run 6: req/s (default %(default)g)")
     ap.add_argument("--overhead-s", type=float, default=OVERHEAD_S,
                     help="run 6: seconds per gateway and round (default %(default)g)")
+    ap.add_argument("--gw-args", default="",
+                    help="more prefixgate flags for every run's gateway, space-separated "
+                    "(not the overhead rounds')")
+    ap.add_argument("--only", default="",
+                    help="only these runs, comma-separated, of %s, sweep-Q (default: all)"
+                    % ",".join(RUNS))
     ap.add_argument("--quick", action="store_true",
                     help="%d requests, no sweep, 3 overhead rounds of 3 s (unless given)"
                     % QUICK_REQUESTS)
@@ -274,6 +293,11 @@ def options(argv=None):
         o.sweep = [float(x) for x in o.sweep.split(",") if x]
     except ValueError:
         ap.error("--sweep: numbers, comma-separated")
+    o.gw_args = o.gw_args.split()
+    o.only = [x for x in o.only.split(",") if x]
+    bad = [x for x in o.only if x not in RUNS and not x.startswith("sweep-")]
+    if bad:
+        ap.error("--only: no run %s (have %s, sweep-Q)" % (",".join(bad), ",".join(RUNS)))
     if not (o.time_scale > 0 and o.queue_ms > 0 and o.starve_ms > 0 and o.deadline_ms > 0
             and all(q > 0 for q in o.sweep)):
         ap.error("--time-scale, --queue-ms, --starve-ms, --deadline-ms, --sweep: > 0")

@@ -86,24 +86,34 @@ def run_table(k, title, r):
             t["out_tokens"] / r["makespan_s"] if r["makespan_s"] else 0))
         if t["failed_other"]:
             lines.append("%10s %d requests failed (not 429)" % ("", t["failed_other"]))
-    q, fq, w = r["queue"], r.get("flow_queue"), r["window"]
+    q, w = r["queue"], r["window"]
     lines.append("  run: %.0f output tokens/s, %.2f requests/s completed over %.0f s; from %.0f "
-                 "to %.0f s: %.0f output tokens/s, %.2f first tokens/s, %.0f prefill tokens/s" % (
+                 "to %.0f s: %.0f output tokens/s, %.2f first tokens/s, %.0f prefill tokens/s "
+                 "(%.0f%% of the fleet's)" % (
                      r["output_tokens_per_s"], r["req_per_s"], r["makespan_s"], w["from_s"],
                      w["to_s"], w["output_tokens_per_s"], w["first_tokens_per_s"],
-                     w["prefill_tokens_per_s"]))
+                     w["prefill_tokens_per_s"],
+                     100.0 * w["prefill_tokens_per_s"] * r["scale"] / r["capacity_tokens_per_s"]))
     lines.append("  fleet hit rate %.3f; instances' waiting requests mean %s, max %s; CPUs busy: "
                  "%s" % (r["hit_rate"], "%.1f" % q["waiting_mean"]
                          if q.get("waiting_mean") is not None else "-",
                          f0(q.get("waiting_max")), cpu_text(r.get("cpu"))))
+    if q.get("idle_pct") is not None:
+        lines.append("  while work waited (%d samples): instances idle %.1f%% of the time, %.1f%% "
+                     "with none of the gateway's requests there (its predicted wait for them: "
+                     "median %s wall ms%s)" % (
+                         q["busy_samples"], q["idle_pct"], q["idle_known_pct"],
+                         "%.1f" % q["idle_known_pred_ms"] if q["idle_known_pred_ms"] is not None
+                         else "-", "; InstanceQueueMs %d wall ms" % wall_ms(
+                             r["flow"]["queue_ms"], r["scale"]) if r["flow"] else ""))
     fe = r.get("flow_end")
-    if fq and fe:
+    if fe:
         p = fe["pools"][0]
         lines.append("  gateway queue (GET /flow): mean %s, max %s waiting; enqueued %d, "
                      "dispatched %d, mean wait %s ms; expired %d, late %d, shed %d, refused %d, "
                      "gone %d, bypassed %d" % (
-                         "%.1f" % fq["queued_mean"] if fq["queued_mean"] is not None else "-",
-                         f0(fq["queued_max"]), p["enqueued"], p["dispatched"],
+                         "%.1f" % q["queued_mean"] if q["queued_mean"] is not None else "-",
+                         f0(q["queued_max"]), p["enqueued"], p["dispatched"],
                          f0(p["wait_ms_total"] * r["scale"] / p["dispatched"])
                          if p["dispatched"] else "-", p["expired"], p["late"], p["shed"],
                          p["refused"], p["gone"], p["bypassed"]))
@@ -154,19 +164,19 @@ def sweep_lines(res):
     alone, off = res["runs"].get("alone"), res["runs"].get("off")
     lines = ["7. InstanceQueueMs sweep (run 2's load; ratios against run 1's B p99 and run 3's "
              "output tokens/s in the saturated window)",
-             "%9s %7s %8s %8s %8s %9s %9s %7s %8s %7s" % (
+             "%9s %7s %8s %8s %8s %9s %9s %7s %8s %7s %6s" % (
                  "model ms", "wall ms", "B p99", "vs alone", "A p99", "A mean", "out t/s",
-                 "vs off", "hit", "queued")]
+                 "vs off", "hit", "queued", "idle")]
     best = None
     for q, k in pts:
         r = res["runs"][k]
         rb, rt = ratio(p99(r, "B"), p99(alone, "B")), ratio(wtps(r), wtps(off))
-        fq = r.get("flow_queue") or {}
-        lines.append("%9g %7d %8s %8s %8s %9s %9.0f %7s %8.3f %7s" % (
+        fq = r["queue"]
+        lines.append("%9g %7d %8s %8s %8s %9s %9.0f %7s %8.3f %7s %6s" % (
             q, wall_ms(q, c["time_scale"]), f0(p99(r, "B")), fx(rb), f0(p99(r, "A")),
             f0(r["tenants"]["A"]["ttft_ms"]["mean"]), wtps(r), fx(rt),
             r["hit_rate"], "%.0f" % fq["queued_mean"] if fq.get("queued_mean") is not None
-            else "-"))
+            else "-", "%.1f%%" % fq["idle_pct"] if fq.get("idle_pct") is not None else "-"))
         ok = rb is not None and rb <= B_VS_ALONE and rt is not None and rt >= TPUT_VS_OFF
         if ok and (best is None or rb < best[1]):
             best = (q, rb, rt)
@@ -207,13 +217,21 @@ def overhead_lines(res):
               "added p50, on - off, per round: median %+.1f us (spread %+.1f to %+.1f); two "
               "identical gateways (copy - off): median %+.1f us (spread %+.1f to %+.1f)" % (
                   med(d_on), min(d_on), max(d_on), med(d_aa), min(d_aa), max(d_aa))]
+    r_on = [a["route_us"] - b["route_us"] for a, b in zip(o["on"], o["off"])
+            if a["route_us"] is not None and b["route_us"] is not None]
+    r_aa = [a["route_us"] - b["route_us"] for a, b in zip(o["off-copy"], o["off"])
+            if a["route_us"] is not None and b["route_us"] is not None]
+    if r_on and r_aa:
+        lines.append("routing latency, on - off, per round: median %+.2f us (spread %+.2f to "
+                     "%+.2f); copy - off: median %+.2f us (spread %+.2f to %+.2f)" % (
+                         med(r_on), min(r_on), max(r_on), med(r_aa), min(r_aa), max(r_aa)))
     errs = sum(x["errors"] for p in OVERHEAD_PATHS for x in o[p])
     if errs:
         lines.append("  %d requests failed" % errs)
     noise = max(abs(min(d_aa)), abs(max(d_aa)))
     return lines + [""], {"added_p50_us": med(d_on), "spread": [min(d_on), max(d_on)],
                           "aa_spread": [min(d_aa), max(d_aa)], "noise_us": noise,
-                          "route_added_us": rl["on"] - rl["off"]}
+                          "route_added_us": med(r_on) if r_on else None}
 
 
 def target_lines(res, late_total, ov):
@@ -271,7 +289,10 @@ def target_lines(res, late_total, ov):
              "%+.1f us (rounds %+.1f to %+.1f)" % (ov["added_p50_us"], ov["spread"][0],
                                                   ov["spread"][1]),
              ov["added_p50_us"] <= ADDED_P50_US,
-             "; noise: identical gateways differ by up to %.1f us" % ov["noise_us"]
+             " (within the noise: two identical gateways differ by up to %.1f us; the "
+             "gateway's own routing latency: %s)" % (
+                 ov["noise_us"], "-" if ov["route_added_us"] is None
+                 else "%+.2f us" % ov["route_added_us"])
              if ov["noise_us"] >= abs(ov["added_p50_us"]) else "")
     else:
         line("flow control's added p50 <= %g us" % ADDED_P50_US, "not run", None)

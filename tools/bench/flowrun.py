@@ -33,8 +33,11 @@ arrival; a request's output tokens spread evenly from its first token to
 its end), there also the requests whose prefill ended and the prompt
 tokens those prefilled; the fleet's hit rate
 (the instances' counters), requests that reached an instance (theirs),
-the gateway's queue (GET /flow every half wall second: mean, max; its
-counters at the end), the instances' waiting requests, the CPU time of
+the gateway's queue (GET /flow: mean, max; its counters at the end), the
+instances' waiting requests, the instances idle while work waited (with
+nothing to prefill, sampled every quarter wall second, and of those the
+ones the gateway knew had none of its requests: its room check took
+them for full), the CPU time of
 the gateway, the instances, the kernel's threads and everything else
 (pgload, other jobs) while the tenants ran: on 2 CPUs the instances'
 timers run late when the CPUs are busy, and every lag counts K times.
@@ -64,7 +67,8 @@ from netutil import metric_family
 
 INSTANCE_ARGS = ["--no-cache-output"]  # with --time-scale and --kv-capacity-tokens
 MAX_CONNS = tracerun.MAX_CONNS  # per pgload process
-FLOW_PERIOD_S = 0.5  # GET /flow this often
+SAMPLE_S = 0.25  # the instances' queues and the gateway's, this often (Sampler)
+MATCH_BODY = json.dumps({"model": "m", "prompt": "x", "max_tokens": 1})
 # a 1 KiB chat body, one output token, not streamed (the overhead rounds)
 SMALL = ["--workload", "fixed", "--body-bytes", "1024", "--no-stream", "--max-tokens", "1",
          "--seed", "1"]
@@ -113,32 +117,63 @@ def gateway_args(flow, scale, alog):
     return args
 
 
-class FlowSampler(threading.Thread):
-    """The gateway's queue (GET /flow: its first pool's queued requests, by
-    class) every period s."""
+class Sampler(threading.Thread):
+    """Every period s: each instance's prefill queue (mockllm's POST
+    /mock/match: queue_tokens, the prefill still ahead; waiting), the
+    gateway's view of it (GET /backends: its own requests there before
+    their first token, its predicted wait) and, flow: the gateway's queue
+    (GET /flow: its first pool's requests waiting, by class)."""
 
-    def __init__(self, admin, period=FLOW_PERIOD_S):
+    def __init__(self, gw, ports, flow, period=SAMPLE_S):
         super().__init__(daemon=True)
-        self.admin, self.period = admin, period
-        self.samples = []  # (queued, {class: queued})
+        self.gw, self.ports, self.flow, self.period = gw, ports, flow, period
+        self.samples = []  # (gateway queued or None, [(queue_tokens, waiting, own, pred_ms)])
         self.halt = threading.Event()
+
+    def sample(self):
+        queued = None
+        if self.flow:
+            queued = json.loads(fleet.get(self.gw.admin, "/flow", 1.0))["pools"][0]["queued"]
+        view = {b["address"]: b["load"] for b in json.loads(fleet.get(self.gw.admin,
+                                                                       "/backends", 1.0))}
+        row = []
+        for p in self.ports:
+            m = json.loads(fleet.http(p, "/mock/match/v1/completions", "POST", MATCH_BODY, 1.0))
+            v = view["127.0.0.1:%d" % p]
+            row.append((m["queue_tokens"], m["waiting"], v["prefill_queue_requests"],
+                        v["predicted_wait_ms"]))
+        return queued, row
 
     def run(self):
         while not self.halt.wait(self.period):
             try:
-                p = json.loads(fleet.get(self.admin, "/flow", 1.0))["pools"][0]
-                self.samples.append((p["queued"], p["queued_class"]))
+                self.samples.append(self.sample())
             except (OSError, ValueError, KeyError, IndexError):
                 pass  # a sample lost, not the run
 
     def finish(self):
+        """The instances' waiting requests (mean, max); the gateway's queue
+        (mean, max); and, over the samples where work waited (in the
+        gateway, or at an instance), the instances with nothing to prefill
+        (idle_pct of instance samples), of those the ones the gateway
+        counted none of its own requests at (idle_known_pct), and their
+        predicted wait as the gateway saw it (median, wall ms)."""
         self.halt.set()
         self.join(5)
-        q = [s[0] for s in self.samples]
-        return {"queued_mean": sum(q) / len(q) if q else None,
-                "queued_max": max(q) if q else None, "samples": len(q),
-                "queued_class_max": {c: max(s[1][c] for s in self.samples)
-                                     for c in (self.samples[0][1] if self.samples else {})}}
+        flat = [x for _, row in self.samples for x in row]
+        q = [s[0] for s in self.samples if s[0] is not None]
+        busy = [row for g, row in self.samples if (g or 0) > 0 or any(x[1] for x in row)]
+        idle = [x for row in busy for x in row if x[0] == 0]
+        known = sorted(x[3] for x in idle if x[2] == 0)
+        n = sum(len(row) for row in busy)
+        return {"waiting_mean": sum(x[1] for x in flat) / len(flat) if flat else None,
+                "waiting_max": max(x[1] for x in flat) if flat else None,
+                "samples": len(self.samples),
+                "queued_mean": sum(q) / len(q) if q else None, "queued_max": max(q) if q else None,
+                "busy_samples": len(busy),
+                "idle_pct": 100.0 * len(idle) / n if n else None,
+                "idle_known_pct": 100.0 * len(known) / n if n else None,
+                "idle_known_pred_ms": known[len(known) // 2] if known else None}
 
 
 def pgloads(build, target, jobs, logdir, timeout):
@@ -303,15 +338,13 @@ def replay(opts, out, name, tenants, flow):
     inst = fleet.Instances(opts.build, tracerun.INSTANCES, logdir,
                            ["--time-scale", "%g" % scale, "--kv-capacity-tokens",
                             str(tracerun.capacity())] + INSTANCE_ARGS)
-    gw = sampler = fsampler = None
+    gw = sampler = None
     try:
-        gw = fleet.Gateway(opts.build, inst.addrs(), logdir, gateway_args(flow, scale, alog))
+        gw = fleet.Gateway(opts.build, inst.addrs(), logdir,
+                           gateway_args(flow, scale, alog) + opts.gw_args)
         before = tracerun.counters(inst.ports)
-        sampler = tracerun.QueueSampler(inst.ports)
+        sampler = Sampler(gw, inst.ports, flow)
         sampler.start()
-        if flow:
-            fsampler = FlowSampler(gw.admin)
-            fsampler.start()
         jobs = []
         for t in tenants:
             label = "%s-%s" % (name, t["name"])
@@ -331,15 +364,15 @@ def replay(opts, out, name, tenants, flow):
                         span + tracerun.PGLOAD_SLACK_S)
         c1, t1 = cpu.cpu_ns_by_role(roles, others=True), time.monotonic()
         after = tracerun.counters(inst.ports)
-        res = {"queue": sampler.finish(), "flow_queue": fsampler.finish() if fsampler else None,
+        res = {"queue": sampler.finish(),
                "flow_end": json.loads(fleet.get(gw.admin, "/flow")) if flow else None}
         # CPU time while the tenants ran, in CPUs (1.0: one CPU all along)
-        res["cpu"] = {k: (c1[k] - c0.get(k, 0)) / 1e9 / (t1 - t0) for k in c1}
+        # (processes that ended meanwhile take their time with them: "other"
+        # can come out below 0, shown as 0)
+        res["cpu"] = {k: max(0.0, (c1[k] - c0.get(k, 0)) / 1e9 / (t1 - t0)) for k in c1}
         res["dropped_log_records"] = fleet.prom(fleet.get(gw.admin, "/metrics"),
                                                 "prefixgate_access_log_dropped_total")
     finally:
-        if fsampler:
-            fsampler.halt.set()
         if sampler:
             sampler.halt.set()
         if gw:
