@@ -74,7 +74,7 @@ past their deadline; run 6: flow control adds <= 5 us to the p50.
 
 Output: flow.txt (the tables), flow.json (every figure), each pgload's
 JSON and CSV, each run's access log, flow-ttft.png (B's and critical's
-TTFT CDF in runs 1-4), in the results directory (default
+TTFT CDF in runs 1-4b), in the results directory (default
 <build>/bench/<date>, as bench.py).
 
 Wall time. A and B's slices last 54 s at K 4 with 10,000 requests, then

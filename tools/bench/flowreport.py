@@ -300,11 +300,12 @@ def target_lines(res, late_total, ov):
 
 
 def cdf_plot(out, res):
-    """B's TTFT CDF in runs 1-3 and critical's in run 4 (model ms)."""
+    """B's TTFT CDF in runs 1-3 and critical's in runs 4 and 4b (model ms)."""
     rs = res["runs"]
     curves = [("alone", "B", "1. B alone"), ("on", "B", "2. B, A at 10x, flow on"),
               ("off", "B", "3. B, A at 10x, flow off"),
-              ("classes", "critical", "4. critical, sheddable flood")]
+              ("classes", "critical", "4. critical, sheddable flood"),
+              ("classes-nostarve", "critical", "4b. critical, starvation bound past the deadline")]
     plot = []
     for k, n, title in curves:
         r = rs.get(k)
