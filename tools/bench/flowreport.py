@@ -86,6 +86,12 @@ def run_table(k, title, r):
             t["out_tokens"] / r["makespan_s"] if r["makespan_s"] else 0))
         if t["failed_other"]:
             lines.append("%10s %d requests failed (not 429)" % ("", t["failed_other"]))
+        bo, nb = acc.get(n, {}).get("wait_behind_own_ms"), acc.get(n, {}).get("wait_not_behind_ms")
+        if cfg["load"] < 0.5 and bo and bo["n"] and r["flow"]:
+            lines.append("%10s wait: %d that came while one of %s's own waited: mean %s, p99 %s; "
+                         "the other %d: mean %s, p99 %s" % (
+                             "", bo["n"], n, f0(bo["mean"]), f0(bo["p99"]), nb["n"],
+                             f0(nb["mean"]), f0(nb["p99"])))
     q, w = r["queue"], r["window"]
     lines.append("  run: %.0f output tokens/s, %.2f requests/s completed over %.0f s; from %.0f "
                  "to %.0f s: %.0f output tokens/s, %.2f first tokens/s, %.0f prefill tokens/s "

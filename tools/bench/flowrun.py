@@ -59,6 +59,7 @@ import threading
 import time
 
 import cpu
+import datetime
 import fleet
 import overhead
 import runs
@@ -302,7 +303,7 @@ def access(path, tenants, scale):
                 d["route_wrapped"] += 1
             if x["backend"]:
                 d["dispatched"] += 1
-                d["waits"].append(x["queue_us"])
+                d["waits"].append((started_ms(x["time"]), x["queue_us"]))
                 if t["deadline_ms"]:
                     limit = wall_ms(t["deadline_ms"], scale) * 1000.0
                     used = x["queue_us"] + route
@@ -313,12 +314,39 @@ def access(path, tenants, scale):
             elif x["status"] == 429:
                 d["refused_429"] += 1
     for d in per.values():
-        w = sorted(d.pop("waits"))
-        ms = [v / 1000.0 * scale for v in w]
-        d["wait_ms"] = {"mean": sum(ms) / len(ms) if ms else None, "p50": pctl(ms, 50),
-                        "p99": pctl(ms, 99), "max": ms[-1] if ms else None,
-                        "waited": sum(1 for v in w if v > 0)}
+        sw = d.pop("waits")
+        d["wait_ms"] = wait_stats([q for _, q in sw], scale)
+        behind, alone = behind_own(sw)
+        d["wait_behind_own_ms"] = wait_stats(behind, scale)
+        d["wait_not_behind_ms"] = wait_stats(alone, scale)
     return {"tenants": per, "other_lines": other}
+
+
+def started_ms(when):
+    """The access log's time (its request's start, UTC, ms) in epoch ms."""
+    t = datetime.datetime.strptime(when, "%Y-%m-%dT%H:%M:%S.%fZ")
+    return t.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000.0
+
+
+def wait_stats(us, scale):
+    """Waits in wall us as model ms: n, mean, p50, p99, max, how many waited."""
+    ms = sorted(v / 1000.0 * scale for v in us)
+    return {"n": len(ms), "mean": sum(ms) / len(ms) if ms else None, "p50": pctl(ms, 50),
+            "p99": pctl(ms, 99), "max": ms[-1] if ms else None,
+            "waited": sum(1 for v in ms if v > 0)}
+
+
+def behind_own(sw):
+    """[(start ms, queue us)] of one tenant's dispatched requests split in
+    (the waits of those that arrived while another of the tenant's waited
+    in the gateway, the others'): within a class, the tenant's requests
+    go in its order, so a burst waits for itself."""
+    behind, alone, until = [], [], None
+    for start, q in sorted(sw):
+        (behind if until is not None and start < until else alone).append(q)
+        end = start + q / 1000.0
+        until = end if until is None or end > until else until
+    return behind, alone
 
 
 def replay(opts, out, name, tenants, flow):
