@@ -22,23 +22,26 @@ reports in wall time is multiplied by K here.
 
 Figures per tenant: pgload's summary (runs.summarise: TTFT x K; its
 cached_ratio, the tenant's own hit rate), 429s from its CSV, its lines of
-the access log (queue_us: time waited in the gateway; requests dispatched,
-refused; for a tenant with a deadline, those dispatched after it:
-queue_us + route_us, the time from the request's first byte to its
-backend chosen, past the deadline). Per run: output tokens and requests
-completed per model second, over the whole run (every tenant's, from the
-first pgload's start to the last one's last completion) and in the
-saturated window (WINDOW: from a fifth of the arrivals' span to the last
-arrival; a request's output tokens spread evenly from its first token to
-its end), there also the requests whose prefill ended and the prompt
-tokens those prefilled; the fleet's hit rate
-(the instances' counters), requests that reached an instance (theirs),
-the gateway's queue (GET /flow: mean, max; its counters at the end), the
-instances' waiting requests, the instances idle while work waited (with
-nothing to prefill, sampled every quarter wall second, and of those the
-ones the gateway knew had none of its requests: its room check took
-them for full), the CPU time of
-the gateway, the instances, the kernel's threads and everything else
+the access log: queue_us, the time waited in the gateway, also split by
+whether another of the tenant's requests was waiting when it came (its
+requests go in order: a burst waits for itself); requests dispatched and
+refused; for a tenant with a deadline, those dispatched after it
+(queue_us + route_us, the time from the request's first byte to its
+backend chosen, past the deadline).
+
+Per run: output tokens and requests completed per model second, over the
+whole run (every tenant's, from the first pgload's start to the last
+one's last completion) and in the saturated window (WINDOW: from a fifth
+of the arrivals' span to the last arrival; a request's output tokens
+spread evenly from its first token to its end), there also the requests
+whose prefill ended and the prompt tokens those prefilled; the fleet's
+hit rate (the instances' counters); the requests that reached an
+instance (theirs); the gateway's queue (GET /flow: mean, max; its
+counters at the end); the instances' waiting requests; the instances
+idle while work waited (nothing to prefill, sampled every quarter wall
+second), and of those the ones the gateway knew had none of its
+requests (its room check took them for full); the CPU time of the
+gateway, the instances, the kernel's threads and everything else
 (pgload, other jobs) while the tenants ran: on 2 CPUs the instances'
 timers run late when the CPUs are busy, and every lag counts K times.
 
@@ -52,6 +55,7 @@ round). Real time, nothing scaled.
 
 Every process is stopped on every exit path; every wait is bounded.
 """
+import datetime
 import json
 import os
 import subprocess
@@ -59,7 +63,6 @@ import threading
 import time
 
 import cpu
-import datetime
 import fleet
 import overhead
 import runs
