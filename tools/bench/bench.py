@@ -32,7 +32,16 @@
      slowed halfway, 4 gateways over NATS; tracesim's figures beside each
      and PASS/MISS against the targets. About 70 minutes; on its own, and
      shorter: trace.py --trace-requests 600 --loads 0.9 (trace.py --help).
-  7. Overhead (overhead.py): direct vs the floor proxy vs prefixgate vs
+  7. Flow control (flow.py, part "flow"): two tenants on the trace's fleet
+     (8 instances), B at 0.109 of the prefill capacity and A at 10x B's
+     rate, 1.2x in all: B's p99 TTFT with flow control on against B alone
+     and against flow control off, the completed tokens/s on against off;
+     a sheddable flood with a deadline against critical traffic, requests
+     dispatched past their deadline (access log); flow control's added p50
+     below saturation; an InstanceQueueMs sweep; PASS/MISS against issue
+     26's targets. About 12 minutes; on its own, and shorter: flow.py
+     --quick (flow.py --help).
+  8. Overhead (overhead.py): direct vs the floor proxy vs prefixgate vs
      HAProxy vs nginx, 32 KiB OpenAI body, instances that answer at once;
      added p50/p99 at concurrency 1, throughput at concurrency 32, CPU per
      request at a fixed rate; medians of --overhead-rounds rounds, ratios
@@ -57,6 +66,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fleet  # noqa: E402
 import plots  # noqa: E402
 import fleetbench  # noqa: E402
+import flow  # noqa: E402
 import runs  # noqa: E402
 import overhead  # noqa: E402
 import trace  # noqa: E402  (this directory's trace.py: first on sys.path, before the stdlib's)
@@ -395,7 +405,7 @@ def bench_two_gateways(opts, out):
 
 
 # make bench runs every part
-PARTS = ("workloads", "hot", "scale", "twogw", "fleet", "trace", "overhead")
+PARTS = ("workloads", "hot", "scale", "twogw", "fleet", "trace", "flow", "overhead")
 
 
 def main():
@@ -462,7 +472,8 @@ def main():
     for part, fn in (("workloads", bench_workloads), ("hot", bench_hot),
                      ("scale", bench_scale), ("twogw", bench_two_gateways),
                      ("fleet", lambda o, d: fleetbench.bench_fleet(o, d, WORKLOADS, HOT)),
-                     ("trace", trace.from_bench), ("overhead", bench_overhead)):
+                     ("trace", trace.from_bench), ("flow", flow.from_bench),
+                     ("overhead", bench_overhead)):
         if part not in parts:
             continue
         try:
