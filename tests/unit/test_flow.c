@@ -47,12 +47,10 @@ static void push(struct pg_flow_item *it, uint64_t now)
 /* Take the next one out as dispatched. */
 static struct pg_flow_item *take(uint64_t now)
 {
-	struct pg_flow_item *it = pg_flow_next(&q, &ts, &lim, now);
+	struct pg_flow_item *it = pg_flow_pop(&q, &ts, &lim, now);
 
-	if (it) {
-		pg_flow_remove(&q, &ts, it);
+	if (it)
 		pg_flow_charge(&ts, it);
-	}
 	return it;
 }
 
@@ -78,7 +76,9 @@ static void test_tenants(void **state)
 static void test_classes(void **state)
 {
 	struct pg_flow_item *s = item(1, PG_PRIO_SHEDDABLE, 1), *d = item(1, PG_PRIO_STANDARD, 1),
-	                    *c = item(2, PG_PRIO_CRITICAL, 1), *late;
+	                    *c = item(2, PG_PRIO_CRITICAL, 1), *c2 = item(2, PG_PRIO_CRITICAL, 1),
+	                    *late;
+	const uint64_t B = PG_FLOW_STARVE_MS;
 
 	(void)state;
 	reset();
@@ -97,11 +97,25 @@ static void test_classes(void **state)
 	/* of two starved classes, the one waiting longer */
 	push(c, PG_FLOW_STARVE_MS);
 	push(late = item(1, PG_PRIO_STANDARD, 1), 50);
-	assert_ptr_equal(take(PG_FLOW_STARVE_MS + 60), s);
+	assert_ptr_equal(take(B + 60), s);
+	/* one starved request a bound: d, starved too, waits behind c, then
+	 * goes before c2 once the bound has passed */
+	push(c2, B + 70);
+	assert_true(B + 200 >= d->enq_ms + B);
+	assert_true(pg_flow_rank(&q, &ts, &lim, B + 200, d) >
+	            pg_flow_rank(&q, &ts, &lim, B + 200, c));
+	assert_ptr_equal(take(B + 200), c);
+	assert_ptr_equal(take(2 * B + 59), c2);
+	push(c, 2 * B + 59);
+	assert_ptr_equal(take(2 * B + 60), d);
+	assert_ptr_equal(take(2 * B + 60), c);
+	assert_ptr_equal(take(2 * B + 60), late);
+	assert_null(take(2 * B + 60));
 	free(s);
 	free(c);
+	free(c2);
 	free(d);
-	free(late); /* still queued: the next test resets the queue */
+	free(late);
 }
 
 /* Ranks across queues: a starved request first (by age), then by class,
@@ -285,7 +299,9 @@ struct ref_item {
 	bool live;
 };
 
-static struct pg_flow_item *ref_next(const struct ref_item *r, size_t n, uint64_t now)
+/* jump: no starved item goes first before (one a bound) */
+static struct pg_flow_item *ref_next(const struct ref_item *r, size_t n, uint64_t now,
+                                     uint64_t jump)
 {
 	const struct ref_item *best = NULL;
 	int top = PG_PRIO_COUNT;
@@ -299,7 +315,8 @@ static struct pg_flow_item *ref_next(const struct ref_item *r, size_t n, uint64_
 	for (size_t i = 0; i < n; i++) {
 		const struct pg_flow_item *it = r[i].it;
 
-		if (r[i].live && it->prio > top && now >= it->enq_ms + lim.starve_ms) {
+		if (r[i].live && it->prio > top && now >= jump &&
+		    now >= it->enq_ms + lim.starve_ms) {
 			/* only a class's oldest counts, and classes' oldest compare */
 			bool oldest = true;
 
@@ -339,7 +356,7 @@ static void test_against_model(void **state)
 	enum { N = 3000 };
 	static struct pg_flow_item items[N];
 	static struct ref_item r[N];
-	uint64_t seed = 9, now = 0;
+	uint64_t seed = 9, now = 0, jump = 0;
 	size_t n = 0;
 
 	(void)state;
@@ -358,9 +375,16 @@ static void test_against_model(void **state)
 			                 PG_FLOW_QUEUED);
 			r[n++] = (struct ref_item){it, true};
 		} else { /* dispatch */
-			struct pg_flow_item *want = ref_next(r, n, now), *got = take(now);
+			struct pg_flow_item *want = ref_next(r, n, now, jump), *got;
+			int top = PG_PRIO_COUNT;
 
+			for (size_t i = 0; i < n; i++)
+				if (r[i].live && r[i].it->prio < top)
+					top = r[i].it->prio;
+			got = take(now);
 			assert_ptr_equal(got, want);
+			if (got && got->prio > top)
+				jump = now + lim.starve_ms;
 			for (size_t i = 0; got && i < n; i++)
 				if (r[i].it == got)
 					r[i].live = false;

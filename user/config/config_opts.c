@@ -138,8 +138,8 @@ const struct pg_opt pg_opts[] = {
                           .def = PG_STR(PG_FLOW_MAX_BYTES_DEFAULT), CFG(flow.max_bytes),
                           RANGE(1u << 20, UINT32_MAX)},
     [O_FLOW_STARVE] = {OPT("flow-starve-ms", "MS",
-                           "flow control: a lower class's request waits at most MS behind "
-                           "higher classes"),
+                           "flow control: a lower class's request that has waited MS goes "
+                           "before higher classes, one such request each MS"),
                        .def = PG_STR(PG_FLOW_STARVE_MS), CFG(flow.starve_ms), RANGE(1, 3600000)},
     [O_FLOW_TENANT] = {OPT("flow-tenant", "SRC",
                            "flow control: a request's tenant: bearer (Authorization's token, "

@@ -170,6 +170,7 @@ struct pg_flow_item *pg_flow_next(const struct pg_flow_q *q, const struct pg_flo
                                   const struct pg_flow_limits *lim, uint64_t now_ms)
 {
 	struct pg_flow_item *starved = NULL;
+	const bool turn = now_ms >= q->jump_ms; /* for a starved one */
 	int top = -1;
 
 	for (unsigned c = 0; c < PG_PRIO_COUNT; c++) {
@@ -182,7 +183,7 @@ struct pg_flow_item *pg_flow_next(const struct pg_flow_q *q, const struct pg_flo
 			continue;
 		}
 		/* a lower class's oldest, starved: the oldest of those first */
-		if (now_ms >= h->enq_ms + lim->starve_ms &&
+		if (turn && now_ms >= h->enq_ms + lim->starve_ms &&
 		    (!starved || h->enq_ms < starved->enq_ms))
 			starved = q->cls[c].head;
 	}
@@ -191,6 +192,22 @@ struct pg_flow_item *pg_flow_next(const struct pg_flow_q *q, const struct pg_flo
 	if (top < 0)
 		return NULL;
 	return q->ten[top][least_served(q, ts, (unsigned)top)].head;
+}
+
+struct pg_flow_item *pg_flow_pop(struct pg_flow_q *q, struct pg_flow_tenants *ts,
+                                 const struct pg_flow_limits *lim, uint64_t now_ms)
+{
+	struct pg_flow_item *it = pg_flow_next(q, ts, lim, now_ms);
+	unsigned top = 0;
+
+	if (!it)
+		return NULL;
+	while (!q->cls[top].head)
+		top++;
+	if (it->prio > top) /* starved, before a higher class */
+		q->jump_ms = now_ms + lim->starve_ms;
+	pg_flow_remove(q, ts, it);
+	return it;
 }
 
 uint64_t pg_flow_rank(const struct pg_flow_q *q, const struct pg_flow_tenants *ts,
@@ -205,7 +222,7 @@ uint64_t pg_flow_rank(const struct pg_flow_q *q, const struct pg_flow_tenants *t
 		return UINT64_MAX;
 	while (top < PG_PRIO_COUNT && !q->cls[top].head)
 		top++;
-	if (it->prio > top && now_ms >= it->enq_ms + lim->starve_ms)
+	if (it->prio > top && now_ms >= q->jump_ms && now_ms >= it->enq_ms + lim->starve_ms)
 		return it->enq_ms < field ? it->enq_ms : field;
 	vtc = LOAD(&ts->t[it->tenant].vtc);
 	return (uint64_t)(it->prio + 1) << 58 | (vtc < field ? vtc : field);

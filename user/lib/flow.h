@@ -43,7 +43,9 @@ enum pg_prio {
 /* A tenant's label: what metrics, the access log and --tenant call it. */
 #define PG_FLOW_LABEL_MAX 23
 /* A lower class's request that has waited this long goes before the
- * higher classes (--flow-starve-ms's default). */
+ * higher classes, one such request a queue in this long (--flow-starve-ms's
+ * default): the bound guarantees a flood of a lower class progress, never
+ * the higher classes' capacity. */
 #define PG_FLOW_STARVE_MS 5000
 
 struct pg_flow_tenant {
@@ -88,6 +90,7 @@ struct pg_flow_q {
 	uint64_t mask[PG_PRIO_COUNT][PG_FLOW_TENANTS / 64]; /* tenants with a request queued */
 	uint32_t n, bytes, n_cls[PG_PRIO_COUNT];
 	uint64_t next_deadline_ms; /* none earlier queued (0: none at all) */
+	uint64_t jump_ms;          /* no starved request goes first before (pg_flow_pop) */
 };
 
 struct pg_flow_limits {
@@ -110,12 +113,16 @@ enum pg_flow_push pg_flow_push(struct pg_flow_q *q, struct pg_flow_tenants *ts,
 /* The request that goes next at now (still queued), NULL when none. */
 struct pg_flow_item *pg_flow_next(const struct pg_flow_q *q, const struct pg_flow_tenants *ts,
                                   const struct pg_flow_limits *lim, uint64_t now_ms);
+/* The same, out of the queue (to be dispatched). A starved request that so
+ * went before a higher class's holds the next one back for the bound. */
+struct pg_flow_item *pg_flow_pop(struct pg_flow_q *q, struct pg_flow_tenants *ts,
+                                 const struct pg_flow_limits *lim, uint64_t now_ms);
 
 /*
  * Where it (pg_flow_next's answer for q at now) stands against the next
  * request of another worker's queue: the lower goes first. A starved
- * request (of a class below q's highest, waited past the bound) ranks by
- * its age, before any other; the rest by class, then their tenant's
+ * request (of a class below q's highest, waited past the bound, q's turn
+ * for one) ranks by its age, before any other; the rest by class, then their tenant's
  * counter. UINT64_MAX for NULL. Each worker publishes its next request's
  * rank, so the workers' queues are served as one (proxy/queue.c).
  */

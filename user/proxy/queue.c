@@ -438,8 +438,7 @@ static void run_pool(struct pg_worker *w, unsigned pool, struct pg_flow_q *q, ui
 			pg_flowctl_kick(f, (unsigned)other);
 			break;
 		}
-		it = pg_flow_next(q, &f->tenants, &f->lim, now);
-		pg_flow_remove(q, &f->tenants, it);
+		it = pg_flow_pop(q, &f->tenants, &f->lim, now);
 		stats_out(w, pool, it);
 		dispatch(w, client_of(it), now); /* no one usable: its 502 there */
 	}
