@@ -428,6 +428,70 @@ def conversation_turns_across_gateways(opts):
 
 
 @test
+def flow_control_shared_across_gateways(opts):
+    """Flow control on two gateways in front of 2 instances: a tenant's flood
+    on gateway 1 waits there, and gateway 2's GET /flow shows its requests
+    waiting at the peer (peer_queued, under the tenant's label) and, once
+    served, their work charged to the tenant there too (peer_served_work),
+    so that tenants share the fleet, not each gateway; the peer's queued
+    count goes back to 0."""
+    why = need_nats(opts)
+    if why:
+        return why
+    s = Setup(opts, 2)
+    try:
+        g1, g2 = (s.gateway(QUIET + ["--strategy", "cache_aware", "--flow-control"])
+                  for _ in range(2))
+        assert s.all_peered()
+        rng = random.Random(8)
+        bodies = [json.dumps({"model": "m", "max_tokens": 2, "messages": [
+            {"role": "user", "content": words(random.Random(rng.random()), 6000)}]})
+            for _ in range(24)]
+        errs = []
+
+        def client(part):
+            for b in part:
+                try:
+                    st, _ = g1.post(b, {"Authorization": "Bearer sk-flood"}, timeout=60)
+                    if st != 200:
+                        errs.append(st)
+                except Exception as e:  # noqa: BLE001 - reported below
+                    errs.append(repr(e))
+
+        ts = [threading.Thread(target=client, args=(bodies[i::8],)) for i in range(8)]
+        for t in ts:
+            t.start()
+        try:
+            def waiting_at_peer():
+                mine = [t for t in g1.admin("/flow")["tenants"] if t["queued"] > 0]
+                seen = {t["tenant"]: t for t in g2.admin("/flow")["tenants"]}
+                return mine and seen.get(mine[0]["tenant"], {}).get("peer_queued", 0) > 0 \
+                    and g2.admin("/flow")["peer_queued"] > 0
+            assert wait_until(waiting_at_peer, 20), \
+                "gateway 2 never saw gateway 1's queue: %s / %s" % (
+                    g1.admin("/flow"), g2.admin("/flow"))
+        finally:
+            for t in ts:
+                t.join(90)
+        assert not errs, errs[:3]
+        label = [t["tenant"] for t in g1.admin("/flow")["tenants"] if t["served_work"] > 0]
+        assert len(label) == 1, g1.admin("/flow")
+        assert "sk-flood" not in json.dumps(g2.admin("/flow"))
+
+        def settled():
+            t = {x["tenant"]: x for x in g2.admin("/flow")["tenants"]}.get(label[0], {})
+            return t.get("peer_served_work", 0) > 0 and t.get("peer_queued") == 0 \
+                and g2.admin("/flow")["peer_queued"] == 0
+        assert wait_until(settled, 5), g2.admin("/flow")
+        sent = g1.metric('prefixgate_fleet_messages_sent_total{type="flow"}')
+        got = g2.metric('prefixgate_fleet_messages_received_total{type="flow"}')
+        assert sent and got, (sent, got)
+        assert g2.metric("prefixgate_fleet_flow_applied_total") > 0
+    finally:
+        s.close()
+
+
+@test
 def bpftool_shows_peer_in_flight(opts):
     """bpf mode: the pinned backends map has peer_in_flight beside in_flight,
     and it holds the peer's count."""

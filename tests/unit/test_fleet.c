@@ -188,6 +188,48 @@ static void test_codec_fit(void **state)
 	assert_int_equal(pg_fleet_dec_begin(&d, buf, e.len, &g), -1);
 }
 
+/* FLOW: a tenant's label, key, work served and requests queued; every cut
+ * of it decodes what it holds whole, then fails. */
+static void test_codec_flow(void **state)
+{
+	struct pg_fleet_hdr h = hdr(PG_FLEET_MSG_FLOW, "gw-c", 5, 2), g;
+	const struct pg_fleet_flow t[3] = {
+	    {0x1234567890abcdefull, 90000, 3}, {42, 0, 0}, {0, UINT64_MAX, UINT32_MAX}};
+	const char *label[3] = {"t-0123456789ab", "team-a", ""};
+	uint8_t buf[160];
+	struct pg_fleet_enc e;
+	struct pg_fleet_dec d;
+	struct pg_fleet_entry x;
+
+	(void)state;
+	assert_int_equal(pg_fleet_enc_begin(&e, buf, sizeof(buf), &h), 0);
+	for (int i = 0; i < 3; i++)
+		assert_true(pg_fleet_enc_flow(&e, label[i], &t[i]));
+	assert_false(pg_fleet_enc_flow(&e, "a-label-that-does-not-fit", &t[0]));
+	assert_true(e.full);
+	assert_int_equal(pg_fleet_dec_begin(&d, buf, e.len, &g), 0);
+	assert_int_equal(g.type, PG_FLEET_MSG_FLOW);
+	assert_int_equal(g.count, 3);
+	for (int i = 0; i < 3; i++) {
+		assert_true(pg_fleet_dec_next(&d, g.type, &x));
+		assert_string_equal(x.addr, label[i]);
+		assert_true(x.flow.key == t[i].key && x.flow.served == t[i].served);
+		assert_int_equal(x.flow.queued, t[i].queued);
+	}
+	assert_false(pg_fleet_dec_next(&d, g.type, &x));
+	assert_false(d.bad);
+	for (size_t len = 0; len < e.len; len++) {
+		size_t n = 0;
+
+		if (pg_fleet_dec_begin(&d, buf, len, &g))
+			continue;
+		while (pg_fleet_dec_next(&d, g.type, &x))
+			n++;
+		assert_true(n < 3);
+		assert_true(d.bad);
+	}
+}
+
 static void test_addrmap(void **state)
 {
 	struct pg_fleet_addrmap m;
@@ -489,6 +531,7 @@ int main(void)
 	    cmocka_unit_test(test_codec_load),
 	    cmocka_unit_test(test_codec_cache_and_full),
 	    cmocka_unit_test(test_codec_fit),
+	    cmocka_unit_test(test_codec_flow),
 	    cmocka_unit_test(test_addrmap),
 	    cmocka_unit_test(test_peers),
 	    cmocka_unit_test(test_decide),

@@ -118,6 +118,34 @@ static void test_classes(void **state)
 	free(late);
 }
 
+/* The fleet: work charged here is kept to tell the peers; the peers' work
+ * is charged here by this gateway's weights, a tenant new here added. */
+static void test_fleet_charges(void **state)
+{
+	struct pg_flow_item *a = item(1, PG_PRIO_STANDARD, 300);
+	unsigned t;
+
+	(void)state;
+	reset();
+	ts.t[1].weight = 2;
+	pg_flow_charge(&ts, a);
+	assert_int_equal(ts.t[1].vtc, 300 * 1000 / 2);
+	assert_int_equal(ts.t[1].fleet_out, 300);
+	t = pg_flow_heard(&ts, 77, "team-b", 500);
+	assert_true(t != 0 && t != 1);
+	assert_int_equal(ts.t[t].key, 77);
+	assert_string_equal(ts.t[t].label, "team-b");
+	assert_int_equal(ts.t[t].vtc, 500 * 1000);
+	assert_int_equal(ts.t[t].peer_served, 500);
+	assert_int_equal(ts.t[t].fleet_out, 0); /* never told back */
+	assert_int_equal(pg_flow_heard(&ts, 77, "x", 0), t);
+	assert_int_equal(ts.t[t].vtc, 500 * 1000);
+	/* "other" (key 0) stays slot 0 */
+	assert_int_equal(pg_flow_heard(&ts, 0, "", 10), 0);
+	assert_int_equal(ts.t[0].vtc, 10 * 1000);
+	free(a);
+}
+
 /* Ranks across queues: a starved request first (by age), then by class,
  * then by the tenant's counter; none ranks last. */
 static void test_ranks(void **state)
@@ -451,7 +479,7 @@ int main(void)
 	    cmocka_unit_test(test_fair_shares),   cmocka_unit_test(test_no_banked_credit),
 	    cmocka_unit_test(test_deadlines),     cmocka_unit_test(test_bounds),
 	    cmocka_unit_test(test_against_model), cmocka_unit_test(test_request_fields),
-	    cmocka_unit_test(test_ranks),
+	    cmocka_unit_test(test_ranks),         cmocka_unit_test(test_fleet_charges),
 	};
 
 	return cmocka_run_group_tests_name("flow", tests, NULL, NULL);

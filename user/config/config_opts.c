@@ -253,9 +253,10 @@ const struct pg_opt pg_opts[] = {
                     "fleet: share in-flight counts and cache_aware decisions with the other "
                     "gateways over NATS at URL (nats://HOST:PORT)"),
                 .def_text = "none"},
-    [O_NATS_CLUSTER] = {OPT("nats-cluster", "NAME",
-                            "fleet: the gateways sharing subjects prefixgate.NAME.load|cache"),
-                        .def = "default"},
+    [O_NATS_CLUSTER] =
+        {OPT("nats-cluster", "NAME",
+             "fleet: the gateways sharing subjects prefixgate.NAME.load|cache|fit|flow"),
+         .def = "default"},
     [O_GATEWAY_ID] = {OPT("gateway-id", "ID",
                           "fleet: this gateway's name among its peers (NATS) and under "
                           "P/gateways/ (etcd)"),

@@ -55,14 +55,16 @@ int pg_admin_flow_get(struct pg_gateway *gw, struct pg_admin_reply *r)
 		pg_buf_printf(
 		    &r->body,
 		    "%s{\"tenant\":\"%s\",\"weight\":%u,\"priority\":%s%s%s,\"queued\":%u,"
-		    "\"served_work\":%llu,\"refused\":%llu}",
+		    "\"served_work\":%llu,\"refused\":%llu,\"peer_queued\":%u,"
+		    "\"peer_served_work\":%llu}",
 		    first ? "" : ",", e->label, LOAD(&e->weight), prio >= 0 ? "\"" : "",
 		    prio >= 0 && prio < PG_PRIO_COUNT ? pg_prio_names[prio] : "null",
 		    prio >= 0 ? "\"" : "", LOAD(&e->queued),
 		    (unsigned long long)LOAD(&f->ts[t].served),
-		    (unsigned long long)LOAD(&f->ts[t].refused));
+		    (unsigned long long)LOAD(&f->ts[t].refused), LOAD(&e->peer_queued),
+		    (unsigned long long)LOAD(&e->peer_served));
 		first = false;
 	}
-	pg_buf_puts(&r->body, "]}\n");
+	pg_buf_printf(&r->body, "],\"peer_queued\":%u}\n", f ? LOAD(&f->peer_queued) : 0);
 	return r->status = 200;
 }

@@ -70,10 +70,8 @@ static void apply_mode(struct pg_fleet *f, uint64_t now)
 	store_peers(f, sum, np);
 }
 
-/* A peer's message of this type decoded up to its entries: false (nothing
- * to apply) if it is undecodable (counted) or our own. */
-static bool msg_begin(struct pg_fleet *f, natsMsg *msg, enum pg_fleet_msg_type type,
-                      struct pg_fleet_dec *d, struct pg_fleet_hdr *h)
+bool pg_fleet_msg_begin(struct pg_fleet *f, natsMsg *msg, enum pg_fleet_msg_type type,
+                        struct pg_fleet_dec *d, struct pg_fleet_hdr *h)
 {
 	if (pg_fleet_dec_begin(d, natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg), h) ||
 	    h->type != type) {
@@ -103,7 +101,7 @@ void pg_fleet_on_load(natsConnection *nc, natsSubscription *sub, natsMsg *msg, v
 
 	(void)nc;
 	(void)sub;
-	if (!msg_begin(f, msg, PG_FLEET_MSG_LOAD, &d, &h))
+	if (!pg_fleet_msg_begin(f, msg, PG_FLEET_MSG_LOAD, &d, &h))
 		goto out;
 	pthread_mutex_lock(&f->mu);
 	while (n < PG_MAX_BACKENDS && pg_fleet_dec_next(&d, PG_FLEET_MSG_LOAD, &e)) {
@@ -154,7 +152,7 @@ void pg_fleet_on_cache(natsConnection *nc, natsSubscription *sub, natsMsg *msg, 
 
 	(void)nc;
 	(void)sub;
-	if (!msg_begin(f, msg, PG_FLEET_MSG_CACHE, &d, &h))
+	if (!pg_fleet_msg_begin(f, msg, PG_FLEET_MSG_CACHE, &d, &h))
 		goto out;
 	pthread_mutex_lock(&f->mu);
 	while (pg_fleet_dec_next(&d, PG_FLEET_MSG_CACHE, &e)) {
@@ -196,7 +194,7 @@ void pg_fleet_on_fit(natsConnection *nc, natsSubscription *sub, natsMsg *msg, vo
 
 	(void)nc;
 	(void)sub;
-	if (!msg_begin(f, msg, PG_FLEET_MSG_FIT, &d, &h))
+	if (!pg_fleet_msg_begin(f, msg, PG_FLEET_MSG_FIT, &d, &h))
 		goto out;
 	pthread_mutex_lock(&f->mu);
 	while (pg_fleet_dec_next(&d, PG_FLEET_MSG_FIT, &e)) {
@@ -217,7 +215,7 @@ out:
 	natsMsg_Destroy(msg);
 }
 
-static void header(struct pg_fleet *f, uint8_t type, struct pg_fleet_hdr *h)
+void pg_fleet_header(struct pg_fleet *f, uint8_t type, struct pg_fleet_hdr *h)
 {
 	memset(h, 0, sizeof(*h));
 	h->type = type;
@@ -228,8 +226,8 @@ static void header(struct pg_fleet *f, uint8_t type, struct pg_fleet_hdr *h)
 	h->interval_ms = f->gw->cfg->fleet_interval_ms;
 }
 
-static void publish(struct pg_fleet *f, const char *subj, const struct pg_fleet_enc *e,
-                    uint8_t type)
+void pg_fleet_publish(struct pg_fleet *f, const char *subj, const struct pg_fleet_enc *e,
+                      uint8_t type)
 {
 	if (natsConnection_Publish(f->nc, subj, e->p, (int)e->len) == NATS_OK)
 		COUNT(f, sent[type], 1);
@@ -264,7 +262,7 @@ static void publish_load(struct pg_fleet *f, uint64_t now)
 		changed = f->last_pub[id].in_flight || f->last_pub[id].prefill_reqs;
 	if (!changed)
 		return;
-	header(f, PG_FLEET_MSG_LOAD, &h);
+	pg_fleet_header(f, PG_FLEET_MSG_LOAD, &h);
 	if (pg_fleet_enc_begin(&e, f->load_buf, sizeof(f->load_buf), &h))
 		return;
 	for (unsigned id = 1; id <= max; id++) {
@@ -276,7 +274,7 @@ static void publish_load(struct pg_fleet *f, uint64_t now)
 		pg_fleet_enc_load(&e, pg_backend_name(&bt[id], name, sizeof(name)), &cur[id],
 		                  &ages);
 	}
-	publish(f, f->subj_load, &e, PG_FLEET_MSG_LOAD);
+	pg_fleet_publish(f, f->subj_load, &e, PG_FLEET_MSG_LOAD);
 	memcpy(f->last_pub, cur, sizeof(f->last_pub));
 	f->last_pub_ms = now;
 }
@@ -326,14 +324,14 @@ static void publish_fit(struct pg_fleet *f, bool up)
 
 	memset(&f->fenc, 0, sizeof(f->fenc));
 	if (up) {
-		header(f, PG_FLEET_MSG_FIT, &h);
+		pg_fleet_header(f, PG_FLEET_MSG_FIT, &h);
 		if (pg_fleet_enc_begin(&f->fenc, f->fit_buf, sizeof(f->fit_buf), &h))
 			memset(&f->fenc, 0, sizeof(f->fenc));
 	}
 	for (unsigned w = 0; w < f->gw->nworkers; w++)
 		pg_fleetq_take(f->gw->fleetq_obs, w, batch_fit, f);
 	if (f->fenc.p && f->fenc.count)
-		publish(f, f->subj_fit, &f->fenc, PG_FLEET_MSG_FIT);
+		pg_fleet_publish(f, f->subj_fit, &f->fenc, PG_FLEET_MSG_FIT);
 }
 
 /* Every worker's queued decisions: one batch (or, without NATS, dropped). */
@@ -343,14 +341,14 @@ static void publish_cache(struct pg_fleet *f, bool up)
 
 	memset(&f->cenc, 0, sizeof(f->cenc));
 	if (up) {
-		header(f, PG_FLEET_MSG_CACHE, &h);
+		pg_fleet_header(f, PG_FLEET_MSG_CACHE, &h);
 		if (pg_fleet_enc_begin(&f->cenc, f->cache_buf, sizeof(f->cache_buf), &h))
 			memset(&f->cenc, 0, sizeof(f->cenc));
 	}
 	for (unsigned w = 0; w < f->gw->nworkers; w++)
 		pg_fleetq_take(f->gw->fleetq, w, batch_one, f);
 	if (f->cenc.p && f->cenc.count)
-		publish(f, f->subj_cache, &f->cenc, PG_FLEET_MSG_CACHE);
+		pg_fleet_publish(f, f->subj_cache, &f->cenc, PG_FLEET_MSG_CACHE);
 }
 
 static void rebuild_map(struct pg_fleet *f)
@@ -420,6 +418,7 @@ static void tick(struct pg_fleet *f, uint64_t now, bool up)
 		f->last_map_ms = now;
 	}
 	k = pg_fleet_peers_expire(&f->peers, now, gone);
+	pg_fleet_flow_peers(f);
 	if (k) {
 		COUNT(f, peers_dropped, k);
 		pg_info("fleet: peer %s%s silent for %u intervals: dropped (%u peers)", gone,
@@ -429,6 +428,7 @@ static void tick(struct pg_fleet *f, uint64_t now, bool up)
 		f->peers_seen = f->peers.n;
 	else
 		pg_fleet_peers_clear(&f->peers);
+	pg_fleet_flow_peers(f);
 	__atomic_store_n(&f->npeers, (int)f->peers.n, __ATOMIC_RELAXED);
 	in.peers_seen = f->peers_seen;
 	in.backends_reporting = !up && backends_reporting(f->gw, now);
@@ -475,6 +475,8 @@ void *pg_fleet_main(void *arg)
 			publish_cache(f, up);
 			if (f->gw->fleetq_obs)
 				publish_fit(f, up);
+			if (f->gw->flow && up)
+				pg_fleet_publish_flow(f);
 			f->last_cache_ms = now;
 		}
 		nanosleep(&poll, NULL);

@@ -111,6 +111,12 @@ static int nats_open(struct pg_fleet *f, char *err, size_t errlen)
 	if (s == NATS_OK)
 		s = natsSubscription_SetPendingLimits(f->sub_fit, SUB_PENDING_MSGS,
 		                                      SUB_PENDING_BYTES);
+	if (s == NATS_OK)
+		s = natsConnection_Subscribe(&f->sub_flow, f->nc, f->subj_flow, pg_fleet_on_flow,
+		                             f);
+	if (s == NATS_OK)
+		s = natsSubscription_SetPendingLimits(f->sub_flow, SUB_PENDING_MSGS,
+		                                      SUB_PENDING_BYTES);
 	if (s != NATS_OK)
 		return nats_fail(s, "subscribe", err, errlen);
 	return 0;
@@ -128,6 +134,7 @@ int pg_fleet_start(struct pg_gateway *gw, char *err, size_t errlen)
 	snprintf(f->subj_load, sizeof(f->subj_load), "prefixgate.%s.load", cfg->nats_cluster);
 	snprintf(f->subj_cache, sizeof(f->subj_cache), "prefixgate.%s.cache", cfg->nats_cluster);
 	snprintf(f->subj_fit, sizeof(f->subj_fit), "prefixgate.%s.fit", cfg->nats_cluster);
+	snprintf(f->subj_flow, sizeof(f->subj_flow), "prefixgate.%s.flow", cfg->nats_cluster);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	f->boot = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	if (cfg->nats_url && nats_open(f, err, errlen))
@@ -137,7 +144,7 @@ int pg_fleet_start(struct pg_gateway *gw, char *err, size_t errlen)
 		return -1;
 	}
 	f->started = true;
-	pg_info("fleet: gateway %s%s%s, subjects %s|cache|fit, interval %u ms%s", f->id,
+	pg_info("fleet: gateway %s%s%s, subjects %s|cache|fit|flow, interval %u ms%s", f->id,
 	        cfg->nats_url ? ", NATS " : ", no NATS", cfg->nats_url ? cfg->nats_url : "",
 	        f->subj_load, cfg->fleet_interval_ms, cfg->fleet_size ? ", --fleet-size" : "");
 	return 0;
@@ -159,9 +166,12 @@ void pg_fleet_stop(struct pg_gateway *gw)
 			natsSubscription_Unsubscribe(f->sub_cache);
 		if (f->sub_fit)
 			natsSubscription_Unsubscribe(f->sub_fit);
+		if (f->sub_flow)
+			natsSubscription_Unsubscribe(f->sub_flow);
 		natsSubscription_Destroy(f->sub_load);
 		natsSubscription_Destroy(f->sub_cache);
 		natsSubscription_Destroy(f->sub_fit);
+		natsSubscription_Destroy(f->sub_flow);
 		if (f->nc)
 			natsConnection_Close(f->nc);
 		natsConnection_Destroy(f->nc);
@@ -225,13 +235,20 @@ static const struct {
     {"prefixgate_fleet_fit_unknown_total",
      "Peers' first tokens from a backend that is not a member here.",
      offsetof(struct counters, fit_unknown)},
+    {"prefixgate_fleet_flow_published_total",
+     "Flow control's tenants told to the peers (work served, requests queued), entries.",
+     offsetof(struct counters, flow_published)},
+    {"prefixgate_fleet_flow_applied_total",
+     "Peers' flow control tenants heard of, entries: their work charged here.",
+     offsetof(struct counters, flow_applied)},
 };
 
 void pg_fleet_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 {
 	static const char *const types[PG_FLEET_MSG_TYPES] = {[PG_FLEET_MSG_LOAD] = "load",
 	                                                      [PG_FLEET_MSG_CACHE] = "cache",
-	                                                      [PG_FLEET_MSG_FIT] = "fit"};
+	                                                      [PG_FLEET_MSG_FIT] = "fit",
+	                                                      [PG_FLEET_MSG_FLOW] = "flow"};
 	const struct pg_fleet *f = gw->fleet;
 	unsigned max = pg_max_backend_id(gw), peers;
 	enum pg_fleet_mode mode = pg_fleet_mode(gw, &peers);

@@ -97,6 +97,7 @@ static void counted(struct pg_fleet_enc *e)
 
 #define LOAD_FIXED (4 + 4 + 8 + 4 + 4) /* a LOAD entry past its address */
 #define FIT_FIXED  (1 + 4 + 4 + 4)     /* a FIT entry past its address */
+#define FLOW_FIXED (8 + 8 + 4)         /* a FLOW entry past its label */
 
 bool pg_fleet_enc_load(struct pg_fleet_enc *e, const char *addr, const struct pg_fleet_load *l,
                        const struct pg_fleet_ages *ages)
@@ -128,6 +129,21 @@ bool pg_fleet_enc_fit(struct pg_fleet_enc *e, const char *addr, const struct pg_
 	put_u32(e->p + e->len + 5, o->decoding);
 	put_u32(e->p + e->len + 9, o->y_us);
 	e->len += FIT_FIXED;
+	counted(e);
+	return true;
+}
+
+bool pg_fleet_enc_flow(struct pg_fleet_enc *e, const char *label, const struct pg_fleet_flow *t)
+{
+	size_t al = strnlen(label, PG_FLEET_ADDR_MAX + 1);
+
+	if (al > PG_FLEET_ADDR_MAX || !room(e, 1 + al + FLOW_FIXED))
+		return false;
+	e->len += put_addr(e, label, al);
+	put_u64(e->p + e->len, t->key);
+	put_u64(e->p + e->len + 8, t->served);
+	put_u32(e->p + e->len + 16, t->queued);
+	e->len += FLOW_FIXED;
 	counted(e);
 	return true;
 }
@@ -210,6 +226,7 @@ bool pg_fleet_dec_next(struct pg_fleet_dec *d, uint8_t type, struct pg_fleet_ent
 	memset(&out->load, 0, sizeof(out->load));
 	memset(&out->ages, 0, sizeof(out->ages));
 	memset(&out->obs, 0, sizeof(out->obs));
+	memset(&out->flow, 0, sizeof(out->flow));
 	out->flags = 0;
 	out->n = 0;
 	out->chain = NULL;
@@ -230,6 +247,13 @@ bool pg_fleet_dec_next(struct pg_fleet_dec *d, uint8_t type, struct pg_fleet_ent
 		out->obs.decoding = get_u32(d->p + d->off + 5);
 		out->obs.y_us = get_u32(d->p + d->off + 9);
 		d->off += FIT_FIXED;
+	} else if (type == PG_FLEET_MSG_FLOW) {
+		if (d->len - d->off < FLOW_FIXED)
+			return fault(d);
+		out->flow.key = get_u64(d->p + d->off);
+		out->flow.served = get_u64(d->p + d->off + 8);
+		out->flow.queued = get_u32(d->p + d->off + 16);
+		d->off += FLOW_FIXED;
 	} else {
 		if (d->len - d->off < 3)
 			return fault(d);

@@ -11,6 +11,7 @@
  *   CACHE   count x { addr_len u8 | addr | flags u8 | n u16 | n x chain hash u64 }
  *   FIT     count x { addr_len u8 | addr | whole u8 | tokens u32
  *                     | decoding u32 | y_us u32 }
+ *   FLOW    count x { label_len u8 | label | key u64 | served u64 | queued u32 }
  * Backends are named by address ("host:port", as pg_backend_name spells it),
  * never by slot id: each gateway numbers its slots in its own order.
  * boot tells a restarted gateway (same id, seq from 1 again) from a replay;
@@ -20,8 +21,9 @@
  * first token on each backend (lib/work.h pg_work_ages) and FIT, the first
  * tokens a gateway learned its backends' speeds from, so that every
  * gateway learns from all of the fleet's; version 4 the CACHE entries'
- * flags (PG_FLEET_CACHE_*). Gateways of one fleet must speak the same
- * version (another's messages are counted as undecodable and ignored).
+ * flags (PG_FLEET_CACHE_*); version 5 FLOW, flow control's tenants (lib/flow.h):
+ * the work each was served since the last one, and its requests queued. Gateways of one fleet must
+ * speak the same version (another's messages are counted as undecodable and ignored).
  */
 #ifndef PG_FLEET_MSG_H
 #define PG_FLEET_MSG_H
@@ -31,7 +33,7 @@
 #include <stdint.h>
 #include "lib/work.h"
 
-#define PG_FLEET_MSG_VERSION 4
+#define PG_FLEET_MSG_VERSION 5
 #define PG_FLEET_ID_MAX      64 /* gateway id, bytes */
 #define PG_FLEET_ADDR_MAX    63 /* backend address, bytes */
 
@@ -39,6 +41,7 @@ enum pg_fleet_msg_type {
 	PG_FLEET_MSG_LOAD = 1,  /* per-backend in-flight vector */
 	PG_FLEET_MSG_CACHE = 2, /* cache_aware decisions: block chain -> backend */
 	PG_FLEET_MSG_FIT = 3,   /* first tokens learned from: backend -> observation */
+	PG_FLEET_MSG_FLOW = 4,  /* flow control: tenant -> work served, requests queued */
 	PG_FLEET_MSG_TYPES,
 };
 
@@ -88,6 +91,13 @@ bool pg_fleet_enc_load(struct pg_fleet_enc *e, const char *addr, const struct pg
 bool pg_fleet_enc_cache(struct pg_fleet_enc *e, const char *addr, uint8_t flags,
                         const uint64_t *chain, uint16_t n);
 bool pg_fleet_enc_fit(struct pg_fleet_enc *e, const char *addr, const struct pg_fit_obs *o);
+/* A FLOW entry: a tenant's label (in the address's place), key, the work
+ * units served since the last message, its requests queued now. */
+struct pg_fleet_flow {
+	uint64_t key, served;
+	uint32_t queued;
+};
+bool pg_fleet_enc_flow(struct pg_fleet_enc *e, const char *label, const struct pg_fleet_flow *t);
 /* Bytes of one CACHE entry, to size a batch. */
 size_t pg_fleet_cache_entry_size(size_t addr_len, uint16_t n);
 
@@ -111,6 +121,7 @@ struct pg_fleet_entry {
 	struct pg_fleet_load load;        /* LOAD */
 	struct pg_fleet_ages ages;        /* LOAD */
 	struct pg_fit_obs obs;            /* FIT */
+	struct pg_fleet_flow flow;        /* FLOW (addr: the tenant's label) */
 	uint8_t flags;                    /* CACHE: PG_FLEET_CACHE_* */
 	uint16_t n;                       /* CACHE: hashes in chain */
 	const uint8_t *chain;             /* CACHE: n x u64 LE, unaligned: pg_fleet_hash() */

@@ -234,6 +234,20 @@ void pg_flow_charge(struct pg_flow_tenants *ts, const struct pg_flow_item *it)
 	uint32_t w = LOAD(&t->weight);
 
 	__atomic_fetch_add(&t->vtc, it->cost * 1000 / (w ? w : 1), __ATOMIC_RELAXED);
+	__atomic_fetch_add(&t->fleet_out, it->cost, __ATOMIC_RELAXED);
+}
+
+unsigned pg_flow_heard(struct pg_flow_tenants *ts, uint64_t key, const char *label, uint64_t served)
+{
+	const unsigned i = pg_flow_tenant(ts, key, label);
+	struct pg_flow_tenant *t = &ts->t[i];
+	uint32_t w = LOAD(&t->weight);
+
+	if (served) {
+		__atomic_fetch_add(&t->vtc, served * 1000 / (w ? w : 1), __ATOMIC_RELAXED);
+		__atomic_fetch_add(&t->peer_served, served, __ATOMIC_RELAXED);
+	}
+	return i;
 }
 
 struct pg_flow_item *pg_flow_expired(struct pg_flow_q *q, uint64_t now_ms)

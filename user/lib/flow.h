@@ -56,6 +56,10 @@ struct pg_flow_tenant {
 	/* shared counters (atomics) */
 	uint64_t vtc;    /* service received, work units x 1000 / weight */
 	uint32_t queued; /* its requests queued, every worker's */
+	/* The fleet (--nats): work served here the peers have not been told
+	 * of yet, the work they told of, and their requests queued. */
+	uint64_t fleet_out, peer_served;
+	uint32_t peer_queued;
 };
 
 struct pg_flow_tenants {
@@ -133,8 +137,15 @@ uint64_t pg_flow_rank(const struct pg_flow_q *q, const struct pg_flow_tenants *t
 /* It leaves the queue (dispatched, expired, its client gone). */
 void pg_flow_remove(struct pg_flow_q *q, struct pg_flow_tenants *ts, struct pg_flow_item *it);
 
-/* It was dispatched: its tenant is charged its cost. */
+/* It was dispatched: its tenant is charged its cost (and the cost is kept
+ * for the fleet: fleet_out). */
 void pg_flow_charge(struct pg_flow_tenants *ts, const struct pg_flow_item *it);
+
+/* Another gateway of the fleet served work units to tenant key (label:
+ * what it calls it): charged here too, by the weight it has here, so that
+ * tenants share the fleet, not each gateway. Returns the tenant's slot. */
+unsigned pg_flow_heard(struct pg_flow_tenants *ts, uint64_t key, const char *label,
+                       uint64_t served);
 
 /* A queued request past its deadline at now, NULL when none (the queue's
  * next_deadline_ms says when to look again). */

@@ -335,8 +335,9 @@ void pg_queue_charge(struct pg_worker *w, struct pg_client *c)
 	if (!f || x->flow_charged)
 		return;
 	x->flow_charged = true;
-	if (!x->fq.enq_ms && !__atomic_load_n(&f->queued, __ATOMIC_RELAXED))
-		return; /* no one waits: service is not counted (lib/flow.h) */
+	if (!x->fq.enq_ms && !__atomic_load_n(&f->queued, __ATOMIC_RELAXED) &&
+	    !__atomic_load_n(&f->peer_queued, __ATOMIC_RELAXED))
+		return; /* no one waits, in the fleet: service is not counted (lib/flow.h) */
 	if (!x->fq.enq_ms)
 		x->fq.tenant = (uint16_t)tenant_of(f, x, NULL, 0);
 	x->fq.cost = cost_of(x);

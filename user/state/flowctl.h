@@ -52,8 +52,10 @@ struct pg_flowctl {
 	const char *header; /* PG_TENANT_HEADER: its name */
 	/* Requests waiting, every worker's (atomic): while 0, an instance's
 	 * queue that shrinks wakes no one, and dispatches are not charged to
-	 * their tenants (service counts while anyone waits: lib/flow.h). */
+	 * their tenants (service counts while anyone waits: lib/flow.h), but
+	 * for the fleet's other gateways' (peer_queued, control/fleet_flow.c). */
 	uint32_t queued __attribute__((aligned(64)));
+	uint32_t peer_queued;
 	unsigned nworkers;
 	struct pg_flow_wake *wake; /* nworkers entries */
 };
