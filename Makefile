@@ -44,7 +44,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 BPFT_SRCS := $(wildcard tests/bpf/test_*.c)
 BPFT_BINS := $(patsubst tests/bpf/%.c,$(BUILD)/tests/%,$(BPFT_SRCS))
 
-.PHONY: all deps test test-unit test-asan test-bpf test-e2e demo bench soak clean format tests-build
+.PHONY: all deps test test-unit test-asan test-bpf test-e2e demo bench doc-flags soak clean format tests-build
 all: deps $(BUILD)/prefixgate $(TOOL_BINS)
 
 deps:
@@ -156,6 +156,10 @@ bench: all
 	$(Q)$(KEEP) datapath -- python3 tools/bench/datapath.py --build $(BUILD) --out $(BUILD)/bench
 	$(Q)$(KEEP) slowloris -- python3 tools/bench/slowloris.py --build $(BUILD) --out $(BUILD)/bench
 	$(Q)$(KEEP) growth -- python3 tools/bench/growth.py --build $(BUILD) --out $(BUILD)/bench
+
+# doc/configuration.md's flag list, rewritten from the binary's --help
+doc-flags: all
+	$(Q)python3 tools/docs/flags.py --build $(BUILD)
 
 # Mixed traffic with chaos for SOAK_SECONDS (default 600), every response checked.
 SOAK_SECONDS ?= 600
