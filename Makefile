@@ -3,7 +3,7 @@
 #   make            build build/prefixgate and the tools
 #   make test       install missing packages, build, run every test
 #   make demo       install missing packages, build, run the demo workload
-#   make bench      the full benchmark (results under build/bench/)
+#   make bench      the full benchmark (raw results under build/bench/, summaries in doc/results/)
 #   V=1             show every command
 .DELETE_ON_ERROR:
 .DEFAULT_GOAL := all
@@ -44,7 +44,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 BPFT_SRCS := $(wildcard tests/bpf/test_*.c)
 BPFT_BINS := $(patsubst tests/bpf/%.c,$(BUILD)/tests/%,$(BPFT_SRCS))
 
-.PHONY: all deps test test-unit test-asan test-bpf test-e2e demo bench soak clean format tests-build
+.PHONY: all deps test test-unit test-asan test-bpf test-e2e demo bench doc-flags soak clean format tests-build
 all: deps $(BUILD)/prefixgate $(TOOL_BINS)
 
 deps:
@@ -143,15 +143,23 @@ test-e2e: deps tests-build
 demo: all
 	$(Q)python3 tools/bench/demo.py --build $(BUILD)
 
+# Raw results under $(BUILD)/bench/; each part's summary, with the command
+# that made it, in $(RESULTS)/PART.txt (doc/benchmarks.md lists them).
+RESULTS ?= doc/results
+KEEP    := python3 tools/bench/results.py --dir $(RESULTS)
 bench: all
 	$(Q)tools/deps.sh haproxy nginx-light gnuplot-nox valgrind linux-perf
-	$(Q)python3 tools/bench/bench.py --build $(BUILD)
-	$(Q)python3 tools/bench/instr.py --build $(BUILD) --out $(BUILD)/bench
-	$(Q)python3 tools/bench/profile.py --build $(BUILD) --out $(BUILD)/bench
-	$(Q)python3 tools/bench/profile.py --build $(BUILD) --out $(BUILD)/bench --vs-floor
-	$(Q)python3 tools/bench/datapath.py --build $(BUILD) --out $(BUILD)/bench
-	$(Q)python3 tools/bench/slowloris.py --build $(BUILD) --out $(BUILD)/bench
-	$(Q)python3 tools/bench/growth.py --build $(BUILD) --out $(BUILD)/bench
+	$(Q)python3 tools/bench/bench.py --build $(BUILD) --results $(RESULTS)
+	$(Q)$(KEEP) instr -- python3 tools/bench/instr.py --build $(BUILD) --out $(BUILD)/bench
+	$(Q)$(KEEP) profile -- python3 tools/bench/profile.py --build $(BUILD) --out $(BUILD)/bench
+	$(Q)$(KEEP) profile-vs-floor -- python3 tools/bench/profile.py --build $(BUILD) --out $(BUILD)/bench --vs-floor
+	$(Q)$(KEEP) datapath -- python3 tools/bench/datapath.py --build $(BUILD) --out $(BUILD)/bench
+	$(Q)$(KEEP) slowloris -- python3 tools/bench/slowloris.py --build $(BUILD) --out $(BUILD)/bench
+	$(Q)$(KEEP) growth -- python3 tools/bench/growth.py --build $(BUILD) --out $(BUILD)/bench
+
+# doc/configuration.md's flag list, rewritten from the binary's --help
+doc-flags: all
+	$(Q)python3 tools/docs/flags.py --build $(BUILD)
 
 # Mixed traffic with chaos for SOAK_SECONDS (default 600), every response checked.
 SOAK_SECONDS ?= 600

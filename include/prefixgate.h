@@ -74,7 +74,7 @@ enum pg_strategy {
  */
 /* 512: hit rates equal at 256/512/1024 on bench workloads (b), (d), (e);
  * 512 costs 4.5% more instructions per route than 1024, 9% less than 256,
- * and matches twice as finely as 1024 (README, Results). */
+ * and matches twice as finely as 1024 (doc/benchmarks.md, "Block size"). */
 #ifndef PG_CA_BLOCK /* -DPG_CA_BLOCK=N builds another size, to measure it */
 #define PG_CA_BLOCK 512
 #endif
@@ -97,7 +97,7 @@ enum pg_strategy {
  * default): always the first, a choice that depends on the membership
  * alone, so gateways that share no state place a conversation alike. More
  * evens out the instances' shares, for a lone gateway or a fleet that
- * shares its index (README, How it routes). */
+ * shares its index (doc/routing.md, How it routes). */
 #define PG_CA_CHOICES_DEFAULT 1
 /* pg_backend.recent: its time constant, and its unit (1/256 request). Two
  * counts within PG_CA_RECENT_TIE of each other are a tie. */
@@ -267,7 +267,7 @@ struct pg_state {
 _Static_assert(sizeof(struct pg_state) == 72, "pg_state layout");
 
 /*
- * Flow control's queue (README "Flow control"), as counters. Array map
+ * Flow control's queue (doc/routing.md "Flow control"), as counters. Array map
  * "pg_flow", one entry per pool like pg_state, BPF_F_MMAPABLE; the
  * workers update it with atomics as requests wait and leave, so bpftool
  * shows the queue as it stands. Nothing in BPF reads it.

@@ -768,7 +768,7 @@ def stalled_reader_bounded(opts):
         assert f.counter("prefixgate_backend_errors_total") == 0, "counted as a backend error"
         if unframed:
             # sockmsg: a short write into the full client buffer left the
-            # end untracked (README, Data paths): the complete response is
+            # end untracked (doc/datapaths.md): the complete response is
             # followed by a clean close, never by a hang or stray bytes.
             print("# the stalled response's end was not tracked: connection closed after it")
             assert opts.data_path == "sockmsg", unframed
@@ -784,7 +784,7 @@ def stalled_reader_bounded(opts):
 
 @test
 def admin_api(opts):
-    """The admin API answers what README "Admin API" lists."""
+    """The admin API answers what doc/operations.md "Admin API" lists."""
     f = Fleet(opts, 2)
     try:
         st, h = f.admin("GET", "/health")

@@ -500,7 +500,7 @@ def test_what_crosses(opts):
                     hd.get("content-length") != "2":
                 probs.append("case %d: response head reached the client as %r" % (i, hd))
             got = wait_until(lambda: len(be.seen) > i, 5) and be.seen[i]
-            # identity fields the gateway adds (README "Request identity")
+            # identity fields the gateway adds (doc/security.md "Request identity")
             want = want.replace(b"X-Kept: yes\r\n", b"X-Kept: yes\r\nX-Forwarded-For: 127.0.0.1\r\n"
                                 b"X-Request-Id: ID\r\n")
             got = got and re.sub(rb"X-Request-Id: [0-9a-f]{16}-[0-9a-f]{16}\r\n",

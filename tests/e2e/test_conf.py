@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The configuration file end to end (prefixgate -c FILE; README
+"""The configuration file end to end (prefixgate -c FILE; doc/configuration.md
 "Configuration file"): real prefixgate and mockllm processes on loopback.
 
 - every example configuration passes --check;
@@ -74,17 +74,41 @@ def port_free(port):
         s.close()
 
 
+def doc_examples():
+    """(where, text) of every configuration file in the manual: the blocks
+    of README.md and doc/*.md fenced as ```conf."""
+    out = []
+    for path in [os.path.join(REPO, "README.md")] + sorted(
+            glob.glob(os.path.join(REPO, "doc", "**", "*.md"), recursive=True)):
+        lines = open(path).read().split("\n")
+        i = 0
+        while i < len(lines):
+            if lines[i].strip() == "```conf":
+                end = lines.index("```", i + 1)
+                out.append(("%s:%d" % (os.path.relpath(path, REPO), i + 2),
+                            "\n".join(lines[i + 1:end]) + "\n"))
+                i = end
+            i += 1
+    return out
+
+
 @test
 def examples_pass_check(opts):
-    """Every example configuration of the repository passes --check (the
-    packaged one, and any under doc/)."""
+    """Every example configuration of the repository passes --check: the
+    packaged one, any file under doc/, and every ```conf block of the
+    manual (README.md, doc/*.md)."""
     files = glob.glob(os.path.join(REPO, "tools", "packaging", "examples", "*.conf")) + \
         glob.glob(os.path.join(REPO, "doc", "**", "*.conf"), recursive=True)
-    assert files, "no example configuration"
-    for path in files:
+    blocks = doc_examples()
+    assert files and blocks, "no example configuration"
+    d = tmpdir(opts)
+    for n, (where, text) in enumerate(blocks):
+        files.append((where, write(os.path.join(d, "doc-example-%d.conf" % n), text)))
+    for item in files:
+        where, path = item if isinstance(item, tuple) else (item, item)
         r = subprocess.run([gateway(opts), "-c", path, "--check"], capture_output=True,
                            text=True, timeout=20)
-        assert r.returncode == 0, "%s: %s%s" % (path, r.stdout, r.stderr)
+        assert r.returncode == 0, "%s: %s%s" % (where, r.stdout, r.stderr)
         assert "the configuration is valid" in r.stdout, r.stdout
 
 

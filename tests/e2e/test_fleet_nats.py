@@ -183,7 +183,7 @@ def hot_load(gws, per_gw, seconds, delay_ms=150):
 
     def client(g, k):
         # Clients start 20 ms apart: a perfectly simultaneous first burst
-        # reaches every gateway before any count could (see README).
+        # reaches every gateway before any count could (see doc/fleets.md).
         time.sleep(0.02 * k)
         while time.monotonic() < stop_at:
             t0 = time.monotonic()

@@ -290,7 +290,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* a longer prefix_length extends the same key; or falls back where the
 	 * shorter key text was complete: a message, part or token id of the
 	 * wrong shape lies between the two cuts (the shorter key never looks
-	 * past its own, README "How it routes") */
+	 * past its own, doc/routing.md "How it routes") */
 	if (b.k.fallback && !a.k.fallback) {
 		FUZZ_CHECK(pg_key_source_text(a.k.source) && a.k.length == prefix);
 	} else {

@@ -215,7 +215,7 @@ static void test_pool_without_members(void **state)
 	pg_buf_free(&r.body);
 }
 
-/* GET /pools lists each pool's members (README: "members"), by address,
+/* GET /pools lists each pool's members (doc/operations.md: "members"), by address,
  * beside their count. */
 static void test_pools_members(void **state)
 {

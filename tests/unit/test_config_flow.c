@@ -90,10 +90,10 @@ static void test_invalid(void **state)
 	     "--flow-tenant: \"header:\" is not bearer, user or header:NAME (a header's name)"},
 	    {{"--tenant", "a b"},
 	     "--tenant: \"a b\" is not a tenant's name (1-23 of A-Z a-z 0-9 . _ : @ -; a bearer "
-	     "token's tenant is named t-HASH: see README, Flow control)"},
+	     "token's tenant is named t-HASH: see doc/routing.md, Flow control)"},
 	    {{"--tenant", ":weight=2"},
 	     "--tenant: \"\" is not a tenant's name (1-23 of A-Z a-z 0-9 . _ : @ -; a bearer "
-	     "token's tenant is named t-HASH: see README, Flow control)"},
+	     "token's tenant is named t-HASH: see doc/routing.md, Flow control)"},
 	    {{"--tenant", "a:weight=0"}, "--tenant a: weight: expected 1-1000, got \"0\""},
 	    {{"--tenant", "a:weight=1001"}, "--tenant a: weight: expected 1-1000, got \"1001\""},
 	    {{"--tenant", "a:priority=urgent"},

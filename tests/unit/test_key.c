@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Prefix-key tests: the routing contract (README "How it routes"), checked through the
+ * Prefix-key tests: the routing contract (doc/routing.md "How it routes"), checked through the
  * key text (what is hashed) and through key equality between bodies that
  * must, or must not, route together.
  */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Keys of large bodies (README "How it routes"): the parse tokenizes long
+ * Keys of large bodies (doc/routing.md "How it routes"): the parse tokenizes long
  * arrays only as far as the key text can reach (json.h), so these check
  * that the key is still that of the whole body, that what lies past the
  * key is still checked as JSON, and that it is no longer checked for the

@@ -10,7 +10,7 @@
  * key (a late error in the JSON grammar must still give the raw fallback; a
  * late message or token id of the wrong shape, once the key text is
  * complete, is not looked at: rows 16 and 17 below 65536 were the raw
- * fallback until that was decided, README "How it routes"). The blocks of
+ * fallback until that was decided, doc/routing.md "How it routes"). The blocks of
  * raw keys (source R, and fallbacks) ran to PrefixLength until
  * cache_aware's were made to run past it, as over a text (key.h).
  *

@@ -52,7 +52,9 @@
 CACHE_AWARE needs a gateway with --strategy cache_aware (and
 --cache-capacity, set to the instances' --kv-capacity-tokens); with an older
 build its rows are skipped with a note.
-Raw results, the tables and PNG plots go to build/bench/<date>/. Latencies
+Raw results, the tables and PNG plots go to build/bench/<date>/; with
+--results DIR (make bench gives doc/results) each part's summary is also
+written to DIR/PART.txt with the command that made it (results.py). Latencies
 are in model time (see runs.py: instances run SCALE times faster).
 """
 import argparse
@@ -65,6 +67,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fleet  # noqa: E402
 import plots  # noqa: E402
+import results as kept  # noqa: E402
 import fleetbench  # noqa: E402
 import flow  # noqa: E402
 import runs  # noqa: E402
@@ -79,7 +82,7 @@ WORKLOADS = [
      runs.WL_SHARED, 20, 75, 18000, None),
     # (b), (d), (e): each turn re-sends the reply the instance generated for
     # the previous one (pgload --history server; runs.py gives these runs
-    # fast decode so the rate is reachable). The README's older numbers were
+    # fast decode so the rate is reachable). The figures before 2026-12-01 were
     # measured with "--history replay --max-tokens 16" (the conversation's
     # own assistant text, never generated) and prompt-only caching.
     ("b", "(b) multi-turn: 64 live ShareGPT-style chats, 2-12 turns, whole history each turn",
@@ -413,6 +416,9 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.environ.get("BUILD", "build"))
     ap.add_argument("--out", help="results directory (default build/bench/<date>)")
+    ap.add_argument("--results", metavar="DIR",
+                    help="also write each part's summary to DIR/PART.txt, with the command "
+                    "that made it (make bench: doc/results)")
     ap.add_argument("--parts", "--only", dest="parts",
                     default=",".join(PARTS),
                     help="parts to run, comma-separated, of %s (default: all)" % ",".join(PARTS))
@@ -479,6 +485,8 @@ def main():
         try:
             results[part], ls = fn(opts, out)
             lines += ls
+            if opts.results:
+                kept.publish(opts.results, part, "\n".join(ls), part_command(part))
         except Exception as e:  # one part failing must not lose the others
             failed.append(part)
             lines += ["%s: FAILED: %r (logs in %s)" % (part, e, os.path.join(out, "logs")), ""]
@@ -489,6 +497,20 @@ def main():
     print(text, end="")
     print("raw results, tables and plots: %s" % out)
     return 1 if failed or "requests failed" in text else 0
+
+
+def part_command(part):
+    """The command that runs one part as this run ran it: this command
+    line with its --parts and its own --out/--results left out."""
+    args, skip = [], False
+    for a in sys.argv[1:]:
+        if skip:
+            skip = False
+        elif a in ("--parts", "--only", "--out", "--results"):
+            skip = True
+        elif not a.startswith(("--parts=", "--only=", "--out=", "--results=")):
+            args.append(a)
+    return " ".join(["python3 tools/bench/bench.py"] + args + ["--parts", part])
 
 
 def save(out, lines, results):

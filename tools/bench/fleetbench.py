@@ -2,7 +2,7 @@
 same 7 instances, pgload sending each request to one of them at random, as
 an L4 balancer in front of a fleet of gateways would.
 
-With shared state the gateways are what README "Running a fleet" describes:
+With shared state the gateways are what doc/fleets.md "Running a fleet" describes:
 one nats-server (started here, loopback, a free port) carries their
 in-flight counts and cache_aware's index decisions. Membership is the same
 static --backend list on every gateway (etcd plays no part in the

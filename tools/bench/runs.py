@@ -30,7 +30,7 @@ import fleet
 SCALE = 4.0
 # CACHE_AWARE with its RoutingConfig (prefixgate --routing-config): n=3 places
 # what nothing cached places on the least recently sent of its anchor's first
-# 3 ring candidates (CacheAwareConfig.NewConversationChoices; README, How it
+# 3 ring candidates (CacheAwareConfig.NewConversationChoices; doc/routing.md, How it
 # routes), where plain CACHE_AWARE (the default, 1) takes the first.
 CA_VARIANTS = {"ca_n3": {"RoutingStrategy": "CACHE_AWARE",
                          "CacheAwareConfig": {"NewConversationChoices": 3}}}
@@ -71,7 +71,7 @@ def available(build, strategies):
         ", ".join("--strategy " + OPTIONAL[s] for s in skip)) if skip else None)
     return keep, note
 
-# Workload (a), see README "Results": 6,000 documents of 8,000 tokens, Zipf
+# Workload (a), see doc/benchmarks.md "Workloads": 6,000 documents of 8,000 tokens, Zipf
 # s=0.3; each instance caches 11,000,000 tokens (~1,360 documents).
 FLEET_ARGS = ["--kv-capacity-tokens", "11000000"]
 WL_SHARED = ["--workload", "shared-prefix", "--docs", "6000", "--zipf", "0.3",

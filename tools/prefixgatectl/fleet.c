@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * prefixgatectl register and fleet: a backend's lease-bound key in etcd,
- * and the gateways' records under P/gateways/ (README "Running a fleet").
+ * and the gateways' records under P/gateways/ (doc/fleets.md "Running a fleet").
  * Both speak etcd's JSON gateway through control/etcd_client.h.
  */
 #include <errno.h>

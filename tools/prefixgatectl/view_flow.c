@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Flow control's queue as prefixgatectl shows it (README "Flow control"):
+ * Flow control's queue as prefixgatectl shows it (doc/routing.md "Flow control"):
  * the queue line of status and top, and its JSON object. From the
  * snapshot, so the same whichever source filled it.
  */

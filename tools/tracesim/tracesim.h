@@ -8,7 +8,7 @@
  * mockllm's /mock/match answers; tools/bench/refrouter.py's rules).
  * Deterministic: the same flags give the same figures. What `make bench`
  * measures with real processes in minutes, this computes in a second or
- * two, to design the rule by (README, Routing under load).
+ * two, to design the rule by (doc/routing.md, Routing under load).
  *
  * The trace's requests carry no text, only block ids; the gateway's view
  * and the instances' are built from them as the real text would give them:

@@ -70,7 +70,7 @@ struct pg_etcd_cfg {
 	const char *user, *password_file, *state_file; /* NULL: none */
 };
 
-/* Flow control's gateway-wide settings (lib/flow.h; README "Flow
+/* Flow control's gateway-wide settings (lib/flow.h; doc/routing.md "Flow
  * control"); a pool's own are FlowControlConfig in its struct pg_route_cfg. */
 enum pg_tenant_src {
 	PG_TENANT_BEARER = 0, /* Authorization: Bearer TOKEN, hashed (the default) */
@@ -102,7 +102,7 @@ struct pg_flow_cfg {
 struct pg_conf;
 
 struct pg_config {
-	/* The configuration file (README "Configuration file"): its path (-c,
+	/* The configuration file (doc/configuration.md "Configuration file"): its path (-c,
 	 * or PG_CONF_DEFAULT when it exists; NULL: none) and its directives,
 	 * which the string fields it set point into (owned). */
 	const char *conf_path;
@@ -214,7 +214,7 @@ int pg_config_reparse(const struct pg_config *cfg, struct pg_config *out,
 void pg_config_errs_print(FILE *out, const struct pg_conf_errs *errs, const char *file);
 
 /*
- * cfg written as a configuration file (README "Configuration file") to
+ * cfg written as a configuration file (doc/configuration.md "Configuration file") to
  * out, which parses back to the same configuration: every option that is
  * not at its default, each pool's block, each tenant's. live[p]: pool p's
  * RoutingConfig as it runs (NULL: as configured), written out in full in
@@ -315,7 +315,7 @@ void pg_backends_free(char **v, size_t n);
  * buffer. 0, or -1 with err saying what failed (errno text). */
 int pg_read_file(const char *path, size_t max, char **buf, size_t *len, char *err, size_t errlen);
 
-/* FlowControlConfig (lib/flow.h; README "Flow control"): InstanceQueueMs
+/* FlowControlConfig (lib/flow.h; doc/routing.md "Flow control"): InstanceQueueMs
  * 0 (off) to a minute, DeadlineMs 0 (none) to an hour; InstanceQueueMs when
  * --flow-control or a FlowControlConfig without it turns flow control on:
  * the prefill an instance has queued that keeps its engine busy across the
@@ -334,6 +334,6 @@ int pg_read_file(const char *path, size_t max, char **buf, size_t *len, char *er
  * max-load-gap) is told: the rule it tuned is gone. */
 #define PG_CA_GAP_REMOVED                                                                          \
 	"no longer used: CACHE_AWARE weighs each instance's queue in prefill work instead of "     \
-	"counting requests (README, Routing under load); remove it"
+	"counting requests (doc/routing.md, Routing under load); remove it"
 
 #endif /* PG_CONFIG_H */

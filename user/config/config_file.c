@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The configuration file's directives (README "Configuration file"; its
+ * The configuration file's directives (doc/configuration.md "Configuration file"; its
  * syntax is lib/conf.c's): a top-level directive is a flag of the table
  * (config_opts.c) by its name without "--", taking the same values through
  * the same apply(), so the file and the flags cannot drift; a flag without

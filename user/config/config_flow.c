@@ -78,7 +78,7 @@ struct pg_tenant_cfg *pg_tenant_add(struct pg_flow_cfg *fc, const char *v, size_
 		pg_errf(
 		    err, errlen,
 		    "--tenant: \"%.*s\" is not a tenant's name (1-%d of A-Z a-z 0-9 . _ : @ -; a "
-		    "bearer token's tenant is named t-HASH: see README, Flow control)",
+		    "bearer token's tenant is named t-HASH: see doc/routing.md, Flow control)",
 		    (int)(len < 64 ? len : 64), v, PG_FLOW_LABEL_MAX);
 		return NULL;
 	}

@@ -71,7 +71,7 @@ const struct pg_opt pg_opts[] = {
 #define TOKEN_CHARS   PG_STR(PG_CA_CHARS_PER_TOKEN)
     [O_CONFIG] = {OPT("config", "FILE",
                       "the configuration file: these flags' directives and pool and tenant "
-                      "blocks (README: Configuration file); flags given override it"),
+                      "blocks (doc/configuration.md); flags given override it"),
                   .short_name = 'c', .cli = true, .def_text = PG_CONF_DEFAULT " if it exists"},
     [O_CHECK] = {OPT("check", NULL,
                      "check the configuration and exit, 0 if valid, else 1 with every error "
@@ -115,7 +115,7 @@ const struct pg_opt pg_opts[] = {
     [O_FLOW_CONTROL] = {OPT("flow-control", NULL,
                             "flow control: past the instances' room requests wait in the "
                             "gateway, fairly between tenants, by class, up to a deadline "
-                            "(README: Flow control)"),
+                            "(doc/routing.md, Flow control)"),
                         FLAG(flow.on), .route = true, .live = true},
     [O_FLOW_QUEUE_MS] = {OPT("flow-instance-queue-ms", "MS",
                              "flow control: an instance takes requests while its queued "
@@ -273,8 +273,8 @@ const struct pg_opt pg_opts[] = {
                     "take backends and the routing config from etcd (http://host:port, "
                     "tried in turn)"),
                 STR(etcd.endpoints), .def_text = "off"},
-    [O_ETCD_PREFIX] = {OPT("etcd-prefix", "P", "etcd key prefix (README: Running a fleet)"),
-                       STR(etcd.prefix), .def = PG_ETCD_PREFIX_DEFAULT},
+    [O_ETCD_PREFIX] = {OPT("etcd-prefix", "P", "etcd key prefix (doc/fleets.md)"), STR(etcd.prefix),
+                       .def = PG_ETCD_PREFIX_DEFAULT},
     [O_ETCD_TIMEOUT] = {OPT("etcd-timeout", "MS", "each etcd call, and its liveness check"),
                         .def = "1000", CFG(etcd.timeout_ms), RANGE(50, 60000)},
     [O_ETCD_USER] = {OPT("etcd-user", "NAME", "etcd authentication user"), STR(etcd.user)},

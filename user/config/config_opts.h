@@ -63,7 +63,7 @@ struct pg_opt {
 	char short_name; /* also -C (-c for --config) */
 	bool cli;        /* the command line's only: no directive of the file */
 	/* A reload of the configuration file applies a change of it at once
-	 * (README "Configuration file"); the others need a restart. */
+	 * (doc/configuration.md "Configuration file"); the others need a restart. */
 	bool live;
 };
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * --pool NAME:KEY=VALUE keys of prefill/decode disaggregation (lib/pd.h,
- * README "Prefill/decode disaggregation"): pd=vllm|sglang, prefill=ADDR
+ * doc/routing.md "Prefill/decode disaggregation"): pd=vllm|sglang, prefill=ADDR
  * [@BOOTSTRAP_PORT],... (the pool's own members), decode=ADDR,... (the
  * members of its decode set, pool NAME-decode, made here), pd-min-tokens=N,
  * bootstrap-port=PORT. Pure parsing into the pool table.

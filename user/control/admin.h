@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The admin HTTP API (README "Admin API"), as a request -> reply function
+ * The admin HTTP API (doc/operations.md "Admin API"), as a request -> reply function
  * with no sockets, so it is unit-tested and fuzzed directly. The listener
  * and connections live in control.c, which calls pg_admin_handle() on the
  * control thread (membership changes must happen there).

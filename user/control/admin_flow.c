@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * GET /flow (admin.c dispatches to it): flow control's queues and tenants
- * as JSON (README "Flow control"; the same counters as /metrics'
+ * as JSON (doc/routing.md "Flow control"; the same counters as /metrics'
  * prefixgate_flow_* and the pinned map pg_flow). Control thread only.
  */
 #include "control/admin_pools.h"

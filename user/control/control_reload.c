@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * SIGHUP with a configuration file (README "Configuration file"): the file
+ * SIGHUP with a configuration file (doc/configuration.md "Configuration file"): the file
  * and the command line are read again as at start-up (config.h
  * pg_config_reparse). A file with any error is refused whole, each error
  * logged as FILE:LINE, and the running configuration kept. Otherwise what

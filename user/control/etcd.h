@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * etcd as the source of membership and routing config (--etcd-endpoints;
- * README "Running a fleet" has the key layout).
+ * doc/fleets.md "Running a fleet" has the key layout).
  *
  * An etcd thread reads every key under the prefix at one revision, then
  * watches from revision + 1. Each batch of watch events read together

@@ -211,7 +211,7 @@ static void latency(const struct pg_gateway *gw, struct pg_buf *o)
 		histogram(gw, o, h[i].name, help, h[i].lat, h[i].sum, false);
 	}
 	/* The microsecond families, kept for one release so that dashboards
-	 * can move (README, Operating prefixgate). */
+	 * can move (doc/operations.md, Operating prefixgate). */
 	for (size_t i = 0; i < sizeof(h) / sizeof(h[0]); i++) {
 		snprintf(help, sizeof(help),
 		         "DEPRECATED, removed in the next release: %s in microseconds; use %s.",

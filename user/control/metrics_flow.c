@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * /metrics: flow control (README "Flow control"; state/flowctl.h): the
+ * /metrics: flow control (doc/routing.md "Flow control"; state/flowctl.h): the
  * queue of each pool (its pinned counters, pg_flow), the waits by class,
  * and each tenant's queue, waits, service and refusals. Waits are in
  * seconds, as Prometheus names them.

@@ -22,8 +22,8 @@ static void prediction_error(const struct pg_gateway *gw, struct pg_buf *o)
 	}
 	pg_metrics_family(o, "prefixgate_ttft_prediction_error_milliseconds", "histogram",
 	                  "|first token - predicted| of each streamed response whose first "
-	                  "token was seen, milliseconds (the load model, README Routing under "
-	                  "load).");
+	                  "token was seen, milliseconds (the load model, doc/routing.md, Routing "
+	                  "under load).");
 	for (unsigned b = 0; b < PG_TTFT_ERR_BUCKETS; b++) {
 		for (unsigned w = 0; gw->stats && w < gw->nworkers; w++)
 			cum += LOAD(&gw->stats[w].ttft_err[b]);

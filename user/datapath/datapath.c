@@ -108,7 +108,7 @@ int pg_datapath_init(struct pg_gateway *gw, uint64_t budget, char *err, size_t e
 		return -1;
 	}
 	dp->budget = budget ? budget : PG_SPLICE_BUDGET_DEFAULT;
-	/* auto: sockmsg, the path that measured better than copy (README). */
+	/* auto: sockmsg, the path that measured better than copy (doc/datapaths.md). */
 	modes = cfg->data_path == PG_DATA_SOCKMAP ? PG_SPLICE_SKB : PG_SPLICE_MSG;
 	name = modes == PG_SPLICE_SKB ? "sockmap" : "sockmsg";
 	sc.skb_budget = sc.msg_budget = dp->budget;
@@ -171,7 +171,7 @@ enum pg_dp_path pg_dp_choose(struct pg_worker *w, uint16_t id, bool head_method,
 	if (!dp || head_method)
 		return PG_DP_COPY;
 	/* auto: only streamed responses pay for a fresh backend connection;
-	 * short answers measured faster on pooled connections (README). */
+	 * short answers measured faster on pooled connections (doc/datapaths.md). */
 	if (dp->auto_mode && !stream)
 		return PG_DP_COPY;
 	if (dp->mode == PG_DP_SKB)

@@ -5,7 +5,7 @@
  * same-host backend's own socket). The kernel side is bpf/splice.bpf.c,
  * its loader user/datapath/splice_load.c; this module decides, per backend connection,
  * which path carries the response body and drives the hand-offs between
- * the proxy and the kernel. README.md ("Data paths") has the measurements.
+ * the proxy and the kernel. doc/datapaths.md ("Data paths") has the measurements.
  *
  * Common to both kernel paths (upstream.c calls these at fixed points):
  *  - Requests are parsed and forwarded from userspace; only the response

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Backend choice for one request (the routing contract, README "How it routes").
+ * Backend choice for one request (the routing contract, doc/routing.md "How it routes").
  *
  * This runs on every request, so: no allocation, at most one pass over ids
  * 1..max_id, and each shared field read once per pass. The backend table is

@@ -18,7 +18,7 @@
  * whether the queues stay bounded at all. The mean queue length estimates
  * how many requests a prefill delays (ρ / (1 - ρ) for a single queue), so
  * the rule moves from "fastest first token" towards "follow the cache" as
- * the fleet fills, by itself. (tools/tracesim sweeps the constants: README,
+ * the fleet fills, by itself. (tools/tracesim sweeps the constants: doc/routing.md,
  * Routing under load.)
  *
  * Ties. Costs within PG_CA_TIE_MS or PG_CA_TIE_FRAC of the lowest are equal,
@@ -40,7 +40,7 @@
 #include "lib/work.h"
 
 /* lambda's constants (tools/tracesim: the Mooncake trace at loads 0.5-1.1;
- * README, Routing under load). */
+ * doc/routing.md, Routing under load). */
 #define PG_CA_WORK_BASE   2.0
 #define PG_CA_WORK_QUEUED 1.5
 /* Costs this close to the lowest tie. */

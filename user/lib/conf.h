@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The configuration file's syntax (README "Configuration file"), pure: text
+ * The configuration file's syntax (doc/configuration.md "Configuration file"), pure: text
  * in, directives with their line numbers out; what a directive means is
  * config/config_file.c's.
  *

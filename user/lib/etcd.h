@@ -10,7 +10,7 @@
  * accepts as a number. A watch answers with a stream of JSON objects, one a
  * line, each wrapped in "result".
  *
- * Key layout under the prefix P (see README "Running a fleet"):
+ * Key layout under the prefix P (see doc/fleets.md "Running a fleet"):
  *   P/config/routing   RoutingConfig JSON (as PUT /routing takes)
  *   P/backends/<id>    {"address":"host:port","state":"active"|"draining"}
  *   P/gateways/<id>    lease-bound: {"address","version","revision","digest"}

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Flow control's order, pure: which queued request goes next, which waits,
- * which is refused (--flow-control; README, Flow control). No I/O, no
+ * which is refused (--flow-control; doc/routing.md, Flow control). No I/O, no
  * allocation, no clock (the caller gives the time).
  *
  * - Classes: critical before standard before sheddable, strictly, except

@@ -4,7 +4,7 @@
  * key text's walk (key.c) looks up "role" and "content" in every message,
  * and with the names' lengths and bytes constants each member costs a
  * length test and one or two word compares instead of a loop over a table
- * (measured: 175 instructions a message down to about 75; README, Routing
+ * (measured: 175 instructions a message down to about 75; doc/benchmarks.md, Routing
  * cost). pg_json_find_n is this, called with a table known only at run
  * time.
  */

@@ -44,7 +44,7 @@ static bool absent(const struct pg_json *js, int64_t i)
 /* The walk stopped at something malformed: the body cannot be used, unless
  * the PREFIX_AWARE key text was complete already (its end: mark 0 when
  * cache_aware's text runs on past it, else the text's own limit): then past
- * it only the JSON grammar matters (README "How it routes"), and the walk
+ * it only the JSON grammar matters (doc/routing.md "How it routes"), and the walk
  * ended there, as it would have for PREFIX_AWARE alone. Nothing is written
  * once a walk fails, so this is asked once, of the text it left. */
 static int walk_failed(const struct pg_text *e)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Prefix-key extraction, pure: which bytes of a request decide where it goes
- * (the routing contract of README "How it routes"), and their XXH3-64 hash.
+ * (the routing contract of doc/routing.md "How it routes"), and their XXH3-64 hash.
  *
  * - JSON APIs (POST /v1/chat/completions, /v1/completions, /v1/responses,
  *   /v1/embeddings; Anthropic's /v1/messages): the extracted prompt text,
@@ -202,7 +202,7 @@ struct pg_key_blocks {
  * ^ XXH3-64(block), then h ^ h >> 32 (each step a bijection), so one hash
  * names the whole prefix. Each block hashes on its own, so the CPU overlaps
  * them: 64 blocks took 1.8 us against 2.9 us for XXH3 seeded with the
- * previous hash (19,200 against 21,300 instructions; README, Routing
+ * previous hash (19,200 against 21,300 instructions; doc/benchmarks.md, Routing
  * cost). Gateways of a fleet exchange these hashes: ones of different
  * definitions never match, they only miss.
  */

@@ -2,7 +2,7 @@
 /*
  * Prefill/decode disaggregation, pure: what each leg of a disaggregated
  * request is sent and what is taken from the prefill's answer, for the two
- * protocols the engines speak (README "Prefill/decode disaggregation").
+ * protocols the engines speak (doc/routing.md "Prefill/decode disaggregation").
  *
  * vLLM (NIXL, two steps): the prefill instance gets the request with
  * max_tokens 1 (max_completion_tokens too if the body has it), stream

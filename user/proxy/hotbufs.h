@@ -10,7 +10,7 @@
  * (tools/bench/profile.py --vs-floor, 32 KiB bodies, 128 of 64 KiB): the
  * receive copy took 3.6-3.9 µs a request with all posted, 2.6-3.3 with
  * this, 1.6-2.0 for the floor proxy, whose per-connection buffer stays in
- * the cache (README, "receive buffers kept in the cache").
+ * the cache (doc/benchmarks.md, "Receive buffers").
  *
  * So only a few are posted at a time (depth): what receives use cycles
  * through a few hundred KiB, not the worker's 8 MiB. Free buffers wait on

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Prefill/decode disaggregation in a worker (README "Prefill/decode
+ * Prefill/decode disaggregation in a worker (doc/routing.md "Prefill/decode
  * disaggregation"; lib/pd.h has the bodies, state/route.h pg_route_pd the
  * choice): a request of a pool with a decode set goes to a prefill
  * instance and a decode instance, as its protocol says.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Flow control in a worker (README "Flow control"; lib/flow.h has the
+ * Flow control in a worker (doc/routing.md "Flow control"; lib/flow.h has the
  * order, state/flowctl.h the gateway-wide state): its queues, one per pool
  * that has had a request wait, and the requests' way through them.
  *

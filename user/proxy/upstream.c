@@ -88,7 +88,7 @@ static int est_fields(char *p, size_t cap, const char *pre, const struct pg_ca_e
 
 /* X-Prefixgate-Route's line for x into line (cap bytes, CRLF included):
  * the backend and why; for cache_aware the estimates that decided, of the
- * chosen instance and of the runner-up (README, Routing under load). */
+ * chosen instance and of the runner-up (doc/routing.md, Routing under load). */
 static size_t route_header(struct pg_worker *w, const struct pg_exchange *x, char *line, size_t cap)
 {
 	const struct pg_choice *ch = &x->choice;

@@ -68,7 +68,7 @@
 #define PG_DOWN_MS 2000
 /* Attempts per request: the first, then the next candidate after each
  * failure (a backend not tried yet, as routing would pick it) until one
- * answers, none is left, or this many were made (README "How it routes").
+ * answers, none is left, or this many were made (doc/routing.md "How it routes").
  * Each failed one costs a refused connect (instant) or --connect-timeout. */
 #define PG_MAX_ATTEMPTS 32
 

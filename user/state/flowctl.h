@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Flow control's gateway-wide state (README "Flow control"; lib/flow.h has
+ * Flow control's gateway-wide state (doc/routing.md "Flow control"; lib/flow.h has
  * the order): the tenants, with what metrics show of each; the classes'
  * waits; each worker's queue's bounds; and how a worker that saw an
  * instance's queue shrink wakes the workers that have requests waiting.
