@@ -67,10 +67,13 @@ static void fifo_del(struct pg_flow_fifo *f, struct pg_flow_item *it, bool tenan
 		f->tail = prev;
 }
 
-/* Tenant t has a request queued again: lifted to the least counter of the
- * tenants that have, so that idling banks no credit. */
+/* Tenant t has a request queued again: lifted to one burst below the
+ * least counter of the tenants that have (PG_FLOW_BURST_WORK, in counter
+ * units: work x 1000 / weight, so a burst of work x weight), so that
+ * idling banks no more credit than that. */
 static void lift(struct pg_flow_tenants *ts, unsigned t)
 {
+	const uint64_t burst = (uint64_t)PG_FLOW_BURST_WORK * 1000;
 	uint64_t least = UINT64_MAX, mine = LOAD(&ts->t[t].vtc);
 
 	for (unsigned i = 0; i < PG_FLOW_TENANTS; i++)
@@ -80,8 +83,8 @@ static void lift(struct pg_flow_tenants *ts, unsigned t)
 			if (v < least)
 				least = v;
 		}
-	if (least != UINT64_MAX && mine < least)
-		STORE(&ts->t[t].vtc, least);
+	if (least != UINT64_MAX && least > burst && mine < least - burst)
+		STORE(&ts->t[t].vtc, least - burst);
 }
 
 static void insert(struct pg_flow_q *q, struct pg_flow_tenants *ts, struct pg_flow_item *it,

@@ -10,8 +10,9 @@
  * - Tenants, within a class: the one with the least service received per
  *   weight (a virtual token counter, in work units: prompt tokens not
  *   cached + max output tokens) goes next, its requests in arrival order. A
- *   tenant that had nothing queued is lifted to the least counter of the
- *   tenants that had, so idling banks no credit (AIBrix's VTC). Counters
+ *   tenant that had nothing queued is lifted to PG_FLOW_BURST_WORK below
+ *   the least counter of the tenants that had, so idling banks no more
+ *   credit than one burst (AIBrix's VTC, with a burst allowance). Counters
  *   are the gateway's, shared by its workers (each worker orders its own
  *   queue by them), and with --nats the fleet's.
  * - Deadlines: a request past its deadline leaves the queue (answered 429
@@ -47,6 +48,13 @@ enum pg_prio {
  * default): the bound guarantees a flood of a lower class progress, never
  * the higher classes' capacity. */
 #define PG_FLOW_STARVE_MS 5000
+/* The credit a tenant comes back with after idling, in work units (x its
+ * weight): a light tenant's burst up to this much goes before a heavy
+ * tenant's backlog, rather than alternating with it; past it, the two share
+ * by weight. About 8 long prompts (8,000 tokens) or 250 chat turns: a quiet
+ * tenant's burst is served at once, and a tenant that bursts all the time
+ * gains one burst, never more. */
+#define PG_FLOW_BURST_WORK 65536
 
 struct pg_flow_tenant {
 	uint64_t key; /* XXH3-64 of its name (never the token itself); 0: free */
