@@ -21,6 +21,7 @@
 #include <arpa/inet.h>
 #include <cmocka.h>
 #include "control/control.h"
+#include "members/members.h"
 #include "proxy/queue.h"
 #include "proxy/worker.h"
 #include "state/flowctl.h"

@@ -61,7 +61,7 @@ struct pg_timeouts {
 	unsigned first_byte_ms; /* request dispatched -> first response byte */
 };
 
-/* etcd as the source of membership and routing config (control/etcd.h). */
+/* etcd as the source of membership and routing config (fleet/etcd.h). */
 #define PG_ETCD_PREFIX_DEFAULT "/prefixgate"
 struct pg_etcd_cfg {
 	const char *endpoints; /* --etcd-endpoints (points into argv); NULL: off */
@@ -149,7 +149,7 @@ struct pg_config {
 	unsigned predict_window_ms; /* predicted hit: same backend within this long */
 	bool shadow;                /* also compute what prefix_aware would choose */
 	enum pg_load_signal load_signal;
-	/* Fleets (control/fleet.h); strings point into argv. */
+	/* Fleets (fleet/fleet.h); strings point into argv. */
 	const char *nats_url;       /* --nats, or NULL: no NATS */
 	const char *nats_cluster;   /* --nats-cluster */
 	const char *gateway_id;     /* --gateway-id, or NULL: HOSTNAME:ADMIN-PORT */

@@ -18,7 +18,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
-#include "control/accesslog.h"
+#include "sys/accesslog.h"
 #include "datapath/datapath_internal.h"
 #include "sys/log.h"
 

@@ -20,7 +20,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "control/accesslog.h"
+#include "sys/accesslog.h"
 #include "datapath/datapath.h"
 #include "lib/boundary.h"
 #include "lib/buf.h"

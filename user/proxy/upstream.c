@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "control/accesslog.h"
-#include "control/metrics.h"
+#include "sys/accesslog.h"
+#include "admin/metrics.h"
 #include "datapath/datapath.h"
 #include "lib/boundary.h"
 #include "lib/buf.h"
