@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "sys/accesslog.h"
-#include "admin/metrics.h"
+#include "lib/names.h"
 #include "datapath/datapath.h"
 #include "lib/boundary.h"
 #include "lib/buf.h"
