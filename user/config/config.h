@@ -311,6 +311,16 @@ int pg_backends_parse_in(const char *text, size_t len, const struct pg_backends_
                          char ***out, size_t *n, char *err, size_t errlen);
 void pg_backends_free(char **v, size_t n);
 
+/* The parsers' helpers (config.c), for user/config/ alone. pg_errf:
+ * printf-format one error message into err (errlen bytes, always
+ * NUL-terminated, truncated if longer); errlen 0 means the caller does not
+ * want the message: nothing is written and err may be NULL. pg_backend_add:
+ * append canonical h to the backend list *v (*n entries) unless already
+ * there; *dup gets the index of the earlier copy. 0, -1 out of memory, 1
+ * duplicate, 2 too many (PG_MAX_BACKENDS - 1 already). */
+__attribute__((format(printf, 3, 4))) void pg_errf(char *err, size_t errlen, const char *fmt, ...);
+int pg_backend_add(char ***v, size_t *n, const struct pg_hostport *h, size_t *dup);
+
 /* Read a whole file of at most max bytes into a malloc'ed, NUL-terminated
  * buffer. 0, or -1 with err saying what failed (errno text). */
 int pg_read_file(const char *path, size_t max, char **buf, size_t *len, char *err, size_t errlen);
