@@ -28,6 +28,7 @@
 #include "state/maps.h"
 #include "state/pools.h"
 #include "sys/log.h"
+#include "proxy/sock.h"
 
 /* Each test program uses a part of the helpers below. */
 #pragma GCC diagnostic ignored "-Wunused-function"

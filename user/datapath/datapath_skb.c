@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include "sys/accesslog.h"
 #include "datapath/datapath_internal.h"
+#include "proxy/sock.h"
 #include "sys/log.h"
 
 static void skb_try_pair(struct pg_worker *w, struct pg_upstream *u)

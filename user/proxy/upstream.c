@@ -21,8 +21,9 @@
 #include "lib/forward.h"
 #include "proxy/pd.h"
 #include "proxy/queue.h"
-#include "proxy/worker.h"
+#include "proxy/worker_state.h"
 #include "sys/lifecycle.h"
+#include "proxy/sock.h"
 
 const char *pg_up_state_str(enum pg_up_state s)
 {
