@@ -36,6 +36,10 @@
 /* --max-body-size default: 64 MiB, past any prompt a context window holds
  * (a 1M-token prompt is ~4 MiB of text), short of a memory-filling upload. */
 #define PG_MAX_BODY_DEFAULT 67108864
+/* --admin-token: its length in characters (config_ops.c checks it, config_opts.c
+ * states it in --help). */
+#define PG_ADMIN_TOKEN_MIN 16
+#define PG_ADMIN_TOKEN_MAX 256
 
 enum pg_data_path {
 	PG_DATA_AUTO = 0,    /* best the kernel and privileges allow */

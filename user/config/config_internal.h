@@ -14,10 +14,6 @@
 #include "lib/conf.h"
 #include "prefixgate.h"
 
-/* --admin-token: its length in characters (config_ops.c checks it). */
-#define PG_ADMIN_TOKEN_MIN 16
-#define PG_ADMIN_TOKEN_MAX 256
-
 struct pg_config;
 struct pg_hostport;
 
