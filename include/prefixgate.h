@@ -132,7 +132,7 @@ _Static_assert(sizeof(struct pg_ca_slot) == 40, "pg_ca_slot layout");
  * every worker thread (and every prefixgate process sharing the pin path)
  * updates in_flight and requests[] with atomics on the mmapped value; the
  * health-check thread writes the scraped fields (waiting .. kv_query_tokens);
- * the fleet thread (user/control/fleet.h) alone writes peer_in_flight and
+ * the fleet thread (user/fleet/fleet.h) alone writes peer_in_flight and
  * peer_gateways; the control thread alone writes the other fields.
  */
 struct pg_backend {

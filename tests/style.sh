@@ -7,6 +7,10 @@
 #   format   clang-format --dry-run -Werror with the committed .clang-format:
 #            one test per file, failing when clang-format would change it.
 #   size     at most MAX_LINES lines per .c / .h file, one test per file.
+#   includes no include circle of more than two units in user/ (a unit is
+#            DIR/foo: foo.c + foo.h), tools/includes.py; one test, naming
+#            the members of each circle when it fails. Not run when files
+#            are given as arguments.
 #
 # Files: every .c and .h under user/ include/ bpf/ tools/ tests/ (build
 # output and fuzz corpora excluded), or the files given as arguments.
@@ -65,6 +69,15 @@ for f in $files; do
 		notok "size $f ($lines lines, over $MAX_LINES)"
 	fi
 done
+
+if [ $# -eq 0 ]; then
+	if out=$(python3 tools/includes.py 2>&1); then
+		ok "includes user/ (no circle of more than two units)"
+	else
+		notok "includes user/ (no circle of more than two units)"
+		echo "$out" | sed 's/^/# /'
+	fi
+fi
 
 echo "1..$n"
 echo "style: $pass passed, $fail failed"

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <arpa/inet.h>
 #include <stdio.h>
+#include <unistd.h>
 #include "gateway.h"
 #include "lib/addr.h"
 
@@ -19,6 +20,18 @@ const char *pg_backend_name(const struct pg_backend *b, char *buf, size_t len)
 	pg_backend_addr_get(b, &a);
 	snprintf(buf, len, "%s", pg_addr_format(&a, s));
 	return buf;
+}
+
+void pg_gateway_id(const struct pg_gateway *gw, char *buf, size_t len)
+{
+	char host[256] = "localhost";
+
+	if (gw->cfg->gateway_id) {
+		snprintf(buf, len, "%s", gw->cfg->gateway_id);
+		return;
+	}
+	gethostname(host, sizeof(host) - 1);
+	snprintf(buf, len, "%.50s:%u", host, gw->admin_port);
 }
 
 /* One sample into a latency histogram (bounds pg_lat_bounds_us) and its sum. */

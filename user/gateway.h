@@ -117,7 +117,7 @@ struct pg_gateway {
 	struct pg_metrics_window *mwin; /* metrics.h: samples of the windowed ratios */
 	struct pg_health *health;       /* health.h: the checker thread's */
 	struct pg_alog *alog;           /* accesslog.h: the logger's, with the rings */
-	struct pg_fleet *fleet;         /* control/fleet.h: --nats / --fleet-size */
+	struct pg_fleet *fleet;         /* fleet/fleet.h: --nats / --fleet-size */
 	struct pg_fleetq *fleetq;       /* state/fleetq.h: cache_aware decisions to publish */
 	struct pg_fleetq *fleetq_obs;   /* ... and first tokens learned from (state/load.h) */
 	/* Load mode SHARE (lib/fleet.h): each of this many gateways routes on
@@ -128,6 +128,9 @@ struct pg_gateway {
 	struct pg_pools *pools;   /* state/pools.h: model pools; NULL: the default alone */
 	struct pg_speeds *speeds; /* state/load.h: learned speeds; NULL: not learned */
 	struct pg_flowctl *flow;  /* state/flowctl.h: flow control; NULL: never on */
+	/* The port the admin listener is bound to (control/control.c sets it
+	 * before the fleet and etcd start); 0 before, and after it closes. */
+	uint16_t admin_port;
 };
 
 static inline uint64_t pg_now_ns(void)
@@ -207,6 +210,11 @@ static inline void pg_backend_activate(struct pg_gateway *gw, unsigned id)
 /* "a.b.c.d:port" or "[v6]:port" of backend b (its ring identity too).
  * buf should hold PG_ADDR_STRLEN bytes. */
 const char *pg_backend_name(const struct pg_backend *b, char *buf, size_t len);
+
+/* This gateway's name among its peers, the one both NATS messages and
+ * etcd's P/gateways/<id> carry: --gateway-id, or HOSTNAME:ADMIN-PORT (the
+ * admin listener must be bound: gw->admin_port). */
+void pg_gateway_id(const struct pg_gateway *gw, char *buf, size_t len);
 
 /* Record one routing latency sample into a worker's histogram. */
 void pg_stats_route_latency(struct pg_worker_stats *st, uint64_t ns);

@@ -490,7 +490,7 @@ def timeouts(opts):
         black.close()
 
 
-# user/control/control.h: admin connections served at once, and how long one may take
+# user/admin/admin_listener.h: admin connections served at once, and how long one may take
 # to deliver its request head (PG_ADMIN_MAX_CONNS, PG_ADMIN_HEADER_TIMEOUT_MS).
 ADMIN_MAX_CONNS = 64
 ADMIN_HEADER_TIMEOUT = 2.5

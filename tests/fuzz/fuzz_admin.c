@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer target over the admin API (user/control/admin.c) on a real gateway
+ * libFuzzer target over the admin API (user/admin/admin.c) on a real gateway
  * state: shared-memory maps (pg_maps_open without BPF), three members added
- * through control.h, two workers' statistics. No sockets, no threads.
+ * through members.h, two workers' statistics. No sockets, no threads.
  *
  * Input: one mode byte, then
  *   mode even: "METHOD TARGET\nBODY" handed to pg_admin_handle (method up
  *              to the first space, target up to the first LF, split at '?'
  *              into path and query; the rest is the body);
  *   mode odd:  raw HTTP bytes fed to pg_admin_input in pieces whose sizes
- *              come from the input, as control.c feeds it from a socket.
+ *              come from the input, as admin_listener.c feeds it from a socket.
  *
  * Invariants: the reply's status is returned and is a known HTTP status,
  * with a content type, an Allow on 405, no allocation failure; a JSON
@@ -21,8 +21,9 @@
  */
 #include <stdbool.h>
 #include <string.h>
-#include "control/admin.h"
+#include "admin/admin.h"
 #include "control/control.h"
+#include "members/members.h"
 #include "fuzz.h"
 #include "lib/json.h"
 #include "sys/log.h"

@@ -20,8 +20,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "control/admin.h"
+#include "admin/admin.h"
 #include "control/control.h"
+#include "members/members.h"
 #include "sys/log.h"
 
 static struct pg_config cfg;

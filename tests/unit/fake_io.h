@@ -21,12 +21,14 @@
 #include <arpa/inet.h>
 #include <cmocka.h>
 #include "control/control.h"
+#include "members/members.h"
 #include "proxy/queue.h"
 #include "proxy/worker.h"
 #include "state/flowctl.h"
 #include "state/maps.h"
 #include "state/pools.h"
 #include "sys/log.h"
+#include "proxy/sock.h"
 
 /* Each test program uses a part of the helpers below. */
 #pragma GCC diagnostic ignored "-Wunused-function"

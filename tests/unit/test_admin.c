@@ -5,7 +5,7 @@
  * on the in-memory gateway of control_fixture.h.
  */
 #include "control_fixture.h"
-#include "control/metrics.h"
+#include "admin/metrics.h"
 #include "state/route.h"
 
 static void test_post_delete(void **state)

@@ -19,8 +19,9 @@
 #include <cmocka.h>
 
 #include "config/config.h"
-#include "control/admin.h"
+#include "admin/admin.h"
 #include "control/control.h"
+#include "members/members.h"
 #include "state/pools.h"
 #include "sys/log.h"
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Control thread tests: membership through control.h (initial members, the
+ * Control thread tests: membership through members.h (initial members, the
  * backends file, drain, ring generations, sync, DOWN expiry), reload, and
  * one real socket test of the thread (admin listener + SIGHUP), on the
  * in-memory gateway of control_fixture.h.
@@ -11,7 +11,8 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include "control_fixture.h"
-#include "control/control_internal.h"
+#include "control/control.h"
+#include "members/members_internal.h"
 #include "lib/ring.h"
 
 static void test_init(void **state)

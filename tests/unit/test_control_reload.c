@@ -9,7 +9,8 @@
  * with an error refused whole.
  */
 #include "control_fixture.h"
-#include "control/control_internal.h"
+#include "control/control.h"
+#include "members/members_internal.h"
 #include "lib/pd.h"
 #include "state/flowctl.h"
 #include "state/pools.h"

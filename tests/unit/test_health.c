@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
-#include "control/health.h"
+#include "members/health.h"
 
 /* Feed a string of results ('+' pass, '-' fail) and return the transitions
  * as a string ('U' became unhealthy, 'H' became healthy, '.' none). */

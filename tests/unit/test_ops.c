@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "control/admin.h"
+#include "admin/admin.h"
 #include "config/config.h"
 #include "sys/lifecycle.h"
 #include "sys/privilege.h"

@@ -17,8 +17,9 @@
 #include <cmocka.h>
 
 #include "config/config.h"
-#include "control/admin.h"
+#include "admin/admin.h"
 #include "control/control.h"
+#include "members/members.h"
 #include "lib/modelpool.h"
 #include "state/pools.h"
 #include "state/route.h"

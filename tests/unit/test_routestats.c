@@ -15,7 +15,7 @@
 #include <string.h>
 #include <cmocka.h>
 #include "config/config.h"
-#include "control/metrics.h"
+#include "admin/metrics.h"
 #include "state/routestats.h"
 
 #define W 60000 /* prediction window, ms */

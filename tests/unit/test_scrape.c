@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 #include "lib/balancer.h"
-#include "control/health.h"
+#include "members/health.h"
 #include "lib/cacheidx.h"
 #include "lib/scrape.h"
 

@@ -7,7 +7,7 @@
  *     pg_ring, pg_state, pg_pool from include/prefixgate.h), opened
  *     read-only and mmapped, while a live gateway writes them: status works
  *     even when the admin API is unreachable;
- *   - the admin HTTP API (user/control/admin.h) on --admin: changes (backends
+ *   - the admin HTTP API (user/admin/admin.h) on --admin: changes (backends
  *     add/remove/drain), the /route dry run, and the fallback when no maps
  *     are pinned (--no-bpf, another pin path, not running) or they are
  *     stale.

@@ -2,7 +2,7 @@
 /*
  * prefixgatectl register and fleet: a backend's lease-bound key in etcd,
  * and the gateways' records under P/gateways/ (doc/fleets.md "Running a fleet").
- * Both speak etcd's JSON gateway through control/etcd_client.h.
+ * Both speak etcd's JSON gateway through fleet/etcd_client.h.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include "config/config.h"
-#include "control/etcd_client.h"
+#include "fleet/etcd_client.h"
 #include "ctl.h"
 
 /* P with exactly one trailing '/' into buf. */

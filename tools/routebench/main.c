@@ -69,6 +69,7 @@
 #include "lib/ring.h"
 #include "config/config.h"
 #include "control/control.h"
+#include "members/members.h"
 #include "gateway.h"
 #include "lib/json.h"
 #include "proxy/worker.h"

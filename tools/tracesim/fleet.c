@@ -2,7 +2,7 @@
 /*
  * tracesim: a fleet of gateways (tracesim.h). Each gateway tells the others
  * what it has queued on an instance whenever that changes (a LOAD entry,
- * as user/control/fleet.c publishes it, at most PG_FLEET_POLL_MS after the
+ * as user/fleet/fleet.c publishes it, at most PG_FLEET_POLL_MS after the
  * change, with the ages of its head and latest first token there), each
  * cache decision it makes (a CACHE entry) and each first token it learned
  * an instance's speed from (a FIT entry; both in batches every

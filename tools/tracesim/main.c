@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "control/fleet.h"
+#include "fleet/fleet.h"
 #include "lib/cachechoice.h"
 #include "tracesim.h"
 

@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "config/config.h"
-#include "config/config_internal.h"
 
 void pg_errf(char *err, size_t errlen, const char *fmt, ...)
 {

@@ -36,6 +36,10 @@
 /* --max-body-size default: 64 MiB, past any prompt a context window holds
  * (a 1M-token prompt is ~4 MiB of text), short of a memory-filling upload. */
 #define PG_MAX_BODY_DEFAULT 67108864
+/* --admin-token: its length in characters (config_ops.c checks it, config_opts.c
+ * states it in --help). */
+#define PG_ADMIN_TOKEN_MIN 16
+#define PG_ADMIN_TOKEN_MAX 256
 
 enum pg_data_path {
 	PG_DATA_AUTO = 0,    /* best the kernel and privileges allow */
@@ -61,7 +65,7 @@ struct pg_timeouts {
 	unsigned first_byte_ms; /* request dispatched -> first response byte */
 };
 
-/* etcd as the source of membership and routing config (control/etcd.h). */
+/* etcd as the source of membership and routing config (fleet/etcd.h). */
 #define PG_ETCD_PREFIX_DEFAULT "/prefixgate"
 struct pg_etcd_cfg {
 	const char *endpoints; /* --etcd-endpoints (points into argv); NULL: off */
@@ -149,7 +153,7 @@ struct pg_config {
 	unsigned predict_window_ms; /* predicted hit: same backend within this long */
 	bool shadow;                /* also compute what prefix_aware would choose */
 	enum pg_load_signal load_signal;
-	/* Fleets (control/fleet.h); strings point into argv. */
+	/* Fleets (fleet/fleet.h); strings point into argv. */
 	const char *nats_url;       /* --nats, or NULL: no NATS */
 	const char *nats_cluster;   /* --nats-cluster */
 	const char *gateway_id;     /* --gateway-id, or NULL: HOSTNAME:ADMIN-PORT */
@@ -310,6 +314,16 @@ struct pg_backends_rules {
 int pg_backends_parse_in(const char *text, size_t len, const struct pg_backends_rules *rules,
                          char ***out, size_t *n, char *err, size_t errlen);
 void pg_backends_free(char **v, size_t n);
+
+/* The parsers' helpers (config.c), for user/config/ alone. pg_errf:
+ * printf-format one error message into err (errlen bytes, always
+ * NUL-terminated, truncated if longer); errlen 0 means the caller does not
+ * want the message: nothing is written and err may be NULL. pg_backend_add:
+ * append canonical h to the backend list *v (*n entries) unless already
+ * there; *dup gets the index of the earlier copy. 0, -1 out of memory, 1
+ * duplicate, 2 too many (PG_MAX_BACKENDS - 1 already). */
+__attribute__((format(printf, 3, 4))) void pg_errf(char *err, size_t errlen, const char *fmt, ...);
+int pg_backend_add(char ***v, size_t *n, const struct pg_hostport *h, size_t *dup);
 
 /* Read a whole file of at most max bytes into a malloc'ed, NUL-terminated
  * buffer. 0, or -1 with err saying what failed (errno text). */

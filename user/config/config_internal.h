@@ -14,24 +14,8 @@
 #include "lib/conf.h"
 #include "prefixgate.h"
 
-/*
- * printf-format one error message into err (errlen bytes, always
- * NUL-terminated, truncated if longer). errlen 0 means the caller does not
- * want the message: nothing is written and err may be NULL.
- */
-__attribute__((format(printf, 3, 4))) void pg_errf(char *err, size_t errlen, const char *fmt, ...);
-
-/* --admin-token: its length in characters (config_ops.c checks it). */
-#define PG_ADMIN_TOKEN_MIN 16
-#define PG_ADMIN_TOKEN_MAX 256
-
 struct pg_config;
 struct pg_hostport;
-
-/* Append canonical h to the backend list *v (*n entries) unless already
- * there; *dup gets the index of the earlier copy. 0, -1 out of memory, 1
- * duplicate, 2 too many (PG_MAX_BACKENDS - 1 already). */
-int pg_backend_add(char ***v, size_t *n, const struct pg_hostport *h, size_t *dup);
 
 /*
  * Checks of the operations flags once the command line is parsed

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 #include "config/config.h"
-#include "config/config_internal.h"
 #include "config/config_opts.h"
 #include "sys/log.h"
 

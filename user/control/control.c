@@ -2,9 +2,10 @@
 /*
  * The control thread (control.h): start-up and SIGHUP reading of the
  * configuration files, then the thread itself, which polls the admin
- * listener (its connections are in admin_listener.c, their requests answered
- * by admin.c). Membership, ring rebuilds and the periodic drain / DOWN
- * expiry are in members.c.
+ * listener (its connections are in admin/admin_listener.c, their requests
+ * answered by admin/admin.c), etcd's views and the DNS resolver.
+ * Membership, ring rebuilds and the periodic drain / DOWN expiry are in
+ * members/members.c.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,17 +21,31 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include "control/admin.h"
+#include "admin/admin_listener.h"
+#include "admin/metrics.h"
 #include "config/config.h"
 #include "control/control.h"
 #include "control/control_internal.h"
-#include "control/etcd.h"
+#include "fleet/etcd.h"
+#include "lib/addr.h"
+#include "members/members.h"
+#include "members/members_internal.h"
+#include "members/resolve.h"
 #include "state/pools.h"
 #include "sys/log.h"
-#include "control/metrics.h"
 
-/* The one definition of the control thread's state (control_internal.h). */
-struct pg_ctl_state pg_ctl = {.lfd = -1, .sfd = -1, .efd = -1, .ifd = -1};
+/* The control thread's state: process-wide (one gateway per process). */
+static struct {
+	struct pg_gateway *gw;
+	char *route_text; /* --routing-config as last applied */
+	size_t route_len;
+	pthread_t thread;
+	bool running;
+	int sfd, efd;           /* signalfd, stop eventfd */
+	int ifd;                /* inotify on --backends-file's directory, or -1 */
+	const char *watch_base; /* the file's name in that directory */
+	uint16_t admin_port;    /* the admin listener's, while it is open */
+} ctl = {.sfd = -1, .efd = -1, .ifd = -1};
 
 /* Read and parse --backends-file; errors name FILE:LINE. A line must name
  * one of the gateway's pools, and a pool that takes requests (reread: the
@@ -74,8 +89,7 @@ static int routing_file_changed(const char *path, char **text, size_t *len, char
 		snprintf(err, errlen, "--routing-config %s: %s", path, e);
 		return -1;
 	}
-	if (pg_ctl.route_text && pg_ctl.route_len == *len &&
-	    !memcmp(pg_ctl.route_text, *text, *len)) {
+	if (ctl.route_text && ctl.route_len == *len && !memcmp(ctl.route_text, *text, *len)) {
 		free(*text);
 		return 0;
 	}
@@ -84,9 +98,9 @@ static int routing_file_changed(const char *path, char **text, size_t *len, char
 
 static void keep_routing_text(char *text, size_t len)
 {
-	free(pg_ctl.route_text);
-	pg_ctl.route_text = text;
-	pg_ctl.route_len = len;
+	free(ctl.route_text);
+	ctl.route_text = text;
+	ctl.route_len = len;
 }
 
 int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
@@ -99,17 +113,9 @@ int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 	size_t n = 0, len;
 	int rc = 0;
 
-	memset(pg_ctl.origin, 0, sizeof(pg_ctl.origin));
-	memset(pg_ctl.drain_since, 0, sizeof(pg_ctl.drain_since));
-	memset(pg_ctl.name_of, 0, sizeof(pg_ctl.name_of));
-	pg_resolve_fini();
-	for (int k = 0; k < PG_MAX_NAMES; k++) {
-		free(pg_ctl.names[k].addrs);
-		pg_ctl.names[k] = (struct pg_name){.gen = pg_ctl.names[k].gen + 1};
-	}
-	pg_ctl.ring_last.valid = false; /* a new gateway: its first ring is built whole */
+	pg_resolve_fini(); /* no answer may come for the names forgotten */
+	pg_members_reset(gw);
 	keep_routing_text(NULL, 0);
-	pg_ctl.gw = gw;
 	if (!gw->pools && pg_pools_init(gw)) {
 		snprintf(err, errlen, "model pools: out of memory");
 		return -1;
@@ -268,7 +274,7 @@ static void read_signals(struct pg_gateway *gw)
 {
 	struct signalfd_siginfo si;
 
-	while (read(pg_ctl.sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+	while (read(ctl.sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 		if (si.ssi_signo != SIGHUP)
 			continue;
 		pg_info("SIGHUP: re-reading configuration files");
@@ -294,16 +300,15 @@ static void watch_backends_file(const char *path)
 		snprintf(dir, sizeof(dir), "/");
 	else
 		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-	pg_ctl.watch_base = slash ? slash + 1 : path;
-	pg_ctl.ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (pg_ctl.ifd == -1 ||
-	    inotify_add_watch(pg_ctl.ifd, dir, IN_CLOSE_WRITE | IN_MOVED_TO) == -1) {
+	ctl.watch_base = slash ? slash + 1 : path;
+	ctl.ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (ctl.ifd == -1 || inotify_add_watch(ctl.ifd, dir, IN_CLOSE_WRITE | IN_MOVED_TO) == -1) {
 		pg_warn("--backends-file %s: cannot watch %s for changes (%s): re-read on SIGHUP "
 		        "only",
 		        path, dir, strerror(errno));
-		if (pg_ctl.ifd != -1)
-			close(pg_ctl.ifd);
-		pg_ctl.ifd = -1;
+		if (ctl.ifd != -1)
+			close(ctl.ifd);
+		ctl.ifd = -1;
 		return;
 	}
 	pg_info("--backends-file %s: re-read when it changes, and on SIGHUP", path);
@@ -316,13 +321,13 @@ static void read_inotify(struct pg_gateway *gw)
 	bool changed = false;
 	ssize_t n;
 
-	while ((n = read(pg_ctl.ifd, buf, sizeof(buf))) > 0) {
+	while ((n = read(ctl.ifd, buf, sizeof(buf))) > 0) {
 		for (char *p = buf; p < buf + n;) {
 			const struct inotify_event *ev = (const struct inotify_event *)p;
 
 			if ((ev->mask & IN_Q_OVERFLOW) ||
 			    (ev->len &&
-			     (!strcmp(ev->name, pg_ctl.watch_base) || !strcmp(ev->name, "..data"))))
+			     (!strcmp(ev->name, ctl.watch_base) || !strcmp(ev->name, "..data"))))
 				changed = true;
 			p += sizeof(*ev) + ev->len;
 		}
@@ -334,30 +339,20 @@ static void read_inotify(struct pg_gateway *gw)
 static void *control_main(void *arg)
 {
 	struct pg_gateway *gw = arg;
-	struct pollfd pfd[5 + PG_ADMIN_MAX_CONNS + PG_RESOLVE_MAX_FDS];
-	struct admin_conn *pc[5 + PG_ADMIN_MAX_CONNS];
+	struct pollfd pfd[4 + PG_ADMIN_POLL_FDS + PG_RESOLVE_MAX_FDS];
 	uint64_t now = pg_now_ms(), next_tick = now + PG_CONTROL_TICK_MS;
 	bool stop = false;
 
 	while (!stop && !__atomic_load_n(&gw->stop, __ATOMIC_RELAXED)) {
-		nfds_t n = 5, nconn;
-		int nres;
+		nfds_t n = 4;
+		int nadmin, nres;
 
-		pfd[0] = (struct pollfd){.fd = pg_ctl.efd, .events = POLLIN};
-		pfd[1] = (struct pollfd){.fd = pg_ctl.sfd, .events = POLLIN};
-		pfd[2] = (struct pollfd){.fd = pg_ctl.lfd, .events = POLLIN}; /* always */
-		pfd[3] = (struct pollfd){.fd = pg_ctl.ifd, .events = POLLIN}; /* -1: ignored */
-		pfd[4] = (struct pollfd){.fd = pg_etcd_event_fd(), .events = POLLIN};
-		for (int i = 0; i < PG_ADMIN_MAX_CONNS; i++) {
-			struct admin_conn *c = &pg_ctl.conns[i];
-
-			if (c->fd == -1)
-				continue;
-			pc[n] = c;
-			pfd[n++] = (struct pollfd){
-			    .fd = c->fd, .events = c->out_off < c->out.len ? POLLOUT : POLLIN};
-		}
-		nconn = n;
+		pfd[0] = (struct pollfd){.fd = ctl.efd, .events = POLLIN};
+		pfd[1] = (struct pollfd){.fd = ctl.sfd, .events = POLLIN};
+		pfd[2] = (struct pollfd){.fd = ctl.ifd, .events = POLLIN}; /* -1: ignored */
+		pfd[3] = (struct pollfd){.fd = pg_etcd_event_fd(), .events = POLLIN};
+		nadmin = pg_admin_pollfds(pfd + n, PG_ADMIN_POLL_FDS);
+		n += (nfds_t)nadmin;
 		nres = pg_resolve_pollfds(pfd + n, PG_RESOLVE_MAX_FDS);
 		n += (nfds_t)nres;
 		if (poll(pfd, n, (int)(next_tick > now ? next_tick - now : 0)) == -1 &&
@@ -369,28 +364,19 @@ static void *control_main(void *arg)
 			stop = true;
 		if (pfd[1].revents)
 			read_signals(gw);
-		if (pfd[3].revents)
-			read_inotify(gw);
-		if (pfd[4].revents)
-			pg_etcd_apply(gw);
-		pg_resolve_process(gw, pfd + nconn, nres);
-		for (nfds_t i = 5; i < nconn; i++) {
-			if (pfd[i].revents & (POLLERR | POLLHUP | POLLNVAL) &&
-			    !(pfd[i].revents & POLLIN))
-				pg_ctl_conn_close(pc[i]);
-			else if (pfd[i].revents & POLLOUT)
-				pg_ctl_conn_write(pc[i]);
-			else if (pfd[i].revents & POLLIN)
-				pg_ctl_conn_read(gw, pc[i]);
-		}
 		if (pfd[2].revents)
-			pg_ctl_admin_accept(gw);
+			read_inotify(gw);
+		if (pfd[3].revents)
+			pg_etcd_apply(gw);
+		pg_resolve_process(gw, pfd + 4 + nadmin, nres);
+		pg_admin_process(gw, pfd + 4, nadmin);
 		now = pg_now_ms();
 		if (now >= next_tick) {
 			/* prefixgatectl tells a live gateway from maps left behind */
 			__atomic_store_n(&gw->maps.state->heartbeat_ms, now, __ATOMIC_RELAXED);
+			pg_metrics_sample(gw, now);
 			pg_control_tick(gw, now);
-			pg_ctl_admin_timeouts(now);
+			pg_admin_timeouts(now);
 			pg_resolve_due(gw, now);
 			next_tick = now + PG_CONTROL_TICK_MS;
 		}
@@ -400,70 +386,50 @@ static void *control_main(void *arg)
 
 static void close_fds(void)
 {
-	for (int i = 0; i < PG_ADMIN_MAX_CONNS; i++)
-		if (pg_ctl.conns[i].fd != -1)
-			pg_ctl_conn_close(&pg_ctl.conns[i]);
-	if (pg_ctl.lfd != -1)
-		close(pg_ctl.lfd);
-	if (pg_ctl.sfd != -1)
-		close(pg_ctl.sfd);
-	if (pg_ctl.efd != -1)
-		close(pg_ctl.efd);
-	if (pg_ctl.ifd != -1)
-		close(pg_ctl.ifd);
-	pg_ctl.lfd = pg_ctl.sfd = pg_ctl.efd = pg_ctl.ifd = -1;
-	pg_ctl.admin_port = 0;
+	pg_admin_close();
+	if (ctl.sfd != -1)
+		close(ctl.sfd);
+	if (ctl.efd != -1)
+		close(ctl.efd);
+	if (ctl.ifd != -1)
+		close(ctl.ifd);
+	ctl.sfd = ctl.efd = ctl.ifd = -1;
+	ctl.admin_port = 0;
+	if (ctl.gw)
+		ctl.gw->admin_port = 0;
 }
 
 int pg_control_start(struct pg_gateway *gw, char *err, size_t errlen)
 {
-	union pg_sockaddr sa = gw->cfg->admin;
-	socklen_t sl = sizeof(sa);
+	union pg_sockaddr sa;
 	char name[PG_ADDR_STRLEN];
 	const char *what;
 	sigset_t hup;
-	int one = 1, rc;
+	int rc;
 
-	pg_addr_format(&gw->cfg->admin, name);
-	for (int i = 0; i < PG_ADMIN_MAX_CONNS; i++)
-		pg_ctl.conns[i].fd = -1;
-	pg_ctl.gw = gw;
-	what = "socket";
-	pg_ctl.lfd = socket(sa.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (pg_ctl.lfd == -1)
-		goto fail;
-	what = "SO_REUSEADDR";
-	if (setsockopt(pg_ctl.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1)
-		goto fail;
-	what = "bind";
-	if (bind(pg_ctl.lfd, &sa.sa, pg_sockaddr_len(&sa)) == -1)
-		goto fail;
-	what = "listen";
-	if (listen(pg_ctl.lfd, 128) == -1)
-		goto fail;
-	what = "getsockname";
-	if (getsockname(pg_ctl.lfd, &sa.sa, &sl) == -1)
-		goto fail;
-	pg_ctl.admin_port = pg_sockaddr_port(&sa);
+	ctl.gw = gw;
+	if (pg_admin_listen(&gw->cfg->admin, &sa, err, errlen))
+		return -1;
+	ctl.admin_port = gw->admin_port = pg_sockaddr_port(&sa);
 	sigemptyset(&hup);
 	sigaddset(&hup, SIGHUP);
 	what = "signalfd(SIGHUP)";
-	pg_ctl.sfd = signalfd(-1, &hup, SFD_NONBLOCK | SFD_CLOEXEC);
-	if (pg_ctl.sfd == -1)
+	ctl.sfd = signalfd(-1, &hup, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (ctl.sfd == -1)
 		goto fail;
 	what = "eventfd";
-	pg_ctl.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (pg_ctl.efd == -1)
+	ctl.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ctl.efd == -1)
 		goto fail;
 	if (gw->cfg->backends_file)
 		watch_backends_file(gw->cfg->backends_file);
-	rc = pthread_create(&pg_ctl.thread, NULL, control_main, gw);
+	rc = pthread_create(&ctl.thread, NULL, control_main, gw);
 	if (rc) {
 		errno = rc;
 		what = "starting the control thread";
 		goto fail;
 	}
-	pg_ctl.running = true;
+	ctl.running = true;
 	if (pg_etcd_start(gw, err, errlen)) {
 		pg_control_stop(gw);
 		return -1;
@@ -472,7 +438,8 @@ int pg_control_start(struct pg_gateway *gw, char *err, size_t errlen)
 	        pg_addr_format(&sa, name));
 	return 0;
 fail:
-	snprintf(err, errlen, "--admin %s: %s: %s", name, what, strerror(errno));
+	snprintf(err, errlen, "--admin %s: %s: %s", pg_addr_format(&gw->cfg->admin, name), what,
+	         strerror(errno));
 	close_fds();
 	return -1;
 }
@@ -483,29 +450,17 @@ void pg_control_stop(struct pg_gateway *gw)
 
 	(void)gw;
 	pg_etcd_stop();
-	if (!pg_ctl.running)
+	if (!ctl.running)
 		return;
-	if (write(pg_ctl.efd, &one, sizeof(one)) == -1)
+	if (write(ctl.efd, &one, sizeof(one)) == -1)
 		pg_warn("stopping the control thread: %s", strerror(errno));
-	pthread_join(pg_ctl.thread, NULL);
-	pg_ctl.running = false;
+	pthread_join(ctl.thread, NULL);
+	ctl.running = false;
 	close_fds();
 	pg_resolve_fini();
 }
 
 uint16_t pg_control_admin_port(void)
 {
-	return pg_ctl.admin_port;
-}
-
-void pg_control_gateway_id(const struct pg_gateway *gw, char *buf, size_t len)
-{
-	char host[256] = "localhost";
-
-	if (gw->cfg->gateway_id) {
-		snprintf(buf, len, "%s", gw->cfg->gateway_id);
-		return;
-	}
-	gethostname(host, sizeof(host) - 1);
-	snprintf(buf, len, "%.50s:%u", host, pg_control_admin_port());
+	return ctl.admin_port;
 }

@@ -17,7 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "config/config.h"
-#include "control/control.h"
+#include "members/members.h"
+#include "members/members_internal.h"
 #include "control/control_internal.h"
 #include "lib/buf.h"
 #include "lib/conf.h"

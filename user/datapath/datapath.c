@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include "datapath/datapath_internal.h"
+#include "proxy/sock.h"
 #include "sys/log.h"
 
 static void local_addrs(struct pg_datapath *dp)

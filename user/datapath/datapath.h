@@ -31,7 +31,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "proxy/worker.h"
+#include "proxy/worker_state.h"
 
 /* The gateway's data path (gw->dp; NULL: copy only). */
 struct pg_datapath;

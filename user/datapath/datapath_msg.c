@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <string.h>
 #include "datapath/datapath_internal.h"
+#include "proxy/sock.h"
 
 /* msg: open the gate at the bytes received, once all are in the client's
  * kernel queue (nothing queued or being sent by the proxy), handing the

@@ -18,8 +18,9 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
-#include "control/accesslog.h"
+#include "sys/accesslog.h"
 #include "datapath/datapath_internal.h"
+#include "proxy/sock.h"
 #include "sys/log.h"
 
 static void skb_try_pair(struct pg_worker *w, struct pg_upstream *u)

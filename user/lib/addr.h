@@ -4,7 +4,7 @@
  * --admin, --backend, --backends-file lines, the admin API, other membership
  * sources), their canonical spelling, and the address of a pg_backend slot.
  * Pure: no I/O, never resolves a name (a name is returned as a name; the
- * control thread resolves it, control/resolve.c).
+ * control thread resolves it, members/resolve.c).
  *
  * Forms (PORT: decimal 1-65535):
  *   A.B.C.D:PORT        IPv4 literal

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What a resolver answer does to the members a DNS name stands for: pure
- * decisions, no I/O (control/backend_names.c applies them, control/resolve.c asks).
+ * decisions, no I/O (members/backend_names.c applies them, members/resolve.c asks).
  *
  * A name's members are the addresses of its last applied answer, kept in
  * canonical order (family, address, port), so a member's identity, its

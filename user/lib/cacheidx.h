@@ -50,7 +50,7 @@ struct pg_ca_index {
  * tool list, a document everyone asks about): at least PG_CA_SHARED_USES
  * requests through it, and more than 1/members of all the requests
  * recorded since it was first seen (in a fleet, all the gateways'
- * requests: the peers' count too, control/fleet.c), counted over a window
+ * requests: the peers' count too, fleet/fleet.c), counted over a window
  * of about PG_CA_SHARE_WINDOW requests that slides by halves. Its owner
  * cannot be one instance (it would take more than its share), so
  * cache_aware counts it cached on every instance and lets what follows it

@@ -3,7 +3,7 @@
  * etcd v3 through its JSON gateway (grpc-gateway, etcd 3.4+), pure: request
  * bodies, response and watch-event parsing, and the prefix's key-value view
  * with the decisions taken on it (apply a watch response, re-list, what the
- * gateway should route on). No I/O: control/etcd_client.c sends the bodies.
+ * gateway should route on). No I/O: fleet/etcd_client.c sends the bodies.
  *
  * The gateway's JSON conventions: keys and values are base64; every int64
  * comes back as a JSON string ("revision":"3"), which the parser also

@@ -2,7 +2,7 @@
 /*
  * A fleet of gateways sharing load, pure: the peers' in-flight vectors with
  * expiry, their sum per local backend, and which load mode applies. No I/O,
- * no allocation, no clock (the caller passes now_ms); user/control/fleet.h
+ * no allocation, no clock (the caller passes now_ms); user/fleet/fleet.h
  * does the NATS side and writes the results into the backend table.
  *
  * Backends cross gateways by address; on arrival each address is mapped to

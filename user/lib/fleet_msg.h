@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The messages gateways of one fleet exchange (user/control/fleet.h sends
+ * The messages gateways of one fleet exchange (user/fleet/fleet.h sends
  * them over NATS), pure: encode and decode, no I/O, no allocation.
  *
  * Binary, little-endian, every length bounded:

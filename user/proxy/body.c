@@ -12,7 +12,7 @@
 #include "lib/spare.h"
 #include "proxy/body.h"
 #include "proxy/input.h"
-#include "proxy/worker.h"
+#include "proxy/worker_state.h"
 #include "state/route.h"
 
 bool pg_body_too_big(struct pg_worker *w, struct pg_client *c, uint64_t size)

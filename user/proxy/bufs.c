@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include "proxy/worker.h"
+#include "proxy/worker_state.h"
 
 bool pg_worker_can_lend(const struct pg_worker *w)
 {

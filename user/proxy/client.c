@@ -26,11 +26,12 @@
 #include "proxy/pd.h"
 #include "proxy/queue.h"
 #include "proxy/reply.h"
-#include "proxy/worker.h"
+#include "proxy/worker_state.h"
 #include "proxy/models.h"
 #include "state/pools.h"
 #include "state/route.h"
 #include "sys/lifecycle.h"
+#include "proxy/sock.h"
 
 /* Answering an error: stop reading, answer, shut our side, drain input for
  * this long so the kernel does not reset the answer away. */

@@ -25,7 +25,7 @@
 #include "lib/flow.h"
 #include "lib/http.h"
 #include "lib/key.h"
-#include "proxy/sock.h"
+#include "proxy/io.h"
 #include "state/load.h"
 
 struct pg_worker;

@@ -20,7 +20,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "control/accesslog.h"
+#include "sys/accesslog.h"
 #include "datapath/datapath.h"
 #include "lib/boundary.h"
 #include "lib/buf.h"
@@ -28,10 +28,11 @@
 #include "proxy/pd.h"
 #include "proxy/queue.h"
 #include "proxy/reply.h"
-#include "proxy/worker.h"
+#include "proxy/worker_state.h"
 #include "state/route.h"
 #include "sys/lifecycle.h"
 #include "sys/log.h"
+#include "proxy/sock.h"
 
 static void release_slot(struct pg_worker *w, struct pg_exchange *x)
 {

@@ -5,7 +5,7 @@
 #include "lib/buf.h"
 #include "lib/forward.h"
 #include "proxy/models.h"
-#include "proxy/worker.h"
+#include "proxy/worker_state.h"
 #include "state/pools.h"
 #include "state/route.h"
 

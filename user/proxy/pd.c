@@ -8,9 +8,10 @@
 #include "lib/pd.h"
 #include "proxy/body.h"
 #include "proxy/pd.h"
-#include "proxy/worker.h"
+#include "proxy/worker_state.h"
 #include "state/pools.h"
 #include "sys/log.h"
+#include "proxy/sock.h"
 
 #define STAT(w, f) __atomic_fetch_add(&(w)->stats->f, 1, __ATOMIC_RELAXED)
 

@@ -5,7 +5,8 @@
  * backend's FIN after a spliced response.
  */
 #include "datapath/datapath.h"
-#include "proxy/worker.h"
+#include "proxy/worker_state.h"
+#include "proxy/sock.h"
 
 static void list_remove(struct pg_upstream **pp, struct pg_upstream *u)
 {

@@ -8,7 +8,7 @@
 #include "proxy/body.h"
 #include "proxy/pd.h"
 #include "proxy/queue.h"
-#include "proxy/worker.h"
+#include "proxy/worker_state.h"
 #include "state/flowctl.h"
 #include "sys/lifecycle.h"
 

@@ -3,8 +3,9 @@
 #include <stdio.h>
 #include "lib/http.h"
 #include "proxy/reply.h"
-#include "proxy/worker.h"
+#include "proxy/worker_state.h"
 #include "sys/lifecycle.h"
+#include "proxy/sock.h"
 
 void pg_reply_error(struct pg_worker *w, struct pg_client *c, int status, const char *msg,
                     bool close)

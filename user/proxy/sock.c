@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include "proxy/sock.h"
-#include "proxy/worker.h"
+#include "proxy/worker_state.h"
 
 void pg_sock_init(struct pg_sock *s, int fd, const struct pg_sock_ops *ops)
 {

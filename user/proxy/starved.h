@@ -9,7 +9,7 @@
 #define PG_STARVED_H
 
 #include <stddef.h>
-#include "proxy/sock.h"
+#include "proxy/io.h"
 
 struct pg_starved {
 	struct pg_sock *head, *tail;

@@ -13,16 +13,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "control/accesslog.h"
-#include "control/metrics.h"
+#include "sys/accesslog.h"
+#include "lib/names.h"
 #include "datapath/datapath.h"
 #include "lib/boundary.h"
 #include "lib/buf.h"
 #include "lib/forward.h"
 #include "proxy/pd.h"
 #include "proxy/queue.h"
-#include "proxy/worker.h"
+#include "proxy/worker_state.h"
 #include "sys/lifecycle.h"
+#include "proxy/sock.h"
 
 const char *pg_up_state_str(enum pg_up_state s)
 {

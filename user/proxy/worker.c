@@ -33,6 +33,7 @@
 #include "sys/lifecycle.h"
 #include "sys/log.h"
 #include "proxy/worker.h"
+#include "proxy/sock.h"
 
 enum pg_op {
 	PG_OP_ACCEPT = 1,
@@ -64,15 +65,6 @@ static struct io_uring_sqe *pg_sqe(struct pg_worker *w)
 		sqe = io_uring_get_sqe(&w->ring);
 	}
 	return sqe; /* never NULL right after a submit */
-}
-
-uint64_t pg_worker_rand(struct pg_worker *w)
-{
-	/* xorshift64*: per-worker, no locking; quality ample for tie-breaks. */
-	w->rng ^= w->rng >> 12;
-	w->rng ^= w->rng << 25;
-	w->rng ^= w->rng >> 27;
-	return w->rng * 0x2545F4914F6CDD1Dull;
 }
 
 /* --- the I/O actions (sock.h) ---------------------------------------------- */

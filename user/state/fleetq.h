@@ -2,7 +2,7 @@
 /*
  * cache_aware decisions on their way to the other gateways of a fleet: each
  * worker appends what it recorded in the block index (route.c) to its own
- * buffer, and the fleet thread (control/fleet.h) takes the buffers, a batch
+ * buffer, and the fleet thread (fleet/fleet.h) takes the buffers, a batch
  * per interval, and publishes them. (A second queue carries the first
  * tokens the workers learned speeds from, state/load.h: two words each.) A worker never waits: it
  * takes its buffer's lock with trylock only, and when that fails (the fleet thread is swapping the

@@ -53,7 +53,7 @@ struct pg_flowctl {
 	/* Requests waiting, every worker's (atomic): while 0, an instance's
 	 * queue that shrinks wakes no one, and dispatches are not charged to
 	 * their tenants (service counts while anyone waits: lib/flow.h), but
-	 * for the fleet's other gateways' (peer_queued, control/fleet_flow.c). */
+	 * for the fleet's other gateways' (peer_queued, fleet/fleet_flow.c). */
 	uint32_t queued __attribute__((aligned(64)));
 	uint32_t peer_queued;
 	unsigned nworkers;
