@@ -30,11 +30,13 @@ default, --starve-ms), deadlines.
      sheddable, X-Prefixgate-Deadline-Ms: 10,000 model ms, --deadline-ms)
      and critical traffic (B's slice at 0.109: run 1 is its baseline), flow
      control on; 429s counted.
-     4b. The same with --flow-starve-ms twice the deadline. A sheddable
-     request that has waited --flow-starve-ms goes before the critical ones
-     waiting (lib/flow.h: the starvation bound); under a flood that
-     outlasts it, there always is one, and critical traffic waits behind
-     them. With the bound past the deadline, none is ever that old.
+     4b. The same with --flow-starve-ms twice the deadline: no sheddable
+     request is ever starved. A sheddable request that has waited
+     --flow-starve-ms goes before the critical ones waiting, one such
+     request each --flow-starve-ms a worker (lib/flow.h: the starvation
+     bound); under a flood that outlasts the bound there always is one, so
+     run 4 shows what the bound costs critical traffic, 4b the same without
+     it.
   5. deadlines: from run 4's access log (and every run's), requests with a
      deadline that were dispatched after it: queue_us + route_us (first
      byte to backend chosen) past the deadline; and those refused 429;
