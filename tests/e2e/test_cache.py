@@ -117,8 +117,11 @@ def turns_follow_the_conversation(opts):
 def shared_system_prompt_spreads(opts):
     """48 conversations behind one 9,000-character system prompt (longer
     than PrefixLength) spread over all 4 backends, and each one sticks.
-    (Each lands by its own anchor's ring slot, so with 24 one backend got
-    none in about 1 run in 250: 4 x 0.75^24. With 48, 1 in 250,000.)"""
+    The first ones follow the prompt where it is cached until it is seen as
+    shared (PG_CA_SHARED_USES, 8 requests, lib/cacheidx.h); from then on
+    each lands by its own anchor's ring slot: of the 40 after the first 8,
+    none takes more than 20 (binomial, 4 x 2e-4 of runs), and none is left
+    out of the 48 (4 x 0.75^40: 1 run in 25,000,000)."""
     f = fleet(opts)
     try:
         rng = random.Random(2)
@@ -128,7 +131,9 @@ def shared_system_prompt_spreads(opts):
         first = [send(f, c)[0] for c in convs]
         share = {b: first.count(b) for b in set(first)}
         assert len(share) == 4, "conversations on %d of 4 backends: %s" % (len(share), share)
-        assert max(share.values()) <= 24, "one backend took %s" % share
+        later = {b: first[8:].count(b) for b in set(first)}
+        assert max(later.values()) <= 20, "one backend took %s of the last 40 (all 48: %s)" % (
+            later, share)
         for i, c in enumerate(convs):
             c.next_turn()
             b = send(f, c)[0]
