@@ -46,7 +46,7 @@
      (vLLM and SGLang protocols) and one other ratio, on multi-turn chats
      and the Mooncake trace at the same load: inter-token latency, the
      prefill instances' KV hit rate, short prompts' TTFT, and the gateway
-     CPU of the second leg; PASS/MISS against issue 27's targets. About 14
+     CPU of the second leg; PASS/MISS against issue 27's targets. About 10
      minutes; on its own, and shorter: pd.py --time-factor 0.3 --no-instr
      (pd.py --help).
   9. Overhead (overhead.py): direct vs the floor proxy vs prefixgate vs

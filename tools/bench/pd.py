@@ -55,8 +55,10 @@ p90 <= 1.05 x aggregated's (5% for run-to-run noise).
 Output: pd.txt (the tables), pd.json (every figure), pd-itl-<workload>.png
 (CDF of each request's largest gap between tokens, a line per fleet), each
 run's pgload JSON and CSV, in the results directory (default
-<build>/bench/<date>). About 12 minutes; a quick version:
+<build>/bench/<date>). About 10 minutes; a quick version (4 minutes):
   python3 tools/bench/pd.py --build build --time-factor 0.3 --no-instr
+One workload: --workloads trace --cost-rounds 0; the cost alone:
+--workloads none.
 """
 import argparse
 import json
@@ -341,7 +343,7 @@ def options(argv=None):
                     help="multiply the runs' lengths (the trace's requests, the chats' "
                     "seconds, the cost runs; 0.3: a quick run)")
     ap.add_argument("--workloads", default=",".join(WORKLOADS),
-                    help="of %(default)s, comma-separated")
+                    help="of %(default)s, comma-separated; none: only the gateway cost")
     ap.add_argument("--configs", default="agg,vllm-1:1,vllm-3:1,vllm-1:3,sglang-1:1",
                     help="fleets, comma-separated (default %(default)s; the ratios each "
                     "workload runs are in this file's docstring)")
@@ -352,10 +354,12 @@ def options(argv=None):
     o = ap.parse_args(argv)
     o.command = " ".join(["python3", "tools/bench/pd.py"] + list(
         sys.argv[1:] if argv is None else argv))
-    o.workloads = [w for w in o.workloads.split(",") if w]
+    o.workloads = [w for w in o.workloads.split(",") if w and w != "none"]
     o.configs = [c for c in o.configs.split(",") if c]
-    if not o.workloads or set(o.workloads) - set(WORKLOADS):
-        ap.error("--workloads: of %s" % ",".join(WORKLOADS))
+    if set(o.workloads) - set(WORKLOADS):
+        ap.error("--workloads: of %s, or none" % ",".join(WORKLOADS))
+    if not o.workloads and not o.cost_rounds:
+        ap.error("nothing to run: --workloads none and --cost-rounds 0")
     if not o.time_scale > 0 or not o.time_factor > 0 or o.cost_rounds < 0:
         ap.error("--time-scale and --time-factor must be > 0, --cost-rounds >= 0")
     for tool in ("mockllm", "pgload", "prefixgate"):

@@ -99,6 +99,15 @@ def computed(before, after, n, serving):
     return work / served if served else None
 
 
+def machine_busy_ns():
+    """CPU time every CPU spent busy so far (/proc/stat: all but idle and
+    iowait), ns: counts processes that came and went between two readings,
+    which a walk of /proc misses (a compiler run, a short test)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return (sum(v) - v[3] - v[4]) * 1e9 / os.sysconf("SC_CLK_TCK")
+
+
 def pd_counts(gw):
     m = fleet.get(gw.admin, "/metrics")
     return {k: int(fleet.prom(m, "prefixgate_pd_%s_total" % k))
@@ -188,19 +197,23 @@ def run(build, out, name, cfg, n, inst_args, workload, timeout_s, scale=runs.SCA
         if probe:
             pargs, prate, pdur = probe
             prb = Probe(build, target, out, name, pargs, prate, pdur, logdir)
-        ours = dict.fromkeys([p.pid for p in inst.procs] + [gw.proc.pid] +
-                             ([prb.proc.pid] if prb else []), "ours")
-        c0, w0 = cpu.cpu_ns_by_role(ours, others=True), time.monotonic()
+        # the probe is not among ours: it may end before the run does; its
+        # own CPU (its JSON) is taken off instead, as pgload's
+        ours = dict.fromkeys([p.pid for p in inst.procs] + [gw.proc.pid, os.getpid()], "ours")
+        c0, m0, w0 = cpu.cpu_ns_by_role(ours), machine_busy_ns(), time.monotonic()
         csv = os.path.join(out, name + ".csv")
         r = fleet.pgload(build, target, os.path.join(out, name + ".json"),
                          list(workload) + ["--label", name], logdir, csv, timeout=timeout_s)
-        c1, w1 = cpu.cpu_ns_by_role(ours, others=True), time.monotonic()
+        c1, m1, w1 = cpu.cpu_ns_by_role(ours), machine_busy_ns(), time.monotonic()
         short = prb.finish() if prb else None
         after = counters(inst.ports)
         res = runs.summarise(r, hit_rate(before, after, range(n)), scale)
         # how busy other jobs kept the machine (the noise in every figure):
-        # every other process's CPU but pgload's own, in % of all CPUs
-        other = c1["other"] - c0["other"] - (r["cpu_user_s"] + r["cpu_sys_s"]) * 1e9
+        # all CPUs' busy time but that of this run's processes, the kernel
+        # threads and the pgloads' own, in % of all CPUs
+        mine = sum(c1[k] - c0[k] for k in ("ours", "kernel")) + sum(
+            (x["cpu_user_s"] + x["cpu_sys_s"]) * 1e9 for x in (r, short) if x)
+        other = m1 - m0 - mine
         res["others_busy_pct"] = max(0.0, other) / 1e9 / ((w1 - w0) * (os.cpu_count() or 1)) * 100
         res.update({"config": cfg.name, "csv": csv, "run_wall_s": time.monotonic() - t0,
                     "itl_ms": {k: v * scale for k, v in r["itl_ms"].items()},
