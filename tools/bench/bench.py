@@ -41,7 +41,15 @@
      below saturation; an InstanceQueueMs sweep; PASS/MISS against issue
      26's targets. About 12 minutes; on its own, and shorter: flow.py
      --quick (flow.py --help).
-  8. Overhead (overhead.py): direct vs the floor proxy vs prefixgate vs
+  8. Prefill/decode disaggregation (pd.py, part "pd"): 4 instances with
+     mockllm --interference, aggregated against a 1:1 prefill/decode split
+     (vLLM and SGLang protocols) and one other ratio, on multi-turn chats
+     and the Mooncake trace at the same load: inter-token latency, the
+     prefill instances' KV hit rate, short prompts' TTFT, and the gateway
+     CPU of the second leg; PASS/MISS against issue 27's targets. About 10
+     minutes; on its own, and shorter: pd.py --time-factor 0.3 --no-instr
+     (pd.py --help).
+  9. Overhead (overhead.py): direct vs the floor proxy vs prefixgate vs
      HAProxy vs nginx, 32 KiB OpenAI body, instances that answer at once;
      added p50/p99 at concurrency 1, throughput at concurrency 32, CPU per
      request at a fixed rate; medians of --overhead-rounds rounds, ratios
@@ -70,6 +78,7 @@ import plots  # noqa: E402
 import results as kept  # noqa: E402
 import fleetbench  # noqa: E402
 import flow  # noqa: E402
+import pd  # noqa: E402
 import runs  # noqa: E402
 import overhead  # noqa: E402
 import trace  # noqa: E402  (this directory's trace.py: first on sys.path, before the stdlib's)
@@ -408,7 +417,7 @@ def bench_two_gateways(opts, out):
 
 
 # make bench runs every part
-PARTS = ("workloads", "hot", "scale", "twogw", "fleet", "trace", "flow", "overhead")
+PARTS = ("workloads", "hot", "scale", "twogw", "fleet", "trace", "flow", "pd", "overhead")
 
 
 def main():
@@ -479,7 +488,7 @@ def main():
                      ("scale", bench_scale), ("twogw", bench_two_gateways),
                      ("fleet", lambda o, d: fleetbench.bench_fleet(o, d, WORKLOADS, HOT)),
                      ("trace", trace.from_bench), ("flow", flow.from_bench),
-                     ("overhead", bench_overhead)):
+                     ("pd", pd.from_bench), ("overhead", bench_overhead)):
         if part not in parts:
             continue
         try:
