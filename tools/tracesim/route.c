@@ -246,23 +246,26 @@ void ts_dispatch(struct ts_world *w, const struct ts_rec *r)
 	sim_submit(w->inst[b], &j->sr, w->now);
 }
 
-/* A backend's fit published as the gateway publishes it (state/load.c),
- * and the members nothing was learned of yet taken at the median speed of
- * the others (pg_load_share_speeds, each control tick). */
+/* A backend's fit published as the gateway publishes it (state/load.c:
+ * from PG_FIT_OWN_MIN first tokens on), and the members with fewer taken at
+ * the median speed of the others (pg_load_share_speeds, each control
+ * tick). */
 void ts_publish(struct ts_world *w, struct ts_gw *g, uint16_t b)
 {
 	const struct pg_fit *f = &g->fit[b];
 	struct pg_backend *x = &g->be[b];
 	struct pg_speed med;
 
-	x->fit_rate = (uint32_t)fmax(1e6 / f->cur.ms_per_ktok, 1);
-	x->fit_overhead_us = (uint32_t)(f->cur.overhead_ms * 1000);
-	x->fit_decode_us = (uint32_t)(f->cur.ms_per_decode * 1000);
 	x->fit_obs = (uint32_t)f->n;
+	if (f->n >= PG_FIT_OWN_MIN) {
+		x->fit_rate = (uint32_t)fmax(1e6 / f->cur.ms_per_ktok, 1);
+		x->fit_overhead_us = (uint32_t)(f->cur.overhead_ms * 1000);
+		x->fit_decode_us = (uint32_t)(f->cur.ms_per_decode * 1000);
+	}
 	if (!pg_work_median_speed(g->be, w->o.n, 0, &med))
 		return;
 	for (unsigned i = 1; i <= w->o.n; i++) {
-		if (g->be[i].fit_obs)
+		if (g->be[i].fit_obs >= PG_FIT_OWN_MIN)
 			continue;
 		g->be[i].fit_rate = (uint32_t)fmax(1e6 / med.ms_per_ktok, 1);
 		g->be[i].fit_overhead_us = (uint32_t)(med.overhead_ms * 1000);

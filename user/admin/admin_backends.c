@@ -36,7 +36,8 @@ static void load_json(struct pg_buf *o, const struct pg_backend *b, uint64_t now
 	              sp.ms_per_ktok * pg_work_queued(b, &sp, now) / 1000 +
 	                  sp.ms_per_decode * pg_work_decoding(b),
 	              1e6 / sp.ms_per_ktok, sp.overhead_ms, sp.ms_per_decode,
-	              __atomic_load_n(&b->fit_rate, __ATOMIC_RELAXED) ? "true" : "false");
+	              __atomic_load_n(&b->fit_obs, __ATOMIC_RELAXED) >= PG_FIT_OWN_MIN ? "true"
+	                                                                               : "false");
 }
 
 /* slots[id]: the slots of its pool's live ring whose first candidate is

@@ -120,7 +120,7 @@ static double decode(const struct pg_backend *b, uint64_t now)
 static double learned(const struct pg_backend *b, uint64_t now)
 {
 	(void)now;
-	return LOAD(&b->fit_rate) != 0;
+	return LOAD(&b->fit_obs) >= PG_FIT_OWN_MIN;
 }
 
 void pg_metrics_load_render(const struct pg_gateway *gw, struct pg_buf *o)
@@ -138,8 +138,8 @@ void pg_metrics_load_render(const struct pg_gateway *gw, struct pg_buf *o)
 	            "its requests decoding), seconds.",
 	            wait_seconds);
 	per_backend(gw, o, "prefixgate_backend_prefill_tokens_per_second",
-	            "The backend's prefill rate as learned from its first tokens (the default, "
-	            "36600, until one is seen).",
+	            "The backend's prefill rate as routed on: learned from its first tokens "
+	            "(its pool's, or the default 36600, until it has given 8).",
 	            rate);
 	per_backend(gw, o, "prefixgate_backend_ttft_overhead_seconds",
 	            "The fixed part of the backend's time to first token, as learned.", overhead);
@@ -148,8 +148,8 @@ void pg_metrics_load_render(const struct pg_gateway *gw, struct pg_buf *o)
 	            "learned.",
 	            decode);
 	per_backend(gw, o, "prefixgate_backend_speed_learned",
-	            "1 once the backend's speed was learned from a first token, 0 while the "
-	            "defaults apply.",
+	            "1 once the backend's own speed is routed on (learned from PG_FIT_OWN_MIN, 8, "
+	            "first tokens), 0 while its pool's (or the defaults) apply.",
 	            learned);
 	prediction_error(gw, o);
 }

@@ -214,7 +214,7 @@ unsigned pg_work_median_speed(const struct pg_backend *table, unsigned max_id, u
 		const struct pg_backend *b = &table[id];
 
 		if (!(LOAD(&b->flags) & PG_BACKEND_ACTIVE) || LOAD(&b->pool) != pool ||
-		    !LOAD(&b->fit_obs) || !LOAD(&b->fit_rate))
+		    LOAD(&b->fit_obs) < PG_FIT_OWN_MIN || !LOAD(&b->fit_rate))
 			continue;
 		v[0][n] = LOAD(&b->fit_rate);
 		v[1][n] = LOAD(&b->fit_overhead_us);

@@ -68,6 +68,13 @@
 #define PG_FIT_RATE_RANGE 16.0
 /* Observations taken at full weight before any is weighed as an outlier. */
 #define PG_FIT_WARMUP 8
+/* Observations of its own before an instance's fit is routed on. Until
+ * then it takes its pool's speed (the median of the members that have
+ * them; the defaults while none has): a few first tokens, short prompts
+ * whose prefill hides in the overhead's noise, can make an instance look
+ * several times slower than it is, and an instance that looks slow gets no
+ * new work to learn otherwise from. */
+#define PG_FIT_OWN_MIN 8
 /* Residuals past this many typical residuals weigh less (Huber's k). */
 #define PG_FIT_HUBER 3.0
 
@@ -213,8 +220,8 @@ static inline double pg_work_queued(const struct pg_backend *b, const struct pg_
 }
 
 /* The median speed of the members of pool (ids 1..max_id of the table)
- * whose speed was learned (fit_obs > 0); returns how many there are (0:
- * out untouched). */
+ * whose own speed is routed on (fit_obs >= PG_FIT_OWN_MIN); returns how
+ * many there are (0: out untouched). */
 unsigned pg_work_median_speed(const struct pg_backend *table, unsigned max_id, uint32_t pool,
                               struct pg_speed *out);
 
