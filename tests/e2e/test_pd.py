@@ -201,9 +201,14 @@ def prefill_down_then_decode_alone(opts):
     f = pd_fleet(opts, "vllm", prefills=2)
     try:
         f.kill_mock("p0")
-        for i in range(4):
+        # until a prompt's prefill instance was p0 (its ring slot decides;
+        # 16 prompts all on p1: 1 run in 65,000)
+        for i in range(16):
             st, h, data = send(f, chat(2000 + i))
             streamed_ok(st, data)
+            if counters(f)["prefill_failures"] >= 1:
+                break
+        assert counters(f)["prefill_failures"] == 1, counters(f)
         f.kill_mock("p1")
         st, h, data = send(f, chat(2500))
         streamed_ok(st, data)

@@ -140,7 +140,12 @@ static void test_names_and_rule(void **state)
 	assert_true(pg_pd_decode_alone(100, 0, 256));
 	assert_false(pg_pd_decode_alone(1000, 0, 256));
 	assert_true(pg_pd_decode_alone(1000, 800, 256));
-	assert_false(pg_pd_decode_alone(1000, 799, 256));
+	assert_true(pg_pd_decode_alone(1000, 745, 256));
+	assert_false(pg_pd_decode_alone(1000, 744, 256));
+	/* a long prompt: what is left uncached, not its share, decides */
+	assert_false(pg_pd_decode_alone(100000, 90000, 256));
+	assert_true(pg_pd_decode_alone(100000, 99900, 256));
+	assert_true(pg_pd_decode_alone(100, 500, 256)); /* (a match past the prompt) */
 	assert_false(pg_pd_decode_alone(1, 0, 0));
 }
 

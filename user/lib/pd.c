@@ -29,8 +29,9 @@ int pg_pd_parse(const char *s, size_t n, enum pg_pd *out)
 
 bool pg_pd_decode_alone(uint32_t prompt_tokens, uint32_t decode_matched, uint32_t min_tokens)
 {
-	return prompt_tokens < min_tokens ||
-	       (uint64_t)decode_matched * 100 >= (uint64_t)prompt_tokens * PG_PD_CACHED_PCT;
+	const uint32_t held = decode_matched < prompt_tokens ? decode_matched : prompt_tokens;
+
+	return prompt_tokens - held < min_tokens;
 }
 
 #define SET(n, v)                                                                                  \

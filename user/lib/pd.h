@@ -37,18 +37,19 @@ const char *pg_pd_name(enum pg_pd pd);
 /* The protocol named s[0..n): 0 and *out, or -1. */
 int pg_pd_parse(const char *s, size_t n, enum pg_pd *out);
 
-/* A prompt shorter than this (tokens) is served by the decode instance
- * alone unless the pool says otherwise (pd-min-tokens): its prefill costs
- * less than the transfer's round trip. */
+/* A prompt of which fewer tokens than this are not cached on the chosen
+ * decode instance is served by it alone unless the pool says otherwise
+ * (pd-min-tokens): so short a prefill costs less than the transfer's round
+ * trip, and hardly disturbs the decode steps beside it. */
 #define PG_PD_MIN_TOKENS_DEFAULT 256
-/* The decode instance serves alone a prompt it is believed to hold this
- * share of (percent): what is left to prefill is short. */
-#define PG_PD_CACHED_PCT 80
 
 /*
  * Whether a request of prompt_tokens, of which the chosen decode instance
- * is believed to hold decode_matched, goes to the decode instance alone
- * (conditional disaggregation, as llm-d and Dynamo do).
+ * is believed to hold decode_matched, goes to the decode instance alone:
+ * what it would prefill itself is under min_tokens (conditional
+ * disaggregation on the tokens not cached, as llm-d and Dynamo do). A
+ * share rule ("holds 80% of it") would leave a long prompt's fifth, many
+ * thousand tokens, to prefill beside the decode instance's streams.
  */
 bool pg_pd_decode_alone(uint32_t prompt_tokens, uint32_t decode_matched, uint32_t min_tokens);
 

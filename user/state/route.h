@@ -58,8 +58,8 @@ enum pg_pd_route {
  * A request of a prefill/decode pool (lib/pd.h; in->pool has a decode
  * set): its key, once; its decode instance by the decode set's strategy
  * (cache_aware unless configured: load in work, and where the
- * conversation's cache is); then, unless the prompt is short or the decode
- * instance holds most of it (pg_pd_decode_alone), its prefill instance by
+ * conversation's cache is); then, unless what the decode instance would
+ * prefill is short (pg_pd_decode_alone), its prefill instance by
  * the pool's strategy. pex, dex: prefill and decode instances not to
  * choose (tried; may be NULL). What is chosen is recorded in the block
  * index (both instances hold the prompt's KV once it is sent on) and the
