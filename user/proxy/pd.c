@@ -178,12 +178,22 @@ static bool reroute(struct pg_worker *w, struct pg_client *c)
 	return true;
 }
 
+/* The body's parse, once for the request (a retry's fresh prefill and the
+ * decode leg's body reuse it): whether it is JSON. */
+static bool request_parse(struct pg_pd_x *pd)
+{
+	if (!pd->req_ok && !pd->req_bad) {
+		pd->req_ok = !pg_json_parse(&pd->req, pd->body, pd->body_len);
+		pd->req_bad = !pd->req_ok;
+	}
+	return pd->req_ok;
+}
+
 static void send_pair(struct pg_worker *w, struct pg_client *c)
 {
 	struct pg_exchange *x = &c->x;
 	struct pg_pd_x *pd = x->pd;
 	const unsigned pool = x->pool > 0 ? (unsigned)x->pool : 0;
-	struct pg_json js = {0};
 	struct pg_buf b = {0};
 	char host[INET6_ADDRSTRLEN];
 	uint16_t p = pd->pchoice.backend;
@@ -195,16 +205,15 @@ static void send_pair(struct pg_worker *w, struct pg_client *c)
 		decode_go(w, c, pd->body, pd->body_len);
 		return;
 	}
-	if (!pg_json_parse(&js, pd->body, pd->body_len)) {
+	if (request_parse(pd)) {
 		if (pd->proto == PG_PD_VLLM) {
-			rc = pg_pd_vllm_prefill_body(&js, &b);
+			rc = pg_pd_vllm_prefill_body(&pd->req, &b);
 		} else {
 			bootstrap_host(&w->gw->maps.backends[p], host, sizeof(host));
-			rc = pg_pd_sglang_body(&js, host, bootstrap_port(w->gw, pool, p),
+			rc = pg_pd_sglang_body(&pd->req, host, bootstrap_port(w->gw, pool, p),
 			                       pg_worker_rand(w), &b);
 		}
 	}
-	pg_json_free(&js);
 	if (rc) { /* not a JSON object: nothing to disaggregate */
 		pg_buf_free(&b);
 		STAT(w, pd_alone);
@@ -301,7 +310,7 @@ static void leg_done(struct pg_worker *w, struct pg_client *c, bool keep)
 {
 	struct pg_exchange *x = &c->x;
 	struct pg_pd_x *pd = x->pd;
-	struct pg_json ans = {0}, req = {0};
+	struct pg_json ans = {0};
 	struct pg_buf body = {0}, dec = {0};
 	const char *params, *why = "the prefill's answer is not JSON";
 	size_t plen;
@@ -322,9 +331,8 @@ static void leg_done(struct pg_worker *w, struct pg_client *c, bool keep)
 	}
 	answer_body(pd, &body);
 	if (body.oom || pg_json_parse(&ans, body.p ? body.p : "", body.len) ||
-	    pg_pd_vllm_params(&ans, &params, &plen, &why) ||
-	    pg_json_parse(&req, pd->body, pd->body_len) ||
-	    pg_pd_vllm_decode_body(&req, params, plen, &dec)) {
+	    pg_pd_vllm_params(&ans, &params, &plen, &why) || !request_parse(pd) ||
+	    pg_pd_vllm_decode_body(&pd->req, params, plen, &dec)) {
 		char name[PG_ADDR_STRLEN];
 
 		pg_warn("prefill/decode: %s (prefill %s)", why,
@@ -334,7 +342,6 @@ static void leg_done(struct pg_worker *w, struct pg_client *c, bool keep)
 		decode_go(w, c, dec.p, dec.len);
 	}
 	pg_json_free(&ans);
-	pg_json_free(&req);
 	pg_buf_free(&body);
 	pg_buf_free(&dec);
 }
@@ -503,6 +510,7 @@ void pg_pd_free(struct pg_worker *w, struct pg_exchange *x)
 	leg_close(w, pd, false);
 	free(pd->head);
 	free(pd->body);
+	pg_json_free(&pd->req); /* (zeroed when never made) */
 	pg_buf_free(&pd->ans);
 	free(pd);
 	x->pd = NULL;
