@@ -226,9 +226,13 @@ def decode_down_fresh_pair(opts):
     f = pd_fleet(opts, "vllm", decodes=2)
     try:
         f.kill_mock("d0")
-        for i in range(6):
+        # until a prompt's decode instance was d0 (its ring slot decides;
+        # 16 prompts all on d1: 1 run in 65,000)
+        for i in range(16):
             st, h, data = send(f, chat(2000 + 3 * i))
             streamed_ok(st, data)
+            if counters(f)["decode_retries"] >= 1:
+                break
         assert counters(f)["decode_retries"] >= 1, counters(f)
         quiet(f)
     finally:

@@ -39,8 +39,9 @@ static char *memdup(const char *p, size_t n)
 /* --- the decode leg: the exchange's own attempt ---------------------------------- */
 
 /* What the decode leg sends: the request's head with body's length, then
- * body (copied), in place of what x held. */
-static void decode_request(struct pg_worker *w, struct pg_exchange *x, const char *body, size_t len)
+ * body (owned: taken, else copied), in place of what x held. */
+static void decode_request(struct pg_worker *w, struct pg_exchange *x, const char *body, size_t len,
+                           char *owned)
 {
 	struct pg_pd_x *pd = x->pd;
 
@@ -49,7 +50,7 @@ static void decode_request(struct pg_worker *w, struct pg_exchange *x, const cha
 	x->fwd_head = x->fwd_len;
 	x->fwd_close = false;
 	pg_hold_give(w, &x->hold);
-	x->held = memdup(body, len);
+	x->held = owned ? owned : memdup(body, len);
 	x->hold = (struct pg_hold){.buf = x->held, .cap = len ? len : 1};
 	x->held_len = len;
 	x->body = (struct pg_frame){.kind = PG_FRAME_LENGTH};
@@ -57,7 +58,15 @@ static void decode_request(struct pg_worker *w, struct pg_exchange *x, const cha
 
 static void decode_go(struct pg_worker *w, struct pg_client *c, const char *body, size_t len)
 {
-	decode_request(w, &c->x, body, len);
+	decode_request(w, &c->x, body, len, NULL);
+	pg_attempt(w, c, c->x.choice.backend, c->x.choice.decision, false);
+}
+
+/* The same with body of the decode leg's own (b's, taken: b is emptied). */
+static void decode_go_buf(struct pg_worker *w, struct pg_client *c, struct pg_buf *b)
+{
+	decode_request(w, &c->x, b->p, b->len, b->p);
+	*b = (struct pg_buf){0};
 	pg_attempt(w, c, c->x.choice.backend, c->x.choice.decision, false);
 }
 
@@ -94,9 +103,9 @@ static void leg_close(struct pg_worker *w, struct pg_pd_x *pd, bool keep)
 	}
 }
 
-/* The prefill request for id: the request's head with body (owned). */
-static bool leg_start(struct pg_worker *w, struct pg_client *c, uint16_t id, const char *body,
-                      size_t len)
+/* The prefill request for id: the request's head, then body, b's (taken
+ * when it starts: b is emptied; not copied, but queued after the head). */
+static bool leg_start(struct pg_worker *w, struct pg_client *c, uint16_t id, struct pg_buf *b)
 {
 	struct pg_exchange *x = &c->x;
 	struct pg_pd_x *pd = x->pd;
@@ -122,9 +131,10 @@ static bool leg_start(struct pg_worker *w, struct pg_client *c, uint16_t id, con
 	pd->counted = true;
 	pg_load_take(w->gw, id, x->key.tokens > held ? x->key.tokens - held : 1, &pd->load,
 	             pg_now_ns());
-	pg_fwd_with_length(pd->head, pd->head_len, len, &req, &rlen, &rcap);
-	pg_bytes_append(&req, &rlen, &rcap, body, len);
+	pg_fwd_with_length(pd->head, pd->head_len, b->len, &req, &rlen, &rcap);
 	pg_sock_queue(w, &u->s, req, rlen, -1, true);
+	pg_sock_queue(w, &u->s, b->p, b->len, -1, true);
+	*b = (struct pg_buf){0};
 	pg_sock_recv(w, &u->s);
 	return true;
 }
@@ -205,7 +215,8 @@ static void send_pair(struct pg_worker *w, struct pg_client *c)
 		decode_go(w, c, pd->body, pd->body_len);
 		return;
 	}
-	if (request_parse(pd)) {
+	/* (room for the edits at once: no copy as the body grows) */
+	if (request_parse(pd) && pg_buf_reserve(&b, pd->body_len + 1024)) {
 		if (pd->proto == PG_PD_VLLM) {
 			rc = pg_pd_vllm_prefill_body(&pd->req, &b);
 		} else {
@@ -222,14 +233,23 @@ static void send_pair(struct pg_worker *w, struct pg_client *c)
 		return;
 	}
 	STAT(w, pd_pairs);
-	if (!leg_start(w, c, p, b.p, b.len)) {
-		pg_buf_free(&b);
-		prefill_failed(w, c, "no connection");
+	if (pd->proto == PG_PD_SGLANG) { /* both at once, the same body */
+		struct pg_buf d = {0};
+
+		pg_buf_append(&d, b.p, b.len);
+		if (!leg_start(w, c, p, &d)) {
+			pg_buf_free(&d);
+			pg_buf_free(&b);
+			prefill_failed(w, c, "no connection");
+			return;
+		}
+		decode_go_buf(w, c, &b);
 		return;
 	}
-	if (pd->proto == PG_PD_SGLANG) /* both at once, the same body */
-		decode_go(w, c, b.p, b.len);
-	pg_buf_free(&b);
+	if (!leg_start(w, c, p, &b)) {
+		pg_buf_free(&b);
+		prefill_failed(w, c, "no connection");
+	}
 }
 
 bool pg_pd_start(struct pg_worker *w, struct pg_client *c, struct pg_route_input *in, size_t n,
@@ -332,6 +352,7 @@ static void leg_done(struct pg_worker *w, struct pg_client *c, bool keep)
 	answer_body(pd, &body);
 	if (body.oom || pg_json_parse(&ans, body.p ? body.p : "", body.len) ||
 	    pg_pd_vllm_params(&ans, &params, &plen, &why) || !request_parse(pd) ||
+	    !pg_buf_reserve(&dec, pd->body_len + plen + 64) ||
 	    pg_pd_vllm_decode_body(&pd->req, params, plen, &dec)) {
 		char name[PG_ADDR_STRLEN];
 
@@ -339,7 +360,7 @@ static void leg_done(struct pg_worker *w, struct pg_client *c, bool keep)
 		        pg_backend_name(&w->gw->maps.backends[pd->prefill], name, sizeof(name)));
 		pg_client_error(w, c, 502, "prefill answer without usable kv_transfer_params");
 	} else {
-		decode_go(w, c, dec.p, dec.len);
+		decode_go_buf(w, c, &dec);
 	}
 	pg_json_free(&ans);
 	pg_buf_free(&body);
