@@ -431,6 +431,46 @@ def admin_writes_through_to_etcd(opts):
 
 
 @test
+def records_name_their_pool(opts):
+    """A backend record's "pool" (prefixgatectl register --pool, POST
+    /backends with a pool) puts it in that pool on every gateway; a decode
+    set is a pool too (NAME-decode), so a prefill/decode pool's members can
+    come from etcd."""
+    f, e, gws = setup_fleet(opts, 3)
+    try:
+        addrs = [f.addr("b%d" % i) for i in range(3)]
+        e.put_backend(addrs[0])
+        pools = ["--pool", "default", "--pool", "llama:model=m-llama"]
+        for _ in range(2):
+            gws.start(extra=pools)
+        assert gws.all_have(addrs[:1]), [gws.backends(g) for g in gws.gws]
+        c = http.client.HTTPConnection("127.0.0.1", gws.gws[0]["admin"], timeout=5)
+        c.request("POST", "/backends", json.dumps({"address": addrs[1], "pool": "llama"}))
+        r = c.getresponse()
+        body = json.loads(r.read())
+        assert r.status == 202, body
+        assert json.loads(e.get_prefix("backends/")["backends/" + addrs[1]])["pool"] == "llama"
+        reg = subprocess.Popen([os.path.join(opts.tools, "prefixgatectl"), "register", "--etcd",
+                                e.url, "--prefix", PREFIX.rstrip("/"), "--address", addrs[2],
+                                "--pool", "llama", "--ttl", "5"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            assert gws.all_have(addrs), [gws.backends(g) for g in gws.gws]
+
+            def pools_of(g):
+                st, b = http_get(g["admin"], "/backends", 2.0)
+                return {x["address"]: x["pool"] for x in json.loads(b)} if st == 200 else {}
+            want = {addrs[0]: "default", addrs[1]: "llama", addrs[2]: "llama"}
+            assert wait_until(lambda: all(pools_of(g) == want for g in gws.gws), 5), \
+                [pools_of(g) for g in gws.gws]
+        finally:
+            reg.send_signal(signal.SIGTERM)
+            reg.wait(10)
+    finally:
+        teardown(f, e, gws)
+
+
+@test
 def etcd_authentication(opts):
     """With auth enabled in etcd, --etcd-user and --etcd-password-file get a
     token; the gateway lists, watches and writes with it."""

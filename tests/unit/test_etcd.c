@@ -265,16 +265,58 @@ static void test_backends_derived(void **state)
 	assert_string_equal(list[1], "127.0.0.1:1");
 	pg_etcd_list_free(list, n);
 	assert_int_equal(pg_etcd_backend_parse("{\"address\":\"h:1\",\"state\":\"gone\"}", 33, addr,
-	                                       sizeof(addr), &active, err, sizeof(err)),
+	                                       sizeof(addr), NULL, &active, err, sizeof(err)),
 	                 -1);
 	assert_int_equal(pg_etcd_backend_parse("{\"state\":\"active\"}", 18, addr, sizeof(addr),
-	                                       &active, err, sizeof(err)),
+	                                       NULL, &active, err, sizeof(err)),
 	                 -1);
 	/* set replaces, NULL deletes */
 	assert_int_equal(pg_etcd_view_set(&v, "backends/z", NULL, 0), 0);
 	assert_int_equal(pg_etcd_view_set(&v, "config/routing", "{\"a\":1}", 7), 0);
 	assert_string_equal(pg_etcd_view_get(&v, "config/routing")->val, "{\"a\":1}");
 	assert_null(pg_etcd_view_get(&v, "backends/z"));
+	pg_etcd_view_free(&v);
+}
+
+/* A record's pool: the backends file's "pool=NAME" for any but the
+ * default; a bad name is a bad record; written back as read. */
+static void test_backend_pools(void **state)
+{
+	static const char v1[] = "{\"address\":\"127.0.0.1:1\",\"pool\":\"chat-decode\"}",
+	                  v2[] = "{\"address\":\"127.0.0.1:2\",\"pool\":\"default\"}",
+	                  v3[] = "{\"address\":\"127.0.0.1:3\",\"pool\":\"no/such\"}",
+	                  v4[] = "{\"address\":\"127.0.0.1:4\",\"pool\":7}";
+	struct pg_etcd_view v = {0};
+	struct pg_buf b = {0};
+	char **list, addr[64], pool[PG_ETCD_POOL_MAX], err[128];
+	size_t n, bad;
+	bool active;
+
+	(void)state;
+	pg_etcd_view_set(&v, "backends/a", v1, sizeof(v1) - 1);
+	pg_etcd_view_set(&v, "backends/b", v2, sizeof(v2) - 1);
+	pg_etcd_view_set(&v, "backends/c", v3, sizeof(v3) - 1);
+	pg_etcd_view_set(&v, "backends/d", v4, sizeof(v4) - 1);
+	assert_int_equal(pg_etcd_view_backends(&v, &list, &n, &bad), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(bad, 2);
+	assert_string_equal(list[0], "127.0.0.1:1 pool=chat-decode");
+	assert_string_equal(list[1], "127.0.0.1:2");
+	pg_etcd_list_free(list, n);
+	pg_etcd_backend_json(&b, "127.0.0.1:1", "chat-decode", true);
+	assert_int_equal(
+	    pg_etcd_backend_parse(b.p, b.len, addr, sizeof(addr), pool, &active, err, sizeof(err)),
+	    0);
+	assert_string_equal(addr, "127.0.0.1:1");
+	assert_string_equal(pool, "chat-decode");
+	b.len = 0;
+	pg_etcd_backend_json(&b, "127.0.0.1:1", NULL, false);
+	assert_int_equal(
+	    pg_etcd_backend_parse(b.p, b.len, addr, sizeof(addr), pool, &active, err, sizeof(err)),
+	    0);
+	assert_string_equal(pool, "");
+	assert_false(active);
+	pg_buf_free(&b);
 	pg_etcd_view_free(&v);
 }
 
@@ -345,6 +387,7 @@ int main(void)
 	    cmocka_unit_test(test_parse_errors_and_leases),
 	    cmocka_unit_test(test_watch_steps),
 	    cmocka_unit_test(test_backends_derived),
+	    cmocka_unit_test(test_backend_pools),
 	    cmocka_unit_test(test_state_file_roundtrip),
 	    cmocka_unit_test(test_gateway_record_and_endpoints),
 	};

@@ -56,7 +56,7 @@ static int64_t grant_and_put(struct pg_etcd_client *cl, const struct ctl_opts *o
 	lease = r.lease_id;
 	pg_etcd_resp_free(&r);
 	b.len = 0;
-	pg_etcd_backend_json(&v, addr, true);
+	pg_etcd_backend_json(&v, addr, o->pool, true);
 	pg_etcd_body_put(&b, key, v.p, v.len, lease);
 	if (pg_etcd_call(cl, "/v3/kv/put", &b, &r, err, sizeof(err))) {
 		ctl_err("put %s: %s", key, err);

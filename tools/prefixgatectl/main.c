@@ -82,13 +82,14 @@ static const struct cmd_def {
                   "them, each pool's RoutingConfig as it is live (PUT /routing included);\n"
                   "options at their defaults are left out. Save it and check it with\n"
                   "prefixgate -c FILE --check before using it.\n"},
-    [C_REGISTER] =
-        {"register", "register --etcd URL --address ADDR:PORT [--ttl N]",
-         "register a backend in etcd under a lease",
-         "Grant an etcd lease of --ttl seconds, put P/backends/ID (ID: --id, else the\n"
-         "address) = {\"address\":ADDR:PORT,\"state\":\"active\"} bound to it, and keep\n"
-         "the lease alive until SIGTERM or SIGINT, which revoke it: every gateway then\n"
-         "drains the backend. If this process dies, the key expires after the TTL.\n"},
+    [C_REGISTER] = {"register", "register --etcd URL --address ADDR:PORT [--ttl N] [--pool NAME]",
+                    "register a backend in etcd under a lease",
+                    "Grant an etcd lease of --ttl seconds, put P/backends/ID (ID: --id, else the\n"
+                    "address) = {\"address\":ADDR:PORT,\"state\":\"active\"} (with\n"
+                    "\"pool\":NAME given --pool: a model pool's, or a decode set's, NAME-decode)\n"
+                    "bound to it, and keep\n"
+                    "the lease alive until SIGTERM or SIGINT, which revoke it: every gateway then\n"
+                    "drains the backend. If this process dies, the key expires after the TTL.\n"},
     [C_FLEET] = {"fleet", "fleet --etcd URL", "the gateways in etcd, and whether they agree",
                  "List the gateways registered under P/gateways/ (id, address, version, the\n"
                  "etcd revision each applied, backends, ring digest). Exit status 1 if their\n"
@@ -154,9 +155,9 @@ static const struct opt {
                 "(default: none, raw-bytes key)"},
     [O_KEY] = {"key", "KEY", ONLY(C_ROUTE),
                "route: an explicit key, as the\nX-Prefixgate-Key header sets"},
-    [O_POOL] = {"pool", "NAME", ONLY(C_BACKENDS),
-                "backends add: the model pool it joins\n"
-                "(default: the default pool)"},
+    [O_POOL] = {"pool", "NAME", ONLY(C_BACKENDS) | ONLY(C_REGISTER),
+                "backends add, register: the model pool it\n"
+                "joins (default: the default pool)"},
     [O_INTERVAL] = {"interval", "SEC", ONLY(C_TOP),
                     "top: seconds between refreshes, 0.1-3600\n(default 1)"},
     [O_COUNT] = {"count", "N", ONLY(C_TOP),

@@ -258,14 +258,10 @@ int pg_admin_backends_post(struct pg_gateway *gw, const char *body, size_t len,
 		         pg_pool_names(gw, false, names, sizeof(names)));
 		return pg_admin_reply_error(r, 400, err);
 	}
-	if (pg_etcd_enabled()) { /* etcd is the source: the change goes there */
-		if (pool)
-			return pg_admin_reply_error(
-			    r, 400,
-			    "pool: not with --etcd-endpoints (its backend records "
-			    "carry no pool)");
-		return r->status = pg_etcd_admin_backend(gw, addr, true, &r->body);
-	}
+	if (pg_etcd_enabled()) /* etcd is the source: the change goes there */
+		return r->status = pg_etcd_admin_backend(
+		           gw, addr, pool ? pg_pool_name(gw, (unsigned)pool) : NULL, true,
+		           &r->body);
 	id = pg_member_add_pool(gw, addr, (unsigned)pool, err, sizeof(err));
 	return member_status(gw, id, 201, addr, err, r);
 bad:
@@ -286,7 +282,7 @@ int pg_admin_backend_delete(struct pg_gateway *gw, struct pg_str addr, struct pg
 		return pg_admin_reply_error(r, 400, "address contains a NUL character");
 	}
 	if (pg_etcd_enabled()) {
-		r->status = pg_etcd_admin_backend(gw, a, false, &r->body);
+		r->status = pg_etcd_admin_backend(gw, a, NULL, false, &r->body);
 		free(a);
 		return r->status;
 	}

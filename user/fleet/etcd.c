@@ -17,6 +17,7 @@
 #include "members/members.h"
 #include "fleet/etcd.h"
 #include "fleet/etcd_internal.h"
+#include "state/pools.h"
 #include "sys/log.h"
 
 struct pg_etcd_state pg_etcd = {.efd = -1, .stopfd = -1};
@@ -88,10 +89,13 @@ static void publish(const struct pg_etcd_view *v)
 	save_state(v);
 }
 
-/* The canonical, parseable addresses of a view's active backends. */
-static int canonical_backends(const struct pg_etcd_view *v, char ***out, size_t *n)
+/* The canonical, parseable addresses of a view's active backends, "ADDR
+ * pool=NAME" for a pool other than the default one (a pool this gateway
+ * does not have: skipped, told). */
+static int canonical_backends(struct pg_gateway *gw, const struct pg_etcd_view *v, char ***out,
+                              size_t *n)
 {
-	char **list, name[PG_HOSTPORT_STRLEN], e[400];
+	char **list, name[PG_HOSTPORT_STRLEN + PG_POOL_NAME_MAX + 8], e[400];
 	size_t m, bad;
 	struct pg_hostport hp;
 
@@ -103,15 +107,27 @@ static int canonical_backends(const struct pg_etcd_view *v, char ***out, size_t 
 		        "{\"address\":...}: skipped",
 		        bad, bad == 1 ? "value" : "values", pg_etcd.cfg->prefix);
 	for (size_t i = 0; i < m; i++) {
+		char *pool = strstr(list[i], " pool=");
 		bool dup = false;
 
+		if (pool)
+			*pool = 0, pool += 6;
+		if (pool && pg_pool_lookup(gw, pool, strlen(pool)) < 0) {
+			pg_warn("etcd: backend %s: pool %s is not one of this gateway's: skipped",
+			        list[i], pool);
+			free(list[i]);
+			continue;
+		}
 		if (pg_hostport_parse(list[i], &hp, false, e, sizeof(e))) {
 			pg_warn("etcd: backend %s: %s: skipped", list[i], e);
 			free(list[i]);
 			continue;
 		}
-		free(list[i]);
 		pg_hostport_format(&hp, name);
+		if (pool)
+			snprintf(name + strlen(name), sizeof(name) - strlen(name), " pool=%s",
+			         pool);
+		free(list[i]);
 		for (size_t k = 0; k < *n && !dup; k++)
 			dup = !strcmp(list[k], name);
 		list[*n] = dup ? NULL : strdup(name);
@@ -147,7 +163,7 @@ void pg_etcd_apply(struct pg_gateway *gw)
 	pthread_mutex_unlock(&pg_etcd.lock);
 	if (!have)
 		return;
-	if (canonical_backends(&pg_etcd.applied, &list, &n)) {
+	if (canonical_backends(gw, &pg_etcd.applied, &list, &n)) {
 		pg_error("etcd: out of memory; membership unchanged");
 	} else {
 		if (pg_members_sync(gw, list, n, err, sizeof(err)) < 0)

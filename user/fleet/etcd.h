@@ -58,11 +58,13 @@ void pg_etcd_apply(struct pg_gateway *gw);
 void pg_etcd_health_json(struct pg_buf *o);
 void pg_etcd_metrics(const struct pg_gateway *gw, struct pg_buf *o);
 
-/* POST /backends (add) and DELETE /backends/ADDR with etcd the source: the
- * change is written to etcd (it arrives back through the watch) and the
- * answer is 202; 503 if etcd does not answer. Returns the HTTP status, its
- * JSON body in body (emptied first). Control thread only: the call blocks
- * it for at most --etcd-timeout per endpoint. */
-int pg_etcd_admin_backend(struct pg_gateway *gw, const char *addr, bool add, struct pg_buf *body);
+/* POST /backends (add, into pool: NULL for the default one) and DELETE
+ * /backends/ADDR with etcd the source: the change is written to etcd (it
+ * arrives back through the watch) and the answer is 202; 503 if etcd does
+ * not answer. Returns the HTTP status, its JSON body in body (emptied
+ * first). Control thread only: the call blocks it for at most
+ * --etcd-timeout per endpoint. */
+int pg_etcd_admin_backend(struct pg_gateway *gw, const char *addr, const char *pool, bool add,
+                          struct pg_buf *body);
 
 #endif /* PG_CONTROL_ETCD_H */

@@ -107,7 +107,8 @@ static int reply(struct pg_buf *o, int status, const char *msg, const char *key,
 	return status;
 }
 
-int pg_etcd_admin_backend(struct pg_gateway *gw, const char *addr, bool add, struct pg_buf *body)
+int pg_etcd_admin_backend(struct pg_gateway *gw, const char *addr, const char *pool, bool add,
+                          struct pg_buf *body)
 {
 	const size_t dl = strlen(PG_ETCD_BACKENDS_DIR);
 	struct pg_hostport hp;
@@ -124,7 +125,7 @@ int pg_etcd_admin_backend(struct pg_gateway *gw, const char *addr, bool add, str
 	pg_hostport_format(&hp, name);
 	if (add) {
 		snprintf(key, sizeof(key), "%s" PG_ETCD_BACKENDS_DIR "%s", pg_etcd.prefix, name);
-		pg_etcd_backend_json(&v, name, true);
+		pg_etcd_backend_json(&v, name, pool, true);
 		pg_etcd_body_put(&b, key, v.p, v.len, 0);
 		if (pg_etcd_call(&pg_etcd.admin_cl, "/v3/kv/put", &b, &er, err, sizeof(err)))
 			goto fail;
@@ -138,7 +139,7 @@ int pg_etcd_admin_backend(struct pg_gateway *gw, const char *addr, bool add, str
 		struct pg_hostport khp;
 
 		if (strncmp(kv->key, PG_ETCD_BACKENDS_DIR, dl) ||
-		    pg_etcd_backend_parse(kv->val, kv->vlen, a, sizeof(a), &active, err,
+		    pg_etcd_backend_parse(kv->val, kv->vlen, a, sizeof(a), NULL, &active, err,
 		                          sizeof(err)) ||
 		    pg_hostport_parse(a, &khp, false, err, sizeof(err)) ||
 		    strcmp(pg_hostport_format(&khp, kname), name))

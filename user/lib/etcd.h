@@ -12,7 +12,8 @@
  *
  * Key layout under the prefix P (see doc/fleets.md "Running a fleet"):
  *   P/config/routing   RoutingConfig JSON (as PUT /routing takes)
- *   P/backends/<id>    {"address":"host:port","state":"active"|"draining"}
+ *   P/backends/<id>    {"address":"host:port","state":"active"|"draining",
+ *                      "pool":"NAME"} (state and pool optional)
  *   P/gateways/<id>    lease-bound: {"address","version","revision","digest"}
  */
 #ifndef PG_ETCD_H
@@ -120,21 +121,23 @@ int pg_etcd_view_step(struct pg_etcd_view *v, const char *prefix, const struct p
 
 /*
  * What the gateway routes on, derived from a view: the addresses of the
- * backends/ entries whose state is active (or absent), in key order,
- * malloc'ed strings (free with pg_etcd_list_free); entries that do not
- * parse are skipped and counted in *bad. routing: the config/routing
- * value, or NULL.
+ * backends/ entries whose state is active (or absent), in key order, as a
+ * backends file lists them ("HOST:PORT", "HOST:PORT pool=NAME" for a pool
+ * other than default), malloc'ed strings (free with pg_etcd_list_free);
+ * entries that do not parse are skipped and counted in *bad.
  */
 int pg_etcd_view_backends(const struct pg_etcd_view *v, char ***list, size_t *n, size_t *bad);
 void pg_etcd_list_free(char **list, size_t n);
 
-/* A backend's value: {"address":"host:port","state":"active"|"draining"}
- * (state optional: active). addr gets the address (cap bytes). 0, or -1
- * with err set. */
-int pg_etcd_backend_parse(const char *val, size_t len, char *addr, size_t cap, bool *active,
-                          char *err, size_t errlen);
-/* The value written for a backend. */
-void pg_etcd_backend_json(struct pg_buf *o, const char *addr, bool active);
+/* A backend's value: {"address":"host:port","state":"active"|"draining",
+ * "pool":"NAME"} (state optional: active; pool optional: default). addr
+ * gets the address (cap bytes), pool (PG_ETCD_POOL_MAX bytes; may be NULL)
+ * the pool's name, "" for none. 0, or -1 with err set. */
+#define PG_ETCD_POOL_MAX 32
+int pg_etcd_backend_parse(const char *val, size_t len, char *addr, size_t cap, char *pool,
+                          bool *active, char *err, size_t errlen);
+/* The value written for a backend (pool: NULL or "" for none). */
+void pg_etcd_backend_json(struct pg_buf *o, const char *addr, const char *pool, bool active);
 
 /* A gateway's record (P/gateways/<id>). */
 struct pg_etcd_gateway {

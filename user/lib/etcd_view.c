@@ -10,6 +10,7 @@
 #include <string.h>
 #include "lib/etcd.h"
 #include "lib/json.h"
+#include "lib/modelpool.h"
 
 void pg_etcd_view_free(struct pg_etcd_view *v)
 {
@@ -170,21 +171,24 @@ int pg_etcd_view_step(struct pg_etcd_view *v, const char *prefix, const struct p
 
 /* ---- what is derived from the view ---------------------------------------- */
 
-int pg_etcd_backend_parse(const char *val, size_t len, char *addr, size_t cap, bool *active,
-                          char *err, size_t errlen)
+int pg_etcd_backend_parse(const char *val, size_t len, char *addr, size_t cap, char *pool,
+                          bool *active, char *err, size_t errlen)
 {
 	struct pg_json js = {0};
-	int64_t a, s;
+	int64_t a, s, p;
 	size_t n;
 	int rc = -1;
 
 	*active = true;
+	if (pool)
+		pool[0] = 0;
 	if (pg_json_parse(&js, val, len) || js.tok[0].type != PG_JSON_OBJECT) {
 		snprintf(err, errlen, "not a JSON object");
 		goto out;
 	}
 	a = pg_json_find(&js, 0, "address", 7);
 	s = pg_json_find(&js, 0, "state", 5);
+	p = pg_json_find(&js, 0, "pool", 4);
 	if (a < 0 || js.tok[a].type != PG_JSON_STRING) {
 		snprintf(err, errlen, "address: missing or not a string");
 		goto out;
@@ -207,23 +211,43 @@ int pg_etcd_backend_parse(const char *val, size_t len, char *addr, size_t cap, b
 			goto out;
 		}
 	}
+	if (p >= 0) {
+		char name[PG_ETCD_POOL_MAX];
+
+		n = js.tok[p].type == PG_JSON_STRING
+		        ? pg_json_str_copy(&js, (uint32_t)p, name, sizeof(name) - 1)
+		        : sizeof(name);
+		if (n >= sizeof(name) || !pg_pool_name_ok(name, n)) {
+			snprintf(err, errlen, "pool: not a pool's name (1-%d of A-Z a-z 0-9 _ . -)",
+			         PG_ETCD_POOL_MAX - 1);
+			goto out;
+		}
+		name[n] = 0;
+		if (pool)
+			memcpy(pool, name, n + 1);
+	}
 	rc = 0;
 out:
 	pg_json_free(&js);
 	return rc;
 }
 
-void pg_etcd_backend_json(struct pg_buf *o, const char *addr, bool active)
+void pg_etcd_backend_json(struct pg_buf *o, const char *addr, const char *pool, bool active)
 {
 	pg_buf_puts(o, "{\"address\":");
 	pg_buf_json_str(o, addr, strlen(addr));
-	pg_buf_printf(o, ",\"state\":\"%s\"}", active ? "active" : "draining");
+	pg_buf_printf(o, ",\"state\":\"%s\"", active ? "active" : "draining");
+	if (pool && pool[0]) {
+		pg_buf_puts(o, ",\"pool\":");
+		pg_buf_json_str(o, pool, strlen(pool));
+	}
+	pg_buf_puts(o, "}");
 }
 
 int pg_etcd_view_backends(const struct pg_etcd_view *v, char ***list, size_t *n, size_t *bad)
 {
 	const size_t dl = strlen(PG_ETCD_BACKENDS_DIR);
-	char addr[256], e[128];
+	char addr[256], pool[PG_ETCD_POOL_MAX], e[128];
 	bool active;
 
 	*list = calloc(v->n + 1, sizeof(char *));
@@ -233,14 +257,17 @@ int pg_etcd_view_backends(const struct pg_etcd_view *v, char ***list, size_t *n,
 	for (size_t i = 0; i < v->n; i++) {
 		if (strncmp(v->e[i].key, PG_ETCD_BACKENDS_DIR, dl))
 			continue;
-		if (pg_etcd_backend_parse(v->e[i].val, v->e[i].vlen, addr, sizeof(addr), &active, e,
-		                          sizeof(e))) {
+		if (pg_etcd_backend_parse(v->e[i].val, v->e[i].vlen, addr, sizeof(addr), pool,
+		                          &active, e, sizeof(e))) {
 			(*bad)++;
 			continue;
 		}
 		if (!active)
 			continue;
-		if (!((*list)[*n] = strdup(addr))) {
+		/* (as the backends file has it: the default pool named by none) */
+		if (pool[0] && strcmp(pool, "default")
+		        ? asprintf(&(*list)[*n], "%s pool=%s", addr, pool) < 0
+		        : !((*list)[*n] = strdup(addr))) {
 			pg_etcd_list_free(*list, *n);
 			*list = NULL;
 			*n = 0;
