@@ -82,14 +82,14 @@ static const struct cmd_def {
                   "them, each pool's RoutingConfig as it is live (PUT /routing included);\n"
                   "options at their defaults are left out. Save it and check it with\n"
                   "prefixgate -c FILE --check before using it.\n"},
-    [C_REGISTER] = {"register", "register --etcd URL --address ADDR:PORT [--ttl N] [--pool NAME]",
-                    "register a backend in etcd under a lease",
-                    "Grant an etcd lease of --ttl seconds, put P/backends/ID (ID: --id, else the\n"
-                    "address) = {\"address\":ADDR:PORT,\"state\":\"active\"} (with\n"
-                    "\"pool\":NAME given --pool: a model pool's, or a decode set's, NAME-decode)\n"
-                    "bound to it, and keep\n"
-                    "the lease alive until SIGTERM or SIGINT, which revoke it: every gateway then\n"
-                    "drains the backend. If this process dies, the key expires after the TTL.\n"},
+    [C_REGISTER] =
+        {"register", "register --etcd URL --address ADDR:PORT [--ttl N] [--pool NAME]",
+         "register a backend in etcd under a lease",
+         "Grant an etcd lease of --ttl seconds, put P/backends/ID (ID: --id, else the\n"
+         "address) = {\"address\":ADDR:PORT,\"state\":\"active\"} (and \"pool\":NAME\n"
+         "with --pool: a model pool, or a decode set, NAME-decode) bound to it, and\n"
+         "keep the lease alive until SIGTERM or SIGINT, which revoke it: every gateway\n"
+         "then drains the backend. If this process dies, the key expires after the TTL.\n"},
     [C_FLEET] = {"fleet", "fleet --etcd URL", "the gateways in etcd, and whether they agree",
                  "List the gateways registered under P/gateways/ (id, address, version, the\n"
                  "etcd revision each applied, backends, ring digest). Exit status 1 if their\n"
