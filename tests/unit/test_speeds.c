@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <math.h>
 #include "gateway.h"
 #include "state/load.h"
 
@@ -83,9 +84,13 @@ static void test_own_fit_from_min(void **state)
 	assert_int_equal(b[2].fit_obs, PG_FIT_OWN_MIN - 3);
 	assert_int_equal(b[2].fit_rate, 0);
 	assert_true(rate_of(1) > 100000);
-	/* the control thread's tick: 2 and 3 take the pool's speed, 1's */
+	/* the control thread's tick: 2 and 3 take the pool's speed, 1's, and
+	 * 2's fit goes on from it rather than from the defaults */
 	pg_load_share_speeds(&gw);
 	assert_int_equal(b[2].fit_rate, b[1].fit_rate);
+	assert_true(fabs(1e6 / gw.speeds->slot[2].fit.prior.ms_per_ktok - b[1].fit_rate) < 2);
+	assert_true(fabs(gw.speeds->slot[2].fit.prior.overhead_ms * 1000 - b[1].fit_overhead_us) <
+	            2);
 	assert_int_equal(b[3].fit_rate, b[1].fit_rate);
 	assert_int_equal(b[3].fit_overhead_us, b[1].fit_overhead_us);
 	/* 2 is slower indeed: from its 8th first token its own speed counts */

@@ -148,6 +148,18 @@ void pg_load_share_speeds(struct pg_gateway *gw)
 			if (!(LOAD(&b->flags) & PG_BACKEND_ACTIVE) || LOAD(&b->pool) != p ||
 			    LOAD(&b->fit_obs) >= PG_FIT_OWN_MIN)
 				continue;
+			/* and what its fit learns from starts there: the defaults,
+			 * when they are far off, hold a fit of a few first tokens
+			 * far off too */
+			if (gw->speeds) {
+				struct pg_speed_slot *s = &gw->speeds->slot[id];
+
+				pthread_mutex_lock(&s->mu);
+				if (s->live && s->epoch == LOAD(&b->epoch) &&
+				    s->fit.n < PG_FIT_OWN_MIN)
+					pg_fit_prior(&s->fit, &med);
+				pthread_mutex_unlock(&s->mu);
+			}
 			STORE(&b->fit_overhead_us, (uint32_t)(med.overhead_ms * 1000));
 			STORE(&b->fit_decode_us, (uint32_t)(med.ms_per_decode * 1000));
 			STORE(&b->fit_rate, (uint32_t)fmax(1e6 / med.ms_per_ktok, 1));
