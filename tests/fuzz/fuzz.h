@@ -26,6 +26,16 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 		}                                                                                  \
 	} while (0)
 
+/* A fixture file the target reads: path = text. */
+static inline void fuzz_write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	FUZZ_CHECK(f);
+	fputs(text, f);
+	FUZZ_CHECK(fclose(f) == 0);
+}
+
 /* xorshift64*: the split sizes. Seeded from input bytes, never zero. */
 struct fuzz_rng {
 	uint64_t s;

@@ -35,15 +35,6 @@ static void cleanup(void)
 	rmdir(dir);
 }
 
-static void write_fixture(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	FUZZ_CHECK(f);
-	fputs(text, f);
-	FUZZ_CHECK(fclose(f) == 0);
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
@@ -54,11 +45,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	snprintf(fixture[1], sizeof(fixture[1]), "%s/backends", dir);
 	snprintf(fixture[2], sizeof(fixture[2]), "%s/token", dir);
 	snprintf(fixture[3], sizeof(fixture[3]), "%s/missing", dir);
-	write_fixture(fixture[0],
-	              "{\"RoutingStrategy\":\"CACHE_AWARE\",\"PrefixAwareRoutingConfig\":"
-	              "{\"PrefixLength\":2048},\"FlowControlConfig\":{}}\n");
-	write_fixture(fixture[1], "10.9.0.1:8000\n10.9.0.2:8000 # b\n");
-	write_fixture(fixture[2], "0123456789abcdef0123456789\n");
+	fuzz_write_file(fixture[0],
+	                "{\"RoutingStrategy\":\"CACHE_AWARE\",\"PrefixAwareRoutingConfig\":"
+	                "{\"PrefixLength\":2048},\"FlowControlConfig\":{}}\n");
+	fuzz_write_file(fixture[1], "10.9.0.1:8000\n10.9.0.2:8000 # b\n");
+	fuzz_write_file(fixture[2], "0123456789abcdef0123456789\n");
 	atexit(cleanup);
 	return 0;
 }

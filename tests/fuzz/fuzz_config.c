@@ -36,15 +36,6 @@ static void cleanup(void)
 	rmdir(dir);
 }
 
-static void write_fixture(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	FUZZ_CHECK(f);
-	fputs(text, f);
-	FUZZ_CHECK(fclose(f) == 0);
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
@@ -56,10 +47,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	snprintf(fixture[0], sizeof(fixture[0]), "%s/routing.json", dir);
 	snprintf(fixture[1], sizeof(fixture[1]), "%s/backends", dir);
 	snprintf(fixture[2], sizeof(fixture[2]), "%s/missing", dir);
-	write_fixture(fixture[0],
-	              "{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
-	              "{\"PrefixLength\":2048,\"ConcurrencyThreshold\":4}}\n");
-	write_fixture(fixture[1], "# fleet\n10.0.0.1:8000\n10.0.0.2:8000  # b\n\nlocalhost:9000\n");
+	fuzz_write_file(fixture[0],
+	                "{\"RoutingStrategy\":\"PREFIX_AWARE\",\"PrefixAwareRoutingConfig\":"
+	                "{\"PrefixLength\":2048,\"ConcurrencyThreshold\":4}}\n");
+	fuzz_write_file(fixture[1],
+	                "# fleet\n10.0.0.1:8000\n10.0.0.2:8000  # b\n\nlocalhost:9000\n");
 	atexit(cleanup);
 	return 0;
 }

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "config/config.h"
+#include "config_args.h"
 
 static char dir[] = "/tmp/pg-test-config-XXXXXX";
 static char rc_ok[64], rc_bad[64], rc_lower[64], be_ok[64], be_bad[64];
@@ -64,22 +65,8 @@ static int teardown(void **state)
 static int run(struct pg_config *cfg, const char *const *args, char *err, size_t errlen,
                char *out_text, size_t out_cap)
 {
-	char *argv[32];
-	int argc = 0;
-	FILE *out = fmemopen(out_text, out_cap, "w");
-	int rc;
-
-	argv[argc++] = (char *)"prefixgate";
-	for (; *args; args++)
-		argv[argc++] = (char *)*args;
-	argv[argc] = NULL;
-	assert_non_null(out);
-	rc = pg_config_parse(cfg, argc, argv, out, err, errlen);
-	fclose(out);
-	return rc;
+	return config_args_parse(cfg, args, err, errlen, out_text, out_cap);
 }
-
-#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 static void test_defaults(void **state)
 {

@@ -13,24 +13,14 @@
 #include <string.h>
 #include <cmocka.h>
 #include "config/config.h"
+#include "config_args.h"
 
-#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
-
+/* pg_config_parse of args, what it prints dropped */
 static int run(struct pg_config *cfg, const char *const *args, char *err, size_t errlen)
 {
-	char *argv[32], text[64];
-	int argc = 0, rc;
-	FILE *out = fmemopen(text, sizeof(text), "w");
+	char text[64];
 
-	argv[argc++] = (char *)"prefixgate";
-	for (; *args; args++)
-		argv[argc++] = (char *)*args;
-	argv[argc] = NULL;
-	assert_non_null(out);
-	err[0] = 0;
-	rc = pg_config_parse(cfg, argc, argv, out, err, errlen);
-	fclose(out);
-	return rc;
+	return config_args_parse(cfg, args, err, errlen, text, sizeof(text));
 }
 
 static void test_flags(void **state)

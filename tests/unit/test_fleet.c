@@ -29,6 +29,25 @@ static struct pg_fleet_hdr hdr(uint8_t type, const char *id, uint64_t boot, uint
 	return h;
 }
 
+/* Every cut of a message of entries (len bytes) short of its end: the
+ * header refused, or fewer entries decoded, then the fault. */
+static void every_cut_fails(const uint8_t *buf, size_t len, size_t entries)
+{
+	for (size_t cut = 0; cut < len; cut++) {
+		struct pg_fleet_dec d;
+		struct pg_fleet_hdr g;
+		struct pg_fleet_entry x;
+		size_t n = 0;
+
+		if (pg_fleet_dec_begin(&d, buf, cut, &g))
+			continue;
+		while (pg_fleet_dec_next(&d, g.type, &x))
+			n++;
+		assert_true(n < entries);
+		assert_true(d.bad);
+	}
+}
+
 static void test_codec_load(void **state)
 {
 	struct pg_fleet_hdr h = hdr(PG_FLEET_MSG_LOAD, "gw-a:9090", 7, 42), g;
@@ -70,16 +89,7 @@ static void test_codec_load(void **state)
 	assert_false(d.bad);
 
 	/* Every truncation is refused or yields fewer entries, flagged bad. */
-	for (size_t len = 0; len < e.len; len++) {
-		size_t n = 0;
-
-		if (pg_fleet_dec_begin(&d, buf, len, &g))
-			continue;
-		while (pg_fleet_dec_next(&d, g.type, &x))
-			n++;
-		assert_true(n < 2);
-		assert_true(d.bad);
-	}
+	every_cut_fails(buf, e.len, 2);
 	/* Wrong magic, version, type. */
 	for (int i = 0; i < 4; i++) {
 		uint8_t c[256];
@@ -167,16 +177,7 @@ static void test_codec_fit(void **state)
 	}
 	assert_false(pg_fleet_dec_next(&d, g.type, &x));
 	assert_false(d.bad);
-	for (size_t len = 0; len < e.len; len++) {
-		size_t n = 0;
-
-		if (pg_fleet_dec_begin(&d, buf, len, &g))
-			continue;
-		while (pg_fleet_dec_next(&d, g.type, &x))
-			n++;
-		assert_true(n < 2);
-		assert_true(d.bad);
-	}
+	every_cut_fails(buf, e.len, 2);
 	/* "whole" is a flag: anything else is a corrupt entry */
 	buf[e.len - 13] = 2;
 	assert_int_equal(pg_fleet_dec_begin(&d, buf, e.len, &g), 0);
@@ -218,16 +219,7 @@ static void test_codec_flow(void **state)
 	}
 	assert_false(pg_fleet_dec_next(&d, g.type, &x));
 	assert_false(d.bad);
-	for (size_t len = 0; len < e.len; len++) {
-		size_t n = 0;
-
-		if (pg_fleet_dec_begin(&d, buf, len, &g))
-			continue;
-		while (pg_fleet_dec_next(&d, g.type, &x))
-			n++;
-		assert_true(n < 3);
-		assert_true(d.bad);
-	}
+	every_cut_fails(buf, e.len, 3);
 }
 
 static void test_addrmap(void **state)

@@ -235,8 +235,7 @@ def bench_flow(opts, out):
     part.res["wall_s"] = time.monotonic() - t0
     lines = flowreport.report(part.res, out, part.notes)
     part.save_json()
-    with open(os.path.join(out, "flow.txt"), "w") as f:
-        f.write("\n".join(lines) + "\n")
+    runs.write_lines(out, "flow", lines)
     return part.res, lines
 
 
@@ -305,9 +304,7 @@ def options(argv=None):
         ap.error("--time-scale, --queue-ms, --starve-ms, --deadline-ms, --sweep: > 0")
     if o.overhead_rounds < 0 or o.overhead_rate <= 0 or o.overhead_s <= 0:
         ap.error("--overhead-rounds >= 0, --overhead-rate and --overhead-s > 0")
-    for tool in ("mockllm", "pgload", "prefixgate"):
-        if not os.access(os.path.join(o.build, tool), os.X_OK):
-            ap.error("no %s/%s: build first (make -j2 all)" % (o.build, tool))
+    runs.need_tools(ap, o.build)
     return o
 
 
@@ -322,14 +319,7 @@ def from_bench(bench_opts, out):
 
 
 def main():
-    opts = options()
-    out = opts.out or os.path.join(opts.build, "bench", time.strftime("%Y-%m-%d-%H%M%S"))
-    print("flow bench: results in %s" % out, flush=True)
-    res, lines = bench_flow(opts, out)
-    print()
-    print("\n".join(lines))
-    print("tables, raw results and plots: %s" % out)
-    return 1 if res["failed"] else 0
+    return runs.standalone("flow", options(), bench_flow)
 
 
 if __name__ == "__main__":

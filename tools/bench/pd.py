@@ -326,8 +326,7 @@ def bench_pd(opts, out):
     res["wall_s"] = time.monotonic() - t0
     lines = report(res, out)
     save_json(out, res)
-    with open(os.path.join(out, "pd.txt"), "w") as f:
-        f.write("\n".join(lines) + "\n")
+    runs.write_lines(out, "pd", lines)
     return res, lines
 
 
@@ -362,9 +361,7 @@ def options(argv=None):
         ap.error("nothing to run: --workloads none and --cost-rounds 0")
     if not o.time_scale > 0 or not o.time_factor > 0 or o.cost_rounds < 0:
         ap.error("--time-scale and --time-factor must be > 0, --cost-rounds >= 0")
-    for tool in ("mockllm", "pgload", "prefixgate"):
-        if not os.access(os.path.join(o.build, tool), os.X_OK):
-            ap.error("no %s/%s: build first (make -j2 all)" % (o.build, tool))
+    runs.need_tools(ap, o.build)
     return o
 
 
@@ -377,14 +374,7 @@ def from_bench(bench_opts, out):
 
 
 def main():
-    opts = options()
-    out = opts.out or os.path.join(opts.build, "bench", time.strftime("%Y-%m-%d-%H%M%S"))
-    print("pd bench: results in %s" % out, flush=True)
-    res, lines = bench_pd(opts, out)
-    print()
-    print("\n".join(lines))
-    print("tables, raw results and plots: %s" % out)
-    return 1 if res["failed"] or any("requests failed" in l for l in lines) else 0
+    return runs.standalone("pd", options(), bench_pd, failed=runs.failed_or_lost)
 
 
 if __name__ == "__main__":

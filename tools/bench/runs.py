@@ -24,6 +24,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 
 import fleet
 
@@ -224,3 +225,34 @@ def run(build, outdir, name, strategy, workload, rate, duration, warmup=0, insta
         for r in rts:
             r.stop()
         inst.stop()
+
+
+# --- what the replay parts (trace.py, flow.py, pd.py) share --------------------
+def need_tools(ap, build, tools=("mockllm", "pgload", "prefixgate")):
+    """ap.error unless every tool is built in build."""
+    for tool in tools:
+        if not os.access(os.path.join(build, tool), os.X_OK):
+            ap.error("no %s/%s: build first (make -j2 all)" % (build, tool))
+
+
+def write_lines(out, name, lines):
+    """out/NAME.txt: a part's printed summary."""
+    with open(os.path.join(out, name + ".txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def failed_or_lost(res, lines):
+    """A run failed, or its summary says requests failed."""
+    return res["failed"] or any("requests failed" in l for l in lines)
+
+
+def standalone(what, opts, bench, failed=lambda res, lines: res["failed"]):
+    """A part run on its own: results under --out (default
+    <build>/bench/<date>), its summary printed; the exit status."""
+    out = opts.out or os.path.join(opts.build, "bench", time.strftime("%Y-%m-%d-%H%M%S"))
+    print("%s bench: results in %s" % (what, out), flush=True)
+    res, lines = bench(opts, out)
+    print()
+    print("\n".join(lines))
+    print("tables, raw results and plots: %s" % out)
+    return 1 if failed(res, lines) else 0

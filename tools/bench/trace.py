@@ -262,8 +262,7 @@ def bench_trace(opts, out):
     part.res["wall_s"] = time.monotonic() - t0
     lines = tracereport.report(part.res, out, part.notes)
     part.save_json()
-    with open(os.path.join(out, "trace.txt"), "w") as f:
-        f.write("\n".join(lines) + "\n")
+    runs.write_lines(out, "trace", lines)
     return part.res, lines
 
 
@@ -299,9 +298,7 @@ def options(argv=None):
         ap.error("--loads and --time-scale must be > 0")
     if o.trace_requests < 0 or 0 < o.trace_requests < 2:
         ap.error("--trace-requests: at least 2 (0: all)")
-    for tool in ("mockllm", "pgload", "prefixgate"):
-        if not os.access(os.path.join(o.build, tool), os.X_OK):
-            ap.error("no %s/%s: build first (make -j2 all)" % (o.build, tool))
+    runs.need_tools(ap, o.build)
     return o
 
 
@@ -316,14 +313,7 @@ def from_bench(bench_opts, out):
 
 
 def main():
-    opts = options()
-    out = opts.out or os.path.join(opts.build, "bench", time.strftime("%Y-%m-%d-%H%M%S"))
-    print("trace bench: results in %s" % out, flush=True)
-    res, lines = bench_trace(opts, out)
-    print()
-    print("\n".join(lines))
-    print("tables, raw results and plots: %s" % out)
-    return 1 if res["failed"] or any("requests failed" in l for l in lines) else 0
+    return runs.standalone("trace", options(), bench_trace, failed=runs.failed_or_lost)
 
 
 if __name__ == "__main__":

@@ -257,20 +257,13 @@ void ts_publish(struct ts_world *w, struct ts_gw *g, uint16_t b)
 	struct pg_speed med;
 
 	x->fit_obs = (uint32_t)f->n;
-	if (f->n >= PG_FIT_OWN_MIN) {
-		x->fit_rate = (uint32_t)fmax(1e6 / f->cur.ms_per_ktok, 1);
-		x->fit_overhead_us = (uint32_t)(f->cur.overhead_ms * 1000);
-		x->fit_decode_us = (uint32_t)(f->cur.ms_per_decode * 1000);
-	}
+	if (f->n >= PG_FIT_OWN_MIN)
+		pg_work_publish_speed(x, &f->cur);
 	if (!pg_work_median_speed(g->be, w->o.n, 0, &med))
 		return;
-	for (unsigned i = 1; i <= w->o.n; i++) {
-		if (g->be[i].fit_obs >= PG_FIT_OWN_MIN)
-			continue;
-		g->be[i].fit_rate = (uint32_t)fmax(1e6 / med.ms_per_ktok, 1);
-		g->be[i].fit_overhead_us = (uint32_t)(med.overhead_ms * 1000);
-		g->be[i].fit_decode_us = (uint32_t)(med.ms_per_decode * 1000);
-	}
+	for (unsigned i = 1; i <= w->o.n; i++)
+		if (g->be[i].fit_obs < PG_FIT_OWN_MIN)
+			pg_work_publish_speed(&g->be[i], &med);
 }
 
 void ts_on_token(void *ctx, struct sim_req *sr, bool last)

@@ -219,6 +219,11 @@ static inline double pg_work_queued(const struct pg_backend *b, const struct pg_
 	return q;
 }
 
+/* sp into b's published speed (pg_backend.fit_*, as pg_work_speed reads
+ * it): an instance's own fit from PG_FIT_OWN_MIN first tokens on, its
+ * pool's median before. */
+void pg_work_publish_speed(struct pg_backend *b, const struct pg_speed *sp);
+
 /* The median speed of the members of pool (ids 1..max_id of the table)
  * whose own speed is routed on (fit_obs >= PG_FIT_OWN_MIN); returns how
  * many there are (0: out untouched). */

@@ -192,11 +192,9 @@ static bool reroute(struct pg_worker *w, struct pg_client *c)
  * decode leg's body reuse it): whether it is JSON. */
 static bool request_parse(struct pg_pd_x *pd)
 {
-	if (!pd->req_ok && !pd->req_bad) {
-		pd->req_ok = !pg_json_parse(&pd->req, pd->body, pd->body_len);
-		pd->req_bad = !pd->req_ok;
-	}
-	return pd->req_ok;
+	if (!pd->parsed)
+		pd->parsed = pg_json_parse(&pd->req, pd->body, pd->body_len) ? -1 : 1;
+	return pd->parsed > 0;
 }
 
 static void send_pair(struct pg_worker *w, struct pg_client *c)

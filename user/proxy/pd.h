@@ -49,10 +49,10 @@ struct pg_pd_x {
 	 * changed it) and the whole body, decoded */
 	char *head, *body;
 	size_t head_len, body_len;
-	/* the body's parse, made once for every leg it sends (req_ok: made;
-	 * req_bad: it is not JSON) */
+	/* the body's parse, made once for every leg it sends (parsed: 0 not
+	 * yet, 1 made, -1 not JSON) */
 	struct pg_json req;
-	bool req_ok, req_bad;
+	int8_t parsed;
 	/* the prefill leg */
 	uint16_t prefill;
 	struct pg_choice pchoice;

@@ -76,11 +76,8 @@ static void publish_fit(struct pg_backend *b, uint32_t epoch, const struct pg_sp
 	if (LOAD(&b->epoch) != epoch)
 		return;
 	STORE(&b->fit_obs, (uint32_t)(n < UINT32_MAX ? n : UINT32_MAX));
-	if (n < PG_FIT_OWN_MIN)
-		return; /* the pool's speed meanwhile (pg_load_share_speeds) */
-	STORE(&b->fit_overhead_us, (uint32_t)fmin(cur->overhead_ms * 1000, UINT32_MAX));
-	STORE(&b->fit_decode_us, (uint32_t)fmin(cur->ms_per_decode * 1000, UINT32_MAX));
-	STORE(&b->fit_rate, (uint32_t)fmax(fmin(1e6 / cur->ms_per_ktok, UINT32_MAX), 1));
+	if (n >= PG_FIT_OWN_MIN) /* else the pool's speed (pg_load_share_speeds) */
+		pg_work_publish_speed(b, cur);
 }
 
 /* The fit of t's backend learns from it; published into the table, and in
@@ -160,9 +157,7 @@ void pg_load_share_speeds(struct pg_gateway *gw)
 					pg_fit_prior(&s->fit, &med);
 				pthread_mutex_unlock(&s->mu);
 			}
-			STORE(&b->fit_overhead_us, (uint32_t)(med.overhead_ms * 1000));
-			STORE(&b->fit_decode_us, (uint32_t)(med.ms_per_decode * 1000));
-			STORE(&b->fit_rate, (uint32_t)fmax(1e6 / med.ms_per_ktok, 1));
+			pg_work_publish_speed(b, &med);
 		}
 	}
 }
