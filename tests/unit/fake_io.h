@@ -173,7 +173,7 @@ static struct pg_worker *w;
 static void pump(void);
 
 /* Flags a test program adds to the fixture's (before setup runs). */
-static char *setup_extra[8];
+static char *setup_extra[12];
 
 static int setup(void **state)
 {

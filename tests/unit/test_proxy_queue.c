@@ -25,6 +25,27 @@ static void send_req(int c, const char *hdrs)
 	deliver(c, buf, (size_t)n + BODY_LEN);
 }
 
+/* A chat request of a BODY_LEN prompt whose body names its user. */
+static void send_chat(int c, const char *user, const char *hdrs)
+{
+	static char body[BODY_LEN + 256], buf[BODY_LEN + 768];
+	int m = snprintf(body, sizeof(body),
+	                 "{\"model\":\"m\",\"user\":\"%s\",\"messages\":[{\"role\":\"user\","
+	                 "\"content\":\"",
+	                 user);
+	int n;
+
+	memset(body + m, 'q', BODY_LEN);
+	m += BODY_LEN;
+	m += snprintf(body + m, sizeof(body) - (size_t)m, "\"}]}");
+	n = snprintf(
+	    buf, sizeof(buf),
+	    "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n", hdrs,
+	    m);
+	memcpy(buf + n, body, (size_t)m);
+	deliver(c, buf, (size_t)n + (size_t)m);
+}
+
 static const struct pg_flow_stats *fstats(void)
 {
 	return &gw.maps.flow[0];
@@ -36,6 +57,7 @@ static int setup_flow(void **state)
 	    "--flow-control", "--flow-instance-queue-ms",  "1", "--flow-max-queued", "3",
 	    "--strategy",     "least_outstanding_requests"};
 
+	memset(setup_extra, 0, sizeof(setup_extra));
 	memcpy(setup_extra, extra, sizeof(extra));
 	return setup(state);
 }
@@ -213,6 +235,80 @@ static void test_tenants_take_turns(void **state)
 	assert_quiet();
 }
 
+/* The tenant from a header (--flow-tenant header:X-Team) or the body's
+ * user (--flow-tenant user), the bearer token then ignored: as above, the
+ * two instances freed go one to each tenant. */
+static void tenants_take_turns_by(bool user)
+{
+	int c1, c2, a1, a2, b1, u = fill(&c1, &c2);
+	const char *tok = "Authorization: Bearer sk-the-same\r\n";
+
+	a1 = accept_client();
+	a2 = accept_client();
+	b1 = accept_client();
+	if (user) {
+		send_chat(a1, "alice", tok);
+		send_chat(a2, "alice", tok);
+		send_chat(b1, "bob", tok);
+	} else {
+		send_req(a1, "X-Team: a\r\nAuthorization: Bearer sk-the-same\r\n");
+		send_req(a2, "X-Team: a\r\nAuthorization: Bearer sk-the-same\r\n");
+		send_req(b1, "X-Team: b\r\nAuthorization: Bearer sk-the-same\r\n");
+	}
+	assert_int_equal(fstats()->queued, 3);
+	answer(u, c1);
+	answer(u + 1, c2);
+	assert_int_equal(client_of(b1)->state, PG_C_WAIT);
+	assert_int_equal(client_of(a1)->state + client_of(a2)->state, PG_C_WAIT + PG_C_QUEUED);
+	hangup(a1, 0);
+	hangup(a2, 0);
+	hangup(b1, 0);
+	assert_int_equal(fstats()->queued, 0);
+	assert_quiet();
+}
+
+static int setup_flow_src(const char *src)
+{
+	static char *extra[] = {"--flow-control",
+	                        "--flow-instance-queue-ms",
+	                        "1",
+	                        "--flow-max-queued",
+	                        "3",
+	                        "--strategy",
+	                        "least_outstanding_requests",
+	                        "--flow-tenant",
+	                        NULL};
+
+	extra[8] = (char *)src;
+	memset(setup_extra, 0, sizeof(setup_extra));
+	memcpy(setup_extra, extra, sizeof(extra));
+	return setup(NULL);
+}
+
+static int setup_flow_header(void **state)
+{
+	(void)state;
+	return setup_flow_src("header:X-Team");
+}
+
+static int setup_flow_user(void **state)
+{
+	(void)state;
+	return setup_flow_src("user");
+}
+
+static void test_tenant_from_header(void **state)
+{
+	(void)state;
+	tenants_take_turns_by(false);
+}
+
+static void test_tenant_from_user(void **state)
+{
+	(void)state;
+	tenants_take_turns_by(true);
+}
+
 static void test_bound_sheds_sheddable(void **state)
 {
 	int c1, c2, s1, q1, q2, q3, u = fill(&c1, &c2);
@@ -259,6 +355,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_bad_headers, setup_flow, teardown),
 	    cmocka_unit_test_setup_teardown(test_priority_order, setup_flow, teardown),
 	    cmocka_unit_test_setup_teardown(test_tenants_take_turns, setup_flow, teardown),
+	    cmocka_unit_test_setup_teardown(test_tenant_from_header, setup_flow_header, teardown),
+	    cmocka_unit_test_setup_teardown(test_tenant_from_user, setup_flow_user, teardown),
 	    cmocka_unit_test_setup_teardown(test_bound_sheds_sheddable, setup_flow, teardown),
 	};
 
