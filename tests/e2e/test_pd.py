@@ -23,6 +23,7 @@ import json
 import os
 import re
 import socket
+import subprocess
 import sys
 import time
 import zlib
@@ -130,6 +131,39 @@ def vllm_pair_streams(opts):
         served = sum(int(v) for k, v in d.items()
                      if k.startswith("mockllm_kv_pulls_total") and "ok" in k)
         assert served == 5, {k: v for k, v in d.items() if "kv" in k}
+        quiet(f)
+    finally:
+        f.stop()
+
+
+@test
+def both_sets_shown_and_joined(opts):
+    """GET /pools (and in bpf mode the pinned map pg_pools, as bpftool reads
+    it) show the prefill set and its decode set; a decode instance added
+    through the admin API (POST /backends, pool default-decode) joins the
+    decode set and serves its share of the decode legs."""
+    f = pd_fleet(opts, "vllm")
+    try:
+        st, pools = f.admin("GET", "/pools")
+        assert st == 200, pools
+        by = {p["name"]: p for p in pools}
+        assert by["default"]["pd"] == "vllm" and by["default"]["decode_pool"] == \
+            "default-decode", by
+        assert by["default-decode"]["decode_of"] == "default", by
+        if opts.mode == "bpf":
+            out = subprocess.run(["bpftool", "-j", "map", "dump", "pinned", f.pin + "/pg_pools"],
+                                 capture_output=True, text=True, timeout=20)
+            assert out.returncode == 0, out.stderr
+            assert '"default-decode"' in out.stdout, out.stdout[:500]
+        f.add_mock("d1", ["--role", "decode", "--pd-protocol", "vllm"] + FAST)
+        st, r = f.admin("POST", "/backends", {"address": f.addr("d1"), "pool": "default-decode"})
+        assert st == 201, (st, r)
+        assert f.backends()[f.addr("d1")]["pool"] == "default-decode", f.backends()
+        for i in range(16):
+            streamed_ok(*send(f, chat(3000 + 7 * i))[::2])
+            if mock_requests(f, "d1"):
+                break
+        assert mock_requests(f, "d1") >= 1, counters(f)
         quiet(f)
     finally:
         f.stop()
