@@ -62,11 +62,11 @@ enum pg_strategy {
 	PG_STRATEGY_RANDOM = 0,
 	PG_STRATEGY_LEAST_OUTSTANDING = 1,
 	PG_STRATEGY_PREFIX_AWARE = 2,
-	PG_STRATEGY_CACHE_AWARE = 3, /* a prefixgate extension (user/lib/cacheidx.h) */
+	PG_STRATEGY_CACHE_AWARE = 3, /* a prefixgate extension (user/router/index.h) */
 };
 
 /*
- * cache_aware's block index (user/lib/cacheidx.h has the rules). The key text
+ * cache_aware's block index (user/router/index.h has the rules). The key text
  * is cut into PG_CA_BLOCK-byte blocks, each named by a hash chained over
  * every block before it, so one hash names a whole prefix. At most
  * PG_CA_MAX_BLOCKS blocks of a request are indexed (longer prompts match on
@@ -121,7 +121,7 @@ struct pg_ca_slot {
 	/* How much of the traffic passes through this prefix: uses requests
 	 * were recorded through it since the index's request count was since
 	 * (pg_state.ca_requests; the window slides by halves). A prefix that
-	 * takes more than one instance's share is shared (cacheidx.h). */
+	 * takes more than one instance's share is shared (router/index.h). */
 	__u32 since;
 	__u32 uses;
 };
@@ -171,10 +171,10 @@ struct pg_backend {
 	__u32 pool;          /* the model pool it serves (index in pg_pools); control thread */
 	/* cache_aware: requests dispatched to it lately, in 1/PG_CA_RECENT_ONE
 	 * requests: workers add at dispatch, the control thread decays it
-	 * (time constant PG_CA_RECENT_MS; user/lib/balancer.h). What
+	 * (time constant PG_CA_RECENT_MS; user/router/view.h). What
 	 * CacheAwareConfig.NewConversationChoices compares. */
 	__u32 recent;
-	/* cache_aware's load model (user/lib/work.h): the prefill work of the
+	/* cache_aware's load model (user/router/work.h): the prefill work of the
 	 * requests sent to it whose first token has not come (prompt tokens
 	 * less what its cache was believed to hold), and their number. Workers
 	 * add at dispatch and take back at the first response byte, or when an
@@ -182,9 +182,9 @@ struct pg_backend {
 	__u64 prefill_tokens;
 	__u32 prefill_reqs;
 	__u32 fit_obs; /* first tokens its speed was learned from (saturating); 0:
-	                * fit_* are the pool's other members' (state/load.h) */
+	                * fit_* are the pool's other members' (router/load.h) */
 	/* Since when its prefill engine has been computing the queue's head
-	 * (lib/work.h pg_work_queued): the later of the queue's start
+	 * (router/work.h pg_work_queued): the later of the queue's start
 	 * (prefill_reqs 0 -> 1) and the end of the last prefill whose first
 	 * token was seen; CLOCK_MONOTONIC ms. */
 	__u64 head_since_ms;
@@ -204,7 +204,7 @@ struct pg_backend {
 	 * health-check thread writes it. */
 	__u32 ca_capacity_blocks;
 	__u32 peer_prefill_reqs;
-	/* cache_aware in a fleet (user/lib/work.h): the latest first token this
+	/* cache_aware in a fleet (user/router/work.h): the latest first token this
 	 * gateway saw from it (workers), and the latest the other gateways saw
 	 * (the fleet thread: their messages' ages taken off their arrival);
 	 * CLOCK_MONOTONIC ns of this host, 0: none. */

@@ -14,18 +14,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
-#include "lib/balancer.h"
 #include "config/config.h"
+#include "router/load.h"
+#include "router/router.h"
 #include "state/maps.h"
 
 /* Routing-latency histogram bucket upper bounds, µs (last bucket: +Inf). */
 #define PG_LAT_BUCKETS 24
 extern const uint32_t pg_lat_bounds_us[PG_LAT_BUCKETS - 1];
-
-/* TTFT prediction error histogram (state/load.h) bucket upper bounds, ms
- * (last bucket: +Inf). */
-#define PG_TTFT_ERR_BUCKETS 10
-extern const uint32_t pg_ttft_err_bounds_ms[PG_TTFT_ERR_BUCKETS - 1];
 
 /* Per-worker counters: each worker writes its own with relaxed atomics, the
  * admin API sums them. Cache-line aligned so workers never share a line. */
@@ -53,11 +49,7 @@ struct pg_worker_stats {
 	 * pair, to the decode instance alone; prefill legs that failed;
 	 * decode legs tried again with a fresh pair */
 	uint64_t pd_pairs, pd_alone, pd_prefill_failures, pd_decode_retries;
-	/* |first token - predicted| by bucket (state/load.h), and the sum of
-	 * the signed errors (µs): the load model's accuracy */
-	uint64_t ttft_err[PG_TTFT_ERR_BUCKETS];
-	int64_t ttft_err_sum_us;
-	uint64_t ttft_err_abs_us;
+	struct pg_ttft_err ttft_err; /* the load model's accuracy (router/load.h) */
 } __attribute__((aligned(64)));
 
 struct pg_worker;
@@ -69,12 +61,7 @@ struct pg_alog;
 struct pg_fleet;
 struct pg_fleetq;
 struct pg_pools;
-struct pg_speeds;
 struct pg_flowctl;
-
-/* Buckets of the matched-length histogram: 0 blocks, then 2^(i-1) up to
- * 2^i - 1 blocks, the last one open (it takes all above 512). */
-#define PG_CA_MATCH_BUCKETS 11
 
 struct pg_gateway {
 	struct pg_config *cfg;
@@ -84,12 +71,6 @@ struct pg_gateway {
 	struct pg_worker **workers;
 	struct pg_worker_stats *stats; /* nworkers entries */
 	int stop;                      /* set (atomically) to stop every thread */
-	/* The highest backend id ever made active in this table (the control
-	 * thread raises it before publishing the id: pg_backend_activate), so
-	 * that scans of the table stop there, not at PG_MAX_BACKENDS: no slot
-	 * above it has ever held a member, a request or a probe. Read with
-	 * pg_backend_hwm(). */
-	unsigned backend_hwm;
 	/* Set (atomically) at SIGTERM/SIGINT, before stop: workers close their
 	 * listeners and idle keep-alive clients, in-flight requests finish
 	 * (lifecycle.h). */
@@ -97,11 +78,6 @@ struct pg_gateway {
 	/* Requests admitted under --max-in-flight (lifecycle.h; only counted
 	 * when the cap is on). Its own cache line: every worker writes it. */
 	int64_t admitted __attribute__((aligned(64)));
-	/* cache_aware (route.c): matched prefix lengths, in blocks, by
-	 * power-of-two bucket (0, 1, 2-3, 4-7, ...), and index slots evicted.
-	 * Their own cache line: every worker adds to them. */
-	uint64_t ca_matched[PG_CA_MATCH_BUCKETS] __attribute__((aligned(64)));
-	uint64_t ca_evictions;
 	/* Ring rebuilds (members.c): wall time of the last one and in all, ns;
 	 * prefixgate_ring_rebuild_seconds and its _total. */
 	uint64_t ring_rebuild_ns, ring_rebuild_total_ns;
@@ -119,15 +95,12 @@ struct pg_gateway {
 	struct pg_alog *alog;           /* accesslog.h: the logger's, with the rings */
 	struct pg_fleet *fleet;         /* fleet/fleet.h: --nats / --fleet-size */
 	struct pg_fleetq *fleetq;       /* state/fleetq.h: cache_aware decisions to publish */
-	struct pg_fleetq *fleetq_obs;   /* ... and first tokens learned from (state/load.h) */
-	/* Load mode SHARE (lib/fleet.h): each of this many gateways routes on
-	 * ConcurrencyThreshold / fleet_share; 0 or 1: the whole threshold.
-	 * Written by the fleet thread, read atomically by route.c (routing
-	 * only: GET /routing and metrics show the configured threshold). */
-	uint32_t fleet_share;
-	struct pg_pools *pools;   /* state/pools.h: model pools; NULL: the default alone */
-	struct pg_speeds *speeds; /* state/load.h: learned speeds; NULL: not learned */
-	struct pg_flowctl *flow;  /* state/flowctl.h: flow control; NULL: never on */
+	struct pg_fleetq *fleetq_obs;   /* ... and first tokens learned from (router/load.h) */
+	struct pg_pools *pools;         /* state/pools.h: model pools; NULL: the default alone */
+	struct pg_flowctl *flow;        /* state/flowctl.h: flow control; NULL: never on */
+	/* The routing core (router/router.h), over maps, the pools' members,
+	 * the learned speeds and the fleet's queues: pg_gateway_router. */
+	struct pg_router router;
 	/* The port the admin listener is bound to (control/control.c sets it
 	 * before the fleet and etcd start); 0 before, and after it closes. */
 	uint16_t admin_port;
@@ -153,58 +126,6 @@ static inline uint64_t pg_wall_ms(void)
 static inline uint64_t pg_now_ms(void)
 {
 	return pg_now_ns() / 1000000;
-}
-
-/* The live routing configuration (the control thread may change it at any
- * time; each field is read atomically). */
-static inline void pg_route_cfg_load_pool(const struct pg_gateway *gw, unsigned pool,
-                                          struct pg_route_cfg *rc)
-{
-	const struct pg_state *st = &gw->maps.state[pool];
-
-	rc->strategy = (enum pg_strategy)__atomic_load_n(&st->strategy, __ATOMIC_RELAXED);
-	rc->prefix_length = __atomic_load_n(&st->prefix_length, __ATOMIC_RELAXED);
-	rc->concurrency_threshold = __atomic_load_n(&st->concurrency_threshold, __ATOMIC_RELAXED);
-	rc->load_signal = gw->cfg ? gw->cfg->load_signal : PG_LOAD_INFLIGHT;
-	rc->new_choices = __atomic_load_n(&st->ca_choices, __ATOMIC_RELAXED);
-	rc->flow_queue_ms = __atomic_load_n(&st->flow_queue_ms, __ATOMIC_RELAXED);
-	rc->flow_deadline_ms = __atomic_load_n(&st->flow_deadline_ms, __ATOMIC_RELAXED);
-}
-
-/* The default pool's (the whole gateway's when no pools are configured). */
-static inline void pg_route_cfg_load(const struct pg_gateway *gw, struct pg_route_cfg *rc)
-{
-	pg_route_cfg_load_pool(gw, 0, rc);
-}
-
-/* gw->backend_hwm: no id above it has ever been used (bounds periodic scans). */
-static inline unsigned pg_backend_hwm(const struct pg_gateway *gw)
-{
-	return __atomic_load_n(&gw->backend_hwm, __ATOMIC_ACQUIRE);
-}
-
-/* Highest backend id in use (bounds scans of the backend table). It is on
- * every routing decision's path: the scan starts at the high-water mark, not
- * at PG_MAX_BACKENDS - 1, so it reads one entry or a few (a scan of the whole
- * table, 4,095 entries of 160 bytes, cost more than the rest of a
- * PREFIX_AWARE decision). */
-static inline unsigned pg_max_backend_id(const struct pg_gateway *gw)
-{
-	unsigned id = pg_backend_hwm(gw);
-
-	for (; id > 0; id--)
-		if (__atomic_load_n(&gw->maps.backends[id].flags, __ATOMIC_RELAXED) &
-		    PG_BACKEND_ACTIVE)
-			break;
-	return id;
-}
-
-/* Backend id is about to be published ACTIVE (control thread; tests that
- * fill the table by hand call it too). */
-static inline void pg_backend_activate(struct pg_gateway *gw, unsigned id)
-{
-	if (id > gw->backend_hwm)
-		__atomic_store_n(&gw->backend_hwm, id, __ATOMIC_RELEASE);
 }
 
 /* "a.b.c.d:port" or "[v6]:port" of backend b (its ring identity too).

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "sys/accesslog.h"
-#include "lib/cacheidx.h"
+#include "router/index.h"
 #include "control/control.h"
 #include "members/members.h"
 #include "datapath/datapath.h"
@@ -26,7 +26,7 @@
 #include "admin/metrics.h"
 #include "lib/conf.h"
 #include "state/flowctl.h"
-#include "state/load.h"
+#include "router/load.h"
 #include "state/pools.h"
 #include "state/routestats.h"
 #include "sys/lifecycle.h"
@@ -174,8 +174,8 @@ int main(int argc, char **argv)
 	gw.workers = calloc(gw.nworkers, sizeof(*gw.workers));
 	gw.rstats = pg_rstats_create(gw.nworkers);
 	gw.mwin = pg_metrics_window_create();
-	gw.speeds = pg_speeds_new();
-	if (!gw.stats || !gw.workers || !gw.rstats || !gw.mwin || !gw.speeds) {
+	gw.router.speeds = pg_speeds_new();
+	if (!gw.stats || !gw.workers || !gw.rstats || !gw.mwin || !gw.router.speeds) {
 		pg_error("out of memory");
 		goto out_workers;
 	}
@@ -257,7 +257,7 @@ out_workers:
 	pg_alog_stop(&gw);  /* after the workers: every record is in */
 	pg_fleet_stop(&gw); /* (again after a failed start: frees what init made) */
 	pg_metrics_window_free(gw.mwin);
-	pg_speeds_free(gw.speeds);
+	pg_speeds_free(gw.router.speeds);
 	pg_flowctl_free(gw.flow);
 	pg_rstats_free(gw.rstats);
 	free(gw.workers);

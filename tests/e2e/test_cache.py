@@ -118,7 +118,7 @@ def shared_system_prompt_spreads(opts):
     """48 conversations behind one 9,000-character system prompt (longer
     than PrefixLength) spread over all 4 backends, and each one sticks.
     The first ones follow the prompt where it is cached until it is seen as
-    shared (PG_CA_SHARED_USES, 8 requests, lib/cacheidx.h); from then on
+    shared (PG_CA_SHARED_USES, 8 requests, router/index.h); from then on
     each lands by its own anchor's ring slot: of the 40 after the first 8,
     none takes more than 20 (binomial, 4 x 2e-4 of runs), and none is left
     out of the 48 (4 x 0.75^40: 1 run in 25,000,000)."""

@@ -27,6 +27,7 @@
 #include "fuzz.h"
 #include "lib/json.h"
 #include "sys/log.h"
+#include "state/host.h"
 
 static char *members[] = {"10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"};
 static struct pg_config cfg;
@@ -47,7 +48,7 @@ static void reset(void)
 	gw.maps.backends[3].flags |= PG_BACKEND_DOWN;
 	gw.maps.backends[3].down_until_ms = pg_now_ms() + 3600 * 1000;
 	memcpy(backends0, gw.maps.backends, sizeof(backends0));
-	pg_route_cfg_load(&gw, &route0);
+	pg_router_cfg(&gw.router, 0, &route0);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -75,6 +76,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		fprintf(stderr, "pg_maps_open: %s\n", err);
 		abort();
 	}
+	pg_gateway_router(&gw);
 	reset();
 	return 0;
 }
@@ -193,7 +195,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else {
 		handle((const char *)data + 1, size - 1);
 	}
-	pg_route_cfg_load(&gw, &rc);
+	pg_router_cfg(&gw.router, 0, &rc);
 	if (memcmp(backends0, gw.maps.backends, sizeof(backends0)) ||
 	    memcmp(&rc, &route0, sizeof(rc)))
 		reset();

@@ -24,6 +24,7 @@
 #include "control/control.h"
 #include "members/members.h"
 #include "sys/log.h"
+#include "state/host.h"
 
 static struct pg_config cfg;
 static struct pg_gateway gw;
@@ -74,6 +75,7 @@ static inline int setup(void **state)
 		fprintf(stderr, "setup: %s\n", err);
 		return -1;
 	}
+	pg_gateway_router(&gw);
 	file_path[0] = routing_path[0] = 0;
 	return 0;
 }

@@ -6,7 +6,7 @@
  */
 #include "control_fixture.h"
 #include "admin/metrics.h"
-#include "state/route.h"
+#include "router/route.h"
 
 static void test_post_delete(void **state)
 {
@@ -96,7 +96,7 @@ static void check_route_matches(const char *target, enum pg_api api, const char 
 
 	if (key)
 		in.header_key = S(key);
-	id = pg_route_worker(&gw, 0, &in, NULL, 0, &k, &ch);
+	id = pg_route_worker(&gw.router, 0, &in, NULL, 0, &k, &ch);
 	assert_int_not_equal(id, 0);
 
 	assert_int_equal(req("POST", target, body, &r), 200);

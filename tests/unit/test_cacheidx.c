@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * cache_aware: the blocks and anchor of a key text (key.h) and the block
- * index (cacheidx.h: bound, aging, longest match, determinism). Its choice
+ * index (router/index.h: bound, aging, longest match, determinism). Its choice
  * rule is test_choice.c's.
  */
 #include <setjmp.h>
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "lib/balancer.h"
-#include "lib/cacheidx.h"
+#include "router/view.h"
+#include "router/index.h"
 #include "lib/key.h"
 
 static struct pg_backend backends[PG_MAX_BACKENDS];

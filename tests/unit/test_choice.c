@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * cache_aware's choice rule (cachechoice.h, pg_balance_cached),
+ * cache_aware's choice rule (router/cache.h, pg_balance_cached),
  * table-driven: the cache against the wait in work, idle and saturated
  * fleets, ties and determinism, learned speeds, the shared head, the
  * estimates it reports, NewConversationChoices (the least recently sent of
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "lib/cachechoice.h"
+#include "router/cache.h"
 
 static struct pg_backend backends[PG_MAX_BACKENDS];
 static const uint16_t ring[] = {1, 2, 3, 4};

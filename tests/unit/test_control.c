@@ -110,7 +110,7 @@ static void test_drain(void **state)
 	assert_int_equal(flags(2), PG_BACKEND_ACTIVE | PG_BACKEND_DRAINING);
 	pg_control_tick(&gw, now + 10 * PG_DRAIN_GRACE_MS);
 	assert_int_equal(flags(2), 0);
-	assert_int_equal(pg_max_backend_id(&gw), 3);
+	assert_int_equal(pg_router_max_id(&gw.router), 3);
 	assert_int_equal(pg_member_remove(&gw, "10.0.0.2:8000", err, sizeof(err)), -ENOENT);
 
 	/* the freed id is reused: new epoch, counters cleared */
@@ -121,14 +121,14 @@ static void test_drain(void **state)
 
 	/* the highest id leaves: scans stop below it, from the bound the
 	 * adds raised (which stays) */
-	assert_int_equal(gw.backend_hwm, 3);
+	assert_int_equal(gw.router.backend_hwm, 3);
 	assert_int_equal(pg_member_remove(&gw, "10.0.0.3:8000", err, sizeof(err)), 3);
 	pg_control_tick(&gw, now + 10 * PG_DRAIN_GRACE_MS);
 	assert_int_equal(flags(3), 0);
-	assert_int_equal(pg_max_backend_id(&gw), 2);
-	assert_int_equal(gw.backend_hwm, 3);
+	assert_int_equal(pg_router_max_id(&gw.router), 2);
+	assert_int_equal(gw.router.backend_hwm, 3);
 	assert_int_equal(pg_member_add(&gw, "10.0.0.8:8000", err, sizeof(err)), 3);
-	assert_int_equal(pg_max_backend_id(&gw), 3);
+	assert_int_equal(pg_router_max_id(&gw.router), 3);
 }
 
 /* Share of keys (of a fixed sample) whose ring owner differs from before,

@@ -136,7 +136,7 @@ static void test_put_kept(void **state)
 	struct pg_route_cfg rc;
 
 	(void)state;
-	pg_route_cfg_load_pool(&gw, 0, &rc);
+	pg_router_cfg(&gw.router, 0, &rc);
 	rc.strategy = PG_STRATEGY_LEAST_OUTSTANDING;
 	pg_control_set_routing(&gw, &rc, "PUT /routing");
 	/* the file's routing unchanged (workers only): the PUT stays */

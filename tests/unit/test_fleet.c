@@ -14,11 +14,30 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "lib/balancer.h"
-#include "lib/cacheidx.h"
+#include "router/strategy.h"
+#include "router/index.h"
 #include "lib/fleet.h"
 #include "lib/fleet_msg.h"
 #include "state/fleetq.h"
+
+/* One decision through the strategies' table (strategy.h). */
+static uint16_t balance(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
+                        unsigned max_id, const uint16_t *cand, size_t ncand,
+                        const struct pg_idset *exclude, uint64_t now_ms, uint64_t rnd,
+                        bool explicit_key, struct pg_choice *out)
+{
+	const struct pg_pick p = {.cfg = cfg,
+	                          .backends = backends,
+	                          .max_id = max_id,
+	                          .cand = cand,
+	                          .ncand = ncand,
+	                          .exclude = exclude,
+	                          .now_ms = now_ms,
+	                          .rnd = rnd,
+	                          .explicit_key = explicit_key};
+
+	return pg_balance(&p, out);
+}
 
 static struct pg_fleet_hdr hdr(uint8_t type, const char *id, uint64_t boot, uint64_t seq)
 {
@@ -504,17 +523,17 @@ static void test_balancer_counts_peers(void **state)
 	memset(t, 0, sizeof(t));
 	t[1].flags = t[2].flags = t[3].flags = PG_BACKEND_ACTIVE;
 	t[1].in_flight = 1;
-	assert_int_equal(pg_balance(&cfg, t, 3, cand, 2, NULL, 0, 0, false, &out), 1);
+	assert_int_equal(balance(&cfg, t, 3, cand, 2, NULL, 0, 0, false, &out), 1);
 	t[1].peer_in_flight = 3; /* 1 + 3 reaches the threshold */
-	assert_int_equal(pg_balance(&cfg, t, 3, cand, 2, NULL, 0, 0, false, &out), 2);
+	assert_int_equal(balance(&cfg, t, 3, cand, 2, NULL, 0, 0, false, &out), 2);
 	assert_int_equal(out.decision, PG_DEC_OVERFLOW);
 	t[2].peer_in_flight = 4;
 	t[3].peer_in_flight = 1; /* least outstanding counts peers too */
-	assert_int_equal(pg_balance(&cfg, t, 3, cand, 2, NULL, 0, 0, false, &out), 3);
+	assert_int_equal(balance(&cfg, t, 3, cand, 2, NULL, 0, 0, false, &out), 3);
 	assert_int_equal(pg_backend_inflight(&t[1]), 4);
 	cfg.strategy = PG_STRATEGY_LEAST_OUTSTANDING;
 	t[3].peer_in_flight = 9;
-	assert_int_equal(pg_balance(&cfg, t, 3, cand, 2, NULL, 0, 0, false, &out), 1);
+	assert_int_equal(balance(&cfg, t, 3, cand, 2, NULL, 0, 0, false, &out), 1);
 }
 
 int main(void)

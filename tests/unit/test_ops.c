@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "sys/lifecycle.h"
 #include "sys/privilege.h"
+#include "state/host.h"
 
 /* ---- flags ------------------------------------------------------------------- */
 
@@ -164,6 +165,7 @@ static void test_admin_token(void **state)
 	gw.nworkers = 1;
 	gw.stats = calloc(1, sizeof(*gw.stats));
 	assert_int_equal(pg_maps_open(&gw.maps, false, "", 0, err, sizeof(err)), 0);
+	pg_gateway_router(&gw);
 	for (int with = 0; with < 2; with++) {
 		cfg.admin_token = with ? "0123456789abcdef" : NULL;
 		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -22,7 +22,7 @@
 #include "members/members.h"
 #include "lib/modelpool.h"
 #include "state/pools.h"
-#include "state/route.h"
+#include "router/route.h"
 #include "sys/log.h"
 
 static int model(const char *body, char *buf)
@@ -245,7 +245,7 @@ static uint16_t route(unsigned pool, const char *text, uint64_t rnd, struct pg_c
 	                            .pool = pool};
 	struct pg_key k;
 
-	return pg_route_dry(&gw, &in, NULL, rnd, &k, ch);
+	return pg_route_dry(&gw.router, &in, NULL, rnd, &k, ch);
 }
 
 static void test_gateway(void **state)
@@ -286,9 +286,9 @@ static void test_gateway(void **state)
 	route(1, "x", 1, &ch);
 	pg_idset_add(&tried, ch.backend);
 	k.hash = 1;
-	assert_int_equal(gw.maps.backends[pg_route_again(&gw, &k, &tried, 2, &ch)].pool, 1);
+	assert_int_equal(gw.maps.backends[pg_route_again(&gw.router, &k, &tried, 2, &ch)].pool, 1);
 	pg_idset_add(&tried, ch.backend);
-	assert_int_equal(pg_route_again(&gw, &k, &tried, 3, &ch), 0);
+	assert_int_equal(pg_route_again(&gw.router, &k, &tried, 3, &ch), 0);
 	/* a member joins pool b: only b's ring changes */
 	uint64_t g0 = gw.maps.state[0].ring_generation, g1 = gw.maps.state[1].ring_generation,
 	         g2 = gw.maps.state[2].ring_generation;

@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "admin/metrics.h"
 #include "state/routestats.h"
+#include "state/host.h"
 
 #define W 60000 /* prediction window, ms */
 
@@ -237,11 +238,12 @@ static void test_ops_metrics(void **state)
 	cfg.predict_window_ms = W;
 	gw.cfg = &cfg;
 	assert_int_equal(pg_maps_open(&gw.maps, false, "", 0, err, sizeof(err)), 0);
+	pg_gateway_router(&gw);
 	fresh_rstats(1);
 	gw.mwin = pg_metrics_window_create();
 	assert_non_null(gw.mwin);
 	b = &gw.maps.backends[1];
-	pg_backend_activate(&gw, 1);
+	pg_router_activate(&gw.router, 1);
 	b->flags = PG_BACKEND_ACTIVE;
 	b->family = AF_INET;
 	memcpy(b->addr, "\x7f\0\0\1", 4);

@@ -10,9 +10,9 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
-#include "lib/balancer.h"
+#include "router/view.h"
 #include "members/health.h"
-#include "lib/cacheidx.h"
+#include "router/index.h"
 #include "lib/scrape.h"
 
 static const char vllm[] =

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Which speed each backend is routed on (state/load.c): its own fit once it
+ * Which speed each backend is routed on (router/load.c): its own fit once it
  * has PG_FIT_OWN_MIN first tokens, its pool's (the median of the members
  * that have) until then, the defaults while none has. A few short prompts
  * can make an instance look several times slower than it is; routed on
@@ -14,33 +14,37 @@
 #include <string.h>
 #include <cmocka.h>
 #include <math.h>
-#include "gateway.h"
-#include "state/load.h"
+#include "router/load.h"
+#include "router/router.h"
 
-static struct pg_gateway gw;
+/* The routing core alone, over a table of its own: no gateway. */
+static struct pg_maps maps;
+static struct pg_router r;
 
 static int setup(void **state)
 {
 	(void)state;
-	memset(&gw, 0, sizeof(gw));
-	gw.maps.backends = calloc(PG_MAX_BACKENDS, sizeof(*gw.maps.backends));
-	gw.speeds = pg_speeds_new();
-	if (!gw.maps.backends || !gw.speeds)
+	memset(&maps, 0, sizeof(maps));
+	memset(&r, 0, sizeof(r));
+	maps.backends = calloc(PG_MAX_BACKENDS, sizeof(*maps.backends));
+	r.maps = &maps;
+	r.speeds = pg_speeds_new();
+	if (!maps.backends || !r.speeds)
 		return -1;
-	gw.maps.npools = 1;
+	maps.npools = 1;
 	for (unsigned id = 1; id <= 3; id++) {
-		gw.maps.backends[id].flags = PG_BACKEND_ACTIVE;
-		gw.maps.backends[id].epoch = 1;
+		maps.backends[id].flags = PG_BACKEND_ACTIVE;
+		maps.backends[id].epoch = 1;
 	}
-	gw.backend_hwm = 3;
+	r.backend_hwm = 3;
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	pg_speeds_free(gw.speeds);
-	free(gw.maps.backends);
+	pg_speeds_free(r.speeds);
+	free(maps.backends);
 	return 0;
 }
 
@@ -57,7 +61,7 @@ static void observe(uint16_t id, unsigned n, double rate, double overhead_ms, ui
 		    .y_us = (uint32_t)((overhead_ms + tokens * 1000.0 / rate) * 1000)};
 
 		*now_ns += 50000000;
-		pg_load_observe(&gw, id, 1, &o, *now_ns);
+		pg_load_observe(&r, id, 1, &o, *now_ns);
 	}
 }
 
@@ -65,14 +69,14 @@ static double rate_of(uint16_t id)
 {
 	struct pg_speed sp;
 
-	pg_work_speed(&gw.maps.backends[id], &sp);
+	pg_work_speed(&maps.backends[id], &sp);
 	return 1e6 / sp.ms_per_ktok;
 }
 
 static void test_own_fit_from_min(void **state)
 {
 	uint64_t now = 1000000000ull;
-	const struct pg_backend *b = gw.maps.backends;
+	const struct pg_backend *b = maps.backends;
 
 	(void)state;
 	/* nothing learned: the defaults, for all */
@@ -86,10 +90,10 @@ static void test_own_fit_from_min(void **state)
 	assert_true(rate_of(1) > 100000);
 	/* the control thread's tick: 2 and 3 take the pool's speed, 1's, and
 	 * 2's fit goes on from it rather than from the defaults */
-	pg_load_share_speeds(&gw);
+	pg_load_share_speeds(&r);
 	assert_int_equal(b[2].fit_rate, b[1].fit_rate);
-	assert_true(fabs(1e6 / gw.speeds->slot[2].fit.prior.ms_per_ktok - b[1].fit_rate) < 2);
-	assert_true(fabs(gw.speeds->slot[2].fit.prior.overhead_ms * 1000 - b[1].fit_overhead_us) <
+	assert_true(fabs(1e6 / r.speeds->slot[2].fit.prior.ms_per_ktok - b[1].fit_rate) < 2);
+	assert_true(fabs(r.speeds->slot[2].fit.prior.overhead_ms * 1000 - b[1].fit_overhead_us) <
 	            2);
 	assert_int_equal(b[3].fit_rate, b[1].fit_rate);
 	assert_int_equal(b[3].fit_overhead_us, b[1].fit_overhead_us);
@@ -97,7 +101,7 @@ static void test_own_fit_from_min(void **state)
 	observe(2, 10, 50000, 15, 1000, 1000, &now);
 	assert_true(b[2].fit_obs >= PG_FIT_OWN_MIN);
 	assert_true(rate_of(2) < 0.6 * rate_of(1));
-	pg_load_share_speeds(&gw);
+	pg_load_share_speeds(&r);
 	assert_true(rate_of(2) < 0.6 * rate_of(1)); /* its own, kept */
 	/* the pool's speed is now the median of 1 and 2 */
 	assert_true(b[3].fit_rate == b[1].fit_rate || b[3].fit_rate == b[2].fit_rate);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The load model (lib/work.h): the online fit converges on synthetic
+ * The load model (router/work.h): the online fit converges on synthetic
  * observations, tracks a step change within a minute, shrugs off
  * outliers, starts from its prior and ignores nonsense; the queue on the
  * shared table is taken, drained and given back; in a fleet of gateways
@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <cmocka.h>
-#include "lib/work.h"
+#include "router/work.h"
 
 static const struct pg_speed prior = {61.5, 1e6 / 36600, 0};
 

@@ -20,7 +20,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include "ctl.h"
-#include "lib/balancer.h"
+#include "router/strategy.h"
 
 /* Seqlock read attempts before giving up (a rebuild takes ~1 ms). */
 #define RING_READ_TRIES 1000

@@ -65,7 +65,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "lib/cacheidx.h"
+#include "router/index.h"
 #include "lib/ring.h"
 #include "config/config.h"
 #include "control/control.h"
@@ -75,7 +75,7 @@
 #include "proxy/worker.h"
 #include "sys/log.h"
 #include "state/maps.h"
-#include "state/route.h"
+#include "router/route.h"
 #include "state/routestats.h"
 
 /* Conversations (bodies) per round: --convs, at most CONVS_MAX. */
@@ -382,7 +382,7 @@ int main(int argc, char **argv)
 			    (strcmp(arrival, "both") && strcmp(arrival, arrivals[a])))
 				continue;
 			setup(&gw, &cfg, fleets[f]);
-			pg_route_cfg_load(&gw, &rc);
+			pg_router_cfg(&gw.router, 0, &rc);
 			rc.strategy = strategies[s];
 			pg_control_set_routing(&gw, &rc, "routebench");
 			window = pg_route_key_window(&rc);
@@ -427,7 +427,7 @@ int main(int argc, char **argv)
 					if (in.pre)
 						pg_json_stream_feed(&ps, in.body, in.body_len,
 						                    true);
-					pg_route_worker(&gw, 0, &in, NULL, t0, &key, &ch);
+					pg_route_worker(&gw.router, 0, &in, NULL, t0, &key, &ch);
 					lat[n] = now_ns() - t0;
 					cpu[n] = lat[n] + ahead;
 					n++;

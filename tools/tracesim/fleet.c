@@ -10,7 +10,7 @@
  * later. A receiver keeps each peer's last LOAD entry and sums them into
  * its table's peer_* fields, as pg_fleet_peers_sum does, and takes in the
  * ages (pg_work_heard), CACHE entries (pg_ca_tick, each a request, and
- * pg_ca_record) and FIT entries (pg_fit_learn), as the fleet's NATS
+ * pg_ca_record) and FIT entries (pg_load_observe), as the fleet's NATS
  * callbacks do.
  */
 #include <stdlib.h>
@@ -130,10 +130,12 @@ void ts_fleet_deliver(struct ts_world *w)
 		struct ts_msg *m = &q->m[q->head];
 
 		for (unsigned r = 0; r < w->o.gateways; r++) {
+			struct pg_ca_index ix = pg_router_index(&w->gw[r].r);
+
 			if (r == m->from)
 				continue;
-			pg_ca_tick(&w->gw[r].ix); /* a request of the fleet's */
-			pg_ca_record(&w->gw[r].ix, m->chain, m->n, m->b);
+			pg_ca_tick(&ix); /* a request of the fleet's */
+			pg_ca_record(&ix, m->chain, m->n, m->b);
 		}
 		free(m->chain);
 	}
@@ -144,8 +146,7 @@ void ts_fleet_deliver(struct ts_world *w)
 		for (unsigned r = 0; r < w->o.gateways; r++) {
 			if (r == m->from)
 				continue;
-			pg_fit_learn(&w->gw[r].fit[m->b], w->now / 1000000, &m->obs);
-			ts_publish(w, &w->gw[r], m->b);
+			pg_load_observe(&w->gw[r].r, m->b, 1, &m->obs, w->now);
 		}
 	}
 }

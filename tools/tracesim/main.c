@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 /* tracesim: options, the simulated fleet, the replay loop (tracesim.h). */
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fleet/fleet.h"
-#include "lib/cachechoice.h"
+#include "lib/names.h"
+#include "router/cache.h"
 #include "tracesim.h"
 
 /* --help; its %g and %d are the defaults usage() fills in. */
@@ -230,24 +232,76 @@ static void spread(struct ts_rec *recs, size_t n)
 	}
 }
 
-/* Gateway g's view: an empty table of n members at the prior speed, an
- * empty index for instances of cap tokens. */
-static int setup_gw(struct ts_gw *g, unsigned n, uint64_t cap, const struct pg_speed *prior)
+static uint64_t ts_clock(const struct pg_router *r)
 {
+	return ((const struct ts_gw *)r)->w->now;
+}
+
+static void ts_sent(const struct pg_router *r, unsigned worker, uint16_t id, uint32_t epoch,
+                    const uint64_t *chain, uint32_t n, bool request)
+{
+	const struct ts_gw *g = (const struct ts_gw *)r;
+
+	(void)worker;
+	(void)epoch;
+	(void)request;
+	ts_fleet_decided(g->w, g->id, chain, n, id);
+}
+
+static void ts_learned(const struct pg_router *r, unsigned worker, uint16_t id, uint32_t epoch,
+                       const struct pg_fit_obs *obs)
+{
+	const struct ts_gw *g = (const struct ts_gw *)r;
+
+	(void)worker;
+	(void)epoch;
+	ts_fleet_learned(g->w, g->id, id, obs);
+}
+
+static const struct pg_router_out ts_out = {.sent = ts_sent, .learned = ts_learned};
+
+/* Gateway g: its routing core over an empty table of n members at the
+ * prior speed, the world's ring, an empty index for instances of cap
+ * tokens, the strategy under test. */
+static int setup_gw(struct ts_world *w, unsigned gi, uint64_t cap, const struct pg_speed *prior)
+{
+	struct ts_gw *g = &w->gw[gi];
+	const unsigned n = w->o.n;
+	struct pg_state *st = calloc(1, sizeof(*st));
+	enum pg_strategy s;
+
+	_Static_assert(offsetof(struct ts_gw, r) == 0, "the router first: ts_clock");
+	g->w = w;
+	g->id = gi;
 	g->be = calloc(PG_MAX_BACKENDS, sizeof(*g->be));
-	g->ix = (struct pg_ca_index){.capacity_blocks = pg_ca_capacity_blocks(cap),
-	                             .nslots = pg_ca_slots_for(cap, 1024),
-	                             .backends = g->be,
-	                             .requests = &g->ix_requests};
-	g->ix.slots = calloc(g->ix.nslots, sizeof(*g->ix.slots));
-	if (!g->be || !g->ix.slots)
+	g->maps = (struct pg_maps){.backends = g->be,
+	                           .rings = w->ring,
+	                           .state = st,
+	                           .npools = 1,
+	                           .ca_slots = pg_ca_slots_for(cap, 1024)};
+	g->maps.ca = calloc(g->maps.ca_slots, sizeof(*g->maps.ca));
+	g->r = (struct pg_router){.maps = &g->maps,
+	                          .speeds = pg_speeds_new(),
+	                          .out = &ts_out,
+	                          .clock = ts_clock,
+	                          .ca_work_base = w->o.lambda,
+	                          .ca_work_queued = w->o.kappa};
+	if (!g->be || !st || !g->maps.ca || !g->r.speeds)
 		return -1;
+	if (!pg_strategy_parse(w->o.strategy, strlen(w->o.strategy), &s))
+		st->strategy = (uint32_t)s; /* else a reference rule: no core */
+	st->prefix_length = w->o.prefix_length;
+	st->concurrency_threshold = w->o.threshold;
+	st->ca_choices = PG_CA_CHOICES_DEFAULT;
+	st->ca_capacity_blocks = pg_ca_capacity_blocks(cap);
+	st->nbackends = n;
 	for (unsigned i = 1; i <= n; i++) {
 		g->be[i].flags = PG_BACKEND_ACTIVE;
+		g->be[i].epoch = 1;
 		/* the speed it goes by until it learns one (pg_work_speed) */
 		g->be[i].fit_rate = (uint32_t)(1e6 / prior->ms_per_ktok);
 		g->be[i].fit_overhead_us = (uint32_t)(prior->overhead_ms * 1000);
-		pg_fit_init(&g->fit[i], prior);
+		pg_router_activate(&g->r, i);
 	}
 	return 0;
 }
@@ -286,7 +340,7 @@ static int setup(struct ts_world *w, const struct pg_trace *pt, struct ts_rec *r
 	if (!w->ring || !w->ttft || !w->log)
 		return -1;
 	for (unsigned g = 0; g < w->o.gateways; g++)
-		if (setup_gw(&w->gw[g], w->o.n, cap, &prior))
+		if (setup_gw(w, g, cap, &prior))
 			return -1;
 	for (unsigned i = 1; i <= w->o.n; i++) {
 		struct sim_params p = sp;

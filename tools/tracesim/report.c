@@ -141,12 +141,13 @@ int ts_report(const struct ts_world *w, FILE *out)
 			fprintf(out, "  %2u (x%g): %.3f / %.3f ", i, w->o.speed[i], f.req[i],
 			        f.tok[i]);
 			for (unsigned g = 0; g < w->o.gateways; g++) {
-				const struct pg_fit *fit = &w->gw[g].fit[i];
+				struct pg_speed sp; /* what it routes on */
 
+				pg_work_speed(&w->gw[g].be[i], &sp);
 				fprintf(out,
 				        " %s%.1f ms, %.0f tokens/s, %.2f ms a decoding request",
-				        g ? "| " : "", fit->cur.overhead_ms,
-				        1e6 / fit->cur.ms_per_ktok, fit->cur.ms_per_decode);
+				        g ? "| " : "", sp.overhead_ms, 1e6 / sp.ms_per_ktok,
+				        sp.ms_per_decode);
 			}
 			fprintf(out, "\n");
 		}

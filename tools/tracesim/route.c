@@ -7,8 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/balancer.h"
-#include "lib/cachechoice.h"
+#include "control/control.h"
+#include "lib/names.h"
+#include "router/route.h"
 #include "tracesim.h"
 
 /* Chain step of the synthetic block hashes. */
@@ -89,19 +90,6 @@ static size_t kv_chain(const struct ts_rec *r, uint64_t **out)
 	return n;
 }
 
-/* pg_ca_look's holder rule: gateway g's usable members. */
-struct ts_look {
-	const struct ts_world *w;
-	const struct ts_gw *g;
-};
-
-static bool usable(uint16_t id, void *arg)
-{
-	const struct ts_look *l = arg;
-
-	return id && id <= l->w->o.n && pg_backend_usable(&l->g->be[id], l->w->now / 1000000);
-}
-
 /* The reference rules: each instance's real cache and queue. predicted
  * TTFT: the lowest. cache-first: the instance holding the longest cached
  * prefix (matches within a block of it tie, the quickest wins), passed over
@@ -141,103 +129,75 @@ static uint16_t choose_ref(struct ts_world *w, const struct ts_rec *r, bool cach
 	return w->o.n > 1 ? best : h;
 }
 
-static const struct {
-	const char *name;
-	int strategy; /* enum pg_strategy, or -1: a reference rule */
-} strategies[] = {
-    {"random", PG_STRATEGY_RANDOM},
-    {"least_outstanding_requests", PG_STRATEGY_LEAST_OUTSTANDING},
-    {"prefix_aware", PG_STRATEGY_PREFIX_AWARE},
-    {"cache_aware", PG_STRATEGY_CACHE_AWARE},
-    {"ref-cache-first", -1},
-    {"ref-predicted-ttft", -1},
-};
+/* The reference rules, beside prefixgate's strategies (lib/names.h). */
+static bool is_ref(const char *s)
+{
+	return !strcmp(s, "ref-cache-first") || !strcmp(s, "ref-predicted-ttft");
+}
 
 bool ts_strategy_known(const char *s)
 {
-	for (size_t i = 0; i < sizeof(strategies) / sizeof(strategies[0]); i++)
-		if (!strcmp(s, strategies[i].name))
-			return true;
-	return false;
+	enum pg_strategy x;
+
+	return is_ref(s) || !pg_strategy_parse(s, strlen(s), &x);
 }
 
-/* The strategy under test's choice at gateway g; *held_out: what it
- * believed the chosen one holds, in tokens. */
+/* The strategy under test's choice at gateway g, through its routing
+ * core as the gateway's workers call it (pg_route_key) with the key and
+ * blocks the request's text would give; *held_out: what it believed the
+ * chosen one holds, in tokens. */
 static uint16_t choose(struct ts_world *w, struct ts_gw *g, const struct ts_rec *r,
-                       const uint64_t *chain, uint32_t nb, uint32_t *held_out)
+                       struct pg_key_blocks *kb, uint32_t *held_out)
 {
-	const char *s = w->o.strategy;
-	const uint64_t key = prefix_hash(r, w->o.prefix_length / PG_CA_CHARS_PER_TOKEN);
-	uint16_t cand[PG_RING_CANDIDATES], b;
+	const uint64_t k = prefix_hash(r, w->o.prefix_length / PG_CA_CHARS_PER_TOKEN);
+	struct pg_key key = {
+	    .hash = k, .anchor = k, .tokens = r->input, .source = PG_KEY_SRC_PROMPT};
 	struct pg_choice ch = {0};
-	struct pg_ca_look look;
+	uint16_t b;
 
 	*held_out = 0;
-	if (!strncmp(s, "ref-", 4))
-		return choose_ref(w, r, !strcmp(s, "ref-cache-first"));
-	if (!strcmp(s, "cache_aware")) {
-		struct pg_ca_req rq = {.prompt_tokens = r->input,
-		                       .choices = 1,
-		                       .work_base = w->o.lambda,
-		                       .work_queued = w->o.kappa};
-		struct ts_look l = {w, g};
-		size_t ncand;
-
-		pg_ca_look(&g->ix, chain, nb, key, w->o.prefix_length,
-		           mix(prefix_hash(r, r->input), 3), false, w->o.n, usable, &l, &look);
-		pg_ca_req_from(&rq, &look);
-		ncand = pg_ring_candidates(w->ring, look.anchor, cand);
-		b = pg_balance_cached(g->be, w->o.n, cand, ncand, &rq, NULL, w->now / 1000000,
-		                      false, &ch);
-		*held_out = ch.matched;
-	} else {
-		struct pg_route_cfg rc = {.concurrency_threshold = w->o.threshold,
-		                          .prefix_length = w->o.prefix_length};
-
-		for (size_t i = 0; i < sizeof(strategies) / sizeof(strategies[0]); i++)
-			if (!strcmp(s, strategies[i].name))
-				rc.strategy = (enum pg_strategy)strategies[i].strategy;
-		b = pg_balance(&rc, g->be, w->o.n, cand, pg_ring_candidates(w->ring, key, cand),
-		               NULL, w->now / 1000000, next_rnd(w), false, &ch);
-	}
+	if (is_ref(w->o.strategy))
+		return choose_ref(w, r, !strcmp(w->o.strategy, "ref-cache-first"));
+	kb->anchor = k;
+	kb->anchor_len = w->o.prefix_length;
+	kb->whole = mix(prefix_hash(r, r->input), 3);
+	b = pg_route_key(&g->r, 0, 0, &key, kb, NULL, next_rnd(w), 0, &ch);
+	if (ch.est[0].id == b)
+		*held_out = ch.est[0].matched;
 	w->decisions[ch.decision]++;
 	return b;
 }
 
 void ts_dispatch(struct ts_world *w, const struct ts_rec *r)
 {
-	static uint64_t chain[PG_CA_MAX_BLOCKS];
-	const uint32_t nb = gw_chain(r, chain);
+	static struct pg_key_blocks kb;
 	struct ts_job *j = calloc(1, sizeof(*j));
 	/* the gateway it reaches: at random, unless there is one */
 	const unsigned gi = w->o.gateways > 1 ? (unsigned)(next_rnd(w) % w->o.gateways) : 0;
 	struct ts_gw *g = &w->gw[gi];
 	struct pg_backend *x;
-	struct pg_speed sp;
 	uint32_t held;
 	uint16_t b;
 
 	if (!j)
 		abort();
 	ts_fleet_deliver(w);
-	pg_ca_tick(&g->ix);
-	b = choose(w, g, r, chain, nb, &held);
+	ts_tick(w);
+	kb.n = gw_chain(r, kb.chain);
+	b = choose(w, g, r, &kb, &held);
 	if (!b)
 		abort(); /* every simulated instance is always usable */
 	x = &g->be[b];
-	pg_ca_record(&g->ix, chain, nb, b);
-	ts_fleet_decided(w, gi, chain, nb, b);
 	j->rec = r;
 	j->b = b;
 	j->g = (uint8_t)gi;
 	j->own = r->input > held ? r->input - held : 1;
-	pg_work_speed(x, &sp);
-	pg_work_take(x, &j->wt, j->own, &sp, w->now);
+	pg_inflight_take(&g->r, b, PG_DEC_AFFINITY);
+	pg_load_take(&g->r, b, j->own, &j->lt, w->now);
 	j->sr.nhashes = kv_chain(r, &j->kv);
 	j->sr.hashes = j->kv;
 	j->sr.prompt_tokens = r->input;
 	j->sr.max_tokens = r->output ? r->output : 1;
-	x->in_flight++;
 	ts_fleet_changed(w, gi, b);
 	w->sent[b]++;
 	w->log[w->nlog++] = (struct ts_sent){w->now, b, r->input};
@@ -246,24 +206,13 @@ void ts_dispatch(struct ts_world *w, const struct ts_rec *r)
 	sim_submit(w->inst[b], &j->sr, w->now);
 }
 
-/* A backend's fit published as the gateway publishes it (state/load.c:
- * from PG_FIT_OWN_MIN first tokens on), and the members with fewer taken at
- * the median speed of the others (pg_load_share_speeds, each control
- * tick). */
-void ts_publish(struct ts_world *w, struct ts_gw *g, uint16_t b)
+void ts_tick(struct ts_world *w)
 {
-	const struct pg_fit *f = &g->fit[b];
-	struct pg_backend *x = &g->be[b];
-	struct pg_speed med;
-
-	x->fit_obs = (uint32_t)f->n;
-	if (f->n >= PG_FIT_OWN_MIN)
-		pg_work_publish_speed(x, &f->cur);
-	if (!pg_work_median_speed(g->be, w->o.n, 0, &med))
-		return;
-	for (unsigned i = 1; i <= w->o.n; i++)
-		if (g->be[i].fit_obs < PG_FIT_OWN_MIN)
-			pg_work_publish_speed(&g->be[i], &med);
+	while (w->now >= w->tick) {
+		for (unsigned g = 0; g < w->o.gateways; g++)
+			pg_router_tick(&w->gw[g].r, w->tick / 1000000);
+		w->tick += (uint64_t)PG_CONTROL_TICK_MS * 1000000;
+	}
 }
 
 void ts_on_token(void *ctx, struct sim_req *sr, bool last)
@@ -271,33 +220,26 @@ void ts_on_token(void *ctx, struct sim_req *sr, bool last)
 	struct ts_world *w = ctx;
 	struct ts_job *j = (struct ts_job *)sr;
 	struct ts_gw *g = &w->gw[j->g];
-	struct pg_backend *x = &g->be[j->b];
 
 	ts_fleet_deliver(w);
+	ts_tick(w);
 	if (!j->first) {
-		struct pg_fit_obs obs;
-		struct pg_speed sp;
-		double ttft;
+		const double ttft = (double)(w->now - j->lt.w.sent_ns) / 1e6;
 
 		j->first = true;
-
-		pg_work_speed(x, &sp);
-		ttft = pg_work_first(x, &j->wt, sp.overhead_ms, w->now);
 		w->ttft[w->nttft++] = ttft;
-		w->err_abs += fabs(ttft - j->wt.pred_ms);
-		w->err_sum += ttft - j->wt.pred_ms;
+		w->err_abs += fabs(ttft - j->lt.w.pred_ms);
+		w->err_sum += ttft - j->lt.w.pred_ms;
 		if (w->dump)
 			fprintf(w->dump, "%zu %u %u %.1f %.1f %u %u %.0f\n",
 			        (size_t)(j->rec - w->first), j->rec->input, j->b, ttft,
-			        j->wt.pred_ms, j->rec->input - j->own, sr->cached_tokens,
-			        j->wt.ahead);
-		if (pg_work_learn(&g->fit[j->b], x, &j->wt, w->now, &obs))
-			ts_fleet_learned(w, j->g, j->b, &obs);
-		ts_publish(w, g, j->b);
+			        j->lt.w.pred_ms, j->rec->input - j->own, sr->cached_tokens,
+			        j->lt.w.ahead);
+		pg_load_first(&g->r, j->g, NULL, &j->lt, w->now);
 		ts_fleet_changed(w, j->g, j->b);
 	}
 	if (last) {
-		x->in_flight--;
+		pg_inflight_release(&g->r, j->b);
 		ts_fleet_changed(w, j->g, j->b);
 		free(j->kv);
 		free(j);

@@ -2,8 +2,10 @@
 /*
  * tracesim: replays a request trace (Mooncake's format, tools/pgload/trace.h)
  * over simulated instances (mockllm's timing model and prefix cache,
- * tools/mockllm/sim.h) in simulated time, routed by prefixgate's own routing
- * code (balancer, cache index, load model and choice: user/lib/) or by the
+ * tools/mockllm/sim.h) in simulated time, routed by prefixgate's own
+ * routing core (user/router/: one struct pg_router per simulated gateway,
+ * over tables of its own, driven as the gateway drives it: pg_route_key,
+ * the work tickets, pg_router_tick every PG_CONTROL_TICK_MS) or by the
  * reference rules that see each instance's real cache and queue (what
  * mockllm's /mock/match answers; tools/bench/refrouter.py's rules).
  * Deterministic: the same flags give the same figures. What `make bench`
@@ -32,10 +34,10 @@
 
 #include "../mockllm/sim.h"
 #include "../pgload/trace.h"
-#include "lib/cacheidx.h"
 #include "lib/fleet_msg.h"
 #include "lib/ring.h"
-#include "lib/work.h"
+#include "router/load.h"
+#include "router/router.h"
 
 #define TS_MAX_INSTANCES 64
 #define TS_MAX_GATEWAYS  16
@@ -74,7 +76,7 @@ struct ts_job {
 	uint16_t b;
 	uint8_t g;    /* the gateway that routed it */
 	uint32_t own; /* its work there, as the gateway believed */
-	struct pg_work_ticket wt;
+	struct pg_load_ticket lt;
 	bool first;
 };
 
@@ -85,13 +87,16 @@ struct ts_sent {
 	uint32_t tokens;
 };
 
-/* One gateway's view: its backend table, index and fits, and what each
- * peer last told it of each instance (fleet.c). */
+/* One gateway: its routing core over its own tables (backends, the
+ * world's ring, its state and index), and what each peer last told it of
+ * each instance (fleet.c). */
+struct ts_world;
 struct ts_gw {
-	struct pg_backend *be;
-	struct pg_ca_index ix;
-	__u64 ix_requests;
-	struct pg_fit fit[TS_MAX_INSTANCES + 1];
+	struct pg_router r;
+	struct pg_maps maps;
+	struct pg_backend *be; /* maps.backends */
+	struct ts_world *w;
+	unsigned id; /* its index in the world's gateways */
 	struct pg_fleet_load heard[TS_MAX_GATEWAYS][TS_MAX_INSTANCES + 1];
 };
 
@@ -119,7 +124,8 @@ struct ts_world {
 	struct ts_gw gw[TS_MAX_GATEWAYS];
 	struct pg_ring *ring; /* every gateway's: the same members */
 	struct ts_fifo loadq, cacheq, fitq;
-	uint64_t now; /* ns */
+	uint64_t now;  /* ns */
+	uint64_t tick; /* the gateways' next pg_router_tick, ns */
 	uint64_t rnd;
 	double speedup; /* trace time / replay time */
 	/* what happened */
@@ -141,9 +147,8 @@ void ts_on_token(void *ctx, struct sim_req *r, bool last);
 /* Whether strategy names one tracesim knows. */
 bool ts_strategy_known(const char *s);
 
-/* Gateway g's fit of instance b into its table (as state/load.c
- * publishes it). */
-void ts_publish(struct ts_world *w, struct ts_gw *g, uint16_t b);
+/* The gateways' periodic work (pg_router_tick), due by now. */
+void ts_tick(struct ts_world *w);
 
 /* fleet.c: gateway g's queue on instance b changed, it decided to send a
  * request with the block chain chain[0..n) to b, it learned obs of b's

@@ -20,7 +20,7 @@
 #include "lib/names.h"
 #include "admin/metrics.h"
 #include "state/pools.h"
-#include "state/route.h"
+#include "router/route.h"
 #include "fleet/etcd.h"
 #include "sys/lifecycle.h"
 
@@ -86,7 +86,7 @@ static bool query_has(struct pg_str q, const char *name)
  * balancers stop sending before the listener closes. */
 static int h_health(struct pg_gateway *gw, struct pg_str query, struct pg_admin_reply *r)
 {
-	unsigned max = pg_max_backend_id(gw), n = 0, healthy = 0,
+	unsigned max = pg_router_max_id(&gw->router), n = 0, healthy = 0,
 	         np = gw->pools ? gw->maps.npools : 1;
 	unsigned pn[PG_MAX_POOLS] = {0}, ph[PG_MAX_POOLS] = {0}, reachable = 0, degraded = 0;
 	uint64_t now = pg_now_ms();
@@ -284,8 +284,8 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 		goto out;
 	}
 	in.pool = (unsigned)pool;
-	pg_route_cfg_load_pool(gw, in.pool, &rc);
-	id = pg_route_dry(gw, &in, NULL, dry_run_rnd(), &k, &ch);
+	pg_router_cfg(&gw->router, in.pool, &rc);
+	id = pg_route_dry(&gw->router, &in, NULL, dry_run_rnd(), &k, &ch);
 	anchor = k.anchor;
 	tokens = k.tokens;
 	/* The key again, for its text: same inputs, same key. */

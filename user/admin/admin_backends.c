@@ -15,11 +15,11 @@
 #include "fleet/etcd.h"
 #include "lib/json.h"
 #include "lib/names.h"
-#include "lib/work.h"
+#include "router/work.h"
 #include "state/maps.h"
 #include "state/pools.h"
 
-/* A member's load as the load model has it (lib/work.h), its "load"
+/* A member's load as the load model has it (router/work.h), its "load"
  * member: this gateway's queue of prefill work on it, the predicted wait,
  * its speed as learned (or the defaults, learned false). */
 static void load_json(struct pg_buf *o, const struct pg_backend *b, uint64_t now)
@@ -122,7 +122,7 @@ static void name_json(struct pg_buf *o, const struct pg_gateway *gw, const struc
 
 int pg_admin_backends_get(struct pg_gateway *gw, struct pg_str query, struct pg_admin_reply *r)
 {
-	unsigned max = pg_max_backend_id(gw);
+	unsigned max = pg_router_max_id(&gw->router);
 	uint64_t now = pg_now_ms();
 	bool first = true;
 	char err[160];

@@ -15,7 +15,7 @@ int pg_admin_config_get(struct pg_gateway *gw, struct pg_admin_reply *r)
 	struct pg_route_cfg live[PG_MAX_POOLS];
 
 	for (unsigned p = 0; p < PG_MAX_POOLS; p++)
-		pg_route_cfg_load_pool(gw, p < gw->maps.npools ? p : 0, &live[p]);
+		pg_router_cfg(&gw->router, p < gw->maps.npools ? p : 0, &live[p]);
 	pg_config_render(gw->cfg, live, &r->body);
 	r->content_type = "text/plain; charset=utf-8";
 	return r->status = 200;

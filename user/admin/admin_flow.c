@@ -16,7 +16,7 @@ static void pool_json(const struct pg_gateway *gw, unsigned p, struct pg_buf *o)
 	const struct pg_flow_stats *st = &gw->maps.flow[p];
 	struct pg_route_cfg rc;
 
-	pg_route_cfg_load_pool(gw, p, &rc);
+	pg_router_cfg(&gw->router, p, &rc);
 	pg_buf_printf(
 	    o,
 	    "{\"pool\":\"%s\",\"InstanceQueueMs\":%u,\"DeadlineMs\":%u,\"queued\":%u,"

@@ -67,7 +67,7 @@ static void str_list(struct pg_buf *o, char *const *v, size_t n)
  * order: the ones its "backends" count counts. */
 static void members_json(const struct pg_gateway *gw, unsigned p, struct pg_buf *o)
 {
-	unsigned max = pg_max_backend_id(gw), k = 0;
+	unsigned max = pg_router_max_id(&gw->router), k = 0;
 	char name[PG_ADDR_STRLEN];
 
 	pg_buf_puts(o, "[");
@@ -95,7 +95,7 @@ int pg_admin_pools_get(struct pg_gateway *gw, struct pg_admin_reply *r)
 		const struct pg_state *st = &gw->maps.state[p];
 		struct pg_route_cfg rc;
 
-		pg_route_cfg_load_pool(gw, p, &rc);
+		pg_router_cfg(&gw->router, p, &rc);
 		pg_buf_printf(&r->body, "%s\n{\"name\":", p ? "," : "");
 		pg_buf_json_str(&r->body, pg_pool_name(gw, p), strlen(pg_pool_name(gw, p)));
 		pg_buf_puts(&r->body, ",\"models\":");
@@ -133,10 +133,10 @@ int pg_admin_routing(struct pg_gateway *gw, bool put, struct pg_str query, const
 	if (pool < 0)
 		return pg_admin_reply_error(r, 404, err);
 	if (!put) {
-		pg_route_cfg_load_pool(gw, (unsigned)pool, &rc);
+		pg_router_cfg(&gw->router, (unsigned)pool, &rc);
 	} else {
 		/* omitted fields keep the pool's live values */
-		pg_route_cfg_load_pool(gw, (unsigned)pool, &rc);
+		pg_router_cfg(&gw->router, (unsigned)pool, &rc);
 		if (pg_routing_config_update(body ? body : "", len, &rc, err, sizeof(err)))
 			return pg_admin_reply_error(r, 400, err);
 		pg_control_set_routing_pool(gw, (unsigned)pool, &rc, "PUT /routing");

@@ -15,7 +15,7 @@
 #include "admin/metrics.h"
 #include "fleet/etcd.h"
 #include "state/pools.h"
-#include "state/route.h"
+#include "router/route.h"
 
 void pg_metrics_family(struct pg_buf *o, const char *name, const char *type, const char *help)
 {
@@ -40,7 +40,7 @@ struct member {
 
 static size_t snapshot(const struct pg_gateway *gw, struct member *m)
 {
-	unsigned max = pg_max_backend_id(gw);
+	unsigned max = pg_router_max_id(&gw->router);
 	uint64_t now = pg_now_ms();
 	size_t n = 0;
 
@@ -223,14 +223,14 @@ static void latency(const struct pg_gateway *gw, struct pg_buf *o)
 /* cache_aware's block index: matched lengths, occupancy, evictions. */
 static void cache_index(const struct pg_gateway *gw, struct pg_buf *o)
 {
-	const struct pg_ca_index ix = pg_cache_index(gw);
+	const struct pg_ca_index ix = pg_router_index(&gw->router);
 	uint64_t cum = 0, sum = 0;
 
 	family(o, "prefixgate_cache_matched_blocks", "histogram",
 	       "cache_aware: longest cached prefix of each routed request, in " PG_STR(
 	           PG_CA_BLOCK) "-byte blocks of key text.");
 	for (unsigned b = 0; b < PG_CA_MATCH_BUCKETS; b++) {
-		uint64_t n = __atomic_load_n(&gw->ca_matched[b], __ATOMIC_RELAXED);
+		uint64_t n = __atomic_load_n(&gw->router.ca_matched[b], __ATOMIC_RELAXED);
 
 		cum += n;
 		sum += n * (b ? 1ull << (b - 1) : 0); /* each bucket at its lower bound */
@@ -255,8 +255,9 @@ static void cache_index(const struct pg_gateway *gw, struct pg_buf *o)
 	              (size_t)ix.nslots * sizeof(struct pg_ca_slot));
 	family(o, "prefixgate_cache_index_evictions_total", "counter",
 	       "cache_aware: index slots taken over while their prefix was still live.");
-	pg_buf_printf(o, "prefixgate_cache_index_evictions_total %llu\n",
-	              (unsigned long long)__atomic_load_n(&gw->ca_evictions, __ATOMIC_RELAXED));
+	pg_buf_printf(
+	    o, "prefixgate_cache_index_evictions_total %llu\n",
+	    (unsigned long long)__atomic_load_n(&gw->router.ca_evictions, __ATOMIC_RELAXED));
 }
 
 /* Backends given by DNS name, while any is: how many addresses each stands
@@ -363,7 +364,7 @@ void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 	pg_buf_printf(o, "prefixgate_ring_rebuild_seconds_total %.6f\n",
 	              (double)__atomic_load_n(&gw->ring_rebuild_total_ns, __ATOMIC_RELAXED) / 1e9);
 
-	pg_route_cfg_load(gw, &rc);
+	pg_router_cfg(&gw->router, 0, &rc);
 	family(o, "prefixgate_routing_strategy", "gauge",
 	       "The routing strategy in use (1 for the active one).");
 	for (int s = 0; s < PG_STRATEGY_COUNT; s++)

@@ -65,7 +65,7 @@ static void pools(const struct pg_gateway *gw, struct pg_buf *o)
 	                  "FlowControlConfig.InstanceQueueMs: an instance takes requests while its "
 	                  "queued prefill is predicted under it; 0: flow control off.");
 	for (unsigned p = 0; p < n; p++) {
-		pg_route_cfg_load_pool(gw, p, &rc);
+		pg_router_cfg(&gw->router, p, &rc);
 		pg_buf_printf(o, "prefixgate_flow_instance_queue_milliseconds%s %u\n",
 		              labels(gw, p, "", l, sizeof(l)), rc.flow_queue_ms);
 	}

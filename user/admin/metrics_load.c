@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * /metrics: cache_aware's load model (state/load.h, lib/work.h): each
+ * /metrics: cache_aware's load model (router/load.h, router/work.h): each
  * backend's queue of prefill work, its speed as learned from the first
  * tokens it gave, and the prediction error of those first tokens.
  */
 #include "admin/metrics.h"
-#include "lib/work.h"
+#include "router/work.h"
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 
@@ -17,8 +17,8 @@ static void prediction_error(const struct pg_gateway *gw, struct pg_buf *o)
 	int64_t signed_us = 0;
 
 	for (unsigned w = 0; gw->stats && w < gw->nworkers; w++) {
-		abs_us += LOAD(&gw->stats[w].ttft_err_abs_us);
-		signed_us += LOAD(&gw->stats[w].ttft_err_sum_us);
+		abs_us += LOAD(&gw->stats[w].ttft_err.abs_us);
+		signed_us += LOAD(&gw->stats[w].ttft_err.sum_us);
 	}
 	pg_metrics_family(o, "prefixgate_ttft_prediction_error_milliseconds", "histogram",
 	                  "|first token - predicted| of each streamed response whose first "
@@ -26,7 +26,7 @@ static void prediction_error(const struct pg_gateway *gw, struct pg_buf *o)
 	                  "under load).");
 	for (unsigned b = 0; b < PG_TTFT_ERR_BUCKETS; b++) {
 		for (unsigned w = 0; gw->stats && w < gw->nworkers; w++)
-			cum += LOAD(&gw->stats[w].ttft_err[b]);
+			cum += LOAD(&gw->stats[w].ttft_err.bucket[b]);
 		if (b < PG_TTFT_ERR_BUCKETS - 1)
 			pg_buf_printf(
 			    o,
@@ -54,7 +54,7 @@ static void prediction_error(const struct pg_gateway *gw, struct pg_buf *o)
 static void per_backend(const struct pg_gateway *gw, struct pg_buf *o, const char *name,
                         const char *help, double (*f)(const struct pg_backend *, uint64_t))
 {
-	unsigned max = pg_max_backend_id(gw);
+	unsigned max = pg_router_max_id(&gw->router);
 	uint64_t now = pg_now_ms();
 	char nb[PG_ADDR_STRLEN];
 

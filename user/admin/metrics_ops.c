@@ -110,7 +110,7 @@ struct row {
 
 static size_t members(const struct pg_gateway *gw, struct row *r)
 {
-	unsigned max = pg_max_backend_id(gw);
+	unsigned max = pg_router_max_id(&gw->router);
 	size_t n = 0;
 
 	for (unsigned id = 1; id <= max; id++) {

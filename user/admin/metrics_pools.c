@@ -7,7 +7,7 @@
 
 void pg_metrics_pools_render(const struct pg_gateway *gw, struct pg_buf *o)
 {
-	const unsigned n = gw->maps.npools, max = pg_max_backend_id(gw);
+	const unsigned n = gw->maps.npools, max = pg_router_max_id(&gw->router);
 	uint64_t req[PG_MAX_POOLS] = {0};
 	int32_t in_flight[PG_MAX_POOLS] = {0};
 	struct pg_route_cfg rc;
@@ -47,7 +47,7 @@ void pg_metrics_pools_render(const struct pg_gateway *gw, struct pg_buf *o)
 	pg_metrics_family(o, "prefixgate_pool_routing_strategy", "gauge",
 	                  "The pool's routing strategy (1 for the active one).");
 	for (unsigned p = 0; p < n; p++) {
-		pg_route_cfg_load_pool(gw, p, &rc);
+		pg_router_cfg(&gw->router, p, &rc);
 		for (int s = 0; s < PG_STRATEGY_COUNT; s++)
 			pg_buf_printf(
 			    o,
@@ -58,14 +58,14 @@ void pg_metrics_pools_render(const struct pg_gateway *gw, struct pg_buf *o)
 	}
 	pg_metrics_family(o, "prefixgate_pool_prefix_length", "gauge", "The pool's PrefixLength.");
 	for (unsigned p = 0; p < n; p++) {
-		pg_route_cfg_load_pool(gw, p, &rc);
+		pg_router_cfg(&gw->router, p, &rc);
 		pg_buf_printf(o, "prefixgate_pool_prefix_length{pool=\"%s\"} %u\n",
 		              pg_pool_name(gw, p), rc.prefix_length);
 	}
 	pg_metrics_family(o, "prefixgate_pool_concurrency_threshold", "gauge",
 	                  "The pool's ConcurrencyThreshold.");
 	for (unsigned p = 0; p < n; p++) {
-		pg_route_cfg_load_pool(gw, p, &rc);
+		pg_router_cfg(&gw->router, p, &rc);
 		pg_buf_printf(o, "prefixgate_pool_concurrency_threshold{pool=\"%s\"} %u\n",
 		              pg_pool_name(gw, p), rc.concurrency_threshold);
 	}

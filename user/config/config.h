@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include "lib/addr.h"
-#include "lib/balancer.h"
+#include "router/strategy.h"
 #include "lib/flow.h"
 #include "lib/fleet_msg.h" /* PG_FLEET_ID_MAX */
 #include "lib/names.h"     /* strategy names */

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include "config/config_opts.h"
-#include "lib/balancer.h"
+#include "router/strategy.h"
 #include "lib/conf.h"
 #include "prefixgate.h"
 

@@ -33,6 +33,7 @@
 #include "members/resolve.h"
 #include "state/pools.h"
 #include "sys/log.h"
+#include "state/host.h"
 
 /* The control thread's state: process-wide (one gateway per process). */
 static struct {
@@ -114,6 +115,7 @@ int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 	int rc = 0;
 
 	pg_resolve_fini(); /* no answer may come for the names forgotten */
+	pg_gateway_router(gw);
 	pg_members_reset(gw);
 	keep_routing_text(NULL, 0);
 	if (!gw->pools && pg_pools_init(gw)) {

@@ -11,10 +11,10 @@
 #include <unistd.h>
 #include "members/members.h"
 #include "fleet/fleet_internal.h"
-#include "lib/work.h"
+#include "router/work.h"
 #include "state/fleetq.h"
-#include "state/load.h"
-#include "state/route.h"
+#include "router/load.h"
+#include "router/route.h"
 #include "sys/log.h"
 
 static bool nats_up(struct pg_fleet *f)
@@ -143,7 +143,7 @@ out:
 void pg_fleet_on_cache(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
 {
 	struct pg_fleet *f = closure;
-	struct pg_ca_index ix = pg_cache_index(f->gw);
+	struct pg_ca_index ix = pg_router_index(&f->gw->router);
 	uint64_t chain[PG_CA_MAX_BLOCKS];
 	struct pg_fleet_entry e;
 	struct pg_fleet_hdr h;
@@ -161,7 +161,7 @@ void pg_fleet_on_cache(natsConnection *nc, natsSubscription *sub, natsMsg *msg, 
 
 		/* a request of the fleet's, wherever it went: the index's clock
 		 * counts it, so that a prefix's share of the requests is its share
-		 * of the fleet's, as the peer's was (cacheidx.h) */
+		 * of the fleet's, as the peer's was (router/index.h) */
 		if (e.flags & PG_FLEET_CACHE_REQUEST)
 			pg_ca_tick(&ix);
 		if (!a || !ix.capacity_blocks ||
@@ -180,7 +180,7 @@ void pg_fleet_on_cache(natsConnection *nc, natsSubscription *sub, natsMsg *msg, 
 	if (d.bad)
 		COUNT(f, bad, 1);
 	if (ev)
-		__atomic_fetch_add(&f->gw->ca_evictions, ev, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&f->gw->router.ca_evictions, ev, __ATOMIC_RELAXED);
 out:
 	natsMsg_Destroy(msg);
 }
@@ -205,7 +205,7 @@ void pg_fleet_on_fit(natsConnection *nc, natsSubscription *sub, natsMsg *msg, vo
 			continue;
 		}
 		/* a fit of a slot that got another member is ignored there */
-		pg_load_observe(f->gw, a->id, a->epoch, &e.obs, pg_now_ns());
+		pg_load_observe(&f->gw->router, a->id, a->epoch, &e.obs, pg_now_ns());
 		COUNT(f, fit_applied, 1);
 	}
 	pthread_mutex_unlock(&f->mu);
@@ -240,7 +240,7 @@ static void publish_load(struct pg_fleet *f, uint64_t now)
 {
 	const uint64_t now_ns = pg_now_ns();
 	const struct pg_backend *bt = f->gw->maps.backends;
-	unsigned max = pg_max_backend_id(f->gw);
+	unsigned max = pg_router_max_id(&f->gw->router);
 	bool changed = now - f->last_pub_ms >= f->gw->cfg->fleet_interval_ms;
 	struct pg_fleet_load *cur = f->cur_pub;
 	struct pg_fleet_enc e;
@@ -371,7 +371,7 @@ static void rebuild_map(struct pg_fleet *f)
 /* Every usable member has fresh scraped load (and there is one). */
 static bool backends_reporting(const struct pg_gateway *gw, uint64_t now)
 {
-	unsigned max = pg_max_backend_id(gw), usable = 0;
+	unsigned max = pg_router_max_id(&gw->router), usable = 0;
 
 	/* (a reload may change it, never to or from 0: control_reload.c) */
 	if (!__atomic_load_n(&gw->cfg->metrics_scrape_ms, __ATOMIC_RELAXED))
@@ -444,7 +444,7 @@ static void tick(struct pg_fleet *f, uint64_t now, bool up)
 		f->dec = d;
 		COUNT(f, mode_changes, 1);
 		__atomic_store_n(&f->mode, (int)d.mode, __ATOMIC_RELAXED);
-		__atomic_store_n(&f->gw->fleet_share, d.mode == PG_FLEET_SHARE ? d.share : 1,
+		__atomic_store_n(&f->gw->router.fleet_share, d.mode == PG_FLEET_SHARE ? d.share : 1,
 		                 __ATOMIC_RELAXED);
 	}
 	apply_mode(f, now);

@@ -18,7 +18,7 @@
  * own threads) write a backend's peer_in_flight and peer_gateways, always
  * under the fleet's mutex; nothing else writes them. Received cache
  * decisions go into the block index with pg_ca_record, which every writer
- * uses without a lock (lib/cacheidx.h). Nothing here ever takes a lock a
+ * uses without a lock (router/index.h). Nothing here ever takes a lock a
  * worker holds, and workers never wait on NATS (state/fleetq.h).
  */
 #ifndef PG_FLEET_CONTROL_H

@@ -250,7 +250,7 @@ void pg_fleet_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 	                                                      [PG_FLEET_MSG_FIT] = "fit",
 	                                                      [PG_FLEET_MSG_FLOW] = "flow"};
 	const struct pg_fleet *f = gw->fleet;
-	unsigned max = pg_max_backend_id(gw), peers;
+	unsigned max = pg_router_max_id(&gw->router), peers;
 	enum pg_fleet_mode mode = pg_fleet_mode(gw, &peers);
 	char name[PG_FLEET_ADDR_MAX + 1];
 

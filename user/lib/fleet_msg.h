@@ -17,8 +17,8 @@
  * boot tells a restarted gateway (same id, seq from 1 again) from a replay;
  * wall_ms is the sender's clock, for logs only (expiry uses the receiver's).
  * Version 2 added the LOAD entries' prefill work (cache_aware's load
- * model, state/load.h); version 3 the ages of the sender's head and latest
- * first token on each backend (lib/work.h pg_work_ages) and FIT, the first
+ * model, router/load.h); version 3 the ages of the sender's head and latest
+ * first token on each backend (router/work.h pg_work_ages) and FIT, the first
  * tokens a gateway learned its backends' speeds from, so that every
  * gateway learns from all of the fleet's; version 4 the CACHE entries'
  * flags (PG_FLEET_CACHE_*); version 5 FLOW, flow control's tenants (lib/flow.h):
@@ -31,7 +31,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "lib/work.h"
+#include "router/work.h"
 
 #define PG_FLEET_MSG_VERSION 5
 #define PG_FLEET_ID_MAX      64 /* gateway id, bytes */

@@ -173,7 +173,7 @@ int pg_key_compute(enum pg_api api, struct pg_str header_key, const char *body, 
                    size_t text_cap, size_t *text_len);
 
 /*
- * cache_aware's view of a request (cacheidx.h): the key text, past
+ * cache_aware's view of a request (router/index.h): the key text, past
  * PrefixLength (up to PG_CA_MAX_BLOCKS blocks), cut into PG_CA_BLOCK-byte
  * blocks named by chained hashes, and the anchor that places a request
  * nothing cached decides:

@@ -22,7 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "lib/balancer.h"
+#include "router/strategy.h"
 #include "prefixgate.h"
 
 #define PG_POOL_DEFAULT    0   /* index of the default pool */

@@ -12,7 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include "lib/balancer.h"
+#include "router/strategy.h"
 #include "prefixgate.h"
 
 #define PG_STRATEGY_COUNT    (PG_STRATEGY_CACHE_AWARE + 1)

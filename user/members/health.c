@@ -9,9 +9,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include "lib/balancer.h"
+#include "router/view.h"
 #include "members/health.h"
-#include "lib/cacheidx.h"
+#include "router/index.h"
 #include "sys/log.h"
 #include "lib/scrape.h"
 
@@ -269,8 +269,8 @@ static void *health_main(void *arg)
 	uint64_t next_round[K_N] = {pg_now_ms(), pg_now_ms()};
 
 	while (!__atomic_load_n(&gw->stop, __ATOMIC_RELAXED)) {
-		uint64_t now = pg_now_ms(), wake = now + 100; /* notice gw->stop */
-		unsigned n = 0, hwm = pg_backend_hwm(gw);     /* no probe above it */
+		uint64_t now = pg_now_ms(), wake = now + 100;     /* notice gw->stop */
+		unsigned n = 0, hwm = pg_router_hwm(&gw->router); /* no probe above it */
 		/* as they are now: a reload may change them */
 		const unsigned interval[K_N] = {PATH(gw) ? LOAD(&gw->cfg->health.interval_ms) : 0,
 		                                LOAD(&gw->cfg->metrics_scrape_ms)};

@@ -16,7 +16,7 @@
 #include "members/members_internal.h"
 #include "sys/log.h"
 #include "lib/ring.h"
-#include "state/load.h"
+#include "router/load.h"
 #include "state/pools.h"
 
 static uint16_t flags_load(const struct pg_backend *b)
@@ -131,7 +131,7 @@ int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, unsigned 
 	for (int d = 0; d < PG_DEC_MAX; d++)
 		__atomic_store_n(&b->requests[d], 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->recent, 0, __ATOMIC_RELAXED);
-	/* Nor its speed or cache size: this one shows its own (state/load.h);
+	/* Nor its speed or cache size: this one shows its own (router/load.h);
 	 * its queue of work is left alone, as in_flight. */
 	__atomic_store_n(&b->fit_rate, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->fit_overhead_us, 0, __ATOMIC_RELAXED);
@@ -144,7 +144,7 @@ int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, unsigned 
 	__atomic_store_n(&b->running, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->kv_hit_tokens, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->kv_query_tokens, 0, __ATOMIC_RELAXED);
-	pg_backend_activate(gw, (unsigned)id);
+	pg_router_activate(&gw->router, (unsigned)id);
 	__atomic_store_n(&b->flags, PG_BACKEND_ACTIVE, __ATOMIC_RELEASE);
 	pg_pool_member_set(gw, (unsigned)id, pool, true);
 	pg_ctl.origin[id] = origin;
@@ -417,33 +417,13 @@ int pg_members_sync(struct pg_gateway *gw, char *const *list, size_t n, char *er
 	return rc;
 }
 
-/* Decay every member's pg_backend.recent (the workers add to it as they
- * dispatch; cache_aware's NewConversationChoices compares it). */
-static void recent_tick(struct pg_gateway *gw, uint64_t now_ms)
-{
-	uint64_t elapsed = pg_ctl.recent_ms ? now_ms - pg_ctl.recent_ms : 0;
-
-	pg_ctl.recent_ms = now_ms;
-	for (unsigned id = 1; id <= pg_backend_hwm(gw); id++) {
-		uint32_t *r = &gw->maps.backends[id].recent;
-		uint32_t old = __atomic_load_n(r, __ATOMIC_RELAXED);
-
-		/* a worker's add between the load and the store is not lost */
-		while (old &&
-		       !__atomic_compare_exchange_n(r, &old, pg_recent_decay(old, elapsed), false,
-		                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-			;
-	}
-}
-
 void pg_control_tick(struct pg_gateway *gw, uint64_t now_ms)
 {
 	char name[PG_ADDR_STRLEN];
 
-	recent_tick(gw, now_ms);
-	pg_load_share_speeds(gw);
+	pg_router_tick(&gw->router, now_ms);
 
-	for (int id = 1; id <= (int)pg_backend_hwm(gw); id++) {
+	for (int id = 1; id <= (int)pg_router_hwm(&gw->router); id++) {
 		struct pg_backend *b = &gw->maps.backends[id];
 		uint16_t f = flags_load(b);
 
@@ -502,7 +482,7 @@ void pg_control_set_routing_pool(struct pg_gateway *gw, unsigned pool,
 	char was[128], now[128], label[PG_POOL_NAME_MAX + 8] = "";
 	bool ca, flow;
 
-	pg_route_cfg_load_pool(gw, pool, &old);
+	pg_router_cfg(&gw->router, pool, &old);
 	if (gw->pools)
 		snprintf(label, sizeof(label), " of pool %s", pg_pool_name(gw, pool));
 	ca = old.strategy == PG_STRATEGY_CACHE_AWARE || rc->strategy == PG_STRATEGY_CACHE_AWARE;

@@ -59,7 +59,6 @@ struct pg_ctl_state {
 	struct pg_ring_last ring_last; /* the previous ring build (pg_ring_update) */
 	struct pg_name names[PG_MAX_NAMES];
 	uint16_t name_of[PG_MAX_BACKENDS]; /* the name (index + 1) a member came from */
-	uint64_t recent_ms;                /* the last decay of pg_backend.recent (0: none yet) */
 };
 
 extern struct pg_ctl_state pg_ctl;

@@ -13,7 +13,7 @@
 #include "proxy/body.h"
 #include "proxy/input.h"
 #include "proxy/worker_state.h"
-#include "state/route.h"
+#include "router/route.h"
 
 bool pg_body_too_big(struct pg_worker *w, struct pg_client *c, uint64_t size)
 {

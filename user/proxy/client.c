@@ -29,7 +29,7 @@
 #include "proxy/worker_state.h"
 #include "proxy/models.h"
 #include "state/pools.h"
-#include "state/route.h"
+#include "router/route.h"
 #include "sys/lifecycle.h"
 #include "proxy/sock.h"
 
@@ -139,14 +139,14 @@ static size_t request_head(struct pg_worker *w, struct pg_client *c, const char 
 	if (req.expect_continue && req.body != PG_BODY_NONE) {
 		/* 100 asks for the body: not when it would be read for nothing
 		 * (RFC 9110 §10.1.1 lets the final answer come instead). */
-		if (!pg_route_any_usable(w->gw, w->now_ms)) {
+		if (!pg_route_any_usable(&w->gw->router, w->now_ms)) {
 			pg_client_error(w, c, 502, "no healthy backend");
 			return 0;
 		}
 		pg_reply_continue(w, c);
 	}
 
-	pg_route_cfg_load_pool(w->gw, x->pool > 0 ? (unsigned)x->pool : 0, &rc);
+	pg_router_cfg(&w->gw->router, x->pool > 0 ? (unsigned)x->pool : 0, &rc);
 	/* A body its key will parse: JSON, no header key, not past the size
 	 * keyed on its raw bytes (a model pool reads its own) */
 	if (x->api != PG_API_RAW && !req.key.len && x->pool != PG_POOL_BY_MODEL &&
@@ -217,12 +217,13 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 	in.pool = x->pool > 0 ? (unsigned)x->pool : 0;
 	in.pre = x->ahead;
 	in.scratch = &w->key_scratch;
-	pg_route_cfg_load_pool(w->gw, in.pool, &cfg);
+	pg_router_cfg(&w->gw->router, in.pool, &cfg);
 	if (cfg.flow_queue_ms && !pg_queue_arrive(w, c, &in, n, &cfg))
 		return false;           /* waits, or was answered */
 	if (pg_pd_pool(w->gw, in.pool)) /* prefill/decode: two legs */
 		return pg_pd_start(w, c, &in, n, false);
-	id = pg_route_worker(w->gw, w->id, &in, NULL, pg_worker_rand(w), &x->key, &x->choice);
+	id = pg_route_worker(&w->gw->router, w->id, &in, NULL, pg_worker_rand(w), &x->key,
+	                     &x->choice);
 	pg_parse_ahead_end(w, x);
 	if (x->key.ahead)
 		__atomic_fetch_add(&w->stats->parsed_ahead, 1, __ATOMIC_RELAXED);

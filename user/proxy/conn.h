@@ -21,12 +21,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "pg_frame.h"
-#include "lib/balancer.h"
+#include "router/strategy.h"
 #include "lib/flow.h"
 #include "lib/http.h"
 #include "lib/key.h"
 #include "proxy/io.h"
-#include "state/load.h"
+#include "router/load.h"
 
 struct pg_worker;
 struct pg_upstream;
@@ -112,7 +112,7 @@ struct pg_exchange {
 	struct pg_choice choice;
 	struct pg_idset tried;
 	struct pg_upstream *up; /* the attempt's backend connection */
-	/* The attempt's work in its backend's queue (state/load.h): taken
+	/* The attempt's work in its backend's queue (router/load.h): taken
 	 * with the in-flight slot, given back at the first token or with the
 	 * slot. */
 	struct pg_load_ticket load;

@@ -29,7 +29,7 @@
 #include "proxy/queue.h"
 #include "proxy/reply.h"
 #include "proxy/worker_state.h"
-#include "state/route.h"
+#include "router/route.h"
 #include "sys/lifecycle.h"
 #include "sys/log.h"
 #include "proxy/sock.h"
@@ -37,11 +37,11 @@
 static void release_slot(struct pg_worker *w, struct pg_exchange *x)
 {
 	if (pg_load_pending(&x->load)) {
-		pg_load_drop(w->gw, &x->load);
+		pg_load_drop(&w->gw->router, &x->load);
 		pg_queue_room(w);
 	}
 	if (x->counted) {
-		pg_inflight_release(w->gw, x->backend);
+		pg_inflight_release(&w->gw->router, x->backend);
 		x->counted = false;
 	}
 }
@@ -300,9 +300,9 @@ void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned 
 	x->sent_ms = w->now_ms;
 	x->attempts++;
 	pg_idset_add(&x->tried, id);
-	pg_inflight_take(w->gw, id, decision);
+	pg_inflight_take(&w->gw->router, id, decision);
 	x->counted = true;
-	pg_load_take(w->gw, id, work_on(x, id), &x->load, pg_now_ns());
+	pg_load_take(&w->gw->router, id, work_on(x, id), &x->load, pg_now_ns());
 	if (!u)
 		u = pg_upstream_new(w, id, path, c);
 	if (!u) {
@@ -362,7 +362,7 @@ void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why
 		pg_pd_decode_failed(w, c, why);
 		return;
 	}
-	id = pg_route_again(w->gw, &x->key, &x->tried, pg_worker_rand(w), &x->choice);
+	id = pg_route_again(&w->gw->router, &x->key, &x->tried, pg_worker_rand(w), &x->choice);
 	if (!id) {
 		pg_client_error(w, c, 502, "no healthy backend");
 		return;
@@ -472,7 +472,7 @@ static void client_timeouts(struct pg_worker *w, struct pg_client *c, const stru
 		/* A response that does not stream shows no first token: its work
 		 * leaves the queue when the first token was predicted. */
 		if (pg_load_pending(&x->load) && !x->key.stream && now >= x->load.due_ms)
-			pg_load_drop(w->gw, &c->x.load);
+			pg_load_drop(&w->gw->router, &c->x.load);
 		if (x->resp_started || !x->sent_ms || now - x->sent_ms < t->first_byte_ms)
 			return;
 		__atomic_fetch_add(&w->gw->maps.backends[x->backend].failures, 1, __ATOMIC_RELAXED);

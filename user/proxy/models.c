@@ -7,7 +7,7 @@
 #include "proxy/models.h"
 #include "proxy/worker_state.h"
 #include "state/pools.h"
-#include "state/route.h"
+#include "router/route.h"
 
 /* s[0..n) escaped as JSON string content (no quotes) onto b. */
 static void json_text(struct pg_buf *b, const char *s, size_t n)

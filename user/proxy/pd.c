@@ -76,9 +76,9 @@ static void decode_go_buf(struct pg_worker *w, struct pg_client *c, struct pg_bu
 static void leg_release(struct pg_worker *w, struct pg_pd_x *pd)
 {
 	if (pg_load_pending(&pd->load))
-		pg_load_drop(w->gw, &pd->load);
+		pg_load_drop(&w->gw->router, &pd->load);
 	if (pd->counted) {
-		pg_inflight_release(w->gw, pd->prefill);
+		pg_inflight_release(&w->gw->router, pd->prefill);
 		pd->counted = false;
 	}
 }
@@ -127,9 +127,9 @@ static bool leg_start(struct pg_worker *w, struct pg_client *c, uint16_t id, str
 	pd->status = 0;
 	pd->answered = false;
 	pd->sent_ms = w->now_ms;
-	pg_inflight_take(w->gw, id, pd->pchoice.decision);
+	pg_inflight_take(&w->gw->router, id, pd->pchoice.decision);
 	pd->counted = true;
-	pg_load_take(w->gw, id, x->key.tokens > held ? x->key.tokens - held : 1, &pd->load,
+	pg_load_take(&w->gw->router, id, x->key.tokens > held ? x->key.tokens - held : 1, &pd->load,
 	             pg_now_ns());
 	pg_fwd_with_length(pd->head, pd->head_len, b->len, &req, &rlen, &rcap);
 	pg_sock_queue(w, &u->s, req, rlen, -1, true);
@@ -165,6 +165,18 @@ static void prefill_failed(struct pg_worker *w, struct pg_client *c, const char 
 
 /* The request (its body whole in pd) routed again, and sent: after a
  * failed leg. false: answered. */
+/* x's pair (pex, dex: instances tried; may be NULL), by its pool's
+ * decode set and pd-min-tokens. */
+static enum pg_pd_route route_pd(struct pg_worker *w, struct pg_exchange *x,
+                                 const struct pg_route_input *in, const struct pg_idset *pex,
+                                 const struct pg_idset *dex)
+{
+	const struct pg_pool_cfg *pc = pool_cfg(w->gw, in->pool);
+
+	return pg_route_pd(&w->gw->router, w->id, in, pc->decode, pc->pd_min_tokens, pex, dex,
+	                   pg_worker_rand(w), &x->key, &x->pd->pchoice, &x->choice);
+}
+
 static bool reroute(struct pg_worker *w, struct pg_client *c)
 {
 	struct pg_exchange *x = &c->x;
@@ -178,8 +190,7 @@ static bool reroute(struct pg_worker *w, struct pg_client *c)
 	                            .pool = pool,
 	                            .scratch = &w->key_scratch};
 
-	pd->route = (uint8_t)pg_route_pd(w->gw, w->id, &in, &pd->ptried, &pd->dtried,
-	                                 pg_worker_rand(w), &x->key, &pd->pchoice, &x->choice);
+	pd->route = (uint8_t)route_pd(w, x, &in, &pd->ptried, &pd->dtried);
 	if (pd->route == PG_PDR_NONE) {
 		pg_client_error(w, c, 502, "no healthy decode instance");
 		return false;
@@ -261,8 +272,7 @@ bool pg_pd_start(struct pg_worker *w, struct pg_client *c, struct pg_route_input
 		abort();
 	x->pd = pd;
 	pd->proto = pool_cfg(w->gw, in->pool)->pd;
-	pd->route = (uint8_t)pg_route_pd(w->gw, w->id, in, NULL, NULL, pg_worker_rand(w), &x->key,
-	                                 &pd->pchoice, &x->choice);
+	pd->route = (uint8_t)route_pd(w, x, in, NULL, NULL);
 	pg_parse_ahead_end(w, x);
 	if (pd->route == PG_PDR_NONE) {
 		pg_client_error(w, c, 502, "no healthy decode instance");
@@ -394,8 +404,8 @@ bool pg_pd_leg_data(struct pg_worker *w, struct pg_upstream *u, const char *data
 			pd->ans.len -= (size_t)n;
 			continue;
 		}
-		/* a 1-token answer: its first token is its end (state/load.h) */
-		pg_load_first(w->gw, w->id, w->stats, &pd->load, pg_now_ns());
+		/* a 1-token answer: its first token is its end (router/load.h) */
+		pg_load_first(&w->gw->router, w->id, &w->stats->ttft_err, &pd->load, pg_now_ns());
 		pd->ans_head = (size_t)n;
 		pd->status = resp.status;
 		u->keep_alive = resp.keep_alive;

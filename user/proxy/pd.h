@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Prefill/decode disaggregation in a worker (doc/routing.md "Prefill/decode
- * disaggregation"; lib/pd.h has the bodies, state/route.h pg_route_pd the
+ * disaggregation"; lib/pd.h has the bodies, router/route.h pg_route_pd the
  * choice): a request of a pool with a decode set goes to a prefill
  * instance and a decode instance, as its protocol says.
  *
@@ -29,7 +29,8 @@
 #include "lib/buf.h"
 #include "lib/http.h"
 #include "proxy/conn.h"
-#include "state/route.h"
+#include "gateway.h"
+#include "router/route.h"
 
 /* Prefill instances a request tries before the decode instance serves it
  * alone; decode legs it tries with fresh prefills. */

@@ -75,7 +75,7 @@ void pg_pool_tick(struct pg_worker *w)
 		if (w->now_ms - u->idle_since_ms > PG_LINGER_MS)
 			pg_upstream_close(w, u);
 	}
-	for (unsigned id = 1, hwm = pg_backend_hwm(w->gw); id <= hwm; id++) {
+	for (unsigned id = 1, hwm = pg_router_hwm(&w->gw->router); id <= hwm; id++) {
 		struct pg_upstream *u, *un;
 
 		for (u = w->pool[id]; u; u = un) {

@@ -281,7 +281,7 @@ bool pg_queue_arrive(struct pg_worker *w, struct pg_client *c, struct pg_route_i
 		refuse(w, c, R_EXPIRED, now - x->t0_ns / 1000000);
 		return false;
 	}
-	room = pg_route_room(w->gw, pool, rc->flow_queue_ms, now);
+	room = pg_route_room(&w->gw->router, pool, rc->flow_queue_ms, now);
 	/* nothing of its pool waits, in any worker: no one to go before */
 	if (!__atomic_load_n(&w->gw->maps.flow[pool].queued, __ATOMIC_RELAXED) && room != PG_FULL) {
 		in->budget_ms = deadline ? (uint32_t)(deadline - now) : 0;
@@ -295,7 +295,7 @@ bool pg_queue_arrive(struct pg_worker *w, struct pg_client *c, struct pg_route_i
 	if (!q && !(q = w->fq[pool] = calloc(1, sizeof(*q))))
 		abort();
 	/* Its key, tenant and work, as routing sees them now (nothing recorded). */
-	if (!pg_route_dry(w->gw, in, NULL, pg_worker_rand(w), &x->key, &x->choice)) {
+	if (!pg_route_dry(&w->gw->router, in, NULL, pg_worker_rand(w), &x->key, &x->choice)) {
 		pg_parse_ahead_end(w, x);
 		pg_client_error(w, c, 502, "no healthy backend");
 		return false;
@@ -392,7 +392,8 @@ static void dispatch(struct pg_worker *w, struct pg_client *c, uint64_t now_ms)
 		pg_pd_start(w, c, &in, 0, true);
 		return;
 	}
-	id = pg_route_worker(w->gw, w->id, &in, NULL, pg_worker_rand(w), &x->key, &x->choice);
+	id = pg_route_worker(&w->gw->router, w->id, &in, NULL, pg_worker_rand(w), &x->key,
+	                     &x->choice);
 	pg_stats_decide_latency(w->stats, pg_now_ns() - t);
 	x->route_ns = (uint32_t)(t - x->t0_ns - waited_us * 1000 + (pg_now_ns() - t));
 	pg_stats_route_latency(w->stats, x->route_ns);
@@ -424,11 +425,12 @@ static void run_pool(struct pg_worker *w, unsigned pool, struct pg_flow_q *q, ui
 		stats_out(w, pool, it);
 		refuse(w, client_of(it), R_EXPIRED, now - it->enq_ms);
 	}
-	pg_route_cfg_load_pool(w->gw, pool, &rc);
+	pg_router_cfg(&w->gw->router, pool, &rc);
 	while (q->n) {
 		/* flow control turned off meanwhile: everything goes */
-		enum pg_room room =
-		    rc.flow_queue_ms ? pg_route_room(w->gw, pool, rc.flow_queue_ms, now) : PG_ROOM;
+		enum pg_room room = rc.flow_queue_ms
+		                        ? pg_route_room(&w->gw->router, pool, rc.flow_queue_ms, now)
+		                        : PG_ROOM;
 		int other;
 
 		if (room == PG_FULL)

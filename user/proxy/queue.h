@@ -7,7 +7,7 @@
  * A request of a pool with flow control on (FlowControlConfig
  * InstanceQueueMs > 0) is routed at once while nothing of its pool waits
  * in this worker and some instance of the pool has less prefill queued
- * than InstanceQueueMs (state/route.h pg_route_room). Otherwise it waits,
+ * than InstanceQueueMs (router/route.h pg_route_room). Otherwise it waits,
  * its body held whole (PG_C_QUEUED), and is routed when an instance has
  * room, in the order of lib/flow.h: bound late, on the cache and load as
  * they are then. It leaves with a 429 when its deadline passes, when its
@@ -22,7 +22,7 @@
 #include "lib/http.h"
 #include "lib/key.h"
 #include "proxy/conn.h"
-#include "state/route.h"
+#include "router/route.h"
 
 /* What is wrong with a request's flow control headers (pg_exchange.flow_bad). */
 enum pg_flow_bad {

@@ -264,9 +264,9 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 	x->resp_started = true;
 	x->resp_status = (uint16_t)resp.status;
 	/* Only a streamed 2xx response shows its first token as a body byte
-	 * (state/load.h): any other had it by now, if at all. */
+	 * (router/load.h): any other had it by now, if at all. */
 	if (pg_load_pending(&x->load) && (!x->key.stream || resp.status >= 300 || x->head_method)) {
-		pg_load_drop(w->gw, &x->load);
+		pg_load_drop(&w->gw->router, &x->load);
 		pg_queue_room(w);
 	}
 	pg_held_release(w, x, u); /* no retry from here */
@@ -305,7 +305,7 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 		pg_client_schedule(w, c);
 	/* Body bytes that came with the head: the first token among them. */
 	if (len > (size_t)n) {
-		pg_load_first(w->gw, w->id, w->stats, &x->load, pg_now_ns());
+		pg_load_first(&w->gw->router, w->id, &w->stats->ttft_err, &x->load, pg_now_ns());
 		pg_queue_room(w);
 		kept = forward_body(w, u, p + n, len - (size_t)n, bid);
 	}
@@ -338,12 +338,13 @@ bool pg_upstream_input(struct pg_worker *w, struct pg_upstream *u, char *data, s
 	if (u->dp)
 		pg_dp_received(u, len);
 	if (u->state != PG_U_HEAD) {
-		/* the response's first body byte: its first token (state/load.h) */
+		/* the response's first body byte: its first token (router/load.h) */
 		const bool first = u->c && pg_load_pending(&u->c->x.load);
 		bool kept;
 
 		if (first) {
-			pg_load_first(w->gw, w->id, w->stats, &u->c->x.load, pg_now_ns());
+			pg_load_first(&w->gw->router, w->id, &w->stats->ttft_err, &u->c->x.load,
+			              pg_now_ns());
 			pg_queue_room(w);
 		}
 		kept = forward_body(w, u, data, len, bid);

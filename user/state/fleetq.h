@@ -4,7 +4,7 @@
  * worker appends what it recorded in the block index (route.c) to its own
  * buffer, and the fleet thread (fleet/fleet.h) takes the buffers, a batch
  * per interval, and publishes them. (A second queue carries the first
- * tokens the workers learned speeds from, state/load.h: two words each.) A worker never waits: it
+ * tokens the workers learned speeds from, router/load.h: two words each.) A worker never waits: it
  * takes its buffer's lock with trylock only, and when that fails (the fleet thread is swapping the
  * buffer at that instant) or the buffer is full, the decision is dropped and counted
  * (prefixgate_fleet_cache_dropped_total). The fleet thread swaps a full buffer for an empty one

@@ -40,6 +40,7 @@ int pg_pools_init(struct pg_gateway *gw)
 	if (!gw->pools)
 		return -1;
 	gw->pools->table = t;
+	gw->router.members = gw->pools->members;
 	for (unsigned p = 1; p < t->n; p++) {
 		gw->pools->last[p] = calloc(1, sizeof(struct pg_ring_last));
 		if (!gw->pools->last[p]) {
@@ -58,6 +59,7 @@ void pg_pools_free(struct pg_gateway *gw)
 		free(gw->pools->last[p]);
 	free(gw->pools);
 	gw->pools = NULL;
+	gw->router.members = NULL;
 }
 
 const char *pg_pool_name(const struct pg_gateway *gw, unsigned p)
@@ -102,18 +104,6 @@ int pg_pool_for_body(const struct pg_gateway *gw, const char *body, size_t len, 
 {
 	*mlen = pg_json_model(body, len, model);
 	return gw->pools ? pg_pool_by_model(gw->pools->table, model, *mlen) : 0;
-}
-
-const struct pg_idset *pg_pool_exclude(const struct pg_gateway *gw, unsigned pool,
-                                       const struct pg_idset *exclude, struct pg_idset *buf)
-{
-	if (!gw->pools)
-		return exclude;
-	for (size_t i = 0; i < PG_MAX_BACKENDS / 64; i++)
-		buf->bits[i] =
-		    ~__atomic_load_n(&gw->pools->members[pool].bits[i], __ATOMIC_RELAXED) |
-		    (exclude ? exclude->bits[i] : 0);
-	return buf;
 }
 
 void pg_pool_member_set(struct pg_gateway *gw, unsigned id, unsigned pool, bool member)

@@ -62,12 +62,6 @@ int pg_pool_for_head(const struct pg_gateway *gw, bool post, const char *path, s
 int pg_pool_for_body(const struct pg_gateway *gw, const char *body, size_t len, char *model,
                      int *mlen);
 
-/* Backends a request of pool may not take: exclude (may be NULL) plus
- * every id outside the pool. Returns exclude itself when there are no
- * pools, else buf filled in. */
-const struct pg_idset *pg_pool_exclude(const struct pg_gateway *gw, unsigned pool,
-                                       const struct pg_idset *exclude, struct pg_idset *buf);
-
 /* Control thread: backend id joins pool / leaves its pool (pg_backend.pool). */
 void pg_pool_member_set(struct pg_gateway *gw, unsigned id, unsigned pool, bool member);
 

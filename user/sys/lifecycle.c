@@ -43,7 +43,7 @@ int64_t pg_inflight_total(const struct pg_gateway *gw)
 
 	/* Every slot that ever held a member, not only members: a request still
 	 * held by a member that was removed meanwhile is in flight too. */
-	for (unsigned id = 1, hwm = pg_backend_hwm(gw); id <= hwm; id++)
+	for (unsigned id = 1, hwm = pg_router_hwm(&gw->router); id <= hwm; id++)
 		n += __atomic_load_n(&gw->maps.backends[id].in_flight, __ATOMIC_RELAXED);
 	return n;
 }

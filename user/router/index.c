@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * cache_aware's block index (cacheidx.h). Pure: slots and clocks are shared
+ * cache_aware's block index (router/index.h). Pure: slots and clocks are shared
  * memory written with relaxed atomics (several workers at once; a torn slot
  * is only a wrong hint).
  */
-#include "lib/cacheidx.h"
+#include "router/index.h"
 
 #define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)

@@ -32,12 +32,12 @@
  * No allocation; two passes over the usable ids (shared fields read once,
  * with relaxed atomic loads).
  */
-#ifndef PG_CACHECHOICE_H
-#define PG_CACHECHOICE_H
+#ifndef PG_ROUTER_CACHE_H
+#define PG_ROUTER_CACHE_H
 
-#include "lib/balancer.h"
-#include "lib/cacheidx.h"
-#include "lib/work.h"
+#include "router/strategy.h"
+#include "router/index.h"
+#include "router/work.h"
 
 /* lambda's constants (tools/tracesim: the Mooncake trace at loads 0.5-1.1;
  * doc/routing.md, Routing under load). */
@@ -51,7 +51,7 @@
 struct pg_ca_req {
 	uint32_t prompt_tokens; /* its prompt, estimated */
 	uint32_t shared_tokens; /* its head that every instance is taken to hold
-	                         * (a shared prefix, cacheidx.h) */
+	                         * (a shared prefix, router/index.h) */
 	/* backends believed to hold more of it, and how many tokens, longest
 	 * first (they need not be usable: the rule checks) */
 	const uint16_t *held;
@@ -115,4 +115,4 @@ uint16_t pg_balance_cached(const struct pg_backend *backends, unsigned max_id, c
                            size_t ncand, const struct pg_ca_req *rq, const struct pg_idset *exclude,
                            uint64_t now_ms, bool explicit_key, struct pg_choice *out);
 
-#endif /* PG_CACHECHOICE_H */
+#endif /* PG_ROUTER_CACHE_H */

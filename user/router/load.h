@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Each backend's queue of work and its learned speed, on the shared
- * backend table (lib/work.h has the model, lib/cachechoice.h the rule that
+ * backend table (router/work.h has the model, router/cache.h the rule that
  * reads them).
  *
  * A request's work (its prompt tokens less what the chosen backend was
@@ -11,24 +11,39 @@
  * first token is the first body byte of a streamed 2xx response (vLLM and
  * SGLang send the head at once and the first event with the first token);
  * its time since the attempt was sent is an observation of the backend's
- * speed, learned into its fit (lib/work.h) and published into the table
+ * speed, learned into its fit (router/work.h) and published into the table
  * (pg_backend.fit_*). A response that does not stream shows no first
  * token: its work leaves the queue when the model predicts its first
  * token (the workers' tick), or at its head if that comes first.
  */
-#ifndef PG_STATE_LOAD_H
-#define PG_STATE_LOAD_H
+#ifndef PG_ROUTER_LOAD_H
+#define PG_ROUTER_LOAD_H
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include "gateway.h"
-#include "lib/work.h"
+#include "router/work.h"
+
+struct pg_router;
+
+/* TTFT prediction error histogram bucket upper bounds, ms (last bucket:
+ * +Inf). */
+#define PG_TTFT_ERR_BUCKETS 10
+extern const uint32_t pg_ttft_err_bounds_ms[PG_TTFT_ERR_BUCKETS - 1];
+
+/* |first token - predicted| by bucket, and the sums of the signed and
+ * absolute errors (us): the load model's accuracy, one per worker
+ * (struct pg_worker_stats). */
+struct pg_ttft_err {
+	uint64_t bucket[PG_TTFT_ERR_BUCKETS];
+	int64_t sum_us;
+	uint64_t abs_us;
+};
 
 /* One attempt's place in its backend's queue (in struct pg_exchange).
  * Zeroed: none. */
 struct pg_load_ticket {
-	struct pg_work_ticket w; /* lib/work.h */
+	struct pg_work_ticket w; /* router/work.h */
 	uint16_t backend;        /* whose */
 	uint32_t epoch;          /* its member when taken */
 	uint64_t due_ms;         /* when its first token is predicted */
@@ -36,8 +51,8 @@ struct pg_load_ticket {
 
 /* The learned speeds: one fit per backend slot, each under its own lock
  * (a fit is updated once per streamed response: no contention to speak
- * of). Allocated at start-up; gw->speeds NULL: nothing is learned and
- * the defaults (or the published values) stay. */
+ * of). Allocated at start-up; pg_router.speeds NULL: nothing is learned
+ * and the defaults (or the published values) stay. */
 struct pg_speed_slot {
 	pthread_mutex_t mu;
 	uint32_t epoch; /* the member its fit is of */
@@ -56,26 +71,26 @@ struct pg_speeds *pg_speeds_new(void);
 void pg_speeds_free(struct pg_speeds *s);
 
 /* An attempt with `tokens` of work is sent to backend id now. */
-void pg_load_take(struct pg_gateway *gw, uint16_t id, uint32_t tokens, struct pg_load_ticket *t,
+void pg_load_take(const struct pg_router *r, uint16_t id, uint32_t tokens, struct pg_load_ticket *t,
                   uint64_t now_ns);
 
 /* Its first token came at now_ns: it leaves the queue, and its TTFT is
- * learned (st: the worker's statistics, for the prediction error); in a
- * fleet what was learned is queued for the other gateways (worker: the
- * worker's queue, state/fleetq.h). */
-void pg_load_first(struct pg_gateway *gw, unsigned worker, struct pg_worker_stats *st,
+ * learned (st: the worker's error histogram, may be NULL); in a fleet
+ * what was learned goes to the other gateways (r->out->learned; worker:
+ * the caller's). */
+void pg_load_first(const struct pg_router *r, unsigned worker, struct pg_ttft_err *st,
                    struct pg_load_ticket *t, uint64_t now_ns);
 
 /* Another gateway of the fleet learned obs of backend id (the member of
  * epoch): this gateway's fit learns it too. */
-void pg_load_observe(struct pg_gateway *gw, uint16_t id, uint32_t epoch,
+void pg_load_observe(const struct pg_router *r, uint16_t id, uint32_t epoch,
                      const struct pg_fit_obs *obs, uint64_t now_ns);
 
 /* Members whose speed no first token has shown yet take the median of
  * their pool's that have (control thread, each tick): an instance that
  * never got a request must not look slower, or faster, than the ones that
  * did only because the defaults are not this fleet's speed. */
-void pg_load_share_speeds(struct pg_gateway *gw);
+void pg_load_share_speeds(const struct pg_router *r);
 
 /* It leaves the queue with nothing learned (no first token seen). No-op if
  * not pending. */
@@ -84,6 +99,6 @@ static inline bool pg_load_pending(const struct pg_load_ticket *t)
 	return t->w.pending;
 }
 
-void pg_load_drop(struct pg_gateway *gw, struct pg_load_ticket *t);
+void pg_load_drop(const struct pg_router *r, struct pg_load_ticket *t);
 
-#endif /* PG_STATE_LOAD_H */
+#endif /* PG_ROUTER_LOAD_H */

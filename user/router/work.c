@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/work.h"
+#include "router/work.h"
 
 /* The prior holds each coefficient near its own value by a ridge as
  * strong as an observation at these x (the overhead's, ktokens of prefill,

@@ -49,8 +49,8 @@
  * reports) while observations are few. No I/O, no allocation, no clock: the
  * caller gives the times.
  */
-#ifndef PG_WORK_H
-#define PG_WORK_H
+#ifndef PG_ROUTER_WORK_H
+#define PG_ROUTER_WORK_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -284,4 +284,4 @@ void pg_work_ages(const struct pg_backend *b, uint64_t now_ns, uint32_t *head_ag
 void pg_work_heard(struct pg_backend *b, uint64_t now_ns, uint32_t head_age_us,
                    uint32_t first_age_us);
 
-#endif /* PG_WORK_H */
+#endif /* PG_ROUTER_WORK_H */

@@ -27,8 +27,8 @@
  *   blocks do not reach past it was sent (pg_ca_anchor_key: a one-block
  *   chain, aged like the rest), for CacheAwareConfig.NewConversationChoices.
  */
-#ifndef PG_CACHEIDX_H
-#define PG_CACHEIDX_H
+#ifndef PG_ROUTER_INDEX_H
+#define PG_ROUTER_INDEX_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -135,4 +135,4 @@ uint32_t pg_ca_occupancy(const struct pg_ca_index *ix);
  * member, or it left): its clock jumps by its capacity. */
 void pg_ca_forget(const struct pg_ca_index *ix, uint16_t id);
 
-#endif /* PG_CACHEIDX_H */
+#endif /* PG_ROUTER_INDEX_H */

@@ -3,8 +3,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "state/fleetq.h"
-#include "state/load.h"
+#include "router/load.h"
+#include "router/router.h"
 
 #define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
 #define ADD(p, v)   __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
@@ -34,13 +34,13 @@ void pg_speeds_free(struct pg_speeds *s)
 	free(s);
 }
 
-void pg_load_take(struct pg_gateway *gw, uint16_t id, uint32_t tokens, struct pg_load_ticket *t,
+void pg_load_take(const struct pg_router *r, uint16_t id, uint32_t tokens, struct pg_load_ticket *t,
                   uint64_t now_ns)
 {
-	struct pg_backend *b = &gw->maps.backends[id];
+	struct pg_backend *b = &r->maps->backends[id];
 	struct pg_speed sp;
 
-	pg_load_drop(gw, t);
+	pg_load_drop(r, t);
 	pg_work_speed(b, &sp);
 	pg_work_take(b, &t->w, tokens, &sp, now_ns);
 	t->backend = id;
@@ -48,10 +48,10 @@ void pg_load_take(struct pg_gateway *gw, uint16_t id, uint32_t tokens, struct pg
 	t->due_ms = now_ns / 1000000 + (uint64_t)t->w.pred_ms;
 }
 
-void pg_load_drop(struct pg_gateway *gw, struct pg_load_ticket *t)
+void pg_load_drop(const struct pg_router *r, struct pg_load_ticket *t)
 {
 	if (t->w.pending)
-		pg_work_drop(&gw->maps.backends[t->backend], &t->w);
+		pg_work_drop(&r->maps->backends[t->backend], &t->w);
 }
 
 /* s's fit (under s->mu), for the member of b's slot with epoch: a new
@@ -82,11 +82,11 @@ static void publish_fit(struct pg_backend *b, uint32_t epoch, const struct pg_sp
 
 /* The fit of t's backend learns from it; published into the table, and in
  * a fleet queued for the other gateways' fits (never waits). */
-static void learn(struct pg_gateway *gw, unsigned worker, const struct pg_load_ticket *t,
+static void learn(const struct pg_router *r, unsigned worker, const struct pg_load_ticket *t,
                   uint64_t now_ns)
 {
-	struct pg_speed_slot *s = &gw->speeds->slot[t->backend];
-	struct pg_backend *b = &gw->maps.backends[t->backend];
+	struct pg_speed_slot *s = &r->speeds->slot[t->backend];
+	struct pg_backend *b = &r->maps->backends[t->backend];
 	struct pg_fit_obs obs;
 	struct pg_speed cur;
 	uint64_t n;
@@ -99,15 +99,11 @@ static void learn(struct pg_gateway *gw, unsigned worker, const struct pg_load_t
 	n = s->fit.n;
 	pthread_mutex_unlock(&s->mu);
 	publish_fit(b, t->epoch, &cur, n);
-	if (learned && gw->fleetq_obs) {
-		uint64_t w[2];
-
-		pg_fit_obs_pack(&obs, w);
-		pg_fleetq_push(gw->fleetq_obs, worker, t->backend, t->epoch, w, 2, false);
-	}
+	if (learned && r->out && r->out->learned)
+		r->out->learned(r, worker, t->backend, t->epoch, &obs);
 }
 
-void pg_load_observe(struct pg_gateway *gw, uint16_t id, uint32_t epoch,
+void pg_load_observe(const struct pg_router *r, uint16_t id, uint32_t epoch,
                      const struct pg_fit_obs *obs, uint64_t now_ns)
 {
 	struct pg_speed_slot *s;
@@ -115,10 +111,10 @@ void pg_load_observe(struct pg_gateway *gw, uint16_t id, uint32_t epoch,
 	struct pg_speed cur;
 	uint64_t n;
 
-	if (!gw->speeds || !id || id >= PG_MAX_BACKENDS)
+	if (!r->speeds || !id || id >= PG_MAX_BACKENDS)
 		return;
-	s = &gw->speeds->slot[id];
-	b = &gw->maps.backends[id];
+	s = &r->speeds->slot[id];
+	b = &r->maps->backends[id];
 	if (LOAD(&b->epoch) != epoch)
 		return;
 	pthread_mutex_lock(&s->mu);
@@ -130,17 +126,17 @@ void pg_load_observe(struct pg_gateway *gw, uint16_t id, uint32_t epoch,
 	publish_fit(b, epoch, &cur, n);
 }
 
-void pg_load_share_speeds(struct pg_gateway *gw)
+void pg_load_share_speeds(const struct pg_router *r)
 {
-	const unsigned max = pg_max_backend_id(gw);
+	const unsigned max = pg_router_max_id(r);
 
-	for (unsigned p = 0; p < gw->maps.npools; p++) {
+	for (unsigned p = 0; p < r->maps->npools; p++) {
 		struct pg_speed med;
 
-		if (!pg_work_median_speed(gw->maps.backends, max, p, &med))
+		if (!pg_work_median_speed(r->maps->backends, max, p, &med))
 			continue;
 		for (unsigned id = 1; id <= max; id++) {
-			struct pg_backend *b = &gw->maps.backends[id];
+			struct pg_backend *b = &r->maps->backends[id];
 
 			if (!(LOAD(&b->flags) & PG_BACKEND_ACTIVE) || LOAD(&b->pool) != p ||
 			    LOAD(&b->fit_obs) >= PG_FIT_OWN_MIN)
@@ -148,8 +144,8 @@ void pg_load_share_speeds(struct pg_gateway *gw)
 			/* and what its fit learns from starts there: the defaults,
 			 * when they are far off, hold a fit of a few first tokens
 			 * far off too */
-			if (gw->speeds) {
-				struct pg_speed_slot *s = &gw->speeds->slot[id];
+			if (r->speeds) {
+				struct pg_speed_slot *s = &r->speeds->slot[id];
 
 				pthread_mutex_lock(&s->mu);
 				if (s->live && s->epoch == LOAD(&b->epoch) &&
@@ -162,10 +158,10 @@ void pg_load_share_speeds(struct pg_gateway *gw)
 	}
 }
 
-void pg_load_first(struct pg_gateway *gw, unsigned worker, struct pg_worker_stats *st,
+void pg_load_first(const struct pg_router *r, unsigned worker, struct pg_ttft_err *st,
                    struct pg_load_ticket *t, uint64_t now_ns)
 {
-	struct pg_backend *b = &gw->maps.backends[t->backend];
+	struct pg_backend *b = &r->maps->backends[t->backend];
 	struct pg_speed sp;
 	double ttft_ms, err;
 	unsigned i = 0;
@@ -178,10 +174,10 @@ void pg_load_first(struct pg_gateway *gw, unsigned worker, struct pg_worker_stat
 	while (i < PG_TTFT_ERR_BUCKETS - 1 && fabs(err) > pg_ttft_err_bounds_ms[i])
 		i++;
 	if (st) {
-		ADD(&st->ttft_err[i], 1);
-		ADD(&st->ttft_err_sum_us, (int64_t)(err * 1000));
-		ADD(&st->ttft_err_abs_us, (uint64_t)(fabs(err) * 1000));
+		ADD(&st->bucket[i], 1);
+		ADD(&st->sum_us, (int64_t)(err * 1000));
+		ADD(&st->abs_us, (uint64_t)(fabs(err) * 1000));
 	}
-	if (gw->speeds)
-		learn(gw, worker, t, now_ns);
+	if (r->speeds)
+		learn(r, worker, t, now_ns);
 }

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-/* cache_aware's choice (cachechoice.h). */
+/* cache_aware's choice (router/cache.h). */
 #include <math.h>
 #include <string.h>
 
-#include "lib/cachechoice.h"
+#include "router/cache.h"
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 
@@ -248,3 +248,13 @@ uint16_t pg_balance_cached(const struct pg_backend *backends, unsigned max_id, c
 	                         seen[pick].id, seen[pick].matched, longest);
 	return seen[pick].id;
 }
+
+static uint16_t choose(const struct pg_pick *p, struct pg_choice *out)
+{
+	static const struct pg_ca_req none = {.choices = 1};
+
+	return pg_balance_cached(p->backends, p->max_id, p->cand, p->ncand, p->ca ? p->ca : &none,
+	                         p->exclude, p->now_ms, p->explicit_key, out);
+}
+
+const struct pg_strategy_ops pg_strategy_cache = {.choose = choose, .ring = true, .blocks = true};

@@ -1,0 +1,381 @@
+// SPDX-License-Identifier: MIT
+#include <limits.h>
+#include "lib/fleet.h"
+#include "lib/pd.h"
+#include "router/cache.h"
+#include "router/load.h"
+#include "router/route.h"
+#include "router/work.h"
+
+struct holder_rule {
+	const struct pg_backend *backends;
+	unsigned max_id;
+	const struct pg_idset *exclude;
+	uint64_t now_ms;
+};
+
+/* A holder counts when it could take the request at all: the balancer's
+ * own test of a candidate. */
+static bool holder_usable(uint16_t id, void *arg)
+{
+	const struct holder_rule *r = arg;
+
+	return pg_backend_eligible(r->backends, r->max_id, id, r->exclude, r->now_ms);
+}
+
+/* cache_aware: where a request went is remembered by its anchor too
+ * (pg_ca_anchor_key) while its blocks do not reach past the anchor, so
+ * that with NewConversationChoices above 1 a conversation stays where its
+ * first turn was placed however short its text. Recorded whatever the
+ * choices, so that raising them live moves no conversation; explicit keys
+ * keep the ring's choice. */
+static bool place_anchor(const struct pg_key *key, const struct pg_key_blocks *kb)
+{
+	return !pg_key_source_explicit(key->source) &&
+	       (uint64_t)kb->n * PG_CA_BLOCK < kb->anchor_len;
+}
+
+/* cache_aware: what the index says of the request (kb NULL: a retry, whose
+ * blocks are gone: its size and anchor only), into rq and look; moves
+ * key->anchor past a shared head that covers it (router/cache.h). */
+static void ca_view(const struct pg_router *r, unsigned pool, const struct pg_route_cfg *rc,
+                    struct pg_key *key, const struct pg_key_blocks *kb, struct holder_rule *rule,
+                    struct pg_ca_req *rq, struct pg_ca_look *look, uint16_t *placed)
+{
+	struct pg_ca_index ix = pg_router_index(r);
+	const bool explicit_key = pg_key_source_explicit(key->source);
+
+	*rq = (struct pg_ca_req){.prompt_tokens = key->tokens,
+	                         .choices = rc->new_choices,
+	                         .placed = placed,
+	                         .work_base = r->ca_work_base,
+	                         .work_queued = r->ca_work_queued};
+	*look = (struct pg_ca_look){.anchor = key->anchor};
+	if (kb)
+		pg_ca_look(&ix, kb->chain, kb->n, key->anchor, kb->anchor_len, kb->whole,
+		           explicit_key,
+		           __atomic_load_n(&r->maps->state[pool].nbackends, __ATOMIC_RELAXED),
+		           holder_usable, rule, look);
+	key->anchor = look->anchor;
+	pg_ca_req_from(rq, look);
+	if (rc->new_choices > 1 && !explicit_key && ix.capacity_blocks)
+		rq->nplaced =
+		    pg_ca_holders(&ix, pg_ca_anchor_key(key->anchor), holder_usable, rule, placed);
+}
+
+/* By rc's strategy (strategy.h): the ring's candidates for the key (its
+ * anchor for cache_aware, once the index moved it), and for cache_aware
+ * what the index says; kb: cache_aware's blocks (NULL when only the key
+ * is known: a retry goes by its size and anchor alone). */
+static uint16_t choose(const struct pg_router *r, unsigned pool, const struct pg_route_cfg *rc,
+                       struct pg_key *key, const struct pg_key_blocks *kb,
+                       const struct pg_idset *exclude, uint64_t now_ms, uint64_t rnd,
+                       struct pg_choice *choice)
+{
+	const struct pg_strategy_ops *s = pg_strategy_of(rc->strategy);
+	uint16_t cand[PG_RING_CANDIDATES], placed[PG_CA_WAYS];
+	struct pg_pick p = {.cfg = rc,
+	                    .backends = r->maps->backends,
+	                    .max_id = pg_router_max_id(r),
+	                    .cand = cand,
+	                    .exclude = exclude,
+	                    .now_ms = now_ms,
+	                    .rnd = rnd,
+	                    .explicit_key = pg_key_source_explicit(key->source)};
+	struct pg_ca_look look;
+	struct pg_ca_req rq;
+
+	if (s->blocks) {
+		struct holder_rule rule = {r->maps->backends, p.max_id, exclude, now_ms};
+
+		ca_view(r, pool, rc, key, kb, &rule, &rq, &look, placed);
+		p.ca = &rq;
+	}
+	if (s->ring)
+		p.ncand = pg_maps_pool_candidates(r->maps, pool,
+		                                  s->blocks ? key->anchor : key->hash, cand);
+	return s->choose(&p, choice);
+}
+
+/* What PREFIX_AWARE would choose for key now, with the same ring,
+ * threshold and in-flight counts (those are the real routing's). */
+static uint16_t shadow_choice(const struct pg_router *r, unsigned pool,
+                              const struct pg_route_cfg *rc, struct pg_key *key,
+                              const struct pg_idset *exclude, uint64_t now_ms, uint64_t rnd)
+{
+	struct pg_route_cfg pa = *rc;
+	struct pg_choice ch;
+
+	pa.strategy = PG_STRATEGY_PREFIX_AWARE;
+	return choose(r, pool, &pa, key, NULL, exclude, now_ms, rnd, &ch);
+}
+
+/* chain[0..n) was sent to id: into the index, and in a fleet queued for
+ * the other gateways' indexes too (never waits); request: the first of a
+ * request's records, which the others count on their index clock as this
+ * gateway did (pg_ca_tick). */
+static void record_chain(const struct pg_router *r, const struct pg_ca_index *ix, unsigned worker,
+                         const uint64_t *chain, uint32_t n, uint16_t id, bool request)
+{
+	unsigned ev = pg_ca_record(ix, chain, n, id);
+
+	if (ev)
+		__atomic_fetch_add((uint64_t *)&r->ca_evictions, ev, __ATOMIC_RELAXED);
+	if (r->out && r->out->sent)
+		r->out->sent(r, worker, id,
+		             __atomic_load_n(&r->maps->backends[id].epoch, __ATOMIC_RELAXED), chain,
+		             n, request);
+}
+
+/* cache_aware: what was sent where (and, when place, where the anchor
+ * went), and how long the match was. */
+static void record_blocks(const struct pg_router *r, unsigned worker, const struct pg_key *key,
+                          const struct pg_key_blocks *kb, uint16_t id, uint32_t matched, bool place)
+{
+	struct pg_ca_index ix = pg_router_index(r);
+	uint32_t blocks = matched / (PG_CA_BLOCK / PG_CA_CHARS_PER_TOKEN);
+	unsigned bucket = 0;
+
+	while (blocks && bucket < PG_CA_MATCH_BUCKETS - 1) {
+		bucket++;
+		blocks >>= 1;
+	}
+	__atomic_fetch_add((uint64_t *)&r->ca_matched[bucket], 1, __ATOMIC_RELAXED);
+	if (!ix.capacity_blocks)
+		return;
+	pg_ca_tick(&ix);
+	if (kb->n)
+		record_chain(r, &ix, worker, kb->chain, kb->n, id, true);
+	if (place) {
+		/* a new anchor advances id's clock by one block it does not hold:
+		 * once per conversation, against the blocks of every turn */
+		const uint64_t anchor = pg_ca_anchor_key(key->anchor);
+
+		record_chain(r, &ix, worker, &anchor, 1, id, !kb->n);
+	}
+}
+
+/* The routing config a decision uses: pool's live one, with the threshold
+ * divided among the gateways in load mode SHARE (r->fleet_share). */
+static void decision_cfg(const struct pg_router *r, unsigned pool, struct pg_route_cfg *rc)
+{
+	uint32_t share = __atomic_load_n(&r->fleet_share, __ATOMIC_RELAXED);
+
+	pg_router_cfg(r, pool, rc);
+	if (share > 1)
+		rc->concurrency_threshold = pg_fleet_threshold(rc->concurrency_threshold, share);
+}
+
+size_t pg_route_key_window(const struct pg_route_cfg *rc)
+{
+	return pg_key_window(pg_route_blocks(rc), rc->prefix_length);
+}
+
+/* The first token of key's request at id, as the load model predicts it
+ * (ms): cache_aware's own estimate, else the model's with nothing cached. */
+static double predicted_ttft(const struct pg_router *r, bool ca, const struct pg_key *key,
+                             const struct pg_choice *choice, uint16_t id, uint64_t now_ms)
+{
+	const struct pg_backend *b = &r->maps->backends[id];
+	struct pg_speed sp;
+
+	if (ca && choice->est[0].id == id)
+		return choice->est[0].ttft_ms;
+	pg_work_speed(b, &sp);
+	return pg_speed_predict(&sp, pg_work_queued(b, &sp, now_ms) + key->tokens,
+	                        pg_work_decoding(b));
+}
+
+uint16_t pg_route_key(const struct pg_router *r, unsigned worker, unsigned pool, struct pg_key *key,
+                      const struct pg_key_blocks *kb, const struct pg_idset *exclude, uint64_t rnd,
+                      uint32_t budget_ms, struct pg_choice *choice)
+{
+	const uint64_t now = pg_router_now_ms(r);
+	struct pg_idset buf;
+	const struct pg_idset *ex;
+	struct pg_route_cfg rc;
+	uint16_t id, shadow = 0;
+	bool ca;
+
+	if (pool >= r->maps->npools)
+		pool = 0;
+	ex = pg_router_exclude(r, pool, exclude, &buf);
+	decision_cfg(r, pool, &rc);
+	ca = pg_route_blocks(&rc) && kb;
+	id = choose(r, pool, &rc, key, ca ? kb : NULL, ex, now, rnd, choice);
+	choice->pool = (uint8_t)pool;
+	choice->late = id && budget_ms && predicted_ttft(r, ca, key, choice, id, now) > budget_ms;
+	if (choice->late)
+		return 0;
+	if (worker == PG_ROUTE_DRY || !id)
+		return id;
+	if (ca)
+		record_blocks(r, worker, key, kb, id, choice->matched, place_anchor(key, kb));
+	if (r->shadow)
+		shadow = rc.strategy == PG_STRATEGY_PREFIX_AWARE
+		             ? id
+		             : shadow_choice(r, pool, &rc, key,
+		                             pg_router_exclude(r, pool, NULL, &buf), now, rnd);
+	if (r->out && r->out->decided)
+		r->out->decided(r, worker, key->anchor, id, shadow, now);
+	return id;
+}
+
+/* The request's key (and, for cache_aware, its blocks into kb) by pool's
+ * live configuration. */
+static void key_of(const struct pg_router *r, const struct pg_route_input *in, unsigned pool,
+                   struct pg_key *key, struct pg_key_blocks *kb, bool blocks)
+{
+	struct pg_route_cfg rc;
+
+	decision_cfg(r, pool, &rc);
+	pg_key_compute_ahead(in->api, in->header_key, in->body, in->body_len, in->complete, in->pre,
+	                     rc.prefix_length, key, blocks ? kb : NULL, in->scratch);
+}
+
+uint16_t pg_route_worker(const struct pg_router *r, unsigned worker,
+                         const struct pg_route_input *in, const struct pg_idset *exclude,
+                         uint64_t rnd, struct pg_key *key, struct pg_choice *choice)
+{
+	const unsigned pool = in->pool < r->maps->npools ? in->pool : 0;
+	struct pg_route_cfg rc;
+	struct pg_key_blocks kb;
+	bool ca;
+
+	pg_router_cfg(r, pool, &rc);
+	ca = pg_route_blocks(&rc);
+	key_of(r, in, pool, key, &kb, ca);
+	return pg_route_key(r, worker, pool, key, ca ? &kb : NULL, exclude, rnd, in->budget_ms,
+	                    choice);
+}
+
+uint16_t pg_route_dry(const struct pg_router *r, const struct pg_route_input *in,
+                      const struct pg_idset *exclude, uint64_t rnd, struct pg_key *key,
+                      struct pg_choice *choice)
+{
+	return pg_route_worker(r, PG_ROUTE_DRY, in, exclude, rnd, key, choice);
+}
+
+enum pg_pd_route pg_route_pd(const struct pg_router *r, unsigned worker,
+                             const struct pg_route_input *in, unsigned dpool, uint32_t min_tokens,
+                             const struct pg_idset *pex, const struct pg_idset *dex, uint64_t rnd,
+                             struct pg_key *key, struct pg_choice *pchoice,
+                             struct pg_choice *dchoice)
+{
+	const uint64_t now = pg_router_now_ms(r);
+	const unsigned pool = in->pool < r->maps->npools ? in->pool : 0;
+	struct pg_idset pbuf, dbuf;
+	struct pg_key_blocks kb;
+	struct pg_route_cfg rc, dc;
+	struct pg_key dk;
+	uint16_t p = 0, d;
+	bool pca, dca;
+
+	if (dpool >= r->maps->npools)
+		dpool = pool;
+	decision_cfg(r, pool, &rc);
+	decision_cfg(r, dpool, &dc);
+	pca = pg_route_blocks(&rc);
+	dca = pg_route_blocks(&dc);
+	key_of(r, in, pool, key, &kb, pca || dca);
+	dk = *key;
+	d = choose(r, dpool, &dc, &dk, dca ? &kb : NULL, pg_router_exclude(r, dpool, dex, &dbuf),
+	           now, rnd, dchoice);
+	dchoice->pool = (uint8_t)dpool;
+	if (!d)
+		return PG_PDR_NONE;
+	if (!pg_pd_decode_alone(key->tokens, dca ? dchoice->matched : 0, min_tokens)) {
+		p = choose(r, pool, &rc, key, pca ? &kb : NULL,
+		           pg_router_exclude(r, pool, pex, &pbuf), now, rnd, pchoice);
+		pchoice->pool = (uint8_t)pool;
+	}
+	if (worker == PG_ROUTE_DRY)
+		return p ? PG_PDR_PAIR : PG_PDR_ALONE;
+	if (pca || dca) /* both hold the prompt's KV once it is sent on */
+		record_blocks(r, worker, &dk, &kb, d, dca ? dchoice->matched : 0,
+		              place_anchor(&dk, &kb));
+	if (p && (pca || dca))
+		record_blocks(r, worker, key, &kb, p, pca ? pchoice->matched : 0,
+		              place_anchor(key, &kb));
+	if (r->out && r->out->decided)
+		r->out->decided(r, worker, key->anchor, p ? p : d, p ? p : d, now);
+	return p ? PG_PDR_PAIR : PG_PDR_ALONE;
+}
+
+uint16_t pg_route_again(const struct pg_router *r, const struct pg_key *key,
+                        const struct pg_idset *exclude, uint64_t rnd, struct pg_choice *choice)
+{
+	const unsigned pool = choice->pool < r->maps->npools ? choice->pool : 0;
+	struct pg_idset buf;
+	struct pg_route_cfg rc;
+	struct pg_key k = *key; /* as the first decision left it (its anchor moved) */
+	uint16_t id;
+
+	decision_cfg(r, pool, &rc);
+	id = choose(r, pool, &rc, &k, NULL, pg_router_exclude(r, pool, exclude, &buf),
+	            pg_router_now_ms(r), rnd, choice);
+	choice->pool = (uint8_t)pool;
+	return id;
+}
+
+enum pg_room pg_route_room(const struct pg_router *r, unsigned pool, uint32_t queue_ms,
+                           uint64_t now_ms)
+{
+	const unsigned max = pg_router_max_id(r);
+	const struct pg_backend *t = r->maps->backends;
+	struct pg_idset buf;
+	const struct pg_idset *ex = pg_router_exclude(r, pool, NULL, &buf);
+	bool usable = false;
+
+	for (unsigned id = 1; id <= max; id++) {
+		struct pg_speed sp;
+
+		if (!pg_backend_eligible(t, max, id, ex, now_ms))
+			continue;
+		usable = true;
+		pg_work_speed(&t[id], &sp);
+		if (pg_work_queued(&t[id], &sp, now_ms) * sp.ms_per_ktok < 1000.0 * queue_ms)
+			return PG_ROOM;
+	}
+	return usable ? PG_FULL : PG_NO_ONE;
+}
+
+bool pg_route_any_usable(const struct pg_router *r, uint64_t now_ms)
+{
+	unsigned max = pg_router_max_id(r);
+
+	for (unsigned id = 1; id <= max; id++)
+		if (pg_backend_usable(&r->maps->backends[id], now_ms))
+			return true;
+	return false;
+}
+
+const struct pg_idset *pg_router_exclude(const struct pg_router *r, unsigned pool,
+                                         const struct pg_idset *exclude, struct pg_idset *buf)
+{
+	if (!r->members)
+		return exclude;
+	for (size_t i = 0; i < PG_MAX_BACKENDS / 64; i++)
+		buf->bits[i] = ~__atomic_load_n(&r->members[pool].bits[i], __ATOMIC_RELAXED) |
+		               (exclude ? exclude->bits[i] : 0);
+	return buf;
+}
+
+void pg_router_tick(struct pg_router *r, uint64_t now_ms)
+{
+	const uint64_t elapsed = r->tick_ms && now_ms > r->tick_ms ? now_ms - r->tick_ms : 0;
+	const unsigned hwm = pg_router_hwm(r);
+
+	r->tick_ms = now_ms;
+	for (unsigned id = 1; id <= hwm; id++) {
+		uint32_t *p = &r->maps->backends[id].recent;
+		uint32_t old = __atomic_load_n(p, __ATOMIC_RELAXED);
+
+		/* a worker's add between the load and the store is not lost */
+		while (old &&
+		       !__atomic_compare_exchange_n(p, &old, pg_recent_decay(old, elapsed), false,
+		                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			;
+	}
+	pg_load_share_speeds(r);
+}
