@@ -196,13 +196,13 @@ FUZZ_MODS_http   := http forward buf
 FUZZ_MODS_json   := json
 FUZZ_MODS_jsonedit := jsonedit json buf
 FUZZ_MODS_key    := key json buf
-FUZZ_MODS_config := config routing_config json view names addr modelpool conf buf flow lib/pd \
+FUZZ_MODS_config := config routing_config json view strategy random least prefix cache index work names addr modelpool conf buf flow lib/pd \
 	jsonedit
-FUZZ_MODS_conf   := conf config routing_config json view names addr modelpool buf flow lib/pd \
+FUZZ_MODS_conf   := conf config routing_config json view strategy random least prefix cache index work names addr modelpool buf flow lib/pd \
 	jsonedit
 FUZZ_MODS_admin  := admin buf control members health config routing_config json key http names \
 	addr addrset backend_names resolve \
-	metrics route routestats scrape accesslog ring view maps gateway log index modelpool \
+	metrics route routestats scrape accesslog ring view strategy random least prefix maps gateway log index modelpool \
 	pools etcd fleet fleetq cache work load host conf flow flowctl lib/pd jsonedit
 fuzz_objs = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,\
 	$(sort $(foreach m,$(FUZZ_MODS_$(1)),$(wildcard user/$(m).c user/*/$(m).c user/*/$(m)_*.c))))
