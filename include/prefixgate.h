@@ -210,8 +210,26 @@ struct pg_backend {
 	 * CLOCK_MONOTONIC ns of this host, 0: none. */
 	__u64 first_ns;
 	__u64 peer_first_ns;
+	/* When the scraped fields (waiting .. kv_query_tokens) were taken,
+	 * CLOCK_MONOTONIC ms (0: never): flow control trusts an engine's
+	 * report of requests waiting only while it is this fresh
+	 * (user/router/route.c). */
+	__u64 scraped_ms;
+	/* The prefill work of a request sent to it, on average (tokens;
+	 * workers, at dispatch, an exponential average over the last
+	 * PG_WORK_AVG_N): with its speed, its service time, the room flow
+	 * control gives it by default (user/router/work.h). */
+	__u32 work_avg;
+	/* Requests of its queue seen to leave it (first tokens, answers'
+	 * heads; workers add), and their count when the scraped fields were
+	 * taken (the health-check thread): the engine's report of requests
+	 * waiting less those seen to leave since is what flow control trusts
+	 * (user/router/work.h pg_work_waiting). */
+	__u32 firsts;
+	__u32 firsts_at_scrape;
+	__u32 pad2;
 };
-_Static_assert(sizeof(struct pg_backend) == 176 + 8 * PG_DEC_MAX, "pg_backend layout");
+_Static_assert(sizeof(struct pg_backend) == 200 + 8 * PG_DEC_MAX, "pg_backend layout");
 _Static_assert(sizeof(struct pg_backend) % 8 == 0, "pg_backend alignment");
 
 /*

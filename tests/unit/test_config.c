@@ -96,7 +96,7 @@ static void test_defaults(void **state)
 	assert_int_equal(cfg.health.timeout_ms, 1000);
 	assert_int_equal(cfg.health.rise, 2);
 	assert_int_equal(cfg.health.fall, 3);
-	assert_int_equal(cfg.metrics_scrape_ms, 5000);
+	assert_int_equal(cfg.metrics_scrape_ms, 250);
 	assert_int_equal(cfg.predict_window_ms, 60000);
 	assert_int_equal(cfg.load_signal, PG_LOAD_INFLIGHT);
 	assert_int_equal(cfg.route.load_signal, PG_LOAD_INFLIGHT);
@@ -176,9 +176,9 @@ static void test_ops_flags(void **state)
 		bool shadow;
 		const char *err;
 	} cases[] = {
-	    {{NULL}, 0, PG_LOAD_INFLIGHT, 5000, 60000, false, NULL},
-	    {{"--load-signal", "BOTH"}, 0, PG_LOAD_BOTH, 5000, 60000, false, NULL},
-	    {{"--load-signal=backend"}, 0, PG_LOAD_BACKEND, 5000, 60000, false, NULL},
+	    {{NULL}, 0, PG_LOAD_INFLIGHT, 250, 60000, false, NULL},
+	    {{"--load-signal", "BOTH"}, 0, PG_LOAD_BOTH, 250, 60000, false, NULL},
+	    {{"--load-signal=backend"}, 0, PG_LOAD_BACKEND, 250, 60000, false, NULL},
 	    {{"--metrics-scrape-interval", "0"}, 0, PG_LOAD_INFLIGHT, 0, 60000, false, NULL},
 	    {{"--metrics-scrape-interval=250", "--shadow"},
 	     0,
@@ -187,7 +187,7 @@ static void test_ops_flags(void **state)
 	     60000,
 	     true,
 	     NULL},
-	    {{"--predict-window", "1000"}, 0, PG_LOAD_INFLIGHT, 5000, 1000, false, NULL},
+	    {{"--predict-window", "1000"}, 0, PG_LOAD_INFLIGHT, 250, 1000, false, NULL},
 	    {{"--load-signal", "queue"},
 	     2,
 	     0,
@@ -195,13 +195,13 @@ static void test_ops_flags(void **state)
 	     0,
 	     false,
 	     "--load-signal: \"queue\" is not one of inflight, backend, both"},
-	    {{"--metrics-scrape-interval", "50"},
+	    {{"--metrics-scrape-interval", "40"},
 	     2,
 	     0,
 	     0,
 	     0,
 	     false,
-	     "--metrics-scrape-interval: 50 is out of range 100-600000"},
+	     "--metrics-scrape-interval: 40 is out of range 50-600000"},
 	    {{"--predict-window", "999"},
 	     2,
 	     0,

@@ -89,7 +89,7 @@ static void test_good(void **state)
 	assert_int_equal(cfg.route.strategy, PG_STRATEGY_CACHE_AWARE);
 	assert_int_equal(cfg.route.prefix_length, 2048);
 	assert_int_equal(cfg.route.new_choices, 2);
-	assert_int_equal(cfg.route.flow_queue_ms, PG_FLOW_QUEUE_MS_DEFAULT);
+	assert_int_equal(cfg.route.flow_queue_ms, PG_FLOW_QUEUE_AUTO);
 	assert_int_equal(cfg.route.flow_deadline_ms, 3000);
 	assert_int_equal(cfg.pools.n, 3);
 	assert_string_equal(cfg.pools.pool[1].name, "llama");

@@ -38,7 +38,7 @@ static void test_flags(void **state)
 	assert_int_equal(cfg.flow.tenant_src, PG_TENANT_BEARER);
 	pg_config_free(&cfg);
 	assert_int_equal(run(&cfg, ARGS("--flow-control"), err, sizeof(err)), 0);
-	assert_int_equal(cfg.route.flow_queue_ms, PG_FLOW_QUEUE_MS_DEFAULT);
+	assert_int_equal(cfg.route.flow_queue_ms, PG_FLOW_QUEUE_AUTO);
 	pg_config_free(&cfg);
 	assert_int_equal(
 	    run(&cfg,
@@ -124,7 +124,7 @@ static void test_routing_config(void **state)
 
 	(void)state;
 	assert_int_equal(pg_routing_config_parse(on, strlen(on), &rc, err, sizeof(err)), 0);
-	assert_int_equal(rc.flow_queue_ms, PG_FLOW_QUEUE_MS_DEFAULT);
+	assert_int_equal(rc.flow_queue_ms, PG_FLOW_QUEUE_AUTO);
 	assert_int_equal(rc.flow_deadline_ms, 0);
 	assert_int_equal(pg_routing_config_parse(set, strlen(set), &rc, err, sizeof(err)), 0);
 	assert_int_equal(rc.flow_queue_ms, 120);

@@ -147,6 +147,25 @@ static void test_lines(void **state)
 	}
 }
 
+/* SGLang's names of the queue: the same series. */
+static void test_sglang(void **state)
+{
+	static const char sglang[] = "# TYPE sglang:num_queue_reqs gauge\n"
+	                             "sglang:num_queue_reqs{model_name=\"m\"} 3.0\n"
+	                             "sglang:num_running_reqs{model_name=\"m\"} 5.0\n";
+	struct pg_scrape s;
+	const char *p = sglang;
+
+	(void)state;
+	pg_scrape_init(&s);
+	for (const char *nl; (nl = strchr(p, '\n')); p = nl + 1)
+		pg_scrape_line(&s, p, (size_t)(nl - p));
+	assert_true(s.seen & 1u << PG_SCRAPE_WAITING);
+	assert_true(s.seen & 1u << PG_SCRAPE_RUNNING);
+	assert_float_equal(s.value[PG_SCRAPE_WAITING], 3, 1e-9);
+	assert_float_equal(s.value[PG_SCRAPE_RUNNING], 5, 1e-9);
+}
+
 /* A scrape lands in the backend table and feeds the load signal. */
 static void test_store(void **state)
 {
@@ -157,7 +176,7 @@ static void test_store(void **state)
 	pg_scrape_init(&s);
 	assert_int_equal(pg_scrape_feed(&s, vllm, sizeof(vllm) - 1), 0);
 	assert_int_equal(pg_scrape_finish(&s), 0);
-	pg_health_store_scrape(&b, &s, 5000);
+	pg_health_store_scrape(&b, &s, 1000, 5000);
 	assert_int_equal(b.waiting, 7);
 	assert_int_equal(b.running, 5);
 	assert_int_equal(b.kv_query_tokens, 1500000);
@@ -177,7 +196,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_pieces),     cmocka_unit_test(test_refused),
 	    cmocka_unit_test(test_long_lines), cmocka_unit_test(test_lines),
-	    cmocka_unit_test(test_store),
+	    cmocka_unit_test(test_store),      cmocka_unit_test(test_sglang),
 	};
 
 	return cmocka_run_group_tests_name("scrape", tests, NULL, NULL);

@@ -207,7 +207,8 @@ static void test_fleet_first_tokens(void **state)
 }
 
 /* The queue on the shared table: taken, drained by the engine's progress
- * since it began the head, left at the first token or dropped. */
+ * since it began the head (at a measured speed), left at the first token
+ * or dropped. */
 static void test_queue(void **state)
 {
 	static struct pg_backend b;
@@ -216,6 +217,7 @@ static void test_queue(void **state)
 	double ttft;
 
 	(void)state;
+	pg_work_publish_speed(&b, &sp);                       /* measured: its progress counts */
 	pg_work_take(&b, &t1, 40000, &sp, 1000 * 1000000ull); /* 1 s of work, at 1 s */
 	assert_int_equal(b.prefill_tokens, 40000);
 	assert_int_equal(b.prefill_reqs, 1);
@@ -257,15 +259,25 @@ static void test_queue(void **state)
 	assert_float_equal(pg_work_decoding(&b), 4, 0.01);
 	/* it reports 4 waiting: 3 more than the fleet's (1), from other clients */
 	b.waiting = 4;
-	b.metrics_until_ms = 6000;
+	b.scraped_ms = 4500;
+	b.firsts_at_scrape = b.firsts; /* the two first tokens above came before */
 	assert_float_equal(pg_work_queued(&b, &sp, 5000), 500 + 3 * PG_WORK_FOREIGN_TOKENS, 0.01);
-	b.metrics_until_ms = 5000; /* stale: not counted */
+	assert_int_equal(pg_work_waiting(&b, 5000), 4);
+	/* one of ours seen to leave its queue since: 3 wait */
+	b.firsts++;
+	assert_int_equal(pg_work_waiting(&b, 5000), 3);
+	b.firsts--;
+	/* older than PG_WORK_FRESH_MS: not counted (an engine idle since would
+	 * look busy) */
+	b.scraped_ms = 5000 - PG_WORK_FRESH_MS;
 	assert_float_equal(pg_work_queued(&b, &sp, 5000), 500, 0.01);
-	b.metrics_until_ms = 6000;
+	assert_int_equal(pg_work_waiting(&b, 5000), 0);
+	b.scraped_ms = 4500;
 	b.waiting = 1;
 	assert_float_equal(pg_work_queued(&b, &sp, 5000), 500, 0.01);
-	b.metrics_until_ms = 0;
+	b.scraped_ms = 0;
 	/* the published speed, or the defaults */
+	b.fit_rate = b.fit_overhead_us = b.fit_decode_us = 0;
 	{
 		struct pg_speed got;
 
@@ -285,6 +297,37 @@ static void test_queue(void **state)
  * the others' heads and first tokens come as ages (pg_work_ages,
  * pg_work_heard); a request sent while another gateway's wait is queued,
  * and learns no whole TTFT while one may have been ahead of it unseen. */
+/* An answer that did not stream bounds its TTFT from above: a fit that
+ * predicts more learns the bound (an instance 3 times faster than the
+ * defaults is found so, from answers alone, queued or not); one that
+ * predicts less learns nothing (the bound holds: its decode or a wait
+ * may be in it). */
+static void test_answers_bound(void **state)
+{
+	const struct pg_speed fast = {20, 1e6 / 110000, 0}; /* the truth: 3x the defaults */
+	struct pg_fit f;
+	struct pg_fit_obs o;
+	uint64_t t = 1000 * 1000000ull;
+	uint64_t rnd = 9;
+
+	(void)state;
+	pg_fit_init(&f, &prior);
+	/* an answer slower than predicted (a long decode): nothing */
+	assert_false(pg_fit_answer(&f, t, t + 5000 * 1000000ull, 2000, 0, &o));
+	assert_int_equal(f.n, 0);
+	for (int i = 0; i < 200; i++) {
+		const uint32_t tokens = 500 + (uint32_t)(unif(&rnd) * 8000);
+		/* its head: its TTFT, plus a decode of 0-40 ms */
+		const double y = pg_speed_predict(&fast, tokens, 0) + 40 * unif(&rnd);
+
+		t += 100 * 1000000ull;
+		pg_fit_answer(&f, t, t + (uint64_t)(y * 1e6), tokens, 0, NULL);
+	}
+	/* never faster than the truth, and most of the way there */
+	assert_true(pg_speed_predict(&f.cur, 4000, 0) >= pg_speed_predict(&fast, 4000, 0));
+	assert_true(pg_speed_predict(&f.cur, 4000, 0) < 0.5 * pg_speed_predict(&prior, 4000, 0));
+}
+
 static void test_fleet_queue(void **state)
 {
 	static struct pg_backend b, peer;
@@ -296,6 +339,7 @@ static void test_fleet_queue(void **state)
 	uint32_t head, first;
 
 	(void)state;
+	pg_work_publish_speed(&b, &sp); /* measured: its progress counts */
 	/* the peer's engine began a 40,000-token head at 1,000 ms */
 	pg_work_take(&peer, &t, 40000, &sp, 1000 * ms);
 	pg_work_ages(&peer, 1010 * ms, &head, &first);
@@ -358,10 +402,11 @@ static void test_fleet_queue(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_converges),    cmocka_unit_test(test_tracks_step),
-	    cmocka_unit_test(test_outliers),     cmocka_unit_test(test_prior),
-	    cmocka_unit_test(test_first_tokens), cmocka_unit_test(test_fleet_first_tokens),
-	    cmocka_unit_test(test_queue),        cmocka_unit_test(test_fleet_queue),
+	    cmocka_unit_test(test_converges),     cmocka_unit_test(test_tracks_step),
+	    cmocka_unit_test(test_outliers),      cmocka_unit_test(test_prior),
+	    cmocka_unit_test(test_first_tokens),  cmocka_unit_test(test_fleet_first_tokens),
+	    cmocka_unit_test(test_queue),         cmocka_unit_test(test_fleet_queue),
+	    cmocka_unit_test(test_answers_bound),
 	};
 
 	return cmocka_run_group_tests_name("work", tests, NULL, NULL);

@@ -268,8 +268,13 @@ static void api_flow(const struct ctl_opts *o, struct ctl_snapshot *s)
 	for (uint32_t i = 0; i < js.tok[pools].size; i++, k = js.tok[k].next) {
 		int64_t c = pg_json_find(&js, k, "queued_class", 12);
 
-		if (!i)
-			s->flow_queue_ms = (uint32_t)cnt(&js, k, "InstanceQueueMs");
+		if (!i) {
+			const int64_t q = pg_json_find(&js, k, "InstanceQueueMs", 15);
+
+			s->flow_queue_ms = q >= 0 && js.tok[q].type == PG_JSON_STRING
+			                       ? PG_FLOW_QUEUE_AUTO
+			                       : (uint32_t)cnt(&js, k, "InstanceQueueMs");
+		}
 		f->queued += (uint32_t)cnt(&js, k, "queued");
 		if (c >= 0)
 			for (int p = 0; p < PG_FLOW_CLASSES; p++)

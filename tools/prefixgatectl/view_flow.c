@@ -6,6 +6,7 @@
  */
 #include <stdio.h>
 #include "ctl.h"
+#include "router/strategy.h"
 
 void ctl_view_queue_line(FILE *out, const struct ctl_snapshot *s)
 {
@@ -27,6 +28,7 @@ void ctl_view_queue_line(FILE *out, const struct ctl_snapshot *s)
 void ctl_json_queue(FILE *out, const struct ctl_snapshot *s)
 {
 	const struct pg_flow_stats *f = &s->flow;
+	char q[16];
 
 	fputs(",\"queue\":", out);
 	if (!s->have_flow) {
@@ -34,12 +36,12 @@ void ctl_json_queue(FILE *out, const struct ctl_snapshot *s)
 		return;
 	}
 	fprintf(out,
-	        "{\"InstanceQueueMs\":%u,\"queued\":%u,\"queued_class\":{\"critical\":%u,"
+	        "{\"InstanceQueueMs\":%s,\"queued\":%u,\"queued_class\":{\"critical\":%u,"
 	        "\"standard\":%u,\"sheddable\":%u},\"queued_bytes\":%llu,\"enqueued\":%llu,"
 	        "\"dispatched\":%llu,\"expired\":%llu,\"late\":%llu,\"shed\":%llu,"
 	        "\"refused\":%llu,\"gone\":%llu}",
-	        s->flow_queue_ms, f->queued, f->queued_class[0], f->queued_class[1],
-	        f->queued_class[2], (unsigned long long)f->queued_bytes,
+	        pg_flow_queue_json(s->flow_queue_ms, q, sizeof(q)), f->queued, f->queued_class[0],
+	        f->queued_class[1], f->queued_class[2], (unsigned long long)f->queued_bytes,
 	        (unsigned long long)f->enqueued, (unsigned long long)f->dispatched,
 	        (unsigned long long)f->expired, (unsigned long long)f->late,
 	        (unsigned long long)f->shed, (unsigned long long)f->refused,

@@ -18,6 +18,7 @@ static const char usage_fmt[] =
     "                [--speed I:F]... [--slow I:F:AT] [--requests N]\n"
     "                [--lambda L] [--kappa K] [--gateways N] [--load-delay MS]\n"
     "                [--cache-delay MS] [--prior-speed F] [--seed N] [--spread]\n"
+    "                [--no-stream] [--scrape-interval MS]\n"
     "                [--json FILE] [--dump FILE] [--verbose]\n"
     "\n"
     "Replays a Mooncake-format request trace (tools/bench/data/) over N simulated\n"
@@ -49,9 +50,13 @@ static const char usage_fmt[] =
     "  --load-delay MS, --cache-delay MS  how late a gateway's queues, and its cache\n"
     "                   decisions, reach the others (defaults %d and %d: the fleet\n"
     "                   thread's poll and its batches' period)\n"
-    "  --prior-speed F  the gateways start from F x the instances' speed (default 1;\n"
-    "                   make bench runs mockllm 4 times faster than the gateway's\n"
-    "                   defaults: 0.25)\n"
+    "  --prior-speed F  the gateways' defaults are F x the instances' speed (the\n"
+    "                   instances run 1/F times as fast; default 1; make bench runs\n"
+    "                   mockllm 4 times faster than the gateway's defaults: 0.25)\n"
+    "  --no-stream      clients that do not stream: the gateways see each answer's\n"
+    "                   head once it is whole, never a first token\n"
+    "  --scrape-interval MS  the gateways read the instances' queues (their /metrics)\n"
+    "                   every MS (default 250, --metrics-scrape-interval's; 0: never)\n"
     "  --seed N         seed of the random choices (RANDOM's, and which gateway each\n"
     "                   request reaches; default 0)\n"
     "  --spread         requests of one arrival time spread evenly until the next (the\n"
@@ -90,6 +95,8 @@ static int parse(int argc, char **argv, struct ts_opts *o)
 	                                   {"prior-speed", 1, 0, 'P'},
 	                                   {"seed", 1, 0, 'E'},
 	                                   {"spread", 0, 0, 'A'},
+	                                   {"no-stream", 0, 0, 'N'},
+	                                   {"scrape-interval", 1, 0, 'I'},
 	                                   {"help", 0, 0, 'h'},
 	                                   {0, 0, 0, 0}};
 	unsigned i;
@@ -107,7 +114,8 @@ static int parse(int argc, char **argv, struct ts_opts *o)
 	                      .gateways = 1,
 	                      .load_delay = PG_FLEET_POLL_MS,
 	                      .cache_delay = PG_FLEET_CACHE_GAP_MS,
-	                      .prior = 1};
+	                      .prior = 1,
+	                      .scrape_ms = 250};
 	for (i = 0; i <= TS_MAX_INSTANCES; i++)
 		o->speed[i] = 1;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -168,6 +176,12 @@ static int parse(int argc, char **argv, struct ts_opts *o)
 			break;
 		case 'A':
 			o->spread = true;
+			break;
+		case 'N':
+			o->no_stream = true;
+			break;
+		case 'I':
+			o->scrape_ms = (unsigned)atoi(optarg);
 			break;
 		case 'S':
 			if (sscanf(optarg, "%u:%lf", &i, &f) != 2 || i < 1 ||
@@ -260,10 +274,10 @@ static void ts_learned(const struct pg_router *r, unsigned worker, uint16_t id, 
 
 static const struct pg_router_out ts_out = {.sent = ts_sent, .learned = ts_learned};
 
-/* Gateway g: its routing core over an empty table of n members at the
- * prior speed, the world's ring, an empty index for instances of cap
- * tokens, the strategy under test. */
-static int setup_gw(struct ts_world *w, unsigned gi, uint64_t cap, const struct pg_speed *prior)
+/* Gateway g: its routing core over an empty table of n members (nothing
+ * measured: the defaults, as a gateway starts), the world's ring, an empty
+ * index for instances of cap tokens, the strategy under test. */
+static int setup_gw(struct ts_world *w, unsigned gi, uint64_t cap)
 {
 	struct ts_gw *g = &w->gw[gi];
 	const unsigned n = w->o.n;
@@ -298,9 +312,6 @@ static int setup_gw(struct ts_world *w, unsigned gi, uint64_t cap, const struct 
 	for (unsigned i = 1; i <= n; i++) {
 		g->be[i].flags = PG_BACKEND_ACTIVE;
 		g->be[i].epoch = 1;
-		/* the speed it goes by until it learns one (pg_work_speed) */
-		g->be[i].fit_rate = (uint32_t)(1e6 / prior->ms_per_ktok);
-		g->be[i].fit_overhead_us = (uint32_t)(prior->overhead_ms * 1000);
 		pg_router_activate(&g->r, i);
 	}
 	return 0;
@@ -309,8 +320,6 @@ static int setup_gw(struct ts_world *w, unsigned gi, uint64_t cap, const struct 
 /* The fleet and the gateways' view of it; the trace's records from pt. */
 static int setup(struct ts_world *w, const struct pg_trace *pt, struct ts_rec *recs)
 {
-	const struct pg_speed prior = {PG_SPEED_OVERHEAD_DEFAULT / w->o.prior,
-	                               1e6 / PG_SPEED_RATE_DEFAULT / w->o.prior, 0};
 	struct pg_ring_member mem[TS_MAX_INSTANCES];
 	uint64_t work, distinct, cap;
 	struct sim_params sp;
@@ -330,6 +339,9 @@ static int setup(struct ts_world *w, const struct pg_trace *pt, struct ts_rec *r
 	cap = (uint64_t)(w->o.cache_frac * (double)distinct * TS_BLOCK_TOKENS / w->o.n);
 	sim_default_params(&sp);
 	sp.kv_capacity_tokens = cap;
+	/* the gateways' defaults are --prior-speed x the instances' speed */
+	for (unsigned i = 1; i <= w->o.n; i++)
+		w->o.speed[i] /= w->o.prior;
 	for (unsigned i = 1; i <= w->o.n; i++)
 		fleet_rate += sp.prefill_tokens_per_s * w->o.speed[i];
 	/* pgload --load: S = RHO x C x D / W over the whole trace */
@@ -340,7 +352,7 @@ static int setup(struct ts_world *w, const struct pg_trace *pt, struct ts_rec *r
 	if (!w->ring || !w->ttft || !w->log)
 		return -1;
 	for (unsigned g = 0; g < w->o.gateways; g++)
-		if (setup_gw(w, g, cap, &prior))
+		if (setup_gw(w, g, cap))
 			return -1;
 	for (unsigned i = 1; i <= w->o.n; i++) {
 		struct sim_params p = sp;

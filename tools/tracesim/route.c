@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "control/control.h"
+#include "lib/scrape.h"
+#include "members/health.h"
 #include "lib/names.h"
 #include "router/route.h"
 #include "tracesim.h"
@@ -198,6 +200,12 @@ void ts_dispatch(struct ts_world *w, const struct ts_rec *r)
 	j->sr.hashes = j->kv;
 	j->sr.prompt_tokens = r->input;
 	j->sr.max_tokens = r->output ? r->output : 1;
+	if (w->o.no_stream) { /* its ticket, for the ticks (pg_load_due) */
+		j->next = w->live;
+		if (w->live)
+			w->live->prev = j;
+		w->live = j;
+	}
 	ts_fleet_changed(w, gi, b);
 	w->sent[b]++;
 	w->log[w->nlog++] = (struct ts_sent){w->now, b, r->input};
@@ -206,13 +214,55 @@ void ts_dispatch(struct ts_world *w, const struct ts_rec *r)
 	sim_submit(w->inst[b], &j->sr, w->now);
 }
 
+/* The gateways' health threads read the instances' /metrics: what they
+ * report of their queues, stored as the gateway stores it. */
+static void scrape(struct ts_world *w, uint64_t now_ms)
+{
+	for (unsigned i = 1; i <= w->o.n; i++) {
+		struct sim_stats st;
+		struct pg_scrape s;
+
+		sim_get_stats(w->inst[i], &st);
+		pg_scrape_init(&s);
+		s.value[PG_SCRAPE_WAITING] = st.waiting;
+		s.value[PG_SCRAPE_RUNNING] = st.running;
+		s.seen = 1u << PG_SCRAPE_WAITING | 1u << PG_SCRAPE_RUNNING;
+		for (unsigned g = 0; g < w->o.gateways; g++)
+			pg_health_store_scrape(&w->gw[g].be[i], &s, now_ms,
+			                       now_ms + 3ull * w->o.scrape_ms);
+	}
+}
+
 void ts_tick(struct ts_world *w)
 {
+	while (w->o.scrape_ms && w->now >= w->scrape) {
+		scrape(w, w->scrape / 1000000);
+		w->scrape += (uint64_t)w->o.scrape_ms * 1000000;
+	}
 	while (w->now >= w->tick) {
 		for (unsigned g = 0; g < w->o.gateways; g++)
 			pg_router_tick(&w->gw[g].r, w->tick / 1000000);
+		/* the workers' tick: answers past their predicted first token on
+		 * a measured speed leave the queue */
+		for (struct ts_job *j = w->live; j; j = j->next)
+			if (pg_load_due(&w->gw[j->g].r, &j->lt, w->tick / 1000000))
+				ts_fleet_changed(w, j->g, j->b);
 		w->tick += (uint64_t)PG_CONTROL_TICK_MS * 1000000;
 	}
+}
+
+/* An answer that did not stream is whole: its head, its usage. */
+static void answered(struct ts_world *w, struct ts_job *j)
+{
+	struct ts_gw *g = &w->gw[j->g];
+
+	pg_load_answered(&g->r, j->g, &j->lt, w->now);
+	if (j->prev)
+		j->prev->next = j->next;
+	else
+		w->live = j->next;
+	if (j->next)
+		j->next->prev = j->prev;
 }
 
 void ts_on_token(void *ctx, struct sim_req *sr, bool last)
@@ -235,10 +285,13 @@ void ts_on_token(void *ctx, struct sim_req *sr, bool last)
 			        (size_t)(j->rec - w->first), j->rec->input, j->b, ttft,
 			        j->lt.w.pred_ms, j->rec->input - j->own, sr->cached_tokens,
 			        j->lt.w.ahead);
-		pg_load_first(&g->r, j->g, NULL, &j->lt, w->now);
+		if (!w->o.no_stream) /* else the gateway sees no first token */
+			pg_load_first(&g->r, j->g, NULL, &j->lt, w->now);
 		ts_fleet_changed(w, j->g, j->b);
 	}
 	if (last) {
+		if (w->o.no_stream)
+			answered(w, j);
 		pg_inflight_release(&g->r, j->b);
 		ts_fleet_changed(w, j->g, j->b);
 		free(j->kv);

@@ -65,7 +65,9 @@ struct ts_opts {
 	double load_delay, cache_delay; /* ms a peer's LOAD / CACHE takes to arrive */
 	double prior;                   /* the gateways' prior speed, x the instances' */
 	uint64_t seed;
-	bool spread; /* --spread */
+	bool spread;        /* --spread */
+	bool no_stream;     /* --no-stream */
+	unsigned scrape_ms; /* --scrape-interval: the gateways read the instances' queues */
 };
 
 /* One request in flight on a simulated instance. */
@@ -78,6 +80,7 @@ struct ts_job {
 	uint32_t own; /* its work there, as the gateway believed */
 	struct pg_load_ticket lt;
 	bool first;
+	struct ts_job *prev, *next; /* the world's answers not whole yet (--no-stream) */
 };
 
 /* One dispatch, for shares over time. */
@@ -124,8 +127,10 @@ struct ts_world {
 	struct ts_gw gw[TS_MAX_GATEWAYS];
 	struct pg_ring *ring; /* every gateway's: the same members */
 	struct ts_fifo loadq, cacheq, fitq;
-	uint64_t now;  /* ns */
-	uint64_t tick; /* the gateways' next pg_router_tick, ns */
+	uint64_t now;        /* ns */
+	uint64_t tick;       /* the gateways' next pg_router_tick, ns */
+	uint64_t scrape;     /* ... and their next scrape of the instances */
+	struct ts_job *live; /* --no-stream: answers not whole yet (their tickets) */
 	uint64_t rnd;
 	double speedup; /* trace time / replay time */
 	/* what happened */

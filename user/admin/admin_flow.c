@@ -15,23 +15,24 @@ static void pool_json(const struct pg_gateway *gw, unsigned p, struct pg_buf *o)
 {
 	const struct pg_flow_stats *st = &gw->maps.flow[p];
 	struct pg_route_cfg rc;
+	char q[16];
 
 	pg_router_cfg(&gw->router, p, &rc);
 	pg_buf_printf(
 	    o,
-	    "{\"pool\":\"%s\",\"InstanceQueueMs\":%u,\"DeadlineMs\":%u,\"queued\":%u,"
+	    "{\"pool\":\"%s\",\"InstanceQueueMs\":%s,\"DeadlineMs\":%u,\"queued\":%u,"
 	    "\"queued_class\":{\"critical\":%u,\"standard\":%u,\"sheddable\":%u},"
 	    "\"queued_bytes\":%llu,\"enqueued\":%llu,\"dispatched\":%llu,"
 	    "\"wait_ms_total\":%llu,\"expired\":%llu,\"late\":%llu,\"shed\":%llu,"
 	    "\"refused\":%llu,\"gone\":%llu,\"bypassed\":%llu}",
-	    pg_pool_name(gw, p), rc.flow_queue_ms, rc.flow_deadline_ms, LOAD(&st->queued),
-	    LOAD(&st->queued_class[PG_PRIO_CRITICAL]), LOAD(&st->queued_class[PG_PRIO_STANDARD]),
-	    LOAD(&st->queued_class[PG_PRIO_SHEDDABLE]), (unsigned long long)LOAD(&st->queued_bytes),
-	    (unsigned long long)LOAD(&st->enqueued), (unsigned long long)LOAD(&st->dispatched),
-	    (unsigned long long)LOAD(&st->wait_ms_total), (unsigned long long)LOAD(&st->expired),
-	    (unsigned long long)LOAD(&st->late), (unsigned long long)LOAD(&st->shed),
-	    (unsigned long long)LOAD(&st->refused), (unsigned long long)LOAD(&st->gone),
-	    (unsigned long long)LOAD(&st->bypassed));
+	    pg_pool_name(gw, p), pg_flow_queue_json(rc.flow_queue_ms, q, sizeof(q)),
+	    rc.flow_deadline_ms, LOAD(&st->queued), LOAD(&st->queued_class[PG_PRIO_CRITICAL]),
+	    LOAD(&st->queued_class[PG_PRIO_STANDARD]), LOAD(&st->queued_class[PG_PRIO_SHEDDABLE]),
+	    (unsigned long long)LOAD(&st->queued_bytes), (unsigned long long)LOAD(&st->enqueued),
+	    (unsigned long long)LOAD(&st->dispatched), (unsigned long long)LOAD(&st->wait_ms_total),
+	    (unsigned long long)LOAD(&st->expired), (unsigned long long)LOAD(&st->late),
+	    (unsigned long long)LOAD(&st->shed), (unsigned long long)LOAD(&st->refused),
+	    (unsigned long long)LOAD(&st->gone), (unsigned long long)LOAD(&st->bypassed));
 }
 
 int pg_admin_flow_get(struct pg_gateway *gw, struct pg_admin_reply *r)

@@ -45,10 +45,13 @@ void pg_admin_routing_json(struct pg_buf *o, const struct pg_route_cfg *rc)
 	if (rc->strategy == PG_STRATEGY_CACHE_AWARE)
 		pg_buf_printf(o, ",\"CacheAwareConfig\":{\"NewConversationChoices\":%u}",
 		              rc->new_choices);
-	if (rc->flow_queue_ms)
-		pg_buf_printf(o,
-		              ",\"FlowControlConfig\":{\"InstanceQueueMs\":%u,\"DeadlineMs\":%u}",
-		              rc->flow_queue_ms, rc->flow_deadline_ms);
+	if (rc->flow_queue_ms) {
+		char q[16];
+
+		pg_buf_printf(
+		    o, ",\"FlowControlConfig\":{\"InstanceQueueMs\":%s,\"DeadlineMs\":%u}",
+		    pg_flow_queue_json(rc->flow_queue_ms, q, sizeof(q)), rc->flow_deadline_ms);
+	}
 	pg_buf_puts(o, "}");
 }
 

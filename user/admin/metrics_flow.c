@@ -63,11 +63,14 @@ static void pools(const struct pg_gateway *gw, struct pg_buf *o)
 
 	pg_metrics_family(o, "prefixgate_flow_instance_queue_milliseconds", "gauge",
 	                  "FlowControlConfig.InstanceQueueMs: an instance takes requests while its "
-	                  "queued prefill is predicted under it; 0: flow control off.");
+	                  "queued prefill is predicted under it; 0: flow control off; -1: each "
+	                  "instance's own service time.");
 	for (unsigned p = 0; p < n; p++) {
 		pg_router_cfg(&gw->router, p, &rc);
-		pg_buf_printf(o, "prefixgate_flow_instance_queue_milliseconds%s %u\n",
-		              labels(gw, p, "", l, sizeof(l)), rc.flow_queue_ms);
+		pg_buf_printf(o, "prefixgate_flow_instance_queue_milliseconds%s %lld\n",
+		              labels(gw, p, "", l, sizeof(l)),
+		              rc.flow_queue_ms == PG_FLOW_QUEUE_AUTO ? -1LL
+		                                                     : (long long)rc.flow_queue_ms);
 	}
 	pg_metrics_family(o, "prefixgate_flow_queued", "gauge",
 	                  "Requests waiting in the gateway, by class.");

@@ -330,15 +330,16 @@ int pg_backend_add(char ***v, size_t *n, const struct pg_hostport *h, size_t *du
 int pg_read_file(const char *path, size_t max, char **buf, size_t *len, char *err, size_t errlen);
 
 /* FlowControlConfig (lib/flow.h; doc/routing.md "Flow control"): InstanceQueueMs
- * 0 (off) to a minute, DeadlineMs 0 (none) to an hour; InstanceQueueMs when
- * --flow-control or a FlowControlConfig without it turns flow control on:
- * the prefill an instance has queued that keeps its engine busy across the
- * gateway's dispatch (well under a millisecond) and the model's error
- * (tens of ms), and no more, since everything queued past it waits where
- * the gateway can no longer reorder it. */
-#define PG_FLOW_QUEUE_MS_MAX     60000
-#define PG_FLOW_DEADLINE_MAX     3600000
-#define PG_FLOW_QUEUE_MS_DEFAULT 50
+ * 0 (off) to a minute, DeadlineMs 0 (none) to an hour. When --flow-control
+ * or a FlowControlConfig without InstanceQueueMs turns flow control on,
+ * each instance's room is its own service time (PG_FLOW_QUEUE_AUTO,
+ * router/strategy.h): the prefill that keeps its engine busy across the
+ * gateway's dispatch and the model's error, in that instance's units (a
+ * fixed time is several of a fast fleet's requests long, and held a quiet
+ * tenant's p99 at 4.2x its own alone), and no more, since everything
+ * queued past it waits where the gateway can no longer reorder it. */
+#define PG_FLOW_QUEUE_MS_MAX 60000
+#define PG_FLOW_DEADLINE_MAX 3600000
 /* Flow control's gateway-wide bounds (--flow-max-queued,
  * --flow-max-queued-bytes): requests waiting, and the bytes they hold. */
 #define PG_FLOW_MAX_QUEUED_DEFAULT 10000

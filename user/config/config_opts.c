@@ -119,7 +119,7 @@ const struct pg_opt pg_opts[] = {
     [O_FLOW_QUEUE_MS] = {OPT("flow-instance-queue-ms", "MS",
                              "flow control: an instance takes requests while its queued "
                              "prefill is predicted under MS (FlowControlConfig.InstanceQueueMs)"),
-                         .def_text = PG_STR(PG_FLOW_QUEUE_MS_DEFAULT) " with --flow-control",
+                         .def_text = "each instance's own service time with --flow-control",
                          ROUTE(flow_queue_ms), RANGE(1, PG_FLOW_QUEUE_MS_MAX), .zero_off = true,
                          .live = true},
     [O_FLOW_DEADLINE] = {OPT("flow-deadline-ms", "MS",
@@ -175,7 +175,7 @@ const struct pg_opt pg_opts[] = {
                    .def = "3", CFG(health.fall), RANGE(1, 100), .live = true},
     [O_SCRAPE] = {OPT("metrics-scrape-interval", "MS",
                       "GET /metrics of each backend (vLLM KV hits, queue) every MS"),
-                  .def = "5000", CFG(metrics_scrape_ms), RANGE(100, 600000), .zero_off = true,
+                  .def = "250", CFG(metrics_scrape_ms), RANGE(50, 600000), .zero_off = true,
                   .live = true},
     [O_LOAD_SIGNAL] = {OPT("load-signal", NULL,
                            "least-outstanding compares in_flight, the backend's running+waiting, "

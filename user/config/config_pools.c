@@ -412,7 +412,7 @@ void pg_route_overlay(struct pg_route_cfg *rc, const struct pg_route_cfg *own, u
 	if (set & PG_POOL_SET_FLOW_QUEUE)
 		rc->flow_queue_ms = own->flow_queue_ms;
 	else if ((set & PG_POOL_SET_FLOW_ON) && !rc->flow_queue_ms)
-		rc->flow_queue_ms = PG_FLOW_QUEUE_MS_DEFAULT;
+		rc->flow_queue_ms = PG_FLOW_QUEUE_AUTO;
 	if (set & PG_POOL_SET_FLOW_DEADLINE)
 		rc->flow_deadline_ms = own->flow_deadline_ms;
 }

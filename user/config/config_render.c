@@ -42,8 +42,13 @@ static const char *value(const struct pg_config *cfg, enum opt_id id, char *buf,
 		return NULL;
 	if (o->max) {
 		const char *base = o->route ? (const char *)&cfg->route : (const char *)cfg;
+		const uint32_t v = *(const uint32_t *)(const void *)(base + o->field);
 
-		snprintf(buf, cap, "%" PRIu32, *(const uint32_t *)(const void *)(base + o->field));
+		/* past the flag's range: a value only what set it can give (flow
+		 * control's automatic room, from --flow-control): written there */
+		if ((int64_t)v > o->max)
+			return NULL;
+		snprintf(buf, cap, "%" PRIu32, v);
 		return buf;
 	}
 	if (o->flag)
@@ -179,7 +184,15 @@ static void routing(struct pg_buf *out, const char *indent, const struct pg_rout
 		const struct pg_opt *o = &pg_opts[nums[i]];
 		uint32_t v = *(const uint32_t *)(const void *)((const char *)rc + o->field);
 
-		if (!def || v != *(const uint32_t *)(const void *)((const char *)def + o->field))
+		if (def && v == *(const uint32_t *)(const void *)((const char *)def + o->field))
+			continue;
+		/* flow control's automatic room: what the flag turns on (the
+		 * gateway's own flag is written as the others are) */
+		if (nums[i] == O_FLOW_QUEUE_MS && v == PG_FLOW_QUEUE_AUTO) {
+			if (!def)
+				pg_buf_printf(out, "%s%s on;\n", indent,
+				              pg_opts[O_FLOW_CONTROL].name);
+		} else
 			pg_buf_printf(out, "%s%s %" PRIu32 ";\n", indent, o->name, v);
 	}
 }

@@ -121,6 +121,12 @@ static int sub_object(const struct pg_json *js, uint32_t v, const char *path, co
 			        tok_text(js, k, true, member, sizeof(member)));
 			return -1;
 		}
+		/* InstanceQueueMs "auto": each instance's own service time */
+		if (f->off == offsetof(struct pg_route_cfg, flow_queue_ms) &&
+		    pg_json_str_eq(js, k + 1, PG_FLOW_QUEUE_AUTO_TEXT, 4)) {
+			rc->flow_queue_ms = PG_FLOW_QUEUE_AUTO;
+			continue;
+		}
 		if (range_field(js, k + 1, sub, f->name, f->min, f->max,
 		                (uint32_t *)((char *)rc + f->off), err, errlen))
 			return -1;
@@ -185,7 +191,7 @@ static int routing_cfg(const struct pg_json *js, char *err, size_t errlen, struc
 		} else if (pg_json_str_eq(js, k, "FlowControlConfig", 17)) {
 			/* given: on, at the default unless it says otherwise */
 			if (js->tok[v].type == PG_JSON_OBJECT)
-				rc->flow_queue_ms = PG_FLOW_QUEUE_MS_DEFAULT;
+				rc->flow_queue_ms = PG_FLOW_QUEUE_AUTO;
 			if (sub_object(js, v, path, "FlowControlConfig", flow_fields, rc, err,
 			               errlen))
 				return -1;

@@ -14,6 +14,15 @@ static const char *const series_names[PG_SCRAPE_NSERIES] = {
     [PG_SCRAPE_KV_TOKENS] = "vllm:cache_config_info",
 };
 
+/* Other engines' names of the same series (SGLang's). */
+static const struct {
+	const char *name;
+	enum pg_scrape_series series;
+} aliases[] = {
+    {"sglang:num_queue_reqs", PG_SCRAPE_WAITING},
+    {"sglang:num_running_reqs", PG_SCRAPE_RUNNING},
+};
+
 /* The unsigned number of label name="..." in labels l[0..n) (the text
  * between the braces), or -1. */
 static double label_number(const char *l, size_t n, const char *name)
@@ -68,6 +77,9 @@ void pg_scrape_line(struct pg_scrape *s, const char *line, size_t len)
 	for (int k = 0; k < PG_SCRAPE_NSERIES; k++)
 		if (strlen(series_names[k]) == nl && !memcmp(line, series_names[k], nl))
 			which = k;
+	for (size_t k = 0; k < sizeof(aliases) / sizeof(aliases[0]); k++)
+		if (strlen(aliases[k].name) == nl && !memcmp(line, aliases[k].name, nl))
+			which = (int)aliases[k].series;
 	if (which < 0)
 		return;
 	if (i < len && line[i] == '{') { /* labels: skip to the '}' outside quotes */

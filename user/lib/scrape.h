@@ -13,6 +13,8 @@
  *   vllm:cache_config_info           its labels block_size x num_gpu_blocks:
  *                                    the KV cache's capacity in tokens
  *                                    (PG_SCRAPE_KV_TOKENS; the value is 1)
+ *   sglang:num_queue_reqs            SGLang's names of the waiting and
+ *   sglang:num_running_reqs          running requests
  * Every other line (comments, other series, histograms) is skipped, and so
  * is a line longer than PG_SCRAPE_LINE_MAX.
  */

@@ -65,7 +65,7 @@ int pg_health_result(struct pg_health_state *st, bool ok, unsigned rise, unsigne
 	return 0;
 }
 
-void pg_health_store_scrape(struct pg_backend *b, const struct pg_scrape *s,
+void pg_health_store_scrape(struct pg_backend *b, const struct pg_scrape *s, uint64_t now_ms,
                             uint64_t valid_until_ms)
 {
 	const uint64_t hits = (uint64_t)s->value[PG_SCRAPE_HITS];
@@ -81,6 +81,9 @@ void pg_health_store_scrape(struct pg_backend *b, const struct pg_scrape *s,
 		__atomic_store_n(&b->ca_capacity_blocks,
 		                 pg_ca_capacity_blocks((uint64_t)s->value[PG_SCRAPE_KV_TOKENS]),
 		                 __ATOMIC_RELAXED);
+	__atomic_store_n(&b->firsts_at_scrape, __atomic_load_n(&b->firsts, __ATOMIC_RELAXED),
+	                 __ATOMIC_RELAXED);
+	__atomic_store_n(&b->scraped_ms, now_ms, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->metrics_until_ms, valid_until_ms, __ATOMIC_RELEASE);
 }
 
@@ -127,7 +130,8 @@ static void scrape_done(struct pg_gateway *gw, unsigned id, bool ok)
 		return;
 	}
 	/* Valid for three intervals: one missed scrape does not drop them. */
-	pg_health_store_scrape(b, s, pg_now_ms() + 3ull * LOAD(&gw->cfg->metrics_scrape_ms));
+	pg_health_store_scrape(b, s, pg_now_ms(),
+	                       pg_now_ms() + 3ull * LOAD(&gw->cfg->metrics_scrape_ms));
 }
 
 static void finish(struct pg_gateway *gw, enum kind k, unsigned id, bool ok, const char *why)

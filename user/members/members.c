@@ -137,9 +137,11 @@ int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, unsigned 
 	__atomic_store_n(&b->fit_overhead_us, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->fit_decode_us, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->fit_obs, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->work_avg, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->ca_capacity_blocks, 0, __ATOMIC_RELAXED);
 	/* The previous member's scraped numbers are not this one's. */
 	__atomic_store_n(&b->metrics_until_ms, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->scraped_ms, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->waiting, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->running, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->kv_hit_tokens, 0, __ATOMIC_RELAXED);
@@ -469,9 +471,12 @@ static void extensions(char *buf, size_t len, const struct pg_route_cfg *rc, boo
 	buf[0] = 0;
 	if (ca)
 		n = snprintf(buf, len, " NewConversationChoices=%u", rc->new_choices);
-	if (flow && n >= 0 && (size_t)n < len)
-		snprintf(buf + n, len - (size_t)n, " FlowControl InstanceQueueMs=%u DeadlineMs=%u",
-		         rc->flow_queue_ms, rc->flow_deadline_ms);
+	if (flow && n >= 0 && (size_t)n < len) {
+		char q[16];
+
+		snprintf(buf + n, len - (size_t)n, " FlowControl InstanceQueueMs=%s DeadlineMs=%u",
+		         pg_flow_queue_json(rc->flow_queue_ms, q, sizeof(q)), rc->flow_deadline_ms);
+	}
 }
 
 void pg_control_set_routing_pool(struct pg_gateway *gw, unsigned pool,

@@ -469,10 +469,11 @@ static void client_timeouts(struct pg_worker *w, struct pg_client *c, const stru
 			if (!x->up)
 				return;
 		}
-		/* A response that does not stream shows no first token: its work
-		 * leaves the queue when the first token was predicted. */
-		if (pg_load_pending(&x->load) && !x->key.stream && now >= x->load.due_ms)
-			pg_load_drop(&w->gw->router, &c->x.load);
+		/* A response that does not stream shows no first token: on a
+		 * measured speed its work leaves the queue when its first token is
+		 * predicted, else at its head (router/load.h). */
+		if (!x->key.stream && pg_load_due(&w->gw->router, &c->x.load, now))
+			pg_queue_room(w);
 		if (x->resp_started || !x->sent_ms || now - x->sent_ms < t->first_byte_ms)
 			return;
 		__atomic_fetch_add(&w->gw->maps.backends[x->backend].failures, 1, __ATOMIC_RELAXED);

@@ -264,8 +264,12 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 	x->resp_started = true;
 	x->resp_status = (uint16_t)resp.status;
 	/* Only a streamed 2xx response shows its first token as a body byte
-	 * (router/load.h): any other had it by now, if at all. */
-	if (pg_load_pending(&x->load) && (!x->key.stream || resp.status >= 300 || x->head_method)) {
+	 * (router/load.h); an answer that does not stream is whole by its
+	 * head; any other had its first token by now, if at all. */
+	if (resp.status < 300 && !x->head_method && !x->key.stream) {
+		pg_load_answered(&w->gw->router, w->id, &x->load, pg_now_ns());
+		pg_queue_room(w);
+	} else if (pg_load_pending(&x->load) && (resp.status >= 300 || x->head_method)) {
 		pg_load_drop(&w->gw->router, &x->load);
 		pg_queue_room(w);
 	}

@@ -13,8 +13,12 @@
  * its time since the attempt was sent is an observation of the backend's
  * speed, learned into its fit (router/work.h) and published into the table
  * (pg_backend.fit_*). A response that does not stream shows no first
- * token: its work leaves the queue when the model predicts its first
- * token (the workers' tick), or at its head if that comes first.
+ * token: its work stays in the queue until its head (pg_load_answered),
+ * or, where the backend's speed is measured (pg_work_measured), until its
+ * first token as that speed predicts it (pg_load_due, the workers' tick)
+ * if that comes first: never at a time predicted from the defaults, which
+ * nothing would correct. Its head bounds its TTFT, and is learned from as
+ * such (router/work.h pg_fit_answer).
  */
 #ifndef PG_ROUTER_LOAD_H
 #define PG_ROUTER_LOAD_H
@@ -45,8 +49,10 @@ struct pg_ttft_err {
 struct pg_load_ticket {
 	struct pg_work_ticket w; /* router/work.h */
 	uint16_t backend;        /* whose */
+	bool measured;           /* its speed was measured when taken */
 	uint32_t epoch;          /* its member when taken */
 	uint64_t due_ms;         /* when its first token is predicted */
+	uint64_t head_ns;        /* its answer's head (pg_load_answered); 0: none yet */
 };
 
 /* The learned speeds: one fit per backend slot, each under its own lock
@@ -91,6 +97,18 @@ void pg_load_observe(const struct pg_router *r, uint16_t id, uint32_t epoch,
  * never got a request must not look slower, or faster, than the ones that
  * did only because the defaults are not this fleet's speed. */
 void pg_load_share_speeds(const struct pg_router *r);
+
+/* The head of its answer, which did not stream, came at now_ns: it leaves
+ * the queue if it had not (its prefill over an overhead ago at the
+ * latest), and the bound it sets on its TTFT is learned (in a fleet, told
+ * to the other gateways as pg_load_first's; worker: the caller's). */
+void pg_load_answered(const struct pg_router *r, unsigned worker, struct pg_load_ticket *t,
+                      uint64_t now_ns);
+
+/* A ticket of an answer that does not stream, at now_ms (the workers'
+ * tick): past its predicted first token on a measured speed, it leaves
+ * the queue then. Returns whether it left. */
+bool pg_load_due(const struct pg_router *r, struct pg_load_ticket *t, uint64_t now_ms);
 
 /* It leaves the queue with nothing learned (no first token seen). No-op if
  * not pending. */

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <limits.h>
+#include <string.h>
 #include "lib/fleet.h"
 #include "lib/pd.h"
 #include "router/cache.h"
@@ -63,6 +64,27 @@ static void ca_view(const struct pg_router *r, unsigned pool, const struct pg_ro
 		    pg_ca_holders(&ix, pg_ca_anchor_key(key->anchor), holder_usable, rule, placed);
 }
 
+/* Into *full: p's exclusions and every backend without room under
+ * queue_ms; whether some usable backend is left. */
+static bool without_room(uint32_t queue_ms, const struct pg_pick *p, struct pg_idset *full)
+{
+	bool left = false;
+
+	if (p->exclude)
+		*full = *p->exclude;
+	else
+		memset(full, 0, sizeof(*full));
+	for (unsigned id = 1; id <= p->max_id; id++) {
+		if (!pg_backend_open(p->backends, id, p->exclude, p->now_ms))
+			continue;
+		if (pg_route_has_room(&p->backends[id], queue_ms, p->now_ms))
+			left = true;
+		else
+			pg_idset_add(full, id);
+	}
+	return left;
+}
+
 /* By rc's strategy (strategy.h): the ring's candidates for the key (its
  * anchor for cache_aware, once the index moved it), and for cache_aware
  * what the index says; kb: cache_aware's blocks (NULL when only the key
@@ -84,7 +106,12 @@ static uint16_t choose(const struct pg_router *r, unsigned pool, const struct pg
 	                    .explicit_key = pg_key_source_explicit(key->source)};
 	struct pg_ca_look look;
 	struct pg_ca_req rq;
+	struct pg_idset full;
 
+	/* flow control: only instances with room, whatever the strategy (a
+	 * request is sent on when one has; none with room: as without) */
+	if (rc->flow_queue_ms && without_room(rc->flow_queue_ms, &p, &full))
+		p.exclude = &full;
 	if (s->blocks) {
 		struct holder_rule rule = {r->maps->backends, p.max_id, exclude, now_ms};
 
@@ -171,6 +198,14 @@ size_t pg_route_key_window(const struct pg_route_cfg *rc)
 	return pg_key_window(pg_route_blocks(rc), rc->prefix_length);
 }
 
+/* Backend b's speed is not measured and nothing of the fleet's is queued
+ * on it: a request with a deadline goes, whatever the defaults predict. */
+static bool explore(const struct pg_backend *b)
+{
+	return !pg_work_measured(b) && !__atomic_load_n(&b->prefill_reqs, __ATOMIC_RELAXED) &&
+	       !__atomic_load_n(&b->peer_prefill_reqs, __ATOMIC_RELAXED);
+}
+
 /* The first token of key's request at id, as the load model predicts it
  * (ms): cache_aware's own estimate, else the model's with nothing cached. */
 static double predicted_ttft(const struct pg_router *r, bool ca, const struct pg_key *key,
@@ -204,7 +239,12 @@ uint16_t pg_route_key(const struct pg_router *r, unsigned worker, unsigned pool,
 	ca = pg_route_blocks(&rc) && kb;
 	id = choose(r, pool, &rc, key, ca ? kb : NULL, ex, now, rnd, choice);
 	choice->pool = (uint8_t)pool;
-	choice->late = id && budget_ms && predicted_ttft(r, ca, key, choice, id, now) > budget_ms;
+	/* a deadline is judged on a measured speed: an instance not measured
+	 * yet is explored, one request at a time, so that it is (a prediction
+	 * from the defaults could refuse every request, and nothing would
+	 * ever be measured) */
+	choice->late = id && budget_ms && !explore(&r->maps->backends[id]) &&
+	               predicted_ttft(r, ca, key, choice, id, now) > budget_ms;
 	if (choice->late)
 		return 0;
 	if (worker == PG_ROUTE_DRY || !id)
@@ -318,6 +358,19 @@ uint16_t pg_route_again(const struct pg_router *r, const struct pg_key *key,
 	return id;
 }
 
+bool pg_route_has_room(const struct pg_backend *b, uint32_t queue_ms, uint64_t now_ms)
+{
+	struct pg_speed sp;
+	double room;
+
+	/* the engine says requests wait: full, whatever the model predicts */
+	if (pg_work_waiting(b, now_ms))
+		return false;
+	pg_work_speed(b, &sp);
+	room = queue_ms == PG_FLOW_QUEUE_AUTO ? pg_work_service_ms(b, &sp) : queue_ms;
+	return pg_work_queued(b, &sp, now_ms) * sp.ms_per_ktok < 1000.0 * room;
+}
+
 enum pg_room pg_route_room(const struct pg_router *r, unsigned pool, uint32_t queue_ms,
                            uint64_t now_ms)
 {
@@ -328,13 +381,10 @@ enum pg_room pg_route_room(const struct pg_router *r, unsigned pool, uint32_t qu
 	bool usable = false;
 
 	for (unsigned id = 1; id <= max; id++) {
-		struct pg_speed sp;
-
 		if (!pg_backend_eligible(t, max, id, ex, now_ms))
 			continue;
 		usable = true;
-		pg_work_speed(&t[id], &sp);
-		if (pg_work_queued(&t[id], &sp, now_ms) * sp.ms_per_ktok < 1000.0 * queue_ms)
+		if (pg_route_has_room(&t[id], queue_ms, now_ms))
 			return PG_ROOM;
 	}
 	return usable ? PG_FULL : PG_NO_ONE;

@@ -109,6 +109,12 @@ enum pg_room {
 	PG_FULL = 1,   /* every usable member is past queue_ms */
 	PG_NO_ONE = 2, /* no member is usable */
 };
+/* Whether backend b could take a request now under flow control's
+ * queue_ms (PG_FLOW_QUEUE_AUTO: its own service time): its engine says
+ * no request waits (if it said lately: pg_work_waiting), and the prefill
+ * queued on it is predicted under queue_ms. */
+bool pg_route_has_room(const struct pg_backend *b, uint32_t queue_ms, uint64_t now_ms);
+
 enum pg_room pg_route_room(const struct pg_router *r, unsigned pool, uint32_t queue_ms,
                            uint64_t now_ms);
 

@@ -36,11 +36,29 @@ struct pg_route_cfg {
 	                                  * (router/cache.h) */
 	/* Flow control (lib/flow.h; FlowControlConfig, a prefixgate extension):
 	 * the prefill an instance may have queued, in predicted ms, and still
-	 * take another request (0: off; past it on every instance, requests
-	 * wait in the gateway), and the default deadline (0: none). */
+	 * take another request (0: off; PG_FLOW_QUEUE_AUTO: its own service
+	 * time; past it on every instance, requests wait in the gateway), and
+	 * the default deadline (0: none). */
 	uint32_t flow_queue_ms;
 	uint32_t flow_deadline_ms;
 };
+
+/* flow_queue_ms: flow control on, each instance's room its own service
+ * time (router/work.h pg_work_service_ms), the default; written
+ * PG_FLOW_QUEUE_AUTO_TEXT wherever the others are numbers (pg_flow_queue_text). */
+#define PG_FLOW_QUEUE_AUTO      UINT32_MAX
+#define PG_FLOW_QUEUE_AUTO_TEXT "auto"
+
+/* InstanceQueueMs as JSON writes it: its number, or "auto" quoted; buf
+ * holds 16 bytes. */
+static inline const char *pg_flow_queue_json(uint32_t ms, char *buf, size_t len)
+{
+	if (ms == PG_FLOW_QUEUE_AUTO)
+		__builtin_snprintf(buf, len, "\"%s\"", PG_FLOW_QUEUE_AUTO_TEXT);
+	else
+		__builtin_snprintf(buf, len, "%u", ms);
+	return buf;
+}
 
 /* cache_aware's estimate for one instance (router/cache.h), for the
  * X-Prefixgate-Route header and the dry run. */

@@ -192,6 +192,29 @@ bool pg_fit_first(struct pg_fit *f, uint64_t sent_ns, uint64_t now_ns, uint64_t 
 	return true;
 }
 
+bool pg_fit_answer(struct pg_fit *f, uint64_t sent_ns, uint64_t head_ns, uint32_t own,
+                   double decoding, struct pg_fit_obs *obs)
+{
+	struct pg_fit_obs o;
+	double y;
+
+	if (head_ns < sent_ns)
+		return false;
+	y = (double)(head_ns - sent_ns) / 1e6;
+	if (pg_speed_predict(&f->cur, own, decoding) <= y)
+		return false; /* the bound holds: nothing learned */
+	o = (struct pg_fit_obs){
+	    .whole = true,
+	    .tokens = own,
+	    .decoding = (uint32_t)fmin(fmax(decoding, 0), UINT32_MAX),
+	    .y_us = (uint32_t)fmin(y * 1e3, UINT32_MAX),
+	};
+	pg_fit_learn(f, head_ns / 1000000, &o);
+	if (obs)
+		*obs = o;
+	return true;
+}
+
 #define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define ADD(p, v)   __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
@@ -253,6 +276,17 @@ void pg_work_take(struct pg_backend *b, struct pg_work_ticket *t, uint32_t token
 	    .sent_ns = now_ns,
 	};
 	t->pred_ms = (float)pg_speed_predict(sp, t->ahead, t->decoding);
+	{
+		/* (a racy average: a lost update is one sample fewer; each step
+		 * moves it by at least a token, so it reaches what it averages) */
+		const int64_t avg = LOAD(&b->work_avg), d = (int64_t)tokens - avg;
+		const int64_t step = (d + (d > 0   ? PG_WORK_AVG_N - 1
+		                           : d < 0 ? 1 - PG_WORK_AVG_N
+		                                   : 0)) /
+		                     PG_WORK_AVG_N;
+
+		STORE(&b->work_avg, (uint32_t)(avg ? avg + step : tokens));
+	}
 	ADD(&b->prefill_tokens, tokens);
 	t->queued = ADD(&b->prefill_reqs, 1) || LOAD(&b->peer_prefill_reqs);
 	if (!t->queued) /* an idle engine starts on it now */
@@ -266,6 +300,16 @@ void pg_work_drop(struct pg_backend *b, struct pg_work_ticket *t)
 	t->pending = false;
 	SUB(&b->prefill_tokens, t->tokens);
 	SUB(&b->prefill_reqs, 1);
+}
+
+static void store_max(__u64 *p, uint64_t v);
+
+void pg_work_leave(struct pg_backend *b, struct pg_work_ticket *t, uint64_t end_ms)
+{
+	if (!t->pending)
+		return;
+	pg_work_drop(b, t);
+	store_max(&b->head_since_ms, end_ms);
 }
 
 /* *p = v if v is later (a concurrent later store is kept). */
@@ -284,6 +328,7 @@ double pg_work_first(struct pg_backend *b, struct pg_work_ticket *t, double over
 	const uint64_t end_ms = (uint64_t)fmax((double)now_ns / 1e6 - overhead_ms, 0);
 
 	pg_work_drop(b, t);
+	ADD(&b->firsts, 1);
 	/* its prefill ended an overhead ago: the engine is on the next since */
 	store_max(&b->head_since_ms, end_ms);
 	store_max(&b->first_ns, now_ns);
@@ -298,6 +343,12 @@ bool pg_work_learn(struct pg_fit *f, const struct pg_backend *b, const struct pg
 	 * not known to have reached an idle engine */
 	return pg_fit_first(f, t->sent_ns, now_ns, LOAD(&b->peer_first_ns), t->tokens, t->decoding,
 	                    t->queued || LOAD(&b->peer_prefill_reqs), obs);
+}
+
+bool pg_work_learn_answer(struct pg_fit *f, const struct pg_work_ticket *t, uint64_t head_ns,
+                          struct pg_fit_obs *obs)
+{
+	return pg_fit_answer(f, t->sent_ns, head_ns, t->tokens, t->decoding, obs);
 }
 
 /* now - then in us, or PG_WORK_AGE_NONE (then 0, or too long ago). */

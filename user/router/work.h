@@ -15,9 +15,12 @@
  * the end of the last prefill whose first token was seen) at its rate:
  * without that, a long queue looks longer by up to its head's work, and
  * the fit learns a rate 25% too fast (tools/tracesim). Where the instance
- * reports its queue (vllm:num_requests_waiting, scraped), requests waiting
- * there beyond the fleet's own were sent by other clients: each counts as
- * much work as one of ours, or PG_WORK_FOREIGN_TOKENS.
+ * reports its queue (vllm:num_requests_waiting, scraped within
+ * PG_WORK_FRESH_MS), requests waiting there beyond the fleet's own were
+ * sent by other clients: each counts as much work as one of ours, or
+ * PG_WORK_FOREIGN_TOKENS. An older report is not used at all: an engine
+ * idle since would look busy (it held requests in the gateway for
+ * seconds).
  *
  * A fleet of gateways is one queue per instance, whoever sent its
  * requests: the engine's progress is taken off the fleet's queue (ours and
@@ -40,14 +43,20 @@
  * queued: the instance's queue in tokens, as above; own: the request's
  * work there; decoding: its requests past their first token (they share the
  * engine's steps with prefills: vLLM's chunked prefill). The three
- * coefficients are
- * fit per instance by exponentially weighted least squares over the first
- * tokens seen (time constant PG_FIT_TAU_MS: a slowdown is tracked within a
- * minute), each observation weighted down when its residual is far past the
- * typical one (Huber), so a request the index wrongly believed cached does
- * not drag the fit, and held near a prior (defaults, or what the instance
- * reports) while observations are few. No I/O, no allocation, no clock: the
- * caller gives the times.
+ * coefficients are fit per instance by exponentially weighted least
+ * squares over the first tokens seen (time constant PG_FIT_TAU_MS: a
+ * slowdown is tracked within a minute), each observation weighted down
+ * when its residual is far past the typical one (Huber), so a request the
+ * index wrongly believed cached does not drag the fit, and held near a
+ * prior (defaults, or what the instance reports) while observations are
+ * few. A response that does not stream shows no first token: its head
+ * comes once the whole answer is made, so its time bounds its TTFT from
+ * above (whatever waited before it or decoded after its first token), and
+ * a fit that predicts more than that bound learns the bound: a fleet whose
+ * clients never stream is never taken for slower than it is. (Its decode
+ * time, seconds where the prefill takes milliseconds and varying with the
+ * batch, would drown the prefill's in a fit of both.) No I/O, no
+ * allocation, no clock: the caller gives the times.
  */
 #ifndef PG_ROUTER_WORK_H
 #define PG_ROUTER_WORK_H
@@ -88,6 +97,11 @@ struct pg_speed {
 /* The work of a request another client queued on an instance, when ours
  * give no measure of it: a guess (a 2,048-token prompt, nothing cached). */
 #define PG_WORK_FOREIGN_TOKENS 2048
+/* How old an engine's report of its queue may be and still count (ms):
+ * four of --metrics-scrape-interval's default. */
+#define PG_WORK_FRESH_MS 1000
+/* pg_backend.work_avg: an exponential average over about this many. */
+#define PG_WORK_AVG_N 16
 
 /* The default speed (vLLM serving a 70B model on 8 GPUs: mockllm's
  * calibration): 36,600 prefill tokens/s, 61.5 ms overhead. */
@@ -124,8 +138,8 @@ void pg_fit_prior(struct pg_fit *f, const struct pg_speed *prior);
 void pg_fit_observe(struct pg_fit *f, uint64_t now_ms, bool whole, double tokens, double decoding,
                     double y_ms);
 
-/* One observation as the gateways of a fleet share it (pg_fit_first gives
- * it; every gateway learns every first token the fleet sees). */
+/* One observation as the gateways of a fleet share it (pg_fit_first and
+ * pg_fit_answer give it; every gateway learns every one the fleet sees). */
 struct pg_fit_obs {
 	bool whole;        /* a whole TTFT (else a prefill alone) */
 	uint32_t tokens;   /* prefill work */
@@ -171,6 +185,17 @@ static inline void pg_fit_obs_unpack(const uint64_t w[2], struct pg_fit_obs *o)
 bool pg_fit_first(struct pg_fit *f, uint64_t sent_ns, uint64_t now_ns, uint64_t prev_ns,
                   uint32_t own, double decoding, bool queued, struct pg_fit_obs *obs);
 
+/*
+ * The head of an answer that did not stream (its first token unseen) came
+ * at head_ns: its time since sent_ns bounds its TTFT from above, queued or
+ * not. Where f predicts more than that for its own work on an idle engine
+ * (own, decoding), the bound is learned as a whole TTFT; else nothing (a
+ * head ends no prefill that others follow: nothing else is learned of
+ * it). Returns whether it learned, and what (obs, may be NULL).
+ */
+bool pg_fit_answer(struct pg_fit *f, uint64_t sent_ns, uint64_t head_ns, uint32_t own,
+                   double decoding, struct pg_fit_obs *obs);
+
 /* The shared table's fields, as every reader of them loads them: relaxed
  * atomics (any value is a recent snapshot, and these are estimates). */
 #define PG_WORK_LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
@@ -188,6 +213,41 @@ static inline void pg_work_speed(const struct pg_backend *b, struct pg_speed *ou
 	out->ms_per_decode = rate ? PG_WORK_LOAD(&b->fit_decode_us) / 1000.0 : 0;
 }
 
+/* b's published speed was measured (its own fit, or its pool's median),
+ * not the defaults. */
+static inline bool pg_work_measured(const struct pg_backend *b)
+{
+	return PG_WORK_LOAD(&b->fit_rate) != 0;
+}
+
+/* b's report of its queue (waiting, running) was taken within
+ * PG_WORK_FRESH_MS of now_ms. */
+static inline bool pg_work_fresh(const struct pg_backend *b, uint64_t now_ms)
+{
+	const uint64_t at = PG_WORK_LOAD(&b->scraped_ms);
+
+	return at && now_ms < at + PG_WORK_FRESH_MS;
+}
+
+/* The requests b's engine has waiting now, as far as is known: its fresh
+ * report (pg_work_fresh) less those of ours seen to leave its queue since
+ * (pg_backend.firsts); 0 without a fresh report. */
+static inline uint32_t pg_work_waiting(const struct pg_backend *b, uint64_t now_ms)
+{
+	const uint32_t w = PG_WORK_LOAD(&b->waiting),
+	               left = PG_WORK_LOAD(&b->firsts) - PG_WORK_LOAD(&b->firsts_at_scrape);
+
+	return pg_work_fresh(b, now_ms) && w > left ? w - left : 0;
+}
+
+/* The time b takes to serve a request of the work it is usually sent
+ * (pg_backend.work_avg), at speed sp, ms: what flow control's room is
+ * measured in by default (router/route.c). */
+static inline double pg_work_service_ms(const struct pg_backend *b, const struct pg_speed *sp)
+{
+	return sp->overhead_ms + sp->ms_per_ktok * PG_WORK_LOAD(&b->work_avg) / 1000.0;
+}
+
 /* The prefill tokens still ahead of a request sent to b at now_ms, this
  * gateway's and the other gateways' (see above), at speed sp. */
 static inline double pg_work_queued(const struct pg_backend *b, const struct pg_speed *sp,
@@ -199,16 +259,19 @@ static inline double pg_work_queued(const struct pg_backend *b, const struct pg_
 
 	/* what the engine did of the head since it began it: at most the
 	 * queue (it may be past the head, on requests whose first token is
-	 * on its way) */
-	if (q > 0 && now_ms > since) {
-		q -= (double)(now_ms - since) * 1000.0 / sp->ms_per_ktok;
-		if (q < 0)
-			q = 0;
+	 * on its way); only at a measured speed: the defaults' could drain a
+	 * queue three times faster than a slow engine does */
+	if (pg_work_measured(b)) {
+		if (q > 0 && now_ms > since) {
+			q -= (double)(now_ms - since) * 1000.0 / sp->ms_per_ktok;
+			if (q < 0)
+				q = 0;
+		}
 	}
 	/* requests it says are waiting that no gateway of the fleet sent
 	 * (other clients): as large as ours, or PG_WORK_FOREIGN_TOKENS */
-	if (now_ms < PG_WORK_LOAD(&b->metrics_until_ms)) {
-		const uint32_t waiting = PG_WORK_LOAD(&b->waiting),
+	if (pg_work_fresh(b, now_ms)) {
+		const uint32_t waiting = pg_work_waiting(b, now_ms),
 		               reqs = PG_WORK_LOAD(&b->prefill_reqs),
 		               peers = PG_WORK_LOAD(&b->peer_prefill_reqs);
 
@@ -264,10 +327,21 @@ double pg_work_first(struct pg_backend *b, struct pg_work_ticket *t, double over
 /* It leaves the queue, no first token seen. No-op if not pending. */
 void pg_work_drop(struct pg_backend *b, struct pg_work_ticket *t);
 
+/* It leaves the queue, its prefill over by end_ms by what is known (an
+ * answer's head less the overhead, or a first token predicted from a
+ * measured speed): the engine is on the next one since, at the latest. No
+ * first token was seen: nothing a fleet's peers or a fit take as one.
+ * No-op if not pending. */
+void pg_work_leave(struct pg_backend *b, struct pg_work_ticket *t, uint64_t end_ms);
+
 /* What b's fit learns from t, whose first token came at now_ns (after
  * pg_work_first): pg_fit_first with the fleet's view of b. */
 bool pg_work_learn(struct pg_fit *f, const struct pg_backend *b, const struct pg_work_ticket *t,
                    uint64_t now_ns, struct pg_fit_obs *obs);
+
+/* ... and from t's answer, whose head came at head_ns: pg_fit_answer. */
+bool pg_work_learn_answer(struct pg_fit *f, const struct pg_work_ticket *t, uint64_t head_ns,
+                          struct pg_fit_obs *obs);
 
 /* Fleets. An age in a message: none (nothing seen, or too old to say). */
 #define PG_WORK_AGE_NONE UINT32_MAX

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""What the gateway learns from the engines' answers, end to end: mockllm
+instances whose speed the gateway is not told, behind one prefixgate.
+
+- flow control engages for clients that do not stream, on instances three
+  times slower than the defaults: requests wait in the gateway, not in the
+  instances (their work stays queued until their answer's head);
+- a deadline below what the defaults predict gets 200s after a cold start
+  (an instance whose speed is not measured is tried, then judged on what
+  was measured), and 429s once the instances are measured too slow for it;
+- an engine that reports requests waiting gets no new request until it
+  drains, whatever the model predicts, and the strategy's choice follows
+  (PREFIX_AWARE's first candidate is passed over);
+- in-flight counts and the queue back to 0 after every test.
+
+usage: test_learn.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
+"""
+import http.client
+import json
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Fleet, http_get, run_suite, wait_until  # noqa: E402
+
+TESTS = []
+QUIET = ["--health-check-path", "none"]
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+def words(n, salt):
+    vocab = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+    return " ".join(vocab[(i * 7 + salt) % 8] + str((i * 31 + salt) % 97) for i in range(n))
+
+
+def chat(n, salt, stream, max_tokens=4):
+    return json.dumps({"model": "m", "max_tokens": max_tokens, "stream": stream,
+                       "messages": [{"role": "user", "content": words(n, salt)}]})
+
+
+def send(f, body, headers=None, timeout=60):
+    """(status, body, seconds) of one request."""
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    c = http.client.HTTPConnection("127.0.0.1", f.port, timeout=timeout)
+    try:
+        t0 = time.monotonic()
+        c.request("POST", "/v1/chat/completions", body=body.encode(), headers=h)
+        r = c.getresponse()
+        data = r.read()
+        return r.status, data, time.monotonic() - t0
+    finally:
+        c.close()
+
+
+def mock_waiting(port):
+    """vllm:num_requests_waiting of the mockllm on port."""
+    st, body = http_get(port, "/metrics", 2.0)
+    for line in body.decode().splitlines():
+        if line.startswith("vllm:num_requests_waiting"):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def pool0(f):
+    st, r = f.admin("GET", "/flow")
+    assert st == 200, (st, r)
+    return r["pools"][0]
+
+
+def quiet(f):
+    assert f.idle(20), "in-flight counts not back to 0"
+    assert wait_until(lambda: pool0(f)["queued"] == 0, 5), pool0(f)
+
+
+@test
+def no_stream_flow_control_engages(opts):
+    """2 instances at a third of the default speed, 24 clients of answers
+    that do not stream, each a 3,000-token prompt: the gateway holds the
+    excess (requests queued in it), and no instance is sent more than it
+    can start: its own queue, sampled throughout, stays short."""
+    slow = ["--speed", "0.33"]
+    f = Fleet(opts, 2, gw_args=QUIET + ["--strategy", "cache_aware", "--flow-control",
+                                        "--metrics-scrape-interval", "100"],
+              mock_args={0: slow, 1: slow})
+    try:
+        errs, peak, done = [], [0.0], threading.Event()
+
+        def client(k):
+            for i in range(3):
+                try:
+                    st, data, _ = send(f, chat(2000, 100 * k + i, False))
+                    if st != 200:
+                        errs.append((st, data[:200]))
+                except Exception as e:  # noqa: BLE001 - reported below
+                    errs.append(repr(e))
+
+        def sampler():
+            while not done.is_set():
+                for name in f.mocks:
+                    peak[0] = max(peak[0], mock_waiting(f.mocks[name][0]))
+                time.sleep(0.05)
+
+        ts = [threading.Thread(target=client, args=(k,)) for k in range(24)]
+        s = threading.Thread(target=sampler)
+        s.start()
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(180)
+        done.set()
+        s.join(5)
+        assert not errs, errs[:3]
+        p = pool0(f)
+        print("# queued in the gateway: %d of 72; the instances' queues peaked at %d"
+              % (p["enqueued"], peak[0]))
+        assert p["enqueued"] >= 24, p
+        # 24 clients on 2 instances: without the gate each would hold ~11
+        assert peak[0] <= 4, "an instance held %d waiting" % peak[0]
+        quiet(f)
+    finally:
+        f.stop()
+
+
+@test
+def short_deadline_after_cold_start(opts):
+    """Instances 4 times faster than the defaults (a first token in ~20 ms
+    where the defaults predict over 61.5 ms): with a 50 ms deadline from
+    the first request on, most answers are 200 (none would be if the
+    defaults decided); every answer is a 200 or a 429."""
+    fast = ["--speed", "4"]
+    f = Fleet(opts, 2, gw_args=QUIET + ["--strategy", "least_outstanding_requests",
+                                        "--flow-control", "--metrics-scrape-interval", "0"],
+              mock_args={0: fast, 1: fast})
+    try:
+        got = {}
+        for i in range(40):
+            st, data, _ = send(f, chat(100, i, True), {"X-Prefixgate-Deadline-Ms": "50"})
+            assert st in (200, 429), (st, data[:200])
+            got[st] = got.get(st, 0) + 1
+        print("# 40 requests with a 50 ms deadline: %s" % got)
+        assert got.get(200, 0) >= 30, got
+        quiet(f)
+    finally:
+        f.stop()
+
+
+@test
+def engine_waiting_gets_none_until_it_drains(opts):
+    """PREFIX_AWARE with flow control and a room the model never fills
+    (60 s): one instance that serves one request at a time (mockllm
+    --max-num-seqs 1) is given two long answers of one key, so it reports
+    one waiting; the key's next requests go to the other instance while it
+    says so, and back to it once it drained."""
+    f = Fleet(opts, 2, gw_args=QUIET + ["--strategy", "prefix_aware", "--flow-control",
+                                        "--flow-instance-queue-ms", "60000",
+                                        "--metrics-scrape-interval", "50"],
+              mock_args={0: ["--max-num-seqs", "1", "--decode-ms-per-token", "40"],
+                         1: ["--max-num-seqs", "1", "--decode-ms-per-token", "40"]})
+    try:
+        key = {"X-Prefixgate-Key": "conversation-7"}
+        home = f.name_of(f.dry_run(chat(50, 1, True), key="conversation-7")["backend"])
+        other = [n for n in f.mocks if n != home][0]
+        long_body = chat(50, 2, True, max_tokens=40)  # 40 tokens x 40 ms: 1.6 s each
+        ts = [threading.Thread(target=send, args=(f, long_body, key)) for _ in range(2)]
+        for t in ts:
+            t.start()
+            time.sleep(0.2)
+        assert wait_until(lambda: mock_waiting(f.mocks[home][0]) >= 1, 3), \
+            "the key's instance never reported a request waiting"
+        time.sleep(0.2)  # a scrape (every 50 ms) saw it
+        before = {n: b["requests"] for n, b in f.backends().items()}
+        for i in range(4):
+            st, _, _ = send(f, chat(50, 10 + i, True), key)
+            assert st == 200
+        after = {n: b["requests"] for n, b in f.backends().items()}
+        moved = {n: after[n] - before[n] for n in after}
+        assert moved[f.addr(other)] == 4 and moved[f.addr(home)] == 0, moved
+        for t in ts:
+            t.join(30)
+        assert wait_until(lambda: mock_waiting(f.mocks[home][0]) == 0, 5)
+        time.sleep(0.3)
+        st, _, _ = send(f, chat(50, 20, True), key)
+        assert st == 200
+        last = {n: b["requests"] for n, b in f.backends().items()}
+        assert last[f.addr(home)] == after[f.addr(home)] + 1, (after, last)
+        quiet(f)
+    finally:
+        f.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(run_suite(TESTS, limit_s=200))

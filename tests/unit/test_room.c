@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What the routing core decides from what it can see of an engine
+ * (router/route.c, router/load.c), on its own context over shared memory,
+ * no gateway: flow control's room in the instance's own units and the
+ * engine's report of requests waiting; a deadline judged only on a
+ * measured speed (an unmeasured instance is explored, one request at a
+ * time); the gate holding for every strategy; an answer that does not
+ * stream keeping its work queued until its head, unless its speed is
+ * measured.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+#include "lib/ring.h"
+#include "router/load.h"
+#include "router/route.h"
+
+static struct pg_maps maps;
+static struct pg_router r;
+static uint64_t now_ns = 1000000000ull; /* the router's clock */
+
+static uint64_t clock_of(const struct pg_router *router)
+{
+	(void)router;
+	return now_ns;
+}
+
+/* n idle members, at the defaults (no speed measured), strategy s. */
+static int setup_n(unsigned n, enum pg_strategy s)
+{
+	struct pg_ring_member mem[8];
+	struct pg_ring *ring;
+	char err[128];
+
+	if (pg_maps_open(&maps, false, "", 0, err, sizeof(err)))
+		return -1;
+	r = (struct pg_router){.maps = &maps, .clock = clock_of};
+	for (unsigned id = 1; id <= n; id++) {
+		maps.backends[id].flags = PG_BACKEND_ACTIVE;
+		maps.backends[id].epoch = 1;
+		pg_router_activate(&r, id);
+		mem[id - 1] = (struct pg_ring_member){.id = (uint16_t)id, .seed = id * 7919};
+	}
+	ring = pg_maps_pool_ring_begin(&maps, 0);
+	pg_ring_build(ring, mem, n);
+	pg_maps_pool_ring_publish(&maps, 0, ring);
+	maps.state[0].strategy = s;
+	maps.state[0].prefix_length = PG_PREFIX_LENGTH_DEFAULT;
+	maps.state[0].concurrency_threshold = PG_CONCURRENCY_DEFAULT;
+	maps.state[0].nbackends = n;
+	return 0;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	return setup_n(2, PG_STRATEGY_PREFIX_AWARE);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	pg_maps_close(&maps);
+	return 0;
+}
+
+static uint64_t now_ms(void)
+{
+	return now_ns / 1000000;
+}
+
+/* A measured speed: 10,000 tokens/s, 20 ms overhead. */
+static void measured(struct pg_backend *b)
+{
+	const struct pg_speed sp = {20, 100, 0};
+
+	pg_work_publish_speed(b, &sp);
+	b->fit_obs = PG_FIT_OWN_MIN;
+}
+
+/* The room of an instance is its own service time by default: the work
+ * it is usually sent, at its speed, plus its overhead. */
+static void test_room_auto(void **state)
+{
+	struct pg_backend *b = &maps.backends[1];
+	struct pg_load_ticket t1 = {0}, t2 = {0}, t3 = {0};
+
+	(void)state;
+	measured(b);
+	assert_true(pg_route_has_room(b, PG_FLOW_QUEUE_AUTO, now_ms()));
+	/* requests of 1,000 tokens: 120 ms of service each */
+	pg_load_take(&r, 1, 1000, &t1, now_ns);
+	assert_int_equal(b->work_avg, 1000);
+	assert_float_equal(pg_work_service_ms(b, &(struct pg_speed){20, 100, 0}), 120, 1e-9);
+	/* one queued (100 ms of prefill) is under one service time */
+	assert_true(pg_route_has_room(b, PG_FLOW_QUEUE_AUTO, now_ms()));
+	pg_load_take(&r, 1, 1000, &t2, now_ns);
+	/* two (200 ms) are past it; a fixed 250 ms still has room */
+	assert_false(pg_route_has_room(b, PG_FLOW_QUEUE_AUTO, now_ms()));
+	assert_true(pg_route_has_room(b, 250, now_ms()));
+	/* shorter requests: a shorter room, in the same units */
+	pg_load_drop(&r, &t1);
+	pg_load_drop(&r, &t2);
+	for (int i = 0; i < 200; i++) {
+		pg_load_take(&r, 1, 100, &t3, now_ns);
+		pg_load_drop(&r, &t3);
+	}
+	assert_int_equal(b->work_avg, 100); /* 30 ms of service */
+	pg_load_take(&r, 1, 100, &t1, now_ns);
+	pg_load_take(&r, 1, 100, &t2, now_ns);
+	assert_true(pg_route_has_room(b, PG_FLOW_QUEUE_AUTO, now_ms()));
+	pg_load_take(&r, 1, 100, &t3, now_ns);
+	assert_false(pg_route_has_room(b, PG_FLOW_QUEUE_AUTO, now_ms()));
+	assert_true(pg_route_has_room(b, 50, now_ms()));
+	pg_load_drop(&r, &t1);
+	pg_load_drop(&r, &t2);
+	pg_load_drop(&r, &t3);
+}
+
+/* An engine that says requests wait has no room, whatever the model
+ * predicts, while its report is fresh; the requests of ours seen to leave
+ * its queue since are taken off it. */
+static void test_room_engine_waiting(void **state)
+{
+	struct pg_backend *b = &maps.backends[1];
+	struct pg_load_ticket t = {0};
+
+	(void)state;
+	measured(b);
+	b->waiting = 1;
+	b->scraped_ms = now_ms();
+	b->firsts_at_scrape = b->firsts;
+	assert_false(pg_route_has_room(b, 1000, now_ms()));
+	assert_int_equal(pg_route_room(&r, 0, 1000, now_ms()), PG_ROOM); /* the other one */
+	maps.backends[2].waiting = 3;
+	maps.backends[2].scraped_ms = now_ms();
+	assert_int_equal(pg_route_room(&r, 0, 1000, now_ms()), PG_FULL);
+	/* one of ours on 1 gives its first token: 1 no longer waits */
+	pg_load_take(&r, 1, 100, &t, now_ns);
+	pg_load_first(&r, 0, NULL, &t, now_ns + 1000000);
+	assert_true(pg_route_has_room(b, 1000, now_ms()));
+	/* an old report is not trusted: 2 is idle as far as is known */
+	now_ns += (uint64_t)PG_WORK_FRESH_MS * 1000000;
+	assert_true(pg_route_has_room(&maps.backends[2], 1000, now_ms()));
+}
+
+/* Under flow control the instance chosen has room, whatever the
+ * strategy: PREFIX_AWARE's first ring candidate is passed over while it
+ * has none (and taken when no one has any: load never fails a request). */
+static void test_gate_every_strategy(void **state)
+{
+	struct pg_route_input in = {
+	    .api = PG_API_RAW, .body = "hello world", .body_len = 11, .complete = true};
+	struct pg_choice ch;
+	struct pg_key key;
+	uint16_t first, other, got;
+
+	(void)state;
+	first = pg_route_dry(&r, &in, NULL, 1, &key, &ch);
+	assert_int_not_equal(first, 0);
+	other = first == 1 ? 2 : 1;
+	maps.state[0].flow_queue_ms = 100;
+	maps.backends[first].waiting = 2;
+	maps.backends[first].scraped_ms = now_ms();
+	got = pg_route_dry(&r, &in, NULL, 1, &key, &ch);
+	assert_int_equal(got, other);
+	maps.backends[other].waiting = 2;
+	maps.backends[other].scraped_ms = now_ms();
+	got = pg_route_dry(&r, &in, NULL, 1, &key, &ch);
+	assert_int_equal(got, first);
+	maps.state[0].flow_queue_ms = 0;
+}
+
+/* A deadline below what the defaults predict: an instance whose speed is
+ * not measured is tried, one request at a time; once measured, it is
+ * judged on what was measured. */
+static void test_deadline_explores(void **state)
+{
+	struct pg_backend *b;
+	struct pg_key key = {.tokens = 100};
+	struct pg_choice ch;
+	struct pg_load_ticket t = {0};
+	uint16_t id;
+
+	(void)state;
+	teardown(NULL);
+	assert_int_equal(setup_n(1, PG_STRATEGY_LEAST_OUTSTANDING), 0);
+	b = &maps.backends[1];
+	/* the defaults predict 61.5 ms and more: past a 50 ms deadline */
+	assert_true(PG_SPEED_OVERHEAD_DEFAULT > 50);
+	id = pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch);
+	assert_int_equal(id, 1);
+	assert_false(ch.late);
+	/* one is on its way: the next is judged on the defaults */
+	pg_load_take(&r, 1, 100, &t, now_ns);
+	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch), 0);
+	assert_true(ch.late);
+	pg_load_drop(&r, &t);
+	/* measured at 20 ms of overhead: the deadline is met */
+	measured(b);
+	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch), 1);
+	assert_false(ch.late);
+	/* measured slower than the deadline: refused, explored no more */
+	pg_work_publish_speed(b, &(struct pg_speed){80, 100, 0});
+	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch), 0);
+	assert_true(ch.late);
+}
+
+/* An answer that does not stream: its work stays queued until its head
+ * while its speed is not measured (never dropped at a time predicted from
+ * the defaults); on a measured speed, until its predicted first token. */
+static void test_answer_keeps_its_work(void **state)
+{
+	struct pg_backend *b = &maps.backends[1];
+	struct pg_load_ticket t = {0};
+	const uint32_t seen = b->firsts;
+
+	(void)state;
+	pg_load_take(&r, 1, 2000, &t, now_ns);
+	assert_false(t.measured);
+	assert_false(pg_load_due(&r, &t, now_ms() + 60000));
+	assert_int_equal(b->prefill_reqs, 1);
+	now_ns += 500000000;
+	pg_load_answered(&r, 0, &t, now_ns);
+	assert_int_equal(b->prefill_reqs, 0);
+	assert_int_equal(b->prefill_tokens, 0);
+	assert_int_equal(b->firsts, seen + 1); /* seen to leave the engine's queue */
+	assert_true(b->head_since_ms >= now_ms() - 62);
+	assert_int_equal(t.head_ns, now_ns);
+	/* measured: it leaves at its predicted first token */
+	measured(b);
+	pg_load_take(&r, 1, 2000, &t, now_ns);
+	assert_true(t.measured);
+	assert_false(pg_load_due(&r, &t, now_ms() + (uint64_t)t.w.pred_ms - 1));
+	assert_true(pg_load_due(&r, &t, now_ms() + (uint64_t)t.w.pred_ms));
+	assert_int_equal(b->prefill_reqs, 0);
+	assert_int_equal(b->firsts, seen + 1); /* predicted, not seen */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_room_auto, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_room_engine_waiting, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_gate_every_strategy, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_deadline_explores, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_answer_keeps_its_work, setup, teardown),
+	};
+
+	return cmocka_run_group_tests_name("room", tests, NULL, NULL);
+}
