@@ -115,6 +115,8 @@ static void walk(struct ref *r, uint32_t i, int ctx, bool *content)
 
 	if (ctx == C_USAGE)
 		r->flags |= PG_USAGE_OBJECT;
+	if (ctx == C_TIMINGS)
+		r->flags |= PG_USAGE_TIMINGS;
 	if (t->type == PG_JSON_ARRAY) {
 		for (uint32_t m = 0; m < t->size; m++, k = js.tok[k].next)
 			walk(r, k,

@@ -143,7 +143,7 @@ static const struct body bodies[] = {
      "\"timings\":{\"cache_n\":1600,\"prompt_n\":14,\"prompt_ms\":20.325,"
      "\"prompt_per_token_ms\":20.325,\"prompt_per_second\":49.2,\"predicted_n\":326,"
      "\"predicted_ms\":3084.0,\"predicted_per_token_ms\":9.46,\"predicted_per_second\":105.7}}",
-     {1614, 1600, 326, PG_USAGE_OBJECT | PG_USAGE_DONE, PG_USAGE_SRC_USAGE, 0}},
+     {1614, 1600, 326, PG_USAGE_OBJECT | PG_USAGE_DONE | PG_USAGE_TIMINGS, PG_USAGE_SRC_USAGE, 0}},
     {"llama.cpp, older: timings only",
      PG_USAGE_JSON,
      "{\"choices\":[{\"finish_reason\":\"length\",\"index\":0,\"message\":{\"role\":\"assistant\","
@@ -152,7 +152,7 @@ static const struct body bodies[] = {
      "\"timings\":{\"cache_n\":0,\"prompt_n\":2100,\"prompt_ms\":20.325,"
      "\"prompt_per_token_ms\":20.325,\"prompt_per_second\":49.2,\"predicted_n\":4,"
      "\"predicted_ms\":3084.0,\"predicted_per_token_ms\":9.46,\"predicted_per_second\":105.7}}",
-     {2100, 0, 4, PG_USAGE_OBJECT | PG_USAGE_DONE, PG_USAGE_SRC_TIMINGS, 0}},
+     {2100, 0, 4, PG_USAGE_OBJECT | PG_USAGE_DONE | PG_USAGE_TIMINGS, PG_USAGE_SRC_TIMINGS, 0}},
     {"llama.cpp stream, timings on every event",
      PG_USAGE_SSE,
      "data: {\"choices\":[{\"finish_reason\":null,\"index\":0,\"delta\":{\"role\":\"assistant\","
@@ -169,7 +169,7 @@ static const struct body bodies[] = {
      "\"prompt_per_token_ms\":20.325,\"prompt_per_second\":49.2,\"predicted_n\":2,"
      "\"predicted_ms\":3084.0,\"predicted_per_token_ms\":9.46,\"predicted_per_second\":105.7}}\n\n"
      "data: [DONE]\n\n",
-     {2048, 1536, 2, PG_USAGE_DONE, PG_USAGE_SRC_TIMINGS, 1}},
+     {2048, 1536, 2, PG_USAGE_DONE | PG_USAGE_TIMINGS, PG_USAGE_SRC_TIMINGS, 1}},
     {"mockllm chat stream, include_usage",
      PG_USAGE_SSE,
      "data: {\"id\":\"chatcmpl-m-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":"
@@ -204,7 +204,7 @@ static const struct body bodies[] = {
      "{\"usage\":{\"prompt_tokens\":-3,\"completion_tokens\":1.0,\"prompt_tokens_details\":{"
      "\"cached_tokens\":\"9\"}},\"choices\":[{\"message\":{\"usage\":{\"prompt_tokens\":1}}}],"
      "\"timings\":{\"cache\\u005fn\":4,\"prompt_n\":1e2,\"predicted_n\":99999999999}}",
-     {NONE, NONE, UINT32_MAX, PG_USAGE_OBJECT | PG_USAGE_DONE, 0, 0}},
+     {NONE, NONE, UINT32_MAX, PG_USAGE_OBJECT | PG_USAGE_DONE | PG_USAGE_TIMINGS, 0, 0}},
     {"a value cut short",
      PG_USAGE_JSON,
      "{\"usage\":{\"prompt_tokens\":41,\"completion_tokens\":2",

@@ -95,7 +95,7 @@ struct pg_cc_obs {
 };
 
 /* What the instance's cache is, where its answers tell: llama.cpp's
- * carry timings (lib/usage.h PG_USAGE_SRC_TIMINGS), vLLM's and SGLang's a
+ * carry timings (lib/usage.h PG_USAGE_TIMINGS), vLLM's and SGLang's a
  * usage without them. */
 enum pg_cc_kind {
 	PG_CC_ANY_KIND = 0, /* not known: both measures alike */

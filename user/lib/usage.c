@@ -172,8 +172,7 @@ static void open_container(struct pg_usage_parse *p, bool obj)
 		p->ctx[p->depth] = c;
 	p->is_obj[p->depth / 64] &= ~(1ull << (p->depth % 64));
 	p->is_obj[p->depth / 64] |= (uint64_t)obj << (p->depth % 64);
-	if (c == C_USAGE)
-		p->flags |= PG_USAGE_OBJECT;
+	p->flags |= c == C_USAGE ? PG_USAGE_OBJECT : c == C_TIMINGS ? PG_USAGE_TIMINGS : 0;
 	if (c == C_DETAILS) {
 		p->details = 0;
 		p->details_any = false;
@@ -574,7 +573,7 @@ void pg_usage_get(const struct pg_usage_parse *p, struct pg_usage *out)
 
 	memset(out, 0, sizeof(*out));
 	out->events = p->events;
-	out->have = p->flags & (PG_USAGE_OBJECT | PG_USAGE_DONE | PG_USAGE_BROKEN);
+	out->have = p->flags;
 	if (p->mode == PG_USAGE_JSON && whole(p))
 		out->have |= PG_USAGE_DONE;
 	if (p->mode == PG_USAGE_SSE && p->line == L_MARK && p->done_pos == sizeof(done_mark) - 1)

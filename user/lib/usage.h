@@ -67,6 +67,7 @@ enum pg_usage_mode {
 #define PG_USAGE_OBJECT     0x10u /* a "usage" object was there (see pg_usage_cached) */
 #define PG_USAGE_DONE       0x20u /* the body ended whole: its value closed, or [DONE] */
 #define PG_USAGE_BROKEN     0x40u /* bytes not of the form were skipped */
+#define PG_USAGE_TIMINGS    0x80u /* a "timings" object: llama.cpp's server */
 
 /* Where cached_tokens came from. */
 enum pg_usage_src {
