@@ -194,6 +194,7 @@ FUZZ_NAMES  := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS   := $(addprefix $(FUZZ_DIR)/fuzz_,$(FUZZ_NAMES))
 FUZZ_MODS_http   := http forward buf
 FUZZ_MODS_json   := json
+FUZZ_MODS_usage  := usage json
 FUZZ_MODS_jsonedit := jsonedit json buf
 FUZZ_MODS_key    := key json buf
 FUZZ_MODS_config := config routing_config json view strategy random least prefix cache index work names addr modelpool conf buf flow lib/pd \

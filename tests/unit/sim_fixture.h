@@ -3,7 +3,8 @@
  * What the mockllm timing model's tests share (test_mockllm_sim.c: the
  * model; test_mockllm_match.c: what a new request would meet, and speed
  * changes; test_mockllm_interference.c: prefill chunks beside decode steps,
- * blocks a request brings): a world of NREQ request slots driven by a fake clock, event by
+ * blocks a request brings; test_mockllm_slots.c: llama.cpp's per-sequence
+ * cache): a world of NREQ request slots driven by a fake clock, event by
  * event, each output token's time recorded.
  */
 #ifndef PG_TEST_SIM_FIXTURE_H
@@ -87,8 +88,9 @@ static inline void world_free(struct world *w)
 }
 
 /* Submit request i for prompt text[0..len) at the current time, its hashes
- * as mockllm's routes.c makes them; output blocks up to max_blocks (0: none);
- * held of its prompt blocks brought along (pulled from a prefill instance). */
+ * as mockllm's routes.c makes them; output blocks up to max_blocks (0: none;
+ * a slot cache keeps the output if not 0); held of its prompt blocks
+ * brought along (pulled from a prefill instance). */
 static inline void submit_held(struct world *w, int i, const char *text, size_t len,
                                uint32_t max_tokens, uint64_t max_blocks, size_t held)
 {
@@ -100,6 +102,9 @@ static inline void submit_held(struct world *w, int i, const char *text, size_t 
 	                                       &rc->r.nhashes, &rc->r.nhashes_done),
 	                 0);
 	rc->r.hashes = rc->hashes;
+	rc->r.text = text; /* a slot cache's (sim_params.slots): kept by the caller */
+	rc->r.len = len;
+	rc->r.keep_output = max_blocks > 0;
 	rc->r.nhashes_held = held;
 	rc->r.prompt_tokens = (uint32_t)kv_prompt_tokens(len);
 	rc->r.max_tokens = max_tokens;

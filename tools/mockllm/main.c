@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "mockllm.h"
+#include "slots.h"
 
 struct server g_srv;
 
@@ -121,6 +122,7 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		O_KV_RATE,
 		O_WAIT,
 		O_POLICY,
+		O_SLOTS,
 	};
 	static const struct option opts[] = {
 	    {"listen", required_argument, NULL, 'l'},
@@ -133,6 +135,7 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 	    {"kv-capacity-tokens", required_argument, NULL, O_KV},
 	    {"no-cache-output", no_argument, NULL, O_NO_CACHE_OUTPUT},
 	    {"max-num-seqs", required_argument, NULL, O_SEQS},
+	    {"slots", required_argument, NULL, O_SLOTS},
 	    {"time-scale", required_argument, NULL, O_SCALE},
 	    {"speed", required_argument, NULL, O_SPEED},
 	    {"interference", no_argument, NULL, O_INTERFERENCE},
@@ -151,6 +154,7 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 	struct pd_config *pd = &g_pd.cfg;
 	double scale = 1, speed = 1, budget = -1;
 	const char *port_flag = NULL, *proto_flag = NULL;
+	bool seqs_flag = false;
 	int o;
 
 	cfg->listen = "127.0.0.1:8000";
@@ -207,6 +211,10 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 			break;
 		case O_SEQS:
 			cfg->sim.max_num_seqs = (uint32_t)num_arg("--max-num-seqs", optarg, 1, 1e6);
+			seqs_flag = true;
+			break;
+		case O_SLOTS:
+			cfg->sim.slots = (uint32_t)num_arg("--slots", optarg, 1, SLOTS_MAX);
 			break;
 		case O_SCALE:
 			scale = num_arg("--time-scale", optarg, 0.01, 1000);
@@ -261,6 +269,12 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		exit(2);
 	}
 	check_pd_flags(pd, port_flag, proto_flag);
+	if (cfg->sim.slots && (seqs_flag || pd->role != PD_ROLE_MIXED)) {
+		fprintf(stderr, "mockllm: --slots: %s\n",
+		        seqs_flag ? "a slot runs one request: --max-num-seqs is the slots' count"
+		                  : "a prefill/decode pair's KV is paged: --role mixed only");
+		exit(2);
+	}
 	if (budget > 0)
 		cfg->sim.max_num_batched_tokens = (uint32_t)budget;
 	pd->time_scale = scale;

@@ -43,7 +43,8 @@ void mock_match(struct conn *c)
 	/* only the prompt's blocks: what a prefill looks up */
 	if (route_parse_prompt(c, false))
 		return;
-	sim_match(g_srv.sim, m->hashes, m->sim.nhashes, m->prompt_tokens, g_srv.now, &sm);
+	sim_match_text(g_srv.sim, m->pr.text, m->pr.len, m->hashes, m->sim.nhashes,
+	               m->prompt_tokens, g_srv.now, &sm);
 	n = snprintf(body, sizeof(body),
 	             "{\"prompt_tokens\":%u,\"cached_tokens\":%u,\"waiting\":%u,\"running\":%u,"
 	             "\"queue_tokens\":%llu,\"prefill_tokens_per_s\":%.10g,"

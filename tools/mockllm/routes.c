@@ -35,6 +35,15 @@ static void usage_json(struct pg_buf *b, const struct mreq *m)
 	              m->cached_tokens);
 }
 
+/* llama.cpp's server (--slots): ,"timings":{...} of the whole answer. */
+static void timings_json(struct pg_buf *b, const struct mreq *m)
+{
+	if (!g_srv.cfg.sim.slots)
+		return;
+	pg_buf_printf(b, ",\"timings\":{\"cache_n\":%u,\"prompt_n\":%u,\"predicted_n\":%u}",
+	              m->cached_tokens, m->prompt_tokens - m->cached_tokens, m->out_tokens);
+}
+
 /* Start of a chunk object: {"id":..,"object":..,"created":..,"model":.., */
 static void chunk_prefix(struct pg_buf *b, const struct mreq *m)
 {
@@ -58,19 +67,21 @@ static void sse_event(struct conn *c, const char *text, bool last)
 		strcpy(fin, "null");
 	chunk_prefix(&b, m);
 	if (m->chat && !text)
-		pg_buf_puts(&b,
-		            "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
-		            "\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+		pg_buf_puts(&b, "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
+		                "\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]");
 	else if (m->chat)
 		pg_buf_printf(&b,
 		              "\"choices\":[{\"index\":0,\"delta\":{%s%s%s},\"logprobs\":null,"
-		              "\"finish_reason\":%s}]}\n\n",
+		              "\"finish_reason\":%s}]",
 		              text[0] ? "\"content\":\"" : "", text, text[0] ? "\"" : "", fin);
 	else
 		pg_buf_printf(&b,
 		              "\"choices\":[{\"index\":0,\"text\":\"%s\",\"logprobs\":null,"
-		              "\"finish_reason\":%s,\"stop_reason\":null}]}\n\n",
+		              "\"finish_reason\":%s,\"stop_reason\":null}]",
 		              text, fin);
+	if (last) /* as llama.cpp: the whole answer's timings on its last event */
+		timings_json(&b, m);
+	pg_buf_puts(&b, "}\n\n");
 	mock_buf_ok(&b);
 	out_chunk(c, b.p, b.len);
 	pg_buf_free(&b);
@@ -123,6 +134,7 @@ static void full_response(struct conn *c)
 	pg_buf_printf(&b, "\"%s,\"logprobs\":null,\"finish_reason\":\"%s\",\"stop_reason\":null}],",
 	              m->chat ? ",\"tool_calls\":[]}" : "", finish_reason(m));
 	usage_json(&b, m);
+	timings_json(&b, m);
 	if (m->pd.leg == PD_LEG_VLLM_PREFILL)
 		pd_params_json(c, &b); /* as vLLM: kv_transfer_params after usage */
 	pg_buf_puts(&b, "}\n");
@@ -219,6 +231,9 @@ static void completion(struct conn *c)
 	m->created = (uint64_t)time(NULL);
 	r->hashes = m->hashes;
 	r->prompt_tokens = m->prompt_tokens;
+	r->text = m->pr.text;
+	r->len = m->pr.len;
+	r->keep_output = g_srv.cfg.cache_output;
 	if (pd_begin(c))
 		return; /* answered, or route_go() once its KV is there */
 	route_go(c);

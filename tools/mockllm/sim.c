@@ -82,6 +82,15 @@
  * the router, scheduling delays of the host) is magnified by K in those
  * reports; the benchmark says which K it used.
  *
+ * Slots (mockllm --slots N, sim_params.slots): the cache is llama.cpp's
+ * server's instead, N slots of one sequence each (slots.h). A request
+ * takes its slot when it is admitted (the lookup above), the slot holds its
+ * prompt when its prefill ends and its output too when it completes (not
+ * with --no-cache-output); a request cancelled during its prefill leaves
+ * its slot the common prefix only. Each running request holds a slot, so N
+ * run at most: the others wait, as llama.cpp defers a task no slot is free
+ * for.
+ *
  * Speed (mockllm --speed F, sim_set_speed): an instance F times faster than
  * the model its flags describe is sim_scale_params(F) of them, composed with
  * the time scale (K x F in all). sim_set_speed changes it while running,
@@ -107,6 +116,7 @@
 #include <stdlib.h>
 
 #include "sim.h"
+#include "slots.h"
 
 /* Simulated durations are capped (~31.7 years): an instance slowed to a
  * crawl must not overflow the clock. */
@@ -119,6 +129,7 @@ struct sim {
 	sim_token_fn fn;
 	void *ctx;
 	struct kv_cache *kv;
+	struct slots *slots;                   /* sim_params.slots: the cache instead of kv */
 	struct sim_req *wait_head, *wait_tail; /* FIFO */
 	uint32_t waiting;
 	uint64_t wait_tokens;       /* est_uncached of the waiting requests */
@@ -138,6 +149,7 @@ void sim_default_params(struct sim_params *p)
 	p->max_num_seqs = 256;
 	p->kv_capacity_tokens = 100000;
 	p->max_num_batched_tokens = 0;
+	p->slots = 0;
 }
 
 void sim_scale_params(struct sim_params *p, double k)
@@ -160,13 +172,16 @@ struct sim *sim_create(const struct sim_params *p, sim_token_fn fn, void *ctx)
 		s->p.max_num_seqs = 1;
 	if (!(s->p.prefill_tokens_per_s > 0))
 		s->p.prefill_tokens_per_s = 1;
+	if (p->slots)
+		s->p.max_num_seqs = p->slots; /* a running request holds a slot */
 	s->base = s->p;
 	s->speed = 1;
 	s->fn = fn;
 	s->ctx = ctx;
 	s->kv = kv_create(p->kv_capacity_tokens);
-	if (!s->kv) {
-		free(s);
+	s->slots = p->slots ? slots_create(p->slots) : NULL;
+	if (!s->kv || (p->slots && !s->slots)) {
+		sim_destroy(s);
 		return NULL;
 	}
 	return s;
@@ -177,6 +192,7 @@ void sim_destroy(struct sim *s)
 	if (!s)
 		return;
 	kv_destroy(s->kv);
+	slots_destroy(s->slots);
 	heap_free(&s->timers);
 	free(s);
 }
@@ -255,21 +271,39 @@ static size_t blocks_of(const struct sim_req *r, size_t found)
 	return found > held ? found : held;
 }
 
+/* The tokens r would find cached now, nothing touched. */
+static uint32_t peek_cached(const struct sim *s, const struct sim_req *r)
+{
+	uint32_t cached;
+
+	if (s->slots && slots_choose(s->slots, r->text, r->len, &cached) != -1)
+		return cached;
+	if (s->slots)
+		return 0;
+	return (uint32_t)(blocks_of(r, kv_peek(s->kv, r->hashes, r->nhashes)) * KV_BLOCK_TOKENS);
+}
+
 /* Start the oldest waiting request's prefill at t if the prefill engine is
  * free and a running slot is open. Its prefix is looked up now. */
 static void admit(struct sim *s, uint64_t t)
 {
 	struct sim_req *r = s->wait_head;
 	uint32_t uncached;
-	size_t found;
+	size_t found = 0;
 
 	if (!r || s->prefilling || s->running >= s->p.max_num_seqs)
 		return;
 	wait_del(s, r);
-	found = kv_lookup(s->kv, r->hashes, r->nhashes);
-	r->cached_tokens = (uint32_t)(blocks_of(r, found) * KV_BLOCK_TOKENS);
 	s->queries += r->prompt_tokens;
-	s->hits += found * KV_BLOCK_TOKENS;
+	if (s->slots) { /* an idle slot: every running request holds one */
+		r->slot = slots_choose(s->slots, r->text, r->len, &r->cached_tokens);
+		slots_take(s->slots, r->slot);
+		s->hits += r->cached_tokens;
+	} else {
+		found = kv_lookup(s->kv, r->hashes, r->nhashes);
+		r->cached_tokens = (uint32_t)(blocks_of(r, found) * KV_BLOCK_TOKENS);
+		s->hits += found * KV_BLOCK_TOKENS;
+	}
 	if (r->nhashes_held) {
 		s->ext_queries += r->prompt_tokens - found * KV_BLOCK_TOKENS;
 		s->ext_hits += r->cached_tokens - found * KV_BLOCK_TOKENS;
@@ -286,9 +320,7 @@ void sim_submit(struct sim *s, struct sim_req *r, uint64_t now)
 {
 	r->state = SIM_WAITING;
 	r->cached_tokens = 0;
-	r->est_uncached = uncached_of(
-	    r->prompt_tokens,
-	    (uint32_t)(blocks_of(r, kv_peek(s->kv, r->hashes, r->nhashes)) * KV_BLOCK_TOKENS));
+	r->est_uncached = uncached_of(r->prompt_tokens, peek_cached(s, r));
 	s->wait_tokens += r->est_uncached;
 	r->tokens_out = 0;
 	r->t_submit = now;
@@ -317,11 +349,16 @@ void sim_cancel(struct sim *s, struct sim_req *r, uint64_t now)
 		break;
 	case SIM_PREFILL:
 		s->prefilling = NULL;
+		if (s->slots) /* what lay past the common prefix was overwritten */
+			slots_truncate(s->slots, r->slot,
+			               (size_t)r->cached_tokens * KV_TOKEN_BYTES);
 		/* fall through */
 	case SIM_OVERHEAD:
 	case SIM_DECODE:
 		heap_remove(&s->timers, &r->timer);
 		s->running--;
+		if (s->slots)
+			slots_release(s->slots, r->slot);
 		break;
 	}
 	r->state = SIM_IDLE;
@@ -334,7 +371,10 @@ static void timer_due(struct sim *s, struct sim_req *r, uint64_t t)
 	bool last;
 
 	if (r->state == SIM_PREFILL) {
-		kv_insert(s->kv, r->hashes, r->nhashes);
+		if (s->slots)
+			slots_set(s->slots, r->slot, r->text, r->len); /* out of memory: empty */
+		else
+			kv_insert(s->kv, r->hashes, r->nhashes);
 		s->prompt_tokens += r->prompt_tokens;
 		r->state = SIM_OVERHEAD;
 		s->prefilling = NULL;
@@ -350,7 +390,11 @@ static void timer_due(struct sim *s, struct sim_req *r, uint64_t t)
 	s->gen_tokens++;
 	last = r->tokens_out >= r->max_tokens;
 	if (last) {
-		if (r->nhashes_done > r->nhashes)
+		if (s->slots && r->keep_output)
+			slots_append_output(s->slots, r->slot, r->tokens_out);
+		if (s->slots)
+			slots_release(s->slots, r->slot);
+		else if (r->nhashes_done > r->nhashes)
 			kv_insert(s->kv, r->hashes, r->nhashes_done);
 		r->state = SIM_IDLE;
 		s->running--;
@@ -390,6 +434,8 @@ void sim_get_stats(const struct sim *s, struct sim_stats *st)
 	st->kv_usage = s->p.kv_capacity_tokens ? (double)kv_blocks_held(s->kv) * KV_BLOCK_TOKENS /
 	                                             (double)s->p.kv_capacity_tokens
 	                                       : 0;
+	if (s->slots)
+		st->kv_usage = (double)slots_held(s->slots) / s->slots->n;
 }
 
 /* Prefill tokens r (being prefilled) has left at now, rounded up. */
@@ -406,7 +452,14 @@ static uint64_t prefill_left(const struct sim_req *r, uint64_t now)
 void sim_match(const struct sim *s, const uint64_t *hashes, size_t n, uint32_t prompt_tokens,
                uint64_t now, struct sim_match *out)
 {
-	uint32_t cached = (uint32_t)(kv_peek(s->kv, hashes, n) * KV_BLOCK_TOKENS);
+	sim_match_text(s, NULL, 0, hashes, n, prompt_tokens, now, out);
+}
+
+void sim_match_text(const struct sim *s, const char *text, size_t len, const uint64_t *hashes,
+                    size_t n, uint32_t prompt_tokens, uint64_t now, struct sim_match *out)
+{
+	struct sim_req r = {.hashes = hashes, .nhashes = n, .text = text, .len = len};
+	uint32_t cached = peek_cached(s, &r);
 
 	out->prompt_tokens = prompt_tokens;
 	out->cached_tokens = cached;
@@ -441,8 +494,19 @@ const struct sim_params *sim_params_now(const struct sim *s)
 
 void sim_bypass(struct sim *s, struct sim_req *r, uint32_t gen_tokens)
 {
-	r->cached_tokens = (uint32_t)(kv_lookup(s->kv, r->hashes, r->nhashes) * KV_BLOCK_TOKENS);
-	kv_insert(s->kv, r->hashes, r->nhashes);
+	if (s->slots) { /* no slot idle: computed elsewhere, as if uncached */
+		int i = slots_choose(s->slots, r->text, r->len, &r->cached_tokens);
+
+		if (i != -1) {
+			slots_take(s->slots, i);
+			slots_set(s->slots, i, r->text, r->len);
+			slots_release(s->slots, i);
+		}
+	} else {
+		r->cached_tokens =
+		    (uint32_t)(kv_lookup(s->kv, r->hashes, r->nhashes) * KV_BLOCK_TOKENS);
+		kv_insert(s->kv, r->hashes, r->nhashes);
+	}
 	s->queries += r->prompt_tokens;
 	s->hits += r->cached_tokens;
 	s->prompt_tokens += r->prompt_tokens;

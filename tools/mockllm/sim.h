@@ -24,6 +24,10 @@ struct sim_params {
 	 * vLLM's --max-num-batched-tokens. 0: prefill chunks do not lengthen
 	 * the decode steps beside them (the model before interference). */
 	uint32_t max_num_batched_tokens;
+	/* > 0: the cache is per sequence, so many slots of llama.cpp's server
+	 * (slots.h) instead of the paged one; each running request holds a
+	 * slot, so this many run at most (max_num_seqs is not used). */
+	uint32_t slots;
 };
 
 /* The calibrated defaults (see sim.c). */
@@ -69,6 +73,12 @@ struct sim_req {
 	size_t nhashes_held;
 	uint32_t prompt_tokens;
 	uint32_t max_tokens; /* output tokens to produce, >= 1 */
+	/* Slots (sim_params.slots): the prompt's text, what a slot's common
+	 * prefix is taken with (valid until the request is finished or
+	 * cancelled), and whether its output stays in the slot after it. */
+	const char *text;
+	size_t len;
+	bool keep_output;
 	/* Set by the simulation. */
 	enum sim_state state;
 	uint32_t cached_tokens; /* known once the request leaves SIM_WAITING */
@@ -76,6 +86,7 @@ struct sim_req {
 	uint32_t tokens_out;    /* output tokens produced so far */
 	uint64_t t_submit, t_first_token;
 	/* private */
+	int slot;                 /* slots: the one it holds, once admitted */
 	struct heap_node timer;   /* SIM_PREFILL / SIM_OVERHEAD / SIM_DECODE */
 	uint64_t t_prefill_start; /* SIM_PREFILL: its prefill ends at timer.due */
 	struct sim_req *prev, *next;
@@ -95,12 +106,13 @@ struct sim_stats {
 	 * of them the brought blocks covered (vLLM's external prefix cache) */
 	uint64_t external_queries, external_hits;
 	uint64_t prompt_tokens, generation_tokens;
-	double kv_usage; /* cached tokens held / capacity, 0..1 */
+	double kv_usage; /* cached tokens held / capacity, 0..1 (slots: slots holding a sequence /
+	                    slots) */
 };
 
 struct sim;
 
-/* NULL on allocation failure. */
+/* NULL on allocation failure (or slots past SLOTS_MAX). */
 struct sim *sim_create(const struct sim_params *p, sim_token_fn fn, void *ctx);
 void sim_destroy(struct sim *s);
 
@@ -135,6 +147,10 @@ struct sim_match {
  */
 void sim_match(const struct sim *s, const uint64_t *hashes, size_t n, uint32_t prompt_tokens,
                uint64_t now, struct sim_match *out);
+/* The same for the prompt text[0..len) too: what a slot cache
+ * (sim_params.slots) compares (sim_match: as an empty prompt's). */
+void sim_match_text(const struct sim *s, const char *text, size_t len, const uint64_t *hashes,
+                    size_t n, uint32_t prompt_tokens, uint64_t now, struct sim_match *out);
 
 /*
  * Run at f times the speed of the parameters s was created with (f > 0;
