@@ -204,7 +204,8 @@ FUZZ_MODS_conf   := conf config routing_config json view strategy random least p
 FUZZ_MODS_admin  := admin buf control members health config routing_config json key http names \
 	addr addrset backend_names resolve \
 	metrics route routestats scrape accesslog ring view strategy random least prefix maps gateway log index modelpool \
-	pools etcd fleet fleetq cache work load host conf flow flowctl lib/pd jsonedit
+	pools etcd fleet fleetq cache capacity cachecap work load host conf flow flowctl lib/pd \
+	jsonedit
 fuzz_objs = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,\
 	$(sort $(foreach m,$(FUZZ_MODS_$(1)),$(wildcard user/$(m).c user/*/$(m).c user/*/$(m)_*.c))))
 

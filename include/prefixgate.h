@@ -227,9 +227,14 @@ struct pg_backend {
 	 * (user/router/work.h pg_work_waiting). */
 	__u32 firsts;
 	__u32 firsts_at_scrape;
+	/* cache_aware: its cache as its answers showed it (user/router/
+	 * capacity.h), in index blocks (0: nothing learned; the index takes it
+	 * before ca_capacity_blocks) and in sequences (0: no bound). */
+	__u32 ca_learned_blocks;
+	__u32 ca_learned_seqs;
 	__u32 pad2;
 };
-_Static_assert(sizeof(struct pg_backend) == 200 + 8 * PG_DEC_MAX, "pg_backend layout");
+_Static_assert(sizeof(struct pg_backend) == 208 + 8 * PG_DEC_MAX, "pg_backend layout");
 _Static_assert(sizeof(struct pg_backend) % 8 == 0, "pg_backend alignment");
 
 /*

@@ -27,6 +27,7 @@
 #include "lib/conf.h"
 #include "state/flowctl.h"
 #include "router/load.h"
+#include "router/capacity.h"
 #include "state/pools.h"
 #include "state/routestats.h"
 #include "sys/lifecycle.h"
@@ -175,7 +176,9 @@ int main(int argc, char **argv)
 	gw.rstats = pg_rstats_create(gw.nworkers);
 	gw.mwin = pg_metrics_window_create();
 	gw.router.speeds = pg_speeds_new();
-	if (!gw.stats || !gw.workers || !gw.rstats || !gw.mwin || !gw.router.speeds) {
+	gw.router.caps = pg_capacities_new();
+	if (!gw.stats || !gw.workers || !gw.rstats || !gw.mwin || !gw.router.speeds ||
+	    !gw.router.caps) {
 		pg_error("out of memory");
 		goto out_workers;
 	}
@@ -258,6 +261,7 @@ out_workers:
 	pg_fleet_stop(&gw); /* (again after a failed start: frees what init made) */
 	pg_metrics_window_free(gw.mwin);
 	pg_speeds_free(gw.router.speeds);
+	pg_capacities_free(gw.router.caps);
 	pg_flowctl_free(gw.flow);
 	pg_rstats_free(gw.rstats);
 	free(gw.workers);

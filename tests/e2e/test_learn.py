@@ -11,6 +11,10 @@ instances whose speed the gateway is not told, behind one prefixgate.
 - an engine that reports requests waiting gets no new request until it
   drains, whatever the model predicts, and the strategy's choice follows
   (PREFIX_AWARE's first candidate is passed over);
+- engines whose cache keeps 2 conversations each (mockllm --slots 2, as
+  llama.cpp's server), not told so: CACHE_AWARE learns it from their
+  answers' cached tokens and keeps 4 conversations on 2 of them near the
+  ideal cached share, however the ring places them;
 - in-flight counts and the queue back to 0 after every test.
 
 usage: test_learn.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
@@ -130,11 +134,11 @@ def no_stream_flow_control_engages(opts):
 
 @test
 def short_deadline_after_cold_start(opts):
-    """Instances 4 times faster than the defaults (a first token in ~20 ms
+    """Instances 8 times faster than the defaults (a first token in ~10 ms
     where the defaults predict over 61.5 ms): with a 50 ms deadline from
     the first request on, most answers are 200 (none would be if the
     defaults decided); every answer is a 200 or a 429."""
-    fast = ["--speed", "4"]
+    fast = ["--speed", "8"]
     f = Fleet(opts, 2, gw_args=QUIET + ["--strategy", "least_outstanding_requests",
                                         "--flow-control", "--metrics-scrape-interval", "0"],
               mock_args={0: fast, 1: fast})
@@ -193,6 +197,52 @@ def engine_waiting_gets_none_until_it_drains(opts):
         quiet(f)
     finally:
         f.stop()
+
+
+def slots_round(opts):
+    """4 conversations of ~2,500 tokens, 16 turns each in turn, one request
+    at a time, on 2 instances of 2 slots: (cached share, ideal share) of
+    the turns after the first, by the engines' own usage."""
+    slots = ["--slots", "2", "--speed", "4"]
+    f = Fleet(opts, 2, gw_args=QUIET + ["--strategy", "cache_aware",
+                                        "--metrics-scrape-interval", "0"],
+              mock_args={0: slots, 1: slots})
+    try:
+        convs = [[{"role": "system", "content": "conversation %d. " % k + words(1200, k)}]
+                 for k in range(4)]
+        last = [None] * 4
+        got = ideal = total = 0
+        for turn in range(16):
+            for k in range(4):
+                convs[k].append({"role": "user", "content": words(30, 100 * turn + k)})
+                st, data, _ = send(f, json.dumps({"model": "m", "max_tokens": 20,
+                                                  "stream": False, "messages": convs[k]}))
+                assert st == 200, (st, data[:200])
+                d = json.loads(data)
+                u = d["usage"]
+                p = u["prompt_tokens"]
+                if turn:
+                    got += (u.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+                    ideal += min(p - 1, last[k])  # its slot held the last prompt + answer
+                    total += p
+                last[k] = p + u["completion_tokens"]
+                convs[k].append({"role": "assistant",
+                                 "content": d["choices"][0]["message"]["content"]})
+        quiet(f)
+        return got / total, ideal / total
+    finally:
+        f.stop()
+
+
+@test
+def slot_engines_keep_their_conversations(opts):
+    """Two rounds (two rings: the instances' ports differ): each reaches
+    at least 0.9 of the ideal cached share."""
+    for rnd in range(2):
+        got, ideal = slots_round(opts)
+        print("# round %d: cached share %.3f, ideal %.3f (%.2fx)" % (rnd, got, ideal,
+                                                                     got / ideal))
+        assert got >= 0.9 * ideal, (got, ideal)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 #include "fleet/fleet.h"
 #include "lib/names.h"
 #include "router/cache.h"
+#include "router/capacity.h"
 #include "tracesim.h"
 
 /* --help; its %g and %d are the defaults usage() fills in. */
@@ -296,11 +297,12 @@ static int setup_gw(struct ts_world *w, unsigned gi, uint64_t cap)
 	g->maps.ca = calloc(g->maps.ca_slots, sizeof(*g->maps.ca));
 	g->r = (struct pg_router){.maps = &g->maps,
 	                          .speeds = pg_speeds_new(),
+	                          .caps = pg_capacities_new(),
 	                          .out = &ts_out,
 	                          .clock = ts_clock,
 	                          .ca_work_base = w->o.lambda,
 	                          .ca_work_queued = w->o.kappa};
-	if (!g->be || !st || !g->maps.ca || !g->r.speeds)
+	if (!g->be || !st || !g->maps.ca || !g->r.speeds || !g->r.caps)
 		return -1;
 	if (!pg_strategy_parse(w->o.strategy, strlen(w->o.strategy), &s))
 		st->strategy = (uint32_t)s; /* else a reference rule: no core */

@@ -9,6 +9,7 @@
 
 #include "control/control.h"
 #include "lib/scrape.h"
+#include "router/capacity.h"
 #include "members/health.h"
 #include "lib/names.h"
 #include "router/route.h"
@@ -149,24 +150,21 @@ bool ts_strategy_known(const char *s)
  * blocks the request's text would give; *held_out: what it believed the
  * chosen one holds, in tokens. */
 static uint16_t choose(struct ts_world *w, struct ts_gw *g, const struct ts_rec *r,
-                       struct pg_key_blocks *kb, uint32_t *held_out)
+                       struct pg_key_blocks *kb, struct ts_job *j)
 {
 	const uint64_t k = prefix_hash(r, w->o.prefix_length / PG_CA_CHARS_PER_TOKEN);
 	struct pg_key key = {
 	    .hash = k, .anchor = k, .tokens = r->input, .source = PG_KEY_SRC_PROMPT};
-	struct pg_choice ch = {0};
 	uint16_t b;
 
-	*held_out = 0;
 	if (is_ref(w->o.strategy))
 		return choose_ref(w, r, !strcmp(w->o.strategy, "ref-cache-first"));
 	kb->anchor = k;
 	kb->anchor_len = w->o.prefix_length;
 	kb->whole = mix(prefix_hash(r, r->input), 3);
-	b = pg_route_key(&g->r, 0, 0, &key, kb, NULL, next_rnd(w), 0, &ch);
-	if (ch.est[0].id == b)
-		*held_out = ch.est[0].matched;
-	w->decisions[ch.decision]++;
+	b = pg_route_key(&g->r, 0, 0, &key, kb, NULL, next_rnd(w), 0, &j->ch);
+	j->anchor = key.anchor;
+	w->decisions[j->ch.decision]++;
 	return b;
 }
 
@@ -186,7 +184,8 @@ void ts_dispatch(struct ts_world *w, const struct ts_rec *r)
 	ts_fleet_deliver(w);
 	ts_tick(w);
 	kb.n = gw_chain(r, kb.chain);
-	b = choose(w, g, r, &kb, &held);
+	b = choose(w, g, r, &kb, j);
+	held = j->ch.est[0].id == b ? j->ch.est[0].matched : 0;
 	if (!b)
 		abort(); /* every simulated instance is always usable */
 	x = &g->be[b];
@@ -194,7 +193,7 @@ void ts_dispatch(struct ts_world *w, const struct ts_rec *r)
 	j->b = b;
 	j->g = (uint8_t)gi;
 	j->own = r->input > held ? r->input - held : 1;
-	pg_inflight_take(&g->r, b, PG_DEC_AFFINITY);
+	pg_inflight_take(&g->r, b, j->ch.decision);
 	pg_load_take(&g->r, b, j->own, &j->lt, w->now);
 	j->sr.nhashes = kv_chain(r, &j->kv);
 	j->sr.hashes = j->kv;
@@ -287,6 +286,10 @@ void ts_on_token(void *ctx, struct sim_req *sr, bool last)
 			        j->lt.w.ahead);
 		if (!w->o.no_stream) /* else the gateway sees no first token */
 			pg_load_first(&g->r, j->g, NULL, &j->lt, w->now);
+		/* its usage: what the instance had cached of it */
+		pg_capacity_answer(&g->r, &j->ch, PG_CC_PAGED,
+		                   pg_cc_verdict(j->ch.matched, j->ch.shared, j->rec->input,
+		                                 sr->cached_tokens, j->rec->input));
 		ts_fleet_changed(w, j->g, j->b);
 	}
 	if (last) {

@@ -79,6 +79,8 @@ struct ts_job {
 	uint8_t g;    /* the gateway that routed it */
 	uint32_t own; /* its work there, as the gateway believed */
 	struct pg_load_ticket lt;
+	struct pg_choice ch; /* its gateway's decision */
+	uint64_t anchor;     /* its conversation, as the decision named it */
 	bool first;
 	struct ts_job *prev, *next; /* the world's answers not whole yet (--no-stream) */
 };

@@ -208,7 +208,7 @@ static bool refit(struct pg_cc *c)
 		cur += predicts(&x, s.cur_b, s.cur_s) != x.held;
 	}
 	moves(&s, c);
-	if (cur <= s.min + s.min / 2 + PG_CC_MARGIN)
+	if (cur <= s.min + s.min / 2 + (c->kind == PG_CC_SLOTS ? PG_CC_MARGIN_SLOTS : PG_CC_MARGIN))
 		return false;
 	s.pick = true;
 	s.limit = s.min + 1;

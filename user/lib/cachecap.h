@@ -62,8 +62,14 @@
 /* Answers the capacity is drawn from, the most recent. */
 #define PG_CC_WINDOW 128
 /* It moves when it misclassifies more than 1.5 times the best pair's
- * count of answers plus this many. */
+ * count of answers plus this many ... */
 #define PG_CC_MARGIN 2
+/* ... or this many, for a cache known to keep whole sequences
+ * (PG_CC_SLOTS): a slot is reused whole, never emptied by memory pressure,
+ * so one answer it contradicts is enough (3 were each a conversation's
+ * turn lost again, and 4 conversations on 2 slots reached 0.84 of the
+ * ideal cached share instead of 0.92). */
+#define PG_CC_MARGIN_SLOTS 0
 
 /* An instance's recent sequences, most recent first. */
 struct pg_cc_recent {

@@ -83,6 +83,7 @@ struct fields {
 	bool conn_close, conn_keep_alive;
 	bool conn_names; /* a Connection token other than keep-alive (or too many) */
 	bool expect_continue, expect_other;
+	bool encoded; /* response: a Content-Encoding other than identity */
 	struct pg_str key;
 };
 
@@ -164,6 +165,10 @@ static int field_seen(struct fields *f, enum pg_http_field kind, const char *nam
 			f->key.p = v;
 			f->key.len = vlen;
 		}
+		break;
+	case PG_HF_CONTENT_ENCODING:
+		if (!EQ(v, vlen, "identity"))
+			f->encoded = true;
 		break;
 	case PG_HF_TRANSFER_ENCODING:
 		if (memchr(name, '_', nlen))
@@ -528,6 +533,7 @@ ssize_t pg_http_parse_response(const char *buf, size_t len, bool head_request,
 	resp->keep_alive =
 	    !f.conn_close && (resp->minor == 1 || f.conn_keep_alive) && resp->body != PG_BODY_EOF;
 	resp->conn_names = f.conn_names;
+	resp->encoded = f.encoded;
 	resp->head_len = (size_t)r;
 	return r;
 }

@@ -46,6 +46,7 @@ enum pg_http_field {
 	PG_HF_AUTHORIZATION,
 	PG_HF_X_PREFIXGATE_PRIORITY,
 	PG_HF_X_PREFIXGATE_DEADLINE_MS,
+	PG_HF_CONTENT_ENCODING,
 };
 
 /* The kind of the field named name[0..len) (ASCII case-insensitive): one
@@ -90,6 +91,7 @@ struct pg_http_response {
 	bool keep_alive;         /* the connection may carry another request after it */
 	bool conn_names;         /* a Connection token other than keep-alive (as
 	                            in pg_http_request) */
+	bool encoded;            /* a Content-Encoding other than identity */
 	size_t head_len;
 };
 

@@ -38,6 +38,7 @@ enum pg_http_field pg_http_field_kind(const char *s, size_t n)
 	case 16:
 		return EQ(s, n, "proxy-connection")   ? PG_HF_PROXY_CONNECTION
 		       : EQ(s, n, "x-prefixgate-key") ? PG_HF_X_PREFIXGATE_KEY
+		       : EQ(s, n, "content-encoding") ? PG_HF_CONTENT_ENCODING
 		                                      : PG_HF_OTHER;
 	case 17:
 		return EQ_US(s, n, "transfer-encoding") ? PG_HF_TRANSFER_ENCODING : PG_HF_OTHER;

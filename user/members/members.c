@@ -149,6 +149,9 @@ int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, unsigned 
 	pg_router_activate(&gw->router, (unsigned)id);
 	__atomic_store_n(&b->flags, PG_BACKEND_ACTIVE, __ATOMIC_RELEASE);
 	pg_pool_member_set(gw, (unsigned)id, pool, true);
+	/* it goes by its pool's speed from its first request, not the defaults
+	 * until the next tick (router/load.h) */
+	pg_load_share_speeds(&gw->router);
 	pg_ctl.origin[id] = origin;
 	pg_ctl.drain_since[id] = 0;
 	*changed = true;

@@ -25,6 +25,7 @@
 #include "lib/flow.h"
 #include "lib/http.h"
 #include "lib/key.h"
+#include "lib/usage.h"
 #include "proxy/io.h"
 #include "router/load.h"
 
@@ -116,6 +117,13 @@ struct pg_exchange {
 	 * with the in-flight slot, given back at the first token or with the
 	 * slot. */
 	struct pg_load_ticket load;
+	/* cache_aware, a choice that predicted a hit: the usage its answer
+	 * reports (lib/usage.h; read from the body as the copy path passes
+	 * it) and its first token's arrival, which tell whether the hit held
+	 * (router/capacity.h, pg_exchange_cache_verdict) */
+	struct pg_usage_parse usage;
+	bool usage_on;
+	uint64_t first_ns;
 	/* Flow control (queue.h): what the head said of the request (its
 	 * tenant's key and label, its class, its deadline, a header that was
 	 * wrong), and its place in its worker's queue (fq.queued). */

@@ -29,6 +29,7 @@
 #include "proxy/queue.h"
 #include "proxy/reply.h"
 #include "proxy/worker_state.h"
+#include "router/capacity.h"
 #include "router/route.h"
 #include "sys/lifecycle.h"
 #include "sys/log.h"
@@ -372,6 +373,34 @@ void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why
 
 /* --- the response's end, as the client sees it ----------------------------------- */
 
+/* A choice that predicted a hit, its answer whole: whether the hit held,
+ * from the cached tokens the engine reported, else from a stream's first
+ * token against the prediction; what the instance's cache keeps is
+ * learned from it (router/capacity.h). */
+static void cache_verdict(struct pg_worker *w, struct pg_exchange *x)
+{
+	const struct pg_ca_est *e = &x->choice.est[0];
+	enum pg_cc_verdict v = PG_CC_UNKNOWN;
+	struct pg_usage u;
+	uint32_t cached;
+
+	if (!x->usage_on)
+		return;
+	x->usage_on = false;
+	pg_usage_get(&x->usage, &u);
+	if (pg_usage_cached(&u, false, &cached))
+		v = pg_cc_verdict(x->choice.matched, x->choice.shared, x->key.tokens, cached,
+		                  u.have & PG_USAGE_PROMPT ? u.prompt_tokens : 0);
+	else if (x->key.stream && x->first_ns > x->load.w.sent_ns && e->id == x->backend)
+		v = pg_capacity_ttft_verdict(e->ttft_ms, e->saved_ms,
+		                             (double)(x->first_ns - x->load.w.sent_ns) / 1e6);
+	pg_capacity_answer(&w->gw->router, &x->choice,
+	                   u.have & PG_USAGE_TIMINGS  ? PG_CC_SLOTS
+	                   : u.have & PG_USAGE_OBJECT ? PG_CC_PAGED
+	                                              : PG_CC_ANY_KIND,
+	                   v);
+}
+
 /* The only place a used backend connection goes back to the pool: under
  * the invariant of boundary.h. Runs from the run list, never inside an
  * event of either socket. */
@@ -393,6 +422,7 @@ void pg_response_end(struct pg_worker *w, struct pg_client *c)
 	bool owed = c->state == PG_C_STREAM; /* the rest of its body is still coming */
 	bool keep = x->keep_alive;
 
+	cache_verdict(w, x);
 	log_request(w, c, x->resp_status, PG_ALOG_OK);
 	release_slot(w, x);
 	x->up = NULL;

@@ -168,6 +168,8 @@ static bool forward_body(struct pg_worker *w, struct pg_upstream *u, char *data,
 		take = len < u->frame.remaining ? len : (size_t)u->frame.remaining;
 		u->frame.remaining -= take;
 		done = !u->frame.remaining;
+		if (c->x.usage_on)
+			pg_usage_feed(&c->x.usage, data, take);
 	} else if (u->frame.kind == PG_FRAME_CHUNKED) {
 		bool dechunk = c->x.minor == 0; /* HTTP/1.0 client: the data only */
 
@@ -186,6 +188,8 @@ static bool forward_body(struct pg_worker *w, struct pg_upstream *u, char *data,
 				pg_sock_queue_copy(w, &c->s, data + take + doff, dlen);
 				c->x.resp_bytes += dlen;
 			}
+			if (c->x.usage_on && rc == PG_CHUNKED_DATA && dlen)
+				pg_usage_feed(&c->x.usage, data + take + doff, dlen);
 			take += used;
 			if (rc == PG_CHUNKED_DONE) {
 				done = true;
@@ -194,6 +198,8 @@ static bool forward_body(struct pg_worker *w, struct pg_upstream *u, char *data,
 		}
 	} else {
 		take = len; /* the body ends with the connection */
+		if (c->x.usage_on)
+			pg_usage_feed(&c->x.usage, data, take);
 	}
 	if (take < len)
 		u->keep_alive = false; /* bytes after the response: never reuse */
@@ -274,6 +280,13 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 		pg_queue_room(w);
 	}
 	pg_held_release(w, x, u); /* no retry from here */
+	/* a predicted hit: what the answer says of it is read as it passes
+	 * (not with a Content-Encoding: its bytes are not the usage's) */
+	x->usage_on = resp.status < 300 && !x->head_method && !resp.encoded &&
+	              x->choice.backend == x->backend && x->choice.d_blocks != UINT32_MAX &&
+	              x->choice.matched > x->choice.shared;
+	if (x->usage_on)
+		pg_usage_init(&x->usage, x->key.stream ? PG_USAGE_SSE : PG_USAGE_JSON);
 	if (pg_alog_on(w->gw->alog))
 		x->ttft_ns = pg_now_ns();
 	u->keep_alive = resp.keep_alive && !u->dp;
@@ -309,6 +322,8 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 		pg_client_schedule(w, c);
 	/* Body bytes that came with the head: the first token among them. */
 	if (len > (size_t)n) {
+		if (!x->first_ns)
+			x->first_ns = pg_now_ns();
 		pg_load_first(&w->gw->router, w->id, &w->stats->ttft_err, &x->load, pg_now_ns());
 		pg_queue_room(w);
 		kept = forward_body(w, u, p + n, len - (size_t)n, bid);
@@ -346,6 +361,8 @@ bool pg_upstream_input(struct pg_worker *w, struct pg_upstream *u, char *data, s
 		const bool first = u->c && pg_load_pending(&u->c->x.load);
 		bool kept;
 
+		if (u->c && !u->c->x.first_ns)
+			u->c->x.first_ns = pg_now_ns();
 		if (first) {
 			pg_load_first(&w->gw->router, w->id, &w->stats->ttft_err, &u->c->x.load,
 			              pg_now_ns());

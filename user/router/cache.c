@@ -117,6 +117,23 @@ static size_t rank_of(const uint16_t *cand, size_t ncand, uint16_t id)
 	return ncand + id;
 }
 
+/* A request nothing holds: the tied instances that hold as many
+ * conversations as they can leave the tie (their cost goes past limit)
+ * while another is in it. */
+static void pass_over_full(struct seen *seen, size_t n, float limit, const struct pg_ca_req *rq)
+{
+	bool full[PG_MAX_BACKENDS], other = false;
+
+	for (size_t i = 0; i < n; i++)
+		if (seen[i].cost <= limit) {
+			full[i] = rq->full(seen[i].id, rq->full_arg);
+			other |= !full[i];
+		}
+	for (size_t i = 0; other && i < n; i++)
+		if (seen[i].cost <= limit && full[i])
+			seen[i].cost = limit + 1;
+}
+
 /* Of the tied seen[] (cost <= limit), the one the tie rules pick. */
 static size_t break_tie(const struct seen *seen, size_t n, float limit,
                         const struct pg_backend *backends, const uint16_t *cand, size_t ncand,
@@ -235,12 +252,16 @@ uint16_t pg_balance_cached(const struct pg_backend *backends, unsigned max_id, c
 			low = seen[i].cost;
 	}
 	limit = low + fmaxf((float)PG_CA_TIE_MS, low * (float)PG_CA_TIE_FRAC);
+	if (rq->full && longest <= rq->shared_tokens)
+		pass_over_full(seen, n, limit, rq);
 	pick = break_tie(seen, n, limit, backends, cand, ncand, rq);
 	for (size_t i = 0; i < n; i++)
 		if (i != pick && (second == SIZE_MAX || seen[i].cost < seen[second].cost))
 			second = i;
 	out->backend = seen[pick].id;
 	out->matched = seen[pick].matched;
+	out->shared = rq->shared_tokens;
+	out->d_blocks = UINT32_MAX;
 	est_out(&out->est[0], &seen[pick]);
 	if (second != SIZE_MAX)
 		est_out(&out->est[1], &seen[second]);

@@ -27,7 +27,9 @@
  * place depends on the membership alone while loads are equal (gateways
  * that share nothing agree). NewConversationChoices N > 1: among the ties,
  * where the anchor was placed before, else the least recently sent of the
- * anchor's first N ring candidates.
+ * anchor's first N ring candidates. Before either, an instance that holds
+ * as many conversations as its cache can (rq->full) is passed over among
+ * the ties while another is not: a new one there would evict one.
  *
  * No allocation; two passes over the usable ids (shared fields read once,
  * with relaxed atomic loads).
@@ -65,6 +67,11 @@ struct pg_ca_req {
 	/* lambda = work_base + work_queued x queued requests per instance
 	 * (PG_CA_WORK_BASE, PG_CA_WORK_QUEUED; tools/tracesim sweeps them) */
 	double work_base, work_queued;
+	/* whether an instance holds as many conversations as it can
+	 * (router/capacity.h; NULL: none does): a request nothing holds goes
+	 * to another among the ties, if one is there */
+	bool (*full)(uint16_t id, void *arg);
+	void *full_arg;
 };
 
 /* Index tiers a request's look reads (pg_ca_match_tiers): the longest

@@ -32,11 +32,14 @@ static inline struct pg_ca_slot *slot_at(const struct pg_ca_index *ix, uint64_t 
 	return &ix->slots[(h + i) & (ix->nslots - 1)];
 }
 
-/* Backend id's cache in blocks: what it reported, else the index's. */
+/* Backend id's cache in blocks: what its answers showed
+ * (router/capacity.h), else what it reported, else the index's. */
 static inline uint32_t capacity_of(const struct pg_ca_index *ix, uint16_t id)
 {
-	uint32_t c = LOAD(&ix->backends[id].ca_capacity_blocks);
+	uint32_t c = LOAD(&ix->backends[id].ca_learned_blocks);
 
+	if (!c)
+		c = LOAD(&ix->backends[id].ca_capacity_blocks);
 	return c ? c : ix->capacity_blocks;
 }
 
@@ -89,6 +92,20 @@ size_t pg_ca_holders(const struct pg_ca_index *ix, uint64_t h, pg_ca_ok_fn ok, v
 		if (way_live(ix, s, w, &id) && (!ok || ok(id, arg)))
 			out[n++] = id;
 	return n;
+}
+
+bool pg_ca_stamp(const struct pg_ca_index *ix, uint64_t h, uint16_t id, uint32_t *stamp)
+{
+	const struct pg_ca_slot *s = find(ix, h);
+
+	if (!s)
+		return false;
+	for (unsigned w = 0; w < PG_CA_WAYS; w++)
+		if (LOAD(&s->backend[w]) == id) {
+			*stamp = LOAD(&s->stamp[w]);
+			return true;
+		}
+	return false;
 }
 
 void pg_ca_prefetch(const struct pg_ca_index *ix, const uint64_t *chain, uint32_t n)

@@ -75,6 +75,10 @@ typedef bool (*pg_ca_ok_fn)(uint16_t id, void *arg);
 size_t pg_ca_holders(const struct pg_ca_index *ix, uint64_t h, pg_ca_ok_fn ok, void *arg,
                      uint16_t out[PG_CA_WAYS]);
 
+/* Backend id's stamp on block prefix h, live or not (router/capacity.h
+ * measures from it how far back id was sent it); false: none. */
+bool pg_ca_stamp(const struct pg_ca_index *ix, uint64_t h, uint16_t id, uint32_t *stamp);
+
 struct pg_ca_match {
 	uint32_t blocks; /* matched prefix, in blocks (0: none) */
 	uint32_t probes; /* index lookups it took */

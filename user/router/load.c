@@ -105,6 +105,12 @@ static void learn(const struct pg_router *r, unsigned worker, const struct pg_lo
 	publish_fit(b, t->epoch, &cur, n);
 	if (learned && r->out && r->out->learned)
 		r->out->learned(r, worker, t->backend, t->epoch, &obs);
+	/* the first of its pool measured: the others go by it at once, not at
+	 * the next tick (until then a measured instance and the defaults are
+	 * told apart by how wrong the defaults are, and new conversations,
+	 * a burst of them, all go to the measured one) */
+	if (learned && n == PG_FIT_OWN_MIN)
+		pg_load_share_speeds(r);
 }
 
 void pg_load_observe(const struct pg_router *r, uint16_t id, uint32_t epoch,

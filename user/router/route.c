@@ -4,24 +4,33 @@
 #include "lib/fleet.h"
 #include "lib/pd.h"
 #include "router/cache.h"
+#include "router/capacity.h"
 #include "router/load.h"
 #include "router/route.h"
 #include "router/work.h"
 
 struct holder_rule {
-	const struct pg_backend *backends;
+	const struct pg_router *r;
 	unsigned max_id;
 	const struct pg_idset *exclude;
 	uint64_t now_ms;
+	const uint64_t *anchor; /* the request's (its look's, as it moves) */
 };
 
-/* A holder counts when it could take the request at all: the balancer's
- * own test of a candidate. */
+/* A holder counts when it could take the request at all (the strategies'
+ * own test of a candidate) and still holds the request's conversation as
+ * far as its learned bound in conversations goes (router/capacity.h). */
 static bool holder_usable(uint16_t id, void *arg)
 {
-	const struct holder_rule *r = arg;
+	const struct holder_rule *h = arg;
 
-	return pg_backend_eligible(r->backends, r->max_id, id, r->exclude, r->now_ms);
+	return pg_backend_eligible(h->r->maps->backends, h->max_id, id, h->exclude, h->now_ms) &&
+	       pg_capacity_holds(h->r, id, *h->anchor);
+}
+
+static bool backend_full(uint16_t id, void *arg)
+{
+	return pg_capacity_full(arg, id);
 }
 
 /* cache_aware: where a request went is remembered by its anchor too
@@ -50,8 +59,11 @@ static void ca_view(const struct pg_router *r, unsigned pool, const struct pg_ro
 	                         .choices = rc->new_choices,
 	                         .placed = placed,
 	                         .work_base = r->ca_work_base,
-	                         .work_queued = r->ca_work_queued};
+	                         .work_queued = r->ca_work_queued,
+	                         .full = r->caps ? backend_full : NULL,
+	                         .full_arg = (void *)r};
 	*look = (struct pg_ca_look){.anchor = key->anchor};
+	rule->anchor = &look->anchor;
 	if (kb)
 		pg_ca_look(&ix, kb->chain, kb->n, key->anchor, kb->anchor_len, kb->whole,
 		           explicit_key,
@@ -113,7 +125,7 @@ static uint16_t choose(const struct pg_router *r, unsigned pool, const struct pg
 	if (rc->flow_queue_ms && without_room(rc->flow_queue_ms, &p, &full))
 		p.exclude = &full;
 	if (s->blocks) {
-		struct holder_rule rule = {r->maps->backends, p.max_id, exclude, now_ms};
+		struct holder_rule rule = {r, p.max_id, exclude, now_ms, NULL};
 
 		ca_view(r, pool, rc, key, kb, &rule, &rq, &look, placed);
 		p.ca = &rq;
@@ -206,6 +218,16 @@ static bool explore(const struct pg_backend *b)
 	       !__atomic_load_n(&b->peer_prefill_reqs, __ATOMIC_RELAXED);
 }
 
+/* The chain hash of the prefix the chosen one is believed to hold beyond
+ * the shared head (0: nothing more). */
+static uint64_t predicted_prefix(const struct pg_key_blocks *kb, const struct pg_choice *choice)
+{
+	const uint32_t per = PG_CA_BLOCK / PG_CA_CHARS_PER_TOKEN, blocks = choice->matched / per;
+
+	return choice->matched > choice->shared && blocks && blocks <= kb->n ? kb->chain[blocks - 1]
+	                                                                     : 0;
+}
+
 /* The first token of key's request at id, as the load model predicts it
  * (ms): cache_aware's own estimate, else the model's with nothing cached. */
 static double predicted_ttft(const struct pg_router *r, bool ca, const struct pg_key *key,
@@ -249,8 +271,12 @@ uint16_t pg_route_key(const struct pg_router *r, unsigned worker, unsigned pool,
 		return 0;
 	if (worker == PG_ROUTE_DRY || !id)
 		return id;
-	if (ca)
+	if (ca) {
+		/* how far back id was sent what it is believed to hold, before
+		 * this request refreshes it (what its answer will teach) */
+		pg_capacity_sent(r, id, key->anchor, predicted_prefix(kb, choice), choice);
 		record_blocks(r, worker, key, kb, id, choice->matched, place_anchor(key, kb));
+	}
 	if (r->shadow)
 		shadow = rc.strategy == PG_STRATEGY_PREFIX_AWARE
 		             ? id

@@ -12,6 +12,8 @@
  *             serves pool 0, the only one)
  *   speeds:   the learned speed of each backend (load.h; NULL: none is
  *             learned, the published or default speeds stay)
+ *   caps:     what each backend's cache really keeps, learned from its
+ *             answers (capacity.h; NULL: the configured capacity stays)
  *   out:      what the core tells the rest of its host (NULL: nothing):
  *             decisions for the peers' indexes and the routing
  *             statistics, observations for the peers' fits
@@ -40,6 +42,7 @@
 
 struct pg_router;
 struct pg_speeds;
+struct pg_capacities;
 
 /* What the core tells its host (each may be NULL). worker: the caller's
  * worker index, for per-worker queues. */
@@ -61,6 +64,7 @@ struct pg_router {
 	struct pg_maps *maps;
 	const struct pg_idset *members; /* PG_MAX_POOLS entries, or NULL */
 	struct pg_speeds *speeds;
+	struct pg_capacities *caps; /* capacity.h; NULL: nothing learned of caches */
 	const struct pg_router_out *out;
 	uint64_t (*clock)(const struct pg_router *r); /* ns */
 	enum pg_load_signal load_signal;              /* --load-signal */

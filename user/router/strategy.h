@@ -80,6 +80,13 @@ struct pg_choice {
 	uint8_t pool;     /* the model pool chosen in (route.h sets it; the balancer does not) */
 	bool late;        /* none chosen: the first token would come past the deadline (route.h) */
 	struct pg_ca_est est[2]; /* cache_aware: the chosen one, the runner-up */
+	/* cache_aware: tokens every instance is taken to hold (a shared
+	 * prefix), and how far back the chosen one was sent the prefix it is
+	 * believed to hold, in its index clock's blocks (UINT32_MAX: none) and
+	 * in other conversations (router/capacity.h: what its answer teaches) */
+	uint32_t shared;
+	uint32_t d_blocks;
+	uint8_t d_seqs;
 };
 
 struct pg_ca_req;

@@ -237,7 +237,7 @@ void pg_work_publish_speed(struct pg_backend *b, const struct pg_speed *sp)
 unsigned pg_work_median_speed(const struct pg_backend *table, unsigned max_id, uint32_t pool,
                               struct pg_speed *out)
 {
-	static uint32_t v[3][PG_MAX_BACKENDS]; /* the control thread's alone */
+	uint32_t v[3][PG_MAX_BACKENDS]; /* 48 KiB of the caller's stack */
 	unsigned n = 0;
 
 	for (unsigned id = 1; id <= max_id && id < PG_MAX_BACKENDS; id++) {
