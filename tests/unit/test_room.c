@@ -214,9 +214,11 @@ static void test_deadline_explores(void **state)
 	assert_true(ch.late);
 }
 
-/* An answer that does not stream: its work stays queued until its head
- * while its speed is not measured (never dropped at a time predicted from
- * the defaults); on a measured speed, until its predicted first token. */
+/* An answer that does not stream: while its instance's speed is not
+ * measured, its work stays queued until its head or
+ * PG_LOAD_UNMEASURED_SLACK times its predicted first token (never at a
+ * time predicted from the defaults alone); on a measured speed, until its
+ * predicted first token. */
 static void test_answer_keeps_its_work(void **state)
 {
 	struct pg_backend *b = &maps.backends[1];
@@ -226,15 +228,21 @@ static void test_answer_keeps_its_work(void **state)
 	(void)state;
 	pg_load_take(&r, 1, 2000, &t, now_ns);
 	assert_false(t.measured);
-	assert_false(pg_load_due(&r, &t, now_ms() + 60000));
+	assert_false(pg_load_due(&r, &t, now_ms() + (uint64_t)t.w.pred_ms));
 	assert_int_equal(b->prefill_reqs, 1);
 	now_ns += 500000000;
-	pg_load_answered(&r, 0, &t, now_ns);
+	pg_load_answered(&r, &t, now_ns);
 	assert_int_equal(b->prefill_reqs, 0);
 	assert_int_equal(b->prefill_tokens, 0);
 	assert_int_equal(b->firsts, seen + 1); /* seen to leave the engine's queue */
 	assert_true(b->head_since_ms >= now_ms() - 62);
 	assert_int_equal(t.head_ns, now_ns);
+	/* no head in time: it leaves at the slack's end */
+	pg_load_take(&r, 1, 2000, &t, now_ns);
+	assert_false(pg_load_due(&r, &t, now_ms() + (uint64_t)t.w.pred_ms * 3));
+	assert_true(
+	    pg_load_due(&r, &t, now_ms() + (uint64_t)t.w.pred_ms * PG_LOAD_UNMEASURED_SLACK + 1));
+	assert_int_equal(b->prefill_reqs, 0);
 	/* measured: it leaves at its predicted first token */
 	measured(b);
 	pg_load_take(&r, 1, 2000, &t, now_ns);

@@ -297,37 +297,6 @@ static void test_queue(void **state)
  * the others' heads and first tokens come as ages (pg_work_ages,
  * pg_work_heard); a request sent while another gateway's wait is queued,
  * and learns no whole TTFT while one may have been ahead of it unseen. */
-/* An answer that did not stream bounds its TTFT from above: a fit that
- * predicts more learns the bound (an instance 3 times faster than the
- * defaults is found so, from answers alone, queued or not); one that
- * predicts less learns nothing (the bound holds: its decode or a wait
- * may be in it). */
-static void test_answers_bound(void **state)
-{
-	const struct pg_speed fast = {20, 1e6 / 110000, 0}; /* the truth: 3x the defaults */
-	struct pg_fit f;
-	struct pg_fit_obs o;
-	uint64_t t = 1000 * 1000000ull;
-	uint64_t rnd = 9;
-
-	(void)state;
-	pg_fit_init(&f, &prior);
-	/* an answer slower than predicted (a long decode): nothing */
-	assert_false(pg_fit_answer(&f, t, t + 5000 * 1000000ull, 2000, 0, &o));
-	assert_int_equal(f.n, 0);
-	for (int i = 0; i < 200; i++) {
-		const uint32_t tokens = 500 + (uint32_t)(unif(&rnd) * 8000);
-		/* its head: its TTFT, plus a decode of 0-40 ms */
-		const double y = pg_speed_predict(&fast, tokens, 0) + 40 * unif(&rnd);
-
-		t += 100 * 1000000ull;
-		pg_fit_answer(&f, t, t + (uint64_t)(y * 1e6), tokens, 0, NULL);
-	}
-	/* never faster than the truth, and most of the way there */
-	assert_true(pg_speed_predict(&f.cur, 4000, 0) >= pg_speed_predict(&fast, 4000, 0));
-	assert_true(pg_speed_predict(&f.cur, 4000, 0) < 0.5 * pg_speed_predict(&prior, 4000, 0));
-}
-
 static void test_fleet_queue(void **state)
 {
 	static struct pg_backend b, peer;
@@ -402,11 +371,10 @@ static void test_fleet_queue(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_converges),     cmocka_unit_test(test_tracks_step),
-	    cmocka_unit_test(test_outliers),      cmocka_unit_test(test_prior),
-	    cmocka_unit_test(test_first_tokens),  cmocka_unit_test(test_fleet_first_tokens),
-	    cmocka_unit_test(test_queue),         cmocka_unit_test(test_fleet_queue),
-	    cmocka_unit_test(test_answers_bound),
+	    cmocka_unit_test(test_converges),    cmocka_unit_test(test_tracks_step),
+	    cmocka_unit_test(test_outliers),     cmocka_unit_test(test_prior),
+	    cmocka_unit_test(test_first_tokens), cmocka_unit_test(test_fleet_first_tokens),
+	    cmocka_unit_test(test_queue),        cmocka_unit_test(test_fleet_queue),
 	};
 
 	return cmocka_run_group_tests_name("work", tests, NULL, NULL);

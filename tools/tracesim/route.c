@@ -255,7 +255,7 @@ static void answered(struct ts_world *w, struct ts_job *j)
 {
 	struct ts_gw *g = &w->gw[j->g];
 
-	pg_load_answered(&g->r, j->g, &j->lt, w->now);
+	pg_load_answered(&g->r, &j->lt, w->now);
 	if (j->prev)
 		j->prev->next = j->next;
 	else

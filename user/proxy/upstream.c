@@ -273,7 +273,7 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 	 * (router/load.h); an answer that does not stream is whole by its
 	 * head; any other had its first token by now, if at all. */
 	if (resp.status < 300 && !x->head_method && !x->key.stream) {
-		pg_load_answered(&w->gw->router, w->id, &x->load, pg_now_ns());
+		pg_load_answered(&w->gw->router, &x->load, pg_now_ns());
 		pg_queue_room(w);
 	} else if (pg_load_pending(&x->load) && (resp.status >= 300 || x->head_method)) {
 		pg_load_drop(&w->gw->router, &x->load);

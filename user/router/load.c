@@ -46,7 +46,8 @@ void pg_load_take(const struct pg_router *r, uint16_t id, uint32_t tokens, struc
 	t->backend = id;
 	t->measured = pg_work_measured(b);
 	t->epoch = LOAD(&b->epoch);
-	t->due_ms = now_ns / 1000000 + (uint64_t)t->w.pred_ms;
+	t->due_ms = now_ns / 1000000 +
+	            (uint64_t)(t->w.pred_ms * (t->measured ? 1 : PG_LOAD_UNMEASURED_SLACK));
 	t->head_ns = 0;
 }
 
@@ -82,11 +83,11 @@ static void publish_fit(struct pg_backend *b, uint32_t epoch, const struct pg_sp
 		pg_work_publish_speed(b, cur);
 }
 
-/* The fit of t's backend learns from it (its first token at now_ns, or
- * if answer its answer's head there); published into the table, and in a
- * fleet queued for the other gateways' fits (never waits). */
+/* The fit of t's backend learns from it (its first token at now_ns);
+ * published into the table, and in a fleet queued for the other gateways'
+ * fits (never waits). */
 static void learn(const struct pg_router *r, unsigned worker, const struct pg_load_ticket *t,
-                  uint64_t now_ns, bool answer)
+                  uint64_t now_ns)
 {
 	struct pg_speed_slot *s = &r->speeds->slot[t->backend];
 	struct pg_backend *b = &r->maps->backends[t->backend];
@@ -97,8 +98,7 @@ static void learn(const struct pg_router *r, unsigned worker, const struct pg_lo
 
 	pthread_mutex_lock(&s->mu);
 	fit_of(s, b, t->epoch);
-	learned = answer ? pg_work_learn_answer(&s->fit, &t->w, now_ns, &obs)
-	                 : pg_work_learn(&s->fit, b, &t->w, now_ns, &obs);
+	learned = pg_work_learn(&s->fit, b, &t->w, now_ns, &obs);
 	cur = s->fit.cur;
 	n = s->fit.n;
 	pthread_mutex_unlock(&s->mu);
@@ -189,11 +189,10 @@ void pg_load_first(const struct pg_router *r, unsigned worker, struct pg_ttft_er
 		ADD(&st->abs_us, (uint64_t)(fabs(err) * 1000));
 	}
 	if (r->speeds)
-		learn(r, worker, t, now_ns, false);
+		learn(r, worker, t, now_ns);
 }
 
-void pg_load_answered(const struct pg_router *r, unsigned worker, struct pg_load_ticket *t,
-                      uint64_t now_ns)
+void pg_load_answered(const struct pg_router *r, struct pg_load_ticket *t, uint64_t now_ns)
 {
 	struct pg_backend *b = &r->maps->backends[t->backend];
 	struct pg_speed sp;
@@ -204,8 +203,6 @@ void pg_load_answered(const struct pg_router *r, unsigned worker, struct pg_load
 	__atomic_fetch_add(&b->firsts, 1, __ATOMIC_RELAXED); /* seen to leave */
 	pg_work_speed(b, &sp);
 	pg_work_leave(b, &t->w, (uint64_t)fmax((double)now_ns / 1e6 - sp.overhead_ms, 0));
-	if (r->speeds)
-		learn(r, worker, t, now_ns, true);
 }
 
 bool pg_load_due(const struct pg_router *r, struct pg_load_ticket *t, uint64_t now_ms)
@@ -213,7 +210,7 @@ bool pg_load_due(const struct pg_router *r, struct pg_load_ticket *t, uint64_t n
 	struct pg_backend *b = &r->maps->backends[t->backend];
 	struct pg_speed sp;
 
-	if (!t->w.pending || !t->measured || now_ms < t->due_ms)
+	if (!t->w.pending || now_ms < t->due_ms)
 		return false;
 	pg_work_speed(b, &sp);
 	pg_work_leave(b, &t->w, (uint64_t)fmax((double)t->due_ms - sp.overhead_ms, 0));

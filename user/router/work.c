@@ -192,29 +192,6 @@ bool pg_fit_first(struct pg_fit *f, uint64_t sent_ns, uint64_t now_ns, uint64_t 
 	return true;
 }
 
-bool pg_fit_answer(struct pg_fit *f, uint64_t sent_ns, uint64_t head_ns, uint32_t own,
-                   double decoding, struct pg_fit_obs *obs)
-{
-	struct pg_fit_obs o;
-	double y;
-
-	if (head_ns < sent_ns)
-		return false;
-	y = (double)(head_ns - sent_ns) / 1e6;
-	if (pg_speed_predict(&f->cur, own, decoding) <= y)
-		return false; /* the bound holds: nothing learned */
-	o = (struct pg_fit_obs){
-	    .whole = true,
-	    .tokens = own,
-	    .decoding = (uint32_t)fmin(fmax(decoding, 0), UINT32_MAX),
-	    .y_us = (uint32_t)fmin(y * 1e3, UINT32_MAX),
-	};
-	pg_fit_learn(f, head_ns / 1000000, &o);
-	if (obs)
-		*obs = o;
-	return true;
-}
-
 #define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define ADD(p, v)   __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
@@ -343,12 +320,6 @@ bool pg_work_learn(struct pg_fit *f, const struct pg_backend *b, const struct pg
 	 * not known to have reached an idle engine */
 	return pg_fit_first(f, t->sent_ns, now_ns, LOAD(&b->peer_first_ns), t->tokens, t->decoding,
 	                    t->queued || LOAD(&b->peer_prefill_reqs), obs);
-}
-
-bool pg_work_learn_answer(struct pg_fit *f, const struct pg_work_ticket *t, uint64_t head_ns,
-                          struct pg_fit_obs *obs)
-{
-	return pg_fit_answer(f, t->sent_ns, head_ns, t->tokens, t->decoding, obs);
 }
 
 /* now - then in us, or PG_WORK_AGE_NONE (then 0, or too long ago). */

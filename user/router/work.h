@@ -49,14 +49,9 @@
  * when its residual is far past the typical one (Huber), so a request the
  * index wrongly believed cached does not drag the fit, and held near a
  * prior (defaults, or what the instance reports) while observations are
- * few. A response that does not stream shows no first token: its head
- * comes once the whole answer is made, so its time bounds its TTFT from
- * above (whatever waited before it or decoded after its first token), and
- * a fit that predicts more than that bound learns the bound: a fleet whose
- * clients never stream is never taken for slower than it is. (Its decode
- * time, seconds where the prefill takes milliseconds and varying with the
- * batch, would drown the prefill's in a fit of both.) No I/O, no
- * allocation, no clock: the caller gives the times.
+ * few. (A response that does not stream teaches the queue, not the
+ * speed: router/load.h.) No I/O, no allocation, no clock: the caller
+ * gives the times.
  */
 #ifndef PG_ROUTER_WORK_H
 #define PG_ROUTER_WORK_H
@@ -138,8 +133,8 @@ void pg_fit_prior(struct pg_fit *f, const struct pg_speed *prior);
 void pg_fit_observe(struct pg_fit *f, uint64_t now_ms, bool whole, double tokens, double decoding,
                     double y_ms);
 
-/* One observation as the gateways of a fleet share it (pg_fit_first and
- * pg_fit_answer give it; every gateway learns every one the fleet sees). */
+/* One observation as the gateways of a fleet share it (pg_fit_first gives
+ * it; every gateway learns every first token the fleet sees). */
 struct pg_fit_obs {
 	bool whole;        /* a whole TTFT (else a prefill alone) */
 	uint32_t tokens;   /* prefill work */
@@ -184,17 +179,6 @@ static inline void pg_fit_obs_unpack(const uint64_t w[2], struct pg_fit_obs *o)
  */
 bool pg_fit_first(struct pg_fit *f, uint64_t sent_ns, uint64_t now_ns, uint64_t prev_ns,
                   uint32_t own, double decoding, bool queued, struct pg_fit_obs *obs);
-
-/*
- * The head of an answer that did not stream (its first token unseen) came
- * at head_ns: its time since sent_ns bounds its TTFT from above, queued or
- * not. Where f predicts more than that for its own work on an idle engine
- * (own, decoding), the bound is learned as a whole TTFT; else nothing (a
- * head ends no prefill that others follow: nothing else is learned of
- * it). Returns whether it learned, and what (obs, may be NULL).
- */
-bool pg_fit_answer(struct pg_fit *f, uint64_t sent_ns, uint64_t head_ns, uint32_t own,
-                   double decoding, struct pg_fit_obs *obs);
 
 /* The shared table's fields, as every reader of them loads them: relaxed
  * atomics (any value is a recent snapshot, and these are estimates). */
@@ -338,10 +322,6 @@ void pg_work_leave(struct pg_backend *b, struct pg_work_ticket *t, uint64_t end_
  * pg_work_first): pg_fit_first with the fleet's view of b. */
 bool pg_work_learn(struct pg_fit *f, const struct pg_backend *b, const struct pg_work_ticket *t,
                    uint64_t now_ns, struct pg_fit_obs *obs);
-
-/* ... and from t's answer, whose head came at head_ns: pg_fit_answer. */
-bool pg_work_learn_answer(struct pg_fit *f, const struct pg_work_ticket *t, uint64_t head_ns,
-                          struct pg_fit_obs *obs);
 
 /* Fleets. An age in a message: none (nothing seen, or too old to say). */
 #define PG_WORK_AGE_NONE UINT32_MAX
