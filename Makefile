@@ -121,7 +121,8 @@ $(BUILD):
 # it is compiled here).
 LLAMA      ?= $(BUILD)/llamaserve
 LLAMA_NPM  := tools/llamaserve/package.json tools/llamaserve/package-lock.json
-llamaserve: $(LLAMA)/node_modules/.package-lock.json $(LLAMA)/small.gguf $(LLAMA)/large.gguf
+llamaserve: $(LLAMA)/node_modules/.package-lock.json $(LLAMA)/tiny.gguf $(LLAMA)/small.gguf \
+	$(LLAMA)/large.gguf
 
 $(LLAMA)/node_modules/.package-lock.json: $(LLAMA_NPM) tools/llamaserve/install.sh | deps
 	$(Q)tools/llamaserve/install.sh $(LLAMA)

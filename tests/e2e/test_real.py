@@ -78,12 +78,15 @@ class Real:
             self.f.stop()
 
 
-def needs(fn):
-    def run(opts):
-        why = engines.missing(opts.tools)
-        return "SKIP " + why if why else fn(opts)
-    run.__name__ = fn.__name__
-    return run
+def needs(fn=None, size="small"):
+    """The test skips where the engine cannot run that model."""
+    def wrap(fn):
+        def run(opts):
+            why = engines.missing(opts.tools, size)
+            return "SKIP " + why if why else fn(opts)
+        run.__name__ = fn.__name__
+        return run
+    return wrap(fn) if fn else wrap
 
 
 def follows_the_cache(opts, strategy, seed):
@@ -129,19 +132,29 @@ def cache_aware_follows_the_cache(opts):
     follows_the_cache(opts, "cache_aware", 32)
 
 
+# The speed test's engines serve the tiny model (1 layer x 64): 5,000-9,000
+# prefill tokens/s in the gateway's 4-byte tokens here, even with the
+# machine loaded, within the range its fit can learn (at most
+# PG_FIT_RATE_RANGE, 16x, slower than its 36,600-token/s prior: 2,287). The
+# small model on one thread (~1,300 of the gateway's tokens/s, less under
+# load) is past it: its learned rate stays near 2,300 and the rest of each
+# TTFT goes into a learned overhead of up to seconds.
+SPEED_MODEL = "tiny"
+
+
 @test
-@needs
+@needs(size=SPEED_MODEL)
 def load_model_learns_engine_speed(opts):
-    """30 cold prompts of 150-900 words, one at a time, alternately to
+    """60 cold prompts of 150-900 words, one at a time, alternately to
     each engine (CACHE_AWARE places new prompts on the less loaded): each
     engine's learned prefill rate is within a factor 2 of the rate its
     requests' times give (a least-squares line of TTFT over the prompt's
     size, in the gateway's tokens: 4 bytes of text)."""
-    r = Real(opts, GW + ["--strategy", "cache_aware"], ctx=4096)
+    r = Real(opts, GW + ["--strategy", "cache_aware"], ctx=4096, size=SPEED_MODEL)
     try:
         rng = random.Random(33)
         obs = {"e0": [], "e1": []}
-        for i in range(30):
+        for i in range(60):
             text = "%d %s" % (i, realwl.words(rng, rng.randint(150, 900)))
             body = realwl.body([{"role": "user", "content": text}], 2)
             x = r.send(body, True)
@@ -157,6 +170,8 @@ def load_model_learns_engine_speed(opts):
                 (p[0] - mx) ** 2 for p in pts)
             rate = 1000.0 / slope
             got = load[e.addr()]
+            print("# %s: learned %.0f tokens/s (overhead %.0f ms), its requests give %.0f" % (
+                e.name, got["prefill_tokens_per_s"], got["ttft_overhead_ms"], rate))
             assert got["speed_learned"], got
             assert 0.5 * rate <= got["prefill_tokens_per_s"] <= 2.0 * rate, (
                 "%s: learned %.0f tokens/s, its requests give %.0f" % (

@@ -3,12 +3,13 @@
 the standard library alone: what llamaserve serves in the tests, the
 benchmark and the demo. Its output is noise, its costs are a real engine's.
 
-  genmodel.py --size small|large --out FILE [--seed N]
+  genmodel.py --size tiny|small|large --out FILE [--seed N]
 
 The same size and seed always give the same bytes. Sizes (SIZES below):
 small (4 layers, 256 wide: ~3.7M parameters, 7.4 MB) for the tests;
-large (6 layers, 384 wide) for the benchmark, where a prompt computed cold
-must cost many times one mostly cached.
+tiny (1 x 64) where a test needs an engine fast enough for the gateway's
+speed fit (test_real.py); large (6 x 384) for the benchmark, where a prompt
+computed cold must cost many times one mostly cached.
 
 Tokenizer: llama.cpp's "llama" model (SentencePiece-style BPE with byte
 fallback: a character no piece covers becomes its <0xXX> byte tokens), 512
@@ -32,6 +33,7 @@ import sys
 
 # name: (layers, width, heads, kv heads, feed-forward width, context length)
 SIZES = {
+    "tiny": (1, 64, 1, 1, 192, 8192),
     "small": (4, 256, 4, 4, 768, 8192),
     "large": (6, 384, 6, 6, 1024, 8192),
 }
