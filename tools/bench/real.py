@@ -29,6 +29,7 @@ On its own: python3 tools/bench/real.py --build build [--seeds 1,2,3]
 [--quick] (real.py --help).
 """
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -97,7 +98,6 @@ def calibrate(opts, logdir):
     rate = (cold["prompt"] - new) / max(1e-3, (cold["ttft_ms"] - hot["ttft_ms"]) / 1000.0)
     over = max(1.0, hot["ttft_ms"] - 1000.0 * new / rate)
     decode = (hot["e2e_ms"] - hot["ttft_ms"]) / max(1, hot["completion"] - 1)
-    import json
     chars = sum(len(m["content"]) for m in json.loads(q[0]["body"])["messages"])
     return {"rate": rate, "overhead_ms": over, "decode_ms": decode,
             "chars_per_token": chars / float(cold["prompt"])}
@@ -126,15 +126,20 @@ def one_run(opts, out, kind, strategy, reqs, ordered, cal):
         fl = fleet.Instances(opts.build, 2, logdir, mock_args(opts, cal))
         ids = ["i0", "i1"]
         capacity = int(opts.slots * opts.ctx * cal["chars_per_token"] / 4)
+    learned = None
     try:
         rt = gateway(opts, strategy, fl.addrs(), logdir, capacity)
         try:
             recs = realrun.drive(rt.port, reqs, opts.concurrency, ordered)
+            if strategy == "cache_aware":
+                learned = [b["load"] for b in json.loads(fleet.get(rt.admin, "/backends"))]
         finally:
             rt.stop()
     finally:
         fl.stop()
-    return realrun.summary(scaled(recs, kind), ids), recs
+    summ = realrun.summary(scaled(recs, kind), ids)
+    summ["learned"] = learned
+    return summ, recs
 
 
 def scaled(recs, kind):
@@ -174,7 +179,7 @@ def med(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
-def table(title, res, ideals):
+def table(title, res, ideals, cal_gw=None):
     """res: {strategy: [summary per seed]}; medians over the seeds."""
     lines = [title, "%-18s %9s %9s %8s %8s %9s %12s %s" % (
         "strategy", "P50 TTFT", "P90 TTFT", "cached", "/ideal", "P50 vs R", "inst. share",
@@ -195,6 +200,16 @@ def table(title, res, ideals):
             lines.append("%18s %d requests failed" % ("", errs))
     lines.append("  ideal cached share (one engine, a slot per group, one request at a time): "
                  "%s; median %.2f" % (" ".join("%.2f" % i for i in ideals), ideal_m))
+    learned = [b for s in res.get("cache_aware", []) for b in (s.get("learned") or [])
+               if b.get("speed_learned")]
+    if learned and cal_gw:
+        lines.append("  CACHE_AWARE's learned speeds at the end of each run: %s tokens/s, "
+                     "overhead %s ms; one engine alone: %.0f tokens/s, %.0f ms (tokens of 4 "
+                     "bytes, the gateway's)" % (
+                         "-".join("%.0f" % f(b["prefill_tokens_per_s"] for b in learned)
+                                  for f in (min, max)),
+                         "-".join("%.0f" % f(b["ttft_overhead_ms"] for b in learned)
+                                  for f in (min, max)), cal_gw[0], cal_gw[1]))
     return lines
 
 
@@ -235,12 +250,17 @@ def bench_real(opts, out):
                           flush=True)
                     summ, recs = one_run(opts, out, kind, s, reqs, ordered, cal)
                     res.setdefault(s, []).append(summ)
+                    with open(os.path.join(out, "real-%s-%s-%d-%s.json" % (
+                            wl, kind, seed, s)), "w") as f:
+                        json.dump({"summary": summ, "requests": recs}, f, indent=1)
             results["%s-%s" % (wl, kind)] = {"strategies": res, "ideal": ideals}
             what = ("llamaserve engines" if kind == "real" else
                     "mockllm instances given the engines' speed, KV size and %d sequences"
                     % opts.slots)
+            cal_gw = (cal["rate"] * cal["chars_per_token"] / 4.0, cal["overhead_ms"]) \
+                if kind == "real" else None
             lines += table("%s; %s (%d requests a seed)" % (
-                title % (n // 4 if wl == "chats" else n), what, n), res, ideals)
+                title % (n // 4 if wl == "chats" else n), what, n), res, ideals, cal_gw)
             lines.append("")
         rr, mm = results.get("%s-real" % wl), results.get("%s-mock" % wl)
         if rr and mm:
