@@ -15,9 +15,10 @@ import time
 
 def send(port, body, path="/v1/chat/completions", timeout=120.0):
     """One request: {status, ttft_ms, e2e_ms, prompt, cached, completion,
-    backend, text, error}."""
+    backend, text, error, timings (llamaserve's, as llama.cpp's server
+    gives them)}."""
     rec = {"status": None, "ttft_ms": None, "e2e_ms": None, "prompt": None, "cached": None,
-           "completion": None, "backend": None, "text": "", "error": None}
+           "completion": None, "backend": None, "text": "", "error": None, "timings": None}
     t0 = time.monotonic()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
@@ -42,6 +43,7 @@ def send(port, body, path="/v1/chat/completions", timeout=120.0):
                         rec["ttft_ms"] = (time.monotonic() - t0) * 1000
                     parts.append(c.get("text") or (c.get("delta") or {}).get("content") or "")
                 usage = ev.get("usage") or usage
+                rec["timings"] = ev.get("timings") or rec["timings"]
         else:
             data = r.read()
             rec["ttft_ms"] = (time.monotonic() - t0) * 1000
@@ -52,6 +54,7 @@ def send(port, body, path="/v1/chat/completions", timeout=120.0):
             for c in ans.get("choices") or []:
                 parts.append(c.get("text") or (c.get("message") or {}).get("content") or "")
             usage = ans.get("usage")
+            rec["timings"] = ans.get("timings")
         rec["e2e_ms"] = (time.monotonic() - t0) * 1000
         rec["text"] = "".join(parts)
         if usage:
