@@ -56,7 +56,7 @@
      documents over 3 seeds: TTFT p50/p90, the engines' own cached-token
      share against the ideal, instance shares; the same workloads on
      mockllm given the engines' speed, the two orderings side by side.
-     About 40 minutes; on its own, and shorter: real.py --quick --seeds 1.
+     About 45 minutes; on its own, and shorter: real.py --quick --seeds 1.
  10. Overhead (overhead.py): direct vs the floor proxy vs prefixgate vs
      HAProxy vs nginx, 32 KiB OpenAI body, instances that answer at once;
      added p50/p99 at concurrency 1, throughput at concurrency 32, CPU per
