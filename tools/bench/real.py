@@ -69,6 +69,9 @@ def options(argv=None):
     ap.add_argument("--ctx", type=int, default=3072, help="tokens per slot (%(default)s)")
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument("--no-mock", action="store_true", help="leave out the mockllm comparison")
+    ap.add_argument("--mock-slots", action="store_true",
+                    help="mockllm with llama.cpp's cache (--slots, a sequence per slot) instead "
+                    "of vLLM's blocks")
     ap.add_argument("--quick", action="store_true",
                     help="fewer requests (chats 3 turns, docs 16), for a smoke run")
     opts = ap.parse_args(argv)
@@ -107,11 +110,13 @@ def mock_args(opts, cal):
     """mockllm flags for an instance like one engine: its speed and KV in
     mockllm's 4-character tokens, its slots as its running sequences."""
     per = cal["chars_per_token"] / 4.0
+    seqs = ["--slots", str(opts.slots)] if opts.mock_slots else ["--max-num-seqs",
+                                                                str(opts.slots)]
     return ["--prefill-tokens-per-s", "%.0f" % (cal["rate"] * per),
             "--ttft-overhead-ms", "%.1f" % cal["overhead_ms"],
             "--decode-ms-per-token", "%.2f" % cal["decode_ms"],
             "--kv-capacity-tokens", "%d" % (opts.slots * opts.ctx * per),
-            "--max-num-seqs", str(opts.slots), "--time-scale", "%g" % MOCK_SCALE]
+            "--time-scale", "%g" % MOCK_SCALE] + seqs
 
 
 def one_run(opts, out, kind, strategy, reqs, ordered, cal):
@@ -162,7 +167,7 @@ def ideal(opts, out, kind, reqs, cal):
         port = fl.port
     else:
         args = mock_args(opts, cal)
-        args[args.index("--max-num-seqs") + 1] = str(groups)
+        args[args.index("--slots" if opts.mock_slots else "--max-num-seqs") + 1] = str(groups)
         args[args.index("--kv-capacity-tokens") + 1] = "%d" % (
             groups * opts.ctx * cal["chars_per_token"])
         fl = fleet.Instances(opts.build, 1, logdir, args)
@@ -255,8 +260,8 @@ def bench_real(opts, out):
                         json.dump({"summary": summ, "requests": recs}, f, indent=1)
             results["%s-%s" % (wl, kind)] = {"strategies": res, "ideal": ideals}
             what = ("llamaserve engines" if kind == "real" else
-                    "mockllm instances given the engines' speed, KV size and %d sequences"
-                    % opts.slots)
+                    "mockllm instances given the engines' speed, KV size and %d %s" % (
+                        opts.slots, "slots (--slots)" if opts.mock_slots else "sequences"))
             cal_gw = (cal["rate"] * cal["chars_per_token"] / 4.0, cal["overhead_ms"]) \
                 if kind == "real" else None
             lines += table("%s; %s (%d requests a seed)" % (
