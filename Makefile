@@ -44,8 +44,9 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 BPFT_SRCS := $(wildcard tests/bpf/test_*.c)
 BPFT_BINS := $(patsubst tests/bpf/%.c,$(BUILD)/tests/%,$(BPFT_SRCS))
 
-.PHONY: all deps test test-unit test-asan test-bpf test-e2e demo bench doc-flags soak clean format tests-build
-all: deps $(BUILD)/prefixgate $(TOOL_BINS)
+.PHONY: all deps test test-unit test-asan test-bpf test-e2e demo bench doc-flags soak clean format tests-build \
+	llamaserve
+all: deps $(BUILD)/prefixgate $(TOOL_BINS) llamaserve
 
 deps:
 	$(Q)tools/deps.sh
@@ -114,6 +115,22 @@ $(BPFT_BINS): $(BUILD)/tests/%: $(BUILD)/tests/bpf/%.o $(LIB)
 $(BUILD):
 	$(Q)mkdir -p $@
 
+# --- llamaserve: a real engine (llama.cpp through npm's node-llama-cpp) -------
+# Its npm packages at pinned versions and the models it serves, generated,
+# under $(LLAMA). The ASan build's make shares the plain build's (nothing in
+# it is compiled here).
+LLAMA      ?= $(BUILD)/llamaserve
+LLAMA_NPM  := tools/llamaserve/package.json tools/llamaserve/package-lock.json
+llamaserve: $(LLAMA)/node_modules/.package-lock.json $(LLAMA)/tiny.gguf $(LLAMA)/small.gguf \
+	$(LLAMA)/large.gguf
+
+$(LLAMA)/node_modules/.package-lock.json: $(LLAMA_NPM) tools/llamaserve/install.sh | deps
+	$(Q)tools/llamaserve/install.sh $(LLAMA)
+
+$(LLAMA)/%.gguf: tools/llamaserve/genmodel.py
+	$(call msg,GEN,$@)
+	$(Q)python3 tools/llamaserve/genmodel.py --size $* --out $@ >/dev/null
+
 tests-build: all $(UNIT_BINS) $(BPFT_BINS)
 
 # --- tests -------------------------------------------------------------------
@@ -121,7 +138,7 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 
 test: deps
 	$(Q)$(MAKE) --no-print-directory tests-build
-	$(Q)$(MAKE) --no-print-directory BUILD=$(BUILD)/asan CFLAGS="-O1 -g" \
+	$(Q)$(MAKE) --no-print-directory BUILD=$(BUILD)/asan LLAMA=$(LLAMA) CFLAGS="-O1 -g" \
 		SANFLAGS="$(ASAN_FLAGS)" tests-build
 	$(Q)$(MAKE) --no-print-directory fuzz-build
 	$(Q)BUILD=$(BUILD) tests/run.sh unit asan bpf e2e e2e-asan fuzz style
@@ -130,7 +147,7 @@ test-unit: deps tests-build
 	$(Q)BUILD=$(BUILD) tests/run.sh unit
 
 test-asan: deps tests-build
-	$(Q)$(MAKE) --no-print-directory BUILD=$(BUILD)/asan CFLAGS="-O1 -g" \
+	$(Q)$(MAKE) --no-print-directory BUILD=$(BUILD)/asan LLAMA=$(LLAMA) CFLAGS="-O1 -g" \
 		SANFLAGS="$(ASAN_FLAGS)" tests-build
 	$(Q)BUILD=$(BUILD) tests/run.sh asan e2e-asan
 

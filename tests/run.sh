@@ -81,7 +81,10 @@ for suite in "$@"; do
 	     run_tap "e2e/ctl" $E/test_ctl.py --build "$BUILD"
 	     run_tap "e2e/refrouter" $E/test_refrouter.py --build "$BUILD"
 	     run_tap "e2e/floor" $E/test_floor.py --build "$BUILD"
-	     run_tap "e2e/mockllm-pd" $E/test_mockllm_pd.py --build "$BUILD" ;;
+	     run_tap "e2e/mockllm-pd" $E/test_mockllm_pd.py --build "$BUILD"
+	     run_tap "e2e/llamaserve" $E/test_llamaserve.py --build "$BUILD"
+	     run_tap "e2e/real-shm" $E/test_real.py --build "$BUILD" --mode shm
+	     run_tap "e2e/real-bpf" $E/test_real.py --build "$BUILD" --mode bpf ;;
 	e2e-asan) export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 		run_tap "e2e-asan/shm" \
 		python3 tests/e2e/e2e.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
@@ -117,7 +120,9 @@ for suite in "$@"; do
 		python3 tests/e2e/test_addr.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/floor" python3 tests/e2e/test_floor.py --build "$BUILD/asan"
 		run_tap "e2e-asan/mockllm-pd" \
-		python3 tests/e2e/test_mockllm_pd.py --build "$BUILD/asan" --tools "$BUILD/asan" ;;
+		python3 tests/e2e/test_mockllm_pd.py --build "$BUILD/asan" --tools "$BUILD/asan"
+		run_tap "e2e-asan/real" \
+		python3 tests/e2e/test_real.py --build "$BUILD/asan" --tools "$BUILD" --mode shm ;;
 	fuzz) run_tap "fuzz/smoke" tests/fuzz/run.sh "${FUZZ_SMOKE_SECONDS:-10}" \
 		$(for f in tests/fuzz/fuzz_*.c; do basename "$f" .c | sed 's/^fuzz_//'; done) ;;
 	style) run_tap "style" tests/style.sh ;;

@@ -7,6 +7,12 @@ libxxhash-dev libcmocka-dev pkg-config make gcc libc6-dev iproute2 \
 python3 curl procps libclang-rt-14-dev python3-uvicorn python3-starlette clang-format \
 libnats-dev nats-server libc-ares-dev etcd-server etcd-client"
 [ $# -gt 0 ] && PKGS="$PKGS $*"
+# node and npm, for llamaserve (tools/llamaserve/install.sh): Debian's,
+# unless a node with its npm is there already (NodeSource's nodejs carries
+# npm and conflicts with Debian's npm package)
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	PKGS="$PKGS nodejs npm"
+fi
 missing=""
 for p in $PKGS; do
 	s=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)

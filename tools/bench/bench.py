@@ -49,7 +49,15 @@
      CPU of the second leg; PASS/MISS against issue 27's targets. About 10
      minutes; on its own, and shorter: pd.py --time-factor 0.3 --no-instr
      (pd.py --help).
-  9. Overhead (overhead.py): direct vs the floor proxy vs prefixgate vs
+  9. Real engines (real.py, part "real"): two llamaserve engines
+     (llama.cpp through node-llama-cpp, a generated random-weight model, 2
+     slots and one CPU thread each) behind RANDOM, LEAST_OUTSTANDING,
+     PREFIX_AWARE, CACHE_AWARE and HAProxy, multi-turn chats and shared
+     documents over 3 seeds: TTFT p50/p90, the engines' own cached-token
+     share against the ideal, instance shares; the same workloads on
+     mockllm given the engines' speed, the two orderings side by side.
+     About 45 minutes; on its own, and shorter: real.py --quick --seeds 1.
+ 10. Overhead (overhead.py): direct vs the floor proxy vs prefixgate vs
      HAProxy vs nginx, 32 KiB OpenAI body, instances that answer at once;
      added p50/p99 at concurrency 1, throughput at concurrency 32, CPU per
      request at a fixed rate; medians of --overhead-rounds rounds, ratios
@@ -79,6 +87,7 @@ import results as kept  # noqa: E402
 import fleetbench  # noqa: E402
 import flow  # noqa: E402
 import pd  # noqa: E402
+import real  # noqa: E402
 import runs  # noqa: E402
 import overhead  # noqa: E402
 import trace  # noqa: E402  (this directory's trace.py: first on sys.path, before the stdlib's)
@@ -417,7 +426,8 @@ def bench_two_gateways(opts, out):
 
 
 # make bench runs every part
-PARTS = ("workloads", "hot", "scale", "twogw", "fleet", "trace", "flow", "pd", "overhead")
+PARTS = ("workloads", "hot", "scale", "twogw", "fleet", "trace", "flow", "pd", "real",
+         "overhead")
 
 
 def main():
@@ -488,7 +498,8 @@ def main():
                      ("scale", bench_scale), ("twogw", bench_two_gateways),
                      ("fleet", lambda o, d: fleetbench.bench_fleet(o, d, WORKLOADS, HOT)),
                      ("trace", trace.from_bench), ("flow", flow.from_bench),
-                     ("pd", pd.from_bench), ("overhead", bench_overhead)):
+                     ("pd", pd.from_bench), ("real", real.from_bench),
+                     ("overhead", bench_overhead)):
         if part not in parts:
             continue
         try:

@@ -10,14 +10,24 @@ each strategy on fresh instances (see runs.py), the comparison printed:
                  their history; RANDOM, PREFIX_AWARE and CACHE_AWARE (skipped
                  with a note when this prefixgate has no cache_aware).
 
-About a minute and a half in all. Every process it starts is stopped before
-it exits."""
+  real engines   two llamaserve engines (llama.cpp, a generated random-weight
+                 model, 2 slots and one CPU thread each): 20 questions about
+                 5 documents of ~1,800 tokens, RANDOM, PREFIX_AWARE and
+                 CACHE_AWARE, the engines' own cached tokens (bench part
+                 "real" is the full comparison); where the engine cannot
+                 run, one line says why.
+
+About three and a half minutes in all. Every process it starts is stopped
+before it exits."""
 import argparse
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import engines  # noqa: E402
+import real  # noqa: E402
+import realwl  # noqa: E402
 import runs  # noqa: E402
 from runs import LABELS  # noqa: E402
 
@@ -63,7 +73,8 @@ def main():
     ap.add_argument("--agentic-rate", type=float, default=16.0,
                     help="agentic: requests per model second")
     ap.add_argument("--agentic-strategies", default="random,prefix_aware,cache_aware")
-    ap.add_argument("--workloads", default="shared,agentic")
+    ap.add_argument("--workloads", default="shared,agentic,real")
+    ap.add_argument("--real-strategies", default="random,prefix_aware,cache_aware")
     opts = ap.parse_args()
     out = os.path.join(opts.build, "demo")
     os.makedirs(out, exist_ok=True)
@@ -114,10 +125,38 @@ def main():
         if name == "agentic" and "cache_aware" not in res:
             print("%-14s CACHE_AWARE not run (this prefixgate has no cache_aware)" % "")
     errors = sum(r["errors"] for r in allres)
+    if "real" in wls:
+        errors += real_engines(opts, out)
     if errors:
         print("demo: %d requests failed (logs in %s)" % (errors, os.path.join(out, "logs")))
         return 1
     return 0
+
+
+def real_engines(opts, out):
+    """The short real-engine comparison; the requests that failed."""
+    why = engines.missing(opts.build, "large")
+    if why:
+        print("\nreal engines: not run: %s (then: python3 tools/bench/real.py --build %s)" % (
+            why, opts.build))
+        return 0
+    ro = real.options(["--build", opts.build, "--strategies", opts.real_strategies])
+    print("\nreal engines: 2 llamaserve engines (llama.cpp, random-weight model, 2 slots and "
+          "one CPU thread each), 20 questions about 5 documents of ~1,800 tokens, 2 in "
+          "flight; times are real")
+    cal = real.calibrate(ro, os.path.join(out, "logs"))
+    reqs = realwl.docs(1, requests=20)
+    res = {}
+    for s in ro.strategies:
+        print("  running %s ..." % LABELS[s], flush=True)
+        res[s] = real.one_run(ro, out, "real", s, reqs, False, cal)[0]
+    print("%-14s %9s %9s %9s %14s" % ("strategy", "P50 TTFT", "P90 TTFT", "cached",
+                                       "engine share"))
+    for s, r in res.items():
+        print("%-14s %7.0fms %7.0fms %9.2f %6.1f-%.1f%%" % (
+            LABELS[s], r["ttft_p50"], r["ttft_p90"], r["cached_share"], r["share_min"],
+            r["share_max"]))
+    return sum(r["errors"] for r in res.values())
 
 
 if __name__ == "__main__":
