@@ -67,9 +67,10 @@
 #define PG_FIT_PRIOR_N 1.0
 /* ... and never less than this (observations all of one size leave the
  * rate to it); the rate it allows, at most this many times the prior's or
- * a fraction of it. */
+ * a fraction of it: from a CPU's llama.cpp (hundreds of tokens/s, 1/70 of
+ * the defaults; 16 held it at 2,287) to a rack of GPUs. */
 #define PG_FIT_PRIOR_MIN  0.05
-#define PG_FIT_RATE_RANGE 16.0
+#define PG_FIT_RATE_RANGE 1000.0
 /* Observations taken at full weight before any is weighed as an outlier. */
 #define PG_FIT_WARMUP 8
 /* Observations of its own before an instance's fit is routed on. Until
