@@ -11,25 +11,7 @@
 #include <cmocka.h>
 
 #include "router/strategy.h"
-
-/* One decision through the strategies' table (strategy.h). */
-static uint16_t balance(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
-                        unsigned max_id, const uint16_t *cand, size_t ncand,
-                        const struct pg_idset *exclude, uint64_t now_ms, uint64_t rnd,
-                        bool explicit_key, struct pg_choice *out)
-{
-	const struct pg_pick p = {.cfg = cfg,
-	                          .backends = backends,
-	                          .max_id = max_id,
-	                          .cand = cand,
-	                          .ncand = ncand,
-	                          .exclude = exclude,
-	                          .now_ms = now_ms,
-	                          .rnd = rnd,
-	                          .explicit_key = explicit_key};
-
-	return pg_balance(&p, out);
-}
+#include "balance_args.h"
 
 #define A   PG_BACKEND_ACTIVE
 #define D   PG_BACKEND_DRAINING

@@ -15,29 +15,11 @@
 #include <string.h>
 #include <cmocka.h>
 #include "router/strategy.h"
+#include "balance_args.h"
 #include "router/index.h"
 #include "lib/fleet.h"
 #include "lib/fleet_msg.h"
 #include "state/fleetq.h"
-
-/* One decision through the strategies' table (strategy.h). */
-static uint16_t balance(const struct pg_route_cfg *cfg, const struct pg_backend *backends,
-                        unsigned max_id, const uint16_t *cand, size_t ncand,
-                        const struct pg_idset *exclude, uint64_t now_ms, uint64_t rnd,
-                        bool explicit_key, struct pg_choice *out)
-{
-	const struct pg_pick p = {.cfg = cfg,
-	                          .backends = backends,
-	                          .max_id = max_id,
-	                          .cand = cand,
-	                          .ncand = ncand,
-	                          .exclude = exclude,
-	                          .now_ms = now_ms,
-	                          .rnd = rnd,
-	                          .explicit_key = explicit_key};
-
-	return pg_balance(&p, out);
-}
 
 static struct pg_fleet_hdr hdr(uint8_t type, const char *id, uint64_t boot, uint64_t seq)
 {
