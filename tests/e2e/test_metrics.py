@@ -126,8 +126,10 @@ def metrics_explain_hit_rate(opts):
         assert wait_until(lambda: all(
             samples(f.metrics()).get('prefixgate_backend_metrics_up{backend="%s"}'
                                      % f.addr(n)) == 1 for n in f.mocks), 5), "no scrape"
-        assert wait_until(lambda: "prefixgate_kv_hit_ratio" in samples(f.metrics()), 5), \
-            "no delivered hit ratio"
+        # A scrape may have landed before the traffic (metrics up, counters
+        # still 0): wait for the ones after it, where the mocks' hits show.
+        assert wait_until(lambda: samples(f.metrics()).get("prefixgate_kv_hit_ratio", 0) > 0,
+                          5), "no delivered hit ratio"
         text = f.metrics()
         m = samples(text)
         types = families(text)
