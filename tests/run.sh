@@ -18,8 +18,10 @@ run_tap() { # name command...
 	name=$1; shift
 	log="$LOGS/$name.log"
 	mkdir -p "$(dirname "$log")"
+	t0=$(date +%s)
 	CMOCKA_MESSAGE_OUTPUT=tap "$@" >"$log" 2>&1
 	rc=$?
+	secs=$(($(date +%s) - t0))
 	p=$(grep -Ec '^ok [0-9]+' "$log" | tr -d ' ')
 	s=$(grep -Ec '^ok [0-9]+.*# *SKIP' "$log" | tr -d ' ')
 	f=$(grep -Ec '^not ok [0-9]+' "$log" | tr -d ' ')
@@ -27,7 +29,7 @@ run_tap() { # name command...
 	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "  $name: exited $rc without reporting a failure"; fi
 	if [ $((p + f + s)) -eq 0 ]; then f=1; echo "  $name: reported no test"; fi
 	pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
-	printf '%-34s %4d passed, %d failed, %d skipped\n' "$name" "$p" "$f" "$s"
+	printf '%-34s %4d passed, %d failed, %d skipped  %4ds\n' "$name" "$p" "$f" "$s" "$secs"
 	if [ "$f" -ne 0 ]; then
 		grep -E '^not ok|^# ' "$log" | head -40 | sed 's/^/    /'
 		echo "    (full log: $log)"
