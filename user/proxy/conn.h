@@ -278,6 +278,11 @@ bool pg_upstream_input(struct pg_worker *w, struct pg_upstream *u, char *data, s
 void pg_upstream_ended(struct pg_worker *w, struct pg_upstream *u, int err);
 
 /* --- pool.c ------------------------------------------------------------------ */
+/* Backend connection u, its response just ended, may go back to the pool
+ * by boundary.h's rules (pg_reuse_ok, on u's facts): whether its request
+ * was read whole from its client (request_complete) and was HEAD. */
+bool pg_pool_reusable(const struct pg_worker *w, const struct pg_upstream *u, bool request_complete,
+                      bool head_request);
 /* An idle keep-alive connection to backend id (NULL if none is usable). */
 struct pg_upstream *pg_pool_get(struct pg_worker *w, uint16_t id);
 void pg_pool_put(struct pg_worker *w, struct pg_upstream *u);

@@ -401,24 +401,14 @@ static void cache_verdict(struct pg_worker *w, struct pg_exchange *x)
 	                   v);
 }
 
-/* The only place a used backend connection goes back to the pool: under
- * the invariant of boundary.h. Runs from the run list, never inside an
- * event of either socket. */
+/* Where an exchange's backend connection goes back to the pool: under
+ * the invariant of boundary.h (a prefill leg's: pd.c, by the same rules,
+ * pg_pool_reusable). Runs from the run list, never inside an event of
+ * either socket. */
 void pg_response_end(struct pg_worker *w, struct pg_client *c)
 {
 	struct pg_exchange *x = &c->x;
 	struct pg_upstream *u = x->up;
-	const struct pg_backend *b = &w->gw->maps.backends[u->backend];
-	const struct pg_reuse r = {
-	    .request_complete = c->state != PG_C_STREAM,
-	    .request_flushed = !u->s.qbytes,
-	    .early = u->early,
-	    .resp_reusable = u->keep_alive,
-	    .head_request = x->head_method,
-	    .open = !u->s.closed && !u->peer_closed,
-	    .member = u->epoch == b->epoch && (b->flags & PG_BACKEND_ACTIVE),
-	    .room = w->pool_len[u->backend] < PG_POOL_MAX,
-	};
 	bool owed = c->state == PG_C_STREAM; /* the rest of its body is still coming */
 	bool keep = x->keep_alive;
 
@@ -427,9 +417,9 @@ void pg_response_end(struct pg_worker *w, struct pg_client *c)
 	release_slot(w, x);
 	x->up = NULL;
 	u->c = NULL;
-	if (pg_reuse_ok(&r))
+	if (pg_pool_reusable(w, u, !owed, x->head_method))
 		pg_pool_put(w, u);
-	else if (pg_dp_spliced(u) && r.request_flushed && !u->peer_closed && !u->s.closed)
+	else if (pg_dp_spliced(u) && !u->s.qbytes && !u->peer_closed && !u->s.closed)
 		pg_upstream_linger(w, u); /* nothing of x's is still to be sent */
 	else
 		upstream_close(w, x, u, false);

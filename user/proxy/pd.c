@@ -7,6 +7,7 @@
 #include "lib/json.h"
 #include "lib/pd.h"
 #include "proxy/body.h"
+#include "proxy/frame.h"
 #include "proxy/pd.h"
 #include "proxy/worker_state.h"
 #include "state/pools.h"
@@ -83,19 +84,19 @@ static void leg_release(struct pg_worker *w, struct pg_pd_x *pd)
 	}
 }
 
-/* Its connection: back to the pool when it may carry another request. */
-static void leg_close(struct pg_worker *w, struct pg_pd_x *pd, bool keep)
+/* Its connection: back to the pool when its answer ended (ended) and the
+ * rules of any backend connection allow it (boundary.h: its request
+ * was sent whole, before the answer; the answer allowed keep-alive and
+ * ended at its framing, nothing after it), else closed. */
+static void leg_close(struct pg_worker *w, struct pg_pd_x *pd, bool ended)
 {
 	struct pg_upstream *u = pd->u;
-	const struct pg_backend *b;
 
 	if (!u)
 		return;
 	pd->u = NULL;
 	u->leg = false;
-	b = &w->gw->maps.backends[u->backend];
-	if (keep && !u->s.closed && !u->peer_closed && u->epoch == b->epoch &&
-	    (b->flags & PG_BACKEND_ACTIVE) && w->pool_len[u->backend] < PG_POOL_MAX) {
+	if (ended && pg_pool_reusable(w, u, true, false)) {
 		u->c = NULL;
 		pg_pool_put(w, u);
 	} else {
@@ -122,6 +123,7 @@ static bool leg_start(struct pg_worker *w, struct pg_client *c, uint16_t id, str
 	u->c = c;
 	u->state = PG_U_HEAD;
 	u->hlen = 0;
+	u->early = false;
 	pg_buf_reset(&pd->ans);
 	pd->ans_head = 0;
 	pd->status = 0;
@@ -313,7 +315,7 @@ static void answer_body(const struct pg_pd_x *pd, struct pg_buf *out)
 	size_t len = pd->ans.len - pd->ans_head;
 	struct pg_frame f;
 
-	if (pd->frame.kind != PG_FRAME_CHUNKED) {
+	if (!pd->chunked) {
 		pg_buf_append(out, p, len);
 		return;
 	}
@@ -333,8 +335,9 @@ static void answer_body(const struct pg_pd_x *pd, struct pg_buf *out)
 }
 
 /* The prefill answered whole (vLLM: its transfer parameters go to the
- * decode leg; SGLang: it is dropped). */
-static void leg_done(struct pg_worker *w, struct pg_client *c, bool keep)
+ * decode leg; SGLang: it is dropped); at its framing's end (ended), or
+ * with its connection's. */
+static void leg_done(struct pg_worker *w, struct pg_client *c, bool ended)
 {
 	struct pg_exchange *x = &c->x;
 	struct pg_pd_x *pd = x->pd;
@@ -345,7 +348,7 @@ static void leg_done(struct pg_worker *w, struct pg_client *c, bool keep)
 	int status = pd->status;
 
 	leg_release(w, pd);
-	leg_close(w, pd, keep);
+	leg_close(w, pd, ended);
 	if (status < 200 || status >= 300) {
 		char msg[64];
 
@@ -380,6 +383,8 @@ bool pg_pd_leg_data(struct pg_worker *w, struct pg_upstream *u, const char *data
 	struct pg_client *c = u->c;
 	struct pg_pd_x *pd = c ? c->x.pd : NULL;
 	struct pg_http_response resp;
+	size_t take = 0;
+	bool done = false;
 	ssize_t n;
 
 	if (!pd || pd->u != u) {
@@ -408,45 +413,24 @@ bool pg_pd_leg_data(struct pg_worker *w, struct pg_upstream *u, const char *data
 		pg_load_first(&w->gw->router, w->id, &w->stats->ttft_err, &pd->load, pg_now_ns());
 		pd->ans_head = (size_t)n;
 		pd->status = resp.status;
+		pd->chunked = resp.body == PG_BODY_CHUNKED;
 		u->keep_alive = resp.keep_alive;
-		pd->frame = (struct pg_frame){.kind = PG_FRAME_NONE};
-		if (resp.body == PG_BODY_LENGTH)
-			pd->frame = (struct pg_frame){.kind = PG_FRAME_LENGTH,
-			                              .remaining = resp.content_length};
-		else if (resp.body == PG_BODY_CHUNKED)
-			pg_chunked_init(&pd->frame);
-		else if (resp.body == PG_BODY_NONE)
-			pd->frame = (struct pg_frame){.kind = PG_FRAME_LENGTH};
+		u->early = u->s.qbytes != 0; /* answered before it had the whole request */
+		done = pg_response_frame(&resp, &u->frame);
 		data = pd->ans.p + n;
 		len = pd->ans.len - (size_t)n;
 	}
-	/* the end of its body */
-	if (pd->frame.kind == PG_FRAME_LENGTH) {
-		size_t take = len < pd->frame.remaining ? len : (size_t)pd->frame.remaining;
-
-		pd->frame.remaining -= take;
-		if (take < len)
-			u->keep_alive = false;
-		if (!pd->frame.remaining)
-			leg_done(w, c, u->keep_alive);
-	} else if (pd->frame.kind == PG_FRAME_CHUNKED) {
-		for (size_t off = 0; off < len;) {
-			size_t used, doff, dlen;
-			enum pg_chunked_rc rc =
-			    pg_chunked_feed(&pd->frame, data + off, len - off, &used, &doff, &dlen);
-
-			if (rc == PG_CHUNKED_ERROR) {
-				pg_pd_leg_failed(w, u, "bad chunked answer", true);
-				return false;
-			}
-			off += used;
-			if (rc == PG_CHUNKED_DONE) {
-				leg_done(w, c, u->keep_alive && off == len);
-				break;
-			}
-		}
+	/* the end of its body, as any response's (a body framed by the
+	 * connection ends with it: pg_pd_leg_failed) */
+	if (!done && !pg_frame_take(&u->frame, data, len, &take, &done, NULL, NULL)) {
+		pg_pd_leg_failed(w, u, "bad chunked answer", true);
+		return false;
 	}
-	return false; /* PG_FRAME_NONE: it ends with the connection (pg_pd_leg_failed) */
+	if (take < len)
+		u->keep_alive = false; /* bytes after the answer: never reused */
+	if (done)
+		leg_done(w, c, true);
+	return false;
 }
 
 /* The prefill leg failed (closed, its slot given back): another prefill
@@ -486,7 +470,7 @@ void pg_pd_leg_failed(struct pg_worker *w, struct pg_upstream *u, const char *wh
 		pg_upstream_close(w, u);
 		return;
 	}
-	if (!why && pd->ans_head && pd->frame.kind == PG_FRAME_NONE) {
+	if (!why && pd->ans_head && u->frame.kind == PG_FRAME_NONE) {
 		leg_done(w, c, false); /* an answer that ends with the connection */
 		return;
 	}

@@ -63,11 +63,12 @@ struct pg_pd_x {
 	uint64_t sent_ms;
 	bool answered; /* sglang: its answer came (the decode may still be running) */
 	bool fresh;    /* on a new connection (a kept one was found closed) */
-	/* its answer: the head, then the body (decoded if chunked) */
+	/* its answer: the head, then the body as it came (its end found by
+	 * the connection's framing, u->frame, as any response's) */
 	struct pg_buf ans;
 	size_t ans_head; /* bytes of ans that are the head; 0: not complete */
 	int status;
-	struct pg_frame frame;
+	bool chunked; /* its body is chunked (decoded when it is read) */
 };
 
 /* The pool is disaggregated: its requests go through pg_pd_start. */
