@@ -73,7 +73,9 @@ struct pg_exchange {
 	uint16_t resp_status; /* status of the response being forwarded */
 	uint32_t route_ns;    /* request start -> backend chosen */
 	uint64_t resp_bytes;  /* response bytes forwarded by us (access log) */
-	uint64_t ttft_ns;     /* the response head's first byte arrived */
+	/* Its first token came (pg_exchange_first_token): a streamed 2xx
+	 * response's first body byte; any other response's head. 0: none. */
+	uint64_t ttft_ns;
 	/* A spliced body (access log's bytes_out): at the hand-off, the client
 	 * socket's carried bytes and resp_bytes (our queue was empty then). */
 	bool dp_base;
@@ -119,11 +121,10 @@ struct pg_exchange {
 	struct pg_load_ticket load;
 	/* cache_aware, a choice that predicted a hit: the usage its answer
 	 * reports (lib/usage.h; read from the body as the copy path passes
-	 * it) and its first token's arrival, which tell whether the hit held
-	 * (router/capacity.h, pg_exchange_cache_verdict) */
+	 * it), which with its first token (ttft_ns) tells whether the hit held
+	 * (router/capacity.h, cache_verdict in exchange.c) */
 	struct pg_usage_parse usage;
 	bool usage_on;
-	uint64_t first_ns;
 	/* Flow control (queue.h): what the head said of the request (its
 	 * tenant's key and label, its class, its deadline, a header that was
 	 * wrong), and its place in its worker's queue (fq.queued). */
@@ -219,6 +220,44 @@ void pg_client_linger(struct pg_worker *w, struct pg_client *c);
 void pg_client_schedule(struct pg_worker *w, struct pg_client *c);
 
 /* --- exchange.c -------------------------------------------------------------- */
+/* A request's work (key) on backend id, as choice estimated it (the
+ * load ticket's, router/load.h): its prompt less what id was believed to
+ * hold, at least a token. */
+static inline uint32_t pg_work_on(const struct pg_key *key, const struct pg_choice *ch, uint16_t id)
+{
+	uint32_t held = ch->est[0].id == id ? ch->est[0].matched : 0;
+
+	return key->tokens > held ? key->tokens - held : 1;
+}
+/* Backend id takes an attempt or a prefill leg: an in-flight slot
+ * (*counted: held) counting decision, and work's place in its queue (t). */
+void pg_slot_take(struct pg_worker *w, uint16_t id, unsigned decision, uint32_t work,
+                  struct pg_load_ticket *t, bool *counted);
+/* Both given back, each at most once (pg_exchange_no_token for t). */
+void pg_slot_give(struct pg_worker *w, uint16_t id, struct pg_load_ticket *t, bool *counted);
+/* Ticket t of client c's exchange (its own, c->x.load, or its prefill
+ * leg's) saw its first token at now_ns: its work leaves the backend's
+ * queue and its time is learned (pg_load_first); its own: the client's
+ * first token (x->ttft_ns); flow control's queues are woken to the room
+ * made (queue.h pg_queue_room). Wherever a first token is seen: the first
+ * body byte of a streamed response (upstream.c), a prefill's answer
+ * (pd.c). No-op unless t is pending. */
+void pg_exchange_first_token(struct pg_worker *w, struct pg_client *c, struct pg_load_ticket *t,
+                             uint64_t now_ns);
+/* The same for an answer that does not stream, at its head (whole by
+ * then): its work leaves the queue if it had not (pg_load_answered), the
+ * client's TTFT is its head; the queues are woken. */
+void pg_exchange_answered(struct pg_worker *w, struct pg_client *c, struct pg_load_ticket *t,
+                          uint64_t now_ns);
+/* The same at the workers' tick (now_ms) for an answer that does not
+ * stream, past its first token's predicted time on a measured speed
+ * (pg_load_due): its work leaves the queue, the queues are woken. */
+void pg_exchange_due(struct pg_worker *w, struct pg_load_ticket *t, uint64_t now_ms);
+/* Ticket t ends without a first token or an answer (an error's or a
+ * HEAD's response, an attempt or a prefill leg that ends): its work
+ * leaves the queue, nothing learned, and the queues are woken the same.
+ * No-op unless t is pending. */
+void pg_exchange_no_token(struct pg_worker *w, struct pg_load_ticket *t);
 /* Forget the current request: its slots, backend connection and buffers. */
 void pg_exchange_reset(struct pg_worker *w, struct pg_client *c);
 /* Release the buffers an exchange owns (pg_exchange_reset does, and a

@@ -35,16 +35,62 @@
 #include "sys/log.h"
 #include "proxy/sock.h"
 
+/* --- a backend's slot and load ticket, and their end --------------------------- */
+
+void pg_slot_take(struct pg_worker *w, uint16_t id, unsigned decision, uint32_t work,
+                  struct pg_load_ticket *t, bool *counted)
+{
+	pg_inflight_take(&w->gw->router, id, decision);
+	*counted = true;
+	pg_load_take(&w->gw->router, id, work, t, pg_now_ns());
+}
+
+void pg_slot_give(struct pg_worker *w, uint16_t id, struct pg_load_ticket *t, bool *counted)
+{
+	pg_exchange_no_token(w, t);
+	if (*counted) {
+		pg_inflight_release(&w->gw->router, id);
+		*counted = false;
+	}
+}
+
+void pg_exchange_first_token(struct pg_worker *w, struct pg_client *c, struct pg_load_ticket *t,
+                             uint64_t now_ns)
+{
+	if (!pg_load_pending(t))
+		return;
+	pg_load_first(&w->gw->router, w->id, &w->stats->ttft_err, t, now_ns);
+	if (t == &c->x.load) /* the client's first token (a prefill leg's is not) */
+		c->x.ttft_ns = now_ns;
+	pg_queue_room(w);
+}
+
+void pg_exchange_answered(struct pg_worker *w, struct pg_client *c, struct pg_load_ticket *t,
+                          uint64_t now_ns)
+{
+	pg_load_answered(&w->gw->router, t, now_ns);
+	if (t == &c->x.load)
+		c->x.ttft_ns = now_ns;
+	pg_queue_room(w);
+}
+
+void pg_exchange_due(struct pg_worker *w, struct pg_load_ticket *t, uint64_t now_ms)
+{
+	if (pg_load_due(&w->gw->router, t, now_ms))
+		pg_queue_room(w);
+}
+
+void pg_exchange_no_token(struct pg_worker *w, struct pg_load_ticket *t)
+{
+	if (!pg_load_pending(t))
+		return;
+	pg_load_drop(&w->gw->router, t);
+	pg_queue_room(w);
+}
+
 static void release_slot(struct pg_worker *w, struct pg_exchange *x)
 {
-	if (pg_load_pending(&x->load)) {
-		pg_load_drop(&w->gw->router, &x->load);
-		pg_queue_room(w);
-	}
-	if (x->counted) {
-		pg_inflight_release(&w->gw->router, x->backend);
-		x->counted = false;
-	}
+	pg_slot_give(w, x->backend, &x->load, &x->counted);
 }
 
 /* Text t[0..n) into a record field of cap bytes (cut to fit). */
@@ -272,15 +318,13 @@ static void fwd_add_close(struct pg_exchange *x)
 	x->fwd_close = true;
 }
 
-/* The request's work on backend id: its prompt less what cache_aware
- * believed id to hold (its estimate of the chosen one), at least a token. */
+/* The request's work on backend id (pg_work_on); a decode leg's, a
+ * token: its KV comes from the prefill instance. */
 static uint32_t work_on(const struct pg_exchange *x, uint16_t id)
 {
-	uint32_t held = x->choice.est[0].id == id ? x->choice.est[0].matched : 0;
-
 	if (x->pd && x->pd->route == PG_PDR_PAIR)
-		return 1; /* its KV comes from the prefill instance */
-	return x->key.tokens > held ? x->key.tokens - held : 1;
+		return 1;
+	return pg_work_on(&x->key, &x->choice, id);
 }
 
 void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned decision,
@@ -301,9 +345,7 @@ void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned 
 	x->sent_ms = w->now_ms;
 	x->attempts++;
 	pg_idset_add(&x->tried, id);
-	pg_inflight_take(&w->gw->router, id, decision);
-	x->counted = true;
-	pg_load_take(&w->gw->router, id, work_on(x, id), &x->load, pg_now_ns());
+	pg_slot_take(w, id, decision, work_on(x, id), &x->load, &x->counted);
 	if (!u)
 		u = pg_upstream_new(w, id, path, c);
 	if (!u) {
@@ -391,9 +433,9 @@ static void cache_verdict(struct pg_worker *w, struct pg_exchange *x)
 	if (pg_usage_cached(&u, false, &cached))
 		v = pg_cc_verdict(x->choice.matched, x->choice.shared, x->key.tokens, cached,
 		                  u.have & PG_USAGE_PROMPT ? u.prompt_tokens : 0);
-	else if (x->key.stream && x->first_ns > x->load.w.sent_ns && e->id == x->backend)
+	else if (x->key.stream && x->ttft_ns > x->load.w.sent_ns && e->id == x->backend)
 		v = pg_capacity_ttft_verdict(e->ttft_ms, e->saved_ms,
-		                             (double)(x->first_ns - x->load.w.sent_ns) / 1e6);
+		                             (double)(x->ttft_ns - x->load.w.sent_ns) / 1e6);
 	pg_capacity_answer(&w->gw->router, &x->choice,
 	                   u.have & PG_USAGE_TIMINGS  ? PG_CC_SLOTS
 	                   : u.have & PG_USAGE_OBJECT ? PG_CC_PAGED
@@ -492,8 +534,8 @@ static void client_timeouts(struct pg_worker *w, struct pg_client *c, const stru
 		/* A response that does not stream shows no first token: on a
 		 * measured speed its work leaves the queue when its first token is
 		 * predicted, else at its head (router/load.h). */
-		if (!x->key.stream && pg_load_due(&w->gw->router, &c->x.load, now))
-			pg_queue_room(w);
+		if (!x->key.stream)
+			pg_exchange_due(w, &c->x.load, now);
 		if (x->resp_started || !x->sent_ms || now - x->sent_ms < t->first_byte_ms)
 			return;
 		__atomic_fetch_add(&w->gw->maps.backends[x->backend].failures, 1, __ATOMIC_RELAXED);

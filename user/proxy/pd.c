@@ -76,12 +76,7 @@ static void decode_go_buf(struct pg_worker *w, struct pg_client *c, struct pg_bu
 /* Its slot and place in the prefill instance's queue, given back. */
 static void leg_release(struct pg_worker *w, struct pg_pd_x *pd)
 {
-	if (pg_load_pending(&pd->load))
-		pg_load_drop(&w->gw->router, &pd->load);
-	if (pd->counted) {
-		pg_inflight_release(&w->gw->router, pd->prefill);
-		pd->counted = false;
-	}
+	pg_slot_give(w, pd->prefill, &pd->load, &pd->counted);
 }
 
 /* Its connection: back to the pool when its answer ended (ended) and the
@@ -113,7 +108,6 @@ static bool leg_start(struct pg_worker *w, struct pg_client *c, uint16_t id, str
 	struct pg_upstream *u = pd->fresh ? NULL : pg_pool_get(w, id);
 	char *req = NULL;
 	size_t rlen = 0, rcap = 0;
-	uint32_t held = pd->pchoice.est[0].id == id ? pd->pchoice.est[0].matched : 0;
 
 	if (!u && !(u = pg_upstream_new(w, id, PG_DP_COPY, c)))
 		return false;
@@ -129,10 +123,8 @@ static bool leg_start(struct pg_worker *w, struct pg_client *c, uint16_t id, str
 	pd->status = 0;
 	pd->answered = false;
 	pd->sent_ms = w->now_ms;
-	pg_inflight_take(&w->gw->router, id, pd->pchoice.decision);
-	pd->counted = true;
-	pg_load_take(&w->gw->router, id, x->key.tokens > held ? x->key.tokens - held : 1, &pd->load,
-	             pg_now_ns());
+	pg_slot_take(w, id, pd->pchoice.decision, pg_work_on(&x->key, &pd->pchoice, id), &pd->load,
+	             &pd->counted);
 	pg_fwd_with_length(pd->head, pd->head_len, b->len, &req, &rlen, &rcap);
 	pg_sock_queue(w, &u->s, req, rlen, -1, true);
 	pg_sock_queue(w, &u->s, b->p, b->len, -1, true);
@@ -410,7 +402,7 @@ bool pg_pd_leg_data(struct pg_worker *w, struct pg_upstream *u, const char *data
 			continue;
 		}
 		/* a 1-token answer: its first token is its end (router/load.h) */
-		pg_load_first(&w->gw->router, w->id, &w->stats->ttft_err, &pd->load, pg_now_ns());
+		pg_exchange_first_token(w, c, &pd->load, pg_now_ns());
 		pd->ans_head = (size_t)n;
 		pd->status = resp.status;
 		pd->chunked = resp.body == PG_BODY_CHUNKED;

@@ -266,11 +266,11 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 	 * (router/load.h); an answer that does not stream is whole by its
 	 * head; any other had its first token by now, if at all. */
 	if (resp.status < 300 && !x->head_method && !x->key.stream) {
-		pg_load_answered(&w->gw->router, &x->load, pg_now_ns());
-		pg_queue_room(w);
-	} else if (pg_load_pending(&x->load) && (resp.status >= 300 || x->head_method)) {
-		pg_load_drop(&w->gw->router, &x->load);
-		pg_queue_room(w);
+		pg_exchange_answered(w, c, &x->load, pg_now_ns());
+	} else if (resp.status >= 300 || x->head_method) {
+		pg_exchange_no_token(w, &x->load);
+		if (pg_alog_on(w->gw->alog))
+			x->ttft_ns = pg_now_ns(); /* its head is its first token */
 	}
 	pg_held_release(w, x, u); /* no retry from here */
 	/* a predicted hit: what the answer says of it is read as it passes
@@ -280,8 +280,6 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 	              x->choice.matched > x->choice.shared;
 	if (x->usage_on)
 		pg_usage_init(&x->usage, x->key.stream ? PG_USAGE_SSE : PG_USAGE_JSON);
-	if (pg_alog_on(w->gw->alog))
-		x->ttft_ns = pg_now_ns();
 	u->keep_alive = resp.keep_alive && !u->dp;
 	/* Answered before the backend had the whole request (boundary.h): this
 	 * connection is not pooled after it, and unless the rest of the body is
@@ -300,10 +298,7 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 		pg_client_schedule(w, c);
 	/* Body bytes that came with the head: the first token among them. */
 	if (len > (size_t)n) {
-		if (!x->first_ns)
-			x->first_ns = pg_now_ns();
-		pg_load_first(&w->gw->router, w->id, &w->stats->ttft_err, &x->load, pg_now_ns());
-		pg_queue_room(w);
+		pg_exchange_first_token(w, c, &x->load, pg_now_ns());
 		kept = forward_body(w, u, p + n, len - (size_t)n, bid);
 	}
 	u->hlen = 0;
@@ -339,13 +334,8 @@ bool pg_upstream_input(struct pg_worker *w, struct pg_upstream *u, char *data, s
 		const bool first = u->c && pg_load_pending(&u->c->x.load);
 		bool kept;
 
-		if (u->c && !u->c->x.first_ns)
-			u->c->x.first_ns = pg_now_ns();
-		if (first) {
-			pg_load_first(&w->gw->router, w->id, &w->stats->ttft_err, &u->c->x.load,
-			              pg_now_ns());
-			pg_queue_room(w);
-		}
+		if (first)
+			pg_exchange_first_token(w, u->c, &u->c->x.load, pg_now_ns());
 		kept = forward_body(w, u, data, len, bid);
 		if (u->dp && !u->s.closed) {
 			if (first && u->state == PG_U_BODY)
