@@ -5,8 +5,9 @@
  *  - struct pg_client: one client connection (client.c reads its requests);
  *  - struct pg_exchange: the request being served on it and its response,
  *    from the first byte of the request to the end of the response; reset
- *    whole between requests (exchange.c: dispatch, retries, the end of a
- *    response, the gateway's own answers, timeouts);
+ *    whole between requests (dispatch.c: routed and sent on; exchange.c:
+ *    attempts, retries, the end of a response, the gateway's own answers,
+ *    timeouts);
  *  - struct pg_upstream: one backend connection (upstream.c: connecting,
  *    the response head and body; pool.c: idle keep-alive ones and lingering
  *    ones).
@@ -30,6 +31,7 @@
 #include "router/load.h"
 
 struct pg_worker;
+struct pg_route_input;
 struct pg_upstream;
 struct pg_dp_conn;
 struct pg_pd_x;
@@ -71,7 +73,7 @@ struct pg_exchange {
 	int8_t pool; /* model pool (state/pools.h); PG_POOL_BY_MODEL: the body decides */
 	uint16_t backend;
 	uint16_t resp_status; /* status of the response being forwarded */
-	uint32_t route_ns;    /* request start -> backend chosen */
+	uint64_t route_ns;    /* request start -> backend chosen, its wait apart (pg_dispatch) */
 	uint64_t resp_bytes;  /* response bytes forwarded by us (access log) */
 	/* Its first token came (pg_exchange_first_token): a streamed 2xx
 	 * response's first body byte; any other response's head. 0: none. */
@@ -135,6 +137,7 @@ struct pg_exchange {
 	uint8_t flow_bad;     /* enum pg_flow_bad (queue.h); 0: none */
 	bool flow_charged;    /* its tenant was charged its work */
 	uint32_t deadline_ms; /* the head's X-Prefixgate-Deadline-Ms; 0: none */
+	uint64_t queued_ns;   /* it began to wait (pg_now_ns, as t0_ns); 0: it did not */
 	uint32_t wait_us;     /* how long it waited in the queue */
 	/* Prefill/decode disaggregation (pd.h): its two legs; NULL unless its
 	 * pool has a decode set. */
@@ -218,6 +221,43 @@ void pg_client_close(struct pg_worker *w, struct pg_client *c);
 void pg_client_linger(struct pg_worker *w, struct pg_client *c);
 /* Run pg_client_advance from the run list. */
 void pg_client_schedule(struct pg_worker *w, struct pg_client *c);
+
+/* --- dispatch.c -------------------------------------------------------------- */
+/*
+ * A request routed and sent on: the one path every request takes to its
+ * backend, whether it comes straight from its client (client.c, once its
+ * key's bytes are in hand), from flow control's queue (queue.c), again
+ * after a failed attempt (exchange.c) or a failed leg (pd.c), and whether
+ * its pool serves it from one instance or from a prefill/decode pair.
+ * Done once there, for all of them: the routing call (router/route.h), the
+ * routing and decision latencies (ns, on one clock: pg_now_ns), the
+ * answers to a request that cannot be routed (429 when its first token is
+ * predicted past its deadline, else 502), its tenant charged (queue.h),
+ * the parse made as its body arrived dropped, the attempt started
+ * (pg_attempt, or pd.h's legs). A retry is routed on the key the first
+ * decision computed, the backends it tried excluded; it is neither timed
+ * nor charged again.
+ */
+/* Route request c and send it on. in: its key's bytes (and in->budget_ms
+ * from its deadline); n: bytes of c->in that are its body, to be taken
+ * over (pg_body_take; a request that waited, x->queued_ns set, holds its
+ * body whole already); t_ns: when it was ready to be routed (pg_now_ns:
+ * its body's last piece in hand, or its turn in the queue), the decision's
+ * latency runs from then. Its routing latency runs from its first byte,
+ * less its wait in the queue (x->queued_ns to t_ns). false when it was
+ * answered (429, 502); true once under way (c->state STREAM or WAIT). */
+bool pg_dispatch(struct pg_worker *w, struct pg_client *c, struct pg_route_input *in, size_t n,
+                 uint64_t t_ns);
+/* What failed, and so how a request goes again. */
+enum pg_again {
+	PG_AGAIN_ATTEMPT, /* its attempt: another backend of its pool, none it tried */
+	PG_AGAIN_PREFILL, /* its prefill leg: another prefill instance, the same decode one */
+	PG_AGAIN_ALONE,   /* its prefill legs, as many as it tries: the decode instance alone */
+	PG_AGAIN_PAIR,    /* its decode leg: a fresh pair (pd.h) */
+};
+/* Route c again after a failure (what) and send it on, or answer 502 when
+ * nothing is left to try. */
+void pg_dispatch_again(struct pg_worker *w, struct pg_client *c, enum pg_again what);
 
 /* --- exchange.c -------------------------------------------------------------- */
 /* A request's work (key) on backend id, as choice estimated it (the

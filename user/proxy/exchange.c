@@ -132,7 +132,8 @@ static void log_request(struct pg_worker *w, const struct pg_client *c, unsigned
 	    .key_hash = x->key.hash,
 	    .bytes_in = x->fwd_len + x->held_len + x->streamed,
 	    .bytes_out = bytes_out(c),
-	    .route_us = x->route_ns / 1000,
+	    .route_us =
+	        x->route_ns / 1000 < UINT32_MAX ? (uint32_t)(x->route_ns / 1000) : UINT32_MAX,
 	    .total_us = (uint32_t)((now - x->t0_ns) / 1000),
 	    .ttft_us = x->ttft_ns > x->t0_ns ? (uint32_t)((x->ttft_ns - x->t0_ns) / 1000) : 0,
 	    .queue_us = x->wait_us,
@@ -374,7 +375,6 @@ void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why
 	struct pg_backend *b = &w->gw->maps.backends[x->backend];
 	struct pg_upstream *u = x->up;
 	bool stale = u && u->reused && !mark_down;
-	uint16_t id;
 
 	if (u) {
 		x->up = NULL;
@@ -405,12 +405,7 @@ void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why
 		pg_pd_decode_failed(w, c, why);
 		return;
 	}
-	id = pg_route_again(&w->gw->router, &x->key, &x->tried, pg_worker_rand(w), &x->choice);
-	if (!id) {
-		pg_client_error(w, c, 502, "no healthy backend");
-		return;
-	}
-	pg_attempt(w, c, id, PG_DEC_RETRY, false);
+	pg_dispatch_again(w, c, PG_AGAIN_ATTEMPT);
 }
 
 /* --- the response's end, as the client sees it ----------------------------------- */

@@ -28,6 +28,16 @@ static const struct pg_pool_cfg *pool_cfg(const struct pg_gateway *gw, unsigned 
 	return &pg_pools_table(gw)->pool[pool];
 }
 
+struct pg_pd_x *pg_pd_new(const struct pg_gateway *gw, unsigned pool)
+{
+	struct pg_pd_x *pd = calloc(1, sizeof(*pd));
+
+	if (!pd)
+		abort();
+	pd->proto = pool_cfg(gw, pool)->pd;
+	return pd;
+}
+
 static char *memdup(const char *p, size_t n)
 {
 	char *q = malloc(n ? n : 1);
@@ -152,46 +162,9 @@ static uint16_t bootstrap_port(const struct pg_gateway *gw, unsigned pool, uint1
 	return pc->bootstrap_port;
 }
 
-/* --- routing and sending ------------------------------------------------------------ */
+/* --- sending --------------------------------------------------------------------- */
 
-static void send_pair(struct pg_worker *w, struct pg_client *c);
 static void prefill_failed(struct pg_worker *w, struct pg_client *c, const char *why);
-
-/* The request (its body whole in pd) routed again, and sent: after a
- * failed leg. false: answered. */
-/* x's pair (pex, dex: instances tried; may be NULL), by its pool's
- * decode set and pd-min-tokens. */
-static enum pg_pd_route route_pd(struct pg_worker *w, struct pg_exchange *x,
-                                 const struct pg_route_input *in, const struct pg_idset *pex,
-                                 const struct pg_idset *dex)
-{
-	const struct pg_pool_cfg *pc = pool_cfg(w->gw, in->pool);
-
-	return pg_route_pd(&w->gw->router, w->id, in, pc->decode, pc->pd_min_tokens, pex, dex,
-	                   pg_worker_rand(w), &x->key, &x->pd->pchoice, &x->choice);
-}
-
-static bool reroute(struct pg_worker *w, struct pg_client *c)
-{
-	struct pg_exchange *x = &c->x;
-	struct pg_pd_x *pd = x->pd;
-	const unsigned pool = x->pool > 0 ? (unsigned)x->pool : 0;
-	struct pg_route_input in = {.api = (enum pg_api)x->api,
-	                            .header_key = {x->hdr_key, x->hdr_key_len},
-	                            .body = pd->body,
-	                            .body_len = pd->body_len,
-	                            .complete = true,
-	                            .pool = pool,
-	                            .scratch = &w->key_scratch};
-
-	pd->route = (uint8_t)route_pd(w, x, &in, &pd->ptried, &pd->dtried);
-	if (pd->route == PG_PDR_NONE) {
-		pg_client_error(w, c, 502, "no healthy decode instance");
-		return false;
-	}
-	send_pair(w, c);
-	return true;
-}
 
 /* The body's parse, once for the request (a retry's fresh prefill and the
  * decode leg's body reuse it): whether it is JSON. */
@@ -202,7 +175,7 @@ static bool request_parse(struct pg_pd_x *pd)
 	return pd->parsed > 0;
 }
 
-static void send_pair(struct pg_worker *w, struct pg_client *c)
+void pg_pd_send(struct pg_worker *w, struct pg_client *c)
 {
 	struct pg_exchange *x = &c->x;
 	struct pg_pd_x *pd = x->pd;
@@ -255,46 +228,35 @@ static void send_pair(struct pg_worker *w, struct pg_client *c)
 	}
 }
 
-bool pg_pd_start(struct pg_worker *w, struct pg_client *c, struct pg_route_input *in, size_t n,
-                 bool taken)
+bool pg_pd_start(struct pg_worker *w, struct pg_client *c, bool whole)
 {
 	struct pg_exchange *x = &c->x;
-	struct pg_pd_x *pd = calloc(1, sizeof(*pd));
-	bool whole;
+	struct pg_pd_x *pd = x->pd;
 
-	if (!pd)
-		abort();
-	x->pd = pd;
-	pd->proto = pool_cfg(w->gw, in->pool)->pd;
-	pd->route = (uint8_t)route_pd(w, x, in, NULL, NULL);
-	pg_parse_ahead_end(w, x);
-	if (pd->route == PG_PDR_NONE) {
-		pg_client_error(w, c, 502, "no healthy decode instance");
-		return false;
-	}
-	whole = taken || pg_body_take(w, c, n);
 	if (!whole) {
 		/* a body too large to hold whole: the decode instance alone,
 		 * streamed as any request's */
 		pd->route = PG_PDR_ALONE;
 		STAT(w, pd_alone);
 		c->state = PG_C_STREAM;
-		pg_attempt(w, c, x->choice.backend, x->choice.decision, false);
-		return true;
-	}
-	pd->head = memdup(x->fwd, x->fwd_head);
-	pd->head_len = x->fwd_head;
-	if (x->kbuf) {
-		pd->body = memdup(x->kbuf, x->klen);
-		pd->body_len = x->klen;
 	} else {
-		pd->body = memdup(x->held ? x->held : "", x->held_len);
-		pd->body_len = x->held_len;
+		pd->head = memdup(x->fwd, x->fwd_head);
+		pd->head_len = x->fwd_head;
+		if (x->kbuf) {
+			pd->body = memdup(x->kbuf, x->klen);
+			pd->body_len = x->klen;
+		} else {
+			pd->body = memdup(x->held ? x->held : "", x->held_len);
+			pd->body_len = x->held_len;
+		}
 	}
 	free(x->kbuf);
 	x->kbuf = NULL;
 	x->klen = x->kcap = 0;
-	send_pair(w, c);
+	if (whole)
+		pg_pd_send(w, c);
+	else
+		pg_attempt(w, c, x->choice.backend, x->choice.decision, false);
 	return true;
 }
 
@@ -444,13 +406,8 @@ static void prefill_failed(struct pg_worker *w, struct pg_client *c, const char 
 		/* it waits for a room that will not fill: it goes too */
 		pg_attempt_abandon(w, c);
 	}
-	if (++pd->ptries < PG_PD_PREFILL_TRIES) {
-		reroute(w, c);
-		return;
-	}
-	pd->route = PG_PDR_ALONE; /* the decode instance, alone */
-	STAT(w, pd_alone);
-	decode_go(w, c, pd->body, pd->body_len);
+	pg_dispatch_again(w, c,
+	                  ++pd->ptries < PG_PD_PREFILL_TRIES ? PG_AGAIN_PREFILL : PG_AGAIN_ALONE);
 }
 
 void pg_pd_leg_failed(struct pg_worker *w, struct pg_upstream *u, const char *why, bool down)
@@ -472,7 +429,7 @@ void pg_pd_leg_failed(struct pg_worker *w, struct pg_upstream *u, const char *wh
 		leg_release(w, pd);
 		leg_close(w, pd, false);
 		pd->fresh = true;
-		send_pair(w, c);
+		pg_pd_send(w, c);
 		return;
 	}
 	if (down) {
@@ -500,9 +457,15 @@ void pg_pd_decode_failed(struct pg_worker *w, struct pg_client *c, const char *w
 		return;
 	}
 	STAT(w, pd_decode_retries);
+	if (!pd->head) {
+		/* its body streams to the decode instance alone (not held:
+		 * there is no pair to make): another decode instance */
+		pg_dispatch_again(w, c, PG_AGAIN_ATTEMPT);
+		return;
+	}
 	pd->ptries = 0; /* a fresh pair */
 	pd->fresh = false;
-	reroute(w, c);
+	pg_dispatch_again(w, c, PG_AGAIN_PAIR);
 }
 
 void pg_pd_free(struct pg_worker *w, struct pg_exchange *x)
