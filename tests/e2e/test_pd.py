@@ -14,6 +14,9 @@ whose pool has a decode set, streamed and plain chat answers on loopback.
 - stale parameters (the prefill let them expire): the decode instance's
   refusal reaches the client;
 - a client that goes during either leg: both legs go, nothing is left;
+- with flow control: requests that waited are charged to their tenants as
+  any others are; the room a prefill frees is seen at its answer, not at
+  the gateway's next tick;
 - in-flight counts of both sets back to 0 after every test.
 
 usage: test_pd.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
@@ -22,9 +25,12 @@ import http.client
 import json
 import os
 import re
+import signal
 import socket
+import statistics
 import subprocess
 import sys
+import threading
 import time
 import zlib
 
@@ -112,6 +118,41 @@ def mock_requests(f, name):
 
 def quiet(f):
     assert f.idle(10), "in-flight counts not back to 0: %s" % f.backends()
+
+
+# flow control, with one prompt's prefill (a few hundred tokens or more)
+# filling an instance: the requests after it wait
+FLOW = ["--flow-control", "--flow-instance-queue-ms", "1"]
+
+
+def flow_pool(f):
+    st, r = f.admin("GET", "/flow")
+    assert st == 200, (st, r)
+    return r
+
+
+def send_all(f, bodies, token=None):
+    """Send bodies at once, each from its own client; returns the threads
+    and the list of (status, data) they fill."""
+    h = {"Content-Type": "application/json"}
+    if token:
+        h["Authorization"] = "Bearer " + token
+    out = []
+
+    def one(b):
+        st, _, data = f.request("POST", "/v1/chat/completions", b, h, timeout=30)
+        out.append((st, data))
+
+    ts = [threading.Thread(target=one, args=(b,)) for b in bodies]
+    for t in ts:
+        t.start()
+    return ts, out
+
+
+def joined(ts, out, n):
+    for t in ts:
+        t.join(60)
+    assert len(out) == n and all(st == 200 for st, _ in out), [(st, d[:200]) for st, d in out]
 
 
 @test
@@ -334,6 +375,83 @@ def client_gone_in_either_leg(opts):
         quiet(f)
     finally:
         f.stop()
+
+
+@test
+def charged_to_their_tenant(opts):
+    """Flow control on a prefill/decode pool: tenant A's 6 long prompts and
+    then tenant B's 2, held at the one prefill instance (SIGSTOP) until B's
+    wait in the gateway behind A's. Every request is answered and both
+    tenants were charged the work they were served (GET /flow
+    served_work), as any pool's are."""
+    f = pd_fleet(opts, "vllm", gw_args=FLOW)
+    held = f.mocks["p0"][1]
+    try:
+        held.send_signal(signal.SIGSTOP)
+        ta, oa = send_all(f, [chat(2000 + i, stream=False) for i in range(6)], "sk-tenant-a")
+        waited = wait_until(lambda: flow_pool(f)["pools"][0]["queued"] >= 2, 10)
+        tb, ob = send_all(f, [chat(2100 + i, stream=False) for i in range(2)], "sk-tenant-b")
+        waited = waited and wait_until(
+            lambda: flow_pool(f)["pools"][0]["enqueued"] >= 4 and
+            sum(t["queued"] for t in flow_pool(f)["tenants"]) >= 3, 10)
+        held.send_signal(signal.SIGCONT)
+        assert waited, flow_pool(f)
+        joined(ta, oa, 6)
+        joined(tb, ob, 2)
+        fl = flow_pool(f)
+        served = {t["tenant"]: t["served_work"] for t in fl["tenants"] if t["tenant"] != "other"}
+        # each charged request: its ~2,000 prompt tokens, none cached, and 4 out
+        assert len(served) == 2 and all(v >= 2000 for v in served.values()), fl["tenants"]
+        assert counters(f)["pairs"] == 8, counters(f)
+        quiet(f)
+    finally:
+        held.send_signal(signal.SIGCONT)
+        f.stop()
+
+
+@test
+def freed_room_seen_at_once(opts):
+    """Flow control on a prefill/decode pool: 10 long prompts to one fast
+    prefill instance, held (SIGSTOP) until 8 of them wait in the gateway,
+    so that each then waits for the prefill before it. A prefill's answer
+    is its first token, and the next request goes then, in that turn: the
+    gap between one request leaving the queue and the next is that prefill,
+    a few ms, not the time to the gateway's next tick (100 ms; one worker,
+    and non-streamed answers whose decode takes longer, so that nothing else
+    wakes the queue sooner)."""
+    alog = os.path.join(opts.build, "e2e-tmp", "pd-alog-%d.jsonl" % os.getpid())
+    if os.path.exists(alog):
+        os.unlink(alog)
+    f = pd_fleet(opts, "vllm", prefill_args=["--speed", "10"],
+                 gw_args=FLOW + ["--workers", "1", "--access-log", alog])
+    held = f.mocks["p0"][1]
+    try:
+        held.send_signal(signal.SIGSTOP)
+        ts, out = send_all(f, [chat(6000 + i, stream=False, max_tokens=40) for i in range(10)])
+        waited = wait_until(lambda: flow_pool(f)["pools"][0]["queued"] >= 8, 10)
+        held.send_signal(signal.SIGCONT)
+        assert waited, flow_pool(f)["pools"][0]
+        joined(ts, out, 10)
+        quiet(f)
+        f.stop()
+        f.gw = None
+        lines = [json.loads(x) for x in open(alog)]
+        assert len(lines) == 10, lines
+
+        def start_us(x):
+            hms = x["time"][11:-1].split(":")
+            return ((int(hms[0]) * 60 + int(hms[1])) * 60 + float(hms[2])) * 1e6
+
+        # when each left the queue (its start and its wait), in that order
+        went = sorted(start_us(x) + x["queue_us"] for x in lines)
+        gaps = [b - a for a, b in zip(went[1:], went[2:])]  # from the first to go after the hold
+        print("# gaps between requests leaving the queue: %s ms" %
+              ", ".join("%.1f" % (g / 1000) for g in gaps))
+        assert statistics.median(gaps) < 50000, gaps
+    finally:
+        held.send_signal(signal.SIGCONT)
+        if f.gw:
+            f.stop()
 
 
 if __name__ == "__main__":

@@ -172,31 +172,32 @@ static struct pg_worker *w;
 
 static void pump(void);
 
-/* Flags a test program adds to the fixture's (before setup runs). */
-static char *setup_extra[12];
+/* Flags a test program adds to the fixture's (before setup runs), at most. */
+#define SETUP_EXTRA 16
+static char *setup_extra[SETUP_EXTRA];
 
 static int setup(void **state)
 {
-	char *argv[32] = {"prefixgate",
-	                  "--no-bpf",
-	                  "--backend",
-	                  "127.0.0.1:9001",
-	                  "--backend",
-	                  "127.0.0.1:9002",
-	                  "--max-in-flight",
-	                  "100",
-	                  "--header-timeout",
-	                  "1000",
-	                  "--body-timeout",
-	                  "1000",
-	                  "--idle-timeout",
-	                  "5000",
-	                  "--first-byte-timeout",
-	                  "3000",
-	                  "--max-body-size",
-	                  "1000000",
-	                  "--health-check-path",
-	                  "none"};
+	char *argv[20 + SETUP_EXTRA] = {"prefixgate",
+	                                "--no-bpf",
+	                                "--backend",
+	                                "127.0.0.1:9001",
+	                                "--backend",
+	                                "127.0.0.1:9002",
+	                                "--max-in-flight",
+	                                "100",
+	                                "--header-timeout",
+	                                "1000",
+	                                "--body-timeout",
+	                                "1000",
+	                                "--idle-timeout",
+	                                "5000",
+	                                "--first-byte-timeout",
+	                                "3000",
+	                                "--max-body-size",
+	                                "1000000",
+	                                "--health-check-path",
+	                                "none"};
 	int argc = 20;
 	char err[256];
 	FILE *null = fopen("/dev/null", "w");

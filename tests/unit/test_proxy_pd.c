@@ -7,6 +7,7 @@
  * sets given back exactly once.
  */
 #include "fake_io.h"
+#include "proxy/pd.h"
 
 #define PREFILL_ANSWER(params)                                                                     \
 	"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "                    \
@@ -23,6 +24,7 @@ static int setup_vllm(void **state)
 	static char *extra[] = {"--pool", "default:pd=vllm", "--pool",
 	                        "default:decode=127.0.0.1:9003"};
 
+	memset(setup_extra, 0, sizeof(setup_extra));
 	memcpy(setup_extra, extra, sizeof(extra));
 	return setup(state);
 }
@@ -33,6 +35,7 @@ static int setup_sglang(void **state)
 	                        "--pool", "default:decode=127.0.0.1:9003",
 	                        "--pool", "default:bootstrap-port=8998"};
 
+	memset(setup_extra, 0, sizeof(setup_extra));
 	memcpy(setup_extra, extra, sizeof(extra));
 	return setup(state);
 }
@@ -215,6 +218,88 @@ static void test_sglang_both_at_once(void **state)
 	assert_quiet();
 }
 
+/* The fixture with the block index on (as main.c sets it: both legs'
+ * instances are recorded, the decode set routed cache_aware) and
+ * X-Prefixgate-Route. */
+static int setup_indexed(bool sglang)
+{
+	static char *extra[] = {
+	    "--route-header",  "--pool", "default:decode=127.0.0.1:9003", "--pool",
+	    "default:pd=vllm", "--pool", "default:bootstrap-port=8998"};
+
+	extra[4] = sglang ? "default:pd=sglang" : "default:pd=vllm";
+	memset(setup_extra, 0, sizeof(setup_extra));
+	memcpy(setup_extra, extra, sizeof(extra) - (sglang ? 0 : 2 * sizeof(extra[0])));
+	if (setup(NULL))
+		return -1;
+	gw.maps.state->ca_capacity_blocks = pg_ca_capacity_blocks(cfg.cache_capacity);
+	return 0;
+}
+
+static int setup_vllm_indexed(void **state)
+{
+	(void)state;
+	return setup_indexed(false);
+}
+
+static int setup_sglang_indexed(void **state)
+{
+	(void)state;
+	return setup_indexed(true);
+}
+
+static uint16_t id_of_port(uint16_t p)
+{
+	for (uint16_t id = 1; id < PG_MAX_BACKENDS; id++)
+		if (gw.maps.backends[id].port == p)
+			return id;
+	fail_msg("no backend on port %u", p);
+	return 0;
+}
+
+/* Both prefill instances refuse a fresh long prompt: the second prefill
+ * instance is tried (not the decode instance alone, as if the prompt the
+ * decode instance was only just sent were cached there), then the decode
+ * instance alone, with the whole prompt as its work, and the route header
+ * says so: a retry, nothing matched. (sglang: each pair's decode leg,
+ * sent at once, goes with its prefill.) */
+static void prefills_down_then_alone(bool sglang)
+{
+	int c = accept_client(), p1 = next_up_fd, p2, d;
+	const uint16_t dec = id_of_port(9003);
+	const char *out;
+
+	send_chat(c, 400, ",\"stream\":true");
+	assert_int_not_equal(port(p1), 9003);
+	connected(p1, -ECONNREFUSED);
+	p2 = next_up_fd - (sglang ? 2 : 1);
+	assert_int_not_equal(port(p2), 9003);
+	assert_int_not_equal(port(p2), port(p1));
+	connected(p2, -ECONNREFUSED);
+	d = next_up_fd - 1;
+	assert_int_equal(port(d), 9003);
+	assert_int_equal(client_of(c)->x.pd->route, PG_PDR_ALONE);
+	assert_int_equal(gw.maps.backends[dec].prefill_tokens, client_of(c)->x.key.tokens);
+	connected(d, 0);
+	assert_null(strstr(took(d), "bootstrap_room"));
+	say(d, stream_ok);
+	out = took(c);
+	assert_non_null(strstr(out, "; reason=retry; matched=0; "));
+	assert_quiet();
+}
+
+static void test_vllm_prefills_down_not_cached(void **state)
+{
+	(void)state;
+	prefills_down_then_alone(false);
+}
+
+static void test_sglang_prefills_down_not_cached(void **state)
+{
+	(void)state;
+	prefills_down_then_alone(true);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -227,6 +312,10 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_decode_down_fresh_pair, setup_vllm, teardown),
 	    cmocka_unit_test_setup_teardown(test_client_gone_during_prefill, setup_vllm, teardown),
 	    cmocka_unit_test_setup_teardown(test_sglang_both_at_once, setup_sglang, teardown),
+	    cmocka_unit_test_setup_teardown(test_vllm_prefills_down_not_cached, setup_vllm_indexed,
+	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_sglang_prefills_down_not_cached,
+	                                    setup_sglang_indexed, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -114,6 +114,33 @@ static void test_waits_then_goes(void **state)
 	assert_quiet();
 }
 
+/* A request that waited: its routing latency leaves its wait out, both
+ * measured on the request's own clock (pg_now_ns). The loop's clock is its
+ * turn's start, behind it: a wait taken from it, in whole milliseconds,
+ * once made the routing latency negative, wrapped to 4.29 s. */
+static void test_wait_not_in_routing_latency(void **state)
+{
+	int c1, c2, c3, u = fill(&c1, &c2);
+	const uint64_t sum = w->stats->route_lat_sum_ns;
+	const struct pg_exchange *x;
+
+	(void)state;
+	w->now_ms -= 2;
+	c3 = accept_client();
+	send_req(c3, "");
+	assert_int_equal(client_of(c3)->state, PG_C_QUEUED);
+	answer(u, c1);
+	x = &client_of(c3)->x;
+	assert_int_equal(client_of(c3)->state, PG_C_WAIT);
+	assert_true(x->route_ns > 0);
+	assert_true(x->route_ns + (uint64_t)x->wait_us * 1000 <= pg_now_ns() - x->t0_ns);
+	assert_int_equal(w->stats->route_lat_sum_ns - sum, x->route_ns);
+	connected(u + 2, 0);
+	answer(u + 1, c2);
+	answer(u + 2, c3);
+	assert_quiet();
+}
+
 static void test_client_gone_while_queued(void **state)
 {
 	int c1, c2, c3, u = fill(&c1, &c2);
@@ -350,6 +377,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_waits_then_goes, setup_flow, teardown),
+	    cmocka_unit_test_setup_teardown(test_wait_not_in_routing_latency, setup_flow, teardown),
 	    cmocka_unit_test_setup_teardown(test_client_gone_while_queued, setup_flow, teardown),
 	    cmocka_unit_test_setup_teardown(test_deadline_expires, setup_flow, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_headers, setup_flow, teardown),

@@ -173,10 +173,9 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 	struct pg_route_input in = {.api = (enum pg_api)x->api,
 	                            .header_key = {x->hdr_key, x->hdr_key_len}};
 	struct pg_route_cfg cfg;
-	uint64_t t, now;
-	uint16_t id;
+	uint64_t t;
 	size_t n = 0;
-	bool ready, whole; /* whole: the request is all in hand */
+	bool ready;
 	int rc;
 
 	switch (x->body.kind) {
@@ -219,35 +218,8 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 	in.scratch = &w->key_scratch;
 	pg_router_cfg(&w->gw->router, in.pool, &cfg);
 	if (cfg.flow_queue_ms && !pg_queue_arrive(w, c, &in, n, &cfg))
-		return false;           /* waits, or was answered */
-	if (pg_pd_pool(w->gw, in.pool)) /* prefill/decode: two legs */
-		return pg_pd_start(w, c, &in, n, false);
-	id = pg_route_worker(&w->gw->router, w->id, &in, NULL, pg_worker_rand(w), &x->key,
-	                     &x->choice);
-	pg_parse_ahead_end(w, x);
-	if (x->key.ahead)
-		__atomic_fetch_add(&w->stats->parsed_ahead, 1, __ATOMIC_RELAXED);
-	now = pg_now_ns();
-	x->route_ns = (uint32_t)(now - x->t0_ns);
-	pg_stats_route_latency(w->stats, x->route_ns);
-	pg_stats_decide_latency(w->stats, now - t);
-	if (x->key.fallback)
-		__atomic_fetch_add(&w->stats->key_fallbacks, 1, __ATOMIC_RELAXED);
-	if (!id) {
-		if (x->choice.late)
-			pg_queue_late(w, c);
-		else
-			pg_client_error(w, c, 502, "no healthy backend");
-		return false;
-	}
-	pg_queue_charge(w, c);
-	whole = pg_body_take(w, c, n);
-	free(x->kbuf);
-	x->kbuf = NULL;
-	x->klen = x->kcap = 0;
-	c->state = whole ? PG_C_WAIT : PG_C_STREAM;
-	pg_attempt(w, c, id, x->choice.decision, false);
-	return true;
+		return false; /* waits, or was answered */
+	return pg_dispatch(w, c, &in, n, t);
 }
 
 /* Forward the rest of the body as it arrives, once the backend connection is

@@ -5,8 +5,9 @@
  *  - struct pg_client: one client connection (client.c reads its requests);
  *  - struct pg_exchange: the request being served on it and its response,
  *    from the first byte of the request to the end of the response; reset
- *    whole between requests (exchange.c: dispatch, retries, the end of a
- *    response, the gateway's own answers, timeouts);
+ *    whole between requests (dispatch.c: routed and sent on; exchange.c:
+ *    attempts, retries, the end of a response, the gateway's own answers,
+ *    timeouts);
  *  - struct pg_upstream: one backend connection (upstream.c: connecting,
  *    the response head and body; pool.c: idle keep-alive ones and lingering
  *    ones).
@@ -30,6 +31,7 @@
 #include "router/load.h"
 
 struct pg_worker;
+struct pg_route_input;
 struct pg_upstream;
 struct pg_dp_conn;
 struct pg_pd_x;
@@ -71,9 +73,11 @@ struct pg_exchange {
 	int8_t pool; /* model pool (state/pools.h); PG_POOL_BY_MODEL: the body decides */
 	uint16_t backend;
 	uint16_t resp_status; /* status of the response being forwarded */
-	uint32_t route_ns;    /* request start -> backend chosen */
+	uint64_t route_ns;    /* request start -> backend chosen, its wait apart (pg_dispatch) */
 	uint64_t resp_bytes;  /* response bytes forwarded by us (access log) */
-	uint64_t ttft_ns;     /* the response head's first byte arrived */
+	/* Its first token came (pg_exchange_first_token): a streamed 2xx
+	 * response's first body byte; any other response's head. 0: none. */
+	uint64_t ttft_ns;
 	/* A spliced body (access log's bytes_out): at the hand-off, the client
 	 * socket's carried bytes and resp_bytes (our queue was empty then). */
 	bool dp_base;
@@ -119,11 +123,10 @@ struct pg_exchange {
 	struct pg_load_ticket load;
 	/* cache_aware, a choice that predicted a hit: the usage its answer
 	 * reports (lib/usage.h; read from the body as the copy path passes
-	 * it) and its first token's arrival, which tell whether the hit held
-	 * (router/capacity.h, pg_exchange_cache_verdict) */
+	 * it), which with its first token (ttft_ns) tells whether the hit held
+	 * (router/capacity.h, cache_verdict in exchange.c) */
 	struct pg_usage_parse usage;
 	bool usage_on;
-	uint64_t first_ns;
 	/* Flow control (queue.h): what the head said of the request (its
 	 * tenant's key and label, its class, its deadline, a header that was
 	 * wrong), and its place in its worker's queue (fq.queued). */
@@ -134,6 +137,7 @@ struct pg_exchange {
 	uint8_t flow_bad;     /* enum pg_flow_bad (queue.h); 0: none */
 	bool flow_charged;    /* its tenant was charged its work */
 	uint32_t deadline_ms; /* the head's X-Prefixgate-Deadline-Ms; 0: none */
+	uint64_t queued_ns;   /* it began to wait (pg_now_ns, as t0_ns); 0: it did not */
 	uint32_t wait_us;     /* how long it waited in the queue */
 	/* Prefill/decode disaggregation (pd.h): its two legs; NULL unless its
 	 * pool has a decode set. */
@@ -218,7 +222,82 @@ void pg_client_linger(struct pg_worker *w, struct pg_client *c);
 /* Run pg_client_advance from the run list. */
 void pg_client_schedule(struct pg_worker *w, struct pg_client *c);
 
+/* --- dispatch.c -------------------------------------------------------------- */
+/*
+ * A request routed and sent on: the one path every request takes to its
+ * backend, whether it comes straight from its client (client.c, once its
+ * key's bytes are in hand), from flow control's queue (queue.c), again
+ * after a failed attempt (exchange.c) or a failed leg (pd.c), and whether
+ * its pool serves it from one instance or from a prefill/decode pair.
+ * Done once there, for all of them: the routing call (router/route.h), the
+ * routing and decision latencies (ns, on one clock: pg_now_ns), the
+ * answers to a request that cannot be routed (429 when its first token is
+ * predicted past its deadline, else 502), its tenant charged (queue.h),
+ * the parse made as its body arrived dropped, the attempt started
+ * (pg_attempt, or pd.h's legs). A retry is routed on the key the first
+ * decision computed, the backends it tried excluded; it is neither timed
+ * nor charged again.
+ */
+/* Route request c and send it on. in: its key's bytes (and in->budget_ms
+ * from its deadline); n: bytes of c->in that are its body, to be taken
+ * over (pg_body_take; a request that waited, x->queued_ns set, holds its
+ * body whole already); t_ns: when it was ready to be routed (pg_now_ns:
+ * its body's last piece in hand, or its turn in the queue), the decision's
+ * latency runs from then. Its routing latency runs from its first byte,
+ * less its wait in the queue (x->queued_ns to t_ns). false when it was
+ * answered (429, 502); true once under way (c->state STREAM or WAIT). */
+bool pg_dispatch(struct pg_worker *w, struct pg_client *c, struct pg_route_input *in, size_t n,
+                 uint64_t t_ns);
+/* What failed, and so how a request goes again. */
+enum pg_again {
+	PG_AGAIN_ATTEMPT, /* its attempt: another backend of its pool, none it tried */
+	PG_AGAIN_PREFILL, /* its prefill leg: another prefill instance, the same decode one */
+	PG_AGAIN_ALONE,   /* its prefill legs, as many as it tries: the decode instance alone */
+	PG_AGAIN_PAIR,    /* its decode leg: a fresh pair (pd.h) */
+};
+/* Route c again after a failure (what) and send it on, or answer 502 when
+ * nothing is left to try. */
+void pg_dispatch_again(struct pg_worker *w, struct pg_client *c, enum pg_again what);
+
 /* --- exchange.c -------------------------------------------------------------- */
+/* A request's work (key) on backend id, as choice estimated it (the
+ * load ticket's, router/load.h): its prompt less what id was believed to
+ * hold, at least a token. */
+static inline uint32_t pg_work_on(const struct pg_key *key, const struct pg_choice *ch, uint16_t id)
+{
+	uint32_t held = ch->est[0].id == id ? ch->est[0].matched : 0;
+
+	return key->tokens > held ? key->tokens - held : 1;
+}
+/* Backend id takes an attempt or a prefill leg: an in-flight slot
+ * (*counted: held) counting decision, and work's place in its queue (t). */
+void pg_slot_take(struct pg_worker *w, uint16_t id, unsigned decision, uint32_t work,
+                  struct pg_load_ticket *t, bool *counted);
+/* Both given back, each at most once (pg_exchange_no_token for t). */
+void pg_slot_give(struct pg_worker *w, uint16_t id, struct pg_load_ticket *t, bool *counted);
+/* Ticket t of client c's exchange (its own, c->x.load, or its prefill
+ * leg's) saw its first token at now_ns: its work leaves the backend's
+ * queue and its time is learned (pg_load_first); its own: the client's
+ * first token (x->ttft_ns); flow control's queues are woken to the room
+ * made (queue.h pg_queue_room). Wherever a first token is seen: the first
+ * body byte of a streamed response (upstream.c), a prefill's answer
+ * (pd.c). No-op unless t is pending. */
+void pg_exchange_first_token(struct pg_worker *w, struct pg_client *c, struct pg_load_ticket *t,
+                             uint64_t now_ns);
+/* The same for an answer that does not stream, at its head (whole by
+ * then): its work leaves the queue if it had not (pg_load_answered), the
+ * client's TTFT is its head; the queues are woken. */
+void pg_exchange_answered(struct pg_worker *w, struct pg_client *c, struct pg_load_ticket *t,
+                          uint64_t now_ns);
+/* The same at the workers' tick (now_ms) for an answer that does not
+ * stream, past its first token's predicted time on a measured speed
+ * (pg_load_due): its work leaves the queue, the queues are woken. */
+void pg_exchange_due(struct pg_worker *w, struct pg_load_ticket *t, uint64_t now_ms);
+/* Ticket t ends without a first token or an answer (an error's or a
+ * HEAD's response, an attempt or a prefill leg that ends): its work
+ * leaves the queue, nothing learned, and the queues are woken the same.
+ * No-op unless t is pending. */
+void pg_exchange_no_token(struct pg_worker *w, struct pg_load_ticket *t);
 /* Forget the current request: its slots, backend connection and buffers. */
 void pg_exchange_reset(struct pg_worker *w, struct pg_client *c);
 /* Release the buffers an exchange owns (pg_exchange_reset does, and a
@@ -278,6 +357,11 @@ bool pg_upstream_input(struct pg_worker *w, struct pg_upstream *u, char *data, s
 void pg_upstream_ended(struct pg_worker *w, struct pg_upstream *u, int err);
 
 /* --- pool.c ------------------------------------------------------------------ */
+/* Backend connection u, its response just ended, may go back to the pool
+ * by boundary.h's rules (pg_reuse_ok, on u's facts): whether its request
+ * was read whole from its client (request_complete) and was HEAD. */
+bool pg_pool_reusable(const struct pg_worker *w, const struct pg_upstream *u, bool request_complete,
+                      bool head_request);
 /* An idle keep-alive connection to backend id (NULL if none is usable). */
 struct pg_upstream *pg_pool_get(struct pg_worker *w, uint16_t id);
 void pg_pool_put(struct pg_worker *w, struct pg_upstream *u);

@@ -35,16 +35,62 @@
 #include "sys/log.h"
 #include "proxy/sock.h"
 
+/* --- a backend's slot and load ticket, and their end --------------------------- */
+
+void pg_slot_take(struct pg_worker *w, uint16_t id, unsigned decision, uint32_t work,
+                  struct pg_load_ticket *t, bool *counted)
+{
+	pg_inflight_take(&w->gw->router, id, decision);
+	*counted = true;
+	pg_load_take(&w->gw->router, id, work, t, pg_now_ns());
+}
+
+void pg_slot_give(struct pg_worker *w, uint16_t id, struct pg_load_ticket *t, bool *counted)
+{
+	pg_exchange_no_token(w, t);
+	if (*counted) {
+		pg_inflight_release(&w->gw->router, id);
+		*counted = false;
+	}
+}
+
+void pg_exchange_first_token(struct pg_worker *w, struct pg_client *c, struct pg_load_ticket *t,
+                             uint64_t now_ns)
+{
+	if (!pg_load_pending(t))
+		return;
+	pg_load_first(&w->gw->router, w->id, &w->stats->ttft_err, t, now_ns);
+	if (t == &c->x.load) /* the client's first token (a prefill leg's is not) */
+		c->x.ttft_ns = now_ns;
+	pg_queue_room(w);
+}
+
+void pg_exchange_answered(struct pg_worker *w, struct pg_client *c, struct pg_load_ticket *t,
+                          uint64_t now_ns)
+{
+	pg_load_answered(&w->gw->router, t, now_ns);
+	if (t == &c->x.load)
+		c->x.ttft_ns = now_ns;
+	pg_queue_room(w);
+}
+
+void pg_exchange_due(struct pg_worker *w, struct pg_load_ticket *t, uint64_t now_ms)
+{
+	if (pg_load_due(&w->gw->router, t, now_ms))
+		pg_queue_room(w);
+}
+
+void pg_exchange_no_token(struct pg_worker *w, struct pg_load_ticket *t)
+{
+	if (!pg_load_pending(t))
+		return;
+	pg_load_drop(&w->gw->router, t);
+	pg_queue_room(w);
+}
+
 static void release_slot(struct pg_worker *w, struct pg_exchange *x)
 {
-	if (pg_load_pending(&x->load)) {
-		pg_load_drop(&w->gw->router, &x->load);
-		pg_queue_room(w);
-	}
-	if (x->counted) {
-		pg_inflight_release(&w->gw->router, x->backend);
-		x->counted = false;
-	}
+	pg_slot_give(w, x->backend, &x->load, &x->counted);
 }
 
 /* Text t[0..n) into a record field of cap bytes (cut to fit). */
@@ -86,7 +132,8 @@ static void log_request(struct pg_worker *w, const struct pg_client *c, unsigned
 	    .key_hash = x->key.hash,
 	    .bytes_in = x->fwd_len + x->held_len + x->streamed,
 	    .bytes_out = bytes_out(c),
-	    .route_us = x->route_ns / 1000,
+	    .route_us =
+	        x->route_ns / 1000 < UINT32_MAX ? (uint32_t)(x->route_ns / 1000) : UINT32_MAX,
 	    .total_us = (uint32_t)((now - x->t0_ns) / 1000),
 	    .ttft_us = x->ttft_ns > x->t0_ns ? (uint32_t)((x->ttft_ns - x->t0_ns) / 1000) : 0,
 	    .queue_us = x->wait_us,
@@ -272,15 +319,13 @@ static void fwd_add_close(struct pg_exchange *x)
 	x->fwd_close = true;
 }
 
-/* The request's work on backend id: its prompt less what cache_aware
- * believed id to hold (its estimate of the chosen one), at least a token. */
+/* The request's work on backend id (pg_work_on); a decode leg's, a
+ * token: its KV comes from the prefill instance. */
 static uint32_t work_on(const struct pg_exchange *x, uint16_t id)
 {
-	uint32_t held = x->choice.est[0].id == id ? x->choice.est[0].matched : 0;
-
 	if (x->pd && x->pd->route == PG_PDR_PAIR)
-		return 1; /* its KV comes from the prefill instance */
-	return x->key.tokens > held ? x->key.tokens - held : 1;
+		return 1;
+	return pg_work_on(&x->key, &x->choice, id);
 }
 
 void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned decision,
@@ -301,9 +346,7 @@ void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned 
 	x->sent_ms = w->now_ms;
 	x->attempts++;
 	pg_idset_add(&x->tried, id);
-	pg_inflight_take(&w->gw->router, id, decision);
-	x->counted = true;
-	pg_load_take(&w->gw->router, id, work_on(x, id), &x->load, pg_now_ns());
+	pg_slot_take(w, id, decision, work_on(x, id), &x->load, &x->counted);
 	if (!u)
 		u = pg_upstream_new(w, id, path, c);
 	if (!u) {
@@ -332,7 +375,6 @@ void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why
 	struct pg_backend *b = &w->gw->maps.backends[x->backend];
 	struct pg_upstream *u = x->up;
 	bool stale = u && u->reused && !mark_down;
-	uint16_t id;
 
 	if (u) {
 		x->up = NULL;
@@ -363,12 +405,7 @@ void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why
 		pg_pd_decode_failed(w, c, why);
 		return;
 	}
-	id = pg_route_again(&w->gw->router, &x->key, &x->tried, pg_worker_rand(w), &x->choice);
-	if (!id) {
-		pg_client_error(w, c, 502, "no healthy backend");
-		return;
-	}
-	pg_attempt(w, c, id, PG_DEC_RETRY, false);
+	pg_dispatch_again(w, c, PG_AGAIN_ATTEMPT);
 }
 
 /* --- the response's end, as the client sees it ----------------------------------- */
@@ -391,9 +428,9 @@ static void cache_verdict(struct pg_worker *w, struct pg_exchange *x)
 	if (pg_usage_cached(&u, false, &cached))
 		v = pg_cc_verdict(x->choice.matched, x->choice.shared, x->key.tokens, cached,
 		                  u.have & PG_USAGE_PROMPT ? u.prompt_tokens : 0);
-	else if (x->key.stream && x->first_ns > x->load.w.sent_ns && e->id == x->backend)
+	else if (x->key.stream && x->ttft_ns > x->load.w.sent_ns && e->id == x->backend)
 		v = pg_capacity_ttft_verdict(e->ttft_ms, e->saved_ms,
-		                             (double)(x->first_ns - x->load.w.sent_ns) / 1e6);
+		                             (double)(x->ttft_ns - x->load.w.sent_ns) / 1e6);
 	pg_capacity_answer(&w->gw->router, &x->choice,
 	                   u.have & PG_USAGE_TIMINGS  ? PG_CC_SLOTS
 	                   : u.have & PG_USAGE_OBJECT ? PG_CC_PAGED
@@ -401,24 +438,14 @@ static void cache_verdict(struct pg_worker *w, struct pg_exchange *x)
 	                   v);
 }
 
-/* The only place a used backend connection goes back to the pool: under
- * the invariant of boundary.h. Runs from the run list, never inside an
- * event of either socket. */
+/* Where an exchange's backend connection goes back to the pool: under
+ * the invariant of boundary.h (a prefill leg's: pd.c, by the same rules,
+ * pg_pool_reusable). Runs from the run list, never inside an event of
+ * either socket. */
 void pg_response_end(struct pg_worker *w, struct pg_client *c)
 {
 	struct pg_exchange *x = &c->x;
 	struct pg_upstream *u = x->up;
-	const struct pg_backend *b = &w->gw->maps.backends[u->backend];
-	const struct pg_reuse r = {
-	    .request_complete = c->state != PG_C_STREAM,
-	    .request_flushed = !u->s.qbytes,
-	    .early = u->early,
-	    .resp_reusable = u->keep_alive,
-	    .head_request = x->head_method,
-	    .open = !u->s.closed && !u->peer_closed,
-	    .member = u->epoch == b->epoch && (b->flags & PG_BACKEND_ACTIVE),
-	    .room = w->pool_len[u->backend] < PG_POOL_MAX,
-	};
 	bool owed = c->state == PG_C_STREAM; /* the rest of its body is still coming */
 	bool keep = x->keep_alive;
 
@@ -427,9 +454,9 @@ void pg_response_end(struct pg_worker *w, struct pg_client *c)
 	release_slot(w, x);
 	x->up = NULL;
 	u->c = NULL;
-	if (pg_reuse_ok(&r))
+	if (pg_pool_reusable(w, u, !owed, x->head_method))
 		pg_pool_put(w, u);
-	else if (pg_dp_spliced(u) && r.request_flushed && !u->peer_closed && !u->s.closed)
+	else if (pg_dp_spliced(u) && !u->s.qbytes && !u->peer_closed && !u->s.closed)
 		pg_upstream_linger(w, u); /* nothing of x's is still to be sent */
 	else
 		upstream_close(w, x, u, false);
@@ -502,8 +529,8 @@ static void client_timeouts(struct pg_worker *w, struct pg_client *c, const stru
 		/* A response that does not stream shows no first token: on a
 		 * measured speed its work leaves the queue when its first token is
 		 * predicted, else at its head (router/load.h). */
-		if (!x->key.stream && pg_load_due(&w->gw->router, &c->x.load, now))
-			pg_queue_room(w);
+		if (!x->key.stream)
+			pg_exchange_due(w, &c->x.load, now);
 		if (x->resp_started || !x->sent_ms || now - x->sent_ms < t->first_byte_ms)
 			return;
 		__atomic_fetch_add(&w->gw->maps.backends[x->backend].failures, 1, __ATOMIC_RELAXED);

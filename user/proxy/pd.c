@@ -7,6 +7,7 @@
 #include "lib/json.h"
 #include "lib/pd.h"
 #include "proxy/body.h"
+#include "proxy/frame.h"
 #include "proxy/pd.h"
 #include "proxy/worker_state.h"
 #include "state/pools.h"
@@ -25,6 +26,16 @@ bool pg_pd_pool(const struct pg_gateway *gw, unsigned pool)
 static const struct pg_pool_cfg *pool_cfg(const struct pg_gateway *gw, unsigned pool)
 {
 	return &pg_pools_table(gw)->pool[pool];
+}
+
+struct pg_pd_x *pg_pd_new(const struct pg_gateway *gw, unsigned pool)
+{
+	struct pg_pd_x *pd = calloc(1, sizeof(*pd));
+
+	if (!pd)
+		abort();
+	pd->proto = pool_cfg(gw, pool)->pd;
+	return pd;
 }
 
 static char *memdup(const char *p, size_t n)
@@ -75,27 +86,22 @@ static void decode_go_buf(struct pg_worker *w, struct pg_client *c, struct pg_bu
 /* Its slot and place in the prefill instance's queue, given back. */
 static void leg_release(struct pg_worker *w, struct pg_pd_x *pd)
 {
-	if (pg_load_pending(&pd->load))
-		pg_load_drop(&w->gw->router, &pd->load);
-	if (pd->counted) {
-		pg_inflight_release(&w->gw->router, pd->prefill);
-		pd->counted = false;
-	}
+	pg_slot_give(w, pd->prefill, &pd->load, &pd->counted);
 }
 
-/* Its connection: back to the pool when it may carry another request. */
-static void leg_close(struct pg_worker *w, struct pg_pd_x *pd, bool keep)
+/* Its connection: back to the pool when its answer ended (ended) and the
+ * rules of any backend connection allow it (boundary.h: its request
+ * was sent whole, before the answer; the answer allowed keep-alive and
+ * ended at its framing, nothing after it), else closed. */
+static void leg_close(struct pg_worker *w, struct pg_pd_x *pd, bool ended)
 {
 	struct pg_upstream *u = pd->u;
-	const struct pg_backend *b;
 
 	if (!u)
 		return;
 	pd->u = NULL;
 	u->leg = false;
-	b = &w->gw->maps.backends[u->backend];
-	if (keep && !u->s.closed && !u->peer_closed && u->epoch == b->epoch &&
-	    (b->flags & PG_BACKEND_ACTIVE) && w->pool_len[u->backend] < PG_POOL_MAX) {
+	if (ended && pg_pool_reusable(w, u, true, false)) {
 		u->c = NULL;
 		pg_pool_put(w, u);
 	} else {
@@ -112,7 +118,6 @@ static bool leg_start(struct pg_worker *w, struct pg_client *c, uint16_t id, str
 	struct pg_upstream *u = pd->fresh ? NULL : pg_pool_get(w, id);
 	char *req = NULL;
 	size_t rlen = 0, rcap = 0;
-	uint32_t held = pd->pchoice.est[0].id == id ? pd->pchoice.est[0].matched : 0;
 
 	if (!u && !(u = pg_upstream_new(w, id, PG_DP_COPY, c)))
 		return false;
@@ -122,15 +127,14 @@ static bool leg_start(struct pg_worker *w, struct pg_client *c, uint16_t id, str
 	u->c = c;
 	u->state = PG_U_HEAD;
 	u->hlen = 0;
+	u->early = false;
 	pg_buf_reset(&pd->ans);
 	pd->ans_head = 0;
 	pd->status = 0;
 	pd->answered = false;
 	pd->sent_ms = w->now_ms;
-	pg_inflight_take(&w->gw->router, id, pd->pchoice.decision);
-	pd->counted = true;
-	pg_load_take(&w->gw->router, id, x->key.tokens > held ? x->key.tokens - held : 1, &pd->load,
-	             pg_now_ns());
+	pg_slot_take(w, id, pd->pchoice.decision, pg_work_on(&x->key, &pd->pchoice, id), &pd->load,
+	             &pd->counted);
 	pg_fwd_with_length(pd->head, pd->head_len, b->len, &req, &rlen, &rcap);
 	pg_sock_queue(w, &u->s, req, rlen, -1, true);
 	pg_sock_queue(w, &u->s, b->p, b->len, -1, true);
@@ -158,46 +162,9 @@ static uint16_t bootstrap_port(const struct pg_gateway *gw, unsigned pool, uint1
 	return pc->bootstrap_port;
 }
 
-/* --- routing and sending ------------------------------------------------------------ */
+/* --- sending --------------------------------------------------------------------- */
 
-static void send_pair(struct pg_worker *w, struct pg_client *c);
 static void prefill_failed(struct pg_worker *w, struct pg_client *c, const char *why);
-
-/* The request (its body whole in pd) routed again, and sent: after a
- * failed leg. false: answered. */
-/* x's pair (pex, dex: instances tried; may be NULL), by its pool's
- * decode set and pd-min-tokens. */
-static enum pg_pd_route route_pd(struct pg_worker *w, struct pg_exchange *x,
-                                 const struct pg_route_input *in, const struct pg_idset *pex,
-                                 const struct pg_idset *dex)
-{
-	const struct pg_pool_cfg *pc = pool_cfg(w->gw, in->pool);
-
-	return pg_route_pd(&w->gw->router, w->id, in, pc->decode, pc->pd_min_tokens, pex, dex,
-	                   pg_worker_rand(w), &x->key, &x->pd->pchoice, &x->choice);
-}
-
-static bool reroute(struct pg_worker *w, struct pg_client *c)
-{
-	struct pg_exchange *x = &c->x;
-	struct pg_pd_x *pd = x->pd;
-	const unsigned pool = x->pool > 0 ? (unsigned)x->pool : 0;
-	struct pg_route_input in = {.api = (enum pg_api)x->api,
-	                            .header_key = {x->hdr_key, x->hdr_key_len},
-	                            .body = pd->body,
-	                            .body_len = pd->body_len,
-	                            .complete = true,
-	                            .pool = pool,
-	                            .scratch = &w->key_scratch};
-
-	pd->route = (uint8_t)route_pd(w, x, &in, &pd->ptried, &pd->dtried);
-	if (pd->route == PG_PDR_NONE) {
-		pg_client_error(w, c, 502, "no healthy decode instance");
-		return false;
-	}
-	send_pair(w, c);
-	return true;
-}
 
 /* The body's parse, once for the request (a retry's fresh prefill and the
  * decode leg's body reuse it): whether it is JSON. */
@@ -208,7 +175,7 @@ static bool request_parse(struct pg_pd_x *pd)
 	return pd->parsed > 0;
 }
 
-static void send_pair(struct pg_worker *w, struct pg_client *c)
+void pg_pd_send(struct pg_worker *w, struct pg_client *c)
 {
 	struct pg_exchange *x = &c->x;
 	struct pg_pd_x *pd = x->pd;
@@ -261,46 +228,35 @@ static void send_pair(struct pg_worker *w, struct pg_client *c)
 	}
 }
 
-bool pg_pd_start(struct pg_worker *w, struct pg_client *c, struct pg_route_input *in, size_t n,
-                 bool taken)
+bool pg_pd_start(struct pg_worker *w, struct pg_client *c, bool whole)
 {
 	struct pg_exchange *x = &c->x;
-	struct pg_pd_x *pd = calloc(1, sizeof(*pd));
-	bool whole;
+	struct pg_pd_x *pd = x->pd;
 
-	if (!pd)
-		abort();
-	x->pd = pd;
-	pd->proto = pool_cfg(w->gw, in->pool)->pd;
-	pd->route = (uint8_t)route_pd(w, x, in, NULL, NULL);
-	pg_parse_ahead_end(w, x);
-	if (pd->route == PG_PDR_NONE) {
-		pg_client_error(w, c, 502, "no healthy decode instance");
-		return false;
-	}
-	whole = taken || pg_body_take(w, c, n);
 	if (!whole) {
 		/* a body too large to hold whole: the decode instance alone,
 		 * streamed as any request's */
 		pd->route = PG_PDR_ALONE;
 		STAT(w, pd_alone);
 		c->state = PG_C_STREAM;
-		pg_attempt(w, c, x->choice.backend, x->choice.decision, false);
-		return true;
-	}
-	pd->head = memdup(x->fwd, x->fwd_head);
-	pd->head_len = x->fwd_head;
-	if (x->kbuf) {
-		pd->body = memdup(x->kbuf, x->klen);
-		pd->body_len = x->klen;
 	} else {
-		pd->body = memdup(x->held ? x->held : "", x->held_len);
-		pd->body_len = x->held_len;
+		pd->head = memdup(x->fwd, x->fwd_head);
+		pd->head_len = x->fwd_head;
+		if (x->kbuf) {
+			pd->body = memdup(x->kbuf, x->klen);
+			pd->body_len = x->klen;
+		} else {
+			pd->body = memdup(x->held ? x->held : "", x->held_len);
+			pd->body_len = x->held_len;
+		}
 	}
 	free(x->kbuf);
 	x->kbuf = NULL;
 	x->klen = x->kcap = 0;
-	send_pair(w, c);
+	if (whole)
+		pg_pd_send(w, c);
+	else
+		pg_attempt(w, c, x->choice.backend, x->choice.decision, false);
 	return true;
 }
 
@@ -313,7 +269,7 @@ static void answer_body(const struct pg_pd_x *pd, struct pg_buf *out)
 	size_t len = pd->ans.len - pd->ans_head;
 	struct pg_frame f;
 
-	if (pd->frame.kind != PG_FRAME_CHUNKED) {
+	if (!pd->chunked) {
 		pg_buf_append(out, p, len);
 		return;
 	}
@@ -333,8 +289,9 @@ static void answer_body(const struct pg_pd_x *pd, struct pg_buf *out)
 }
 
 /* The prefill answered whole (vLLM: its transfer parameters go to the
- * decode leg; SGLang: it is dropped). */
-static void leg_done(struct pg_worker *w, struct pg_client *c, bool keep)
+ * decode leg; SGLang: it is dropped); at its framing's end (ended), or
+ * with its connection's. */
+static void leg_done(struct pg_worker *w, struct pg_client *c, bool ended)
 {
 	struct pg_exchange *x = &c->x;
 	struct pg_pd_x *pd = x->pd;
@@ -345,7 +302,7 @@ static void leg_done(struct pg_worker *w, struct pg_client *c, bool keep)
 	int status = pd->status;
 
 	leg_release(w, pd);
-	leg_close(w, pd, keep);
+	leg_close(w, pd, ended);
 	if (status < 200 || status >= 300) {
 		char msg[64];
 
@@ -380,6 +337,8 @@ bool pg_pd_leg_data(struct pg_worker *w, struct pg_upstream *u, const char *data
 	struct pg_client *c = u->c;
 	struct pg_pd_x *pd = c ? c->x.pd : NULL;
 	struct pg_http_response resp;
+	size_t take = 0;
+	bool done = false;
 	ssize_t n;
 
 	if (!pd || pd->u != u) {
@@ -405,48 +364,27 @@ bool pg_pd_leg_data(struct pg_worker *w, struct pg_upstream *u, const char *data
 			continue;
 		}
 		/* a 1-token answer: its first token is its end (router/load.h) */
-		pg_load_first(&w->gw->router, w->id, &w->stats->ttft_err, &pd->load, pg_now_ns());
+		pg_exchange_first_token(w, c, &pd->load, pg_now_ns());
 		pd->ans_head = (size_t)n;
 		pd->status = resp.status;
+		pd->chunked = resp.body == PG_BODY_CHUNKED;
 		u->keep_alive = resp.keep_alive;
-		pd->frame = (struct pg_frame){.kind = PG_FRAME_NONE};
-		if (resp.body == PG_BODY_LENGTH)
-			pd->frame = (struct pg_frame){.kind = PG_FRAME_LENGTH,
-			                              .remaining = resp.content_length};
-		else if (resp.body == PG_BODY_CHUNKED)
-			pg_chunked_init(&pd->frame);
-		else if (resp.body == PG_BODY_NONE)
-			pd->frame = (struct pg_frame){.kind = PG_FRAME_LENGTH};
+		u->early = u->s.qbytes != 0; /* answered before it had the whole request */
+		done = pg_response_frame(&resp, &u->frame);
 		data = pd->ans.p + n;
 		len = pd->ans.len - (size_t)n;
 	}
-	/* the end of its body */
-	if (pd->frame.kind == PG_FRAME_LENGTH) {
-		size_t take = len < pd->frame.remaining ? len : (size_t)pd->frame.remaining;
-
-		pd->frame.remaining -= take;
-		if (take < len)
-			u->keep_alive = false;
-		if (!pd->frame.remaining)
-			leg_done(w, c, u->keep_alive);
-	} else if (pd->frame.kind == PG_FRAME_CHUNKED) {
-		for (size_t off = 0; off < len;) {
-			size_t used, doff, dlen;
-			enum pg_chunked_rc rc =
-			    pg_chunked_feed(&pd->frame, data + off, len - off, &used, &doff, &dlen);
-
-			if (rc == PG_CHUNKED_ERROR) {
-				pg_pd_leg_failed(w, u, "bad chunked answer", true);
-				return false;
-			}
-			off += used;
-			if (rc == PG_CHUNKED_DONE) {
-				leg_done(w, c, u->keep_alive && off == len);
-				break;
-			}
-		}
+	/* the end of its body, as any response's (a body framed by the
+	 * connection ends with it: pg_pd_leg_failed) */
+	if (!done && !pg_frame_take(&u->frame, data, len, &take, &done, NULL, NULL)) {
+		pg_pd_leg_failed(w, u, "bad chunked answer", true);
+		return false;
 	}
-	return false; /* PG_FRAME_NONE: it ends with the connection (pg_pd_leg_failed) */
+	if (take < len)
+		u->keep_alive = false; /* bytes after the answer: never reused */
+	if (done)
+		leg_done(w, c, true);
+	return false;
 }
 
 /* The prefill leg failed (closed, its slot given back): another prefill
@@ -468,13 +406,8 @@ static void prefill_failed(struct pg_worker *w, struct pg_client *c, const char 
 		/* it waits for a room that will not fill: it goes too */
 		pg_attempt_abandon(w, c);
 	}
-	if (++pd->ptries < PG_PD_PREFILL_TRIES) {
-		reroute(w, c);
-		return;
-	}
-	pd->route = PG_PDR_ALONE; /* the decode instance, alone */
-	STAT(w, pd_alone);
-	decode_go(w, c, pd->body, pd->body_len);
+	pg_dispatch_again(w, c,
+	                  ++pd->ptries < PG_PD_PREFILL_TRIES ? PG_AGAIN_PREFILL : PG_AGAIN_ALONE);
 }
 
 void pg_pd_leg_failed(struct pg_worker *w, struct pg_upstream *u, const char *why, bool down)
@@ -486,7 +419,7 @@ void pg_pd_leg_failed(struct pg_worker *w, struct pg_upstream *u, const char *wh
 		pg_upstream_close(w, u);
 		return;
 	}
-	if (!why && pd->ans_head && pd->frame.kind == PG_FRAME_NONE) {
+	if (!why && pd->ans_head && u->frame.kind == PG_FRAME_NONE) {
 		leg_done(w, c, false); /* an answer that ends with the connection */
 		return;
 	}
@@ -496,7 +429,7 @@ void pg_pd_leg_failed(struct pg_worker *w, struct pg_upstream *u, const char *wh
 		leg_release(w, pd);
 		leg_close(w, pd, false);
 		pd->fresh = true;
-		send_pair(w, c);
+		pg_pd_send(w, c);
 		return;
 	}
 	if (down) {
@@ -524,9 +457,15 @@ void pg_pd_decode_failed(struct pg_worker *w, struct pg_client *c, const char *w
 		return;
 	}
 	STAT(w, pd_decode_retries);
+	if (!pd->head) {
+		/* its body streams to the decode instance alone (not held:
+		 * there is no pair to make): another decode instance */
+		pg_dispatch_again(w, c, PG_AGAIN_ATTEMPT);
+		return;
+	}
 	pd->ptries = 0; /* a fresh pair */
 	pd->fresh = false;
-	reroute(w, c);
+	pg_dispatch_again(w, c, PG_AGAIN_PAIR);
 }
 
 void pg_pd_free(struct pg_worker *w, struct pg_exchange *x)

@@ -63,24 +63,31 @@ struct pg_pd_x {
 	uint64_t sent_ms;
 	bool answered; /* sglang: its answer came (the decode may still be running) */
 	bool fresh;    /* on a new connection (a kept one was found closed) */
-	/* its answer: the head, then the body (decoded if chunked) */
+	/* its answer: the head, then the body as it came (its end found by
+	 * the connection's framing, u->frame, as any response's) */
 	struct pg_buf ans;
 	size_t ans_head; /* bytes of ans that are the head; 0: not complete */
 	int status;
-	struct pg_frame frame;
+	bool chunked; /* its body is chunked (decoded when it is read) */
 };
 
-/* The pool is disaggregated: its requests go through pg_pd_start. */
+/* The pool is disaggregated: its requests are routed by pg_route_pd and
+ * go through pg_pd_start (conn.h pg_dispatch). */
 bool pg_pd_pool(const struct pg_gateway *gw, unsigned pool);
 
-/*
- * Route and send request c (its key's bytes in hand: in; n bytes of c->in
- * are its body, or taken: its body is held already, as a request that
- * waited holds it) of a disaggregated pool. false when it was answered
- * (an error); true once under way (c->state WAIT).
- */
-bool pg_pd_start(struct pg_worker *w, struct pg_client *c, struct pg_route_input *in, size_t n,
-                 bool taken);
+/* A request of disaggregated pool, before it is routed (its pg_exchange.pd). */
+struct pg_pd_x *pg_pd_new(const struct pg_gateway *gw, unsigned pool);
+
+/* Request c of a disaggregated pool was routed (pg_dispatch: x->pd->route,
+ * its pair or its decode instance alone) and its body taken, whole or not
+ * (too large to hold: it streams to the decode instance alone): sent
+ * (c->state WAIT, or STREAM). true. */
+bool pg_pd_start(struct pg_worker *w, struct pg_client *c, bool whole);
+
+/* Send its legs as x->pd->route says (its body held whole): the prefill
+ * leg, the decode leg (vLLM: once the prefill answered; SGLang: at once),
+ * or the decode instance alone. */
+void pg_pd_send(struct pg_worker *w, struct pg_client *c);
 
 /* The decode leg failed before a response byte reached the client: a fresh
  * pair (or the decode alone) is tried, or the client answered 502. */

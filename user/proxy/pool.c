@@ -5,8 +5,27 @@
  * backend's FIN after a spliced response.
  */
 #include "datapath/datapath.h"
+#include "lib/boundary.h"
 #include "proxy/worker_state.h"
 #include "proxy/sock.h"
+
+bool pg_pool_reusable(const struct pg_worker *w, const struct pg_upstream *u, bool request_complete,
+                      bool head_request)
+{
+	const struct pg_backend *b = &w->gw->maps.backends[u->backend];
+	const struct pg_reuse r = {
+	    .request_complete = request_complete,
+	    .request_flushed = !u->s.qbytes,
+	    .early = u->early,
+	    .resp_reusable = u->keep_alive,
+	    .head_request = head_request,
+	    .open = !u->s.closed && !u->peer_closed,
+	    .member = u->epoch == b->epoch && (b->flags & PG_BACKEND_ACTIVE),
+	    .room = w->pool_len[u->backend] < PG_POOL_MAX,
+	};
+
+	return pg_reuse_ok(&r);
+}
 
 static void list_remove(struct pg_upstream **pp, struct pg_upstream *u)
 {

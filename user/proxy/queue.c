@@ -6,7 +6,6 @@
 #include <string.h>
 #include <unistd.h>
 #include "proxy/body.h"
-#include "proxy/pd.h"
 #include "proxy/queue.h"
 #include "proxy/worker_state.h"
 #include "state/flowctl.h"
@@ -205,13 +204,12 @@ static uint8_t class_of(const struct pg_flowctl *f, const struct pg_exchange *x,
 }
 
 /* Its work in units of lib/flow.h: prompt tokens not cached (as routing
- * believed) and its output. */
-static uint64_t cost_of(const struct pg_exchange *x)
+ * believed at the instance ch chose, where they are prefilled) and its
+ * output. */
+static uint64_t cost_of(const struct pg_exchange *x, const struct pg_choice *ch)
 {
-	uint32_t held = x->choice.est[0].id == x->choice.backend ? x->choice.est[0].matched : 0;
-	uint32_t prompt = x->key.tokens > held ? x->key.tokens - held : 1;
-
-	return (uint64_t)prompt + (x->key.max_tokens ? x->key.max_tokens : PG_FLOW_OUTPUT_DEFAULT);
+	return (uint64_t)pg_work_on(&x->key, ch, ch->backend) +
+	       (x->key.max_tokens ? x->key.max_tokens : PG_FLOW_OUTPUT_DEFAULT);
 }
 
 /* Its tenant's slot: the head's, or (--flow-tenant user) its body's "user". */
@@ -303,8 +301,9 @@ bool pg_queue_arrive(struct pg_worker *w, struct pg_client *c, struct pg_route_i
 	pg_parse_ahead_end(w, x);
 	x->fq = (struct pg_flow_item){.tenant = (uint16_t)tenant_of(f, x, in->body, in->body_len),
 	                              .deadline_ms = deadline,
-	                              .cost = cost_of(x)};
+	                              .cost = cost_of(x, &x->choice)};
 	x->fq.prio = class_of(f, x, x->fq.tenant);
+	x->queued_ns = pg_now_ns(); /* (its wait and routing latency: one clock) */
 	pg_body_take(w, c, n);
 	own_body(w, x);
 	x->fq.bytes = held_bytes(c);
@@ -327,7 +326,7 @@ bool pg_queue_arrive(struct pg_worker *w, struct pg_client *c, struct pg_route_i
 	return false;
 }
 
-void pg_queue_charge(struct pg_worker *w, struct pg_client *c)
+void pg_queue_charge(struct pg_worker *w, struct pg_client *c, const struct pg_choice *where)
 {
 	struct pg_flowctl *f = w->gw->flow;
 	struct pg_exchange *x = &c->x;
@@ -340,7 +339,7 @@ void pg_queue_charge(struct pg_worker *w, struct pg_client *c)
 		return; /* no one waits, in the fleet: service is not counted (lib/flow.h) */
 	if (!x->fq.enq_ms)
 		x->fq.tenant = (uint16_t)tenant_of(f, x, NULL, 0);
-	x->fq.cost = cost_of(x);
+	x->fq.cost = cost_of(x, where);
 	pg_flow_charge(&f->tenants, &x->fq);
 	FLOW_ADD(&f->ts[x->fq.tenant].served, x->fq.cost);
 }
@@ -377,9 +376,7 @@ static void dispatch(struct pg_worker *w, struct pg_client *c, uint64_t now_ms)
 	                            .complete = true,
 	                            .pool = pool,
 	                            .scratch = &w->key_scratch};
-	uint64_t t = pg_now_ns(),
-	         waited_us = (t / 1000 > x->fq.enq_ms * 1000) ? t / 1000 - x->fq.enq_ms * 1000 : 0;
-	uint16_t id;
+	const uint64_t t = pg_now_ns(), waited_us = (t - x->queued_ns) / 1000;
 
 	x->wait_us = waited_us < UINT32_MAX ? (uint32_t)waited_us : UINT32_MAX;
 	FLOW_ADD(&st->wait_ms_total, waited_us / 1000);
@@ -387,30 +384,8 @@ static void dispatch(struct pg_worker *w, struct pg_client *c, uint64_t now_ms)
 	pg_flow_hist_add(&f->cls[x->fq.prio], waited_us);
 	if (x->fq.deadline_ms)
 		in.budget_ms = (uint32_t)(x->fq.deadline_ms - now_ms);
-	if (pg_pd_pool(w->gw, pool)) { /* prefill/decode: two legs */
+	if (pg_dispatch(w, c, &in, 0, t)) /* (not routed: answered there) */
 		FLOW_ADD(&st->dispatched, 1);
-		pg_pd_start(w, c, &in, 0, true);
-		return;
-	}
-	id = pg_route_worker(&w->gw->router, w->id, &in, NULL, pg_worker_rand(w), &x->key,
-	                     &x->choice);
-	pg_stats_decide_latency(w->stats, pg_now_ns() - t);
-	x->route_ns = (uint32_t)(t - x->t0_ns - waited_us * 1000 + (pg_now_ns() - t));
-	pg_stats_route_latency(w->stats, x->route_ns);
-	free(x->kbuf);
-	x->kbuf = NULL;
-	x->klen = x->kcap = 0;
-	if (!id) {
-		if (x->choice.late)
-			pg_queue_late(w, c);
-		else
-			pg_client_error(w, c, 502, "no healthy backend");
-		return;
-	}
-	FLOW_ADD(&st->dispatched, 1);
-	pg_queue_charge(w, c);
-	c->state = PG_C_WAIT;
-	pg_attempt(w, c, id, x->choice.decision, false);
 }
 
 /* Pool's queue q: what is past its deadline answered, then what can go. */

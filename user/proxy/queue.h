@@ -56,9 +56,10 @@ void pg_queue_head(struct pg_worker *w, struct pg_client *c, const struct pg_htt
 bool pg_queue_arrive(struct pg_worker *w, struct pg_client *c, struct pg_route_input *in, size_t n,
                      const struct pg_route_cfg *rc);
 
-/* It was routed (pg_route_worker chose a backend): its tenant is charged
- * its work while anyone waits (lib/flow.h). */
-void pg_queue_charge(struct pg_worker *w, struct pg_client *c);
+/* It was routed, its prompt to be prefilled at the instance where chose
+ * (its backend; a prefill/decode pair's prefill instance): its tenant is
+ * charged its work while anyone waits (lib/flow.h). */
+void pg_queue_charge(struct pg_worker *w, struct pg_client *c, const struct pg_choice *where);
 
 /* It was not routed: its first token was predicted past its deadline
  * (choice.late). Answered 429. */

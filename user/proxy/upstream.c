@@ -19,6 +19,7 @@
 #include "lib/boundary.h"
 #include "lib/buf.h"
 #include "lib/forward.h"
+#include "proxy/frame.h"
 #include "proxy/pd.h"
 #include "proxy/queue.h"
 #include "proxy/worker_state.h"
@@ -153,57 +154,49 @@ static void forward_response_head(struct pg_worker *w, struct pg_client *c,
 	pg_sock_queue(w, &c->s, out, len, -1, true);
 }
 
+/* Where a response body's data goes besides the client's socket (frame.h
+ * pg_frame_take's data): its usage, read as it passes (conn.h
+ * pg_exchange.usage); for an HTTP/1.0 client, de-chunked, the client. */
+struct body_sink {
+	struct pg_worker *w;
+	struct pg_client *c;
+	bool dechunk;
+};
+
+static void body_data(void *arg, const char *p, size_t n)
+{
+	struct body_sink *s = arg;
+
+	if (s->dechunk) {
+		pg_sock_queue_copy(s->w, &s->c->s, p, n);
+		s->c->x.resp_bytes += n;
+	}
+	if (s->c->x.usage_on)
+		pg_usage_feed(&s->c->x.usage, p, n);
+}
+
 /* Forward response body bytes (zero copy from a provided buffer while they
  * are plentiful), tracking the framing to find the end. */
 static bool forward_body(struct pg_worker *w, struct pg_upstream *u, char *data, size_t len,
                          int bid)
 {
 	struct pg_client *c = u->c;
-	size_t take = 0;
+	/* HTTP/1.0 client: the data only, queued by body_data */
+	struct body_sink sink = {w, c, u->frame.kind == PG_FRAME_CHUNKED && c->x.minor == 0};
+	size_t take = 0; /* (the response is complete: none) */
 	bool done = false, kept = false;
 
-	if (u->state != PG_U_BODY) {
-		take = 0; /* the response is complete */
-	} else if (u->frame.kind == PG_FRAME_LENGTH) {
-		take = len < u->frame.remaining ? len : (size_t)u->frame.remaining;
-		u->frame.remaining -= take;
-		done = !u->frame.remaining;
-		if (c->x.usage_on)
-			pg_usage_feed(&c->x.usage, data, take);
-	} else if (u->frame.kind == PG_FRAME_CHUNKED) {
-		bool dechunk = c->x.minor == 0; /* HTTP/1.0 client: the data only */
-
-		while (take < len) {
-			size_t used, doff, dlen;
-			enum pg_chunked_rc rc = pg_chunked_feed(&u->frame, data + take, len - take,
-			                                        &used, &doff, &dlen);
-
-			if (rc == PG_CHUNKED_ERROR) {
-				if (!dechunk)
-					pg_sock_queue_copy(w, &c->s, data, take);
-				pg_backend_broke(w, c);
-				return false;
-			}
-			if (dechunk && rc == PG_CHUNKED_DATA && dlen) {
-				pg_sock_queue_copy(w, &c->s, data + take + doff, dlen);
-				c->x.resp_bytes += dlen;
-			}
-			if (c->x.usage_on && rc == PG_CHUNKED_DATA && dlen)
-				pg_usage_feed(&c->x.usage, data + take + doff, dlen);
-			take += used;
-			if (rc == PG_CHUNKED_DONE) {
-				done = true;
-				break;
-			}
-		}
-	} else {
-		take = len; /* the body ends with the connection */
-		if (c->x.usage_on)
-			pg_usage_feed(&c->x.usage, data, take);
+	if (u->state == PG_U_BODY &&
+	    !pg_frame_take(&u->frame, data, len, &take, &done,
+	                   sink.dechunk || c->x.usage_on ? body_data : NULL, &sink)) {
+		if (!sink.dechunk)
+			pg_sock_queue_copy(w, &c->s, data, take);
+		pg_backend_broke(w, c);
+		return false;
 	}
 	if (take < len)
 		u->keep_alive = false; /* bytes after the response: never reuse */
-	if (u->frame.kind == PG_FRAME_CHUNKED && c->x.minor == 0)
+	if (sink.dechunk)
 		take = 0; /* its data went out above */
 	c->x.resp_bytes += take;
 	if (take) {
@@ -273,11 +266,11 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 	 * (router/load.h); an answer that does not stream is whole by its
 	 * head; any other had its first token by now, if at all. */
 	if (resp.status < 300 && !x->head_method && !x->key.stream) {
-		pg_load_answered(&w->gw->router, &x->load, pg_now_ns());
-		pg_queue_room(w);
-	} else if (pg_load_pending(&x->load) && (resp.status >= 300 || x->head_method)) {
-		pg_load_drop(&w->gw->router, &x->load);
-		pg_queue_room(w);
+		pg_exchange_answered(w, c, &x->load, pg_now_ns());
+	} else if (resp.status >= 300 || x->head_method) {
+		pg_exchange_no_token(w, &x->load);
+		if (pg_alog_on(w->gw->alog))
+			x->ttft_ns = pg_now_ns(); /* its head is its first token */
 	}
 	pg_held_release(w, x, u); /* no retry from here */
 	/* a predicted hit: what the answer says of it is read as it passes
@@ -287,8 +280,6 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 	              x->choice.matched > x->choice.shared;
 	if (x->usage_on)
 		pg_usage_init(&x->usage, x->key.stream ? PG_USAGE_SSE : PG_USAGE_JSON);
-	if (pg_alog_on(w->gw->alog))
-		x->ttft_ns = pg_now_ns();
 	u->keep_alive = resp.keep_alive && !u->dp;
 	/* Answered before the backend had the whole request (boundary.h): this
 	 * connection is not pooled after it, and unless the rest of the body is
@@ -299,33 +290,15 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 		if (c->state == PG_C_STREAM && !pg_early_keeps_client(&x->body))
 			x->keep_alive = false;
 	}
-	u->state = PG_U_BODY;
-	switch (resp.body) {
-	case PG_BODY_LENGTH:
-		u->frame =
-		    (struct pg_frame){.kind = PG_FRAME_LENGTH, .remaining = resp.content_length};
-		if (!resp.content_length)
-			u->state = PG_U_DONE;
-		break;
-	case PG_BODY_CHUNKED:
-		pg_chunked_init(&u->frame);
-		break;
-	case PG_BODY_EOF:
+	u->state = pg_response_frame(&resp, &u->frame) ? PG_U_DONE : PG_U_BODY;
+	if (resp.body == PG_BODY_EOF)
 		x->keep_alive = false; /* the close is the end of the body */
-		break;
-	default:
-		u->state = PG_U_DONE;
-		break;
-	}
 	forward_response_head(w, c, &resp, p, (size_t)n);
 	if (u->state == PG_U_DONE)
 		pg_client_schedule(w, c);
 	/* Body bytes that came with the head: the first token among them. */
 	if (len > (size_t)n) {
-		if (!x->first_ns)
-			x->first_ns = pg_now_ns();
-		pg_load_first(&w->gw->router, w->id, &w->stats->ttft_err, &x->load, pg_now_ns());
-		pg_queue_room(w);
+		pg_exchange_first_token(w, c, &x->load, pg_now_ns());
 		kept = forward_body(w, u, p + n, len - (size_t)n, bid);
 	}
 	u->hlen = 0;
@@ -361,13 +334,8 @@ bool pg_upstream_input(struct pg_worker *w, struct pg_upstream *u, char *data, s
 		const bool first = u->c && pg_load_pending(&u->c->x.load);
 		bool kept;
 
-		if (u->c && !u->c->x.first_ns)
-			u->c->x.first_ns = pg_now_ns();
-		if (first) {
-			pg_load_first(&w->gw->router, w->id, &w->stats->ttft_err, &u->c->x.load,
-			              pg_now_ns());
-			pg_queue_room(w);
-		}
+		if (first)
+			pg_exchange_first_token(w, u->c, &u->c->x.load, pg_now_ns());
 		kept = forward_body(w, u, data, len, bid);
 		if (u->dp && !u->s.closed) {
 			if (first && u->state == PG_U_BODY)
