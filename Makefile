@@ -20,7 +20,7 @@ ARCH_INC := /usr/include/$(shell $(CC) -dumpmachine)
 WARN    := -Wall -Wextra -Werror
 ALL_CFLAGS := $(CFLAGS) $(SANFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE \
 	-Iinclude -Iuser -I$(BUILD) -MMD -MP $(shell pkg-config --cflags libnats 2>/dev/null)
-LDLIBS  := -lbpf -lelf -lz -luring -lxxhash -lpthread -lm \
+LDLIBS  := -lbpf -lelf -lz -luring -lxxhash -lssl -lcrypto -lpthread -lm \
 	$(shell pkg-config --libs libnats 2>/dev/null || echo -lnats) \
 	$(shell pkg-config --libs libcares 2>/dev/null || echo -lcares)
 

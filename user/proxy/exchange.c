@@ -287,9 +287,11 @@ void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned 
                 bool fresh)
 {
 	struct pg_exchange *x = &c->x;
-	/* HTTP/1.0 clients: copied, so a chunked body can be de-chunked */
-	enum pg_dp_path path =
-	    x->minor == 0 ? PG_DP_COPY : pg_dp_choose(w, id, x->head_method, x->key.stream);
+	/* HTTP/1.0 clients: copied, so a chunked body can be de-chunked; TLS
+	 * clients: copied, to be encrypted (TLS hook: proxy/tls.h) */
+	enum pg_dp_path path = x->minor == 0 || c->s.tls
+	                           ? PG_DP_COPY
+	                           : pg_dp_choose(w, id, x->head_method, x->key.stream);
 	struct pg_upstream *u;
 
 	if (path != PG_DP_COPY) {
