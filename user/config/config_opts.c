@@ -391,6 +391,6 @@ void pg_config_usage(FILE *out)
 	             "Admin API on --admin: GET /metrics /backends /routing /health /fleet, "
 	             "POST /backends /route,\n"
 	             "DELETE /backends/ADDR:PORT, PUT /routing (RoutingConfig JSON), GET /pools "
-	             "/config;\n"
-	             "/backends and /routing take ?pool=NAME.\n");
+	             "/config /tls,\n"
+	             "POST /tls/reload; /backends and /routing take ?pool=NAME.\n");
 }

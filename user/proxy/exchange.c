@@ -34,6 +34,7 @@
 #include "sys/lifecycle.h"
 #include "sys/log.h"
 #include "proxy/sock.h"
+#include "proxy/tls.h"
 
 static void release_slot(struct pg_worker *w, struct pg_exchange *x)
 {
@@ -97,6 +98,8 @@ static void log_request(struct pg_worker *w, const struct pg_client *c, unsigned
 	    .key_source = x->key.source,
 	    .outcome = (uint8_t)outcome,
 	    .attempts = x->attempts,
+	    .tls_version = pg_tls_version(&c->s), /* TLS hook: NULL for a plain client */
+	    .tls_cipher = pg_tls_cipher(&c->s),
 	};
 	/* Method and path from the forwarded request line ("M T HTTP/1.x"). */
 	if (x->fwd_head && (sp = memchr(x->fwd, ' ', x->fwd_head))) {

@@ -177,22 +177,24 @@ void pg_tls_count(uint64_t *c)
 	__atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
 }
 
-/* A new connection's SSL over our BIO; NULL when out of memory. */
-static struct pg_tls_conn *conn_new(struct pg_sock *s, SSL_CTX *ctx)
+/* A new connection of ssl (taken over) over our BIO; NULL when out of
+ * memory (ssl then still the caller's). */
+static struct pg_tls_conn *conn_new(struct pg_sock *s, SSL *ssl)
 {
 	struct pg_tls_conn *t = calloc(1, sizeof(*t));
 	BIO *b = BIO_new(bio_method);
 
-	if (!t || !b || !(t->ssl = SSL_new(ctx))) {
+	if (!t || !b) {
 		BIO_free(b);
 		free(t);
 		return NULL;
 	}
+	t->ssl = ssl;
 	BIO_set_data(b, t);
-	SSL_set_bio(t->ssl, b, b);
+	SSL_set_bio(ssl, b, b);
 	/* reads as much as a receive holds at once, not a record header then
 	 * its body: fewer calls, and what is left is OpenSSL's to keep */
-	SSL_set_read_ahead(t->ssl, 1);
+	SSL_set_read_ahead(ssl, 1);
 	t->s = s;
 	return t;
 }
@@ -202,6 +204,7 @@ int pg_tls_accept(struct pg_worker *w, struct pg_sock *s)
 	struct pg_tls_worker *wt = w->tls;
 	struct pg_tls_set *set;
 	struct pg_tls_conn *t;
+	SSL *ssl;
 
 	if (!wt || !(set = current_set(w)) || !set->ncerts)
 		return -1;
@@ -209,9 +212,12 @@ int pg_tls_accept(struct pg_worker *w, struct pg_sock *s)
 		pg_tls_count(&wt->st->failures[PG_TLS_CLIENTS][PG_TLS_F_OVERLOAD]);
 		return -1;
 	}
-	t = conn_new(s, set->certs[0].ctx);
-	if (!t)
+	ssl = SSL_new(set->certs[0].ctx);
+	t = ssl ? conn_new(s, ssl) : NULL;
+	if (!t) {
+		SSL_free(ssl);
 		return -1;
+	}
 	SSL_set_accept_state(t->ssl);
 	__atomic_add_fetch(&set->refs, 1, __ATOMIC_RELAXED);
 	t->set = set;
@@ -224,38 +230,22 @@ int pg_tls_accept(struct pg_worker *w, struct pg_sock *s)
 int pg_tls_connect(struct pg_worker *w, struct pg_sock *s, uint16_t id)
 {
 	struct pg_tls_worker *wt = w->tls;
-	const struct pg_backend *b = &w->gw->maps.backends[id];
-	const char *name;
 	struct pg_tls_set *set;
 	struct pg_tls_conn *t;
+	SSL *ssl;
 
 	if (!wt || !(set = current_set(w)))
 		return -ENOTSUP;
-	t = conn_new(s, set->client);
-	if (!t)
+	ssl = pg_tls_backend_ssl(w->gw->tls, set, id);
+	t = ssl ? conn_new(s, ssl) : NULL;
+	if (!t) {
+		SSL_free(ssl);
 		return -ENOMEM;
-	SSL_set_connect_state(t->ssl);
+	}
 	__atomic_add_fetch(&set->refs, 1, __ATOMIC_RELAXED);
 	t->set = set;
 	t->backend = id;
-	t->epoch = b->epoch;
-	name = __atomic_load_n(&w->gw->tls->backend_names[id], __ATOMIC_ACQUIRE);
-	if (name) { /* a DNS name: sent as SNI, and the certificate must carry it */
-		SSL_set_tlsext_host_name(t->ssl, name);
-		SSL_set_hostflags(t->ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-		SSL_set1_host(t->ssl, name);
-	} else { /* an address: no SNI (RFC 6066), the certificate must carry the IP */
-		union pg_sockaddr sa;
-		char a[PG_ADDR_STRLEN], *ip = a;
-
-		pg_backend_addr_get(b, &sa);
-		pg_addr_format(&sa, a);
-		if (a[0] == '[') /* "[v6]:port" -> "v6" */
-			*strrchr(a, ']') = 0, ip++;
-		else
-			*strrchr(a, ':') = 0;
-		X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(t->ssl), ip);
-	}
+	t->epoch = w->gw->maps.backends[id].epoch;
 	if (wt->sessions && wt->sessions[id].sess && wt->sessions[id].epoch == t->epoch)
 		SSL_set_session(t->ssl, wt->sessions[id].sess);
 	s->tls = t;

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <openssl/x509v3.h>
+#include "lib/addr.h"
 #include "tls/tls.h"
 #include "sys/log.h"
 
@@ -191,4 +193,34 @@ unsigned pg_tls_cipher_slot(struct pg_tls *t, const char *name)
 			return i;
 	}
 	return PG_TLS_CIPHER_SLOTS;
+}
+
+SSL *pg_tls_backend_ssl(struct pg_tls *t, struct pg_tls_set *set, unsigned id)
+{
+	const struct pg_backend *b = &t->gw->maps.backends[id];
+	const char *name = __atomic_load_n(&t->backend_names[id], __ATOMIC_ACQUIRE);
+	SSL *ssl = SSL_new(set->client);
+
+	if (!ssl)
+		return NULL;
+	SSL_set_connect_state(ssl);
+	if (name) { /* a DNS name: sent as SNI, and the certificate must carry it */
+		SSL_set_tlsext_host_name(ssl, name);
+		SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+		SSL_set1_host(ssl, name);
+	} else { /* an address: no SNI (RFC 6066), the certificate must carry the IP */
+		union pg_sockaddr sa;
+		char a[PG_ADDR_STRLEN], *ip = a;
+
+		pg_backend_addr_get(b, &sa);
+		pg_addr_format(&sa, a);
+		if (a[0] == '[') { /* "[v6]:port" -> "v6" */
+			*strrchr(a, ']') = 0;
+			ip++;
+		} else {
+			*strrchr(a, ':') = 0;
+		}
+		X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), ip);
+	}
+	return ssl;
 }

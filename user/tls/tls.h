@@ -147,6 +147,11 @@ static inline bool pg_tls_set_current(const struct pg_tls *t, const struct pg_tl
  * address, checked by its IP) about to be published. Control thread. */
 void pg_tls_backend_name_set(struct pg_gateway *gw, unsigned id, const char *name);
 
+/* A client SSL for backend id from generation set's context: its DNS
+ * name sent as SNI and required of its certificate, or, for an address,
+ * the IP required. NULL when out of memory. The caller sets its BIO. */
+SSL *pg_tls_backend_ssl(struct pg_tls *t, struct pg_tls_set *set, unsigned id);
+
 /* The counter slot of cipher name (static OpenSSL string), claimed on
  * first sight; PG_TLS_CIPHER_SLOTS when all are taken. */
 unsigned pg_tls_cipher_slot(struct pg_tls *t, const char *name);

@@ -62,17 +62,20 @@ static int servername(SSL *ssl, int *alert, void *arg)
 
 /* Counts each handshake that starts on a connection: a second one on TLS
  * 1.2 is a renegotiation (refused by SSL_OP_NO_RENEGOTIATION, and the
- * connection closed by proxy/tls.c: pg_tls_renegotiated). */
+ * connection closed by proxy/tls.c: pg_tls_renegotiated); so is a refusal
+ * OpenSSL sent itself. */
 static int hs_idx = -1;
 
 static void info(const SSL *ssl, int where, int ret)
 {
-	(void)ret;
-	if ((where & SSL_CB_HANDSHAKE_START) && SSL_version(ssl) < TLS1_3_VERSION) {
-		uintptr_t n = (uintptr_t)SSL_get_ex_data(ssl, hs_idx);
+	uintptr_t n = (uintptr_t)SSL_get_ex_data(ssl, hs_idx);
 
+	if ((where & SSL_CB_HANDSHAKE_START) && SSL_version(ssl) < TLS1_3_VERSION)
 		SSL_set_ex_data((SSL *)ssl, hs_idx, (void *)(n + 1));
-	}
+	/* a ClientHello after the handshake that OpenSSL refused by itself
+	 * (SSL_OP_NO_RENEGOTIATION: a no_renegotiation alert, no new handshake) */
+	else if ((where & SSL_CB_WRITE_ALERT) && (ret & 0xff) == SSL_AD_NO_RENEGOTIATION)
+		SSL_set_ex_data((SSL *)ssl, hs_idx, (void *)(n + 2));
 }
 
 bool pg_tls_renegotiated(const SSL *ssl)
