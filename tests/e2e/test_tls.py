@@ -132,9 +132,18 @@ def listeners_side_by_side(opts):
         assert metric(f, "prefixgate_tls_cipher_handshakes_total", side="clients",
                       cipher="TLS_AES_128_GCM_SHA256") >= 1
         st, j = f.admin("GET", "/tls")
-        assert st == 200 and j["listen"] == "127.0.0.1:%d" % f.tls_port, j
+        assert st == 200 and j["listeners"] == [
+            {"address": "127.0.0.1:%d" % f.port, "scheme": "http"},
+            {"address": "127.0.0.1:%d" % f.tls_port, "scheme": "https"}], j
         assert j["certificates"][0]["subject"] == "CN=gw.test", j
         assert j["certificates"][0]["not_after"]["in_s"] > 8 * 86400, j
+        # prefixgatectl status shows the listeners and certificates
+        ctl = [os.path.join(opts.tools, "prefixgatectl"), "--admin",
+               "127.0.0.1:%d" % f.admin_port] + (["--pin-path", f.pin] if f.pin else [])
+        out = subprocess.run(ctl + ["status"], capture_output=True, timeout=10).stdout.decode()
+        assert "listeners  127.0.0.1:%d (http), 127.0.0.1:%d (https)" % (f.port, f.tls_port) \
+            in out and "cert       %s: CN=gw.test (gw.test, localhost), expires" % \
+            pki.path("server.pem") in out, out
     finally:
         f.stop()
 
@@ -430,7 +439,10 @@ def hostile_handshakes(opts):
             s.close()
         assert tls_request(f.tls_port, ctx, b'{"prompt":"after the flood"}')[0] == 200
         grew = rss_kib(f.gw.pid) - rss0
-        assert grew < 16 * 1024, "RSS grew %d KiB" % grew
+        print("# 300 hostile connections: gateway RSS +%d KiB" % grew)
+        # ASan keeps freed memory in quarantine (up to 256 MiB): a looser bound
+        asan = b"__asan_init" in open(os.path.join(opts.build, "prefixgate"), "rb").read()
+        assert grew < (64 if asan else 16) * 1024, "RSS grew %d KiB" % grew
     finally:
         f.stop()
 

@@ -66,8 +66,12 @@ int pg_admin_tls_get(struct pg_gateway *gw, struct pg_admin_reply *r)
 		return pg_admin_reply_error(r, 503, "TLS is not set up");
 	for (unsigned w = 0; w < gw->nworkers; w++)
 		in_progress += LOAD(&t->stats[w].in_progress);
-	str_field(o, "{", "listen", cfg->tls.on ? pg_addr_format(&cfg->tls.listen, a) : NULL);
-	pg_buf_printf(o, ",\"generation\":%llu,\"loaded\":\"%s\"", (unsigned long long)s->gen,
+	pg_buf_printf(o, "{\"listeners\":[{\"address\":\"%s\",\"scheme\":\"http\"}",
+	              pg_addr_format(&cfg->listen, a));
+	if (cfg->tls.on)
+		pg_buf_printf(o, ",{\"address\":\"%s\",\"scheme\":\"https\"}",
+		              pg_addr_format(&cfg->tls.listen, a));
+	pg_buf_printf(o, "],\"generation\":%llu,\"loaded\":\"%s\"", (unsigned long long)s->gen,
 	              pg_tls_time_text((int64_t)(s->loaded_ms / 1000), when, sizeof(when)));
 	pg_buf_puts(o, ",\"certificates\":[");
 	for (size_t i = 0; i < s->ncerts; i++) {
