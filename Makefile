@@ -165,7 +165,7 @@ demo: all
 RESULTS ?= doc/results
 KEEP    := python3 tools/bench/results.py --dir $(RESULTS)
 bench: all
-	$(Q)tools/deps.sh haproxy nginx-light gnuplot-nox valgrind linux-perf
+	$(Q)tools/deps.sh haproxy nginx-light gnuplot-nox valgrind linux-perf wrk testssl.sh
 	$(Q)python3 tools/bench/bench.py --build $(BUILD) --results $(RESULTS)
 	$(Q)$(KEEP) instr -- python3 tools/bench/instr.py --build $(BUILD) --out $(BUILD)/bench
 	$(Q)$(KEEP) profile -- python3 tools/bench/profile.py --build $(BUILD) --out $(BUILD)/bench
@@ -173,6 +173,7 @@ bench: all
 	$(Q)$(KEEP) datapath -- python3 tools/bench/datapath.py --build $(BUILD) --out $(BUILD)/bench
 	$(Q)$(KEEP) slowloris -- python3 tools/bench/slowloris.py --build $(BUILD) --out $(BUILD)/bench
 	$(Q)$(KEEP) growth -- python3 tools/bench/growth.py --build $(BUILD) --out $(BUILD)/bench
+	$(Q)$(KEEP) tls -- python3 tools/bench/tls.py --build $(BUILD) --out $(BUILD)/bench
 
 # doc/configuration.md's flag list, rewritten from the binary's --help
 doc-flags: all

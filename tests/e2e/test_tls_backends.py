@@ -41,12 +41,12 @@ class TlsBackend:
     SHA-256 with "Authorization: Bearer good") under uvicorn over TLS;
     client_ca: it asks for a client certificate of that CA."""
 
-    def __init__(self, opts, pki, cert, client_ca=None):
+    def __init__(self, opts, pki, cert, client_ca=None, args=()):
         self.port = free_port()
         py = uvicorn_python()
         cmd = [py, "-m", "uvicorn", "early_app:app", "--host", "127.0.0.1", "--port",
                str(self.port), "--no-access-log", "--ssl-certfile", cert[0], "--ssl-keyfile",
-               cert[1]]
+               cert[1]] + list(args)
         if client_ca:
             cmd += ["--ssl-ca-certs", client_ca, "--ssl-cert-reqs", "2"]
         self.log = os.path.join(pki.d, "uvicorn-%d.log" % self.port)
@@ -169,11 +169,13 @@ def needs():
 def uvicorn_over_tls_pooled(opts):
     """--backend https://: bodies intact over TLS to the backend, from a
     plain client and a TLS one; the connections are pooled (20 requests, a
-    few handshakes) and a fresh one resumes; health checks pass over TLS."""
+    few handshakes) and, once the backend closed the idle ones, a fresh one
+    resumes the session; health checks pass over TLS."""
     if needs():
         return needs()
     pki = pki_for(opts, "pooled")
-    be = TlsBackend(opts, pki, (pki.path("backend.pem"), pki.path("backend.key")))
+    be = TlsBackend(opts, pki, (pki.path("backend.pem"), pki.path("backend.key")),
+                    args=["--timeout-keep-alive", "1"])
     f = Fleet(opts, 0, start_gateway=False)
     try:
         tls_port = free_port()
@@ -193,6 +195,13 @@ def uvicorn_over_tls_pooled(opts):
         assert 1 <= full + resumed <= 4, (full, resumed)
         assert metric(f, "prefixgate_tls_version_handshakes_total", side="backends",
                       version="TLSv1.3") >= 1
+        # the backend closes idle connections after 1 s: the next ones resume
+        time.sleep(1.5)
+        for i in range(4):
+            body = b"after the close %d" % i
+            echoed(*score(f.port, body), body)
+        assert metric(f, "prefixgate_tls_handshakes_total", side="backends",
+                      resumed="true") >= 1, f.metrics()[-3000:]
     finally:
         f.stop()
         be.stop()

@@ -389,7 +389,7 @@ void pg_tls_fail(struct pg_worker *w, struct pg_tls_conn *t, enum pg_tls_fail wh
 		w->tls->warned_ms = w->now_ms;
 	}
 	ERR_clear_error();
-	t->dead = true;
+	t->dead = t->failed = true;
 	pg_tls_hs_remove(w, t);
 	send_last(s, t);
 	if (t->server)

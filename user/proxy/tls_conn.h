@@ -48,6 +48,7 @@ struct pg_tls_conn {
 	bool on_list;
 	bool hs_done;
 	bool dead;     /* failed or closing: OpenSSL is not called again */
+	bool failed;   /* a handshake or record failed: its session is not kept */
 	bool notified; /* close_notify queued */
 	bool saved;    /* backend side: its session kept for resumption */
 	const char *version, *cipher;

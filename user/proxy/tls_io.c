@@ -60,6 +60,7 @@ static void read_plain(struct pg_worker *w, struct pg_tls_conn *t)
 	}
 	ERR_clear_error();
 	t->dead = true;
+	t->failed = e != SSL_ERROR_ZERO_RETURN;
 	s->ops->eof(w, s, e == SSL_ERROR_ZERO_RETURN ? 0 : -EPROTO);
 }
 
@@ -147,7 +148,7 @@ static void encrypt(struct pg_worker *w, struct pg_sock *s, struct pg_tls_conn *
 			if (n > budget)
 				n = budget;
 			if (n && !SSL_write_ex(t->ssl, g->data + g->off, n, &done))
-				t->dead = true;
+				t->dead = t->failed = true;
 			pg_sock_consume(w, s, n);
 			budget -= n < budget ? n : budget;
 			continue;
@@ -162,7 +163,7 @@ static void encrypt(struct pg_worker *w, struct pg_sock *s, struct pg_tls_conn *
 			k += m;
 		}
 		if (k && !SSL_write_ex(t->ssl, stage, k, &done))
-			t->dead = true;
+			t->dead = t->failed = true;
 		pg_sock_consume(w, s, k);
 		budget -= k < budget ? k : budget;
 	}
@@ -237,6 +238,12 @@ void pg_tls_conn_free(struct pg_sock *s)
 {
 	struct pg_tls_conn *t = s->tls;
 
+	/* A connection that ended cleanly keeps its session resumable: OpenSSL
+	 * takes a session freed without a shutdown for a failed one (the
+	 * backends' kept sessions are the same objects). A failed handshake
+	 * or a fatal error leaves it as OpenSSL set it. */
+	if (t->hs_done && !t->failed)
+		SSL_set_shutdown(t->ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
 	SSL_free(t->ssl);
 	pg_tls_set_put(t->set);
 	free(t->pend.p);

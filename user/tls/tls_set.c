@@ -107,6 +107,8 @@ static int server_common(SSL_CTX *ctx, const struct pg_tls_cfg *t, struct pg_tls
 	SSL_CTX_set_session_id_context(ctx, sid, sizeof(sid) - 1);
 	if (tickets) {
 		SSL_CTX_set_num_tickets(ctx, 1); /* TLS 1.3: one ticket, not two */
+		/* the lifetime clients are told: the longest a ticket is taken */
+		SSL_CTX_set_timeout(ctx, (long)t->ticket_s * 2);
 		pg_tls_tickets_use(tickets, ctx);
 	} else {
 		SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);

@@ -106,8 +106,9 @@ static int mac_key(EVP_MAC_CTX *hctx, unsigned char *key)
 }
 
 /* OpenSSL's ticket callback: enc, a new ticket under the current key (1);
- * else the key named name: 1 the current, 2 the previous (accepted, the
- * ticket renewed), 0 none (a full handshake), -1 an error. */
+ * else the key named name: 1 accepted, 2 accepted and renewed (the
+ * previous key's, or any in TLS 1.3), 0 none (a full handshake), -1 an
+ * error. */
 static int ticket_cb(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CIPHER_CTX *ctx,
                      EVP_MAC_CTX *hctx, int enc)
 {
@@ -132,9 +133,12 @@ static int ticket_cb(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CI
 
 			if (memcmp(name, key->name, 16))
 				continue;
+			/* TLS 1.3: a fresh ticket after every resumption (a client
+			 * should not use one twice, RFC 8446 C.4); TLS 1.2: only
+			 * when the previous key sealed it */
 			rc = EVP_DecryptInit_ex(ctx, k->aes, NULL, key->aes, iv) &&
 			             mac_key(hctx, key->hmac)
-			         ? (i ? 2 : 1)
+			         ? (i || SSL_version(ssl) >= TLS1_3_VERSION ? 2 : 1)
 			         : -1;
 			break;
 		}

@@ -1,8 +1,8 @@
-"""A test PKI made at test time with Debian's openssl command: a CA, server
+"""A PKI made when it is needed with Debian's openssl command: a CA, server
 certificates with the names asked for (EC P-256), client certificates for
 mTLS, certificates valid in the past (expired), a second CA. Nothing is kept
-in the tree, nothing can expire there. Used by the e2e suites (harness.py
---tls) and the tls bench part."""
+in the tree, nothing can expire there. Used by the tls bench part (tls.py)
+and the e2e suites (tests/e2e: harness.py --tls, test_tls*.py)."""
 import os
 import shutil
 import ssl
@@ -53,7 +53,7 @@ class Pki:
         os.makedirs(os.path.join(d, "new"), exist_ok=True)
         open(os.path.join(d, "index.txt"), "w").close()
         with open(os.path.join(d, "serial"), "w") as f:
-            f.write("1000\n")
+            f.write(os.urandom(16).hex() + "\n")  # 128 random bits, as CAs give
         self.ca_key = self.path("ca.key")
         self.ca = self.path("ca.pem")
         self.key(self.ca_key)
