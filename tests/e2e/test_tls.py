@@ -137,6 +137,15 @@ def listeners_side_by_side(opts):
             {"address": "127.0.0.1:%d" % f.tls_port, "scheme": "https"}], j
         assert j["certificates"][0]["subject"] == "CN=gw.test", j
         assert j["certificates"][0]["not_after"]["in_s"] > 8 * 86400, j
+        # GET /config writes the TLS options back, and they check again
+        st, conf = f.admin("GET", "/config")
+        assert "tls-listen 127.0.0.1:%d;" % f.tls_port in conf and \
+            "tls-cert %s;" % pki.path("server.pem") in conf, conf
+        with open(pki.path("back.conf"), "w") as out:
+            out.write(conf.replace("listen 127.0.0.1:%d;" % f.port, "listen 127.0.0.1:1;"))
+        r = subprocess.run([os.path.join(opts.build, "prefixgate"), "--check", "--no-bpf", "-c",
+                            pki.path("back.conf")], capture_output=True, timeout=10)
+        assert r.returncode == 0, r.stderr.decode()
         # prefixgatectl status shows the listeners and certificates
         ctl = [os.path.join(opts.tools, "prefixgatectl"), "--admin",
                "127.0.0.1:%d" % f.admin_port] + (["--pin-path", f.pin] if f.pin else [])

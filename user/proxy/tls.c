@@ -152,6 +152,7 @@ void pg_tls_hs_add(struct pg_worker *w, struct pg_tls_conn *t, uint64_t ms)
 	wt->hs_head = t;
 	t->on_list = true;
 	wt->handshaking++;
+	wt->accepting += t->server;
 	__atomic_store_n(&wt->st->in_progress, wt->handshaking, __ATOMIC_RELAXED);
 }
 
@@ -169,6 +170,7 @@ void pg_tls_hs_remove(struct pg_worker *w, struct pg_tls_conn *t)
 		t->hs_next->hs_prev = t->hs_prev;
 	t->on_list = false;
 	wt->handshaking--;
+	wt->accepting -= t->server;
 	__atomic_store_n(&wt->st->in_progress, wt->handshaking, __ATOMIC_RELAXED);
 }
 
@@ -208,7 +210,7 @@ int pg_tls_accept(struct pg_worker *w, struct pg_sock *s)
 
 	if (!wt || !(set = current_set(w)) || !set->ncerts)
 		return -1;
-	if (wt->handshaking >= w->gw->cfg->tls.max_handshakes) {
+	if (wt->accepting >= w->gw->cfg->tls.max_handshakes) {
 		pg_tls_count(&wt->st->failures[PG_TLS_CLIENTS][PG_TLS_F_OVERLOAD]);
 		return -1;
 	}

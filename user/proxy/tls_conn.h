@@ -59,8 +59,9 @@ struct pg_tls_conn {
 /* A worker's TLS state. */
 struct pg_tls_worker {
 	struct pg_tls_conn *hs_head; /* handshakes in progress */
-	unsigned handshaking;
-	struct pg_tls_set *set; /* the generation new connections take */
+	unsigned handshaking;        /* on that list */
+	unsigned accepting;          /* of them, clients' (--tls-max-handshakes bounds) */
+	struct pg_tls_set *set;      /* the generation new connections take */
 	struct pg_tls_stats *st;
 	uint64_t warned_ms; /* the last backend handshake failure logged */
 	/* Per backend id: the last session its server gave (resumption on

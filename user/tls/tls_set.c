@@ -68,14 +68,17 @@ static int hs_idx = -1;
 
 static void info(const SSL *ssl, int where, int ret)
 {
-	uintptr_t n = (uintptr_t)SSL_get_ex_data(ssl, hs_idx);
+	uintptr_t add = 0;
 
 	if ((where & SSL_CB_HANDSHAKE_START) && SSL_version(ssl) < TLS1_3_VERSION)
-		SSL_set_ex_data((SSL *)ssl, hs_idx, (void *)(n + 1));
+		add = 1;
 	/* a ClientHello after the handshake that OpenSSL refused by itself
 	 * (SSL_OP_NO_RENEGOTIATION: a no_renegotiation alert, no new handshake) */
 	else if ((where & SSL_CB_WRITE_ALERT) && (ret & 0xff) == SSL_AD_NO_RENEGOTIATION)
-		SSL_set_ex_data((SSL *)ssl, hs_idx, (void *)(n + 2));
+		add = 2;
+	if (add) /* called at every state of every handshake: nothing else then */
+		SSL_set_ex_data((SSL *)ssl, hs_idx,
+		                (void *)((uintptr_t)SSL_get_ex_data(ssl, hs_idx) + add));
 }
 
 bool pg_tls_renegotiated(const SSL *ssl)
