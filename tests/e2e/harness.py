@@ -22,14 +22,77 @@ def tls_pki(opts):
     return tlsutil.server_pki(os.path.join(opts.build, "e2e-tmp", "pki-%d" % os.getpid()))
 
 
+class TlsSocket:
+    """A client's TLS connection that a sending thread and a reading thread
+    may use at once, as the suites do with plain sockets (an ssl.SSLSocket
+    may not be: OpenSSL's object is not safe for a read and a write at the
+    same time). OpenSSL works on memory BIOs under a lock, only ever for
+    the time of a record; the TCP socket's reads and writes are the
+    threads' own. Speaks sendall, recv, settimeout and close."""
+
+    def __init__(self, raw, ctx, server_hostname):
+        import ssl
+        import threading
+        self.ssl = ssl
+        self.raw = raw
+        self.inc, self.out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.obj = ctx.wrap_bio(self.inc, self.out, server_hostname=server_hostname)
+        self.lock = threading.Lock()      # the SSLObject
+        self.send_lock = threading.Lock()  # encrypted bytes leave in order
+        while True:
+            try:
+                self.obj.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self._push()
+                d = raw.recv(65536)
+                if not d:
+                    raise ConnectionResetError("closed during the TLS handshake")
+                self.inc.write(d)
+        self._push()
+
+    def _push(self):
+        data = self.out.read()
+        if data:
+            self.raw.sendall(data)
+
+    def sendall(self, data):
+        with self.send_lock:
+            with self.lock:
+                self.obj.write(data)
+                out = self.out.read()
+            self.raw.sendall(out)
+
+    def recv(self, n):
+        while True:
+            with self.lock:
+                try:
+                    return self.obj.read(n)
+                except self.ssl.SSLWantReadError:
+                    pass
+                except (self.ssl.SSLZeroReturnError, self.ssl.SSLEOFError):
+                    return b""
+            d = self.raw.recv(65536)
+            with self.lock:
+                if d:
+                    self.inc.write(d)
+                else:
+                    self.inc.write_eof()
+
+    def settimeout(self, t):
+        self.raw.settimeout(t)
+
+    def close(self):
+        self.raw.close()
+
+
 def connect(opts, port, timeout=10):
     """A client connection to the gateway's port: over TLS with --tls
     (handshake done; the test CA trusted), else plain TCP."""
     import socket
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     if getattr(opts, "tls", False):
-        ctx = tlsutil.client_context(tls_pki(opts).ca)
-        s = ctx.wrap_socket(s, server_hostname="gw.test")
+        s = TlsSocket(s, tlsutil.client_context(tls_pki(opts).ca), "gw.test")
     return s
 
 

@@ -81,8 +81,8 @@ int pg_admin_tls_get(struct pg_gateway *gw, struct pg_admin_reply *r)
 	}
 	pg_buf_puts(o, "]");
 	str_field(o, ",", "min_version", pg_tls_versions[cfg->tls.min_version]);
-	str_field(o, ",", "ciphers", cfg->tls.ciphers);
-	str_field(o, ",", "ciphersuites", cfg->tls.suites);
+	str_field(o, ",", "ciphers", pg_tls_ciphers(&cfg->tls));
+	str_field(o, ",", "ciphersuites", pg_tls_suites(&cfg->tls));
 	str_field(o, ",", "client_ca", cfg->tls.client_ca);
 	pg_buf_printf(o, ",\"handshakes_in_progress\":%llu,\"max_handshakes\":%u",
 	              (unsigned long long)in_progress, cfg->tls.max_handshakes);

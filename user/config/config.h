@@ -109,7 +109,8 @@ struct pg_flow_cfg {
 #define PG_TLS_CERTS_MAX 64 /* --tls-cert: certificates for SNI, at most */
 /* TLS 1.2's ciphers by default: forward secret, AEAD only (Mozilla's
  * "intermediate" list without DHE); TLS 1.3's suites, AES-128 first (the
- * fastest with AES-NI, as strong as the handshake). */
+ * fastest with AES-NI, as strong as the handshake). pg_tls_ciphers() and
+ * pg_tls_suites() give the ones in use. */
 #define PG_TLS_CIPHERS_DEFAULT                                                                     \
 	"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:" \
 	"ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
@@ -124,8 +125,9 @@ struct pg_tls_cfg {
 	 * its key in its own file. */
 	const char *certs[PG_TLS_CERTS_MAX], *keys[PG_TLS_CERTS_MAX];
 	size_t ncerts, nkeys;
-	const char *ciphers; /* TLS 1.2 cipher list (OpenSSL syntax) */
-	const char *suites;  /* TLS 1.3 cipher suites */
+	const char
+	    *ciphers;       /* TLS 1.2 cipher list (OpenSSL syntax); NULL: PG_TLS_CIPHERS_DEFAULT */
+	const char *suites; /* TLS 1.3 cipher suites; NULL: PG_TLS_SUITES_DEFAULT */
 	enum pg_tls_version min_version;
 	const char *client_ca; /* mTLS: clients must show a certificate this CA issued; NULL: off */
 	unsigned handshake_ms; /* a client's handshake not done within MS: closed */
@@ -362,6 +364,15 @@ int pg_backend_add(char ***v, size_t *n, const struct pg_hostport *h, size_t *du
 /* Read a whole file of at most max bytes into a malloc'ed, NUL-terminated
  * buffer. 0, or -1 with err saying what failed (errno text). */
 int pg_read_file(const char *path, size_t max, char **buf, size_t *len, char *err, size_t errlen);
+
+static inline const char *pg_tls_ciphers(const struct pg_tls_cfg *t)
+{
+	return t->ciphers ? t->ciphers : PG_TLS_CIPHERS_DEFAULT;
+}
+static inline const char *pg_tls_suites(const struct pg_tls_cfg *t)
+{
+	return t->suites ? t->suites : PG_TLS_SUITES_DEFAULT;
+}
 
 /* A certificate chain file and its key file (NULL: the key is in cert),
  * read and checked at now as a listener uses them (lib/tls_pem.h) into

@@ -128,9 +128,9 @@ void pg_config_check_tls(struct pg_config *cfg, struct pg_parse *ps)
 	for (size_t i = 0; i < t->ncerts; i++)
 		check_pair(ps, t->certs[i], i < t->nkeys ? t->keys[i] : NULL, O_TLS_CERT, O_TLS_KEY,
 		           now);
-	if (ciphers_ok(t->ciphers, false, e, sizeof(e)))
+	if (ciphers_ok(pg_tls_ciphers(t), false, e, sizeof(e)))
 		at(ps, O_TLS_CIPHERS, e);
-	if (ciphers_ok(t->suites, true, e, sizeof(e)))
+	if (ciphers_ok(pg_tls_suites(t), true, e, sizeof(e)))
 		at(ps, O_TLS_SUITES, e);
 	if (t->client_ca) {
 		if (!(sk = pg_tls_ca_file(t->client_ca, now, e, sizeof(e)))) {

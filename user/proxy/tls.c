@@ -389,6 +389,12 @@ void pg_tls_fail(struct pg_worker *w, struct pg_tls_conn *t, enum pg_tls_fail wh
 		        why == PG_TLS_F_VERIFY ? "certificate: " : "",
 		        why == PG_TLS_F_VERIFY ? X509_verify_cert_error_string(v) : "");
 		w->tls->warned_ms = w->now_ms;
+	} else if (t->server) {
+		char e[256] = "";
+
+		ERR_error_string_n(ERR_peek_last_error(), e, sizeof(e));
+		pg_debug("worker %u: a client's TLS handshake failed (%s): %s", w->id,
+		         pg_tls_fail_names[why], e);
 	}
 	ERR_clear_error();
 	t->dead = t->failed = true;

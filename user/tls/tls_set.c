@@ -101,7 +101,8 @@ static int server_common(SSL_CTX *ctx, const struct pg_tls_cfg *t, struct pg_tls
 	/* OpenSSL's read and write buffers (~34 KiB) given back between
 	 * records: an idle keep-alive connection holds none */
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
-	if (!SSL_CTX_set_cipher_list(ctx, t->ciphers) || !SSL_CTX_set_ciphersuites(ctx, t->suites))
+	if (!SSL_CTX_set_cipher_list(ctx, pg_tls_ciphers(t)) ||
+	    !SSL_CTX_set_ciphersuites(ctx, pg_tls_suites(t)))
 		return -1;
 	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
 	SSL_CTX_set_info_callback(ctx, info);
