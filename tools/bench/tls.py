@@ -258,6 +258,8 @@ def main():
             return 1
     logdir = os.path.join(opts.out, "tls")
     os.makedirs(logdir, exist_ok=True)
+    # a CA and a certificate of this run's (not one a previous run left)
+    shutil.rmtree(os.path.join(logdir, "pki"), ignore_errors=True)
     pki = tlsutil.server_pki(os.path.abspath(os.path.join(logdir, "pki")))
     inst = fleet.Instances(opts.build, 2, logdir, INSTANT)
     script = wrk_script(logdir)
