@@ -129,9 +129,10 @@ void pg_sock_connect(struct pg_worker *w, struct pg_sock *s, const union pg_sock
 
 void pg_sock_shutdown_when_sent(struct pg_worker *w, struct pg_sock *s)
 {
+	/* TLS hook: close_notify first, behind what is queued */
+	if (s->tls && !s->closed && !s->shut && pg_tls_shutdown(w, s))
+		return;
 	if (!s->closed && !s->qbytes && !s->shut) {
-		if (s->tls && pg_tls_shutdown(w, s)) /* TLS hook: close_notify first */
-			return;
 		w->io->shutdown(w, s);
 		s->shut = true;
 	}

@@ -50,6 +50,7 @@ struct pg_tls_conn {
 	bool dead;     /* failed or closing: OpenSSL is not called again */
 	bool failed;   /* a handshake or record failed: its session is not kept */
 	bool notified; /* close_notify queued */
+	bool closing;  /* our side is done: close_notify goes behind the queued bytes */
 	bool saved;    /* backend side: its session kept for resumption */
 	const char *version, *cipher;
 	uint64_t tenant_key; /* the client certificate's subject (flow control) */

@@ -133,6 +133,14 @@ static void send_fly(struct pg_worker *w, struct pg_sock *s, struct pg_tls_conn 
 	w->io->send(w, s, &s->msg);
 }
 
+/* Our close_notify, into pend (the peer knows nothing was cut off). */
+static void notify(struct pg_tls_conn *t)
+{
+	t->notified = true;
+	SSL_shutdown(t->ssl);
+	ERR_clear_error();
+}
+
 /* Encrypt up to PG_TLS_WRITE_MAX queued plain bytes into pend, releasing
  * their segments: small ones gathered into one record. */
 static void encrypt(struct pg_worker *w, struct pg_sock *s, struct pg_tls_conn *t)
@@ -170,6 +178,8 @@ static void encrypt(struct pg_worker *w, struct pg_sock *s, struct pg_tls_conn *
 	if (t->dead) { /* OpenSSL failed: the connection's end is coming */
 		ERR_clear_error();
 		pg_sock_consume(w, s, s->qbytes - t->pend.len - (t->fly.len - t->fly.off));
+	} else if (t->closing && !s->qhead && !t->notified) {
+		notify(t);
 	}
 }
 
@@ -217,9 +227,14 @@ bool pg_tls_shutdown(struct pg_worker *w, struct pg_sock *s)
 
 	if (t->notified || !t->hs_done || t->dead)
 		return false;
-	t->notified = true;
-	SSL_shutdown(t->ssl); /* our close_notify: the peer knows nothing was cut off */
-	ERR_clear_error();
+	if (s->qhead) {
+		/* bytes still to encrypt: the close_notify goes in the same send
+		 * (encrypt), so the peer sees the end with them, not one send
+		 * later */
+		t->closing = true;
+		return true;
+	}
+	notify(t);
 	if (!t->pend.len)
 		return false;
 	pg_sock_flush_soon(w, s);
