@@ -20,7 +20,7 @@ ARCH_INC := /usr/include/$(shell $(CC) -dumpmachine)
 WARN    := -Wall -Wextra -Werror
 ALL_CFLAGS := $(CFLAGS) $(SANFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE \
 	-Iinclude -Iuser -I$(BUILD) -MMD -MP $(shell pkg-config --cflags libnats 2>/dev/null)
-LDLIBS  := -lbpf -lelf -lz -luring -lxxhash -lpthread -lm \
+LDLIBS  := -lbpf -lelf -lz -luring -lxxhash -lssl -lcrypto -lpthread -lm \
 	$(shell pkg-config --libs libnats 2>/dev/null || echo -lnats) \
 	$(shell pkg-config --libs libcares 2>/dev/null || echo -lcares)
 
@@ -165,7 +165,7 @@ demo: all
 RESULTS ?= doc/results
 KEEP    := python3 tools/bench/results.py --dir $(RESULTS)
 bench: all
-	$(Q)tools/deps.sh haproxy nginx-light gnuplot-nox valgrind linux-perf
+	$(Q)tools/deps.sh haproxy nginx-light gnuplot-nox valgrind linux-perf wrk testssl.sh
 	$(Q)python3 tools/bench/bench.py --build $(BUILD) --results $(RESULTS)
 	$(Q)$(KEEP) instr -- python3 tools/bench/instr.py --build $(BUILD) --out $(BUILD)/bench
 	$(Q)$(KEEP) profile -- python3 tools/bench/profile.py --build $(BUILD) --out $(BUILD)/bench
@@ -173,6 +173,7 @@ bench: all
 	$(Q)$(KEEP) datapath -- python3 tools/bench/datapath.py --build $(BUILD) --out $(BUILD)/bench
 	$(Q)$(KEEP) slowloris -- python3 tools/bench/slowloris.py --build $(BUILD) --out $(BUILD)/bench
 	$(Q)$(KEEP) growth -- python3 tools/bench/growth.py --build $(BUILD) --out $(BUILD)/bench
+	$(Q)$(KEEP) tls -- python3 tools/bench/tls.py --build $(BUILD) --out $(BUILD)/bench
 
 # doc/configuration.md's flag list, rewritten from the binary's --help
 doc-flags: all
@@ -215,14 +216,17 @@ FUZZ_MODS_usage  := usage json
 FUZZ_MODS_jsonedit := jsonedit json buf
 FUZZ_MODS_key    := key json buf
 FUZZ_MODS_config := config routing_config json view strategy random least prefix cache index work names addr modelpool conf buf flow lib/pd \
-	jsonedit
+	jsonedit lib/tls_pem
 FUZZ_MODS_conf   := conf config routing_config json view strategy random least prefix cache index work names addr modelpool buf flow lib/pd \
-	jsonedit
+	jsonedit lib/tls_pem
 FUZZ_MODS_admin  := admin buf control members health config routing_config json key http names \
 	addr addrset backend_names resolve \
 	metrics route routestats scrape accesslog ring view strategy random least prefix maps gateway log index modelpool \
 	pools etcd fleet fleetq cache capacity cachecap work load host conf flow flowctl lib/pd \
-	jsonedit
+	jsonedit lib/tls_pem lib/tls_name tls/tls tls/tls_set tls/tls_tickets
+FUZZ_MODS_tls    := proxy/tls proxy/tls_io sock tls/tls tls/tls_set tls/tls_tickets lib/tls_pem \
+	lib/tls_name flow log gateway addr config routing_config json view strategy random least \
+	prefix cache capacity cachecap index work names modelpool conf buf lib/pd jsonedit
 fuzz_objs = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,\
 	$(sort $(foreach m,$(FUZZ_MODS_$(1)),$(wildcard user/$(m).c user/*/$(m).c user/*/$(m)_*.c))))
 

@@ -39,10 +39,11 @@
 #define PG_CONCURRENCY_DEFAULT   10
 
 /* pg_backend.flags */
-#define PG_BACKEND_ACTIVE    0x1 /* slot holds a member (may be draining) */
-#define PG_BACKEND_DRAINING  0x2 /* being removed: no new requests */
-#define PG_BACKEND_DOWN      0x4 /* refused/reset a connection: skipped until down_until_ms */
-#define PG_BACKEND_UNHEALTHY 0x8 /* failing active health checks: skipped until they pass */
+#define PG_BACKEND_ACTIVE    0x1  /* slot holds a member (may be draining) */
+#define PG_BACKEND_DRAINING  0x2  /* being removed: no new requests */
+#define PG_BACKEND_DOWN      0x4  /* refused/reset a connection: skipped until down_until_ms */
+#define PG_BACKEND_UNHEALTHY 0x8  /* failing active health checks: skipped until they pass */
+#define PG_BACKEND_TLS       0x10 /* https://: spoken to over TLS (set with ACTIVE, never after) */
 
 /* Why a request went where it went; indexes pg_backend.requests[]. */
 enum pg_decision {

@@ -54,6 +54,11 @@ for suite in "$@"; do
 	     run_tap "e2e/sockmap" $E/e2e.py --build "$BUILD" --mode bpf --data-path sockmap
 	     run_tap "e2e/hostile" $E/test_hostile.py --build "$BUILD" --mode shm
 	     run_tap "e2e/boundary-shm" $E/test_boundary.py --build "$BUILD" --mode shm
+	     run_tap "e2e/boundary-tls" $E/test_boundary.py --build "$BUILD" --mode shm --tls
+	     run_tap "e2e/hostile-tls" $E/test_hostile.py --build "$BUILD" --mode shm --tls
+	     run_tap "e2e/tls-shm" $E/test_tls.py --build "$BUILD" --mode shm
+	     run_tap "e2e/tls-bpf" $E/test_tls.py --build "$BUILD" --mode bpf
+	     run_tap "e2e/tls-backends" $E/test_tls_backends.py --build "$BUILD" --mode shm
 	     run_tap "e2e/boundary-bpf" $E/test_boundary.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/ops-shm" $E/test_ops.py --build "$BUILD" --mode shm
 	     run_tap "e2e/ops-bpf" $E/test_ops.py --build "$BUILD" --mode bpf
@@ -94,6 +99,14 @@ for suite in "$@"; do
 		python3 tests/e2e/test_hostile.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/boundary" \
 		python3 tests/e2e/test_boundary.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
+		run_tap "e2e-asan/boundary-tls" \
+		python3 tests/e2e/test_boundary.py --build "$BUILD/asan" --tools "$BUILD" --mode shm --tls
+		run_tap "e2e-asan/hostile-tls" \
+		python3 tests/e2e/test_hostile.py --build "$BUILD/asan" --tools "$BUILD" --mode shm --tls
+		run_tap "e2e-asan/tls" \
+		python3 tests/e2e/test_tls.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
+		run_tap "e2e-asan/tls-backends" \
+		python3 tests/e2e/test_tls_backends.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/ops" \
 		python3 tests/e2e/test_ops.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/cache" \

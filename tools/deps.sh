@@ -5,7 +5,7 @@ set -eu
 PKGS="clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev liburing-dev \
 libxxhash-dev libcmocka-dev pkg-config make gcc libc6-dev iproute2 \
 python3 curl procps libclang-rt-14-dev python3-uvicorn python3-starlette clang-format \
-libnats-dev nats-server libc-ares-dev etcd-server etcd-client"
+libnats-dev nats-server libc-ares-dev etcd-server etcd-client libssl-dev openssl"
 [ $# -gt 0 ] && PKGS="$PKGS $*"
 # node and npm, for llamaserve (tools/llamaserve/install.sh): Debian's,
 # unless a node with its npm is there already (NodeSource's nodejs carries

@@ -18,7 +18,9 @@ const char *pg_backend_name(const struct pg_backend *b, char *buf, size_t len)
 	char s[PG_ADDR_STRLEN];
 
 	pg_backend_addr_get(b, &a);
-	snprintf(buf, len, "%s", pg_addr_format(&a, s));
+	snprintf(buf, len, "%s%s",
+	         __atomic_load_n(&b->flags, __ATOMIC_RELAXED) & PG_BACKEND_TLS ? PG_TLS_SCHEME : "",
+	         pg_addr_format(&a, s));
 	return buf;
 }
 

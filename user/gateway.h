@@ -62,6 +62,7 @@ struct pg_fleet;
 struct pg_fleetq;
 struct pg_pools;
 struct pg_flowctl;
+struct pg_tls;
 
 struct pg_gateway {
 	struct pg_config *cfg;
@@ -101,6 +102,7 @@ struct pg_gateway {
 	/* The routing core (router/router.h), over maps, the pools' members,
 	 * the learned speeds and the fleet's queues: pg_gateway_router. */
 	struct pg_router router;
+	struct pg_tls *tls; /* tls/tls.h: certificates, backends' context; NULL: not set up */
 	/* The port the admin listener is bound to (control/control.c sets it
 	 * before the fleet and etcd start); 0 before, and after it closes. */
 	uint16_t admin_port;
@@ -128,8 +130,8 @@ static inline uint64_t pg_now_ms(void)
 	return pg_now_ns() / 1000000;
 }
 
-/* "a.b.c.d:port" or "[v6]:port" of backend b (its ring identity too).
- * buf should hold PG_ADDR_STRLEN bytes. */
+/* "a.b.c.d:port" or "[v6]:port" of backend b, after "https://" for a TLS
+ * one (its ring identity too). buf should hold PG_ADDR_STRLEN bytes. */
 const char *pg_backend_name(const struct pg_backend *b, char *buf, size_t len);
 
 /* This gateway's name among its peers, the one both NATS messages and

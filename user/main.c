@@ -33,6 +33,7 @@
 #include "sys/lifecycle.h"
 #include "sys/log.h"
 #include "sys/privilege.h"
+#include "tls/tls.h"
 #include "proxy/worker.h"
 
 static int open_state(struct pg_gateway *gw, const struct pg_config *cfg)
@@ -167,6 +168,12 @@ int main(int argc, char **argv)
 		status = 2;
 		goto out_maps;
 	}
+	/* before the members: an https:// one's name is kept for its checks */
+	if (pg_tls_init(&gw, err, sizeof(err))) {
+		fprintf(stderr, "prefixgate: %s\n", err);
+		status = 2;
+		goto out_maps;
+	}
 	if (pg_control_init(&gw, err, sizeof(err))) {
 		pg_error("%s", err);
 		goto out_maps;
@@ -267,6 +274,7 @@ out_workers:
 	free(gw.workers);
 	free(gw.stats);
 out_maps:
+	pg_tls_free(&gw);      /* after the workers: no connection holds it */
 	pg_datapath_fini(&gw); /* data path (datapath.c) */
 	pg_pools_free(&gw);
 	pg_maps_close(&gw.maps);

@@ -14,6 +14,86 @@ import zlib
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                 "..", "tools", "bench"))
 from netutil import free_port, metric_family, metric_samples, mock_pattern  # noqa: E402,F401
+import tlsutil  # noqa: E402
+
+
+def tls_pki(opts):
+    """--tls: the test CA and the gateway's certificate (made once per run)."""
+    return tlsutil.server_pki(os.path.join(opts.build, "e2e-tmp", "pki-%d" % os.getpid()))
+
+
+class TlsSocket:
+    """A client's TLS connection that a sending thread and a reading thread
+    may use at once, as the suites do with plain sockets (an ssl.SSLSocket
+    may not be: OpenSSL's object is not safe for a read and a write at the
+    same time). OpenSSL works on memory BIOs under a lock, only ever for
+    the time of a record; the TCP socket's reads and writes are the
+    threads' own. Speaks sendall, recv, settimeout and close."""
+
+    def __init__(self, raw, ctx, server_hostname):
+        import ssl
+        import threading
+        self.ssl = ssl
+        self.raw = raw
+        self.inc, self.out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.obj = ctx.wrap_bio(self.inc, self.out, server_hostname=server_hostname)
+        self.lock = threading.Lock()      # the SSLObject
+        self.send_lock = threading.Lock()  # encrypted bytes leave in order
+        while True:
+            try:
+                self.obj.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self._push()
+                d = raw.recv(65536)
+                if not d:
+                    raise ConnectionResetError("closed during the TLS handshake")
+                self.inc.write(d)
+        self._push()
+
+    def _push(self):
+        data = self.out.read()
+        if data:
+            self.raw.sendall(data)
+
+    def sendall(self, data):
+        with self.send_lock:
+            with self.lock:
+                self.obj.write(data)
+                out = self.out.read()
+            self.raw.sendall(out)
+
+    def recv(self, n):
+        while True:
+            with self.lock:
+                try:
+                    return self.obj.read(n)
+                except self.ssl.SSLWantReadError:
+                    pass
+                except (self.ssl.SSLZeroReturnError, self.ssl.SSLEOFError):
+                    return b""
+            d = self.raw.recv(65536)
+            with self.lock:
+                if d:
+                    self.inc.write(d)
+                else:
+                    self.inc.write_eof()
+
+    def settimeout(self, t):
+        self.raw.settimeout(t)
+
+    def close(self):
+        self.raw.close()
+
+
+def connect(opts, port, timeout=10):
+    """A client connection to the gateway's port: over TLS with --tls
+    (handshake done; the test CA trusted), else plain TCP."""
+    import socket
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    if getattr(opts, "tls", False):
+        s = TlsSocket(s, tlsutil.client_context(tls_pki(opts).ca), "gw.test")
+    return s
 
 
 def wait_until(pred, timeout=5.0, step=0.02):
@@ -123,6 +203,12 @@ class Fleet:
             cmd += ["--backend", self.addr(name)]
         for addr in extra_backends:
             cmd += ["--backend", addr]
+        if getattr(self.opts, "tls", False):
+            # requests go to the TLS listener; the plain one stays beside it
+            pki = tls_pki(self.opts)
+            self.plain_port, self.port = self.port, free_port()
+            cmd += ["--tls-listen", "127.0.0.1:%d" % self.port,
+                    "--tls-cert", pki.path("server.pem"), "--tls-key", pki.path("server.key")]
         cmd += list(args)
         self.gw_log = os.path.join(self.tmp, "gateway-%d.log" % self.port)
         self.gw = subprocess.Popen(cmd, stdout=open(self.gw_log, "w"), stderr=subprocess.STDOUT)
@@ -171,7 +257,7 @@ class Fleet:
     def request(self, method, path, body=None, headers=None, conn=None, timeout=20):
         own = conn is None
         if own:
-            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+            conn = self.connection(timeout)
         if isinstance(body, str):
             body = body.encode()
         conn.request(method, path, body=body, headers=headers or {})
@@ -180,6 +266,14 @@ class Fleet:
         if own:
             conn.close()
         return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+
+    def connection(self, timeout=20):
+        """An http.client connection to the gateway (HTTPS with --tls)."""
+        if getattr(self.opts, "tls", False):
+            return http.client.HTTPSConnection(
+                "127.0.0.1", self.port, timeout=timeout,
+                context=tlsutil.client_context(tls_pki(self.opts).ca))
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
 
     def post(self, path, body, headers=None, conn=None):
         return self.request("POST", path, body, headers, conn)
@@ -349,6 +443,8 @@ def run_suite(tests, add_args=None, setup=None, modes=("shm", "bpf"), limit_s=12
     ap.add_argument("--tools")
     if modes:
         ap.add_argument("--mode", choices=modes, default=modes[0])
+    ap.add_argument("--tls", action="store_true",
+                    help="clients speak HTTPS to the gateway's TLS listener (a test CA made now)")
     ap.add_argument("-k", default="")
     if add_args:
         add_args(ap)
@@ -358,7 +454,7 @@ def run_suite(tests, add_args=None, setup=None, modes=("shm", "bpf"), limit_s=12
         opts.mode = "shm"
     if setup:
         setup(opts)
-    label = getattr(opts, "label", None) or opts.mode
+    label = (getattr(opts, "label", None) or opts.mode) + ("+tls" if opts.tls else "")
     chosen = [t for t in tests if opts.k in t.__name__]
     print("1..%d" % len(chosen))
     sys.stdout.flush()

@@ -29,7 +29,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from harness import Fleet, free_port, http_get, run_suite, wait_until  # noqa: E402
+from harness import Fleet, connect, free_port, http_get, run_suite, wait_until  # noqa: E402
 from earlybackend import EarlyBackend  # noqa: E402  (tools/bench, via harness)
 
 TESTS = []
@@ -68,7 +68,7 @@ def request(cid, path, size, chunked, auth=None, body=None):
 
 class Client:
     def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=READ_S)
+        self.s = connect(OPTS, port, READ_S)
         self.buf = b""
         self.send_error = None
 
@@ -579,8 +579,17 @@ def test_uvicorn_api_key(opts):
     report(probs)
 
 
+# The suite's options (run_suite's): --tls makes the clients speak HTTPS.
+OPTS = None
+
+
+def remember(opts):
+    global OPTS
+    OPTS = opts
+
+
 def main():
-    return run_suite(TESTS)
+    return run_suite(TESTS, setup=remember)
 
 
 if __name__ == "__main__":

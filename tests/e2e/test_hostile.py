@@ -19,7 +19,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, free_port, http_get, wait_until, run_suite  # noqa: E402
+from harness import Fleet, connect, free_port, http_get, wait_until, run_suite  # noqa: E402
 
 TESTS = []
 
@@ -104,7 +104,7 @@ MALFORMED = [
 
 def exchange(port, raw, timeout=10):
     """Send raw bytes, return the response head (up to the blank line)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s = connect(OPTS, port, timeout)
     try:
         s.sendall(raw)
     except OSError:
@@ -181,7 +181,7 @@ def http10_clients(opts):
         for stream in (False, True):
             body = json.dumps({"messages": [{"role": "user", "content": "hi"}],
                                "stream": stream, "max_tokens": 5}).encode()
-            s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
+            s = connect(OPTS, f.port, 10)
             ka = b"Connection: keep-alive\r\n" if stream else b""  # else: closed after
             s.sendall(b"POST /v1/chat/completions HTTP/1.0\r\n" + ka +
                       b"Content-Length: %d\r\n\r\n" % len(body) + body)
@@ -193,7 +193,7 @@ def http10_clients(opts):
                 assert b"connection: close" in head.lower(), head
                 assert rest.startswith(b"data: {") and rest.rstrip().endswith(b"[DONE]"), rest[:80]
         # bulk chunked answer, byte-exact after de-chunking
-        s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
+        s = connect(OPTS, f.port, 10)
         s.sendall(b"POST /invocations HTTP/1.0\r\nX-Mock-Response-Bytes: 300000\r\n"
                   b"X-Mock-Chunked: 1\r\nContent-Length: 1\r\n\r\nx")
         data = read_response(s, time.monotonic() + 10)
@@ -201,7 +201,7 @@ def http10_clients(opts):
         head, _, rest = data.partition(b"\r\n\r\n")
         assert b"transfer-encoding" not in head.lower() and len(rest) == 300000, (head, len(rest))
         # 1.0 keep-alive with a Content-Length answer: kept, and said so
-        s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
+        s = connect(OPTS, f.port, 10)
         for i in range(2):
             s.sendall(b"POST /invocations HTTP/1.0\r\nConnection: keep-alive\r\n"
                       b"Content-Length: 1\r\n\r\nx")
@@ -239,7 +239,7 @@ def expect_continue_without_backend(opts):
         f.kill_mock("b0")
         st, _, _ = f.post("/invocations", "x")  # marks it down
         assert st == 502, st
-        s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
+        s = connect(OPTS, f.port, 10)
         s.sendall(P + H + b"Expect: 100-continue\r\nContent-Length: 10000000\r\n\r\n")
         data = read_response(s, time.monotonic() + 10)
         s.close()
@@ -286,7 +286,7 @@ def backend_dies_mid_response(opts):
     f = Fleet(opts, 2)
     try:
         for chunked in (False, True):
-            s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
+            s = connect(OPTS, f.port, 10)
             s.sendall(P + H + b"Content-Length: 1\r\nX-Mock-Fail: reset-mid-body\r\n"
                       b"X-Mock-Response-Bytes: 4000000\r\n" +
                       (b"X-Mock-Chunked: 1\r\n" if chunked else b"") + b"\r\nx")
@@ -308,7 +308,7 @@ def half_heads(f, n):
     """n connections to the gateway, each having sent half a request head."""
     socks = []
     for i in range(n):
-        s = socket.create_connection(("127.0.0.1", f.port), timeout=5)
+        s = connect(OPTS, f.port, 5)
         s.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\nX-Slow: ")
         socks.append(s)
     return socks
@@ -363,14 +363,20 @@ def receive_burst_starves_no_one(opts):
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
     f = Fleet(opts, 2, gw_args=["--workers", "1"])
     socks = []
+    # TLS: the handshakes cannot be done while the gateway is stopped: they
+    # are done first, and only the requests' bytes wait for it.
+    early = [connect(OPTS, f.port, 5) for _ in range(800)] if OPTS.tls else []
     try:
         # Stopped, the gateway takes every connection below in one turn.
         f.gw.send_signal(signal.SIGSTOP)
         try:
-            socks += half_heads(f, 700)
+            for i in range(700):
+                s = early.pop() if early else connect(OPTS, f.port, 5)
+                s.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                socks.append(s)
             full = []
             for i in range(100):
-                s = socket.create_connection(("127.0.0.1", f.port), timeout=5)
+                s = early.pop() if early else connect(OPTS, f.port, 5)
                 s.sendall(P + H + b"Content-Length: 2\r\nConnection: close\r\n\r\nhi")
                 socks.append(s)
                 full.append(s)
@@ -399,7 +405,7 @@ def client_abort_closes_backend(opts):
     connection at once (the inference server stops generating)."""
     f = Fleet(opts, 1)
     try:
-        s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
+        s = connect(OPTS, f.port, 10)
         body = b'{"messages":[{"role":"user","content":"hi"}],"stream":true}'
         s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\n" + H +
                   b"Content-Length: %d\r\nX-Mock-Chunks: 1000\r\n"
@@ -430,7 +436,7 @@ def timeouts(opts):
                         "--connect-timeout", "300", "--health-check-path", "none"])
     try:
         def stalled(raw):
-            s = socket.create_connection(("127.0.0.1", f.port), timeout=5)
+            s = connect(OPTS, f.port, 5)
             s.sendall(raw)
             t0 = time.monotonic()
             data = read_response(s, time.monotonic() + 5)
@@ -442,7 +448,7 @@ def timeouts(opts):
         data, dt = stalled(P + H + b"Content-Length: 10\r\n\r\nabc")
         assert data.startswith(b"HTTP/1.1 408") and dt < 2, (data[:40], dt)
         # Idle keep-alive: served, then closed after --idle-timeout.
-        s = socket.create_connection(("127.0.0.1", f.port), timeout=5)
+        s = connect(OPTS, f.port, 5)
         s.sendall(P + H + b"Content-Length: 1\r\n\r\nx")
         t0 = time.monotonic()
         data = read_response(s, time.monotonic() + 5)
@@ -679,8 +685,17 @@ def admin_all_busy_refused(opts):
         f.stop()
 
 
+# The suite's options (run_suite's): --tls makes the clients speak HTTPS.
+OPTS = None
+
+
+def remember(opts):
+    global OPTS
+    OPTS = opts
+
+
 def main():
-    return run_suite(TESTS)
+    return run_suite(TESTS, setup=remember)
 
 
 if __name__ == "__main__":

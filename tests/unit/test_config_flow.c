@@ -75,9 +75,11 @@ static void test_invalid(void **state)
 		const char *err;
 	} cases[] = {
 	    {{"--flow-tenant", "cookie"},
-	     "--flow-tenant: \"cookie\" is not bearer, user or header:NAME (a header's name)"},
+	     "--flow-tenant: \"cookie\" is not bearer, user, cert or header:NAME (a header's "
+	     "name)"},
 	    {{"--flow-tenant", "header:"},
-	     "--flow-tenant: \"header:\" is not bearer, user or header:NAME (a header's name)"},
+	     "--flow-tenant: \"header:\" is not bearer, user, cert or header:NAME (a header's "
+	     "name)"},
 	    {{"--tenant", "a b"},
 	     "--tenant: \"a b\" is not a tenant's name (1-23 of A-Z a-z 0-9 . _ : @ -; a bearer "
 	     "token's tenant is named t-HASH: see doc/routing.md, Flow control)"},

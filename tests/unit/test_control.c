@@ -364,7 +364,7 @@ static int member(const char *addr)
 	union pg_sockaddr a;
 
 	assert_int_equal(pg_addr_parse(addr, &a, NULL, 0), 0);
-	return pg_ctl_find_member(&gw, &a);
+	return pg_ctl_find_member(&gw, &a, -1);
 }
 
 /* A DNS name: membership follows its answers; a failure keeps the last. */

@@ -246,11 +246,21 @@ class HAProxy:
     name = "haproxy"
 
     def __init__(self, backends, logdir, prefix_bytes=4096, balance_factor=150, threads=2,
-                 maxconn=None):
+                 maxconn=None, tls=None):
+        """tls: a TLS listener too, on self.tls_port: (a PEM file holding the
+        chain and its key, TLS 1.2 cipher list, TLS 1.3 suites)."""
         self.port = free_port()
         cfg = os.path.join(logdir, "haproxy-%d.cfg" % self.port)
         servers = "".join("    server s%d %s maxconn 4096\n" % (i, b)
                           for i, b in enumerate(backends))
+        tls_global = tls_bind = ""
+        if tls:
+            self.tls_port = free_port()
+            # the same protocols and ciphers as prefixgate's defaults
+            tls_global = ("    ssl-default-bind-ciphers %s\n    ssl-default-bind-ciphersuites "
+                          "%s\n    ssl-default-bind-options ssl-min-ver TLSv1.2\n" %
+                          (tls[1], tls[2]))
+            tls_bind = "    bind 127.0.0.1:%d ssl crt %s alpn http/1.1\n" % (self.tls_port, tls[0])
         with open(cfg, "w") as f:
             f.write(HAPROXY_CFG % {"port": self.port, "bytes": prefix_bytes,
                                    "factor": balance_factor, "servers": servers,
@@ -258,7 +268,8 @@ class HAProxy:
                                    # HAProxy sizes its fd need at 2 a connection and
                                    # will not start above the hard limit: a larger
                                    # maxconn (idle clients: 1 fd each) warns instead.
-                                   "limits": "    no strict-limits\n" if maxconn else ""})
+                                   "limits": ("    no strict-limits\n" if maxconn else "") +
+                                   tls_global, "tls_bind": tls_bind})
         self.proc = spawn(["haproxy", "-db", "-f", cfg],
                           os.path.join(logdir, "haproxy-%d.log" % self.port))
         try:
@@ -319,7 +330,7 @@ defaults
     http-reuse always
 frontend fe
     bind 127.0.0.1:%(port)d
-    default_backend be
+%(tls_bind)s    default_backend be
 backend be
     balance hash req.body,bytes(0,%(bytes)d)
     hash-type consistent
@@ -332,14 +343,21 @@ class Nginx:
     body-prefix hash without modules): only for the overhead benchmark."""
     name = "nginx"
 
-    def __init__(self, backends, logdir, workers=2):
+    def __init__(self, backends, logdir, workers=2, tls=None):
+        """tls: a TLS listener too, on self.tls_port: (certificate chain
+        file, key file, TLS 1.2 cipher list, TLS 1.3 suites)."""
         self.port = free_port()
         d = os.path.abspath(os.path.join(logdir, "nginx-%d" % self.port))
         os.makedirs(d, exist_ok=True)
         cfg = os.path.join(d, "nginx.conf")
+        tls_server = ""
+        if tls:
+            self.tls_port = free_port()
+            tls_server = NGINX_TLS % {"port": self.tls_port, "cert": tls[0], "key": tls[1],
+                                      "ciphers": tls[2], "suites": tls[3]}
         with open(cfg, "w") as f:
             f.write(NGINX_CFG % {"port": self.port, "dir": os.path.abspath(d),
-                                 "workers": workers,
+                                 "workers": workers, "tls": tls_server,
                                  "servers": "".join("        server %s;\n" % b for b in backends)})
         self.proc = spawn(["nginx", "-p", os.path.abspath(d), "-c", cfg, "-e", "stderr",
                            "-g", "daemon off;"], os.path.join(logdir, "nginx-%d.log" % self.port))
@@ -370,7 +388,7 @@ http {
     }
     server {
         listen 127.0.0.1:%(port)d;
-        keepalive_requests 1000000;
+%(tls)s        keepalive_requests 1000000;
         location / {
             proxy_pass http://be;
             proxy_http_version 1.1;
@@ -379,6 +397,17 @@ http {
         }
     }
 }
+"""
+
+# The TLS listener of the same server (tls.py): the same protocols and
+# ciphers as prefixgate's defaults; resumption by tickets (nginx's default).
+NGINX_TLS = """        listen 127.0.0.1:%(port)d ssl;
+        ssl_certificate %(cert)s;
+        ssl_certificate_key %(key)s;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_ciphers %(ciphers)s;
+        ssl_conf_command Ciphersuites %(suites)s;
+        ssl_prefer_server_ciphers on;
 """
 
 

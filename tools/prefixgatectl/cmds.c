@@ -50,7 +50,16 @@ int ctl_cmd_status(const struct ctl_opts *o, bool backends_only)
 	if (ctl_snapshot_take(&src, s, err, sizeof(err))) {
 		ctl_err("%s", err);
 	} else {
-		ctl_view_status(stdout, o, s, backends_only);
+		struct ctl_http_resp tls = {0};
+
+		/* the listeners and certificates: the admin API's alone (none
+		 * when it cannot be reached; the maps know nothing of them) */
+		if (!backends_only &&
+		    ctl_http(o, "GET", "/tls", NULL, NULL, 0, ctl_timeout(o, CTL_TIMEOUT_DEFAULT),
+		             &tls, err, sizeof(err)))
+			tls.status = 0;
+		ctl_view_status(stdout, o, s, backends_only, &tls);
+		ctl_http_resp_free(&tls);
 		rc = s->stale ? CTL_STALE : CTL_OK;
 	}
 	ctl_source_close(&src);

@@ -237,9 +237,14 @@ double ctl_now(void);
 
 /* ---- view.c, view_pools.c ------------------------------------------------ */
 
-/* status and backends list (backends_only: just the table). */
+/* status and backends list (backends_only: just the table); tls: GET
+ * /tls's answer for status's listeners and certificates (NULL: none). */
 void ctl_view_status(FILE *out, const struct ctl_opts *o, const struct ctl_snapshot *s,
-                     bool backends_only);
+                     bool backends_only, const struct ctl_http_resp *tls);
+/* status's TLS part (view_tls.c) from GET /tls's answer (NULL, or not 200:
+ * nothing): the listeners, the certificates with their names and expiry,
+ * the backends' CA; --json: ,"tls":DOCUMENT inside status's object. */
+void ctl_view_tls(FILE *out, const struct ctl_opts *o, const struct ctl_http_resp *tls);
 /* One refresh of top: rates from the counters' change between prev and cur. */
 void ctl_view_top(FILE *out, const struct ctl_opts *o, const struct ctl_snapshot *prev,
                   const struct ctl_snapshot *cur);

@@ -355,6 +355,7 @@ static int snapshot_once(struct ctl_maps *m, struct ctl_snapshot *s, uint64_t *g
 		struct ctl_backend *c = &s->b[s->n];
 		struct pg_backend b;
 		union pg_sockaddr a;
+		char tmp[PG_ADDR_STRLEN];
 
 		if (read_backend(m, id, &b, err, errlen))
 			return -1;
@@ -363,7 +364,8 @@ static int snapshot_once(struct ctl_maps *m, struct ctl_snapshot *s, uint64_t *g
 		memset(c, 0, sizeof(*c));
 		c->id = id;
 		pg_backend_addr_get(&b, &a);
-		pg_addr_format(&a, c->addr);
+		snprintf(c->addr, sizeof(c->addr), "%s%s",
+		         b.flags & PG_BACKEND_TLS ? PG_TLS_SCHEME : "", pg_addr_format(&a, tmp));
 		snprintf(c->health, sizeof(c->health), "%s", pg_backend_health(&b, now_ms));
 		c->healthy = pg_backend_healthy(&b, now_ms);
 		c->pool = b.pool < m->npools ? b.pool : 0;

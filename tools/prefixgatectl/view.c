@@ -199,7 +199,7 @@ static void json_head(FILE *out, const struct ctl_opts *o, const struct ctl_snap
 }
 
 void ctl_view_status(FILE *out, const struct ctl_opts *o, const struct ctl_snapshot *s,
-                     bool backends_only)
+                     bool backends_only, const struct ctl_http_resp *tls)
 {
 	unsigned up = 0, down = 0, unhealthy = 0, draining = 0, names = 0;
 	long long inflight = 0;
@@ -209,6 +209,7 @@ void ctl_view_status(FILE *out, const struct ctl_opts *o, const struct ctl_snaps
 			json_backends(out, s);
 		} else {
 			json_head(out, o, s);
+			ctl_view_tls(out, o, tls);
 			ctl_json_queue(out, s);
 			fputs(",\"backends\":", out);
 			json_backends(out, s);
@@ -232,6 +233,7 @@ void ctl_view_status(FILE *out, const struct ctl_opts *o, const struct ctl_snaps
 			inflight += s->b[i].in_flight;
 		}
 		source_line(out, o, s);
+		ctl_view_tls(out, o, tls);
 		ctl_view_pool_lines(out, s);
 		ctl_view_queue_line(out, s);
 		fprintf(out,

@@ -390,12 +390,20 @@ int pg_admin_handle(struct pg_gateway *gw, struct pg_str method, struct pg_str p
 		if (get)
 			return pg_admin_config_get(gw, out);
 		out->allow = "GET";
+	} else if (str_is(path, "/tls")) {
+		if (get)
+			return pg_admin_tls_get(gw, out);
+		out->allow = "GET";
+	} else if (str_is(path, "/tls/reload")) {
+		if (str_is(method, "POST"))
+			return pg_admin_tls_reload(gw, out);
+		out->allow = "POST";
 	} else {
 		return reply_error(
 		    out, 404,
 		    "no such endpoint (GET /health /metrics /backends /routing /fleet /pools "
-		    "/flow /config, POST /backends /route, DELETE /backends/ADDR:PORT, PUT "
-		    "/routing)");
+		    "/flow /config /tls, POST /backends /route /tls/reload, DELETE "
+		    "/backends/ADDR:PORT, PUT /routing)");
 	}
 	snprintf(msg, sizeof(msg), "method not allowed here; allowed: %s", out->allow);
 	return reply_error(out, 405, msg);

@@ -33,4 +33,11 @@ int pg_admin_flow_get(struct pg_gateway *gw, struct pg_admin_reply *r);
  * routing as it is live (admin_config.c). */
 int pg_admin_config_get(struct pg_gateway *gw, struct pg_admin_reply *r);
 
+/* GET /tls: the TLS listener, its certificates and their expiry, the
+ * backends' CA and certificate, the ticket keys, the reloads; POST
+ * /tls/reload: every certificate file read again, or the reload refused
+ * whole (422, "FILE: what is wrong") (admin_tls.c). */
+int pg_admin_tls_get(struct pg_gateway *gw, struct pg_admin_reply *r);
+int pg_admin_tls_reload(struct pg_gateway *gw, struct pg_admin_reply *r);
+
 #endif /* PG_ADMIN_POOLS_H */

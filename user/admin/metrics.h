@@ -38,6 +38,11 @@ void pg_metrics_load_render(const struct pg_gateway *gw, struct pg_buf *out);
  * and by tenant, sheds and refusals. */
 void pg_metrics_flow_render(const struct pg_gateway *gw, struct pg_buf *out);
 
+/* TLS's families (metrics_tls.c): handshakes by side, resumption,
+ * version and cipher, failures by reason, certificates' expiry, reloads;
+ * nothing without gw->tls. */
+void pg_metrics_tls_render(const struct pg_gateway *gw, struct pg_buf *out);
+
 /* "# HELP" and "# TYPE" of a family. */
 void pg_metrics_family(struct pg_buf *o, const char *name, const char *type, const char *help);
 

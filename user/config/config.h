@@ -80,6 +80,7 @@ enum pg_tenant_src {
 	PG_TENANT_BEARER = 0, /* Authorization: Bearer TOKEN, hashed (the default) */
 	PG_TENANT_HEADER = 1, /* a header's value (--flow-tenant header:NAME) */
 	PG_TENANT_USER = 2,   /* the JSON body's "user" */
+	PG_TENANT_CERT = 3,   /* the TLS client certificate's subject (--tls-client-ca) */
 };
 /* --tenant NAME:weight=W,priority=P, as given. */
 struct pg_tenant_cfg {
@@ -101,6 +102,40 @@ struct pg_flow_cfg {
 	const char *tenant_header; /* PG_TENANT_HEADER: its name (argv) */
 	struct pg_tenant_cfg tenants[PG_TENANTS_CFG_MAX];
 	size_t ntenants;
+};
+
+/* TLS: the HTTPS listener, its certificates, and https:// backends
+ * (doc/security.md). Strings point into argv or the file's directives. */
+#define PG_TLS_CERTS_MAX 64 /* --tls-cert: certificates for SNI, at most */
+/* TLS 1.2's ciphers by default: forward secret, AEAD only (Mozilla's
+ * "intermediate" list without DHE); TLS 1.3's suites, AES-128 first (the
+ * fastest with AES-NI, as strong as the handshake). pg_tls_ciphers() and
+ * pg_tls_suites() give the ones in use. */
+#define PG_TLS_CIPHERS_DEFAULT                                                                     \
+	"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:" \
+	"ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+#define PG_TLS_SUITES_DEFAULT                                                                      \
+	"TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+enum pg_tls_version { PG_TLS_1_2 = 0, PG_TLS_1_3 = 1 };
+struct pg_tls_cfg {
+	bool on; /* --tls-listen given */
+	union pg_sockaddr listen;
+	/* The certificate chains (the first: the default), and the keys: the
+	 * i-th key is the i-th certificate's; a certificate without one holds
+	 * its key in its own file. */
+	const char *certs[PG_TLS_CERTS_MAX], *keys[PG_TLS_CERTS_MAX];
+	size_t ncerts, nkeys;
+	const char
+	    *ciphers;       /* TLS 1.2 cipher list (OpenSSL syntax); NULL: PG_TLS_CIPHERS_DEFAULT */
+	const char *suites; /* TLS 1.3 cipher suites; NULL: PG_TLS_SUITES_DEFAULT */
+	enum pg_tls_version min_version;
+	const char *client_ca; /* mTLS: clients must show a certificate this CA issued; NULL: off */
+	unsigned handshake_ms; /* a client's handshake not done within MS: closed */
+	unsigned max_handshakes; /* handshakes in progress per worker, at most */
+	unsigned ticket_s;       /* session ticket keys rotated every S; 0: no tickets */
+	/* https:// backends: the CA their certificates are checked against
+	 * (NULL: the system's store), and the gateway's own certificate */
+	const char *backend_ca, *backend_cert, *backend_key;
 };
 
 struct pg_conf;
@@ -161,6 +196,7 @@ struct pg_config {
 	unsigned fleet_size;        /* --fleet-size; 0: not given */
 	struct pg_etcd_cfg etcd;
 	struct pg_flow_cfg flow;
+	struct pg_tls_cfg tls;
 	/* Strings a reload took in (pg_config_keep): owned, freed with it. */
 	char **kept;
 	size_t nkept;
@@ -328,6 +364,28 @@ int pg_backend_add(char ***v, size_t *n, const struct pg_hostport *h, size_t *du
 /* Read a whole file of at most max bytes into a malloc'ed, NUL-terminated
  * buffer. 0, or -1 with err saying what failed (errno text). */
 int pg_read_file(const char *path, size_t max, char **buf, size_t *len, char *err, size_t errlen);
+
+static inline const char *pg_tls_ciphers(const struct pg_tls_cfg *t)
+{
+	return t->ciphers ? t->ciphers : PG_TLS_CIPHERS_DEFAULT;
+}
+static inline const char *pg_tls_suites(const struct pg_tls_cfg *t)
+{
+	return t->suites ? t->suites : PG_TLS_SUITES_DEFAULT;
+}
+
+/* A certificate chain file and its key file (NULL: the key is in cert),
+ * read and checked at now as a listener uses them (lib/tls_pem.h) into
+ * *out (pg_tls_pem_free): 0, or -1 with err "FILE: what is wrong", FILE
+ * the one at fault (unreadable, key does not match, expired, wrong chain
+ * order, ...). */
+struct pg_tls_pem;
+int pg_tls_files_load(const char *cert, const char *key, int64_t now, struct pg_tls_pem *out,
+                      char *err, size_t errlen);
+/* The certificates of CA file path (PEM), each valid at now: a new stack
+ * (sk_X509_pop_free), or NULL with err "FILE: what is wrong". */
+struct stack_st_X509;
+struct stack_st_X509 *pg_tls_ca_file(const char *path, int64_t now, char *err, size_t errlen);
 
 /* FlowControlConfig (lib/flow.h; doc/routing.md "Flow control"): InstanceQueueMs
  * 0 (off) to a minute, DeadlineMs 0 (none) to an hour. When --flow-control

@@ -295,7 +295,8 @@ static void directive(struct pg_config *cfg, const struct pg_conf_dir *d, struct
 		                "... }");
 		return;
 	}
-	if (ps->line[id] && id != O_BACKEND && id != O_TENANT) {
+	if (ps->line[id] && id != O_BACKEND && id != O_TENANT && id != O_TLS_CERT &&
+	    id != O_TLS_KEY) {
 		pg_conf_err_add(ps->errs, d->line, "%s: given twice (first at line %u)", name,
 		                ps->line[id]);
 		return;
@@ -316,9 +317,10 @@ static void directive(struct pg_config *cfg, const struct pg_conf_dir *d, struct
 			pg_parse_err(ps, d->line, err);
 		return;
 	}
-	if (d->nw < 2 || (id != O_BACKEND && d->nw != 2)) {
+	if (d->nw < 2 || (!pg_opt_is_list((enum opt_id)id) && d->nw != 2)) {
 		pg_conf_err_add(ps->errs, d->line, "%s: takes %s %s", name,
-		                id == O_BACKEND ? "one value or more," : "one value,",
+		                pg_opt_is_list((enum opt_id)id) ? "one value or more,"
+		                                                : "one value,",
 		                o->arg ? o->arg : o->list(names, sizeof(names), " | "));
 		return;
 	}

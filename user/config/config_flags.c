@@ -83,6 +83,32 @@ static int resolver_check(const char *v, char *err, size_t errlen)
 	}
 }
 
+/* One --tls-cert or --tls-key: added to the list (the command line's
+ * first replaces the file's). */
+static int tls_file_add(struct pg_config *cfg, enum opt_id id, const char *v, struct pg_parse *ps,
+                        char *err, size_t errlen)
+{
+	bool cert = id == O_TLS_CERT;
+	const char **list = cert ? cfg->tls.certs : cfg->tls.keys;
+	size_t *n = cert ? &cfg->tls.ncerts : &cfg->tls.nkeys;
+	bool *cli = cert ? &ps->cli_certs : &ps->cli_keys;
+
+	if (!*v) {
+		pg_errf(err, errlen, "--%s: empty value", pg_opts[id].name);
+		return -1;
+	}
+	if (ps->merge && !*cli) {
+		*cli = true;
+		*n = 0;
+	}
+	if (*n == PG_TLS_CERTS_MAX) {
+		pg_errf(err, errlen, "--%s: more than %d", pg_opts[id].name, PG_TLS_CERTS_MAX);
+		return -1;
+	}
+	list[(*n)++] = v;
+	return 0;
+}
+
 int pg_config_apply(struct pg_config *cfg, enum opt_id id, const char *v, struct pg_parse *ps,
                     char *err, size_t errlen)
 {
@@ -148,6 +174,24 @@ int pg_config_apply(struct pg_config *cfg, enum opt_id id, const char *v, struct
 	case O_BACKENDS_FILE:
 		cfg->backends_file = v;
 		return 0;
+	case O_TLS_LISTEN:
+		if (pg_addr_parse(v, &cfg->tls.listen, e, sizeof(e))) {
+			pg_errf(err, errlen, "--%s: %s", name, e);
+			return -1;
+		}
+		cfg->tls.on = true;
+		return 0;
+	case O_TLS_CERT:
+	case O_TLS_KEY:
+		return tls_file_add(cfg, id, v, ps, err, errlen);
+	case O_TLS_MIN_VERSION:
+		for (size_t i = 0; i < PG_NTLS_VERSIONS; i++) {
+			if (!strcmp(v, pg_tls_versions[i])) {
+				cfg->tls.min_version = (enum pg_tls_version)i;
+				return 0;
+			}
+		}
+		return not_one_of(o, v, err, errlen);
 	case O_RESOLVER:
 		return resolver_check(v, err, errlen) ? -1 : (cfg->resolver = v, 0);
 	case O_ROUTING_CONFIG:

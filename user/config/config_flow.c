@@ -13,8 +13,10 @@
 
 int pg_flow_tenant_src_parse(struct pg_flow_cfg *fc, const char *v, char *err, size_t errlen)
 {
-	if (!strcmp(v, "bearer") || !strcmp(v, "user")) {
-		fc->tenant_src = v[0] == 'b' ? PG_TENANT_BEARER : PG_TENANT_USER;
+	if (!strcmp(v, "bearer") || !strcmp(v, "user") || !strcmp(v, "cert")) {
+		fc->tenant_src = v[0] == 'b'   ? PG_TENANT_BEARER
+		                 : v[0] == 'u' ? PG_TENANT_USER
+		                               : PG_TENANT_CERT;
 		fc->tenant_header = NULL;
 		return 0;
 	}
@@ -24,7 +26,8 @@ int pg_flow_tenant_src_parse(struct pg_flow_cfg *fc, const char *v, char *err, s
 		return 0;
 	}
 	pg_errf(err, errlen,
-	        "--flow-tenant: \"%s\" is not bearer, user or header:NAME (a header's name)", v);
+	        "--flow-tenant: \"%s\" is not bearer, user, cert or header:NAME (a header's name)",
+	        v);
 	return -1;
 }
 

@@ -43,6 +43,9 @@ struct pg_parse {
 	unsigned pool_line[PG_MAX_POOLS];
 	unsigned pool_errs;   /* 1 << pool: its block had an error */
 	size_t file_backends; /* cfg->backends[0..file_backends) are the file's */
+	/* A --tls-cert / --tls-key of the command line was applied: the
+	 * file's are replaced, not added to (the pairs go by rank). */
+	bool cli_certs, cli_keys;
 	struct pg_conf_errs *errs;
 };
 
@@ -72,6 +75,10 @@ void pg_config_apply_file(struct pg_config *cfg, const struct pg_conf *conf, str
 /* The option named name (a flag without "--"), or -1. cli: flags the file
  * does not take count too. */
 int pg_opt_find(const char *name, size_t len, bool cli);
+
+/* The TLS options once all are read (config_tls.c): the certificate,
+ * key and CA files read and checked, errors at the lines at fault. */
+void pg_config_check_tls(struct pg_config *cfg, struct pg_parse *ps);
 
 /* One --pool value, NAME[:KEY=VALUE], into t (config_pools.c). 0, or -1
  * with err naming the flag. merge: a model, path or backend the pool

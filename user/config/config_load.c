@@ -78,6 +78,7 @@ static void finish(struct pg_config *cfg, struct pg_parse *ps)
 	load_files(cfg, ps);
 	if (pg_config_check_ops(cfg, &opt, e, sizeof(e)))
 		check_err(ps, opt, e);
+	pg_config_check_tls(cfg, ps);
 	/* Kept: a re-read of the file applies them again (pg_route_of_pool). */
 	cfg->route_flags = ps->flags;
 	cfg->route_flags_set = (ps->set & 1u << O_STRATEGY ? PG_POOL_SET_STRATEGY : 0) |

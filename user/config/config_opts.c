@@ -32,6 +32,17 @@ static const char *data_path_list(char *buf, size_t len, const char *sep)
 	return buf;
 }
 
+const char *const pg_tls_versions[PG_NTLS_VERSIONS] = {
+    [PG_TLS_1_2] = "1.2",
+    [PG_TLS_1_3] = "1.3",
+};
+
+static const char *tls_version_list(char *buf, size_t len, const char *sep)
+{
+	snprintf(buf, len, "%s%s%s", pg_tls_versions[0], sep, pg_tls_versions[1]);
+	return buf;
+}
+
 static const char *strategy_list(char *buf, size_t len, const char *sep)
 {
 	return pg_strategy_list(buf, len, false, sep, sep);
@@ -142,8 +153,8 @@ const struct pg_opt pg_opts[] = {
                        .def = PG_STR(PG_FLOW_STARVE_MS), CFG(flow.starve_ms), RANGE(1, 3600000)},
     [O_FLOW_TENANT] = {OPT("flow-tenant", "SRC",
                            "flow control: a request's tenant: bearer (Authorization's token, "
-                           "hashed), header:NAME (that header's value) or user (the body's "
-                           "\"user\")"),
+                           "hashed), header:NAME (that header's value), user (the body's "
+                           "\"user\") or cert (the TLS client certificate's subject)"),
                        .def = "bearer"},
     [O_TENANT] = {OPT("tenant", "NAME[:KEY=V]",
                       "flow control: a tenant's weight=W (1-" PG_STR(
@@ -248,6 +259,48 @@ const struct pg_opt pg_opts[] = {
                       .def_text = "none"},
     [O_LOG_LEVEL] = {OPT("log-level", NULL, "what the log (stderr) tells: errors only, and up"),
                      .list = log_level_list, .def = "info", .live = true},
+    [O_TLS_LISTEN] = {OPT("tls-listen", "ADDR:PORT",
+                          "HTTPS listener beside --listen's (TLS terminated here; "
+                          "doc/security.md)"),
+                      .def_text = "none"},
+    [O_TLS_CERT] = {OPT("tls-cert", "FILE",
+                        "its certificate chain (PEM, the leaf first); repeat: the one whose "
+                        "names match the client's SNI is shown, the first by default; "
+                        "reloaded on SIGHUP and POST /tls/reload")},
+    [O_TLS_KEY] = {OPT("tls-key", "FILE",
+                       "the private key (PEM) of the --tls-cert of the same rank"),
+                   .def_text = "in the certificate's file"},
+    [O_TLS_CIPHERS] = {OPT("tls-ciphers", "LIST", "TLS 1.2 ciphers (OpenSSL's syntax)"),
+                       STR(tls.ciphers),
+                       .def_text = "ECDHE with AES-GCM or ChaCha20-Poly1305, AES-128 first"},
+    [O_TLS_SUITES] = {OPT("tls-ciphersuites", "LIST", "TLS 1.3 cipher suites"), STR(tls.suites),
+                      .def_text = "TLS_AES_128_GCM_SHA256, then AES-256-GCM, ChaCha20-Poly1305"},
+    [O_TLS_MIN_VERSION] = {OPT("tls-min-version", NULL, "the oldest TLS version accepted"),
+                           .list = tls_version_list, .def = "1.2"},
+    [O_TLS_CLIENT_CA] = {OPT("tls-client-ca", "FILE",
+                             "mTLS: clients must show a certificate issued by a CA of FILE "
+                             "(PEM); --flow-tenant cert makes its subject the tenant"),
+                         STR(tls.client_ca), .def_text = "none"},
+    [O_TLS_HS_TIMEOUT] = {OPT("tls-handshake-timeout", "MS",
+                              "a client's TLS handshake not done within MS: closed"),
+                          .def = "10000", CFG(tls.handshake_ms), RANGE(100, 600000)},
+    [O_TLS_MAX_HS] = {OPT("tls-max-handshakes", "N",
+                          "TLS handshakes in progress per worker; beyond it new TLS "
+                          "connections are closed"),
+                      .def = "1024", CFG(tls.max_handshakes), RANGE(1, 1000000)},
+    [O_TLS_TICKETS] = {OPT("tls-ticket-rotate", "SECONDS",
+                           "session tickets (resumption): their key changes every SECONDS, a "
+                           "ticket is taken for two"),
+                       .def = "3600", CFG(tls.ticket_s), RANGE(60, 86400), .zero_off = true},
+    [O_BACKEND_TLS_CA] = {OPT("backend-tls-ca", "FILE",
+                              "https:// backends' certificates are checked against the CAs of "
+                              "FILE (PEM)"),
+                          STR(tls.backend_ca), .def_text = "the system's store"},
+    [O_BACKEND_TLS_CERT] = {OPT("backend-tls-cert", "FILE",
+                                "a client certificate (PEM chain) shown to https:// backends"),
+                            STR(tls.backend_cert), .def_text = "none"},
+    [O_BACKEND_TLS_KEY] = {OPT("backend-tls-key", "FILE", "its private key (PEM)"),
+                           STR(tls.backend_key), .def_text = "in its file"},
     [O_NATS] = {OPT("nats", "URL",
                     "fleet: share in-flight counts and cache_aware decisions with the other "
                     "gateways over NATS at URL (nats://HOST:PORT)"),
@@ -339,6 +392,6 @@ void pg_config_usage(FILE *out)
 	             "Admin API on --admin: GET /metrics /backends /routing /health /fleet, "
 	             "POST /backends /route,\n"
 	             "DELETE /backends/ADDR:PORT, PUT /routing (RoutingConfig JSON), GET /pools "
-	             "/config;\n"
-	             "/backends and /routing take ?pool=NAME.\n");
+	             "/config /tls,\n"
+	             "POST /tls/reload; /backends and /routing take ?pool=NAME.\n");
 }

@@ -22,6 +22,8 @@ enum opt_id {
 	O_USER, O_ADMIN_TOKEN, O_ADMIN_TOKEN_FILE, O_SHUTDOWN_TIMEOUT, O_MAX_IN_FLIGHT, O_MAX_CONNS,
 	O_MAX_BODY, O_CACHE_CAPACITY, O_ROUTE_HEADER,
 	O_T_HEADER, O_T_BODY, O_T_IDLE, O_T_CONNECT, O_T_FIRST_BYTE, O_SPLICE_BUDGET, O_ACCESS_LOG, O_LOG_LEVEL,
+	O_TLS_LISTEN, O_TLS_CERT, O_TLS_KEY, O_TLS_CIPHERS, O_TLS_SUITES, O_TLS_MIN_VERSION, O_TLS_CLIENT_CA,
+	O_TLS_HS_TIMEOUT, O_TLS_MAX_HS, O_TLS_TICKETS, O_BACKEND_TLS_CA, O_BACKEND_TLS_CERT, O_BACKEND_TLS_KEY,
 	O_NATS, O_NATS_CLUSTER, O_GATEWAY_ID, O_FLEET_INTERVAL, O_FLEET_SIZE,
 	O_ETCD, O_ETCD_PREFIX, O_ETCD_TIMEOUT, O_ETCD_USER, O_ETCD_PASSWORD, O_ETCD_STATE,
 	O_HELP, O_VERSION,
@@ -68,11 +70,22 @@ struct pg_opt {
 };
 
 extern const struct pg_opt pg_opts[];
+
+/* An option the file takes several values of on one line (backend,
+ * tls-cert, tls-key), each as if given by one flag. */
+static inline bool pg_opt_is_list(enum opt_id id)
+{
+	return id == O_BACKEND || id == O_TLS_CERT || id == O_TLS_KEY;
+}
 #define PG_NOPTS ((size_t)O_VERSION + 1)
 
 /* --log-level values, by enum pg_log_level (sys/log.h). */
 extern const char *const pg_log_levels[];
 #define PG_NLOG_LEVELS 4
+
+/* --tls-min-version values, by enum pg_tls_version. */
+extern const char *const pg_tls_versions[];
+#define PG_NTLS_VERSIONS 2
 
 /* --data-path values, by enum pg_data_path. */
 extern const char *const pg_data_paths[];

@@ -26,6 +26,23 @@ static const char *str_at(const struct pg_config *cfg, size_t off)
 	return *(const char *const *)(const void *)((const char *)cfg + off);
 }
 
+/* w[0, n) as the file writes a directive's values into buf, or NULL when
+ * there are none. */
+static const char *words(const char *const *w, size_t n, char *buf, size_t cap)
+{
+	char q[VALUE_MAX];
+	size_t used = 0;
+
+	buf[0] = 0;
+	for (size_t i = 0; i < n && used < cap; i++) {
+		int k = snprintf(buf + used, cap - used, "%s%s", i ? " " : "",
+		                 pg_conf_word(w[i], q, sizeof(q)) ? q : "\"?\"");
+
+		used += k > 0 ? (size_t)k : 0;
+	}
+	return n ? buf : NULL;
+}
+
 /*
  * Option id's value in cfg, quoted as the file needs, into buf: the value
  * text, or NULL when the option is not set (no default, nothing given) or
@@ -59,7 +76,16 @@ static const char *value(const struct pg_config *cfg, enum opt_id id, char *buf,
 		       buf;
 	if (o->str)
 		s = str_at(cfg, o->field);
+	if (id == O_TLS_CERT || id == O_TLS_KEY) /* each quoted, a space between */
+		return words(id == O_TLS_CERT ? cfg->tls.certs : cfg->tls.keys,
+		             id == O_TLS_CERT ? cfg->tls.ncerts : cfg->tls.nkeys, buf, cap);
 	switch (id) {
+	case O_TLS_LISTEN:
+		s = cfg->tls.on ? pg_addr_format(&cfg->tls.listen, tmp) : NULL;
+		break;
+	case O_TLS_MIN_VERSION:
+		s = pg_tls_versions[cfg->tls.min_version];
+		break;
 	case O_LISTEN:
 	case O_ADMIN:
 		s = pg_addr_format(id == O_LISTEN ? &cfg->listen : &cfg->admin, tmp);
@@ -96,6 +122,7 @@ static const char *value(const struct pg_config *cfg, enum opt_id id, char *buf,
 			snprintf(tmp, sizeof(tmp), "header:%s", cfg->flow.tenant_header);
 		s = cfg->flow.tenant_src == PG_TENANT_HEADER ? tmp
 		    : cfg->flow.tenant_src == PG_TENANT_USER ? "user"
+		    : cfg->flow.tenant_src == PG_TENANT_CERT ? "cert"
 		                                             : "bearer";
 		break;
 	case O_USER:

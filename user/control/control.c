@@ -34,6 +34,7 @@
 #include "state/pools.h"
 #include "sys/log.h"
 #include "state/host.h"
+#include "tls/tls.h"
 
 /* The control thread's state: process-wide (one gateway per process). */
 static struct {
@@ -158,8 +159,8 @@ int pg_control_init(struct pg_gateway *gw, char *err, size_t errlen)
 			if (!rc && hp.name[0])
 				rc = pg_ctl_name_add(gw, &hp, pool, origin, true, err, errlen);
 			else if (!rc)
-				rc = pg_ctl_add_one(gw, &hp.addr, pool, origin, true, &changed, err,
-				                    errlen);
+				rc = pg_ctl_add_one(gw, &hp.addr, &hp, pool, origin, true, &changed,
+				                    err, errlen);
 		}
 	}
 	if (rc >= 0 && cfg->backends_file) {
@@ -244,6 +245,10 @@ int pg_control_reload(struct pg_gateway *gw)
 	if (cfg->conf && pg_control_reload_conf(gw))
 		ret = -1;
 	if (cfg->backends_file && reload_backends(gw, "reload"))
+		ret = -1;
+	/* certificates and keys: read again whatever changed, or refused whole */
+	if (gw->tls && (cfg->tls.on || cfg->tls.backend_ca || cfg->tls.backend_cert) &&
+	    pg_tls_reload(gw, "SIGHUP", err, sizeof(err)))
 		ret = -1;
 	if (cfg->routing_config && !cfg->conf) {
 		switch (routing_file_changed(cfg->routing_config, &text, &len, err, sizeof(err))) {
@@ -378,6 +383,7 @@ static void *control_main(void *arg)
 			__atomic_store_n(&gw->maps.state->heartbeat_ms, now, __ATOMIC_RELAXED);
 			pg_metrics_sample(gw, now);
 			pg_control_tick(gw, now);
+			pg_tls_tick(gw, now); /* ticket keys' rotation */
 			pg_admin_timeouts(now);
 			pg_resolve_due(gw, now);
 			next_tick = now + PG_CONTROL_TICK_MS;

@@ -168,8 +168,9 @@ enum pg_dp_path pg_dp_choose(struct pg_worker *w, uint16_t id, bool head_method,
 	char name[PG_ADDR_STRLEN];
 	int rc;
 
-	/* No body to splice: keep the pooled keep-alive connection. */
-	if (!dp || head_method)
+	/* No body to splice: keep the pooled keep-alive connection. An
+	 * https:// backend's bytes are encrypted: only the proxy reads them. */
+	if (!dp || head_method || (__atomic_load_n(&b->flags, __ATOMIC_RELAXED) & PG_BACKEND_TLS))
 		return PG_DP_COPY;
 	/* auto: only streamed responses pay for a fresh backend connection;
 	 * short answers measured faster on pooled connections (doc/datapaths.md). */

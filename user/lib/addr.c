@@ -88,6 +88,27 @@ int pg_hostport_parse(const char *s, struct pg_hostport *out, bool any_ok, char 
 	size_t hlen;
 
 	memset(out, 0, sizeof(*out));
+	if (!any_ok && (!strncasecmp(s, PG_TLS_SCHEME, strlen(PG_TLS_SCHEME)) ||
+	                !strncasecmp(s, "http://", 7))) {
+		const char *rest = s + (s[4] == ':' ? 7 : 8);
+		char bare[PG_HOSTPORT_STRLEN + 8];
+		bool bracket = rest[0] == '[';
+		const char *last = strrchr(rest, bracket ? ']' : ':');
+
+		if (!*rest || strstr(rest, "://") || strlen(rest) >= sizeof(bare) - 7) {
+			errf(err, errlen, s, "expected one host after the scheme");
+			return -1;
+		}
+		/* no port: the scheme's */
+		if (!last || (bracket && last[1] != ':'))
+			snprintf(bare, sizeof(bare), "%s:%u", rest, s[4] == ':' ? 80 : 443);
+		else
+			snprintf(bare, sizeof(bare), "%s", rest);
+		if (pg_hostport_parse(bare, out, false, err, errlen))
+			return -1;
+		out->tls = s[4] != ':';
+		return 0;
+	}
 	if (s[0] == '[') {
 		end = strchr(s, ']');
 		if (!end || end[1] != ':') {
@@ -185,10 +206,13 @@ char *pg_addr_format(const union pg_sockaddr *a, char *buf)
 
 char *pg_hostport_format(const struct pg_hostport *h, char *buf)
 {
+	const char *scheme = h->tls ? PG_TLS_SCHEME : "";
+	char a[PG_ADDR_STRLEN];
+
 	if (h->name[0])
-		snprintf(buf, PG_HOSTPORT_STRLEN, "%s:%u", h->name, h->port);
+		snprintf(buf, PG_HOSTPORT_STRLEN, "%s%s:%u", scheme, h->name, h->port);
 	else
-		pg_addr_format(&h->addr, buf);
+		snprintf(buf, PG_HOSTPORT_STRLEN, "%s%s", scheme, pg_addr_format(&h->addr, a));
 	return buf;
 }
 

@@ -14,6 +14,9 @@
  *   NAME:PORT           a DNS name (backends only): letters, digits, '-',
  *                       '_' and '.' labels, at most 253 characters, not
  *                       all-numeric (so a mistyped IPv4 literal is an error)
+ * A backend may be written as a URL of its scheme: https://HOST[:PORT] is
+ * reached over TLS (port 443 unless given), http://HOST[:PORT] is the plain
+ * form (port 80 unless given); nothing may follow the port.
  */
 #ifndef PG_ADDR_H
 #define PG_ADDR_H
@@ -32,25 +35,30 @@ union pg_sockaddr {
 	struct sockaddr_in6 in6;
 };
 
-/* "[" + IPv6 text (45) + "]:65535" + NUL, room to spare. */
-#define PG_ADDR_STRLEN 56
+/* "https://" + "[" + IPv6 text (45) + "]:65535" + NUL, room to spare: an
+ * address, or a backend's name (pg_backend_name). */
+#define PG_ADDR_STRLEN 64
 /* A DNS name, at most 253 characters, + NUL. */
 #define PG_HOST_MAX 254
-/* "NAME:PORT" + NUL: a canonical backend string of any form. */
-#define PG_HOSTPORT_STRLEN (PG_HOST_MAX + 6)
+/* The scheme of a TLS backend, as its canonical spelling begins. */
+#define PG_TLS_SCHEME "https://"
+/* "https://NAME:PORT" + NUL: a canonical backend string of any form. */
+#define PG_HOSTPORT_STRLEN (PG_HOST_MAX + 6 + sizeof(PG_TLS_SCHEME) - 1)
 
 /* A parsed backend address: a literal (name[0] == 0) or a DNS name. */
 struct pg_hostport {
 	union pg_sockaddr addr; /* a literal; for a name, only the port is set */
 	char name[PG_HOST_MAX]; /* the name, lower case; "" for a literal */
 	uint16_t port;          /* host byte order */
+	bool tls;               /* https:// : reached over TLS */
 };
 
 /* A literal address (any form above but NAME:PORT). 0, or -1 with err naming
  * the input ("\"x\": ..."). */
 int pg_addr_parse(const char *s, union pg_sockaddr *out, char *err, size_t errlen);
 
-/* Any form above (":PORT" only if any_ok). 0, or -1 with err set. */
+/* Any form above (":PORT" only if any_ok; a scheme only if not). 0, or -1
+ * with err set. */
 int pg_hostport_parse(const char *s, struct pg_hostport *out, bool any_ok, char *err,
                       size_t errlen);
 
@@ -58,7 +66,7 @@ int pg_hostport_parse(const char *s, struct pg_hostport *out, bool any_ok, char 
  * bytes); returns buf. */
 char *pg_addr_format(const union pg_sockaddr *a, char *buf);
 /* Canonical spelling of h (PG_HOSTPORT_STRLEN bytes): the literal's, or
- * "name:PORT". Returns buf. */
+ * "name:PORT", after "https://" for a TLS one. Returns buf. */
 char *pg_hostport_format(const struct pg_hostport *h, char *buf);
 
 /* The length to pass to bind/connect for a. */

@@ -19,8 +19,18 @@
 
 static const char *label(const struct pg_name *nm, char *buf)
 {
-	snprintf(buf, PG_HOSTPORT_STRLEN, "%s:%u", nm->host, nm->port);
+	snprintf(buf, PG_HOSTPORT_STRLEN, "%s%s:%u", nm->tls ? PG_TLS_SCHEME : "", nm->host,
+	         nm->port);
 	return buf;
+}
+
+/* How name nm's members are spoken to (pg_ctl_add_one's hp). */
+static struct pg_hostport spoken(const struct pg_name *nm)
+{
+	struct pg_hostport hp = {.port = nm->port, .tls = nm->tls};
+
+	snprintf(hp.name, sizeof(hp.name), "%s", nm->host);
+	return hp;
 }
 
 int pg_ctl_name_find(const struct pg_hostport *hp)
@@ -28,7 +38,8 @@ int pg_ctl_name_find(const struct pg_hostport *hp)
 	for (int k = 0; k < PG_MAX_NAMES; k++) {
 		const struct pg_name *nm = &pg_ctl.names[k];
 
-		if (nm->host[0] && nm->port == hp->port && !strcmp(nm->host, hp->name))
+		if (nm->host[0] && nm->port == hp->port && nm->tls == hp->tls &&
+		    !strcmp(nm->host, hp->name))
 			return k;
 	}
 	return -1;
@@ -63,8 +74,8 @@ int pg_ctl_name_add(struct pg_gateway *gw, const struct pg_hostport *hp, unsigne
 	struct pg_name *nm = &pg_ctl.names[k];
 	uint32_t gen = nm->gen;
 
-	*nm =
-	    (struct pg_name){.port = hp->port, .origin = origin, .pool = (uint8_t)pool, .gen = gen};
+	*nm = (struct pg_name){
+	    .port = hp->port, .tls = hp->tls, .origin = origin, .pool = (uint8_t)pool, .gen = gen};
 	snprintf(nm->host, sizeof(nm->host), "%s", hp->name);
 	pg_info("backend name %s added: its addresses follow DNS", label(nm, l));
 	return k;
@@ -76,7 +87,7 @@ static int other_holder(int k, const union pg_sockaddr *sa)
 	for (int j = 0; j < PG_MAX_NAMES; j++) {
 		const struct pg_name *o = &pg_ctl.names[j];
 
-		if (j == k || !o->host[0])
+		if (j == k || !o->host[0] || o->tls != pg_ctl.names[k].tls)
 			continue;
 		for (size_t i = 0; i < o->naddrs; i++)
 			if (pg_sockaddr_equal(&o->addrs[i], sa))
@@ -89,7 +100,7 @@ static int other_holder(int k, const union pg_sockaddr *sa)
  * or another name holds it. */
 static void release(struct pg_gateway *gw, int k, const union pg_sockaddr *sa, bool *changed)
 {
-	int id = pg_ctl_find_member(gw, sa), j;
+	int id = pg_ctl_find_member(gw, sa, pg_ctl.names[k].tls), j;
 
 	if (!id || pg_ctl.name_of[id] != k + 1)
 		return;
@@ -214,7 +225,8 @@ void pg_ctl_name_answer(struct pg_gateway *gw, int k, enum pg_dns_status st,
 		set[nkept++] = nm->addrs[i];
 	}
 	for (size_t i = 0; i < nadd; i++) {
-		int id = pg_ctl_add_one(gw, &addrs[add[i]], nm->pool, PG_ORIGIN_NAME, true,
+		struct pg_hostport hp = spoken(nm);
+		int id = pg_ctl_add_one(gw, &addrs[add[i]], &hp, nm->pool, PG_ORIGIN_NAME, true,
 		                        &changed, err, sizeof(err));
 
 		if (id < 0) {

@@ -9,11 +9,13 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <openssl/err.h>
 #include "router/view.h"
 #include "members/health.h"
 #include "router/index.h"
 #include "sys/log.h"
 #include "lib/scrape.h"
+#include "tls/tls.h"
 
 /* The settings a reload may change (control_reload.c), read as they are
  * now: each load atomic, the path's with acquire order (the string is
@@ -28,6 +30,8 @@ struct probe {
 	int fd; /* -1: idle */
 	uint32_t epoch;
 	bool sent;
+	SSL *ssl;   /* an https:// backend's (over fd); NULL: plain */
+	short want; /* TLS: what the handshake waits for (POLLIN, POLLOUT); 0: done */
 	uint64_t deadline_ms;
 	size_t len;
 	char buf[256]; /* health: the status line is all we need */
@@ -139,6 +143,8 @@ static void finish(struct pg_gateway *gw, enum kind k, unsigned id, bool ok, con
 	struct pg_health *hc = gw->health;
 	struct probe *p = &hc->pr[k][id];
 
+	SSL_free(p->ssl);
+	p->ssl = NULL;
 	close(p->fd);
 	p->fd = -1;
 	if (p->epoch != __atomic_load_n(&gw->maps.backends[id].epoch, __ATOMIC_RELAXED))
@@ -174,8 +180,67 @@ static void start(struct pg_gateway *gw, enum kind k, unsigned id, uint64_t now)
 	p->sent = false;
 	p->len = 0;
 	p->deadline_ms = now + timeout;
+	p->want = 0;
+	/* an https:// backend: checked over TLS, as requests reach it */
+	if ((__atomic_load_n(&b->flags, __ATOMIC_RELAXED) & PG_BACKEND_TLS) && gw->tls) {
+		struct pg_tls_set *set = pg_tls_set_get(gw->tls);
+
+		p->ssl = set ? pg_tls_backend_ssl(gw->tls, set, id) : NULL;
+		pg_tls_set_put(set); /* the SSL holds its context */
+		if (!p->ssl || !SSL_set_fd(p->ssl, p->fd)) {
+			finish(gw, k, id, false, "TLS: out of memory");
+			return;
+		}
+		p->want = POLLOUT; /* connected first */
+	}
 	if (connect(p->fd, &sa.sa, pg_sockaddr_len(&sa)) == -1 && errno != EINPROGRESS)
 		finish(gw, k, id, false, strerror(errno));
+}
+
+/* recv() or, over TLS, SSL_read(): bytes, 0 at the end, -1 with errno
+ * (EAGAIN: nothing yet). */
+static ssize_t probe_recv(struct probe *p, char *buf, size_t len)
+{
+	size_t got = 0;
+
+	if (!p->ssl)
+		return recv(p->fd, buf, len, 0);
+	if (SSL_read_ex(p->ssl, buf, len, &got))
+		return (ssize_t)got;
+	switch (SSL_get_error(p->ssl, 0)) {
+	case SSL_ERROR_WANT_READ:
+	case SSL_ERROR_WANT_WRITE:
+		errno = EAGAIN;
+		return -1;
+	case SSL_ERROR_ZERO_RETURN:
+		return 0;
+	default:
+		ERR_clear_error();
+		errno = EPROTO;
+		return -1;
+	}
+}
+
+/* The TLS handshake of probe p, one step: 1 done, 0 waiting (p->want
+ * says for what), -1 failed (why set). */
+static int probe_handshake(struct probe *p, const char **why)
+{
+	int r = SSL_do_handshake(p->ssl), e;
+
+	if (r == 1) {
+		p->want = 0;
+		return 1;
+	}
+	e = SSL_get_error(p->ssl, r);
+	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+		p->want = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+		return 0;
+	}
+	*why = SSL_get_verify_result(p->ssl) != X509_V_OK
+	           ? X509_verify_cert_error_string(SSL_get_verify_result(p->ssl))
+	           : "TLS handshake failed";
+	ERR_clear_error();
+	return -1;
 }
 
 /* Read what a scrape's socket holds into the parser. */
@@ -187,7 +252,7 @@ static void scrape_read(struct pg_gateway *gw, unsigned id)
 	ssize_t r;
 
 	for (;;) {
-		r = recv(p->fd, buf, sizeof(buf), 0);
+		r = probe_recv(p, buf, sizeof(buf));
 		if (r == -1 && errno == EINTR)
 			continue;
 		if (r == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -214,9 +279,16 @@ static void step(struct pg_gateway *gw, enum kind k, unsigned id, short revents)
 	ssize_t r;
 
 	if (!p->sent) {
+		const char *why = NULL;
+
 		getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &el);
 		if (err) {
 			finish(gw, k, id, false, strerror(err));
+			return;
+		}
+		if (p->ssl && p->want && (n = probe_handshake(p, &why)) <= 0) {
+			if (n < 0)
+				finish(gw, k, id, false, why);
 			return;
 		}
 		/* The scrape is HTTP/1.0 so the body comes unchunked, ending at EOF. */
@@ -231,7 +303,9 @@ static void step(struct pg_gateway *gw, enum kind k, unsigned id, short revents)
 			             "GET /metrics HTTP/1.0\r\nHost: %s\r\n"
 			             "User-Agent: prefixgate-metrics\r\nAccept: text/plain\r\n\r\n",
 			             pg_backend_name(b, name, sizeof(name)));
-		if (send(p->fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
+		if (p->ssl ? SSL_write(p->ssl, req, n) != n
+		           : send(p->fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
+			ERR_clear_error();
 			finish(gw, k, id, false, "send failed");
 			return;
 		}
@@ -244,7 +318,9 @@ static void step(struct pg_gateway *gw, enum kind k, unsigned id, short revents)
 		scrape_read(gw, id);
 		return;
 	}
-	r = recv(p->fd, p->buf + p->len, sizeof(p->buf) - 1 - p->len, 0);
+	r = probe_recv(p, p->buf + p->len, sizeof(p->buf) - 1 - p->len);
+	if (r == -1 && errno == EAGAIN)
+		return; /* a TLS record not yet whole */
 	if (r <= 0) {
 		finish(gw, k, id, false, r == 0 ? "closed before a status line" : strerror(errno));
 		return;
@@ -309,7 +385,9 @@ static void *health_main(void *arg)
 				ids[n] = id;
 				kinds[n] = (enum kind)k;
 				pfd[n++] = (struct pollfd){.fd = p->fd,
-				                           .events = p->sent ? POLLIN : POLLOUT};
+				                           .events = p->want   ? p->want
+				                                     : p->sent ? POLLIN
+				                                               : POLLOUT};
 			}
 		}
 		if (poll(pfd, n, (int)(wake > now ? wake - now : 0)) > 0)
@@ -320,6 +398,7 @@ static void *health_main(void *arg)
 	for (int k = 0; k < K_N; k++)
 		for (unsigned id = 1; id < PG_MAX_BACKENDS; id++)
 			if (hc->pr[k][id].fd != -1) {
+				SSL_free(hc->pr[k][id].ssl);
 				close(hc->pr[k][id].fd);
 				hc->pr[k][id].fd = -1;
 			}

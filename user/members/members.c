@@ -18,6 +18,7 @@
 #include "lib/ring.h"
 #include "router/load.h"
 #include "state/pools.h"
+#include "tls/tls.h"
 
 static uint16_t flags_load(const struct pg_backend *b)
 {
@@ -40,15 +41,17 @@ void pg_members_reset(struct pg_gateway *gw)
 	pg_ctl.gw = gw;
 }
 
-/* Member (ACTIVE slot, draining or not) with this address, or 0. */
-int pg_ctl_find_member(const struct pg_gateway *gw, const union pg_sockaddr *sa)
+/* Member (ACTIVE slot, draining or not) with this address and scheme
+ * (tls: 1 https://, 0 plain, -1 either), or 0. */
+int pg_ctl_find_member(const struct pg_gateway *gw, const union pg_sockaddr *sa, int tls)
 {
 	union pg_sockaddr a;
 
 	for (int id = 1; id < PG_MAX_BACKENDS; id++) {
 		const struct pg_backend *b = &gw->maps.backends[id];
+		uint16_t f = flags_load(b);
 
-		if (!(flags_load(b) & PG_BACKEND_ACTIVE))
+		if (!(f & PG_BACKEND_ACTIVE) || (tls >= 0 && !(f & PG_BACKEND_TLS) != !tls))
 			continue;
 		pg_backend_addr_get(b, &a);
 		if (pg_sockaddr_equal(&a, sa))
@@ -73,14 +76,23 @@ int pg_ctl_parse_addr(const char *addr, struct pg_hostport *hp, char *err, size_
  * active member with that address just gains the origin (file sync, start
  * up); otherwise it is -EEXIST. *changed is set when the ring must change.
  */
-int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, unsigned pool,
-                   uint8_t origin, bool dup_ok, bool *changed, char *err, size_t errlen)
+int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, const struct pg_hostport *hp,
+                   unsigned pool, uint8_t origin, bool dup_ok, bool *changed, char *err,
+                   size_t errlen)
 {
-	char name[PG_ADDR_STRLEN];
+	char name[PG_ADDR_STRLEN], a[PG_ADDR_STRLEN];
 	struct pg_backend *b;
-	int id = pg_ctl_find_member(gw, sa);
+	int id = pg_ctl_find_member(gw, sa, hp->tls), other;
 
-	pg_addr_format(sa, name);
+	snprintf(name, sizeof(name), "%s%s", hp->tls ? PG_TLS_SCHEME : "", pg_addr_format(sa, a));
+	/* the same address spoken to the other way: a second member only
+	 * where a source changes its scheme (the old one drains) */
+	if (!id && !dup_ok && (other = pg_ctl_find_member(gw, sa, !hp->tls)) &&
+	    !(flags_load(&gw->maps.backends[other]) & PG_BACKEND_DRAINING)) {
+		snprintf(err, errlen, "%s is already a member as %s (id %d)", name,
+		         pg_backend_name(&gw->maps.backends[other], a, sizeof(a)), other);
+		return -EEXIST;
+	}
 	if (id) {
 		b = &gw->maps.backends[id];
 		if (!(flags_load(b) & PG_BACKEND_DRAINING)) {
@@ -97,6 +109,7 @@ int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, unsigned 
 			return id;
 		}
 		pg_pool_member_set(gw, (unsigned)id, pool, true);
+		pg_tls_backend_name_set(gw, (unsigned)id, hp->name[0] ? hp->name : NULL);
 		__atomic_fetch_and(&b->flags, (uint16_t)~PG_BACKEND_DRAINING, __ATOMIC_RELEASE);
 		pg_ctl.origin[id] = origin;
 		pg_ctl.drain_since[id] = 0;
@@ -146,8 +159,10 @@ int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, unsigned 
 	__atomic_store_n(&b->running, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->kv_hit_tokens, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->kv_query_tokens, 0, __ATOMIC_RELAXED);
+	pg_tls_backend_name_set(gw, (unsigned)id, hp->name[0] ? hp->name : NULL);
 	pg_router_activate(&gw->router, (unsigned)id);
-	__atomic_store_n(&b->flags, PG_BACKEND_ACTIVE, __ATOMIC_RELEASE);
+	__atomic_store_n(&b->flags, PG_BACKEND_ACTIVE | (hp->tls ? PG_BACKEND_TLS : 0),
+	                 __ATOMIC_RELEASE);
 	pg_pool_member_set(gw, (unsigned)id, pool, true);
 	/* it goes by its pool's speed from its first request, not the defaults
 	 * until the next tick (router/load.h) */
@@ -296,7 +311,8 @@ int pg_member_add_pool(struct pg_gateway *gw, const char *addr, unsigned pool, c
 		id = pg_ctl_name_add(gw, &hp, pool, PG_ORIGIN_STATIC, false, err, errlen);
 		return id < 0 ? id : 0;
 	}
-	id = pg_ctl_add_one(gw, &hp.addr, pool, PG_ORIGIN_STATIC, false, &changed, err, errlen);
+	id =
+	    pg_ctl_add_one(gw, &hp.addr, &hp, pool, PG_ORIGIN_STATIC, false, &changed, err, errlen);
 	if (changed)
 		pg_control_rebuild_ring(gw);
 	return id;
@@ -322,7 +338,8 @@ int pg_member_remove(struct pg_gateway *gw, const char *addr, char *err, size_t 
 			pg_control_rebuild_ring(gw);
 		return 0;
 	}
-	id = pg_ctl_find_member(gw, &hp.addr);
+	/* without a scheme: the member at that address, either way */
+	id = pg_ctl_find_member(gw, &hp.addr, hp.tls ? 1 : -1);
 	if (!id) {
 		snprintf(err, errlen, "%s is not a member", pg_hostport_format(&hp, name));
 		return -ENOENT;
@@ -371,7 +388,7 @@ int pg_ctl_sync(struct pg_gateway *gw, char *const *list, size_t n, uint8_t orig
 				listed_name[rc] = true;
 			continue;
 		}
-		id = pg_ctl_find_member(gw, &hp.addr);
+		id = pg_ctl_find_member(gw, &hp.addr, hp.tls);
 		/* The file moved a member of its own to another pool: it drains
 		 * and comes back there (in the same slot). */
 		if (id && gw->maps.backends[id].pool != (unsigned)pool &&
@@ -382,7 +399,7 @@ int pg_ctl_sync(struct pg_gateway *gw, char *const *list, size_t n, uint8_t orig
 		}
 		if (!id || (flags_load(&gw->maps.backends[id]) & PG_BACKEND_DRAINING))
 			count++;
-		rc = pg_ctl_add_one(gw, &hp.addr, (unsigned)pool, origin, true, changed, err,
+		rc = pg_ctl_add_one(gw, &hp.addr, &hp, (unsigned)pool, origin, true, changed, err,
 		                    errlen);
 		if (rc > 0)
 			listed[rc] = true;

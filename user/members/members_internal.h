@@ -34,6 +34,7 @@
 struct pg_name {
 	char host[PG_HOST_MAX];   /* lower case; "": the slot is free */
 	uint16_t port;            /* of every address */
+	bool tls;                 /* https://NAME:PORT: its addresses are spoken to over TLS */
 	uint8_t origin;           /* PG_ORIGIN_STATIC | PG_ORIGIN_FILE | PG_ORIGIN_CONF */
 	uint8_t pool;             /* the model pool its addresses join (state/pools.h) */
 	bool querying;            /* a query is outstanding */
@@ -66,21 +67,26 @@ extern struct pg_ctl_state pg_ctl;
 /* Forget every member and name (a new gateway: pg_control_init). */
 void pg_members_reset(struct pg_gateway *gw);
 
-/* The member (ACTIVE slot, draining or not) with address sa, or 0. */
-int pg_ctl_find_member(const struct pg_gateway *gw, const union pg_sockaddr *sa);
+/* The member (ACTIVE slot, draining or not) with address sa and scheme
+ * tls (1: https://, 0: plain, -1: either), or 0. */
+int pg_ctl_find_member(const struct pg_gateway *gw, const union pg_sockaddr *sa, int tls);
 
 /* Start draining member id (its origins cleared); no ring rebuild. */
 void pg_ctl_drain(struct pg_gateway *gw, int id);
 
 /*
  * Make sa a member of model pool pool (0: the default) with origin bit(s)
- * origin; no ring rebuild. dup_ok: an active member with that address just
- * gains the origin (file sync, start up); otherwise it is -EEXIST, as is
- * an address already in another pool. *changed is set when the ring must
- * change. Returns the id, or -EEXIST / -ENOSPC with err set.
+ * origin, spoken to as hp says (hp->tls: https://, hp->name: the DNS name
+ * it is one address of, sent as SNI; "" for an address); no ring rebuild.
+ * dup_ok: an active member with that address and scheme just gains the
+ * origin (file sync, start up); otherwise it is -EEXIST, as is an address
+ * already in another pool or spoken to the other way. *changed is set
+ * when the ring must change. Returns the id, or -EEXIST / -ENOSPC with
+ * err set.
  */
-int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, unsigned pool,
-                   uint8_t origin, bool dup_ok, bool *changed, char *err, size_t errlen);
+int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, const struct pg_hostport *hp,
+                   unsigned pool, uint8_t origin, bool dup_ok, bool *changed, char *err,
+                   size_t errlen);
 
 /*
  * DNS names (backend_names.c). pg_ctl_name_add: make hp (a name) a backend of

@@ -34,6 +34,7 @@
 #include "sys/lifecycle.h"
 #include "sys/log.h"
 #include "proxy/sock.h"
+#include "proxy/tls.h"
 
 /* --- a backend's slot and load ticket, and their end --------------------------- */
 
@@ -144,6 +145,8 @@ static void log_request(struct pg_worker *w, const struct pg_client *c, unsigned
 	    .key_source = x->key.source,
 	    .outcome = (uint8_t)outcome,
 	    .attempts = x->attempts,
+	    .tls_version = pg_tls_version(&c->s), /* TLS hook: NULL for a plain client */
+	    .tls_cipher = pg_tls_cipher(&c->s),
 	};
 	/* Method and path from the forwarded request line ("M T HTTP/1.x"). */
 	if (x->fwd_head && (sp = memchr(x->fwd, ' ', x->fwd_head))) {
@@ -332,9 +335,11 @@ void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned 
                 bool fresh)
 {
 	struct pg_exchange *x = &c->x;
-	/* HTTP/1.0 clients: copied, so a chunked body can be de-chunked */
-	enum pg_dp_path path =
-	    x->minor == 0 ? PG_DP_COPY : pg_dp_choose(w, id, x->head_method, x->key.stream);
+	/* HTTP/1.0 clients: copied, so a chunked body can be de-chunked; TLS
+	 * clients: copied, to be encrypted (TLS hook: proxy/tls.h) */
+	enum pg_dp_path path = x->minor == 0 || c->s.tls
+	                           ? PG_DP_COPY
+	                           : pg_dp_choose(w, id, x->head_method, x->key.stream);
 	struct pg_upstream *u;
 
 	if (path != PG_DP_COPY) {

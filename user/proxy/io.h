@@ -19,6 +19,7 @@
 
 struct pg_worker;
 struct pg_sock;
+struct pg_tls_conn;
 
 /* A piece of output waiting to be sent: heap data, or a provided buffer
  * forwarded as received (zero copy) and given back once sent. */
@@ -96,6 +97,9 @@ struct pg_sock {
 	struct pg_sock *starved_next;
 	struct pg_sock *dead_next;
 	struct pg_sock *flush_next;
+	/* TLS (proxy/tls.h): what is received and sent goes through it, the
+	 * table of events sees plain bytes; NULL: a plain socket */
+	struct pg_tls_conn *tls;
 };
 
 #endif /* PG_IO_H */

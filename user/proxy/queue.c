@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include "proxy/body.h"
 #include "proxy/queue.h"
+#include "proxy/tls.h"
 #include "proxy/worker_state.h"
 #include "state/flowctl.h"
 #include "sys/lifecycle.h"
@@ -90,7 +91,9 @@ void pg_queue_head(struct pg_worker *w, struct pg_client *c, const struct pg_htt
 			deadline = true;
 		}
 	}
-	if (f->src != PG_TENANT_USER && !x->flow_bad && !head_tenant(f, x, req))
+	if (f->src == PG_TENANT_CERT) /* TLS hook: the client certificate's subject */
+		x->tenant_key = pg_tls_tenant(&c->s, x->tenant_label);
+	else if (f->src != PG_TENANT_USER && !x->flow_bad && !head_tenant(f, x, req))
 		x->flow_bad = PG_FLOW_BAD_TENANT;
 }
 

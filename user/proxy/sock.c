@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include "proxy/sock.h"
+#include "proxy/tls.h"
 #include "proxy/worker_state.h"
 
 void pg_sock_init(struct pg_sock *s, int fd, const struct pg_sock_ops *ops)
@@ -37,6 +38,10 @@ void pg_sock_flush(struct pg_worker *w, struct pg_sock *s)
 	struct pg_seg *g = s->qhead;
 	unsigned n = 0;
 
+	if (s->tls) { /* TLS hook: encrypted first (proxy/tls.h) */
+		pg_tls_flush(w, s);
+		return;
+	}
 	if (!g || !s->can_send || s->send_busy || s->closed)
 		return;
 	for (; g && n < PG_SOCK_IOV; g = g->next, n++) {
@@ -83,7 +88,13 @@ void pg_sock_queue(struct pg_worker *w, struct pg_sock *s, char *data, size_t le
 		s->qhead = g;
 	s->qtail = g;
 	s->qbytes += len;
-	if (!s->flush_queued && !s->send_busy) {
+	if (!s->send_busy)
+		pg_sock_flush_soon(w, s);
+}
+
+void pg_sock_flush_soon(struct pg_worker *w, struct pg_sock *s)
+{
+	if (!s->flush_queued && !s->closed) {
 		s->flush_queued = true;
 		s->flush_next = w->flush_head;
 		w->flush_head = s;
@@ -118,6 +129,9 @@ void pg_sock_connect(struct pg_worker *w, struct pg_sock *s, const union pg_sock
 
 void pg_sock_shutdown_when_sent(struct pg_worker *w, struct pg_sock *s)
 {
+	/* TLS hook: close_notify first, behind what is queued */
+	if (s->tls && !s->closed && !s->shut && pg_tls_shutdown(w, s))
+		return;
 	if (!s->closed && !s->qbytes && !s->shut) {
 		w->io->shutdown(w, s);
 		s->shut = true;
@@ -141,6 +155,8 @@ void pg_sock_close(struct pg_worker *w, struct pg_sock *s)
 		return;
 	s->closed = true;
 	s->want_recv = false;
+	if (s->tls) /* TLS hook: its handshake, if any, no longer counted */
+		pg_tls_closing(w, s);
 	/* Cancels what is outstanding before the fd number can be reused, and
 	 * before any segment is freed. */
 	w->io->close(w, s);
@@ -200,6 +216,8 @@ void pg_sock_reap(struct pg_worker *w, bool all)
 		}
 		*pp = s->dead_next;
 		release_sending(w, s); /* only at exit (all): its send never completed */
+		if (s->tls) /* TLS hook: the ciphertext a send named is no longer named */
+			pg_tls_conn_free(s);
 		s->ops->free(w, s);
 	}
 }
@@ -210,7 +228,9 @@ void pg_sock_on_data(struct pg_worker *w, struct pg_sock *s, char *data, size_t 
 {
 	bool kept = false;
 
-	if (!s->closed)
+	if (s->tls && !s->closed) /* TLS hook: ciphertext, decrypted there */
+		kept = pg_tls_on_data(w, s, data, len, bid);
+	else if (!s->closed)
 		kept = s->ops->data(w, s, data, len, bid);
 	if (!kept && bid >= 0)
 		w->io->buf_return(w, bid);
@@ -218,7 +238,9 @@ void pg_sock_on_data(struct pg_worker *w, struct pg_sock *s, char *data, size_t 
 
 void pg_sock_on_eof(struct pg_worker *w, struct pg_sock *s, int err)
 {
-	if (!s->closed)
+	if (s->tls && !s->closed) /* TLS hook: mid-handshake, a failed handshake */
+		pg_tls_on_eof(w, s, err);
+	else if (!s->closed)
 		s->ops->eof(w, s, err);
 }
 
@@ -236,7 +258,18 @@ void pg_sock_on_sent(struct pg_worker *w, struct pg_sock *s, int res)
 		s->ops->sent(w, s, res);
 		return;
 	}
-	/* A short send leaves the rest of its segments queued, in order. */
+	if (s->tls) /* TLS hook: the send named ciphertext, not the queue */
+		pg_tls_sent(w, s, res);
+	else {
+		/* A short send leaves the rest of its segments queued, in order. */
+		pg_sock_consume(w, s, left);
+		pg_sock_flush(w, s);
+	}
+	s->ops->sent(w, s, 0);
+}
+
+void pg_sock_consume(struct pg_worker *w, struct pg_sock *s, size_t left)
+{
 	s->qbytes -= left;
 	while (left) {
 		struct pg_seg *g = s->qhead;
@@ -252,7 +285,7 @@ void pg_sock_on_sent(struct pg_worker *w, struct pg_sock *s, int res)
 			s->qtail = NULL;
 		seg_release(w, g);
 	}
-	/* Empty segments (a zero-length queue entry) go with the send. */
+	/* Empty segments (a zero-length queue entry) go with the bytes. */
 	while (s->qhead && s->qhead->off == s->qhead->len) {
 		struct pg_seg *g = s->qhead;
 
@@ -261,13 +294,13 @@ void pg_sock_on_sent(struct pg_worker *w, struct pg_sock *s, int res)
 			s->qtail = NULL;
 		seg_release(w, g);
 	}
-	pg_sock_flush(w, s);
-	s->ops->sent(w, s, 0);
 }
 
 void pg_sock_on_connected(struct pg_worker *w, struct pg_sock *s, int res)
 {
-	if (!s->closed)
+	if (s->tls && !s->closed) /* TLS hook: "connected" once the handshake is done */
+		pg_tls_on_connected(w, s, res);
+	else if (!s->closed)
 		s->ops->connected(w, s, res);
 }
 

@@ -36,6 +36,11 @@ void pg_sock_queue(struct pg_worker *w, struct pg_sock *s, char *data, size_t le
 void pg_sock_queue_copy(struct pg_worker *w, struct pg_sock *s, const void *data, size_t len);
 /* Send now what is queued, unless a send is outstanding. */
 void pg_sock_flush(struct pg_worker *w, struct pg_sock *s);
+/* Send at the end of the loop turn (TLS: bytes OpenSSL wrote itself). */
+void pg_sock_flush_soon(struct pg_worker *w, struct pg_sock *s);
+/* The first n queued bytes are gone (TLS: encrypted), their segments
+ * released; zero-length segments at the front go too. */
+void pg_sock_consume(struct pg_worker *w, struct pg_sock *s, size_t n);
 /* End of a loop turn: send what this turn queued. */
 void pg_sock_flush_all(struct pg_worker *w);
 void pg_sock_connect(struct pg_worker *w, struct pg_sock *s, const union pg_sockaddr *sa);

@@ -25,6 +25,7 @@
 #include "proxy/worker_state.h"
 #include "sys/lifecycle.h"
 #include "proxy/sock.h"
+#include "proxy/tls.h"
 
 const char *pg_up_state_str(enum pg_up_state s)
 {
@@ -523,6 +524,13 @@ struct pg_upstream *pg_upstream_new(struct pg_worker *w, uint16_t id, enum pg_dp
 	pg_sock_init(&u->s, fd, &upstream_ops);
 	u->backend = id;
 	u->epoch = b->epoch;
+	/* TLS hook: an https:// backend's handshake follows the connect */
+	if ((__atomic_load_n(&b->flags, __ATOMIC_RELAXED) & PG_BACKEND_TLS) &&
+	    (errno = -pg_tls_connect(w, &u->s, id))) {
+		close(fd);
+		free(u);
+		return NULL;
+	}
 	if (path != PG_DP_COPY)
 		pg_dp_upstream_setup(w, u, c, &sa, path); /* on failure u->dp stays NULL: copy */
 	pg_sock_connect(w, &u->s, &sa);

@@ -34,6 +34,7 @@
 #include "sys/log.h"
 #include "proxy/worker.h"
 #include "proxy/sock.h"
+#include "proxy/tls.h"
 
 enum pg_op {
 	PG_OP_ACCEPT = 1,
@@ -208,26 +209,37 @@ const struct pg_io pg_uring_io = {
 
 /* --- completions ----------------------------------------------------------- */
 
-static void arm_accept(struct pg_worker *w)
+static void arm_accept(struct pg_worker *w, struct pg_listen *l)
 {
 	struct io_uring_sqe *sqe = pg_sqe(w);
 
-	io_uring_prep_multishot_accept(sqe, w->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-	io_uring_sqe_set_data64(sqe, ud_pack(w, PG_OP_ACCEPT));
-	w->accept_armed = true;
+	io_uring_prep_multishot_accept(sqe, l->fd, NULL, NULL, SOCK_CLOEXEC);
+	io_uring_sqe_set_data64(sqe, ud_pack(l, PG_OP_ACCEPT));
+	l->armed = true;
 }
 
-static void on_accept(struct pg_worker *w, struct io_uring_cqe *cqe)
+/* Every listener not accepting (a multishot accept ended) accepts again. */
+static void arm_accepts(struct pg_worker *w)
+{
+	for (int i = 0; i < PG_LISTENERS; i++)
+		if (!w->listen[i].armed && w->listen[i].fd != -1 && !pg_draining(w->gw) &&
+		    !__atomic_load_n(&w->gw->stop, __ATOMIC_RELAXED))
+			arm_accept(w, &w->listen[i]);
+}
+
+static void on_accept(struct pg_worker *w, struct pg_listen *l, struct io_uring_cqe *cqe)
 {
 	if (!(cqe->flags & IORING_CQE_F_MORE))
-		w->accept_armed = false;
+		l->armed = false;
 	if (cqe->res >= 0) {
 		int one = 1;
 		struct pg_client *c;
 
 		if (pg_conn_over_cap(w->gw, w->nclients)) {
-			/* Best effort: a full send buffer on a fresh socket cannot be. */
-			if (send(cqe->res, PG_CONN_CAP_REPLY, sizeof(PG_CONN_CAP_REPLY) - 1,
+			/* Best effort: a full send buffer on a fresh socket cannot be. A
+			 * TLS client would read the answer as garbage: closed. */
+			if (!l->tls &&
+			    send(cqe->res, PG_CONN_CAP_REPLY, sizeof(PG_CONN_CAP_REPLY) - 1,
 			         MSG_DONTWAIT | MSG_NOSIGNAL) == -1)
 				pg_debug("worker %u: connection cap reply: %s", w->id,
 				         strerror(errno));
@@ -238,6 +250,8 @@ static void on_accept(struct pg_worker *w, struct io_uring_cqe *cqe)
 		c = pg_client_new(w, cqe->res);
 		if (!c)
 			close(cqe->res);
+		else if (l->tls && pg_tls_accept(w, &c->s)) /* TLS hook: the handshake first */
+			pg_client_close(w, c);
 	} else if (cqe->res != -ECANCELED) {
 		/* EMFILE and friends: retried at the next tick, not in a tight loop. */
 		if (w->now_ms - w->accept_err_logged_ms > 1000) {
@@ -247,9 +261,8 @@ static void on_accept(struct pg_worker *w, struct io_uring_cqe *cqe)
 		return;
 	}
 rearm:
-	if (!w->accept_armed && w->listen_fd != -1 && !pg_draining(w->gw) &&
-	    !__atomic_load_n(&w->gw->stop, __ATOMIC_RELAXED))
-		arm_accept(w);
+	if (!l->armed)
+		arm_accepts(w);
 }
 
 /* skb data path: wake up when this worker's event ring has a record. */
@@ -281,15 +294,21 @@ static void arm_kick(struct pg_worker *w)
 /* Draining (SIGTERM): stop accepting; connections in progress finish. */
 static void stop_accepting(struct pg_worker *w)
 {
-	if (w->accept_armed) {
-		struct io_uring_sqe *sqe = pg_sqe(w);
+	for (int i = 0; i < PG_LISTENERS; i++) {
+		struct pg_listen *l = &w->listen[i];
 
-		io_uring_prep_cancel64(sqe, ud_pack(w, PG_OP_ACCEPT), 0);
-		io_uring_sqe_set_data64(sqe, 0); /* its completion needs nothing */
-		io_uring_submit(&w->ring);
+		if (l->fd == -1)
+			continue;
+		if (l->armed) {
+			struct io_uring_sqe *sqe = pg_sqe(w);
+
+			io_uring_prep_cancel64(sqe, ud_pack(l, PG_OP_ACCEPT), 0);
+			io_uring_sqe_set_data64(sqe, 0); /* its completion needs nothing */
+			io_uring_submit(&w->ring);
+		}
+		close(l->fd);
+		l->fd = -1;
 	}
-	close(w->listen_fd);
-	w->listen_fd = -1;
 	pg_info("worker %u: draining: listener closed", w->id);
 }
 
@@ -336,8 +355,8 @@ static void handle_cqe(struct pg_worker *w, struct io_uring_cqe *cqe)
 
 	switch ((enum pg_op)(ud & 7)) {
 	case PG_OP_ACCEPT:
-		on_accept(w, cqe);
-		return; /* names the worker, not a socket */
+		on_accept(w, (struct pg_listen *)s, cqe);
+		return; /* names a listener, not a socket */
 	case PG_OP_RECV:
 		on_recv(w, s, cqe); /* puts s once the multishot recv is over */
 		return;
@@ -411,7 +430,7 @@ static void *worker_main(void *arg)
 	if (rc)
 		return NULL;
 
-	arm_accept(w);
+	arm_accepts(w);
 	arm_events(w);
 	arm_kick(w);
 	while (!__atomic_load_n(&w->gw->stop, __ATOMIC_RELAXED)) {
@@ -438,11 +457,11 @@ static void *worker_main(void *arg)
 			pg_dp_run(w);
 		if (w->now_ms - last_tick >= 100) {
 			last_tick = w->now_ms;
-			if (pg_draining(w->gw) && w->listen_fd != -1)
+			if (pg_draining(w->gw) && w->listen[PG_LISTEN_PLAIN].fd != -1)
 				stop_accepting(w);
-			if (!w->accept_armed && w->listen_fd != -1)
-				arm_accept(w);
+			arm_accepts(w);
 			pg_proxy_tick(w);
+			pg_tls_worker_tick(w);
 			pg_hotbufs_tick(&w->hot);
 			w->flow_run = true; /* deadlines; and room nobody announced */
 		}
@@ -456,48 +475,6 @@ static void *worker_main(void *arg)
 	io_uring_queue_exit(&w->ring); /* cancels whatever is left */
 	pg_sock_reap(w, true);
 	return NULL;
-}
-
-/* SO_REUSEPORT would let a second gateway (same user) bind the same port and
- * silently take half the connections: check with a plain bind first. */
-static bool listen_taken(const union pg_sockaddr *sa, char *err, size_t errlen)
-{
-	int fd = socket(sa->sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-	bool taken = false;
-	char a[PG_ADDR_STRLEN];
-
-	if (fd == -1)
-		return false; /* the real bind will say what is wrong */
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, &sa->sa, pg_sockaddr_len(sa)) == -1 && errno == EADDRINUSE) {
-		snprintf(err, errlen,
-		         "--listen %s: address already in use (another process "
-		         "listens there)",
-		         pg_addr_format(sa, a));
-		taken = true;
-	}
-	close(fd);
-	return taken;
-}
-
-static int listener(const union pg_sockaddr *sa, char *err, size_t errlen)
-{
-	int fd = socket(sa->sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-	char a[PG_ADDR_STRLEN];
-
-	if (fd == -1) {
-		snprintf(err, errlen, "socket: %s", strerror(errno));
-		return -1;
-	}
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	/* One listener per worker: the kernel spreads connections over them. */
-	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-	if (bind(fd, &sa->sa, pg_sockaddr_len(sa)) == -1 || listen(fd, 4096) == -1) {
-		snprintf(err, errlen, "--listen %s: %s", pg_addr_format(sa, a), strerror(errno));
-		close(fd);
-		return -1;
-	}
-	return fd;
 }
 
 int pg_worker_start(struct pg_gateway *gw, unsigned id, struct pg_worker **out, char *err,
@@ -519,12 +496,9 @@ int pg_worker_start(struct pg_gateway *gw, unsigned id, struct pg_worker **out, 
 		w->rng = 0x9E3779B97F4A7C15ull ^ (pg_now_ns() + id);
 	if (getrandom(&w->rid_boot, sizeof(w->rid_boot), 0) != sizeof(w->rid_boot))
 		w->rid_boot = w->rng * 0xbf58476d1ce4e5b9ull;
-	if (id == 0 && listen_taken(&gw->cfg->listen, err, errlen)) {
-		free(w);
-		return -1;
-	}
-	w->listen_fd = listener(&gw->cfg->listen, err, errlen);
-	if (w->listen_fd == -1) {
+	if (pg_listeners_open(w, err, errlen) ||
+	    (pg_tls_worker_init(w) && snprintf(err, errlen, "worker %u: TLS: out of memory", id))) {
+		pg_listeners_close(w);
 		free(w);
 		return -1;
 	}
@@ -533,7 +507,8 @@ int pg_worker_start(struct pg_gateway *gw, unsigned id, struct pg_worker **out, 
 	rc = pthread_create(&w->thread, NULL, worker_main, w);
 	if (rc) { /* returns its error; errno is not set */
 		snprintf(err, errlen, "pthread_create: %s", strerror(rc));
-		close(w->listen_fd);
+		pg_listeners_close(w);
+		pg_tls_worker_free(w);
 		free(w);
 		return -1;
 	}
@@ -543,7 +518,8 @@ int pg_worker_start(struct pg_gateway *gw, unsigned id, struct pg_worker **out, 
 	if (boot.rc) {
 		pthread_join(w->thread, NULL);
 		snprintf(err, errlen, "worker %u: %s", id, w->err);
-		close(w->listen_fd);
+		pg_listeners_close(w);
+		pg_tls_worker_free(w);
 		pg_bufs_free(w);
 		free(w);
 		return -1;
@@ -564,8 +540,8 @@ void pg_worker_join(struct pg_worker *w)
 	pthread_join(w->thread, NULL);
 	pg_worker_spares_free(w);
 	pg_queue_free(w);
-	if (w->listen_fd != -1)
-		close(w->listen_fd);
+	pg_listeners_close(w);
+	pg_tls_worker_free(w);
 	pg_bufs_free(w);
 	free(w);
 }

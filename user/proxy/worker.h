@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A worker thread: one io_uring, one SO_REUSEPORT listener, its client
+ * A worker thread: one io_uring, its SO_REUSEPORT listeners, its client
  * connections and its pool of keep-alive backend connections. No blocking
  * syscall on the request path: accept, recv (multishot, provided buffers),
  * connect and send all go through the ring.
@@ -23,6 +23,12 @@
 int pg_worker_start(struct pg_gateway *gw, unsigned id, struct pg_worker **out, char *err,
                     size_t errlen);
 void pg_worker_join(struct pg_worker *w);
+
+/* The worker's listeners (listen.c): --listen's, and --tls-listen's
+ * when given (worker 0 checks first that no other process listens
+ * there). 0, or -1 with err set; pg_listeners_close closes what is open. */
+int pg_listeners_open(struct pg_worker *w, char *err, size_t errlen);
+void pg_listeners_close(struct pg_worker *w);
 
 /* Free the memory kept for the next requests (at the worker's end). */
 void pg_worker_spares_free(struct pg_worker *w);

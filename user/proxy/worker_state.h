@@ -68,13 +68,22 @@
  * Each failed one costs a refused connect (instant) or --connect-timeout. */
 #define PG_MAX_ATTEMPTS 32
 
+/* A worker's listeners: --listen's, and --tls-listen's when given. */
+enum pg_listener { PG_LISTEN_PLAIN = 0, PG_LISTEN_TLS = 1, PG_LISTENERS = 2 };
+struct pg_listen {
+	int fd; /* -1: none (closed when draining) */
+	bool armed;
+	bool tls;              /* its connections speak TLS (proxy/tls.h) */
+} __attribute__((aligned(8))); /* named by an accept's user_data */
+
+struct pg_tls_worker;
+
 struct pg_worker {
 	struct pg_gateway *gw;
 	unsigned id;
 	pthread_t thread;
 	struct io_uring ring;
-	int listen_fd;
-	bool accept_armed;
+	struct pg_listen listen[PG_LISTENERS];
 	struct io_uring_buf_ring *br;
 	char *bufs;
 	struct pg_hotbufs hot;                 /* which buffers are posted next */
@@ -114,7 +123,8 @@ struct pg_worker {
 	 * (room was made here). */
 	struct pg_flow_q *fq[PG_MAX_POOLS];
 	bool flow_run;
-	bool flow_kicked; /* another worker woke this one (its eventfd polled readable) */
+	bool flow_kicked;          /* another worker woke this one (its eventfd polled readable) */
+	struct pg_tls_worker *tls; /* TLS connections (proxy/tls.h); NULL: no TLS */
 	char err[256];
 };
 

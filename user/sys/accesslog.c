@@ -93,6 +93,9 @@ static void write_rec(const struct pg_alog *l, const struct pg_alog_rec *r)
 		fputs(",\"tenant\":", l->f);
 		json_str(l->f, r->tenant, r->tenant_len);
 	}
+	if (r->tls_version) /* static strings of OpenSSL's: no escape needed */
+		fprintf(l->f, ",\"tls_version\":\"%s\",\"tls_cipher\":\"%s\"", r->tls_version,
+		        r->tls_cipher ? r->tls_cipher : "");
 	if (r->prefill) {
 		char pre[PG_ADDR_STRLEN];
 

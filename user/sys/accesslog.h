@@ -52,6 +52,9 @@ struct pg_alog_rec {
 	char client[PG_ALOG_CLIENT];
 	char id[PG_ALOG_ID];
 	char tenant[24]; /* flow control's label of its tenant (lib/flow.h); never a token */
+	/* A TLS client's protocol and cipher (OpenSSL's static names: no copy,
+	 * no lifetime); NULL for a plain one. */
+	const char *tls_version, *tls_cipher;
 };
 
 /* The logger: the file, one ring per worker, the thread (gw->alog). */
