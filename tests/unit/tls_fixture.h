@@ -13,12 +13,12 @@
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
-static EVP_PKEY *fx_key(void)
+static inline EVP_PKEY *fx_key(void)
 {
 	return EVP_EC_gen("P-256");
 }
 
-static void fx_ext(X509 *x, X509 *issuer, int nid, const char *value)
+static inline void fx_ext(X509 *x, X509 *issuer, int nid, const char *value)
 {
 	X509V3_CTX ctx;
 	X509_EXTENSION *e;
@@ -32,8 +32,8 @@ static void fx_ext(X509 *x, X509 *issuer, int nid, const char *value)
 /* A certificate for cn (sans: "DNS:a,DNS:b" or NULL) valid from from_s to
  * to_s seconds from now, signed by issuer/ikey (NULL: self-signed with
  * key); a CA if ca. */
-static X509 *fx_cert(const char *cn, const char *sans, EVP_PKEY *key, X509 *issuer, EVP_PKEY *ikey,
-                     long from_s, long to_s, int ca)
+static inline X509 *fx_cert(const char *cn, const char *sans, EVP_PKEY *key, X509 *issuer,
+                            EVP_PKEY *ikey, long from_s, long to_s, int ca)
 {
 	static long serial = 1;
 	X509 *x = X509_new();
@@ -56,7 +56,7 @@ static X509 *fx_cert(const char *cn, const char *sans, EVP_PKEY *key, X509 *issu
 }
 
 /* PEM of x and/or k appended to a malloc'ed string *s. */
-static void fx_pem(char **s, X509 *x, EVP_PKEY *k)
+static inline void fx_pem(char **s, X509 *x, EVP_PKEY *k)
 {
 	BIO *b = BIO_new(BIO_s_mem());
 	char *p;
