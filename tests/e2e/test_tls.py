@@ -18,7 +18,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, free_port, metric_samples, run_suite, wait_until  # noqa: E402
+from harness import (Fleet, free_port, have_cgroup2, metric_samples, mock_pattern,  # noqa: E402
+                     run_suite, wait_until)
 import tlsutil  # noqa: E402
 
 TESTS = []
@@ -137,6 +138,9 @@ def listeners_side_by_side(opts):
             {"address": "127.0.0.1:%d" % f.tls_port, "scheme": "https"}], j
         assert j["certificates"][0]["subject"] == "CN=gw.test", j
         assert j["certificates"][0]["not_after"]["in_s"] > 8 * 86400, j
+        # the expiry is a metric too, the same instant as GET /tls's
+        exp = metric(f, "prefixgate_tls_certificate_expiry_seconds", role="listener")
+        assert abs(exp - time.time() - j["certificates"][0]["not_after"]["in_s"]) < 60, (exp, j)
         # GET /config writes the TLS options back, and they check again
         st, conf = f.admin("GET", "/config")
         assert "tls-listen 127.0.0.1:%d;" % f.tls_port in conf and \
@@ -153,6 +157,41 @@ def listeners_side_by_side(opts):
         assert "listeners  127.0.0.1:%d (http), 127.0.0.1:%d (https)" % (f.port, f.tls_port) \
             in out and "cert       %s: CN=gw.test (gw.test, localhost), expires" % \
             pki.path("server.pem") in out, out
+    finally:
+        f.stop()
+
+
+@test
+def tls_responses_copied(opts):
+    """--data-path sockmsg: a plain client's streamed answer is carried in
+    the kernel, a TLS client's (SSE and a large chunked body) take the copy
+    path, encrypted by the worker, intact on one keep-alive connection."""
+    if opts.mode != "bpf":
+        return "SKIP the in-kernel data paths need --mode bpf"
+    if have_cgroup2():
+        return "SKIP " + have_cgroup2()
+    import http.client
+    pki = tlsutil.server_pki(pki_dir(opts, "copy"))
+    f = tls_fleet(opts, pki, args=["--data-path", "sockmsg"])
+    body = '{"model":"m","stream":true,"messages":[{"role":"user","content":"path"}]}'
+    n = 500000
+    cases = ({"X-Mock-Chunks": "6", "X-Mock-Chunk-Interval-Ms": "5"}, None), \
+        ({"X-Mock-Response-Bytes": str(n), "X-Mock-Chunked": "1"}, n)
+    try:
+        st, _, data = f.post("/v1/chat/completions", body, cases[1][0])
+        assert st == 200 and data == mock_pattern(n), (st, len(data))
+        assert f.counter("prefixgate_spliced_responses_total") == 1
+        c = http.client.HTTPSConnection("127.0.0.1", f.tls_port, timeout=20,
+                                        context=tlsutil.client_context(pki.ca))
+        for hdrs, size in cases * 2:
+            c.request("POST", "/v1/chat/completions", body=body, headers=hdrs)
+            r = c.getresponse()
+            data = r.read()
+            assert r.status == 200, r.status
+            assert data == mock_pattern(size) if size else \
+                data.rstrip().endswith(b"data: [DONE]"), data[-100:]
+        c.close()
+        assert f.counter("prefixgate_spliced_responses_total") == 1
     finally:
         f.stop()
 
