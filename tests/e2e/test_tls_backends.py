@@ -157,6 +157,20 @@ def metric(f, name, **labels):
     return 0.0
 
 
+def with_env(name, value, fn, *args, **kw):
+    """fn(*args, **kw) with the environment variable name set to value
+    (None: unset), as the processes it starts inherit it."""
+    old = os.environ.pop(name, None)
+    if value is not None:
+        os.environ[name] = value
+    try:
+        return fn(*args, **kw)
+    finally:
+        os.environ.pop(name, None)
+        if old is not None:
+            os.environ[name] = old
+
+
 def needs():
     if not uvicorn_python():
         return "SKIP uvicorn not installed (python3-uvicorn, python3-starlette)"
@@ -271,9 +285,10 @@ def named_everywhere(opts):
 
 @test
 def certificate_checked(opts):
-    """A backend whose certificate no trusted CA issued, or that does not
-    name the address it is reached by, is refused (502 after the attempts, the
-    reason counted and logged); with the CA it is served."""
+    """A backend whose certificate no trusted CA issued (the CA file's or
+    the system's store's), or that does not name the address it is reached
+    by, is refused (502 after the attempts, the reason counted and logged);
+    with the CA (--backend-tls-ca, or SSL_CERT_FILE's bundle) it is served."""
     if needs():
         return needs()
     pki = pki_for(opts, "checked")
@@ -290,6 +305,14 @@ def certificate_checked(opts):
         assert "TLS handshake failed (verify): certificate: unable to get local issuer" in \
             f.log(), f.log()[-1500:]
         f.stop()
+        # no --backend-tls-ca: the system's store, which does not hold the
+        # test CA, then the bundle SSL_CERT_FILE names, which does
+        for bundle, want in ((None, 502), (pki.ca, 200)):
+            f = Fleet(opts, 0, start_gateway=False)
+            with_env("SSL_CERT_FILE", bundle, f.start_gateway, ["--health-check-path", "none"],
+                     backends=[], extra_backends=[be.addr()])
+            assert score(f.port, b"x")[0] == want, (bundle, f.log()[-1500:])
+            f.stop()
         # the right CA, but not the address it is reached by
         pki.issue("misnamed", "elsewhere.test", "DNS:elsewhere.test,IP:10.9.9.9")
         be.stop()

@@ -162,6 +162,17 @@ static X509_STORE *ca_store(const char *path, int64_t now, STACK_OF(X509_NAME) *
 	return st;
 }
 
+/* The system's bundle of CAs: OpenSSL's file (Debian's, from
+ * ca-certificates), or the one SSL_CERT_FILE names as for OpenSSL's other
+ * users (curl, Python); not its directory, whose files would be read
+ * during handshakes. */
+static const char *system_bundle(void)
+{
+	const char *env = secure_getenv(X509_get_default_cert_file_env());
+
+	return env && *env ? env : X509_get_default_cert_file();
+}
+
 /* The backends' context: TLS 1.2+, their certificate checked (the CA
  * file, or the system's bundle, read now so that no check reads a disk),
  * our certificate if one is given, sessions kept for resumption by the
@@ -185,8 +196,7 @@ static SSL_CTX *client_ctx(const struct pg_tls_cfg *t, int64_t now, struct pg_tl
 		if (!st)
 			goto fail;
 		SSL_CTX_set_cert_store(ctx, st);
-	} else if (!X509_STORE_load_file(SSL_CTX_get_cert_store(ctx),
-	                                 X509_get_default_cert_file())) {
+	} else if (!X509_STORE_load_file(SSL_CTX_get_cert_store(ctx), system_bundle())) {
 		/* no system bundle: backends can only be checked with a CA file */
 		ERR_clear_error();
 	}
