@@ -272,17 +272,32 @@ def keepalive_bodies_and_resumption(opts):
 @test
 def mtls_accepted_refused_and_tenant(opts):
     """--tls-client-ca: a client certificate of that CA is served, none or
-    another CA's is refused; --flow-tenant cert names the tenant by it."""
+    another CA's is refused; --flow-tenant cert names the tenant by it, each
+    request by its own connection's (two interleaved, access log)."""
+    import http.client
+    import json
     pki = tlsutil.server_pki(pki_dir(opts, "mtls"))
-    alice = pki.issue("alice", "alice", client=True)
+    alice, bob = pki.issue("alice", "alice", client=True), pki.issue("bob", "bob", client=True)
     other = tlsutil.Pki(pki_dir(opts, "mtls-other"), "Other CA")
     mallory = other.issue("mallory", "mallory", client=True)
-    f = tls_fleet(opts, pki, args=["--tls-client-ca", pki.ca, "--flow-control",
-                                   "--flow-tenant", "cert"])
+    f = tls_fleet(opts, pki, args=["--tls-client-ca", pki.ca, "--flow-control", "--flow-tenant",
+                                   "cert", "--access-log", pki.path("access.log")])
     try:
-        ok = tlsutil.client_context(pki.ca, *alice)
-        st, _, _, _ = tls_request(f.tls_port, ok, b'{"prompt":"mtls"}')
-        assert st == 200
+        cs = {who: http.client.HTTPSConnection("127.0.0.1", f.tls_port, timeout=20,
+                                               context=tlsutil.client_context(pki.ca, *cert))
+              for who, cert in (("alice", alice), ("bob", bob))}
+        for i in range(12):
+            who = ("alice", "bob")[i % 2]
+            cs[who].request("POST", "/v1/completions", headers={"X-Request-Id": "%s-%d" % (who, i)},
+                            body='{"prompt":"mtls %d","max_tokens":2}' % i)
+            r = cs[who].getresponse()
+            assert r.status == 200 and r.read(), r.status
+        for c in cs.values():
+            c.close()
+        log = pki.path("access.log")
+        recs = wait_until(lambda: os.path.exists(log) and len(open(log).readlines()) >= 12 and
+                          [json.loads(x) for x in open(log)], 5)
+        assert recs and all(x["tenant"] == x["request_id"].split("-")[0] for x in recs), recs
         for ctx in (tlsutil.client_context(pki.ca), tlsutil.client_context(pki.ca, *mallory)):
             try:
                 st, _, _, _ = tls_request(f.tls_port, ctx, b'{"prompt":"no"}')
