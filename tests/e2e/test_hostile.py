@@ -19,7 +19,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, connect, free_port, http_get, wait_until, run_suite  # noqa: E402
+from harness import (Fleet, connect, free_port, http_get, plain_only, run_suite,  # noqa: E402
+                     wait_until)
 
 TESTS = []
 
@@ -526,6 +527,7 @@ def wait_closed(s, limit):
 
 
 @test
+@plain_only
 def admin_idle_connections_make_room(opts):
     """A full table of idle admin connections (PG_ADMIN_MAX_CONNS that never
     send a byte) does not delay an admin request: the oldest idle one is
@@ -554,6 +556,7 @@ def admin_idle_connections_make_room(opts):
 
 
 @test
+@plain_only
 def admin_reconnecting_flood(opts):
     """A client that keeps opening idle admin connections (far more than
     PG_ADMIN_MAX_CONNS, as fast as it can for 3 s) never locks out admin
@@ -611,6 +614,7 @@ def admin_reconnecting_flood(opts):
 
 
 @test
+@plain_only
 def admin_stalled_head_closed(opts):
     """An admin connection that sends half a request head (or nothing) and
     stalls is closed after the header timeout, well before the exchange
@@ -654,6 +658,7 @@ def admin_stalled_head_closed(opts):
 
 
 @test
+@plain_only
 def admin_all_busy_refused(opts):
     """With every admin connection busy (a whole request head in, its body
     still owed), a new connection gets a 503 at once instead of waiting in
