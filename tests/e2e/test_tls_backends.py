@@ -11,6 +11,7 @@ import http.client
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -223,8 +224,9 @@ def uvicorn_over_tls_pooled(opts):
 
 @test
 def named_everywhere(opts):
-    """https:// in the backends file, the admin API (POST /backends) and
-    etcd's backend records: each served over TLS, shown with its scheme."""
+    """https:// in the backends file, the admin API (POST /backends), etcd's
+    backend records and prefixgatectl register's: each served over TLS,
+    shown with its scheme."""
     if needs():
         return needs()
     pki = pki_for(opts, "named")
@@ -275,6 +277,20 @@ def named_everywhere(opts):
         f.start_gateway(["--backend-tls-ca", pki.ca, "--etcd-endpoints", e.url], backends=[])
         assert wait_until(lambda: be.addr() in f.backends(), 10), f.backends()
         echoed(*score(f.port, body), body)
+        # and prefixgatectl register's record; its end drains the backend
+        reg = subprocess.Popen([os.path.join(opts.tools, "prefixgatectl"), "register", "--etcd",
+                                e.url, "--address", be2.addr(), "--ttl", "5"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            assert wait_until(lambda: be2.addr() in f.backends(), 10), f.backends()
+            e.delete("backends/" + be.addr())
+            assert wait_until(lambda: list(f.backends()) == [be2.addr()], 10), f.backends()
+            echoed(*score(f.port, body), body)
+        finally:
+            reg.send_signal(signal.SIGTERM)
+            out = reg.communicate(timeout=10)[0].decode()
+        assert "registered %s" % be2.addr() in out, out
+        assert wait_until(lambda: be2.addr() not in f.backends(), 10), f.backends()
     finally:
         f.stop()
         if e:
