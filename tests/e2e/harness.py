@@ -22,6 +22,18 @@ def tls_pki(opts):
     return tlsutil.server_pki(os.path.join(opts.build, "e2e-tmp", "pki-%d" % os.getpid()))
 
 
+def metric_value(f, name, **labels):
+    """The value of the sample of fleet f's /metrics named name with these
+    labels (among others), 0 if absent."""
+    want = name + "{" + ",".join('%s="%s"' % kv for kv in sorted(labels.items())) + "}" \
+        if labels else name
+    for k, v in metric_samples(f.metrics()).items():
+        if k == want or (labels and k.startswith(name + "{") and
+                         all('%s="%s"' % kv in k for kv in labels.items())):
+            return float(v)
+    return 0.0
+
+
 def plain_only(fn):
     """Mark a test that never speaks to the gateway's listener (only to
     the admin API): left out of a --tls run, which could not change it."""

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """End-to-end tests of TLS (doc/security.md) with real clients: the HTTPS
 listener beside the plain one (curl, openssl s_client, Python's ssl),
-versions and ALPN, SNI picking the certificate, session resumption, mTLS
-accepted and refused and its subject as flow control's tenant, live reloads
-with good and bad files (SIGHUP, POST /tls/reload), --check's refusals
-(expired, key mismatch, chain order, unreadable), hostile handshakes
-(stalls, garbage, plain HTTP, the bound on handshakes, renegotiation), the
-access log's version and cipher. A test CA is made at test time
+versions, ciphers and their overrides, ALPN, SNI picking the certificate,
+session resumption, TLS answers on the copy path, mTLS accepted and
+refused and its subject as flow control's tenant, live reloads with good
+and bad files (SIGHUP, POST /tls/reload), --check's refusals (expired, key
+mismatch, chain order, unreadable), hostile handshakes (stalls, garbage,
+plain HTTP, the bound on handshakes, renegotiation), the access log's
+version and cipher. A test CA is made at test time
 (tlsutil.py). https:// backends: test_tls_backends.py."""
 import os
 import re
@@ -18,8 +19,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Fleet, free_port, have_cgroup2, metric_samples, mock_pattern,  # noqa: E402
-                     run_suite, wait_until)
+from harness import (Fleet, free_port, have_cgroup2, mock_pattern, run_suite,  # noqa: E402
+                     wait_until)
+from harness import metric_value as metric  # noqa: E402
 import tlsutil  # noqa: E402
 
 TESTS = []
@@ -78,17 +80,6 @@ def s_client(port, *args, stdin=b"", timeout=10):
     return r.returncode, (r.stdout + r.stderr).decode(errors="replace")
 
 
-def metric(f, name, **labels):
-    """The value of one sample of /metrics with these labels (0 if absent)."""
-    want = name + "{" + ",".join('%s="%s"' % kv for kv in sorted(labels.items())) + "}" \
-        if labels else name
-    for k, v in metric_samples(f.metrics()).items():
-        if k == want or (labels and k.startswith(name + "{") and
-                         all('%s="%s"' % kv in k for kv in labels.items())):
-            return float(v)
-    return 0.0
-
-
 def need_openssl():
     return None if tlsutil.have_openssl() else "SKIP openssl not installed (Debian: openssl)"
 
@@ -115,8 +106,8 @@ def listeners_side_by_side(opts):
             err[-800:]
         # TLS 1.2, then versions we refuse, then a client offering only h2
         rc, out = s_client(f.tls_port, "-tls1_2", "-CAfile", pki.ca, "-alpn", "http/1.1")
-        assert rc == 0 and "Protocol  : TLSv1.2" in out and "ALPN protocol: http/1.1" in out, \
-            out[-800:]
+        assert rc == 0 and "Protocol  : TLSv1.2" in out and "ALPN protocol: http/1.1" in out \
+            and "Cipher is ECDHE-ECDSA-AES128-GCM-SHA256" in out, out[-800:]
         for v in ("-tls1_1", "-tls1"):
             rc, out = s_client(f.tls_port, v, "-cipher", "DEFAULT@SECLEVEL=0")
             assert rc != 0 and "Cipher is (NONE)" in out, (v, out[-600:])
@@ -199,15 +190,18 @@ def tls_responses_copied(opts):
 @test
 def sni_picks_the_certificate(opts):
     """Three certificates: an exact name, a wildcard, and the default for
-    any other name (and none)."""
+    any other name (and none); --tls-min-version 1.3 refuses TLS 1.2."""
     if need_openssl():
         return need_openssl()
     pki = tlsutil.server_pki(pki_dir(opts, "sni"))
     pki.issue("a", "a.test")
     pki.issue("wild", "wild.b.test", "DNS:*.b.test")
     f = tls_fleet(opts, pki, [("server.pem", "server.key"), ("a.pem", "a.key"),
-                              ("wild.pem", "wild.key")])
+                              ("wild.pem", "wild.key")], args=["--tls-min-version", "1.3"])
     try:
+        rc, out = s_client(f.tls_port, "-tls1_2", "-CAfile", pki.ca)
+        assert rc != 0 and metric(f, "prefixgate_tls_handshake_failures_total", side="clients",
+                                  reason="version") == 1, out[-600:]
         for sni, cn in (("a.test", "a.test"), ("x.b.test", "wild.b.test"),
                         ("other.test", "gw.test"), ("A.TEST", "a.test")):
             rc, out = s_client(f.tls_port, "-servername", sni, "-CAfile", pki.ca)
@@ -528,22 +522,29 @@ def rss_kib(pid):
 
 @test
 def access_log_version_and_cipher(opts):
-    """A TLS request's access-log line names its version and cipher; a
-    plain one's does not."""
+    """A TLS request's access-log line names its version and cipher, those
+    --tls-ciphers and --tls-ciphersuites chose (a cipher left out is
+    refused); a plain one's names none."""
     pki = tlsutil.server_pki(pki_dir(opts, "alog"))
     log = pki.path("access.log")
-    f = tls_fleet(opts, pki, args=["--access-log", log])
+    f = tls_fleet(opts, pki, args=["--access-log", log, "--tls-ciphers",
+                                   "ECDHE-ECDSA-CHACHA20-POLY1305", "--tls-ciphersuites",
+                                   "TLS_AES_256_GCM_SHA384"])
     try:
-        ctx = tlsutil.client_context(pki.ca, version=ssl.TLSVersion.TLSv1_2)
-        assert tls_request(f.tls_port, ctx, b'{"prompt":"logged"}')[0] == 200
-        assert f.post("/v1/completions", '{"prompt":"plain"}')[0] == 200
+        for v in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            ctx = tlsutil.client_context(pki.ca, version=v)
+            assert tls_request(f.tls_port, ctx, b'{"prompt":"logged","max_tokens":2}')[0] == 200
+        assert f.post("/v1/completions", '{"prompt":"plain","max_tokens":2}')[0] == 200
+        rc, out = s_client(f.tls_port, "-tls1_2", "-cipher", "ECDHE-ECDSA-AES128-GCM-SHA256")
+        assert rc != 0 and metric(f, "prefixgate_tls_handshake_failures_total", side="clients",
+                                  reason="cipher") == 1, out[-600:]
         import json
         lines = wait_until(lambda: [json.loads(x) for x in open(log)] if os.path.exists(log)
-                           and len(open(log).readlines()) >= 2 else None, 5)
-        assert lines, "no access log"
-        tls = [x for x in lines if "tls_version" in x]
-        assert len(tls) == 1 and tls[0]["tls_version"] == "TLSv1.2" and \
-            tls[0]["tls_cipher"] == "ECDHE-ECDSA-AES128-GCM-SHA256", lines
+                           and len(open(log).readlines()) >= 3 else None, 5)
+        # (the workers' lines may come out in either order)
+        assert sorted((x.get("tls_version", ""), x.get("tls_cipher", "")) for x in lines or []) \
+            == [("", ""), ("TLSv1.2", "ECDHE-ECDSA-CHACHA20-POLY1305"),
+                ("TLSv1.3", "TLS_AES_256_GCM_SHA384")], lines
     finally:
         f.stop()
 

@@ -17,7 +17,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, free_port, http_get, metric_samples, run_suite, wait_until  # noqa: E402
+from harness import Fleet, free_port, run_suite, wait_until  # noqa: E402
+from harness import metric_value as metric  # noqa: E402
 import tlsutil  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -149,13 +150,6 @@ def score(port, body, ctx=None):
 def echoed(st, j, body):
     assert st == 200 and j["len"] == len(body) and \
         j["sha256"] == hashlib.sha256(body).hexdigest(), (st, j)
-
-
-def metric(f, name, **labels):
-    for k, v in metric_samples(f.metrics()).items():
-        if k.startswith(name + "{") and all('%s="%s"' % kv in k for kv in labels.items()):
-            return float(v)
-    return 0.0
 
 
 def with_env(name, value, fn, *args, **kw):
