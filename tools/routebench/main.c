@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * routebench: the cost of one routing decision, as the workers pay it
- * (pg_route: key extraction, ring lookup, choice, and for cache_aware the
+ * (pg_route_worker: key extraction, ring lookup, choice, and for cache_aware the
  * index probes and the record), for each strategy and fleet size, on
  * shared-memory maps in this process: no sockets, no other noise.
  *
@@ -36,7 +36,7 @@
  *  - both: a row of each.
  *
  * Wall-clock figures on a shared VM are noisy; for a repeatable count run it
- * under valgrind --tool=callgrind --toggle-collect=pg_route (instructions
+ * under valgrind --tool=callgrind --toggle-collect=pg_route_worker (instructions
  * per call).
  *
  * The table's "ring rebuild" is one full build of the fleet's ring
@@ -361,7 +361,8 @@ int main(int argc, char **argv)
 	rx = malloc(cap);
 	if (!bodies || !lat || !ring || !rx)
 		return 1;
-	printf("routing cost per request (pg_route), %zu KiB chat bodies, %u conversations x %u "
+	printf("routing cost per request (pg_route_worker), %zu KiB chat bodies, %u conversations "
+	       "x %u "
 	       "turns\n",
 	       kib, convs, rounds);
 	printf("%-13s %8s %9s %9s %9s %10s %12s %5s %7s %8s\n", "strategy", "backends", "p50 us",
