@@ -233,9 +233,16 @@ struct pg_backend {
 	 * before ca_capacity_blocks) and in sequences (0: no bound). */
 	__u32 ca_learned_blocks;
 	__u32 ca_learned_seqs;
+	/* Attempts this gateway sent it (workers add; their order is the
+	 * order they joined its queue), and their count when the scraped
+	 * fields were taken: with the engine's requests waiting, which of ours
+	 * it has begun (user/router/work.h pg_work_begun). */
+	__u32 takes;
+	__u32 takes_at_scrape;
 	__u32 pad2;
+	__u32 pad3;
 };
-_Static_assert(sizeof(struct pg_backend) == 208 + 8 * PG_DEC_MAX, "pg_backend layout");
+_Static_assert(sizeof(struct pg_backend) == 224 + 8 * PG_DEC_MAX, "pg_backend layout");
 _Static_assert(sizeof(struct pg_backend) % 8 == 0, "pg_backend alignment");
 
 /*

@@ -253,6 +253,47 @@ static void test_answer_keeps_its_work(void **state)
 	assert_int_equal(b->firsts, seen + 1); /* predicted, not seen */
 }
 
+/* On a speed not measured, an answer that does not stream leaves the queue
+ * once its engine's report says it has begun it: of the 3 sent before the
+ * report was asked for, with 1 waiting, the first 2 have begun; the third,
+ * and those sent after (maybe not there when it reported), stay. */
+static void test_answer_begun(void **state)
+{
+	struct pg_backend *b = &maps.backends[1];
+	struct pg_load_ticket t[5] = {0};
+
+	(void)state;
+	for (int i = 0; i < 3; i++)
+		pg_load_take(&r, 1, 2000, &t[i], now_ns);
+	b->takes_at_scrape = b->takes; /* the scrape begins */
+	pg_load_take(&r, 1, 2000, &t[3], now_ns);
+	b->waiting = 1;
+	b->scraped_ms = now_ms();
+	b->firsts_at_scrape = b->firsts;
+	pg_load_take(&r, 1, 2000, &t[4], now_ns);
+	assert_true(pg_load_due(&r, &t[0], now_ms()));
+	assert_true(pg_load_due(&r, &t[1], now_ms()));
+	for (int i = 2; i < 5; i++)
+		assert_false(pg_load_due(&r, &t[i], now_ms()));
+	assert_int_equal(b->prefill_reqs, 3);
+	/* a report no longer fresh says nothing (and the slack is not out) */
+	b->waiting = 0;
+	b->scraped_ms = now_ms() - PG_WORK_FRESH_MS;
+	assert_false(pg_load_due(&r, &t[2], now_ms()));
+	/* a fresh one with none waiting, asked for after all were sent */
+	b->takes_at_scrape = b->takes;
+	b->scraped_ms = now_ms();
+	for (int i = 2; i < 5; i++)
+		assert_true(pg_load_due(&r, &t[i], now_ms()));
+	assert_int_equal(b->prefill_reqs, 0);
+	assert_int_equal(b->prefill_tokens, 0);
+	/* measured: the predicted first token alone decides */
+	measured(b);
+	pg_load_take(&r, 1, 2000, &t[0], now_ns);
+	b->takes_at_scrape = b->takes;
+	assert_false(pg_load_due(&r, &t[0], now_ms()));
+}
+
 /* A per-slot cache of 2 conversations (llama.cpp's server), sent 3 in
  * turn: each answer says the predicted hit was lost at a distance of 2
  * other conversations; the bound is learned within a few answers, then the
@@ -338,6 +379,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_gate_every_strategy, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_deadline_explores, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_answer_keeps_its_work, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_answer_begun, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_capacity_slots, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_capacity_ttft_verdict, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_capacity_index_learned, setup, teardown),

@@ -176,7 +176,7 @@ static void test_store(void **state)
 	pg_scrape_init(&s);
 	assert_int_equal(pg_scrape_feed(&s, vllm, sizeof(vllm) - 1), 0);
 	assert_int_equal(pg_scrape_finish(&s), 0);
-	pg_health_store_scrape(&b, &s, 1000, 5000);
+	pg_health_store_scrape(&b, &s, 0, 1000, 5000);
 	assert_int_equal(b.waiting, 7);
 	assert_int_equal(b.running, 5);
 	assert_int_equal(b.kv_query_tokens, 1500000);

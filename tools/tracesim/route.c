@@ -227,7 +227,7 @@ static void scrape(struct ts_world *w, uint64_t now_ms)
 		s.value[PG_SCRAPE_RUNNING] = st.running;
 		s.seen = 1u << PG_SCRAPE_WAITING | 1u << PG_SCRAPE_RUNNING;
 		for (unsigned g = 0; g < w->o.gateways; g++)
-			pg_health_store_scrape(&w->gw[g].be[i], &s, now_ms,
+			pg_health_store_scrape(&w->gw[g].be[i], &s, w->gw[g].be[i].takes, now_ms,
 			                       now_ms + 3ull * w->o.scrape_ms);
 	}
 }

@@ -45,6 +45,7 @@ struct pg_health {
 	struct probe pr[K_N][PG_MAX_BACKENDS];
 	struct pg_scrape sc[PG_MAX_BACKENDS];
 	uint32_t no_series_epoch[PG_MAX_BACKENDS]; /* member told to have no vllm:* series */
+	uint32_t takes[PG_MAX_BACKENDS];           /* pg_backend.takes when its scrape began */
 };
 
 int pg_health_result(struct pg_health_state *st, bool ok, unsigned rise, unsigned fall)
@@ -69,8 +70,8 @@ int pg_health_result(struct pg_health_state *st, bool ok, unsigned rise, unsigne
 	return 0;
 }
 
-void pg_health_store_scrape(struct pg_backend *b, const struct pg_scrape *s, uint64_t now_ms,
-                            uint64_t valid_until_ms)
+void pg_health_store_scrape(struct pg_backend *b, const struct pg_scrape *s, uint32_t takes,
+                            uint64_t now_ms, uint64_t valid_until_ms)
 {
 	const uint64_t hits = (uint64_t)s->value[PG_SCRAPE_HITS];
 	const uint64_t queries = (uint64_t)s->value[PG_SCRAPE_QUERIES];
@@ -87,6 +88,7 @@ void pg_health_store_scrape(struct pg_backend *b, const struct pg_scrape *s, uin
 		                 __ATOMIC_RELAXED);
 	__atomic_store_n(&b->firsts_at_scrape, __atomic_load_n(&b->firsts, __ATOMIC_RELAXED),
 	                 __ATOMIC_RELAXED);
+	__atomic_store_n(&b->takes_at_scrape, takes, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->scraped_ms, now_ms, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->metrics_until_ms, valid_until_ms, __ATOMIC_RELEASE);
 }
@@ -134,7 +136,7 @@ static void scrape_done(struct pg_gateway *gw, unsigned id, bool ok)
 		return;
 	}
 	/* Valid for three intervals: one missed scrape does not drop them. */
-	pg_health_store_scrape(b, s, pg_now_ms(),
+	pg_health_store_scrape(b, s, hc->takes[id], pg_now_ms(),
 	                       pg_now_ms() + 3ull * LOAD(&gw->cfg->metrics_scrape_ms));
 }
 
@@ -169,6 +171,7 @@ static void start(struct pg_gateway *gw, enum kind k, unsigned id, uint64_t now)
 		hc->st[id] = (struct pg_health_state){.epoch = epoch};
 	if (k == K_SCRAPE) {
 		pg_scrape_init(&hc->sc[id]);
+		hc->takes[id] = __atomic_load_n(&b->takes, __ATOMIC_RELAXED);
 		/* A scrape may take up to its interval (at most 10 s). */
 		timeout = scrape_ms < 10000 ? scrape_ms : 10000;
 	}

@@ -31,9 +31,11 @@ int pg_health_result(struct pg_health_state *st, bool ok, unsigned rise, unsigne
 struct pg_scrape;
 
 /* Store a finished scrape's values, taken at now_ms, into backend b
- * (relaxed atomics, metrics_until_ms last with release order). */
-void pg_health_store_scrape(struct pg_backend *b, const struct pg_scrape *s, uint64_t now_ms,
-                            uint64_t valid_until_ms);
+ * (relaxed atomics, metrics_until_ms last with release order); takes:
+ * b->takes when the scrape began (the requests it counts had been sent
+ * before its own request: pg_work_begun). */
+void pg_health_store_scrape(struct pg_backend *b, const struct pg_scrape *s, uint32_t takes,
+                            uint64_t now_ms, uint64_t valid_until_ms);
 
 /* Start / stop the checker thread, its state in gw->health (no thread, and
  * gw->health NULL, when both health checks and --metrics-scrape-interval

@@ -210,9 +210,15 @@ bool pg_load_due(const struct pg_router *r, struct pg_load_ticket *t, uint64_t n
 	struct pg_backend *b = &r->maps->backends[t->backend];
 	struct pg_speed sp;
 
-	if (!t->w.pending || now_ms < t->due_ms)
+	if (!t->w.pending)
+		return false;
+	/* on a speed not measured, its engine's report that it has begun it
+	 * closes the loop the slack leaves open */
+	if (now_ms < t->due_ms && (t->measured || !pg_work_begun(b, &t->w, now_ms)))
 		return false;
 	pg_work_speed(b, &sp);
-	pg_work_leave(b, &t->w, (uint64_t)fmax((double)t->due_ms - sp.overhead_ms, 0));
+	pg_work_leave(
+	    b, &t->w,
+	    (uint64_t)fmax((double)(now_ms < t->due_ms ? now_ms : t->due_ms) - sp.overhead_ms, 0));
 	return true;
 }

@@ -16,13 +16,13 @@
  * token: its work stays in the queue until its first token as the
  * backend's measured speed predicts it (pg_load_due, the workers' tick),
  * or its head if that comes first (pg_load_answered); on a speed not
- * measured, until PG_LOAD_UNMEASURED_SLACK times that prediction: never
+ * measured, until PG_LOAD_UNMEASURED_SLACK times that prediction (never
  * at a time predicted from the defaults alone, which nothing would
- * correct. An answer teaches the queue, not the speed: its head comes
- * after its decode, seconds where its prefill takes milliseconds and
- * varying with the batch, which would drown the prefill in any fit (a fit
- * of the bound it sets, tried on the trace at 0.7 load with instances 3
- * times faster than the defaults, put p99 TTFT at 7.5 times the
+ * correct) or until the engine's report says it has begun it
+ * (pg_work_begun), whichever comes first. An answer teaches the queue, not the speed: its head
+ * comes after its decode, seconds where its prefill takes milliseconds and varying with the batch,
+ * which would drown the prefill in any fit (a fit of the bound it sets, tried on the trace at 0.7
+ * load with instances 3 times faster than the defaults, put p99 TTFT at 7.5 times the
  * reference's, 1.4 without it).
  */
 #ifndef PG_ROUTER_LOAD_H

@@ -265,6 +265,7 @@ void pg_work_take(struct pg_backend *b, struct pg_work_ticket *t, uint32_t token
 		STORE(&b->work_avg, (uint32_t)(avg ? avg + step : tokens));
 	}
 	ADD(&b->prefill_tokens, tokens);
+	t->seq = ADD(&b->takes, 1) + 1;
 	t->queued = ADD(&b->prefill_reqs, 1) || LOAD(&b->peer_prefill_reqs);
 	if (!t->queued) /* an idle engine starts on it now */
 		STORE(&b->head_since_ms, now_ms);

@@ -296,8 +296,24 @@ struct pg_work_ticket {
 	float ahead;     /* the queue when it was sent, tokens, itself included */
 	float decoding;  /* the requests past their first token then */
 	float pred_ms;   /* TTFT predicted then */
+	uint32_t seq;    /* its place in the backend's order (pg_backend.takes) */
 	uint64_t sent_ns;
 };
+
+/* b's engine has begun t (its prefill, or past it), as its fresh report
+ * says: it serves first come, first served, so of the requests this
+ * gateway had sent it when the report was asked for (takes_at_scrape), at
+ * most the last `waiting` still wait; other clients' and gateways'
+ * requests only make that count larger: never a request begun too soon. */
+static inline bool pg_work_begun(const struct pg_backend *b, const struct pg_work_ticket *t,
+                                 uint64_t now_ms)
+{
+	const uint32_t sent = PG_WORK_LOAD(&b->takes_at_scrape),
+	               waiting = PG_WORK_LOAD(&b->waiting);
+
+	return pg_work_fresh(b, now_ms) && waiting < sent &&
+	       (int32_t)(sent - waiting - t->seq) >= 0;
+}
 
 /* An attempt with `tokens` of work is sent to b at now_ns (at speed sp). */
 void pg_work_take(struct pg_backend *b, struct pg_work_ticket *t, uint32_t tokens,
