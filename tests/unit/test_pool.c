@@ -159,7 +159,7 @@ static void test_parse_routing(void **state)
 
 static void expect_error(const char *const *args, const char *want)
 {
-	char err[256];
+	char err[512];
 
 	assert_int_equal(parse(args, err, sizeof(err)), 2);
 	if (!strstr(err, want)) {
@@ -177,6 +177,12 @@ static void test_parse_errors(void **state)
 	ERR("NAME is 1-31", "--pool", ":model=x");
 	ERR("expected NAME:KEY=VALUE", "--pool", "a:model");
 	ERR("unknown key \"modle\"", "--pool", "a:modle=x");
+	/* every key named, as the file's error names them */
+	ERR("unknown key \"modle\" (model, path, backend, strategy, prefix-length, "
+	    "concurrency-threshold, new-conversation-choices, flow-control, "
+	    "flow-instance-queue-ms, flow-deadline-ms, routing-config, pd, prefill, decode, "
+	    "pd-min-tokens, bootstrap-port)",
+	    "--pool", "a:modle=x");
 	ERR("model x is already served by pool a", "--pool", "a:model=x", "--pool", "b:model=x");
 	ERR("an empty item", "--pool", "a:model=x,,y");
 	ERR("path=v1: a path prefix starts with '/'", "--pool", "a:path=v1");

@@ -216,7 +216,7 @@ int pg_pool_key(struct pg_pool_table *t, unsigned p, const char *key, const char
 {
 	const struct pool_key *k = key_of(key);
 	struct pg_pool_cfg *pc = &t->pool[p];
-	char names[160];
+	char names[PG_POOL_KEYS_LEN];
 	const struct pg_opt *o;
 	uint32_t *dst;
 
