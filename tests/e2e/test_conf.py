@@ -177,7 +177,8 @@ def bad_files_told_once_and_nothing_starts(opts):
 @test
 def check_starts_nothing(opts):
     """--check of a good file says so and starts nothing: no maps pinned, no
-    log of a listener; a file with several errors has each told, in order."""
+    log of a listener; a file with several errors has each told, in order;
+    --check exits 1 on an error wherever it stands among the flags."""
     d = tmpdir(opts)
     pin = "/sys/fs/bpf/pg-e2e-conf-check-%d" % os.getpid()
     path = write(os.path.join(d, "good.conf"),
@@ -193,6 +194,11 @@ def check_starts_nothing(opts):
                        timeout=20)
     lines = [int(x.split(":")[1]) for x in r.stderr.splitlines() if x.startswith(path + ":")]
     assert r.returncode == 1 and lines == [1, 2, 3], (r.returncode, r.stderr)
+    # --check wherever it stands: 1 (not valid), never 2 (the start-up's exit)
+    for args in (["--check", "--strategy", "fastest"], ["--strategy", "fastest", "--check"]):
+        r = subprocess.run([gateway(opts)] + args, capture_output=True, text=True, timeout=20)
+        assert r.returncode == 1 and "the configuration is not valid" in r.stderr, (
+            args, r.returncode, r.stderr)
 
 
 def conf_fleet(opts, text, flags=()):

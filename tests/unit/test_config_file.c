@@ -455,6 +455,16 @@ static void test_first_error(void **state)
 	assert_int_equal(
 	    pg_config_parse(&cfg, 4, ARGS("--config", path, "--check"), NULL, err, sizeof(err)), 2);
 	assert_true(cfg.check);
+	/* --check is known wherever it stands, also after the flag at fault
+	 * (the unit's ExecReload puts it last) */
+	assert_int_equal(pg_config_parse(&cfg, 4, ARGS("--strategy", "fastest", "--check"), NULL,
+	                                 err, sizeof(err)),
+	                 2);
+	assert_true(cfg.check);
+	assert_int_equal(pg_config_parse(&cfg, 4, ARGS("--bogus", "--backend", "--check"), NULL,
+	                                 err, sizeof(err)),
+	                 2);
+	assert_false(cfg.check); /* (--check as --backend's value is no --check) */
 	fd = open(path, O_WRONLY | O_TRUNC);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, "workers 2\n", 10), 10);

@@ -155,20 +155,25 @@ int pg_config_parse_text(struct pg_config *cfg, const char *name, const char *te
 	return parse(cfg, name, text, len, argc, argv, NULL, errs);
 }
 
-/* The file to read: the last -c / --config of argv, else the default
- * when it exists. NULL: none. */
-static const char *conf_of(int argc, char **argv)
+/* What must be known of argv before it is parsed, since a parse stops at
+ * its first error: the file to read (*conf: the last -c / --config, else
+ * the default when it exists; NULL: none), and whether --check is given
+ * (the exit status of an error depends on it, wherever it stands). A
+ * flag's value is skipped: "--backend -c" is no -c. */
+static void scan_argv(int argc, char **argv, const char **conf, bool *check)
 {
 	const char *path = NULL;
 
+	*check = false;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config"))
 			path = i + 1 < argc ? argv[++i] : NULL;
 		else if (!strncmp(argv[i], "--config=", 9))
 			path = argv[i] + 9;
+		else if (!strcmp(argv[i], "--check"))
+			*check = true;
 		else if (i + 1 < argc && argv[i][0] == '-' && argv[i][1] == '-' &&
 		         !strchr(argv[i], '=')) {
-			/* skip a flag's value: "--backend -c" is no -c */
 			int id = pg_opt_find(argv[i] + 2, strlen(argv[i] + 2), true);
 
 			i += id >= 0 && (pg_opts[id].arg || pg_opts[id].list);
@@ -176,7 +181,7 @@ static const char *conf_of(int argc, char **argv)
 	}
 	if (!path && access(PG_CONF_DEFAULT, F_OK) == 0)
 		path = PG_CONF_DEFAULT;
-	return path;
+	*conf = path;
 }
 
 /* Parse with the file at path (NULL: none) read. */
@@ -203,7 +208,14 @@ static int parse_path(struct pg_config *cfg, const char *path, int argc, char **
 int pg_config_parse_all(struct pg_config *cfg, int argc, char **argv, FILE *out,
                         struct pg_conf_errs *errs)
 {
-	return parse_path(cfg, conf_of(argc, argv), argc, argv, out, errs);
+	const char *path;
+	bool check;
+	int rc;
+
+	scan_argv(argc, argv, &path, &check);
+	rc = parse_path(cfg, path, argc, argv, out, errs);
+	cfg->check |= check;
+	return rc;
 }
 
 int pg_config_reparse(const struct pg_config *cfg, struct pg_config *out, struct pg_conf_errs *errs)
