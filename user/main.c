@@ -234,19 +234,20 @@ int main(int argc, char **argv)
 		pg_control_stop(&gw);
 		goto out_workers;
 	}
-	pg_info("listening on %s with %u workers, strategy %s, PrefixLength %u, "
+	pg_info("listening on %s with %u worker%s, strategy %s, PrefixLength %u, "
 	        "ConcurrencyThreshold %u, data path %s",
-	        pg_addr_format(&cfg.listen, addr), gw.nworkers,
+	        pg_addr_format(&cfg.listen, addr), gw.nworkers, gw.nworkers == 1 ? "" : "s",
 	        pg_strategy_flag(gw.maps.state->strategy), gw.maps.state->prefix_length,
 	        gw.maps.state->concurrency_threshold, pg_datapath_name(&gw));
 	for (unsigned p = 0; gw.pools && p < cfg.pools.n; p++)
 		pg_info("pool %s: %zu model%s, %zu path%s, %s PrefixLength %u ConcurrencyThreshold "
-		        "%u, %u backends%s",
+		        "%u, %u backend%s%s",
 		        cfg.pools.pool[p].name, cfg.pools.pool[p].nmodels,
 		        cfg.pools.pool[p].nmodels == 1 ? "" : "s", cfg.pools.pool[p].npaths,
 		        cfg.pools.pool[p].npaths == 1 ? "" : "s",
 		        pg_strategy_flag(gw.maps.state[p].strategy), gw.maps.state[p].prefix_length,
 		        gw.maps.state[p].concurrency_threshold, gw.maps.state[p].nbackends,
+		        gw.maps.state[p].nbackends == 1 ? "" : "s",
 		        !p && cfg.pools.catch_all ? ", takes every model no other pool serves"
 		                                  : "");
 
