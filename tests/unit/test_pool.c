@@ -197,12 +197,13 @@ static void test_parse_errors(void **state)
 	    "a:backend=10.0.0.1:1", "--pool", "b:model=y", "--pool", "b:backend=10.0.0.1:1");
 	ERR("--pool a: no model= and no path=", "--pool", "a:backend=10.0.0.1:1");
 	ERR("routing-config=/nonexistent", "--pool", "a:routing-config=/nonexistent");
-	ERR("more than 16 pools", "--pool", "p1:model=1", "--pool", "p2:model=2", "--pool",
-	    "p3:model=3", "--pool", "p4:model=4", "--pool", "p5:model=5", "--pool", "p6:model=6",
-	    "--pool", "p7:model=7", "--pool", "p8:model=8", "--pool", "p9:model=9", "--pool",
-	    "p10:model=10", "--pool", "p11:model=11", "--pool", "p12:model=12", "--pool",
-	    "p13:model=13", "--pool", "p14:model=14", "--pool", "p15:model=15", "--pool",
-	    "p16:model=16");
+	/* the default pool is one of the 16 */
+	ERR("--pool p16: more than 15 pools besides default (16 with it, the most a gateway has)",
+	    "--pool", "p1:model=1", "--pool", "p2:model=2", "--pool", "p3:model=3", "--pool",
+	    "p4:model=4", "--pool", "p5:model=5", "--pool", "p6:model=6", "--pool", "p7:model=7",
+	    "--pool", "p8:model=8", "--pool", "p9:model=9", "--pool", "p10:model=10", "--pool",
+	    "p11:model=11", "--pool", "p12:model=12", "--pool", "p13:model=13", "--pool",
+	    "p14:model=14", "--pool", "p15:model=15", "--pool", "p16:model=16");
 }
 
 /* ---- a gateway with pools, in memory --------------------------------------- */

@@ -286,8 +286,10 @@ int pg_pool_declare(struct pg_pool_table *t, const char *name, size_t nlen, char
 	p = pg_pool_find(t, name, nlen);
 	if (p < 0) {
 		if (t->n >= PG_MAX_POOLS) {
-			pg_errf(err, errlen, "--pool %.*s: more than %d pools", (int)nlen, name,
-			        PG_MAX_POOLS);
+			pg_errf(err, errlen,
+			        "--pool %.*s: more than %d pools besides default (%d with it, the "
+			        "most a gateway has)",
+			        (int)nlen, name, PG_MAX_POOLS - 1, PG_MAX_POOLS);
 			return -1;
 		}
 		p = (int)t->n++;
