@@ -97,6 +97,14 @@ static void finish(struct pg_config *cfg, struct pg_parse *ps)
 		         pg_data_paths[cfg->data_path]);
 		check_err(ps, ps->line[O_DATA_PATH] ? O_DATA_PATH : O_NO_BPF, e);
 	}
+	if (pg_sockaddr_overlap(&cfg->listen, &cfg->admin)) {
+		char a[PG_ADDR_STRLEN], l[PG_ADDR_STRLEN];
+
+		snprintf(e, sizeof(e),
+		         "--admin %s: --listen %s takes the same port: give each its own",
+		         pg_addr_format(&cfg->admin, a), pg_addr_format(&cfg->listen, l));
+		check_err(ps, ps->line[O_ADMIN] ? O_ADMIN : O_LISTEN, e);
+	}
 	if (cfg->etcd.endpoints && cfg->backends_file)
 		check_err(ps, ps->line[O_ETCD] ? O_ETCD : O_BACKENDS_FILE,
 		          "--etcd-endpoints and --backends-file: choose one source");
