@@ -13,7 +13,8 @@
   routing; a file with errors is refused whole, each error logged as
   FILE:LINE:, the running configuration kept;
 - prefixgatectl config prints the configuration the gateway runs: --check
-  accepts it, and a gateway started from it prints the same.
+  accepts it, and a gateway started from it prints the same; saved, then
+  edited at its top, it reaches every pool as the hand-written file does.
 
 usage: test_conf.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
 """
@@ -335,6 +336,33 @@ def ctl_config_reads_back(opts):
         g.start_gateway(["-c", saved], backends=[])
         st, again = g.admin("GET", "/config")
         assert st == 200 and normalized(again) == normalized(conf), (conf, again)
+    finally:
+        f.stop()
+        if g:
+            g.stop()
+
+
+@test
+def saved_config_takes_later_edits(opts):
+    """A configuration saved from GET /config holds what each pool set, not
+    what it inherits: flow-control added at its top reaches every pool
+    (InstanceQueueMs "auto" in GET /flow), as in the file written by hand."""
+    text = ("backend {b0};\npool llama {{ model l; backend {b1}; prefix-length 2048; }}\n"
+            "pool sm {{ path /invocations; backend {b2}; }}\n")
+    f = conf_fleet(opts, text)
+    g = None
+    try:
+        st, conf = f.admin("GET", "/config")
+        assert st == 200 and "flow-instance-queue-ms" not in conf, conf
+        saved = write(os.path.join(f.tmp, "saved.conf"), conf + "flow-control;\n")
+        g = Fleet(opts, n=0, start_gateway=False)
+        g.start_gateway(["-c", saved], backends=[])
+        st, flow = g.admin("GET", "/flow")
+        assert st == 200, flow
+        got = {p["pool"]: p["InstanceQueueMs"] for p in flow["pools"]}
+        assert got == {"default": "auto", "llama": "auto", "sm": "auto"}, got
+        st, rc = g.admin("GET", "/routing?pool=llama")
+        assert rc["PrefixAwareRoutingConfig"]["PrefixLength"] == 2048, rc
     finally:
         f.stop()
         if g:

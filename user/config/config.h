@@ -257,10 +257,12 @@ void pg_config_errs_print(FILE *out, const struct pg_conf_errs *errs, const char
  * cfg written as a configuration file (doc/configuration.md "Configuration file") to
  * out, which parses back to the same configuration: every option that is
  * not at its default, each pool's block, each tenant's. live[p]: pool p's
- * RoutingConfig as it runs (NULL: as configured), written out in full in
- * each pool's block and, where it differs from the default, at the top
- * for the default pool; routing-config is then not written (its values
- * are). A token given directly is not written.
+ * RoutingConfig as it runs (NULL: as configured). The gateway's routing is
+ * written at the top (the default pool's, when it has no block); a pool's
+ * block holds what the pool set itself and where it runs otherwise than
+ * it would inherit, never what it inherits, so that an edit of the top
+ * reaches it; routing-config is not written (its values are). A token
+ * given directly is not written.
  */
 struct pg_buf;
 void pg_config_render(const struct pg_config *cfg, const struct pg_route_cfg *live,
