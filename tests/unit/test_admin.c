@@ -7,7 +7,6 @@
 #include "control_fixture.h"
 #include "admin/metrics.h"
 #include "router/route.h"
-#include "state/flowctl.h"
 
 static void test_post_delete(void **state)
 {
@@ -347,29 +346,6 @@ static void test_metrics(void **state)
 	    "\nprefixgate_backends{state=\"down\"} 0\n",
 	    "\nprefixgate_routing_strategy{strategy=\"PREFIX_AWARE\"} 1\n",
 	    "\nprefixgate_prefix_length 4096\n",
-	    /* the load model's and flow control's durations in seconds too */
-	    "# TYPE prefixgate_ttft_prediction_error_seconds histogram\n",
-	    "\nprefixgate_ttft_prediction_error_seconds_bucket{le=\"0.01\"} 2\n",
-	    "\nprefixgate_ttft_prediction_error_seconds_bucket{le=\"0.03\"} 2\n",
-	    "\nprefixgate_ttft_prediction_error_seconds_bucket{le=\"0.1\"} 3\n",
-	    "\nprefixgate_ttft_prediction_error_seconds_bucket{le=\"+Inf\"} 3\n",
-	    "\nprefixgate_ttft_prediction_error_seconds_sum 0.090000\n",
-	    "\nprefixgate_ttft_prediction_error_seconds_count 3\n",
-	    "# TYPE prefixgate_ttft_prediction_bias_seconds gauge\n",
-	    "\nprefixgate_ttft_prediction_bias_seconds 0.020000\n",
-	    "# TYPE prefixgate_flow_instance_queue_seconds gauge\n",
-	    "\nprefixgate_flow_instance_queue_seconds 0.05\n",
-	    /* their millisecond families, deprecated, for one release */
-	    "# HELP prefixgate_ttft_prediction_error_milliseconds DEPRECATED, removed in the next "
-	    "release: prefixgate_ttft_prediction_error_seconds in milliseconds; use "
-	    "prefixgate_ttft_prediction_error_seconds.\n",
-	    "\nprefixgate_ttft_prediction_error_milliseconds_bucket{le=\"100\"} 3\n",
-	    "\nprefixgate_ttft_prediction_error_milliseconds_sum 90.000\n",
-	    "\nprefixgate_ttft_prediction_bias_milliseconds 20.000\n",
-	    "# HELP prefixgate_flow_instance_queue_milliseconds DEPRECATED, removed in the next "
-	    "release: prefixgate_flow_instance_queue_seconds in milliseconds; use "
-	    "prefixgate_flow_instance_queue_seconds.\n",
-	    "\nprefixgate_flow_instance_queue_milliseconds 50\n",
 	};
 	struct pg_admin_reply r;
 	char err[64];
@@ -396,17 +372,6 @@ static void test_metrics(void **state)
 	gw.stats[1].backend_errors = 2;
 	gw.stats[0].connections = 5;
 	gw.stats[1].connections = 7;
-	/* first tokens: 5 ms early, 5 ms early, 80 ms late */
-	gw.stats[0].ttft_err.bucket[0] = 2;
-	gw.stats[1].ttft_err.bucket[2] = 1;
-	gw.stats[0].ttft_err.abs_us = 10000;
-	gw.stats[1].ttft_err.abs_us = 80000;
-	gw.stats[0].ttft_err.sum_us = -10000;
-	gw.stats[1].ttft_err.sum_us = 70000;
-	/* flow control on: InstanceQueueMs 50 */
-	gw.flow = pg_flowctl_new(&cfg, gw.nworkers, err, sizeof(err));
-	assert_non_null(gw.flow);
-	gw.maps.state->flow_queue_ms = 50;
 
 	assert_int_equal(req("GET", "/metrics", NULL, &r), 200);
 	assert_string_equal(r.content_type, PG_METRICS_CONTENT_TYPE);
@@ -415,8 +380,6 @@ static void test_metrics(void **state)
 			fail_msg("missing: %s", want[i]);
 	check_exposition(r.body.p);
 	pg_buf_free(&r.body);
-	pg_flowctl_free(gw.flow);
-	gw.flow = NULL;
 }
 
 static void test_methods(void **state)
