@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
  * prefixgate: prefix-aware HTTP router for LLM inference fleets.
- * Startup order: configuration -> shared routing state (BPF maps or shared
- * memory) -> membership and ring -> workers -> control thread; then wait for
- * SIGINT/SIGTERM and undo it all in reverse. With --user, privileges are
- * dropped once everything privileged is done (privilege.h); at the first
- * SIGINT/SIGTERM the gateway drains (lifecycle.h) before stopping.
+ * Startup order: configuration -> what it needs of the system (preflight.h,
+ * also all --check does beyond the configuration) -> shared routing state
+ * (BPF maps or shared memory) -> membership and ring -> workers -> control
+ * thread; then wait for SIGINT/SIGTERM and undo it all in reverse. With
+ * --user, privileges are dropped once everything privileged is done
+ * (privilege.h); at the first SIGINT/SIGTERM the gateway drains
+ * (lifecycle.h) before stopping.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -32,6 +34,7 @@
 #include "state/routestats.h"
 #include "sys/lifecycle.h"
 #include "sys/log.h"
+#include "sys/preflight.h"
 #include "sys/privilege.h"
 #include "tls/tls.h"
 #include "proxy/worker.h"
@@ -117,6 +120,15 @@ int main(int argc, char **argv)
 	int rc, sig, status = 1;
 
 	rc = pg_config_parse_all(&cfg, argc, argv, stdout, &errs);
+	/* what it needs of the system, before anything starts (preflight.h):
+	 * told as the configuration's own errors */
+	if (rc == 0 && pg_preflight(&cfg, cfg.check, &errs)) {
+		const bool check = cfg.check;
+
+		pg_config_free(&cfg);
+		cfg.check = check;
+		rc = 2;
+	}
 	if (rc == 1 || rc == 2) {
 		pg_config_errs_print(stderr, &errs, cfg.conf_path);
 		if (rc == 2 && cfg.check)

@@ -2,7 +2,8 @@
 """The configuration file end to end (prefixgate -c FILE; doc/configuration.md
 "Configuration file"): real prefixgate and mockllm processes on loopback.
 
-- every example configuration passes --check;
+- every example configuration passes --check (where the unit runs it);
+- --check checks what the start needs of the system, as the start does;
 - a table of bad files: each gets exactly one FILE:LINE: message and exit
   status 1 under --check (2 at start-up), and none starts a gateway (no
   listener bound, no maps pinned, nothing logged as started);
@@ -21,13 +22,15 @@ usage: test_conf.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
 import glob
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, free_port, run_suite, wait_until  # noqa: E402
+from harness import (Fleet, free_port, run_suite, unit_dirs_wrap, unit_writable,  # noqa: E402
+                     wait_until)
 
 TESTS = []
 REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -93,11 +96,21 @@ def doc_examples():
     return out
 
 
+def in_unit_dirs(cmd, make=True):
+    """cmd where the packaged unit's StateDirectory= and LogsDirectory= are
+    (make) or are not, the host untouched; None without root or unshare."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return None
+    return unit_dirs_wrap(make) + cmd
+
+
 @test
 def examples_pass_check(opts):
     """Every example configuration of the repository passes --check: the
     packaged one, any file under doc/, and every ```conf block of the
-    manual (README.md, doc/*.md)."""
+    manual (README.md, doc/*.md), where the packaged unit runs them: its
+    StateDirectory= and LogsDirectory= made (without root, only errors
+    about those directories are let pass)."""
     files = glob.glob(os.path.join(REPO, "tools", "packaging", "examples", "*.conf")) + \
         glob.glob(os.path.join(REPO, "doc", "**", "*.conf"), recursive=True)
     blocks = doc_examples()
@@ -105,12 +118,69 @@ def examples_pass_check(opts):
     d = tmpdir(opts)
     for n, (where, text) in enumerate(blocks):
         files.append((where, write(os.path.join(d, "doc-example-%d.conf" % n), text)))
+    dirs = [x for x in unit_writable() if x.startswith(("/var/lib/", "/var/log/"))]
     for item in files:
         where, path = item if isinstance(item, tuple) else (item, item)
-        r = subprocess.run([gateway(opts), "-c", path, "--check"], capture_output=True,
-                           text=True, timeout=20)
+        cmd = [os.path.abspath(gateway(opts)), "-c", os.path.abspath(path), "--check"]
+        r = subprocess.run(in_unit_dirs(cmd) or cmd, capture_output=True, text=True,
+                           timeout=20)
+        if r.returncode and not in_unit_dirs(cmd):
+            errs = [x for x in r.stderr.splitlines() if x.startswith(os.path.abspath(path))]
+            assert errs and all(any(" %s/" % x in e for x in dirs) for e in errs), (where, r)
+            continue
         assert r.returncode == 0, "%s: %s%s" % (where, r.stdout, r.stderr)
         assert "the configuration is valid" in r.stdout, r.stdout
+
+
+@test
+def check_tells_what_start_needs(opts):
+    """--check checks what start-up needs of the system, as the start does,
+    each error at its directive's FILE:LINE: the packaged configuration
+    without the unit's LogsDirectory= fails --check (1) and the start (2)
+    alike at its access-log line, and with it passes both; a --user that
+    does not exist, an address no interface has fail --check."""
+    pg = os.path.abspath(gateway(opts))
+    for args, says in ((["--user", "no-such-user-pg"], "--user no-such-user-pg: no such user"),
+                       (["--listen", "192.0.2.1:8080"],
+                        "--listen 192.0.2.1:8080: Cannot assign requested address")):
+        r = subprocess.run([pg, "--check"] + args, capture_output=True, text=True, timeout=20)
+        assert r.returncode == 1 and "prefixgate: " + says in r.stderr, (args, r)
+    example = os.path.join(REPO, "tools", "packaging", "examples", "prefixgate.conf")
+    if not in_unit_dirs([]):
+        return "SKIP not root, or no unshare: the unit's directories cannot be emulated"
+    lines = open(example).read().splitlines()
+    line = [i + 1 for i, x in enumerate(lines) if x.startswith("access-log ")][0]
+    want = "%s:%d: access-log /var/log/prefixgate/access.log: No such file or directory" % (
+        example, line)
+    pin = "/sys/fs/bpf/pg-e2e-conf-needs-%d" % os.getpid()
+    start = [pg, "-c", example, "--listen", "127.0.0.1:%d" % free_port(), "--admin",
+             "127.0.0.1:%d" % free_port()] + mode_args(opts, pin)
+    for cmd, status in ((start + ["--check"], 1), (start, 2)):
+        r = subprocess.run(in_unit_dirs(cmd, make=False), capture_output=True, text=True,
+                           timeout=20)
+        assert r.returncode == status and want in r.stderr.splitlines(), (status, r)
+        assert "listening on" not in r.stderr and not os.path.exists(pin), r.stderr
+    r = subprocess.run(in_unit_dirs(start + ["--check"]), capture_output=True, text=True,
+                       timeout=20)
+    assert r.returncode == 0, r
+    # and it starts there (its members are nowhere: none is healthy)
+    p = subprocess.Popen(in_unit_dirs(start + ["--health-check-path", "none"]),
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out = ""
+        for out_line in p.stdout:
+            out += out_line
+            if "listening on" in out_line or "exit status" in out_line:
+                break
+        assert "listening on" in out, out
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        shutil.rmtree(pin, ignore_errors=True)
 
 
 # (text, line, what the message says): each file has exactly one error. The

@@ -138,6 +138,29 @@ struct pg_tls_cfg {
 	const char *backend_ca, *backend_cert, *backend_key;
 };
 
+/*
+ * What a configuration needs of the system (pg_config.needs), checked before
+ * anything starts and by --check (sys/preflight.h): the files it reads and
+ * writes, the user it becomes, the addresses it binds.
+ */
+enum pg_need_kind {
+	PG_NEED_USER,   /* --user NAME: becomes that user once started */
+	PG_NEED_BIND,   /* --listen, --admin: bound at start-up */
+	PG_NEED_APPEND, /* --access-log: opened for appending at start-up, before --user */
+	PG_NEED_READ,   /* read at start-up only (--etcd-password-file) */
+	PG_NEED_RELOAD, /* read at start-up and again at each reload, as --user's user */
+	PG_NEED_STATE,  /* a file written at run time, as --user's user (--etcd-state-file) */
+};
+struct pg_need {
+	enum pg_need_kind kind;
+	char name[PG_POOL_NAME_MAX +
+	          24];     /* its directive ("access-log", "pool NAME routing-config") */
+	const char *value; /* the path, or the user's name (lives as long as the configuration) */
+	union pg_sockaddr addr; /* PG_NEED_BIND: the address */
+	unsigned line;          /* the file's line of its directive (0: a flag) */
+};
+#define PG_NEEDS_MAX (10 + PG_MAX_POOLS)
+
 struct pg_conf;
 
 struct pg_config {
@@ -200,6 +223,9 @@ struct pg_config {
 	/* Strings a reload took in (pg_config_keep): owned, freed with it. */
 	char **kept;
 	size_t nkept;
+	/* What it needs of the system, each with its directive's line. */
+	struct pg_need needs[PG_NEEDS_MAX];
+	size_t nneeds;
 };
 
 /*

@@ -67,6 +67,56 @@ static void load_files(struct pg_config *cfg, struct pg_parse *ps)
 	}
 }
 
+/* One more of cfg's needs (config.h struct pg_need). */
+static struct pg_need *need(struct pg_config *cfg, enum pg_need_kind kind, const char *name,
+                            const char *value, unsigned line)
+{
+	struct pg_need *n = &cfg->needs[cfg->nneeds++];
+
+	*n = (struct pg_need){.kind = kind, .value = value, .line = line};
+	snprintf(n->name, sizeof(n->name), "%s", name);
+	return n;
+}
+
+/* What the configuration needs of the system, each at its directive's
+ * line: what start-up's checks (sys/preflight.h) look at. */
+static void needs(struct pg_config *cfg, const struct pg_parse *ps)
+{
+	const struct {
+		enum pg_need_kind kind;
+		enum opt_id opt;
+		const char *value;
+	} opts[] = {
+	    {PG_NEED_USER, O_USER, cfg->user},
+	    {PG_NEED_RELOAD, O_CONFIG, cfg->conf_path},
+	    {PG_NEED_RELOAD, O_BACKENDS_FILE, cfg->backends_file},
+	    {PG_NEED_RELOAD, O_ROUTING_CONFIG, cfg->routing_config},
+	    {PG_NEED_RELOAD, O_ADMIN_TOKEN_FILE, cfg->admin_token_file},
+	    {PG_NEED_APPEND, O_ACCESS_LOG, cfg->access_log},
+	    {PG_NEED_READ, O_ETCD_PASSWORD, cfg->etcd.password_file},
+	    {PG_NEED_STATE, O_ETCD_STATE, cfg->etcd.state_file},
+	};
+	char name[PG_POOL_NAME_MAX + 24];
+
+	_Static_assert(sizeof(opts) / sizeof(opts[0]) + 2 + PG_MAX_POOLS <= PG_NEEDS_MAX,
+	               "room for every need");
+	cfg->nneeds = 0;
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+		if (opts[i].value) /* (the file itself has no line of its own) */
+			need(cfg, opts[i].kind, pg_opts[opts[i].opt].name, opts[i].value,
+			     opts[i].opt == O_CONFIG ? 0 : ps->line[opts[i].opt]);
+	for (unsigned p = 0; p < cfg->pools.n && p < PG_MAX_POOLS; p++)
+		if (cfg->pools.pool[p].routing_file) {
+			snprintf(name, sizeof(name), "pool %s routing-config",
+			         cfg->pools.pool[p].name);
+			need(cfg, PG_NEED_RELOAD, name, cfg->pools.pool[p].routing_file,
+			     ps->pool_line[p]);
+		}
+	need(cfg, PG_NEED_BIND, pg_opts[O_LISTEN].name, NULL, ps->line[O_LISTEN])->addr =
+	    cfg->listen;
+	need(cfg, PG_NEED_BIND, pg_opts[O_ADMIN].name, NULL, ps->line[O_ADMIN])->addr = cfg->admin;
+}
+
 /* Everything read: the files named, each pool's RoutingConfig, and the
  * checks that span options. */
 static void finish(struct pg_config *cfg, struct pg_parse *ps)
@@ -108,6 +158,7 @@ static void finish(struct pg_config *cfg, struct pg_parse *ps)
 	if (cfg->etcd.endpoints && cfg->backends_file)
 		check_err(ps, ps->line[O_ETCD] ? O_ETCD : O_BACKENDS_FILE,
 		          "--etcd-endpoints and --backends-file: choose one source");
+	needs(cfg, ps);
 }
 
 /* The file (its text, NULL: none) then argv over it. */

@@ -207,6 +207,12 @@ static int routing_file(struct pg_pool_cfg *pc, const char *v, char sep, char *e
 		pg_errf(err, errlen, "routing-config%c%s: %s", sep, v, e);
 		return -1;
 	}
+	free(pc->routing_file);
+	pc->routing_file = strdup(v);
+	if (!pc->routing_file) {
+		pg_errf(err, errlen, "out of memory");
+		return -1;
+	}
 	pc->route_set |= PG_POOL_SET_FILE;
 	return 0;
 }
