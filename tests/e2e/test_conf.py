@@ -29,8 +29,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Fleet, free_port, run_suite, unit_dirs_wrap, unit_writable,  # noqa: E402
-                     wait_until)
+from harness import (Fleet, free_port, run_suite, tls_pki, tlsutil, unit_dirs_wrap,  # noqa: E402
+                     unit_writable, wait_until)
 
 TESTS = []
 REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -138,11 +138,18 @@ def check_tells_what_start_needs(opts):
     each error at its directive's FILE:LINE: the packaged configuration
     without the unit's LogsDirectory= fails --check (1) and the start (2)
     alike at its access-log line, and with it passes both; a --user that
-    does not exist, an address no interface has fail --check."""
+    does not exist, an address no interface has (--listen, --tls-listen)
+    fail --check."""
     pg = os.path.abspath(gateway(opts))
-    for args, says in ((["--user", "no-such-user-pg"], "--user no-such-user-pg: no such user"),
-                       (["--listen", "192.0.2.1:8080"],
-                        "--listen 192.0.2.1:8080: Cannot assign requested address")):
+    cases = [(["--user", "no-such-user-pg"], "--user no-such-user-pg: no such user"),
+             (["--listen", "192.0.2.1:8080"],
+              "--listen 192.0.2.1:8080: Cannot assign requested address")]
+    if tlsutil.have_openssl():  # (else said at the end)
+        pki = tls_pki(opts)
+        cases.append((["--tls-listen", "192.0.2.1:8443", "--tls-cert", pki.path("server.pem"),
+                       "--tls-key", pki.path("server.key")],
+                      "--tls-listen 192.0.2.1:8443: Cannot assign requested address"))
+    for args, says in cases:
         r = subprocess.run([pg, "--check"] + args, capture_output=True, text=True, timeout=20)
         assert r.returncode == 1 and "prefixgate: " + says in r.stderr, (args, r)
     example = os.path.join(REPO, "tools", "packaging", "examples", "prefixgate.conf")
@@ -181,6 +188,8 @@ def check_tells_what_start_needs(opts):
             p.kill()
             p.wait()
         shutil.rmtree(pin, ignore_errors=True)
+    if not tlsutil.have_openssl():
+        return "SKIP openssl not installed (Debian: openssl): --tls-listen not tried"
 
 
 # (text, line, what the message says): each file has exactly one error. The

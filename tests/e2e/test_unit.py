@@ -10,7 +10,8 @@ files (tools/packaging/prefixgate.service, doc/security.md):
 - with --user, a file a reload reads again that the user cannot read is
   told by --check (exit 1) and at start (exit 2) at its directive's
   FILE:LINE, nothing started; readable by the user, the gateway starts and
-  reloads; made unreadable later, the reload's --check says so.
+  reloads; made unreadable later, the reload's --check says so; a TLS key
+  too (SIGHUP and POST /tls/reload read every TLS file again).
 
 usage: test_unit.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
   Both need root (they create the system user prefixgate-test if it is
@@ -24,8 +25,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (TEST_USER as USER, Fleet, ensure_user, task_status,  # noqa: E402
-                     unit_dirs_wrap, unit_settings, run_suite, wait_until)
+from harness import (TEST_USER as USER, Fleet, ensure_user, free_port, task_status,  # noqa: E402
+                     tls_pki, tlsutil, unit_dirs_wrap, unit_settings, run_suite, wait_until)
 
 TESTS = []
 TOKEN = "s3cret-token-0123456789"
@@ -148,6 +149,40 @@ def user_reads_what_a_reload_reads(opts):
     finally:
         rc = f.stop()
     assert rc == 0, rc
+
+
+@test
+def user_reads_the_tls_files(opts):
+    """--user with a TLS key only root can read: --check exits 1 at the
+    key's FILE:LINE (a TLS reload, SIGHUP or POST /tls/reload, reads it
+    again as the user); readable by the user's group, --check passes."""
+    pw, skip = ensure_user()
+    if skip:
+        return skip
+    if not tlsutil.have_openssl():
+        return "SKIP openssl not installed (Debian: openssl)"
+    pki = tls_pki(opts)
+    d = os.path.join(opts.build, "e2e-tmp", "unit-tls-%d" % os.getpid())
+    os.makedirs(d, exist_ok=True)
+    try:
+        os.chmod(d, 0o755)
+        key = write(os.path.join(d, "gw.key"), open(pki.path("server.key")).read(), 0o600)
+        conf = write(os.path.join(d, "gw.conf"),
+                     "listen 127.0.0.1:%d;\ntls-listen 127.0.0.1:%d;\ntls-cert %s;\n"
+                     "tls-key %s;\nuser %s;\n" % (free_port(), free_port(),
+                                                   pki.path("server.pem"), key, USER))
+        cmd = [os.path.join(opts.build, "prefixgate"), "-c", conf, "--check", "--no-bpf"] + GW
+        want = re.compile(r"^%s:4: tls-key %s: %s \(--user\) cannot read it "
+                          r"\(Permission denied\), and a reload reads it again as %s"
+                          % (re.escape(conf), re.escape(key), USER, USER), re.M)
+        r = run(cmd)
+        assert r.returncode == 1 and want.search(r.stderr), r
+        os.chown(key, 0, pw.pw_gid)
+        os.chmod(key, 0o640)
+        r = run(cmd)
+        assert r.returncode == 0, r
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def main():

@@ -145,11 +145,12 @@ struct pg_tls_cfg {
  */
 enum pg_need_kind {
 	PG_NEED_USER,   /* --user NAME: becomes that user once started */
-	PG_NEED_BIND,   /* --listen, --admin: bound at start-up */
+	PG_NEED_BIND,   /* --listen, --admin, --tls-listen: bound at start-up */
 	PG_NEED_APPEND, /* --access-log: opened for appending at start-up, before --user */
 	PG_NEED_READ,   /* read at start-up only (--etcd-password-file) */
 	PG_NEED_RELOAD, /* read at start-up and again at each reload, as --user's user */
-	PG_NEED_STATE,  /* a file written at run time, as --user's user (--etcd-state-file) */
+	PG_NEED_STATE,  /* a file written at run time, as --user's user (--etcd-state-file;
+	                 * one at most: preflight.c keeps one directory) */
 };
 struct pg_need {
 	enum pg_need_kind kind;
@@ -159,7 +160,9 @@ struct pg_need {
 	union pg_sockaddr addr; /* PG_NEED_BIND: the address */
 	unsigned line;          /* the file's line of its directive (0: a flag) */
 };
-#define PG_NEEDS_MAX (10 + PG_MAX_POOLS)
+/* the flags' (config_load.c needs()), a pool's routing-config each, the
+ * TLS certificates and keys */
+#define PG_NEEDS_MAX (16 + PG_MAX_POOLS + 2 * PG_TLS_CERTS_MAX)
 
 struct pg_conf;
 

@@ -95,16 +95,28 @@ static void needs(struct pg_config *cfg, const struct pg_parse *ps)
 	    {PG_NEED_APPEND, O_ACCESS_LOG, cfg->access_log},
 	    {PG_NEED_READ, O_ETCD_PASSWORD, cfg->etcd.password_file},
 	    {PG_NEED_STATE, O_ETCD_STATE, cfg->etcd.state_file},
+	    /* TLS: SIGHUP and POST /tls/reload read every file again */
+	    {PG_NEED_RELOAD, O_TLS_CLIENT_CA, cfg->tls.client_ca},
+	    {PG_NEED_RELOAD, O_BACKEND_TLS_CA, cfg->tls.backend_ca},
+	    {PG_NEED_RELOAD, O_BACKEND_TLS_CERT, cfg->tls.backend_cert},
+	    {PG_NEED_RELOAD, O_BACKEND_TLS_KEY, cfg->tls.backend_key},
 	};
 	char name[PG_POOL_NAME_MAX + 24];
 
-	_Static_assert(sizeof(opts) / sizeof(opts[0]) + 2 + PG_MAX_POOLS <= PG_NEEDS_MAX,
+	_Static_assert(sizeof(opts) / sizeof(opts[0]) + 2 * PG_TLS_CERTS_MAX + PG_MAX_POOLS + 3 <=
+	                   PG_NEEDS_MAX,
 	               "room for every need");
 	cfg->nneeds = 0;
 	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
 		if (opts[i].value) /* (the file itself has no line of its own) */
 			need(cfg, opts[i].kind, pg_opts[opts[i].opt].name, opts[i].value,
 			     opts[i].opt == O_CONFIG ? 0 : ps->line[opts[i].opt]);
+	for (size_t i = 0; i < cfg->tls.ncerts && i < PG_TLS_CERTS_MAX; i++)
+		need(cfg, PG_NEED_RELOAD, pg_opts[O_TLS_CERT].name, cfg->tls.certs[i],
+		     ps->line[O_TLS_CERT]);
+	for (size_t i = 0; i < cfg->tls.nkeys && i < PG_TLS_CERTS_MAX; i++)
+		need(cfg, PG_NEED_RELOAD, pg_opts[O_TLS_KEY].name, cfg->tls.keys[i],
+		     ps->line[O_TLS_KEY]);
 	for (unsigned p = 0; p < cfg->pools.n && p < PG_MAX_POOLS; p++)
 		if (cfg->pools.pool[p].routing_file) {
 			snprintf(name, sizeof(name), "pool %s routing-config",
@@ -115,6 +127,9 @@ static void needs(struct pg_config *cfg, const struct pg_parse *ps)
 	need(cfg, PG_NEED_BIND, pg_opts[O_LISTEN].name, NULL, ps->line[O_LISTEN])->addr =
 	    cfg->listen;
 	need(cfg, PG_NEED_BIND, pg_opts[O_ADMIN].name, NULL, ps->line[O_ADMIN])->addr = cfg->admin;
+	if (cfg->tls.on)
+		need(cfg, PG_NEED_BIND, pg_opts[O_TLS_LISTEN].name, NULL, ps->line[O_TLS_LISTEN])
+		    ->addr = cfg->tls.listen;
 }
 
 /* Everything read: the files named, each pool's RoutingConfig, and the

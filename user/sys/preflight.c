@@ -86,7 +86,7 @@ static void user_checks(const struct pg_config *cfg, const struct pg_need *u,
 	const char *paths[PG_NEEDS_MAX];
 	const struct pg_need *of[PG_NEEDS_MAX];
 	bool dir[PG_NEEDS_MAX];
-	char dirs[PG_NEEDS_MAX][4096], err[256];
+	char sdir[4096], err[256]; /* the one STATE need's directory */
 	int res[PG_NEEDS_MAX];
 	struct pg_priv p;
 	size_t k = 0;
@@ -106,7 +106,7 @@ static void user_checks(const struct pg_config *cfg, const struct pg_need *u,
 			continue;
 		of[k] = n;
 		dir[k] = n->kind == PG_NEED_STATE;
-		paths[k] = dir[k] ? dir_of(n->value, dirs[k], sizeof(dirs[k])) : n->value;
+		paths[k] = dir[k] ? dir_of(n->value, sdir, sizeof(sdir)) : n->value;
 		k++;
 	}
 	if (!k)
