@@ -62,6 +62,8 @@ for suite in "$@"; do
 	     run_tap "e2e/boundary-bpf" $E/test_boundary.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/ops-shm" $E/test_ops.py --build "$BUILD" --mode shm
 	     run_tap "e2e/ops-bpf" $E/test_ops.py --build "$BUILD" --mode bpf
+	     run_tap "e2e/unit-shm" $E/test_unit.py --build "$BUILD" --mode shm
+	     run_tap "e2e/unit-bpf" $E/test_unit.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/metrics-shm" $E/test_metrics.py --build "$BUILD" --mode shm
 	     run_tap "e2e/metrics-bpf" $E/test_metrics.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/cache-shm" $E/test_cache.py --build "$BUILD" --mode shm
@@ -109,6 +111,8 @@ for suite in "$@"; do
 		python3 tests/e2e/test_tls_backends.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/ops" \
 		python3 tests/e2e/test_ops.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
+		run_tap "e2e-asan/unit" \
+		python3 tests/e2e/test_unit.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/cache" \
 		python3 tests/e2e/test_cache.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/load" \

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
  * prefixgate: prefix-aware HTTP router for LLM inference fleets.
- * Startup order: configuration -> shared routing state (BPF maps or shared
- * memory) -> membership and ring -> workers -> control thread; then wait for
- * SIGINT/SIGTERM and undo it all in reverse. With --user, privileges are
- * dropped once everything privileged is done (privilege.h); at the first
- * SIGINT/SIGTERM the gateway drains (lifecycle.h) before stopping.
+ * Startup order: configuration -> what it needs of the system (preflight.h,
+ * also all --check does beyond the configuration) -> shared routing state
+ * (BPF maps or shared memory) -> membership and ring -> workers -> control
+ * thread; then wait for SIGINT/SIGTERM and undo it all in reverse. With
+ * --user, privileges are dropped once everything privileged is done
+ * (privilege.h); at the first SIGINT/SIGTERM the gateway drains
+ * (lifecycle.h) before stopping.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -32,6 +34,7 @@
 #include "state/routestats.h"
 #include "sys/lifecycle.h"
 #include "sys/log.h"
+#include "sys/preflight.h"
 #include "sys/privilege.h"
 #include "tls/tls.h"
 #include "proxy/worker.h"
@@ -117,6 +120,15 @@ int main(int argc, char **argv)
 	int rc, sig, status = 1;
 
 	rc = pg_config_parse_all(&cfg, argc, argv, stdout, &errs);
+	/* what it needs of the system, before anything starts (preflight.h):
+	 * told as the configuration's own errors */
+	if (rc == 0 && pg_preflight(&cfg, cfg.check, &errs)) {
+		const bool check = cfg.check;
+
+		pg_config_free(&cfg);
+		cfg.check = check;
+		rc = 2;
+	}
 	if (rc == 1 || rc == 2) {
 		pg_config_errs_print(stderr, &errs, cfg.conf_path);
 		if (rc == 2 && cfg.check)
@@ -234,19 +246,20 @@ int main(int argc, char **argv)
 		pg_control_stop(&gw);
 		goto out_workers;
 	}
-	pg_info("listening on %s with %u workers, strategy %s, PrefixLength %u, "
+	pg_info("listening on %s with %u worker%s, strategy %s, PrefixLength %u, "
 	        "ConcurrencyThreshold %u, data path %s",
-	        pg_addr_format(&cfg.listen, addr), gw.nworkers,
+	        pg_addr_format(&cfg.listen, addr), gw.nworkers, gw.nworkers == 1 ? "" : "s",
 	        pg_strategy_flag(gw.maps.state->strategy), gw.maps.state->prefix_length,
 	        gw.maps.state->concurrency_threshold, pg_datapath_name(&gw));
 	for (unsigned p = 0; gw.pools && p < cfg.pools.n; p++)
 		pg_info("pool %s: %zu model%s, %zu path%s, %s PrefixLength %u ConcurrencyThreshold "
-		        "%u, %u backends%s",
+		        "%u, %u backend%s%s",
 		        cfg.pools.pool[p].name, cfg.pools.pool[p].nmodels,
 		        cfg.pools.pool[p].nmodels == 1 ? "" : "s", cfg.pools.pool[p].npaths,
 		        cfg.pools.pool[p].npaths == 1 ? "" : "s",
 		        pg_strategy_flag(gw.maps.state[p].strategy), gw.maps.state[p].prefix_length,
 		        gw.maps.state[p].concurrency_threshold, gw.maps.state[p].nbackends,
+		        gw.maps.state[p].nbackends == 1 ? "" : "s",
 		        !p && cfg.pools.catch_all ? ", takes every model no other pool serves"
 		                                  : "");
 

@@ -894,6 +894,77 @@ def access_log(opts):
     assert len(bad) == 1 and bad[0]["status"] == 400, recs
 
 
+def exchange(port, raw, timeout=10):
+    """Every byte a request sent raw gets until the connection closes."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(raw)
+        got = b""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            d = s.recv(65536)
+            if not d:
+                break
+            got += d
+        return got
+    finally:
+        s.close()
+
+
+@test
+def access_log_own_answers_and_first_token(opts):
+    """The access log of the gateway's own answers (GET /v1/models; 404 for
+    a model, or a path, no pool serves; 400) has their method, path,
+    request id and the bytes the client got; a stream's ttft_us is its
+    first token's time (300 ms after its head here), not its head's."""
+    f = Fleet(opts, 1, mock_args={0: ["--ttft-overhead-ms", "300"]}, start_gateway=False)
+    path = os.path.join(f.tmp, "access-own-%d.log" % os.getpid())
+
+    def post(rid, body):
+        return ("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Request-Id: %s\r\n"
+                "Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (rid, len(body), body)
+                ).encode()
+    try:
+        f.start_gateway(["--access-log", path, "--pool", "a:model=m",
+                         "--pool", "a:backend=" + f.addr("b0")], backends=[])
+        got = {}
+        for rid, method, target in (("models", "GET", "/v1/models"),
+                                    ("health", "GET", "/health")):
+            got[rid] = exchange(f.port, ("%s %s HTTP/1.1\r\nHost: x\r\nX-Request-Id: %s\r\n"
+                                         "Connection: close\r\n\r\n" % (method, target, rid)
+                                         ).encode())
+        got["nomodel"] = exchange(f.port, post("nomodel", chat([{"role": "user", "content": "x"}],
+                                                                 model="zzz")))
+        got["stream"] = exchange(f.port, post("stream", chat([{"role": "user", "content": "hi"}],
+                                                               model="m", stream=True,
+                                                               max_tokens=3)))
+        got["bad"] = exchange(f.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                                      b"Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for rid, status in (("models", 200), ("health", 404), ("nomodel", 404), ("stream", 200),
+                            ("bad", 400)):
+            assert got[rid].startswith(b"HTTP/1.1 %d " % status), (rid, got[rid][:200])
+        assert got["stream"].rstrip().endswith(b"0"), got["stream"][-100:]
+        for rid in ("models", "health", "nomodel"):  # each echoes its request's id
+            assert b"\r\nX-Request-Id: %s\r\n" % rid.encode() in got[rid], got[rid][:300]
+        assert f.idle()
+    finally:
+        rc = f.stop()
+    assert rc == 0
+    recs = [json.loads(line) for line in open(path)]
+    by_id = {r["request_id"]: r for r in recs if r["request_id"]}
+    for rid, method, target in (("models", "GET", "/v1/models"), ("health", "GET", "/health"),
+                                ("nomodel", "POST", "/v1/chat/completions")):
+        r = by_id.get(rid)
+        assert r and r["method"] == method and r["path"] == target, (rid, recs)
+        assert r["outcome"] == "gateway" and r["bytes_out"] == len(got[rid]), (rid, r,
+                                                                                len(got[rid]))
+    bad = [r for r in recs if r["status"] == 400]
+    assert len(bad) == 1 and bad[0]["bytes_out"] == len(got["bad"]), (bad, len(got["bad"]))
+    r = by_id["stream"]
+    assert r["outcome"] == "ok" and r["bytes_out"] == len(got["stream"]), (r, len(got["stream"]))
+    assert 250000 <= r["ttft_us"] <= r["duration_us"], r
+
+
 @test
 def request_identity(opts):
     """X-Forwarded-For gets the client appended, X-Request-Id is kept or

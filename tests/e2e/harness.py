@@ -3,6 +3,7 @@ prefixgate, real processes on loopback, torn down after each test."""
 import http.client
 import json
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -212,11 +213,13 @@ class Fleet:
     def admin_headers(self):
         return {"Authorization": "Bearer " + self.admin_token} if self.admin_token else {}
 
-    def start_gateway(self, args=(), backends=None, extra_backends=(), pin=None):
-        """Start prefixgate; pin: reuse that --bpf-pin-path (bpf mode)."""
+    def start_gateway(self, args=(), backends=None, extra_backends=(), pin=None, wrap=()):
+        """Start prefixgate; pin: reuse that --bpf-pin-path (bpf mode); wrap:
+        a command that runs it (e.g. setpriv ..., ending in an exec of it:
+        the process is the gateway's)."""
         self.port = free_port()
         self.admin_port = free_port()
-        cmd = [os.path.join(self.opts.build, "prefixgate"),
+        cmd = list(wrap) + [os.path.join(self.opts.build, "prefixgate"),
                "--listen", "127.0.0.1:%d" % self.port,
                "--admin", "127.0.0.1:%d" % self.admin_port, "--workers", "2"]
         if self.opts.mode == "shm":
@@ -378,6 +381,76 @@ def read_responses(s, n):
     finally:
         fp.close()  # the socket stays open
     return out
+
+
+# The user the --user tests become (created if missing: ensure_user).
+TEST_USER = "prefixgate-test"
+
+
+def ensure_user():
+    """The test user's pwd entry, creating it if needed; or a SKIP reason."""
+    if os.geteuid() != 0:
+        return None, "SKIP not root: --user needs root to drop from"
+    try:
+        return pwd.getpwnam(TEST_USER), None
+    except KeyError:
+        pass
+    p = subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
+                        "/usr/sbin/nologin", TEST_USER], capture_output=True, text=True, timeout=20)
+    if p.returncode != 0:
+        return None, "SKIP useradd %s failed: %s" % (TEST_USER, p.stderr.strip())
+    return pwd.getpwnam(TEST_USER), None
+
+
+def task_status(pid):
+    """{tid: {field: value}} of every thread of pid."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            text = open("/proc/%d/task/%s/status" % (pid, tid)).read()
+        except OSError:
+            continue
+        out[tid] = dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
+    return out
+
+
+# The packaged systemd unit (tools/packaging/prefixgate.service).
+UNIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
+                    "packaging", "prefixgate.service")
+
+
+def unit_settings(text=None):
+    """{key: [value, ...]} of the packaged unit's settings (or of text)."""
+    out = {}
+    for line in (text if text is not None else open(UNIT).read()).splitlines():
+        if line and not line.startswith(("#", "[")) and "=" in line:
+            k, _, v = line.partition("=")
+            out.setdefault(k.strip(), []).append(v.strip())
+    return out
+
+
+def unit_writable(text=None):
+    """The directories the unit lets prefixgate write (ProtectSystem=strict
+    makes the rest read-only): ReadWritePaths=, and /var/lib/X and
+    /var/log/X for StateDirectory=X and LogsDirectory=X."""
+    u = unit_settings(text)
+    return ([p for v in u.get("ReadWritePaths", []) for p in v.split()] +
+            ["/var/lib/" + d for v in u.get("StateDirectory", []) for d in v.split()] +
+            ["/var/log/" + d for v in u.get("LogsDirectory", []) for d in v.split()])
+
+
+def unit_dirs_wrap(make=True):
+    """A command prefix (for start_gateway's wrap, or a command line) that
+    runs a program in a mount namespace of its own where /var/lib and
+    /var/log are empty, as the host's are not touched, and, when make, hold
+    the unit's StateDirectory= and LogsDirectory= as systemd makes them
+    (owned by root, mode 0755). Needs root and unshare (util-linux)."""
+    dirs = [d for d in unit_writable() if d.startswith(("/var/lib/", "/var/log/"))]
+    script = "mount -t tmpfs -o mode=0755 none /var/lib && " \
+             "mount -t tmpfs -o mode=0755 none /var/log && "
+    if make:
+        script += "mkdir -m 0755 %s && " % " ".join(dirs)
+    return ["unshare", "-m", "sh", "-c", script + 'exec "$@"', "sh"]
 
 
 def have_bpf():

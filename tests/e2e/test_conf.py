@@ -2,7 +2,8 @@
 """The configuration file end to end (prefixgate -c FILE; doc/configuration.md
 "Configuration file"): real prefixgate and mockllm processes on loopback.
 
-- every example configuration passes --check;
+- every example configuration passes --check (where the unit runs it);
+- --check checks what the start needs of the system, as the start does;
 - a table of bad files: each gets exactly one FILE:LINE: message and exit
   status 1 under --check (2 at start-up), and none starts a gateway (no
   listener bound, no maps pinned, nothing logged as started);
@@ -13,20 +14,23 @@
   routing; a file with errors is refused whole, each error logged as
   FILE:LINE:, the running configuration kept;
 - prefixgatectl config prints the configuration the gateway runs: --check
-  accepts it, and a gateway started from it prints the same.
+  accepts it, and a gateway started from it prints the same; saved, then
+  edited at its top, it reaches every pool as the hand-written file does.
 
 usage: test_conf.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
 """
 import glob
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, free_port, run_suite, wait_until  # noqa: E402
+from harness import (Fleet, free_port, run_suite, tls_pki, tlsutil, unit_dirs_wrap,  # noqa: E402
+                     unit_writable, wait_until)
 
 TESTS = []
 REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -92,11 +96,21 @@ def doc_examples():
     return out
 
 
+def in_unit_dirs(cmd, make=True):
+    """cmd where the packaged unit's StateDirectory= and LogsDirectory= are
+    (make) or are not, the host untouched; None without root or unshare."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return None
+    return unit_dirs_wrap(make) + cmd
+
+
 @test
 def examples_pass_check(opts):
     """Every example configuration of the repository passes --check: the
     packaged one, any file under doc/, and every ```conf block of the
-    manual (README.md, doc/*.md)."""
+    manual (README.md, doc/*.md), where the packaged unit runs them: its
+    StateDirectory= and LogsDirectory= made (without root, only errors
+    about those directories are let pass)."""
     files = glob.glob(os.path.join(REPO, "tools", "packaging", "examples", "*.conf")) + \
         glob.glob(os.path.join(REPO, "doc", "**", "*.conf"), recursive=True)
     blocks = doc_examples()
@@ -104,12 +118,78 @@ def examples_pass_check(opts):
     d = tmpdir(opts)
     for n, (where, text) in enumerate(blocks):
         files.append((where, write(os.path.join(d, "doc-example-%d.conf" % n), text)))
+    dirs = [x for x in unit_writable() if x.startswith(("/var/lib/", "/var/log/"))]
     for item in files:
         where, path = item if isinstance(item, tuple) else (item, item)
-        r = subprocess.run([gateway(opts), "-c", path, "--check"], capture_output=True,
-                           text=True, timeout=20)
+        cmd = [os.path.abspath(gateway(opts)), "-c", os.path.abspath(path), "--check"]
+        r = subprocess.run(in_unit_dirs(cmd) or cmd, capture_output=True, text=True,
+                           timeout=20)
+        if r.returncode and not in_unit_dirs(cmd):
+            errs = [x for x in r.stderr.splitlines() if x.startswith(os.path.abspath(path))]
+            assert errs and all(any(" %s/" % x in e for x in dirs) for e in errs), (where, r)
+            continue
         assert r.returncode == 0, "%s: %s%s" % (where, r.stdout, r.stderr)
         assert "the configuration is valid" in r.stdout, r.stdout
+
+
+@test
+def check_tells_what_start_needs(opts):
+    """--check checks what start-up needs of the system, as the start does,
+    each error at its directive's FILE:LINE: the packaged configuration
+    without the unit's LogsDirectory= fails --check (1) and the start (2)
+    alike at its access-log line, and with it passes both; a --user that
+    does not exist, an address no interface has (--listen, --tls-listen)
+    fail --check."""
+    pg = os.path.abspath(gateway(opts))
+    cases = [(["--user", "no-such-user-pg"], "--user no-such-user-pg: no such user"),
+             (["--listen", "192.0.2.1:8080"],
+              "--listen 192.0.2.1:8080: Cannot assign requested address")]
+    if tlsutil.have_openssl():  # (else said at the end)
+        pki = tls_pki(opts)
+        cases.append((["--tls-listen", "192.0.2.1:8443", "--tls-cert", pki.path("server.pem"),
+                       "--tls-key", pki.path("server.key")],
+                      "--tls-listen 192.0.2.1:8443: Cannot assign requested address"))
+    for args, says in cases:
+        r = subprocess.run([pg, "--check"] + args, capture_output=True, text=True, timeout=20)
+        assert r.returncode == 1 and "prefixgate: " + says in r.stderr, (args, r)
+    example = os.path.join(REPO, "tools", "packaging", "examples", "prefixgate.conf")
+    if not in_unit_dirs([]):
+        return "SKIP not root, or no unshare: the unit's directories cannot be emulated"
+    lines = open(example).read().splitlines()
+    line = [i + 1 for i, x in enumerate(lines) if x.startswith("access-log ")][0]
+    want = "%s:%d: access-log /var/log/prefixgate/access.log: No such file or directory" % (
+        example, line)
+    pin = "/sys/fs/bpf/pg-e2e-conf-needs-%d" % os.getpid()
+    start = [pg, "-c", example, "--listen", "127.0.0.1:%d" % free_port(), "--admin",
+             "127.0.0.1:%d" % free_port()] + mode_args(opts, pin)
+    for cmd, status in ((start + ["--check"], 1), (start, 2)):
+        r = subprocess.run(in_unit_dirs(cmd, make=False), capture_output=True, text=True,
+                           timeout=20)
+        assert r.returncode == status and want in r.stderr.splitlines(), (status, r)
+        assert "listening on" not in r.stderr and not os.path.exists(pin), r.stderr
+    r = subprocess.run(in_unit_dirs(start + ["--check"]), capture_output=True, text=True,
+                       timeout=20)
+    assert r.returncode == 0, r
+    # and it starts there (its members are nowhere: none is healthy)
+    p = subprocess.Popen(in_unit_dirs(start + ["--health-check-path", "none"]),
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out = ""
+        for out_line in p.stdout:
+            out += out_line
+            if "listening on" in out_line or "exit status" in out_line:
+                break
+        assert "listening on" in out, out
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        shutil.rmtree(pin, ignore_errors=True)
+    if not tlsutil.have_openssl():
+        return "SKIP openssl not installed (Debian: openssl): --tls-listen not tried"
 
 
 # (text, line, what the message says): each file has exactly one error. The
@@ -177,7 +257,8 @@ def bad_files_told_once_and_nothing_starts(opts):
 @test
 def check_starts_nothing(opts):
     """--check of a good file says so and starts nothing: no maps pinned, no
-    log of a listener; a file with several errors has each told, in order."""
+    log of a listener; a file with several errors has each told, in order;
+    --check exits 1 on an error wherever it stands among the flags."""
     d = tmpdir(opts)
     pin = "/sys/fs/bpf/pg-e2e-conf-check-%d" % os.getpid()
     path = write(os.path.join(d, "good.conf"),
@@ -193,6 +274,11 @@ def check_starts_nothing(opts):
                        timeout=20)
     lines = [int(x.split(":")[1]) for x in r.stderr.splitlines() if x.startswith(path + ":")]
     assert r.returncode == 1 and lines == [1, 2, 3], (r.returncode, r.stderr)
+    # --check wherever it stands: 1 (not valid), never 2 (the start-up's exit)
+    for args in (["--check", "--strategy", "fastest"], ["--strategy", "fastest", "--check"]):
+        r = subprocess.run([gateway(opts)] + args, capture_output=True, text=True, timeout=20)
+        assert r.returncode == 1 and "the configuration is not valid" in r.stderr, (
+            args, r.returncode, r.stderr)
 
 
 def conf_fleet(opts, text, flags=()):
@@ -329,6 +415,33 @@ def ctl_config_reads_back(opts):
         g.start_gateway(["-c", saved], backends=[])
         st, again = g.admin("GET", "/config")
         assert st == 200 and normalized(again) == normalized(conf), (conf, again)
+    finally:
+        f.stop()
+        if g:
+            g.stop()
+
+
+@test
+def saved_config_takes_later_edits(opts):
+    """A configuration saved from GET /config holds what each pool set, not
+    what it inherits: flow-control added at its top reaches every pool
+    (InstanceQueueMs "auto" in GET /flow), as in the file written by hand."""
+    text = ("backend {b0};\npool llama {{ model l; backend {b1}; prefix-length 2048; }}\n"
+            "pool sm {{ path /invocations; backend {b2}; }}\n")
+    f = conf_fleet(opts, text)
+    g = None
+    try:
+        st, conf = f.admin("GET", "/config")
+        assert st == 200 and "flow-instance-queue-ms" not in conf, conf
+        saved = write(os.path.join(f.tmp, "saved.conf"), conf + "flow-control;\n")
+        g = Fleet(opts, n=0, start_gateway=False)
+        g.start_gateway(["-c", saved], backends=[])
+        st, flow = g.admin("GET", "/flow")
+        assert st == 200, flow
+        got = {p["pool"]: p["InstanceQueueMs"] for p in flow["pools"]}
+        assert got == {"default": "auto", "llama": "auto", "sm": "auto"}, got
+        st, rc = g.admin("GET", "/routing?pool=llama")
+        assert rc["PrefixAwareRoutingConfig"]["PrefixLength"] == 2048, rc
     finally:
         f.stop()
         if g:

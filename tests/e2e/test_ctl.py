@@ -25,7 +25,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Fleet, SickBackend, free_port, have_bpf, http_get, run_suite,  # noqa: E402
-                     wait_until)
+                     unit_writable, wait_until)
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 DECISIONS = ["affinity", "overflow", "random", "least_outstanding", "retry", "explicit_key",
@@ -943,7 +943,7 @@ def make_install_destdir(opts):
                   "Restart=on-failure", "ProtectSystem=strict", "NoNewPrivileges=yes",
                   "ReadWritePaths=/sys/fs/bpf", "LimitNOFILE=1048576",
                   "CapabilityBoundingSet=CAP_BPF CAP_NET_ADMIN CAP_SYS_ADMIN CAP_PERFMON "
-                  "CAP_NET_BIND_SERVICE"):
+                  "CAP_NET_BIND_SERVICE CAP_SETUID CAP_SETGID"):
             assert k in unit, k
         json.load(open(os.path.join(d, "usr/local/share/doc/prefixgate/examples/routing.json")))
         v = subprocess.run([os.path.join(d, "usr/local/sbin/prefixgatectl"), "--version"],
@@ -984,22 +984,6 @@ def systemd_unit_verifies(opts):
         assert r.returncode == 0 and not r.stderr.strip(), r.stderr.decode()
     finally:
         shutil.rmtree(d, ignore_errors=True)
-
-
-def unit_writable(unit):
-    """The directories the unit lets prefixgate write (ProtectSystem=strict
-    makes the rest read-only): ReadWritePaths=, and /var/lib/X and
-    /var/log/X for StateDirectory=X and LogsDirectory=X."""
-    out = []
-    for line in unit.splitlines():
-        k, _, v = line.partition("=")
-        if k == "ReadWritePaths":
-            out += v.split()
-        elif k == "StateDirectory":
-            out += ["/var/lib/" + d for d in v.split()]
-        elif k == "LogsDirectory":
-            out += ["/var/log/" + d for d in v.split()]
-    return out
 
 
 @test

@@ -265,9 +265,12 @@ def client_gone_while_queued(opts):
 @test
 def deadline_expires_in_the_queue(opts):
     """A request with a 150 ms deadline behind a flood: 429 with Retry-After
-    and an OpenAI-style error, in about its deadline; never sent on."""
-    f = Fleet(opts, 2, gw_args=GW)
+    and an OpenAI-style error, in about its deadline; never sent on. The
+    access log has the bytes of the 429 the client got."""
+    f = Fleet(opts, 2, start_gateway=False)
+    log = os.path.join(f.tmp, "access-429-%d.log" % os.getpid())
     try:
+        f.start_gateway(GW + ["--access-log", log])
         ts, _, errs = flood(f, 16, "sk-a", 8)
         queued_up(f, 4)
         st, h, data, s = send(f, chat(random.Random(9), SMALL_WORDS), "sk-b",
@@ -284,6 +287,12 @@ def deadline_expires_in_the_queue(opts):
         assert dispatched_total(f) == 16, f.backends()
     finally:
         f.stop()
+    # its status line, fields, blank line and body, as the client got them
+    sent = len("HTTP/1.1 429 Too Many Requests\r\n") + \
+        sum(len(k) + len(v) + 4 for k, v in h.items()) + 2 + len(data)
+    recs = [json.loads(line) for line in open(log)]
+    r = [x for x in recs if x["status"] == 429]
+    assert len(r) == 1 and r[0]["bytes_out"] == sent, (r, sent)
 
 
 @test

@@ -157,6 +157,8 @@ def speeds_split_work(opts):
             l[fast]["prefill_tokens_per_s"], l[slow]["prefill_tokens_per_s"])
         m = f.metrics()
         assert 'prefixgate_backend_prefill_tokens_per_second{backend="%s"}' % fast in m
+        # in seconds, and in milliseconds for one more release
+        assert "prefixgate_ttft_prediction_error_seconds_count" in m
         assert "prefixgate_ttft_prediction_error_milliseconds_count" in m
         quiet(f)
     finally:

@@ -11,7 +11,6 @@ usage: test_ops.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
 import http.client
 import json
 import os
-import pwd
 import re
 import shutil
 import signal
@@ -23,44 +22,16 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Fleet, free_port, have_cgroup2, http_get, mock_pattern,  # noqa: E402
-                     wait_until, run_suite)
+from harness import (TEST_USER as USER, Fleet, ensure_user, free_port,  # noqa: E402
+                     have_cgroup2, http_get, mock_pattern, task_status, wait_until, run_suite)
 
 TESTS = []
-USER = "prefixgate-test"
 TOKEN = "s3cret-token-0123456789"
 
 
 def test(fn):
     TESTS.append(fn)
     return fn
-
-
-def ensure_user():
-    """The test user's pwd entry, creating it if needed; or a SKIP reason."""
-    if os.geteuid() != 0:
-        return None, "SKIP not root: --user needs root to drop from"
-    try:
-        return pwd.getpwnam(USER), None
-    except KeyError:
-        pass
-    p = subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
-                        "/usr/sbin/nologin", USER], capture_output=True, text=True, timeout=20)
-    if p.returncode != 0:
-        return None, "SKIP useradd %s failed: %s" % (USER, p.stderr.strip())
-    return pwd.getpwnam(USER), None
-
-
-def task_status(pid):
-    """{tid: {field: value}} of every thread of pid."""
-    out = {}
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            text = open("/proc/%d/task/%s/status" % (pid, tid)).read()
-        except OSError:
-            continue
-        out[tid] = dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
-    return out
 
 
 class Slow(threading.Thread):

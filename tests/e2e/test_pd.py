@@ -17,6 +17,7 @@ whose pool has a decode set, streamed and plain chat answers on loopback.
 - with flow control: requests that waited are charged to their tenants as
   any others are; the room a prefill frees is seen at its answer, not at
   the gateway's next tick;
+- the dry run (POST /route) names the pair, or the decode instance alone;
 - in-flight counts of both sets back to 0 after every test.
 
 usage: test_pd.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
@@ -222,6 +223,42 @@ def short_prompt_goes_to_decode_alone(opts):
         assert int(h["x-body-length"]) == len(body)
         assert int(h["x-body-crc32"], 16) == zlib.crc32(body.encode())
         assert counters(f)["decode_alone"] == 1 and mock_requests(f, "p0") == 0
+        quiet(f)
+    finally:
+        f.stop()
+
+
+@test
+def dry_run_tells_pair_and_decode_alone(opts):
+    """POST /route on a prefill/decode pool says what a request would do:
+    the decode instance that answers as backend, with the prefill instance
+    of a pair, or none when the decode instance goes alone; the requests
+    then go so."""
+    f = pd_fleet(opts, "vllm")
+    try:
+        path = "/v1/chat/completions"
+        long_, short = chat(2000), chat(20)
+        r = f.dry_run(long_, path=path)
+        assert r["backend"] == f.addr("d0") and r["pd_route"] == "pair", r
+        assert r["prefill"] == f.addr("p0") and r["decode_pool"] == "default-decode", r
+        r = f.dry_run(short, path=path)
+        assert r["backend"] == f.addr("d0") and r["pd_route"] == "decode_alone", r
+        assert r["prefill"] is None, r
+        # prefixgatectl route says the same
+        for body, want in ((long_, r"^prefill\s+%s \(\w+\), then the decode instance" %
+                            re.escape(f.addr("p0"))),
+                           (short, r"^prefill\s+none: the decode instance above alone$")):
+            out = subprocess.run([os.path.join(opts.tools, "prefixgatectl"), "--admin",
+                                  "127.0.0.1:%d" % f.admin_port, "route", "--path", path, "-"],
+                                 input=body, capture_output=True, text=True, timeout=20)
+            assert out.returncode == 0 and re.search(want, out.stdout, re.M), out
+            assert re.search(r"^backend\s+%s " % re.escape(f.addr("d0")), out.stdout, re.M), out
+        # and the requests go so
+        streamed_ok(*send(f, long_)[::2])
+        assert counters(f)["pairs"] == 1, counters(f)
+        streamed_ok(*send(f, short)[::2])
+        c = counters(f)
+        assert c["pairs"] == 1 and c["decode_alone"] == 1, c
         quiet(f)
     finally:
         f.stop()

@@ -229,6 +229,11 @@ def default_pool_catches_the_rest(opts):
         assert st == 409  # b3 is pool b's
         pools = {p["name"]: p for p in f.admin("GET", "/pools")[1]}
         assert pools["default"]["catch_all"] is True and pools["sm"]["paths"] == ["/invocations"]
+        # the start-up lines count in words that agree with their numbers
+        assert wait_until(lambda: "listening on" in f.log(), 5), f.log()
+        assert re.search(r"pool sm: 0 models, 1 path, prefix_aware PrefixLength 4096 "
+                         r"ConcurrencyThreshold \d+, 1 backend$", f.log(), re.M), f.log()
+        assert not re.search(r"\b1 (backends|workers|models|paths|pools)\b", f.log()), f.log()
     finally:
         f.stop()
 

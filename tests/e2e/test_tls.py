@@ -382,7 +382,8 @@ def check_refuses_bad_files(opts):
     with open(wrong, "w") as out:
         out.write(open(pki.ca).read() + open(pki.path("server.pem")).read())
     gw = os.path.join(opts.build, "prefixgate")
-    base = [gw, "--check", "--no-bpf", "--tls-listen", "127.0.0.1:1"]
+    port = free_port()  # (--check binds it: not a port below 1024 needing root)
+    base = [gw, "--check", "--no-bpf", "--tls-listen", "127.0.0.1:%d" % port]
     cases = [
         (["--tls-cert", expired[0], "--tls-key", expired[1]],
          "%s: expired on 2020-02-01 00:00:00 UTC" % expired[0]),
@@ -401,7 +402,7 @@ def check_refuses_bad_files(opts):
         assert r.returncode == 1 and want in err, (args, r.returncode, err)
     conf = pki.path("gw.conf")
     with open(conf, "w") as out:
-        out.write("tls-listen 127.0.0.1:1;\ntls-cert %s;\ntls-key %s;\n" % expired)
+        out.write("tls-listen 127.0.0.1:%d;\ntls-cert %s;\ntls-key %s;\n" % ((port,) + expired))
     r = subprocess.run([gw, "--check", "--no-bpf", "-c", conf], capture_output=True, timeout=10)
     assert r.returncode == 1 and "%s:2: tls-cert: %s: expired on" % (conf, expired[0]) in \
         r.stderr.decode(), r.stderr.decode()

@@ -213,6 +213,42 @@ static void test_ip6(void **state)
 	assert_false(pg_sockaddr_ip6(&a, ip));
 }
 
+/* Two listeners that cannot both be bound: the same port, and one address
+ * covering the other ([::] is dual-stack, as the gateway binds it). */
+static void test_overlap(void **state)
+{
+	static const struct {
+		const char *a, *b;
+		bool overlap;
+	} cases[] = {
+	    {"127.0.0.1:8080", "127.0.0.1:8080", true},
+	    {"127.0.0.1:8080", "127.0.0.1:8081", false},
+	    {"0.0.0.0:9090", "127.0.0.1:9090", true},
+	    {"127.0.0.2:9090", "127.0.0.1:9090", false},
+	    {"[::]:9090", "127.0.0.1:9090", true},
+	    {"[::]:9090", "[::1]:9090", true},
+	    {"[::1]:9090", "127.0.0.1:9090", false},
+	    {"0.0.0.0:9090", "[::1]:9090", false},
+	    {"0.0.0.0:9090", "[::ffff:10.0.0.1]:9090", true},
+	    {"[::ffff:127.0.0.1]:9090", "127.0.0.1:9090", true},
+	    {"[::1]:9090", "[::1]:9090", true},
+	    {"[2001:db8::1]:9090", "[::1]:9090", false},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		union pg_sockaddr a, b;
+		char e[128];
+
+		assert_int_equal(pg_addr_parse(cases[i].a, &a, e, sizeof(e)), 0);
+		assert_int_equal(pg_addr_parse(cases[i].b, &b, e, sizeof(e)), 0);
+		if (pg_sockaddr_overlap(&a, &b) != cases[i].overlap ||
+		    pg_sockaddr_overlap(&b, &a) != cases[i].overlap)
+			fail_msg("%s and %s: expected %s", cases[i].a, cases[i].b,
+			         cases[i].overlap ? "an overlap" : "none");
+	}
+}
+
 /* Normalizing: canonical order whatever the answer's, duplicates once. */
 static void test_normalize(void **state)
 {
@@ -309,7 +345,7 @@ int main(void)
 	    cmocka_unit_test(test_literals),     cmocka_unit_test(test_hostport),
 	    cmocka_unit_test(test_backend_addr), cmocka_unit_test(test_normalize),
 	    cmocka_unit_test(test_diff),         cmocka_unit_test(test_verdict),
-	    cmocka_unit_test(test_ip6),
+	    cmocka_unit_test(test_ip6),          cmocka_unit_test(test_overlap),
 	};
 
 	return cmocka_run_group_tests_name("addr", tests, NULL, NULL);

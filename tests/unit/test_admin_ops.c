@@ -4,7 +4,8 @@
  * command line (shared memory maps, no root): IPv6 members named with raw
  * brackets, where a POST /backends without a pool may go, /health and the
  * dry run when a pool has no member, GET /pools' members, the metrics'
- * units and ring digests. (test_admin.c has the API's plain behaviour on a
+ * units: the load model's and flow control's in seconds (the millisecond
+ * families deprecated). (test_admin.c has the API's plain behaviour on a
  * fixed gateway.)
  */
 #include <arpa/inet.h>
@@ -22,6 +23,8 @@
 #include "admin/admin.h"
 #include "control/control.h"
 #include "members/members.h"
+#include "admin/metrics.h"
+#include "state/flowctl.h"
 #include "state/pools.h"
 #include "sys/log.h"
 
@@ -239,6 +242,73 @@ static void test_pools_members(void **state)
 	pg_buf_free(&r.body);
 }
 
+/* The load model's and flow control's durations in seconds, the
+ * Prometheus base unit; the millisecond families served one more release,
+ * marked deprecated. */
+static void test_metrics_seconds(void **state)
+{
+	static const char *const want[] = {
+	    /* the load model's and flow control's durations in seconds too */
+	    "# TYPE prefixgate_ttft_prediction_error_seconds histogram\n",
+	    "\nprefixgate_ttft_prediction_error_seconds_bucket{le=\"0.01\"} 2\n",
+	    "\nprefixgate_ttft_prediction_error_seconds_bucket{le=\"0.03\"} 2\n",
+	    "\nprefixgate_ttft_prediction_error_seconds_bucket{le=\"0.1\"} 3\n",
+	    "\nprefixgate_ttft_prediction_error_seconds_bucket{le=\"+Inf\"} 3\n",
+	    "\nprefixgate_ttft_prediction_error_seconds_sum 0.090000\n",
+	    "\nprefixgate_ttft_prediction_error_seconds_count 3\n",
+	    "# TYPE prefixgate_ttft_prediction_bias_seconds gauge\n",
+	    "\nprefixgate_ttft_prediction_bias_seconds 0.020000\n",
+	    "# TYPE prefixgate_flow_instance_queue_seconds gauge\n",
+	    "\nprefixgate_flow_instance_queue_seconds 0.05\n",
+	    /* their millisecond families, deprecated, for one release */
+	    "# HELP prefixgate_ttft_prediction_error_milliseconds DEPRECATED, removed in the next "
+	    "release: prefixgate_ttft_prediction_error_seconds in milliseconds; use "
+	    "prefixgate_ttft_prediction_error_seconds.\n",
+	    "\nprefixgate_ttft_prediction_error_milliseconds_bucket{le=\"100\"} 3\n",
+	    "\nprefixgate_ttft_prediction_error_milliseconds_sum 90.000\n",
+	    "\nprefixgate_ttft_prediction_bias_milliseconds 20.000\n",
+	    "# HELP prefixgate_flow_instance_queue_milliseconds DEPRECATED, removed in the next "
+	    "release: prefixgate_flow_instance_queue_seconds in milliseconds; use "
+	    "prefixgate_flow_instance_queue_seconds.\n",
+	    "\nprefixgate_flow_instance_queue_milliseconds 50\n",
+	};
+	struct pg_admin_reply r;
+	char err[128];
+
+	(void)state;
+	START("--backend", "10.0.0.1:80", "--flow-control", "--flow-instance-queue-ms", "50");
+	gw.nworkers = 2;
+	gw.stats = calloc(2, sizeof(*gw.stats));
+	assert_non_null(gw.stats);
+	/* first tokens: 5 ms early, 5 ms early, 80 ms late */
+	gw.stats[0].ttft_err.bucket[0] = 2;
+	gw.stats[1].ttft_err.bucket[2] = 1;
+	gw.stats[0].ttft_err.abs_us = 10000;
+	gw.stats[1].ttft_err.abs_us = 80000;
+	gw.stats[0].ttft_err.sum_us = -10000;
+	gw.stats[1].ttft_err.sum_us = 70000;
+	gw.flow = pg_flowctl_new(&cfg, gw.nworkers, err, sizeof(err));
+	assert_non_null(gw.flow);
+	assert_int_equal(admin("GET", "/metrics", NULL, &r), 200);
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		if (!strstr(r.body.p, want[i]))
+			fail_msg("missing: %s", want[i]);
+	pg_buf_free(&r.body);
+	pg_flowctl_free(gw.flow);
+	free(gw.stats);
+	gw.stats = NULL;
+	/* flow control's automatic room (each instance's service time): -1 */
+	teardown(NULL);
+	START("--backend", "10.0.0.1:80", "--flow-control");
+	gw.flow = pg_flowctl_new(&cfg, 1, err, sizeof(err));
+	assert_non_null(gw.flow);
+	assert_int_equal(admin("GET", "/metrics", NULL, &r), 200);
+	assert_non_null(strstr(r.body.p, "\nprefixgate_flow_instance_queue_seconds -1\n"));
+	pg_buf_free(&r.body);
+	pg_flowctl_free(gw.flow);
+	gw.flow = NULL;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -246,6 +316,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_post_needs_pool, teardown),
 	    cmocka_unit_test_teardown(test_pool_without_members, teardown),
 	    cmocka_unit_test_teardown(test_pools_members, teardown),
+	    cmocka_unit_test_teardown(test_metrics_seconds, teardown),
 	};
 
 	return cmocka_run_group_tests_name("admin_ops", tests, NULL, NULL);

@@ -360,6 +360,13 @@ static void test_invalid(void **state)
 	     "--data-path sockmsg needs BPF: drop --no-bpf or use copy"},
 	    {{"--no-bpf=yes"}, "--no-bpf takes no value"},
 	    {{"--bpf-pin-path="}, "--bpf-pin-path: empty directory"},
+	    /* the admin API and the clients' listener on one port */
+	    {{"--listen", "127.0.0.1:8080", "--admin", "127.0.0.1:8080"},
+	     "--admin 127.0.0.1:8080: --listen 127.0.0.1:8080 takes the same port: give each its "
+	     "own"},
+	    {{"--listen", "0.0.0.0:9090"},
+	     "--admin 127.0.0.1:9090: --listen 0.0.0.0:9090 takes the same port: give each its "
+	     "own"},
 	    {{"--frobnicate"}, "unknown option --frobnicate"},
 	    {{"--list", "1.2.3.4:5"}, "unknown option --list"},
 	    {{"-h"}, "unexpected argument \"-h\""},

@@ -455,6 +455,16 @@ static void test_first_error(void **state)
 	assert_int_equal(
 	    pg_config_parse(&cfg, 4, ARGS("--config", path, "--check"), NULL, err, sizeof(err)), 2);
 	assert_true(cfg.check);
+	/* --check is known wherever it stands, also after the flag at fault
+	 * (the unit's ExecReload puts it last) */
+	assert_int_equal(pg_config_parse(&cfg, 4, ARGS("--strategy", "fastest", "--check"), NULL,
+	                                 err, sizeof(err)),
+	                 2);
+	assert_true(cfg.check);
+	assert_int_equal(pg_config_parse(&cfg, 4, ARGS("--bogus", "--backend", "--check"), NULL,
+	                                 err, sizeof(err)),
+	                 2);
+	assert_false(cfg.check); /* (--check as --backend's value is no --check) */
 	fd = open(path, O_WRONLY | O_TRUNC);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, "workers 2\n", 10), 10);
@@ -472,6 +482,48 @@ static void test_first_error(void **state)
 	unlink(path);
 }
 
+/* What a configuration needs of the system (start-up's checks,
+ * sys/preflight.h), each at its directive's line; a flag's at line 0. */
+static void test_needs(void **state)
+{
+	static const struct {
+		enum pg_need_kind kind;
+		const char *name, *value;
+		unsigned line;
+	} want[] = {
+	    {PG_NEED_USER, "user", "nobody", 2},
+	    {PG_NEED_RELOAD, "config", "t.conf", 0},
+	    {PG_NEED_APPEND, "access-log", "/var/log/prefixgate/access.log", 0},
+	    {PG_NEED_STATE, "etcd-state-file", "/var/lib/prefixgate/etcd.json", 3},
+	    {PG_NEED_BIND, "listen", NULL, 1},
+	    {PG_NEED_BIND, "admin", NULL, 0},
+	};
+	char **args = ARGS("--access-log", "/var/log/prefixgate/access.log");
+	struct pg_conf_errs e = {0};
+	struct pg_config cfg;
+
+	(void)state;
+	assert_int_equal(parse(&cfg,
+	                       "listen 127.0.0.1:8000\nuser nobody\n"
+	                       "etcd-state-file /var/lib/prefixgate/etcd.json\n"
+	                       "etcd-endpoints http://127.0.0.1:2379\n",
+	                       argc_of(args), args, &e),
+	                 0);
+	assert_int_equal(cfg.nneeds, sizeof(want) / sizeof(want[0]));
+	for (size_t i = 0; i < cfg.nneeds; i++) {
+		const struct pg_need *n = &cfg.needs[i];
+
+		if (n->kind != want[i].kind || strcmp(n->name, want[i].name) ||
+		    n->line != want[i].line ||
+		    (want[i].value ? !n->value || strcmp(n->value, want[i].value) : !!n->value))
+			fail_msg("need %zu: %d %s %s at %u", i, n->kind, n->name,
+			         n->value ? n->value : "-", n->line);
+	}
+	assert_int_equal(pg_sockaddr_port(&cfg.needs[4].addr), 8000);
+	pg_config_free(&cfg);
+	pg_conf_errs_free(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -482,6 +534,7 @@ int main(void)
 	    cmocka_unit_test(test_render_round_trip),
 	    cmocka_unit_test(test_diff),
 	    cmocka_unit_test(test_first_error),
+	    cmocka_unit_test(test_needs),
 	};
 
 	return cmocka_run_group_tests_name("config_file", tests, NULL, NULL);

@@ -539,26 +539,14 @@ static void test_target_brackets(void **state)
 	                 -400);
 }
 
-static void test_reasons(void **state)
-{
-	(void)state;
-	assert_string_equal(pg_http_reason(200), "OK");
-	assert_string_equal(pg_http_reason(404), "Not Found");
-	assert_string_equal(pg_http_reason(413), "Content Too Large");
-	assert_string_equal(pg_http_reason(417), "Expectation Failed");
-	assert_string_equal(pg_http_reason(504), "Gateway Timeout");
-	assert_string_equal(pg_http_reason(299), "Error");
-	assert_string_equal(pg_http_reason(-1), "Error");
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_bad_requests),  cmocka_unit_test(test_limits),
-	    cmocka_unit_test(test_good_requests), cmocka_unit_test(test_headers_and_find),
-	    cmocka_unit_test(test_head_ready),    cmocka_unit_test(test_responses),
-	    cmocka_unit_test(test_char_classes),  cmocka_unit_test(test_reasons),
-	    cmocka_unit_test(test_field_kinds),   cmocka_unit_test(test_target_brackets),
+	    cmocka_unit_test(test_bad_requests),    cmocka_unit_test(test_limits),
+	    cmocka_unit_test(test_good_requests),   cmocka_unit_test(test_headers_and_find),
+	    cmocka_unit_test(test_head_ready),      cmocka_unit_test(test_responses),
+	    cmocka_unit_test(test_char_classes),    cmocka_unit_test(test_field_kinds),
+	    cmocka_unit_test(test_target_brackets),
 	};
 	return cmocka_run_group_tests_name("http", tests, NULL, NULL);
 }

@@ -159,7 +159,7 @@ static void test_parse_routing(void **state)
 
 static void expect_error(const char *const *args, const char *want)
 {
-	char err[256];
+	char err[512];
 
 	assert_int_equal(parse(args, err, sizeof(err)), 2);
 	if (!strstr(err, want)) {
@@ -177,6 +177,12 @@ static void test_parse_errors(void **state)
 	ERR("NAME is 1-31", "--pool", ":model=x");
 	ERR("expected NAME:KEY=VALUE", "--pool", "a:model");
 	ERR("unknown key \"modle\"", "--pool", "a:modle=x");
+	/* every key named, as the file's error names them */
+	ERR("unknown key \"modle\" (model, path, backend, strategy, prefix-length, "
+	    "concurrency-threshold, new-conversation-choices, flow-control, "
+	    "flow-instance-queue-ms, flow-deadline-ms, routing-config, pd, prefill, decode, "
+	    "pd-min-tokens, bootstrap-port)",
+	    "--pool", "a:modle=x");
 	ERR("model x is already served by pool a", "--pool", "a:model=x", "--pool", "b:model=x");
 	ERR("an empty item", "--pool", "a:model=x,,y");
 	ERR("path=v1: a path prefix starts with '/'", "--pool", "a:path=v1");
@@ -191,12 +197,13 @@ static void test_parse_errors(void **state)
 	    "a:backend=10.0.0.1:1", "--pool", "b:model=y", "--pool", "b:backend=10.0.0.1:1");
 	ERR("--pool a: no model= and no path=", "--pool", "a:backend=10.0.0.1:1");
 	ERR("routing-config=/nonexistent", "--pool", "a:routing-config=/nonexistent");
-	ERR("more than 16 pools", "--pool", "p1:model=1", "--pool", "p2:model=2", "--pool",
-	    "p3:model=3", "--pool", "p4:model=4", "--pool", "p5:model=5", "--pool", "p6:model=6",
-	    "--pool", "p7:model=7", "--pool", "p8:model=8", "--pool", "p9:model=9", "--pool",
-	    "p10:model=10", "--pool", "p11:model=11", "--pool", "p12:model=12", "--pool",
-	    "p13:model=13", "--pool", "p14:model=14", "--pool", "p15:model=15", "--pool",
-	    "p16:model=16");
+	/* the default pool is one of the 16 */
+	ERR("--pool p16: more than 15 pools besides default (16 with it, the most a gateway has)",
+	    "--pool", "p1:model=1", "--pool", "p2:model=2", "--pool", "p3:model=3", "--pool",
+	    "p4:model=4", "--pool", "p5:model=5", "--pool", "p6:model=6", "--pool", "p7:model=7",
+	    "--pool", "p8:model=8", "--pool", "p9:model=9", "--pool", "p10:model=10", "--pool",
+	    "p11:model=11", "--pool", "p12:model=12", "--pool", "p13:model=13", "--pool",
+	    "p14:model=14", "--pool", "p15:model=15", "--pool", "p16:model=16");
 }
 
 /* ---- a gateway with pools, in memory --------------------------------------- */

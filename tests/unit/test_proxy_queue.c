@@ -173,7 +173,7 @@ static void test_deadline_expires(void **state)
 	assert_int_equal(client_of(c3)->state, PG_C_QUEUED);
 	tick(200);
 	out = took(c3);
-	assert_non_null(strstr(out, "HTTP/1.1 429 "));
+	assert_non_null(strstr(out, "HTTP/1.1 429 Too Many Requests\r\n"));
 	assert_non_null(strstr(out, "Retry-After: "));
 	assert_non_null(strstr(out, "\"code\":\"deadline_exceeded\""));
 	assert_non_null(strstr(out, "\"type\":\"rate_limit_exceeded\""));

@@ -219,6 +219,12 @@ static void print_route(const struct pg_json *js)
 	printf("\nreason       %s\n",
 	       jstr(js, "reason", a, sizeof(a))[0] ? a : jstr(js, "error", b, sizeof(b)));
 	printf("pool         %s\n", jstr(js, "pool", c, sizeof(c))[0] ? c : "default");
+	/* a prefill/decode pool: backend is the decode instance */
+	if (jstr(js, "pd_route", c, sizeof(c))[0] && !strcmp(c, "pair"))
+		printf("prefill      %s (%s), then the decode instance above\n",
+		       jstr(js, "prefill", a, sizeof(a)), jstr(js, "prefill_reason", b, sizeof(b)));
+	else if (c[0])
+		printf("prefill      none: the decode instance above alone\n");
 	printf("candidates   ");
 	jstr(js, "strategy", c, sizeof(c));
 	if (v >= 0 && js->tok[v].type == PG_JSON_ARRAY && js->tok[v].size) {

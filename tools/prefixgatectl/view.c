@@ -339,8 +339,8 @@ void ctl_view_top(FILE *out, const struct ctl_opts *o, const struct ctl_snapshot
 	        cur->stale ? " (no gateway updates them)" : "");
 	ctl_view_pool_lines(out, cur);
 	ctl_view_queue_line(out, cur);
-	fprintf(out, "total      %.1f req/s, %lld in flight, %zu backends\n\n", total / dt,
-	        inflight, cur->n);
+	fprintf(out, "total      %.1f req/s, %lld in flight, %zu backend%s\n\n", total / dt,
+	        inflight, cur->n, cur->n == 1 ? "" : "s");
 	fprintf(out, "%-21s  %-10s  %9s  %8s  %6s  %6s", "ADDRESS", "HEALTH", "IN-FLIGHT", "REQ/S",
 	        "SHARE", "RING");
 	for (int d = 0; d < PG_DEC_MAX; d++)

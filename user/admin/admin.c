@@ -220,13 +220,16 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 	int vlen_model;
 	struct pg_route_input in = {
 	    .api = PG_API_RAW, .body = body ? body : "", .body_len = len, .complete = true};
-	struct pg_route_cfg rc;
-	struct pg_choice ch;
+	struct pg_route_cfg rc, dc;
+	struct pg_choice ch, pch;
+	const struct pg_pool_cfg *pc;
+	enum pg_pd_route pdr = PG_PDR_NONE;
 	uint64_t anchor;
 	uint32_t tokens;
 	struct pg_key k;
 	uint16_t id;
 	int status = 0, pool = -1;
+	unsigned dpool; /* the pool the answering backend is chosen in */
 
 	/* ?path=P&key=K, in any order; the last of a repeated name wins */
 	for (size_t i = 0; i < query.len && !status;) {
@@ -285,7 +288,22 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 	}
 	in.pool = (unsigned)pool;
 	pg_router_cfg(&gw->router, in.pool, &rc);
-	id = pg_route_dry(&gw->router, &in, NULL, dry_run_rnd(), &k, &ch);
+	pc = pg_pools_table(gw) && in.pool < pg_pools_table(gw)->n
+	         ? &pg_pools_table(gw)->pool[in.pool]
+	         : NULL;
+	dpool = in.pool;
+	if (pc && pc->pd && pc->decode) {
+		/* prefill/decode: the pair, or the decode instance alone, as a
+		 * request of the pool goes; the answer comes from the decode one */
+		dpool = pc->decode;
+		pch = (struct pg_choice){0};
+		pdr = pg_route_pd(&gw->router, PG_ROUTE_DRY, &in, dpool, pc->pd_min_tokens, NULL,
+		                  NULL, dry_run_rnd(), &k, &pch, &ch);
+		id = pdr != PG_PDR_NONE ? ch.backend : 0;
+	} else {
+		id = pg_route_dry(&gw->router, &in, NULL, dry_run_rnd(), &k, &ch);
+	}
+	pg_router_cfg(&gw->router, dpool, &dc);
 	anchor = k.anchor;
 	tokens = k.tokens;
 	/* The key again, for its text: same inputs, same key. */
@@ -298,8 +316,20 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 		              pg_backend_name(&gw->maps.backends[id], nb, sizeof(nb)), id,
 		              pg_decision_name(ch.decision));
 	else
-		no_backend_json(gw, in.pool, &r->body);
-	if (rc.strategy == PG_STRATEGY_CACHE_AWARE) {
+		no_backend_json(gw, dpool, &r->body);
+	if (dpool != in.pool && id) {
+		pg_buf_printf(&r->body, "\"pd_route\":\"%s\",\"decode_pool\":\"%s\",\"prefill\":",
+		              pdr == PG_PDR_PAIR ? "pair" : "decode_alone",
+		              pg_pool_name(gw, dpool));
+		if (pdr == PG_PDR_PAIR)
+			pg_buf_printf(
+			    &r->body, "\"%s\",\"prefill_reason\":\"%s\",",
+			    pg_backend_name(&gw->maps.backends[pch.backend], nb, sizeof(nb)),
+			    pg_decision_name(pch.decision));
+		else
+			pg_buf_puts(&r->body, "null,");
+	}
+	if (dc.strategy == PG_STRATEGY_CACHE_AWARE) {
 		pg_buf_printf(&r->body,
 		              "\"matched\":%u,\"prompt_tokens\":%u,\"anchor_hash\":\"0x%016llx\",",
 		              ch.matched, tokens, (unsigned long long)anchor);

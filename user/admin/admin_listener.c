@@ -14,6 +14,7 @@
 #include "admin/admin.h"
 #include "admin/admin_listener.h"
 #include "lib/addr.h"
+#include "lib/http.h"
 #include "sys/log.h"
 
 /*
@@ -213,10 +214,10 @@ static void refuse(int fd)
 
 	drain_input(fd);
 	n = snprintf(head, sizeof(head),
-	             "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+	             "HTTP/1.1 503 %s\r\nContent-Type: application/json\r\n"
 	             "Content-Length: %zu\r\nRetry-After: 1\r\nCache-Control: no-store\r\n"
 	             "Connection: close\r\n\r\n%s",
-	             sizeof(body) - 1, body);
+	             pg_http_reason(503), sizeof(body) - 1, body);
 	if (n > 0 && (size_t)n < sizeof(head))
 		send(fd, head, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT); /* best effort */
 	close(fd);

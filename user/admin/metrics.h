@@ -3,8 +3,9 @@
  * GET /metrics: the gateway's counters in Prometheus text exposition format
  * 0.0.4, read from the shared maps (per backend) and the workers' stats
  * (summed). Every family has HELP and TYPE lines. Durations are in
- * seconds, Prometheus' base unit (the _microseconds latency families are
- * deprecated copies, kept for one release).
+ * seconds, Prometheus' base unit (the _microseconds latency families and
+ * the _milliseconds ones of the load model and flow control are deprecated
+ * copies, kept for one release).
  */
 #ifndef PG_METRICS_H
 #define PG_METRICS_H

@@ -61,10 +61,24 @@ static void pools(const struct pg_gateway *gw, struct pg_buf *o)
 	struct pg_route_cfg rc;
 	char l[PG_POOL_NAME_MAX + 64], more[48];
 
+	pg_metrics_family(
+	    o, "prefixgate_flow_instance_queue_seconds", "gauge",
+	    "FlowControlConfig.InstanceQueueMs in seconds: an instance takes requests "
+	    "while its queued prefill is predicted under it; 0: flow control off; "
+	    "-1: each instance's own service time.");
+	for (unsigned p = 0; p < n; p++) {
+		pg_router_cfg(&gw->router, p, &rc);
+		pg_buf_printf(o, "prefixgate_flow_instance_queue_seconds%s %g\n",
+		              labels(gw, p, "", l, sizeof(l)),
+		              rc.flow_queue_ms == PG_FLOW_QUEUE_AUTO ? -1.0
+		                                                     : rc.flow_queue_ms / 1000.0);
+	}
+	/* In milliseconds, kept for one release so that dashboards can move
+	 * (doc/operations.md, Operating prefixgate). */
 	pg_metrics_family(o, "prefixgate_flow_instance_queue_milliseconds", "gauge",
-	                  "FlowControlConfig.InstanceQueueMs: an instance takes requests while its "
-	                  "queued prefill is predicted under it; 0: flow control off; -1: each "
-	                  "instance's own service time.");
+	                  "DEPRECATED, removed in the next release: "
+	                  "prefixgate_flow_instance_queue_seconds in milliseconds; use "
+	                  "prefixgate_flow_instance_queue_seconds.");
 	for (unsigned p = 0; p < n; p++) {
 		pg_router_cfg(&gw->router, p, &rc);
 		pg_buf_printf(o, "prefixgate_flow_instance_queue_milliseconds%s %lld\n",

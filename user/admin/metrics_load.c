@@ -9,45 +9,60 @@
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 
-/* The TTFT prediction error: a histogram of |error| (ms), its sum, and the
- * mean signed error (the model's bias). */
-static void prediction_error(const struct pg_gateway *gw, struct pg_buf *o)
+/* The TTFT prediction error: a histogram of |error|, its sum, and the
+ * mean signed error (the model's bias); in seconds, the Prometheus base
+ * unit, or (ms) in milliseconds, as the deprecated families were. */
+static void prediction_error(const struct pg_gateway *gw, struct pg_buf *o, bool ms)
 {
+	const char *unit = ms ? "milliseconds" : "seconds";
+	const double scale = ms ? 1e3 : 1e6; /* µs per unit */
 	uint64_t cum = 0, abs_us = 0;
 	int64_t signed_us = 0;
+	char h[96], b[96], help[400];
 
 	for (unsigned w = 0; gw->stats && w < gw->nworkers; w++) {
 		abs_us += LOAD(&gw->stats[w].ttft_err.abs_us);
 		signed_us += LOAD(&gw->stats[w].ttft_err.sum_us);
 	}
-	pg_metrics_family(o, "prefixgate_ttft_prediction_error_milliseconds", "histogram",
-	                  "|first token - predicted| of each streamed response whose first "
-	                  "token was seen, milliseconds (the load model, doc/routing.md, Routing "
-	                  "under load).");
-	for (unsigned b = 0; b < PG_TTFT_ERR_BUCKETS; b++) {
+	snprintf(h, sizeof(h), "prefixgate_ttft_prediction_error_%s", unit);
+	snprintf(b, sizeof(b), "prefixgate_ttft_prediction_bias_%s", unit);
+	if (ms)
+		snprintf(help, sizeof(help),
+		         "DEPRECATED, removed in the next release: "
+		         "prefixgate_ttft_prediction_error_seconds in milliseconds; use "
+		         "prefixgate_ttft_prediction_error_seconds.");
+	else
+		snprintf(help, sizeof(help),
+		         "|first token - predicted| of each streamed response whose first token "
+		         "was seen, seconds (the load model, doc/routing.md, Routing under load).");
+	pg_metrics_family(o, h, "histogram", help);
+	for (unsigned i = 0; i < PG_TTFT_ERR_BUCKETS; i++) {
 		for (unsigned w = 0; gw->stats && w < gw->nworkers; w++)
-			cum += LOAD(&gw->stats[w].ttft_err.bucket[b]);
-		if (b < PG_TTFT_ERR_BUCKETS - 1)
-			pg_buf_printf(
-			    o,
-			    "prefixgate_ttft_prediction_error_milliseconds_bucket{le=\"%u\"} "
-			    "%llu\n",
-			    pg_ttft_err_bounds_ms[b], (unsigned long long)cum);
-		else
-			pg_buf_printf(o,
-			              "prefixgate_ttft_prediction_error_milliseconds_bucket{le=\"+"
-			              "Inf\"} %llu\n",
+			cum += LOAD(&gw->stats[w].ttft_err.bucket[i]);
+		if (i == PG_TTFT_ERR_BUCKETS - 1)
+			pg_buf_printf(o, "%s_bucket{le=\"+Inf\"} %llu\n", h,
 			              (unsigned long long)cum);
+		else if (ms)
+			pg_buf_printf(o, "%s_bucket{le=\"%u\"} %llu\n", h, pg_ttft_err_bounds_ms[i],
+			              (unsigned long long)cum);
+		else
+			pg_buf_printf(o, "%s_bucket{le=\"%g\"} %llu\n", h,
+			              pg_ttft_err_bounds_ms[i] / 1000.0, (unsigned long long)cum);
 	}
-	pg_buf_printf(o,
-	              "prefixgate_ttft_prediction_error_milliseconds_sum %.3f\n"
-	              "prefixgate_ttft_prediction_error_milliseconds_count %llu\n",
-	              (double)abs_us / 1000, (unsigned long long)cum);
-	pg_metrics_family(o, "prefixgate_ttft_prediction_bias_milliseconds", "gauge",
-	                  "Mean of (first token - predicted) since start-up, milliseconds: "
-	                  "positive, first tokens come later than predicted.");
-	pg_buf_printf(o, "prefixgate_ttft_prediction_bias_milliseconds %.3f\n",
-	              cum ? (double)signed_us / 1000 / (double)cum : 0);
+	pg_buf_printf(o, ms ? "%s_sum %.3f\n%s_count %llu\n" : "%s_sum %.6f\n%s_count %llu\n", h,
+	              (double)abs_us / scale, h, (unsigned long long)cum);
+	if (ms)
+		snprintf(help, sizeof(help),
+		         "DEPRECATED, removed in the next release: "
+		         "prefixgate_ttft_prediction_bias_seconds in milliseconds; use "
+		         "prefixgate_ttft_prediction_bias_seconds.");
+	else
+		snprintf(help, sizeof(help),
+		         "Mean of (first token - predicted) since start-up, seconds: positive, "
+		         "first tokens come later than predicted.");
+	pg_metrics_family(o, b, "gauge", help);
+	pg_buf_printf(o, ms ? "%s %.3f\n" : "%s %.6f\n", b,
+	              cum ? (double)signed_us / scale / (double)cum : 0);
 }
 
 /* One gauge family over the active backends: f(b) for each. */
@@ -151,5 +166,8 @@ void pg_metrics_load_render(const struct pg_gateway *gw, struct pg_buf *o)
 	            "1 once the backend's own speed is routed on (learned from PG_FIT_OWN_MIN, 8, "
 	            "first tokens), 0 while its pool's (or the defaults) apply.",
 	            learned);
-	prediction_error(gw, o);
+	prediction_error(gw, o, false);
+	/* The millisecond families, kept for one release so that dashboards
+	 * can move (doc/operations.md, Operating prefixgate). */
+	prediction_error(gw, o, true);
 }

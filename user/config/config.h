@@ -138,6 +138,32 @@ struct pg_tls_cfg {
 	const char *backend_ca, *backend_cert, *backend_key;
 };
 
+/*
+ * What a configuration needs of the system (pg_config.needs), checked before
+ * anything starts and by --check (sys/preflight.h): the files it reads and
+ * writes, the user it becomes, the addresses it binds.
+ */
+enum pg_need_kind {
+	PG_NEED_USER,   /* --user NAME: becomes that user once started */
+	PG_NEED_BIND,   /* --listen, --admin, --tls-listen: bound at start-up */
+	PG_NEED_APPEND, /* --access-log: opened for appending at start-up, before --user */
+	PG_NEED_READ,   /* read at start-up only (--etcd-password-file) */
+	PG_NEED_RELOAD, /* read at start-up and again at each reload, as --user's user */
+	PG_NEED_STATE,  /* a file written at run time, as --user's user (--etcd-state-file;
+	                 * one at most: preflight.c keeps one directory) */
+};
+struct pg_need {
+	enum pg_need_kind kind;
+	char name[PG_POOL_NAME_MAX +
+	          24];     /* its directive ("access-log", "pool NAME routing-config") */
+	const char *value; /* the path, or the user's name (lives as long as the configuration) */
+	union pg_sockaddr addr; /* PG_NEED_BIND: the address */
+	unsigned line;          /* the file's line of its directive (0: a flag) */
+};
+/* the flags' (config_load.c needs()), a pool's routing-config each, the
+ * TLS certificates and keys */
+#define PG_NEEDS_MAX (16 + PG_MAX_POOLS + 2 * PG_TLS_CERTS_MAX)
+
 struct pg_conf;
 
 struct pg_config {
@@ -200,6 +226,9 @@ struct pg_config {
 	/* Strings a reload took in (pg_config_keep): owned, freed with it. */
 	char **kept;
 	size_t nkept;
+	/* What it needs of the system, each with its directive's line. */
+	struct pg_need needs[PG_NEEDS_MAX];
+	size_t nneeds;
 };
 
 /*
@@ -257,10 +286,12 @@ void pg_config_errs_print(FILE *out, const struct pg_conf_errs *errs, const char
  * cfg written as a configuration file (doc/configuration.md "Configuration file") to
  * out, which parses back to the same configuration: every option that is
  * not at its default, each pool's block, each tenant's. live[p]: pool p's
- * RoutingConfig as it runs (NULL: as configured), written out in full in
- * each pool's block and, where it differs from the default, at the top
- * for the default pool; routing-config is then not written (its values
- * are). A token given directly is not written.
+ * RoutingConfig as it runs (NULL: as configured). The gateway's routing is
+ * written at the top (the default pool's, when it has no block); a pool's
+ * block holds what the pool set itself and where it runs otherwise than
+ * it would inherit, never what it inherits, so that an edit of the top
+ * reaches it; routing-config is not written (its values are). A token
+ * given directly is not written.
  */
 struct pg_buf;
 void pg_config_render(const struct pg_config *cfg, const struct pg_route_cfg *live,

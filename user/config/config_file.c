@@ -175,7 +175,7 @@ static void pool_key(struct pg_config *cfg, unsigned p, const struct pg_conf_dir
                      struct pg_parse *ps, unsigned *seen)
 {
 	const char *pool = cfg->pools.pool[p].name;
-	char err[512], shown[80];
+	char err[512], names[PG_POOL_KEYS_LEN], shown[80];
 	int idx = -1;
 	enum pg_pool_key_kind kind = pg_pool_key_kind(k->w[0], &idx);
 
@@ -185,7 +185,7 @@ static void pool_key(struct pg_config *cfg, unsigned p, const struct pg_conf_dir
 
 		pg_conf_err_add(ps->errs, k->line, "pool %s: unknown directive \"%s\" (%s%s%s)",
 		                pool, shown, near ? "did you mean " : "a pool's are ",
-		                near ? near : pg_pool_keys(err, sizeof(err)), near ? "?" : "");
+		                near ? near : pg_pool_keys(names, sizeof(names)), near ? "?" : "");
 		return;
 	}
 	if (kind != PG_PK_LIST && idx >= 0 && seen[idx]) {

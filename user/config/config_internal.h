@@ -103,7 +103,9 @@ enum pg_pool_key_kind {
 enum pg_pool_key_kind pg_pool_key_kind(const char *key, int *index);
 /* The name of key i, NULL past the last. */
 const char *pg_pool_key_name(size_t i);
-/* Every key's name, ", " between, into buf. Returns buf. */
+/* Every key's name, ", " between, into buf (cap: PG_POOL_KEYS_LEN holds
+ * them all). Returns buf. */
+#define PG_POOL_KEYS_LEN 256
 const char *pg_pool_keys(char *buf, size_t cap);
 
 /* Set key of pool p to val (one item of a list key; NULL: a flag key's

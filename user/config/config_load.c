@@ -67,6 +67,71 @@ static void load_files(struct pg_config *cfg, struct pg_parse *ps)
 	}
 }
 
+/* One more of cfg's needs (config.h struct pg_need). */
+static struct pg_need *need(struct pg_config *cfg, enum pg_need_kind kind, const char *name,
+                            const char *value, unsigned line)
+{
+	struct pg_need *n = &cfg->needs[cfg->nneeds++];
+
+	*n = (struct pg_need){.kind = kind, .value = value, .line = line};
+	snprintf(n->name, sizeof(n->name), "%s", name);
+	return n;
+}
+
+/* What the configuration needs of the system, each at its directive's
+ * line: what start-up's checks (sys/preflight.h) look at. */
+static void needs(struct pg_config *cfg, const struct pg_parse *ps)
+{
+	const struct {
+		enum pg_need_kind kind;
+		enum opt_id opt;
+		const char *value;
+	} opts[] = {
+	    {PG_NEED_USER, O_USER, cfg->user},
+	    {PG_NEED_RELOAD, O_CONFIG, cfg->conf_path},
+	    {PG_NEED_RELOAD, O_BACKENDS_FILE, cfg->backends_file},
+	    {PG_NEED_RELOAD, O_ROUTING_CONFIG, cfg->routing_config},
+	    {PG_NEED_RELOAD, O_ADMIN_TOKEN_FILE, cfg->admin_token_file},
+	    {PG_NEED_APPEND, O_ACCESS_LOG, cfg->access_log},
+	    {PG_NEED_READ, O_ETCD_PASSWORD, cfg->etcd.password_file},
+	    {PG_NEED_STATE, O_ETCD_STATE, cfg->etcd.state_file},
+	    /* TLS: SIGHUP and POST /tls/reload read every file again */
+	    {PG_NEED_RELOAD, O_TLS_CLIENT_CA, cfg->tls.client_ca},
+	    {PG_NEED_RELOAD, O_BACKEND_TLS_CA, cfg->tls.backend_ca},
+	    {PG_NEED_RELOAD, O_BACKEND_TLS_CERT, cfg->tls.backend_cert},
+	    {PG_NEED_RELOAD, O_BACKEND_TLS_KEY, cfg->tls.backend_key},
+	};
+	char name[PG_POOL_NAME_MAX + 24];
+
+	_Static_assert(sizeof(opts) / sizeof(opts[0]) + 2 * PG_TLS_CERTS_MAX + PG_MAX_POOLS + 3 <=
+	                   PG_NEEDS_MAX,
+	               "room for every need");
+	cfg->nneeds = 0;
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+		if (opts[i].value) /* (the file itself has no line of its own) */
+			need(cfg, opts[i].kind, pg_opts[opts[i].opt].name, opts[i].value,
+			     opts[i].opt == O_CONFIG ? 0 : ps->line[opts[i].opt]);
+	for (size_t i = 0; i < cfg->tls.ncerts && i < PG_TLS_CERTS_MAX; i++)
+		need(cfg, PG_NEED_RELOAD, pg_opts[O_TLS_CERT].name, cfg->tls.certs[i],
+		     ps->line[O_TLS_CERT]);
+	for (size_t i = 0; i < cfg->tls.nkeys && i < PG_TLS_CERTS_MAX; i++)
+		need(cfg, PG_NEED_RELOAD, pg_opts[O_TLS_KEY].name, cfg->tls.keys[i],
+		     ps->line[O_TLS_KEY]);
+	for (unsigned p = 0; p < cfg->pools.n && p < PG_MAX_POOLS; p++)
+		if (cfg->pools.pool[p].routing_file) {
+			snprintf(name, sizeof(name), "pool %s routing-config",
+			         cfg->pools.pool[p].name);
+			need(cfg, PG_NEED_RELOAD, name, cfg->pools.pool[p].routing_file,
+			     ps->pool_line[p]);
+		}
+	need(cfg, PG_NEED_BIND, pg_opts[O_LISTEN].name, NULL, ps->line[O_LISTEN])->addr =
+	    cfg->listen;
+	need(cfg, PG_NEED_BIND, pg_opts[O_ADMIN].name, NULL, ps->line[O_ADMIN])->addr = cfg->admin;
+	if (cfg->tls.on)
+		need(cfg, PG_NEED_BIND, pg_opts[O_TLS_LISTEN].name, NULL, ps->line[O_TLS_LISTEN])
+		    ->addr = cfg->tls.listen;
+}
+
 /* Everything read: the files named, each pool's RoutingConfig, and the
  * checks that span options. */
 static void finish(struct pg_config *cfg, struct pg_parse *ps)
@@ -97,9 +162,18 @@ static void finish(struct pg_config *cfg, struct pg_parse *ps)
 		         pg_data_paths[cfg->data_path]);
 		check_err(ps, ps->line[O_DATA_PATH] ? O_DATA_PATH : O_NO_BPF, e);
 	}
+	if (pg_sockaddr_overlap(&cfg->listen, &cfg->admin)) {
+		char a[PG_ADDR_STRLEN], l[PG_ADDR_STRLEN];
+
+		snprintf(e, sizeof(e),
+		         "--admin %s: --listen %s takes the same port: give each its own",
+		         pg_addr_format(&cfg->admin, a), pg_addr_format(&cfg->listen, l));
+		check_err(ps, ps->line[O_ADMIN] ? O_ADMIN : O_LISTEN, e);
+	}
 	if (cfg->etcd.endpoints && cfg->backends_file)
 		check_err(ps, ps->line[O_ETCD] ? O_ETCD : O_BACKENDS_FILE,
 		          "--etcd-endpoints and --backends-file: choose one source");
+	needs(cfg, ps);
 }
 
 /* The file (its text, NULL: none) then argv over it. */
@@ -155,20 +229,25 @@ int pg_config_parse_text(struct pg_config *cfg, const char *name, const char *te
 	return parse(cfg, name, text, len, argc, argv, NULL, errs);
 }
 
-/* The file to read: the last -c / --config of argv, else the default
- * when it exists. NULL: none. */
-static const char *conf_of(int argc, char **argv)
+/* What must be known of argv before it is parsed, since a parse stops at
+ * its first error: the file to read (*conf: the last -c / --config, else
+ * the default when it exists; NULL: none), and whether --check is given
+ * (the exit status of an error depends on it, wherever it stands). A
+ * flag's value is skipped: "--backend -c" is no -c. */
+static void scan_argv(int argc, char **argv, const char **conf, bool *check)
 {
 	const char *path = NULL;
 
+	*check = false;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config"))
 			path = i + 1 < argc ? argv[++i] : NULL;
 		else if (!strncmp(argv[i], "--config=", 9))
 			path = argv[i] + 9;
+		else if (!strcmp(argv[i], "--check"))
+			*check = true;
 		else if (i + 1 < argc && argv[i][0] == '-' && argv[i][1] == '-' &&
 		         !strchr(argv[i], '=')) {
-			/* skip a flag's value: "--backend -c" is no -c */
 			int id = pg_opt_find(argv[i] + 2, strlen(argv[i] + 2), true);
 
 			i += id >= 0 && (pg_opts[id].arg || pg_opts[id].list);
@@ -176,7 +255,7 @@ static const char *conf_of(int argc, char **argv)
 	}
 	if (!path && access(PG_CONF_DEFAULT, F_OK) == 0)
 		path = PG_CONF_DEFAULT;
-	return path;
+	*conf = path;
 }
 
 /* Parse with the file at path (NULL: none) read. */
@@ -203,7 +282,14 @@ static int parse_path(struct pg_config *cfg, const char *path, int argc, char **
 int pg_config_parse_all(struct pg_config *cfg, int argc, char **argv, FILE *out,
                         struct pg_conf_errs *errs)
 {
-	return parse_path(cfg, conf_of(argc, argv), argc, argv, out, errs);
+	const char *path;
+	bool check;
+	int rc;
+
+	scan_argv(argc, argv, &path, &check);
+	rc = parse_path(cfg, path, argc, argv, out, errs);
+	cfg->check |= check;
+	return rc;
 }
 
 int pg_config_reparse(const struct pg_config *cfg, struct pg_config *out, struct pg_conf_errs *errs)

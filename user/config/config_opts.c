@@ -84,8 +84,9 @@ const struct pg_opt pg_opts[] = {
                       "blocks (doc/configuration.md); flags given override it"),
                   .short_name = 'c', .cli = true, .def_text = PG_CONF_DEFAULT " if it exists"},
     [O_CHECK] = {OPT("check", NULL,
-                     "check the configuration and exit, 0 if valid, else 1 with every error "
-                     "as FILE:LINE: ...; nothing is started"),
+                     "check the configuration and what starting it needs (files, --user, "
+                     "addresses) and exit, 0 if valid, else 1 with every error as "
+                     "FILE:LINE: ...; nothing is started"),
                  FLAG(check), .cli = true},
     [O_LISTEN] = {OPT("listen", "ADDR:PORT", "client listener (A.B.C.D, [IPV6], localhost)"),
                   .def = PG_LISTEN_DEFAULT},

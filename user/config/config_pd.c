@@ -53,8 +53,10 @@ static int decode_pool(struct pg_pool_table *t, unsigned p, char *err, size_t er
 	}
 	if (q < 0) {
 		if (t->n >= PG_MAX_POOLS) {
-			pg_errf(err, errlen, "decode: more than %d pools with %s", PG_MAX_POOLS,
-			        name);
+			pg_errf(err, errlen,
+			        "decode: %s would be pool %d: more than %d besides default (%d "
+			        "with it, the most a gateway has; a decode set is a pool)",
+			        name, PG_MAX_POOLS, PG_MAX_POOLS - 1, PG_MAX_POOLS);
 			return -1;
 		}
 		q = (int)t->n++;

@@ -207,6 +207,12 @@ static int routing_file(struct pg_pool_cfg *pc, const char *v, char sep, char *e
 		pg_errf(err, errlen, "routing-config%c%s: %s", sep, v, e);
 		return -1;
 	}
+	free(pc->routing_file);
+	pc->routing_file = strdup(v);
+	if (!pc->routing_file) {
+		pg_errf(err, errlen, "out of memory");
+		return -1;
+	}
 	pc->route_set |= PG_POOL_SET_FILE;
 	return 0;
 }
@@ -216,7 +222,7 @@ int pg_pool_key(struct pg_pool_table *t, unsigned p, const char *key, const char
 {
 	const struct pool_key *k = key_of(key);
 	struct pg_pool_cfg *pc = &t->pool[p];
-	char names[160];
+	char names[PG_POOL_KEYS_LEN];
 	const struct pg_opt *o;
 	uint32_t *dst;
 
@@ -286,8 +292,10 @@ int pg_pool_declare(struct pg_pool_table *t, const char *name, size_t nlen, char
 	p = pg_pool_find(t, name, nlen);
 	if (p < 0) {
 		if (t->n >= PG_MAX_POOLS) {
-			pg_errf(err, errlen, "--pool %.*s: more than %d pools", (int)nlen, name,
-			        PG_MAX_POOLS);
+			pg_errf(err, errlen,
+			        "--pool %.*s: more than %d pools besides default (%d with it, the "
+			        "most a gateway has)",
+			        (int)nlen, name, PG_MAX_POOLS - 1, PG_MAX_POOLS);
 			return -1;
 		}
 		p = (int)t->n++;

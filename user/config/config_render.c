@@ -197,31 +197,80 @@ static void line(struct pg_buf *out, const char *indent, const char *name, char 
 	pg_buf_puts(out, ";\n");
 }
 
-/* The routing directives of rc: all (a pool's), or those that differ
- * from def (the gateway's). */
-static void routing(struct pg_buf *out, const char *indent, const struct pg_route_cfg *rc,
-                    const struct pg_route_cfg *def)
+/* The RoutingConfig fields a pool block or the top of the file writes
+ * (PG_POOL_SET_* bits; PG_POOL_SET_FLOW_ON is the flow-control key), the
+ * numbers by the flag of the same name. */
+#define ROUTE_FIELDS                                                                               \
+	(PG_POOL_SET_STRATEGY | PG_POOL_SET_PREFIX | PG_POOL_SET_THRESHOLD | PG_POOL_SET_CHOICES | \
+	 PG_POOL_SET_FLOW_QUEUE | PG_POOL_SET_FLOW_DEADLINE)
+static const struct {
+	enum opt_id id;
+	unsigned bit;
+} route_nums[] = {
+    {O_PREFIX_LENGTH, PG_POOL_SET_PREFIX},        {O_CONCURRENCY, PG_POOL_SET_THRESHOLD},
+    {O_CA_CHOICES, PG_POOL_SET_CHOICES},          {O_FLOW_QUEUE_MS, PG_POOL_SET_FLOW_QUEUE},
+    {O_FLOW_DEADLINE, PG_POOL_SET_FLOW_DEADLINE},
+};
+
+static uint32_t route_num(const struct pg_route_cfg *rc, enum opt_id id)
 {
-	static const enum opt_id nums[] = {O_PREFIX_LENGTH, O_CONCURRENCY, O_CA_CHOICES,
-	                                   O_FLOW_QUEUE_MS, O_FLOW_DEADLINE};
+	return *(const uint32_t *)(const void *)((const char *)rc + pg_opts[id].field);
+}
 
-	if (!def || rc->strategy != def->strategy)
+/* The fields in which rc differs from base, as PG_POOL_SET_* bits. */
+static unsigned route_differ(const struct pg_route_cfg *rc, const struct pg_route_cfg *base)
+{
+	unsigned set = rc->strategy != base->strategy ? PG_POOL_SET_STRATEGY : 0;
+
+	for (size_t i = 0; i < sizeof(route_nums) / sizeof(route_nums[0]); i++)
+		if (route_num(rc, route_nums[i].id) != route_num(base, route_nums[i].id))
+			set |= route_nums[i].bit;
+	return set;
+}
+
+/* The fields of rc in set, one directive a line. Flow control's automatic
+ * room (PG_FLOW_QUEUE_AUTO) is no number: it is what flow-control turns
+ * on where no InstanceQueueMs is set. */
+static void routing(struct pg_buf *out, const char *indent, const struct pg_route_cfg *rc,
+                    unsigned set)
+{
+	bool on = set & PG_POOL_SET_FLOW_ON;
+
+	if (set & PG_POOL_SET_STRATEGY)
 		pg_buf_printf(out, "%sstrategy %s;\n", indent, pg_strategy_flag(rc->strategy));
-	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
-		const struct pg_opt *o = &pg_opts[nums[i]];
-		uint32_t v = *(const uint32_t *)(const void *)((const char *)rc + o->field);
+	for (size_t i = 0; i < sizeof(route_nums) / sizeof(route_nums[0]); i++) {
+		uint32_t v = route_num(rc, route_nums[i].id);
 
-		if (def && v == *(const uint32_t *)(const void *)((const char *)def + o->field))
+		if (!(set & route_nums[i].bit))
 			continue;
-		/* flow control's automatic room: what the flag turns on (the
-		 * gateway's own flag is written as the others are) */
-		if (nums[i] == O_FLOW_QUEUE_MS && v == PG_FLOW_QUEUE_AUTO) {
-			if (!def)
-				pg_buf_printf(out, "%s%s on;\n", indent,
-				              pg_opts[O_FLOW_CONTROL].name);
-		} else
-			pg_buf_printf(out, "%s%s %" PRIu32 ";\n", indent, o->name, v);
+		if (route_nums[i].id == O_FLOW_QUEUE_MS && v == PG_FLOW_QUEUE_AUTO)
+			on = true;
+		else
+			pg_buf_printf(out, "%s%s %" PRIu32 ";\n", indent,
+			              pg_opts[route_nums[i].id].name, v);
 	}
+	if (on)
+		pg_buf_printf(out, "%s%s on;\n", indent, pg_opts[O_FLOW_CONTROL].name);
+}
+
+/*
+ * What a pool's block writes of its routing (rc, as it runs): what it set
+ * itself, and whatever differs from what it would inherit from the top of
+ * the file written (top) -- a live change (PUT /routing) is its own once
+ * saved. What it inherits is left out, so that an edit of the top reaches
+ * it as it would the file written by hand. A pool with a routing-config=
+ * file of its own inherits nothing: all of it.
+ */
+static unsigned pool_fields(const struct pg_pool_cfg *pc, const struct pg_route_cfg *rc,
+                            const struct pg_route_cfg *top)
+{
+	unsigned set = pc->route_set & (ROUTE_FIELDS | PG_POOL_SET_FLOW_ON);
+	struct pg_route_cfg got = *top;
+
+	if (pc->route_set & PG_POOL_SET_FILE)
+		return ROUTE_FIELDS;
+	pg_route_overlay(&got, rc, set); /* as the file written reads back */
+	return set | route_differ(rc, &got);
 }
 
 /* A prefill/decode pool's own keys: its members as prefill (each with its
@@ -254,7 +303,8 @@ static void pd_keys(struct pg_buf *out, const struct pg_pool_table *t, const str
 }
 
 static void pool_block(struct pg_buf *out, const struct pg_pool_table *t,
-                       const struct pg_pool_cfg *pc, const struct pg_route_cfg *rc)
+                       const struct pg_pool_cfg *pc, const struct pg_route_cfg *rc,
+                       const struct pg_route_cfg *top)
 {
 	char q[VALUE_MAX];
 
@@ -267,7 +317,7 @@ static void pool_block(struct pg_buf *out, const struct pg_pool_table *t,
 		pd_keys(out, t, pc);
 	else if (pc->nbackends && !pc->decode_set) /* (a decode set's: its pool's decode) */
 		line(out, "    ", "backend", pc->backends, pc->nbackends);
-	routing(out, "    ", rc, NULL);
+	routing(out, "    ", rc, pool_fields(pc, rc, top));
 	pg_buf_puts(out, "}\n");
 }
 
@@ -276,7 +326,15 @@ void pg_config_render(const struct pg_config *cfg, const struct pg_route_cfg *li
 {
 	struct pg_config *def = malloc(sizeof(*def));
 	const struct pg_pool_table *t = &cfg->pools;
-	const struct pg_route_cfg *rc0 = live ? &live[0] : t->n ? &t->pool[0].route : &cfg->route;
+	const struct pg_pool_cfg *p0 = t->n ? &t->pool[0] : NULL;
+	/* the default pool's block, when it has one, says how it differs from
+	 * the gateway's routing at the top; else the top is the pool's */
+	const bool block0 = p0 && (p0->declared || p0->nmodels || p0->npaths || p0->nbackends);
+	const struct pg_route_cfg *top = block0 ? &cfg->route
+	                                 : live ? &live[0]
+	                                 : p0   ? &p0->route
+	                                        : &cfg->route;
+	struct pg_route_cfg base;
 	char v[VALUE_MAX], d[VALUE_MAX], e[256];
 
 	pg_buf_puts(out, "# prefixgate's configuration as it runs (GET /config): the file and the "
@@ -293,8 +351,13 @@ void pg_config_render(const struct pg_config *cfg, const struct pg_route_cfg *li
 
 		if (id == O_BACKEND && cfg->nbackends)
 			line(out, "", "backend", cfg->backends, cfg->nbackends);
-		if (id == O_STRATEGY)
-			routing(out, "", rc0, &def->route);
+		if (id == O_STRATEGY) {
+			/* what the top's fields are without their lines: the
+			 * defaults, InstanceQueueMs's under flow-control */
+			base = def->route;
+			pg_route_overlay(&base, &base, cfg->flow.on ? PG_POOL_SET_FLOW_ON : 0);
+			routing(out, "", top, route_differ(top, &base));
+		}
 		if (id == O_ADMIN_TOKEN && x) {
 			pg_buf_puts(out,
 			            "# admin-token: given, not shown (admin-token-file keeps it "
@@ -308,9 +371,8 @@ void pg_config_render(const struct pg_config *cfg, const struct pg_route_cfg *li
 			pg_buf_printf(out, "%s %s;\n", o->name, x);
 	}
 	for (unsigned p = 0; p < t->n; p++)
-		if (p || t->pool[0].declared || t->pool[0].nmodels || t->pool[0].npaths ||
-		    t->pool[0].nbackends)
-			pool_block(out, t, &t->pool[p], live ? &live[p] : &t->pool[p].route);
+		if (p || block0)
+			pool_block(out, t, &t->pool[p], live ? &live[p] : &t->pool[p].route, top);
 	for (size_t i = 0; i < cfg->flow.ntenants; i++) {
 		const struct pg_tenant_cfg *tc = &cfg->flow.tenants[i];
 

@@ -181,8 +181,9 @@ void pg_etcd_apply(struct pg_gateway *gw)
 			pg_control_set_routing(gw, &rc, "etcd");
 	}
 	__atomic_store_n(&pg_etcd.applied_rev, pg_etcd.applied.revision, __ATOMIC_RELAXED);
-	pg_info("etcd: revision %lld applied: %u backends in the ring",
-	        (long long)pg_etcd.applied.revision, gw->maps.state->nbackends);
+	pg_info("etcd: revision %lld applied: %u backend%s in the ring",
+	        (long long)pg_etcd.applied.revision, gw->maps.state->nbackends,
+	        gw->maps.state->nbackends == 1 ? "" : "s");
 }
 
 /* ---- the etcd thread ------------------------------------------------------ */

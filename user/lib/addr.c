@@ -267,6 +267,21 @@ bool pg_sockaddr_ip6(const union pg_sockaddr *a, uint8_t out[16])
 	return true;
 }
 
+bool pg_sockaddr_overlap(const union pg_sockaddr *a, const union pg_sockaddr *b)
+{
+	static const uint8_t any6[16], any4[16] = {[10] = 0xff, [11] = 0xff};
+	uint8_t x[16], y[16];
+
+	if (pg_sockaddr_port(a) != pg_sockaddr_port(b) || !pg_sockaddr_ip6(a, x) ||
+	    !pg_sockaddr_ip6(b, y))
+		return false;
+	if (!memcmp(x, y, 16) || !memcmp(x, any6, 16) || !memcmp(y, any6, 16))
+		return true;
+	/* 0.0.0.0 takes every IPv4 address, mapped ones too */
+	return (!memcmp(x, any4, 16) && !memcmp(y, any4, 12)) ||
+	       (!memcmp(y, any4, 16) && !memcmp(x, any4, 12));
+}
+
 void pg_backend_addr_get(const struct pg_backend *b, union pg_sockaddr *out)
 {
 	memset(out, 0, sizeof(*out));

@@ -75,6 +75,10 @@ socklen_t pg_sockaddr_len(const union pg_sockaddr *a);
 uint16_t pg_sockaddr_port(const union pg_sockaddr *a);
 /* Same family, address and port. */
 bool pg_sockaddr_equal(const union pg_sockaddr *a, const union pg_sockaddr *b);
+/* a and b cannot both be bound: the same port, and the same address or
+ * one that covers the other (0.0.0.0 every IPv4 one, [::] every one: the
+ * gateway's listeners are dual-stack). */
+bool pg_sockaddr_overlap(const union pg_sockaddr *a, const union pg_sockaddr *b);
 /* A loopback address: 127.0.0.0/8 or ::1. */
 bool pg_sockaddr_loopback(const union pg_sockaddr *a);
 /* a's address as 16 IPv6 bytes (network order), an IPv4 one IPv4-mapped

@@ -549,37 +549,3 @@ const struct pg_http_header *pg_http_find(const struct pg_http_request *req, con
 	}
 	return NULL;
 }
-
-const char *pg_http_reason(int status)
-{
-	static const struct {
-		int status;
-		const char *text;
-	} reasons[] = {
-	    {100, "Continue"},
-	    {200, "OK"},
-	    {201, "Created"},
-	    {202, "Accepted"},
-	    {400, "Bad Request"},
-	    {401, "Unauthorized"},
-	    {404, "Not Found"},
-	    {405, "Method Not Allowed"},
-	    {408, "Request Timeout"},
-	    {409, "Conflict"},
-	    {413, "Content Too Large"},
-	    {414, "URI Too Long"},
-	    {417, "Expectation Failed"},
-	    {431, "Request Header Fields Too Large"},
-	    {500, "Internal Server Error"},
-	    {501, "Not Implemented"},
-	    {502, "Bad Gateway"},
-	    {503, "Service Unavailable"},
-	    {504, "Gateway Timeout"},
-	    {505, "HTTP Version Not Supported"},
-	};
-
-	for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++)
-		if (reasons[i].status == status)
-			return reasons[i].text;
-	return "Error";
-}

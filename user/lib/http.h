@@ -146,7 +146,8 @@ ssize_t pg_http_parse_response(const char *buf, size_t len, bool head_request,
                                struct pg_http_response *resp);
 
 /* The reason phrase for an HTTP status ("Not Found"), one table for every
- * reply the gateway and the tools write; "Error" for a status not in it. */
+ * reply the gateway and the tools write: the registered phrase of every
+ * status of the IANA registry; "Error" for a status not registered. */
 const char *pg_http_reason(int status);
 
 /* The first field named name (case-insensitive), or NULL if absent. */

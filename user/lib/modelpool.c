@@ -305,6 +305,7 @@ void pg_pool_table_free(struct pg_pool_table *t)
 		for (size_t i = 0; i < t->pool[p].nbootstraps; i++)
 			free(t->pool[p].bootstraps[i].addr);
 		free(t->pool[p].bootstraps);
+		free(t->pool[p].routing_file);
 	}
 	memset(t, 0, sizeof(*t));
 }

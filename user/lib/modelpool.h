@@ -55,6 +55,7 @@ struct pg_pool_cfg {
 	struct pg_route_cfg route; /* its RoutingConfig (complete once parsed) */
 	unsigned route_set;        /* PG_POOL_SET_* */
 	struct pg_route_cfg own;   /* the values of the fields it sets */
+	char *routing_file;        /* routing-config=FILE (read again at each reload), owned */
 	bool declared;             /* named by a --pool flag */
 	/* Prefill/decode disaggregation (lib/pd.h): the protocol (its own
 	 * members are then the prefill instances) and the pool of its decode

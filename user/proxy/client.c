@@ -110,6 +110,17 @@ static size_t request_head(struct pg_worker *w, struct pg_client *c, const char 
 	x->keep_alive = req.keep_alive;
 	x->head_method = pg_name_is(req.method, "HEAD");
 	x->api = (uint8_t)pg_key_api(req.method, req.path);
+	/* The head as forwarded, and the request's id: also what the access
+	 * log and the X-Request-Id of an answer of the gateway's own take. */
+	{
+		struct pg_fwd_ident id = {
+		    .client = {c->peer, c->peer_len}, .boot = w->rid_boot, .seq = &w->rid_seq};
+
+		pg_fwd_request_head(&req, &id, &x->fwd, &x->fwd_len, &x->fwd_cap);
+		x->id_off = (uint32_t)id.id_off;
+		x->id_len = (uint8_t)id.id_len;
+	}
+	x->fwd_head = x->fwd_len;
 	if (w->gw->pools && pg_pool_head(w, c, &req))
 		return 0;
 	if (req.body == PG_BODY_LENGTH)
@@ -127,15 +138,6 @@ static size_t request_head(struct pg_worker *w, struct pg_client *c, const char 
 	if (req.body == PG_BODY_LENGTH && pg_body_too_big(w, c, req.content_length))
 		return 0;
 	pg_queue_head(w, c, &req);
-	{
-		struct pg_fwd_ident id = {
-		    .client = {c->peer, c->peer_len}, .boot = w->rid_boot, .seq = &w->rid_seq};
-
-		pg_fwd_request_head(&req, &id, &x->fwd, &x->fwd_len, &x->fwd_cap);
-		x->id_off = (uint32_t)id.id_off;
-		x->id_len = (uint8_t)id.id_len;
-	}
-	x->fwd_head = x->fwd_len;
 	if (req.expect_continue && req.body != PG_BODY_NONE) {
 		/* 100 asks for the body: not when it would be read for nothing
 		 * (RFC 9110 §10.1.1 lets the final answer come instead). */

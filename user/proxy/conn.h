@@ -74,7 +74,8 @@ struct pg_exchange {
 	uint16_t backend;
 	uint16_t resp_status; /* status of the response being forwarded */
 	uint64_t route_ns;    /* request start -> backend chosen, its wait apart (pg_dispatch) */
-	uint64_t resp_bytes;  /* response bytes forwarded by us (access log) */
+	uint64_t resp_bytes;  /* response bytes we gave the client: forwarded, or
+	                       * the gateway's own answer (access log) */
 	/* Its first token came (pg_exchange_first_token): a streamed 2xx
 	 * response's first body byte; any other response's head. 0: none. */
 	uint64_t ttft_ns;

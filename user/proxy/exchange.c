@@ -251,12 +251,13 @@ void pg_client_error(struct pg_worker *w, struct pg_client *c, int status, const
 
 	__atomic_fetch_add(status >= 500 ? &w->stats->no_backend : &w->stats->client_errors, 1,
 	                   __ATOMIC_RELAXED);
-	log_request(w, c, x->resp_started ? x->resp_status : (unsigned)status, PG_ALOG_GATEWAY);
 	if (x->resp_started) {
+		log_request(w, c, x->resp_status, PG_ALOG_GATEWAY);
 		pg_client_close(w, c); /* mid-response: the truncation tells the client */
 		return;
 	}
 	pg_reply_error(w, c, status, msg, true);
+	log_request(w, c, (unsigned)status, PG_ALOG_GATEWAY); /* its bytes counted */
 	pg_client_linger(w, c);
 }
 
@@ -265,8 +266,8 @@ void pg_client_answer(struct pg_worker *w, struct pg_client *c, int status, cons
 {
 	if (status >= 400)
 		__atomic_fetch_add(&w->stats->client_errors, 1, __ATOMIC_RELAXED);
-	log_request(w, c, (unsigned)status, PG_ALOG_GATEWAY);
 	pg_reply_json(w, c, status, body, len, true);
+	log_request(w, c, (unsigned)status, PG_ALOG_GATEWAY);
 	pg_client_linger(w, c);
 }
 
@@ -276,8 +277,8 @@ void pg_client_throttled(struct pg_worker *w, struct pg_client *c, const char *c
 	struct pg_exchange *x = &c->x;
 
 	__atomic_fetch_add(&w->stats->client_errors, 1, __ATOMIC_RELAXED);
-	log_request(w, c, 429, PG_ALOG_GATEWAY);
 	pg_reply_throttled(w, c, code, msg, retry_after_s, !x->keep_alive);
+	log_request(w, c, 429, PG_ALOG_GATEWAY);
 	if (!x->keep_alive) {
 		pg_client_linger(w, c);
 		return;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The answers the gateway writes itself on a client connection: its JSON
- * errors, the overload answer of --max-in-flight, and 100 Continue.
+ * errors, the overload answer of --max-in-flight, and 100 Continue. Their
+ * bytes count in the exchange's resp_bytes (the access log's bytes_out).
  */
 #ifndef PG_REPLY_H
 #define PG_REPLY_H

@@ -309,10 +309,9 @@ static int verify_tasks(const struct pg_priv *p, uint64_t keep, char *err, size_
 
 /* ---- the public API ----------------------------------------------------------- */
 
-int pg_priv_prepare(struct pg_priv *p, const char *user, char *err, size_t errlen)
+int pg_priv_lookup(struct pg_priv *p, const char *user, char *err, size_t errlen)
 {
 	struct passwd pw, *res = NULL;
-	uint64_t eff, prm;
 	char buf[4096], *end;
 	unsigned long id;
 
@@ -331,21 +330,90 @@ int pg_priv_prepare(struct pg_priv *p, const char *user, char *err, size_t errle
 		snprintf(err, errlen, "--user %s: is root; name an unprivileged user", user);
 		return -1;
 	}
-	if (caps_get(&eff, &prm) || (eff & (1ull << CAP_SETUID | 1ull << CAP_SETGID)) !=
-	                                (1ull << CAP_SETUID | 1ull << CAP_SETGID)) {
+	snprintf(p->user, sizeof(p->user), "%s", pw.pw_name);
+	p->uid = pw.pw_uid;
+	p->gid = pw.pw_gid;
+	return 0;
+}
+
+bool pg_priv_may_change(void)
+{
+	const uint64_t need = 1ull << CAP_SETUID | 1ull << CAP_SETGID;
+	uint64_t eff, prm;
+
+	return !caps_get(&eff, &prm) && (eff & need) == need;
+}
+
+int pg_priv_prepare(struct pg_priv *p, const char *user, char *err, size_t errlen)
+{
+	if (pg_priv_lookup(p, user, err, errlen))
+		return -1;
+	if (!pg_priv_may_change()) {
 		snprintf(err, errlen,
 		         "--user %s: changing user needs root (CAP_SETUID, CAP_SETGID)", user);
 		return -1;
 	}
-	snprintf(p->user, sizeof(p->user), "%s", pw.pw_name);
-	p->uid = pw.pw_uid;
-	p->gid = pw.pw_gid;
 	/* Inherited by every thread created from now on: nothing this process
 	 * ever executes can gain privileges, and the setuid in pg_priv_drop
 	 * keeps the permitted set so each thread can choose what stays. */
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1 ||
 	    prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) == -1) {
 		snprintf(err, errlen, "--user %s: prctl: %s", user, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int pg_priv_try_as(const struct pg_priv *p, const char *const *paths, const bool *dir, size_t n,
+                   int *errs)
+{
+	int fds[2], status, e = 0;
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC) == -1)
+		return -1;
+	pid = fork();
+	if (pid == -1) {
+		e = errno;
+		close(fds[0]);
+		close(fds[1]);
+		errno = e;
+		return -1;
+	}
+	if (pid == 0) {
+		/* The child has one thread: these apply to it alone, as
+		 * pg_priv_drop's to every thread. */
+		close(fds[0]);
+		if (initgroups(p->user, p->gid) || setresgid(p->gid, p->gid, p->gid) ||
+		    setresuid(p->uid, p->uid, p->uid)) {
+			e = errno ? errno : EPERM;
+			(void)!write(fds[1], &e, sizeof(e));
+			_exit(1);
+		}
+		(void)!write(fds[1], &e, sizeof(e)); /* 0: became the user */
+		for (size_t i = 0; i < n; i++) {
+			int fd = dir[i] ? -1 : open(paths[i], O_RDONLY | O_CLOEXEC);
+
+			e = 0;
+			if (dir[i] ? access(paths[i], W_OK | X_OK) == -1 : fd == -1)
+				e = errno;
+			if (fd != -1)
+				close(fd);
+			(void)!write(fds[1], &e, sizeof(e));
+		}
+		_exit(0);
+	}
+	close(fds[1]);
+	if (read(fds[0], &e, sizeof(e)) != (ssize_t)sizeof(e))
+		e = EIO;
+	for (size_t i = 0; !e && i < n; i++)
+		if (read(fds[0], &errs[i], sizeof(errs[i])) != (ssize_t)sizeof(errs[i]))
+			e = EIO;
+	close(fds[0]);
+	while (waitpid(pid, &status, 0) == -1 && errno == EINTR)
+		;
+	if (e) {
+		errno = e;
 		return -1;
 	}
 	return 0;

@@ -34,13 +34,34 @@ struct pg_priv {
 };
 
 /*
- * Before any thread is created: look user up (the passwd database: name
- * or a decimal uid), check we may change to it (root or CAP_SETUID and
- * CAP_SETGID), set PR_SET_NO_NEW_PRIVS and PR_SET_KEEPCAPS on this thread
- * (inherited by every thread created after). 0, or -1 with err naming the
- * cause ("--user nobody2: no such user").
+ * Look user up (the passwd database: name or a decimal uid) into p: 0, or
+ * -1 with err naming the cause ("--user nobody2: no such user", "... is
+ * root").
+ */
+int pg_priv_lookup(struct pg_priv *p, const char *user, char *err, size_t errlen);
+
+/* Whether this thread may become another user: CAP_SETUID and CAP_SETGID
+ * effective (root has them, unless a bounding set took them away). */
+bool pg_priv_may_change(void);
+
+/*
+ * Before any thread is created: pg_priv_lookup, check we may change to it
+ * (pg_priv_may_change), set PR_SET_NO_NEW_PRIVS and PR_SET_KEEPCAPS on this
+ * thread (inherited by every thread created after). 0, or -1 with err
+ * naming the cause.
  */
 int pg_priv_prepare(struct pg_priv *p, const char *user, char *err, size_t errlen);
+
+/*
+ * What p's user could do once pg_priv_drop made the process that user (its
+ * uid, gid and supplementary groups), tried in a forked child: for each of
+ * the n paths, open it for reading (dir[i] false), or search a directory
+ * and create files in it (dir[i] true); errs[i] is 0 or the errno. 0, or
+ * -1 with errno set when the child could not become the user (it needs
+ * pg_priv_may_change).
+ */
+int pg_priv_try_as(const struct pg_priv *p, const char *const *paths, const bool *dir, size_t n,
+                   int *errs);
 
 /*
  * After everything privileged is done and every thread runs: become p's
