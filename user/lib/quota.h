@@ -40,7 +40,7 @@
 #define PG_QUOTA_BUCKET_MS 1000u
 #define PG_QUOTA_BUCKETS   (PG_QUOTA_WINDOW_MS / PG_QUOTA_BUCKET_MS)
 /* A limit's largest value (requests or tokens a minute); 0 is none. */
-#define PG_QUOTA_MAX 1000000000u
+#define PG_QUOTA_MAX 1000000000
 /* A bucket's count bits; the second's number takes the rest (it only has to
  * tell this minute's seconds from those of a minute ago: 2^24 s is 194
  * days). */
