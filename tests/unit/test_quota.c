@@ -15,7 +15,10 @@
 #include <string.h>
 #include <cmocka.h>
 #include "lib/account.h"
+#include "lib/etcd.h"
 #include "lib/quota.h"
+#include "state/flowctl.h"
+#include "state/quotas.h"
 
 /* A wall clock well past the epoch, at a minute's start. */
 #define T0 (1800000000ull * 1000)
@@ -214,6 +217,90 @@ static void test_values(void **state)
 	assert_int_equal(pg_quota_key("rp", 2), -1);
 }
 
+/* A quota as JSON: the admin API's and etcd's. */
+static void test_json(void **state)
+{
+	static const char *const bad[] = {
+	    "",
+	    "[1]",
+	    "{\"rps\":1}",
+	    "{\"rpm\":-1}",
+	    "{\"rpm\":1.5}",
+	    "{\"tpm\":\"10\"}",
+	    "{\"rpm\":1,\"rpm\":2}",
+	    "{\"tpm\":1000000001}",
+	};
+	static const char J1[] = "{\"rpm\":5,\"tpm\":null}";
+	struct pg_quota_lim lim = {{9, 9}};
+	uint8_t set = 9;
+	char err[160];
+	(void)state;
+
+	assert_int_equal(pg_quota_json(J1, strlen(J1), &lim, &set, err, sizeof(err)), 0);
+	assert_int_equal(lim.max[PG_QUOTA_REQUESTS], 5);
+	assert_int_equal(set, 1u << PG_QUOTA_REQUESTS);
+	assert_int_equal(pg_quota_json("{}", 2, &lim, &set, err, sizeof(err)), 0);
+	assert_int_equal(set, 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = 0;
+		set = 7;
+		assert_int_equal(
+		    pg_quota_json(bad[i], strlen(bad[i]), &lim, &set, err, sizeof(err)), -1);
+		assert_true(err[0] && set == 7);
+	}
+}
+
+static void put(struct pg_etcd_view *v, const char *key, const char *val)
+{
+	assert_int_equal(pg_etcd_view_set(v, key, val, strlen(val)), 0);
+}
+
+/* The limits in force: the file's, then etcd's over them key by key;
+ * a reload keeps etcd's; a bad etcd value is told and not applied. */
+static void test_in_force(void **state)
+{
+	static struct pg_flowctl f;
+	static struct pg_flow_cfg fc;
+	struct pg_etcd_view v = {0};
+	struct pg_quota_lim lim;
+	struct pg_quotas *q;
+	char err[200] = "";
+	unsigned a, b;
+	(void)state;
+
+	fc.quota.max[PG_QUOTA_TOKENS] = 1000;
+	fc.ntenants = 1;
+	strcpy(fc.tenants[0].name, "team-a");
+	fc.tenants[0].quota = (struct pg_quota_lim){{7, 0}};
+	fc.tenants[0].quota_set = 1;
+	q = pg_quotas_new(&fc, &f);
+	assert_non_null(q);
+	assert_true(q->on);
+	a = pg_flow_tenant(&f.tenants, pg_flow_label("team-a", 6, false, err), "team-a");
+	pg_quotas_lim(q, a, &lim);
+	assert_true(lim.max[0] == 7 && lim.max[1] == 1000);
+	put(&v, "config/quota", "{\"rpm\":50}");
+	put(&v, "tenants/team-a", "{\"tpm\":10}");
+	put(&v, "tenants/team-b", "{\"rpm\":0,\"tpm\":0}");
+	put(&v, "tenants/a b", "{\"rpm\":1}");
+	put(&v, "tenants/team-c", "{\"rpm\":\"x\"}");
+	assert_int_equal(pg_quotas_etcd(q, &f, &fc, &v, err, sizeof(err)), 2);
+	assert_non_null(strstr(err, "tenants/a b"));
+	pg_quotas_lim(q, a, &lim);
+	assert_true(lim.max[0] == 7 && lim.max[1] == 10); /* the file's rpm, etcd's tpm */
+	b = pg_flow_tenant(&f.tenants, pg_flow_label("team-b", 6, false, err), "team-b");
+	pg_quotas_lim(q, b, &lim);
+	assert_true(lim.max[0] == 0 && lim.max[1] == 0); /* its own: none */
+	pg_quotas_lim(q, 0, &lim);
+	assert_true(lim.max[0] == 50 && lim.max[1] == 1000); /* the default, etcd's rpm */
+	fc.tenants[0].quota.max[0] = 8;                      /* a reload: etcd's stay laid over */
+	pg_quotas_apply(q, &f, &fc);
+	pg_quotas_lim(q, a, &lim);
+	assert_true(lim.max[0] == 8 && lim.max[1] == 10);
+	pg_etcd_view_free(&v);
+	pg_quotas_free(q);
+}
+
 static void test_accounting(void **state)
 {
 	const struct pg_use_est est = {.prompt = 100, .cached = 40, .completion = 256};
@@ -267,6 +354,7 @@ int main(void)
 	    cmocka_unit_test(test_greedy),     cmocka_unit_test(test_tokens),
 	    cmocka_unit_test(test_peers),      cmocka_unit_test(test_headers),
 	    cmocka_unit_test(test_durations),  cmocka_unit_test(test_values),
+	    cmocka_unit_test(test_json),       cmocka_unit_test(test_in_force),
 	    cmocka_unit_test(test_accounting),
 	};
 

@@ -11,7 +11,6 @@
 #include <string.h>
 #include "admin/admin_pools.h"
 #include "lib/buf.h"
-#include "lib/json.h"
 #include "state/flowctl.h"
 #include "state/pools.h"
 #include "state/quotas.h"
@@ -114,11 +113,10 @@ static int bad(struct pg_admin_reply *r, const char *msg)
 int pg_admin_tenant_put(struct pg_gateway *gw, struct pg_str name, const char *body, size_t len,
                         struct pg_admin_reply *r)
 {
-	struct pg_json js = {0};
 	struct pg_quota_lim lim = {{0, 0}};
 	char label[PG_FLOW_LABEL_MAX + 1], nm[PG_FLOW_LABEL_MAX + 1], err[160];
 	uint8_t set = 0;
-	int rc;
+	int t;
 
 	if (!gw->quotas || !gw->flow)
 		return r->status = 503;
@@ -129,44 +127,12 @@ int pg_admin_tenant_put(struct pg_gateway *gw, struct pg_str name, const char *b
 	pg_flow_label(nm, name.len, false, label);
 	if (strcmp(label, nm))
 		return bad(r, "not a tenant's name (1-23 of A-Z a-z 0-9 . _ : @ -)");
-	if (pg_json_parse(&js, body ? body : "", len) || js.tok[0].type != PG_JSON_OBJECT) {
-		pg_json_free(&js);
-		return bad(r, "expected {\"rpm\":N,\"tpm\":N} (each 0 to 1000000000, or null: "
-		              "--quota's)");
-	}
-	for (uint32_t k = 1, n = 0; n < js.tok[0].size; n++, k = pg_json_member_next(&js, k)) {
-		const struct pg_json_tok *kt = &js.tok[k], *vt = &js.tok[k + 1];
-		int kind = pg_quota_key(js.src + kt->start, kt->end - kt->start);
-
-		if (kind < 0 || (set >> kind & 1)) {
-			snprintf(err, sizeof(err), "\"%.*s\": expected rpm or tpm, once each",
-			         (int)(kt->end - kt->start < 32 ? kt->end - kt->start : 32),
-			         js.src + kt->start);
-			pg_json_free(&js);
-			return bad(r, err);
-		}
-		if (vt->type == PG_JSON_NULL)
-			continue; /* back to --quota's */
-		if (vt->type != PG_JSON_NUMBER ||
-		    pg_quota_value(js.src + vt->start, vt->end - vt->start, &lim.max[kind])) {
-			snprintf(err, sizeof(err),
-			         "%s: expected 0 (no limit) to %u a minute, or null",
-			         kind ? "tpm" : "rpm", PG_QUOTA_MAX);
-			pg_json_free(&js);
-			return bad(r, err);
-		}
-		set |= (uint8_t)(1u << kind);
-	}
-	pg_json_free(&js);
-	rc = pg_quotas_set(gw->quotas, gw->flow, nm, &lim, set);
-	if (rc)
+	if (pg_quota_json(body, len, &lim, &set, err, sizeof(err)))
+		return bad(r, err);
+	t = pg_quotas_set(gw->quotas, gw->flow, nm, &lim, set);
+	if (t < 0)
 		return bad(r, "the tenant table is full");
-	{
-		unsigned t = pg_flow_tenant(&gw->flow->tenants,
-		                            pg_flow_label(nm, name.len, false, label), label);
-
-		tenant_json(&r->body, gw, t, pg_quotas_clock());
-		pg_buf_puts(&r->body, "\n");
-	}
+	tenant_json(&r->body, gw, (unsigned)t, pg_quotas_clock());
+	pg_buf_puts(&r->body, "\n");
 	return r->status = 200;
 }

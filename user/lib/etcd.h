@@ -12,6 +12,8 @@
  *
  * Key layout under the prefix P (see doc/fleets.md "Running a fleet"):
  *   P/config/routing   RoutingConfig JSON (as PUT /routing takes)
+ *   P/config/quota     every tenant's quota: {"rpm":N,"tpm":N} (lib/quota.h)
+ *   P/tenants/<name>   a tenant's own quota, the same JSON
  *   P/backends/<id>    {"address":"host:port","state":"active"|"draining",
  *                      "pool":"NAME"} (state and pool optional)
  *   P/gateways/<id>    lease-bound: {"address","version","revision","digest"}
@@ -25,6 +27,8 @@
 #include "lib/buf.h"
 
 #define PG_ETCD_ROUTING_KEY  "config/routing"
+#define PG_ETCD_QUOTA_KEY    "config/quota"
+#define PG_ETCD_TENANTS_DIR  "tenants/"
 #define PG_ETCD_BACKENDS_DIR "backends/"
 #define PG_ETCD_GATEWAYS_DIR "gateways/"
 /* Watch cancel reasons and range errors carry grpc codes; 11 is

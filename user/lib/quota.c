@@ -2,6 +2,7 @@
 /* Quotas per tenant (quota.h). */
 #include <stdio.h>
 #include <string.h>
+#include "lib/json.h"
 #include "lib/quota.h"
 
 #define SEC_MASK   ((1ull << (64 - PG_QUOTA_COUNT_BITS)) - 1)
@@ -279,4 +280,47 @@ int pg_quota_spec(const char *v, size_t n, struct pg_quota_lim *lim, char *err, 
 	}
 	*lim = out;
 	return 0;
+}
+
+int pg_quota_json(const char *s, size_t n, struct pg_quota_lim *lim, uint8_t *set, char *err,
+                  size_t errlen)
+{
+	struct pg_json js = {0};
+	struct pg_quota_lim out = {{0, 0}};
+	uint8_t got = 0, seen = 0;
+	int rc = -1;
+
+	if (pg_json_parse(&js, s ? s : "", n) || js.tok[0].type != PG_JSON_OBJECT) {
+		snprintf(err, errlen,
+		         "expected {\"rpm\":N,\"tpm\":N} (each 0 to %u, or null: the default's)",
+		         PG_QUOTA_MAX);
+		goto out;
+	}
+	for (uint32_t k = 1, i = 0; i < js.tok[0].size; i++, k = pg_json_member_next(&js, k)) {
+		const struct pg_json_tok *kt = &js.tok[k], *vt = &js.tok[k + 1];
+		const int kind = pg_quota_key(js.src + kt->start, kt->end - kt->start);
+
+		if (kind < 0 || (seen >> kind & 1)) {
+			snprintf(err, errlen, "\"%.*s\": expected rpm or tpm, once each",
+			         (int)(kt->end - kt->start < 32 ? kt->end - kt->start : 32),
+			         js.src + kt->start);
+			goto out;
+		}
+		seen |= (uint8_t)(1u << kind);
+		if (vt->type == PG_JSON_NULL)
+			continue;
+		if (vt->type != PG_JSON_NUMBER ||
+		    pg_quota_value(js.src + vt->start, vt->end - vt->start, &out.max[kind])) {
+			snprintf(err, errlen, "%s: expected 0 (no limit) to %u a minute, or null",
+			         kind ? "tpm" : "rpm", PG_QUOTA_MAX);
+			goto out;
+		}
+		got |= (uint8_t)(1u << kind);
+	}
+	*lim = out;
+	*set = got;
+	rc = 0;
+out:
+	pg_json_free(&js);
+	return rc;
 }

@@ -123,5 +123,11 @@ int pg_quota_value(const char *v, size_t n, uint32_t *out);
 int pg_quota_spec(const char *v, size_t n, struct pg_quota_lim *lim, char *err, size_t errlen);
 /* Key k[0..kn) of a quota ("rpm", "tpm"): its kind, or -1. */
 int pg_quota_key(const char *k, size_t kn);
+/* A quota as JSON, s[0..n): {"rpm":N,"tpm":N}, each 0 to PG_QUOTA_MAX or
+ * null (not its own: the default's), either absent (the same): 0 with lim
+ * and *set (bit k: lim->max[k] given), or -1 with err saying what is
+ * wrong. (PUT /tenants/NAME, etcd's P/config/quota and P/tenants/NAME.) */
+int pg_quota_json(const char *s, size_t n, struct pg_quota_lim *lim, uint8_t *set, char *err,
+                  size_t errlen);
 
 #endif /* PG_QUOTA_H */

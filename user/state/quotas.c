@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <stdio.h>
+#include "lib/etcd.h"
 #include "state/flowctl.h"
 #include "state/quotas.h"
 
@@ -56,7 +58,64 @@ void pg_quotas_apply(struct pg_quotas *q, struct pg_flowctl *f, const struct pg_
 		if (fc->tenants[i].quota_set)
 			set_slot(q, slot_of(f, fc->tenants[i].name), &fc->tenants[i].quota,
 			         fc->tenants[i].quota_set);
+	/* etcd's, key by key over those */
+	for (unsigned k = 0; k < PG_QUOTA_KINDS; k++)
+		if (q->etcd_def.set >> k & 1)
+			STORE(&q->def.max[k], q->etcd_def.lim.max[k]);
+	for (size_t i = 0; i < q->netcd; i++) {
+		const struct pg_quota_named *e = &q->etcd[i];
+		const unsigned t = slot_of(f, e->name);
+		struct pg_quota_lim lim = q->own[t];
+
+		if (!t)
+			continue; /* the table is full: not "other"'s */
+		for (unsigned k = 0; k < PG_QUOTA_KINDS; k++)
+			if (e->set >> k & 1)
+				lim.max[k] = e->lim.max[k];
+		set_slot(q, t, &lim, (uint8_t)(q->own_set[t] | e->set));
+	}
 	recount(q);
+}
+
+size_t pg_quotas_etcd(struct pg_quotas *q, struct pg_flowctl *f, const struct pg_flow_cfg *fc,
+                      const struct pg_etcd_view *v, char *err, size_t errlen)
+{
+	static const char dir[] = PG_ETCD_TENANTS_DIR;
+	const struct pg_etcd_kv *d = pg_etcd_view_get(v, PG_ETCD_QUOTA_KEY);
+	size_t bad = 0;
+	char why[160];
+
+	q->etcd_def = (struct pg_quota_named){.set = 0};
+	q->netcd = 0;
+	if (d &&
+	    pg_quota_json(d->val, d->vlen, &q->etcd_def.lim, &q->etcd_def.set, why, sizeof(why)) &&
+	    !bad++)
+		snprintf(err, errlen, PG_ETCD_QUOTA_KEY ": %s", why);
+	for (size_t i = 0; i < v->n; i++) {
+		const struct pg_etcd_kv *e = &v->e[i];
+		const char *name = e->key + sizeof(dir) - 1;
+		struct pg_quota_named *t = &q->etcd[q->netcd];
+		char label[PG_FLOW_LABEL_MAX + 1];
+
+		if (strncmp(e->key, dir, sizeof(dir) - 1))
+			continue;
+		if (q->netcd == PG_QUOTAS_ETCD_MAX || strlen(name) > PG_FLOW_LABEL_MAX || !*name ||
+		    (pg_flow_label(name, strlen(name), false, label), strcmp(label, name))) {
+			if (!bad++)
+				snprintf(err, errlen, "%s: not a tenant's name, or more than %d",
+				         e->key, PG_QUOTAS_ETCD_MAX);
+			continue;
+		}
+		if (pg_quota_json(e->val, e->vlen, &t->lim, &t->set, why, sizeof(why))) {
+			if (!bad++)
+				snprintf(err, errlen, "%s: %s", e->key, why);
+			continue;
+		}
+		strcpy(t->name, name);
+		q->netcd++;
+	}
+	pg_quotas_apply(q, f, fc);
+	return bad;
 }
 
 int pg_quotas_set(struct pg_quotas *q, struct pg_flowctl *f, const char *name,
@@ -68,7 +127,7 @@ int pg_quotas_set(struct pg_quotas *q, struct pg_flowctl *f, const char *name,
 		return -1; /* slot 0 is everyone's past the table */
 	set_slot(q, t, lim, set);
 	recount(q);
-	return 0;
+	return (int)t;
 }
 
 void pg_quotas_lim(const struct pg_quotas *q, unsigned t, struct pg_quota_lim *out)

@@ -6,7 +6,8 @@
  * --tenant NAME:rpm=N,tpm=N, the file or PUT /tenants/NAME, else --quota's),
  * each tenant's counts in the sliding minute, and the usage counters by
  * tenant and by model pool. Shared by the workers (atomics), set by the
- * control thread.
+ * control thread. With etcd, its P/config/quota (the default) and
+ * P/tenants/NAME (a tenant's own) are laid over the configuration's.
  */
 #ifndef PG_STATE_QUOTAS_H
 #define PG_STATE_QUOTAS_H
@@ -19,6 +20,16 @@
 #include "lib/quota.h"
 
 struct pg_flowctl;
+struct pg_etcd_view;
+
+/* etcd's quotas, key by key over the configuration's (PG_QUOTA_KINDS
+ * bits of set: the keys it gives). */
+#define PG_QUOTAS_ETCD_MAX 256
+struct pg_quota_named {
+	char name[PG_FLOW_LABEL_MAX + 1];
+	struct pg_quota_lim lim;
+	uint8_t set;
+};
 
 struct pg_quotas {
 	/* Limits in force anywhere (atomic): 0 and no request pays for
@@ -34,6 +45,10 @@ struct pg_quotas {
 	uint64_t refused[PG_FLOW_TENANTS][PG_QUOTA_KINDS];
 	struct pg_account tenant[PG_FLOW_TENANTS];
 	struct pg_account pool[PG_MAX_POOLS];
+	/* etcd's, the control thread's alone: the default's and the tenants' */
+	struct pg_quota_named etcd_def;
+	struct pg_quota_named etcd[PG_QUOTAS_ETCD_MAX];
+	size_t netcd;
 };
 
 /* The state, with the configuration's quotas (fc's) in f's tenant table;
@@ -47,10 +62,16 @@ void pg_quotas_free(struct pg_quotas *q);
 void pg_quotas_apply(struct pg_quotas *q, struct pg_flowctl *f, const struct pg_flow_cfg *fc);
 
 /* Tenant name's own limits set to lim's, for the kinds of bit set (the
- * others back to the default's); 0, or -1 when the table is full. Control
- * thread (PUT /tenants/NAME). */
+ * others back to the default's); its slot, or -1 when the table is full.
+ * Control thread (PUT /tenants/NAME). */
 int pg_quotas_set(struct pg_quotas *q, struct pg_flowctl *f, const char *name,
                   const struct pg_quota_lim *lim, uint8_t set);
+
+/* etcd's quotas (view v's P/config/quota and P/tenants/NAME) laid over
+ * fc's from now on, and applied; the number of values refused (not
+ * applied; the first one's key and reason in err). Control thread. */
+size_t pg_quotas_etcd(struct pg_quotas *q, struct pg_flowctl *f, const struct pg_flow_cfg *fc,
+                      const struct pg_etcd_view *v, char *err, size_t errlen);
 
 /* The limits in force for tenant slot t. */
 void pg_quotas_lim(const struct pg_quotas *q, unsigned t, struct pg_quota_lim *out);
