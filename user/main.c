@@ -27,6 +27,7 @@
 #include "lib/conf.h"
 #include "state/flowctl.h"
 #include "state/quotas.h"
+#include "fleet/etcd.h"
 #include "router/load.h"
 #include "router/capacity.h"
 #include "state/pools.h"
@@ -201,6 +202,7 @@ int main(int argc, char **argv)
 		pg_error("quotas: out of memory");
 		goto out_workers;
 	}
+	pg_etcd_quotas(&gw); /* (the first view was applied before they were made) */
 	memset(gw.stats, 0, sizeof(*gw.stats) * gw.nworkers);
 	if (pg_fleet_init(&gw, err, sizeof(err))) {
 		pg_error("%s", err);

@@ -18,7 +18,9 @@ behind one prefixgate, tenants by a header (--flow-tenant header:X-Tenant).
   the data path is sockmsg for streams (the kernel carries the body): the
   stream's figures may then be estimated, and must say so;
 - two gateways sharing their counts over NATS hold a tenant to one limit
-  between them (a real nats-server; skipped, saying why, without it).
+  between them (a real nats-server; skipped, saying why, without it);
+- etcd's P/config/quota and P/tenants/NAME set limits live (a real etcd
+  on free loopback ports; skipped, saying why, without it).
 
 usage: test_quota.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
 """
@@ -31,7 +33,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, run_suite, wait_until  # noqa: E402
+from harness import Fleet, http_get, run_suite, wait_until  # noqa: E402
 
 TESTS = []
 GW = ["--flow-tenant", "header:X-Tenant", "--health-check-path", "none",
@@ -278,6 +280,60 @@ def nats_shares_counts(opts):
             assert metric_value(g.admin("/metrics"), "prefixgate_fleet_quota_applied_total") > 0
     finally:
         s.close()
+
+
+@test
+def etcd_sets_quotas(opts):
+    """The default from P/config/quota, a tenant's own from P/tenants/NAME,
+    applied as they are put; a bad value is logged and not applied."""
+    import shutil
+    import urllib.request
+    from etcd_harness import Etcd, Gateways
+    if opts.mode == "bpf":
+        return "SKIP the gateway runs with --no-bpf here: covered by --mode shm"
+    if not shutil.which("etcd"):
+        return "SKIP etcd not installed (make deps)"
+    f = Fleet(opts, 1, start_gateway=False)
+    e = gws = None
+    try:
+        e = Etcd(f.tmp)
+        e.put_backend(f.addr("b0"))
+        e.put("config/quota", json.dumps({"rpm": 2}))
+        gws = Gateways(opts, e, f.tmp)
+        g = gws.start(extra=GW)
+
+        def post(t):
+            req = urllib.request.Request(
+                "http://127.0.0.1:%d/v1/chat/completions" % g["port"], chat().encode(),
+                {"Content-Type": "application/json", "X-Tenant": t})
+            try:
+                return urllib.request.urlopen(req, timeout=10).status
+            except urllib.error.HTTPError as err:
+                return err.code
+
+        def rpm(t):
+            st, body = http_get(g["admin"], "/tenants", 2.0)
+            for x in json.loads(body)["tenants"]:
+                if x["tenant"] == t:
+                    return x["quota"]["rpm"]
+            return None
+
+        assert wait_until(lambda: Gateways.backends(g) == [f.addr("b0")], 5)
+        got = [post("team-e") for _ in range(3)]
+        assert got == [200, 200, 429], (got, open(g["log"]).read()[-1500:])
+        e.put("tenants/team-e", json.dumps({"rpm": 4}))
+        assert wait_until(lambda: rpm("team-e") == 4, 5), open(g["log"]).read()[-1000:]
+        got = [post("team-e") for _ in range(3)]
+        assert got == [200, 200, 429], (got, open(g["log"]).read()[-1500:])
+        e.put("tenants/team-f", json.dumps({"rpm": "many"}))
+        assert wait_until(lambda: "tenants/team-f: rpm: expected" in open(g["log"]).read(), 5)
+        assert rpm("team-e") == 4
+    finally:
+        if gws:
+            gws.stop()
+        if e:
+            e.stop()
+        f.stop()
 
 
 def metric_value(text, name):

@@ -10,7 +10,8 @@
  * accepts as a number. A watch answers with a stream of JSON objects, one a
  * line, each wrapped in "result".
  *
- * Key layout under the prefix P (see doc/fleets.md "Running a fleet"):
+ * Key layout under the prefix P (see doc/fleets.md "Running a fleet"; the
+ * quotas' are read by state/quotas.c):
  *   P/config/routing   RoutingConfig JSON (as PUT /routing takes)
  *   P/config/quota     every tenant's quota: {"rpm":N,"tpm":N} (lib/quota.h)
  *   P/tenants/<name>   a tenant's own quota, the same JSON
