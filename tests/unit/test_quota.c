@@ -58,6 +58,7 @@ static void test_requests(void **state)
 
 	for (unsigned i = 0; i < 3; i++) {
 		assert_int_equal(pg_quota_take(&q, &lim, T0 + 1000 * i + 500, &v), PG_QUOTA_OK);
+		pg_quota_view(&q, &lim, T0 + 1000 * i + 500, &v);
 		assert_int_equal(v.remaining[PG_QUOTA_REQUESTS], 2 - i);
 	}
 	/* the reset: when the last one counted leaves the minute */
@@ -102,9 +103,11 @@ static void test_tokens(void **state)
 	(void)state;
 
 	assert_int_equal(pg_quota_take(&q, &lim, T0, &v), PG_QUOTA_OK);
+	pg_quota_view(&q, &lim, T0, &v);
 	assert_int_equal(v.remaining[PG_QUOTA_TOKENS], 1000);
 	pg_quota_charge(&q, 600, T0);
 	assert_int_equal(pg_quota_take(&q, &lim, T0 + 2000, &v), PG_QUOTA_OK);
+	pg_quota_view(&q, &lim, T0 + 2000, &v);
 	assert_int_equal(v.remaining[PG_QUOTA_TOKENS], 400);
 	/* one request may overshoot by its own tokens, once */
 	pg_quota_charge(&q, 700, T0 + 2000);
@@ -128,6 +131,7 @@ static void test_peers(void **state)
 
 	pg_qwin_add(&q.peer[PG_QUOTA_REQUESTS], T0 / 1000, T0, 9);
 	assert_int_equal(pg_quota_take(&q, &lim, T0 + 1000, &v), PG_QUOTA_OK);
+	pg_quota_view(&q, &lim, T0 + 1000, &v);
 	assert_int_equal(v.remaining[PG_QUOTA_REQUESTS], 0);
 	assert_int_equal(pg_quota_take(&q, &lim, T0 + 1000, &v), PG_QUOTA_OVER_REQUESTS);
 	/* the peers' 9 leave first */

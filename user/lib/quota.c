@@ -67,39 +67,59 @@ uint64_t pg_qwin_sum(const struct pg_qwin *w, uint64_t now_ms)
 	return sum;
 }
 
-/* Kind k's counts at second sec: this gateway's and the fleet's others'. */
-static uint64_t both_at(const struct pg_quota_counts *q, unsigned k, uint64_t sec, uint64_t now_ms)
-{
-	return pg_qwin_at(&q->local[k], sec, now_ms) + pg_qwin_at(&q->peer[k], sec, now_ms);
-}
-
-/* Milliseconds until kind k's count in the minute is at most target (sum:
- * its count now), as its oldest seconds leave it. */
-static uint64_t until_at_most(const struct pg_quota_counts *q, unsigned k, uint64_t sum,
-                              uint64_t target, uint64_t now_ms)
+/* Kind k's counts in the minute that ends at now_ms, this gateway's and
+ * the fleet's others' together, by age in seconds (by[0]: this second's);
+ * returns their sum. One pass over the buckets, no division in it: the
+ * quota check runs on every request. */
+static uint64_t by_age(const struct pg_quota_counts *q, unsigned k, uint64_t now_ms,
+                       uint64_t by[PG_QUOTA_BUCKETS])
 {
 	const uint64_t now = sec_of(now_ms);
+	const struct pg_qwin *w[2] = {&q->local[k], &q->peer[k]};
+	uint64_t sum = 0;
 
-	for (uint64_t age = PG_QUOTA_BUCKETS; sum > target && age > 0; age--) {
-		uint64_t sec = now + 1 - age;
+	memset(by, 0, sizeof(uint64_t) * PG_QUOTA_BUCKETS);
+	for (unsigned j = 0; j < 2; j++)
+		for (unsigned i = 0; i < PG_QUOTA_BUCKETS; i++) {
+			const uint64_t b = LOAD(&w[j]->b[i]),
+			               age = (now - (b >> PG_QUOTA_COUNT_BITS)) & SEC_MASK;
 
-		if (now + 1 < age)
-			continue;
-		sum -= both_at(q, k, sec, now_ms) < sum ? both_at(q, k, sec, now_ms) : sum;
-		if (sum <= target)
-			return (sec + PG_QUOTA_BUCKETS) * PG_QUOTA_BUCKET_MS - now_ms;
+			if (age < PG_QUOTA_BUCKETS) {
+				by[age] += b & COUNT_MASK;
+				sum += b & COUNT_MASK;
+			}
+		}
+	return sum;
+}
+
+/* Milliseconds until the minute's count (sum, by age) is at most target,
+ * as its oldest seconds leave it. */
+static uint64_t until_at_most(const uint64_t by[PG_QUOTA_BUCKETS], uint64_t sum, uint64_t target,
+                              uint64_t now_ms)
+{
+	const uint64_t into = now_ms % PG_QUOTA_BUCKET_MS; /* of this second */
+
+	for (unsigned age = PG_QUOTA_BUCKETS; sum > target && age-- > 0;) {
+		sum -= by[age];
+		if (sum <= target) /* the second age old leaves in 60 - age seconds */
+			return (uint64_t)(PG_QUOTA_BUCKETS - age) * PG_QUOTA_BUCKET_MS - into;
 	}
 	return 0;
 }
 
-/* v's figures for kind k, sum counted. */
-static void view_kind(const struct pg_quota_counts *q, unsigned k, uint64_t sum, uint64_t now_ms,
-                      struct pg_quota_view *v)
+/* v's figures for kind k (its limit in v->lim); target: also when it
+ * would be below target (a refused request's retry), else UINT64_MAX. */
+static uint64_t view_kind(const struct pg_quota_counts *q, unsigned k, uint64_t now_ms,
+                          struct pg_quota_view *v, uint64_t target)
 {
-	const uint64_t max = v->lim.max[k];
+	uint64_t by[PG_QUOTA_BUCKETS];
+	const uint64_t sum = by_age(q, k, now_ms, by), max = v->lim.max[k];
 
 	v->remaining[k] = sum < max ? max - sum : 0;
-	v->reset_ms[k] = until_at_most(q, k, sum, 0, now_ms);
+	v->reset_ms[k] = until_at_most(by, sum, 0, now_ms);
+	if (target != UINT64_MAX)
+		v->retry_ms = until_at_most(by, sum, target, now_ms);
+	return sum;
 }
 
 void pg_quota_view(const struct pg_quota_counts *q, const struct pg_quota_lim *lim, uint64_t now_ms,
@@ -108,10 +128,7 @@ void pg_quota_view(const struct pg_quota_counts *q, const struct pg_quota_lim *l
 	*v = (struct pg_quota_view){.lim = *lim};
 	for (unsigned k = 0; k < PG_QUOTA_KINDS; k++)
 		if (lim->max[k])
-			view_kind(q, k,
-			          pg_qwin_sum(&q->local[k], now_ms) +
-			              pg_qwin_sum(&q->peer[k], now_ms),
-			          now_ms, v);
+			view_kind(q, k, now_ms, v, UINT64_MAX);
 }
 
 enum pg_quota_verdict pg_quota_take(struct pg_quota_counts *q, const struct pg_quota_lim *lim,
@@ -119,32 +136,26 @@ enum pg_quota_verdict pg_quota_take(struct pg_quota_counts *q, const struct pg_q
 {
 	const uint32_t rpm = lim->max[PG_QUOTA_REQUESTS], tpm = lim->max[PG_QUOTA_TOKENS];
 	const uint64_t sec = sec_of(now_ms);
-	uint64_t req, tok = 0;
 
 	*v = (struct pg_quota_view){.lim = *lim};
-	if (tpm) {
-		tok = pg_qwin_sum(&q->local[PG_QUOTA_TOKENS], now_ms) +
-		      pg_qwin_sum(&q->peer[PG_QUOTA_TOKENS], now_ms);
-		if (tok >= tpm) {
-			pg_quota_view(q, lim, now_ms, v);
-			v->retry_ms = until_at_most(q, PG_QUOTA_TOKENS, tok, tpm - 1, now_ms);
-			return PG_QUOTA_OVER_TOKENS;
-		}
-		view_kind(q, PG_QUOTA_TOKENS, tok, now_ms, v);
+	if (tpm && pg_qwin_sum(&q->local[PG_QUOTA_TOKENS], now_ms) +
+	                   pg_qwin_sum(&q->peer[PG_QUOTA_TOKENS], now_ms) >=
+	               tpm) {
+		pg_quota_view(q, lim, now_ms, v);
+		view_kind(q, PG_QUOTA_TOKENS, now_ms, v, tpm - 1);
+		return PG_QUOTA_OVER_TOKENS;
 	}
 	/* counted first, then summed: concurrent takers all see each other */
 	pg_qwin_add(&q->local[PG_QUOTA_REQUESTS], sec, now_ms, 1);
-	req = pg_qwin_sum(&q->local[PG_QUOTA_REQUESTS], now_ms) +
-	      pg_qwin_sum(&q->peer[PG_QUOTA_REQUESTS], now_ms);
-	if (rpm && req > rpm) {
+	if (rpm && pg_qwin_sum(&q->local[PG_QUOTA_REQUESTS], now_ms) +
+	                   pg_qwin_sum(&q->peer[PG_QUOTA_REQUESTS], now_ms) >
+	               rpm) {
 		pg_qwin_add(&q->local[PG_QUOTA_REQUESTS], sec, now_ms, -1);
-		req--;
-		view_kind(q, PG_QUOTA_REQUESTS, req, now_ms, v);
-		v->retry_ms = until_at_most(q, PG_QUOTA_REQUESTS, req, rpm - 1, now_ms);
+		pg_quota_view(q, lim, now_ms, v);
+		view_kind(q, PG_QUOTA_REQUESTS, now_ms, v, rpm - 1);
 		return PG_QUOTA_OVER_REQUESTS;
 	}
-	if (rpm)
-		view_kind(q, PG_QUOTA_REQUESTS, req, now_ms, v);
+	/* (where it stands is for its answer's head: pg_quota_view then) */
 	return PG_QUOTA_OK;
 }
 
@@ -154,28 +165,53 @@ void pg_quota_charge(struct pg_quota_counts *q, uint64_t tokens, uint64_t now_ms
 		pg_qwin_add(&q->local[PG_QUOTA_TOKENS], sec_of(now_ms), now_ms, (int64_t)tokens);
 }
 
+/* Text appended at out[*k] (cap bytes): false, nothing written, when it
+ * does not fit. Formatting by hand: the headers go on every answer. */
+static bool put_str(char *out, size_t cap, size_t *k, const char *s, size_t n)
+{
+	if (*k + n >= cap)
+		return false;
+	memcpy(out + *k, s, n);
+	*k += n;
+	return true;
+}
+
+static bool put_num(char *out, size_t cap, size_t *k, uint64_t v, unsigned min_digits)
+{
+	char d[24];
+	size_t n = 0;
+
+	do {
+		d[sizeof(d) - 1 - n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v || n < min_digits);
+	return put_str(out, cap, k, d + sizeof(d) - n, n);
+}
+
 size_t pg_quota_duration(uint64_t ms, char *out, size_t cap)
 {
-	uint64_t m = ms / 60000, s = ms % 60000 / 1000, f = ms % 1000;
-	int n;
+	const uint64_t m = ms / 60000, s = ms % 60000 / 1000;
+	uint64_t f = ms % 1000;
+	unsigned fd = 3;
+	size_t k = 0;
+	bool ok;
 
-	if (ms < 1000)
-		n = snprintf(out, cap, "%llums", (unsigned long long)ms);
-	else if (!f)
-		n = m ? snprintf(out, cap, "%llum%llus", (unsigned long long)m,
-		                 (unsigned long long)s)
-		      : snprintf(out, cap, "%llus", (unsigned long long)s);
-	else {
-		char frac[4];
-
-		snprintf(frac, sizeof(frac), "%03llu", (unsigned long long)f);
-		for (int i = 2; i > 0 && frac[i] == '0'; i--)
-			frac[i] = 0;
-		n = m ? snprintf(out, cap, "%llum%llu.%ss", (unsigned long long)m,
-		                 (unsigned long long)s, frac)
-		      : snprintf(out, cap, "%llu.%ss", (unsigned long long)s, frac);
+	if (ms < 1000) {
+		ok = put_num(out, cap, &k, ms, 1) && put_str(out, cap, &k, "ms", 2);
+	} else {
+		ok = (!m || (put_num(out, cap, &k, m, 1) && put_str(out, cap, &k, "m", 1))) &&
+		     put_num(out, cap, &k, s, 1);
+		for (; f && f % 10 == 0; f /= 10) /* "6.5s", not "6.500s" */
+			fd--;
+		ok = ok &&
+		     (!f || (put_str(out, cap, &k, ".", 1) && put_num(out, cap, &k, f, fd))) &&
+		     put_str(out, cap, &k, "s", 1);
 	}
-	return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap ? cap - 1 : 0;
+	if (!ok)
+		k = 0;
+	if (cap)
+		out[k] = 0;
+	return k;
 }
 
 unsigned pg_quota_retry_after(uint64_t ms)
@@ -187,29 +223,43 @@ unsigned pg_quota_retry_after(uint64_t ms)
 
 size_t pg_quota_headers(const struct pg_quota_view *v, char *out, size_t cap)
 {
-	static const char *const name[PG_QUOTA_KINDS] = {"requests", "tokens"};
+	static const struct {
+		const char *limit, *remaining, *reset;
+		size_t ll, rl, tl;
+	} name[PG_QUOTA_KINDS] = {
+#define N(kind)                                                                                    \
+	{"x-ratelimit-limit-" kind ": ",                                                           \
+	 "\r\nx-ratelimit-remaining-" kind ": ",                                                   \
+	 "\r\nx-ratelimit-reset-" kind ": ",                                                       \
+	 sizeof("x-ratelimit-limit-" kind ": ") - 1,                                               \
+	 sizeof("\r\nx-ratelimit-remaining-" kind ": ") - 1,                                       \
+	 sizeof("\r\nx-ratelimit-reset-" kind ": ") - 1}
+	    N("requests"),
+	    N("tokens"),
+#undef N
+	};
 	size_t k = 0;
 
-	if (cap)
-		out[0] = 0;
 	for (unsigned i = 0; i < PG_QUOTA_KINDS; i++) {
+		const size_t at = k;
 		char reset[32];
-		int n;
+		size_t rn;
 
 		if (!v->lim.max[i])
 			continue;
-		pg_quota_duration(v->reset_ms[i], reset, sizeof(reset));
-		n = snprintf(out + k, cap - k,
-		             "x-ratelimit-limit-%s: %u\r\nx-ratelimit-remaining-%s: %llu\r\n"
-		             "x-ratelimit-reset-%s: %s\r\n",
-		             name[i], v->lim.max[i], name[i], (unsigned long long)v->remaining[i],
-		             name[i], reset);
-		if (n < 0 || (size_t)n >= cap - k) { /* never half a header */
-			out[k] = 0;
-			return k;
+		rn = pg_quota_duration(v->reset_ms[i], reset, sizeof(reset));
+		if (!put_str(out, cap, &k, name[i].limit, name[i].ll) ||
+		    !put_num(out, cap, &k, v->lim.max[i], 1) ||
+		    !put_str(out, cap, &k, name[i].remaining, name[i].rl) ||
+		    !put_num(out, cap, &k, v->remaining[i], 1) ||
+		    !put_str(out, cap, &k, name[i].reset, name[i].tl) ||
+		    !put_str(out, cap, &k, reset, rn) || !put_str(out, cap, &k, "\r\n", 2)) {
+			k = at; /* never half a header */
+			break;
 		}
-		k += (size_t)n;
 	}
+	if (cap)
+		out[k] = 0;
 	return k;
 }
 

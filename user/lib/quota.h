@@ -96,7 +96,8 @@ uint64_t pg_qwin_sum(const struct pg_qwin *w, uint64_t now_ms);
 uint64_t pg_qwin_at(const struct pg_qwin *w, uint64_t sec, uint64_t now_ms);
 
 /* Whether one more request of a tenant with limits lim goes at now_ms:
- * counted when it does; v is where it stands either way. */
+ * counted when it does; when it does not, v is where it stands (retry_ms
+ * included). */
 enum pg_quota_verdict pg_quota_take(struct pg_quota_counts *q, const struct pg_quota_lim *lim,
                                     uint64_t now_ms, struct pg_quota_view *v);
 /* tokens more of its requests' (prompt tokens when routed, completion
