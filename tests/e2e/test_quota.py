@@ -11,7 +11,8 @@ behind one prefixgate, tenants by a header (--flow-tenant header:X-Tenant).
 - a reload of the configuration file changes a limit live, PUT
   /tenants/NAME too; bad values are refused with a reason (flags, file,
   admin API) and nothing is started;
-- usage exact from a non-streamed answer and from a stream with
+- usage (with --exact-usage; without it and without a quota, every figure
+  is estimated) exact from a non-streamed answer and from a stream with
   stream_options.include_usage (the figures the engine reported), the
   completion tokens of a stream without usage estimated, each figure
   saying which in GET /tenants, /metrics and the access log. In bpf mode
@@ -115,6 +116,9 @@ def limits_and_headers(opts):
         f = Fleet(opts, 1, gw_args=GW)
         st, h, _ = send(f, "team-a")
         assert st == 200 and not any(k.startswith("x-ratelimit") for k in h), h
+        # and no answer is read for its usage: every figure estimated
+        u = tenant(f, "team-a")["usage"]
+        assert u["prompt_tokens"]["exact"] == 0 and u["prompt_tokens"]["estimated"] > 0, u
     finally:
         f.stop()
 
@@ -214,7 +218,7 @@ def usage_exact_and_estimated(opts):
     f = Fleet(opts, 1, start_gateway=False)
     try:
         alog = os.path.join(f.tmp, "access.log")
-        f.start_gateway(GW + ["--access-log", alog])
+        f.start_gateway(GW + ["--access-log", alog, "--exact-usage"])
         st, _, data = send(f, "acct", chat(words=20, max_tokens=5))
         assert st == 200, data[:200]
         reported = json.loads(data)["usage"]

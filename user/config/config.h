@@ -185,6 +185,7 @@ struct pg_config {
 	unsigned max_body;            /* request body bytes at most (413 beyond) */
 	unsigned cache_capacity;      /* cache_aware: tokens of KV cache per instance */
 	bool route_header;            /* X-Prefixgate-Route on every response */
+	bool exact_usage;             /* read every answer's usage (proxy/quota.h) */
 	struct pg_timeouts timeouts;
 	unsigned splice_budget;     /* in-kernel paths: bytes in flight per client */
 	const char *access_log;     /* --access-log FILE, or NULL */

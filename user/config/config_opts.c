@@ -171,6 +171,11 @@ const struct pg_opt pg_opts[] = {
                      "every tenant's quota without its own (--tenant): requests and tokens a "
                      "minute, 0 to " PG_STR(PG_QUOTA_MAX) ", 0: none"),
                  .def_text = "none", .live = true},
+    [O_EXACT_USAGE] = {OPT("exact-usage", NULL,
+                           "usage accounting reads the engine's usage from every answer the "
+                           "gateway carries, not only while a quota is in force (about 5 ns a "
+                           "byte of each answer; doc/operations.md, Usage accounting)"),
+                       FLAG(exact_usage)},
     [O_WORKERS] = {OPT("workers", "N", "worker threads"), .def_text = "one per CPU", CFG(workers),
                    RANGE(1, PG_WORKERS_MAX)},
     [O_DATA_PATH] = {OPT("data-path", NULL, "how response bytes reach the client"),

@@ -61,6 +61,13 @@ bool pg_quota_arrive(struct pg_worker *w, struct pg_client *c, const struct pg_r
 	return false;
 }
 
+bool pg_quota_reads_usage(const struct pg_worker *w)
+{
+	const struct pg_quotas *q = w->gw->quotas;
+
+	return w->gw->cfg->exact_usage || (q && __atomic_load_n(&q->on, __ATOMIC_RELAXED));
+}
+
 void pg_quota_routed(struct pg_worker *w, struct pg_client *c, const struct pg_route_input *in)
 {
 	struct pg_quotas *q = w->gw->quotas;

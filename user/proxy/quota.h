@@ -25,6 +25,10 @@
  * was answered 429 (its tenant's quota is used up). */
 bool pg_quota_arrive(struct pg_worker *w, struct pg_client *c, const struct pg_route_input *in);
 
+/* Whether answers' usage is read as they pass (--exact-usage, or a quota
+ * in force): else usage accounting estimates every figure. */
+bool pg_quota_reads_usage(const struct pg_worker *w);
+
 /* It was routed (in: what it was routed on): its prompt tokens, as
  * routing counts them, counted against its tenant's tokens a minute. */
 void pg_quota_routed(struct pg_worker *w, struct pg_client *c, const struct pg_route_input *in);

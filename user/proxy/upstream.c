@@ -284,11 +284,13 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 	}
 	pg_held_release(w, x, u); /* no retry from here */
 	/* what the answer says of its usage is read as it passes (not with a
-	 * Content-Encoding: its bytes are not the usage's): accounted, and
-	 * for a predicted hit, checked */
-	x->usage_on = resp.status < 300 && !x->head_method && !resp.encoded;
-	x->cache_check = x->usage_on && x->choice.backend == x->backend &&
-	                 x->choice.d_blocks != UINT32_MAX && x->choice.matched > x->choice.shared;
+	 * Content-Encoding: its bytes are not the usage's): for a predicted
+	 * hit, checked; accounted (quota.h) when asked for */
+	x->cache_check = resp.status < 300 && !x->head_method && !resp.encoded &&
+	                 x->choice.backend == x->backend && x->choice.d_blocks != UINT32_MAX &&
+	                 x->choice.matched > x->choice.shared;
+	x->usage_on = x->cache_check || (resp.status < 300 && !x->head_method && !resp.encoded &&
+	                                 pg_quota_reads_usage(w));
 	if (x->usage_on)
 		pg_usage_init(&x->usage, x->key.stream ? PG_USAGE_SSE : PG_USAGE_JSON);
 	u->keep_alive = resp.keep_alive && !u->dp;
