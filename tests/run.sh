@@ -72,6 +72,8 @@ for suite in "$@"; do
 	     run_tap "e2e/load-bpf" $E/test_load.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/flow-shm" $E/test_flow.py --build "$BUILD" --mode shm
 	     run_tap "e2e/flow-bpf" $E/test_flow.py --build "$BUILD" --mode bpf
+	     run_tap "e2e/quota-shm" $E/test_quota.py --build "$BUILD" --mode shm
+	     run_tap "e2e/quota-bpf" $E/test_quota.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/learn-shm" $E/test_learn.py --build "$BUILD" --mode shm
 	     run_tap "e2e/learn-bpf" $E/test_learn.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/pd-shm" $E/test_pd.py --build "$BUILD" --mode shm
@@ -119,6 +121,8 @@ for suite in "$@"; do
 		python3 tests/e2e/test_load.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/flow" \
 		python3 tests/e2e/test_flow.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
+		run_tap "e2e-asan/quota" \
+		python3 tests/e2e/test_quota.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/learn" \
 		python3 tests/e2e/test_learn.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/pd" \

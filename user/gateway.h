@@ -62,6 +62,7 @@ struct pg_fleet;
 struct pg_fleetq;
 struct pg_pools;
 struct pg_flowctl;
+struct pg_quotas;
 struct pg_tls;
 
 struct pg_gateway {
@@ -99,6 +100,7 @@ struct pg_gateway {
 	struct pg_fleetq *fleetq_obs;   /* ... and first tokens learned from (router/load.h) */
 	struct pg_pools *pools;         /* state/pools.h: model pools; NULL: the default alone */
 	struct pg_flowctl *flow;        /* state/flowctl.h: flow control; NULL: never on */
+	struct pg_quotas *quotas;       /* state/quotas.h: quotas, usage accounting */
 	/* The routing core (router/router.h), over maps, the pools' members,
 	 * the learned speeds and the fleet's queues: pg_gateway_router. */
 	struct pg_router router;

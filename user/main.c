@@ -28,6 +28,8 @@
 #include "admin/metrics.h"
 #include "lib/conf.h"
 #include "state/flowctl.h"
+#include "state/quotas.h"
+#include "fleet/etcd.h"
 #include "router/load.h"
 #include "router/capacity.h"
 #include "state/pools.h"
@@ -207,6 +209,12 @@ int main(int argc, char **argv)
 		pg_error("flow control: %s", err);
 		goto out_workers;
 	}
+	gw.quotas = pg_quotas_new(&cfg.flow, gw.flow);
+	if (!gw.quotas) {
+		pg_error("quotas: out of memory");
+		goto out_workers;
+	}
+	pg_etcd_quotas(&gw); /* (the first view was applied before they were made) */
 	memset(gw.stats, 0, sizeof(*gw.stats) * gw.nworkers);
 	if (pg_fleet_init(&gw, err, sizeof(err))) {
 		pg_error("%s", err);
@@ -282,6 +290,7 @@ out_workers:
 	pg_metrics_window_free(gw.mwin);
 	pg_speeds_free(gw.router.speeds);
 	pg_capacities_free(gw.router.caps);
+	pg_quotas_free(gw.quotas);
 	pg_flowctl_free(gw.flow);
 	pg_rstats_free(gw.rstats);
 	free(gw.workers);

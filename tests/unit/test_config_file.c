@@ -198,7 +198,10 @@ static void test_bad(void **state)
 	    {"tenant a {\n priority urgent\n}\n", 2,
 	     "tenant a: priority: expected critical, standard or sheddable, got \"urgent\""},
 	    {"tenant a {\n colour red\n}\n", 2,
-	     "tenant a: \"colour\" is not weight W or priority P (one value each)"},
+	     "tenant a: \"colour\" is not weight W, priority P, rpm N or tpm N (one value each)"},
+	    {"tenant a {\n rpm 10\n rpm 20\n}\n", 3, "tenant a: rpm given twice (first at line 2)"},
+	    {"tenant a {\n tpm lots\n}\n", 2,
+	     "tenant a: tpm: expected 0 (no limit) to 1000000000 a minute, got \"lots\""},
 	    {"tenant a\ntenant a\n", 2, "tenant a: given twice"},
 	    {"admin 0.0.0.0:9090\n", 1,
 	     "admin 0.0.0.0:9090 is not a loopback address: also give --admin-token or "

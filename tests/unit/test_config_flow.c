@@ -60,6 +60,20 @@ static void test_flags(void **state)
 	assert_int_equal(cfg.flow.tenants[1].prio, PG_PRIO_CRITICAL);
 	assert_int_equal(cfg.flow.tenants[2].prio, -1);
 	pg_config_free(&cfg);
+	/* quotas: off unless given; a tenant's own beside the default, by key */
+	assert_int_equal(run(&cfg,
+	                     ARGS("--quota", "rpm=100", "--tenant", "team:b:rpm=5,weight=2",
+	                          "--tenant", "c:tpm=0"),
+	                     err, sizeof(err)),
+	                 0);
+	assert_int_equal(cfg.flow.quota.max[PG_QUOTA_REQUESTS], 100);
+	assert_int_equal(cfg.flow.quota.max[PG_QUOTA_TOKENS], 0);
+	assert_string_equal(cfg.flow.tenants[0].name, "team:b");
+	assert_int_equal(cfg.flow.tenants[0].weight, 2);
+	assert_int_equal(cfg.flow.tenants[0].quota.max[PG_QUOTA_REQUESTS], 5);
+	assert_int_equal(cfg.flow.tenants[0].quota_set, 1u << PG_QUOTA_REQUESTS);
+	assert_int_equal(cfg.flow.tenants[1].quota_set, 1u << PG_QUOTA_TOKENS);
+	pg_config_free(&cfg);
 	/* 0 turns it off, whatever --flow-control says */
 	assert_int_equal(
 	    run(&cfg, ARGS("--flow-control", "--flow-instance-queue-ms", "0"), err, sizeof(err)),
@@ -91,7 +105,14 @@ static void test_invalid(void **state)
 	    {{"--tenant", "a:priority=urgent"},
 	     "--tenant a: priority: expected critical, standard or sheddable, got \"urgent\""},
 	    {{"--tenant", "a:weight=2,color=red"},
-	     "--tenant a: \"color=red\": expected weight=W or priority=P"},
+	     "--tenant a: \"color=red\": expected weight=W, priority=P, rpm=N or tpm=N"},
+	    {{"--tenant", "a:rpm=-1"},
+	     "--tenant a: rpm: expected 0 (no limit) to 1000000000 a minute, got \"-1\""},
+	    {{"--tenant", "a:tpm=1e9"},
+	     "--tenant a: tpm: expected 0 (no limit) to 1000000000 a minute, got \"1e9\""},
+	    {{"--quota", "rpm=10,rps=2"}, "--quota: \"rps=2\": expected rpm=N or tpm=N"},
+	    {{"--quota", "tpm=1000000001"},
+	     "--quota: tpm: expected 0 (no limit) to 1000000000 a minute, got \"1000000001\""},
 	    {{"--tenant", "a", "--tenant", "a:weight=2"}, "--tenant a: given twice"},
 	    {{"--flow-instance-queue-ms", "60001"},
 	     "--flow-instance-queue-ms: 60001 is out of range 1-60000"},

@@ -223,6 +223,36 @@ static void test_codec_flow(void **state)
 	every_cut_fails(buf, e.len, 3);
 }
 
+/* QUOTA: a tenant's label, key, second and counts (a count taken back is
+ * negative); every cut decodes what it holds whole, then fails. */
+static void test_codec_quota(void **state)
+{
+	struct pg_fleet_hdr h = hdr(PG_FLEET_MSG_QUOTA, "gw-q", 5, 2), g;
+	const struct pg_fleet_quota t[2] = {{0x1234567890abcdefull, 1800000000, 3, 4000},
+	                                    {42, UINT64_MAX, -1, INT32_MIN}};
+	const char *label[2] = {"team-a", "t-0123456789ab"};
+	uint8_t buf[128];
+	struct pg_fleet_enc e;
+	struct pg_fleet_dec d;
+	struct pg_fleet_entry x;
+
+	(void)state;
+	assert_int_equal(pg_fleet_enc_begin(&e, buf, sizeof(buf), &h), 0);
+	for (int i = 0; i < 2; i++)
+		assert_true(pg_fleet_enc_quota(&e, label[i], &t[i]));
+	assert_int_equal(pg_fleet_dec_begin(&d, buf, e.len, &g), 0);
+	assert_int_equal(g.type, PG_FLEET_MSG_QUOTA);
+	for (int i = 0; i < 2; i++) {
+		assert_true(pg_fleet_dec_next(&d, g.type, &x));
+		assert_string_equal(x.addr, label[i]);
+		assert_true(x.quota.key == t[i].key && x.quota.sec == t[i].sec);
+		assert_int_equal(x.quota.requests, t[i].requests);
+		assert_int_equal(x.quota.tokens, t[i].tokens);
+	}
+	assert_false(pg_fleet_dec_next(&d, g.type, &x));
+	every_cut_fails(buf, e.len, 2);
+}
+
 static void test_addrmap(void **state)
 {
 	struct pg_fleet_addrmap m;
@@ -525,6 +555,7 @@ int main(void)
 	    cmocka_unit_test(test_codec_cache_and_full),
 	    cmocka_unit_test(test_codec_fit),
 	    cmocka_unit_test(test_codec_flow),
+	    cmocka_unit_test(test_codec_quota),
 	    cmocka_unit_test(test_addrmap),
 	    cmocka_unit_test(test_peers),
 	    cmocka_unit_test(test_decide),

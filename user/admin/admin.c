@@ -363,7 +363,7 @@ out:
 int pg_admin_handle(struct pg_gateway *gw, struct pg_str method, struct pg_str path,
                     struct pg_str query, const char *body, size_t len, struct pg_admin_reply *out)
 {
-	static const char prefix[] = "/backends/";
+	static const char prefix[] = "/backends/", tprefix[] = "/tenants/";
 	const size_t plen = sizeof(prefix) - 1;
 	const bool get = str_is(method, "GET");
 	char msg[128];
@@ -416,6 +416,19 @@ int pg_admin_handle(struct pg_gateway *gw, struct pg_str method, struct pg_str p
 		if (get)
 			return pg_admin_flow_get(gw, out);
 		out->allow = "GET";
+	} else if (str_is(path, "/tenants")) {
+		if (get)
+			return pg_admin_tenants_get(gw, out);
+		out->allow = "GET";
+	} else if (path.len > sizeof(tprefix) - 1 &&
+	           !memcmp(path.p, tprefix, sizeof(tprefix) - 1)) {
+		if (str_is(method, "PUT"))
+			return pg_admin_tenant_put(
+			    gw,
+			    (struct pg_str){path.p + sizeof(tprefix) - 1,
+			                    path.len - (sizeof(tprefix) - 1)},
+			    body, len, out);
+		out->allow = "PUT";
 	} else if (str_is(path, "/config")) {
 		if (get)
 			return pg_admin_config_get(gw, out);
@@ -432,8 +445,8 @@ int pg_admin_handle(struct pg_gateway *gw, struct pg_str method, struct pg_str p
 		return reply_error(
 		    out, 404,
 		    "no such endpoint (GET /health /metrics /backends /routing /fleet /pools "
-		    "/flow /config /tls, POST /backends /route /tls/reload, DELETE "
-		    "/backends/ADDR:PORT, PUT /routing)");
+		    "/flow /tenants /config /tls, POST /backends /route /tls/reload, DELETE "
+		    "/backends/ADDR:PORT, PUT /routing /tenants/NAME)");
 	}
 	snprintf(msg, sizeof(msg), "method not allowed here; allowed: %s", out->allow);
 	return reply_error(out, 405, msg);

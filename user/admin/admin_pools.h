@@ -29,6 +29,13 @@ int pg_admin_routing(struct pg_gateway *gw, bool put, struct pg_str query, const
  * (admin_flow.c). */
 int pg_admin_flow_get(struct pg_gateway *gw, struct pg_admin_reply *r);
 
+/* GET /tenants: each tenant's quota, its minute and its usage, and the
+ * usage by model pool; PUT /tenants/NAME {"rpm":N,"tpm":N}: its own quota
+ * (null: --quota's), live until a reload (admin_tenants.c). */
+int pg_admin_tenants_get(struct pg_gateway *gw, struct pg_admin_reply *r);
+int pg_admin_tenant_put(struct pg_gateway *gw, struct pg_str name, const char *body, size_t len,
+                        struct pg_admin_reply *r);
+
 /* GET /config: the configuration as a configuration file, each pool's
  * routing as it is live (admin_config.c). */
 int pg_admin_config_get(struct pg_gateway *gw, struct pg_admin_reply *r);

@@ -380,6 +380,7 @@ void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 	backend_names(o);
 	pg_metrics_load_render(gw, o);
 	pg_metrics_flow_render(gw, o);
+	pg_metrics_usage_render(gw, o);
 	pg_metrics_tls_render(gw, o);
 	pg_metrics_ops_render(gw, o);
 	pg_fleet_metrics_render(gw, o);

@@ -38,6 +38,8 @@ void pg_metrics_load_render(const struct pg_gateway *gw, struct pg_buf *out);
 /* Flow control's families (metrics_flow.c): the queues, waits by class
  * and by tenant, sheds and refusals. */
 void pg_metrics_flow_render(const struct pg_gateway *gw, struct pg_buf *out);
+/* Quotas and usage accounting by tenant and by model pool (metrics_usage.c). */
+void pg_metrics_usage_render(const struct pg_gateway *gw, struct pg_buf *out);
 
 /* TLS's families (metrics_tls.c): handshakes by side, resumption,
  * version and cipher, failures by reason, certificates' expiry, reloads;

@@ -19,6 +19,7 @@
 #include "lib/addr.h"
 #include "router/strategy.h"
 #include "lib/flow.h"
+#include "lib/quota.h"
 #include "lib/fleet_msg.h" /* PG_FLEET_ID_MAX */
 #include "lib/names.h"     /* strategy names */
 #include "lib/modelpool.h"
@@ -82,11 +83,13 @@ enum pg_tenant_src {
 	PG_TENANT_USER = 2,   /* the JSON body's "user" */
 	PG_TENANT_CERT = 3,   /* the TLS client certificate's subject (--tls-client-ca) */
 };
-/* --tenant NAME:weight=W,priority=P, as given. */
+/* --tenant NAME:weight=W,priority=P,rpm=N,tpm=N, as given. */
 struct pg_tenant_cfg {
 	char name[PG_FLOW_LABEL_MAX + 1]; /* its label (lib/flow.h pg_flow_label) */
 	uint32_t weight;                  /* 1 unless given */
 	int prio;                         /* enum pg_prio it is held to; -1: any the request asks */
+	struct pg_quota_lim quota;        /* its own limits (lib/quota.h; 0: none) */
+	uint8_t quota_set;                /* bit k: quota.max[k] given (else --quota's) */
 };
 #define PG_TENANTS_CFG_MAX   64
 #define PG_TENANT_WEIGHT_MAX 1000
@@ -102,6 +105,7 @@ struct pg_flow_cfg {
 	const char *tenant_header; /* PG_TENANT_HEADER: its name (argv) */
 	struct pg_tenant_cfg tenants[PG_TENANTS_CFG_MAX];
 	size_t ntenants;
+	struct pg_quota_lim quota; /* --quota: every tenant's without its own (0: none) */
 };
 
 /* TLS: the HTTPS listener, its certificates, and https:// backends
@@ -207,6 +211,7 @@ struct pg_config {
 	unsigned max_body;            /* request body bytes at most (413 beyond) */
 	unsigned cache_capacity;      /* cache_aware: tokens of KV cache per instance */
 	bool route_header;            /* X-Prefixgate-Route on every response */
+	bool exact_usage;             /* read every answer's usage (proxy/quota.h) */
 	struct pg_timeouts timeouts;
 	unsigned splice_budget;     /* in-kernel paths: bytes in flight per client */
 	const char *access_log;     /* --access-log FILE, or NULL */

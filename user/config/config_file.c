@@ -8,7 +8,8 @@
  *
  *   pool NAME { model M...; path /P...; backend HOST:PORT...; strategy S;
  *               prefix-length N; ... }          the --pool NAME:KEY=V keys
- *   tenant NAME { weight W; priority P; }     --tenant NAME:weight=W,...
+ *   tenant NAME { weight W; priority P; rpm N; tpm N; }
+ *                                             --tenant NAME:weight=W,...
  *
  * Every error is added with its line and the next directive is read, so
  * that one pass tells all of them. A directive given twice is an error
@@ -130,14 +131,16 @@ static size_t block_end(const struct pg_conf *c, size_t i)
 static void tenant_block(struct pg_config *cfg, const struct pg_conf *c, size_t i,
                          struct pg_parse *ps)
 {
+	static const char *const keys[] = {"weight", "priority", "rpm", "tpm"};
 	const struct pg_conf_dir *d = &c->d[i];
-	unsigned seen[2] = {0, 0};
+	unsigned seen[4] = {0, 0, 0, 0};
 	struct pg_tenant_cfg *t;
 	char err[512];
 
 	if (d->nw != 2) {
-		pg_conf_err_add(ps->errs, d->line,
-		                "tenant: expected tenant NAME { weight W; priority P; }");
+		pg_conf_err_add(
+		    ps->errs, d->line,
+		    "tenant: expected tenant NAME { weight W; priority P; rpm N; tpm N; }");
 		return;
 	}
 	t = pg_tenant_add(&cfg->flow, d->w[1], strlen(d->w[1]), err, sizeof(err));
@@ -147,22 +150,25 @@ static void tenant_block(struct pg_config *cfg, const struct pg_conf *c, size_t 
 	}
 	for (size_t j = i + 1, end = block_end(c, i); j < end; j++) {
 		const struct pg_conf_dir *k = &c->d[j];
-		const bool weight = !strcmp(k->w[0], "weight");
+		size_t key = 0;
 		char shown[80];
 
 		if (k->parent != (int)i)
 			continue;
-		if (k->block || (!weight && strcmp(k->w[0], "priority")) || k->nw != 2) {
+		while (key < 4 && strcmp(k->w[0], keys[key]))
+			key++;
+		if (k->block || key == 4 || k->nw != 2) {
 			pg_conf_err_add(
 			    ps->errs, k->line,
-			    "tenant %s: \"%s\" is not weight W or priority P (one value each)",
+			    "tenant %s: \"%s\" is not weight W, priority P, rpm N or tpm N "
+			    "(one value each)",
 			    t->name, pg_conf_shown(k->w[0], shown, sizeof(shown)));
-		} else if (seen[weight]) {
+		} else if (seen[key]) {
 			pg_conf_err_add(ps->errs, k->line,
 			                "tenant %s: %s given twice (first at line %u)", t->name,
-			                k->w[0], seen[weight]);
+			                k->w[0], seen[key]);
 		} else {
-			seen[weight] = k->line;
+			seen[key] = k->line;
 			if (pg_tenant_key(t, k->w[0], strlen(k->w[0]), k->w[1], strlen(k->w[1]),
 			                  err, sizeof(err)))
 				pg_parse_err(ps, k->line, err);
@@ -311,8 +317,9 @@ static void directive(struct pg_config *cfg, const struct pg_conf_dir *d, struct
 	}
 	if (id == O_TENANT) {
 		if (d->nw != 2)
-			pg_conf_err_add(ps->errs, d->line,
-			                "tenant: expected tenant NAME { weight W; priority P; }");
+			pg_conf_err_add(
+			    ps->errs, d->line,
+			    "tenant: expected tenant NAME { weight W; priority P; rpm N; tpm N; }");
 		else if (!pg_tenant_add(&cfg->flow, d->w[1], strlen(d->w[1]), err, sizeof(err)))
 			pg_parse_err(ps, d->line, err);
 		return;

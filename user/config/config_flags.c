@@ -252,6 +252,14 @@ int pg_config_apply(struct pg_config *cfg, enum opt_id id, const char *v, struct
 		return pg_flow_tenant_src_parse(&cfg->flow, v, err, errlen);
 	case O_TENANT:
 		return pg_tenant_spec_parse(&cfg->flow, v, ps->merge, err, errlen);
+	case O_QUOTA: {
+		char why[160];
+
+		if (!pg_quota_spec(v, strlen(v), &cfg->flow.quota, why, sizeof(why)))
+			return 0;
+		pg_errf(err, errlen, "--quota: %s", why);
+		return -1;
+	}
 	case O_NATS:
 	case O_NATS_CLUSTER:
 	case O_GATEWAY_ID:

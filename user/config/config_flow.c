@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Flow control's flags (config.h struct pg_flow_cfg): --flow-tenant and
- * --tenant, parsed into the config; the numbers are the table's
- * (config_opts.c).
+ * --tenant (its quota keys too: lib/quota.h), parsed into the config; the
+ * numbers are the table's (config_opts.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -61,8 +61,20 @@ int pg_tenant_key(struct pg_tenant_cfg *t, const char *key, size_t klen, const c
 		    t->name, (int)(vlen < 64 ? vlen : 64), val);
 		return -1;
 	}
-	pg_errf(err, errlen, "--tenant %s: unknown key \"%.*s\" (weight, priority)", t->name,
-	        (int)(klen < 64 ? klen : 64), key);
+	if (pg_quota_key(key, klen) >= 0) {
+		const int k = pg_quota_key(key, klen);
+
+		if (!pg_quota_value(val, vlen, &t->quota.max[k])) {
+			t->quota_set |= (uint8_t)(1u << k);
+			return 0;
+		}
+		pg_errf(err, errlen,
+		        "--tenant %s: %.3s: expected 0 (no limit) to %u a minute, got \"%.*s\"",
+		        t->name, key, PG_QUOTA_MAX, (int)(vlen < 64 ? vlen : 64), val);
+		return -1;
+	}
+	pg_errf(err, errlen, "--tenant %s: unknown key \"%.*s\" (weight, priority, rpm, tpm)",
+	        t->name, (int)(klen < 64 ? klen : 64), key);
 	return -1;
 }
 
@@ -114,14 +126,18 @@ int pg_tenant_spec_parse(struct pg_flow_cfg *fc, const char *v, bool merge, char
 {
 	/* NAME ends at the first colon that is followed by a key (a name may
 	 * hold colons: "team:a") */
-	const char *colon = strstr(v, ":weight=") ? strstr(v, ":weight=") : strstr(v, ":priority=");
-	const char *q = strstr(v, ":priority=");
+	static const char *const keys[] = {":weight=", ":priority=", ":rpm=", ":tpm="};
+	const char *colon = NULL;
 	struct pg_tenant_cfg *t;
 	size_t len;
 	const char *p;
 
-	if (q && (!colon || q < colon))
-		colon = q;
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		const char *q = strstr(v, keys[i]);
+
+		if (q && (!colon || q < colon))
+			colon = q;
+	}
 	len = colon ? (size_t)(colon - v) : strlen(v);
 	for (size_t i = 0; merge && i < fc->from_file; i++)
 		if (strlen(fc->tenants[i].name) == len && !strncmp(fc->tenants[i].name, v, len)) {
@@ -137,10 +153,11 @@ int pg_tenant_spec_parse(struct pg_flow_cfg *fc, const char *v, bool merge, char
 		if (k > n)
 			k = n;
 		if (!(k == 6 && !strncmp(p, "weight", 6)) &&
-		    !(k == 8 && !strncmp(p, "priority", 8))) {
-			pg_errf(err, errlen,
-			        "--tenant %s: \"%.*s\": expected weight=W or priority=P", t->name,
-			        (int)(n < 64 ? n : 64), p);
+		    !(k == 8 && !strncmp(p, "priority", 8)) && pg_quota_key(p, k) < 0) {
+			pg_errf(
+			    err, errlen,
+			    "--tenant %s: \"%.*s\": expected weight=W, priority=P, rpm=N or tpm=N",
+			    t->name, (int)(n < 64 ? n : 64), p);
 			fc->ntenants--;
 			return -1;
 		}

@@ -158,12 +158,25 @@ const struct pg_opt pg_opts[] = {
                            "\"user\") or cert (the TLS client certificate's subject)"),
                        .def = "bearer"},
     [O_TENANT] = {OPT("tenant", "NAME[:KEY=V]",
-                      "flow control: a tenant's weight=W (1-" PG_STR(
-                          PG_TENANT_WEIGHT_MAX) ", "
-                                                "default 1) and priority=P (its default class and "
-                                                "the highest it may "
-                                                "ask); repeat"),
+                      "a tenant's weight=W (1-" PG_STR(PG_TENANT_WEIGHT_MAX) ", default 1) and "
+                                                                             "priority=P (its "
+                                                                             "default class and "
+                                                                             "the highest it may "
+                                                                             "ask), its quota "
+                                                                             "rpm=N and tpm=N "
+                                                                             "(requests, tokens a "
+                                                                             "minute; 0: none); "
+                                                                             "repeat"),
                   .live = true},
+    [O_QUOTA] = {OPT("quota", "rpm=N,tpm=N",
+                     "every tenant's quota without its own (--tenant): requests and tokens a "
+                     "minute, 0 to " PG_STR(PG_QUOTA_MAX) ", 0: none"),
+                 .def_text = "none", .live = true},
+    [O_EXACT_USAGE] = {OPT("exact-usage", NULL,
+                           "usage accounting reads the engine's usage from every answer the "
+                           "gateway carries, not only while a quota is in force (about 5 ns a "
+                           "byte of each answer; doc/operations.md, Usage accounting)"),
+                       FLAG(exact_usage)},
     [O_WORKERS] = {OPT("workers", "N", "worker threads"), .def_text = "one per CPU", CFG(workers),
                    RANGE(1, PG_WORKERS_MAX)},
     [O_DATA_PATH] = {OPT("data-path", NULL, "how response bytes reach the client"),

@@ -128,6 +128,15 @@ static const char *value(const struct pg_config *cfg, enum opt_id id, char *buf,
 	case O_USER:
 		s = cfg->user;
 		break;
+	case O_QUOTA:
+		if (cfg->flow.quota.max[PG_QUOTA_REQUESTS] || cfg->flow.quota.max[PG_QUOTA_TOKENS])
+			snprintf(tmp, sizeof(tmp), "rpm=%" PRIu32 ",tpm=%" PRIu32,
+			         cfg->flow.quota.max[PG_QUOTA_REQUESTS],
+			         cfg->flow.quota.max[PG_QUOTA_TOKENS]);
+		s = cfg->flow.quota.max[PG_QUOTA_REQUESTS] || cfg->flow.quota.max[PG_QUOTA_TOKENS]
+		        ? tmp
+		        : NULL;
+		break;
 	case O_ADMIN_TOKEN:
 		/* never written: the file that gave it, or nothing */
 		s = cfg->admin_token && !cfg->admin_token_file ? cfg->admin_token : NULL;
@@ -381,6 +390,10 @@ void pg_config_render(const struct pg_config *cfg, const struct pg_route_cfg *li
 			pg_buf_printf(out, " weight %" PRIu32 ";", tc->weight);
 		if (tc->prio >= 0 && tc->prio < PG_PRIO_COUNT)
 			pg_buf_printf(out, " priority %s;", pg_prio_names[tc->prio]);
+		if (tc->quota_set & (1u << PG_QUOTA_REQUESTS))
+			pg_buf_printf(out, " rpm %" PRIu32 ";", tc->quota.max[PG_QUOTA_REQUESTS]);
+		if (tc->quota_set & (1u << PG_QUOTA_TOKENS))
+			pg_buf_printf(out, " tpm %" PRIu32 ";", tc->quota.max[PG_QUOTA_TOKENS]);
 		pg_buf_puts(out, " }\n");
 	}
 	pg_config_free(def);

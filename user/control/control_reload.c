@@ -23,6 +23,7 @@
 #include "lib/buf.h"
 #include "lib/conf.h"
 #include "state/flowctl.h"
+#include "state/quotas.h"
 #include "state/pools.h"
 #include "sys/log.h"
 
@@ -66,6 +67,12 @@ static void option(void *arg, const char *name, bool live, const char *was, cons
 	} else if (live && !strcmp(name, "metrics-scrape-interval") && cfg->metrics_scrape_ms &&
 	           nc->metrics_scrape_ms) {
 		STORE(&cfg->metrics_scrape_ms, nc->metrics_scrape_ms);
+		say(&r->applied, "%s %s -> %s", name, was, now);
+		return;
+	} else if (live && !strcmp(name, "quota")) {
+		cfg->flow.quota = nc->flow.quota;
+		if (r->gw->quotas && r->gw->flow)
+			pg_quotas_apply(r->gw->quotas, r->gw->flow, &cfg->flow);
 		say(&r->applied, "%s %s -> %s", name, was, now);
 		return;
 	} else if (live && !strcmp(name, "log-level")) {
@@ -258,7 +265,10 @@ static void tenants(struct report *r)
 	for (size_t i = 0; same && i < nf->ntenants; i++)
 		same = !strcmp(fc->tenants[i].name, nf->tenants[i].name) &&
 		       fc->tenants[i].weight == nf->tenants[i].weight &&
-		       fc->tenants[i].prio == nf->tenants[i].prio;
+		       fc->tenants[i].prio == nf->tenants[i].prio &&
+		       fc->tenants[i].quota_set == nf->tenants[i].quota_set &&
+		       !memcmp(&fc->tenants[i].quota, &nf->tenants[i].quota,
+		               sizeof(fc->tenants[i].quota));
 	if (same)
 		return;
 	for (int pass = 0; f && pass < 2; pass++) {
@@ -280,6 +290,8 @@ static void tenants(struct report *r)
 	memcpy(fc->tenants, nf->tenants, sizeof(fc->tenants));
 	fc->ntenants = nf->ntenants;
 	fc->from_file = nf->from_file;
+	if (r->gw->quotas && f) /* their quotas too (state/quotas.h) */
+		pg_quotas_apply(r->gw->quotas, f, fc);
 	say(&r->applied, "tenants (%zu)", nf->ntenants);
 }
 

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
+#include "state/quotas.h"
 #include "config/config.h"
 #include "members/members.h"
 #include "fleet/etcd.h"
@@ -141,6 +142,16 @@ static int canonical_backends(struct pg_gateway *gw, const struct pg_etcd_view *
 	return 0;
 }
 
+void pg_etcd_quotas(struct pg_gateway *gw)
+{
+	char err[512];
+
+	if (pg_etcd.on && gw->quotas && gw->flow &&
+	    pg_quotas_etcd(gw->quotas, gw->flow, &gw->cfg->flow, &pg_etcd.applied, err,
+	                   sizeof(err)))
+		pg_error("etcd: %s/%s; that quota not applied", pg_etcd.cfg->prefix, err);
+}
+
 void pg_etcd_apply(struct pg_gateway *gw)
 {
 	const struct pg_etcd_kv *route;
@@ -180,6 +191,7 @@ void pg_etcd_apply(struct pg_gateway *gw)
 		else
 			pg_control_set_routing(gw, &rc, "etcd");
 	}
+	pg_etcd_quotas(gw);
 	__atomic_store_n(&pg_etcd.applied_rev, pg_etcd.applied.revision, __ATOMIC_RELAXED);
 	pg_info("etcd: revision %lld applied: %u backend%s in the ring",
 	        (long long)pg_etcd.applied.revision, gw->maps.state->nbackends,

@@ -52,6 +52,11 @@ void pg_etcd_stop(void);
  * it (members, routing config). -1 when off. */
 int pg_etcd_event_fd(void);
 void pg_etcd_apply(struct pg_gateway *gw);
+/* etcd's quotas (P/config/quota, P/tenants/NAME) laid over the
+ * configuration's (state/quotas.h): at each apply, and once at start-up
+ * when the quotas' state is made, after the first view was applied.
+ * Control thread. */
+void pg_etcd_quotas(struct pg_gateway *gw);
 
 /* /health's "etcd" member (",\"etcd\":{...}"), and the prefixgate_etcd_*
  * metric families; nothing when off. */

@@ -477,6 +477,8 @@ void *pg_fleet_main(void *arg)
 				publish_fit(f, up);
 			if (f->gw->flow && up)
 				pg_fleet_publish_flow(f);
+			if (f->gw->quotas && up)
+				pg_fleet_publish_quota(f);
 			f->last_cache_ms = now;
 		}
 		nanosleep(&poll, NULL);

@@ -30,6 +30,8 @@ struct counters {
 	uint64_t fit_unknown;     /* ... received for a backend not a member here */
 	uint64_t flow_published;  /* flow control's tenants told of (entries) */
 	uint64_t flow_applied;    /* ... heard of */
+	uint64_t quota_published; /* quotas' counts told of (tenant-seconds) */
+	uint64_t quota_applied;   /* ... heard of */
 	uint64_t mode_changes;
 };
 
@@ -39,10 +41,11 @@ struct pg_fleet {
 	bool started;
 	natsOptions *opts;
 	natsConnection *nc;
-	natsSubscription *sub_load, *sub_cache, *sub_fit, *sub_flow;
+	natsSubscription *sub_load, *sub_cache, *sub_fit, *sub_flow, *sub_quota;
 	char id[PG_FLEET_ID_MAX + 1];
 	char subj_load[PG_FLEET_ID_MAX + 32], subj_cache[PG_FLEET_ID_MAX + 32],
-	    subj_fit[PG_FLEET_ID_MAX + 32], subj_flow[PG_FLEET_ID_MAX + 32];
+	    subj_fit[PG_FLEET_ID_MAX + 32], subj_flow[PG_FLEET_ID_MAX + 32],
+	    subj_quota[PG_FLEET_ID_MAX + 32];
 	uint64_t boot, seq;
 	/* Under mu: written by the fleet thread and the delivery threads. */
 	pthread_mutex_t mu;
@@ -62,6 +65,10 @@ struct pg_fleet {
 	uint8_t cache_buf[PG_FLEET_CACHE_BATCH], fit_buf[PG_FLEET_CACHE_BATCH];
 	uint8_t flow_buf[64 + PG_FLOW_TENANTS * (1 + PG_FLOW_LABEL_MAX + 20)];
 	uint32_t flow_told[PG_FLOW_TENANTS]; /* each tenant's queued, as last published */
+	/* quotas' counts: up to 3 seconds of every tenant a message; the
+	 * second the last one was sent in (its counts may have grown since) */
+	uint8_t quota_buf[64 + 3 * PG_FLOW_TENANTS * (1 + PG_FLOW_LABEL_MAX + 24)];
+	uint64_t quota_sec;
 	uint8_t load_buf[64 + PG_MAX_BACKENDS * (PG_FLEET_ADDR_MAX + 18)];
 	/* Read by metrics and admin (atomics). */
 	int mode, npeers, connected;
@@ -75,6 +82,7 @@ void pg_fleet_on_load(natsConnection *nc, natsSubscription *sub, natsMsg *msg, v
 void pg_fleet_on_cache(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure);
 void pg_fleet_on_fit(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure);
 void pg_fleet_on_flow(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure);
+void pg_fleet_on_quota(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure);
 /* A peer's message of this type decoded up to its entries: false (nothing
  * to apply) if it is undecodable (counted) or our own. */
 bool pg_fleet_msg_begin(struct pg_fleet *f, natsMsg *msg, enum pg_fleet_msg_type type,
@@ -88,6 +96,9 @@ void pg_fleet_publish(struct pg_fleet *f, const char *subj, const struct pg_flee
  * queued counts of peers no longer live taken back (under mu). */
 void pg_fleet_publish_flow(struct pg_fleet *f);
 void pg_fleet_flow_peers(struct pg_fleet *f);
+/* Quotas' counts (fleet_quota.c): what this gateway counted in each tenant's
+ * minute since the last message, published (fleet thread). */
+void pg_fleet_publish_quota(struct pg_fleet *f);
 /* The fleet thread. */
 void *pg_fleet_main(void *arg);
 

@@ -117,6 +117,12 @@ static int nats_open(struct pg_fleet *f, char *err, size_t errlen)
 	if (s == NATS_OK)
 		s = natsSubscription_SetPendingLimits(f->sub_flow, SUB_PENDING_MSGS,
 		                                      SUB_PENDING_BYTES);
+	if (s == NATS_OK)
+		s = natsConnection_Subscribe(&f->sub_quota, f->nc, f->subj_quota, pg_fleet_on_quota,
+		                             f);
+	if (s == NATS_OK)
+		s = natsSubscription_SetPendingLimits(f->sub_quota, SUB_PENDING_MSGS,
+		                                      SUB_PENDING_BYTES);
 	if (s != NATS_OK)
 		return nats_fail(s, "subscribe", err, errlen);
 	return 0;
@@ -135,6 +141,7 @@ int pg_fleet_start(struct pg_gateway *gw, char *err, size_t errlen)
 	snprintf(f->subj_cache, sizeof(f->subj_cache), "prefixgate.%s.cache", cfg->nats_cluster);
 	snprintf(f->subj_fit, sizeof(f->subj_fit), "prefixgate.%s.fit", cfg->nats_cluster);
 	snprintf(f->subj_flow, sizeof(f->subj_flow), "prefixgate.%s.flow", cfg->nats_cluster);
+	snprintf(f->subj_quota, sizeof(f->subj_quota), "prefixgate.%s.quota", cfg->nats_cluster);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	f->boot = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	if (cfg->nats_url && nats_open(f, err, errlen))
@@ -144,7 +151,7 @@ int pg_fleet_start(struct pg_gateway *gw, char *err, size_t errlen)
 		return -1;
 	}
 	f->started = true;
-	pg_info("fleet: gateway %s%s%s, subjects %s|cache|fit|flow, interval %u ms%s", f->id,
+	pg_info("fleet: gateway %s%s%s, subjects %s|cache|fit|flow|quota, interval %u ms%s", f->id,
 	        cfg->nats_url ? ", NATS " : ", no NATS", cfg->nats_url ? cfg->nats_url : "",
 	        f->subj_load, cfg->fleet_interval_ms, cfg->fleet_size ? ", --fleet-size" : "");
 	return 0;
@@ -168,10 +175,13 @@ void pg_fleet_stop(struct pg_gateway *gw)
 			natsSubscription_Unsubscribe(f->sub_fit);
 		if (f->sub_flow)
 			natsSubscription_Unsubscribe(f->sub_flow);
+		if (f->sub_quota)
+			natsSubscription_Unsubscribe(f->sub_quota);
 		natsSubscription_Destroy(f->sub_load);
 		natsSubscription_Destroy(f->sub_cache);
 		natsSubscription_Destroy(f->sub_fit);
 		natsSubscription_Destroy(f->sub_flow);
+		natsSubscription_Destroy(f->sub_quota);
 		if (f->nc)
 			natsConnection_Close(f->nc);
 		natsConnection_Destroy(f->nc);
@@ -241,6 +251,11 @@ static const struct {
     {"prefixgate_fleet_flow_applied_total",
      "Peers' flow control tenants heard of, entries: their work charged here.",
      offsetof(struct counters, flow_applied)},
+    {"prefixgate_fleet_quota_published_total", "Quotas' counts told to the peers, tenant-seconds.",
+     offsetof(struct counters, quota_published)},
+    {"prefixgate_fleet_quota_applied_total",
+     "Peers' quota counts heard of, tenant-seconds: counted in the tenants' minutes here.",
+     offsetof(struct counters, quota_applied)},
 };
 
 void pg_fleet_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
@@ -248,7 +263,8 @@ void pg_fleet_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 	static const char *const types[PG_FLEET_MSG_TYPES] = {[PG_FLEET_MSG_LOAD] = "load",
 	                                                      [PG_FLEET_MSG_CACHE] = "cache",
 	                                                      [PG_FLEET_MSG_FIT] = "fit",
-	                                                      [PG_FLEET_MSG_FLOW] = "flow"};
+	                                                      [PG_FLEET_MSG_FLOW] = "flow",
+	                                                      [PG_FLEET_MSG_QUOTA] = "quota"};
 	const struct pg_fleet *f = gw->fleet;
 	unsigned max = pg_router_max_id(&gw->router), peers;
 	enum pg_fleet_mode mode = pg_fleet_mode(gw, &peers);

@@ -10,8 +10,11 @@
  * accepts as a number. A watch answers with a stream of JSON objects, one a
  * line, each wrapped in "result".
  *
- * Key layout under the prefix P (see doc/fleets.md "Running a fleet"):
+ * Key layout under the prefix P (see doc/fleets.md "Running a fleet"; the
+ * quotas' are read by state/quotas.c):
  *   P/config/routing   RoutingConfig JSON (as PUT /routing takes)
+ *   P/config/quota     every tenant's quota: {"rpm":N,"tpm":N} (lib/quota.h)
+ *   P/tenants/<name>   a tenant's own quota, the same JSON
  *   P/backends/<id>    {"address":"host:port","state":"active"|"draining",
  *                      "pool":"NAME"} (state and pool optional)
  *   P/gateways/<id>    lease-bound: {"address","version","revision","digest"}
@@ -25,6 +28,8 @@
 #include "lib/buf.h"
 
 #define PG_ETCD_ROUTING_KEY  "config/routing"
+#define PG_ETCD_QUOTA_KEY    "config/quota"
+#define PG_ETCD_TENANTS_DIR  "tenants/"
 #define PG_ETCD_BACKENDS_DIR "backends/"
 #define PG_ETCD_GATEWAYS_DIR "gateways/"
 /* Watch cancel reasons and range errors carry grpc codes; 11 is

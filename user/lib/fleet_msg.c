@@ -95,9 +95,10 @@ static void counted(struct pg_fleet_enc *e)
 	put_u16(e->p + e->count_off, e->count);
 }
 
-#define LOAD_FIXED (4 + 4 + 8 + 4 + 4) /* a LOAD entry past its address */
-#define FIT_FIXED  (1 + 4 + 4 + 4)     /* a FIT entry past its address */
-#define FLOW_FIXED (8 + 8 + 4)         /* a FLOW entry past its label */
+#define LOAD_FIXED  (4 + 4 + 8 + 4 + 4) /* a LOAD entry past its address */
+#define FIT_FIXED   (1 + 4 + 4 + 4)     /* a FIT entry past its address */
+#define FLOW_FIXED  (8 + 8 + 4)         /* a FLOW entry past its label */
+#define QUOTA_FIXED (8 + 8 + 4 + 4)     /* a QUOTA entry past its label */
 
 bool pg_fleet_enc_load(struct pg_fleet_enc *e, const char *addr, const struct pg_fleet_load *l,
                        const struct pg_fleet_ages *ages)
@@ -144,6 +145,22 @@ bool pg_fleet_enc_flow(struct pg_fleet_enc *e, const char *label, const struct p
 	put_u64(e->p + e->len + 8, t->served);
 	put_u32(e->p + e->len + 16, t->queued);
 	e->len += FLOW_FIXED;
+	counted(e);
+	return true;
+}
+
+bool pg_fleet_enc_quota(struct pg_fleet_enc *e, const char *label, const struct pg_fleet_quota *q)
+{
+	size_t al = strnlen(label, PG_FLEET_ADDR_MAX + 1);
+
+	if (al > PG_FLEET_ADDR_MAX || !room(e, 1 + al + QUOTA_FIXED))
+		return false;
+	e->len += put_addr(e, label, al);
+	put_u64(e->p + e->len, q->key);
+	put_u64(e->p + e->len + 8, q->sec);
+	put_u32(e->p + e->len + 16, (uint32_t)q->requests);
+	put_u32(e->p + e->len + 20, (uint32_t)q->tokens);
+	e->len += QUOTA_FIXED;
 	counted(e);
 	return true;
 }
@@ -227,6 +244,7 @@ bool pg_fleet_dec_next(struct pg_fleet_dec *d, uint8_t type, struct pg_fleet_ent
 	memset(&out->ages, 0, sizeof(out->ages));
 	memset(&out->obs, 0, sizeof(out->obs));
 	memset(&out->flow, 0, sizeof(out->flow));
+	memset(&out->quota, 0, sizeof(out->quota));
 	out->flags = 0;
 	out->n = 0;
 	out->chain = NULL;
@@ -254,6 +272,14 @@ bool pg_fleet_dec_next(struct pg_fleet_dec *d, uint8_t type, struct pg_fleet_ent
 		out->flow.served = get_u64(d->p + d->off + 8);
 		out->flow.queued = get_u32(d->p + d->off + 16);
 		d->off += FLOW_FIXED;
+	} else if (type == PG_FLEET_MSG_QUOTA) {
+		if (d->len - d->off < QUOTA_FIXED)
+			return fault(d);
+		out->quota.key = get_u64(d->p + d->off);
+		out->quota.sec = get_u64(d->p + d->off + 8);
+		out->quota.requests = (int32_t)get_u32(d->p + d->off + 16);
+		out->quota.tokens = (int32_t)get_u32(d->p + d->off + 20);
+		d->off += QUOTA_FIXED;
 	} else {
 		if (d->len - d->off < 3)
 			return fault(d);

@@ -12,6 +12,8 @@
  *   FIT     count x { addr_len u8 | addr | whole u8 | tokens u32
  *                     | decoding u32 | y_us u32 }
  *   FLOW    count x { label_len u8 | label | key u64 | served u64 | queued u32 }
+ *   QUOTA   count x { label_len u8 | label | key u64 | sec u64 | requests s32
+ *                     | tokens s32 }
  * Backends are named by address ("host:port", as pg_backend_name spells it),
  * never by slot id: each gateway numbers its slots in its own order.
  * boot tells a restarted gateway (same id, seq from 1 again) from a replay;
@@ -22,7 +24,10 @@
  * tokens a gateway learned its backends' speeds from, so that every
  * gateway learns from all of the fleet's; version 4 the CACHE entries'
  * flags (PG_FLEET_CACHE_*); version 5 FLOW, flow control's tenants (lib/flow.h):
- * the work each was served since the last one, and its requests queued. Gateways of one fleet must
+ * the work each was served since the last one, and its requests queued; version 6
+ * QUOTA, quotas' counts (lib/quota.h): the requests a tenant was let through
+ * and the tokens it was charged in one wall-clock second, since the last
+ * message. Gateways of one fleet must
  * speak the same version (another's messages are counted as undecodable and ignored).
  */
 #ifndef PG_FLEET_MSG_H
@@ -33,7 +38,7 @@
 #include <stdint.h>
 #include "router/work.h"
 
-#define PG_FLEET_MSG_VERSION 5
+#define PG_FLEET_MSG_VERSION 6
 #define PG_FLEET_ID_MAX      64 /* gateway id, bytes */
 #define PG_FLEET_ADDR_MAX    63 /* backend address, bytes */
 
@@ -42,6 +47,7 @@ enum pg_fleet_msg_type {
 	PG_FLEET_MSG_CACHE = 2, /* cache_aware decisions: block chain -> backend */
 	PG_FLEET_MSG_FIT = 3,   /* first tokens learned from: backend -> observation */
 	PG_FLEET_MSG_FLOW = 4,  /* flow control: tenant -> work served, requests queued */
+	PG_FLEET_MSG_QUOTA = 5, /* quotas: tenant, second -> requests let through, tokens */
 	PG_FLEET_MSG_TYPES,
 };
 
@@ -98,6 +104,14 @@ struct pg_fleet_flow {
 	uint32_t queued;
 };
 bool pg_fleet_enc_flow(struct pg_fleet_enc *e, const char *label, const struct pg_fleet_flow *t);
+/* A QUOTA entry: a tenant's label (in the address's place), key, a
+ * wall-clock second and what was counted in it since the last message
+ * (negative: a count taken back, lib/quota.h pg_quota_take). */
+struct pg_fleet_quota {
+	uint64_t key, sec;
+	int32_t requests, tokens;
+};
+bool pg_fleet_enc_quota(struct pg_fleet_enc *e, const char *label, const struct pg_fleet_quota *q);
 /* Bytes of one CACHE entry, to size a batch. */
 size_t pg_fleet_cache_entry_size(size_t addr_len, uint16_t n);
 
@@ -122,6 +136,7 @@ struct pg_fleet_entry {
 	struct pg_fleet_ages ages;        /* LOAD */
 	struct pg_fit_obs obs;            /* FIT */
 	struct pg_fleet_flow flow;        /* FLOW (addr: the tenant's label) */
+	struct pg_fleet_quota quota;      /* QUOTA (addr: the tenant's label) */
 	uint8_t flags;                    /* CACHE: PG_FLEET_CACHE_* */
 	uint16_t n;                       /* CACHE: hashes in chain */
 	const uint8_t *chain;             /* CACHE: n x u64 LE, unaligned: pg_fleet_hash() */

@@ -25,6 +25,7 @@
 #include "proxy/input.h"
 #include "proxy/pd.h"
 #include "proxy/queue.h"
+#include "proxy/quota.h"
 #include "proxy/reply.h"
 #include "proxy/worker_state.h"
 #include "proxy/models.h"
@@ -219,6 +220,8 @@ static bool request_key(struct pg_worker *w, struct pg_client *c)
 	in.pre = x->ahead;
 	in.scratch = &w->key_scratch;
 	pg_router_cfg(&w->gw->router, in.pool, &cfg);
+	if (!pg_quota_arrive(w, c, &in))
+		return false; /* over its tenant's quota: answered */
 	if (cfg.flow_queue_ms && !pg_queue_arrive(w, c, &in, n, &cfg))
 		return false; /* waits, or was answered */
 	return pg_dispatch(w, c, &in, n, t);

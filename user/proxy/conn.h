@@ -122,12 +122,15 @@ struct pg_exchange {
 	 * with the in-flight slot, given back at the first token or with the
 	 * slot. */
 	struct pg_load_ticket load;
-	/* cache_aware, a choice that predicted a hit: the usage its answer
-	 * reports (lib/usage.h; read from the body as the copy path passes
-	 * it), which with its first token (ttft_ns) tells whether the hit held
-	 * (router/capacity.h, cache_verdict in exchange.c) */
+	/* The usage its answer reports (lib/usage.h; read from the body as
+	 * the copy path passes it: a 2xx answer not compressed): its usage
+	 * accounting (quota.h), and for a cache_aware choice that predicted a
+	 * hit (cache_check), with its first token (ttft_ns), whether the hit
+	 * held (router/capacity.h, cache_verdict in exchange.c) */
 	struct pg_usage_parse usage;
-	bool usage_on;
+	bool usage_on, cache_check;
+	uint16_t
+	    quota_tenant; /* slot + 1 of the tenant whose quota it counts in (quota.h); 0: none */
 	/* Flow control (queue.h): what the head said of the request (its
 	 * tenant's key and label, its class, its deadline, a header that was
 	 * wrong), and its place in its worker's queue (fq.queued). */

@@ -5,6 +5,7 @@
 #include "proxy/conn.h"
 #include "proxy/pd.h"
 #include "proxy/queue.h"
+#include "proxy/quota.h"
 #include "proxy/worker_state.h"
 #include "state/pools.h"
 
@@ -70,6 +71,7 @@ bool pg_dispatch(struct pg_worker *w, struct pg_client *c, struct pg_route_input
 		return false;
 	}
 	pg_queue_charge(w, c, x->pd && x->pd->route == PG_PDR_PAIR ? &x->pd->pchoice : &x->choice);
+	pg_quota_routed(w, c, in);
 	/* (one that waited took its body, whole, to wait with it) */
 	whole = x->queued_ns || pg_body_take(w, c, n);
 	if (x->pd)

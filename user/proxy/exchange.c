@@ -24,6 +24,7 @@
 #include "datapath/datapath.h"
 #include "lib/boundary.h"
 #include "lib/buf.h"
+#include "proxy/quota.h"
 #include "proxy/body.h"
 #include "proxy/pd.h"
 #include "proxy/queue.h"
@@ -124,6 +125,9 @@ static void log_request(struct pg_worker *w, const struct pg_client *c, unsigned
 	uint64_t now;
 	struct pg_alog_rec r;
 	const char *sp, *end, *q;
+	struct pg_use use;
+	/* its usage accounted, whether logged or not (quota.h) */
+	const bool used = pg_quota_end(w, c, status, outcome == PG_ALOG_BACKEND_ERROR, &use);
 
 	if (!pg_alog_on(w->gw->alog) || !x->t0_ns)
 		return;
@@ -147,7 +151,10 @@ static void log_request(struct pg_worker *w, const struct pg_client *c, unsigned
 	    .attempts = x->attempts,
 	    .tls_version = pg_tls_version(&c->s), /* TLS hook: NULL for a plain client */
 	    .tls_cipher = pg_tls_cipher(&c->s),
+	    .used = used,
 	};
+	if (used)
+		r.use = use;
 	/* Method and path from the forwarded request line ("M T HTTP/1.x"). */
 	if (x->fwd_head && (sp = memchr(x->fwd, ' ', x->fwd_head))) {
 		end = memchr(sp + 1, ' ', x->fwd_head - (size_t)(sp + 1 - x->fwd));
@@ -427,9 +434,9 @@ static void cache_verdict(struct pg_worker *w, struct pg_exchange *x)
 	struct pg_usage u;
 	uint32_t cached;
 
-	if (!x->usage_on)
+	if (!x->cache_check)
 		return;
-	x->usage_on = false;
+	x->cache_check = false;
 	pg_usage_get(&x->usage, &u);
 	if (pg_usage_cached(&u, false, &cached))
 		v = pg_cc_verdict(x->choice.matched, x->choice.shared, x->key.tokens, cached,

@@ -12,10 +12,6 @@
 #include "state/flowctl.h"
 #include "sys/lifecycle.h"
 
-/* A request that says nothing of its output (no max_tokens) is charged
- * this many output tokens: a typical chat answer. */
-#define PG_FLOW_OUTPUT_DEFAULT 256
-
 #define FLOW_ADD(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
 #define FLOW_SUB(p, v) __atomic_fetch_sub((p), (v), __ATOMIC_RELAXED)
 

@@ -24,6 +24,11 @@
 #include "proxy/conn.h"
 #include "router/route.h"
 
+/* A request that says nothing of its output (no max_tokens) is charged
+ * this many output tokens: a typical chat answer (its work here, its
+ * estimated completion tokens in usage accounting, proxy/quota.h). */
+#define PG_FLOW_OUTPUT_DEFAULT 256
+
 /* What is wrong with a request's flow control headers (pg_exchange.flow_bad). */
 enum pg_flow_bad {
 	PG_FLOW_BAD_NONE = 0,

@@ -2,14 +2,16 @@
 /* The gateway's own answers (reply.h). */
 #include <stdio.h>
 #include "lib/http.h"
+#include "proxy/quota.h"
 #include "proxy/reply.h"
 #include "proxy/worker_state.h"
 #include "sys/lifecycle.h"
 #include "proxy/sock.h"
 
 /* Room for an answer's head: its status line, three fields, a 128-byte
- * X-Request-Id (forward.h PG_REQUEST_ID_MAX) and Connection: close. */
-#define PG_REPLY_HEAD_MAX 416
+ * X-Request-Id (forward.h PG_REQUEST_ID_MAX), Connection: close and the
+ * tenant's quota fields (proxy/quota.h). */
+#define PG_REPLY_HEAD_MAX (416 + PG_QUOTA_HEAD_MAX)
 
 /* Queue an answer's bytes to the client, counted as its response's
  * (the access log's bytes_out). */
@@ -39,26 +41,28 @@ static size_t head_of(const struct pg_exchange *x, char *head, size_t cap, int s
 void pg_reply_error(struct pg_worker *w, struct pg_client *c, int status, const char *msg,
                     bool close)
 {
-	char body[256], head[PG_REPLY_HEAD_MAX];
+	char body[256], head[PG_REPLY_HEAD_MAX], q[PG_QUOTA_HEAD_MAX];
 	int bl =
 	    snprintf(body, sizeof(body),
 	             "{\"error\":{\"message\":\"%s\",\"type\":\"prefixgate_error\",\"code\":%d}}\n",
 	             msg, status);
 
-	reply(w, c, head, head_of(&c->x, head, sizeof(head), status, (size_t)bl, "", close));
+	pg_quota_head(w, &c->x, q, sizeof(q));
+	reply(w, c, head, head_of(&c->x, head, sizeof(head), status, (size_t)bl, q, close));
 	reply(w, c, body, (size_t)bl);
 }
 
 void pg_reply_throttled(struct pg_worker *w, struct pg_client *c, const char *code, const char *msg,
                         unsigned retry_after_s, bool close)
 {
-	char body[320], head[PG_REPLY_HEAD_MAX], more[32];
+	char body[512], head[PG_REPLY_HEAD_MAX], more[32 + PG_QUOTA_HEAD_MAX];
 	int bl = snprintf(body, sizeof(body),
 	                  "{\"error\":{\"message\":\"%s\",\"type\":\"rate_limit_exceeded\","
 	                  "\"param\":null,\"code\":\"%s\"}}\n",
 	                  msg, code);
+	int ml = snprintf(more, sizeof(more), "Retry-After: %u\r\n", retry_after_s);
 
-	snprintf(more, sizeof(more), "Retry-After: %u\r\n", retry_after_s);
+	pg_quota_head(w, &c->x, more + ml, sizeof(more) - (size_t)ml);
 	reply(w, c, head, head_of(&c->x, head, sizeof(head), 429, (size_t)bl, more, close));
 	reply(w, c, body, (size_t)bl);
 }

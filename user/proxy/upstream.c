@@ -22,6 +22,7 @@
 #include "proxy/frame.h"
 #include "proxy/pd.h"
 #include "proxy/queue.h"
+#include "proxy/quota.h"
 #include "proxy/worker_state.h"
 #include "sys/lifecycle.h"
 #include "proxy/sock.h"
@@ -151,6 +152,14 @@ static void forward_response_head(struct pg_worker *w, struct pg_client *c,
 		pg_bytes_append(&out, &len, &cap, line, k);
 		pg_bytes_append(&out, &len, &cap, "\r\n", 2);
 	}
+	if (x->quota_tenant) { /* its tenant's quota: x-ratelimit-* (quota.h) */
+		char q[PG_QUOTA_HEAD_MAX];
+		size_t k = pg_quota_head(w, x, q, sizeof(q));
+
+		len -= 2;
+		pg_bytes_append(&out, &len, &cap, q, k);
+		pg_bytes_append(&out, &len, &cap, "\r\n", 2);
+	}
 	x->resp_bytes += len; /* the head as the client gets it */
 	pg_sock_queue(w, &c->s, out, len, -1, true);
 }
@@ -274,11 +283,14 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 			x->ttft_ns = pg_now_ns(); /* its head is its first token */
 	}
 	pg_held_release(w, x, u); /* no retry from here */
-	/* a predicted hit: what the answer says of it is read as it passes
-	 * (not with a Content-Encoding: its bytes are not the usage's) */
-	x->usage_on = resp.status < 300 && !x->head_method && !resp.encoded &&
-	              x->choice.backend == x->backend && x->choice.d_blocks != UINT32_MAX &&
-	              x->choice.matched > x->choice.shared;
+	/* what the answer says of its usage is read as it passes (not with a
+	 * Content-Encoding: its bytes are not the usage's): for a predicted
+	 * hit, checked; accounted (quota.h) when asked for */
+	x->cache_check = resp.status < 300 && !x->head_method && !resp.encoded &&
+	                 x->choice.backend == x->backend && x->choice.d_blocks != UINT32_MAX &&
+	                 x->choice.matched > x->choice.shared;
+	x->usage_on = x->cache_check || (resp.status < 300 && !x->head_method && !resp.encoded &&
+	                                 pg_quota_reads_usage(w));
 	if (x->usage_on)
 		pg_usage_init(&x->usage, x->key.stream ? PG_USAGE_SSE : PG_USAGE_JSON);
 	u->keep_alive = resp.keep_alive && !u->dp;

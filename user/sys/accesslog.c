@@ -93,6 +93,21 @@ static void write_rec(const struct pg_alog *l, const struct pg_alog_rec *r)
 		fputs(",\"tenant\":", l->f);
 		json_str(l->f, r->tenant, r->tenant_len);
 	}
+	if (r->used) { /* each figure the engine's, or estimated: listed */
+		const char *sep = "";
+
+		fputs(",\"usage\":{", l->f);
+		for (unsigned f = 0; f < PG_ACCT_FIGS; f++)
+			fprintf(l->f, "%s\"%s\":%" PRIu32, f ? "," : "", pg_acct_fig_names[f],
+			        r->use.n[f]);
+		fputs(",\"estimated\":[", l->f);
+		for (unsigned f = 0; f < PG_ACCT_FIGS; f++)
+			if (!(r->use.exact >> f & 1)) {
+				fprintf(l->f, "%s\"%s\"", sep, pg_acct_fig_names[f]);
+				sep = ",";
+			}
+		fputs("]}", l->f);
+	}
 	if (r->tls_version) /* static strings of OpenSSL's: no escape needed */
 		fprintf(l->f, ",\"tls_version\":\"%s\",\"tls_cipher\":\"%s\"", r->tls_version,
 		        r->tls_cipher ? r->tls_cipher : "");

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "gateway.h"
+#include "lib/account.h"
 
 enum pg_alog_outcome {
 	PG_ALOG_OK = 0,            /* the backend's whole response was forwarded */
@@ -52,6 +53,10 @@ struct pg_alog_rec {
 	char client[PG_ALOG_CLIENT];
 	char id[PG_ALOG_ID];
 	char tenant[24]; /* flow control's label of its tenant (lib/flow.h); never a token */
+	/* An instance answered: the tokens it used, each exact or estimated
+	 * (lib/account.h) */
+	bool used;
+	struct pg_use use;
 	/* A TLS client's protocol and cipher (OpenSSL's static names: no copy,
 	 * no lifetime); NULL for a plain one. */
 	const char *tls_version, *tls_cipher;
