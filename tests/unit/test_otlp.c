@@ -204,15 +204,15 @@ static void test_ring(void **state)
 	memset(g, 0, sizeof(*g));
 	assert_null(pg_trace_ring_peek(g));
 	for (unsigned i = 0; i < PG_TRACE_RING; i++) {
-		r = pg_trace_ring_slot(g);
+		r = pg_trace_ring_slot(g, 3);
 		assert_non_null(r);
 		r->status = (uint16_t)i;
 		pg_trace_ring_commit(g);
 	}
 	/* full: the producer is told at once and the loss counted */
-	assert_null(pg_trace_ring_slot(g));
-	assert_null(pg_trace_ring_slot(g));
-	assert_int_equal(g->dropped, 2);
+	assert_null(pg_trace_ring_slot(g, 3));
+	assert_null(pg_trace_ring_slot(g, 3));
+	assert_int_equal(g->dropped, 6); /* spans */
 	for (unsigned i = 0; i < PG_TRACE_RING / 2; i++) {
 		p = pg_trace_ring_peek(g);
 		assert_int_equal(p->status, i);
@@ -220,12 +220,12 @@ static void test_ring(void **state)
 	}
 	/* room again, and order kept across the wrap */
 	for (unsigned i = 0; i < PG_TRACE_RING / 2; i++) {
-		r = pg_trace_ring_slot(g);
+		r = pg_trace_ring_slot(g, 3);
 		assert_non_null(r);
 		r->status = (uint16_t)(PG_TRACE_RING + i);
 		pg_trace_ring_commit(g);
 	}
-	assert_null(pg_trace_ring_slot(g));
+	assert_null(pg_trace_ring_slot(g, 3));
 	for (unsigned i = PG_TRACE_RING / 2; i < PG_TRACE_RING + PG_TRACE_RING / 2; i++) {
 		p = pg_trace_ring_peek(g);
 		assert_non_null(p);
@@ -233,7 +233,7 @@ static void test_ring(void **state)
 		pg_trace_ring_pop(g);
 	}
 	assert_null(pg_trace_ring_peek(g));
-	assert_int_equal(g->dropped, 3);
+	assert_int_equal(g->dropped, 9);
 	free(g);
 }
 

@@ -26,7 +26,9 @@
  *   X-Request-Id fields the first usable one (1 to PG_REQUEST_ID_MAX bytes)
  *   is kept and the others dropped, else one the gateway makes is added;
  *   the response carries the same X-Request-Id (the backend's own dropped);
- *   traceparent and tracestate pass untouched, like any end-to-end field.
+ *   traceparent and tracestate pass untouched, like any end-to-end field,
+ *   unless the gateway traces (proxy/tracing.h): then its own traceparent
+ *   replaces the client's, and a tracestate goes only with a valid one.
  */
 #ifndef PG_FORWARD_H
 #define PG_FORWARD_H
@@ -50,6 +52,11 @@ struct pg_fwd_ident {
 	size_t id_off;        /* out: the X-Request-Id value forwarded is */
 	size_t id_len;        /*      buf[id_off, id_off + id_len) (len 0: none) */
 	bool made;            /* out: the gateway made it */
+	/* Trace context (lib/trace.h): when not NULL, the client's traceparent
+	 * fields are dropped and this one (PG_TRACEPARENT_LEN bytes) added;
+	 * with drop_tracestate, its tracestate fields are dropped too. */
+	const char *traceparent;
+	bool drop_tracestate;
 };
 
 /* A made X-Request-Id: PG_REQUEST_ID_GEN bytes into out (no NUL). */

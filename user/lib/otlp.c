@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "lib/otlp.h"
 
@@ -113,8 +115,7 @@ static void span(struct pg_buf *o, const struct pg_otlp_span *s)
 	pg_buf_printf(o, ",\"status\":{\"code\":%u}}", s->status);
 }
 
-void pg_otlp_encode(struct pg_buf *out, const struct pg_otlp_resource *res,
-                    const struct pg_otlp_span *spans, size_t n)
+void pg_otlp_open(struct pg_buf *out, const struct pg_otlp_resource *res)
 {
 	struct pg_otlp_attr ra[2] = {
 	    {.key = "service.name", .type = PG_OTLP_STR, .s = res->service},
@@ -128,10 +129,73 @@ void pg_otlp_encode(struct pg_buf *out, const struct pg_otlp_resource *res,
 	pg_buf_puts(out, "},\"scopeSpans\":[{\"scope\":{\"name\":\"prefixgate\",\"version\":");
 	pg_buf_json_str(out, res->version, strlen(res->version));
 	pg_buf_puts(out, "},\"spans\":[");
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			pg_buf_append(out, ",", 1);
-		span(out, &spans[i]);
-	}
+}
+
+void pg_otlp_add(struct pg_buf *out, const struct pg_otlp_span *s, bool first)
+{
+	if (!first)
+		pg_buf_append(out, ",", 1);
+	span(out, s);
+}
+
+void pg_otlp_close(struct pg_buf *out)
+{
 	pg_buf_puts(out, "]}]}]}");
+}
+
+void pg_otlp_encode(struct pg_buf *out, const struct pg_otlp_resource *res,
+                    const struct pg_otlp_span *spans, size_t n)
+{
+	pg_otlp_open(out, res);
+	for (size_t i = 0; i < n; i++)
+		pg_otlp_add(out, &spans[i], i == 0);
+	pg_otlp_close(out);
+}
+
+int pg_otlp_url_parse(const char *url, struct pg_otlp_url *u, char *err, size_t errlen)
+{
+	const char *h, *end, *colon, *slash;
+	size_t hl, pl;
+
+	memset(u, 0, sizeof(*u));
+	if (!strncmp(url, "https://", 8)) {
+		snprintf(err, errlen,
+		         "\"%s\": only http:// is spoken (a collector beside the gateway)", url);
+		return -1;
+	}
+	if (strncmp(url, "http://", 7)) {
+		snprintf(err, errlen, "\"%s\" is not http://HOST:PORT[/PATH]", url);
+		return -1;
+	}
+	h = url + 7;
+	slash = strchr(h, '/');
+	end = slash ? slash : h + strlen(h);
+	if (*h == '[') {
+		const char *rb = memchr(h, ']', (size_t)(end - h));
+
+		colon = rb && rb + 1 < end && rb[1] == ':' ? rb + 1 : NULL;
+		hl = rb ? (size_t)(rb - h - 1) : 0;
+		h++;
+	} else {
+		colon = memchr(h, ':', (size_t)(end - h));
+		hl = colon ? (size_t)(colon - h) : 0;
+	}
+	pl = colon ? (size_t)(end - colon - 1) : 0;
+	if (!colon || !hl || hl >= sizeof(u->host) || !pl || pl >= sizeof(u->port) ||
+	    strspn(colon + 1, "0123456789") < pl || !atoi(colon + 1) || atoi(colon + 1) > 65535 ||
+	    memchr(h, '@', hl) || strpbrk(url, " \t\r\n?#")) {
+		snprintf(err, errlen, "\"%s\" is not http://HOST:PORT[/PATH]", url);
+		return -1;
+	}
+	memcpy(u->host, h, hl);
+	memcpy(u->port, colon + 1, pl);
+	memcpy(u->hostport, url + 7, (size_t)(end - url - 7));
+	if (!slash || !slash[1])
+		snprintf(u->path, sizeof(u->path), "%s", PG_OTLP_PATH);
+	else if (strlen(slash) >= sizeof(u->path)) {
+		snprintf(err, errlen, "\"%s\": its path is too long", url);
+		return -1;
+	} else
+		snprintf(u->path, sizeof(u->path), "%s", slash);
+	return 0;
 }

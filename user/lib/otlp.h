@@ -70,5 +70,26 @@ struct pg_otlp_resource {
  * scope, appended to out. */
 void pg_otlp_encode(struct pg_buf *out, const struct pg_otlp_resource *res,
                     const struct pg_otlp_span *spans, size_t n);
+/* The same piece by piece: open, each span added (first: true for the
+ * first), closed. */
+void pg_otlp_open(struct pg_buf *out, const struct pg_otlp_resource *res);
+void pg_otlp_add(struct pg_buf *out, const struct pg_otlp_span *s, bool first);
+void pg_otlp_close(struct pg_buf *out);
+
+/* Where an OTLP/HTTP collector takes traces: "http://HOST:PORT" (then its
+ * path is /v1/traces) or "http://HOST:PORT/PATH" (that path, as given);
+ * HOST a name, an IPv4 address or [IPv6]. */
+#define PG_OTLP_HOST_MAX 256
+#define PG_OTLP_PATH_MAX 256
+#define PG_OTLP_PATH     "/v1/traces"
+struct pg_otlp_url {
+	char host[PG_OTLP_HOST_MAX]; /* without brackets */
+	char port[8];
+	char path[PG_OTLP_PATH_MAX];
+	char hostport[PG_OTLP_HOST_MAX + 10]; /* the Host field's value, as given */
+};
+/* url into *u: 0, or -1 with err saying what is wrong (https:// is not
+ * spoken: a collector beside the gateway is reached over http). */
+int pg_otlp_url_parse(const char *url, struct pg_otlp_url *u, char *err, size_t errlen);
 
 #endif /* PG_OTLP_H */

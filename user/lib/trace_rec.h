@@ -86,17 +86,18 @@ struct pg_trace_ring {
 	char pad1[60];
 	uint32_t tail; /* written by the exporter */
 	char pad2[60];
-	uint64_t dropped; /* records the worker found no room for */
+	uint64_t dropped; /* spans of the records the worker found no room for */
 	struct pg_trace_rec rec[PG_TRACE_RING];
 } __attribute__((aligned(64)));
 
-/* The worker: a free slot to fill, or NULL (full: counted as dropped). */
-static inline struct pg_trace_rec *pg_trace_ring_slot(struct pg_trace_ring *g)
+/* The worker: a free slot to fill, or NULL (full: the record's nspans
+ * spans counted as dropped). */
+static inline struct pg_trace_rec *pg_trace_ring_slot(struct pg_trace_ring *g, unsigned nspans)
 {
 	uint32_t h = g->head;
 
 	if (h - __atomic_load_n(&g->tail, __ATOMIC_ACQUIRE) == PG_TRACE_RING) {
-		__atomic_fetch_add(&g->dropped, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&g->dropped, nspans, __ATOMIC_RELAXED);
 		return NULL;
 	}
 	return &g->rec[h % PG_TRACE_RING];

@@ -140,7 +140,7 @@ static size_t attempt_spans(const struct pg_trace_rec *r, unsigned i, uint64_t o
 {
 	const struct pg_trace_attempt *a = &r->att[i];
 	const unsigned k = K_ATTEMPT + 2 * i;
-	bool last = i + 1 == r->attempts;
+	bool last = i + 1 == r->attempts; /* the one that answered, if any did */
 
 	child(r, s, r->span_id, k, "prefixgate.backend", PG_OTLP_CLIENT, a->start_ns,
 	      a->end_ns ? a->end_ns : r->end_ns, off);
@@ -169,8 +169,12 @@ size_t pg_trace_spans(const struct pg_trace_rec *r, uint64_t wall_off, pg_trace_
                       void *arg, struct pg_trace_text *t, struct pg_otlp_span *out)
 {
 	size_t n = 0;
-	unsigned natt = r->attempts < PG_TRACE_ATTEMPTS ? r->attempts : PG_TRACE_ATTEMPTS;
-	const struct pg_trace_attempt *last = natt ? &r->att[natt - 1] : NULL;
+	unsigned natt = 0;
+	const struct pg_trace_attempt *last;
+
+	while (natt < PG_TRACE_ATTEMPTS && natt < r->attempts && r->att[natt].start_ns)
+		natt++;
+	last = natt ? &r->att[natt - 1] : NULL;
 
 	request_span(r, wall_off, t, &out[n++]);
 	if (r->queued_ns && r->route_start_ns)

@@ -28,6 +28,7 @@
 #include "lib/key.h"
 #include "lib/usage.h"
 #include "proxy/io.h"
+#include "proxy/tracing.h"
 #include "router/load.h"
 
 struct pg_worker;
@@ -142,6 +143,7 @@ struct pg_exchange {
 	/* Prefill/decode disaggregation (pd.h): its two legs; NULL unless its
 	 * pool has a decode set. */
 	struct pg_pd_x *pd;
+	struct pg_trace_x trace; /* OpenTelemetry (tracing.h); zeroed: not traced */
 };
 
 /* A list of clients, oldest first (the worker's idle and busy lists). */

@@ -53,10 +53,12 @@ bool pg_dispatch(struct pg_worker *w, struct pg_client *c, struct pg_route_input
 {
 	struct pg_exchange *x = &c->x;
 	uint16_t id = route(w, c, in);
+	uint64_t now = pg_now_ns();
 	bool whole;
 
 	pg_parse_ahead_end(w, x);
-	record_latency(w, x, t_ns, pg_now_ns());
+	record_latency(w, x, t_ns, now);
+	pg_trace_routed(w, x, &x->trace, t_ns, now);
 	if (x->key.ahead)
 		STAT(w, parsed_ahead);
 	if (x->key.fallback)

@@ -125,6 +125,7 @@ static void log_request(struct pg_worker *w, const struct pg_client *c, unsigned
 	struct pg_alog_rec r;
 	const char *sp, *end, *q;
 
+	pg_trace_end(w, c, &x->trace, status, (unsigned)outcome);
 	if (!pg_alog_on(w->gw->alog) || !x->t0_ns)
 		return;
 	now = pg_now_ns();
@@ -352,6 +353,7 @@ void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned 
 	x->attempts++;
 	pg_idset_add(&x->tried, id);
 	pg_slot_take(w, id, decision, work_on(x, id), &x->load, &x->counted);
+	pg_trace_attempt(&x->trace, id, u != NULL);
 	if (!u)
 		u = pg_upstream_new(w, id, path, c);
 	if (!u) {
@@ -381,6 +383,7 @@ void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why
 	struct pg_upstream *u = x->up;
 	bool stale = u && u->reused && !mark_down;
 
+	pg_trace_failed(&x->trace);
 	if (u) {
 		x->up = NULL;
 		upstream_close(w, x, u, true);

@@ -414,6 +414,8 @@ static void upstream_connected(struct pg_worker *w, struct pg_sock *s, int res)
 	struct pg_client *c = u->c;
 
 	if (res == 0) {
+		if (c && !u->leg)
+			pg_trace_connected(&c->x.trace);
 		u->s.can_send = true;
 		pg_sock_flush(w, &u->s);
 		if (c && c->state == PG_C_STREAM)
