@@ -80,6 +80,25 @@ struct pg_trace_rec {
 	char client[PG_TRACE_CLIENT];
 };
 
+/* What an exchange keeps of its trace as it goes (proxy/tracing.h), from
+ * which its record is made at its end. Zeroed = not traced. */
+struct pg_trace_x {
+	bool on;         /* sampled: its record is kept at its end */
+	bool has_parent; /* the client's traceparent was valid */
+	uint8_t natt;    /* attempts recorded in att[] */
+	uint8_t decision, strategy;
+	uint16_t backend, runner_up; /* the first routing's choice and its runner-up */
+	uint32_t matched;
+	uint8_t trace_id[PG_TRACE_ID_LEN];
+	uint8_t span_id[PG_SPAN_ID_LEN];
+	uint8_t parent_id[PG_SPAN_ID_LEN];
+	uint64_t route_start_ns, route_end_ns;
+	struct pg_trace_attempt att[PG_TRACE_ATTEMPTS];
+	uint8_t method_len, path_len; /* the request line's, cut to size */
+	char method[PG_TRACE_METHOD];
+	char path[PG_TRACE_PATH];
+};
+
 /* A worker's ring. Zeroed = empty. */
 struct pg_trace_ring {
 	uint32_t head; /* written by the worker */

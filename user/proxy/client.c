@@ -21,6 +21,7 @@
 #include "lib/buf.h"
 #include "lib/forward.h"
 #include "lib/json.h"
+#include "proxy/tracing.h"
 #include "proxy/body.h"
 #include "proxy/input.h"
 #include "proxy/pd.h"

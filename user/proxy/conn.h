@@ -26,9 +26,9 @@
 #include "lib/flow.h"
 #include "lib/http.h"
 #include "lib/key.h"
+#include "lib/trace_rec.h"
 #include "lib/usage.h"
 #include "proxy/io.h"
-#include "proxy/tracing.h"
 #include "router/load.h"
 
 struct pg_worker;
@@ -143,7 +143,7 @@ struct pg_exchange {
 	/* Prefill/decode disaggregation (pd.h): its two legs; NULL unless its
 	 * pool has a decode set. */
 	struct pg_pd_x *pd;
-	struct pg_trace_x trace; /* OpenTelemetry (tracing.h); zeroed: not traced */
+	struct pg_trace_x trace; /* OpenTelemetry (proxy/tracing.h); zeroed: not traced */
 };
 
 /* A list of clients, oldest first (the worker's idle and busy lists). */

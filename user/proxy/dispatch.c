@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* A request routed and sent on (conn.h). */
 #include <stdlib.h>
+#include "proxy/tracing.h"
 #include "proxy/body.h"
 #include "proxy/conn.h"
 #include "proxy/pd.h"

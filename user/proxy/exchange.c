@@ -24,6 +24,7 @@
 #include "datapath/datapath.h"
 #include "lib/boundary.h"
 #include "lib/buf.h"
+#include "proxy/tracing.h"
 #include "proxy/body.h"
 #include "proxy/pd.h"
 #include "proxy/queue.h"

@@ -28,24 +28,6 @@ struct pg_exchange;
 struct pg_http_request;
 struct pg_fwd_ident;
 
-/* An exchange's trace. Zeroed = not traced. */
-struct pg_trace_x {
-	bool on;         /* sampled: its record is kept at its end */
-	bool has_parent; /* the client's traceparent was valid */
-	uint8_t natt;    /* attempts recorded in att[] */
-	uint8_t decision, strategy;
-	uint16_t backend, runner_up; /* the first routing's choice and its runner-up */
-	uint32_t matched;
-	uint8_t trace_id[PG_TRACE_ID_LEN];
-	uint8_t span_id[PG_SPAN_ID_LEN];
-	uint8_t parent_id[PG_SPAN_ID_LEN];
-	uint64_t route_start_ns, route_end_ns;
-	struct pg_trace_attempt att[PG_TRACE_ATTEMPTS];
-	uint8_t method_len, path_len; /* the request line's, cut to size */
-	char method[PG_TRACE_METHOD];
-	char path[PG_TRACE_PATH];
-};
-
 /* At the head, before it is rewritten for the backend: the trace read
  * from req, the sampling decided, and id->traceparent set to tp (of
  * PG_TRACEPARENT_LEN bytes, to live until the head is written). Nothing

@@ -19,6 +19,7 @@
 #include "lib/boundary.h"
 #include "lib/buf.h"
 #include "lib/forward.h"
+#include "proxy/tracing.h"
 #include "proxy/frame.h"
 #include "proxy/pd.h"
 #include "proxy/queue.h"
