@@ -1,0 +1,364 @@
+#!/usr/bin/env python3
+"""OpenTelemetry traces end to end: mockllm instances behind one prefixgate
+with --otlp-endpoint, and an OTLP/HTTP receiver in the test (http.server)
+standing for the collector.
+
+- a client's traceparent is passed on with the gateway's own span as the
+  instance's parent (mockllm echoes what it received as X-Seen-*), its
+  tracestate with it; the receiver gets the gateway's spans (request,
+  route, backend, connect, first token, response) in that trace, the
+  request's span the child of the client's and the parent of the rest,
+  with their HTTP and GenAI attributes; a stream's first token has its span;
+- a table of bad traceparents: each answered as without one (never a
+  400), the instance sees a new trace and no tracestate, the spans have no
+  parent;
+- sampling is parent-based: a sampled parent is traced at ratio 0, an
+  unsampled one is not at ratio 1, and a request without one follows the
+  ratio;
+- a collector that is down, or slower than --otlp-timeout, changes no
+  answer: the same statuses and bodies, the loss counted in
+  prefixgate_otlp_*;
+- off (no --otlp-endpoint): traceparent passes untouched, nothing exported.
+
+usage: test_otel.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
+"""
+import http.server
+import json
+import os
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Fleet, free_port, run_suite, wait_until  # noqa: E402
+
+TESTS = []
+QUIET = ["--health-check-path", "none", "--metrics-scrape-interval", "0"]
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+CLIENT_SPAN = "00f067aa0ba902b7"
+CHAT = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hello there"}]})
+STREAM = json.dumps({"model": "m", "stream": True,
+                     "messages": [{"role": "user", "content": "stream to me"}]})
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+class Collector:
+    """An OTLP/HTTP receiver: every span POSTed to /v1/traces kept, with
+    its resource; delay_s: each answer that late (a slow collector)."""
+
+    def __init__(self, delay_s=0.0):
+        self.spans, self.posts, self.lock = [], 0, threading.Lock()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if delay_s:
+                    time.sleep(delay_s)
+                ok = self.path == "/v1/traces" and \
+                    self.headers["Content-Type"] == "application/json"
+                if ok:
+                    doc = json.loads(body)
+                    with outer.lock:
+                        outer.posts += 1
+                        for rs in doc["resourceSpans"]:
+                            res = {a["key"]: a["value"] for a in rs["resource"]["attributes"]}
+                            for ss in rs["scopeSpans"]:
+                                for s in ss["spans"]:
+                                    s["resource"] = res
+                                    outer.spans.append(s)
+                try:
+                    self.send_response(200 if ok else 400)
+                    self.send_header("Content-Length", "2")
+                    self.end_headers()
+                    self.wfile.write(b"{}")
+                except OSError:
+                    pass  # the gateway gave up waiting (a slow collector)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def trace(self, trace_id):
+        with self.lock:
+            return [s for s in self.spans if s["traceId"] == trace_id]
+
+    def wait_trace(self, trace_id, names, timeout=10):
+        """The spans of trace_id once every name in names is among them."""
+        ok = wait_until(lambda: set(names) <= {s["name"] for s in self.trace(trace_id)},
+                        timeout)
+        got = self.trace(trace_id)
+        assert ok, "spans of %s: %s" % (trace_id, sorted(s["name"] for s in got))
+        return got
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def attrs(span):
+    out = {}
+    for a in span["attributes"]:
+        v = a["value"]
+        k = next(iter(v))
+        out[a["key"]] = int(v[k]) if k == "intValue" else v[k]
+    return out
+
+
+def one(spans, name):
+    found = [s for s in spans if s["name"] == name]
+    assert len(found) == 1, "%d spans named %s" % (len(found), name)
+    return found[0]
+
+
+def tp(trace=TRACE, span=CLIENT_SPAN, flags="01"):
+    return "00-%s-%s-%s" % (trace, span, flags)
+
+
+def seen_parent(headers):
+    """The instance's traceparent: (trace id, parent span id, flags)."""
+    v = headers.get("x-seen-traceparent")
+    assert v, "the instance got no traceparent: %s" % headers
+    ver, trace, span, flags = v.split("-")
+    assert ver == "00" and len(trace) == 32 and len(span) == 16 and len(flags) == 2, v
+    return trace, span, flags
+
+
+@test
+def test_spans_and_parents(opts):
+    col = Collector()
+    f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url()])
+    try:
+        st, h, body = f.post("/v1/chat/completions", STREAM,
+                             {"traceparent": tp(), "tracestate": "vendor=abc,other=x"})
+        assert st == 200, st
+        trace, parent, flags = seen_parent(h)
+        assert trace == TRACE and flags == "01", h["x-seen-traceparent"]
+        assert parent != CLIENT_SPAN, "the instance's parent is the gateway's span"
+        assert h.get("x-seen-tracestate") == "vendor=abc,other=x", h
+        spans = col.wait_trace(TRACE, ["POST /v1/chat/completions", "prefixgate.route",
+                                       "prefixgate.backend", "prefixgate.first_token",
+                                       "prefixgate.response"])
+        req = one(spans, "POST /v1/chat/completions")
+        assert req["spanId"] == parent, "the span the instance was given is the request's"
+        assert req["parentSpanId"] == CLIENT_SPAN and req["kind"] == 2, req
+        a = attrs(req)
+        assert a["http.request.method"] == "POST" and a["url.path"] == "/v1/chat/completions"
+        assert a["http.response.status_code"] == 200 and a["gen_ai.operation.name"] == "chat"
+        assert a["prefixgate.stream"] is True and a["client.address"] == "127.0.0.1", a
+        assert req["resource"]["service.name"] == {"stringValue": "prefixgate"}
+        t0, t1 = int(req["startTimeUnixNano"]), int(req["endTimeUnixNano"])
+        assert abs(t0 / 1e9 - time.time()) < 60 and t0 <= t1, (t0, t1)
+        ids = {s["spanId"] for s in spans}
+        assert len(ids) == len(spans), "span ids are distinct"
+        for s in spans:
+            if s is not req:
+                assert s["parentSpanId"] in ids, "%s's parent is in the trace" % s["name"]
+                assert t0 <= int(s["startTimeUnixNano"]) <= int(s["endTimeUnixNano"]) <= t1, s
+        route = one(spans, "prefixgate.route")
+        assert route["parentSpanId"] == req["spanId"]
+        a = attrs(route)
+        assert a["prefixgate.route.strategy"] == "prefix_aware", a
+        assert a["prefixgate.route.backend"] == f.addr("b0"), a
+        assert "prefixgate.route.matched_tokens" in a and "prefixgate.route.decision" in a
+        be = one(spans, "prefixgate.backend")
+        assert be["kind"] == 3 and be["parentSpanId"] == req["spanId"], be
+        a = attrs(be)
+        assert a["server.address"] == "127.0.0.1" and a["server.port"] == f.mocks["b0"][0], a
+        assert a["http.response.status_code"] == 200, a
+        if not a["prefixgate.connection.reused"]:
+            assert one(spans, "prefixgate.connect")["parentSpanId"] == be["spanId"]
+        # a second request without a parent: its own trace, the same shape
+        st, h, _ = f.post("/v1/chat/completions", CHAT)
+        assert st == 200
+        trace2, parent2, flags2 = seen_parent(h)
+        assert trace2 != TRACE and flags2 == "01", h["x-seen-traceparent"]
+        spans = col.wait_trace(trace2, ["POST /v1/chat/completions", "prefixgate.route",
+                                        "prefixgate.backend"])
+        req = one(spans, "POST /v1/chat/completions")
+        assert "parentSpanId" not in req and req["spanId"] == parent2, req
+        assert wait_until(lambda: f.counter("prefixgate_otlp_spans_exported_total") >=
+                          len(col.spans), 5)
+        assert f.counter("prefixgate_otlp_export_errors_total") == 0
+        assert f.counter("prefixgate_otlp_spans_dropped_total") == 0
+    finally:
+        rc = f.stop()
+        col.close()
+    assert rc == 0, rc
+
+
+BAD = [
+    "",
+    "00-%s-%s-01-" % (TRACE, CLIENT_SPAN),          # version 00 is exactly 55 bytes
+    "00-%s-%s-01" % (TRACE.upper(), CLIENT_SPAN),   # upper case
+    "ff-%s-%s-01" % (TRACE, CLIENT_SPAN),           # version ff
+    "00-%s-%s-01" % ("0" * 32, CLIENT_SPAN),        # zero trace id
+    "00-%s-%s-01" % (TRACE, "0" * 16),              # zero parent id
+    "00-%s-%s-1" % (TRACE, CLIENT_SPAN),            # short flags
+    "00-%s-%s" % (TRACE, CLIENT_SPAN),              # no flags
+    "garbage",
+    "00-%s-%s-zz" % (TRACE, CLIENT_SPAN),
+    "x" * 4000,
+]
+
+
+@test
+def test_bad_traceparents(opts):
+    col = Collector()
+    f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url()])
+    try:
+        for bad in BAD + ["two"]:
+            if bad == "two":  # two fields, each valid alone: not a valid one
+                hdrs = [("traceparent", tp()), ("traceparent", tp(span="1" * 16))]
+            else:
+                hdrs = [("traceparent", bad)]
+            s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
+            head = "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n" \
+                   "Content-Type: application/json\r\nContent-Length: %d\r\n" \
+                   "tracestate: k=v\r\nConnection: close\r\n" % len(CHAT)
+            head += "".join("%s: %s\r\n" % kv for kv in hdrs) + "\r\n"
+            s.sendall(head.encode() + CHAT.encode())
+            data = b""
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                data += d
+            s.close()
+            status = data.split(b"\r\n", 1)[0]
+            assert status == b"HTTP/1.1 200 OK", (bad[:80], status)
+            h = {}
+            for line in data.split(b"\r\n\r\n", 1)[0].split(b"\r\n")[1:]:
+                k, v = line.decode().split(":", 1)
+                h[k.lower()] = v.strip()
+            trace, parent, flags = seen_parent(h)
+            assert trace != TRACE and parent != CLIENT_SPAN, (bad[:80], h)
+            assert "x-seen-tracestate" not in h, "tracestate dropped with a bad parent"
+            spans = col.wait_trace(trace, ["POST /v1/chat/completions"])
+            req = one(spans, "POST /v1/chat/completions")
+            assert "parentSpanId" not in req and req["spanId"] == parent, req
+    finally:
+        rc = f.stop()
+        col.close()
+    assert rc == 0, rc
+
+
+@test
+def test_sampling(opts):
+    col = Collector()
+    f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url(), "--otlp-sample", "0"])
+    try:
+        # ratio 0: no parent, not traced, said so to the instance
+        st, h, _ = f.post("/v1/chat/completions", CHAT)
+        assert st == 200
+        free_trace, _, flags = seen_parent(h)
+        assert flags == "00", h["x-seen-traceparent"]
+        # an unsampled parent: not traced, its flag passed on
+        st, h, _ = f.post("/v1/chat/completions", CHAT,
+                          {"traceparent": tp(trace="1" * 32, flags="00")})
+        assert seen_parent(h)[2] == "00"
+        # a sampled parent: traced whatever the ratio; its spans come
+        # after the others' would have (one worker's ring is in order,
+        # and the exporter drains every ring at each turn)
+        for _ in range(4):
+            st, h, _ = f.post("/v1/chat/completions", CHAT, {"traceparent": tp()})
+            assert st == 200 and seen_parent(h)[2] == "01"
+        col.wait_trace(TRACE, ["POST /v1/chat/completions"])
+        wait_until(lambda: len([s for s in col.trace(TRACE) if s["kind"] == 2]) == 4, 5)
+        time.sleep(0.5)  # two exporter turns more
+        assert not col.trace(free_trace) and not col.trace("1" * 32), "unsampled exported"
+        assert {s["traceId"] for s in col.spans} == {TRACE}
+    finally:
+        rc = f.stop()
+        col.close()
+    assert rc == 0, rc
+
+
+def answers(f, n=20):
+    """n requests' statuses and bodies (mockllm's answer to a prompt is
+    the same every time)."""
+    out = []
+    for i in range(n):
+        st, _, body = f.post("/v1/completions",
+                             json.dumps({"model": "m", "prompt": "p%d" % (i % 4),
+                                         "max_tokens": 4}),
+                             {"traceparent": tp(span="%016x" % (i + 1))})
+        out.append((st, json.loads(body)["choices"][0]["text"]))
+    return out
+
+
+@test
+def test_collector_down_or_slow(opts):
+    # the reference: a collector that answers
+    col = Collector()
+    f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url()])
+    try:
+        good = answers(f)
+        assert all(st == 200 for st, _ in good), good
+    finally:
+        f.stop()
+        col.close()
+    # down: nothing listens on the port
+    down = free_port()
+    f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", "http://127.0.0.1:%d" % down])
+    try:
+        assert answers(f) == good
+        assert wait_until(lambda: f.counter("prefixgate_otlp_export_errors_total") >= 1, 5)
+        assert f.counter("prefixgate_otlp_spans_dropped_total") >= 20
+        assert f.counter("prefixgate_otlp_spans_exported_total") == 0
+    finally:
+        rc = f.stop()
+    assert rc == 0, rc
+    # slow: every answer 2 s late, past --otlp-timeout 300
+    col = Collector(delay_s=2.0)
+    f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url(),
+                                          "--otlp-timeout", "300"])
+    try:
+        got = []
+        for _ in range(3):  # spread over several exporter turns
+            got += answers(f, 10)
+            time.sleep(0.3)
+        assert got == good + good[:10], got
+        assert wait_until(lambda: f.counter("prefixgate_otlp_export_errors_total") >= 1, 5)
+        assert f.counter("prefixgate_otlp_spans_dropped_total") > 0
+        assert "otlp: export to" in f.log(), "the failure is logged"
+    finally:
+        rc = f.stop()
+        col.close()
+    assert rc == 0, rc
+
+
+@test
+def test_off(opts):
+    f = Fleet(opts, n=1, gw_args=QUIET)
+    try:
+        st, h, _ = f.post("/v1/chat/completions", CHAT,
+                          {"traceparent": tp(), "tracestate": "k=v"})
+        assert st == 200
+        assert h["x-seen-traceparent"] == tp() and h["x-seen-tracestate"] == "k=v", h
+        st, h, _ = f.post("/v1/chat/completions", CHAT, {"traceparent": "garbage"})
+        assert st == 200 and h["x-seen-traceparent"] == "garbage", h
+        st, h, _ = f.post("/v1/chat/completions", CHAT)
+        assert "x-seen-traceparent" not in h, "none made up when off"
+        assert f.counter("prefixgate_otlp_spans_exported_total") == 0
+        assert f.counter("prefixgate_otlp_export_errors_total") == 0
+    finally:
+        rc = f.stop()
+    assert rc == 0, rc
+
+
+if __name__ == "__main__":
+    sys.exit(run_suite(TESTS))
