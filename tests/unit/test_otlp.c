@@ -237,12 +237,50 @@ static void test_ring(void **state)
 	free(g);
 }
 
+static void test_url(void **state)
+{
+	static const char *const bad[] = {"",
+	                                  "http://",
+	                                  "http://h",
+	                                  "http://:80",
+	                                  "http://h:",
+	                                  "http://h:x",
+	                                  "http://h:0",
+	                                  "http://h:65536",
+	                                  "http://u@h:80",
+	                                  "http://h:80?q",
+	                                  "http://[::1/x",
+	                                  "ftp://h:80",
+	                                  "https://h:443",
+	                                  "http://h:80 "};
+	struct pg_otlp_url u;
+	char err[160];
+
+	(void)state;
+	assert_int_equal(pg_otlp_url_parse("http://collector.local:4318", &u, err, sizeof(err)), 0);
+	assert_string_equal(u.host, "collector.local");
+	assert_string_equal(u.port, "4318");
+	assert_string_equal(u.path, "/v1/traces");
+	assert_string_equal(u.hostport, "collector.local:4318");
+	assert_int_equal(pg_otlp_url_parse("http://[::1]:4318/", &u, err, sizeof(err)), 0);
+	assert_string_equal(u.host, "::1");
+	assert_string_equal(u.hostport, "[::1]:4318");
+	assert_string_equal(u.path, "/v1/traces");
+	assert_int_equal(
+	    pg_otlp_url_parse("http://10.0.0.1:80/otlp/v1/traces", &u, err, sizeof(err)), 0);
+	assert_string_equal(u.path, "/otlp/v1/traces");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (!pg_otlp_url_parse(bad[i], &u, err, sizeof(err)))
+			fail_msg("accepted \"%s\"", bad[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_encode),
 	    cmocka_unit_test(test_spans),
 	    cmocka_unit_test(test_ring),
+	    cmocka_unit_test(test_url),
 	};
 
 	return cmocka_run_group_tests_name("otlp", tests, NULL, NULL);
