@@ -18,7 +18,11 @@ standing for the collector.
 - a collector that is down, or slower than --otlp-timeout, changes no
   answer: the same statuses and bodies, the loss counted in
   prefixgate_otlp_*;
-- off (no --otlp-endpoint): traceparent passes untouched, nothing exported.
+- off (no --otlp-endpoint): traceparent passes untouched, nothing exported;
+- the OpenAI Node SDK instrumented with OpenTelemetry's Node SDK (npm,
+  installed into BUILD/npm at the first run; skipped, saying why, without
+  node or npm): the app's trace goes on through the gateway's spans to the
+  instance, and both reach the receiver.
 
 usage: test_otel.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
 """
@@ -47,6 +51,22 @@ def test(fn):
     return fn
 
 
+def read_body(h):
+    """A request's body, by Content-Length or chunked (as Node's exporter
+    sends it)."""
+    if h.headers.get("Transfer-Encoding", "").lower() != "chunked":
+        return h.rfile.read(int(h.headers["Content-Length"]))
+    body = b""
+    while True:
+        n = int(h.rfile.readline().split(b";")[0], 16)
+        if n == 0:
+            while h.rfile.readline() not in (b"\r\n", b"\n", b""):
+                pass
+            return body
+        body += h.rfile.read(n)
+        h.rfile.readline()
+
+
 class Collector:
     """An OTLP/HTTP receiver: every span POSTed to /v1/traces kept, with
     its resource; delay_s: each answer that late (a slow collector)."""
@@ -57,7 +77,7 @@ class Collector:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
+                body = read_body(self)
                 if delay_s:
                     time.sleep(delay_s)
                 ok = self.path == "/v1/traces" and \
@@ -357,6 +377,99 @@ def test_off(opts):
         assert f.counter("prefixgate_otlp_export_errors_total") == 0
     finally:
         rc = f.stop()
+    assert rc == 0, rc
+
+
+NODE_PACKAGES = ["openai@4", "@opentelemetry/api@1", "@opentelemetry/sdk-trace-node@1.30",
+                 "@opentelemetry/exporter-trace-otlp-http@0.57",
+                 "@opentelemetry/instrumentation@0.57", "@opentelemetry/instrumentation-http@0.57"]
+NODE_CLIENT = r"""
+const { NodeTracerProvider, SimpleSpanProcessor } = require('@opentelemetry/sdk-trace-node');
+const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-http');
+const { registerInstrumentations } = require('@opentelemetry/instrumentation');
+const { HttpInstrumentation } = require('@opentelemetry/instrumentation-http');
+const api = require('@opentelemetry/api');
+const [gw, collector] = process.argv.slice(2);
+const provider = new NodeTracerProvider({spanProcessors: [
+  new SimpleSpanProcessor(new OTLPTraceExporter({url: collector + '/v1/traces'}))]});
+provider.register();
+registerInstrumentations({instrumentations: [new HttpInstrumentation()]});
+const OpenAI = require('openai');  // after the instrumentation: its requests are traced
+const c = new OpenAI({baseURL: gw + '/v1', apiKey: 'sk-test', maxRetries: 0});
+(async () => {
+  const out = {};
+  await api.trace.getTracer('test-app').startActiveSpan('app-call', async (span) => {
+    out.trace = span.spanContext().traceId;
+    out.app = span.spanContext().spanId;
+    const {data, response} = await c.completions.create(
+      {model: 'm', prompt: 'hello', max_tokens: 3}).withResponse();
+    out.completion = data.choices[0].text;
+    out.seen = response.headers.get('x-seen-traceparent');
+    let text = '';
+    const s = await c.chat.completions.create({model: 'm', stream: true, max_tokens: 4,
+      messages: [{role: 'user', content: 'hi with a trace'}]});
+    for await (const ch of s) text += ch.choices[0].delta.content || '';
+    out.chat = text;
+    span.end();
+  });
+  await provider.shutdown();  // the app's spans exported
+  console.log(JSON.stringify(out));
+})().catch(e => { console.error(String(e && e.stack || e)); process.exit(1); });
+"""
+
+
+@test
+def test_node_sdk(opts):
+    """The OpenAI Node SDK instrumented with OpenTelemetry's Node SDK
+    (@opentelemetry/sdk-trace-node, its HTTP instrumentation, its OTLP/HTTP
+    exporter to the same receiver): the app's trace goes on through the
+    gateway to the instance."""
+    import shutil
+    import subprocess
+    node = shutil.which("node")
+    if not node or not shutil.which("npm"):
+        return "SKIP node or npm not installed"
+    mods = os.path.join(os.path.abspath(opts.tools), "npm")
+    if not os.path.isdir(os.path.join(mods, "node_modules", "@opentelemetry",
+                                      "instrumentation-http")):
+        r = subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix",
+                            mods] + NODE_PACKAGES, capture_output=True, timeout=240)
+        if r.returncode != 0:
+            return "SKIP npm could not install the OpenTelemetry packages: %s" % \
+                r.stderr.decode(errors="replace").strip().splitlines()[-1:]
+    col = Collector()
+    f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url()])
+    script = os.path.join(f.tmp, "otel-client.js")
+    with open(script, "w") as fh:
+        fh.write(NODE_CLIENT)
+    try:
+        env = dict(os.environ, NODE_PATH=os.path.join(mods, "node_modules"))
+        r = subprocess.run([node, script, "http://127.0.0.1:%d" % f.port, col.url()],
+                           capture_output=True, timeout=60, env=env)
+        assert r.returncode == 0, (r.returncode, r.stderr.decode()[-2000:])
+        out = json.loads(r.stdout.decode().strip().splitlines()[-1])
+        assert out["completion"] and out["chat"], out
+        trace = out["trace"]
+        # the instance is in the app's trace, under the gateway's span
+        assert out["seen"] and out["seen"].split("-")[1] == trace, out
+        spans = col.wait_trace(trace, ["app-call", "POST /v1/completions",
+                                       "POST /v1/chat/completions", "prefixgate.route"])
+        by_id = {s["spanId"]: s for s in spans}
+        app = one(spans, "app-call")
+        assert app["spanId"] == out["app"]
+        for name in ("POST /v1/completions", "POST /v1/chat/completions"):
+            gw = one(spans, name)
+            assert gw["kind"] == 2 and gw["resource"]["service.name"]["stringValue"] == \
+                "prefixgate", gw
+            # its parent: the SDK's HTTP client span, a child of app-call
+            client = by_id.get(gw["parentSpanId"])
+            assert client, "the gateway's parent %s is not among the app's spans %s" % \
+                (gw["parentSpanId"], sorted(s["name"] for s in spans))
+            assert client["kind"] == 3 and client["parentSpanId"] == app["spanId"], client
+        assert out["seen"].split("-")[2] == one(spans, "POST /v1/completions")["spanId"]
+    finally:
+        rc = f.stop()
+        col.close()
     assert rc == 0, rc
 
 
