@@ -213,6 +213,7 @@ FUZZ_BINS   := $(addprefix $(FUZZ_DIR)/fuzz_,$(FUZZ_NAMES))
 FUZZ_MODS_http   := http forward buf
 FUZZ_MODS_json   := json
 FUZZ_MODS_usage  := usage json
+FUZZ_MODS_trace  := trace otlp json buf names
 FUZZ_MODS_jsonedit := jsonedit json buf
 FUZZ_MODS_key    := key json buf
 FUZZ_MODS_config := config routing_config otlp trace json view strategy random least prefix cache index work names addr modelpool conf buf flow lib/pd \

@@ -192,6 +192,25 @@ static void test_spans(void **state)
 	assert_int_equal(s[0].status, PG_OTLP_ERROR);
 	assert_memory_equal(attr(&s[0], "error.type")->s, "502", 3);
 	assert_int_equal(s[1].status, PG_OTLP_ERROR);
+
+	/* one that waited and got 429: its wait runs to its end, no route */
+	r = (struct pg_trace_rec){.status = 429,
+	                          .outcome = PG_TRACE_GATEWAY,
+	                          .start_ns = 10,
+	                          .queued_ns = 20,
+	                          .end_ns = 90,
+	                          .method_len = 4,
+	                          .method = "POST",
+	                          .api = PG_API_CHAT,
+	                          .path_len = 20,
+	                          .path = "/v1/chat/completions"};
+	memset(r.trace_id, 7, 16);
+	memset(r.span_id, 8, 8);
+	n = pg_trace_spans(&r, 0, names, NULL, &t, s);
+	assert_int_equal(n, 2);
+	assert_int_equal(s[0].status, PG_OTLP_UNSET); /* a 4xx is not the server's error */
+	assert_string_equal(s[1].name, "prefixgate.queue");
+	assert_true(s[1].start_ns == 20 && s[1].end_ns == 90);
 }
 
 static void test_ring(void **state)

@@ -177,9 +177,9 @@ size_t pg_trace_spans(const struct pg_trace_rec *r, uint64_t wall_off, pg_trace_
 	last = natt ? &r->att[natt - 1] : NULL;
 
 	request_span(r, wall_off, t, &out[n++]);
-	if (r->queued_ns && r->route_start_ns)
+	if (r->queued_ns) /* to its turn, or to its end (a 429, a client gone) */
 		child(r, &out[n++], r->span_id, K_QUEUE, "prefixgate.queue", PG_OTLP_INTERNAL,
-		      r->queued_ns, r->route_start_ns, wall_off);
+		      r->queued_ns, r->route_start_ns ? r->route_start_ns : r->end_ns, wall_off);
 	if (r->route_start_ns)
 		route_span(r, wall_off, name, arg, t, &out[n++]);
 	for (unsigned i = 0; i < natt; i++)

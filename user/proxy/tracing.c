@@ -107,10 +107,12 @@ void pg_trace_failed_(struct pg_trace_x *t)
 	}
 }
 
-/* The spans record r will make (counted when the ring has no room). */
+/* The spans x's record would make (lib/trace_spans.c), counted when the
+ * ring has no room for it. */
 static unsigned span_count(const struct pg_trace_x *t, const struct pg_exchange *x)
 {
-	unsigned n = 1 + (x->queued_ns != 0) + (t->route_start_ns != 0) + 2 * (x->ttft_ns != 0);
+	unsigned n =
+	    1 + (x->queued_ns != 0) + (t->route_start_ns != 0) + 2 * (x->ttft_ns != 0 && t->natt);
 
 	for (unsigned i = 0; i < t->natt; i++)
 		n += 1 + (t->att[i].connected_ns != 0);
