@@ -307,6 +307,30 @@ def test_sampling(opts):
     assert rc == 0, rc
 
 
+@test
+def test_gen_ai_attributes(opts):
+    col = Collector()
+    f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url()])
+    try:
+        st, h, _ = f.post("/v1/completions",
+                          json.dumps({"model": "m", "prompt": "p", "max_tokens": 7}))
+        assert st == 200
+        trace = seen_parent(h)[0]
+        a = attrs(one(col.wait_trace(trace, ["POST /v1/completions"]), "POST /v1/completions"))
+        assert a["gen_ai.operation.name"] == "text_completion", a
+        assert a["gen_ai.request.max_tokens"] == 7 and a["prefixgate.stream"] is False, a
+        # any other path: the method alone names the span, no GenAI attribute
+        st, h, _ = f.post("/invocations", "raw bytes")
+        assert st == 200
+        trace = seen_parent(h)[0]
+        a = attrs(one(col.wait_trace(trace, ["POST"]), "POST"))
+        assert a["url.path"] == "/invocations" and "gen_ai.operation.name" not in a, a
+    finally:
+        rc = f.stop()
+        col.close()
+    assert rc == 0, rc
+
+
 def answers(f, n=20):
     """n requests' statuses and bodies (mockllm's answer to a prompt is
     the same every time)."""

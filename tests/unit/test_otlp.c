@@ -103,6 +103,7 @@ static void test_spans(void **state)
 	    .backend = 1,
 	    .runner_up = 3,
 	    .matched = 77,
+	    .max_tokens = 16,
 	    .start_ns = 1000,
 	    .queued_ns = 1100,
 	    .route_start_ns = 1500,
@@ -141,6 +142,7 @@ static void test_spans(void **state)
 	assert_true(req->start_ns == 1100 && req->end_ns == 9100);
 	assert_int_equal(attr(req, "http.response.status_code")->i, 200);
 	assert_memory_equal(attr(req, "gen_ai.operation.name")->s, "chat", 4);
+	assert_int_equal(attr(req, "gen_ai.request.max_tokens")->i, 16);
 	assert_int_equal(req->status, PG_OTLP_UNSET);
 	for (size_t i = 1; i < n; i++) {
 		assert_memory_equal(s[i].trace_id, r.trace_id, 16);

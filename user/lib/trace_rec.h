@@ -69,8 +69,9 @@ struct pg_trace_rec {
 	uint16_t status;  /* the answer's status (0: none was sent) */
 	uint16_t backend; /* chosen by the first routing (0: none) */
 	uint16_t runner_up;
-	uint32_t matched; /* prompt tokens the chosen one was believed to hold */
-	uint32_t key_len; /* the prefix key's length */
+	uint32_t matched;    /* prompt tokens the chosen one was believed to hold */
+	uint32_t key_len;    /* the prefix key's length */
+	uint32_t max_tokens; /* the body's max_tokens (or its kin; 0: none) */
 	/* Monotonic ns (pg_now_ns); 0: did not happen. */
 	uint64_t start_ns, end_ns, queued_ns, route_start_ns, route_end_ns, ttft_ns;
 	struct pg_trace_attempt att[PG_TRACE_ATTEMPTS];

@@ -89,6 +89,8 @@ static void request_span(const struct pg_trace_rec *r, uint64_t off, struct pg_t
 		pg_otlp_int(s, "http.response.status_code", r->status);
 	if (op)
 		pg_otlp_str(s, "gen_ai.operation.name", op, strlen(op));
+	if (r->max_tokens)
+		pg_otlp_int(s, "gen_ai.request.max_tokens", r->max_tokens);
 	pg_otlp_bool(s, "prefixgate.stream", r->stream);
 	pg_otlp_int(s, "prefixgate.attempts", r->attempts);
 	pg_otlp_str(s, "prefixgate.outcome", outcomes[r->outcome & 3],

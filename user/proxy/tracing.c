@@ -145,6 +145,7 @@ void pg_trace_end_(struct pg_worker *w, const struct pg_client *c, unsigned stat
 	    .runner_up = t->runner_up,
 	    .matched = t->matched,
 	    .key_len = x->key.length,
+	    .max_tokens = x->key.max_tokens,
 	    .start_ns = x->t0_ns,
 	    .end_ns = now,
 	    .queued_ns = x->queued_ns,
