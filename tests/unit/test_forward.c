@@ -406,6 +406,30 @@ static void test_trace_context(void **state)
 	free(out);
 }
 
+/* What the access log and the traces take of a forwarded request line. */
+static void test_request_line(void **state)
+{
+	static const char *const cases[][3] = {
+	    {"POST /v1/chat/completions?key=secret HTTP/1.1\r\n", "POST", "/v1/chat/completions"},
+	    {"GET / HTTP/1.0\r\n", "GET", "/"},
+	    {"GET /x", "GET", ""}, /* no second space: no path */
+	    {"nospace", "", ""},
+	    {"", "", ""},
+	};
+	struct pg_str m, p;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		pg_fwd_request_line(cases[i][0], strlen(cases[i][0]), &m, &p);
+		assert_int_equal(m.len, strlen(cases[i][1]));
+		assert_memory_equal(m.p, cases[i][1], m.len);
+		assert_int_equal(p.len, strlen(cases[i][2]));
+		assert_memory_equal(p.p, cases[i][2], p.len);
+	}
+	pg_fwd_request_line(NULL, 0, &m, &p); /* no head at all */
+	assert_int_equal(m.len + p.len, 0);
+}
+
 /* HTTP/1.0 clients: no Transfer-Encoding, keep-alive said out loud. */
 static void test_http10_response(void **state)
 {
@@ -446,6 +470,7 @@ int main(void)
 	    cmocka_unit_test(test_early_client),
 	    cmocka_unit_test(test_identity),
 	    cmocka_unit_test(test_trace_context),
+	    cmocka_unit_test(test_request_line),
 	    cmocka_unit_test(test_http10_response),
 	};
 

@@ -168,6 +168,20 @@ static bool identity_field(const struct pg_http_header *h, size_t i, struct pg_f
 	return true;
 }
 
+void pg_fwd_request_line(const char *h, size_t n, struct pg_str *method, struct pg_str *path)
+{
+	const char *sp = h ? memchr(h, ' ', n) : NULL, *end, *q;
+
+	*method = *path = (struct pg_str){h, 0};
+	if (!sp)
+		return;
+	end = memchr(sp + 1, ' ', n - (size_t)(sp + 1 - h));
+	end = end ? end : sp + 1;
+	q = memchr(sp + 1, '?', (size_t)(end - (sp + 1)));
+	*method = (struct pg_str){h, (size_t)(sp - h)};
+	*path = (struct pg_str){sp + 1, (size_t)((q ? q : end) - sp - 1)};
+}
+
 /* A trace context field the gateway replaces (forward.h): traceparent,
  * and tracestate when it goes with a traceparent that was not valid. */
 static bool trace_field(struct pg_str name, bool drop_tracestate)

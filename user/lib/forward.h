@@ -92,6 +92,12 @@ void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response
 void pg_fwd_with_length(const char *h, size_t n, uint64_t body_len, char **buf, size_t *len,
                         size_t *cap);
 
+/* The method and the path (the target without its query: a query can
+ * carry secrets) of a forwarded request head h[0..n) ("M T HTTP/1.x"),
+ * pointing into h; both empty when the line has no space. The access log
+ * and the traces record them. */
+void pg_fwd_request_line(const char *h, size_t n, struct pg_str *method, struct pg_str *path);
+
 /* One chunk of a re-framed request body: "<hex size>\r\n<data>\r\n". */
 void pg_fwd_chunk(const char *data, size_t n, char **buf, size_t *len, size_t *cap);
 /* The last chunk, no trailers. */

@@ -95,9 +95,6 @@ struct pg_trace_x {
 	uint8_t parent_id[PG_SPAN_ID_LEN];
 	uint64_t route_start_ns, route_end_ns;
 	struct pg_trace_attempt att[PG_TRACE_ATTEMPTS];
-	uint8_t method_len, path_len; /* the request line's, cut to size */
-	char method[PG_TRACE_METHOD];
-	char path[PG_TRACE_PATH];
 };
 
 /* A worker's ring. Zeroed = empty. */

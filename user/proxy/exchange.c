@@ -24,6 +24,7 @@
 #include "datapath/datapath.h"
 #include "lib/boundary.h"
 #include "lib/buf.h"
+#include "lib/forward.h"
 #include "proxy/tracing.h"
 #include "proxy/body.h"
 #include "proxy/pd.h"
@@ -124,7 +125,7 @@ static void log_request(struct pg_worker *w, const struct pg_client *c, unsigned
 	const struct pg_exchange *x = &c->x;
 	uint64_t now;
 	struct pg_alog_rec r;
-	const char *sp, *end, *q;
+	struct pg_str m, p;
 
 	pg_trace_end(w, c, &x->trace, status, (unsigned)outcome);
 	if (!pg_alog_on(w->gw->alog) || !x->t0_ns)
@@ -150,15 +151,9 @@ static void log_request(struct pg_worker *w, const struct pg_client *c, unsigned
 	    .tls_version = pg_tls_version(&c->s), /* TLS hook: NULL for a plain client */
 	    .tls_cipher = pg_tls_cipher(&c->s),
 	};
-	/* Method and path from the forwarded request line ("M T HTTP/1.x"). */
-	if (x->fwd_head && (sp = memchr(x->fwd, ' ', x->fwd_head))) {
-		end = memchr(sp + 1, ' ', x->fwd_head - (size_t)(sp + 1 - x->fwd));
-		end = end ? end : sp + 1;
-		q = memchr(sp + 1, '?', (size_t)(end - (sp + 1)));
-		r.method_len = rec_text(r.method, sizeof(r.method), x->fwd, (size_t)(sp - x->fwd));
-		r.path_len =
-		    rec_text(r.path, sizeof(r.path), sp + 1, (size_t)((q ? q : end) - sp - 1));
-	}
+	pg_fwd_request_line(x->fwd, x->fwd_head, &m, &p);
+	r.method_len = rec_text(r.method, sizeof(r.method), m.p, m.len);
+	r.path_len = rec_text(r.path, sizeof(r.path), p.p, p.len);
 	r.client_len = rec_text(r.client, sizeof(r.client), c->peer, c->peer_len);
 	if (x->id_len)
 		r.id_len = rec_text(r.id, sizeof(r.id), x->fwd + x->id_off, x->id_len);

@@ -44,10 +44,6 @@ void pg_trace_begin(struct pg_worker *w, struct pg_exchange *x, const struct pg_
 	pg_traceparent_format(tp, t->trace_id, t->span_id, t->on);
 	id->traceparent = tp;
 	id->drop_tracestate = !valid;
-	if (t->on) {
-		t->method_len = cut(t->method, sizeof(t->method), req->method.p, req->method.len);
-		t->path_len = cut(t->path, sizeof(t->path), req->path.p, req->path.len);
-	}
 }
 
 /* The choice's runner-up: cache_aware's, else the ring's next candidate. */
@@ -126,6 +122,7 @@ void pg_trace_end_(struct pg_worker *w, const struct pg_client *c, unsigned stat
 	const struct pg_trace_x *t = &x->trace;
 	struct pg_trace_ring *g = pg_otel_ring(w->gw->otel, w->id);
 	struct pg_trace_rec *r = g ? pg_trace_ring_slot(g, span_count(t, x)) : NULL;
+	struct pg_str m, p;
 	uint64_t now;
 
 	if (!r)
@@ -152,8 +149,6 @@ void pg_trace_end_(struct pg_worker *w, const struct pg_client *c, unsigned stat
 	    .route_start_ns = t->route_start_ns,
 	    .route_end_ns = t->route_end_ns,
 	    .ttft_ns = x->ttft_ns,
-	    .method_len = t->method_len,
-	    .path_len = t->path_len,
 	};
 	memcpy(r->trace_id, t->trace_id, PG_TRACE_ID_LEN);
 	memcpy(r->span_id, t->span_id, PG_SPAN_ID_LEN);
@@ -161,8 +156,9 @@ void pg_trace_end_(struct pg_worker *w, const struct pg_client *c, unsigned stat
 	memcpy(r->att, t->att, sizeof(r->att));
 	if (t->natt && !r->att[t->natt - 1].end_ns)
 		r->att[t->natt - 1].end_ns = now;
-	memcpy(r->method, t->method, t->method_len);
-	memcpy(r->path, t->path, t->path_len);
+	pg_fwd_request_line(x->fwd, x->fwd_head, &m, &p);
+	r->method_len = cut(r->method, sizeof(r->method), m.p, m.len);
+	r->path_len = cut(r->path, sizeof(r->path), p.p, p.len);
 	r->client_len = cut(r->client, sizeof(r->client), c->peer, c->peer_len);
 	pg_trace_ring_commit(g);
 }
