@@ -12,6 +12,10 @@ standing for the collector.
 - a table of bad traceparents: each answered as without one (never a
   400), the instance sees a new trace and no tracestate, the spans have no
   parent;
+- a refused attempt and the retry that answers: two backend spans, the
+  first an error; under flow control, the wait's span, ending where the
+  routing begins, or at the 429 of a deadline that expired;
+- GenAI attributes (operation, max_tokens); other paths named by method;
 - sampling is parent-based: a sampled parent is traced at ratio 0, an
   unsampled one is not at ratio 1, and a request without one follows the
   ratio;
@@ -325,6 +329,78 @@ def test_gen_ai_attributes(opts):
         trace = seen_parent(h)[0]
         a = attrs(one(col.wait_trace(trace, ["POST"]), "POST"))
         assert a["url.path"] == "/invocations" and "gen_ai.operation.name" not in a, a
+    finally:
+        rc = f.stop()
+        col.close()
+    assert rc == 0, rc
+
+
+@test
+def test_retry_spans(opts):
+    """An attempt on a backend that refuses, then one that answers: two
+    backend spans, the first an error, and the request's span says 2."""
+    col = Collector()
+    dead = "127.0.0.1:%d" % free_port()  # nothing listens there
+    f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url(), "--backend", dead])
+    try:
+        body = json.dumps({"model": "m", "prompt": "retry me", "max_tokens": 2})
+        key = next((k for k in ("k%d" % i for i in range(200))
+                    if f.dry_run(body, path="/v1/completions", key=k)["backend"] == dead), None)
+        assert key, "no key of 200 goes to the dead backend first"
+        st, h, _ = f.post("/v1/completions", body, {"X-Prefixgate-Key": key})
+        assert st == 200, st
+        trace = seen_parent(h)[0]
+        spans = col.wait_trace(trace, ["POST /v1/completions", "prefixgate.backend"])
+        wait_until(lambda: len([s for s in col.trace(trace)
+                                if s["name"] == "prefixgate.backend"]) == 2, 5)
+        spans = col.trace(trace)
+        att = sorted((s for s in spans if s["name"] == "prefixgate.backend"),
+                     key=lambda s: attrs(s)["prefixgate.attempt"])
+        assert len(att) == 2, [s["name"] for s in spans]
+        a0, a1 = attrs(att[0]), attrs(att[1])
+        assert att[0]["status"]["code"] == 2 and a0["error.type"] == "backend_failed", att[0]
+        assert "%s:%d" % (a0["server.address"], a0["server.port"]) == dead, a0
+        assert att[1]["status"]["code"] == 0 and a1["http.response.status_code"] == 200, a1
+        assert int(att[0]["endTimeUnixNano"]) <= int(att[1]["startTimeUnixNano"])
+        req = attrs(one(spans, "POST /v1/completions"))
+        assert req["prefixgate.attempts"] == 2, req
+    finally:
+        rc = f.stop()
+        col.close()
+    assert rc == 0, rc
+
+
+@test
+def test_queue_spans(opts):
+    """Under flow control, behind a flood: a request that waits then goes
+    on has its wait's span ending where its routing begins; one whose
+    deadline expires while it waits gets 429, its wait's span running to its
+    end and no routing span."""
+    import random
+    import test_flow as flow
+    col = Collector()
+    f = Fleet(opts, 2, gw_args=flow.GW + ["--otlp-endpoint", col.url()])
+    try:
+        ts, _, errs = flow.flood(f, 16, "sk-a", 8)
+        flow.queued_up(f, 4)  # as test_flow.py's deadline_expires_in_the_queue
+        st, _, data, _ = flow.send(f, flow.chat(random.Random(9), flow.SMALL_WORDS), "sk-c",
+                                   {"traceparent": tp(trace="3" * 32),
+                                    "X-Prefixgate-Deadline-Ms": "150"})
+        assert st == 429, (st, data[:200])
+        st, _, data, _ = flow.send(f, flow.chat(random.Random(3), flow.SMALL_WORDS), "sk-b",
+                                   {"traceparent": tp(trace="2" * 32)})
+        assert st == 200, (st, data[:200])
+        flow.join(ts, errs)
+        flow.quiet(f)
+        spans = col.wait_trace("2" * 32, ["prefixgate.queue", "prefixgate.route"])
+        q, r = one(spans, "prefixgate.queue"), one(spans, "prefixgate.route")
+        assert q["endTimeUnixNano"] == r["startTimeUnixNano"], (q, r)
+        assert int(q["endTimeUnixNano"]) > int(q["startTimeUnixNano"]), q
+        spans = col.wait_trace("3" * 32, ["POST /v1/chat/completions", "prefixgate.queue"])
+        req = one(spans, "POST /v1/chat/completions")
+        assert attrs(req)["http.response.status_code"] == 429
+        assert one(spans, "prefixgate.queue")["endTimeUnixNano"] == req["endTimeUnixNano"]
+        assert not [s for s in spans if s["name"] == "prefixgate.route"], spans
     finally:
         rc = f.stop()
         col.close()
