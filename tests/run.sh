@@ -76,6 +76,8 @@ for suite in "$@"; do
 	     run_tap "e2e/quota-bpf" $E/test_quota.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/learn-shm" $E/test_learn.py --build "$BUILD" --mode shm
 	     run_tap "e2e/learn-bpf" $E/test_learn.py --build "$BUILD" --mode bpf
+	     run_tap "e2e/otel-shm" $E/test_otel.py --build "$BUILD" --mode shm
+	     run_tap "e2e/otel-bpf" $E/test_otel.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/pd-shm" $E/test_pd.py --build "$BUILD" --mode shm
 	     run_tap "e2e/pd-bpf" $E/test_pd.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/ahead-shm" $E/test_parse_ahead.py --build "$BUILD" --mode shm
@@ -125,6 +127,8 @@ for suite in "$@"; do
 		python3 tests/e2e/test_quota.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/learn" \
 		python3 tests/e2e/test_learn.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
+		run_tap "e2e-asan/otel" \
+		python3 tests/e2e/test_otel.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/pd" \
 		python3 tests/e2e/test_pd.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/ahead" \

@@ -58,6 +58,7 @@ struct pg_rstats;
 struct pg_metrics_window;
 struct pg_health;
 struct pg_alog;
+struct pg_otel;
 struct pg_fleet;
 struct pg_fleetq;
 struct pg_pools;
@@ -95,6 +96,7 @@ struct pg_gateway {
 	struct pg_metrics_window *mwin; /* metrics.h: samples of the windowed ratios */
 	struct pg_health *health;       /* health.h: the checker thread's */
 	struct pg_alog *alog;           /* accesslog.h: the logger's, with the rings */
+	struct pg_otel *otel;           /* sys/otel.h: the trace exporter's, with the rings */
 	struct pg_fleet *fleet;         /* fleet/fleet.h: --nats / --fleet-size */
 	struct pg_fleetq *fleetq;       /* state/fleetq.h: cache_aware decisions to publish */
 	struct pg_fleetq *fleetq_obs;   /* ... and first tokens learned from (router/load.h) */

@@ -36,6 +36,7 @@
 #include "state/routestats.h"
 #include "sys/lifecycle.h"
 #include "sys/log.h"
+#include "sys/otel.h"
 #include "sys/preflight.h"
 #include "sys/privilege.h"
 #include "tls/tls.h"
@@ -227,6 +228,10 @@ int main(int argc, char **argv)
 			status = 2; /* a configuration error, as for a bad flag */
 		goto out_workers;
 	}
+	if (pg_otel_start(&gw, err, sizeof(err))) {
+		pg_error("%s", err);
+		goto out_workers;
+	}
 	for (; started < gw.nworkers; started++) {
 		if (pg_worker_start(&gw, started, &gw.workers[started], err, sizeof(err))) {
 			pg_error("%s", err);
@@ -286,6 +291,7 @@ out_workers:
 	while (started)
 		pg_worker_join(gw.workers[--started]);
 	pg_alog_stop(&gw);  /* after the workers: every record is in */
+	pg_otel_stop(&gw);  /* the same */
 	pg_fleet_stop(&gw); /* (again after a failed start: frees what init made) */
 	pg_metrics_window_free(gw.mwin);
 	pg_speeds_free(gw.router.speeds);

@@ -372,6 +372,16 @@ static void test_invalid(void **state)
 	    {{"-h"}, "unexpected argument \"-h\""},
 	    {{"extra"}, "unexpected argument \"extra\""},
 	    {{"--"}, "unexpected argument \"--\""},
+	    {{"--otlp-endpoint", "https://c:4318"},
+	     "--otlp-endpoint: \"https://c:4318\": only http:// is spoken (a collector beside the "
+	     "gateway)"},
+	    {{"--otlp-endpoint", "http://c"},
+	     "--otlp-endpoint: \"http://c\" is not http://HOST:PORT[/PATH]"},
+	    {{"--otlp-endpoint", "http://c:0/x"},
+	     "--otlp-endpoint: \"http://c:0/x\" is not http://HOST:PORT[/PATH]"},
+	    {{"--otlp-sample", "1.5"}, "--otlp-sample: \"1.5\" is not a ratio from 0 to 1"},
+	    {{"--otlp-sample", "1%"}, "--otlp-sample: \"1%\" is not a ratio from 0 to 1"},
+	    {{"--otlp-timeout", "5"}, "--otlp-timeout: 5 is out of range 10-60000"},
 	};
 	struct pg_config cfg;
 	char err[256], out[64];

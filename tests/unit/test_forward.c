@@ -18,6 +18,7 @@
 #include "lib/buf.h"
 #include "lib/forward.h"
 #include "lib/http.h"
+#include "lib/trace.h"
 
 #define S(x) x, sizeof(x) - 1
 
@@ -377,6 +378,58 @@ static void test_identity(void **state)
 	free(out);
 }
 
+/* Tracing on (forward.h): the client's traceparent fields replaced by the
+ * gateway's; its tracestate kept with a valid parent, dropped without. */
+static void test_trace_context(void **state)
+{
+	static const char tp[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-1111111111111111-01";
+	struct pg_fwd_ident id = {.traceparent = tp};
+	char *out;
+
+	(void)state;
+	assert_int_equal(sizeof(tp) - 1, PG_TRACEPARENT_LEN);
+	out = fwd_ident("GET / HTTP/1.1\r\nTraceParent: 00-aa-bb-01\r\nHost: h\r\n"
+	                "tracestate: a=1\r\ntraceparent: x\r\nX-Request-Id: r\r\n\r\n",
+	                &id);
+	assert_string_equal(out, "GET / HTTP/1.1\r\nHost: h\r\ntracestate: a=1\r\n"
+	                         "X-Request-Id: r\r\n"
+	                         "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-"
+	                         "1111111111111111-01\r\n\r\n");
+	free(out);
+	id.drop_tracestate = true;
+	out = fwd_ident("GET / HTTP/1.1\r\nHost: h\r\ntracestate: a=1\r\nTRACESTATE: b=2\r\n"
+	                "X-Request-Id: r\r\n\r\n",
+	                &id);
+	assert_string_equal(out, "GET / HTTP/1.1\r\nHost: h\r\nX-Request-Id: r\r\n"
+	                         "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-"
+	                         "1111111111111111-01\r\n\r\n");
+	free(out);
+}
+
+/* What the access log and the traces take of a forwarded request line. */
+static void test_request_line(void **state)
+{
+	static const char *const cases[][3] = {
+	    {"POST /v1/chat/completions?key=secret HTTP/1.1\r\n", "POST", "/v1/chat/completions"},
+	    {"GET / HTTP/1.0\r\n", "GET", "/"},
+	    {"GET /x", "GET", ""}, /* no second space: no path */
+	    {"nospace", "", ""},
+	    {"", "", ""},
+	};
+	struct pg_str m, p;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		pg_fwd_request_line(cases[i][0], strlen(cases[i][0]), &m, &p);
+		assert_int_equal(m.len, strlen(cases[i][1]));
+		assert_memory_equal(m.p, cases[i][1], m.len);
+		assert_int_equal(p.len, strlen(cases[i][2]));
+		assert_memory_equal(p.p, cases[i][2], p.len);
+	}
+	pg_fwd_request_line(NULL, 0, &m, &p); /* no head at all */
+	assert_int_equal(m.len + p.len, 0);
+}
+
 /* HTTP/1.0 clients: no Transfer-Encoding, keep-alive said out loud. */
 static void test_http10_response(void **state)
 {
@@ -416,6 +469,8 @@ int main(void)
 	    cmocka_unit_test(test_reuse_rule),
 	    cmocka_unit_test(test_early_client),
 	    cmocka_unit_test(test_identity),
+	    cmocka_unit_test(test_trace_context),
+	    cmocka_unit_test(test_request_line),
 	    cmocka_unit_test(test_http10_response),
 	};
 

@@ -319,10 +319,12 @@ static enum route route_of(struct pg_str path)
 }
 
 /* Echo the request's identity fields (X-Forwarded-For, X-Request-Id,
- * traceparent) as X-Seen-* response fields; each at most 200 bytes. */
+ * traceparent, tracestate) as X-Seen-* response fields; each at most 200
+ * bytes. */
 static void note_seen(struct mreq *m, const struct pg_http_request *r)
 {
-	static const char *const names[] = {"X-Forwarded-For", "X-Request-Id", "traceparent"};
+	static const char *const names[] = {"X-Forwarded-For", "X-Request-Id", "traceparent",
+	                                    "tracestate"};
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		const struct pg_http_header *h = pg_http_find(r, names[i]);

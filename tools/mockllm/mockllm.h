@@ -103,7 +103,7 @@ struct mreq {
 	uint32_t pd_blocks; /* ... and how many */
 	/* The identity fields the request carried, as "X-Seen-<name>: value"
 	 * lines for the response (what a proxy in front added or kept). */
-	char seen[640];
+	char seen[896];
 	size_t seen_len;
 };
 

@@ -383,6 +383,7 @@ void pg_metrics_render(const struct pg_gateway *gw, struct pg_buf *o)
 	pg_metrics_usage_render(gw, o);
 	pg_metrics_tls_render(gw, o);
 	pg_metrics_ops_render(gw, o);
+	pg_metrics_otel_render(gw, o);
 	pg_fleet_metrics_render(gw, o);
 	pg_etcd_metrics(gw, o);
 	if (gw->pools)

@@ -46,6 +46,8 @@ void pg_metrics_usage_render(const struct pg_gateway *gw, struct pg_buf *out);
  * nothing without gw->tls. */
 void pg_metrics_tls_render(const struct pg_gateway *gw, struct pg_buf *out);
 
+/* OpenTelemetry traces' export (metrics_otel.c; sys/otel.h). */
+void pg_metrics_otel_render(const struct pg_gateway *gw, struct pg_buf *out);
 /* "# HELP" and "# TYPE" of a family. */
 void pg_metrics_family(struct pg_buf *o, const char *name, const char *type, const char *help);
 

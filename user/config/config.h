@@ -66,6 +66,14 @@ struct pg_timeouts {
 	unsigned first_byte_ms; /* request dispatched -> first response byte */
 };
 
+/* OpenTelemetry traces (sys/otel.h); strings point into argv or the file. */
+struct pg_otlp_cfg {
+	const char *endpoint; /* --otlp-endpoint URL; NULL: off */
+	const char *sample;   /* --otlp-sample as given */
+	uint64_t threshold;   /* ... as lib/trace.h's pg_trace_sample takes it */
+	unsigned timeout_ms;  /* --otlp-timeout: each POST to the collector */
+};
+
 /* etcd as the source of membership and routing config (fleet/etcd.h). */
 #define PG_ETCD_PREFIX_DEFAULT "/prefixgate"
 struct pg_etcd_cfg {
@@ -226,6 +234,7 @@ struct pg_config {
 	unsigned fleet_interval_ms; /* --fleet-interval */
 	unsigned fleet_size;        /* --fleet-size; 0: not given */
 	struct pg_etcd_cfg etcd;
+	struct pg_otlp_cfg otlp;
 	struct pg_flow_cfg flow;
 	struct pg_tls_cfg tls;
 	/* Strings a reload took in (pg_config_keep): owned, freed with it. */

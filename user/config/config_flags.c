@@ -16,6 +16,8 @@
 #include "config/config.h"
 #include "config/config_internal.h"
 #include "config/config_opts.h"
+#include "lib/otlp.h"
+#include "lib/trace.h"
 
 /* apply() marks the flags that override a --routing-config file in a
  * 32-bit set */
@@ -287,6 +289,24 @@ int pg_config_apply(struct pg_config *cfg, enum opt_id id, const char *v, struct
 		return 0;
 	case O_ACCESS_LOG:
 		cfg->access_log = v;
+		return 0;
+	case O_OTLP_ENDPOINT: {
+		struct pg_otlp_url u;
+		char e[200];
+
+		if (pg_otlp_url_parse(v, &u, e, sizeof(e))) {
+			pg_errf(err, errlen, "--otlp-endpoint: %s", e);
+			return -1;
+		}
+		cfg->otlp.endpoint = v;
+		return 0;
+	}
+	case O_OTLP_SAMPLE:
+		if (pg_trace_ratio_parse(v, &cfg->otlp.threshold)) {
+			pg_errf(err, errlen, "--otlp-sample: \"%s\" is not a ratio from 0 to 1", v);
+			return -1;
+		}
+		cfg->otlp.sample = v;
 		return 0;
 	default:
 		return 0;

@@ -271,6 +271,18 @@ const struct pg_opt pg_opts[] = {
     [O_ACCESS_LOG] = {OPT("access-log", "FILE",
                           "append one JSON line per request to FILE, written off the request path"),
                       .def_text = "none"},
+    [O_OTLP_ENDPOINT] = {OPT("otlp-endpoint", "URL",
+                             "export OpenTelemetry traces over OTLP/HTTP (JSON) to the "
+                             "collector at http://HOST:PORT (path /v1/traces) or "
+                             "http://HOST:PORT/PATH; W3C traceparent passed on to the instance"),
+                         .def_text = "off"},
+    [O_OTLP_SAMPLE] = {OPT("otlp-sample", "RATIO",
+                           "traces: the share of requests without a sampled parent that are "
+                           "traced, 0 to 1; a traceparent's sampled flag decides for its request"),
+                       .def = "1"},
+    [O_OTLP_TIMEOUT] = {OPT("otlp-timeout", "MS",
+                            "traces: each POST to the collector; past it its spans are dropped"),
+                        .def = "2000", CFG(otlp.timeout_ms), RANGE(10, 60000)},
     [O_LOG_LEVEL] = {OPT("log-level", NULL, "what the log (stderr) tells: errors only, and up"),
                      .list = log_level_list, .def = "info", .live = true},
     [O_TLS_LISTEN] = {OPT("tls-listen", "ADDR:PORT",

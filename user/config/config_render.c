@@ -147,6 +147,12 @@ static const char *value(const struct pg_config *cfg, enum opt_id id, char *buf,
 	case O_ACCESS_LOG:
 		s = cfg->access_log;
 		break;
+	case O_OTLP_ENDPOINT:
+		s = cfg->otlp.endpoint;
+		break;
+	case O_OTLP_SAMPLE:
+		s = cfg->otlp.sample;
+		break;
 	case O_LOG_LEVEL:
 		s = cfg->log_level >= 0 && cfg->log_level < PG_NLOG_LEVELS
 		        ? pg_log_levels[cfg->log_level]

@@ -6,10 +6,11 @@
 #include <strings.h>
 #include "lib/buf.h"
 #include "lib/forward.h"
+#include "lib/trace.h"
 
 /* Bytes a rewritten head may have beyond the head it came from (its made
- * X-Request-Id, framing field, Connection field; the client's address
- * apart), reserved at once so that its pieces are plain copies. A head
+ * X-Request-Id and traceparent, framing field, Connection field; the
+ * client's address apart), reserved at once so that its pieces are plain copies. A head
  * that somehow needs more only grows its buffer. */
 #define HEAD_EXTRA 256
 
@@ -167,6 +168,28 @@ static bool identity_field(const struct pg_http_header *h, size_t i, struct pg_f
 	return true;
 }
 
+void pg_fwd_request_line(const char *h, size_t n, struct pg_str *method, struct pg_str *path)
+{
+	const char *sp = h ? memchr(h, ' ', n) : NULL, *end, *q;
+
+	*method = *path = (struct pg_str){h, 0};
+	if (!sp)
+		return;
+	end = memchr(sp + 1, ' ', n - (size_t)(sp + 1 - h));
+	end = end ? end : sp + 1;
+	q = memchr(sp + 1, '?', (size_t)(end - (sp + 1)));
+	*method = (struct pg_str){h, (size_t)(sp - h)};
+	*path = (struct pg_str){sp + 1, (size_t)((q ? q : end) - sp - 1)};
+}
+
+/* A trace context field the gateway replaces (forward.h): traceparent,
+ * and tracestate when it goes with a traceparent that was not valid. */
+static bool trace_field(struct pg_str name, bool drop_tracestate)
+{
+	return (name.len == 11 && pg_name_is(name, "traceparent")) ||
+	       (drop_tracestate && name.len == 10 && pg_name_is(name, "tracestate"));
+}
+
 void pg_fwd_request_head(const struct pg_http_request *req, struct pg_fwd_ident *id, char **buf,
                          size_t *len, size_t *cap)
 {
@@ -202,6 +225,8 @@ void pg_fwd_request_head(const struct pg_http_request *req, struct pg_fwd_ident 
 			continue;
 		if (id && identity_field(h, i, id, xff, &nxff, buf, len, cap))
 			continue;
+		if (id && id->traceparent && trace_field(h->name, id->drop_tracestate))
+			continue;
 		put_field(buf, len, cap, h->name, h->value);
 	}
 	if (id) {
@@ -216,6 +241,9 @@ void pg_fwd_request_head(const struct pg_http_request *req, struct pg_fwd_ident 
 			put_field(buf, len, cap, (struct pg_str){"X-Request-Id", 12},
 			          (struct pg_str){made, sizeof(made)});
 		}
+		if (id->traceparent)
+			put_field(buf, len, cap, (struct pg_str){"traceparent", 11},
+			          (struct pg_str){id->traceparent, PG_TRACEPARENT_LEN});
 	}
 	if (req->body == PG_BODY_CHUNKED)
 		put(buf, len, cap, "Transfer-Encoding: chunked\r\n", 28);

@@ -26,7 +26,9 @@
  *   X-Request-Id fields the first usable one (1 to PG_REQUEST_ID_MAX bytes)
  *   is kept and the others dropped, else one the gateway makes is added;
  *   the response carries the same X-Request-Id (the backend's own dropped);
- *   traceparent and tracestate pass untouched, like any end-to-end field.
+ *   traceparent and tracestate pass untouched, like any end-to-end field,
+ *   unless the gateway traces (proxy/tracing.h): then its own traceparent
+ *   replaces the client's, and a tracestate goes only with a valid one.
  */
 #ifndef PG_FORWARD_H
 #define PG_FORWARD_H
@@ -50,6 +52,11 @@ struct pg_fwd_ident {
 	size_t id_off;        /* out: the X-Request-Id value forwarded is */
 	size_t id_len;        /*      buf[id_off, id_off + id_len) (len 0: none) */
 	bool made;            /* out: the gateway made it */
+	/* Trace context (lib/trace.h): when not NULL, the client's traceparent
+	 * fields are dropped and this one (PG_TRACEPARENT_LEN bytes) added;
+	 * with drop_tracestate, its tracestate fields are dropped too. */
+	const char *traceparent;
+	bool drop_tracestate;
 };
 
 /* A made X-Request-Id: PG_REQUEST_ID_GEN bytes into out (no NUL). */
@@ -84,6 +91,12 @@ void pg_fwd_response_head(const char *h, size_t n, const struct pg_http_response
  * bodies edited to other lengths. */
 void pg_fwd_with_length(const char *h, size_t n, uint64_t body_len, char **buf, size_t *len,
                         size_t *cap);
+
+/* The method and the path (the target without its query: a query can
+ * carry secrets) of a forwarded request head h[0..n) ("M T HTTP/1.x"),
+ * pointing into h; both empty when the line has no space. The access log
+ * and the traces record them. */
+void pg_fwd_request_line(const char *h, size_t n, struct pg_str *method, struct pg_str *path);
 
 /* One chunk of a re-framed request body: "<hex size>\r\n<data>\r\n". */
 void pg_fwd_chunk(const char *data, size_t n, char **buf, size_t *len, size_t *cap);

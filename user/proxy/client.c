@@ -21,6 +21,7 @@
 #include "lib/buf.h"
 #include "lib/forward.h"
 #include "lib/json.h"
+#include "proxy/tracing.h"
 #include "proxy/body.h"
 #include "proxy/input.h"
 #include "proxy/pd.h"
@@ -116,7 +117,9 @@ static size_t request_head(struct pg_worker *w, struct pg_client *c, const char 
 	{
 		struct pg_fwd_ident id = {
 		    .client = {c->peer, c->peer_len}, .boot = w->rid_boot, .seq = &w->rid_seq};
+		char tp[PG_TRACEPARENT_LEN];
 
+		pg_trace_begin(w, x, &req, &id, tp);
 		pg_fwd_request_head(&req, &id, &x->fwd, &x->fwd_len, &x->fwd_cap);
 		x->id_off = (uint32_t)id.id_off;
 		x->id_len = (uint8_t)id.id_len;

@@ -26,6 +26,7 @@
 #include "lib/flow.h"
 #include "lib/http.h"
 #include "lib/key.h"
+#include "lib/trace_rec.h"
 #include "lib/usage.h"
 #include "proxy/io.h"
 #include "router/load.h"
@@ -146,6 +147,7 @@ struct pg_exchange {
 	/* Prefill/decode disaggregation (pd.h): its two legs; NULL unless its
 	 * pool has a decode set. */
 	struct pg_pd_x *pd;
+	struct pg_trace_x trace; /* OpenTelemetry (proxy/tracing.h); zeroed: not traced */
 };
 
 /* A list of clients, oldest first (the worker's idle and busy lists). */

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* A request routed and sent on (conn.h). */
 #include <stdlib.h>
+#include "proxy/tracing.h"
 #include "proxy/body.h"
 #include "proxy/conn.h"
 #include "proxy/pd.h"
@@ -54,10 +55,12 @@ bool pg_dispatch(struct pg_worker *w, struct pg_client *c, struct pg_route_input
 {
 	struct pg_exchange *x = &c->x;
 	uint16_t id = route(w, c, in);
+	uint64_t now = pg_now_ns();
 	bool whole;
 
 	pg_parse_ahead_end(w, x);
-	record_latency(w, x, t_ns, pg_now_ns());
+	record_latency(w, x, t_ns, now);
+	pg_trace_routed(w, x, &x->trace, t_ns, now);
 	if (x->key.ahead)
 		STAT(w, parsed_ahead);
 	if (x->key.fallback)

@@ -24,7 +24,9 @@
 #include "datapath/datapath.h"
 #include "lib/boundary.h"
 #include "lib/buf.h"
+#include "lib/forward.h"
 #include "proxy/quota.h"
+#include "proxy/tracing.h"
 #include "proxy/body.h"
 #include "proxy/pd.h"
 #include "proxy/queue.h"
@@ -124,11 +126,12 @@ static void log_request(struct pg_worker *w, const struct pg_client *c, unsigned
 	const struct pg_exchange *x = &c->x;
 	uint64_t now;
 	struct pg_alog_rec r;
-	const char *sp, *end, *q;
+	struct pg_str m, p;
 	struct pg_use use;
 	/* its usage accounted, whether logged or not (quota.h) */
 	const bool used = pg_quota_end(w, c, status, outcome == PG_ALOG_BACKEND_ERROR, &use);
 
+	pg_trace_end(w, c, &x->trace, status, (unsigned)outcome);
 	if (!pg_alog_on(w->gw->alog) || !x->t0_ns)
 		return;
 	now = pg_now_ns();
@@ -155,15 +158,9 @@ static void log_request(struct pg_worker *w, const struct pg_client *c, unsigned
 	};
 	if (used)
 		r.use = use;
-	/* Method and path from the forwarded request line ("M T HTTP/1.x"). */
-	if (x->fwd_head && (sp = memchr(x->fwd, ' ', x->fwd_head))) {
-		end = memchr(sp + 1, ' ', x->fwd_head - (size_t)(sp + 1 - x->fwd));
-		end = end ? end : sp + 1;
-		q = memchr(sp + 1, '?', (size_t)(end - (sp + 1)));
-		r.method_len = rec_text(r.method, sizeof(r.method), x->fwd, (size_t)(sp - x->fwd));
-		r.path_len =
-		    rec_text(r.path, sizeof(r.path), sp + 1, (size_t)((q ? q : end) - sp - 1));
-	}
+	pg_fwd_request_line(x->fwd, x->fwd_head, &m, &p);
+	r.method_len = rec_text(r.method, sizeof(r.method), m.p, m.len);
+	r.path_len = rec_text(r.path, sizeof(r.path), p.p, p.len);
 	r.client_len = rec_text(r.client, sizeof(r.client), c->peer, c->peer_len);
 	if (x->id_len)
 		r.id_len = rec_text(r.id, sizeof(r.id), x->fwd + x->id_off, x->id_len);
@@ -360,6 +357,7 @@ void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned 
 	x->attempts++;
 	pg_idset_add(&x->tried, id);
 	pg_slot_take(w, id, decision, work_on(x, id), &x->load, &x->counted);
+	pg_trace_attempt(&x->trace, id, u != NULL);
 	if (!u)
 		u = pg_upstream_new(w, id, path, c);
 	if (!u) {
@@ -389,6 +387,7 @@ void pg_attempt_failed(struct pg_worker *w, struct pg_client *c, const char *why
 	struct pg_upstream *u = x->up;
 	bool stale = u && u->reused && !mark_down;
 
+	pg_trace_failed(&x->trace);
 	if (u) {
 		x->up = NULL;
 		upstream_close(w, x, u, true);

@@ -19,6 +19,7 @@
 #include "lib/boundary.h"
 #include "lib/buf.h"
 #include "lib/forward.h"
+#include "proxy/tracing.h"
 #include "proxy/frame.h"
 #include "proxy/pd.h"
 #include "proxy/queue.h"
@@ -426,6 +427,8 @@ static void upstream_connected(struct pg_worker *w, struct pg_sock *s, int res)
 	struct pg_client *c = u->c;
 
 	if (res == 0) {
+		if (c && !u->leg)
+			pg_trace_connected(&c->x.trace);
 		u->s.can_send = true;
 		pg_sock_flush(w, &u->s);
 		if (c && c->state == PG_C_STREAM)
