@@ -57,7 +57,16 @@
      share against the ideal, instance shares; the same workloads on
      mockllm given the engines' speed, the two orderings side by side.
      About 45 minutes; on its own, and shorter: real.py --quick --seeds 1.
- 10. Overhead (overhead.py): direct vs the floor proxy vs prefixgate vs
+ 10. Learning (learn.py, part "learn"): issue 36's targets with instances
+     at 1/3, 1 and 3 times the gateway's defaults (it is told nothing) and
+     clients that stream and that do not: flow control's runs on chats (a
+     quiet tenant beside a 10x one at 1.2x capacity, a sheddable flood,
+     throughput against no flow control), a deadline below the default
+     prediction after a cold start, the trace replay at 0.7, 0.9, 1.1
+     against the reference rules (tracesim beside it); PASS/MISS against
+     the targets. About 20 minutes; on its own, and shorter: learn.py
+     --quick (learn.py --help).
+ 11. Overhead (overhead.py): direct vs the floor proxy vs prefixgate vs
      HAProxy vs nginx, 32 KiB OpenAI body, instances that answer at once;
      added p50/p99 at concurrency 1, throughput at concurrency 32, CPU per
      request at a fixed rate; medians of --overhead-rounds rounds, ratios
@@ -86,6 +95,7 @@ import plots  # noqa: E402
 import results as kept  # noqa: E402
 import fleetbench  # noqa: E402
 import flow  # noqa: E402
+import learn  # noqa: E402
 import pd  # noqa: E402
 import real  # noqa: E402
 import runs  # noqa: E402
@@ -426,7 +436,7 @@ def bench_two_gateways(opts, out):
 
 
 # make bench runs every part
-PARTS = ("workloads", "hot", "scale", "twogw", "fleet", "trace", "flow", "pd", "real",
+PARTS = ("workloads", "hot", "scale", "twogw", "fleet", "trace", "flow", "pd", "real", "learn",
          "overhead")
 
 
@@ -499,6 +509,7 @@ def main():
                      ("fleet", lambda o, d: fleetbench.bench_fleet(o, d, WORKLOADS, HOT)),
                      ("trace", trace.from_bench), ("flow", flow.from_bench),
                      ("pd", pd.from_bench), ("real", real.from_bench),
+                     ("learn", learn.from_bench),
                      ("overhead", bench_overhead)):
         if part not in parts:
             continue
