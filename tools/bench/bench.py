@@ -396,7 +396,7 @@ def bench_two_gateways(opts, out):
     """Workloads (b) and (d) through two gateways that share no state. The
     one-gateway figures are the workloads part's when it ran in this bench."""
     strategies = runs.available(opts.build, ["prefix_aware"] + runs.CA_STRATEGIES)[0]
-    one = opts.results.get("workloads", {})
+    one = opts.measured.get("workloads", {})
     res, lines = {}, []
     for key, title, args, rate, dur, warm, plen in WORKLOADS:
         if key not in TWO_GATEWAYS or key not in opts.workloads:
@@ -483,7 +483,7 @@ def main():
     if set(opts.scale_workloads) - set(scale_workloads()):
         ap.error("--scale-workloads: of %s" % ",".join(scale_workloads()))
     opts.strategies, note = runs.available(opts.build, opts.strategies.split(","))
-    opts.results = {}
+    opts.measured = {}  # each part's results so far (opts.results: --results DIR)
     parts = opts.parts.split(",")
     for tool in ("haproxy", "nginx", "gnuplot"):
         if not shutil.which(tool):
@@ -502,7 +502,7 @@ def main():
     if note:
         print("bench: " + note, flush=True)
         lines += [note, ""]
-    results = opts.results
+    results = opts.measured
     failed = []
     for part, fn in (("workloads", bench_workloads), ("hot", bench_hot),
                      ("scale", bench_scale), ("twogw", bench_two_gateways),
