@@ -57,7 +57,16 @@
      share against the ideal, instance shares; the same workloads on
      mockllm given the engines' speed, the two orderings side by side.
      About 45 minutes; on its own, and shorter: real.py --quick --seeds 1.
- 10. Overhead (overhead.py): direct vs the floor proxy vs prefixgate vs
+ 10. Learning (learn.py, part "learn"): issue 36's targets with instances
+     at 1/3, 1 and 3 times the gateway's defaults (it is told nothing) and
+     clients that stream and that do not: flow control's runs on chats (a
+     quiet tenant beside a 10x one at 1.2x capacity, a sheddable flood,
+     throughput against no flow control), a deadline below the default
+     prediction after a cold start, the trace replay at 0.7, 0.9, 1.1
+     against the reference rules (tracesim beside it); PASS/MISS against
+     the targets. About 20 minutes; on its own, and shorter: learn.py
+     --quick (learn.py --help).
+ 11. Overhead (overhead.py): direct vs the floor proxy vs prefixgate vs
      HAProxy vs nginx, 32 KiB OpenAI body, instances that answer at once;
      added p50/p99 at concurrency 1, throughput at concurrency 32, CPU per
      request at a fixed rate; medians of --overhead-rounds rounds, ratios
@@ -86,6 +95,7 @@ import plots  # noqa: E402
 import results as kept  # noqa: E402
 import fleetbench  # noqa: E402
 import flow  # noqa: E402
+import learn  # noqa: E402
 import pd  # noqa: E402
 import real  # noqa: E402
 import runs  # noqa: E402
@@ -386,7 +396,7 @@ def bench_two_gateways(opts, out):
     """Workloads (b) and (d) through two gateways that share no state. The
     one-gateway figures are the workloads part's when it ran in this bench."""
     strategies = runs.available(opts.build, ["prefix_aware"] + runs.CA_STRATEGIES)[0]
-    one = opts.results.get("workloads", {})
+    one = opts.measured.get("workloads", {})
     res, lines = {}, []
     for key, title, args, rate, dur, warm, plen in WORKLOADS:
         if key not in TWO_GATEWAYS or key not in opts.workloads:
@@ -426,7 +436,7 @@ def bench_two_gateways(opts, out):
 
 
 # make bench runs every part
-PARTS = ("workloads", "hot", "scale", "twogw", "fleet", "trace", "flow", "pd", "real",
+PARTS = ("workloads", "hot", "scale", "twogw", "fleet", "trace", "flow", "pd", "real", "learn",
          "overhead")
 
 
@@ -473,7 +483,7 @@ def main():
     if set(opts.scale_workloads) - set(scale_workloads()):
         ap.error("--scale-workloads: of %s" % ",".join(scale_workloads()))
     opts.strategies, note = runs.available(opts.build, opts.strategies.split(","))
-    opts.results = {}
+    opts.measured = {}  # each part's results so far (opts.results: --results DIR)
     parts = opts.parts.split(",")
     for tool in ("haproxy", "nginx", "gnuplot"):
         if not shutil.which(tool):
@@ -492,13 +502,14 @@ def main():
     if note:
         print("bench: " + note, flush=True)
         lines += [note, ""]
-    results = opts.results
+    results = opts.measured
     failed = []
     for part, fn in (("workloads", bench_workloads), ("hot", bench_hot),
                      ("scale", bench_scale), ("twogw", bench_two_gateways),
                      ("fleet", lambda o, d: fleetbench.bench_fleet(o, d, WORKLOADS, HOT)),
                      ("trace", trace.from_bench), ("flow", flow.from_bench),
                      ("pd", pd.from_bench), ("real", real.from_bench),
+                     ("learn", learn.from_bench),
                      ("overhead", bench_overhead)):
         if part not in parts:
             continue

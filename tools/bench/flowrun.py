@@ -88,12 +88,42 @@ def wall_ms(model_ms, scale):
     return max(1, int(round(model_ms / scale)))
 
 
-def tenant(name, token, start, n, load, seed, prio=None, deadline_ms=None):
+def tenant(name, token, start, n, load, seed, prio=None, deadline_ms=None, workload=None,
+           span_s=None, extra=()):
     """A tenant of a run: its slice of the trace [start, start + n), its
     load (of the fleet's prefill capacity), its pgload --seed (the text of
-    each block id), its class and deadline (model ms) if it sends them."""
+    each block id), its class and deadline (model ms) if it sends them.
+    workload: pgload's workload and load flags instead of the trace's slice
+    (start and n then unused), whose arrivals last span_s wall s; extra:
+    more pgload flags (--no-stream)."""
     return {"name": name, "token": token, "start": start, "n": n, "load": load,
-            "seed": seed, "prio": prio, "deadline_ms": deadline_ms}
+            "seed": seed, "prio": prio, "deadline_ms": deadline_ms,
+            "workload": list(workload) if workload else None, "span_s": span_s,
+            "extra": list(extra)}
+
+
+def trace_fleet(scale):
+    """The fleet of a run (replay()): tracerun.py's, at time scale K."""
+    return {"instances": tracerun.INSTANCES, "args": [
+        "--time-scale", "%g" % scale, "--kv-capacity-tokens", str(tracerun.capacity())] +
+        INSTANCE_ARGS, "tps": tracerun.fleet_tps(scale), "cache_capacity": tracerun.capacity()}
+
+
+def tenant_span(t, tps):
+    """How long a tenant's arrivals last, wall s."""
+    if t.get("workload"):
+        return t["span_s"]
+    return (tracerun.scheduled_s(t["start"] + t["n"] - 1, t["load"], tps) -
+            tracerun.scheduled_s(t["start"], t["load"], tps))
+
+
+def tenant_args(t, tps):
+    """pgload's flags for a tenant's requests, less its output files."""
+    if t.get("workload"):
+        return list(t["workload"])
+    return ["--workload", "trace", "--trace", tracerun.TRACE, "--trace-start", str(t["start"]),
+            "--trace-requests", str(t["n"]), "--load", "%g" % t["load"],
+            "--capacity-tokens-per-s", "%g" % tps]
 
 
 def request_id(t):
@@ -109,15 +139,19 @@ def headers(t, scale):
     return [a for v in h for a in ("--header", v)]
 
 
-def gateway_args(flow, scale, alog):
-    """prefixgate's flags: CACHE_AWARE as tracerun's, the access log and,
-    flow: {"queue_ms", "starve_ms"} in model ms, or None (off)."""
-    args = ["--strategy", "cache_aware", "--cache-capacity", str(tracerun.capacity()),
-            "--access-log", alog]
+def gateway_args(flow, scale, alog, cache_capacity):
+    """prefixgate's flags: CACHE_AWARE as tracerun's (--cache-capacity
+    unless None), the access log and, flow: {"queue_ms", "starve_ms"} in
+    model ms (None: the gateway's default), or None (off)."""
+    args = ["--strategy", "cache_aware", "--access-log", alog]
+    if cache_capacity:
+        args += ["--cache-capacity", str(cache_capacity)]
     if flow:
-        args += ["--flow-control",
-                 "--flow-instance-queue-ms", str(wall_ms(flow["queue_ms"], scale)),
-                 "--flow-starve-ms", str(wall_ms(flow["starve_ms"], scale))]
+        args.append("--flow-control")
+        if flow.get("queue_ms") is not None:
+            args += ["--flow-instance-queue-ms", str(wall_ms(flow["queue_ms"], scale))]
+        if flow.get("starve_ms") is not None:
+            args += ["--flow-starve-ms", str(wall_ms(flow["starve_ms"], scale))]
     return args
 
 
@@ -266,7 +300,11 @@ def access(path, tenants, scale):
     requests dispatched to an instance and refused 429, their wait in the
     gateway (model ms: mean, p50, p99, max) and, with a deadline, those
     dispatched after it (queue_us + route_us > its deadline in wall us) and
-    the latest dispatch against the deadline.
+    the latest dispatch against the deadline; refused_short: its 429s
+    logged with less than half the bytes in of any of its dispatched
+    requests (refused before their bodies were read whole). headless: the lines of no
+    request id and no method, by status (what the gateway parsed as a
+    request where none began).
 
     route_us of a request that waited is the time from its first byte to
     its backend chosen less queue_us, and queue_us counts from the worker's
@@ -278,9 +316,9 @@ def access(path, tenants, scale):
     ids = {request_id(t): t for t in tenants}
     per = {t["name"]: {"lines": 0, "status": {}, "dispatched": 0, "refused_429": 0,
                        "waits": [], "past_deadline": 0, "latest_vs_deadline": None,
-                       "route_wrapped": 0}
+                       "route_wrapped": 0, "bytes_429": [], "bytes_min": None}
            for t in tenants}
-    other = 0
+    other, headless = 0, {}
     try:
         f = open(path)
     except OSError:
@@ -295,6 +333,8 @@ def access(path, tenants, scale):
             t = ids.get(x.get("request_id"))
             if t is None:
                 other += 1
+                if not x.get("method"):
+                    headless[str(x.get("status"))] = headless.get(str(x.get("status")), 0) + 1
                 continue
             d = per[t["name"]]
             d["lines"] += 1
@@ -306,6 +346,8 @@ def access(path, tenants, scale):
                 d["route_wrapped"] += 1
             if x["backend"]:
                 d["dispatched"] += 1
+                if d["bytes_min"] is None or x["bytes_in"] < d["bytes_min"]:
+                    d["bytes_min"] = x["bytes_in"]
                 d["waits"].append((started_ms(x["time"]), x["queue_us"]))
                 if t["deadline_ms"]:
                     limit = wall_ms(t["deadline_ms"], scale) * 1000.0
@@ -316,13 +358,17 @@ def access(path, tenants, scale):
                         d["latest_vs_deadline"] = v
             elif x["status"] == 429:
                 d["refused_429"] += 1
+                d["bytes_429"].append(x["bytes_in"])
     for d in per.values():
+        short = d.pop("bytes_429")
+        d["refused_short"] = (sum(1 for b in short if 2 * b < d["bytes_min"])
+                              if d["bytes_min"] is not None else None)
         sw = d.pop("waits")
         d["wait_ms"] = wait_stats([q for _, q in sw], scale)
         behind, alone = behind_own(sw)
         d["wait_behind_own_ms"] = wait_stats(behind, scale)
         d["wait_not_behind_ms"] = wait_stats(alone, scale)
-    return {"tenants": per, "other_lines": other}
+    return {"tenants": per, "other_lines": other, "headless": headless}
 
 
 def started_ms(when):
@@ -352,41 +398,37 @@ def behind_own(sw):
     return behind, alone
 
 
-def replay(opts, out, name, tenants, flow):
+def replay(opts, out, name, tenants, flow, fleet_spec=None):
     """One run: tenants (tenant()) at once through one gateway, flow
-    control as gateway_args'. Results in model time; raw JSON, CSV and the
-    access log in out."""
+    control as gateway_args'. fleet_spec: {"instances", "args" (mockllm's
+    flags), "tps" (their prefill tokens per wall s), "cache_capacity" (the
+    gateway's, or None)}, default trace_fleet(K). Results in model time; raw
+    JSON, CSV and the access log in out."""
     scale = opts.time_scale
     logdir = os.path.join(out, "logs")
     os.makedirs(logdir, exist_ok=True)
-    tps = tracerun.fleet_tps(scale)
-    span = max(tracerun.scheduled_s(t["start"] + t["n"] - 1, t["load"], tps) -
-               tracerun.scheduled_s(t["start"], t["load"], tps) for t in tenants)
+    spec = fleet_spec or trace_fleet(scale)
+    tps = spec["tps"]
+    span = max(tenant_span(t, tps) for t in tenants)
     alog = os.path.join(out, name + "-access.jsonl")
     if os.path.exists(alog):
         os.unlink(alog)
     t_start = time.monotonic()
-    inst = fleet.Instances(opts.build, tracerun.INSTANCES, logdir,
-                           ["--time-scale", "%g" % scale, "--kv-capacity-tokens",
-                            str(tracerun.capacity())] + INSTANCE_ARGS)
+    inst = fleet.Instances(opts.build, spec["instances"], logdir, spec["args"])
     gw = sampler = None
     try:
         gw = fleet.Gateway(opts.build, inst.addrs(), logdir,
-                           gateway_args(flow, scale, alog) + opts.gw_args)
+                           gateway_args(flow, scale, alog, spec["cache_capacity"]) +
+                           opts.gw_args)
         before = tracerun.counters(inst.ports)
         sampler = Sampler(gw, inst.ports, flow)
         sampler.start()
         jobs = []
         for t in tenants:
             label = "%s-%s" % (name, t["name"])
-            jobs.append((label, ["--workload", "trace", "--trace", tracerun.TRACE,
-                                 "--trace-start", str(t["start"]),
-                                 "--trace-requests", str(t["n"]),
-                                 "--load", "%g" % t["load"],
-                                 "--capacity-tokens-per-s", "%g" % tps,
-                                 "--max-conns", str(MAX_CONNS), "--seed", str(t["seed"]),
-                                 "--label", label] +
-                         headers(t, scale),
+            jobs.append((label, tenant_args(t, tps) +
+                         ["--max-conns", str(MAX_CONNS), "--seed", str(t["seed"]),
+                          "--label", label] + headers(t, scale) + t.get("extra", []),
                          os.path.join(out, label + ".json"), os.path.join(out, label + ".csv")))
         roles = {gw.proc.pid: "gateway"}
         roles.update({p.pid: "instances" for p in inst.procs})

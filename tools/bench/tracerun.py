@@ -173,11 +173,16 @@ class QueueSampler(threading.Thread):
                 pass  # a sample lost, not the run
 
     def finish(self):
+        """Waiting requests over the samples and instances (mean, max), and
+        each instance's own (by_instance: [(mean, max)])."""
         self.halt.set()
         self.join(5)
         flat = [v for s in self.samples for v in s]
+        cols = [[s[i] for s in self.samples] for i in range(len(self.ports))]
         return {"waiting_mean": sum(flat) / len(flat) if flat else None,
-                "waiting_max": max(flat) if flat else None, "samples": len(self.samples)}
+                "waiting_max": max(flat) if flat else None, "samples": len(self.samples),
+                "waiting_by_instance": [(sum(c) / len(c), max(c)) if c else (None, None)
+                                        for c in cols]}
 
 
 class SlowDown(threading.Thread):
@@ -222,11 +227,14 @@ class SlowDown(threading.Thread):
         self.join(5)
 
 
-def replay(opts, out, name, router, load, speeds=None, slow=None, gateways=1, gw_args=()):
+def replay(opts, out, name, router, load, speeds=None, slow=None, gateways=1, gw_args=(),
+           inst_args=(), pgload_args=(), queue_period=1.0):
     """One run. speeds: {instance index: --speed F}; slow: (index, factor,
     fraction of the requests sent) for a slowdown partway; gateways > 1:
     that many routers (gw_args: their prefixgate flags), pgload sending each
-    request to one of them at random. Results in model time; raw JSON and
+    request to one of them at random; inst_args, pgload_args: more flags
+    for every instance, for pgload (--no-stream); the instances' queues
+    sampled every queue_period wall s. Results in model time; raw JSON and
     CSV in out."""
     scale, n = opts.time_scale, replayed(opts.trace_requests)
     logdir = os.path.join(out, "logs")
@@ -236,14 +244,14 @@ def replay(opts, out, name, router, load, speeds=None, slow=None, gateways=1, gw
     t_start = time.monotonic()
     inst = fleet.Instances(opts.build, INSTANCES, logdir,
                            ["--time-scale", "%g" % scale, "--no-cache-output",
-                            "--kv-capacity-tokens", str(capacity())],
+                            "--kv-capacity-tokens", str(capacity())] + list(inst_args),
                            extra={i: ["--speed", "%g" % f] for i, f in (speeds or {}).items()})
     rts, sampler, slower = [], None, None
     try:
         for _ in range(gateways):
             rts += start_router(opts.build, router, inst.addrs(), logdir, scale, gw_args)
         before = counters(inst.ports)
-        sampler = QueueSampler(inst.ports)
+        sampler = QueueSampler(inst.ports, queue_period)
         sampler.start()
         if slow:
             index, factor, frac = slow
@@ -252,7 +260,7 @@ def replay(opts, out, name, router, load, speeds=None, slow=None, gateways=1, gw
             slower.start()
         args = ["--workload", "trace", "--trace", TRACE, "--load", "%g" % load,
                 "--capacity-tokens-per-s", "%g" % tps, "--max-conns", str(MAX_CONNS),
-                "--label", name]
+                "--label", name] + list(pgload_args)
         if opts.trace_requests:
             args += ["--trace-requests", str(n)]
         csv = os.path.join(out, name + ".csv")

@@ -19,7 +19,7 @@ static const char usage_fmt[] =
     "                [--speed I:F]... [--slow I:F:AT] [--requests N]\n"
     "                [--lambda L] [--kappa K] [--gateways N] [--load-delay MS]\n"
     "                [--cache-delay MS] [--prior-speed F] [--seed N] [--spread]\n"
-    "                [--no-stream] [--scrape-interval MS]\n"
+    "                [--no-stream] [--scrape-interval MS] [--decode-ms MS]\n"
     "                [--json FILE] [--dump FILE] [--verbose]\n"
     "\n"
     "Replays a Mooncake-format request trace (tools/bench/data/) over N simulated\n"
@@ -58,6 +58,9 @@ static const char usage_fmt[] =
     "                   head once it is whole, never a first token\n"
     "  --scrape-interval MS  the gateways read the instances' queues (their /metrics)\n"
     "                   every MS (default 250, --metrics-scrape-interval's; 0: never)\n"
+    "  --decode-ms MS   each decoded token takes MS at speed 1 (mockllm\n"
+    "                   --decode-ms-per-token; default 25): with --no-stream, how long\n"
+    "                   an answer's head comes after its first token\n"
     "  --seed N         seed of the random choices (RANDOM's, and which gateway each\n"
     "                   request reaches; default 0)\n"
     "  --spread         requests of one arrival time spread evenly until the next (the\n"
@@ -98,6 +101,7 @@ static int parse(int argc, char **argv, struct ts_opts *o)
 	                                   {"spread", 0, 0, 'A'},
 	                                   {"no-stream", 0, 0, 'N'},
 	                                   {"scrape-interval", 1, 0, 'I'},
+	                                   {"decode-ms", 1, 0, 'M'},
 	                                   {"help", 0, 0, 'h'},
 	                                   {0, 0, 0, 0}};
 	unsigned i;
@@ -184,6 +188,9 @@ static int parse(int argc, char **argv, struct ts_opts *o)
 		case 'I':
 			o->scrape_ms = (unsigned)atoi(optarg);
 			break;
+		case 'M':
+			o->decode_ms = atof(optarg);
+			break;
 		case 'S':
 			if (sscanf(optarg, "%u:%lf", &i, &f) != 2 || i < 1 ||
 			    i > TS_MAX_INSTANCES || !(f > 0)) {
@@ -223,10 +230,10 @@ static int parse(int argc, char **argv, struct ts_opts *o)
 		return 2;
 	}
 	if (o->gateways < 1 || o->gateways > TS_MAX_GATEWAYS || !(o->load_delay >= 0) ||
-	    !(o->cache_delay >= 0) || !(o->prior > 0)) {
+	    !(o->cache_delay >= 0) || !(o->prior > 0) || !(o->decode_ms >= 0)) {
 		fprintf(stderr,
-		        "tracesim: --gateways 1-%d, --load-delay and --cache-delay at least 0, "
-		        "--prior-speed above 0\n",
+		        "tracesim: --gateways 1-%d, --load-delay, --cache-delay and --decode-ms at "
+		        "least 0, --prior-speed above 0\n",
 		        TS_MAX_GATEWAYS);
 		return 2;
 	}
@@ -341,6 +348,8 @@ static int setup(struct ts_world *w, const struct pg_trace *pt, struct ts_rec *r
 	cap = (uint64_t)(w->o.cache_frac * (double)distinct * TS_BLOCK_TOKENS / w->o.n);
 	sim_default_params(&sp);
 	sp.kv_capacity_tokens = cap;
+	if (w->o.decode_ms > 0)
+		sp.decode_ms_per_token = w->o.decode_ms;
 	/* the gateways' defaults are --prior-speed x the instances' speed */
 	for (unsigned i = 1; i <= w->o.n; i++)
 		w->o.speed[i] /= w->o.prior;

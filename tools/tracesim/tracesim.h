@@ -68,6 +68,7 @@ struct ts_opts {
 	bool spread;        /* --spread */
 	bool no_stream;     /* --no-stream */
 	unsigned scrape_ms; /* --scrape-interval: the gateways read the instances' queues */
+	double decode_ms;   /* --decode-ms: ms a decoded token at speed 1 (0: mockllm's) */
 };
 
 /* One request in flight on a simulated instance. */
