@@ -217,17 +217,17 @@ FUZZ_MODS_trace  := trace otlp json buf names
 FUZZ_MODS_jsonedit := jsonedit json buf
 FUZZ_MODS_key    := key json buf
 FUZZ_MODS_config := config routing_config otlp trace json view strategy random least prefix cache index work names addr modelpool conf buf flow lib/pd \
-	jsonedit lib/tls_pem
+	jsonedit lib/tls_pem lib/quota
 FUZZ_MODS_conf   := conf config routing_config otlp trace json view strategy random least prefix cache index work names addr modelpool buf flow lib/pd \
-	jsonedit lib/tls_pem
-FUZZ_MODS_admin  := admin buf otel otlp trace control members health config routing_config json key http names \
+	jsonedit lib/tls_pem lib/quota
+FUZZ_MODS_admin  := admin buf otel otlp trace account lib/quota quotas control members health config routing_config json key http names \
 	addr addrset backend_names resolve \
 	metrics route routestats scrape accesslog ring view strategy random least prefix maps gateway log index modelpool \
 	pools etcd fleet fleetq cache capacity cachecap work load host conf flow flowctl lib/pd \
 	jsonedit lib/tls_pem lib/tls_name tls/tls tls/tls_set tls/tls_tickets
 FUZZ_MODS_tls    := proxy/tls proxy/tls_io sock otlp trace tls/tls tls/tls_set tls/tls_tickets lib/tls_pem \
 	lib/tls_name flow log gateway addr config routing_config json view strategy random least \
-	prefix cache capacity cachecap index work names modelpool conf buf lib/pd jsonedit
+	prefix cache capacity cachecap index work names modelpool conf buf lib/pd jsonedit lib/quota
 fuzz_objs = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,\
 	$(sort $(foreach m,$(FUZZ_MODS_$(1)),$(wildcard user/$(m).c user/*/$(m).c user/*/$(m)_*.c))))
 
