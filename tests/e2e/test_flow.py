@@ -32,7 +32,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, run_suite, wait_until  # noqa: E402
+from harness import Fleet, read_reply, run_suite, wait_until  # noqa: E402
 
 TESTS = []
 # 2 instances at the default speed (36,600 prefill tokens/s, 61.5 ms before
@@ -318,27 +318,6 @@ def bad_headers_are_400(opts):
         quiet(f)
     finally:
         f.stop()
-
-
-def read_reply(sock):
-    """(status, headers, body) of one response with a Content-Length, read
-    from sock (its timeout bounds the wait); None if it closed first."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        b = sock.recv(65536)
-        if not b:
-            return None
-        data += b
-    head, rest = data.split(b"\r\n\r\n", 1)
-    lines = head.decode("latin-1").split("\r\n")
-    h = {k.strip().lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines[1:])}
-    n = int(h.get("content-length", "0"))
-    while len(rest) < n:
-        b = sock.recv(65536)
-        if not b:
-            break
-        rest += b
-    return int(lines[0].split()[1]), h, rest[:n]
 
 
 @test
