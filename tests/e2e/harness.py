@@ -528,6 +528,27 @@ class TestTimeout(Exception):
     pass
 
 
+def read_reply(sock):
+    """(status, headers, body) of one response with a Content-Length, read
+    from sock (its timeout bounds the wait); None if it closed first."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        b = sock.recv(65536)
+        if not b:
+            return None
+        data += b
+    head, rest = data.split(b"\r\n\r\n", 1)
+    lines = head.decode("latin-1").split("\r\n")
+    h = {k.strip().lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines[1:])}
+    n = int(h.get("content-length", "0"))
+    while len(rest) < n:
+        b = sock.recv(65536)
+        if not b:
+            break
+        rest += b
+    return int(lines[0].split()[1]), h, rest[:n]
+
+
 def run_suite(tests, add_args=None, setup=None, modes=("shm", "bpf"), limit_s=120):
     """The TAP runner every e2e script shares: common options (--build,
     --tools, --mode, -k SUBSTRING, plus add_args(parser), then setup(opts)),

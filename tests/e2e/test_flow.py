@@ -13,6 +13,9 @@ prefixgate, streamed traffic on loopback, tenants by bearer token.
 - a deadline that expires in the queue: 429 with Retry-After and an
   OpenAI-style error, nothing sent on;
 - bad tenant, priority and deadline headers: 400, nothing queued;
+- a 429 answered while the body was still arriving: on a kept-alive
+  connection its body (Content-Length or chunked) is dropped and the next
+  request served;
 - in-flight counts and the queue back to 0 after every test.
 
 usage: test_flow.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
@@ -29,7 +32,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, run_suite, wait_until  # noqa: E402
+from harness import Fleet, read_reply, run_suite, wait_until  # noqa: E402
 
 TESTS = []
 # 2 instances at the default speed (36,600 prefill tokens/s, 61.5 ms before
@@ -312,6 +315,54 @@ def bad_headers_are_400(opts):
         st, _, data, _ = send(f, body, "sk-ok", {"X-Prefixgate-Priority": "Critical",
                                                  "X-Prefixgate-Deadline-Ms": "60000"})
         assert st == 200, (st, data[:200])
+        quiet(f)
+    finally:
+        f.stop()
+
+
+@test
+def refused_while_the_body_arrives(opts):
+    """A 1 ms deadline, its body sent in pieces after its head (not with it):
+    429 when the body is in, the connection kept, the next request on it
+    answered 200 (before: the body was read as a request, 400); the same
+    for a chunked body (its decoded bytes dropped with it)."""
+    f = Fleet(opts, 2, gw_args=GW)
+    try:
+        body = json.dumps({"model": "m", "max_tokens": 2, "stream": False, "messages": [
+            {"role": "user", "content": words(random.Random(11), 700)}]}).encode()
+        assert len(body) > 4096, len(body)
+        nxt = json.dumps({"model": "m", "max_tokens": 2, "stream": False, "messages": [
+            {"role": "user", "content": "hello"}]}).encode()
+        head = ("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                "Content-Type: application/json\r\nX-Prefixgate-Deadline-Ms: 1\r\n")
+        with socket.create_connection(("127.0.0.1", f.port), timeout=10) as s:
+            s.sendall((head + "Content-Length: %d\r\n\r\n" % len(body)).encode())
+            time.sleep(0.05)
+            s.sendall(body[:300])
+            time.sleep(0.05)
+            s.sendall(body[300:])
+            r = read_reply(s)
+            assert r and r[0] == 429, r
+            assert "close" not in r[1].get("connection", ""), r[1]
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                      b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                      % len(nxt) + nxt)
+            r = read_reply(s)
+            assert r and r[0] == 200, r
+            assert json.loads(r[2])["choices"], r
+        with socket.create_connection(("127.0.0.1", f.port), timeout=10) as s:
+            s.sendall((head + "Transfer-Encoding: chunked\r\n\r\n").encode())
+            time.sleep(0.05)
+            s.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+            r = read_reply(s)
+            assert r and r[0] == 429, r
+            assert "close" not in r[1].get("connection", ""), r[1]
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                      b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                      % len(nxt) + nxt)
+            r = read_reply(s)
+            assert r and r[0] == 200, r
+        assert pool0(f)["expired"] == 2, pool0(f)
         quiet(f)
     finally:
         f.stop()

@@ -21,7 +21,10 @@ behind one prefixgate, tenants by a header (--flow-tenant header:X-Tenant).
 - two gateways sharing their counts over NATS hold a tenant to one limit
   between them (a real nats-server; skipped, saying why, without it);
 - etcd's P/config/quota and P/tenants/NAME set limits live (a real etcd
-  on free loopback ports; skipped, saying why, without it).
+  on free loopback ports; skipped, saying why, without it);
+- a 429 before the body is all in keeps the connection: the rest of a
+  Content-Length body is dropped and the next request served; a chunked
+  one's answer closes it.
 
 usage: test_quota.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
 """
@@ -29,14 +32,16 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, http_get, run_suite, wait_until  # noqa: E402
+from harness import Fleet, http_get, read_reply, run_suite, wait_until  # noqa: E402
 
 TESTS = []
+CUT = 100000  # bytes of a body sent before its answer is read
 GW = ["--flow-tenant", "header:X-Tenant", "--health-check-path", "none",
       "--metrics-scrape-interval", "0"]
 
@@ -345,6 +350,43 @@ def metric_value(text, name):
         if line.startswith(name + " "):
             return float(line.split()[-1])
     raise AssertionError("no " + name)
+
+
+@test
+def refused_before_the_body_is_in(opts):
+    """Over its quota, answered once its key's bytes are in, the rest of
+    the body still to come: a Content-Length remainder is read and dropped
+    and the next request on the connection answered; a chunked body's
+    answer says Connection: close and the connection closes (before: the
+    body's bytes were read as the next request)."""
+    f = Fleet(opts, 2, gw_args=GW + ["--tenant", "team-a:rpm=1"])
+    try:
+        assert send(f, "team-a")[0] == 200
+        # not an API the gateway parses: its key is its first bytes, not
+        # its whole body (a JSON one's, up to 16 MiB)
+        body = b"x" * 200000
+        head = ("POST /raw HTTP/1.1\r\nHost: x\r\nX-Tenant: team-a\r\n"
+                "Content-Type: application/octet-stream\r\n")
+        nxt = chat().encode()
+        assert len(body) < 256 * 1024  # dropped whole, not closed (boundary.h)
+        with socket.create_connection(("127.0.0.1", f.port), timeout=10) as s:
+            s.sendall((head + "Content-Length: %d\r\n\r\n" % len(body)).encode() + body[:CUT])
+            r = read_reply(s)  # before the rest is sent
+            assert r and r[0] == 429 and r[1].get("connection") != "close", r
+            s.sendall(body[CUT:])
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                      b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                      % len(nxt) + nxt)
+            r = read_reply(s)
+            assert r and r[0] == 200 and json.loads(r[2])["choices"], r
+        with socket.create_connection(("127.0.0.1", f.port), timeout=10) as s:
+            s.sendall((head + "Transfer-Encoding: chunked\r\n\r\n").encode() +
+                      b"%x\r\n%s\r\n" % (CUT, body[:CUT]))
+            r = read_reply(s)
+            assert r and r[0] == 429 and r[1].get("connection") == "close", r
+            assert read_reply(s) is None, "the connection stayed open"
+    finally:
+        f.stop()
 
 
 if __name__ == "__main__":

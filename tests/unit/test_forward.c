@@ -286,6 +286,14 @@ static void test_early_client(void **state)
 	assert_false(pg_early_keeps_client(&len_over));
 	assert_false(pg_early_keeps_client(&len_huge));
 	assert_false(pg_early_keeps_client(&ch)); /* its size is unknown */
+	/* after any answer, the backend's or the gateway's own (a 429) */
+	assert_int_equal(pg_after_answer(true, false, &len1), PG_AFTER_NEXT);
+	assert_int_equal(pg_after_answer(true, false, &ch), PG_AFTER_NEXT); /* read whole */
+	assert_int_equal(pg_after_answer(true, true, &len_max), PG_AFTER_DISCARD);
+	assert_int_equal(pg_after_answer(true, true, &len_over), PG_AFTER_CLOSE);
+	assert_int_equal(pg_after_answer(true, true, &ch), PG_AFTER_CLOSE);
+	assert_int_equal(pg_after_answer(false, false, &len1), PG_AFTER_CLOSE);
+	assert_int_equal(pg_after_answer(false, true, &len1), PG_AFTER_CLOSE);
 }
 
 /* Request identity: X-Forwarded-For appended, X-Request-Id kept or made,

@@ -25,7 +25,10 @@
  * response, unless the rest of the body is read and dropped. The gateway
  * drops a Content-Length remainder of at most PG_DISCARD_MAX bytes (within
  * --body-timeout) and keeps the connection; anything else (a chunked body,
- * a larger remainder) gets "Connection: close" on the response.
+ * a larger remainder) gets "Connection: close" on the response. The same
+ * rule holds for the gateway's own answers on a kept connection (flow
+ * control's 429s, which may come before the body is read whole): every
+ * other answer of the gateway closes.
  */
 #ifndef PG_BOUNDARY_H
 #define PG_BOUNDARY_H
@@ -59,5 +62,16 @@ bool pg_reuse_ok(const struct pg_reuse *r);
  * decoder's state): true to keep the client's connection (drop the rest
  * after the response), false to close it after the response. */
 bool pg_early_keeps_client(const struct pg_frame *rest);
+
+/* What the client's connection does after a response, the backend's or
+ * the gateway's own (a 429 refusal may come before the body is read
+ * whole): owed, body bytes are still to come, rest what is left of them.
+ * The one rule for every answer that keeps a connection open. */
+enum pg_after {
+	PG_AFTER_NEXT,    /* read the next request */
+	PG_AFTER_DISCARD, /* read and drop the rest of the body first */
+	PG_AFTER_CLOSE,   /* "Connection: close" on the answer, then close */
+};
+enum pg_after pg_after_answer(bool keep_alive, bool owed, const struct pg_frame *rest);
 
 #endif /* PG_BOUNDARY_H */

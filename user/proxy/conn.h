@@ -336,9 +336,10 @@ void pg_held_release(struct pg_worker *w, struct pg_exchange *x, const struct pg
 void pg_response_end(struct pg_worker *w, struct pg_client *c);
 /* The backend failed mid-response: the client gets what was sent, then a close. */
 void pg_backend_broke(struct pg_worker *w, struct pg_client *c);
-/* Answer 429 (flow control, queue.h) with an OpenAI-style error of code
- * and msg and Retry-After; the connection goes on if the request allowed
- * it (its body was read whole). */
+/* Answer 429 (flow control, queue.h; quotas, quota.h) with an OpenAI-style
+ * error of code and msg and Retry-After; the connection goes on if the
+ * request allowed it, after the rest of its body if any is dropped, or
+ * closes (boundary.h pg_after_answer). */
 void pg_client_throttled(struct pg_worker *w, struct pg_client *c, const char *code,
                          const char *msg, unsigned retry_after_s);
 /* The client went away (EOF, reset or a failed send). */

@@ -275,23 +275,47 @@ void pg_client_answer(struct pg_worker *w, struct pg_client *c, int status, cons
 	pg_client_linger(w, c);
 }
 
+/* The client's connection once its exchange is answered (a: boundary.h
+ * pg_after_answer): the next request, after the rest of the body is read
+ * and dropped, or close. */
+static void client_after(struct pg_worker *w, struct pg_client *c, enum pg_after a)
+{
+	uint64_t left = c->x.body.remaining;
+
+	if (a == PG_AFTER_CLOSE) {
+		pg_client_linger(w, c);
+		return;
+	}
+	pg_exchange_reset(w, c);
+	c->discard_left = a == PG_AFTER_DISCARD ? left : 0;
+	c->state = a == PG_AFTER_DISCARD ? PG_C_DISCARD : PG_C_HEAD;
+	c->idle_since_ms = w->now_ms;
+	pg_sock_recv(w, &c->s);
+}
+
 void pg_client_throttled(struct pg_worker *w, struct pg_client *c, const char *code,
                          const char *msg, unsigned retry_after_s)
 {
 	struct pg_exchange *x = &c->x;
+	size_t n = 0;
+	bool owed = false;
+	enum pg_after a;
 
-	__atomic_fetch_add(&w->stats->client_errors, 1, __ATOMIC_RELAXED);
-	pg_reply_throttled(w, c, code, msg, retry_after_s, !x->keep_alive);
-	log_request(w, c, 429, PG_ALOG_GATEWAY);
-	if (!x->keep_alive) {
-		pg_client_linger(w, c);
-		return;
+	/* Refused while its body is read (its deadline, at routing: only the
+	 * key's bytes may be in): what came of it is taken, what is still to
+	 * come is owed. One that waited holds its body whole. */
+	if (c->state == PG_C_KEY) {
+		if (x->body.kind == PG_FRAME_LENGTH && !x->hold.lent)
+			n = c->in_len < x->body.remaining ? c->in_len : (size_t)x->body.remaining;
+		owed = !pg_body_take(w, c, n);
 	}
-	/* Its body was read whole: the connection goes on with the next request. */
-	pg_exchange_reset(w, c);
-	c->state = PG_C_HEAD;
-	c->idle_since_ms = w->now_ms;
-	pg_client_schedule(w, c);
+	a = pg_after_answer(x->keep_alive, owed, &x->body);
+	__atomic_fetch_add(&w->stats->client_errors, 1, __ATOMIC_RELAXED);
+	pg_reply_throttled(w, c, code, msg, retry_after_s, a == PG_AFTER_CLOSE);
+	log_request(w, c, 429, PG_ALOG_GATEWAY);
+	client_after(w, c, a);
+	if (a != PG_AFTER_CLOSE)
+		pg_client_schedule(w, c);
 }
 
 void pg_client_gone(struct pg_worker *w, struct pg_client *c)
@@ -459,7 +483,7 @@ void pg_response_end(struct pg_worker *w, struct pg_client *c)
 	struct pg_exchange *x = &c->x;
 	struct pg_upstream *u = x->up;
 	bool owed = c->state == PG_C_STREAM; /* the rest of its body is still coming */
-	bool keep = x->keep_alive;
+	enum pg_after a;
 
 	cache_verdict(w, x);
 	log_request(w, c, x->resp_status, PG_ALOG_OK);
@@ -474,18 +498,10 @@ void pg_response_end(struct pg_worker *w, struct pg_client *c)
 		upstream_close(w, x, u, false);
 	/* The client's side of an early answer was settled at its head
 	 * (boundary.h): drop the rest of the body, or close. */
-	if (owed && !pg_early_keeps_client(&x->body))
-		keep = false;
-	if (!keep) {
-		pg_client_linger(w, c);
-		return;
-	}
-	c->discard_left = owed ? x->body.remaining : 0;
-	pg_exchange_reset(w, c);
-	c->state = owed ? PG_C_DISCARD : PG_C_HEAD;
-	c->idle_since_ms = w->now_ms;
-	pg_sock_recv(w, &c->s);
-	pg_client_advance(w, c);
+	a = pg_after_answer(x->keep_alive, owed, &x->body);
+	client_after(w, c, a);
+	if (a != PG_AFTER_CLOSE)
+		pg_client_advance(w, c);
 }
 
 void pg_backend_broke(struct pg_worker *w, struct pg_client *c)

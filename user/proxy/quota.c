@@ -55,8 +55,8 @@ bool pg_quota_arrive(struct pg_worker *w, struct pg_client *c, const struct pg_r
 	         w->gw->flow->tenants.t[t].label,
 	         verdict == PG_QUOTA_OVER_TOKENS ? "tokens (TPM)" : "requests (RPM)",
 	         lim.max[verdict == PG_QUOTA_OVER_TOKENS], dur);
-	/* its body may not all be read yet: the connection ends with the answer */
-	x->keep_alive = false;
+	/* (its body may not all be read yet: pg_client_throttled drops the rest
+	 * or closes, boundary.h) */
 	pg_client_throttled(w, c, "rate_limit_exceeded", msg, pg_quota_retry_after(v.retry_ms));
 	return false;
 }
