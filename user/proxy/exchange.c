@@ -101,7 +101,8 @@ static void release_slot(struct pg_worker *w, struct pg_exchange *x)
 static uint8_t rec_text(char *dst, size_t cap, const char *t, size_t n)
 {
 	n = n < cap ? n : cap;
-	memcpy(dst, t, n);
+	if (n) /* t may be NULL when empty (no request line read) */
+		memcpy(dst, t, n);
 	return (uint8_t)n;
 }
 
