@@ -258,7 +258,8 @@ def keepalive_bodies_and_resumption(opts):
                                 server_hostname="gw.test", session=sess)
             assert s.session_reused, version
             s.close()
-        assert metric(f, "prefixgate_tls_handshakes_total", side="clients", resumed="true") >= 2
+        assert wait_until(lambda: metric(  # counted once the client's Finished is in
+            f, "prefixgate_tls_handshakes_total", side="clients", resumed="true") >= 2, 5)
     finally:
         f.stop()
 
