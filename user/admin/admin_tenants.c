@@ -70,6 +70,22 @@ static void tenant_json(struct pg_buf *o, const struct pg_gateway *gw, unsigned 
 	pg_buf_puts(o, "}");
 }
 
+/* (a gateway makes both at start-up; a test's may have neither) */
+#define NO_TENANTS "no tenant table: flow control and quotas are not set up"
+
+static int refused(struct pg_admin_reply *r, int status, const char *msg)
+{
+	pg_buf_puts(&r->body, "{\"error\":");
+	pg_buf_json_str(&r->body, msg, strlen(msg));
+	pg_buf_puts(&r->body, "}\n");
+	return r->status = status;
+}
+
+static int bad(struct pg_admin_reply *r, const char *msg)
+{
+	return refused(r, 400, msg);
+}
+
 int pg_admin_tenants_get(struct pg_gateway *gw, struct pg_admin_reply *r)
 {
 	const struct pg_quotas *q = gw->quotas;
@@ -77,7 +93,7 @@ int pg_admin_tenants_get(struct pg_gateway *gw, struct pg_admin_reply *r)
 	bool first = true;
 
 	if (!q || !gw->flow)
-		return r->status = 503;
+		return refused(r, 503, NO_TENANTS);
 	pg_buf_puts(&r->body, "{\"quota\":{");
 	limit_json(&r->body, "rpm", LOAD(&q->def.max[PG_QUOTA_REQUESTS]), false);
 	limit_json(&r->body, "tpm", LOAD(&q->def.max[PG_QUOTA_TOKENS]), true);
@@ -102,14 +118,6 @@ int pg_admin_tenants_get(struct pg_gateway *gw, struct pg_admin_reply *r)
 	return r->status = 200;
 }
 
-static int bad(struct pg_admin_reply *r, const char *msg)
-{
-	pg_buf_puts(&r->body, "{\"error\":");
-	pg_buf_json_str(&r->body, msg, strlen(msg));
-	pg_buf_puts(&r->body, "}\n");
-	return r->status = 400;
-}
-
 int pg_admin_tenant_put(struct pg_gateway *gw, struct pg_str name, const char *body, size_t len,
                         struct pg_admin_reply *r)
 {
@@ -119,7 +127,7 @@ int pg_admin_tenant_put(struct pg_gateway *gw, struct pg_str name, const char *b
 	int t;
 
 	if (!gw->quotas || !gw->flow)
-		return r->status = 503;
+		return refused(r, 503, NO_TENANTS);
 	if (!name.len || name.len > PG_FLOW_LABEL_MAX)
 		return bad(r, "not a tenant's name (1-23 of A-Z a-z 0-9 . _ : @ -)");
 	memcpy(nm, name.p, name.len);
