@@ -569,7 +569,7 @@ def node_openai_sdk(opts):
     f = tls_fleet(opts, pki)
     script = """
 const OpenAI = require('openai');
-const c = new OpenAI({baseURL: 'https://localhost:%d/v1', apiKey: 'sk-test'});
+const c = new OpenAI({baseURL: 'https://127.0.0.1:%d/v1', apiKey: 'sk-test'});
 (async () => {
   const r = await c.completions.create({model: 'm', prompt: 'hello', max_tokens: 3});
   let text = '';

@@ -93,7 +93,7 @@ def user_under_the_units_settings(opts):
         assert wait_until(lambda: os.path.exists(inside) and
                           '"status":200' in open(inside).read(), 5), f.log()[-2000:]
         # ExecReload: --check with the same options and settings, then SIGHUP
-        check = ["nsenter", "--target", str(f.gw.pid), "--mount", "--wd", "--"] + priv + \
+        check = ["nsenter", "--target", str(f.gw.pid), "--mount", "--root", "--wd", "--"] + priv + \
             f.gw.args[len(unit_dirs_wrap() + priv):] + ["--check"]
         r = run(check)
         assert r.returncode == 0 and "the configuration is valid" in r.stdout, r
