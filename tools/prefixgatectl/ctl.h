@@ -112,6 +112,13 @@ bool ctl_url_encode(const char *s, char *out, size_t cap, size_t *n);
  * buf (printable ASCII only). */
 const char *ctl_api_error(const struct ctl_http_resp *r, char *buf, size_t cap);
 
+struct pg_json;
+
+/* The string member name of obj into buf (cap bytes, NUL-terminated; ""
+ * if absent or not a string). */
+const char *ctl_json_get_str(const struct pg_json *js, uint32_t obj, const char *name, char *buf,
+                             size_t cap);
+
 /* ---- source.c ------------------------------------------------------------ */
 
 struct ctl_backend {

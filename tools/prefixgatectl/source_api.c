@@ -62,10 +62,9 @@ static bool flag(const struct pg_json *js, uint32_t obj, const char *name)
 	return v >= 0 && js->tok[v].type == PG_JSON_TRUE;
 }
 
-/* The string member name of obj into buf (cap bytes, NUL-terminated; ""
- * if absent or not a string). */
-static const char *str(const struct pg_json *js, uint32_t obj, const char *name, char *buf,
-                       size_t cap)
+/* (ctl.h) */
+const char *ctl_json_get_str(const struct pg_json *js, uint32_t obj, const char *name, char *buf,
+                             size_t cap)
 {
 	int64_t v = pg_json_find(js, obj, name, strlen(name));
 	size_t n = 0;
@@ -134,14 +133,14 @@ int ctl_parse_pools_json(const char *body, size_t len, struct ctl_snapshot *s, c
 			goto out;
 		}
 		memset(c, 0, sizeof(*c));
-		str(&js, k, "name", c->name, sizeof(c->name));
+		ctl_json_get_str(&js, k, "name", c->name, sizeof(c->name));
 		c->catch_all = flag(&js, k, "catch_all");
 		list(&js, k, "models", c->models, sizeof(c->models), &c->nmodels);
 		list(&js, k, "paths", c->paths, sizeof(c->paths), &c->npaths);
 		c->members = (uint32_t)num(&js, k, "backends");
 		c->ring_generation = (uint64_t)num(&js, k, "ring_generation");
 		c->remapped = real(&js, k, "remapped_ratio");
-		str(&js, (uint32_t)rt, "RoutingStrategy", st, sizeof(st));
+		ctl_json_get_str(&js, (uint32_t)rt, "RoutingStrategy", st, sizeof(st));
 		{
 			enum pg_strategy e = PG_STRATEGY_PREFIX_AWARE;
 
@@ -204,19 +203,19 @@ int ctl_parse_backends_json(const char *body, size_t len, struct ctl_snapshot *s
 			goto out;
 		}
 		memset(c, 0, sizeof(*c));
-		str(&js, k, "address", c->addr, sizeof(c->addr));
-		str(&js, k, "name", c->name, sizeof(c->name));
+		ctl_json_get_str(&js, k, "address", c->addr, sizeof(c->addr));
+		ctl_json_get_str(&js, k, "name", c->name, sizeof(c->name));
 		c->id = (unsigned)num(&js, k, "id");
 		/* the gateway's own word; a name's state; else (an older
 		 * gateway) from its flags */
-		if (!str(&js, k, "health", c->health, sizeof(c->health))[0] &&
-		    !str(&js, k, "state", c->health, sizeof(c->health))[0])
+		if (!ctl_json_get_str(&js, k, "health", c->health, sizeof(c->health))[0] &&
+		    !ctl_json_get_str(&js, k, "state", c->health, sizeof(c->health))[0])
 			snprintf(c->health, sizeof(c->health), "%s",
 			         flag(&js, k, "draining")  ? "draining"
 			         : flag(&js, k, "healthy") ? "up"
 			                                   : "down");
 		c->healthy = flag(&js, k, "healthy");
-		c->pool = pool_index(s, str(&js, k, "pool", pool, sizeof(pool)));
+		c->pool = pool_index(s, ctl_json_get_str(&js, k, "pool", pool, sizeof(pool)));
 		c->in_flight = (int32_t)num(&js, k, "in_flight");
 		c->epoch = (uint32_t)num(&js, k, "epoch");
 		c->failures = (uint64_t)(num(&js, k, "failures") > 0 ? num(&js, k, "failures") : 0);

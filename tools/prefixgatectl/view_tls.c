@@ -10,22 +10,6 @@
 #include "ctl.h"
 #include "lib/json.h"
 
-/* The string member name of obj ("" if absent) into buf. */
-static const char *str(const struct pg_json *js, uint32_t obj, const char *name, char *buf,
-                       size_t cap)
-{
-	int64_t v = pg_json_find(js, obj, name, strlen(name));
-	size_t n = 0;
-
-	if (v >= 0 && js->tok[v].type == PG_JSON_STRING) {
-		n = pg_json_str_copy(js, (uint32_t)v, buf, cap - 1);
-		if (n > cap - 1)
-			n = cap - 1;
-	}
-	buf[n] = 0;
-	return buf;
-}
-
 static int64_t num(const struct pg_json *js, uint32_t obj, const char *name)
 {
 	int64_t v = pg_json_find(js, obj, name, strlen(name)), x = 0;
@@ -53,8 +37,9 @@ static void expiry(FILE *out, const struct pg_json *js, uint32_t cert)
 	if (na < 0)
 		return;
 	in_s = (long long)num(js, (uint32_t)na, "in_s");
-	fprintf(out, ", expires %s (%s%lld day%s%s)", str(js, (uint32_t)na, "at", at, sizeof(at)),
-	        in_s < 0 ? "" : "in ", (in_s < 0 ? -in_s : in_s) / 86400,
+	fprintf(out, ", expires %s (%s%lld day%s%s)",
+	        ctl_json_get_str(js, (uint32_t)na, "at", at, sizeof(at)), in_s < 0 ? "" : "in ",
+	        (in_s < 0 ? -in_s : in_s) / 86400,
 	        (in_s < 0 ? -in_s : in_s) / 86400 == 1 ? "" : "s", in_s < 0 ? " ago" : "");
 }
 
@@ -69,19 +54,20 @@ static void lines(FILE *out, const struct pg_json *js)
 	fputs("listeners ", out);
 	for (k = pg_json_first((uint32_t)ls), n = 0; ls >= 0 && n < js->tok[ls].size;
 	     k = js->tok[k].next, n++)
-		fprintf(out, "%s %s (%s)", n ? "," : "", str(js, k, "address", a, sizeof(a)),
-		        str(js, k, "scheme", b, sizeof(b)));
+		fprintf(out, "%s %s (%s)", n ? "," : "",
+		        ctl_json_get_str(js, k, "address", a, sizeof(a)),
+		        ctl_json_get_str(js, k, "scheme", b, sizeof(b)));
 	if (cs >= 0 && js->tok[cs].size)
 		fprintf(out, "; TLS %s and up, generation %lld",
-		        str(js, 0, "min_version", a, sizeof(a)),
+		        ctl_json_get_str(js, 0, "min_version", a, sizeof(a)),
 		        (long long)num(js, 0, "generation"));
 	fputc('\n', out);
 	for (k = pg_json_first((uint32_t)cs), n = 0; cs >= 0 && n < js->tok[cs].size;
 	     k = js->tok[k].next, n++) {
 		int64_t names = member(js, k, "names", PG_JSON_ARRAY);
 
-		fprintf(out, "cert       %s: %s", str(js, k, "cert", a, sizeof(a)),
-		        str(js, k, "subject", b, sizeof(b)));
+		fprintf(out, "cert       %s: %s", ctl_json_get_str(js, k, "cert", a, sizeof(a)),
+		        ctl_json_get_str(js, k, "subject", b, sizeof(b)));
 		if (names >= 0 && js->tok[names].size) {
 			uint32_t j = pg_json_first((uint32_t)names), m = 0;
 
@@ -100,14 +86,15 @@ static void lines(FILE *out, const struct pg_json *js)
 	if (be >= 0 && member(js, (uint32_t)be, "subject", PG_JSON_STRING) >= 0)
 		fprintf(out,
 		        "tls        https:// backends checked against %s, our certificate %s\n",
-		        str(js, (uint32_t)be, "ca", a, sizeof(a)),
-		        str(js, (uint32_t)be, "subject", b, sizeof(b)));
+		        ctl_json_get_str(js, (uint32_t)be, "ca", a, sizeof(a)),
+		        ctl_json_get_str(js, (uint32_t)be, "subject", b, sizeof(b)));
 	else if (be >= 0)
 		fprintf(out, "tls        https:// backends checked against %s\n",
-		        str(js, (uint32_t)be, "ca", a, sizeof(a)));
+		        ctl_json_get_str(js, (uint32_t)be, "ca", a, sizeof(a)));
 	if (num(js, 0, "refused"))
 		fprintf(out, "reloads    %lld refused, the last: %s\n",
-		        (long long)num(js, 0, "refused"), str(js, 0, "last_error", a, sizeof(a)));
+		        (long long)num(js, 0, "refused"),
+		        ctl_json_get_str(js, 0, "last_error", a, sizeof(a)));
 }
 
 void ctl_view_tls(FILE *out, const struct ctl_opts *o, const struct ctl_http_resp *tls)
