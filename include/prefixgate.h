@@ -239,8 +239,10 @@ struct pg_backend {
 	 * it has begun (user/router/work.h pg_work_begun). */
 	__u32 takes;
 	__u32 takes_at_scrape;
-	__u32 pad2;
-	__u32 pad3;
+	/* Flow control: a request sent to it to learn its speed (its speed not
+	 * measured) was cut at its deadline; no other is sent there to learn
+	 * it before this CLOCK_MONOTONIC ms (user/router/route.c explore). */
+	__u64 explore_after_ms;
 };
 _Static_assert(sizeof(struct pg_backend) == 224 + 8 * PG_DEC_MAX, "pg_backend layout");
 _Static_assert(sizeof(struct pg_backend) % 8 == 0, "pg_backend alignment");

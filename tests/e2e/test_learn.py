@@ -147,9 +147,41 @@ def short_deadline_after_cold_start(opts):
         for i in range(40):
             st, data, _ = send(f, chat(100, i, True), {"X-Prefixgate-Deadline-Ms": "50"})
             assert st in (200, 429), (st, data[:200])
+            assert st == 429 or data.rstrip().endswith(b"data: [DONE]"), data[-200:]
             got[st] = got.get(st, 0) + 1
         print("# 40 requests with a 50 ms deadline: %s" % got)
         assert got.get(200, 0) >= 30, got
+        quiet(f)
+    finally:
+        f.stop()
+
+
+@test
+def deadline_holds_after_sending(opts):
+    """Instances 4 times slower than the defaults (a first token in about
+    250 ms), a 50 ms deadline from a cold start, clients that stream and
+    clients that do not: every answer is a 429 (deadline_exceeded) — a
+    request sent on to learn an instance's speed is cut at its deadline,
+    its streamed head held back, never a late 200 — and an instance cut
+    while explored is tried about once a second, not with every request."""
+    slow = ["--speed", "0.25"]
+    f = Fleet(opts, 2, gw_args=QUIET + ["--strategy", "least_outstanding_requests",
+                                        "--flow-control", "--metrics-scrape-interval", "0"],
+              mock_args={0: slow, 1: slow})
+    try:
+        got, t0 = {}, time.monotonic()
+        for i in range(24):
+            st, data, s = send(f, chat(100, i, i % 2 == 0), {"X-Prefixgate-Deadline-Ms": "50"})
+            assert st == 429, (i, st, data[:200])
+            assert json.loads(data)["error"]["code"] == "deadline_exceeded", data[:200]
+            assert s < 2.0, "request %d answered after %.2f s" % (i, s)
+            got[st] = got.get(st, 0) + 1
+        elapsed = time.monotonic() - t0
+        sent = sum(b["requests"] for b in f.backends().values())
+        print("# 24 requests with a 50 ms deadline in %.1f s: %s; %d sent on" % (elapsed, got, sent))
+        assert sent >= 2, "no instance was tried"
+        assert sent <= 2 * (elapsed + 2), "%d sent on in %.1f s" % (sent, elapsed)
+        assert pool0(f)["expired"] >= sent, pool0(f)
         quiet(f)
     finally:
         f.stop()

@@ -5,7 +5,8 @@
  * over shared memory, no gateway: flow control's room in the instance's
  * own units and the engine's report of requests waiting; a deadline
  * judged only on a measured speed (an unmeasured instance is explored,
- * one request at a time); the gate holding for every strategy; an answer
+ * one request at a time, and after a cut at its deadline only once the
+ * backoff is over); the gate holding for every strategy; an answer
  * that does not stream keeping its work queued until its head, unless its
  * speed is measured; what an instance's cache keeps, learned from its
  * answers (a per-slot cache's bound in conversations, then no holder past
@@ -214,6 +215,52 @@ static void test_deadline_explores(void **state)
 	assert_true(ch.late);
 }
 
+/* A request sent to explore an instance, cut at its deadline (no first
+ * token by then): nothing learned, and the instance is explored again only
+ * PG_LOAD_EXPLORE_BACKOFF_MS later; a cut on a measured instance, or of a
+ * slot's previous member, holds nothing back. */
+static void test_cut_explore_backoff(void **state)
+{
+	struct pg_backend *b;
+	struct pg_key key = {.tokens = 100};
+	struct pg_choice ch;
+	struct pg_load_ticket t = {0};
+	const uint64_t ms = 1000000;
+	uint64_t before;
+
+	(void)state;
+	teardown(NULL);
+	assert_int_equal(setup_n(1, PG_STRATEGY_LEAST_OUTSTANDING), 0);
+	b = &maps.backends[1];
+	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch), 1);
+	pg_load_take(&r, 1, 100, &t, now_ns);
+	now_ns += 50 * ms;
+	pg_load_cut(&r, &t, now_ns / ms);
+	assert_false(pg_load_pending(&t));
+	assert_int_equal(b->prefill_reqs, 0);
+	assert_false(pg_work_measured(b));
+	/* judged on the defaults until the backoff is over */
+	now_ns += (PG_LOAD_EXPLORE_BACKOFF_MS - 1) * ms;
+	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch), 0);
+	assert_true(ch.late);
+	now_ns += ms;
+	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch), 1);
+	assert_false(ch.late);
+	/* the slot's member changed meanwhile: the old one's cut is not its */
+	before = b->explore_after_ms;
+	pg_load_take(&r, 1, 100, &t, now_ns);
+	b->epoch++;
+	pg_load_cut(&r, &t, now_ns / ms);
+	assert_int_equal(b->explore_after_ms, before);
+	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch), 1);
+	/* measured: a cut leaves the judgement to what was measured */
+	measured(b);
+	pg_load_take(&r, 1, 100, &t, now_ns);
+	pg_load_cut(&r, &t, now_ns / ms);
+	assert_int_equal(b->explore_after_ms, before);
+	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch), 1);
+}
+
 /* An answer that does not stream: while its instance's speed is not
  * measured, its work stays queued until its head or
  * PG_LOAD_UNMEASURED_SLACK times its predicted first token (never at a
@@ -378,6 +425,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_room_engine_waiting, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_gate_every_strategy, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_deadline_explores, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_cut_explore_backoff, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_answer_keeps_its_work, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_answer_begun, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_capacity_slots, setup, teardown),

@@ -109,7 +109,8 @@ static void pools(const struct pg_gateway *gw, struct pg_buf *o)
 		              (unsigned long long)LOAD(&gw->maps.flow[p].enqueued));
 	pg_metrics_family(o, "prefixgate_flow_left_total", "counter",
 	                  "Requests that left the queue, by how: dispatched to an instance; 429 "
-	                  "because their deadline passed (expired), their first token was "
+	                  "because their deadline passed (expired; also counts requests sent on "
+	                  "whose first token had not come by it), their first token was "
 	                  "predicted past it (late), a request of a higher class took their "
 	                  "place (shed), or the queue was full (refused); their client went "
 	                  "(gone).");

@@ -144,6 +144,14 @@ struct pg_exchange {
 	uint32_t deadline_ms; /* the head's X-Prefixgate-Deadline-Ms; 0: none */
 	uint64_t queued_ns;   /* it began to wait (pg_now_ns, as t0_ns); 0: it did not */
 	uint32_t wait_us;     /* how long it waited in the queue */
+	/* Sent on with a deadline: its first token is due by cut_ms
+	 * (CLOCK_MONOTONIC ms; 0: none), or it is cut (proxy/deadline.h). A
+	 * streamed 2xx answer's head, as the client will get it, waits in
+	 * head_wait for its first token meanwhile: until then, a 429 can still
+	 * be the answer. */
+	uint64_t cut_ms;
+	char *head_wait;
+	size_t head_wait_len;
 	/* Prefill/decode disaggregation (pd.h): its two legs; NULL unless its
 	 * pool has a decode set. */
 	struct pg_pd_x *pd;

@@ -4,6 +4,7 @@
 #include "proxy/tracing.h"
 #include "proxy/body.h"
 #include "proxy/conn.h"
+#include "proxy/deadline.h"
 #include "proxy/pd.h"
 #include "proxy/queue.h"
 #include "proxy/quota.h"
@@ -75,6 +76,7 @@ bool pg_dispatch(struct pg_worker *w, struct pg_client *c, struct pg_route_input
 	}
 	pg_queue_charge(w, c, x->pd && x->pd->route == PG_PDR_PAIR ? &x->pd->pchoice : &x->choice);
 	pg_quota_routed(w, c, in);
+	pg_deadline_arm(w, c, in->budget_ms);
 	/* (one that waited took its body, whole, to wait with it) */
 	whole = x->queued_ns || pg_body_take(w, c, n);
 	if (x->pd)

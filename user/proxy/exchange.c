@@ -229,6 +229,7 @@ void pg_held_release(struct pg_worker *w, struct pg_exchange *x, const struct pg
 void pg_exchange_free(struct pg_worker *w, struct pg_exchange *x)
 {
 	free(x->fwd);
+	free(x->head_wait);
 	pg_hold_give(w, &x->hold);
 	free(x->kbuf);
 	pg_parse_ahead_end(w, x);

@@ -112,7 +112,7 @@ static const char *bad_text(enum pg_flow_bad b)
 	}
 }
 
-enum refusal { R_EXPIRED, R_LATE, R_SHED, R_FULL };
+enum refusal { R_EXPIRED, R_LATE, R_CUT, R_SHED, R_FULL };
 
 /* Answer a request flow control will not send on (it is out of the queue). */
 static void refuse(struct pg_worker *w, struct pg_client *c, enum refusal why, uint64_t waited_ms)
@@ -126,6 +126,9 @@ static void refuse(struct pg_worker *w, struct pg_client *c, enum refusal why, u
 	    [R_LATE] = {"deadline_exceeded",
 	                "the request's first token is predicted past its deadline",
 	                offsetof(struct pg_flow_stats, late)},
+	    [R_CUT] = {"deadline_exceeded",
+	               "the request's first token did not come by its deadline",
+	               offsetof(struct pg_flow_stats, expired)},
 	    [R_SHED] = {"shed", "sheddable request dropped for a request of a higher class",
 	                offsetof(struct pg_flow_stats, shed)},
 	    [R_FULL] = {"queue_full", "the gateway's queue is full",
@@ -346,6 +349,11 @@ void pg_queue_charge(struct pg_worker *w, struct pg_client *c, const struct pg_c
 void pg_queue_late(struct pg_worker *w, struct pg_client *c)
 {
 	refuse(w, c, R_LATE, c->x.wait_us / 1000);
+}
+
+void pg_queue_cut(struct pg_worker *w, struct pg_client *c)
+{
+	refuse(w, c, R_CUT, w->now_ms - c->x.t0_ns / 1000000);
 }
 
 void pg_queue_leave(struct pg_worker *w, struct pg_client *c)

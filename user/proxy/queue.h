@@ -70,6 +70,10 @@ void pg_queue_charge(struct pg_worker *w, struct pg_client *c, const struct pg_c
  * (choice.late). Answered 429. */
 void pg_queue_late(struct pg_worker *w, struct pg_client *c);
 
+/* It was sent on and its first token did not come by its deadline
+ * (proxy/deadline.h): answered 429, counted as expired. */
+void pg_queue_cut(struct pg_worker *w, struct pg_client *c);
+
 /* It leaves the queue without being served (its exchange is reset: the
  * client went away, the gateway stops). */
 void pg_queue_leave(struct pg_worker *w, struct pg_client *c);

@@ -126,7 +126,8 @@ static size_t route_header(struct pg_worker *w, const struct pg_exchange *x, cha
 
 /* The response head for the client (forward.h), with our Connection. */
 static void forward_response_head(struct pg_worker *w, struct pg_client *c,
-                                  const struct pg_http_response *resp, const char *h, size_t n)
+                                  const struct pg_http_response *resp, const char *h, size_t n,
+                                  bool hold)
 {
 	struct pg_exchange *x = &c->x;
 	char *out = NULL;
@@ -162,7 +163,24 @@ static void forward_response_head(struct pg_worker *w, struct pg_client *c,
 		pg_bytes_append(&out, &len, &cap, "\r\n", 2);
 	}
 	x->resp_bytes += len; /* the head as the client gets it */
+	if (hold) {           /* until its first token (deadline.h) */
+		x->head_wait = out;
+		x->head_wait_len = len;
+		return;
+	}
 	pg_sock_queue(w, &c->s, out, len, -1, true);
+}
+
+/* A head held for the first token (deadline.h) goes out, before any byte
+ * of the body. */
+static void release_head(struct pg_worker *w, struct pg_client *c)
+{
+	struct pg_exchange *x = &c->x;
+
+	if (!x->head_wait)
+		return;
+	pg_sock_queue(w, &c->s, x->head_wait, x->head_wait_len, -1, true);
+	x->head_wait = NULL;
 }
 
 /* Where a response body's data goes besides the client's socket (frame.h
@@ -307,7 +325,11 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 	u->state = pg_response_frame(&resp, &u->frame) ? PG_U_DONE : PG_U_BODY;
 	if (resp.body == PG_BODY_EOF)
 		x->keep_alive = false; /* the close is the end of the body */
-	forward_response_head(w, c, &resp, p, (size_t)n);
+	/* a streamed answer with a deadline and no token yet: its head waits
+	 * for one, so that a 429 can still answer it (deadline.h) */
+	forward_response_head(w, c, &resp, p, (size_t)n,
+	                      x->cut_ms && x->key.stream && resp.status < 300 && !x->head_method &&
+	                          u->state == PG_U_BODY && len == (size_t)n);
 	if (u->state == PG_U_DONE)
 		pg_client_schedule(w, c);
 	/* Body bytes that came with the head: the first token among them. */
@@ -350,6 +372,8 @@ bool pg_upstream_input(struct pg_worker *w, struct pg_upstream *u, char *data, s
 
 		if (first)
 			pg_exchange_first_token(w, u->c, &u->c->x.load, pg_now_ns());
+		if (u->c)
+			release_head(w, u->c);
 		kept = forward_body(w, u, data, len, bid);
 		if (u->dp && !u->s.closed) {
 			if (first && u->state == PG_U_BODY)
@@ -382,6 +406,7 @@ void pg_upstream_ended(struct pg_worker *w, struct pg_upstream *u, int err)
 		pg_upstream_close(w, u);
 		return;
 	}
+	release_head(w, c); /* what came of the answer, as it came */
 	if (u->dp && !err)
 		pg_dp_sync(w, u); /* the redirected bytes may complete the body */
 	if (u->state == PG_U_DONE)

@@ -28,6 +28,7 @@
 #include <poll.h>
 #include "datapath/datapath.h"
 #include "proxy/body.h"
+#include "proxy/deadline.h"
 #include "proxy/queue.h"
 #include "state/flowctl.h"
 #include "sys/lifecycle.h"
@@ -436,10 +437,13 @@ static void *worker_main(void *arg)
 	while (!__atomic_load_n(&w->gw->stop, __ATOMIC_RELAXED)) {
 		struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = 100 * 1000000};
 		struct io_uring_cqe *cqe;
-		unsigned head, n = 0, wait_ms = pg_dp_next_ms(w), q_ms = pg_queue_next_ms(w);
+		unsigned head, n = 0, wait_ms = pg_dp_next_ms(w), q_ms = pg_queue_next_ms(w),
+		               cut_ms = pg_deadline_next_ms(w);
 
 		if (q_ms < wait_ms)
 			wait_ms = q_ms; /* a waiting request's deadline */
+		if (cut_ms < wait_ms)
+			wait_ms = cut_ms; /* a sent request's deadline */
 		if (wait_ms < 100)
 			ts.tv_nsec = (long long)wait_ms * 1000000;
 		pg_bufs_post(w);
@@ -465,6 +469,8 @@ static void *worker_main(void *arg)
 			pg_hotbufs_tick(&w->hot);
 			w->flow_run = true; /* deadlines; and room nobody announced */
 		}
+		if (pg_deadline_next_ms(w) == 0)
+			pg_deadline_run(w);
 		if (w->flow_run || w->flow_kicked || pg_queue_next_ms(w) == 0)
 			pg_queue_run(w);
 		pg_worker_run(w);

@@ -123,7 +123,11 @@ struct pg_worker {
 	 * (room was made here). */
 	struct pg_flow_q *fq[PG_MAX_POOLS];
 	bool flow_run;
-	bool flow_kicked;          /* another worker woke this one (its eventfd polled readable) */
+	bool flow_kicked; /* another worker woke this one (its eventfd polled readable) */
+	/* The earliest deadline of a request of this worker's sent on and not
+	 * yet given its first token (proxy/deadline.h; 0: none). It may be
+	 * early: a run that finds nothing due sets the next. */
+	uint64_t cut_next_ms;
 	struct pg_tls_worker *tls; /* TLS connections (proxy/tls.h); NULL: no TLS */
 	char err[256];
 };

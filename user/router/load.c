@@ -57,6 +57,18 @@ void pg_load_drop(const struct pg_router *r, struct pg_load_ticket *t)
 		pg_work_drop(&r->maps->backends[t->backend], &t->w);
 }
 
+void pg_load_cut(const struct pg_router *r, struct pg_load_ticket *t, uint64_t now_ms)
+{
+	struct pg_backend *b = &r->maps->backends[t->backend];
+
+	if (!t->w.sent_ns)
+		return;
+	pg_load_drop(r, t);
+	if (!t->measured && LOAD(&b->epoch) == t->epoch)
+		__atomic_store_n(&b->explore_after_ms, now_ms + PG_LOAD_EXPLORE_BACKOFF_MS,
+		                 __ATOMIC_RELAXED);
+}
+
 /* s's fit (under s->mu), for the member of b's slot with epoch: a new
  * member starts from what the others do (its pool's speed, or the
  * defaults). */

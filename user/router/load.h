@@ -122,6 +122,19 @@ void pg_load_answered(const struct pg_router *r, struct pg_load_ticket *t, uint6
  * Returns whether it left. */
 bool pg_load_due(const struct pg_router *r, struct pg_load_ticket *t, uint64_t now_ms);
 
+/* A request sent to learn an instance's speed (not measured) that a
+ * deadline cut (proxy/deadline.h) is not followed by another sent there to
+ * learn it for this long (router/route.c explore): a slow instance is
+ * tried about once a second, not with every request. */
+#define PG_LOAD_EXPLORE_BACKOFF_MS 1000
+
+/* Its attempt was cut at its deadline, before its first token, at now_ms:
+ * it leaves the queue with nothing learned (its first token is not known,
+ * only that it is later), and if its backend's speed was not measured when
+ * it was taken, PG_LOAD_EXPLORE_BACKOFF_MS pass before that backend is
+ * explored again. No-op for a ticket never taken. */
+void pg_load_cut(const struct pg_router *r, struct pg_load_ticket *t, uint64_t now_ms);
+
 /* It leaves the queue with nothing learned (no first token seen). No-op if
  * not pending. */
 static inline bool pg_load_pending(const struct pg_load_ticket *t)

@@ -210,12 +210,15 @@ size_t pg_route_key_window(const struct pg_route_cfg *rc)
 	return pg_key_window(pg_route_blocks(rc), rc->prefix_length);
 }
 
-/* Backend b's speed is not measured and nothing of the fleet's is queued
- * on it: a request with a deadline goes, whatever the defaults predict. */
-static bool explore(const struct pg_backend *b)
+/* Backend b's speed is not measured, nothing of the fleet's is queued on
+ * it and no request sent there to learn it was cut at its deadline lately
+ * (router/load.h pg_load_cut): a request with a deadline goes, whatever
+ * the defaults predict. */
+static bool explore(const struct pg_backend *b, uint64_t now_ms)
 {
 	return !pg_work_measured(b) && !__atomic_load_n(&b->prefill_reqs, __ATOMIC_RELAXED) &&
-	       !__atomic_load_n(&b->peer_prefill_reqs, __ATOMIC_RELAXED);
+	       !__atomic_load_n(&b->peer_prefill_reqs, __ATOMIC_RELAXED) &&
+	       now_ms >= __atomic_load_n(&b->explore_after_ms, __ATOMIC_RELAXED);
 }
 
 /* The chain hash of the prefix the chosen one is believed to hold beyond
@@ -265,7 +268,7 @@ uint16_t pg_route_key(const struct pg_router *r, unsigned worker, unsigned pool,
 	 * yet is explored, one request at a time, so that it is (a prediction
 	 * from the defaults could refuse every request, and nothing would
 	 * ever be measured) */
-	choice->late = id && budget_ms && !explore(&r->maps->backends[id]) &&
+	choice->late = id && budget_ms && !explore(&r->maps->backends[id], now) &&
 	               predicted_ttft(r, ca, key, choice, id, now) > budget_ms;
 	if (choice->late)
 		return 0;
