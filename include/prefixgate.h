@@ -243,8 +243,14 @@ struct pg_backend {
 	 * measured) was cut at its deadline; no other is sent there to learn
 	 * it before this CLOCK_MONOTONIC ms (user/router/route.c explore). */
 	__u64 explore_after_ms;
+	/* While its speed is not measured (no stream's first token): its
+	 * answers that did not stream as a fit of their whole time against
+	 * the queue each joined, a bound on its first tokens a deadline is
+	 * judged on (user/router/route.c); 0: none yet. Written as fit_*. */
+	__u32 bound_rate;        /* tokens per second */
+	__u32 bound_overhead_us; /* fixed part */
 };
-_Static_assert(sizeof(struct pg_backend) == 224 + 8 * PG_DEC_MAX, "pg_backend layout");
+_Static_assert(sizeof(struct pg_backend) == 232 + 8 * PG_DEC_MAX, "pg_backend layout");
 _Static_assert(sizeof(struct pg_backend) % 8 == 0, "pg_backend alignment");
 
 /*

@@ -261,6 +261,55 @@ static void test_cut_explore_backoff(void **state)
 	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch), 1);
 }
 
+/* Answers that do not stream, each sent to an idle instance no stream has
+ * measured, bound its first tokens: once PG_FIT_OWN_MIN of them came within
+ * 30 ms, a request with a 50 ms deadline goes there behind another (not
+ * one at a time, to explore); answers of 200 ms bound nothing below it. */
+static void test_answer_bound_deadline(void **state)
+{
+	struct pg_backend *b;
+	struct pg_key key = {.tokens = 100};
+	struct pg_load_ticket t = {0}, ahead = {0};
+	struct pg_choice ch;
+	const uint64_t ms = 1000000;
+
+	(void)state;
+	teardown(NULL);
+	assert_int_equal(setup_n(1, PG_STRATEGY_LEAST_OUTSTANDING), 0);
+	b = &maps.backends[1];
+	assert_non_null(r.speeds = pg_speeds_new());
+	for (unsigned i = 0; i < PG_FIT_OWN_MIN; i++) {
+		assert_int_equal(b->bound_rate, 0);
+		pg_load_take(&r, 1, 100, &t, now_ns);
+		now_ns += 30 * ms;
+		pg_load_answered(&r, &t, now_ns);
+		pg_load_drop(&r, &t);
+	}
+	assert_int_not_equal(b->bound_rate, 0);
+	assert_false(pg_work_measured(b));
+	pg_load_take(&r, 1, 100, &ahead, now_ns);
+	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch), 1);
+	assert_false(ch.late);
+	/* a bound not measured within the deadline: the defaults judge it */
+	pg_load_drop(&r, &ahead);
+	pg_speeds_free(r.speeds);
+	r.speeds = pg_speeds_new();
+	b->bound_rate = 0;
+	for (unsigned i = 0; i < PG_FIT_OWN_MIN; i++) {
+		pg_load_take(&r, 1, 100, &t, now_ns);
+		now_ns += 200 * ms;
+		pg_load_answered(&r, &t, now_ns);
+		pg_load_drop(&r, &t);
+	}
+	assert_int_not_equal(b->bound_rate, 0);
+	pg_load_take(&r, 1, 100, &ahead, now_ns);
+	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch), 0);
+	assert_true(ch.late);
+	pg_load_drop(&r, &ahead);
+	pg_speeds_free(r.speeds);
+	r.speeds = NULL;
+}
+
 /* An answer that does not stream: while its instance's speed is not
  * measured, its work stays queued until its head or
  * PG_LOAD_UNMEASURED_SLACK times its predicted first token (never at a
@@ -426,6 +475,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_gate_every_strategy, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_deadline_explores, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cut_explore_backoff, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_answer_bound_deadline, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_answer_keeps_its_work, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_answer_begun, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_capacity_slots, setup, teardown),

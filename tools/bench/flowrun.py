@@ -299,8 +299,10 @@ def access(path, tenants, scale):
     """Per tenant (by X-Request-Id), from the access log: lines, statuses,
     requests dispatched to an instance and refused 429, their wait in the
     gateway (model ms: mean, p50, p99, max) and, with a deadline, those
-    dispatched after it (queue_us + route_us > its deadline in wall us) and
-    the latest dispatch against the deadline; refused_short: its 429s
+    dispatched after it (queue_us + route_us > its deadline in wall us),
+    its 200s whose first token came after it by the gateway's clock (late_200:
+    ttft_us, from its first byte) and the latest dispatch against the
+    deadline; refused_short: its 429s
     logged with less than half the bytes in of any of its dispatched
     requests (refused before their bodies were read whole). headless: the lines of no
     request id and no method, by status (what the gateway parsed as a
@@ -315,7 +317,7 @@ def access(path, tenants, scale):
     route_us is the time from first byte to dispatch either way."""
     ids = {request_id(t): t for t in tenants}
     per = {t["name"]: {"lines": 0, "status": {}, "dispatched": 0, "refused_429": 0,
-                       "waits": [], "past_deadline": 0, "latest_vs_deadline": None,
+                       "waits": [], "past_deadline": 0, "late_200": 0, "latest_vs_deadline": None,
                        "route_wrapped": 0, "bytes_429": [], "bytes_min": None}
            for t in tenants}
     other, headless = 0, {}
@@ -353,6 +355,7 @@ def access(path, tenants, scale):
                     limit = wall_ms(t["deadline_ms"], scale) * 1000.0
                     used = x["queue_us"] + route
                     d["past_deadline"] += used > limit
+                    d["late_200"] += x["status"] == 200 and x["ttft_us"] > limit
                     v = used / limit
                     if d["latest_vs_deadline"] is None or v > d["latest_vs_deadline"]:
                         d["latest_vs_deadline"] = v

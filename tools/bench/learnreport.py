@@ -250,11 +250,15 @@ def late_cause(r):
                      "(median %s, max %s ms)" % (
                          len(first), f0(first[len(first) // 2] if first else None), len(rest),
                          f0(rest[len(rest) // 2] if rest else None), f0(rest[-1] if rest else None)))
+    a = r.get("access") or {}
+    d = (a.get("tenants") or {}).get("D") or {}
+    if late and d.get("late_200") is not None:
+        parts.append("by the gateway's clock (its first byte to its first token) %d 200s "
+                     "late: the rest is the time between pgload and the gateway on this "
+                     "machine" % d["late_200"])
     if c.get("other_status"):
         parts.append("the others: " + ", ".join(
             "%s x%d" % (st, n) for st, n in sorted(c["other_status"].items())))
-    a = r.get("access") or {}
-    d = (a.get("tenants") or {}).get("D") or {}
     if a.get("headless"):
         parts.append("the gateway refused %s of its 429s before their bodies were whole and "
                      "logged %s lines with no method (the rest of a refused body read as a "

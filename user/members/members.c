@@ -153,6 +153,8 @@ int pg_ctl_add_one(struct pg_gateway *gw, const union pg_sockaddr *sa, const str
 	__atomic_store_n(&b->work_avg, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->ca_capacity_blocks, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->explore_after_ms, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->bound_rate, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->bound_overhead_us, 0, __ATOMIC_RELAXED);
 	/* The previous member's scraped numbers are not this one's. */
 	__atomic_store_n(&b->metrics_until_ms, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->scraped_ms, 0, __ATOMIC_RELAXED);

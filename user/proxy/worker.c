@@ -450,6 +450,10 @@ static void *worker_main(void *arg)
 		feed_starved(w); /* buffers the last turn gave back */
 		io_uring_submit_and_wait_timeout(&w->ring, &cqe, 1, &ts, NULL);
 		w->now_ms = pg_now_ms();
+		/* before this turn's completions: a first token read now came
+		 * past a deadline due by now (deadline.h) */
+		if (pg_deadline_next_ms(w) == 0)
+			pg_deadline_run(w);
 		io_uring_for_each_cqe(&w->ring, head, cqe)
 		{
 			handle_cqe(w, cqe);
@@ -469,8 +473,6 @@ static void *worker_main(void *arg)
 			pg_hotbufs_tick(&w->hot);
 			w->flow_run = true; /* deadlines; and room nobody announced */
 		}
-		if (pg_deadline_next_ms(w) == 0)
-			pg_deadline_run(w);
 		if (w->flow_run || w->flow_kicked || pg_queue_next_ms(w) == 0)
 			pg_queue_run(w);
 		pg_worker_run(w);

@@ -204,6 +204,33 @@ void pg_load_first(const struct pg_router *r, unsigned worker, struct pg_ttft_er
 		learn(r, worker, t, now_ns);
 }
 
+/* t's answer took until now_ns: its instance's bound learns it, as the
+ * time of the queue it joined (decoding apart: the bound is of the engine
+ * alone, the decoding of those ahead of it in its time). */
+static void learn_bound(const struct pg_router *r, const struct pg_load_ticket *t, uint64_t now_ns)
+{
+	struct pg_speed_slot *s = &r->speeds->slot[t->backend];
+	struct pg_backend *b = &r->maps->backends[t->backend];
+	static const struct pg_speed defaults = {PG_SPEED_OVERHEAD_DEFAULT,
+	                                         1e6 / PG_SPEED_RATE_DEFAULT, 0};
+	struct pg_speed cur;
+	uint64_t n;
+
+	pthread_mutex_lock(&s->mu);
+	if (!s->bound_live || s->bound_epoch != t->epoch) {
+		pg_fit_init(&s->bound, &defaults);
+		s->bound_epoch = t->epoch;
+		s->bound_live = true;
+	}
+	pg_fit_observe(&s->bound, now_ns / 1000000, true, t->w.ahead, 0,
+	               (double)(now_ns - t->w.sent_ns) / 1e6);
+	cur = s->bound.cur;
+	n = s->bound.n;
+	pthread_mutex_unlock(&s->mu);
+	if (n >= PG_FIT_OWN_MIN && LOAD(&b->epoch) == t->epoch)
+		pg_work_publish_bound(b, &cur);
+}
+
 void pg_load_answered(const struct pg_router *r, struct pg_load_ticket *t, uint64_t now_ns)
 {
 	struct pg_backend *b = &r->maps->backends[t->backend];
@@ -212,6 +239,8 @@ void pg_load_answered(const struct pg_router *r, struct pg_load_ticket *t, uint6
 	if (t->head_ns || !t->w.sent_ns)
 		return;
 	t->head_ns = now_ns;
+	if (r->speeds && now_ns > t->w.sent_ns)
+		learn_bound(r, t, now_ns);
 	__atomic_fetch_add(&b->firsts, 1, __ATOMIC_RELAXED); /* seen to leave */
 	pg_work_speed(b, &sp);
 	pg_work_leave(b, &t->w, (uint64_t)fmax((double)now_ns / 1e6 - sp.overhead_ms, 0));

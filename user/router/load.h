@@ -23,7 +23,9 @@
  * comes after its decode, seconds where its prefill takes milliseconds and varying with the batch,
  * which would drown the prefill in any fit (a fit of the bound it sets, tried on the trace at 0.7
  * load with instances 3 times faster than the defaults, put p99 TTFT at 7.5 times the
- * reference's, 1.4 without it).
+ * reference's, 1.4 without it). That bound is kept apart, for one use: a deadline on an
+ * instance no stream has measured is judged on it (router/route.c), where a request would
+ * otherwise be sent there only one at a time, to explore.
  */
 #ifndef PG_ROUTER_LOAD_H
 #define PG_ROUTER_LOAD_H
@@ -77,6 +79,12 @@ struct pg_speed_slot {
 	uint32_t epoch; /* the member its fit is of */
 	bool live;      /* fit initialised for epoch */
 	struct pg_fit fit;
+	/* Its answers that did not stream as a fit of their whole time
+	 * against the queue each joined: a bound on its first tokens
+	 * (pg_load_answered). */
+	uint32_t bound_epoch;
+	bool bound_live;
+	struct pg_fit bound;
 };
 
 struct pg_speeds {
@@ -113,7 +121,10 @@ void pg_load_share_speeds(const struct pg_router *r);
 
 /* The head of its answer, which did not stream, came at now_ns: it leaves
  * the queue if it had not (its prefill over an overhead ago at the
- * latest). */
+ * latest). Its time bounds that of a first token behind the queue it
+ * joined (pg_work_ticket.ahead): learned into the instance's bound
+ * (pg_backend.bound_*, published from PG_FIT_OWN_MIN answers on), which a
+ * deadline is judged on while no stream has measured its speed. */
 void pg_load_answered(const struct pg_router *r, struct pg_load_ticket *t, uint64_t now_ns);
 
 /* A ticket of an answer that does not stream, at now_ms (the workers'

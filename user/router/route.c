@@ -246,6 +246,22 @@ static double predicted_ttft(const struct pg_router *r, bool ca, const struct pg
 	                        pg_work_decoding(b));
 }
 
+/* key's first token at id is due past budget_ms by what was measured of
+ * id: its speed; where no stream measured it, the bound its answers set
+ * (its queue and key's whole prompt at that bound: a bound, not a guess);
+ * where neither, it is explored (explore) or judged on the defaults. */
+static bool late(const struct pg_router *r, bool ca, const struct pg_key *key,
+                 const struct pg_choice *choice, uint16_t id, uint64_t now_ms, uint32_t budget_ms)
+{
+	const struct pg_backend *b = &r->maps->backends[id];
+	struct pg_speed sp;
+
+	if (!pg_work_measured(b) && pg_work_bound(b, &sp) &&
+	    pg_speed_predict(&sp, pg_work_queued(b, &sp, now_ms) + key->tokens, 0) <= budget_ms)
+		return false;
+	return !explore(b, now_ms) && predicted_ttft(r, ca, key, choice, id, now_ms) > budget_ms;
+}
+
 uint16_t pg_route_key(const struct pg_router *r, unsigned worker, unsigned pool, struct pg_key *key,
                       const struct pg_key_blocks *kb, const struct pg_idset *exclude, uint64_t rnd,
                       uint32_t budget_ms, struct pg_choice *choice)
@@ -264,12 +280,11 @@ uint16_t pg_route_key(const struct pg_router *r, unsigned worker, unsigned pool,
 	ca = pg_route_blocks(&rc) && kb;
 	id = choose(r, pool, &rc, key, ca ? kb : NULL, ex, now, rnd, choice);
 	choice->pool = (uint8_t)pool;
-	/* a deadline is judged on a measured speed: an instance not measured
+	/* a deadline is judged on what was measured: an instance not measured
 	 * yet is explored, one request at a time, so that it is (a prediction
 	 * from the defaults could refuse every request, and nothing would
 	 * ever be measured) */
-	choice->late = id && budget_ms && !explore(&r->maps->backends[id], now) &&
-	               predicted_ttft(r, ca, key, choice, id, now) > budget_ms;
+	choice->late = id && budget_ms && late(r, ca, key, choice, id, now, budget_ms);
 	if (choice->late)
 		return 0;
 	if (worker == PG_ROUTE_DRY || !id)

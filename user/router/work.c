@@ -211,6 +211,12 @@ void pg_work_publish_speed(struct pg_backend *b, const struct pg_speed *sp)
 	STORE(&b->fit_rate, (uint32_t)fmax(fmin(1e6 / sp->ms_per_ktok, UINT32_MAX), 1));
 }
 
+void pg_work_publish_bound(struct pg_backend *b, const struct pg_speed *sp)
+{
+	STORE(&b->bound_overhead_us, (uint32_t)fmin(sp->overhead_ms * 1000, UINT32_MAX));
+	STORE(&b->bound_rate, (uint32_t)fmax(fmin(1e6 / sp->ms_per_ktok, UINT32_MAX), 1));
+}
+
 unsigned pg_work_median_speed(const struct pg_backend *table, unsigned max_id, uint32_t pool,
                               struct pg_speed *out)
 {

@@ -267,6 +267,24 @@ static inline double pg_work_queued(const struct pg_backend *b, const struct pg_
 	return q;
 }
 
+/* What b's answers that did not stream bound its first tokens by
+ * (pg_backend.bound_*): false while none is published. */
+static inline bool pg_work_bound(const struct pg_backend *b, struct pg_speed *out)
+{
+	const uint32_t rate = PG_WORK_LOAD(&b->bound_rate);
+
+	if (!rate)
+		return false;
+	out->ms_per_ktok = 1e6 / rate;
+	out->overhead_ms = PG_WORK_LOAD(&b->bound_overhead_us) / 1000.0;
+	out->ms_per_decode = 0;
+	return true;
+}
+
+/* sp into b's published bound (pg_backend.bound_*, as pg_work_bound reads
+ * it). */
+void pg_work_publish_bound(struct pg_backend *b, const struct pg_speed *sp);
+
 /* sp into b's published speed (pg_backend.fit_*, as pg_work_speed reads
  * it): an instance's own fit from PG_FIT_OWN_MIN first tokens on, its
  * pool's median before. */
