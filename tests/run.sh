@@ -76,6 +76,7 @@ for suite in "$@"; do
 	     run_tap "e2e/quota-bpf" $E/test_quota.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/learn-shm" $E/test_learn.py --build "$BUILD" --mode shm
 	     run_tap "e2e/learn-bpf" $E/test_learn.py --build "$BUILD" --mode bpf
+	     run_tap "e2e/replay-shm" $E/test_replay.py --build "$BUILD" --mode shm
 	     run_tap "e2e/otel-shm" $E/test_otel.py --build "$BUILD" --mode shm
 	     run_tap "e2e/otel-bpf" $E/test_otel.py --build "$BUILD" --mode bpf
 	     run_tap "e2e/pd-shm" $E/test_pd.py --build "$BUILD" --mode shm
@@ -103,6 +104,8 @@ for suite in "$@"; do
 		python3 tests/e2e/e2e.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/hostile" \
 		python3 tests/e2e/test_hostile.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
+		run_tap "e2e-asan/replay" \
+		python3 tests/e2e/test_replay.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/boundary" \
 		python3 tests/e2e/test_boundary.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
 		run_tap "e2e-asan/boundary-tls" \

@@ -103,6 +103,7 @@ struct pg_gateway {
 	struct pg_pools *pools;         /* state/pools.h: model pools; NULL: the default alone */
 	struct pg_flowctl *flow;        /* state/flowctl.h: flow control; NULL: never on */
 	struct pg_quotas *quotas;       /* state/quotas.h: quotas, usage accounting */
+	struct pg_journal *journal;     /* sys/journal.h: --route-journal; NULL: off */
 	/* The routing core (router/router.h), over maps, the pools' members,
 	 * the learned speeds and the fleet's queues: pg_gateway_router. */
 	struct pg_router router;

@@ -34,6 +34,7 @@
 #include "router/capacity.h"
 #include "state/pools.h"
 #include "state/routestats.h"
+#include "sys/journal.h"
 #include "sys/lifecycle.h"
 #include "sys/log.h"
 #include "sys/otel.h"
@@ -189,6 +190,13 @@ int main(int argc, char **argv)
 		status = 2;
 		goto out_maps;
 	}
+	/* before the members: the ring's are its first lines */
+	if (cfg.route_journal &&
+	    !(gw.journal = pg_journal_open(cfg.route_journal, gw.nworkers, err, sizeof(err)))) {
+		fprintf(stderr, "prefixgate: %s\n", err);
+		status = 2;
+		goto out_maps;
+	}
 	if (pg_control_init(&gw, err, sizeof(err))) {
 		pg_error("%s", err);
 		goto out_maps;
@@ -302,8 +310,9 @@ out_workers:
 	free(gw.workers);
 	free(gw.stats);
 out_maps:
-	pg_tls_free(&gw);      /* after the workers: no connection holds it */
-	pg_datapath_fini(&gw); /* data path (datapath.c) */
+	pg_journal_close(gw.journal); /* after the workers and the control thread */
+	pg_tls_free(&gw);             /* after the workers: no connection holds it */
+	pg_datapath_fini(&gw);        /* data path (datapath.c) */
 	pg_pools_free(&gw);
 	pg_maps_close(&gw.maps);
 out_cfg:

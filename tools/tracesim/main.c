@@ -21,6 +21,7 @@ static const char usage_fmt[] =
     "                [--cache-delay MS] [--prior-speed F] [--seed N] [--spread]\n"
     "                [--no-stream] [--scrape-interval MS] [--decode-ms MS]\n"
     "                [--json FILE] [--dump FILE] [--verbose]\n"
+    "       tracesim --replay JOURNAL\n"
     "\n"
     "Replays a Mooncake-format request trace (tools/bench/data/) over N simulated\n"
     "instances (mockllm's timing model and prefix cache) in simulated time, routed by\n"
@@ -68,7 +69,11 @@ static const char usage_fmt[] =
     "  --json FILE      the figures as JSON too\n"
     "  --dump FILE      one line a request: index, prompt tokens, instance, TTFT,\n"
     "                   predicted TTFT, tokens believed cached, cached, work ahead\n"
-    "  --verbose        shares and learned speeds by instance\n";
+    "  --verbose        shares and learned speeds by instance\n"
+    "  --replay JOURNAL a gateway's --route-journal given to tracesim's routing core\n"
+    "                   at the gateway's clock (its configuration, members, keys,\n"
+    "                   first tokens, answers, ticks; no instance simulated): each\n"
+    "                   decision compared with the gateway's, exit 1 if any differs\n";
 
 static void usage(FILE *out)
 {
@@ -102,6 +107,7 @@ static int parse(int argc, char **argv, struct ts_opts *o)
 	                                   {"no-stream", 0, 0, 'N'},
 	                                   {"scrape-interval", 1, 0, 'I'},
 	                                   {"decode-ms", 1, 0, 'M'},
+	                                   {"replay", 1, 0, 'Y'},
 	                                   {"help", 0, 0, 'h'},
 	                                   {0, 0, 0, 0}};
 	unsigned i;
@@ -120,6 +126,7 @@ static int parse(int argc, char **argv, struct ts_opts *o)
 	                      .load_delay = PG_FLEET_POLL_MS,
 	                      .cache_delay = PG_FLEET_CACHE_GAP_MS,
 	                      .prior = 1,
+	                      .choices = PG_CA_CHOICES_DEFAULT,
 	                      .scrape_ms = 250};
 	for (i = 0; i <= TS_MAX_INSTANCES; i++)
 		o->speed[i] = 1;
@@ -191,6 +198,9 @@ static int parse(int argc, char **argv, struct ts_opts *o)
 		case 'M':
 			o->decode_ms = atof(optarg);
 			break;
+		case 'Y':
+			o->replay = optarg;
+			break;
 		case 'S':
 			if (sscanf(optarg, "%u:%lf", &i, &f) != 2 || i < 1 ||
 			    i > TS_MAX_INSTANCES || !(f > 0)) {
@@ -217,7 +227,7 @@ static int parse(int argc, char **argv, struct ts_opts *o)
 			return 2;
 		}
 	}
-	if (!o->trace || optind < argc) {
+	if (!o->trace == !o->replay || optind < argc) {
 		usage(stderr);
 		return 2;
 	}
@@ -282,10 +292,7 @@ static void ts_learned(const struct pg_router *r, unsigned worker, uint16_t id, 
 
 static const struct pg_router_out ts_out = {.sent = ts_sent, .learned = ts_learned};
 
-/* Gateway g: its routing core over an empty table of n members (nothing
- * measured: the defaults, as a gateway starts), the world's ring, an empty
- * index for instances of cap tokens, the strategy under test. */
-static int setup_gw(struct ts_world *w, unsigned gi, uint64_t cap)
+int ts_setup_gw(struct ts_world *w, unsigned gi, uint32_t slots, uint32_t capacity_blocks)
 {
 	struct ts_gw *g = &w->gw[gi];
 	const unsigned n = w->o.n;
@@ -296,11 +303,8 @@ static int setup_gw(struct ts_world *w, unsigned gi, uint64_t cap)
 	g->w = w;
 	g->id = gi;
 	g->be = calloc(PG_MAX_BACKENDS, sizeof(*g->be));
-	g->maps = (struct pg_maps){.backends = g->be,
-	                           .rings = w->ring,
-	                           .state = st,
-	                           .npools = 1,
-	                           .ca_slots = pg_ca_slots_for(cap, 1024)};
+	g->maps = (struct pg_maps){
+	    .backends = g->be, .rings = w->ring, .state = st, .npools = 1, .ca_slots = slots};
 	g->maps.ca = calloc(g->maps.ca_slots, sizeof(*g->maps.ca));
 	g->r = (struct pg_router){.maps = &g->maps,
 	                          .speeds = pg_speeds_new(),
@@ -315,14 +319,18 @@ static int setup_gw(struct ts_world *w, unsigned gi, uint64_t cap)
 		st->strategy = (uint32_t)s; /* else a reference rule: no core */
 	st->prefix_length = w->o.prefix_length;
 	st->concurrency_threshold = w->o.threshold;
-	st->ca_choices = PG_CA_CHOICES_DEFAULT;
-	st->ca_capacity_blocks = pg_ca_capacity_blocks(cap);
+	st->ca_choices = w->o.choices;
+	st->ca_capacity_blocks = capacity_blocks;
 	st->nbackends = n;
 	for (unsigned i = 1; i <= n; i++) {
 		g->be[i].flags = PG_BACKEND_ACTIVE;
 		g->be[i].epoch = 1;
+		/* as the gateway's control thread adds a member: nothing the
+		 * index holds is its, its speed its pool's */
+		g->be[i].ca_clock = (uint64_t)capacity_blocks + 1;
 		pg_router_activate(&g->r, i);
 	}
+	pg_load_share_speeds(&g->r);
 	return 0;
 }
 
@@ -363,7 +371,7 @@ static int setup(struct ts_world *w, const struct pg_trace *pt, struct ts_rec *r
 	if (!w->ring || !w->ttft || !w->log)
 		return -1;
 	for (unsigned g = 0; g < w->o.gateways; g++)
-		if (setup_gw(w, g, cap))
+		if (ts_setup_gw(w, g, pg_ca_slots_for(cap, 1024), pg_ca_capacity_blocks(cap)))
 			return -1;
 	for (unsigned i = 1; i <= w->o.n; i++) {
 		struct sim_params p = sp;
@@ -429,6 +437,8 @@ int main(int argc, char **argv)
 	if (rc)
 		return rc == 1 ? 0 : rc;
 	w.rnd = w.o.seed;
+	if (w.o.replay)
+		return ts_replay(&w, stdout) ? 1 : 0;
 	if (pg_trace_load(&pt, w.o.trace))
 		return 1;
 	w.nrec = w.o.requests && w.o.requests < pt.n ? w.o.requests : pt.n;

@@ -168,6 +168,13 @@ static uint16_t choose(struct ts_world *w, struct ts_gw *g, const struct ts_rec 
 	return b;
 }
 
+uint32_t ts_work_on(uint32_t tokens, const struct pg_choice *ch, uint16_t b)
+{
+	const uint32_t held = ch->est[0].id == b ? ch->est[0].matched : 0;
+
+	return tokens > held ? tokens - held : 1;
+}
+
 void ts_dispatch(struct ts_world *w, const struct ts_rec *r)
 {
 	static struct pg_key_blocks kb;
@@ -176,7 +183,6 @@ void ts_dispatch(struct ts_world *w, const struct ts_rec *r)
 	const unsigned gi = w->o.gateways > 1 ? (unsigned)(next_rnd(w) % w->o.gateways) : 0;
 	struct ts_gw *g = &w->gw[gi];
 	struct pg_backend *x;
-	uint32_t held;
 	uint16_t b;
 
 	if (!j)
@@ -185,14 +191,13 @@ void ts_dispatch(struct ts_world *w, const struct ts_rec *r)
 	ts_tick(w);
 	kb.n = gw_chain(r, kb.chain);
 	b = choose(w, g, r, &kb, j);
-	held = j->ch.est[0].id == b ? j->ch.est[0].matched : 0;
 	if (!b)
 		abort(); /* every simulated instance is always usable */
 	x = &g->be[b];
 	j->rec = r;
 	j->b = b;
 	j->g = (uint8_t)gi;
-	j->own = r->input > held ? r->input - held : 1;
+	j->own = ts_work_on(r->input, &j->ch, b);
 	pg_inflight_take(&g->r, b, j->ch.decision);
 	pg_load_take(&g->r, b, j->own, &j->lt, w->now);
 	j->sr.nhashes = kv_chain(r, &j->kv);

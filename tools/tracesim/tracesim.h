@@ -69,6 +69,8 @@ struct ts_opts {
 	bool no_stream;     /* --no-stream */
 	unsigned scrape_ms; /* --scrape-interval: the gateways read the instances' queues */
 	double decode_ms;   /* --decode-ms: ms a decoded token at speed 1 (0: mockllm's) */
+	unsigned choices;   /* NewConversationChoices (a journal's; else the default) */
+	const char *replay; /* --replay: a gateway's route journal (replay.c) */
 };
 
 /* One request in flight on a simulated instance. */
@@ -148,7 +150,17 @@ struct ts_world {
 	FILE *dump;
 };
 
-/* route.c: the request arrives now; route it and submit it. */
+/* main.c: gateway gi's routing core over an empty table of o.n members
+ * (nothing measured: the defaults, as a gateway starts), the world's ring,
+ * an empty index of slots for instances of capacity_blocks each, the
+ * strategy under test. */
+int ts_setup_gw(struct ts_world *w, unsigned gi, uint32_t slots, uint32_t capacity_blocks);
+
+/* route.c: a request's work on instance b as its gateway's choice ch
+ * estimated it (the gateway's pg_work_on): its prompt less what b was
+ * believed to hold, at least a token. */
+uint32_t ts_work_on(uint32_t tokens, const struct pg_choice *ch, uint16_t b);
+/* The request arrives now; route it and submit it. */
 void ts_dispatch(struct ts_world *w, const struct ts_rec *r);
 /* The instances' token callback (sim_token_fn), ctx the world. */
 void ts_on_token(void *ctx, struct sim_req *r, bool last);
@@ -167,6 +179,10 @@ void ts_fleet_decided(struct ts_world *w, unsigned g, const uint64_t *chain, uin
                       uint16_t b);
 void ts_fleet_learned(struct ts_world *w, unsigned g, uint16_t b, const struct pg_fit_obs *obs);
 void ts_fleet_deliver(struct ts_world *w);
+
+/* replay.c: --replay: the journal's events given to gateway 0's routing
+ * core, its decisions compared with the journal's; 0 when all agree. */
+int ts_replay(struct ts_world *w, FILE *out);
 
 /* report.c: the figures, as text on out and, if o.json, as JSON. */
 int ts_report(const struct ts_world *w, FILE *out);

@@ -223,6 +223,7 @@ struct pg_config {
 	struct pg_timeouts timeouts;
 	unsigned splice_budget;     /* in-kernel paths: bytes in flight per client */
 	const char *access_log;     /* --access-log FILE, or NULL */
+	const char *route_journal;  /* --route-journal FILE, or NULL */
 	unsigned metrics_scrape_ms; /* GET /metrics of each backend every MS; 0: off */
 	unsigned predict_window_ms; /* predicted hit: same backend within this long */
 	bool shadow;                /* also compute what prefix_aware would choose */

@@ -290,6 +290,9 @@ int pg_config_apply(struct pg_config *cfg, enum opt_id id, const char *v, struct
 	case O_ACCESS_LOG:
 		cfg->access_log = v;
 		return 0;
+	case O_ROUTE_JOURNAL:
+		cfg->route_journal = v;
+		return 0;
 	case O_OTLP_ENDPOINT: {
 		struct pg_otlp_url u;
 		char e[200];

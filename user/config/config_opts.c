@@ -271,6 +271,10 @@ const struct pg_opt pg_opts[] = {
     [O_ACCESS_LOG] = {OPT("access-log", "FILE",
                           "append one JSON line per request to FILE, written off the request path"),
                       .def_text = "none"},
+    [O_ROUTE_JOURNAL] = {OPT("route-journal", "FILE",
+                             "write every input of the routing core and each decision to "
+                             "FILE, for tracesim --replay (tests: each event takes a lock)"),
+                         .def_text = "none"},
     [O_OTLP_ENDPOINT] = {OPT("otlp-endpoint", "URL",
                              "export OpenTelemetry traces over OTLP/HTTP (JSON) to the "
                              "collector at http://HOST:PORT (path /v1/traces) or "

@@ -147,6 +147,9 @@ static const char *value(const struct pg_config *cfg, enum opt_id id, char *buf,
 	case O_ACCESS_LOG:
 		s = cfg->access_log;
 		break;
+	case O_ROUTE_JOURNAL:
+		s = cfg->route_journal;
+		break;
 	case O_OTLP_ENDPOINT:
 		s = cfg->otlp.endpoint;
 		break;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "sys/journal.h"
 #include "config/config.h"
 #include "members/members.h"
 #include "members/members_internal.h"
@@ -285,6 +286,7 @@ void pg_control_rebuild_ring(struct pg_gateway *gw)
 		        "prefixgate_ring_digest_info{digest} and prefixgatectl fleet show)",
 		        (unsigned long long)digest, npools);
 	__atomic_store_n(&gw->ring_digest, digest, __ATOMIC_RELAXED);
+	pg_journal_members(gw->journal, gw);
 }
 
 unsigned pg_members_count(const struct pg_gateway *gw)
@@ -446,7 +448,11 @@ void pg_control_tick(struct pg_gateway *gw, uint64_t now_ms)
 {
 	char name[PG_ADDR_STRLEN];
 
+	pg_journal_lock(gw->journal);
 	pg_router_tick(&gw->router, now_ms);
+	pg_journal_event(gw->journal, PG_JR_TICK, 0, now_ms);
+	pg_journal_unlock(gw->journal);
+	pg_journal_flush(gw->journal);
 
 	for (int id = 1; id <= (int)pg_router_hwm(&gw->router); id++) {
 		struct pg_backend *b = &gw->maps.backends[id];

@@ -273,7 +273,7 @@ enum pg_again {
  * nothing is left to try. */
 void pg_dispatch_again(struct pg_worker *w, struct pg_client *c, enum pg_again what);
 
-/* --- exchange.c -------------------------------------------------------------- */
+/* --- slot.c ------------------------------------------------------------------ */
 /* A request's work (key) on backend id, as choice estimated it (the
  * load ticket's, router/load.h): its prompt less what id was believed to
  * hold, at least a token. */
@@ -312,6 +312,8 @@ void pg_exchange_due(struct pg_worker *w, struct pg_load_ticket *t, uint64_t now
  * leaves the queue, nothing learned, and the queues are woken the same.
  * No-op unless t is pending. */
 void pg_exchange_no_token(struct pg_worker *w, struct pg_load_ticket *t);
+
+/* --- exchange.c -------------------------------------------------------------- */
 /* Forget the current request: its slots, backend connection and buffers. */
 void pg_exchange_reset(struct pg_worker *w, struct pg_client *c);
 /* Release the buffers an exchange owns (pg_exchange_reset does, and a

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* A request routed and sent on (conn.h). */
 #include <stdlib.h>
+#include "sys/journal.h"
 #include "proxy/tracing.h"
 #include "proxy/body.h"
 #include "proxy/conn.h"
@@ -32,9 +33,16 @@ static uint16_t route(struct pg_worker *w, struct pg_client *c, const struct pg_
 {
 	struct pg_exchange *x = &c->x;
 
-	if (!pg_pd_pool(w->gw, in->pool))
-		return pg_route_worker(&w->gw->router, w->id, in, NULL, pg_worker_rand(w), &x->key,
-		                       &x->choice);
+	if (!pg_pd_pool(w->gw, in->pool)) {
+		uint16_t id;
+
+		/* the decision and its journal line at once (sys/journal.h) */
+		pg_journal_lock(w->gw->journal);
+		id = pg_route_worker(&w->gw->router, w->id, in, NULL, pg_worker_rand(w), &x->key,
+		                     &x->choice);
+		pg_journal_unlock(w->gw->journal);
+		return id;
+	}
 	x->pd = pg_pd_new(w->gw, in->pool);
 	return route_pd(w, x, in, NULL, NULL) ? x->choice.backend : 0;
 }

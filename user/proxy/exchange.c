@@ -34,63 +34,13 @@
 #include "proxy/worker_state.h"
 #include "router/capacity.h"
 #include "router/route.h"
+#include "sys/journal.h"
 #include "sys/lifecycle.h"
 #include "sys/log.h"
 #include "proxy/sock.h"
 #include "proxy/tls.h"
 
-/* --- a backend's slot and load ticket, and their end --------------------------- */
-
-void pg_slot_take(struct pg_worker *w, uint16_t id, unsigned decision, uint32_t work,
-                  struct pg_load_ticket *t, bool *counted)
-{
-	pg_inflight_take(&w->gw->router, id, decision);
-	*counted = true;
-	pg_load_take(&w->gw->router, id, work, t, pg_now_ns());
-}
-
-void pg_slot_give(struct pg_worker *w, uint16_t id, struct pg_load_ticket *t, bool *counted)
-{
-	pg_exchange_no_token(w, t);
-	if (*counted) {
-		pg_inflight_release(&w->gw->router, id);
-		*counted = false;
-	}
-}
-
-void pg_exchange_first_token(struct pg_worker *w, struct pg_client *c, struct pg_load_ticket *t,
-                             uint64_t now_ns)
-{
-	if (!pg_load_pending(t))
-		return;
-	pg_load_first(&w->gw->router, w->id, &w->stats->ttft_err, t, now_ns);
-	if (t == &c->x.load) /* the client's first token (a prefill leg's is not) */
-		c->x.ttft_ns = now_ns;
-	pg_queue_room(w);
-}
-
-void pg_exchange_answered(struct pg_worker *w, struct pg_client *c, struct pg_load_ticket *t,
-                          uint64_t now_ns)
-{
-	pg_load_answered(&w->gw->router, t, now_ns);
-	if (t == &c->x.load)
-		c->x.ttft_ns = now_ns;
-	pg_queue_room(w);
-}
-
-void pg_exchange_due(struct pg_worker *w, struct pg_load_ticket *t, uint64_t now_ms)
-{
-	if (pg_load_due(&w->gw->router, t, now_ms))
-		pg_queue_room(w);
-}
-
-void pg_exchange_no_token(struct pg_worker *w, struct pg_load_ticket *t)
-{
-	if (!pg_load_pending(t))
-		return;
-	pg_load_drop(&w->gw->router, t);
-	pg_queue_room(w);
-}
+/* --- a backend's slot (proxy/slot.c), given back ---------------------------------- */
 
 static void release_slot(struct pg_worker *w, struct pg_exchange *x)
 {
@@ -456,6 +406,7 @@ static void cache_verdict(struct pg_worker *w, struct pg_exchange *x)
 {
 	const struct pg_ca_est *e = &x->choice.est[0];
 	enum pg_cc_verdict v = PG_CC_UNKNOWN;
+	enum pg_cc_kind kind;
 	struct pg_usage u;
 	uint32_t cached;
 
@@ -469,11 +420,13 @@ static void cache_verdict(struct pg_worker *w, struct pg_exchange *x)
 	else if (x->key.stream && x->ttft_ns > x->load.w.sent_ns && e->id == x->backend)
 		v = pg_capacity_ttft_verdict(e->ttft_ms, e->saved_ms,
 		                             (double)(x->ttft_ns - x->load.w.sent_ns) / 1e6);
-	pg_capacity_answer(&w->gw->router, &x->choice,
-	                   u.have & PG_USAGE_TIMINGS  ? PG_CC_SLOTS
-	                   : u.have & PG_USAGE_OBJECT ? PG_CC_PAGED
-	                                              : PG_CC_ANY_KIND,
-	                   v);
+	kind = u.have & PG_USAGE_TIMINGS  ? PG_CC_SLOTS
+	       : u.have & PG_USAGE_OBJECT ? PG_CC_PAGED
+	                                  : PG_CC_ANY_KIND;
+	pg_journal_lock(w->gw->journal);
+	pg_capacity_answer(&w->gw->router, &x->choice, kind, v);
+	pg_journal_verdict(w->gw->journal, x->load.journal, kind, v);
+	pg_journal_unlock(w->gw->journal);
 }
 
 /* Where an exchange's backend connection goes back to the pool: under

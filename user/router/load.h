@@ -68,6 +68,8 @@ struct pg_load_ticket {
 	uint32_t epoch;          /* its member when taken */
 	uint64_t due_ms;         /* when it leaves the queue if nothing is seen (pg_load_due) */
 	uint64_t head_ns;        /* its answer's head (pg_load_answered); 0: none yet */
+	uint64_t journal;        /* its request's number in the host's journal
+	                          * (sys/journal.h; 0: none); the core never reads it */
 };
 
 /* The learned speeds: one fit per backend slot, each under its own lock

@@ -262,11 +262,12 @@ static bool late(const struct pg_router *r, bool ca, const struct pg_key *key,
 	return !explore(b, now_ms) && predicted_ttft(r, ca, key, choice, id, now_ms) > budget_ms;
 }
 
-uint16_t pg_route_key(const struct pg_router *r, unsigned worker, unsigned pool, struct pg_key *key,
-                      const struct pg_key_blocks *kb, const struct pg_idset *exclude, uint64_t rnd,
-                      uint32_t budget_ms, struct pg_choice *choice)
+/* pg_route_key at now (ms). */
+static uint16_t route_key(const struct pg_router *r, unsigned worker, unsigned pool,
+                          struct pg_key *key, const struct pg_key_blocks *kb,
+                          const struct pg_idset *exclude, uint64_t rnd, uint32_t budget_ms,
+                          uint64_t now, struct pg_choice *choice)
 {
-	const uint64_t now = pg_router_now_ms(r);
 	struct pg_idset buf;
 	const struct pg_idset *ex;
 	struct pg_route_cfg rc;
@@ -302,6 +303,22 @@ uint16_t pg_route_key(const struct pg_router *r, unsigned worker, unsigned pool,
 		                             pg_router_exclude(r, pool, NULL, &buf), now, rnd);
 	if (r->out && r->out->decided)
 		r->out->decided(r, worker, key->anchor, id, shadow, now);
+	return id;
+}
+
+uint16_t pg_route_key(const struct pg_router *r, unsigned worker, unsigned pool, struct pg_key *key,
+                      const struct pg_key_blocks *kb, const struct pg_idset *exclude, uint64_t rnd,
+                      uint32_t budget_ms, struct pg_choice *choice)
+{
+	const uint64_t now = pg_router_now_ms(r);
+	struct pg_key given;
+	uint16_t id;
+
+	if (worker == PG_ROUTE_DRY || !r->out || !r->out->routed)
+		return route_key(r, worker, pool, key, kb, exclude, rnd, budget_ms, now, choice);
+	given = *key;
+	id = route_key(r, worker, pool, key, kb, exclude, rnd, budget_ms, now, choice);
+	r->out->routed(r, worker, pool, &given, kb, rnd, budget_ms, now, id, choice);
 	return id;
 }
 

@@ -41,6 +41,8 @@
 #define PG_CA_MATCH_BUCKETS 11
 
 struct pg_router;
+struct pg_key;
+struct pg_key_blocks;
 struct pg_speeds;
 struct pg_capacities;
 
@@ -58,6 +60,14 @@ struct pg_router_out {
 	 * PREFIX_AWARE would have chosen, when asked) */
 	void (*decided)(const struct pg_router *r, unsigned worker, uint64_t anchor, uint16_t id,
 	                uint16_t shadow, uint64_t now_ms);
+	/* pg_route_key for a real request, whatever it chose (id 0: none):
+	 * the key and blocks it was given (before the decision moved the
+	 * anchor), its pool, random word and deadline, the clock it read, the
+	 * choice (the gateway's route journal: sys/journal.h) */
+	void (*routed)(const struct pg_router *r, unsigned worker, unsigned pool,
+	               const struct pg_key *key, const struct pg_key_blocks *kb, uint64_t rnd,
+	               uint32_t budget_ms, uint64_t now_ms, uint16_t id,
+	               const struct pg_choice *choice);
 };
 
 struct pg_router {

@@ -6,6 +6,7 @@
 #include "state/host.h"
 #include "state/pools.h"
 #include "state/routestats.h"
+#include "sys/journal.h"
 
 static struct pg_gateway *gw_of(const struct pg_router *r)
 {
@@ -48,10 +49,28 @@ static void gw_decided(const struct pg_router *r, unsigned worker, uint64_t anch
 	pg_rstats_record(gw_of(r), worker, anchor, id, shadow, now_ms);
 }
 
+static void gw_routed(const struct pg_router *r, unsigned worker, unsigned pool,
+                      const struct pg_key *key, const struct pg_key_blocks *kb, uint64_t rnd,
+                      uint32_t budget_ms, uint64_t now_ms, uint16_t id,
+                      const struct pg_choice *choice)
+{
+	pg_journal_route(gw_of(r)->journal, worker, pool, key, kb, rnd, budget_ms, now_ms, id,
+	                 choice);
+}
+
 static const struct pg_router_out gw_out = {
     .sent = gw_sent,
     .learned = gw_learned,
     .decided = gw_decided,
+};
+
+/* With --route-journal: each decision's inputs too (a decision pays for
+ * the hook only then). */
+static const struct pg_router_out gw_out_journal = {
+    .sent = gw_sent,
+    .learned = gw_learned,
+    .decided = gw_decided,
+    .routed = gw_routed,
 };
 
 void pg_gateway_router(struct pg_gateway *gw)
@@ -60,7 +79,7 @@ void pg_gateway_router(struct pg_gateway *gw)
 
 	r->maps = &gw->maps;
 	r->members = gw->pools ? gw->pools->members : NULL;
-	r->out = &gw_out;
+	r->out = gw->journal ? &gw_out_journal : &gw_out;
 	r->clock = gw_clock;
 	r->load_signal = gw->cfg ? gw->cfg->load_signal : PG_LOAD_INFLIGHT;
 	r->shadow = gw->cfg && gw->cfg->shadow;
