@@ -29,8 +29,8 @@ static void round_trip(const struct pg_jr *e, struct pg_jr *out)
 
 static void test_events(void **state)
 {
-	static const enum pg_jr_type seqs[] = {PG_JR_FIRST, PG_JR_ANSWERED, PG_JR_DUE, PG_JR_DROP,
-	                                       PG_JR_RELEASE};
+	static const enum pg_jr_type seqs[] = {PG_JR_FIRST, PG_JR_ANSWERED, PG_JR_DUE,
+	                                       PG_JR_CUT,   PG_JR_DROP,     PG_JR_RELEASE};
 	struct pg_jr e, g;
 
 	(void)state;

@@ -220,6 +220,10 @@ static int event(struct rp *p, const struct pg_jr *e)
 		if (!pg_load_due(r, &q->lt, e->t))
 			return fail(p, "a request due at the gateway is not at tracesim");
 		break;
+	case PG_JR_CUT:
+		w->now = e->t * 1000000;
+		pg_load_cut(r, &q->lt, e->t);
+		break;
 	case PG_JR_DROP:
 		pg_load_drop(r, &q->lt);
 		break;

@@ -9,10 +9,10 @@
 #include "prefixgate.h"
 
 static const char *const names[PG_JR_TYPES] = {
-    [PG_JR_CONFIG] = "config",   [PG_JR_MEMBER] = "member", [PG_JR_ROUTE] = "route",
-    [PG_JR_TAKE] = "take",       [PG_JR_FIRST] = "first",   [PG_JR_ANSWERED] = "answered",
-    [PG_JR_DUE] = "due",         [PG_JR_DROP] = "drop",     [PG_JR_VERDICT] = "verdict",
-    [PG_JR_RELEASE] = "release", [PG_JR_TICK] = "tick",
+    [PG_JR_CONFIG] = "config",   [PG_JR_MEMBER] = "member",   [PG_JR_ROUTE] = "route",
+    [PG_JR_TAKE] = "take",       [PG_JR_FIRST] = "first",     [PG_JR_ANSWERED] = "answered",
+    [PG_JR_DUE] = "due",         [PG_JR_CUT] = "cut",         [PG_JR_DROP] = "drop",
+    [PG_JR_VERDICT] = "verdict", [PG_JR_RELEASE] = "release", [PG_JR_TICK] = "tick",
 };
 
 /* snprintf's count, kept within cap. */
@@ -65,6 +65,7 @@ size_t pg_jr_format(char *buf, size_t cap, const struct pg_jr *e)
 	case PG_JR_FIRST:
 	case PG_JR_ANSWERED:
 	case PG_JR_DUE:
+	case PG_JR_CUT:
 		at = put(cap, 0, snprintf(buf, cap, "%s %" PRIu64 " %" PRIu64, t, e->seq, e->t));
 		break;
 	case PG_JR_VERDICT:
@@ -181,6 +182,7 @@ int pg_jr_parse(const char *line, struct pg_jr *e, uint64_t *chain)
 	case PG_JR_FIRST:
 	case PG_JR_ANSWERED:
 	case PG_JR_DUE:
+	case PG_JR_CUT:
 		if (num(&p, 10, &e->seq) || num(&p, 10, &e->t))
 			return -1;
 		break;

@@ -21,6 +21,7 @@
  *   first SEQ T_NS                        its first token (pg_load_first)
  *   answered SEQ T_NS                     its answer's head (pg_load_answered)
  *   due SEQ T_MS                          it left the queue unseen (pg_load_due)
+ *   cut SEQ T_MS                          its deadline cut it (pg_load_cut)
  *   drop SEQ                              its work dropped (pg_load_drop)
  *   verdict SEQ KIND VERDICT              its cache verdict (pg_capacity_answer)
  *   release SEQ                           its in-flight slot given back
@@ -47,6 +48,7 @@ enum pg_jr_type {
 	PG_JR_FIRST,
 	PG_JR_ANSWERED,
 	PG_JR_DUE,
+	PG_JR_CUT,
 	PG_JR_DROP,
 	PG_JR_VERDICT,
 	PG_JR_RELEASE,
@@ -76,7 +78,7 @@ struct pg_jr_route {
 struct pg_jr {
 	enum pg_jr_type type;
 	uint64_t seq;
-	uint64_t t; /* ns (take, first, answered) or ms (route, due, tick) */
+	uint64_t t; /* ns (take, first, answered) or ms (route, due, cut, tick) */
 	uint32_t id, pool, work, kind, verdict;
 	char name[64]; /* member */
 	struct pg_jr_config cfg;

@@ -4,6 +4,7 @@
 #include "proxy/deadline.h"
 #include "proxy/queue.h"
 #include "proxy/worker_state.h"
+#include "sys/journal.h"
 
 void pg_deadline_arm(struct pg_worker *w, struct pg_client *c, uint32_t budget_ms)
 {
@@ -28,7 +29,10 @@ static void cut(struct pg_worker *w, struct pg_client *c)
 {
 	struct pg_exchange *x = &c->x;
 
+	pg_journal_lock(w->gw->journal); /* sys/journal.h */
 	pg_load_cut(&w->gw->router, &x->load, w->now_ms);
+	pg_journal_event(w->gw->journal, PG_JR_CUT, x->load.journal, w->now_ms);
+	pg_journal_unlock(w->gw->journal);
 	free(x->head_wait);
 	x->head_wait = NULL;
 	x->resp_started = false; /* nothing of the answer went out */

@@ -50,7 +50,7 @@ void pg_journal_route(struct pg_journal *j, unsigned worker, unsigned pool,
  * (0: none pending, a retry), which the ticket then carries. */
 uint64_t pg_journal_take(struct pg_journal *j, unsigned worker, uint64_t now_ns, uint16_t id,
                          uint32_t work);
-/* first, answered, due, drop, release (seq: the ticket's), tick. */
+/* first, answered, due, cut, drop, release (seq: the ticket's), tick. */
 void pg_journal_event(struct pg_journal *j, enum pg_jr_type type, uint64_t seq, uint64_t t);
 void pg_journal_verdict(struct pg_journal *j, uint64_t seq, unsigned kind, unsigned verdict);
 /* What was written reaches the file (the control tick, each 100 ms). */
