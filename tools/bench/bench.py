@@ -76,10 +76,10 @@
      --compare-bin before=../old/build/prefixgate.
  12. Quotas and traces (quota.py, part "quota"): issue 33's targets: what
      tracing at --otlp-sample 0.01 and 1 and a quota never reached add to
-     the gateway's p50 (small bodies, c=1, interleaved rounds, against the
+     the gateway's p50 (small bodies, c=1, requests mixed at random, against the
      same gateway with neither) and to its instructions a request
      (callgrind); a tenant held to rpm=N sending 2N for 3 minutes through
-     1 gateway and through 4 over NATS, its 200s against N. About 7
+     1 gateway and through 4 over NATS, its 200s against N. About 6
      minutes; on its own, and shorter: quota.py --quick.
 CACHE_AWARE needs a gateway with --strategy cache_aware (and
 --cache-capacity, set to the instances' --kv-capacity-tokens); with an older

@@ -10,11 +10,11 @@ for quotas and traces, on loopback, 2 mockllm instances that answer at once.
    --quota rpm=1e9,tpm=1e9: every request pays the check, the
    x-ratelimit-* headers and the usage read, and none is refused).
    Requests: a 1 KiB chat body, non-streaming, one output token, as
-   tenant "bench", one keep-alive connection in a closed loop (c=1: far
-   below saturation). Each round runs every path for --seconds, in an
-   order rotated from round to round (the machine is shared: its load
-   moves within a run, and every configuration gets the same share of
-   it). Reported: the medians over the rounds of each path's p50 and of
+   tenant "bench", one keep-alive client in a closed loop (c=1: far
+   below saturation), each request sent to one of the five paths at
+   random: the machine is shared and its load moves from one moment to
+   the next, and so every path meets the same load. Each round is one
+   such run of --quota-seconds. Reported: the medians over the rounds of each path's p50 and of
    its p50 minus direct's in the same round (added p50), and each
    configuration's delta against off: the median of the per-round
    differences of their p50s, with the middle half of those differences
@@ -56,8 +56,8 @@ import runs  # noqa: E402
 from netutil import OtlpReceiver  # noqa: E402
 from overhead import INSTANT, med  # noqa: E402
 
-ROUNDS = 40
-SECONDS = 1.0
+ROUNDS = 10
+SECONDS = 12.0
 BODY = 1024
 SMALL = ["--workload", "fixed", "--body-bytes", str(BODY), "--no-stream", "--max-tokens", "1",
          "--seed", "1"]
@@ -114,47 +114,94 @@ def counters(gw):
             d = k.split('decision="', 1)[1].split('"', 1)[0]
             dec[d] = dec.get(d, 0) + v
     return {"requests": sum(dec.values()), "decisions": dec,
+            "connections": fleet.prom(m, "prefixgate_connections_total"),
             "spliced": fleet.prom(m, "prefixgate_spliced_responses_total"),
             "spans_exported": fleet.prom(m, "prefixgate_otlp_spans_exported_total"),
             "spans_dropped": fleet.prom(m, "prefixgate_otlp_spans_dropped_total"),
             "export_errors": fleet.prom(m, "prefixgate_otlp_export_errors_total")}
 
 
+def median_us(values):
+    """The median of whole-µs latencies, interpolated within the µs it falls
+    in (each value read as spread over [v - 0.5, v + 0.5)): pgload records
+    whole µs, and a difference of a few µs is asked for."""
+    hist = {}
+    for v in values:
+        hist[v] = hist.get(v, 0) + 1
+    half, below = len(values) / 2.0, 0
+    for v in sorted(hist):
+        if below + hist[v] >= half:
+            return v - 0.5 + (half - below) / hist[v]
+        below += hist[v]
+    return float("nan")
+
+
+def read_round(csv_path, names):
+    """{path: [e2e µs of its answered requests]} from pgload's CSV; names:
+    {target address: path}."""
+    out = {n: [] for n in set(names.values())}
+    errors = dict.fromkeys(out, 0)
+    with open(csv_path) as f:
+        head = f.readline().rstrip("\n").split(",")
+        ie, ist, it = head.index("e2e_us"), head.index("status"), head.index("target")
+        for line in f:
+            c = line.rstrip("\n").split(",")
+            n = names[c[it]]
+            if c[ist] == "200":
+                out[n].append(int(c[ie]))
+            else:
+                errors[n] += 1
+    return out, errors
+
+
 def bench_cost(opts, out, inst, rx):
-    """Part 1's latency rounds: {path: [per-round {p50_us, cpu_us}]}, the
-    gateways' counters, the load averages."""
+    """Part 1's rounds: {path: [per-round {p50_us, cpu_us, ...}]}, the
+    gateways' counters, the load averages. Each round is one pgload run at
+    c=1 whose requests go each to one of the paths at random (the instances
+    themselves for direct): every path meets the same load at the same
+    moments."""
     logdir = os.path.join(out, "logs")
-    paths = [("direct", None)]
+    gws = []
     try:
         for name, args in CONFIGS:
-            paths.append((name, fleet.Gateway(opts.build, inst.addrs(), logdir,
-                                              flags(args, rx.url()))))
-        raw = {n: [] for n, _ in paths}
+            gws.append((name, fleet.Gateway(opts.build, inst.addrs(), logdir,
+                                            flags(args, rx.url()))))
+        names = {a: "direct" for a in inst.addrs()}
+        names.update({"127.0.0.1:%d" % g.port: n for n, g in gws})
+        raw = {n: [] for n in ["direct"] + [n for n, _ in gws]}
         load = [loadavg()]
         secs = opts.quota_seconds * opts.time_factor
+        args = [a for a in SMALL]
+        # not counted: every path's connections made, its first requests served
+        fleet.pgload(opts.build, ",".join(names), os.path.join(out, "quota-cost-warm.json"),
+                     args + ["--concurrency", "1", "--duration", "2", "--header",
+                             "X-Tenant: " + TENANT, "--label", "warm-up"], logdir)
         for rnd in range(opts.quota_rounds):
             print("  quota: cost round %d of %d ..." % (rnd + 1, opts.quota_rounds), flush=True)
-            k = rnd % len(paths)
-            for name, gw in paths[k:] + paths[:k]:
-                target = ",".join(inst.addrs()) if gw is None else "127.0.0.1:%d" % gw.port
-                js = os.path.join(out, "quota-cost-%s-%d.json" % (name, rnd))
-                tasks = cpu.tree([gw.proc.pid]) if gw else set()
-                c0 = cpu.tasks_ns(tasks)
-                r = fleet.pgload(opts.build, target, js, SMALL + [
+            tasks = {n: cpu.tree([g.proc.pid]) for n, g in gws}
+            c0 = {n: cpu.tasks_ns(t) for n, t in tasks.items()}
+            csv = os.path.join(out, "quota-cost-%d.csv" % rnd)
+            args[args.index("--seed") + 1] = str(rnd + 1)  # which path each request takes
+            fleet.pgload(opts.build, ",".join(names), os.path.join(
+                out, "quota-cost-%d.json" % rnd), args + [
                     "--concurrency", "1", "--duration", "%g" % secs,
-                    "--header", "X-Tenant: " + TENANT, "--label", name], logdir)
-                c1 = cpu.tasks_ns(tasks)
-                raw[name].append({"p50_us": r["e2e_ms"]["p50"] * 1e3,
-                                  "p99_us": r["e2e_ms"]["p99"] * 1e3, "ok": r["ok"],
-                                  "errors": r["errors"],
-                                  "cpu_us": (c1 - c0) / 1e3 / max(1, r["ok"])})
+                    "--header", "X-Tenant: " + TENANT, "--label", "cost"], logdir, csv)
+            c1 = {n: cpu.tasks_ns(t) for n, t in tasks.items()}
+            lat, errs = read_round(csv, names)
+            os.unlink(csv)  # large; the JSON summary stays
+            for n, v in lat.items():
+                v.sort()
+                raw[n].append({"p50_us": median_us(v),
+                               "p99_us": v[int(0.99 * (len(v) - 1))] if v else float("nan"),
+                               "ok": len(v), "errors": errs[n],
+                               "cpu_us": (c1[n] - c0[n]) / 1e3 / max(1, len(v))
+                               if n in c0 else None})
         load.append(loadavg())
         time.sleep(0.5)  # the exporters' last batch
-        ctr = {name: counters(gw) for name, gw in paths if gw}
+        ctr = {name: counters(gw) for name, gw in gws}
     finally:
-        for _, gw in paths:
-            if gw:
-                gw.stop()
+        for _, gw in gws:
+            gw.stop()
     return raw, ctr, load
 
 
@@ -170,7 +217,8 @@ def cost_summary(raw):
         added = [a - d for a, d in zip(p50, direct)]
         vs_off = [a - o for a, o in zip(p50, off)]
         res[name] = {"p50_us": med(p50), "p99_us": med([r["p99_us"] for r in rounds]),
-                     "added_p50_us": med(added), "cpu_us": med([r["cpu_us"] for r in rounds]),
+                     "added_p50_us": med(added),
+                     "cpu_us": med([r["cpu_us"] for r in rounds]) if name != "direct" else None,
                      "delta_us": med(vs_off), "delta_iqr_us": quartiles(vs_off),
                      "delta_spread_us": (min(vs_off), max(vs_off)),
                      "requests": sum(r["ok"] for r in rounds),
@@ -181,8 +229,9 @@ def cost_summary(raw):
 def cost_lines(res, ctr, load, opts, instrs):
     lines = ["Cost: what tracing and quotas add to the gateway's p50; 2 instances answering at "
              "once, %d B chat body (non-streaming, 1 output token), one keep-alive client in a "
-             "closed loop (c=1), real time; %d rounds of %g s per path, the order rotated each "
-             "round; load average %s before, %s after (2 CPUs, shared)" % (
+             "closed loop (c=1), each request to one of the paths at random (so that all meet the "
+             "same load), real time; %d rounds of %g s; load average %s before, %s after "
+             "(2 CPUs, shared)" % (
                  BODY, opts.quota_rounds, opts.quota_seconds * opts.time_factor, load[0], load[1]),
              "%-11s %9s %9s %10s %15s %19s %9s %8s" % (
                  "path", "p50", "p99", "added p50", "p50 - off", "middle half", "CPU/req",
@@ -193,20 +242,22 @@ def cost_lines(res, ctr, load, opts, instrs):
             name, r["p50_us"], r["p99_us"], r["added_p50_us"],
             "%+.1f µs" % r["delta_us"] if gw and name != "off" else "",
             "%+.1f .. %+.1f µs" % r["delta_iqr_us"] if gw and name != "off" else "",
-            "%.1fµs" % r["cpu_us"] if gw else "", r["requests"]))
+            "%.1fµs" % r["cpu_us"] if r["cpu_us"] is not None else "", r["requests"]))
         if r["errors"]:
             lines.append("%11s %d requests failed" % ("", r["errors"]))
-    lines.append("p50 - off: the median over the rounds of this path's p50 minus off's in the "
-                 "same round; middle half: the quartiles of those differences; CPU/req: the "
-                 "gateway's own tasks (exporter included), kernel threads not counted")
+    lines.append("p50: the median of a round's latencies (whole µs, interpolated within "
+                 "one), then the median over rounds; p50 - off: the median over the rounds of "
+                 "this path's p50 minus off's in the same round; middle half: the quartiles of "
+                 "those differences; CPU/req: the gateway's own tasks (exporter included), "
+                 "kernel threads not counted")
     lines += ["", "Data path and exporter, from each gateway's /metrics over its rounds",
-              "%-11s %9s %12s %18s %14s %13s %13s" % (
-                  "gateway", "requests", "spliced/req", "decisions", "spans exported",
-                  "spans dropped", "export errors")]
+              "%-11s %9s %10s %12s %18s %14s %13s %13s" % (
+                  "gateway", "requests", "conns/req", "spliced/req", "decisions",
+                  "spans exported", "spans dropped", "export errors")]
     for name, c in ctr.items():
         n = c["requests"] or 1
-        lines.append("%-11s %9d %12.3f %18s %14d %13d %13d" % (
-            name, c["requests"], c["spliced"] / n,
+        lines.append("%-11s %9d %10.4f %12.3f %18s %14d %13d %13d" % (
+            name, c["requests"], c["connections"] / n, c["spliced"] / n,
             ",".join("%s %.0f%%" % (d, 100.0 * v / n) for d, v in sorted(c["decisions"].items())
                      if v),
             c["spans_exported"], c["spans_dropped"], c["export_errors"]))
@@ -276,7 +327,14 @@ def sliding_max(times_s, window=60.0):
 
 def accuracy_run(opts, out, name, gws, rate, secs, res):
     """pgload as tenant held through gws for secs at rate; its 200s by
-    start time into res[name]."""
+    start time into res[name] (a failure: {"failed": why})."""
+    try:
+        accuracy_counts(opts, out, name, gws, rate, secs, res)
+    except Exception as e:  # a thread's: reported with the results
+        res[name] = {"failed": repr(e)}
+
+
+def accuracy_counts(opts, out, name, gws, rate, secs, res):
     logdir = os.path.join(out, "logs")
     csv = os.path.join(out, "quota-%s.csv" % name)
     phase = time.time() % 1.0
@@ -349,7 +407,11 @@ def accuracy_lines(res, opts, nats_note):
              "%-6s %7s %8s %8s %9s %22s %12s %9s %6s" % (
                  "path", "sent", "200s", "429s", "vs N x %g" % opts.quota_minutes, "200s by minute",
                  "most in 60s", "vs N", "phase")]
-    for name, r in res.items():
+    for name, r in sorted(res.items()):
+        if "failed" in r:
+            lines.append("%-6s FAILED: %s" % (name, r.pop("failed")))
+            del res[name]
+            continue
         lines.append("%-6s %7d %8d %8d %+8.2f%% %22s %12d %+8.2f%% %5.2fs" % (
             name, r["sent"], r["ok"], r["status"].get("429", 0), 100.0 * (r["ok"] - want) / want,
             " ".join("%d" % m for m in r["minutes"]), r["sliding_max"],
@@ -427,7 +489,8 @@ def bench_quota(opts, out):
     lines += [""] + accuracy_lines(acc, opts, nats_note) + [""]
     res = {"cost": cost, "rounds": raw, "counters": ctr, "load": load, "instr": instrs,
            "accuracy": acc, "receiver": {"posts": rx.posts, "bytes": rx.bytes}}
-    res["failed"] = any(r["errors"] for r in cost.values()) or not acc
+    res["failed"] = any(r["errors"] for r in cost.values()) or not acc or \
+        any("FAILED" in l for l in lines)
     return res, lines
 
 
