@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """OpenTelemetry traces end to end: mockllm instances behind one prefixgate
-with --otlp-endpoint, and an OTLP/HTTP receiver in the test (http.server)
-standing for the collector.
+with --otlp-endpoint, and an OTLP/HTTP receiver in the test (http.server,
+tools/bench/netutil.py) standing for the collector.
 
 - a client's traceparent is passed on with the gateway's own span as the
   instance's parent (mockllm echoes what it received as X-Seen-*), its
@@ -30,16 +30,15 @@ standing for the collector.
 
 usage: test_otel.py --build DIR [--tools DIR] --mode shm|bpf [-k SUBSTRING]
 """
-import http.server
 import json
 import os
 import socket
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Fleet, free_port, run_suite, wait_until  # noqa: E402
+from netutil import OtlpReceiver  # noqa: E402
 
 TESTS = []
 QUIET = ["--health-check-path", "none", "--metrics-scrape-interval", "0"]
@@ -55,66 +54,23 @@ def test(fn):
     return fn
 
 
-def read_body(h):
-    """A request's body, by Content-Length or chunked (as Node's exporter
-    sends it)."""
-    if h.headers.get("Transfer-Encoding", "").lower() != "chunked":
-        return h.rfile.read(int(h.headers["Content-Length"]))
-    body = b""
-    while True:
-        n = int(h.rfile.readline().split(b";")[0], 16)
-        if n == 0:
-            while h.rfile.readline() not in (b"\r\n", b"\n", b""):
-                pass
-            return body
-        body += h.rfile.read(n)
-        h.rfile.readline()
-
-
-class Collector:
-    """An OTLP/HTTP receiver: every span POSTed to /v1/traces kept, with
-    its resource; delay_s: each answer that late (a slow collector)."""
+class Collector(OtlpReceiver):
+    """The receiver (netutil.py), keeping every span it gets, with its
+    resource."""
 
     def __init__(self, delay_s=0.0):
-        self.spans, self.posts, self.lock = [], 0, threading.Lock()
-        outer = self
+        self.spans = []
+        super().__init__(delay_s)
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = read_body(self)
-                if delay_s:
-                    time.sleep(delay_s)
-                ok = self.path == "/v1/traces" and \
-                    self.headers["Content-Type"] == "application/json"
-                if ok:
-                    doc = json.loads(body)
-                    with outer.lock:
-                        outer.posts += 1
-                        for rs in doc["resourceSpans"]:
-                            res = {a["key"]: a["value"] for a in rs["resource"]["attributes"]}
-                            for ss in rs["scopeSpans"]:
-                                for s in ss["spans"]:
-                                    s["resource"] = res
-                                    outer.spans.append(s)
-                try:
-                    self.send_response(200 if ok else 400)
-                    self.send_header("Content-Length", "2")
-                    self.end_headers()
-                    self.wfile.write(b"{}")
-                except OSError:
-                    pass  # the gateway gave up waiting (a slow collector)
-
-            def log_message(self, *a):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def url(self):
-        return "http://127.0.0.1:%d" % self.port
+    def take(self, body):
+        doc = json.loads(body)
+        with self.lock:
+            for rs in doc["resourceSpans"]:
+                res = {a["key"]: a["value"] for a in rs["resource"]["attributes"]}
+                for ss in rs["scopeSpans"]:
+                    for s in ss["spans"]:
+                        s["resource"] = res
+                        self.spans.append(s)
 
     def trace(self, trace_id):
         with self.lock:
@@ -127,10 +83,6 @@ class Collector:
         got = self.trace(trace_id)
         assert ok, "spans of %s: %s" % (trace_id, sorted(s["name"] for s in got))
         return got
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def attrs(span):

@@ -74,6 +74,13 @@
      bench.py --only overhead [--time-factor 0.25] [--overhead-rounds 3];
      another build of prefixgate beside this one, in the same rounds:
      --compare-bin before=../old/build/prefixgate.
+ 12. Quotas and traces (quota.py, part "quota"): issue 33's targets: what
+     tracing at --otlp-sample 0.01 and 1 and a quota never reached add to
+     the gateway's p50 (small bodies, c=1, requests mixed at random, against the
+     same gateway with neither) and to its instructions a request
+     (callgrind); a tenant held to rpm=N sending 2N for 3 minutes through
+     1 gateway and through 4 over NATS, its 200s against N. About 6
+     minutes; on its own, and shorter: quota.py --quick.
 CACHE_AWARE needs a gateway with --strategy cache_aware (and
 --cache-capacity, set to the instances' --kv-capacity-tokens); with an older
 build its rows are skipped with a note.
@@ -100,6 +107,7 @@ import pd  # noqa: E402
 import real  # noqa: E402
 import runs  # noqa: E402
 import overhead  # noqa: E402
+import quota  # noqa: E402
 import trace  # noqa: E402  (this directory's trace.py: first on sys.path, before the stdlib's)
 from overhead import FIXED, INSTANT, bench_overhead  # noqa: E402,F401
 from runs import LABELS, SCALE  # noqa: E402
@@ -437,7 +445,7 @@ def bench_two_gateways(opts, out):
 
 # make bench runs every part
 PARTS = ("workloads", "hot", "scale", "twogw", "fleet", "trace", "flow", "pd", "real", "learn",
-         "overhead")
+         "overhead", "quota")
 
 
 def main():
@@ -468,7 +476,9 @@ def main():
                     help="overhead: another prefixgate binary measured in the same rounds, as "
                     "paths LABEL (auto) and LABEL-copy, with its figures against this build's; "
                     "may be repeated")
+    quota.add_args(ap)
     opts = ap.parse_args()
+    quota.check(ap, opts)
     opts.compare_bin = fleet.compare_bins(ap, opts.compare_bin, (
         "direct", "floor", "prefixgate", "pg-copy", "haproxy", "nginx"))
     if opts.gateway_bin is not None and not os.access(opts.gateway_bin, os.X_OK):
@@ -510,7 +520,7 @@ def main():
                      ("trace", trace.from_bench), ("flow", flow.from_bench),
                      ("pd", pd.from_bench), ("real", real.from_bench),
                      ("learn", learn.from_bench),
-                     ("overhead", bench_overhead)):
+                     ("overhead", bench_overhead), ("quota", quota.from_bench)):
         if part not in parts:
             continue
         try:
