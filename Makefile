@@ -141,7 +141,7 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory BUILD=$(BUILD)/asan LLAMA=$(LLAMA) CFLAGS="-O1 -g" \
 		SANFLAGS="$(ASAN_FLAGS)" tests-build
 	$(Q)$(MAKE) --no-print-directory fuzz-build
-	$(Q)BUILD=$(BUILD) tests/run.sh unit asan bpf e2e e2e-asan fuzz style
+	$(Q)BUILD=$(BUILD) tests/run.sh unit asan bpf e2e-bpf e2e-asan fuzz style
 
 test-unit: deps tests-build
 	$(Q)BUILD=$(BUILD) tests/run.sh unit

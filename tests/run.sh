@@ -1,9 +1,15 @@
 #!/bin/sh
 # Run test suites and print one closing line CI understands:
 #   total: N passed, N failed, N skipped
-# usage: tests/run.sh [unit] [asan] [bpf] [e2e] [e2e-asan] [fuzz] [style]
-# (fuzz: each libFuzzer target of $BUILD/fuzz for FUZZ_SMOKE_SECONDS, 10;
-# style: tests/style.sh, clang-format and file size; part of `make test`)
+# usage: tests/run.sh [unit] [asan] [bpf] [e2e] [e2e-bpf] [e2e-asan] [fuzz] [style]
+# (e2e: every end-to-end suite on the plain build, --no-bpf (shm) and BPF
+# modes; e2e-asan: each suite once on the ASan+UBSan build, the shm mode;
+# e2e-bpf: the plain build's runs that e2e-asan does not make, the BPF mode
+# and the data paths; `make test` runs e2e-bpf and e2e-asan, so each suite
+# with both modes runs in each once (see e2e_plain below);
+# fuzz: each libFuzzer target of $BUILD/fuzz for FUZZ_SMOKE_SECONDS, 10,
+# FUZZ_JOBS (2) at a time; style: tests/style.sh, clang-format and file
+# size; all of them part of `make test` but e2e)
 # Each test program speaks TAP ("ok N - name", "not ok N - name",
 # "ok N - name # SKIP why"); cmocka is switched to TAP. A program that exits
 # non-zero without reporting a failure, or reports nothing, counts as failed.
@@ -40,6 +46,47 @@ run_tap() { # name command...
 unit_names() { for f in tests/unit/test_*.c; do basename "$f" .c; done; }
 bpf_names() { for f in tests/bpf/test_*.c; do [ -e "$f" ] && basename "$f" .c; done; }
 
+# The end-to-end suites against the plain build, in the modes given:
+# "shm bpf" is every run (tests/run.sh e2e); "bpf" is the plain build's share
+# of `make test` (e2e-bpf), where e2e-asan runs the --no-bpf (shm) half and
+# the suites without a mode, so only the suites e2e-asan does not run are
+# left here without a mode (ctl, refrouter, llamaserve).
+# name:script of each suite that runs in both modes
+E2E_BOTH="tls:test_tls boundary:test_boundary ops:test_ops unit:test_unit
+	metrics:test_metrics cache:test_cache load:test_load flow:test_flow
+	quota:test_quota learn:test_learn otel:test_otel pd:test_pd
+	ahead:test_parse_ahead fleet-nats:test_fleet_nats addr:test_addr
+	pools:test_pools conf:test_conf real:test_real"
+e2e_plain() { # modes
+	E="python3 tests/e2e"
+	full=0
+	case " $1 " in *" shm "*) full=1 ;; esac
+	[ "$full" = 1 ] && run_tap "e2e/shm" $E/e2e.py --build "$BUILD" --mode shm
+	run_tap "e2e/bpf" $E/e2e.py --build "$BUILD" --mode bpf
+	run_tap "e2e/sockmsg" $E/e2e.py --build "$BUILD" --mode bpf --data-path sockmsg
+	run_tap "e2e/sockmap" $E/e2e.py --build "$BUILD" --mode bpf --data-path sockmap
+	if [ "$full" = 1 ]; then # shm only, and e2e-asan runs them
+		run_tap "e2e/hostile" $E/test_hostile.py --build "$BUILD" --mode shm
+		run_tap "e2e/boundary-tls" $E/test_boundary.py --build "$BUILD" --mode shm --tls
+		run_tap "e2e/hostile-tls" $E/test_hostile.py --build "$BUILD" --mode shm --tls
+		run_tap "e2e/tls-backends" $E/test_tls_backends.py --build "$BUILD" --mode shm
+		run_tap "e2e/replay-shm" $E/test_replay.py --build "$BUILD" --mode shm
+	fi
+	for pair in $E2E_BOTH; do # (not $s: run_tap sets it)
+		for m in $1; do
+			run_tap "e2e/${pair%%:*}-$m" $E/${pair#*:}.py --build "$BUILD" --mode "$m"
+		done
+	done
+	if [ "$full" = 1 ]; then # no mode, and e2e-asan runs them
+		run_tap "e2e/fleet" $E/test_fleet.py --build "$BUILD"
+		run_tap "e2e/floor" $E/test_floor.py --build "$BUILD"
+		run_tap "e2e/mockllm-pd" $E/test_mockllm_pd.py --build "$BUILD"
+	fi
+	run_tap "e2e/ctl" $E/test_ctl.py --build "$BUILD"
+	run_tap "e2e/refrouter" $E/test_refrouter.py --build "$BUILD"
+	run_tap "e2e/llamaserve" $E/test_llamaserve.py --build "$BUILD"
+}
+
 for suite in "$@"; do
 	case $suite in
 	unit) for t in $(unit_names); do run_tap "unit/$t" "$BUILD/tests/$t"; done ;;
@@ -47,58 +94,8 @@ for suite in "$@"; do
 		ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 			run_tap "asan/$t" "$BUILD/asan/tests/$t"; done ;;
 	bpf) for t in $(bpf_names); do run_tap "bpf/$t" "$BUILD/tests/$t"; done ;;
-	e2e) E="python3 tests/e2e"
-	     run_tap "e2e/shm" $E/e2e.py --build "$BUILD" --mode shm
-	     run_tap "e2e/bpf" $E/e2e.py --build "$BUILD" --mode bpf
-	     run_tap "e2e/sockmsg" $E/e2e.py --build "$BUILD" --mode bpf --data-path sockmsg
-	     run_tap "e2e/sockmap" $E/e2e.py --build "$BUILD" --mode bpf --data-path sockmap
-	     run_tap "e2e/hostile" $E/test_hostile.py --build "$BUILD" --mode shm
-	     run_tap "e2e/boundary-shm" $E/test_boundary.py --build "$BUILD" --mode shm
-	     run_tap "e2e/boundary-tls" $E/test_boundary.py --build "$BUILD" --mode shm --tls
-	     run_tap "e2e/hostile-tls" $E/test_hostile.py --build "$BUILD" --mode shm --tls
-	     run_tap "e2e/tls-shm" $E/test_tls.py --build "$BUILD" --mode shm
-	     run_tap "e2e/tls-bpf" $E/test_tls.py --build "$BUILD" --mode bpf
-	     run_tap "e2e/tls-backends" $E/test_tls_backends.py --build "$BUILD" --mode shm
-	     run_tap "e2e/boundary-bpf" $E/test_boundary.py --build "$BUILD" --mode bpf
-	     run_tap "e2e/ops-shm" $E/test_ops.py --build "$BUILD" --mode shm
-	     run_tap "e2e/ops-bpf" $E/test_ops.py --build "$BUILD" --mode bpf
-	     run_tap "e2e/unit-shm" $E/test_unit.py --build "$BUILD" --mode shm
-	     run_tap "e2e/unit-bpf" $E/test_unit.py --build "$BUILD" --mode bpf
-	     run_tap "e2e/metrics-shm" $E/test_metrics.py --build "$BUILD" --mode shm
-	     run_tap "e2e/metrics-bpf" $E/test_metrics.py --build "$BUILD" --mode bpf
-	     run_tap "e2e/cache-shm" $E/test_cache.py --build "$BUILD" --mode shm
-	     run_tap "e2e/cache-bpf" $E/test_cache.py --build "$BUILD" --mode bpf
-	     run_tap "e2e/load-shm" $E/test_load.py --build "$BUILD" --mode shm
-	     run_tap "e2e/load-bpf" $E/test_load.py --build "$BUILD" --mode bpf
-	     run_tap "e2e/flow-shm" $E/test_flow.py --build "$BUILD" --mode shm
-	     run_tap "e2e/flow-bpf" $E/test_flow.py --build "$BUILD" --mode bpf
-	     run_tap "e2e/quota-shm" $E/test_quota.py --build "$BUILD" --mode shm
-	     run_tap "e2e/quota-bpf" $E/test_quota.py --build "$BUILD" --mode bpf
-	     run_tap "e2e/learn-shm" $E/test_learn.py --build "$BUILD" --mode shm
-	     run_tap "e2e/learn-bpf" $E/test_learn.py --build "$BUILD" --mode bpf
-	     run_tap "e2e/replay-shm" $E/test_replay.py --build "$BUILD" --mode shm
-	     run_tap "e2e/otel-shm" $E/test_otel.py --build "$BUILD" --mode shm
-	     run_tap "e2e/otel-bpf" $E/test_otel.py --build "$BUILD" --mode bpf
-	     run_tap "e2e/pd-shm" $E/test_pd.py --build "$BUILD" --mode shm
-	     run_tap "e2e/pd-bpf" $E/test_pd.py --build "$BUILD" --mode bpf
-	     run_tap "e2e/ahead-shm" $E/test_parse_ahead.py --build "$BUILD" --mode shm
-	     run_tap "e2e/ahead-bpf" $E/test_parse_ahead.py --build "$BUILD" --mode bpf
-	     run_tap "e2e/fleet-nats-shm" $E/test_fleet_nats.py --build "$BUILD" --mode shm
-	     run_tap "e2e/fleet-nats-bpf" $E/test_fleet_nats.py --build "$BUILD" --mode bpf
-	     run_tap "e2e/addr-shm" $E/test_addr.py --build "$BUILD" --mode shm
-	     run_tap "e2e/addr-bpf" $E/test_addr.py --build "$BUILD" --mode bpf
-	     run_tap "e2e/fleet" $E/test_fleet.py --build "$BUILD"
-	     run_tap "e2e/pools-shm" $E/test_pools.py --build "$BUILD" --mode shm
-	     run_tap "e2e/pools-bpf" $E/test_pools.py --build "$BUILD" --mode bpf
-	     run_tap "e2e/conf-shm" $E/test_conf.py --build "$BUILD" --mode shm
-	     run_tap "e2e/conf-bpf" $E/test_conf.py --build "$BUILD" --mode bpf
-	     run_tap "e2e/ctl" $E/test_ctl.py --build "$BUILD"
-	     run_tap "e2e/refrouter" $E/test_refrouter.py --build "$BUILD"
-	     run_tap "e2e/floor" $E/test_floor.py --build "$BUILD"
-	     run_tap "e2e/mockllm-pd" $E/test_mockllm_pd.py --build "$BUILD"
-	     run_tap "e2e/llamaserve" $E/test_llamaserve.py --build "$BUILD"
-	     run_tap "e2e/real-shm" $E/test_real.py --build "$BUILD" --mode shm
-	     run_tap "e2e/real-bpf" $E/test_real.py --build "$BUILD" --mode bpf ;;
+	e2e) e2e_plain "shm bpf" ;;
+	e2e-bpf) e2e_plain bpf ;;
 	e2e-asan) export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 		run_tap "e2e-asan/shm" \
 		python3 tests/e2e/e2e.py --build "$BUILD/asan" --tools "$BUILD" --mode shm
