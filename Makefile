@@ -136,11 +136,17 @@ tests-build: all $(UNIT_BINS) $(BPFT_BINS)
 # --- tests -------------------------------------------------------------------
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
+# `make test` builds its three variants one after the other (the fuzz build
+# uses the plain build's skeletons), each with TEST_JOBS jobs (the cores)
+# unless make was given -j; e2e-bpf and e2e-asan share the end-to-end runs
+# (tests/run.sh: BPF modes on the plain build, --no-bpf on the ASan build).
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+TEST_J = $(if $(findstring --jobserver,$(MAKEFLAGS)),,-j$(TEST_JOBS))
 test: deps
-	$(Q)$(MAKE) --no-print-directory tests-build
-	$(Q)$(MAKE) --no-print-directory BUILD=$(BUILD)/asan LLAMA=$(LLAMA) CFLAGS="-O1 -g" \
+	$(Q)$(MAKE) --no-print-directory $(TEST_J) tests-build
+	$(Q)$(MAKE) --no-print-directory $(TEST_J) BUILD=$(BUILD)/asan LLAMA=$(LLAMA) CFLAGS="-O1 -g" \
 		SANFLAGS="$(ASAN_FLAGS)" tests-build
-	$(Q)$(MAKE) --no-print-directory fuzz-build
+	$(Q)$(MAKE) --no-print-directory $(TEST_J) fuzz-build
 	$(Q)BUILD=$(BUILD) tests/run.sh unit asan bpf e2e-bpf e2e-asan fuzz style
 
 test-unit: deps tests-build
