@@ -42,6 +42,9 @@ from netutil import OtlpReceiver  # noqa: E402
 
 TESTS = []
 QUIET = ["--health-check-path", "none", "--metrics-scrape-interval", "0"]
+# the instance 10 times faster than mockllm's model (0.44 s a CHAT answer at
+# 1x): for the tests that send many requests and check no timing
+FAST = {0: ["--time-scale", "10"]}
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"
 CHAT = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hello there"}]})
@@ -194,7 +197,8 @@ BAD = [
 @test
 def test_bad_traceparents(opts):
     col = Collector()
-    f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url()])
+    f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url()], mock_args=FAST)
+    seen = []  # (bad traceparent, the trace and parent the instance saw)
     try:
         for bad in BAD + ["two"]:
             if bad == "two":  # two fields, each valid alone: not a valid one
@@ -223,9 +227,13 @@ def test_bad_traceparents(opts):
             trace, parent, flags = seen_parent(h)
             assert trace != TRACE and parent != CLIENT_SPAN, (bad[:80], h)
             assert "x-seen-tracestate" not in h, "tracestate dropped with a bad parent"
+            seen.append((bad, trace, parent))
+        # the spans, once all were sent: one wait for the exporter's turns,
+        # not one per request
+        for bad, trace, parent in seen:
             spans = col.wait_trace(trace, ["POST /v1/chat/completions"])
             req = one(spans, "POST /v1/chat/completions")
-            assert "parentSpanId" not in req and req["spanId"] == parent, req
+            assert "parentSpanId" not in req and req["spanId"] == parent, (bad[:80], req)
     finally:
         rc = f.stop()
         col.close()
@@ -235,7 +243,8 @@ def test_bad_traceparents(opts):
 @test
 def test_sampling(opts):
     col = Collector()
-    f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url(), "--otlp-sample", "0"])
+    f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url(), "--otlp-sample", "0"],
+              mock_args=FAST)
     try:
         # ratio 0: no parent, not traced, said so to the instance
         st, h, _ = f.post("/v1/chat/completions", CHAT)
@@ -376,7 +385,7 @@ def answers(f, n=20):
 def test_collector_down_or_slow(opts):
     # the reference: a collector that answers
     col = Collector()
-    f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url()])
+    f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url()], mock_args=FAST)
     try:
         good = answers(f)
         assert all(st == 200 for st, _ in good), good
@@ -385,7 +394,8 @@ def test_collector_down_or_slow(opts):
         col.close()
     # down: nothing listens on the port
     down = free_port()
-    f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", "http://127.0.0.1:%d" % down])
+    f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", "http://127.0.0.1:%d" % down],
+              mock_args=FAST)
     try:
         assert answers(f) == good
         assert wait_until(lambda: f.counter("prefixgate_otlp_export_errors_total") >= 1, 5)
@@ -397,7 +407,7 @@ def test_collector_down_or_slow(opts):
     # slow: every answer 2 s late, past --otlp-timeout 300
     col = Collector(delay_s=2.0)
     f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url(),
-                                          "--otlp-timeout", "300"])
+                                          "--otlp-timeout", "300"], mock_args=FAST)
     try:
         got = []
         for _ in range(3):  # spread over several exporter turns
