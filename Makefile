@@ -202,7 +202,7 @@ clean:
 #                    to $(BUILD)/fuzz/corpus-NAME/, crashes to
 #                    $(BUILD)/fuzz/NAME-crash-*; prints executions per target
 #                    and in all
-#   make fuzz-smoke  the same for FUZZ_SMOKE_SECONDS (default 10) each, as TAP
+#   make fuzz-smoke  the same for FUZZ_SMOKE_SECONDS (default 6) each, as TAP
 #                    (tests/run.sh fuzz counts it)
 # Each target links the user/*.c it needs, compiled with coverage
 # instrumentation and ASan+UBSan: FUZZ_MODS_<name> lists modules, a module
@@ -210,7 +210,7 @@ clean:
 # no change here). A target missing a module fails to link: add it.
 FUZZ_DIR           := $(BUILD)/fuzz
 FUZZ_SECONDS       ?= 120
-FUZZ_SMOKE_SECONDS ?= 10
+FUZZ_SMOKE_SECONDS ?= 6
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS := -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(WARN) -std=gnu11 \
 	-D_GNU_SOURCE -Iinclude -Iuser -I$(BUILD) -MMD -MP

@@ -7,7 +7,7 @@
 # e2e-bpf: the plain build's runs that e2e-asan does not make, the BPF mode
 # and the data paths; `make test` runs e2e-bpf and e2e-asan, so each suite
 # with both modes runs in each once (see e2e_plain below);
-# fuzz: each libFuzzer target of $BUILD/fuzz for FUZZ_SMOKE_SECONDS, 10,
+# fuzz: each libFuzzer target of $BUILD/fuzz for FUZZ_SMOKE_SECONDS, 6,
 # FUZZ_JOBS (2) at a time; style: tests/style.sh, clang-format and file
 # size; all of them part of `make test` but e2e)
 # Each test program speaks TAP ("ok N - name", "not ok N - name",
@@ -150,7 +150,7 @@ for suite in "$@"; do
 		python3 tests/e2e/test_mockllm_pd.py --build "$BUILD/asan" --tools "$BUILD/asan"
 		run_tap "e2e-asan/real" \
 		python3 tests/e2e/test_real.py --build "$BUILD/asan" --tools "$BUILD" --mode shm ;;
-	fuzz) run_tap "fuzz/smoke" tests/fuzz/run.sh "${FUZZ_SMOKE_SECONDS:-10}" \
+	fuzz) run_tap "fuzz/smoke" tests/fuzz/run.sh "${FUZZ_SMOKE_SECONDS:-6}" \
 		$(for f in tests/fuzz/fuzz_*.c; do basename "$f" .c | sed 's/^fuzz_//'; done) ;;
 	style) run_tap "style" tests/style.sh ;;
 	*) echo "tests/run.sh: unknown suite $suite" >&2; exit 2 ;;
