@@ -5,7 +5,7 @@
 # (e2e: every end-to-end suite on the plain build, --no-bpf (shm) and BPF
 # modes; e2e-asan: each suite once on the ASan+UBSan build, the shm mode;
 # e2e-bpf: the plain build's runs that e2e-asan does not make, the BPF mode
-# and the data paths; `make test` runs e2e-bpf and e2e-asan, so each suite
+# (e2e.py on the sockmsg and sockmap data paths, not again on auto); `make test` runs e2e-bpf and e2e-asan, so each suite
 # with both modes runs in each once (see e2e_plain below);
 # fuzz: each libFuzzer target of $BUILD/fuzz for FUZZ_SMOKE_SECONDS, 6,
 # FUZZ_JOBS (2) at a time; style: tests/style.sh, clang-format and file
@@ -61,8 +61,13 @@ e2e_plain() { # modes
 	E="python3 tests/e2e"
 	full=0
 	case " $1 " in *" shm "*) full=1 ;; esac
-	[ "$full" = 1 ] && run_tap "e2e/shm" $E/e2e.py --build "$BUILD" --mode shm
-	run_tap "e2e/bpf" $E/e2e.py --build "$BUILD" --mode bpf
+	if [ "$full" = 1 ]; then
+		run_tap "e2e/shm" $E/e2e.py --build "$BUILD" --mode shm
+		# --data-path auto, which picks sockmsg per streamed response: in
+		# e2e-bpf the sockmsg run below and every other suite's bpf run
+		# (all on auto) cover it
+		run_tap "e2e/bpf" $E/e2e.py --build "$BUILD" --mode bpf
+	fi
 	run_tap "e2e/sockmsg" $E/e2e.py --build "$BUILD" --mode bpf --data-path sockmsg
 	run_tap "e2e/sockmap" $E/e2e.py --build "$BUILD" --mode bpf --data-path sockmap
 	if [ "$full" = 1 ]; then # shm only, and e2e-asan runs them
