@@ -230,7 +230,7 @@ FUZZ_MODS_admin  := admin buf otel otlp trace account lib/quota quotas control m
 	addr addrset backend_names resolve \
 	metrics route routestats scrape accesslog ring view strategy random least prefix maps gateway log index modelpool \
 	pools etcd fleet fleetq cache capacity cachecap work load host conf flow flowctl lib/pd \
-	jsonedit lib/tls_pem lib/tls_name tls/tls tls/tls_set tls/tls_tickets
+	jsonedit lib/tls_pem lib/tls_name tls/tls tls/tls_set tls/tls_tickets journal
 FUZZ_MODS_tls    := proxy/tls proxy/tls_io sock otlp trace tls/tls tls/tls_set tls/tls_tickets lib/tls_pem \
 	lib/tls_name flow log gateway addr config routing_config json view strategy random least \
 	prefix cache capacity cachecap index work names modelpool conf buf lib/pd jsonedit lib/quota
