@@ -4,8 +4,8 @@
  * table-driven: the cache against the wait in work, idle and saturated
  * fleets, ties and determinism, learned speeds, the shared head, the
  * estimates it reports, NewConversationChoices (the least recently sent of
- * the first N ring candidates, where the anchor went before) and
- * pg_backend.recent's decay.
+ * the first N ring candidates, where the anchor went before),
+ * pg_backend.recent's decay and the work of a shared head's first prefill.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -208,6 +208,62 @@ static void test_estimates(void **state)
 	assert_float_equal(ch.est[1].wait_ms, 100.0, 0.5);
 }
 
+/* Which instances were sent the shared head (test_shared_head_work). */
+static bool head_sent_to(uint16_t id, void *arg)
+{
+	const bool *sent = arg;
+
+	return sent[id];
+}
+
+/* A shared head counts held everywhere for the choice, but the one chosen
+ * is given the work it really has: the head's first prefill where it was
+ * not sent it and the index lists it holding less; the choice itself does
+ * not move. */
+static void test_shared_head_work(void **state)
+{
+	const double ms_per_tok = 1000.0 / PG_SPEED_RATE_DEFAULT;
+	const uint16_t ids[1] = {2};
+	const uint32_t tok[1] = {2000}; /* a shorter head, before it was one */
+	bool sent[4] = {false};
+	struct pg_ca_req rq = req(12500, 12000, NULL, NULL, 0);
+	struct pg_choice ch;
+
+	(void)state;
+	members(3);
+	rq.head_sent = head_sent_to;
+	rq.head_arg = sent;
+	/* the anchor's first candidate, never sent the head: all of it */
+	assert_int_equal(pg_balance_cached(backends, 3, ring, 3, &rq, NULL, 0, false, &ch), 1);
+	assert_int_equal(ch.decision, PG_DEC_AFFINITY);
+	assert_int_equal(ch.shared, 12000);
+	assert_int_equal(ch.matched, 0);
+	assert_int_equal(ch.est[0].matched, 0);
+	assert_float_equal(ch.est[0].prefill_ms, 12500 * ms_per_tok, 0.5);
+	assert_float_equal(ch.est[0].ttft_ms, 61.5 + 12500 * ms_per_tok, 0.5);
+	/* the runner-up is as the choice saw it */
+	assert_int_equal(ch.est[1].matched, 12000);
+	/* sent it: the head is held */
+	sent[1] = true;
+	assert_int_equal(pg_balance_cached(backends, 3, ring, 3, &rq, NULL, 0, false, &ch), 1);
+	assert_int_equal(ch.matched, 12000);
+	assert_int_equal(ch.est[0].matched, 12000);
+	assert_float_equal(ch.est[0].prefill_ms, 500 * ms_per_tok, 0.5);
+	/* not sent it, listed holding part of it: that part */
+	sent[1] = false;
+	backends[1].flags = 0;
+	rq = req(12500, 12000, ids, tok, 1);
+	rq.head_sent = head_sent_to;
+	rq.head_arg = sent;
+	assert_int_equal(pg_balance_cached(backends, 3, ring, 3, &rq, NULL, 0, false, &ch), 2);
+	assert_int_equal(ch.matched, 2000);
+	assert_int_equal(ch.est[0].matched, 2000);
+	/* no test given: every instance holds it, as before */
+	rq.head_sent = NULL;
+	assert_int_equal(pg_balance_cached(backends, 3, ring, 3, &rq, NULL, 0, false, &ch), 2);
+	assert_int_equal(ch.matched, 12000);
+}
+
 /* Who may take it: usable, not excluded; nothing usable is 0. */
 static void test_eligible(void **state)
 {
@@ -355,7 +411,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_choice_rule),  cmocka_unit_test(test_estimates),
 	    cmocka_unit_test(test_eligible),     cmocka_unit_test(test_new_conversation_choices),
-	    cmocka_unit_test(test_recent_decay),
+	    cmocka_unit_test(test_recent_decay), cmocka_unit_test(test_shared_head_work),
 	};
 
 	return cmocka_run_group_tests_name("choice", tests, NULL, NULL);

@@ -75,6 +75,18 @@ static uint32_t held_by(const struct pg_ca_req *rq, struct holders *h, uint16_t 
 	return t < rq->prompt_tokens ? t : rq->prompt_tokens;
 }
 
+/* Tokens of the request the index lists backend id as holding (0: not
+ * listed), the shared head aside. */
+static uint32_t listed_tokens(const struct pg_ca_req *rq, uint16_t id)
+{
+	uint32_t t = 0;
+
+	for (size_t i = 0; i < rq->nheld; i++)
+		if (rq->held[i] == id && rq->held_tokens[i] > t)
+			t = rq->held_tokens[i];
+	return t < rq->prompt_tokens ? t : rq->prompt_tokens;
+}
+
 static bool listed(const uint16_t *ids, size_t n, uint16_t id)
 {
 	for (size_t i = 0; i < n; i++)
@@ -258,6 +270,17 @@ uint16_t pg_balance_cached(const struct pg_backend *backends, unsigned max_id, c
 	for (size_t i = 0; i < n; i++)
 		if (i != pick && (second == SIZE_MAX || seen[i].cost < seen[second].cost))
 			second = i;
+	out->decision = decision(backends, max_id, cand, ncand, rq, exclude, now_ms, explicit_key,
+	                         seen[pick].id, seen[pick].matched, longest);
+	/* the shared head's first prefill there is its work (cache.h) */
+	if (rq->head_sent && rq->shared_tokens && seen[pick].matched <= rq->shared_tokens) {
+		const uint32_t held = listed_tokens(rq, seen[pick].id);
+
+		if (held < rq->shared_tokens && !rq->head_sent(seen[pick].id, rq->head_arg)) {
+			seen[pick].matched = held;
+			estimate(&seen[pick], &backends[seen[pick].id], rq, now_ms);
+		}
+	}
 	out->backend = seen[pick].id;
 	out->matched = seen[pick].matched;
 	out->shared = rq->shared_tokens;
@@ -265,8 +288,6 @@ uint16_t pg_balance_cached(const struct pg_backend *backends, unsigned max_id, c
 	est_out(&out->est[0], &seen[pick]);
 	if (second != SIZE_MAX)
 		est_out(&out->est[1], &seen[second]);
-	out->decision = decision(backends, max_id, cand, ncand, rq, exclude, now_ms, explicit_key,
-	                         seen[pick].id, seen[pick].matched, longest);
 	return seen[pick].id;
 }
 

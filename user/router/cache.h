@@ -31,6 +31,17 @@
  * as many conversations as its cache can (rq->full) is passed over among
  * the ties while another is not: a new one there would evict one.
  *
+ * A shared head's first prefill. The choice counts a shared head
+ * (rq->shared_tokens) held on every instance: each prefills it once and
+ * then holds it while it is hot, so its first holder is no better a place
+ * for a new conversation than any other. The one chosen is given the work
+ * it really has, though (out->matched, est[0]: its queue ticket, hence what
+ * its speed fit learns from the answer): the head too where it was not
+ * sent it lately (rq->head_sent) and the index lists it holding less. Else
+ * a 12,000-token prefill, predicted as a hit, teaches a fit a slow
+ * instance, and every new conversation then goes to the instance whose
+ * fit was taught by hits alone.
+ *
  * No allocation; two passes over the usable ids (shared fields read once,
  * with relaxed atomic loads).
  */
@@ -72,6 +83,10 @@ struct pg_ca_req {
 	 * to another among the ties, if one is there */
 	bool (*full)(uint16_t id, void *arg);
 	void *full_arg;
+	/* whether instance id was sent the shared head lately
+	 * (pg_ca_head_key; NULL: every instance is taken to hold it) */
+	bool (*head_sent)(uint16_t id, void *arg);
+	void *head_arg;
 };
 
 /* Index tiers a request's look reads (pg_ca_match_tiers): the longest

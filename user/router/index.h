@@ -124,6 +124,19 @@ static inline uint64_t pg_ca_anchor_key(uint64_t anchor)
 	return h ? h : 1;
 }
 
+/* The index entry that remembers that backend id was sent the shared head
+ * (pg_ca_shared) whose last block prefix is head: recorded as a one-block
+ * chain with every request through that head, aged like the rest, so that
+ * cache_aware knows where the head's first prefill is still to come
+ * (router/cache.h) whatever the PG_CA_WAYS holders of the head's own
+ * blocks are. One entry per (head, instance); never 0. */
+static inline uint64_t pg_ca_head_key(uint64_t head, uint16_t id)
+{
+	uint64_t h = (head ^ 0x1d8e4e27c47d124full) * 0x9e3779b97f4a7c15ull + id;
+
+	return h ? h : 1;
+}
+
 /* One request more (before its pg_ca_record): the clock shares count in. */
 void pg_ca_tick(const struct pg_ca_index *ix);
 

@@ -15,6 +15,7 @@ struct holder_rule {
 	const struct pg_idset *exclude;
 	uint64_t now_ms;
 	const uint64_t *anchor; /* the request's (its look's, as it moves) */
+	uint64_t head;          /* its shared head's last block prefix (0: none) */
 };
 
 /* A holder counts when it could take the request at all (the strategies'
@@ -26,6 +27,28 @@ static bool holder_usable(uint16_t id, void *arg)
 
 	return pg_backend_eligible(h->r->maps->backends, h->max_id, id, h->exclude, h->now_ms) &&
 	       pg_capacity_holds(h->r, id, *h->anchor);
+}
+
+static bool holds(const struct pg_ca_index *ix, uint64_t h, uint16_t id)
+{
+	uint16_t ids[PG_CA_WAYS];
+	const size_t n = pg_ca_holders(ix, h, NULL, NULL, ids);
+
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] == id)
+			return true;
+	return false;
+}
+
+/* Whether id was sent the request's shared head lately: as a shared head
+ * (pg_ca_head_key), or before it was one, as its first holders were
+ * (they hold its last block still). */
+static bool head_sent(uint16_t id, void *arg)
+{
+	const struct holder_rule *h = arg;
+	const struct pg_ca_index ix = pg_router_index(h->r);
+
+	return holds(&ix, pg_ca_head_key(h->head, id), id) || holds(&ix, h->head, id);
 }
 
 static bool backend_full(uint16_t id, void *arg)
@@ -71,6 +94,11 @@ static void ca_view(const struct pg_router *r, unsigned pool, const struct pg_ro
 		           holder_usable, rule, look);
 	key->anchor = look->anchor;
 	pg_ca_req_from(rq, look);
+	if (kb && look->shared_blocks) {
+		rule->head = kb->chain[look->shared_blocks - 1];
+		rq->head_sent = head_sent;
+		rq->head_arg = rule;
+	}
 	if (rc->new_choices > 1 && !explicit_key && ix.capacity_blocks)
 		rq->nplaced =
 		    pg_ca_holders(&ix, pg_ca_anchor_key(key->anchor), holder_usable, rule, placed);
@@ -125,7 +153,7 @@ static uint16_t choose(const struct pg_router *r, unsigned pool, const struct pg
 	if (rc->flow_queue_ms && without_room(rc->flow_queue_ms, &p, &full))
 		p.exclude = &full;
 	if (s->blocks) {
-		struct holder_rule rule = {r, p.max_id, exclude, now_ms, NULL};
+		struct holder_rule rule = {r, p.max_id, exclude, now_ms, NULL, 0};
 
 		ca_view(r, pool, rc, key, kb, &rule, &rq, &look, placed);
 		p.ca = &rq;
@@ -167,12 +195,15 @@ static void record_chain(const struct pg_router *r, const struct pg_ca_index *ix
 }
 
 /* cache_aware: what was sent where (and, when place, where the anchor
- * went), and how long the match was. */
+ * went; with a shared head of shared tokens, that id was sent it), and how
+ * long the match was. */
 static void record_blocks(const struct pg_router *r, unsigned worker, const struct pg_key *key,
-                          const struct pg_key_blocks *kb, uint16_t id, uint32_t matched, bool place)
+                          const struct pg_key_blocks *kb, uint16_t id, uint32_t matched,
+                          uint32_t shared, bool place)
 {
 	struct pg_ca_index ix = pg_router_index(r);
-	uint32_t blocks = matched / (PG_CA_BLOCK / PG_CA_CHARS_PER_TOKEN);
+	const uint32_t per = PG_CA_BLOCK / PG_CA_CHARS_PER_TOKEN;
+	uint32_t blocks = matched / per;
 	unsigned bucket = 0;
 
 	while (blocks && bucket < PG_CA_MATCH_BUCKETS - 1) {
@@ -191,6 +222,11 @@ static void record_blocks(const struct pg_router *r, unsigned worker, const stru
 		const uint64_t anchor = pg_ca_anchor_key(key->anchor);
 
 		record_chain(r, &ix, worker, &anchor, 1, id, !kb->n);
+	}
+	if (shared / per && shared / per <= kb->n) {
+		const uint64_t head = pg_ca_head_key(kb->chain[shared / per - 1], id);
+
+		record_chain(r, &ix, worker, &head, 1, id, false);
 	}
 }
 
@@ -294,7 +330,8 @@ static uint16_t route_key(const struct pg_router *r, unsigned worker, unsigned p
 		/* how far back id was sent what it is believed to hold, before
 		 * this request refreshes it (what its answer will teach) */
 		pg_capacity_sent(r, id, key->anchor, predicted_prefix(kb, choice), choice);
-		record_blocks(r, worker, key, kb, id, choice->matched, place_anchor(key, kb));
+		record_blocks(r, worker, key, kb, id, choice->matched, choice->shared,
+		              place_anchor(key, kb));
 	}
 	if (r->shadow)
 		shadow = rc.strategy == PG_STRATEGY_PREFIX_AWARE
@@ -394,10 +431,10 @@ enum pg_pd_route pg_route_pd(const struct pg_router *r, unsigned worker,
 		return p ? PG_PDR_PAIR : PG_PDR_ALONE;
 	if (pca || dca) /* both hold the prompt's KV once it is sent on */
 		record_blocks(r, worker, &dk, &kb, d, dca ? dchoice->matched : 0,
-		              place_anchor(&dk, &kb));
+		              dca ? dchoice->shared : 0, place_anchor(&dk, &kb));
 	if (p && (pca || dca))
 		record_blocks(r, worker, key, &kb, p, pca ? pchoice->matched : 0,
-		              place_anchor(key, &kb));
+		              pca ? pchoice->shared : 0, place_anchor(key, &kb));
 	if (r->out && r->out->decided)
 		r->out->decided(r, worker, key->anchor, p ? p : d, p ? p : d, now);
 	return p ? PG_PDR_PAIR : PG_PDR_ALONE;
