@@ -147,14 +147,14 @@ static uint16_t choose(const struct pg_router *r, unsigned pool, const struct pg
 	struct pg_ca_look look;
 	struct pg_ca_req rq;
 	struct pg_idset full;
+	/* lives as long as the choice: rq's callbacks read it */
+	struct holder_rule rule = {r, p.max_id, exclude, now_ms, NULL, 0};
 
 	/* flow control: only instances with room, whatever the strategy (a
 	 * request is sent on when one has; none with room: as without) */
 	if (rc->flow_queue_ms && without_room(rc->flow_queue_ms, &p, &full))
 		p.exclude = &full;
 	if (s->blocks) {
-		struct holder_rule rule = {r, p.max_id, exclude, now_ms, NULL, 0};
-
 		ca_view(r, pool, rc, key, kb, &rule, &rq, &look, placed);
 		p.ca = &rq;
 	}
