@@ -125,6 +125,13 @@ def connect(opts, port, timeout=10):
     return s
 
 
+def words(n, salt):
+    """n words of a prompt, deterministic from salt (test_learn, test_replay:
+    the same salt, the same prompt)."""
+    vocab = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+    return " ".join(vocab[(i * 7 + salt) % 8] + str((i * 31 + salt) % 97) for i in range(n))
+
+
 def wait_until(pred, timeout=5.0, step=0.02):
     """Poll pred() until it returns a truthy value or timeout seconds pass."""
     deadline = time.monotonic() + timeout

@@ -27,7 +27,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, http_get, run_suite, wait_until  # noqa: E402
+from harness import Fleet, http_get, run_suite, wait_until, words  # noqa: E402
 
 TESTS = []
 QUIET = ["--health-check-path", "none"]
@@ -36,11 +36,6 @@ QUIET = ["--health-check-path", "none"]
 def test(fn):
     TESTS.append(fn)
     return fn
-
-
-def words(n, salt):
-    vocab = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
-    return " ".join(vocab[(i * 7 + salt) % 8] + str((i * 31 + salt) % 97) for i in range(n))
 
 
 def chat(n, salt, stream, max_tokens=4):

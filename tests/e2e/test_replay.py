@@ -29,7 +29,7 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, run_suite  # noqa: E402
+from harness import Fleet, run_suite, words  # noqa: E402
 
 TESTS = []
 CLIENTS = 12
@@ -42,11 +42,6 @@ SLOW = ["--speed", "0.5"]  # instance 0: the fits differ
 def test(fn):
     TESTS.append(fn)
     return fn
-
-
-def words(n, salt):
-    vocab = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
-    return " ".join(vocab[(i * 7 + salt) % 8] + str((i * 31 + salt) % 97) for i in range(n))
 
 
 def bodies():
