@@ -239,7 +239,9 @@ void pg_load_answered(const struct pg_router *r, struct pg_load_ticket *t, uint6
 	if (t->head_ns || !t->w.sent_ns)
 		return;
 	t->head_ns = now_ns;
-	if (r->speeds && now_ns > t->w.sent_ns)
+	/* the bound is read only where no stream measured the instance: no
+	 * lock and fit for an answer anywhere else */
+	if (r->speeds && now_ns > t->w.sent_ns && !pg_work_measured(b))
 		learn_bound(r, t, now_ns);
 	__atomic_fetch_add(&b->firsts, 1, __ATOMIC_RELAXED); /* seen to leave */
 	pg_work_speed(b, &sp);

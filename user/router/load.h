@@ -124,9 +124,9 @@ void pg_load_share_speeds(const struct pg_router *r);
 /* The head of its answer, which did not stream, came at now_ns: it leaves
  * the queue if it had not (its prefill over an overhead ago at the
  * latest). Its time bounds that of a first token behind the queue it
- * joined (pg_work_ticket.ahead): learned into the instance's bound
- * (pg_backend.bound_*, published from PG_FIT_OWN_MIN answers on), which a
- * deadline is judged on while no stream has measured its speed. */
+ * joined (pg_work_ticket.ahead): while no stream has measured the
+ * instance's speed, learned into its bound (pg_backend.bound_*, published
+ * from PG_FIT_OWN_MIN answers on), which a deadline is judged on then. */
 void pg_load_answered(const struct pg_router *r, struct pg_load_ticket *t, uint64_t now_ns);
 
 /* A ticket of an answer that does not stream, at now_ms (the workers'
