@@ -256,7 +256,7 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 	struct pg_client *c = u->c;
 	struct pg_exchange *x = &c->x;
 	struct pg_http_response resp;
-	bool kept = false;
+	bool kept = false, readable;
 	ssize_t n;
 
 	for (;;) {
@@ -305,11 +305,10 @@ static bool response_head(struct pg_worker *w, struct pg_upstream *u, char *p, s
 	/* what the answer says of its usage is read as it passes (not with a
 	 * Content-Encoding: its bytes are not the usage's): for a predicted
 	 * hit, checked; accounted (quota.h) when asked for */
-	x->cache_check = resp.status < 300 && !x->head_method && !resp.encoded &&
-	                 x->choice.backend == x->backend && x->choice.d_blocks != UINT32_MAX &&
-	                 x->choice.matched > x->choice.shared;
-	x->usage_on = x->cache_check || (resp.status < 300 && !x->head_method && !resp.encoded &&
-	                                 pg_quota_reads_usage(w));
+	readable = resp.status < 300 && !x->head_method && !resp.encoded;
+	x->cache_check = readable && x->choice.backend == x->backend &&
+	                 x->choice.d_blocks != UINT32_MAX && x->choice.matched > x->choice.shared;
+	x->usage_on = x->cache_check || (readable && pg_quota_reads_usage(w));
 	if (x->usage_on)
 		pg_usage_init(&x->usage, x->key.stream ? PG_USAGE_SSE : PG_USAGE_JSON);
 	u->keep_alive = resp.keep_alive && !u->dp;
