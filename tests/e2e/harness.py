@@ -1,5 +1,6 @@
 """Test fleet for prefixgate's end-to-end tests: mockllm instances and one
 prefixgate, real processes on loopback, torn down after each test."""
+import contextlib
 import http.client
 import json
 import os
@@ -123,6 +124,19 @@ def connect(opts, port, timeout=10):
     if getattr(opts, "tls", False):
         s = TlsSocket(s, tls_client_context(opts), "gw.test")
     return s
+
+
+@contextlib.contextmanager
+def running(f, *others):
+    """The body with fleet f up; then f stopped, others (collectors,
+    receivers) closed, and the gateway's exit code 0."""
+    try:
+        yield f
+    finally:
+        rc = f.stop()
+        for o in others:
+            o.close()
+    assert rc == 0, rc
 
 
 def words(n, salt):

@@ -37,7 +37,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, free_port, run_suite, wait_until  # noqa: E402
+from harness import Fleet, free_port, run_suite, running, wait_until  # noqa: E402
 from netutil import OtlpReceiver  # noqa: E402
 
 TESTS = []
@@ -120,7 +120,7 @@ def seen_parent(headers):
 def test_spans_and_parents(opts):
     col = Collector()
     f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url()])
-    try:
+    with running(f, col):
         st, h, body = f.post("/v1/chat/completions", STREAM,
                              {"traceparent": tp(), "tracestate": "vendor=abc,other=x"})
         assert st == 200, st
@@ -173,10 +173,6 @@ def test_spans_and_parents(opts):
                           len(col.spans), 5)
         assert f.counter("prefixgate_otlp_export_errors_total") == 0
         assert f.counter("prefixgate_otlp_spans_dropped_total") == 0
-    finally:
-        rc = f.stop()
-        col.close()
-    assert rc == 0, rc
 
 
 BAD = [
@@ -199,7 +195,7 @@ def test_bad_traceparents(opts):
     col = Collector()
     f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url()], mock_args=FAST)
     seen = []  # (bad traceparent, the trace and parent the instance saw)
-    try:
+    with running(f, col):
         for bad in BAD + ["two"]:
             if bad == "two":  # two fields, each valid alone: not a valid one
                 hdrs = [("traceparent", tp()), ("traceparent", tp(span="1" * 16))]
@@ -234,10 +230,6 @@ def test_bad_traceparents(opts):
             spans = col.wait_trace(trace, ["POST /v1/chat/completions"])
             req = one(spans, "POST /v1/chat/completions")
             assert "parentSpanId" not in req and req["spanId"] == parent, (bad[:80], req)
-    finally:
-        rc = f.stop()
-        col.close()
-    assert rc == 0, rc
 
 
 @test
@@ -245,7 +237,7 @@ def test_sampling(opts):
     col = Collector()
     f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url(), "--otlp-sample", "0"],
               mock_args=FAST)
-    try:
+    with running(f, col):
         # ratio 0: no parent, not traced, said so to the instance
         st, h, _ = f.post("/v1/chat/completions", CHAT)
         assert st == 200
@@ -266,17 +258,13 @@ def test_sampling(opts):
         time.sleep(0.5)  # two exporter turns more
         assert not col.trace(free_trace) and not col.trace("1" * 32), "unsampled exported"
         assert {s["traceId"] for s in col.spans} == {TRACE}
-    finally:
-        rc = f.stop()
-        col.close()
-    assert rc == 0, rc
 
 
 @test
 def test_gen_ai_attributes(opts):
     col = Collector()
     f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url()])
-    try:
+    with running(f, col):
         st, h, _ = f.post("/v1/completions",
                           json.dumps({"model": "m", "prompt": "p", "max_tokens": 7}))
         assert st == 200
@@ -290,10 +278,6 @@ def test_gen_ai_attributes(opts):
         trace = seen_parent(h)[0]
         a = attrs(one(col.wait_trace(trace, ["POST"]), "POST"))
         assert a["url.path"] == "/invocations" and "gen_ai.operation.name" not in a, a
-    finally:
-        rc = f.stop()
-        col.close()
-    assert rc == 0, rc
 
 
 @test
@@ -303,7 +287,7 @@ def test_retry_spans(opts):
     col = Collector()
     dead = "127.0.0.1:%d" % free_port()  # nothing listens there
     f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url(), "--backend", dead])
-    try:
+    with running(f, col):
         body = json.dumps({"model": "m", "prompt": "retry me", "max_tokens": 2})
         key = next((k for k in ("k%d" % i for i in range(200))
                     if f.dry_run(body, path="/v1/completions", key=k)["backend"] == dead), None)
@@ -325,10 +309,6 @@ def test_retry_spans(opts):
         assert int(att[0]["endTimeUnixNano"]) <= int(att[1]["startTimeUnixNano"])
         req = attrs(one(spans, "POST /v1/completions"))
         assert req["prefixgate.attempts"] == 2, req
-    finally:
-        rc = f.stop()
-        col.close()
-    assert rc == 0, rc
 
 
 @test
@@ -341,7 +321,7 @@ def test_queue_spans(opts):
     import test_flow as flow
     col = Collector()
     f = Fleet(opts, 2, gw_args=flow.GW + ["--otlp-endpoint", col.url()])
-    try:
+    with running(f, col):
         ts, _, errs = flow.flood(f, 16, "sk-a", 8)
         flow.queued_up(f, 4)  # as test_flow.py's deadline_expires_in_the_queue
         st, _, data, _ = flow.send(f, flow.chat(random.Random(9), flow.SMALL_WORDS), "sk-c",
@@ -362,10 +342,6 @@ def test_queue_spans(opts):
         assert attrs(req)["http.response.status_code"] == 429
         assert one(spans, "prefixgate.queue")["endTimeUnixNano"] == req["endTimeUnixNano"]
         assert not [s for s in spans if s["name"] == "prefixgate.route"], spans
-    finally:
-        rc = f.stop()
-        col.close()
-    assert rc == 0, rc
 
 
 def answers(f, n=20):
@@ -396,19 +372,16 @@ def test_collector_down_or_slow(opts):
     down = free_port()
     f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", "http://127.0.0.1:%d" % down],
               mock_args=FAST)
-    try:
+    with running(f):
         assert answers(f) == good
         assert wait_until(lambda: f.counter("prefixgate_otlp_export_errors_total") >= 1, 5)
         assert f.counter("prefixgate_otlp_spans_dropped_total") >= 20
         assert f.counter("prefixgate_otlp_spans_exported_total") == 0
-    finally:
-        rc = f.stop()
-    assert rc == 0, rc
     # slow: every answer 2 s late, past --otlp-timeout 300
     col = Collector(delay_s=2.0)
     f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url(),
                                           "--otlp-timeout", "300"], mock_args=FAST)
-    try:
+    with running(f, col):
         got = []
         for _ in range(3):  # spread over several exporter turns
             got += answers(f, 10)
@@ -417,16 +390,12 @@ def test_collector_down_or_slow(opts):
         assert wait_until(lambda: f.counter("prefixgate_otlp_export_errors_total") >= 1, 5)
         assert f.counter("prefixgate_otlp_spans_dropped_total") > 0
         assert "otlp: export to" in f.log(), "the failure is logged"
-    finally:
-        rc = f.stop()
-        col.close()
-    assert rc == 0, rc
 
 
 @test
 def test_off(opts):
     f = Fleet(opts, n=1, gw_args=QUIET)
-    try:
+    with running(f):
         st, h, _ = f.post("/v1/chat/completions", CHAT,
                           {"traceparent": tp(), "tracestate": "k=v"})
         assert st == 200
@@ -437,9 +406,6 @@ def test_off(opts):
         assert "x-seen-traceparent" not in h, "none made up when off"
         assert f.counter("prefixgate_otlp_spans_exported_total") == 0
         assert f.counter("prefixgate_otlp_export_errors_total") == 0
-    finally:
-        rc = f.stop()
-    assert rc == 0, rc
 
 
 NODE_PACKAGES = ["openai@4", "@opentelemetry/api@1", "@opentelemetry/sdk-trace-node@1.30",
@@ -504,7 +470,7 @@ def test_node_sdk(opts):
     script = os.path.join(f.tmp, "otel-client.js")
     with open(script, "w") as fh:
         fh.write(NODE_CLIENT)
-    try:
+    with running(f, col):
         env = dict(os.environ, NODE_PATH=os.path.join(mods, "node_modules"))
         r = subprocess.run([node, script, "http://127.0.0.1:%d" % f.port, col.url()],
                            capture_output=True, timeout=60, env=env)
@@ -529,10 +495,6 @@ def test_node_sdk(opts):
                 (gw["parentSpanId"], sorted(s["name"] for s in spans))
             assert client["kind"] == 3 and client["parentSpanId"] == app["spanId"], client
         assert out["seen"].split("-")[2] == one(spans, "POST /v1/completions")["spanId"]
-    finally:
-        rc = f.stop()
-        col.close()
-    assert rc == 0, rc
 
 
 if __name__ == "__main__":
