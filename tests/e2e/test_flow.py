@@ -320,6 +320,20 @@ def bad_headers_are_400(opts):
         f.stop()
 
 
+def refused_then_served(s, nxt):
+    """On connection s, a 429 that keeps it open, then nxt (a chat body)
+    answered 200 on it; that answer."""
+    r = read_reply(s)
+    assert r and r[0] == 429, r
+    assert "close" not in r[1].get("connection", ""), r[1]
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+              b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+              % len(nxt) + nxt)
+    r = read_reply(s)
+    assert r and r[0] == 200, r
+    return r
+
+
 @test
 def refused_while_the_body_arrives(opts):
     """A 1 ms deadline, its body sent in pieces after its head (not with it):
@@ -341,27 +355,13 @@ def refused_while_the_body_arrives(opts):
             s.sendall(body[:300])
             time.sleep(0.05)
             s.sendall(body[300:])
-            r = read_reply(s)
-            assert r and r[0] == 429, r
-            assert "close" not in r[1].get("connection", ""), r[1]
-            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                      b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
-                      % len(nxt) + nxt)
-            r = read_reply(s)
-            assert r and r[0] == 200, r
+            r = refused_then_served(s, nxt)
             assert json.loads(r[2])["choices"], r
         with socket.create_connection(("127.0.0.1", f.port), timeout=10) as s:
             s.sendall((head + "Transfer-Encoding: chunked\r\n\r\n").encode())
             time.sleep(0.05)
             s.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
-            r = read_reply(s)
-            assert r and r[0] == 429, r
-            assert "close" not in r[1].get("connection", ""), r[1]
-            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                      b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
-                      % len(nxt) + nxt)
-            r = read_reply(s)
-            assert r and r[0] == 200, r
+            refused_then_served(s, nxt)
         assert pool0(f)["expired"] == 2, pool0(f)
         quiet(f)
     finally:
