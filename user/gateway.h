@@ -104,6 +104,12 @@ struct pg_gateway {
 	struct pg_flowctl *flow;        /* state/flowctl.h: flow control; NULL: never on */
 	struct pg_quotas *quotas;       /* state/quotas.h: quotas, usage accounting */
 	struct pg_journal *journal;     /* sys/journal.h: --route-journal; NULL: off */
+	/* Reports stored of backends whose queues only reports drain
+	 * (members/health.c; router/work.h pg_work_blind), counted: one may
+	 * show requests whose answers do not stream begun, so a worker that
+	 * sees the count move checks its own then (proxy/exchange.c
+	 * pg_proxy_reports), not at its next tick. */
+	uint32_t reports;
 	/* The routing core (router/router.h), over maps, the pools' members,
 	 * the learned speeds and the fleet's queues: pg_gateway_router. */
 	struct pg_router router;

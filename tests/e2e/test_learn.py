@@ -8,6 +8,8 @@ instances whose speed the gateway is not told, behind one prefixgate.
 - a deadline below what the defaults predict gets 200s after a cold start
   (an instance whose speed is not measured is tried, then judged on what
   was measured), and 429s once the instances are measured too slow for it;
+- an instance whose queue only its report drains (its speed not measured,
+  answers that do not stream) is scraped five times as often;
 - an engine that reports requests waiting gets no new request until it
   drains, whatever the model predicts, and the strategy's choice follows
   (PREFIX_AWARE's first candidate is passed over);
@@ -177,6 +179,57 @@ def deadline_holds_after_sending(opts):
         assert sent >= 2, "no instance was tried"
         assert sent <= 2 * (elapsed + 2), "%d sent on in %.1f s" % (sent, elapsed)
         assert pool0(f)["expired"] >= sent, pool0(f)
+        quiet(f)
+    finally:
+        f.stop()
+
+
+def metrics_gets(port):
+    """GET /metrics the mockllm on port has answered, this one left out."""
+    st, body = http_get(port, "/metrics", 2.0)
+    for line in body.decode().splitlines():
+        if line.startswith('mockllm_requests_total{path="/metrics"}'):
+            return int(float(line.split()[-1])) - 1
+    raise AssertionError("mockllm reports no /metrics count")
+
+
+@test
+def blind_instance_scraped_faster(opts):
+    """--metrics-scrape-interval 1000; one instance that serves one request
+    at a time (~3 s each), its speed not measured, given 3 answers that do
+    not stream at once, ~20,000 prompt tokens each (the defaults predict a
+    first token past 0.6 s: each is queued until its head, its engine's
+    report, or 4 times that): while they wait there the instance is
+    scraped every 200 ms (a fifth of the interval), and at the interval
+    again once all are answered."""
+    slow = ["--max-num-seqs", "1", "--decode-ms-per-token", "40"]
+    f = Fleet(opts, 1, gw_args=QUIET + ["--strategy", "cache_aware",
+                                        "--metrics-scrape-interval", "1000"],
+              mock_args={0: slow})
+    try:
+        port = f.mocks["b0"][0]
+        time.sleep(1.5)  # the first rounds
+        got = []
+        ts = [threading.Thread(target=lambda k=k: got.append(
+            send(f, chat(10000, k, False, max_tokens=60))[0]))  # 60 x 40 ms of decode
+            for k in range(3)]
+        for t in ts:
+            t.start()
+        time.sleep(0.5)
+        n0, t0 = metrics_gets(port), time.monotonic()
+        time.sleep(2)  # the second and third wait behind the first all along
+        n1, t1 = metrics_gets(port), time.monotonic()
+        for t in ts:
+            t.join(30)
+        time.sleep(1.5)
+        n2, t2 = metrics_gets(port), time.monotonic()
+        time.sleep(3)
+        n3, t3 = metrics_gets(port), time.monotonic()
+        print("# %d scrapes in %.1f s while requests waited, %d in %.1f s idle after"
+              % (n1 - n0, t1 - t0, n3 - n2, t3 - t2))
+        assert got == [200] * 3, got
+        assert n1 - n0 >= 0.6 * (t1 - t0) / 0.2, (n1 - n0, t1 - t0)  # ~10; 2 at 1 s
+        assert n3 - n2 <= (t3 - t2) / 1.0 + 1, (n3 - n2, t3 - t2)
         quiet(f)
     finally:
         f.stop()

@@ -186,7 +186,8 @@ class Part:
 
     def ns(self, **kw):
         """An options object for flowrun's and tracerun's replay()."""
-        return SimpleNamespace(build=self.opts.build, time_scale=1.0, gw_args=[], **kw)
+        return SimpleNamespace(build=self.opts.build, time_scale=1.0,
+                               gw_args=self.opts.gw_args.split(), **kw)
 
 
 # --- 1. flow ---------------------------------------------------------------------
@@ -411,6 +412,9 @@ def options(argv=None):
                     % QUICK_TRACE_REQUESTS)
     ap.add_argument("--trace-loads", default=",".join("%g" % l for l in TRACE_LOADS),
                     help="trace: loads (default %(default)s; quick 0.9)")
+    ap.add_argument("--gw-args", default="",
+                    help="more prefixgate flags for every gateway of the flow and deadline "
+                    "sections, space-separated")
     o = ap.parse_args(argv)
     given = set(a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:]))
     if o.quick:

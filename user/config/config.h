@@ -32,6 +32,7 @@
 #define PG_WORKERS_MAX        64
 #define PG_RESOLVE_MS_DEFAULT 5000          /* --resolve-interval: Envoy's dns_refresh_rate */
 #define PG_CONFIG_FILE_MAX    (1024 * 1024) /* larger config files are refused */
+#define PG_SCRAPE_MIN_MS      50            /* --metrics-scrape-interval's least */
 /* The configuration file read when no -c FILE is given, if it exists. */
 #define PG_CONF_DEFAULT "/etc/prefixgate/prefixgate.conf"
 /* --max-body-size default: 64 MiB, past any prompt a context window holds
@@ -224,7 +225,8 @@ struct pg_config {
 	unsigned splice_budget;     /* in-kernel paths: bytes in flight per client */
 	const char *access_log;     /* --access-log FILE, or NULL */
 	const char *route_journal;  /* --route-journal FILE, or NULL */
-	unsigned metrics_scrape_ms; /* GET /metrics of each backend every MS; 0: off */
+	unsigned metrics_scrape_ms; /* GET /metrics of each backend every MS (at least
+	                             * PG_SCRAPE_MIN_MS); 0: off */
 	unsigned predict_window_ms; /* predicted hit: same backend within this long */
 	bool shadow;                /* also compute what prefix_aware would choose */
 	enum pg_load_signal load_signal;

@@ -199,9 +199,10 @@ const struct pg_opt pg_opts[] = {
     [O_HC_FALL] = {OPT("health-fall", "N", "failed checks in a row that take a backend out"),
                    .def = "3", CFG(health.fall), RANGE(1, 100), .live = true},
     [O_SCRAPE] = {OPT("metrics-scrape-interval", "MS",
-                      "GET /metrics of each backend (vLLM KV hits, queue) every MS"),
-                  .def = "250", CFG(metrics_scrape_ms), RANGE(50, 600000), .zero_off = true,
-                  .live = true},
+                      "GET /metrics of each backend (vLLM KV hits, queue) every MS; a fifth "
+                      "of it (50 at least) while only its report shows its queue drain"),
+                  .def = "250", CFG(metrics_scrape_ms), RANGE(PG_SCRAPE_MIN_MS, 600000),
+                  .zero_off = true, .live = true},
     [O_LOAD_SIGNAL] = {OPT("load-signal", NULL,
                            "least-outstanding compares in_flight, the backend's running+waiting, "
                            "or in_flight+waiting"),

@@ -46,6 +46,7 @@ struct pg_health {
 	struct pg_scrape sc[PG_MAX_BACKENDS];
 	uint32_t no_series_epoch[PG_MAX_BACKENDS]; /* member told to have no vllm:* series */
 	uint32_t takes[PG_MAX_BACKENDS];           /* pg_backend.takes when its scrape began */
+	uint64_t scrape_ms[PG_MAX_BACKENDS];       /* when its last scrape began */
 };
 
 int pg_health_result(struct pg_health_state *st, bool ok, unsigned rise, unsigned fall)
@@ -138,6 +139,8 @@ static void scrape_done(struct pg_gateway *gw, unsigned id, bool ok)
 	/* Valid for three intervals: one missed scrape does not drop them. */
 	pg_health_store_scrape(b, s, hc->takes[id], pg_now_ms(),
 	                       pg_now_ms() + 3ull * LOAD(&gw->cfg->metrics_scrape_ms));
+	if (pg_work_blind(b))
+		__atomic_fetch_add(&gw->reports, 1, __ATOMIC_RELAXED);
 }
 
 static void finish(struct pg_gateway *gw, enum kind k, unsigned id, bool ok, const char *why)
@@ -172,6 +175,7 @@ static void start(struct pg_gateway *gw, enum kind k, unsigned id, uint64_t now)
 	if (k == K_SCRAPE) {
 		pg_scrape_init(&hc->sc[id]);
 		hc->takes[id] = __atomic_load_n(&b->takes, __ATOMIC_RELAXED);
+		hc->scrape_ms[id] = now;
 		/* A scrape may take up to its interval (at most 10 s). */
 		timeout = scrape_ms < 10000 ? scrape_ms : 10000;
 	}
@@ -342,6 +346,25 @@ static void step(struct pg_gateway *gw, enum kind k, unsigned id, short revents)
 	}
 }
 
+/* Between rounds: backend id's next scrape comes sooner while its queue
+ * is blind (health.h PG_SCRAPE_BLIND_DIV); wake: the loop's next wake-up,
+ * brought forward to it. */
+static void scrape_blind(struct pg_gateway *gw, unsigned id, unsigned interval, uint64_t now,
+                         uint64_t *wake)
+{
+	const struct pg_backend *b = &gw->maps.backends[id];
+	uint64_t next;
+
+	if (!(__atomic_load_n(&b->flags, __ATOMIC_RELAXED) & PG_BACKEND_ACTIVE) ||
+	    !pg_work_blind(b))
+		return;
+	next = gw->health->scrape_ms[id] + pg_scrape_blind_ms(interval);
+	if (now >= next)
+		start(gw, K_SCRAPE, id, now);
+	else if (next < *wake)
+		*wake = next;
+}
+
 static void *health_main(void *arg)
 {
 	struct pg_health *hc = arg;
@@ -377,6 +400,8 @@ static void *health_main(void *arg)
 			for (unsigned id = 1; id <= hwm; id++) {
 				struct probe *p = &hc->pr[k][id];
 
+				if (p->fd == -1 && k == K_SCRAPE)
+					scrape_blind(gw, id, interval[k], now, &wake);
 				if (p->fd == -1)
 					continue;
 				if (now >= p->deadline_ms) {

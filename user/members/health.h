@@ -37,6 +37,29 @@ struct pg_scrape;
 void pg_health_store_scrape(struct pg_backend *b, const struct pg_scrape *s, uint32_t takes,
                             uint64_t now_ms, uint64_t valid_until_ms);
 
+/* A backend whose queue only its engine's report drains (router/work.h
+ * pg_work_blind: its speed not measured, answers that do not stream) is
+ * scraped this many times as often as --metrics-scrape-interval, at most
+ * every PG_SCRAPE_MIN_MS: flow control holds requests until the report
+ * shows room, and at the default interval it showed room late enough that
+ * the instances had nothing to prefill more than half the time
+ * (tools/bench/learn.py, flow at 3x the default speed, no streams: 0.45x
+ * the work done without flow control; 0.95x at 50 ms). Only then: a
+ * /metrics is tens of kilobytes an engine makes and the checker parses. */
+#define PG_SCRAPE_BLIND_DIV 5
+
+/* The interval between a blind backend's scrapes: interval_ms (the
+ * configured one) / PG_SCRAPE_BLIND_DIV, never under PG_SCRAPE_MIN_MS nor
+ * over interval_ms. Pure: unit-tested. */
+static inline unsigned pg_scrape_blind_ms(unsigned interval_ms)
+{
+	const unsigned ms = interval_ms / PG_SCRAPE_BLIND_DIV;
+
+	if (ms >= PG_SCRAPE_MIN_MS)
+		return ms;
+	return interval_ms < PG_SCRAPE_MIN_MS ? interval_ms : PG_SCRAPE_MIN_MS;
+}
+
 /* Start / stop the checker thread, its state in gw->health (no thread, and
  * gw->health NULL, when both health checks and --metrics-scrape-interval
  * are off). The same thread scrapes each member's GET /metrics (HTTP/1.0,

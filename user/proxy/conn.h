@@ -355,6 +355,13 @@ void pg_client_throttled(struct pg_worker *w, struct pg_client *c, const char *c
 /* The client went away (EOF, reset or a failed send). */
 void pg_client_gone(struct pg_worker *w, struct pg_client *c);
 void pg_proxy_tick(struct pg_worker *w);
+/* A backend's report came (gw->reports moved): the answers that do not
+ * stream of this worker's clients leave their queues if it shows them
+ * begun (router/load.h pg_load_due). A pass walks every busy client: at
+ * most one each PG_REPORTS_PASS_MS (a fleet of many backends reports
+ * hundreds of times a second). */
+void pg_proxy_reports(struct pg_worker *w);
+#define PG_REPORTS_PASS_MS 10
 void pg_proxy_shutdown(struct pg_worker *w);
 
 /* --- upstream.c -------------------------------------------------------------- */

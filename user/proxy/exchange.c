@@ -511,7 +511,9 @@ static void client_timeouts(struct pg_worker *w, struct pg_client *c, const stru
 		}
 		/* A response that does not stream shows no first token: on a
 		 * measured speed its work leaves the queue when its first token is
-		 * predicted, else at its head (router/load.h). */
+		 * predicted, else at its head or its engine's report
+		 * (router/load.h; reports are checked as they come too:
+		 * pg_proxy_reports). */
 		if (!x->key.stream)
 			pg_exchange_due(w, &c->x.load, now);
 		if (x->resp_started || !x->sent_ms || now - x->sent_ms < t->first_byte_ms)
@@ -537,6 +539,13 @@ void pg_proxy_tick(struct pg_worker *w)
 	while ((c = w->idle.head) && (draining || w->now_ms - c->idle_since_ms >= t->idle_ms))
 		pg_client_close(w, c);
 	pg_pool_tick(w);
+}
+
+void pg_proxy_reports(struct pg_worker *w)
+{
+	for (struct pg_client *c = w->busy.head; c; c = c->next)
+		if (c->x.up && !c->x.key.stream && pg_load_pending(&c->x.load))
+			pg_exchange_due(w, &c->x.load, w->now_ms);
 }
 
 void pg_proxy_shutdown(struct pg_worker *w)

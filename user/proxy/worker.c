@@ -416,7 +416,7 @@ static void *worker_main(void *arg)
 {
 	struct pg_worker *w = arg;
 	struct worker_boot *boot = w->boot;
-	uint64_t last_tick = 0;
+	uint64_t last_tick = 0, last_reports = 0;
 	int rc;
 
 	rc = ring_init(w);
@@ -463,6 +463,12 @@ static void *worker_main(void *arg)
 		pg_dp_events(w);
 		if (w->dp_wait)
 			pg_dp_run(w);
+		if (__atomic_load_n(&w->gw->reports, __ATOMIC_RELAXED) != w->reports_seen &&
+		    w->now_ms - last_reports >= PG_REPORTS_PASS_MS) {
+			last_reports = w->now_ms;
+			w->reports_seen = __atomic_load_n(&w->gw->reports, __ATOMIC_RELAXED);
+			pg_proxy_reports(w);
+		}
 		if (w->now_ms - last_tick >= 100) {
 			last_tick = w->now_ms;
 			if (pg_draining(w->gw) && w->listen[PG_LISTEN_PLAIN].fd != -1)

@@ -123,7 +123,8 @@ struct pg_worker {
 	 * (room was made here). */
 	struct pg_flow_q *fq[PG_MAX_POOLS];
 	bool flow_run;
-	bool flow_kicked; /* another worker woke this one (its eventfd polled readable) */
+	bool flow_kicked;      /* another worker woke this one (its eventfd polled readable) */
+	uint32_t reports_seen; /* gw->reports when its requests were last checked against them */
 	/* The earliest deadline of a request of this worker's sent on and not
 	 * yet given its first token (proxy/deadline.h; 0: none). It may be
 	 * early: a run that finds nothing due sets the next. */

@@ -267,6 +267,17 @@ static inline double pg_work_queued(const struct pg_backend *b, const struct pg_
 	return q;
 }
 
+/* b's queue holds requests (this gateway's or the fleet's) whose leaving
+ * only its engine's report shows at once: its speed is not measured, so
+ * an answer that does not stream stays queued until its head or its
+ * engine's report (router/load.h). The report is asked for more often
+ * then (members/health.h PG_SCRAPE_BLIND_DIV). */
+static inline bool pg_work_blind(const struct pg_backend *b)
+{
+	return !pg_work_measured(b) &&
+	       (PG_WORK_LOAD(&b->prefill_reqs) || PG_WORK_LOAD(&b->peer_prefill_reqs));
+}
+
 /* What b's answers that did not stream bound its first tokens by
  * (pg_backend.bound_*): false while none is published. */
 static inline bool pg_work_bound(const struct pg_backend *b, struct pg_speed *out)
