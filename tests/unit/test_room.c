@@ -87,24 +87,29 @@ static void measured(struct pg_backend *b)
 	b->fit_obs = PG_FIT_OWN_MIN;
 }
 
-/* The room of an instance is its own service time by default: the work
- * it is usually sent, at its speed, plus its overhead. */
+/* The room of an instance is its own service time by default: the
+ * prefill of the work it is usually sent, at its speed, or its overhead if
+ * longer (not their sum): one request queued behind the one it computes,
+ * sent before that one ends. */
 static void test_room_auto(void **state)
 {
 	struct pg_backend *b = &maps.backends[1];
 	struct pg_load_ticket t1 = {0}, t2 = {0}, t3 = {0};
+	const uint64_t t0 = now_ns;
 
 	(void)state;
 	measured(b);
 	assert_true(pg_route_has_room(b, PG_FLOW_QUEUE_AUTO, now_ms()));
-	/* requests of 1,000 tokens: 120 ms of service each */
+	/* requests of 1,000 tokens: 100 ms of prefill each */
 	pg_load_take(&r, 1, 1000, &t1, now_ns);
 	assert_int_equal(b->work_avg, 1000);
-	assert_float_equal(pg_work_service_ms(b, &(struct pg_speed){20, 100, 0}), 120, 1e-9);
-	/* one queued (100 ms of prefill) is under one service time */
+	assert_float_equal(pg_work_service_ms(b, &(struct pg_speed){20, 100, 0}), 100, 1e-9);
+	/* the one it begins now fills it; 10 ms on, it has room again */
+	assert_false(pg_route_has_room(b, PG_FLOW_QUEUE_AUTO, now_ms()));
+	now_ns += 10 * 1000000ull;
 	assert_true(pg_route_has_room(b, PG_FLOW_QUEUE_AUTO, now_ms()));
+	/* one more (190 ms of prefill) is past it; a fixed 250 ms still has room */
 	pg_load_take(&r, 1, 1000, &t2, now_ns);
-	/* two (200 ms) are past it; a fixed 250 ms still has room */
 	assert_false(pg_route_has_room(b, PG_FLOW_QUEUE_AUTO, now_ms()));
 	assert_true(pg_route_has_room(b, 250, now_ms()));
 	/* shorter requests: a shorter room, in the same units */
@@ -114,16 +119,22 @@ static void test_room_auto(void **state)
 		pg_load_take(&r, 1, 100, &t3, now_ns);
 		pg_load_drop(&r, &t3);
 	}
-	assert_int_equal(b->work_avg, 100); /* 30 ms of service */
+	assert_int_equal(b->work_avg, 100); /* 10 ms of prefill, under the 20 ms overhead */
+	assert_float_equal(pg_work_service_ms(b, &(struct pg_speed){20, 100, 0}), 20, 1e-9);
+	now_ns += 1000 * 1000000ull; /* the engine idle since */
 	pg_load_take(&r, 1, 100, &t1, now_ns);
 	pg_load_take(&r, 1, 100, &t2, now_ns);
-	assert_true(pg_route_has_room(b, PG_FLOW_QUEUE_AUTO, now_ms()));
+	now_ns += 1000000ull;
+	assert_true(pg_route_has_room(b, PG_FLOW_QUEUE_AUTO, now_ms())); /* 19 ms */
 	pg_load_take(&r, 1, 100, &t3, now_ns);
-	assert_false(pg_route_has_room(b, PG_FLOW_QUEUE_AUTO, now_ms()));
+	assert_false(pg_route_has_room(b, PG_FLOW_QUEUE_AUTO, now_ms())); /* 29 ms */
 	assert_true(pg_route_has_room(b, 50, now_ms()));
 	pg_load_drop(&r, &t1);
 	pg_load_drop(&r, &t2);
 	pg_load_drop(&r, &t3);
+	/* an idle engine has room before any work is learned */
+	assert_true(pg_route_has_room(&maps.backends[2], PG_FLOW_QUEUE_AUTO, now_ms()));
+	now_ns = t0;
 }
 
 /* An engine that says requests wait has no room, whatever the model

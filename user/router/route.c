@@ -459,14 +459,16 @@ uint16_t pg_route_again(const struct pg_router *r, const struct pg_key *key,
 bool pg_route_has_room(const struct pg_backend *b, uint32_t queue_ms, uint64_t now_ms)
 {
 	struct pg_speed sp;
-	double room;
+	double room, q;
 
 	/* the engine says requests wait: full, whatever the model predicts */
 	if (pg_work_waiting(b, now_ms))
 		return false;
 	pg_work_speed(b, &sp);
 	room = queue_ms == PG_FLOW_QUEUE_AUTO ? pg_work_service_ms(b, &sp) : queue_ms;
-	return pg_work_queued(b, &sp, now_ms) * sp.ms_per_ktok < 1000.0 * room;
+	q = pg_work_queued(b, &sp, now_ms);
+	/* an idle engine has room, whatever the room (none learned yet) */
+	return q <= 0 || q * sp.ms_per_ktok < 1000.0 * room;
 }
 
 enum pg_room pg_route_room(const struct pg_router *r, unsigned pool, uint32_t queue_ms,
