@@ -158,6 +158,35 @@ static void test_first_tokens(void **state)
 	assert_int_equal(f.n, (uint64_t)n);
 }
 
+/* An engine whose overhead (185 ms) is 3.4 times its prefill (12,200
+ * tokens/s, 400-1,000 tokens): most requests come while the one before is
+ * past its prefill, in its overhead, the engine idle (one in 4 before
+ * that prefill ended). Such a request's first token follows the one
+ * before's, but the time between them is not its prefill: learned from
+ * its sending, the rate and overhead are found (taken for its prefill,
+ * the rate came out 2-4 times too slow). */
+static void test_idle_in_overhead(void **state)
+{
+	const double rate = 12200, ov = 185;
+	struct pg_fit f;
+	uint64_t seed = 9, end = 1000000000ull; /* ns: the last prefill's end */
+
+	(void)state;
+	pg_fit_init(&f, &prior);
+	for (int i = 0; i < 80; i++) {
+		const uint32_t own = (uint32_t)(400 + unif(&seed) * 600);
+		const uint64_t sent =
+		    i % 4 == 3 ? end - 20000000ull : end + (uint64_t)(unif(&seed) * 150e6);
+		const uint64_t start = sent > end ? sent : end;
+
+		end = start + (uint64_t)(own / rate * 1e9);
+		/* queued: the one before had no first token yet */
+		pg_fit_first(&f, sent, end + (uint64_t)(ov * 1e6), 0, own, 0, i > 0, NULL);
+	}
+	near(1e6 / f.cur.ms_per_ktok, rate, 0.1 * rate, "rate");
+	near(f.cur.overhead_ms, ov, 10, "overhead");
+}
+
 /* The same engine and bursts, each burst's 4 requests from 4 gateways at
  * once (none knew of the others'): each gateway learns from its own first
  * tokens, after the latest first token the others saw (peer_first_ns),
@@ -371,10 +400,11 @@ static void test_fleet_queue(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_converges),    cmocka_unit_test(test_tracks_step),
-	    cmocka_unit_test(test_outliers),     cmocka_unit_test(test_prior),
-	    cmocka_unit_test(test_first_tokens), cmocka_unit_test(test_fleet_first_tokens),
-	    cmocka_unit_test(test_queue),        cmocka_unit_test(test_fleet_queue),
+	    cmocka_unit_test(test_converges),          cmocka_unit_test(test_tracks_step),
+	    cmocka_unit_test(test_outliers),           cmocka_unit_test(test_prior),
+	    cmocka_unit_test(test_first_tokens),       cmocka_unit_test(test_idle_in_overhead),
+	    cmocka_unit_test(test_fleet_first_tokens), cmocka_unit_test(test_queue),
+	    cmocka_unit_test(test_fleet_queue),
 	};
 
 	return cmocka_run_group_tests_name("work", tests, NULL, NULL);

@@ -170,14 +170,16 @@ static inline void pg_fit_obs_unpack(const uint64_t w[2], struct pg_fit_obs *o)
  * (requests were ahead of it, or may have been). The engine prefills first
  * come, first served, so a request's prefill began when the one before it
  * ended, or when it was sent to an idle engine: after a first token later
- * than its sending (ours or another gateway's), the time since that one
+ * than its sending (ours or another gateway's) whose prefill ended (an
+ * overhead earlier, by the fit) after its sending, the time since that one
  * is its prefill alone, what the fit learns, whatever the queue looked
- * like; with none, one sent to an idle engine is a whole TTFT. Learning
- * never rests on the queue's estimate, which rests on the learned rate: an
- * estimate wrong in one would feed the other (a rate learned too fast
- * drains the queue too fast, and the waits it hides are taken for
- * overhead). Anything else: nothing learned. Returns whether it learned,
- * and what (obs, may be NULL).
+ * like; with none, one sent to an idle engine (or to one whose last
+ * prefill had ended) is a whole TTFT. Learning never rests on the queue's
+ * estimate, which rests on the learned rate: an estimate wrong in one
+ * would feed the other (a rate learned too fast drains the queue too
+ * fast, and the waits it hides are taken for overhead). Anything else:
+ * nothing learned. Returns whether it learned, and what (obs, may be
+ * NULL).
  */
 bool pg_fit_first(struct pg_fit *f, uint64_t sent_ns, uint64_t now_ns, uint64_t prev_ns,
                   uint32_t own, double decoding, bool queued, struct pg_fit_obs *obs);
