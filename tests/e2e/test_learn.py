@@ -196,28 +196,28 @@ def metrics_gets(port):
 @test
 def blind_instance_scraped_faster(opts):
     """--metrics-scrape-interval 1000; one instance that serves one request
-    at a time (~3 s each), its speed not measured, given 3 answers that do
+    at a time (~3 s each), its speed not measured, given 2 answers that do
     not stream at once, ~20,000 prompt tokens each (the defaults predict a
     first token past 0.6 s: each is queued until its head, its engine's
-    report, or 4 times that): while they wait there the instance is
-    scraped every 200 ms (a fifth of the interval), and at the interval
-    again once all are answered."""
+    report, or 4 times that): while the second waits there the instance
+    is scraped every 200 ms (a fifth of the interval), and at the interval
+    again once both are answered."""
     slow = ["--max-num-seqs", "1", "--decode-ms-per-token", "40"]
     f = Fleet(opts, 1, gw_args=QUIET + ["--strategy", "cache_aware",
                                         "--metrics-scrape-interval", "1000"],
               mock_args={0: slow})
     try:
         port = f.mocks["b0"][0]
-        time.sleep(1.5)  # the first rounds
+        time.sleep(1)  # the first round
         got = []
         ts = [threading.Thread(target=lambda k=k: got.append(
             send(f, chat(10000, k, False, max_tokens=60))[0]))  # 60 x 40 ms of decode
-            for k in range(3)]
+            for k in range(2)]
         for t in ts:
             t.start()
         time.sleep(0.5)
         n0, t0 = metrics_gets(port), time.monotonic()
-        time.sleep(2)  # the second and third wait behind the first all along
+        time.sleep(2)  # the second waits behind the first all along
         n1, t1 = metrics_gets(port), time.monotonic()
         for t in ts:
             t.join(30)
@@ -227,7 +227,7 @@ def blind_instance_scraped_faster(opts):
         n3, t3 = metrics_gets(port), time.monotonic()
         print("# %d scrapes in %.1f s while requests waited, %d in %.1f s idle after"
               % (n1 - n0, t1 - t0, n3 - n2, t3 - t2))
-        assert got == [200] * 3, got
+        assert got == [200] * 2, got
         assert n1 - n0 >= 0.6 * (t1 - t0) / 0.2, (n1 - n0, t1 - t0)  # ~10; 2 at 1 s
         assert n3 - n2 <= (t3 - t2) / 1.0 + 1, (n3 - n2, t3 - t2)
         quiet(f)
