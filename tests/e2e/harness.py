@@ -27,9 +27,15 @@ def tls_pki(opts):
 def metric_value(f, name, **labels):
     """The value of the sample of fleet f's /metrics named name with these
     labels (among others), 0 if absent."""
+    return sample_value(f.metrics(), name, **labels)
+
+
+def sample_value(text, name, **labels):
+    """The value of the sample of a /metrics text named name with these
+    labels (among others), 0 if absent."""
     want = name + "{" + ",".join('%s="%s"' % kv for kv in sorted(labels.items())) + "}" \
         if labels else name
-    for k, v in metric_samples(f.metrics()).items():
+    for k, v in metric_samples(text).items():
         if k == want or (labels and k.startswith(name + "{") and
                          all('%s="%s"' % kv in k for kv in labels.items())):
             return float(v)

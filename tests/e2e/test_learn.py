@@ -29,7 +29,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, http_get, run_suite, wait_until, words  # noqa: E402
+from harness import Fleet, http_get, run_suite, sample_value, wait_until, words  # noqa: E402
 
 TESTS = []
 QUIET = ["--health-check-path", "none"]
@@ -187,10 +187,7 @@ def deadline_holds_after_sending(opts):
 def metrics_gets(port):
     """GET /metrics the mockllm on port has answered, this one left out."""
     st, body = http_get(port, "/metrics", 2.0)
-    for line in body.decode().splitlines():
-        if line.startswith('mockllm_requests_total{path="/metrics"}'):
-            return int(float(line.split()[-1])) - 1
-    raise AssertionError("mockllm reports no /metrics count")
+    return int(sample_value(body.decode(), "mockllm_requests_total", path="/metrics")) - 1
 
 
 @test
