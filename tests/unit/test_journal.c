@@ -78,6 +78,7 @@ static void test_route(void **state)
 	*r = (struct pg_jr_route){.worker = 1,
 	                          .pool = 0,
 	                          .budget_ms = 50,
+	                          .prio = 2,
 	                          .rnd = UINT64_MAX,
 	                          .hash = 0xad9ca1d030fab455ull,
 	                          .anchor = 0,
@@ -119,8 +120,8 @@ static void test_refused(void **state)
 	    "first 1 2 ",
 	    "member 1 0",
 	    "config cache_aware 1 2 3 4 5",
-	    "route 1 2 0 0 0 0 1 1 10 1 1 4 1 2 1 0 0 5", /* n 2, one hash */
-	    "route 1 2 0 0 0 0 1 1 10 1 1 4 1 99999 1 0 0",
+	    "route 1 2 0 0 0 0 0 1 1 10 1 1 4 1 2 1 0 0 5", /* n 2, one hash */
+	    "route 1 2 0 0 0 0 0 1 1 10 1 1 4 1 99999 1 0 0",
 	    "routes 1",
 	};
 	struct pg_jr e;

@@ -6,7 +6,8 @@
  * own units and the engine's report of requests waiting; a deadline
  * judged only on a measured speed (an unmeasured instance is explored,
  * one request at a time, and after a cut at its deadline only once the
- * backoff is over); the gate holding for every strategy; an answer
+ * backoff is over); the gate holding for every strategy, cache_aware
+ * keeping a holder of the request without room a candidate; an answer
  * that does not stream keeping its work queued until its head, unless its
  * speed is measured; what an instance's cache keeps, learned from its
  * answers (a per-slot cache's bound in conversations, then no holder past
@@ -191,6 +192,64 @@ static void test_gate_every_strategy(void **state)
 	maps.state[0].flow_queue_ms = 0;
 }
 
+/* A prompt of len - 1 characters, the same for the same seed. */
+static void prompt(char *text, size_t len, unsigned seed)
+{
+	for (size_t i = 0; i + 1 < len; i++)
+		text[i] = (char)('a' + (i * 7 + i / 13 + seed) % 26);
+	text[len - 1] = 0;
+}
+
+/* CACHE_AWARE under flow control: an instance without room that holds
+ * more of a standard request than its shared head stays a candidate (its
+ * cost counts its queue; sent elsewhere, the prefill its cache saves would
+ * be done again), while one that does not hold it is passed over; a
+ * critical request goes only where there is room. */
+static void test_gate_cache_holder(void **state)
+{
+	char held[4001], other_text[4001];
+	struct pg_route_input in = {.api = PG_API_RAW,
+	                            .body = held,
+	                            .body_len = sizeof(held) - 1,
+	                            .complete = true,
+	                            .prio = PG_PRIO_STANDARD};
+	struct pg_load_ticket t = {0};
+	struct pg_choice ch;
+	struct pg_key key;
+	uint16_t holder, other;
+
+	(void)state;
+	teardown(NULL);
+	assert_int_equal(setup_n(2, PG_STRATEGY_CACHE_AWARE), 0);
+	maps.state[0].ca_capacity_blocks = 1000;
+	prompt(held, sizeof(held), 0);
+	holder = pg_route_worker(&r, 0, &in, NULL, 1, &key, &ch); /* recorded there */
+	assert_int_not_equal(holder, 0);
+	other = holder == 1 ? 2 : 1;
+	/* a little queued on the holder: past a 1 ms room, far under the
+	 * prefill of a thousand tokens */
+	maps.state[0].flow_queue_ms = 1;
+	pg_load_take(&r, holder, 100, &t, now_ns);
+	assert_false(pg_route_has_room(&maps.backends[holder], 1, now_ms()));
+	assert_true(pg_route_has_room(&maps.backends[other], 1, now_ms()));
+	assert_int_equal(pg_route_dry(&r, &in, NULL, 1, &key, &ch), holder);
+	assert_int_equal(ch.decision, PG_DEC_CACHED);
+	in.prio = PG_PRIO_SHEDDABLE;
+	assert_int_equal(pg_route_dry(&r, &in, NULL, 1, &key, &ch), holder);
+	in.prio = PG_PRIO_CRITICAL;
+	assert_int_equal(pg_route_dry(&r, &in, NULL, 1, &key, &ch), other);
+	in.prio = PG_PRIO_STANDARD;
+	/* prompts it does not hold go where there is room, wherever the
+	 * ring puts them (the queue is within cache_aware's tie: without the
+	 * gate, about half would go to the holder, their ring's first) */
+	in.body = other_text;
+	for (unsigned seed = 1; seed <= 16; seed++) {
+		prompt(other_text, sizeof(other_text), seed);
+		assert_int_equal(pg_route_dry(&r, &in, NULL, 1, &key, &ch), other);
+	}
+	maps.state[0].flow_queue_ms = 0;
+}
+
 /* A deadline below what the defaults predict: an instance whose speed is
  * not measured is tried, one request at a time; once measured, it is
  * judged on what was measured. */
@@ -208,21 +267,21 @@ static void test_deadline_explores(void **state)
 	b = &maps.backends[1];
 	/* the defaults predict 61.5 ms and more: past a 50 ms deadline */
 	assert_true(PG_SPEED_OVERHEAD_DEFAULT > 50);
-	id = pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch);
+	id = pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, PG_PRIO_STANDARD, &ch);
 	assert_int_equal(id, 1);
 	assert_false(ch.late);
 	/* one is on its way: the next is judged on the defaults */
 	pg_load_take(&r, 1, 100, &t, now_ns);
-	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch), 0);
+	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, PG_PRIO_STANDARD, &ch), 0);
 	assert_true(ch.late);
 	pg_load_drop(&r, &t);
 	/* measured at 20 ms of overhead: the deadline is met */
 	measured(b);
-	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch), 1);
+	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, PG_PRIO_STANDARD, &ch), 1);
 	assert_false(ch.late);
 	/* measured slower than the deadline: refused, explored no more */
 	pg_work_publish_speed(b, &(struct pg_speed){80, 100, 0});
-	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch), 0);
+	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, PG_PRIO_STANDARD, &ch), 0);
 	assert_true(ch.late);
 }
 
@@ -243,7 +302,7 @@ static void test_cut_explore_backoff(void **state)
 	teardown(NULL);
 	assert_int_equal(setup_n(1, PG_STRATEGY_LEAST_OUTSTANDING), 0);
 	b = &maps.backends[1];
-	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch), 1);
+	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, PG_PRIO_STANDARD, &ch), 1);
 	pg_load_take(&r, 1, 100, &t, now_ns);
 	now_ns += 50 * ms;
 	pg_load_cut(&r, &t, now_ns / ms);
@@ -252,10 +311,10 @@ static void test_cut_explore_backoff(void **state)
 	assert_false(pg_work_measured(b));
 	/* judged on the defaults until the backoff is over */
 	now_ns += (PG_LOAD_EXPLORE_BACKOFF_MS - 1) * ms;
-	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch), 0);
+	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, PG_PRIO_STANDARD, &ch), 0);
 	assert_true(ch.late);
 	now_ns += ms;
-	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch), 1);
+	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, PG_PRIO_STANDARD, &ch), 1);
 	assert_false(ch.late);
 	/* the slot's member changed meanwhile: the old one's cut is not its */
 	before = b->explore_after_ms;
@@ -263,13 +322,13 @@ static void test_cut_explore_backoff(void **state)
 	b->epoch++;
 	pg_load_cut(&r, &t, now_ns / ms);
 	assert_int_equal(b->explore_after_ms, before);
-	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch), 1);
+	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, PG_PRIO_STANDARD, &ch), 1);
 	/* measured: a cut leaves the judgement to what was measured */
 	measured(b);
 	pg_load_take(&r, 1, 100, &t, now_ns);
 	pg_load_cut(&r, &t, now_ns / ms);
 	assert_int_equal(b->explore_after_ms, before);
-	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch), 1);
+	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, PG_PRIO_STANDARD, &ch), 1);
 }
 
 /* Answers that do not stream, each sent to an idle instance no stream has
@@ -299,7 +358,7 @@ static void test_answer_bound_deadline(void **state)
 	assert_int_not_equal(b->bound_rate, 0);
 	assert_false(pg_work_measured(b));
 	pg_load_take(&r, 1, 100, &ahead, now_ns);
-	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch), 1);
+	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, PG_PRIO_STANDARD, &ch), 1);
 	assert_false(ch.late);
 	/* a bound not measured within the deadline: the defaults judge it */
 	pg_load_drop(&r, &ahead);
@@ -314,7 +373,7 @@ static void test_answer_bound_deadline(void **state)
 	}
 	assert_int_not_equal(b->bound_rate, 0);
 	pg_load_take(&r, 1, 100, &ahead, now_ns);
-	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, &ch), 0);
+	assert_int_equal(pg_route_key(&r, 0, 0, &key, NULL, NULL, 1, 50, PG_PRIO_STANDARD, &ch), 0);
 	assert_true(ch.late);
 	pg_load_drop(&r, &ahead);
 	pg_speeds_free(r.speeds);
@@ -484,6 +543,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_room_auto, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_room_engine_waiting, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_gate_every_strategy, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_gate_cache_holder, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_deadline_explores, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cut_explore_backoff, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_answer_bound_deadline, setup, teardown),

@@ -158,7 +158,7 @@ static int route(struct rp *p, const struct pg_jr *e)
 	w->now = e->t * 1000000;
 	q->tokens = jr->tokens;
 	q->id = pg_route_key(&w->gw[0].r, 0, jr->pool, &key, jr->whole ? &kb : NULL, NULL, jr->rnd,
-	                     jr->budget_ms, &q->ch);
+	                     jr->budget_ms, (uint8_t)jr->prio, &q->ch);
 	p->decisions++;
 	q->same = q->id == jr->id && q->ch.decision == jr->decision && q->ch.matched == jr->matched;
 	if (!q->same) {

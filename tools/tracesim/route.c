@@ -162,7 +162,7 @@ static uint16_t choose(struct ts_world *w, struct ts_gw *g, const struct ts_rec 
 	kb->anchor = k;
 	kb->anchor_len = w->o.prefix_length;
 	kb->whole = mix(prefix_hash(r, r->input), 3);
-	b = pg_route_key(&g->r, 0, 0, &key, kb, NULL, next_rnd(w), 0, &j->ch);
+	b = pg_route_key(&g->r, 0, 0, &key, kb, NULL, next_rnd(w), 0, PG_PRIO_STANDARD, &j->ch);
 	j->anchor = key.anchor;
 	w->decisions[j->ch.decision]++;
 	return b;

@@ -28,11 +28,11 @@ static size_t route_line(char *buf, size_t cap, const struct pg_jr *e)
 	const struct pg_jr_route *r = &e->route;
 	size_t at = put(cap, 0,
 	                snprintf(buf, cap,
-	                         "route %" PRIu64 " %" PRIu64 " %u %u %" PRIx64 " %u %" PRIx64
+	                         "route %" PRIu64 " %" PRIu64 " %u %u %" PRIx64 " %u %u %" PRIx64
 	                         " %" PRIx64 " %u %u %" PRIx64 " %u %" PRIx64 " %u %u %u %u",
-	                         e->seq, e->t, r->worker, r->pool, r->rnd, r->budget_ms, r->hash,
-	                         r->anchor, r->tokens, r->source, r->kb_anchor, r->anchor_len,
-	                         r->whole, r->n, r->id, r->decision, r->matched));
+	                         e->seq, e->t, r->worker, r->pool, r->rnd, r->budget_ms, r->prio,
+	                         r->hash, r->anchor, r->tokens, r->source, r->kb_anchor,
+	                         r->anchor_len, r->whole, r->n, r->id, r->decision, r->matched));
 
 	for (uint32_t i = 0; i < r->n; i++)
 		at = put(cap, at, snprintf(buf + at, cap - at, " %" PRIx64, r->chain[i]));
@@ -118,10 +118,11 @@ static int parse_route(const char *p, struct pg_jr *e, uint64_t *chain)
 
 	if (num(&p, 10, &e->seq) || num(&p, 10, &e->t) || num32(&p, &r->worker) ||
 	    num32(&p, &r->pool) || num(&p, 16, &r->rnd) || num32(&p, &r->budget_ms) ||
-	    num(&p, 16, &r->hash) || num(&p, 16, &r->anchor) || num32(&p, &r->tokens) ||
-	    num32(&p, &r->source) || num(&p, 16, &r->kb_anchor) || num32(&p, &r->anchor_len) ||
-	    num(&p, 16, &r->whole) || num32(&p, &r->n) || r->n > PG_CA_MAX_BLOCKS ||
-	    num32(&p, &r->id) || num32(&p, &r->decision) || num32(&p, &r->matched))
+	    num32(&p, &r->prio) || num(&p, 16, &r->hash) || num(&p, 16, &r->anchor) ||
+	    num32(&p, &r->tokens) || num32(&p, &r->source) || num(&p, 16, &r->kb_anchor) ||
+	    num32(&p, &r->anchor_len) || num(&p, 16, &r->whole) || num32(&p, &r->n) ||
+	    r->n > PG_CA_MAX_BLOCKS || num32(&p, &r->id) || num32(&p, &r->decision) ||
+	    num32(&p, &r->matched))
 		return -1;
 	for (uint32_t i = 0; i < r->n; i++)
 		if (num(&p, 16, &chain[i]))

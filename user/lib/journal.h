@@ -8,13 +8,15 @@
  *
  * One event a line, words separated by single spaces, hashes in hex:
  *
- *   prefixgate-journal 1
+ *   prefixgate-journal 2
  *   config STRATEGY PREFIX_LENGTH THRESHOLD CHOICES CAPACITY_BLOCKS SLOTS LOAD_SIGNAL
  *   member ID POOL NAME                   a member of the ring (its address)
- *   route SEQ T_MS WORKER POOL RND BUDGET_MS HASH ANCHOR TOKENS SOURCE
+ *   route SEQ T_MS WORKER POOL RND BUDGET_MS PRIO HASH ANCHOR TOKENS SOURCE
  *         KB_ANCHOR ANCHOR_LEN WHOLE N ID DECISION MATCHED CHAIN[0] .. CHAIN[N-1]
  *                                         a request routed (pg_route_key): the
  *                                         key and blocks it was given, its
+ *                                         deadline and flow control class
+ *                                         (lib/flow.h enum pg_prio), its
  *                                         clock, what was chosen
  *   take SEQ T_NS ID WORK                 its work queued (pg_load_take) and
  *                                         an in-flight slot taken
@@ -36,7 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PG_JR_MAGIC "prefixgate-journal 1"
+#define PG_JR_MAGIC "prefixgate-journal 2" /* 2: PRIO in route */
 /* A line's longest: a route with PG_CA_MAX_BLOCKS chain hashes. */
 #define PG_JR_LINE_MAX (512 + 17 * 512)
 
@@ -62,7 +64,7 @@ struct pg_jr_config {
 };
 
 struct pg_jr_route {
-	uint32_t worker, pool, budget_ms;
+	uint32_t worker, pool, budget_ms, prio;
 	uint64_t rnd;
 	/* the key as given (struct pg_key's fields the core reads) */
 	uint64_t hash, anchor;

@@ -283,6 +283,9 @@ bool pg_queue_arrive(struct pg_worker *w, struct pg_client *c, struct pg_route_i
 	}
 	room = pg_route_room(&w->gw->router, pool, rc->flow_queue_ms, now);
 	/* nothing of its pool waits, in any worker: no one to go before */
+	/* (sent on now: its class by its header's tenant; the body's "user"
+	 * is read once its key is: below) */
+	in->prio = class_of(f, x, x->fq.tenant);
 	if (!__atomic_load_n(&w->gw->maps.flow[pool].queued, __ATOMIC_RELAXED) && room != PG_FULL) {
 		in->budget_ms = deadline ? (uint32_t)(deadline - now) : 0;
 		return true; /* routed now (no one usable: its 502 there) */
@@ -391,6 +394,7 @@ static void dispatch(struct pg_worker *w, struct pg_client *c, uint64_t now_ms)
 	pg_flow_hist_add(&f->cls[x->fq.prio], waited_us);
 	if (x->fq.deadline_ms)
 		in.budget_ms = (uint32_t)(x->fq.deadline_ms - now_ms);
+	in.prio = x->fq.prio;
 	if (pg_dispatch(w, c, &in, 0, t)) /* (not routed: answered there) */
 		FLOW_ADD(&st->dispatched, 1);
 }

@@ -87,6 +87,11 @@ static uint32_t listed_tokens(const struct pg_ca_req *rq, uint16_t id)
 	return t < rq->prompt_tokens ? t : rq->prompt_tokens;
 }
 
+bool pg_ca_holds_more(const struct pg_ca_req *rq, uint16_t id)
+{
+	return listed_tokens(rq, id) > rq->shared_tokens;
+}
+
 static bool listed(const uint16_t *ids, size_t n, uint16_t id)
 {
 	for (size_t i = 0; i < n; i++)

@@ -125,6 +125,11 @@ static inline void pg_ca_req_from(struct pg_ca_req *rq, const struct pg_ca_look 
 	rq->nheld = l->nheld;
 }
 
+/* Whether the index lists backend id as holding more of rq than its
+ * shared head (flow control keeps such an instance a candidate when it has
+ * no room: route.c). */
+bool pg_ca_holds_more(const struct pg_ca_req *rq, uint16_t id);
+
 /*
  * Choose for rq among the usable backends 1..max_id not in exclude; cand:
  * the anchor's ring candidates. Fills out->backend, decision (CACHED: a

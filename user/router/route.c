@@ -105,8 +105,11 @@ static void ca_view(const struct pg_router *r, unsigned pool, const struct pg_ro
 }
 
 /* Into *full: p's exclusions and every backend without room under
- * queue_ms; whether some usable backend is left. */
-static bool without_room(uint32_t queue_ms, const struct pg_pick *p, struct pg_idset *full)
+ * queue_ms, but, when holders, those p->ca (cache_aware) lists as holding
+ * more of the request than its shared head; whether some usable backend
+ * has room. */
+static bool without_room(uint32_t queue_ms, const struct pg_pick *p, bool holders,
+                         struct pg_idset *full)
 {
 	bool left = false;
 
@@ -119,7 +122,7 @@ static bool without_room(uint32_t queue_ms, const struct pg_pick *p, struct pg_i
 			continue;
 		if (pg_route_has_room(&p->backends[id], queue_ms, p->now_ms))
 			left = true;
-		else
+		else if (!holders || !p->ca || !pg_ca_holds_more(p->ca, (uint16_t)id))
 			pg_idset_add(full, id);
 	}
 	return left;
@@ -128,10 +131,11 @@ static bool without_room(uint32_t queue_ms, const struct pg_pick *p, struct pg_i
 /* By rc's strategy (strategy.h): the ring's candidates for the key (its
  * anchor for cache_aware, once the index moved it), and for cache_aware
  * what the index says; kb: cache_aware's blocks (NULL when only the key
- * is known: a retry goes by its size and anchor alone). */
+ * is known: a retry goes by its size and anchor alone); prio: its flow
+ * control class (route.h pg_route_input). */
 static uint16_t choose(const struct pg_router *r, unsigned pool, const struct pg_route_cfg *rc,
                        struct pg_key *key, const struct pg_key_blocks *kb,
-                       const struct pg_idset *exclude, uint64_t now_ms, uint64_t rnd,
+                       const struct pg_idset *exclude, uint64_t now_ms, uint64_t rnd, uint8_t prio,
                        struct pg_choice *choice)
 {
 	const struct pg_strategy_ops *s = pg_strategy_of(rc->strategy);
@@ -150,14 +154,23 @@ static uint16_t choose(const struct pg_router *r, unsigned pool, const struct pg
 	/* lives as long as the choice: rq's callbacks read it */
 	struct holder_rule rule = {r, p.max_id, exclude, now_ms, NULL, 0};
 
-	/* flow control: only instances with room, whatever the strategy (a
-	 * request is sent on when one has; none with room: as without) */
-	if (rc->flow_queue_ms && without_room(rc->flow_queue_ms, &p, &full))
-		p.exclude = &full;
 	if (s->blocks) {
 		ca_view(r, pool, rc, key, kb, &rule, &rq, &look, placed);
 		p.ca = &rq;
 	}
+	/* flow control: only instances with room, whatever the strategy (a
+	 * request is sent on when one has; none with room: as without); for
+	 * cache_aware, below the critical class, also the instances that hold
+	 * more of the request than its shared head: its cost there counts
+	 * their queue, and sent elsewhere its prefill would be done again
+	 * (without them, the fleet's hit rate on the trace fell from 0.32 to
+	 * 0.13: doc/results/flow.txt). A critical request goes for its own
+	 * first token: a holder without room has lower classes' work queued
+	 * that it would wait behind, traded by the cost's work term for the
+	 * fleet's prefill. */
+	if (rc->flow_queue_ms &&
+	    without_room(rc->flow_queue_ms, &p, prio != PG_PRIO_CRITICAL, &full))
+		p.exclude = &full;
 	if (s->ring)
 		p.ncand = pg_maps_pool_candidates(r->maps, pool,
 		                                  s->blocks ? key->anchor : key->hash, cand);
@@ -174,7 +187,7 @@ static uint16_t shadow_choice(const struct pg_router *r, unsigned pool,
 	struct pg_choice ch;
 
 	pa.strategy = PG_STRATEGY_PREFIX_AWARE;
-	return choose(r, pool, &pa, key, NULL, exclude, now_ms, rnd, &ch);
+	return choose(r, pool, &pa, key, NULL, exclude, now_ms, rnd, PG_PRIO_CRITICAL, &ch);
 }
 
 /* chain[0..n) was sent to id: into the index, and in a fleet queued for
@@ -302,7 +315,7 @@ static bool late(const struct pg_router *r, bool ca, const struct pg_key *key,
 static uint16_t route_key(const struct pg_router *r, unsigned worker, unsigned pool,
                           struct pg_key *key, const struct pg_key_blocks *kb,
                           const struct pg_idset *exclude, uint64_t rnd, uint32_t budget_ms,
-                          uint64_t now, struct pg_choice *choice)
+                          uint8_t prio, uint64_t now, struct pg_choice *choice)
 {
 	struct pg_idset buf;
 	const struct pg_idset *ex;
@@ -315,7 +328,7 @@ static uint16_t route_key(const struct pg_router *r, unsigned worker, unsigned p
 	ex = pg_router_exclude(r, pool, exclude, &buf);
 	decision_cfg(r, pool, &rc);
 	ca = pg_route_blocks(&rc) && kb;
-	id = choose(r, pool, &rc, key, ca ? kb : NULL, ex, now, rnd, choice);
+	id = choose(r, pool, &rc, key, ca ? kb : NULL, ex, now, rnd, prio, choice);
 	choice->pool = (uint8_t)pool;
 	/* a deadline is judged on what was measured: an instance not measured
 	 * yet is explored, one request at a time, so that it is (a prediction
@@ -345,17 +358,18 @@ static uint16_t route_key(const struct pg_router *r, unsigned worker, unsigned p
 
 uint16_t pg_route_key(const struct pg_router *r, unsigned worker, unsigned pool, struct pg_key *key,
                       const struct pg_key_blocks *kb, const struct pg_idset *exclude, uint64_t rnd,
-                      uint32_t budget_ms, struct pg_choice *choice)
+                      uint32_t budget_ms, uint8_t prio, struct pg_choice *choice)
 {
 	const uint64_t now = pg_router_now_ms(r);
 	struct pg_key given;
 	uint16_t id;
 
 	if (worker == PG_ROUTE_DRY || !r->out || !r->out->routed)
-		return route_key(r, worker, pool, key, kb, exclude, rnd, budget_ms, now, choice);
+		return route_key(r, worker, pool, key, kb, exclude, rnd, budget_ms, prio, now,
+		                 choice);
 	given = *key;
-	id = route_key(r, worker, pool, key, kb, exclude, rnd, budget_ms, now, choice);
-	r->out->routed(r, worker, pool, &given, kb, rnd, budget_ms, now, id, choice);
+	id = route_key(r, worker, pool, key, kb, exclude, rnd, budget_ms, prio, now, choice);
+	r->out->routed(r, worker, pool, &given, kb, rnd, budget_ms, prio, now, id, choice);
 	return id;
 }
 
@@ -384,7 +398,7 @@ uint16_t pg_route_worker(const struct pg_router *r, unsigned worker,
 	ca = pg_route_blocks(&rc);
 	key_of(r, in, pool, key, &kb, ca);
 	return pg_route_key(r, worker, pool, key, ca ? &kb : NULL, exclude, rnd, in->budget_ms,
-	                    choice);
+	                    in->prio, choice);
 }
 
 uint16_t pg_route_dry(const struct pg_router *r, const struct pg_route_input *in,
@@ -418,13 +432,13 @@ enum pg_pd_route pg_route_pd(const struct pg_router *r, unsigned worker,
 	key_of(r, in, pool, key, &kb, pca || dca);
 	dk = *key;
 	d = choose(r, dpool, &dc, &dk, dca ? &kb : NULL, pg_router_exclude(r, dpool, dex, &dbuf),
-	           now, rnd, dchoice);
+	           now, rnd, in->prio, dchoice);
 	dchoice->pool = (uint8_t)dpool;
 	if (!d)
 		return PG_PDR_NONE;
 	if (!pg_pd_decode_alone(key->tokens, dca ? dchoice->matched : 0, min_tokens)) {
 		p = choose(r, pool, &rc, key, pca ? &kb : NULL,
-		           pg_router_exclude(r, pool, pex, &pbuf), now, rnd, pchoice);
+		           pg_router_exclude(r, pool, pex, &pbuf), now, rnd, in->prio, pchoice);
 		pchoice->pool = (uint8_t)pool;
 	}
 	if (worker == PG_ROUTE_DRY)
@@ -450,8 +464,9 @@ uint16_t pg_route_again(const struct pg_router *r, const struct pg_key *key,
 	uint16_t id;
 
 	decision_cfg(r, pool, &rc);
+	/* (its blocks are gone: no holder to keep, whatever its class) */
 	id = choose(r, pool, &rc, &k, NULL, pg_router_exclude(r, pool, exclude, &buf),
-	            pg_router_now_ms(r), rnd, choice);
+	            pg_router_now_ms(r), rnd, PG_PRIO_CRITICAL, choice);
 	choice->pool = (uint8_t)pool;
 	return id;
 }

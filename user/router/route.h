@@ -9,6 +9,7 @@
 #define PG_ROUTER_ROUTE_H
 
 #include <limits.h>
+#include "lib/flow.h"
 #include "lib/key.h"
 #include "router/index.h"
 #include "router/router.h"
@@ -29,6 +30,12 @@ struct pg_route_input {
 	 * none). A cache_aware choice whose first token is predicted later is
 	 * not made: 0 is returned, choice->late set, nothing recorded. */
 	uint32_t budget_ms;
+	/* Flow control: its class (lib/flow.h enum pg_prio; 0, critical:
+	 * only instances with room, which is also what a request with no
+	 * class is given). Of the lower classes, cache_aware also sends a
+	 * request to an instance without room that holds more of it than its
+	 * shared head (route.c without_room). */
+	uint8_t prio;
 };
 
 /* A worker argument: the dry run, no side effect at all. */
@@ -54,10 +61,11 @@ uint16_t pg_route_dry(const struct pg_router *r, const struct pg_route_input *in
 
 /* The decision alone, for a key already computed (kb: its blocks, for
  * cache_aware; NULL: only the key, as a retry has), in pool, with the
- * first token due within budget_ms (0: no deadline); worker as above. */
+ * first token due within budget_ms (0: no deadline), of flow control's
+ * class prio (as pg_route_input's); worker as above. */
 uint16_t pg_route_key(const struct pg_router *r, unsigned worker, unsigned pool, struct pg_key *key,
                       const struct pg_key_blocks *kb, const struct pg_idset *exclude, uint64_t rnd,
-                      uint32_t budget_ms, struct pg_choice *choice);
+                      uint32_t budget_ms, uint8_t prio, struct pg_choice *choice);
 
 /* What pg_route_pd chose. */
 enum pg_pd_route {

@@ -62,11 +62,11 @@ struct pg_router_out {
 	                uint16_t shadow, uint64_t now_ms);
 	/* pg_route_key for a real request, whatever it chose (id 0: none):
 	 * the key and blocks it was given (before the decision moved the
-	 * anchor), its pool, random word and deadline, the clock it read, the
+	 * anchor), its pool, random word, deadline and class, the clock it read, the
 	 * choice (the gateway's route journal: sys/journal.h) */
 	void (*routed)(const struct pg_router *r, unsigned worker, unsigned pool,
 	               const struct pg_key *key, const struct pg_key_blocks *kb, uint64_t rnd,
-	               uint32_t budget_ms, uint64_t now_ms, uint16_t id,
+	               uint32_t budget_ms, uint8_t prio, uint64_t now_ms, uint16_t id,
 	               const struct pg_choice *choice);
 };
 

@@ -51,10 +51,10 @@ static void gw_decided(const struct pg_router *r, unsigned worker, uint64_t anch
 
 static void gw_routed(const struct pg_router *r, unsigned worker, unsigned pool,
                       const struct pg_key *key, const struct pg_key_blocks *kb, uint64_t rnd,
-                      uint32_t budget_ms, uint64_t now_ms, uint16_t id,
+                      uint32_t budget_ms, uint8_t prio, uint64_t now_ms, uint16_t id,
                       const struct pg_choice *choice)
 {
-	pg_journal_route(gw_of(r)->journal, worker, pool, key, kb, rnd, budget_ms, now_ms, id,
+	pg_journal_route(gw_of(r)->journal, worker, pool, key, kb, rnd, budget_ms, prio, now_ms, id,
 	                 choice);
 }
 

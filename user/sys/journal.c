@@ -111,7 +111,7 @@ void pg_journal_members(struct pg_journal *j, const struct pg_gateway *gw)
 
 void pg_journal_route(struct pg_journal *j, unsigned worker, unsigned pool,
                       const struct pg_key *key, const struct pg_key_blocks *kb, uint64_t rnd,
-                      uint32_t budget_ms, uint64_t now_ms, uint16_t id,
+                      uint32_t budget_ms, uint8_t prio, uint64_t now_ms, uint16_t id,
                       const struct pg_choice *choice)
 {
 	struct pg_jr e = {.type = PG_JR_ROUTE, .t = now_ms};
@@ -122,6 +122,7 @@ void pg_journal_route(struct pg_journal *j, unsigned worker, unsigned pool,
 	*r = (struct pg_jr_route){.worker = worker,
 	                          .pool = pool,
 	                          .budget_ms = budget_ms,
+	                          .prio = prio,
 	                          .rnd = rnd,
 	                          .hash = key->hash,
 	                          .anchor = key->anchor,

@@ -44,7 +44,7 @@ void pg_journal_members(struct pg_journal *j, const struct pg_gateway *gw);
  * its number pending for the worker's next take. */
 void pg_journal_route(struct pg_journal *j, unsigned worker, unsigned pool,
                       const struct pg_key *key, const struct pg_key_blocks *kb, uint64_t rnd,
-                      uint32_t budget_ms, uint64_t now_ms, uint16_t id,
+                      uint32_t budget_ms, uint8_t prio, uint64_t now_ms, uint16_t id,
                       const struct pg_choice *choice);
 /* Worker's take of work on id: the number of the request it routed last
  * (0: none pending, a retry), which the ticket then carries. */
