@@ -218,31 +218,53 @@ void ts_dispatch(struct ts_world *w, const struct ts_rec *r)
 	sim_submit(w->inst[b], &j->sr, w->now);
 }
 
-/* The gateways' health threads read the instances' /metrics: what they
- * report of their queues, stored as the gateway stores it. */
-static void scrape(struct ts_world *w, uint64_t now_ms)
+/* Gateway g's health thread reads instance i's /metrics: what it reports
+ * of its queue, stored as the gateway stores it; g's workers then check
+ * their answers there against it (proxy/exchange.c pg_proxy_reports: at
+ * once here, within PG_REPORTS_PASS_MS there). */
+static void scrape(struct ts_world *w, struct ts_gw *g, unsigned i, uint64_t now_ms)
 {
-	for (unsigned i = 1; i <= w->o.n; i++) {
-		struct sim_stats st;
-		struct pg_scrape s;
+	struct sim_stats st;
+	struct pg_scrape s;
 
-		sim_get_stats(w->inst[i], &st);
-		pg_scrape_init(&s);
-		s.value[PG_SCRAPE_WAITING] = st.waiting;
-		s.value[PG_SCRAPE_RUNNING] = st.running;
-		s.seen = 1u << PG_SCRAPE_WAITING | 1u << PG_SCRAPE_RUNNING;
-		for (unsigned g = 0; g < w->o.gateways; g++)
-			pg_health_store_scrape(&w->gw[g].be[i], &s, w->gw[g].be[i].takes, now_ms,
-			                       now_ms + 3ull * w->o.scrape_ms);
+	sim_get_stats(w->inst[i], &st);
+	pg_scrape_init(&s);
+	s.value[PG_SCRAPE_WAITING] = st.waiting;
+	s.value[PG_SCRAPE_RUNNING] = st.running;
+	s.seen = 1u << PG_SCRAPE_WAITING | 1u << PG_SCRAPE_RUNNING;
+	pg_health_store_scrape(&g->be[i], &s, g->be[i].takes, now_ms,
+	                       now_ms + 3ull * w->o.scrape_ms);
+	g->scraped_ms[i] = now_ms;
+	for (struct ts_job *j = w->live; j; j = j->next)
+		if (j->g == g->id && j->b == i && pg_load_due(&g->r, &j->lt, now_ms))
+			ts_fleet_changed(w, j->g, j->b);
+}
+
+/* The gateways' health threads (members/health.c): every instance each
+ * --scrape-interval, and one whose queue is blind (router/work.h
+ * pg_work_blind) pg_scrape_blind_ms after its last read. */
+static void scrapes(struct ts_world *w)
+{
+	const unsigned step = pg_scrape_blind_ms(w->o.scrape_ms);
+
+	while (w->o.scrape_ms && w->now >= w->scrape) {
+		const uint64_t ms = w->scrape / 1000000;
+		const bool round = w->scrape >= w->round;
+
+		for (unsigned k = 0; k < w->o.gateways; k++)
+			for (unsigned i = 1; i <= w->o.n; i++)
+				if (round || (pg_work_blind(&w->gw[k].be[i]) &&
+				              ms >= w->gw[k].scraped_ms[i] + step))
+					scrape(w, &w->gw[k], i, ms);
+		if (round)
+			w->round += (uint64_t)w->o.scrape_ms * 1000000;
+		w->scrape += (uint64_t)step * 1000000;
 	}
 }
 
 void ts_tick(struct ts_world *w)
 {
-	while (w->o.scrape_ms && w->now >= w->scrape) {
-		scrape(w, w->scrape / 1000000);
-		w->scrape += (uint64_t)w->o.scrape_ms * 1000000;
-	}
+	scrapes(w);
 	while (w->now >= w->tick) {
 		for (unsigned g = 0; g < w->o.gateways; g++)
 			pg_router_tick(&w->gw[g].r, w->tick / 1000000);

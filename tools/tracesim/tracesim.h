@@ -106,6 +106,7 @@ struct ts_gw {
 	struct ts_world *w;
 	unsigned id; /* its index in the world's gateways */
 	struct pg_fleet_load heard[TS_MAX_GATEWAYS][TS_MAX_INSTANCES + 1];
+	uint64_t scraped_ms[TS_MAX_INSTANCES + 1]; /* its last read of each one's queue */
 };
 
 /* Messages on their way between gateways, in the order they arrive. */
@@ -134,7 +135,8 @@ struct ts_world {
 	struct ts_fifo loadq, cacheq, fitq;
 	uint64_t now;        /* ns */
 	uint64_t tick;       /* the gateways' next pg_router_tick, ns */
-	uint64_t scrape;     /* ... and their next scrape of the instances */
+	uint64_t scrape;     /* ... their next look at whom to scrape */
+	uint64_t round;      /* ... and their next scrape of every instance */
 	struct ts_job *live; /* --no-stream: answers not whole yet (their tickets) */
 	uint64_t rnd;
 	double speedup; /* trace time / replay time */
