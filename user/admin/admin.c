@@ -218,8 +218,12 @@ static int h_route(struct pg_gateway *gw, struct pg_str query, const char *body,
 	     nb[PG_ADDR_STRLEN];
 	size_t path_len = 0, key_len = 0, nlen, vlen, tlen = 0;
 	int vlen_model;
-	struct pg_route_input in = {
-	    .api = PG_API_RAW, .body = body ? body : "", .body_len = len, .complete = true};
+	/* a request of the default class (flow control's room: route.h) */
+	struct pg_route_input in = {.api = PG_API_RAW,
+	                            .body = body ? body : "",
+	                            .body_len = len,
+	                            .complete = true,
+	                            .prio = PG_PRIO_STANDARD};
 	struct pg_route_cfg rc, dc;
 	struct pg_choice ch, pch;
 	const struct pg_pool_cfg *pc;
