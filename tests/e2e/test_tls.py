@@ -566,7 +566,8 @@ def node_openai_sdk(opts):
     node = subprocess.run(["which", "node"], capture_output=True).stdout.decode().strip()
     if not node:
         return "SKIP node not installed"
-    mods = os.path.join(os.path.abspath(opts.build), "npm")
+    # under --tools, as test_otel.py's: one install for both suites and builds
+    mods = os.path.join(os.path.abspath(opts.tools), "npm")
     if not os.path.isdir(os.path.join(mods, "node_modules", "openai")):
         r = subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix",
                             mods, "openai@4"], capture_output=True, timeout=240)
