@@ -8,6 +8,7 @@
 # (e2e.py on the sockmsg and sockmap data paths, not again on auto); `make test` runs e2e-bpf and e2e-asan, so each suite
 # with both modes runs in each once, less its shm_only tests in bpf mode
 # (see e2e_plain below);
+# unit, asan: each unit test program, UNIT_JOBS (the cores) at a time;
 # fuzz: each libFuzzer target of $BUILD/fuzz for FUZZ_SMOKE_SECONDS, 6,
 # FUZZ_JOBS (2) at a time; style: tests/style.sh, clang-format and file
 # size; all of them part of `make test` but e2e)
@@ -21,14 +22,23 @@ LOGS=$BUILD/test-logs
 mkdir -p "$LOGS"
 pass=0 fail=0 skip=0
 
-run_tap() { # name command...
-	name=$1; shift
-	log="$LOGS/$name.log"
+# run_tap's two halves: tap_exec runs one program into its log (its exit
+# status and seconds beside it, LOG.rc); tap_count reads them and reports.
+tap_exec() { # name command...
+	log="$LOGS/$1.log"
+	shift
 	mkdir -p "$(dirname "$log")"
 	t0=$(date +%s)
 	CMOCKA_MESSAGE_OUTPUT=tap "$@" >"$log" 2>&1
-	rc=$?
-	secs=$(($(date +%s) - t0))
+	echo "$? $(($(date +%s) - t0))" >"$log.rc"
+}
+
+tap_count() { # name
+	name=$1
+	log="$LOGS/$name.log"
+	rc=1 secs=0
+	[ -e "$log.rc" ] && read -r rc secs <"$log.rc"
+	rm -f "$log.rc"
 	p=$(grep -Ec '^ok [0-9]+' "$log" | tr -d ' ')
 	s=$(grep -Ec '^ok [0-9]+.*# *SKIP' "$log" | tr -d ' ')
 	f=$(grep -Ec '^not ok [0-9]+' "$log" | tr -d ' ')
@@ -42,6 +52,26 @@ run_tap() { # name command...
 		echo "    (full log: $log)"
 	fi
 	grep -E '^ok [0-9]+.*# *SKIP' "$log" | sed 's/^/    /'
+}
+
+run_tap() { tap_exec "$@"; tap_count "$1"; }
+
+# tests/run.sh --exec NAME COMMAND...: tap_exec alone, for run_units's
+# xargs (not a suite)
+if [ "${1:-}" = "--exec" ]; then
+	shift
+	tap_exec "$@"
+	exit 0
+fi
+
+# The unit test programs of DIR, UNIT_JOBS (the cores) at a time, as the
+# fuzz smoke runs its targets: each is one CPU-bound process alone with its
+# fakes (no fixed port, no file another program writes), so two at once
+# take about half the time. Reported in order once all have run.
+UNIT_JOBS=${UNIT_JOBS:-$(nproc 2>/dev/null || echo 2)}
+run_units() { # label dir
+	unit_names | xargs -P "$UNIT_JOBS" -I{} "$0" --exec "$1/{}" "$2/{}"
+	for t in $(unit_names); do tap_count "$1/$t"; done
 }
 
 unit_names() { for f in tests/unit/test_*.c; do basename "$f" .c; done; }
@@ -106,10 +136,9 @@ e2e_plain() { # modes
 
 for suite in "$@"; do
 	case $suite in
-	unit) for t in $(unit_names); do run_tap "unit/$t" "$BUILD/tests/$t"; done ;;
-	asan) for t in $(unit_names); do
-		ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-			run_tap "asan/$t" "$BUILD/asan/tests/$t"; done ;;
+	unit) run_units unit "$BUILD/tests" ;;
+	asan) ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+		run_units asan "$BUILD/asan/tests" ;;
 	bpf) for t in $(bpf_names); do run_tap "bpf/$t" "$BUILD/tests/$t"; done ;;
 	e2e) e2e_plain "shm bpf" ;;
 	e2e-bpf) e2e_plain bpf ;;
