@@ -45,7 +45,7 @@ BPFT_SRCS := $(wildcard tests/bpf/test_*.c)
 BPFT_BINS := $(patsubst tests/bpf/%.c,$(BUILD)/tests/%,$(BPFT_SRCS))
 
 .PHONY: all deps test test-unit test-asan test-bpf test-e2e demo bench doc-flags soak clean format tests-build \
-	llamaserve
+	tests-asan-build llamaserve
 all: deps $(BUILD)/prefixgate $(TOOL_BINS) llamaserve
 
 deps:
@@ -117,8 +117,8 @@ $(BUILD):
 
 # --- llamaserve: a real engine (llama.cpp through npm's node-llama-cpp) -------
 # Its npm packages at pinned versions and the models it serves, generated,
-# under $(LLAMA). The ASan build's make shares the plain build's (nothing in
-# it is compiled here).
+# under $(LLAMA); the plain build's only (nothing in it is compiled: the
+# ASan build's make, tests-asan-build, does not make it).
 LLAMA      ?= $(BUILD)/llamaserve
 LLAMA_NPM  := tools/llamaserve/package.json tools/llamaserve/package-lock.json
 llamaserve: $(LLAMA)/node_modules/.package-lock.json $(LLAMA)/tiny.gguf $(LLAMA)/small.gguf \
@@ -133,6 +133,14 @@ $(LLAMA)/%.gguf: tools/llamaserve/genmodel.py
 
 tests-build: all $(UNIT_BINS) $(BPFT_BINS)
 
+# The ASan+UBSan build (BUILD=build/asan) makes what runs from it: the unit
+# tests and the programs e2e-asan starts from it (the gateway; floorproxy,
+# mockllm and prefixgatectl for test_floor.py, test_mockllm_pd.py and
+# test_flow.py). The other tools and the BPF selftests run from the plain
+# build (tests/run.sh), so compiling them again here would be waste.
+ASAN_TOOLS := floorproxy mockllm prefixgatectl
+tests-asan-build: deps $(BUILD)/prefixgate $(addprefix $(BUILD)/,$(ASAN_TOOLS)) $(UNIT_BINS)
+
 # --- tests -------------------------------------------------------------------
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
@@ -144,8 +152,8 @@ TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 TEST_J = $(if $(findstring --jobserver,$(MAKEFLAGS)),,-j$(TEST_JOBS))
 test: deps
 	$(Q)$(MAKE) --no-print-directory $(TEST_J) tests-build
-	$(Q)$(MAKE) --no-print-directory $(TEST_J) BUILD=$(BUILD)/asan LLAMA=$(LLAMA) CFLAGS="-O1 -g" \
-		SANFLAGS="$(ASAN_FLAGS)" tests-build
+	$(Q)$(MAKE) --no-print-directory $(TEST_J) BUILD=$(BUILD)/asan CFLAGS="-O1 -g" \
+		SANFLAGS="$(ASAN_FLAGS)" tests-asan-build
 	$(Q)$(MAKE) --no-print-directory $(TEST_J) fuzz-build
 	$(Q)BUILD=$(BUILD) tests/run.sh unit asan bpf e2e-bpf e2e-asan fuzz style
 
@@ -153,8 +161,8 @@ test-unit: deps tests-build
 	$(Q)BUILD=$(BUILD) tests/run.sh unit
 
 test-asan: deps tests-build
-	$(Q)$(MAKE) --no-print-directory BUILD=$(BUILD)/asan LLAMA=$(LLAMA) CFLAGS="-O1 -g" \
-		SANFLAGS="$(ASAN_FLAGS)" tests-build
+	$(Q)$(MAKE) --no-print-directory BUILD=$(BUILD)/asan CFLAGS="-O1 -g" \
+		SANFLAGS="$(ASAN_FLAGS)" tests-asan-build
 	$(Q)BUILD=$(BUILD) tests/run.sh asan e2e-asan
 
 test-bpf: deps tests-build

@@ -74,6 +74,10 @@ struct pg_gateway {
 	struct pg_worker **workers;
 	struct pg_worker_stats *stats; /* nworkers entries */
 	int stop;                      /* set (atomically) to stop every thread */
+	/* An eventfd made readable with stop (pg_gateway_stop, lifecycle.h):
+	 * the workers and the health-check thread poll it, so they stop at
+	 * once rather than at their next 100 ms turn. -1: none. */
+	int stop_fd;
 	/* Set (atomically) at SIGTERM/SIGINT, before stop: workers close their
 	 * listeners and idle keep-alive clients, in-flight requests finish
 	 * (lifecycle.h). */

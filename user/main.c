@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <linux/capability.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,7 +115,7 @@ static void raise_fd_limit(void)
 
 int main(int argc, char **argv)
 {
-	struct pg_gateway gw = {0};
+	struct pg_gateway gw = {.stop_fd = -1};
 	struct pg_config cfg;
 	struct pg_priv priv = {0};
 	struct pg_conf_errs errs = {0};
@@ -178,6 +179,9 @@ int main(int argc, char **argv)
 		gw.nworkers = 1;
 	if (open_state(&gw, &cfg))
 		goto out_cfg;
+	/* wakes the threads at stop (pg_gateway_stop); should it fail, they
+	 * notice stop at their next 100 ms turn */
+	gw.stop_fd = eventfd(0, EFD_CLOEXEC);
 	/* data path (datapath.c): an explicit kernel path that cannot load exits 2 */
 	if (pg_datapath_init(&gw, cfg.splice_budget, err, sizeof(err))) {
 		fprintf(stderr, "prefixgate: %s\n", err);
@@ -290,12 +294,12 @@ int main(int argc, char **argv)
 	pg_info("signal %d: stopping", sig);
 	status = 0;
 	pg_drain(&gw, cfg.shutdown_timeout_s, &sigs);
-	__atomic_store_n(&gw.stop, 1, __ATOMIC_RELAXED);
+	pg_gateway_stop(&gw);
 	pg_fleet_stop(&gw);
 	pg_health_stop(&gw);
 	pg_control_stop(&gw);
 out_workers:
-	__atomic_store_n(&gw.stop, 1, __ATOMIC_RELAXED);
+	pg_gateway_stop(&gw);
 	while (started)
 		pg_worker_join(gw.workers[--started]);
 	pg_alog_stop(&gw);  /* after the workers: every record is in */
@@ -315,6 +319,8 @@ out_maps:
 	pg_datapath_fini(&gw);        /* data path (datapath.c) */
 	pg_pools_free(&gw);
 	pg_maps_close(&gw.maps);
+	if (gw.stop_fd != -1)
+		close(gw.stop_fd);
 out_cfg:
 	pg_config_free(&cfg);
 out_status:

@@ -17,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Fleet, have_cgroup2, metric_samples, mock_pattern, run_suite,  # noqa: E402
-                     wait_until)
+                     shm_only, wait_until)
 
 TESTS = []
 
@@ -125,6 +125,7 @@ def stop_mock(mock):
 
 
 @test
+@shm_only
 def ipv6_listener_and_backend(opts):
     """--listen [::1]:P and --backend [::1]:P: requests go over IPv6 both ways."""
     if not have_ipv6_loopback():
@@ -259,6 +260,7 @@ def ipv6_backend_sockmsg(opts):
 
 
 @test
+@shm_only
 def dns_name_follows_answers(opts):
     """A name: 2 addresses, then 3 (one joins), then failures keep all 3."""
     dns = DnsServer()
@@ -300,6 +302,7 @@ def dns_name_follows_answers(opts):
 
 
 @test
+@shm_only
 def name_that_never_resolves(opts):
     """A name that never resolves is listed by GET /backends (resolving,
     then unresolved with the error), counted in /metrics, and logged once
@@ -344,6 +347,7 @@ def name_that_never_resolves(opts):
 
 
 @test
+@shm_only
 def etc_hosts_name(opts):
     """A name in /etc/hosts resolves without DNS (files first)."""
     names = []
@@ -368,6 +372,7 @@ def etc_hosts_name(opts):
 
 
 @test
+@shm_only
 def more_than_255_backends(opts):
     """300 backends from --backends-file (not listening: membership only)."""
     f = Fleet(opts, 0, start_gateway=False)

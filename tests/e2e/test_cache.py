@@ -24,7 +24,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, have_bpf, run_suite, wait_until  # noqa: E402
+from harness import Fleet, have_bpf, run_suite, shm_only, wait_until  # noqa: E402
 
 TESTS = []
 GW = ["--strategy", "cache_aware", "--route-header", "--health-check-path", "none",
@@ -90,6 +90,7 @@ def fleet(opts, n=4, args=()):
 
 
 @test
+@shm_only
 def turns_follow_the_conversation(opts):
     """Each turn re-sends the history; it lands where the previous turn did,
     matching more of it each time."""
@@ -114,6 +115,7 @@ def turns_follow_the_conversation(opts):
 
 
 @test
+@shm_only
 def shared_system_prompt_spreads(opts):
     """48 conversations behind one 9,000-character system prompt (longer
     than PrefixLength) spread over all 4 backends, and each one sticks.
@@ -144,6 +146,7 @@ def shared_system_prompt_spreads(opts):
 
 
 @test
+@shm_only
 def new_backend_keeps_conversations(opts):
     """A fifth backend joins: existing conversations stay where their
     history is cached; new conversations reach the new backend."""
@@ -173,6 +176,7 @@ def new_backend_keeps_conversations(opts):
 
 
 @test
+@shm_only
 def removed_backend_conversations_replace_once(opts):
     """A backend leaves: each of its conversations moves to one other
     backend and stays there (re-placed by its anchor, as the ring does);
@@ -207,6 +211,7 @@ def removed_backend_conversations_replace_once(opts):
 
 
 @test
+@shm_only
 def route_header_and_dry_run_agree(opts):
     """The dry run (which changes nothing) names the backend and matched
     length the real request then gets, and says why."""
@@ -244,6 +249,7 @@ def choices(f, n):
 
 
 @test
+@shm_only
 def new_conversations_balanced(opts):
     """NewConversationChoices 4 of 4 backends: each new conversation goes to
     the least recently sent backend, so 40 of them split evenly (ring order
@@ -273,6 +279,7 @@ def new_conversations_balanced(opts):
 
 
 @test
+@shm_only
 def newcomer_takes_new_conversations(opts):
     """With NewConversationChoices 4, a backend that joins has sent nothing
     lately: new conversations whose anchor has it among their first 4 ring

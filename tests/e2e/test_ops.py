@@ -23,7 +23,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (TEST_USER as USER, Fleet, ensure_user, free_port,  # noqa: E402
-                     have_cgroup2, http_get, mock_pattern, task_status, wait_until, run_suite)
+                     have_cgroup2, http_get, mock_pattern, shm_only, task_status, wait_until,
+                     run_suite)
 
 TESTS = []
 TOKEN = "s3cret-token-0123456789"
@@ -141,6 +142,7 @@ def admin_status(f, headers):
 
 
 @test
+@shm_only
 def admin_token_required(opts):
     """--admin-token: 401 without or with a wrong bearer token, 200 with it."""
     f = Fleet(opts, 1, ["--admin-token", TOKEN], admin_token=TOKEN)
@@ -160,6 +162,7 @@ def admin_token_required(opts):
 
 
 @test
+@shm_only
 def admin_token_file(opts):
     """--admin-token-file reads the token (trailing newline ignored)."""
     path = os.path.join(opts.build, "e2e-tmp", "token-%d" % os.getpid())
@@ -178,6 +181,7 @@ def admin_token_file(opts):
 
 
 @test
+@shm_only
 def admin_non_loopback_needs_token(opts):
     """A non-loopback --admin without a token exits 2 naming --admin-token."""
     pg = os.path.join(opts.build, "prefixgate")
@@ -516,6 +520,7 @@ def data_path_cgroup_probe(opts):
 # --- overload -------------------------------------------------------------------------
 
 @test
+@shm_only
 def max_in_flight_503(opts):
     """--max-in-flight N: request N+1 gets 503 with Retry-After and a JSON body."""
     f = Fleet(opts, 2, ["--max-in-flight", "2"])
@@ -534,6 +539,7 @@ def max_in_flight_503(opts):
 
 
 @test
+@shm_only
 def max_connections_503(opts):
     """--max-connections N per worker: connection N+1 gets 503, then is closed."""
     f = Fleet(opts, 1, ["--max-connections", "2", "--workers", "1"])

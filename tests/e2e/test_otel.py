@@ -37,7 +37,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, free_port, run_suite, running, wait_until  # noqa: E402
+from harness import Fleet, free_port, run_suite, running, shm_only, wait_until  # noqa: E402
 from netutil import OtlpReceiver  # noqa: E402
 
 TESTS = []
@@ -191,6 +191,7 @@ BAD = [
 
 
 @test
+@shm_only
 def test_bad_traceparents(opts):
     col = Collector()
     f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url()], mock_args=FAST)
@@ -233,6 +234,7 @@ def test_bad_traceparents(opts):
 
 
 @test
+@shm_only
 def test_sampling(opts):
     col = Collector()
     f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url(), "--otlp-sample", "0"],
@@ -261,6 +263,7 @@ def test_sampling(opts):
 
 
 @test
+@shm_only
 def test_gen_ai_attributes(opts):
     col = Collector()
     f = Fleet(opts, n=1, gw_args=QUIET + ["--otlp-endpoint", col.url()])
@@ -281,6 +284,7 @@ def test_gen_ai_attributes(opts):
 
 
 @test
+@shm_only
 def test_retry_spans(opts):
     """An attempt on a backend that refuses, then one that answers: two
     backend spans, the first an error, and the request's span says 2."""
@@ -358,6 +362,7 @@ def answers(f, n=20):
 
 
 @test
+@shm_only
 def test_collector_down_or_slow(opts):
     # the reference: a collector that answers
     col = Collector()
@@ -393,6 +398,7 @@ def test_collector_down_or_slow(opts):
 
 
 @test
+@shm_only
 def test_off(opts):
     f = Fleet(opts, n=1, gw_args=QUIET)
     with running(f):

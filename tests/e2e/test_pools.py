@@ -24,7 +24,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, metric_family, run_suite, wait_until  # noqa: E402
+from harness import Fleet, metric_family, run_suite, shm_only, wait_until  # noqa: E402
 
 TESTS = []
 GW = ["--health-check-path", "none", "--metrics-scrape-interval", "0"]
@@ -67,6 +67,7 @@ def who(f, model, text, path="/v1/chat/completions"):
 
 
 @test
+@shm_only
 def two_pools_route_to_own_members(opts):
     f = pools_fleet(opts)
     try:
@@ -92,6 +93,7 @@ def two_pools_route_to_own_members(opts):
 
 
 @test
+@shm_only
 def unknown_model_is_404_json(opts):
     f = pools_fleet(opts)
     try:
@@ -118,6 +120,7 @@ def unknown_model_is_404_json(opts):
 
 
 @test
+@shm_only
 def v1_models_lists_the_pools(opts):
     f = pools_fleet(opts)
     try:
@@ -133,6 +136,7 @@ def v1_models_lists_the_pools(opts):
 
 
 @test
+@shm_only
 def per_pool_routing_config(opts):
     f = pools_fleet(opts, extra=["--pool", "a:prefix-length=2048"])
     try:
@@ -170,6 +174,7 @@ def per_pool_routing_config(opts):
 
 
 @test
+@shm_only
 def admin_adds_to_a_pool(opts):
     f = pools_fleet(opts)
     try:
@@ -211,6 +216,7 @@ def admin_adds_to_a_pool(opts):
 
 
 @test
+@shm_only
 def default_pool_catches_the_rest(opts):
     # b4 given as a plain --backend: the default pool, which then takes
     # every model no pool serves; /invocations goes to its path pool.
@@ -239,6 +245,7 @@ def default_pool_catches_the_rest(opts):
 
 
 @test
+@shm_only
 def backends_file_names_pools(opts):
     f = Fleet(opts, n=4, mock_args=MOCK, start_gateway=False)
     path = os.path.join(f.tmp, "backends-pools")
@@ -282,6 +289,7 @@ def backends_file_names_pools(opts):
 
 
 @test
+@shm_only
 def backends_file_errors_at_start(opts):
     """At start-up the same errors exit 2, naming the file and line."""
     f = Fleet(opts, n=1, mock_args=MOCK, start_gateway=False)
@@ -302,6 +310,7 @@ def backends_file_errors_at_start(opts):
 
 
 @test
+@shm_only
 def pool_without_members_is_told(opts):
     """A pool requests reach but no member serves: /health says degraded,
     naming it; prefixgatectl route names the pool and why no backend."""
@@ -341,6 +350,7 @@ def digests(f):
 
 
 @test
+@shm_only
 def ring_digests_match_the_log(opts):
     """With pools, every digest prefixgate_ring_digest_info shows is in the
     log: each pool's (labelled pool) and the folded one, after a change too."""
@@ -364,6 +374,7 @@ def ring_digests_match_the_log(opts):
 
 
 @test
+@shm_only
 def no_pools_is_unchanged(opts):
     f = Fleet(opts, n=2, mock_args=MOCK, gw_args=GW)
     try:

@@ -38,7 +38,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fleet, http_get, read_reply, run_suite, wait_until  # noqa: E402
+from harness import Fleet, http_get, read_reply, run_suite, shm_only, wait_until  # noqa: E402
 
 TESTS = []
 CUT = 100000  # bytes of a body sent before its answer is read
@@ -86,6 +86,7 @@ def metric(f, name, labels):
 
 
 @test
+@shm_only
 def limits_and_headers(opts):
     """A tenant's own rpm and the default's: the limit's requests go, the
     next is 429 with Retry-After and the headers; counted as refused."""
@@ -129,6 +130,7 @@ def limits_and_headers(opts):
 
 
 @test
+@shm_only
 def token_quota(opts):
     """Tokens a minute: the prompt counted when routed, the completion at
     the end; past the limit, 429 naming tokens until they leave."""
@@ -162,6 +164,7 @@ def hup(f, conf, text):
 
 
 @test
+@shm_only
 def reload_and_admin_change_limits(opts):
     """A reload changes a tenant's limit and the default, at once; PUT
     /tenants/NAME sets one live; GET /config shows the file's."""
@@ -198,6 +201,7 @@ def reload_and_admin_change_limits(opts):
 
 
 @test
+@shm_only
 def bad_values_refused(opts):
     """--quota and --tenant's rpm=/tpm= out of range or malformed: refused by --check
     naming the flag and what is expected."""
@@ -353,6 +357,7 @@ def metric_value(text, name):
 
 
 @test
+@shm_only
 def refused_before_the_body_is_in(opts):
     """Over its quota, answered once its key's bytes are in, the rest of
     the body still to come: a Content-Length remainder is read and dropped

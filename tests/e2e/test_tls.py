@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Fleet, free_port, have_cgroup2, mock_pattern, run_suite,  # noqa: E402
-                     wait_until)
+                     shm_only, wait_until)
 from harness import metric_value as metric  # noqa: E402
 import tlsutil  # noqa: E402
 
@@ -188,6 +188,7 @@ def tls_responses_copied(opts):
 
 
 @test
+@shm_only
 def sni_picks_the_certificate(opts):
     """Three certificates: an exact name, a wildcard, and the default for
     any other name (and none); --tls-min-version 1.3 refuses TLS 1.2."""
@@ -218,6 +219,7 @@ def sni_picks_the_certificate(opts):
 
 
 @test
+@shm_only
 def keepalive_bodies_and_resumption(opts):
     """Python's ssl: many requests on one connection, large and chunked
     bodies intact; a second connection resumes the session (TLS 1.3 and
@@ -265,6 +267,7 @@ def keepalive_bodies_and_resumption(opts):
 
 
 @test
+@shm_only
 def mtls_accepted_refused_and_tenant(opts):
     """--tls-client-ca: a client certificate of that CA is served, none or
     another CA's is refused; --flow-tenant cert names the tenant by it, each
@@ -323,6 +326,7 @@ def put(src, dst):
 
 
 @test
+@shm_only
 def reload_good_and_bad(opts):
     """SIGHUP and POST /tls/reload show new files to new connections; a
     key that does not match, or an expired certificate, is refused whole
@@ -373,6 +377,7 @@ def reload_good_and_bad(opts):
 
 
 @test
+@shm_only
 def check_refuses_bad_files(opts):
     """--check reads the files: an expired certificate, a key that does not
     match, a wrong chain order, an unreadable file are each told as
@@ -451,6 +456,7 @@ def client_hello():
 
 
 @test
+@shm_only
 def hostile_handshakes(opts):
     """Stalled and truncated handshakes are closed at --tls-handshake-timeout;
     garbage and plain HTTP at once; past --tls-max-handshakes new ones are
@@ -523,6 +529,7 @@ def rss_kib(pid):
 
 
 @test
+@shm_only
 def access_log_version_and_cipher(opts):
     """A TLS request's access-log line names its version and cipher, those
     --tls-ciphers and --tls-ciphersuites chose (a cipher left out is
@@ -552,13 +559,15 @@ def access_log_version_and_cipher(opts):
 
 
 @test
+@shm_only
 def node_openai_sdk(opts):
     """The OpenAI Node SDK over https:// (its own TLS stack trusting the test
     CA through NODE_EXTRA_CA_CERTS): a completion and a streamed chat."""
     node = subprocess.run(["which", "node"], capture_output=True).stdout.decode().strip()
     if not node:
         return "SKIP node not installed"
-    mods = os.path.join(os.path.abspath(opts.build), "npm")
+    # under --tools, as test_otel.py's: one install for both suites and builds
+    mods = os.path.join(os.path.abspath(opts.tools), "npm")
     if not os.path.isdir(os.path.join(mods, "node_modules", "openai")):
         r = subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix",
                             mods, "openai@4"], capture_output=True, timeout=240)

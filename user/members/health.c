@@ -369,13 +369,13 @@ static void *health_main(void *arg)
 {
 	struct pg_health *hc = arg;
 	struct pg_gateway *gw = hc->gw;
-	struct pollfd pfd[K_N * PG_MAX_BACKENDS];
+	struct pollfd pfd[K_N * PG_MAX_BACKENDS + 1]; /* and gw->stop_fd, last */
 	unsigned ids[K_N * PG_MAX_BACKENDS];
 	enum kind kinds[K_N * PG_MAX_BACKENDS];
 	uint64_t next_round[K_N] = {pg_now_ms(), pg_now_ms()};
 
 	while (!__atomic_load_n(&gw->stop, __ATOMIC_RELAXED)) {
-		uint64_t now = pg_now_ms(), wake = now + 100;     /* notice gw->stop */
+		uint64_t now = pg_now_ms(), wake = now + 100;     /* gw->stop, without stop_fd */
 		unsigned n = 0, hwm = pg_router_hwm(&gw->router); /* no probe above it */
 		/* as they are now: a reload may change them */
 		const unsigned interval[K_N] = {PATH(gw) ? LOAD(&gw->cfg->health.interval_ms) : 0,
@@ -418,7 +418,9 @@ static void *health_main(void *arg)
 				                                               : POLLOUT};
 			}
 		}
-		if (poll(pfd, n, (int)(wake > now ? wake - now : 0)) > 0)
+		/* the stop eventfd wakes the poll at once (lifecycle.h) */
+		pfd[n] = (struct pollfd){.fd = gw->stop_fd, .events = POLLIN}; /* -1: ignored */
+		if (poll(pfd, n + 1, (int)(wake > now ? wake - now : 0)) > 0)
 			for (unsigned i = 0; i < n; i++)
 				if (pfd[i].revents && hc->pr[kinds[i]][ids[i]].fd != -1)
 					step(gw, kinds[i], ids[i], pfd[i].revents);

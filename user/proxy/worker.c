@@ -292,6 +292,20 @@ static void arm_kick(struct pg_worker *w)
 	io_uring_sqe_set_data64(sqe, ud_pack(w->fq, PG_OP_EVENTS));
 }
 
+/* The gateway's stop (lifecycle.h): its eventfd polled, so the loop wakes
+ * as stop is set rather than at its next 100 ms turn. The completion needs
+ * nothing (user_data 0): the loop's condition sees stop. */
+static void arm_stop(struct pg_worker *w)
+{
+	struct io_uring_sqe *sqe;
+
+	if (w->gw->stop_fd == -1)
+		return;
+	sqe = pg_sqe(w);
+	io_uring_prep_poll_add(sqe, w->gw->stop_fd, POLLIN);
+	io_uring_sqe_set_data64(sqe, 0);
+}
+
 /* Draining (SIGTERM): stop accepting; connections in progress finish. */
 static void stop_accepting(struct pg_worker *w)
 {
@@ -384,7 +398,7 @@ static void handle_cqe(struct pg_worker *w, struct io_uring_cqe *cqe)
 	case PG_OP_PUT:
 		break;
 	default:
-		return; /* user_data 0: the accept's cancel, nothing to do */
+		return; /* user_data 0: the accept's cancel or the stop poll, nothing to do */
 	}
 	pg_sock_put(w, s);
 }
@@ -434,6 +448,7 @@ static void *worker_main(void *arg)
 	arm_accepts(w);
 	arm_events(w);
 	arm_kick(w);
+	arm_stop(w);
 	while (!__atomic_load_n(&w->gw->stop, __ATOMIC_RELAXED)) {
 		struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = 100 * 1000000};
 		struct io_uring_cqe *cqe;

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* Admission limits and the drain at shutdown (lifecycle.h). */
 #include <errno.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "sys/lifecycle.h"
 #include "sys/log.h"
 
@@ -85,4 +87,13 @@ int64_t pg_drain(struct pg_gateway *gw, unsigned timeout_s, const sigset_t *sigs
 	}
 	pg_info("drained: no request in flight");
 	return 0;
+}
+
+void pg_gateway_stop(struct pg_gateway *gw)
+{
+	uint64_t one = 1;
+
+	__atomic_store_n(&gw->stop, 1, __ATOMIC_RELAXED);
+	if (gw->stop_fd != -1 && write(gw->stop_fd, &one, sizeof(one)) == -1)
+		pg_warn("waking the threads to stop: %s", strerror(errno));
 }

@@ -77,4 +77,8 @@ static inline bool pg_draining(const struct pg_gateway *gw)
  */
 int64_t pg_drain(struct pg_gateway *gw, unsigned timeout_s, const sigset_t *sigs);
 
+/* Stop every thread: set gw->stop, then make gw->stop_fd readable so the
+ * threads that poll it wake now, not at their next turn. */
+void pg_gateway_stop(struct pg_gateway *gw);
+
 #endif /* PG_LIFECYCLE_H */
