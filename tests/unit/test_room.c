@@ -1,17 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
  * What the routing core decides from what it can see of an engine
- * (router/route.c, router/load.c, router/capacity.c), on its own context
- * over shared memory, no gateway: flow control's room in the instance's
- * own units and the engine's report of requests waiting; a deadline
- * judged only on a measured speed (an unmeasured instance is explored,
- * one request at a time, and after a cut at its deadline only once the
- * backoff is over); the gate holding for every strategy, cache_aware
- * keeping a holder of the request without room a candidate; an answer
- * that does not stream keeping its work queued until its head, unless its
- * speed is measured; what an instance's cache keeps, learned from its
- * answers (a per-slot cache's bound in conversations, then no holder past
- * it and no new conversation on a full instance).
+ * (router/route.c, load.c, capacity.c), no gateway: flow control's room
+ * in the instance's own units, by class (sheddable: an empty instance),
+ * the engine's report of requests waiting, the gate for every strategy
+ * (cache_aware keeps a holder without room); a deadline judged only on a
+ * measured speed (an unmeasured instance explored one request at a time,
+ * after a cut only once the backoff is over); an answer that does not
+ * stream keeping its work queued until its head unless its speed is
+ * measured; what an instance's cache keeps, learned from its answers (a
+ * per-slot cache's bound in conversations: no holder past it, no new
+ * conversation on a full instance).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -192,6 +191,50 @@ static void test_gate_every_strategy(void **state)
 	maps.state[0].flow_queue_ms = 0;
 }
 
+/* A sheddable request's room is an instance with nothing queued, the
+ * other classes' the pool's room: a sheddable request goes only to an
+ * empty instance while one is, and waits while none is, where a critical
+ * one still has room. */
+static void test_room_sheddable(void **state)
+{
+	char text[64];
+	struct pg_route_input in = {
+	    .api = PG_API_RAW, .body = text, .complete = true, .prio = PG_PRIO_SHEDDABLE};
+	struct pg_load_ticket t1 = {0}, t2 = {0};
+	struct pg_choice ch;
+	struct pg_key key;
+
+	(void)state;
+	assert_int_equal(pg_route_class_room(1000, PG_PRIO_STANDARD), 1000);
+	measured(&maps.backends[1]);
+	measured(&maps.backends[2]);
+	/* 100 tokens on 1: 10 ms of prefill, under a 1,000 ms room */
+	pg_load_take(&r, 1, 100, &t1, now_ns);
+	assert_true(pg_route_has_room(&maps.backends[1], 1000, now_ms()));
+	maps.state[0].flow_queue_ms = 1000;
+	for (unsigned k = 0; k < 16; k++) { /* wherever the ring puts it */
+		in.body_len = (size_t)snprintf(text, sizeof(text), "prompt number %u", k);
+		assert_int_equal(pg_route_dry(&r, &in, NULL, 1, &key, &ch), 2);
+	}
+	/* both busy: no room for a sheddable request, room for the others */
+	pg_load_take(&r, 2, 100, &t2, now_ns);
+	assert_int_equal(
+	    pg_route_room(&r, 0, pg_route_class_room(1000, PG_PRIO_SHEDDABLE), now_ms()), PG_FULL);
+	assert_int_equal(
+	    pg_route_room(&r, 0, pg_route_class_room(1000, PG_PRIO_CRITICAL), now_ms()), PG_ROOM);
+	/* room comes by time: 10 ms queued on each, at the measured speed */
+	assert_int_equal(pg_route_room_in_ms(&r, 0, 1000, now_ms()), 0);
+	assert_int_equal(pg_route_room_in_ms(&r, 0, 0, now_ms()), 11);
+	now_ns += 11 * 1000000ull;
+	assert_int_equal(pg_route_room(&r, 0, 0, now_ms()), PG_ROOM);
+	/* an unmeasured speed drains nothing by time: an event must say */
+	pg_load_take(&r, 1, 100, &t1, now_ns);
+	pg_load_take(&r, 2, 100, &t2, now_ns);
+	maps.backends[1].fit_rate = maps.backends[2].fit_rate = 0;
+	assert_int_equal(pg_route_room_in_ms(&r, 0, 0, now_ms()), UINT32_MAX);
+	maps.state[0].flow_queue_ms = 0;
+}
+
 /* A prompt of len - 1 characters, the same for the same seed. */
 static void prompt(char *text, size_t len, unsigned seed)
 {
@@ -210,7 +253,7 @@ static void test_gate_cache_holder(void **state)
 	char held[4001], other_text[4001];
 	struct pg_route_input in = {.api = PG_API_RAW,
 	                            .body = held,
-	                            .body_len = sizeof(held) - 1,
+	                            .body_len = 4000,
 	                            .complete = true,
 	                            .prio = PG_PRIO_STANDARD};
 	struct pg_load_ticket t = {0};
@@ -226,8 +269,7 @@ static void test_gate_cache_holder(void **state)
 	holder = pg_route_worker(&r, 0, &in, NULL, 1, &key, &ch); /* recorded there */
 	assert_int_not_equal(holder, 0);
 	other = holder == 1 ? 2 : 1;
-	/* a little queued on the holder: past a 1 ms room, far under the
-	 * prefill of a thousand tokens */
+	/* queued on the holder: past a 1 ms room, under a 1,000-token prefill */
 	maps.state[0].flow_queue_ms = 1;
 	pg_load_take(&r, holder, 100, &t, now_ns);
 	assert_false(pg_route_has_room(&maps.backends[holder], 1, now_ms()));
@@ -239,9 +281,8 @@ static void test_gate_cache_holder(void **state)
 	in.prio = PG_PRIO_CRITICAL;
 	assert_int_equal(pg_route_dry(&r, &in, NULL, 1, &key, &ch), other);
 	in.prio = PG_PRIO_STANDARD;
-	/* prompts it does not hold go where there is room, wherever the
-	 * ring puts them (the queue is within cache_aware's tie: without the
-	 * gate, about half would go to the holder, their ring's first) */
+	/* prompts it does not hold go where there is room, wherever the ring
+	 * puts them (within cache_aware's tie: else half go to the holder) */
 	in.body = other_text;
 	for (unsigned seed = 1; seed <= 16; seed++) {
 		prompt(other_text, sizeof(other_text), seed);
@@ -544,6 +585,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_room_engine_waiting, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_gate_every_strategy, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_gate_cache_holder, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_room_sheddable, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_deadline_explores, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cut_explore_backoff, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_answer_bound_deadline, setup, teardown),

@@ -281,11 +281,12 @@ bool pg_queue_arrive(struct pg_worker *w, struct pg_client *c, struct pg_route_i
 		refuse(w, c, R_EXPIRED, now - x->t0_ns / 1000000);
 		return false;
 	}
-	room = pg_route_room(&w->gw->router, pool, rc->flow_queue_ms, now);
-	/* nothing of its pool waits, in any worker: no one to go before */
-	/* (sent on now: its class by its header's tenant; the body's "user"
-	 * is read once its key is: below) */
+	/* its class as sent on now: by its header's tenant (the body's
+	 * "user" is read once its key is: below) */
 	in->prio = class_of(f, x, x->fq.tenant);
+	room = pg_route_room(&w->gw->router, pool, pg_route_class_room(rc->flow_queue_ms, in->prio),
+	                     now);
+	/* nothing of its pool waits, in any worker: no one to go before */
 	if (!__atomic_load_n(&w->gw->maps.flow[pool].queued, __ATOMIC_RELAXED) && room != PG_FULL) {
 		in->budget_ms = deadline ? (uint32_t)(deadline - now) : 0;
 		return true; /* routed now (no one usable: its 502 there) */
@@ -373,7 +374,7 @@ void pg_queue_leave(struct pg_worker *w, struct pg_client *c)
 }
 
 /* Its turn: routed now, on the cache and load as they are. */
-static void dispatch(struct pg_worker *w, struct pg_client *c, uint64_t now_ms)
+static void dispatch(struct pg_worker *w, struct pg_client *c, uint8_t prio, uint64_t now_ms)
 {
 	struct pg_flowctl *f = w->gw->flow;
 	struct pg_exchange *x = &c->x;
@@ -394,9 +395,23 @@ static void dispatch(struct pg_worker *w, struct pg_client *c, uint64_t now_ms)
 	pg_flow_hist_add(&f->cls[x->fq.prio], waited_us);
 	if (x->fq.deadline_ms)
 		in.budget_ms = (uint32_t)(x->fq.deadline_ms - now_ms);
-	in.prio = x->fq.prio;
+	in.prio = prio;
 	if (pg_dispatch(w, c, &in, 0, t)) /* (not routed: answered there) */
 		FLOW_ADD(&st->dispatched, 1);
+}
+
+/* The class whose room it (q's next request) waits for and is routed by
+ * (router/route.h pg_route_class_room): its own, but a request that goes
+ * before a higher class, starved, is standard: it goes first to make
+ * progress, and must not hold the others back waiting for an empty
+ * instance. */
+static uint8_t room_class(const struct pg_flow_q *q, const struct pg_flow_item *it)
+{
+	unsigned top = 0;
+
+	while (top < PG_PRIO_COUNT && !q->cls[top].head)
+		top++;
+	return it->prio > top ? PG_PRIO_STANDARD : it->prio;
 }
 
 /* Pool's queue q: what is past its deadline answered, then what can go. */
@@ -413,14 +428,23 @@ static void run_pool(struct pg_worker *w, unsigned pool, struct pg_flow_q *q, ui
 	}
 	pg_router_cfg(&w->gw->router, pool, &rc);
 	while (q->n) {
+		const uint8_t prio = room_class(q, pg_flow_next(q, &f->tenants, &f->lim, now));
 		/* flow control turned off meanwhile: everything goes */
-		enum pg_room room = rc.flow_queue_ms
-		                        ? pg_route_room(&w->gw->router, pool, rc.flow_queue_ms, now)
-		                        : PG_ROOM;
+		enum pg_room room =
+		    rc.flow_queue_ms
+		        ? pg_route_room(&w->gw->router, pool,
+		                        pg_route_class_room(rc.flow_queue_ms, prio), now)
+		        : PG_ROOM;
 		int other;
 
-		if (room == PG_FULL)
+		if (room == PG_FULL) {
+			const uint32_t in = pg_route_room_in_ms(
+			    &w->gw->router, pool, pg_route_class_room(rc.flow_queue_ms, prio), now);
+
+			if (in != UINT32_MAX && (!w->flow_room_ms || now + in < w->flow_room_ms))
+				w->flow_room_ms = now + in;
 			break;
+		}
 		/* another worker's next request goes first: it is woken for it */
 		other = pg_flowctl_better(f, w->id, pool, publish(w, pool, now));
 		if (other >= 0 && room == PG_ROOM) {
@@ -429,7 +453,7 @@ static void run_pool(struct pg_worker *w, unsigned pool, struct pg_flow_q *q, ui
 		}
 		it = pg_flow_pop(q, &f->tenants, &f->lim, now);
 		stats_out(w, pool, it);
-		dispatch(w, client_of(it), now); /* no one usable: its 502 there */
+		dispatch(w, client_of(it), prio, now); /* no one usable: its 502 there */
 	}
 	publish(w, pool, now);
 }
@@ -440,6 +464,7 @@ void pg_queue_run(struct pg_worker *w)
 	uint64_t now = w->now_ms;
 
 	w->flow_run = false;
+	w->flow_room_ms = 0; /* run_pool sets it again */
 	if (!f)
 		return;
 	if (w->flow_kicked) {
@@ -466,6 +491,8 @@ uint32_t pg_queue_next_ms(const struct pg_worker *w)
 		if (w->fq[p] && w->fq[p]->next_deadline_ms &&
 		    (!next || w->fq[p]->next_deadline_ms < next))
 			next = w->fq[p]->next_deadline_ms;
+	if (w->flow_room_ms && (!next || w->flow_room_ms < next))
+		next = w->flow_room_ms;
 	if (!next)
 		return UINT32_MAX;
 	return next > now ? (uint32_t)(next - now) : 0;

@@ -82,8 +82,9 @@ void pg_queue_leave(struct pg_worker *w, struct pg_client *c);
  * runs it after a turn that made room, on a wake-up, and every tick). */
 void pg_queue_run(struct pg_worker *w);
 
-/* Milliseconds until the next deadline of a request waiting here
- * (UINT32_MAX: none), so the loop wakes up for it. */
+/* Milliseconds until the next deadline of a request waiting here, or the
+ * room its queue's next request waits for by time (UINT32_MAX: neither),
+ * so the loop wakes up for it. */
 uint32_t pg_queue_next_ms(const struct pg_worker *w);
 
 /* This worker saw an instance's queue shrink (a first token, an attempt

@@ -456,7 +456,7 @@ static void *worker_main(void *arg)
 		               cut_ms = pg_deadline_next_ms(w);
 
 		if (q_ms < wait_ms)
-			wait_ms = q_ms; /* a waiting request's deadline */
+			wait_ms = q_ms; /* a waiting request's deadline, or its room */
 		if (cut_ms < wait_ms)
 			wait_ms = cut_ms; /* a sent request's deadline */
 		if (wait_ms < 100)

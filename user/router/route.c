@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <limits.h>
+#include <math.h>
 #include <string.h>
 #include "lib/fleet.h"
 #include "lib/pd.h"
@@ -168,8 +169,8 @@ static uint16_t choose(const struct pg_router *r, unsigned pool, const struct pg
 	 * first token: a holder without room has lower classes' work queued
 	 * that it would wait behind, traded by the cost's work term for the
 	 * fleet's prefill. */
-	if (rc->flow_queue_ms &&
-	    without_room(rc->flow_queue_ms, &p, prio != PG_PRIO_CRITICAL, &full))
+	if (rc->flow_queue_ms && without_room(pg_route_class_room(rc->flow_queue_ms, prio), &p,
+	                                      prio != PG_PRIO_CRITICAL, &full))
 		p.exclude = &full;
 	if (s->ring)
 		p.ncand = pg_maps_pool_candidates(r->maps, pool,
@@ -503,6 +504,36 @@ enum pg_room pg_route_room(const struct pg_router *r, unsigned pool, uint32_t qu
 			return PG_ROOM;
 	}
 	return usable ? PG_FULL : PG_NO_ONE;
+}
+
+uint32_t pg_route_room_in_ms(const struct pg_router *r, unsigned pool, uint32_t queue_ms,
+                             uint64_t now_ms)
+{
+	const unsigned max = pg_router_max_id(r);
+	const struct pg_backend *t = r->maps->backends;
+	struct pg_idset buf;
+	const struct pg_idset *ex = pg_router_exclude(r, pool, NULL, &buf);
+	double soonest = UINT32_MAX;
+
+	for (unsigned id = 1; id <= max; id++) {
+		struct pg_speed sp;
+		double room, in;
+
+		if (!pg_backend_eligible(t, max, id, ex, now_ms))
+			continue;
+		if (pg_route_has_room(&t[id], queue_ms, now_ms))
+			return 0;
+		if (!pg_work_measured(&t[id]) || pg_work_waiting(&t[id], now_ms))
+			continue;
+		pg_work_speed(&t[id], &sp);
+		room = queue_ms == PG_FLOW_QUEUE_AUTO ? pg_work_service_ms(&t[id], &sp) : queue_ms;
+		/* pg_route_has_room: the queue's prefill under the room */
+		in =
+		    floor(pg_work_queued(&t[id], &sp, now_ms) * sp.ms_per_ktok / 1000.0 - room) + 1;
+		if (in < soonest)
+			soonest = in > 0 ? in : 0;
+	}
+	return (uint32_t)soonest;
 }
 
 bool pg_route_any_usable(const struct pg_router *r, uint64_t now_ms)

@@ -118,13 +118,37 @@ enum pg_room {
 	PG_NO_ONE = 2, /* no member is usable */
 };
 /* Whether backend b could take a request now under flow control's
- * queue_ms (PG_FLOW_QUEUE_AUTO: its own service time): its engine says
- * no request waits (if it said lately: pg_work_waiting), and the prefill
- * queued on it is predicted under queue_ms. */
+ * queue_ms (PG_FLOW_QUEUE_AUTO: its own service time; 0: nothing may be
+ * queued): its engine says no request waits (if it said lately:
+ * pg_work_waiting), and the prefill queued on it is predicted under
+ * queue_ms, or none is. */
 bool pg_route_has_room(const struct pg_backend *b, uint32_t queue_ms, uint64_t now_ms);
 
 enum pg_room pg_route_room(const struct pg_router *r, unsigned pool, uint32_t queue_ms,
                            uint64_t now_ms);
+
+/* In how many ms some usable member of pool will have room under queue_ms
+ * by time alone: the load model drains a queue by time at a measured
+ * speed, while its engine does not say requests wait (0: one has room
+ * now; UINT32_MAX: none will by time alone, but by an event: a first
+ * token, an answer, a report). So that a queue waiting for room is run
+ * when it comes, not at a first token an overhead later. */
+uint32_t pg_route_room_in_ms(const struct pg_router *r, unsigned pool, uint32_t queue_ms,
+                             uint64_t now_ms);
+
+/* The room, for pg_route_has_room and pg_route_room, of a request of flow
+ * control's class prio under its pool's queue_ms (flow control on): a
+ * sheddable request's is an instance with nothing queued (0), so that a
+ * critical request that comes finds at most the prefill under way ahead
+ * of it, not that and a sheddable one queued (at 1/3, 1 and 3 times the
+ * default speed, critical's p99 under a sheddable flood was its own alone
+ * plus about two service times); the others' is queue_ms. A sheddable
+ * request that goes before a higher class, starved (lib/flow.h), is given
+ * the standard room by its queue (proxy/queue.c). */
+static inline uint32_t pg_route_class_room(uint32_t queue_ms, uint8_t prio)
+{
+	return prio == PG_PRIO_SHEDDABLE ? 0 : queue_ms;
+}
 
 /* Some member could take a request now (it is usable: healthy, not
  * draining, not skipped). Scans the members: for the rare request that
