@@ -151,10 +151,10 @@ static void test_room_engine_waiting(void **state)
 	b->scraped_ms = now_ms();
 	b->firsts_at_scrape = b->firsts;
 	assert_false(pg_route_has_room(b, 1000, now_ms()));
-	assert_int_equal(pg_route_room(&r, 0, 1000, now_ms()), PG_ROOM); /* the other one */
+	assert_int_equal(pg_route_room(&r, 0, 1000, now_ms(), NULL), PG_ROOM); /* the other one */
 	maps.backends[2].waiting = 3;
 	maps.backends[2].scraped_ms = now_ms();
-	assert_int_equal(pg_route_room(&r, 0, 1000, now_ms()), PG_FULL);
+	assert_int_equal(pg_route_room(&r, 0, 1000, now_ms(), NULL), PG_FULL);
 	/* one of ours on 1 gives its first token: 1 no longer waits */
 	pg_load_take(&r, 1, 100, &t, now_ns);
 	pg_load_first(&r, 0, NULL, &t, now_ns + 1000000);
@@ -201,6 +201,8 @@ static void test_room_sheddable(void **state)
 	struct pg_route_input in = {
 	    .api = PG_API_RAW, .body = text, .complete = true, .prio = PG_PRIO_SHEDDABLE};
 	struct pg_load_ticket t1 = {0}, t2 = {0};
+	const uint32_t shed = pg_route_class_room(1000, PG_PRIO_SHEDDABLE),
+	               crit = pg_route_class_room(1000, PG_PRIO_CRITICAL);
 	struct pg_choice ch;
 	struct pg_key key;
 
@@ -218,15 +220,13 @@ static void test_room_sheddable(void **state)
 	}
 	/* both busy: no room for a sheddable request, room for the others */
 	pg_load_take(&r, 2, 100, &t2, now_ns);
-	assert_int_equal(
-	    pg_route_room(&r, 0, pg_route_class_room(1000, PG_PRIO_SHEDDABLE), now_ms()), PG_FULL);
-	assert_int_equal(
-	    pg_route_room(&r, 0, pg_route_class_room(1000, PG_PRIO_CRITICAL), now_ms()), PG_ROOM);
+	assert_int_equal(pg_route_room(&r, 0, shed, now_ms(), NULL), PG_FULL);
+	assert_int_equal(pg_route_room(&r, 0, crit, now_ms(), NULL), PG_ROOM);
 	/* room comes by time: 10 ms queued on each, at the measured speed */
 	assert_int_equal(pg_route_room_in_ms(&r, 0, 1000, now_ms()), 0);
 	assert_int_equal(pg_route_room_in_ms(&r, 0, 0, now_ms()), 11);
 	now_ns += 11 * 1000000ull;
-	assert_int_equal(pg_route_room(&r, 0, 0, now_ms()), PG_ROOM);
+	assert_int_equal(pg_route_room(&r, 0, 0, now_ms(), NULL), PG_ROOM);
 	/* an unmeasured speed drains nothing by time: an event must say */
 	pg_load_take(&r, 1, 100, &t1, now_ns);
 	pg_load_take(&r, 2, 100, &t2, now_ns);

@@ -285,7 +285,7 @@ bool pg_queue_arrive(struct pg_worker *w, struct pg_client *c, struct pg_route_i
 	 * "user" is read once its key is: below) */
 	in->prio = class_of(f, x, x->fq.tenant);
 	room = pg_route_room(&w->gw->router, pool, pg_route_class_room(rc->flow_queue_ms, in->prio),
-	                     now);
+	                     now, NULL);
 	/* nothing of its pool waits, in any worker: no one to go before */
 	if (!__atomic_load_n(&w->gw->maps.flow[pool].queued, __ATOMIC_RELAXED) && room != PG_FULL) {
 		in->budget_ms = deadline ? (uint32_t)(deadline - now) : 0;
@@ -429,18 +429,16 @@ static void run_pool(struct pg_worker *w, unsigned pool, struct pg_flow_q *q, ui
 	pg_router_cfg(&w->gw->router, pool, &rc);
 	while (q->n) {
 		const uint8_t prio = room_class(q, pg_flow_next(q, &f->tenants, &f->lim, now));
+		uint32_t in = UINT32_MAX;
 		/* flow control turned off meanwhile: everything goes */
 		enum pg_room room =
 		    rc.flow_queue_ms
 		        ? pg_route_room(&w->gw->router, pool,
-		                        pg_route_class_room(rc.flow_queue_ms, prio), now)
+		                        pg_route_class_room(rc.flow_queue_ms, prio), now, &in)
 		        : PG_ROOM;
 		int other;
 
 		if (room == PG_FULL) {
-			const uint32_t in = pg_route_room_in_ms(
-			    &w->gw->router, pool, pg_route_class_room(rc.flow_queue_ms, prio), now);
-
 			if (in != UINT32_MAX && (!w->flow_room_ms || now + in < w->flow_room_ms))
 				w->flow_room_ms = now + in;
 			break;

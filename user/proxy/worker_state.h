@@ -124,7 +124,7 @@ struct pg_worker {
 	struct pg_flow_q *fq[PG_MAX_POOLS];
 	bool flow_run;
 	uint64_t flow_room_ms; /* a queue's next request has room then, by time alone (0: none
-	                        * such: router/route.h pg_route_room_in_ms) */
+	                        * such: router/route.h pg_route_room) */
 	bool flow_kicked;      /* another worker woke this one (its eventfd polled readable) */
 	uint32_t reports_seen; /* gw->reports when its requests were last checked against them */
 	/* The earliest deadline of a request of this worker's sent on and not

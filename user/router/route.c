@@ -472,28 +472,51 @@ uint16_t pg_route_again(const struct pg_router *r, const struct pg_key *key,
 	return id;
 }
 
+/* b's room under queue_ms at speed sp, in predicted ms of prefill. */
+static double room_ms(const struct pg_backend *b, const struct pg_speed *sp, uint32_t queue_ms)
+{
+	return queue_ms == PG_FLOW_QUEUE_AUTO ? pg_work_service_ms(b, sp) : queue_ms;
+}
+
 bool pg_route_has_room(const struct pg_backend *b, uint32_t queue_ms, uint64_t now_ms)
 {
 	struct pg_speed sp;
-	double room, q;
+	double q;
 
 	/* the engine says requests wait: full, whatever the model predicts */
 	if (pg_work_waiting(b, now_ms))
 		return false;
 	pg_work_speed(b, &sp);
-	room = queue_ms == PG_FLOW_QUEUE_AUTO ? pg_work_service_ms(b, &sp) : queue_ms;
 	q = pg_work_queued(b, &sp, now_ms);
 	/* an idle engine has room, whatever the room (none learned yet) */
-	return q <= 0 || q * sp.ms_per_ktok < 1000.0 * room;
+	return q <= 0 || q * sp.ms_per_ktok < 1000.0 * room_ms(b, &sp, queue_ms);
+}
+
+/* In how many ms full backend b will have room under queue_ms by time
+ * alone (UINT32_MAX: not by time). */
+static double room_in(const struct pg_backend *b, uint32_t queue_ms, uint64_t now_ms)
+{
+	struct pg_speed sp;
+	double in;
+
+	if (!pg_work_measured(b) || pg_work_waiting(b, now_ms))
+		return UINT32_MAX;
+	pg_work_speed(b, &sp);
+	/* pg_route_has_room: the queue's prefill under the room */
+	in = floor(pg_work_queued(b, &sp, now_ms) * sp.ms_per_ktok / 1000.0 -
+	           room_ms(b, &sp, queue_ms)) +
+	     1;
+	return in > 0 ? in : 0;
 }
 
 enum pg_room pg_route_room(const struct pg_router *r, unsigned pool, uint32_t queue_ms,
-                           uint64_t now_ms)
+                           uint64_t now_ms, uint32_t *in_ms)
 {
 	const unsigned max = pg_router_max_id(r);
 	const struct pg_backend *t = r->maps->backends;
 	struct pg_idset buf;
 	const struct pg_idset *ex = pg_router_exclude(r, pool, NULL, &buf);
+	double soonest = UINT32_MAX;
 	bool usable = false;
 
 	for (unsigned id = 1; id <= max; id++) {
@@ -502,38 +525,20 @@ enum pg_room pg_route_room(const struct pg_router *r, unsigned pool, uint32_t qu
 		usable = true;
 		if (pg_route_has_room(&t[id], queue_ms, now_ms))
 			return PG_ROOM;
+		if (in_ms)
+			soonest = fmin(soonest, room_in(&t[id], queue_ms, now_ms));
 	}
+	if (in_ms)
+		*in_ms = (uint32_t)soonest;
 	return usable ? PG_FULL : PG_NO_ONE;
 }
 
 uint32_t pg_route_room_in_ms(const struct pg_router *r, unsigned pool, uint32_t queue_ms,
                              uint64_t now_ms)
 {
-	const unsigned max = pg_router_max_id(r);
-	const struct pg_backend *t = r->maps->backends;
-	struct pg_idset buf;
-	const struct pg_idset *ex = pg_router_exclude(r, pool, NULL, &buf);
-	double soonest = UINT32_MAX;
+	uint32_t in = UINT32_MAX;
 
-	for (unsigned id = 1; id <= max; id++) {
-		struct pg_speed sp;
-		double room, in;
-
-		if (!pg_backend_eligible(t, max, id, ex, now_ms))
-			continue;
-		if (pg_route_has_room(&t[id], queue_ms, now_ms))
-			return 0;
-		if (!pg_work_measured(&t[id]) || pg_work_waiting(&t[id], now_ms))
-			continue;
-		pg_work_speed(&t[id], &sp);
-		room = queue_ms == PG_FLOW_QUEUE_AUTO ? pg_work_service_ms(&t[id], &sp) : queue_ms;
-		/* pg_route_has_room: the queue's prefill under the room */
-		in =
-		    floor(pg_work_queued(&t[id], &sp, now_ms) * sp.ms_per_ktok / 1000.0 - room) + 1;
-		if (in < soonest)
-			soonest = in > 0 ? in : 0;
-	}
-	return (uint32_t)soonest;
+	return pg_route_room(r, pool, queue_ms, now_ms, &in) == PG_ROOM ? 0 : in;
 }
 
 bool pg_route_any_usable(const struct pg_router *r, uint64_t now_ms)

@@ -124,15 +124,16 @@ enum pg_room {
  * queue_ms, or none is. */
 bool pg_route_has_room(const struct pg_backend *b, uint32_t queue_ms, uint64_t now_ms);
 
+/* in_ms (may be NULL): when every usable member is full, in how many ms
+ * one will have room by time alone: the load model drains a queue by time
+ * at a measured speed, while its engine does not say requests wait
+ * (UINT32_MAX: none will by time, but by an event: a first token, an
+ * answer, a report). So that a queue waiting for room is run when it
+ * comes, not at a first token an overhead later. */
 enum pg_room pg_route_room(const struct pg_router *r, unsigned pool, uint32_t queue_ms,
-                           uint64_t now_ms);
+                           uint64_t now_ms, uint32_t *in_ms);
 
-/* In how many ms some usable member of pool will have room under queue_ms
- * by time alone: the load model drains a queue by time at a measured
- * speed, while its engine does not say requests wait (0: one has room
- * now; UINT32_MAX: none will by time alone, but by an event: a first
- * token, an answer, a report). So that a queue waiting for room is run
- * when it comes, not at a first token an overhead later. */
+/* pg_route_room's in_ms, 0 when one has room now. */
 uint32_t pg_route_room_in_ms(const struct pg_router *r, unsigned pool, uint32_t queue_ms,
                              uint64_t now_ms);
 
