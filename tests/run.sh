@@ -113,17 +113,15 @@ e2e_plain() { # modes
 		run_tap "e2e/hostile-tls" $E/test_hostile.py --build "$BUILD" --mode shm --tls
 		run_tap "e2e/tls-backends" $E/test_tls_backends.py --build "$BUILD" --mode shm
 		run_tap "e2e/replay-shm" $E/test_replay.py --build "$BUILD" --mode shm
+		for pair in $E2E_SHM; do
+			run_tap "e2e/${pair%%:*}-shm" $E/${pair#*:}.py --build "$BUILD" --mode shm
+		done
 	fi
 	for pair in $E2E_BOTH; do # (not $s: run_tap sets it)
 		for m in $1; do
 			run_tap "e2e/${pair%%:*}-$m" $E/${pair#*:}.py --build "$BUILD" --mode "$m"
 		done
 	done
-	if [ "$full" = 1 ]; then # shm only (above), and e2e-asan runs them
-		for pair in $E2E_SHM; do
-			run_tap "e2e/${pair%%:*}-shm" $E/${pair#*:}.py --build "$BUILD" --mode shm
-		done
-	fi
 	if [ "$full" = 1 ]; then # no mode, and e2e-asan runs them
 		run_tap "e2e/fleet" $E/test_fleet.py --build "$BUILD"
 		run_tap "e2e/floor" $E/test_floor.py --build "$BUILD"

@@ -201,13 +201,10 @@ struct pg_flow_item *pg_flow_pop(struct pg_flow_q *q, struct pg_flow_tenants *ts
                                  const struct pg_flow_limits *lim, uint64_t now_ms)
 {
 	struct pg_flow_item *it = pg_flow_next(q, ts, lim, now_ms);
-	unsigned top = 0;
 
 	if (!it)
 		return NULL;
-	while (!q->cls[top].head)
-		top++;
-	if (it->prio > top) /* starved, before a higher class */
+	if (it->prio > pg_flow_top(q)) /* starved, before a higher class */
 		q->jump_ms = now_ms + lim->starve_ms;
 	pg_flow_remove(q, ts, it);
 	return it;
@@ -218,14 +215,12 @@ uint64_t pg_flow_rank(const struct pg_flow_q *q, const struct pg_flow_tenants *t
                       const struct pg_flow_item *it)
 {
 	const uint64_t field = (1ull << 58) - 1;
-	unsigned top = 0;
 	uint64_t vtc;
 
 	if (!it)
 		return UINT64_MAX;
-	while (top < PG_PRIO_COUNT && !q->cls[top].head)
-		top++;
-	if (it->prio > top && now_ms >= q->jump_ms && now_ms >= it->enq_ms + lim->starve_ms)
+	if (it->prio > pg_flow_top(q) && now_ms >= q->jump_ms &&
+	    now_ms >= it->enq_ms + lim->starve_ms)
 		return it->enq_ms < field ? it->enq_ms : field;
 	vtc = LOAD(&ts->t[it->tenant].vtc);
 	return (uint64_t)(it->prio + 1) << 58 | (vtc < field ? vtc : field);

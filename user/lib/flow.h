@@ -117,6 +117,17 @@ enum pg_flow_push {
 	PG_FLOW_REFUSED = 2, /* the bounds are reached: not queued */
 };
 
+/* The highest class with a request queued in q (PG_PRIO_COUNT: none): a
+ * request of a lower one that goes first is starved. */
+static inline unsigned pg_flow_top(const struct pg_flow_q *q)
+{
+	unsigned top = 0;
+
+	while (top < PG_PRIO_COUNT && !q->cls[top].head)
+		top++;
+	return top;
+}
+
 /* Queue it (its tenant, prio, deadline, cost and bytes set) at now. */
 enum pg_flow_push pg_flow_push(struct pg_flow_q *q, struct pg_flow_tenants *ts,
                                struct pg_flow_item *it, const struct pg_flow_limits *lim,

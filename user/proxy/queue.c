@@ -407,11 +407,7 @@ static void dispatch(struct pg_worker *w, struct pg_client *c, uint8_t prio, uin
  * instance. */
 static uint8_t room_class(const struct pg_flow_q *q, const struct pg_flow_item *it)
 {
-	unsigned top = 0;
-
-	while (top < PG_PRIO_COUNT && !q->cls[top].head)
-		top++;
-	return it->prio > top ? PG_PRIO_STANDARD : it->prio;
+	return it->prio > pg_flow_top(q) ? PG_PRIO_STANDARD : it->prio;
 }
 
 /* Pool's queue q: what is past its deadline answered, then what can go. */
