@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Flow control's order (lib/flow.h): classes and the starvation bound,
- * fair shares by weight in work units, no credit banked while idle,
+ * fair shares by weight in work units, no credit banked while idle, who
+ * is ahead of its share among the tenants present,
  * deadlines, the bounds and what they shed; and a random run against a
  * reference model written the naive way.
  */
@@ -262,6 +263,69 @@ static void test_no_banked_credit(void **state)
 		free(take(4));
 }
 
+/* Served cost to tenant t, one request's charge at a time. */
+static void serve(unsigned t, uint64_t cost, int n)
+{
+	struct pg_flow_item it = {.tenant = (uint16_t)t, .prio = PG_PRIO_STANDARD, .cost = cost};
+
+	for (int i = 0; i < n; i++)
+		pg_flow_charge(&ts, &it);
+}
+
+/* Who is ahead of its share, among the tenants present. */
+static void test_shares(void **state)
+{
+	const uint64_t now = 100000;
+	struct pg_flow_share sh;
+	unsigned a, b;
+
+	(void)state;
+	reset();
+	a = pg_flow_tenant(&ts, 1, "a");
+	b = pg_flow_tenant(&ts, 2, "b");
+	/* no one present: no one ahead */
+	pg_flow_share(&ts, now, &sh);
+	assert_false(pg_flow_ahead(&ts, &sh, a));
+	/* a alone, however much served, is not ahead of itself */
+	pg_flow_seen(&ts, a, now);
+	serve(a, 1000, 1000);
+	pg_flow_share(&ts, now, &sh);
+	assert_false(pg_flow_ahead(&ts, &sh, a));
+	/* b comes with nothing served: a is ahead, b is not */
+	pg_flow_seen(&ts, b, now);
+	pg_flow_share(&ts, now, &sh);
+	assert_true(pg_flow_ahead(&ts, &sh, a));
+	assert_false(pg_flow_ahead(&ts, &sh, b));
+	/* b served as much: level, neither (a burst apart is still level) */
+	serve(b, 1000, 1000 + PG_FLOW_BURST_WORK / 1000 - 1);
+	pg_flow_share(&ts, now, &sh);
+	assert_false(pg_flow_ahead(&ts, &sh, a));
+	assert_false(pg_flow_ahead(&ts, &sh, b));
+	serve(b, 1000, 2);
+	pg_flow_share(&ts, now, &sh);
+	assert_true(pg_flow_ahead(&ts, &sh, b));
+	/* b gone quiet for longer than PG_FLOW_PRESENT_MS: b is still ahead
+	 * of a, present; a, alone present but for it, not */
+	pg_flow_seen(&ts, a, now + PG_FLOW_PRESENT_MS + 1);
+	pg_flow_share(&ts, now + PG_FLOW_PRESENT_MS + 1, &sh);
+	assert_false(pg_flow_ahead(&ts, &sh, a));
+	assert_true(pg_flow_ahead(&ts, &sh, b));
+	/* by weight: c of weight 10 served 10x d is level with it */
+	reset();
+	a = pg_flow_tenant(&ts, 3, "c");
+	b = pg_flow_tenant(&ts, 4, "d");
+	ts.t[a].weight = 10;
+	pg_flow_seen(&ts, a, now);
+	pg_flow_seen(&ts, b, now);
+	serve(a, 1000, 1000);
+	serve(b, 1000, 100);
+	pg_flow_share(&ts, now, &sh);
+	assert_false(pg_flow_ahead(&ts, &sh, a));
+	serve(a, 1000, 2 * PG_FLOW_BURST_WORK / 100);
+	pg_flow_share(&ts, now, &sh);
+	assert_true(pg_flow_ahead(&ts, &sh, a));
+}
+
 static void test_deadlines(void **state)
 {
 	struct pg_flow_item *x = item(1, PG_PRIO_STANDARD, 1), *y = item(1, PG_PRIO_STANDARD, 1),
@@ -489,6 +553,7 @@ int main(void)
 	    cmocka_unit_test(test_deadlines),     cmocka_unit_test(test_bounds),
 	    cmocka_unit_test(test_against_model), cmocka_unit_test(test_request_fields),
 	    cmocka_unit_test(test_ranks),         cmocka_unit_test(test_fleet_charges),
+	    cmocka_unit_test(test_shares),
 	};
 
 	return cmocka_run_group_tests_name("flow", tests, NULL, NULL);

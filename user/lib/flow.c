@@ -38,6 +38,37 @@ unsigned pg_flow_tenant(struct pg_flow_tenants *ts, uint64_t key, const char *la
 	return 0;
 }
 
+void pg_flow_seen(struct pg_flow_tenants *ts, unsigned t, uint64_t now_ms)
+{
+	/* one store a millisecond at most: the line is every worker's */
+	if (t < PG_FLOW_TENANTS && LOAD(&ts->t[t].seen_ms) != now_ms)
+		STORE(&ts->t[t].seen_ms, now_ms);
+}
+
+void pg_flow_share(const struct pg_flow_tenants *ts, uint64_t now_ms, struct pg_flow_share *s)
+{
+	s->least = UINT64_MAX;
+	s->when_ms = now_ms;
+	for (unsigned i = 0; i < PG_FLOW_TENANTS; i++) {
+		uint64_t seen = LOAD(&ts->t[i].seen_ms);
+
+		if (seen && seen + PG_FLOW_PRESENT_MS >= now_ms) {
+			uint64_t v = LOAD(&ts->t[i].vtc);
+
+			if (v < s->least)
+				s->least = v;
+		}
+	}
+}
+
+bool pg_flow_ahead(const struct pg_flow_tenants *ts, const struct pg_flow_share *s, unsigned t)
+{
+	const uint64_t burst = (uint64_t)PG_FLOW_BURST_WORK * 1000;
+
+	return t < PG_FLOW_TENANTS && s->least != UINT64_MAX &&
+	       LOAD(&ts->t[t].vtc) > s->least + burst;
+}
+
 static void fifo_push(struct pg_flow_fifo *f, struct pg_flow_item *it, bool tenant)
 {
 	struct pg_flow_item **prev = tenant ? &it->tprev : &it->cprev;

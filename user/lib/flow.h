@@ -55,6 +55,12 @@ enum pg_prio {
  * tenant's burst is served at once, and a tenant that bursts all the time
  * gains one burst, never more. */
 #define PG_FLOW_BURST_WORK 65536
+/* A tenant is present while its last request came within this long; of the
+ * tenants present, one ahead of its share (pg_flow_ahead) is held to an
+ * empty instance, so that the others' requests do not queue behind its
+ * (proxy/queue.c). A quiet tenant sending one request a few seconds stays
+ * present between them. */
+#define PG_FLOW_PRESENT_MS 5000
 
 struct pg_flow_tenant {
 	uint64_t key; /* XXH3-64 of its name (never the token itself); 0: free */
@@ -62,8 +68,9 @@ struct pg_flow_tenant {
 	uint32_t weight;                   /* share, relative (1 when not configured) */
 	int8_t prio; /* its default class, -1: none (the request's, or standard) */
 	/* shared counters (atomics) */
-	uint64_t vtc;    /* service received, work units x 1000 / weight */
-	uint32_t queued; /* its requests queued, every worker's */
+	uint64_t vtc;     /* service received, work units x 1000 / weight */
+	uint32_t queued;  /* its requests queued, every worker's */
+	uint64_t seen_ms; /* its last request came then (pg_flow_seen) */
 	/* The fleet (--nats): work served here the peers have not been told
 	 * of yet, the work they told of, and their requests queued. */
 	uint64_t fleet_out, peer_served;
@@ -77,6 +84,24 @@ struct pg_flow_tenants {
 /* The tenant of key (0 is not a key): found, or added with label, weight 1
  * and no class; slot 0 when the table is full. Safe from any thread. */
 unsigned pg_flow_tenant(struct pg_flow_tenants *ts, uint64_t key, const char *label);
+
+/* Tenant t's request came at now (to a gateway's flow control). */
+void pg_flow_seen(struct pg_flow_tenants *ts, unsigned t, uint64_t now_ms);
+
+/* What a present tenant's share is measured against: the least counter of
+ * the tenants present (seen within PG_FLOW_PRESENT_MS) at when_ms. A
+ * worker takes it now and then (a scan of the table), not per request. */
+struct pg_flow_share {
+	uint64_t least; /* UINT64_MAX: no one present */
+	uint64_t when_ms;
+};
+void pg_flow_share(const struct pg_flow_tenants *ts, uint64_t now_ms, struct pg_flow_share *s);
+
+/* Whether tenant t is ahead of its share: it has received more than one
+ * burst (PG_FLOW_BURST_WORK per weight) more service than the least served
+ * tenant present, who would then wait behind its requests. A tenant alone
+ * is never ahead of itself; two sharing by weight stay within a burst. */
+bool pg_flow_ahead(const struct pg_flow_tenants *ts, const struct pg_flow_share *s, unsigned t);
 
 /* One queued request (embedded in the caller's request). */
 struct pg_flow_item {

@@ -15,8 +15,9 @@
  *         KB_ANCHOR ANCHOR_LEN WHOLE N ID DECISION MATCHED CHAIN[0] .. CHAIN[N-1]
  *                                         a request routed (pg_route_key): the
  *                                         key and blocks it was given, its
- *                                         deadline and flow control class
- *                                         (lib/flow.h enum pg_prio), its
+ *                                         deadline and the flow control
+ *                                         class it is routed as (lib/flow.h
+ *                                         enum pg_prio; route.h), its
  *                                         clock, what was chosen
  *   take SEQ T_NS ID WORK                 its work queued (pg_load_take) and
  *                                         an in-flight slot taken

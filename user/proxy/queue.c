@@ -252,6 +252,32 @@ static uint64_t oldest_wait(const struct pg_flow_q *q, uint64_t now)
 	return now - oldest;
 }
 
+/* How often a worker takes the present tenants' share (lib/flow.h
+ * pg_flow_share, a scan of the tenant table): a tenant that comes back
+ * holds the others to it within this long. */
+#define SHARE_EVERY_MS 100
+
+/*
+ * The class a request of class prio and tenant t is routed as at now: the
+ * room it waits for and is sent to (router/route.h pg_route_class_room,
+ * its choice's). Its own, but a standard request of a tenant ahead of its
+ * share (lib/flow.h pg_flow_ahead) is routed as sheddable, to an instance
+ * with nothing queued: a tenant behind it that comes then waits for the
+ * prefill under way at most, not for that and a request of the tenant
+ * ahead queued behind it. Fair sharing orders the gateway's queue; this
+ * keeps the instances' queues from undoing it.
+ */
+static uint8_t routed_class(struct pg_worker *w, uint8_t prio, unsigned t, uint64_t now)
+{
+	struct pg_flow_tenants *ts = &w->gw->flow->tenants;
+
+	if (prio != PG_PRIO_STANDARD)
+		return prio;
+	if (now >= w->flow_share.when_ms + SHARE_EVERY_MS)
+		pg_flow_share(ts, now, &w->flow_share);
+	return pg_flow_ahead(ts, &w->flow_share, t) ? PG_PRIO_SHEDDABLE : prio;
+}
+
 static uint64_t deadline_of(const struct pg_exchange *x, const struct pg_route_cfg *rc)
 {
 	uint32_t rel = x->deadline_ms ? x->deadline_ms : rc->flow_deadline_ms;
@@ -269,6 +295,7 @@ bool pg_queue_arrive(struct pg_worker *w, struct pg_client *c, struct pg_route_i
 	struct pg_flow_item *shed;
 	uint64_t now = w->now_ms, deadline = deadline_of(x, rc);
 	enum pg_room room;
+	uint8_t rprio;
 
 	if (!f)
 		return true;
@@ -283,12 +310,15 @@ bool pg_queue_arrive(struct pg_worker *w, struct pg_client *c, struct pg_route_i
 	}
 	/* its class as sent on now: by its header's tenant (the body's
 	 * "user" is read once its key is: below) */
+	pg_flow_seen(&f->tenants, x->fq.tenant, now);
 	in->prio = class_of(f, x, x->fq.tenant);
-	room = pg_route_room(&w->gw->router, pool, pg_route_class_room(rc->flow_queue_ms, in->prio),
+	rprio = routed_class(w, in->prio, x->fq.tenant, now);
+	room = pg_route_room(&w->gw->router, pool, pg_route_class_room(rc->flow_queue_ms, rprio),
 	                     now, NULL);
 	/* nothing of its pool waits, in any worker: no one to go before */
 	if (!__atomic_load_n(&w->gw->maps.flow[pool].queued, __ATOMIC_RELAXED) && room != PG_FULL) {
 		in->budget_ms = deadline ? (uint32_t)(deadline - now) : 0;
+		in->prio = rprio;
 		return true; /* routed now (no one usable: its 502 there) */
 	}
 	if (!in->complete) { /* only a body held whole can wait */
@@ -400,14 +430,16 @@ static void dispatch(struct pg_worker *w, struct pg_client *c, uint8_t prio, uin
 		FLOW_ADD(&st->dispatched, 1);
 }
 
-/* The class whose room it (q's next request) waits for and is routed by
- * (router/route.h pg_route_class_room): its own, but a request that goes
- * before a higher class, starved, is standard: it goes first to make
- * progress, and must not hold the others back waiting for an empty
- * instance. */
-static uint8_t room_class(const struct pg_flow_q *q, const struct pg_flow_item *it)
+/* The class whose room it (q's next request) waits for and is routed by:
+ * routed_class's, but a request that goes before a higher class, starved,
+ * is standard: it goes first to make progress, and must not hold the
+ * others back waiting for an empty instance. */
+static uint8_t room_class(struct pg_worker *w, const struct pg_flow_q *q,
+                          const struct pg_flow_item *it, uint64_t now)
 {
-	return it->prio > pg_flow_top(q) ? PG_PRIO_STANDARD : it->prio;
+	if (it->prio > pg_flow_top(q))
+		return PG_PRIO_STANDARD;
+	return routed_class(w, it->prio, it->tenant, now);
 }
 
 /* Pool's queue q: what is past its deadline answered, then what can go. */
@@ -424,7 +456,8 @@ static void run_pool(struct pg_worker *w, unsigned pool, struct pg_flow_q *q, ui
 	}
 	pg_router_cfg(&w->gw->router, pool, &rc);
 	while (q->n) {
-		const uint8_t prio = room_class(q, pg_flow_next(q, &f->tenants, &f->lim, now));
+		const uint8_t prio =
+		    room_class(w, q, pg_flow_next(q, &f->tenants, &f->lim, now), now);
 		uint32_t in = UINT32_MAX;
 		/* flow control turned off meanwhile: everything goes */
 		enum pg_room room =

@@ -123,6 +123,7 @@ struct pg_worker {
 	 * (room was made here). */
 	struct pg_flow_q *fq[PG_MAX_POOLS];
 	bool flow_run;
+	struct pg_flow_share flow_share; /* lib/flow.h; proxy/queue.c routed_class takes it */
 	uint64_t flow_room_ms; /* a queue's next request has room then, by time alone (0: none
 	                        * such: router/route.h pg_route_room) */
 	bool flow_kicked;      /* another worker woke this one (its eventfd polled readable) */

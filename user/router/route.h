@@ -30,9 +30,10 @@ struct pg_route_input {
 	 * none). A cache_aware choice whose first token is predicted later is
 	 * not made: 0 is returned, choice->late set, nothing recorded. */
 	uint32_t budget_ms;
-	/* Flow control: its class (lib/flow.h enum pg_prio; 0, critical:
-	 * only instances with room, which is also what a request with no
-	 * class is given). Of the lower classes, cache_aware also sends a
+	/* Flow control: the class it is routed as (lib/flow.h enum pg_prio;
+	 * its own, but for the room: proxy/queue.c routed_class; 0,
+	 * critical: only instances with room, which is also what a request
+	 * with no class is given). Of the lower classes, cache_aware also sends a
 	 * request to an instance without room that holds more of it than its
 	 * shared head (route.c without_room). */
 	uint8_t prio;
