@@ -6,7 +6,8 @@
  * reaches K sequences, or T blocks, within a stated number of answers from
  * a prior far off, stays there under 10% of answers wrong, moves on no one
  * outlier, follows a capacity that changes; the recency list gives the
- * distances a full history does.
+ * distances a full history does, and a per-slot cache's hits and misses
+ * with requests in flight.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -343,6 +344,65 @@ static void test_recent(void **state)
 	}
 }
 
+/* A per-slot cache (llama.cpp's server) against the list: K slots, a
+ * request computed in an idle slot holding its sequence (a hit), else in
+ * the least recently used idle slot (a miss, evicting it). With at most
+ * K - 1 requests in flight, the oldest ending first, the list's distance
+ * (pg_cc_recent_take) predicts every hit and miss, a second request of a
+ * sequence whose copy is busy included; and its copies go idle again. */
+static void test_slot_copies(void **state)
+{
+	enum { K = 3, IDS = 5, STEPS = 20000 };
+	uint64_t seq[K] = {0}, used[K] = {0}, fl_id[K], seed = 11;
+	bool busy[K] = {false};
+	unsigned fl_slot[K], nfl = 0, copies = 0;
+	struct pg_cc_recent r;
+
+	(void)state;
+	pg_cc_recent_init(&r);
+	for (unsigned step = 1; step <= STEPS; step++) {
+		const uint64_t id = 1 + rnd(&seed) % IDS;
+		int slot = -1, lru = -1;
+		uint32_t d;
+
+		if (nfl == K - 1 || (nfl && rnd(&seed) % 2)) { /* the oldest ends */
+			busy[fl_slot[0]] = false;
+			pg_cc_recent_done(&r, fl_id[0]);
+			memmove(&fl_slot[0], &fl_slot[1], (K - 1) * sizeof(fl_slot[0]));
+			memmove(&fl_id[0], &fl_id[1], (K - 1) * sizeof(fl_id[0]));
+			nfl--;
+		}
+		for (int i = 0; i < K; i++) {
+			if (busy[i])
+				continue;
+			if (seq[i] == id)
+				slot = i;
+			if (lru < 0 || used[i] < used[lru])
+				lru = i;
+		}
+		for (unsigned i = 0; i < nfl && slot < 0; i++)
+			if (fl_id[i] == id) { /* a copy of it busy: another copy */
+				copies++;
+				break;
+			}
+		assert_int_equal(pg_cc_recent_idle(&r, id) < K, slot >= 0);
+		d = pg_cc_recent_take(&r, id);
+		assert_int_equal(d < K, slot >= 0);
+		if (slot < 0)
+			slot = lru;
+		seq[slot] = id;
+		used[slot] = step;
+		busy[slot] = true;
+		fl_slot[nfl] = (unsigned)slot;
+		fl_id[nfl++] = id;
+	}
+	assert_true(copies > 100); /* the case was met */
+	while (nfl)
+		pg_cc_recent_done(&r, fl_id[--nfl]);
+	for (uint32_t i = 0; i < r.n; i++)
+		assert_int_equal(r.busy[i], 0);
+}
+
 /* Live sequences: those on the list within the capacity. */
 static void test_live(void **state)
 {
@@ -383,10 +443,11 @@ static void test_verdict(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_slots),   cmocka_unit_test(test_blocks),
-	    cmocka_unit_test(test_noise),   cmocka_unit_test(test_outlier),
-	    cmocka_unit_test(test_changes), cmocka_unit_test(test_recent),
-	    cmocka_unit_test(test_live),    cmocka_unit_test(test_verdict),
+	    cmocka_unit_test(test_slots),       cmocka_unit_test(test_blocks),
+	    cmocka_unit_test(test_noise),       cmocka_unit_test(test_outlier),
+	    cmocka_unit_test(test_changes),     cmocka_unit_test(test_recent),
+	    cmocka_unit_test(test_slot_copies), cmocka_unit_test(test_live),
+	    cmocka_unit_test(test_verdict),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

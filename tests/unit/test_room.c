@@ -1,82 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
  * What the routing core decides from what it can see of an engine
- * (router/route.c, load.c, capacity.c), no gateway: flow control's room
+ * (router/route.c, load.c), no gateway: flow control's room
  * in the instance's own units, by class (sheddable: an empty instance),
  * the engine's report of requests waiting, the gate for every strategy
  * (cache_aware keeps a holder without room); a deadline judged only on a
  * measured speed (an unmeasured instance explored one request at a time,
  * after a cut only once the backoff is over); an answer that does not
  * stream keeping its work queued until its head unless its speed is
- * measured; what an instance's cache keeps, learned from its answers (a
- * per-slot cache's bound in conversations: no holder past it, no new
- * conversation on a full instance).
+ * measured (test_capacity.c: what an instance's cache keeps).
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-#include <cmocka.h>
-#include "lib/ring.h"
-#include "router/capacity.h"
-#include "router/load.h"
-#include "router/route.h"
-
-static struct pg_maps maps;
-static struct pg_router r;
-static uint64_t now_ns = 1000000000ull; /* the router's clock */
-
-static uint64_t clock_of(const struct pg_router *router)
-{
-	(void)router;
-	return now_ns;
-}
-
-/* n idle members, at the defaults (no speed measured), strategy s. */
-static int setup_n(unsigned n, enum pg_strategy s)
-{
-	struct pg_ring_member mem[8];
-	struct pg_ring *ring;
-	char err[128];
-
-	if (pg_maps_open(&maps, false, "", 0, err, sizeof(err)))
-		return -1;
-	r = (struct pg_router){.maps = &maps, .clock = clock_of};
-	for (unsigned id = 1; id <= n; id++) {
-		maps.backends[id].flags = PG_BACKEND_ACTIVE;
-		maps.backends[id].epoch = 1;
-		pg_router_activate(&r, id);
-		mem[id - 1] = (struct pg_ring_member){.id = (uint16_t)id, .seed = id * 7919};
-	}
-	ring = pg_maps_pool_ring_begin(&maps, 0);
-	pg_ring_build(ring, mem, n);
-	pg_maps_pool_ring_publish(&maps, 0, ring);
-	maps.state[0].strategy = s;
-	maps.state[0].prefix_length = PG_PREFIX_LENGTH_DEFAULT;
-	maps.state[0].concurrency_threshold = PG_CONCURRENCY_DEFAULT;
-	maps.state[0].nbackends = n;
-	return 0;
-}
-
-static int setup(void **state)
-{
-	(void)state;
-	return setup_n(2, PG_STRATEGY_PREFIX_AWARE);
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	pg_maps_close(&maps);
-	return 0;
-}
-
-static uint64_t now_ms(void)
-{
-	return now_ns / 1000000;
-}
+#include "router_fixture.h"
 
 /* A measured speed: 10,000 tokens/s, 20 ms overhead. */
 static void measured(struct pg_backend *b)
@@ -501,83 +435,6 @@ static void test_answer_begun(void **state)
 	assert_false(pg_load_due(&r, &t[0], now_ms()));
 }
 
-/* A per-slot cache of 2 conversations (llama.cpp's server), sent 3 in
- * turn: each answer says the predicted hit was lost at a distance of 2
- * other conversations; the bound is learned within a few answers, then the
- * third conversation is not taken as held there, the instance is full (a
- * new conversation goes elsewhere among ties), and the block capacity the
- * index goes by is left alone. */
-static void test_capacity_slots(void **state)
-{
-	struct pg_choice ch = {.backend = 1, .matched = 2000, .shared = 0};
-	const uint64_t conv[3] = {0x1111, 0x2222, 0x3333};
-	int k;
-
-	(void)state;
-	r.caps = pg_capacities_new();
-	assert_non_null(r.caps);
-	maps.state[0].ca_capacity_blocks = 1000;
-	for (k = 0; k < 3; k++) /* each sent once, nothing learned yet */
-		pg_capacity_sent(&r, 1, conv[k], 0, &ch);
-	assert_true(pg_capacity_holds(&r, 1, conv[0]));
-	assert_false(pg_capacity_full(&r, 1));
-	for (k = 0; k < 12 && !maps.backends[1].ca_learned_seqs; k++) {
-		pg_capacity_sent(&r, 1, conv[k % 3], 0, &ch);
-		assert_int_equal(ch.d_seqs, 2);
-		ch.d_blocks = 40;
-		pg_capacity_answer(&r, &ch, PG_CC_SLOTS, PG_CC_LOST);
-	}
-	assert_true(k <= 4); /* learned within a few answers */
-	assert_int_equal(maps.backends[1].ca_learned_seqs, 2);
-	assert_true(maps.backends[1].ca_learned_blocks == 0 ||
-	            maps.backends[1].ca_learned_blocks == 1000);
-	/* the most recent two are held, the third is not; full */
-	assert_true(pg_capacity_holds(&r, 1, conv[(k + 2) % 3]));
-	assert_false(pg_capacity_holds(&r, 1, conv[k % 3]));
-	assert_true(pg_capacity_full(&r, 1));
-	/* not a cache_aware prediction, or nothing predicted: nothing learned */
-	ch.d_blocks = UINT32_MAX;
-	pg_capacity_answer(&r, &ch, PG_CC_SLOTS, PG_CC_HELD);
-	assert_int_equal(maps.backends[1].ca_learned_seqs, 2);
-	pg_capacities_free(r.caps);
-	r.caps = NULL;
-}
-
-/* A stream's first token against the prediction: later than halfway to
- * the prediction without the hit is a loss; a saving the model's noise
- * could hide says nothing. */
-static void test_capacity_ttft_verdict(void **state)
-{
-	(void)state;
-	assert_int_equal(pg_capacity_ttft_verdict(100, 400, 150), PG_CC_HELD);
-	assert_int_equal(pg_capacity_ttft_verdict(100, 400, 299), PG_CC_HELD);
-	assert_int_equal(pg_capacity_ttft_verdict(100, 400, 301), PG_CC_LOST);
-	assert_int_equal(pg_capacity_ttft_verdict(100, 10, 500), PG_CC_UNKNOWN);
-}
-
-/* The index takes what an instance's answers showed before what it
- * reported or what was configured. */
-static void test_capacity_index_learned(void **state)
-{
-	struct pg_ca_index ix;
-	uint64_t chain[4] = {11, 12, 13, 14};
-	struct pg_ca_match m;
-
-	(void)state;
-	maps.state[0].ca_capacity_blocks = 1000;
-	ix = pg_router_index(&r);
-	pg_ca_record(&ix, chain, 4, 1);
-	pg_ca_match(&ix, chain, 4, NULL, NULL, &m);
-	assert_int_equal(m.blocks, 4);
-	/* 4 other blocks sent since: still held under 1,000, not under 3 */
-	pg_ca_record(&ix, (uint64_t[]){21, 22, 23, 24}, 4, 1);
-	pg_ca_match(&ix, chain, 4, NULL, NULL, &m);
-	assert_int_equal(m.blocks, 4);
-	maps.backends[1].ca_learned_blocks = 3;
-	pg_ca_match(&ix, chain, 4, NULL, NULL, &m);
-	assert_int_equal(m.blocks, 0);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -591,9 +448,6 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_answer_bound_deadline, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_answer_keeps_its_work, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_answer_begun, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_capacity_slots, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_capacity_ttft_verdict, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_capacity_index_learned, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("room", tests, NULL, NULL);

@@ -27,7 +27,8 @@ struct rp_req {
 	struct pg_load_ticket lt;
 	uint32_t tokens;
 	uint16_t id;
-	bool same; /* its decision is the gateway's */
+	bool same;       /* its decision is the gateway's */
+	uint64_t anchor; /* its key's (router/capacity.h: a slot copy kept busy) */
 };
 
 struct rp {
@@ -159,6 +160,7 @@ static int route(struct rp *p, const struct pg_jr *e)
 	q->tokens = jr->tokens;
 	q->id = pg_route_key(&w->gw[0].r, 0, jr->pool, &key, jr->whole ? &kb : NULL, NULL, jr->rnd,
 	                     jr->budget_ms, (uint8_t)jr->prio, &q->ch);
+	q->anchor = key.anchor;
 	p->decisions++;
 	q->same = q->id == jr->id && q->ch.decision == jr->decision && q->ch.matched == jr->matched;
 	if (!q->same) {
@@ -206,6 +208,8 @@ static int event(struct rp *p, const struct pg_jr *e)
 		}
 		pg_inflight_take(r, q->id, q->ch.decision);
 		pg_load_take(r, q->id, ts_work_on(q->tokens, &q->ch, q->id), &q->lt, e->t);
+		if (q->ch.seq_taken) /* as proxy/exchange.c pg_attempt */
+			q->lt.seq = q->anchor;
 		break;
 	case PG_JR_FIRST:
 		w->now = e->t;
@@ -233,6 +237,8 @@ static int event(struct rp *p, const struct pg_jr *e)
 		break;
 	case PG_JR_RELEASE:
 		pg_inflight_release(r, q->id);
+		if (q->lt.seq) /* as proxy/slot.c pg_slot_give */
+			pg_capacity_done(r, q->id, q->lt.seq);
 		break;
 	default:
 		return fail(p, "an event out of place");

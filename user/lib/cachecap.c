@@ -19,15 +19,64 @@ uint32_t pg_cc_recent_distance(const struct pg_cc_recent *r, uint64_t id)
 	return PG_CC_SEQS;
 }
 
-uint32_t pg_cc_recent_send(struct pg_cc_recent *r, uint64_t id)
+/* The entry at d (PG_CC_SEQS: a new one; the least recent falls off a
+ * full list) to the front, as id, busy. */
+static void to_front(struct pg_cc_recent *r, uint32_t d, uint64_t id, uint8_t busy)
 {
-	uint32_t d = pg_cc_recent_distance(r, id), move = d;
+	uint32_t move = d;
 
-	if (d == PG_CC_SEQS) /* new: the least recent falls off a full list */
+	if (d == PG_CC_SEQS)
 		move = r->n < PG_CC_SEQS ? r->n++ : PG_CC_SEQS - 1;
 	memmove(&r->id[1], &r->id[0], move * sizeof(r->id[0]));
+	memmove(&r->busy[1], &r->busy[0], move * sizeof(r->busy[0]));
 	r->id[0] = id;
+	r->busy[0] = busy;
+}
+
+uint32_t pg_cc_recent_send(struct pg_cc_recent *r, uint64_t id)
+{
+	uint32_t d = pg_cc_recent_distance(r, id);
+
+	to_front(r, d, id, d == PG_CC_SEQS ? 0 : r->busy[d]);
 	return d;
+}
+
+uint32_t pg_cc_recent_idle(const struct pg_cc_recent *r, uint64_t id)
+{
+	for (uint32_t i = 0; i < r->n; i++)
+		if (r->id[i] == id && !r->busy[i])
+			return i;
+	return PG_CC_SEQS;
+}
+
+uint32_t pg_cc_recent_take(struct pg_cc_recent *r, uint64_t id)
+{
+	const uint32_t d = pg_cc_recent_idle(r, id);
+
+	to_front(r, d, id, 1);
+	return d;
+}
+
+bool pg_cc_recent_busy(const struct pg_cc_recent *r, uint64_t id)
+{
+	bool on = false;
+
+	for (uint32_t i = 0; i < r->n; i++)
+		if (r->id[i] == id) {
+			if (!r->busy[i])
+				return false;
+			on = true;
+		}
+	return on;
+}
+
+void pg_cc_recent_done(struct pg_cc_recent *r, uint64_t id)
+{
+	for (uint32_t i = 0; i < r->n; i++)
+		if (r->id[i] == id && r->busy[i]) {
+			r->busy[i]--;
+			return;
+		}
 }
 
 void pg_cc_recent_drop(struct pg_cc_recent *r, uint64_t id)
@@ -37,6 +86,7 @@ void pg_cc_recent_drop(struct pg_cc_recent *r, uint64_t id)
 	if (d == PG_CC_SEQS)
 		return;
 	memmove(&r->id[d], &r->id[d + 1], (r->n - d - 1) * sizeof(r->id[0]));
+	memmove(&r->busy[d], &r->busy[d + 1], (r->n - d - 1) * sizeof(r->busy[0]));
 	r->n--;
 }
 

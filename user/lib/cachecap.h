@@ -71,9 +71,13 @@
  * ideal cached share instead of 0.92). */
 #define PG_CC_MARGIN_SLOTS 0
 
-/* An instance's recent sequences, most recent first. */
+/* An instance's recent sequences, most recent first. In a per-slot cache
+ * (pg_cc_recent_take) an entry is a copy in one slot: a sequence sent
+ * while its copy computes another request of it is computed again, cold,
+ * in another slot, so it may be on the list twice. */
 struct pg_cc_recent {
 	uint64_t id[PG_CC_SEQS];
+	uint8_t busy[PG_CC_SEQS]; /* requests in flight on the copy (take/done) */
 	uint32_t n;
 };
 
@@ -89,6 +93,25 @@ uint32_t pg_cc_recent_distance(const struct pg_cc_recent *r, uint64_t id);
 /* id is sent now: its distance before (as above); it goes to the front,
  * the least recent falling off a full list. O(PG_CC_SEQS). */
 uint32_t pg_cc_recent_send(struct pg_cc_recent *r, uint64_t id);
+
+/* id is sent now to a per-slot cache, which computes it in an idle slot:
+ * one that holds it if one is idle, else another, evicting what that one
+ * held (llama.cpp's server, mockllm --slots). Its distance: the entries
+ * ahead of its most recent idle copy, which goes to the front; PG_CC_SEQS
+ * if no copy is idle (none, or every one busy: computed cold), and a new
+ * copy goes to the front. Either is busy until pg_cc_recent_done. */
+uint32_t pg_cc_recent_take(struct pg_cc_recent *r, uint64_t id);
+
+/* The entries ahead of id's most recent idle copy (PG_CC_SEQS: none):
+ * as pg_cc_recent_distance, for a per-slot cache. */
+uint32_t pg_cc_recent_idle(const struct pg_cc_recent *r, uint64_t id);
+
+/* Whether id has a copy on the list and every copy is busy. */
+bool pg_cc_recent_busy(const struct pg_cc_recent *r, uint64_t id);
+
+/* A request of id that pg_cc_recent_take counted has ended: a busy copy
+ * of it is idle again (none if it fell off the list meanwhile). */
+void pg_cc_recent_done(struct pg_cc_recent *r, uint64_t id);
 
 /* id is known gone from the instance (its prefix found evicted). */
 void pg_cc_recent_drop(struct pg_cc_recent *r, uint64_t id);

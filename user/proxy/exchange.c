@@ -333,6 +333,10 @@ void pg_attempt(struct pg_worker *w, struct pg_client *c, uint16_t id, unsigned 
 	x->attempts++;
 	pg_idset_add(&x->tried, id);
 	pg_slot_take(w, id, decision, work_on(x, id), &x->load, &x->counted);
+	if (x->choice.seq_taken) { /* counted when routed (a retry's is not) */
+		x->load.seq = x->key.anchor;
+		x->choice.seq_taken = false;
+	}
 	pg_trace_attempt(&x->trace, id, u != NULL);
 	if (!u)
 		u = pg_upstream_new(w, id, path, c);

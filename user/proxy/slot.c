@@ -8,6 +8,7 @@
  */
 #include "proxy/queue.h"
 #include "proxy/worker_state.h"
+#include "router/capacity.h"
 #include "router/load.h"
 #include "sys/journal.h"
 
@@ -31,6 +32,9 @@ void pg_slot_give(struct pg_worker *w, uint16_t id, struct pg_load_ticket *t, bo
 	if (*counted) {
 		pg_journal_lock(w->gw->journal);
 		pg_inflight_release(&w->gw->router, id);
+		if (t->seq)
+			pg_capacity_done(&w->gw->router, id, t->seq);
+		t->seq = 0;
 		pg_journal_event(w->gw->journal, PG_JR_RELEASE, t->journal, 0);
 		pg_journal_unlock(w->gw->journal);
 		*counted = false;

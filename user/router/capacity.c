@@ -81,7 +81,30 @@ void pg_capacity_sent(const struct pg_router *r, uint16_t id, uint64_t anchor, u
 	s = &r->caps->slot[id];
 	pthread_mutex_lock(&s->mu);
 	slot_of(r, id, epoch);
-	choice->d_seqs = (uint8_t)pg_cc_recent_send(&s->recent, anchor);
+	if (s->cc.kind == PG_CC_SLOTS) {
+		/* every copy busy: computed cold in another slot, whatever
+		 * the capacity, so its answer teaches none */
+		if (pg_cc_recent_busy(&s->recent, anchor))
+			choice->d_blocks = UINT32_MAX;
+		choice->d_seqs = (uint8_t)pg_cc_recent_take(&s->recent, anchor);
+		choice->seq_taken = true;
+	} else {
+		choice->d_seqs = (uint8_t)pg_cc_recent_send(&s->recent, anchor);
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+void pg_capacity_done(const struct pg_router *r, uint16_t id, uint64_t anchor)
+{
+	const uint32_t epoch = LOAD(&r->maps->backends[id].epoch);
+	struct pg_capacity_slot *s;
+
+	if (!r->caps)
+		return;
+	s = &r->caps->slot[id];
+	pthread_mutex_lock(&s->mu);
+	if (s->live && s->epoch == epoch)
+		pg_cc_recent_done(&s->recent, anchor);
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -110,15 +133,24 @@ bool pg_capacity_holds(const struct pg_router *r, uint16_t id, uint64_t anchor)
 {
 	const uint32_t bound = LOAD(&r->maps->backends[id].ca_learned_seqs);
 	struct pg_capacity_slot *s;
-	uint32_t d;
+	bool held;
 
-	if (!bound || !r->caps)
+	if (!r->caps)
 		return true;
 	s = &r->caps->slot[id];
+	/* (a hint read unlocked: only a per-slot cache pays for the lock) */
+	if (!bound && LOAD(&s->cc.kind) != PG_CC_SLOTS)
+		return true;
 	pthread_mutex_lock(&s->mu);
-	d = s->live ? pg_cc_recent_distance(&s->recent, anchor) : PG_CC_SEQS;
+	if (!s->live)
+		held = !bound;
+	else if (s->cc.kind == PG_CC_SLOTS) /* computed in an idle copy, or cold */
+		held = !pg_cc_recent_busy(&s->recent, anchor) &&
+		       (!bound || pg_cc_recent_idle(&s->recent, anchor) < bound);
+	else
+		held = pg_cc_recent_distance(&s->recent, anchor) < bound;
 	pthread_mutex_unlock(&s->mu);
-	return d < bound;
+	return held;
 }
 
 bool pg_capacity_full(const struct pg_router *r, uint16_t id)

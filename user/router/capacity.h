@@ -19,12 +19,15 @@
  *   further down the list than the bound is not held there, whatever the
  *   blocks say; and an instance that already holds as many as its bound
  *   is "full": a new conversation placed on it would evict one, so
- *   cache_aware prefers another (router/cache.h).
+ *   cache_aware prefers another (router/cache.h). On a per-slot cache a
+ *   conversation sent while a request of it is still computed there
+ *   takes another slot, cold (lib/cachecap.h pg_cc_recent_take): it is
+ *   counted as one more sequence, and its answer teaches nothing.
  *
  * One lock per instance guards its learner and list (taken once at
- * dispatch and once at the answer of a cache_aware request); the decision
- * reads the list without it (a torn read is a wrong hint, never a wrong
- * answer: holders are still checked against the backend table).
+ * dispatch, once at the answer of a cache_aware request, and on a
+ * per-slot cache once at its end), and by the decision's checks of the
+ * list (pg_capacity_holds, pg_capacity_full).
  */
 #ifndef PG_ROUTER_CAPACITY_H
 #define PG_ROUTER_CAPACITY_H
@@ -64,6 +67,12 @@ void pg_capacities_free(struct pg_capacities *c);
 void pg_capacity_sent(const struct pg_router *r, uint16_t id, uint64_t anchor, uint64_t hash,
                       struct pg_choice *choice);
 
+/* A request that pg_capacity_sent counted on id's per-slot cache
+ * (choice->seq_taken; its load ticket's seq, router/load.h) has given
+ * its in-flight slot back, however it ended: the copy it kept busy is
+ * idle again. */
+void pg_capacity_done(const struct pg_router *r, uint16_t id, uint64_t anchor);
+
 /* Its answer says the predicted prefix was held, or lost (v; UNKNOWN:
  * nothing), and what kind of cache the instance has, if it tells (kind:
  * llama.cpp's answers carry timings, vLLM's and SGLang's a usage without
@@ -72,7 +81,9 @@ void pg_capacity_answer(const struct pg_router *r, const struct pg_choice *choic
                         enum pg_cc_kind kind, enum pg_cc_verdict v);
 
 /* Whether backend id still holds conversation anchor as far as its
- * sequences go (no bound learned: yes). Lock-free. */
+ * sequences go (no bound learned: yes; a per-slot cache: by its most
+ * recent idle copy, as a busy one is not used: computed again in another
+ * slot). */
 bool pg_capacity_holds(const struct pg_router *r, uint16_t id, uint64_t anchor);
 
 /* Whether backend id holds as many conversations as its learned bound. */

@@ -70,6 +70,10 @@ struct pg_load_ticket {
 	uint64_t head_ns;        /* its answer's head (pg_load_answered); 0: none yet */
 	uint64_t journal;        /* its request's number in the host's journal
 	                          * (sys/journal.h; 0: none); the core never reads it */
+	/* The conversation (anchor) whose copy in its backend's per-slot
+	 * cache it keeps busy until its slot is given back
+	 * (router/capacity.h pg_capacity_done; 0: none). */
+	uint64_t seq;
 };
 
 /* The learned speeds: one fit per backend slot, each under its own lock

@@ -87,6 +87,9 @@ struct pg_choice {
 	uint32_t shared;
 	uint32_t d_blocks;
 	uint8_t d_seqs;
+	/* a slot copy of the chosen one's is busy with it until
+	 * pg_capacity_done (router/capacity.h) */
+	bool seq_taken;
 };
 
 struct pg_ca_req;
