@@ -12,7 +12,7 @@ each strategy on fresh instances (see runs.py), the comparison printed:
 
   real engines   two llamaserve engines (llama.cpp, a generated random-weight
                  model, 2 slots and one CPU thread each): 20 questions about
-                 5 documents of ~1,800 tokens, RANDOM, PREFIX_AWARE and
+                 4 documents of ~1,800 tokens, RANDOM, PREFIX_AWARE and
                  CACHE_AWARE, the engines' own cached tokens (bench part
                  "real" is the full comparison); where the engine cannot
                  run, one line says why.
@@ -142,8 +142,8 @@ def real_engines(opts, out):
         return 0
     ro = real.options(["--build", opts.build, "--strategies", opts.real_strategies])
     print("\nreal engines: 2 llamaserve engines (llama.cpp, random-weight model, 2 slots and "
-          "one CPU thread each), 20 questions about 5 documents of ~1,800 tokens, 2 in "
-          "flight; times are real")
+          "one CPU thread each), 20 questions about %d documents of ~1,800 tokens, 2 in "
+          "flight; times are real" % realwl.DOCUMENTS)
     cal = real.calibrate(ro, os.path.join(out, "logs"))
     reqs = realwl.docs(1, requests=20)
     res = {}

@@ -11,8 +11,11 @@ CACHE_AWARE (prefixgate, PrefixLength 1024) and HAProxy (the body's first
   chats  4 conversations, more than one engine's 2 slots hold, of 5 turns
          (~600 tokens at the first, ~1,600-2,100 at the last), round-robin,
          2 requests in flight;
-  docs   40 questions about 5 documents of ~1,800 tokens (one more than the
-         two engines' 4 slots), 2 in flight.
+  docs   40 questions about 4 documents of ~1,800 tokens, as many as the
+         two engines' slots: the fleet can hold them all, one engine cannot
+         (with one more, as this part had until 2026-12-07, no placement
+         could, and the ideal, a slot for each, was out of every router's
+         reach), 2 in flight.
 
 For each: TTFT p50/p90 (the client's, from send to first streamed token),
 the engines' own cached-token share (usage.prompt_tokens_details) against
@@ -22,8 +25,12 @@ conversation or document, each finding everything earlier requests left.
 
 The same workloads then run on mockllm instances given the engines' speed
 (prefill rate, TTFT overhead and decode step measured on a fresh engine
-first), their KV size and their 2 sequences at a time, so that the two
-orderings of the strategies can be set side by side.
+first), their KV size and their cache: 2 slots of one sequence each, a
+slot chosen by longest common prefix (mockllm --slots, llama.cpp's), so
+that the two orderings of the strategies can be set side by side.
+(mockllm's vLLM-like block cache, --mock-blocks, holds any three of these
+conversations where an engine holds two: PREFIX_AWARE's 3-1 placements
+then hit on mockllm and miss on the engines.)
 
 On its own: python3 tools/bench/real.py --build build [--seeds 1,2,3]
 [--quick] (real.py --help).
@@ -52,7 +59,8 @@ WORKLOADS = {
               "chats: 4 conversations x %s turns round-robin, ~1,600-2,100 tokens at the last "
               "turn, 2 in flight"),
     "docs": (lambda seed, q: realwl.docs(seed, requests=16 if q else 40), False,
-             "docs: %s questions about 5 documents of ~1,800 tokens, 2 in flight"),
+             "docs: %%s questions about %d documents of ~1,800 tokens, 2 in flight"
+             % realwl.DOCUMENTS),
 }
 
 
@@ -69,9 +77,9 @@ def options(argv=None):
     ap.add_argument("--ctx", type=int, default=3072, help="tokens per slot (%(default)s)")
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument("--no-mock", action="store_true", help="leave out the mockllm comparison")
-    ap.add_argument("--mock-slots", action="store_true",
-                    help="mockllm with llama.cpp's cache (--slots, a sequence per slot) instead "
-                    "of vLLM's blocks")
+    ap.add_argument("--mock-blocks", dest="mock_slots", action="store_false",
+                    help="mockllm with vLLM's block cache (--max-num-seqs) instead of "
+                    "llama.cpp's slots (--slots, a sequence per slot)")
     ap.add_argument("--quick", action="store_true",
                     help="fewer requests (chats 3 turns, docs 16), for a smoke run")
     opts = ap.parse_args(argv)

@@ -19,6 +19,10 @@ import json
 import random
 
 CONS, VOW = "bcdfghjklmnprstvwz", "aeiou"
+# docs' documents by default: the slots of two engines of 2 slots each (the
+# bench's and the demo's fleet), so that the fleet can hold every document
+# and one engine cannot
+DOCUMENTS = 4
 
 
 def words(rng, n):
@@ -57,7 +61,7 @@ def chats(seed, conversations=4, turns=5, system_words=180, user_words=30,
     return [convs[c][t] for t in range(turns) for c in range(conversations)]
 
 
-def docs(seed, documents=5, requests=40, doc_words=560, question_words=15, max_tokens=8,
+def docs(seed, documents=DOCUMENTS, requests=40, doc_words=560, question_words=15, max_tokens=8,
          stream=True):
     """`requests` questions about `documents` documents of ~1,800 tokens."""
     rng = random.Random(seed)
