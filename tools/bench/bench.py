@@ -53,10 +53,12 @@
      (llama.cpp through node-llama-cpp, a generated random-weight model, 2
      slots and one CPU thread each) behind RANDOM, LEAST_OUTSTANDING,
      PREFIX_AWARE, CACHE_AWARE and HAProxy, multi-turn chats and shared
-     documents over 3 seeds: TTFT p50/p90, the engines' own cached-token
-     share against the ideal, instance shares; the same workloads on
-     mockllm given the engines' speed, the two orderings side by side.
-     About 45 minutes; on its own, and shorter: real.py --quick --seeds 1.
+     documents (two questions in flight, and one at a time) over 3 seeds:
+     TTFT p50/p90, the engines' own cached-token share against the ideal,
+     instance shares; the same workloads on mockllm given the engines'
+     speed and slots, the two orderings side by side. About 15 minutes on
+     an idle machine (the engines' speed moves with its load); on its own,
+     and shorter: real.py --quick --seeds 1.
  10. Learning (learn.py, part "learn"): issue 36's targets with instances
      at 1/3, 1 and 3 times the gateway's defaults (it is told nothing) and
      clients that stream and that do not: flow control's runs on chats (a

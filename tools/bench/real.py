@@ -15,7 +15,11 @@ CACHE_AWARE (prefixgate, PrefixLength 1024) and HAProxy (the body's first
          two engines' slots: the fleet can hold them all, one engine cannot
          (with one more, as this part had until 2026-12-07, no placement
          could, and the ideal, a slot for each, was out of every router's
-         reach), 2 in flight.
+         reach), 2 in flight;
+  docs1  the same questions one at a time: two questions about one
+         document in flight on one engine are computed in two slots, the
+         second cold, evicting a document; one at a time shows what
+         placement alone gives.
 
 For each: TTFT p50/p90 (the client's, from send to first streamed token),
 the engines' own cached-token share (usage.prompt_tokens_details) against
@@ -54,13 +58,20 @@ PREFIX_LENGTH = 1024
 # mockllm runs this many times faster than the engines it stands for; its
 # TTFTs are multiplied back (runs.py's model time)
 MOCK_SCALE = 4.0
+# name: (requests of a seed, in order?, requests in flight (None: --concurrency), title)
 WORKLOADS = {
-    "chats": (lambda seed, q: realwl.chats(seed, turns=3 if q else 5), True,
+    "chats": (lambda seed, q: realwl.chats(seed, turns=3 if q else 5), True, None,
               "chats: 4 conversations x %s turns round-robin, ~1,600-2,100 tokens at the last "
-              "turn, 2 in flight"),
-    "docs": (lambda seed, q: realwl.docs(seed, requests=16 if q else 40), False,
-             "docs: %%s questions about %d documents of ~1,800 tokens, 2 in flight"
+              "turn, %d in flight"),
+    "docs": (lambda seed, q: realwl.docs(seed, requests=16 if q else 40), False, None,
+             "docs: %%s questions about %d documents of ~1,800 tokens, %%d in flight"
              % realwl.DOCUMENTS),
+    # the same questions one at a time: what placement alone gives, without
+    # two questions about one document meeting on an engine (the second is
+    # computed cold in another slot, evicting a document)
+    "docs1": (lambda seed, q: realwl.docs(seed, requests=16 if q else 40), False, 1,
+              "docs1: the same %%s questions about %d documents, %%d in flight"
+              % realwl.DOCUMENTS),
 }
 
 
@@ -70,7 +81,8 @@ def options(argv=None):
     ap.add_argument("--build", default=os.environ.get("BUILD", "build"))
     ap.add_argument("--out", help="results directory (default build/bench/<date>)")
     ap.add_argument("--seeds", default="1,2,3", help="workload seeds (default %(default)s)")
-    ap.add_argument("--workloads", default="chats,docs")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS),
+                    help="of %s (default: all)" % ",".join(WORKLOADS))
     ap.add_argument("--strategies", default=",".join(STRATEGIES))
     ap.add_argument("--size", default="large", help="the model: small or large (%(default)s)")
     ap.add_argument("--slots", type=int, default=2, help="slots per engine (%(default)s)")
@@ -127,7 +139,7 @@ def mock_args(opts, cal):
             "--time-scale", "%g" % MOCK_SCALE] + seqs
 
 
-def one_run(opts, out, kind, strategy, reqs, ordered, cal):
+def one_run(opts, out, kind, strategy, reqs, ordered, inflight, cal):
     logdir = os.path.join(out, "logs")
     os.makedirs(logdir, exist_ok=True)
     if kind == "real":
@@ -143,7 +155,7 @@ def one_run(opts, out, kind, strategy, reqs, ordered, cal):
     try:
         rt = gateway(opts, strategy, fl.addrs(), logdir, capacity)
         try:
-            recs = realrun.drive(rt.port, reqs, opts.concurrency, ordered)
+            recs = realrun.drive(rt.port, reqs, inflight, ordered)
             if strategy == "cache_aware":
                 learned = [b["load"] for b in json.loads(fleet.get(rt.admin, "/backends"))]
         finally:
@@ -250,7 +262,8 @@ def bench_real(opts, out):
     results = {"calibration": cal}
     kinds = ["real"] + ([] if opts.no_mock else ["mock"])
     for wl in opts.workloads:
-        make, ordered, title = WORKLOADS[wl]
+        make, ordered, inflight, title = WORKLOADS[wl]
+        inflight = inflight or opts.concurrency
         n = len(make(opts.seeds[0], opts.quick))
         for kind in kinds:
             res, ideals = {}, []
@@ -261,7 +274,7 @@ def bench_real(opts, out):
                 for s in opts.strategies:
                     print("  real: %s, %s, seed %d, %s ..." % (wl, kind, seed, LABELS[s]),
                           flush=True)
-                    summ, recs = one_run(opts, out, kind, s, reqs, ordered, cal)
+                    summ, recs = one_run(opts, out, kind, s, reqs, ordered, inflight, cal)
                     res.setdefault(s, []).append(summ)
                     with open(os.path.join(out, "real-%s-%s-%d-%s.json" % (
                             wl, kind, seed, s)), "w") as f:
@@ -273,7 +286,8 @@ def bench_real(opts, out):
             cal_gw = (cal["rate"] * cal["chars_per_token"] / 4.0, cal["overhead_ms"]) \
                 if kind == "real" else None
             lines += table("%s; %s (%d requests a seed)" % (
-                title % (n // 4 if wl == "chats" else n), what, n), res, ideals, cal_gw)
+                title % (n // 4 if wl == "chats" else n, inflight), what, n), res, ideals,
+                cal_gw)
             lines.append("")
         rr, mm = results.get("%s-real" % wl), results.get("%s-mock" % wl)
         if rr and mm:
