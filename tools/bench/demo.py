@@ -149,7 +149,7 @@ def real_engines(opts, out):
     res = {}
     for s in ro.strategies:
         print("  running %s ..." % LABELS[s], flush=True)
-        res[s] = real.one_run(ro, out, "real", s, reqs, False, cal)[0]
+        res[s] = real.one_run(ro, out, "real", s, reqs, False, ro.concurrency, cal)[0]
     print("%-14s %9s %9s %9s %14s" % ("strategy", "P50 TTFT", "P90 TTFT", "cached",
                                        "engine share"))
     for s, r in res.items():
