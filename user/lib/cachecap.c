@@ -57,19 +57,6 @@ uint32_t pg_cc_recent_take(struct pg_cc_recent *r, uint64_t id)
 	return d;
 }
 
-bool pg_cc_recent_busy(const struct pg_cc_recent *r, uint64_t id)
-{
-	bool on = false;
-
-	for (uint32_t i = 0; i < r->n; i++)
-		if (r->id[i] == id) {
-			if (!r->busy[i])
-				return false;
-			on = true;
-		}
-	return on;
-}
-
 void pg_cc_recent_done(struct pg_cc_recent *r, uint64_t id)
 {
 	for (uint32_t i = 0; i < r->n; i++)

@@ -103,11 +103,9 @@ uint32_t pg_cc_recent_send(struct pg_cc_recent *r, uint64_t id);
 uint32_t pg_cc_recent_take(struct pg_cc_recent *r, uint64_t id);
 
 /* The entries ahead of id's most recent idle copy (PG_CC_SEQS: none):
- * as pg_cc_recent_distance, for a per-slot cache. */
+ * as pg_cc_recent_distance, for a per-slot cache. None while
+ * pg_cc_recent_distance finds one: every copy is busy. */
 uint32_t pg_cc_recent_idle(const struct pg_cc_recent *r, uint64_t id);
-
-/* Whether id has a copy on the list and every copy is busy. */
-bool pg_cc_recent_busy(const struct pg_cc_recent *r, uint64_t id);
 
 /* A request of id that pg_cc_recent_take counted has ended: a busy copy
  * of it is idle again (none if it fell off the list meanwhile). */

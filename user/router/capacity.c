@@ -64,6 +64,13 @@ static void publish(const struct pg_router *r, uint16_t id, uint32_t epoch,
 	STORE(&b->ca_learned_seqs, s->cc.seqs);
 }
 
+/* Every copy of anchor on r is busy (and it has one). */
+static bool busy(const struct pg_cc_recent *r, uint64_t anchor)
+{
+	return pg_cc_recent_idle(r, anchor) == PG_CC_SEQS &&
+	       pg_cc_recent_distance(r, anchor) != PG_CC_SEQS;
+}
+
 void pg_capacity_sent(const struct pg_router *r, uint16_t id, uint64_t anchor, uint64_t hash,
                       struct pg_choice *choice)
 {
@@ -84,7 +91,7 @@ void pg_capacity_sent(const struct pg_router *r, uint16_t id, uint64_t anchor, u
 	if (s->cc.kind == PG_CC_SLOTS) {
 		/* every copy busy: computed cold in another slot, whatever
 		 * the capacity, so its answer teaches none */
-		if (pg_cc_recent_busy(&s->recent, anchor))
+		if (busy(&s->recent, anchor))
 			choice->d_blocks = UINT32_MAX;
 		choice->d_seqs = (uint8_t)pg_cc_recent_take(&s->recent, anchor);
 		choice->seq_taken = true;
@@ -145,7 +152,7 @@ bool pg_capacity_holds(const struct pg_router *r, uint16_t id, uint64_t anchor)
 	if (!s->live)
 		held = !bound;
 	else if (s->cc.kind == PG_CC_SLOTS) /* computed in an idle copy, or cold */
-		held = !pg_cc_recent_busy(&s->recent, anchor) &&
+		held = !busy(&s->recent, anchor) &&
 		       (!bound || pg_cc_recent_idle(&s->recent, anchor) < bound);
 	else
 		held = pg_cc_recent_distance(&s->recent, anchor) < bound;
